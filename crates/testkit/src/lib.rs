@@ -1,0 +1,58 @@
+//! proxypool-testkit: private `redis-server` and PostgreSQL guards for tests.
+//!
+//! Adapters are tested against real servers, not mocks (DESIGN.md §10). A guard starts a
+//! server of its own on a free loopback port in a scratch directory, waits (bounded) until
+//! it answers, hands out its URL, can stop and restart it on the same port to inject
+//! faults, and kills it and deletes its directory when dropped.
+//!
+//! ```no_run
+//! let Some(mut redis) = proxypool_testkit::redis_or_skip() else { return };
+//! let url = redis.url().to_owned(); // redis://127.0.0.1:PORT/
+//! redis.stop().unwrap();            // clients now get "connection refused"
+//! redis.start_again().unwrap();     // same port, empty data
+//! # drop(url);
+//! ```
+//!
+//! Module map:
+//! - `redis`: [`RedisServer`] and a minimal RESP2 client ([`RespConnection`]).
+//! - `postgres`: [`PostgresServer`] (initdb template per test process, copied per
+//!   server) and a minimal wire-protocol client behind [`PostgresServer::query`].
+//! - `skip`: [`redis_or_skip`] / [`postgres_or_skip`]: skip with a banner when a binary is
+//!   missing, panic under `CI=true`.
+//! - `process`: spawning, janitors (cleanup even when the test process is killed),
+//!   signals, bounded readiness waits, free ports, log tails.
+//! - `privilege`: running PostgreSQL as an unprivileged account when tests run as root.
+//! - `binaries`: where the server programs are found.
+//! - `scratch`, `url`: scratch directories and connection-URL parsing.
+//! - `error`: [`TestkitError`].
+//!
+//! Environment:
+//! - `PROXYPOOL_TEST_REDIS_URL`, `PROXYPOOL_TEST_POSTGRES_URL`: use an external server;
+//!   `stop`/`restart` then fail with [`TestkitError::ExternalServer`].
+//! - `PROXYPOOL_TEST_REDIS_SERVER` (binary), `PROXYPOOL_TEST_PG_BIN_DIR` (directory with
+//!   `initdb` and `postgres`): pin the programs instead of searching.
+//! - `PROXYPOOL_TEST_PG_USER`: the account PostgreSQL runs as when the tests run as root.
+//! - `PROXYPOOL_TEST_TMPDIR`: where scratch directories go (default: `/dev/shm` when it
+//!   is a tmpfs with 1 GiB free, else the temp dir).
+//! - `CI=true`: a missing server fails the test instead of skipping it.
+//!
+//! Everything here is blocking (std only); calling it from an async test blocks that
+//! test's thread for the server's startup, which is what a test wants anyway.
+
+mod binaries;
+pub mod error;
+pub mod postgres;
+mod privilege;
+mod process;
+pub mod redis;
+mod scratch;
+mod skip;
+mod url;
+
+pub use error::TestkitError;
+pub use postgres::wire::Rows;
+pub use postgres::{POSTGRES_URL_ENV, PostgresServer};
+pub use redis::{REDIS_URL_ENV, RedisServer, RespConnection, RespValue};
+pub use skip::{
+    postgres_or_skip, private_postgres_or_skip, private_redis_or_skip, redis_or_skip, running_in_ci,
+};
