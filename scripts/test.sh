@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The one test command (README, CI): makes sure the test servers are installed, then runs
+# the format check, clippy with warnings denied, and every test of the workspace.
+#
+# Adapter tests run against private redis-server and PostgreSQL instances started by
+# crates/testkit, so both must be installed. When they are missing and we are root on
+# Debian/Ubuntu, they are installed from the system packages; otherwise this script
+# explains what to install and fails. (Under CI=true a test without its server fails.)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() {
+  printf '\n==> %s\n' "$*"
+}
+
+# Debian/Ubuntu install initdb/postgres into /usr/lib/postgresql/<major>/bin, off PATH.
+# Prints the directory holding both (PATH first, then the newest versioned directory).
+postgres_bin_dir() {
+  local postgres candidate
+  if postgres=$(command -v postgres 2>/dev/null); then
+    candidate=$(dirname "$(readlink -f "$postgres")")
+    if [[ -x $candidate/initdb ]]; then
+      printf '%s\n' "$candidate"
+      return 0
+    fi
+  fi
+  while IFS= read -r candidate; do
+    if [[ -x $candidate/initdb && -x $candidate/postgres ]]; then
+      printf '%s\n' "$candidate"
+      return 0
+    fi
+  done < <(compgen -G '/usr/lib/postgresql/*/bin' | sort -V -r)
+  return 1
+}
+
+missing_packages() {
+  command -v redis-server >/dev/null 2>&1 || echo redis-server
+  postgres_bin_dir >/dev/null || echo postgresql
+  command -v curl >/dev/null 2>&1 || echo curl
+}
+
+install_packages() {
+  local packages=("$@")
+  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+    {
+      echo "error: missing test dependencies: ${packages[*]}"
+      echo "scripts/test.sh installs them only as root on Debian/Ubuntu (apt-get)."
+      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl"
+      echo "(or point the tests at running servers with PROXYPOOL_TEST_REDIS_URL and"
+      echo " PROXYPOOL_TEST_POSTGRES_URL), then run scripts/test.sh again."
+    } >&2
+    exit 1
+  fi
+
+  # The tests start private servers; the packages' own services must not start and hold
+  # ports 6379/5432. invoke-rc.d asks policy-rc.d first, and 101 means "not allowed".
+  local policy=/usr/sbin/policy-rc.d backup=""
+  if [[ -e $policy ]]; then
+    backup=$(mktemp)
+    cp -p "$policy" "$backup"
+  fi
+  restore_policy() {
+    if [[ -n $backup ]]; then
+      mv -f "$backup" "$policy"
+    else
+      rm -f "$policy"
+    fi
+  }
+  trap restore_policy EXIT
+  printf '#!/bin/sh\n# scripts/test.sh: no service starts during package installation\nexit 101\n' >"$policy"
+  chmod 0755 "$policy"
+
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${packages[@]}"
+
+  restore_policy
+  trap - EXIT
+}
+
+step "check test dependencies (redis-server, PostgreSQL, curl)"
+mapfile -t missing < <(missing_packages)
+if ((${#missing[@]} > 0)); then
+  step "install ${missing[*]}"
+  install_packages "${missing[@]}"
+fi
+pg_bin=$(postgres_bin_dir) || {
+  echo "error: PostgreSQL installed but initdb/postgres not found" >&2
+  exit 1
+}
+export PATH="$pg_bin:$PATH"
+echo "redis-server: $(command -v redis-server) ($(redis-server --version | head -n 1))"
+echo "postgres:     $pg_bin ($("$pg_bin/postgres" --version))"
+
+# A fresh toolchain may lack the components; rustup can add them.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  if command -v rustup >/dev/null 2>&1; then
+    step "install rustfmt and clippy"
+    rustup component add rustfmt clippy
+  fi
+fi
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test --workspace"
+cargo test --workspace
