@@ -33,7 +33,7 @@ fn skip_or_fail<T>(what: &str, env_var: &str, outcome: Result<T, TestkitError>) 
             // of passing tests, and a skip must be seen.
             let _ = writeln!(
                 std::io::stderr(),
-                "\n{banner}\nSKIPPED: {what} not found ({error}).\n\
+                "\n{banner}\nSKIPPED: {error}\n\
                  This test did NOT run. Install it (scripts/test.sh does) or set {env_var}.\n\
                  Under CI=true this is a failure.\n{banner}"
             );
