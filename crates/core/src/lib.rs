@@ -1,1 +1,50 @@
-//! placeholder
+//! proxypool-core: the domain model and the ports every other crate speaks.
+//!
+//! Module map:
+//! - [`ids`]: validated identifiers (upstream, worker, client, proxy, extraction, labels).
+//! - [`secret`]: passwords that cannot be printed by accident.
+//! - [`proxy`]: the proxy record, protocols, statuses and the stable proxy id.
+//! - [`upsert`]: vendor batches and the shared batch validation.
+//! - [`health`]: check results and the status rule.
+//! - [`extract`]: extraction requests, responses, filters and the request digest.
+//! - [`ownership`]: worker leases fenced by a global epoch.
+//! - [`runtime`]: worker sessions, snapshot references and runtime reports.
+//! - [`inventory`]: inventory views and maintenance reports.
+//! - [`ports`]: the async port traits the adapters implement.
+//! - [`error`]: the one error type of the ports.
+//! - [`time`]: explicit milliseconds since the epoch.
+//!
+//! This crate depends on nothing else of ours.
+
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod ids;
+pub mod inventory;
+pub mod ownership;
+pub mod ports;
+pub mod proxy;
+pub mod runtime;
+pub mod secret;
+pub mod time;
+pub mod upsert;
+
+pub use error::{Conflict, PoolError, PoolResult, Unavailable};
+pub use extract::{
+    ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractedProxy, ProxyFilter,
+};
+pub use health::{CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthReport};
+pub use ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, WorkerId};
+pub use inventory::{Footprint, InventoryView, SweepReport};
+pub use ownership::{Assignment, AssignmentState, OwnedProxy};
+pub use ports::{
+    ActivityPool, Extractor, HealthStore, InventoryReader, Maintenance, OwnershipRepository,
+    Upserter, WorkerRuntimeStore,
+};
+pub use proxy::{Health, Protocol, ProxyRecord, ProxyStatus, proxy_id_for};
+pub use runtime::{
+    ProxyRuntime, ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession,
+};
+pub use secret::{Credentials, Secret};
+pub use time::{UnixMillis, now_millis};
+pub use upsert::{Candidate, DropReason, FetchedBatch, PreparedBatch, UpsertReport, prepare_batch};

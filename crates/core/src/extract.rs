@@ -1,0 +1,196 @@
+//! Exclusive extraction: requests, responses and the request digest.
+
+use crate::error::PoolError;
+use crate::ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, digest_hex};
+use crate::proxy::{Protocol, ProxyRecord};
+use crate::secret::Secret;
+use crate::time::UnixMillis;
+use serde::{Deserialize, Serialize};
+
+/// Most proxies one extraction may ask for.
+pub const MAX_EXTRACT_COUNT: u32 = 1_000;
+const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
+/// Which proxies an extraction (or a gateway selection) may take. Unset fields match all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyFilter {
+    pub protocol: Option<Protocol>,
+    pub region: Option<Label>,
+    pub carrier: Option<Label>,
+    pub upstream: Option<UpstreamId>,
+}
+
+impl ProxyFilter {
+    pub fn matches(&self, record: &ProxyRecord) -> bool {
+        self.protocol.is_none_or(|p| p == record.protocol)
+            && self
+                .region
+                .as_ref()
+                .is_none_or(|r| record.region.as_ref() == Some(r))
+            && self
+                .carrier
+                .as_ref()
+                .is_none_or(|c| record.carrier.as_ref() == Some(c))
+            && self.upstream.as_ref().is_none_or(|u| &record.upstream == u)
+    }
+}
+
+/// All-or-nothing changes nothing unless every requested proxy is found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtractMode {
+    #[default]
+    Partial,
+    AllOrNothing,
+}
+
+/// One extraction request, as the distribution API hands it to the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtractRequest {
+    pub client: ClientId,
+    /// Same key + same request = the stored response; same key + other request = conflict.
+    pub idempotency_key: Option<String>,
+    /// The API's request id: names the extraction when there is no idempotency key.
+    pub request_id: String,
+    pub count: u32,
+    pub mode: ExtractMode,
+    pub filter: ProxyFilter,
+    /// Only proxies whose last successful check is at most this old.
+    pub min_health_freshness_ms: Option<u64>,
+    /// Matching proxies to leave in the pool for the gateway (configuration, not the client).
+    pub reserve_for_gateway: u32,
+    /// How long the response stays replayable (capped by the earliest hard expiry in it).
+    pub idempotency_ttl_ms: u64,
+}
+
+impl ExtractRequest {
+    /// Checks the request before any store work.
+    pub fn validate(&self) -> Result<(), PoolError> {
+        if self.count == 0 || self.count > MAX_EXTRACT_COUNT {
+            return Err(PoolError::invalid(format!(
+                "count must be in 1..={MAX_EXTRACT_COUNT}"
+            )));
+        }
+        if let Some(key) = &self.idempotency_key {
+            validate_idempotency_key(key)?;
+        }
+        if self.request_id.is_empty()
+            || self.request_id.len() > 128
+            || self.request_id.chars().any(|c| c.is_control())
+        {
+            return Err(PoolError::invalid(
+                "request_id must be 1-128 printable characters",
+            ));
+        }
+        if self.idempotency_ttl_ms == 0 {
+            return Err(PoolError::invalid("idempotency_ttl_ms must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// A digest of everything the client chose, so a reused key with another body is caught.
+    pub fn digest(&self) -> String {
+        let body = serde_json::json!({
+            "count": self.count,
+            "mode": self.mode,
+            "filter": self.filter,
+            "min_health_freshness_ms": self.min_health_freshness_ms,
+        });
+        digest_hex(&[body.to_string().as_bytes()], 16)
+    }
+
+    pub fn extraction_id(&self) -> ExtractionId {
+        ExtractionId::derive(
+            &self.client,
+            self.idempotency_key.as_deref(),
+            &self.request_id,
+        )
+    }
+
+    /// Whether `record` passes every filter and the freshness requirement at `now`.
+    pub fn accepts(&self, now: UnixMillis, record: &ProxyRecord) -> bool {
+        record.is_usable(now)
+            && self.filter.matches(record)
+            && self
+                .min_health_freshness_ms
+                .is_none_or(|fresh| record.is_fresh(now, fresh))
+    }
+}
+
+/// `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,254}$`
+pub fn validate_idempotency_key(key: &str) -> Result<(), PoolError> {
+    let mut chars = key.chars();
+    let valid = key.len() <= MAX_IDEMPOTENCY_KEY_LEN
+        && chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(PoolError::invalid(
+            "idempotency key must be 1-255 characters of [A-Za-z0-9._:/-] starting with a letter or digit",
+        ))
+    }
+}
+
+/// One proxy handed out, with what the client needs to use it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtractedProxy {
+    pub id: ProxyId,
+    pub protocol: Protocol,
+    pub host: String,
+    pub port: u16,
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+    pub upstream: UpstreamId,
+    pub region: Option<Label>,
+    pub carrier: Option<Label>,
+    pub usable_until_ms: UnixMillis,
+    pub expires_at_ms: UnixMillis,
+}
+
+impl From<&ProxyRecord> for ExtractedProxy {
+    fn from(record: &ProxyRecord) -> Self {
+        ExtractedProxy {
+            id: record.id.clone(),
+            protocol: record.protocol,
+            host: record.host.clone(),
+            port: record.port,
+            username: record.credentials.as_ref().map(|c| c.username.clone()),
+            password: record.credentials.as_ref().map(|c| c.password.clone()),
+            upstream: record.upstream.clone(),
+            region: record.region.clone(),
+            carrier: record.carrier.clone(),
+            usable_until_ms: record.usable_until_ms,
+            expires_at_ms: record.hard_expiry_ms,
+        }
+    }
+}
+
+/// The stored (and replayable) result of an extraction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtractResponse {
+    pub id: ExtractionId,
+    pub client: ClientId,
+    pub requested: u32,
+    pub returned: u32,
+    pub proxies: Vec<ExtractedProxy>,
+    pub created_at_ms: UnixMillis,
+}
+
+impl ExtractResponse {
+    /// How long the response may be replayed: the idempotency TTL, cut at the earliest hard
+    /// expiry it contains (a replay never hands out a dead proxy). At least 1 ms.
+    pub fn replay_ttl_ms(&self, now: UnixMillis, idempotency_ttl_ms: u64) -> u64 {
+        let earliest = self.proxies.iter().map(|p| p.expires_at_ms).min();
+        let cap = earliest.map_or(idempotency_ttl_ms, |at| at.saturating_sub(now));
+        idempotency_ttl_ms.min(cap).max(1)
+    }
+}
+
+/// An extraction's response and whether it was a replay of a stored one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtractOutcome {
+    pub response: ExtractResponse,
+    pub replayed: bool,
+}

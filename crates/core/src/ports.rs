@@ -1,0 +1,247 @@
+//! The narrow async ports of the activity pool.
+//!
+//! Callers depend on the one port they need; adapters (MemoryPool, RedisPool) implement all
+//! of them. Every time-dependent method takes `now` (ms since the epoch) from the caller so
+//! one contract suite can time-travel every adapter. All methods are atomic per call: a
+//! call either applies whole or returns an error and changes nothing.
+
+use crate::error::PoolResult;
+use crate::extract::{ExtractOutcome, ExtractRequest, ExtractResponse};
+use crate::health::{DueQuery, HealthBatch, HealthReport};
+use crate::ids::{ClientId, ExtractionId, ProxyId, UpstreamId, WorkerId};
+use crate::inventory::{Footprint, InventoryView, SweepReport};
+use crate::ownership::{Assignment, OwnedProxy};
+use crate::proxy::ProxyRecord;
+use crate::runtime::{ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession};
+use crate::time::UnixMillis;
+use crate::upsert::{FetchedBatch, UpsertReport};
+use async_trait::async_trait;
+
+/// Vendor batches into the pool (the provider reconciler's port).
+#[async_trait]
+pub trait Upserter: Send + Sync {
+    /// Validates the batch (a bad batch fails before any write), dedupes by unique key
+    /// (the current lifetime's upstream keeps its proxy), never refreshes an EXTRACTED
+    /// proxy back in, and enforces `max_size` on the upstream's un-extracted inventory.
+    async fn upsert(&self, now: UnixMillis, batch: FetchedBatch) -> PoolResult<UpsertReport>;
+}
+
+/// Health-check results (the checker's port).
+#[async_trait]
+pub trait HealthStore: Send + Sync {
+    /// Applies check results atomically; non-AVAILABLE records leave every available index.
+    async fn apply_health(&self, now: UnixMillis, batch: HealthBatch) -> PoolResult<HealthReport>;
+
+    /// Records to check next: FETCHED first (oldest first), then SUSPECT, then AVAILABLE and
+    /// UNHEALTHY ones whose last check is at least `recheck_after_ms` old. Live records only.
+    async fn due_for_check(&self, now: UnixMillis, query: DueQuery)
+    -> PoolResult<Vec<ProxyRecord>>;
+}
+
+/// Exclusive extraction (the distribution API's port).
+#[async_trait]
+pub trait Extractor: Send + Sync {
+    /// One atomic step: idempotency check, candidate selection and re-validation, the
+    /// gateway reserve, partial or all-or-nothing, the move to EXTRACTED and the stored
+    /// response. A scan that runs out of budget before deciding is `Unavailable`.
+    async fn extract(&self, now: UnixMillis, request: ExtractRequest)
+    -> PoolResult<ExtractOutcome>;
+
+    /// A stored extraction of `client`; another client's or an expired one is `NotFound`.
+    async fn get_extraction(
+        &self,
+        now: UnixMillis,
+        client: &ClientId,
+        id: &ExtractionId,
+    ) -> PoolResult<ExtractResponse>;
+}
+
+/// Worker ownership of proxies (the ownership manager's port).
+#[async_trait]
+pub trait OwnershipRepository: Send + Sync {
+    /// Assigns an AVAILABLE, unowned proxy before its `usable_until` to `worker` under a new
+    /// epoch; the lease is cut at `usable_until`.
+    async fn assign(
+        &self,
+        now: UnixMillis,
+        proxy: &ProxyId,
+        worker: &WorkerId,
+        lease_ms: u64,
+    ) -> PoolResult<Assignment>;
+
+    /// Extends the lease; worker and epoch must match and the lease must not have lapsed.
+    async fn renew(
+        &self,
+        now: UnixMillis,
+        proxy: &ProxyId,
+        worker: &WorkerId,
+        epoch: u64,
+        lease_ms: u64,
+    ) -> PoolResult<Assignment>;
+
+    /// Starts draining the proxy off `worker` (idempotent; the first call bumps the global
+    /// epoch).
+    async fn begin_drain(
+        &self,
+        now: UnixMillis,
+        proxy: &ProxyId,
+        worker: &WorkerId,
+        epoch: u64,
+    ) -> PoolResult<Assignment>;
+
+    /// Releases a draining proxy, only when the worker has nothing active or reserved on it.
+    async fn acknowledge_drain(
+        &self,
+        now: UnixMillis,
+        proxy: &ProxyId,
+        worker: &WorkerId,
+        epoch: u64,
+        active: u32,
+        reserved: u32,
+    ) -> PoolResult<()>;
+
+    async fn get(&self, now: UnixMillis, proxy: &ProxyId) -> PoolResult<Option<Assignment>>;
+
+    /// Releases at most `limit` lapsed assignments and returns them.
+    async fn expire(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>>;
+
+    /// Usable, unowned proxies (candidates to assign), at most `limit`.
+    async fn assignable(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<ProxyRecord>>;
+
+    /// Proxies `worker` owns with an unexpired, non-draining lease, at most `limit`
+    /// (what its next snapshot lists).
+    async fn owned_by(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        limit: usize,
+    ) -> PoolResult<Vec<OwnedProxy>>;
+
+    /// Draining assignments of `worker`, at most `limit`.
+    async fn draining_of(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        limit: usize,
+    ) -> PoolResult<Vec<Assignment>>;
+
+    /// The current global ownership epoch.
+    async fn current_epoch(&self) -> PoolResult<u64>;
+}
+
+/// Worker sessions, snapshot references and runtime reports (the worker control API's port).
+#[async_trait]
+pub trait WorkerRuntimeStore: Send + Sync {
+    /// Opens a session; a different session id replaces and fences the current one and
+    /// forgets its runtime. The same id renews it.
+    async fn open_session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        ttl_ms: u64,
+    ) -> PoolResult<WorkerSession>;
+
+    /// Extends the current session; a replaced one is `Conflict(Fenced)`.
+    async fn renew_session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        ttl_ms: u64,
+    ) -> PoolResult<WorkerSession>;
+
+    /// Ends the current session and its runtime (a worker shutting down cleanly).
+    async fn close_session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+    ) -> PoolResult<()>;
+
+    async fn session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+    ) -> PoolResult<Option<WorkerSession>>;
+
+    /// Live sessions, at most `limit`.
+    async fn live_sessions(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<WorkerSession>>;
+
+    /// Records the snapshot just issued to the session (the one it must acknowledge).
+    async fn issue_snapshot(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        snapshot: SnapshotRef,
+    ) -> PoolResult<()>;
+
+    /// The session applied `snapshot`; it must be the issued one.
+    async fn ack_snapshot(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        snapshot: SnapshotRef,
+    ) -> PoolResult<WorkerSession>;
+
+    /// Stores a full sparse report: current session, the acknowledged snapshot, a strictly
+    /// increasing sequence (same sequence and content = replay), and non-zero counts only on
+    /// proxies the worker owns at or before the snapshot's epoch.
+    async fn report_runtime(
+        &self,
+        now: UnixMillis,
+        report: RuntimeReport,
+        ttl_ms: u64,
+    ) -> PoolResult<ReportOutcome>;
+
+    /// The worker's live runtime; `None` = capacity unknown.
+    async fn runtime(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+    ) -> PoolResult<Option<StoredRuntime>>;
+}
+
+/// Per-upstream inventory (the API's and the reconciler's port).
+#[async_trait]
+pub trait InventoryReader: Send + Sync {
+    async fn inventory(&self, now: UnixMillis, upstream: &UpstreamId) -> PoolResult<InventoryView>;
+}
+
+/// Bounded cleanup of expired state.
+#[async_trait]
+pub trait Maintenance: Send + Sync {
+    /// Removes expired records (with their indexes and assignments), lapsed sessions,
+    /// runtimes and stored results, at most `limit` of each kind per call.
+    async fn sweep(&self, now: UnixMillis, limit: usize) -> PoolResult<SweepReport>;
+
+    /// Counts of what the store holds.
+    async fn footprint(&self) -> PoolResult<Footprint>;
+}
+
+/// Everything an activity-pool adapter implements.
+pub trait ActivityPool:
+    Upserter
+    + HealthStore
+    + Extractor
+    + OwnershipRepository
+    + WorkerRuntimeStore
+    + InventoryReader
+    + Maintenance
+    + 'static
+{
+}
+
+impl<T> ActivityPool for T where
+    T: Upserter
+        + HealthStore
+        + Extractor
+        + OwnershipRepository
+        + WorkerRuntimeStore
+        + InventoryReader
+        + Maintenance
+        + 'static
+{
+}

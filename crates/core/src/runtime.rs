@@ -1,0 +1,122 @@
+//! Gateway worker sessions, snapshot references and runtime reports.
+//!
+//! A worker opens a session (a new session fences the old one's writes), is issued
+//! snapshots and acknowledges them, and reports per-proxy active/reserved counts with a
+//! strictly increasing sequence. A missing, expired or fenced runtime means the worker's
+//! capacity is unknown, which the inventory counts as zero free slots (fail closed).
+
+use crate::error::PoolError;
+use crate::ids::{ProxyId, WorkerId, digest_hex};
+use crate::time::UnixMillis;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+/// Most entries one runtime report may carry.
+pub const MAX_REPORT_ENTRIES: usize = 100_000;
+
+/// Names one snapshot issued to one worker.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SnapshotRef {
+    pub version: u64,
+    /// The global ownership epoch the snapshot was built at.
+    pub epoch: u64,
+    pub checksum: String,
+}
+
+/// The current session of one worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerSession {
+    pub worker: WorkerId,
+    pub session_id: String,
+    pub opened_at_ms: UnixMillis,
+    pub expires_at_ms: UnixMillis,
+    /// The latest snapshot issued to this session and not yet acknowledged.
+    pub issued_snapshot: Option<SnapshotRef>,
+    /// The latest snapshot this session acknowledged (applied).
+    pub acked_snapshot: Option<SnapshotRef>,
+    /// The sequence of the last accepted runtime report.
+    pub last_report_sequence: Option<u64>,
+}
+
+impl WorkerSession {
+    pub fn is_live(&self, now: UnixMillis) -> bool {
+        now < self.expires_at_ms
+    }
+}
+
+/// One proxy's load on one worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProxyRuntime {
+    pub proxy_id: ProxyId,
+    pub active: u32,
+    pub reserved: u32,
+    /// Removed from the worker's snapshot but still busy.
+    #[serde(default)]
+    pub draining: bool,
+}
+
+/// A full, sparse runtime report: proxies not listed have zero active and reserved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeReport {
+    pub worker: WorkerId,
+    pub session_id: String,
+    pub sequence: u64,
+    /// Must be exactly the snapshot the session acknowledged.
+    pub snapshot: SnapshotRef,
+    pub entries: Vec<ProxyRuntime>,
+}
+
+impl RuntimeReport {
+    pub fn validate(&self) -> Result<(), PoolError> {
+        validate_session_id(&self.session_id)?;
+        if self.entries.len() > MAX_REPORT_ENTRIES {
+            return Err(PoolError::invalid(format!(
+                "a runtime report carries at most {MAX_REPORT_ENTRIES} entries"
+            )));
+        }
+        let mut seen = HashSet::with_capacity(self.entries.len());
+        for entry in &self.entries {
+            if !seen.insert(&entry.proxy_id) {
+                return Err(PoolError::invalid(format!(
+                    "proxy {} appears twice in the report",
+                    entry.proxy_id
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A digest of the content, to tell an idempotent replay from a conflicting report.
+    pub fn digest(&self) -> String {
+        let body = serde_json::to_string(self).unwrap_or_default();
+        digest_hex(&[body.as_bytes()], 16)
+    }
+}
+
+/// A report the store accepted, as it keeps it until it expires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredRuntime {
+    pub report: RuntimeReport,
+    pub received_at_ms: UnixMillis,
+    pub expires_at_ms: UnixMillis,
+}
+
+/// Whether a report was new or a replay of the last one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportOutcome {
+    Accepted,
+    Replayed,
+}
+
+/// Session ids are opaque, printable and short.
+pub fn validate_session_id(session_id: &str) -> Result<(), PoolError> {
+    if session_id.is_empty()
+        || session_id.len() > 128
+        || !session_id.chars().all(|c| c.is_ascii_graphic())
+    {
+        return Err(PoolError::invalid(
+            "session_id must be 1-128 printable ASCII characters",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! The activity-pool contract suite.
+//!
+//! Public async test functions, one module per port family. An adapter runs all of them by
+//! implementing [`PoolFactory`] and invoking [`contract_suite!`](crate::contract_suite) in a
+//! test file; the macro lists every function once, so every adapter runs the same suite,
+//! never a copy. All time is explicit (`now`), so the suite time-travels any store.
+
+pub mod extract;
+pub mod fixtures;
+pub mod health;
+pub mod inventory;
+pub mod maintenance;
+pub mod ownership;
+pub mod runtime;
+pub mod upsert;
+
+use async_trait::async_trait;
+use proxypool_core::ActivityPool;
+
+/// Work bounds the suite needs to set on a fresh pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanLimits {
+    pub extract_scan_budget: usize,
+    pub inventory_scan_budget: usize,
+}
+
+impl Default for ScanLimits {
+    fn default() -> Self {
+        ScanLimits {
+            extract_scan_budget: 10_000,
+            inventory_scan_budget: 100_000,
+        }
+    }
+}
+
+/// Makes empty, isolated pools for the suite.
+#[async_trait]
+pub trait PoolFactory: Send + Sync {
+    type Pool: ActivityPool;
+
+    /// A fresh, empty pool, or `None` to skip (the factory says why, loudly).
+    async fn create(&self, limits: ScanLimits) -> Option<Self::Pool>;
+}
+
+/// Generates one `#[tokio::test]` per contract function for the factory expression given.
+///
+/// ```ignore
+/// proxypool_pool::contract_suite!(proxypool_pool::contract::fixtures::MemoryFactory);
+/// ```
+#[macro_export]
+macro_rules! contract_suite {
+    ($factory:expr) => {
+        $crate::contract_suite!(@each $factory;
+            upsert::upsert_applies_ttl_and_safety_margin,
+            upsert::upsert_rejects_bad_batch_without_writing,
+            upsert::upsert_drops_bad_candidates_by_reason,
+            upsert::upsert_enforces_max_size,
+            upsert::upsert_refreshes_without_double_counting,
+            upsert::upsert_incumbent_upstream_keeps_proxy,
+            upsert::upsert_never_refreshes_extracted_back,
+            upsert::upsert_operation_id_replay_counts_once,
+            upsert::upsert_new_lifetime_after_hard_expiry,
+            health::health_fetched_becomes_available_and_extractable,
+            health::health_failures_leave_available_indexes,
+            health::health_recovery_returns_to_indexes,
+            health::health_ignores_stale_and_unknown_observations,
+            health::health_due_for_check_orders_fetched_first,
+            health::health_rejects_bad_batch_without_writing,
+            extract::extract_partial_returns_what_exists,
+            extract::extract_all_or_nothing_changes_nothing_on_shortfall,
+            extract::extract_applies_each_filter,
+            extract::extract_applies_health_freshness,
+            extract::extract_keeps_gateway_reserve,
+            extract::extract_never_hands_out_past_usable_until,
+            extract::extract_replay_is_identical,
+            extract::extract_key_reuse_with_other_body_conflicts,
+            extract::extract_replay_ttl_capped_by_earliest_expiry,
+            extract::extract_lookup_is_scoped_to_client,
+            extract::extract_scan_budget_exhausted_is_unavailable,
+            extract::extract_concurrent_rounds_never_intersect,
+            extract::extract_rejects_invalid_request_without_change,
+            ownership::ownership_assign_requires_available_unowned,
+            ownership::ownership_assign_and_extract_race_one_winner,
+            ownership::ownership_renew_checks_worker_epoch_and_cuts_lease,
+            ownership::ownership_drain_is_idempotent_and_bumps_epoch,
+            ownership::ownership_ack_requires_idle,
+            ownership::ownership_expire_is_batched_and_returns_to_pool,
+            ownership::ownership_owned_by_lists_serving_only,
+            runtime::runtime_new_session_fences_old,
+            runtime::runtime_report_sequence_replay_and_conflict,
+            runtime::runtime_report_requires_acked_snapshot,
+            runtime::runtime_report_expiry_means_unknown_capacity,
+            runtime::runtime_counts_need_owner_and_epoch,
+            inventory::inventory_counts_managed_and_slots,
+            inventory::inventory_over_scan_budget_is_unavailable,
+            maintenance::maintenance_sweep_is_bounded,
+            maintenance::maintenance_ttl_churn_stays_bounded,
+        );
+    };
+    (@each $factory:expr; $($module:ident :: $name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $crate::contract::$module::$name(&$factory).await;
+            }
+        )*
+    };
+}

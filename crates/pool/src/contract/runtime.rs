@@ -1,0 +1,341 @@
+//! Contract: WorkerRuntimeStore (sessions, snapshot acknowledgements, runtime reports).
+
+use super::PoolFactory;
+use super::fixtures::*;
+use crate::fresh_pool;
+use proxypool_core::{
+    ActivityPool, Conflict, PoolError, ProxyRuntime, ReportOutcome, RuntimeReport, SnapshotRef,
+    UnixMillis, WorkerId,
+};
+
+const SESSION_TTL: u64 = 15_000;
+const REPORT_TTL: u64 = 10_000;
+
+fn snapshot(version: u64, epoch: u64) -> SnapshotRef {
+    SnapshotRef {
+        version,
+        epoch,
+        checksum: format!("sum-{version}-{epoch}"),
+    }
+}
+
+/// Opens `session` for `worker` and gets `snap` issued and acknowledged.
+async fn ready_session<P: ActivityPool>(
+    pool: &P,
+    now: UnixMillis,
+    worker: &WorkerId,
+    session: &str,
+    snap: &SnapshotRef,
+) {
+    pool.open_session(now, worker, session, SESSION_TTL)
+        .await
+        .unwrap();
+    pool.issue_snapshot(now, worker, session, snap.clone())
+        .await
+        .unwrap();
+    pool.ack_snapshot(now, worker, session, snap.clone())
+        .await
+        .unwrap();
+}
+
+fn report(
+    worker: &WorkerId,
+    session: &str,
+    sequence: u64,
+    snap: &SnapshotRef,
+    entries: Vec<ProxyRuntime>,
+) -> RuntimeReport {
+    RuntimeReport {
+        worker: worker.clone(),
+        session_id: session.into(),
+        sequence,
+        snapshot: snap.clone(),
+        entries,
+    }
+}
+
+fn busy(id: &proxypool_core::ProxyId, active: u32, reserved: u32) -> ProxyRuntime {
+    ProxyRuntime {
+        proxy_id: id.clone(),
+        active,
+        reserved,
+        draining: false,
+    }
+}
+
+pub async fn runtime_new_session_fences_old<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let w1 = worker("gw-1");
+    let snap = snapshot(1, 0);
+    ready_session(&pool, T0, &w1, "s-old", &snap).await;
+    pool.report_runtime(T0 + 1, report(&w1, "s-old", 1, &snap, vec![]), REPORT_TTL)
+        .await
+        .unwrap();
+    assert!(pool.runtime(T0 + 1, &w1).await.unwrap().is_some());
+
+    let fresh = pool
+        .open_session(T0 + 2, &w1, "s-new", SESSION_TTL)
+        .await
+        .unwrap();
+    assert_eq!(
+        (fresh.acked_snapshot, fresh.last_report_sequence),
+        (None, None)
+    );
+    assert!(
+        pool.runtime(T0 + 2, &w1).await.unwrap().is_none(),
+        "the old runtime is forgotten"
+    );
+    let fenced = pool
+        .report_runtime(T0 + 3, report(&w1, "s-old", 2, &snap, vec![]), REPORT_TTL)
+        .await;
+    assert_eq!(fenced.unwrap_err(), PoolError::Conflict(Conflict::Fenced));
+    let renew = pool
+        .renew_session(T0 + 3, &w1, "s-old", SESSION_TTL)
+        .await
+        .unwrap_err();
+    assert_eq!(renew, PoolError::Conflict(Conflict::Fenced));
+    let ack = pool
+        .ack_snapshot(T0 + 3, &w1, "s-old", snap.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(ack, PoolError::Conflict(Conflict::Fenced));
+    assert_eq!(
+        pool.session(T0 + 3, &w1).await.unwrap().unwrap().session_id,
+        "s-new"
+    );
+
+    let same = pool
+        .open_session(T0 + 4, &w1, "s-new", SESSION_TTL)
+        .await
+        .unwrap();
+    assert_eq!(
+        (same.opened_at_ms, same.expires_at_ms),
+        (T0 + 2, T0 + 4 + SESSION_TTL),
+        "same id renews"
+    );
+    assert!(
+        pool.session(T0 + 4 + SESSION_TTL, &w1)
+            .await
+            .unwrap()
+            .is_none(),
+        "sessions lapse"
+    );
+    assert!(matches!(
+        pool.open_session(T0, &w1, "bad id", SESSION_TTL).await,
+        Err(PoolError::InvalidInput(_))
+    ));
+}
+
+pub async fn runtime_report_sequence_replay_and_conflict<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let w1 = worker("gw-1");
+    let snap = snapshot(1, 0);
+    ready_session(&pool, T0, &w1, "s1", &snap).await;
+    let first = report(&w1, "s1", 5, &snap, vec![]);
+    assert_eq!(
+        pool.report_runtime(T0 + 1, first.clone(), REPORT_TTL)
+            .await
+            .unwrap(),
+        ReportOutcome::Accepted
+    );
+    assert_eq!(
+        pool.report_runtime(T0 + 2, first, REPORT_TTL)
+            .await
+            .unwrap(),
+        ReportOutcome::Replayed
+    );
+
+    let ids = seed_range(&pool, T0, "acme", 0, 1).await;
+    let conflicting = report(&w1, "s1", 5, &snap, vec![busy(&ids[0], 0, 0)]);
+    assert_eq!(
+        pool.report_runtime(T0 + 3, conflicting, REPORT_TTL)
+            .await
+            .unwrap_err(),
+        PoolError::Conflict(Conflict::Sequence),
+        "same sequence, other content"
+    );
+    let older = report(&w1, "s1", 4, &snap, vec![]);
+    assert_eq!(
+        pool.report_runtime(T0 + 3, older, REPORT_TTL)
+            .await
+            .unwrap_err(),
+        PoolError::Conflict(Conflict::Sequence)
+    );
+    let next = report(&w1, "s1", 6, &snap, vec![]);
+    assert_eq!(
+        pool.report_runtime(T0 + 4, next, REPORT_TTL).await.unwrap(),
+        ReportOutcome::Accepted
+    );
+    assert_eq!(
+        pool.session(T0 + 4, &w1)
+            .await
+            .unwrap()
+            .unwrap()
+            .last_report_sequence,
+        Some(6)
+    );
+
+    let duplicate = report(
+        &w1,
+        "s1",
+        7,
+        &snap,
+        vec![busy(&ids[0], 0, 0), busy(&ids[0], 0, 0)],
+    );
+    assert!(matches!(
+        pool.report_runtime(T0 + 5, duplicate, REPORT_TTL).await,
+        Err(PoolError::InvalidInput(_))
+    ));
+    assert_eq!(
+        pool.session(T0 + 5, &w1)
+            .await
+            .unwrap()
+            .unwrap()
+            .last_report_sequence,
+        Some(6)
+    );
+}
+
+pub async fn runtime_report_requires_acked_snapshot<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let w1 = worker("gw-1");
+    pool.open_session(T0, &w1, "s1", SESSION_TTL).await.unwrap();
+    let snap1 = snapshot(1, 3);
+    let unacked = pool
+        .report_runtime(T0 + 1, report(&w1, "s1", 1, &snap1, vec![]), REPORT_TTL)
+        .await;
+    assert_eq!(
+        unacked.unwrap_err(),
+        PoolError::Conflict(Conflict::Snapshot)
+    );
+
+    pool.issue_snapshot(T0 + 1, &w1, "s1", snap1.clone())
+        .await
+        .unwrap();
+    let wrong = pool
+        .ack_snapshot(T0 + 2, &w1, "s1", snapshot(2, 3))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        wrong,
+        PoolError::Conflict(Conflict::Snapshot),
+        "only the issued snapshot can be acked"
+    );
+    let session = pool
+        .ack_snapshot(T0 + 2, &w1, "s1", snap1.clone())
+        .await
+        .unwrap();
+    assert_eq!(session.acked_snapshot, Some(snap1.clone()));
+    assert_eq!(
+        pool.ack_snapshot(T0 + 3, &w1, "s1", snap1.clone())
+            .await
+            .unwrap(),
+        session,
+        "repeat ack"
+    );
+
+    let ahead = report(&w1, "s1", 1, &snapshot(1, 9), vec![]);
+    let err = pool
+        .report_runtime(T0 + 3, ahead, REPORT_TTL)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        PoolError::Conflict(Conflict::Snapshot),
+        "a report cannot claim a later epoch"
+    );
+    pool.report_runtime(T0 + 3, report(&w1, "s1", 1, &snap1, vec![]), REPORT_TTL)
+        .await
+        .unwrap();
+}
+
+pub async fn runtime_report_expiry_means_unknown_capacity<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 0, 1).await;
+    let w1 = worker("gw-1");
+    let a = pool.assign(T0, &ids[0], &w1, 20_000).await.unwrap();
+    let snap = snapshot(1, a.epoch);
+    ready_session(&pool, T0, &w1, "s1", &snap).await;
+    let acme = upstream("acme");
+    assert_eq!(
+        pool.inventory(T0 + 1, &acme).await.unwrap().available_slots,
+        0,
+        "no report yet: unknown"
+    );
+
+    pool.report_runtime(
+        T0 + 1,
+        report(&w1, "s1", 1, &snap, vec![busy(&ids[0], 1, 1)]),
+        REPORT_TTL,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        pool.inventory(T0 + 2, &acme).await.unwrap().available_slots,
+        u64::from(SESSIONS) - 2
+    );
+    let stored = pool.runtime(T0 + 2, &w1).await.unwrap().unwrap();
+    assert_eq!(stored.expires_at_ms, T0 + 1 + REPORT_TTL);
+    assert!(
+        pool.runtime(T0 + 1 + REPORT_TTL, &w1)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        pool.inventory(T0 + 1 + REPORT_TTL, &acme)
+            .await
+            .unwrap()
+            .available_slots,
+        0,
+        "an expired report is capacity unknown, never the last known value"
+    );
+}
+
+pub async fn runtime_counts_need_owner_and_epoch<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 0, 3).await;
+    let (w1, w2) = (worker("gw-1"), worker("gw-2"));
+    let mine = pool.assign(T0, &ids[0], &w1, 20_000).await.unwrap();
+    pool.assign(T0, &ids[1], &w2, 20_000).await.unwrap();
+    let snap = snapshot(1, mine.epoch);
+    ready_session(&pool, T0, &w1, "s1", &snap).await;
+
+    let foreign = report(&w1, "s1", 1, &snap, vec![busy(&ids[1], 1, 0)]);
+    assert_eq!(
+        pool.report_runtime(T0 + 1, foreign, REPORT_TTL)
+            .await
+            .unwrap_err(),
+        PoolError::Conflict(Conflict::Ownership)
+    );
+    let unowned = report(&w1, "s1", 1, &snap, vec![busy(&ids[2], 0, 1)]);
+    assert_eq!(
+        pool.report_runtime(T0 + 1, unowned, REPORT_TTL)
+            .await
+            .unwrap_err(),
+        PoolError::Conflict(Conflict::Ownership)
+    );
+
+    // Assigned after the snapshot's epoch: the worker cannot be using it yet.
+    pool.assign(T0 + 1, &ids[2], &w1, 20_000).await.unwrap();
+    let too_new = report(&w1, "s1", 1, &snap, vec![busy(&ids[2], 1, 0)]);
+    assert_eq!(
+        pool.report_runtime(T0 + 2, too_new, REPORT_TTL)
+            .await
+            .unwrap_err(),
+        PoolError::Conflict(Conflict::Ownership)
+    );
+
+    // Zero counts on anything are fine; real counts on its own proxy are accepted.
+    let ok = report(
+        &w1,
+        "s1",
+        1,
+        &snap,
+        vec![busy(&ids[0], 2, 0), busy(&ids[1], 0, 0)],
+    );
+    assert_eq!(
+        pool.report_runtime(T0 + 2, ok, REPORT_TTL).await.unwrap(),
+        ReportOutcome::Accepted
+    );
+}

@@ -1,0 +1,74 @@
+//! MemoryPool: the reference implementation of every activity-pool port.
+//!
+//! All state sits behind one mutex, and every port method runs as one critical section
+//! without awaiting, so each call is atomic exactly as a Lua script is in Redis. That makes
+//! this the executable specification the contract suite checks other adapters against, and
+//! the embedded store for one machine.
+
+mod extract;
+mod health;
+mod inventory;
+mod ownership;
+mod runtime;
+mod state;
+mod upsert;
+
+use proxypool_core::{PoolError, PoolResult, UnixMillis};
+use state::State;
+use std::sync::{Mutex, MutexGuard};
+
+/// Work bounds and retention of a MemoryPool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryPoolOptions {
+    /// Candidates one extraction may examine before it must answer `Unavailable`.
+    pub extract_scan_budget: usize,
+    /// Records of one upstream an inventory read may examine before it is `Unavailable`.
+    pub inventory_scan_budget: usize,
+    /// How long an upsert's operation id is remembered.
+    pub operation_ttl_ms: u64,
+    /// Expired records every write removes on the side, so memory stays bounded even if
+    /// nobody runs the maintenance sweep.
+    pub opportunistic_cleanup: usize,
+}
+
+impl Default for MemoryPoolOptions {
+    fn default() -> Self {
+        MemoryPoolOptions {
+            extract_scan_budget: 10_000,
+            inventory_scan_budget: 100_000,
+            operation_ttl_ms: 10 * 60 * 1000,
+            opportunistic_cleanup: 16,
+        }
+    }
+}
+
+/// The in-memory activity pool. Cheap to share behind an `Arc`.
+#[derive(Debug, Default)]
+pub struct MemoryPool {
+    options: MemoryPoolOptions,
+    state: Mutex<State>,
+}
+
+impl MemoryPool {
+    pub fn new(options: MemoryPoolOptions) -> Self {
+        MemoryPool {
+            options,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> PoolResult<MutexGuard<'_, State>> {
+        // A panic inside a critical section may have left indexes half-updated: refuse to
+        // serve from that state rather than answer wrongly.
+        self.state
+            .lock()
+            .map_err(|_| PoolError::corrupt("memory pool lock poisoned by an earlier panic"))
+    }
+
+    /// Locks the state and removes a few expired records first, as every write does.
+    fn lock_for_write(&self, now: UnixMillis) -> PoolResult<MutexGuard<'_, State>> {
+        let mut state = self.lock()?;
+        state.remove_expired_records(now, self.options.opportunistic_cleanup);
+        Ok(state)
+    }
+}

@@ -1,0 +1,230 @@
+//! WorkerRuntimeStore for MemoryPool: sessions that fence their predecessors, snapshot
+//! acknowledgements and strictly sequenced runtime reports.
+
+use super::MemoryPool;
+use super::state::{SessionState, State};
+use async_trait::async_trait;
+use proxypool_core::runtime::validate_session_id;
+use proxypool_core::{
+    Conflict, PoolError, PoolResult, ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime,
+    UnixMillis, WorkerId, WorkerRuntimeStore, WorkerSession,
+};
+
+fn check_ttl(ttl_ms: u64) -> PoolResult<()> {
+    if ttl_ms == 0 {
+        return Err(PoolError::invalid("ttl_ms must be at least 1"));
+    }
+    Ok(())
+}
+
+/// The live session `session_id` of `worker`, or `Fenced` when another one (or none) is
+/// current.
+fn current_session<'a>(
+    state: &'a mut State,
+    now: UnixMillis,
+    worker: &WorkerId,
+    session_id: &str,
+) -> PoolResult<&'a mut SessionState> {
+    match state.sessions.get_mut(worker) {
+        Some(current)
+            if current.session.session_id == session_id && current.session.is_live(now) =>
+        {
+            Ok(current)
+        }
+        _ => Err(PoolError::Conflict(Conflict::Fenced)),
+    }
+}
+
+/// Non-zero counts are only believable on proxies the worker owns at or before the epoch of
+/// the snapshot it reports against.
+fn check_report_ownership(state: &State, report: &RuntimeReport) -> PoolResult<()> {
+    for entry in &report.entries {
+        if entry.active == 0 && entry.reserved == 0 {
+            continue;
+        }
+        let owned = state
+            .assignments
+            .get(&entry.proxy_id)
+            .is_some_and(|a| a.worker == report.worker && a.epoch <= report.snapshot.epoch);
+        if !owned {
+            return Err(PoolError::Conflict(Conflict::Ownership));
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl WorkerRuntimeStore for MemoryPool {
+    async fn open_session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        ttl_ms: u64,
+    ) -> PoolResult<WorkerSession> {
+        validate_session_id(session_id)?;
+        check_ttl(ttl_ms)?;
+        let mut state = self.lock_for_write(now)?;
+        let expires_at_ms = now.saturating_add(ttl_ms);
+        if let Ok(current) = current_session(&mut state, now, worker, session_id) {
+            current.session.expires_at_ms = expires_at_ms;
+            return Ok(current.session.clone());
+        }
+        // A new session: the old one's runtime no longer describes anything we can trust.
+        state.runtimes.remove(worker);
+        let session = WorkerSession {
+            worker: worker.clone(),
+            session_id: session_id.to_owned(),
+            opened_at_ms: now,
+            expires_at_ms,
+            issued_snapshot: None,
+            acked_snapshot: None,
+            last_report_sequence: None,
+        };
+        state.sessions.insert(
+            worker.clone(),
+            SessionState {
+                session: session.clone(),
+                last_report_digest: None,
+            },
+        );
+        Ok(session)
+    }
+
+    async fn renew_session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        ttl_ms: u64,
+    ) -> PoolResult<WorkerSession> {
+        check_ttl(ttl_ms)?;
+        let mut state = self.lock_for_write(now)?;
+        let current = current_session(&mut state, now, worker, session_id)?;
+        current.session.expires_at_ms = now.saturating_add(ttl_ms);
+        Ok(current.session.clone())
+    }
+
+    async fn close_session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+    ) -> PoolResult<()> {
+        let mut state = self.lock_for_write(now)?;
+        match state.sessions.get(worker) {
+            None => Ok(()),
+            Some(current) if current.session.session_id == session_id => {
+                state.sessions.remove(worker);
+                state.runtimes.remove(worker);
+                Ok(())
+            }
+            Some(_) => Err(PoolError::Conflict(Conflict::Fenced)),
+        }
+    }
+
+    async fn session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+    ) -> PoolResult<Option<WorkerSession>> {
+        let state = self.lock()?;
+        Ok(state.live_session(worker, now).map(|s| s.session.clone()))
+    }
+
+    async fn live_sessions(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<WorkerSession>> {
+        let state = self.lock()?;
+        let mut sessions: Vec<WorkerSession> = state
+            .sessions
+            .values()
+            .filter(|s| s.session.is_live(now))
+            .map(|s| s.session.clone())
+            .collect();
+        sessions.sort_by(|a, b| a.worker.cmp(&b.worker));
+        sessions.truncate(limit);
+        Ok(sessions)
+    }
+
+    async fn issue_snapshot(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        snapshot: SnapshotRef,
+    ) -> PoolResult<()> {
+        let mut state = self.lock_for_write(now)?;
+        let current = current_session(&mut state, now, worker, session_id)?;
+        current.session.issued_snapshot = Some(snapshot);
+        Ok(())
+    }
+
+    async fn ack_snapshot(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        snapshot: SnapshotRef,
+    ) -> PoolResult<WorkerSession> {
+        let mut state = self.lock_for_write(now)?;
+        let current = current_session(&mut state, now, worker, session_id)?;
+        let session = &mut current.session;
+        if session.acked_snapshot.as_ref() == Some(&snapshot) && session.issued_snapshot.is_none() {
+            return Ok(session.clone()); // an idempotent repeat
+        }
+        if session.issued_snapshot.as_ref() != Some(&snapshot) {
+            return Err(PoolError::Conflict(Conflict::Snapshot));
+        }
+        session.acked_snapshot = session.issued_snapshot.take();
+        Ok(session.clone())
+    }
+
+    async fn report_runtime(
+        &self,
+        now: UnixMillis,
+        report: RuntimeReport,
+        ttl_ms: u64,
+    ) -> PoolResult<ReportOutcome> {
+        report.validate()?;
+        check_ttl(ttl_ms)?;
+        let digest = report.digest();
+        let mut state = self.lock_for_write(now)?;
+        let current = current_session(&mut state, now, &report.worker, &report.session_id)?;
+        if let Some(last) = current.session.last_report_sequence {
+            if report.sequence == last && current.last_report_digest.as_deref() == Some(&digest) {
+                return Ok(ReportOutcome::Replayed);
+            }
+            if report.sequence <= last {
+                return Err(PoolError::Conflict(Conflict::Sequence));
+            }
+        }
+        if current.session.acked_snapshot.as_ref() != Some(&report.snapshot) {
+            return Err(PoolError::Conflict(Conflict::Snapshot));
+        }
+        check_report_ownership(&state, &report)?;
+
+        let worker = report.worker.clone();
+        let sequence = report.sequence;
+        state.runtimes.insert(
+            worker.clone(),
+            StoredRuntime {
+                report,
+                received_at_ms: now,
+                expires_at_ms: now.saturating_add(ttl_ms),
+            },
+        );
+        if let Some(current) = state.sessions.get_mut(&worker) {
+            current.session.last_report_sequence = Some(sequence);
+            current.last_report_digest = Some(digest);
+        }
+        Ok(ReportOutcome::Accepted)
+    }
+
+    async fn runtime(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+    ) -> PoolResult<Option<StoredRuntime>> {
+        let state = self.lock()?;
+        Ok(state.live_runtime(worker, now).cloned())
+    }
+}

@@ -1,0 +1,311 @@
+//! The MemoryPool's state and its indexes, kept consistent by a few small helpers.
+//!
+//! Invariant: a record is in the available indexes exactly when it is AVAILABLE, has no
+//! assignment and is not hard-expired. Every mutation of a record goes through
+//! [`State::replace_record`] or [`State::remove_record`], which keep that true.
+
+use proxypool_core::{
+    Assignment, ClientId, ExtractResponse, ExtractionId, Label, Protocol, ProxyId, ProxyRecord,
+    StoredRuntime, UnixMillis, UpsertReport, UpstreamId, WorkerId, WorkerSession,
+};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+/// An index ordered by `usable_until_ms`, so expired entries sit at the low end.
+pub(crate) type ExpiryOrdered = BTreeSet<(UnixMillis, ProxyId)>;
+
+/// One filter dimension value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum FilterKey {
+    Protocol(Protocol),
+    Region(Label),
+    Carrier(Label),
+    Upstream(UpstreamId),
+}
+
+impl FilterKey {
+    pub(crate) fn of(record: &ProxyRecord) -> Vec<FilterKey> {
+        let mut keys = vec![
+            FilterKey::Protocol(record.protocol),
+            FilterKey::Upstream(record.upstream.clone()),
+        ];
+        if let Some(region) = &record.region {
+            keys.push(FilterKey::Region(region.clone()));
+        }
+        if let Some(carrier) = &record.carrier {
+            keys.push(FilterKey::Carrier(carrier.clone()));
+        }
+        keys
+    }
+}
+
+/// The available indexes: all available records and one set per filter value.
+#[derive(Debug, Default)]
+pub(crate) struct AvailableIndex {
+    pub(crate) all: ExpiryOrdered,
+    pub(crate) by_filter: HashMap<FilterKey, ExpiryOrdered>,
+}
+
+impl AvailableIndex {
+    fn insert(&mut self, record: &ProxyRecord) {
+        let entry = (record.usable_until_ms, record.id.clone());
+        for key in FilterKey::of(record) {
+            self.by_filter.entry(key).or_default().insert(entry.clone());
+        }
+        self.all.insert(entry);
+    }
+
+    fn remove(&mut self, record: &ProxyRecord) {
+        let entry = (record.usable_until_ms, record.id.clone());
+        if !self.all.remove(&entry) {
+            return;
+        }
+        for key in FilterKey::of(record) {
+            if let Some(set) = self.by_filter.get_mut(&key) {
+                set.remove(&entry);
+                if set.is_empty() {
+                    self.by_filter.remove(&key);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn entries(&self) -> usize {
+        self.all.len() + self.by_filter.values().map(BTreeSet::len).sum::<usize>()
+    }
+}
+
+/// A stored extraction response (replayable until `expires_at_ms`).
+#[derive(Debug, Clone)]
+pub(crate) struct StoredExtraction {
+    pub(crate) client: ClientId,
+    pub(crate) digest: String,
+    pub(crate) response: ExtractResponse,
+    pub(crate) expires_at_ms: UnixMillis,
+}
+
+/// A stored upsert result, keyed by (upstream, operation id).
+#[derive(Debug, Clone)]
+pub(crate) struct StoredOperation {
+    pub(crate) report: UpsertReport,
+    pub(crate) expires_at_ms: UnixMillis,
+}
+
+/// A worker's session plus what the store needs to judge replays.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionState {
+    pub(crate) session: WorkerSession,
+    pub(crate) last_report_digest: Option<String>,
+}
+
+/// Everything the MemoryPool holds.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) records: HashMap<ProxyId, ProxyRecord>,
+    /// (hard expiry, id) of every record.
+    pub(crate) expiry: ExpiryOrdered,
+    pub(crate) by_upstream: HashMap<UpstreamId, HashSet<ProxyId>>,
+    pub(crate) available: AvailableIndex,
+    /// Un-extracted records per upstream (what `max_size` caps).
+    pub(crate) unextracted: HashMap<UpstreamId, u64>,
+    pub(crate) assignments: HashMap<ProxyId, Assignment>,
+    pub(crate) lease_expiry: ExpiryOrdered,
+    pub(crate) worker_owned: HashMap<WorkerId, HashSet<ProxyId>>,
+    pub(crate) epoch: u64,
+    pub(crate) sessions: HashMap<WorkerId, SessionState>,
+    pub(crate) runtimes: HashMap<WorkerId, StoredRuntime>,
+    pub(crate) extractions: HashMap<ExtractionId, StoredExtraction>,
+    pub(crate) extraction_expiry: BTreeSet<(UnixMillis, ExtractionId)>,
+    pub(crate) operations: HashMap<(UpstreamId, String), StoredOperation>,
+}
+
+impl State {
+    /// A record that exists and has not reached its hard expiry.
+    pub(crate) fn live_record(&self, id: &ProxyId, now: UnixMillis) -> Option<&ProxyRecord> {
+        self.records.get(id).filter(|r| now < r.hard_expiry_ms)
+    }
+
+    fn is_available(&self, record: &ProxyRecord) -> bool {
+        record.status == proxypool_core::ProxyStatus::Available
+            && !self.assignments.contains_key(&record.id)
+    }
+
+    /// Stores `record` (new or changed), keeping every index and counter in step.
+    pub(crate) fn replace_record(&mut self, record: ProxyRecord) {
+        let old = self.records.remove(&record.id);
+        if let Some(old) = &old {
+            self.available.remove(old);
+            self.expiry.remove(&(old.hard_expiry_ms, old.id.clone()));
+            if old.status.is_unextracted() {
+                self.adjust_unextracted(&old.upstream, -1);
+            }
+            if old.upstream != record.upstream {
+                self.forget_upstream_member(&old.upstream, &old.id);
+            }
+        }
+        if self.is_available(&record) {
+            self.available.insert(&record);
+        }
+        self.expiry
+            .insert((record.hard_expiry_ms, record.id.clone()));
+        if record.status.is_unextracted() {
+            self.adjust_unextracted(&record.upstream, 1);
+        }
+        self.by_upstream
+            .entry(record.upstream.clone())
+            .or_default()
+            .insert(record.id.clone());
+        self.records.insert(record.id.clone(), record);
+    }
+
+    /// Re-evaluates a record's place in the available indexes (after ownership changed).
+    pub(crate) fn reindex(&mut self, id: &ProxyId) {
+        if let Some(record) = self.records.remove(id) {
+            self.available.remove(&record);
+            if self.is_available(&record) {
+                self.available.insert(&record);
+            }
+            self.records.insert(id.clone(), record);
+        }
+    }
+
+    /// Removes a record with its indexes, counters and assignment.
+    pub(crate) fn remove_record(
+        &mut self,
+        id: &ProxyId,
+    ) -> Option<(ProxyRecord, Option<Assignment>)> {
+        let record = self.records.remove(id)?;
+        self.available.remove(&record);
+        self.expiry
+            .remove(&(record.hard_expiry_ms, record.id.clone()));
+        if record.status.is_unextracted() {
+            self.adjust_unextracted(&record.upstream, -1);
+        }
+        self.forget_upstream_member(&record.upstream, id);
+        let assignment = self.drop_assignment(id);
+        Some((record, assignment))
+    }
+
+    fn forget_upstream_member(&mut self, upstream: &UpstreamId, id: &ProxyId) {
+        if let Some(members) = self.by_upstream.get_mut(upstream) {
+            members.remove(id);
+            if members.is_empty() {
+                self.by_upstream.remove(upstream);
+            }
+        }
+    }
+
+    fn adjust_unextracted(&mut self, upstream: &UpstreamId, delta: i64) {
+        let count = self.unextracted.entry(upstream.clone()).or_default();
+        *count = count.saturating_add_signed(delta);
+        if *count == 0 {
+            self.unextracted.remove(upstream);
+        }
+    }
+
+    pub(crate) fn unextracted_of(&self, upstream: &UpstreamId) -> u64 {
+        self.unextracted.get(upstream).copied().unwrap_or(0)
+    }
+
+    /// Stores an assignment with its lease and per-worker indexes.
+    pub(crate) fn put_assignment(&mut self, assignment: Assignment) {
+        let id = assignment.proxy_id.clone();
+        self.drop_assignment(&id);
+        self.lease_expiry
+            .insert((assignment.lease_until_ms, id.clone()));
+        self.worker_owned
+            .entry(assignment.worker.clone())
+            .or_default()
+            .insert(id.clone());
+        self.assignments.insert(id.clone(), assignment);
+        self.reindex(&id);
+    }
+
+    /// Removes an assignment (and puts the proxy back in the available indexes if it is
+    /// still available).
+    pub(crate) fn drop_assignment(&mut self, id: &ProxyId) -> Option<Assignment> {
+        let assignment = self.assignments.remove(id)?;
+        self.lease_expiry
+            .remove(&(assignment.lease_until_ms, id.clone()));
+        if let Some(owned) = self.worker_owned.get_mut(&assignment.worker) {
+            owned.remove(id);
+            if owned.is_empty() {
+                self.worker_owned.remove(&assignment.worker);
+            }
+        }
+        self.reindex(id);
+        Some(assignment)
+    }
+
+    /// Removes up to `limit` hard-expired records; returns (records, assignments) removed and
+    /// whether more are waiting.
+    pub(crate) fn remove_expired_records(
+        &mut self,
+        now: UnixMillis,
+        limit: usize,
+    ) -> (u32, u32, bool) {
+        let due: Vec<ProxyId> = self
+            .expiry
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .take(limit.saturating_add(1))
+            .map(|(_, id)| id.clone())
+            .collect();
+        let more = due.len() > limit;
+        let (mut records, mut assignments) = (0, 0);
+        for id in due.into_iter().take(limit) {
+            if let Some((_, assignment)) = self.remove_record(&id) {
+                records += 1;
+                assignments += u32::from(assignment.is_some());
+            }
+        }
+        (records, assignments, more)
+    }
+
+    /// Removes up to `limit` expired extraction responses and operation results.
+    pub(crate) fn remove_expired_results(&mut self, now: UnixMillis, limit: usize) -> (u32, bool) {
+        let due: Vec<(UnixMillis, ExtractionId)> = self
+            .extraction_expiry
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .take(limit.saturating_add(1))
+            .cloned()
+            .collect();
+        let mut more = due.len() > limit;
+        let mut removed = 0;
+        for entry in due.into_iter().take(limit) {
+            self.extraction_expiry.remove(&entry);
+            self.extractions.remove(&entry.1);
+            removed += 1;
+        }
+        let expired_ops: Vec<(UpstreamId, String)> = self
+            .operations
+            .iter()
+            .filter(|(_, op)| op.expires_at_ms <= now)
+            .map(|(key, _)| key.clone())
+            .take(limit.saturating_add(1))
+            .collect();
+        more |= expired_ops.len() > limit;
+        for key in expired_ops.into_iter().take(limit) {
+            self.operations.remove(&key);
+            removed += 1;
+        }
+        (removed, more)
+    }
+
+    /// The worker's current session, if it is live.
+    pub(crate) fn live_session(&self, worker: &WorkerId, now: UnixMillis) -> Option<&SessionState> {
+        self.sessions.get(worker).filter(|s| s.session.is_live(now))
+    }
+
+    /// The worker's runtime, if it is live and belongs to its live current session.
+    pub(crate) fn live_runtime(
+        &self,
+        worker: &WorkerId,
+        now: UnixMillis,
+    ) -> Option<&StoredRuntime> {
+        let session = self.live_session(worker, now)?;
+        self.runtimes
+            .get(worker)
+            .filter(|r| now < r.expires_at_ms && r.report.session_id == session.session.session_id)
+    }
+}

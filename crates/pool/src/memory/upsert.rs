@@ -1,0 +1,103 @@
+//! Upserter for MemoryPool: dedupe, incumbent upstream, no re-entry after extraction,
+//! `max_size` as the final guard, operation ids for retried batches.
+
+use super::MemoryPool;
+use super::state::StoredOperation;
+use async_trait::async_trait;
+use proxypool_core::{
+    FetchedBatch, PoolResult, ProxyStatus, UnixMillis, UpsertReport, Upserter, prepare_batch,
+};
+
+#[async_trait]
+impl Upserter for MemoryPool {
+    async fn upsert(&self, now: UnixMillis, batch: FetchedBatch) -> PoolResult<UpsertReport> {
+        let prepared = prepare_batch(now, &batch)?;
+        let mut state = self.lock_for_write(now)?;
+
+        let operation_key = prepared
+            .operation_id
+            .as_ref()
+            .map(|op| (prepared.upstream.clone(), op.clone()));
+        if let Some(key) = &operation_key
+            && let Some(stored) = state.operations.get(key).filter(|s| now < s.expires_at_ms)
+        {
+            return Ok(stored.report.clone());
+        }
+
+        let mut report = UpsertReport {
+            dropped: prepared.dropped,
+            ..UpsertReport::default()
+        };
+        for fresh in prepared.records {
+            // An incumbent past its hard expiry is a finished lifetime: clear it first.
+            if state
+                .records
+                .get(&fresh.id)
+                .is_some_and(|r| r.hard_expiry_ms <= now)
+            {
+                state.remove_record(&fresh.id);
+            }
+            match state.records.get(&fresh.id) {
+                Some(incumbent) if incumbent.upstream != fresh.upstream => {
+                    report.foreign_duplicates += 1;
+                }
+                Some(incumbent)
+                    if matches!(
+                        incumbent.status,
+                        ProxyStatus::Extracted | ProxyStatus::Removed
+                    ) =>
+                {
+                    report.extracted_ignored += 1;
+                }
+                Some(incumbent) => {
+                    let mut refreshed = incumbent.clone();
+                    refreshed.credentials = fresh.credentials;
+                    refreshed.region = fresh.region;
+                    refreshed.carrier = fresh.carrier;
+                    refreshed.labels = fresh.labels;
+                    refreshed.max_sessions = fresh.max_sessions;
+                    refreshed.hard_expiry_ms = fresh.hard_expiry_ms;
+                    refreshed.usable_until_ms = fresh.usable_until_ms;
+                    let id = refreshed.id.clone();
+                    let usable_until = refreshed.usable_until_ms;
+                    state.replace_record(refreshed);
+                    cut_lease(&mut state, &id, usable_until);
+                    report.refreshed += 1;
+                }
+                None if state.unextracted_of(&fresh.upstream) >= prepared.max_size => {
+                    report.over_max_size += 1;
+                }
+                None => {
+                    state.replace_record(fresh);
+                    report.inserted += 1;
+                }
+            }
+        }
+
+        if let Some(key) = operation_key {
+            state.operations.insert(
+                key,
+                StoredOperation {
+                    report: report.clone(),
+                    expires_at_ms: now.saturating_add(self.options.operation_ttl_ms),
+                },
+            );
+        }
+        Ok(report)
+    }
+}
+
+/// A refresh may shorten a proxy's life; a lease never outlives `usable_until`.
+fn cut_lease(
+    state: &mut super::state::State,
+    id: &proxypool_core::ProxyId,
+    usable_until: UnixMillis,
+) {
+    if let Some(assignment) = state.assignments.get(id)
+        && assignment.lease_until_ms > usable_until
+    {
+        let mut cut = assignment.clone();
+        cut.lease_until_ms = usable_until;
+        state.put_assignment(cut);
+    }
+}

@@ -1,0 +1,5 @@
+//! The whole activity-pool contract suite against MemoryPool.
+
+use proxypool_pool::contract::fixtures::MemoryFactory;
+
+proxypool_pool::contract_suite!(MemoryFactory);
