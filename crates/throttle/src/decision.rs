@@ -25,7 +25,8 @@ pub struct Decision {
     /// A request made exactly this long after the denial is admitted unless other requests
     /// for the same key took the tokens in between. Zero when allowed.
     pub retry_after_ms: u64,
-    /// Whole tokens left in the bucket after this decision.
+    /// Whole tokens the caller may still spend right now, after this decision: always 0 when
+    /// denied (an empty bucket, or tokens that a lockout keeps out of reach).
     pub credit: u32,
     /// Why the decision came out this way.
     pub reason: Reason,
@@ -41,20 +42,20 @@ impl Decision {
         }
     }
 
-    pub(crate) fn soft_throttle(retry_after_ms: u64, credit: u32) -> Self {
+    pub(crate) fn soft_throttle(retry_after_ms: u64) -> Self {
         Self {
             allowed: false,
             retry_after_ms: retry_after_ms.max(1),
-            credit,
+            credit: 0,
             reason: Reason::SoftThrottle,
         }
     }
 
-    pub(crate) fn hard_lockout(retry_after_ms: u64, credit: u32) -> Self {
+    pub(crate) fn hard_lockout(retry_after_ms: u64) -> Self {
         Self {
             allowed: false,
             retry_after_ms: retry_after_ms.max(1),
-            credit,
+            credit: 0,
             reason: Reason::HardLockout,
         }
     }
@@ -81,24 +82,21 @@ mod tests {
 
     #[test]
     fn retry_after_header_rounds_up() {
-        assert_eq!(Decision::soft_throttle(1250, 0).retry_after_secs_ceil(), 2);
-        assert_eq!(Decision::soft_throttle(1, 0).retry_after_secs_ceil(), 1);
-        assert_eq!(
-            Decision::hard_lockout(30_000, 0).retry_after_secs_ceil(),
-            30
-        );
+        assert_eq!(Decision::soft_throttle(1250).retry_after_secs_ceil(), 2);
+        assert_eq!(Decision::soft_throttle(1).retry_after_secs_ceil(), 1);
+        assert_eq!(Decision::hard_lockout(30_000).retry_after_secs_ceil(), 30);
         assert_eq!(Decision::allow(3).retry_after_secs_ceil(), 0);
     }
 
     #[test]
     fn denials_never_say_retry_now() {
-        assert_eq!(Decision::soft_throttle(0, 0).retry_after_ms, 1);
-        assert_eq!(Decision::hard_lockout(0, 0).retry_after_ms, 1);
+        assert_eq!(Decision::soft_throttle(0).retry_after_ms, 1);
+        assert_eq!(Decision::hard_lockout(0).retry_after_ms, 1);
     }
 
     #[test]
     fn serializes_reason_in_snake_case() {
-        let json = serde_json::to_string(&Decision::soft_throttle(5, 0)).unwrap();
+        let json = serde_json::to_string(&Decision::soft_throttle(5)).unwrap();
         assert!(json.contains("\"soft_throttle\""), "{json}");
     }
 }

@@ -127,6 +127,9 @@ pub enum ConfigError {
     /// The same scope given twice to an engine.
     #[error("scope {0} is configured twice")]
     DuplicateScope(String),
+    /// The coarse clock's helper thread could not be started.
+    #[error("cannot start the limiter clock thread: {0}")]
+    ClockThread(String),
     /// More scopes than a key can address.
     #[error("at most {max} scopes are supported, got {value}")]
     TooManyScopes {

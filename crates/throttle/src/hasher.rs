@@ -1,78 +1,87 @@
-//! A fast keyed hasher for the fixed-size bucket keys.
+//! Hashing for bucket keys: computed once, when a key is made, and stored in the key.
 //!
 //! std's SipHash costs more than the rest of a check. Keys here are three machine words, so a
 //! folded 64x64→128 multiply per word (the construction behind foldhash and ahash's fallback)
-//! is enough. The two seeds come from std's `RandomState`, i.e. from the OS, per engine, so a
-//! client choosing its addresses cannot predict which keys collide.
+//! is enough. The seeds come from std's `RandomState`, i.e. from the OS, once per process, so
+//! a client choosing its addresses cannot predict which keys collide, and a key made for one
+//! engine is valid in every engine of the process.
+//!
+//! The maps then use [`StoredHash`]: it hands the stored value through instead of hashing
+//! again, so a check that reuses a key (a connection's cached scope) hashes nothing at all.
 
 use std::hash::{BuildHasher, Hasher, RandomState};
+use std::sync::OnceLock;
 
-/// Odd 64-bit constants (digits of pi) that spread bits in the multiplies.
-const MIX_A: u64 = 0x243f_6a88_85a3_08d3;
+/// An odd 64-bit constant (digits of pi) that spreads bits in the final multiply.
 const MIX_B: u64 = 0x1319_8a2e_0370_7344;
 
-#[derive(Debug, Clone)]
-pub(crate) struct KeyHasherBuilder {
-    seed: u64,
-    key: u64,
+struct Seeds {
+    initial: u64,
+    multiplier: u64,
 }
 
-impl KeyHasherBuilder {
-    pub(crate) fn random() -> Self {
+fn seeds() -> &'static Seeds {
+    static SEEDS: OnceLock<Seeds> = OnceLock::new();
+    SEEDS.get_or_init(|| {
         let random = RandomState::new();
-        Self {
-            seed: random.hash_one(MIX_A),
-            // Forcing the low bit keeps the multiplier odd, so no input bit is ever lost.
-            key: random.hash_one(MIX_B) | 1,
+        Seeds {
+            initial: random.hash_one(MIX_B.rotate_left(17)),
+            multiplier: random.hash_one(MIX_B),
         }
-    }
+    })
 }
 
-impl BuildHasher for KeyHasherBuilder {
-    type Hasher = KeyHasher;
-
-    fn build_hasher(&self) -> KeyHasher {
-        KeyHasher {
-            state: self.seed,
-            key: self.key,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct KeyHasher {
-    state: u64,
-    key: u64,
-}
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        // Only reached for types other than the engine's keys; correct, not tuned.
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u32(&mut self, value: u32) {
-        self.write_u64(u64::from(value));
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.state = folded_multiply(self.state ^ value, self.key ^ MIX_A);
-    }
-
-    fn finish(&self) -> u64 {
-        // A last multiply so the top bits (the map's tag bits) and the middle bits (the
-        // shard index) both depend on every input bit.
-        folded_multiply(self.state, MIX_B)
-    }
+/// The keyed hash of one bucket key: two folded multiplies, as foldhash does for 16 bytes.
+#[inline]
+pub(crate) fn hash_words(high: u64, low: u64, scope: u32) -> u64 {
+    let seeds = seeds();
+    // The scope rides in the top half of the first word's mask: addresses are masked by
+    // prefix, so their own top bits vary, and the multiply mixes both into every output bit.
+    let mixed = folded_multiply(
+        high ^ seeds.initial ^ (u64::from(scope) << 32).rotate_left(7),
+        low ^ seeds.multiplier,
+    );
+    // A second multiply so the top bits (the map's tag bits) and the middle bits (the
+    // shard index) both depend on every input bit.
+    folded_multiply(mixed ^ u64::from(scope), (MIX_B ^ seeds.initial) | 1)
 }
 
 fn folded_multiply(a: u64, b: u64) -> u64 {
     let product = u128::from(a) * u128::from(b);
     (product as u64) ^ ((product >> 64) as u64)
+}
+
+/// A `BuildHasher` for keys that carry their own hash: the map gets it back unchanged.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StoredHash;
+
+impl BuildHasher for StoredHash {
+    type Hasher = StoredHashHasher;
+
+    fn build_hasher(&self) -> StoredHashHasher {
+        StoredHashHasher(0)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StoredHashHasher(u64);
+
+impl Hasher for StoredHashHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only the key's `write_u64` of its stored hash is expected; anything else is still
+        // folded in (correct, not tuned) rather than ignored.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 ^= value;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 #[cfg(test)]
@@ -82,11 +91,10 @@ mod tests {
 
     #[test]
     fn spreads_sequential_keys_over_shards_and_tags() {
-        let builder = KeyHasherBuilder::random();
         let mut shards = HashSet::new();
         let mut tags = HashSet::new();
         for address in 0u64..4096 {
-            let hash = builder.hash_one((7u32, 0u64, address));
+            let hash = hash_words(0, address, 7);
             shards.insert((hash >> 40) & 255);
             tags.insert(hash >> 57);
         }
@@ -95,9 +103,16 @@ mod tests {
     }
 
     #[test]
-    fn seeds_differ_between_builders() {
-        let a = KeyHasherBuilder::random().hash_one(42u64);
-        let b = KeyHasherBuilder::random().hash_one(42u64);
-        assert_ne!(a, b);
+    fn every_word_matters() {
+        let base = hash_words(1, 2, 3);
+        assert_ne!(base, hash_words(0, 2, 3));
+        assert_ne!(base, hash_words(1, 0, 3));
+        assert_ne!(base, hash_words(1, 2, 0));
+        assert_eq!(base, hash_words(1, 2, 3));
+    }
+
+    #[test]
+    fn stored_hash_passes_through() {
+        assert_eq!(StoredHash.hash_one(0xdead_beef_u64), 0xdead_beef);
     }
 }

@@ -1,6 +1,9 @@
 //! Bucket keys: which scope (policy or operation) and which client a bucket belongs to.
+//! A key carries its hash, computed once when it is made, so reusing a key (a connection's
+//! cached scope) costs no hashing at all.
 
 use crate::address::ClientAddr;
+use crate::hasher::hash_words;
 use serde::Serialize;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -37,38 +40,44 @@ impl ScopeId {
     }
 }
 
-/// One bucket's identity: (scope, client address without port). 24 bytes.
+/// One bucket's identity: (scope, client address without port), plus its hash. 32 bytes,
+/// `Copy`: cache it per connection and check it as often as needed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BucketKey {
-    /// The policy or operation.
-    pub scope: ScopeId,
-    /// The client (after prefix aggregation).
-    pub client: ClientAddr,
+    hash: u64,
+    client: ClientAddr,
+    scope: ScopeId,
 }
 
-impl Hash for BucketKey {
-    // Three fixed-width writes: the engine's hasher does one multiply per word.
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.client.high());
-        state.write_u64(self.client.low());
-        state.write_u32(self.scope.0);
+impl BucketKey {
+    /// The key of `client` in `scope`.
+    #[inline]
+    pub fn new(scope: ScopeId, client: ClientAddr) -> Self {
+        Self {
+            hash: hash_words(client.high(), client.low(), scope.0),
+            client,
+            scope,
+        }
+    }
+
+    /// The scope.
+    pub fn scope(&self) -> ScopeId {
+        self.scope
+    }
+
+    /// The client (after prefix aggregation).
+    pub fn client(&self) -> ClientAddr {
+        self.client
+    }
+
+    pub(crate) fn stored_hash(&self) -> u64 {
+        self.hash
     }
 }
 
-/// A key with its hash already computed, for callers that check the same key many times
-/// (one per connection and operation). Checking it skips address normalization and the
-/// shard choice: what remains is one lookup in one shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PreparedKey {
-    pub(crate) key: BucketKey,
-    pub(crate) hash: u64,
-    /// Which engine computed `hash`: another engine's seeds would pick another shard.
-    pub(crate) engine_id: u64,
-}
-
-impl PreparedKey {
-    /// The key itself.
-    pub fn key(&self) -> BucketKey {
-        self.key
+impl Hash for BucketKey {
+    // The maps use `StoredHash`, which passes this value straight through.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
     }
 }

@@ -16,7 +16,8 @@
 //! * **Bounded memory.** At most `max_tracked` keys; a new key beyond that is denied (fail
 //!   closed) while known keys keep working. [`TokenBucketEngine::sweep`] (driven by the caller
 //!   or by a [`Sweeper`] thread) evicts idle keys in bounded batches, then, if still full,
-//!   the least recently seen unlocked keys. Per key: 24-byte key + 32-byte state.
+//!   the least recently seen unlocked keys. Per key: one 64-byte entry (32-byte key with its
+//!   hash, 32-byte state), exactly one cache line.
 //! * **Validated configuration.** Invalid options or policies fail at load with a
 //!   [`ConfigError`] naming the setting. Nothing is clamped or rounded to tiers.
 //!
@@ -58,9 +59,9 @@
 //! | `limits` | [`BucketLimits`]: a policy as exact fixed-point integers |
 //! | `engine` | [`TokenBucketEngine`]: the sharded bounded map and the check path; `sweep` (eviction, [`SweepOutcome`]) and `inspect` (reports) |
 //! | `bucket` | the per-key state machine (refill, admit, deny, escalate), pure and 32 bytes |
-//! | `key`, `address` | [`BucketKey`], [`ScopeName`], [`ScopeId`], [`PreparedKey`]; [`ClientAddr`] and [`AddressAggregation`] (IPv6 prefixes, no ports) |
-//! | `hasher` | the keyed multiply hasher for the fixed-size keys |
-//! | `clock` | [`Clock`], [`MonotonicClock`] (production), [`ManualClock`] (tests) |
+//! | `key`, `address` | [`BucketKey`] (carries its hash), [`ScopeName`], [`ScopeId`]; [`ClientAddr`] and [`AddressAggregation`] (IPv6 prefixes, no ports) |
+//! | `hasher` | the keyed multiply hash stored in each key, and the pass-through hasher the maps use |
+//! | `clock` | [`Clock`], [`CoarseClock`] (production default), [`MonotonicClock`], [`ManualClock`] (tests) |
 //! | `decision` | [`Decision`] and [`Reason`] |
 //! | `report`, `text_table` | [`EngineReport`], [`PolicyReport`], [`Counters`], … with `to_text()` and serde JSON |
 //! | `sweeper` | [`Sweeper`]: optional background cleanup thread; the [`Sweep`] trait |
@@ -89,11 +90,11 @@ mod sweeper;
 mod text_table;
 
 pub use address::{AddressAggregation, ClientAddr};
-pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use decision::{Decision, Reason};
 pub use engine::{ScopeSpec, SweepOutcome, TokenBucketEngine};
 pub use error::ConfigError;
-pub use key::{BucketKey, PreparedKey, ScopeId, ScopeName};
+pub use key::{BucketKey, ScopeId, ScopeName};
 pub use limits::BucketLimits;
 pub use options::{EngineOptions, InitialTokens, MAX_SHARDS, MAX_TOKEN_SCALE};
 pub use policy::Policy;

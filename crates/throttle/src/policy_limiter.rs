@@ -6,11 +6,11 @@
 //! limiter. Names are resolved once into [`OperationHandle`]s; a connection can cache its
 //! resolved keys in [`ConnectionScopes`] so each later check is a single shard lookup.
 
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, CoarseClock};
 use crate::decision::Decision;
 use crate::engine::{ScopeSpec, SweepOutcome, TokenBucketEngine};
 use crate::error::ConfigError;
-use crate::key::{PreparedKey, ScopeId, ScopeName};
+use crate::key::{BucketKey, ScopeId, ScopeName};
 use crate::limits::BucketLimits;
 use crate::options::EngineOptions;
 use crate::policy::Policy;
@@ -40,9 +40,12 @@ impl PolicyLimiterBuilder {
         self
     }
 
-    /// Validates everything and builds a limiter on the monotonic system clock.
+    /// Validates everything and builds a limiter on a [`CoarseClock`] (the production
+    /// default; it starts one small helper thread).
     pub fn build(self) -> Result<PolicyLimiter, ConfigError> {
-        self.build_with_clock(MonotonicClock::new())
+        let clock =
+            CoarseClock::new().map_err(|error| ConfigError::ClockThread(error.to_string()))?;
+        self.build_with_clock(clock)
     }
 
     /// Validates everything and builds a limiter on `clock`.
@@ -143,14 +146,14 @@ fn validate_name(what: &'static str, value: &str) -> Result<(), ConfigError> {
 
 /// Policy rate limits per (policy or operation, client IP), plus a global per-IP limiter.
 #[derive(Debug)]
-pub struct PolicyLimiter<C: Clock = MonotonicClock> {
+pub struct PolicyLimiter<C: Clock = CoarseClock> {
     engine: TokenBucketEngine<C>,
     operations: Vec<(String, OperationHandle)>,
     by_name: HashMap<String, OperationHandle>,
     global: OperationHandle,
 }
 
-impl PolicyLimiter<MonotonicClock> {
+impl PolicyLimiter<CoarseClock> {
     /// Starts a configuration: engine options and the global per-IP policy.
     pub fn builder(options: EngineOptions, global: Policy) -> PolicyLimiterBuilder {
         PolicyLimiterBuilder {
@@ -189,15 +192,14 @@ impl<C: Clock> PolicyLimiter<C> {
         self.check(None, ip)
     }
 
-    /// Resolves (operation, ip) into a key with its hash, to check repeatedly.
-    pub fn prepare(&self, operation: Option<OperationHandle>, ip: IpAddr) -> PreparedKey {
-        self.engine
-            .prepare(self.engine.key(self.scope_of(operation), ip))
+    /// Resolves (operation, ip) into a key (with its hash) to check repeatedly.
+    pub fn key(&self, operation: Option<OperationHandle>, ip: IpAddr) -> BucketKey {
+        self.engine.key(self.scope_of(operation), ip)
     }
 
-    /// Checks a prepared key: one shard lookup.
-    pub fn check_prepared(&self, prepared: &PreparedKey) -> Decision {
-        self.engine.check_prepared(prepared)
+    /// Checks a resolved key: one shard lookup, no hashing.
+    pub fn check_key(&self, key: &BucketKey) -> Decision {
+        self.engine.check(key)
     }
 
     /// An empty per-connection cache for the client at `ip`.
@@ -205,7 +207,7 @@ impl<C: Clock> PolicyLimiter<C> {
         ConnectionScopes {
             ip,
             engine_id: self.engine.id,
-            prepared: Vec::new(),
+            keys: Vec::new(),
         }
     }
 
@@ -246,14 +248,14 @@ impl<C: Clock> Sweep for PolicyLimiter<C> {
 }
 
 /// Per-connection cache of resolved keys, like the seed's `connection.RateLimitCache`: the
-/// first check of an operation on a connection prepares its key, every later check reuses
+/// first check of an operation on a connection resolves its key, every later check reuses
 /// it. Keep one per connection; it is tied to the limiter that created it.
 #[derive(Debug, Clone)]
 pub struct ConnectionScopes {
     ip: IpAddr,
     engine_id: u64,
     /// Indexed by scope id; operations sharing a policy id share an entry.
-    prepared: Vec<Option<PreparedKey>>,
+    keys: Vec<Option<BucketKey>>,
 }
 
 impl ConnectionScopes {
@@ -270,16 +272,15 @@ impl ConnectionScopes {
     ) -> Decision {
         if self.engine_id != limiter.engine.id {
             // Used with another limiter: its scope ids mean something else here.
-            self.prepared.clear();
+            self.keys.clear();
             self.engine_id = limiter.engine.id;
         }
-        let scope = limiter.scope_of(operation);
-        let index = scope.index();
-        if self.prepared.len() <= index {
-            self.prepared.resize(index + 1, None);
+        let index = limiter.scope_of(operation).index();
+        if self.keys.len() <= index {
+            self.keys.resize(index + 1, None);
         }
         let ip = self.ip;
-        let prepared = self.prepared[index].get_or_insert_with(|| limiter.prepare(operation, ip));
-        limiter.engine.check_prepared(prepared)
+        let key = self.keys[index].get_or_insert_with(|| limiter.key(operation, ip));
+        limiter.engine.check(key)
     }
 }

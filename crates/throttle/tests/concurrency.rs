@@ -99,6 +99,65 @@ fn threads_hammering_one_key_never_exceed_burst_plus_rate_times_t() {
     }
 }
 
+/// A clock whose cheap reading lags the manual time by up to 3 ms (it snaps down to a
+/// 3 ms grid), like a coarse clock whose ticker is late.
+#[derive(Debug)]
+struct LaggingClock(Arc<ManualClock>);
+
+impl proxypool_throttle::Clock for LaggingClock {
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns_for_tests()
+    }
+
+    fn recent_ns(&self) -> u64 {
+        let now = self.0.now_ns_for_tests();
+        now - now % (3 * MS)
+    }
+
+    fn recent_lag_ns(&self) -> u64 {
+        3 * MS
+    }
+}
+
+#[test]
+fn a_lagging_cheap_clock_never_admits_more() {
+    for (rate, burst) in [(1000.0, 20.0), (100_000.0, 100.0), (7.3, 1.0)] {
+        let manual = Arc::new(ManualClock::new());
+        let limiter = PolicyLimiter::builder(EngineOptions::default(), no_lockout(rate, burst))
+            .build_with_clock(LaggingClock(manual.clone()))
+            .unwrap();
+        let admitted = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        let client = ip("192.0.2.78");
+        thread::scope(|scope| {
+            for _ in 0..3 {
+                let (limiter, admitted, done) = (&limiter, &admitted, &done);
+                scope.spawn(move || {
+                    while !done.load(Ordering::Acquire) {
+                        if limiter.check_global(client).allowed {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+            scope.spawn(|| {
+                while manual.now_ns_for_tests() < 20 * SEC {
+                    manual.advance_ns(MS + 7);
+                    for _ in 0..200 {
+                        std::hint::spin_loop();
+                    }
+                }
+                done.store(true, Ordering::Release);
+            });
+        });
+        let elapsed_s = manual.now_ns_for_tests() as f64 / SEC as f64;
+        let bound = burst as u64 + (rate * elapsed_s).floor() as u64;
+        let admitted = admitted.into_inner();
+        assert!(admitted <= bound, "rate {rate}: {admitted} > {bound}");
+        assert!(admitted >= burst as u64);
+    }
+}
+
 #[test]
 fn with_escalation_the_bound_still_holds() {
     let policy = Policy::new(500.0, 50.0)

@@ -88,7 +88,7 @@ fn unknown_operations_fall_back_to_the_global_limiter() {
 }
 
 #[test]
-fn connection_cache_and_prepared_keys_share_state_with_plain_checks() {
+fn connection_cache_and_resolved_keys_share_state_with_plain_checks() {
     let limiter = limiter();
     let client = ip("203.0.113.22");
     let extract = limiter.operation("extract");
@@ -97,8 +97,8 @@ fn connection_cache_and_prepared_keys_share_state_with_plain_checks() {
     assert!(connection.check(&limiter, extract).allowed);
     assert!(!limiter.check(extract, client).allowed);
     assert!(!connection.check(&limiter, extract).allowed);
-    let prepared = limiter.prepare(extract, client);
-    assert!(!limiter.check_prepared(&prepared).allowed);
+    let key = limiter.key(extract, client);
+    assert!(!limiter.check_key(&key).allowed);
     // The global scope through the same connection cache is separate.
     assert!(connection.check(&limiter, None).allowed);
     assert_eq!(limiter.engine().tracked_keys(), 2);

@@ -50,9 +50,10 @@ impl<C: Clock> TokenBucketEngine<C> {
         for shard in self.shards.iter() {
             let guard = shard.lock();
             counters.add(&guard.counters);
-            for (key, state) in &guard.buckets {
-                keys_per_scope[key.scope.index()] += 1;
-                let limits = &self.scopes[key.scope.index()].limits;
+            for entry in &guard.entries {
+                let (key, state) = (&entry.key, entry.state());
+                keys_per_scope[key.scope().index()] += 1;
+                let limits = &self.scopes[key.scope().index()].limits;
                 let snapshot = state.snapshot(limits, now_ns);
                 let locked = snapshot.lockout_remaining_ns > 0;
                 hard_blocked += usize::from(locked);
@@ -76,11 +77,11 @@ impl<C: Clock> TokenBucketEngine<C> {
             .into_sorted_vec()
             .into_iter()
             .map(|Reverse(ranked)| {
-                let limits = &self.scopes[ranked.key.scope.index()].limits;
+                let limits = &self.scopes[ranked.key.scope().index()].limits;
                 let snapshot = ranked.snapshot;
                 KeyPressure {
-                    scope: self.scopes[ranked.key.scope.index()].name.to_string(),
-                    client: ranked.key.client.display(self.options.aggregation),
+                    scope: self.scopes[ranked.key.scope().index()].name.to_string(),
+                    client: ranked.key.client().display(self.options.aggregation),
                     locked: snapshot.lockout_remaining_ns > 0,
                     lockout_remaining_ms: snapshot.lockout_remaining_ns.div_ceil(NANOS_PER_MILLI),
                     tokens: f64::from(snapshot.units) / scale,

@@ -1,8 +1,10 @@
 //! [`TokenBucketEngine`]: the sharded map from key to bucket state, and the check path.
 //!
-//! Keys are spread over a power-of-two number of shards, each a `Mutex<HashMap>`. A check
-//! reads the clock, hashes the key once to pick the shard, locks only that shard, and runs
-//! the pure state machine in [`crate::bucket`]. Counters live inside each shard and are
+//! Keys are spread over a power-of-two number of shards, each a `Mutex<HashSet<Entry>>`. A
+//! check reads the clock's cheap reading, picks the shard from the hash stored in the key,
+//! locks only that shard, and runs the pure state machine in [`crate::bucket`]. An entry is
+//! key and state in exactly one 64-byte cache line, so a lookup in a large map costs one
+//! miss for the control bytes and one for the entry. Counters live inside each shard and are
 //! updated under the lock the check already holds: no shared atomic is touched on the hot
 //! path, so threads checking different keys do not bounce cache lines. The only global
 //! atomics change when a key is created or evicted (the tracked count for the cap).
@@ -12,20 +14,22 @@ mod sweep;
 
 pub use sweep::SweepOutcome;
 
-use crate::address::ClientAddr;
+use crate::address::{ClientAddr, PrefixMasks};
 use crate::bucket::BucketState;
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, CoarseClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
-use crate::hasher::KeyHasherBuilder;
-use crate::key::{BucketKey, PreparedKey, ScopeId, ScopeName};
+use crate::hasher::StoredHash;
+use crate::key::{BucketKey, ScopeId, ScopeName};
 use crate::limits::BucketLimits;
 use crate::options::EngineOptions;
 use crate::policy::Policy;
 use crate::report::Counters;
-use std::collections::HashMap;
+use std::borrow::Borrow;
+use std::cell::Cell;
+use std::collections::HashSet;
 use std::fmt;
-use std::hash::BuildHasher;
+use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -52,11 +56,49 @@ struct Shard {
 }
 
 struct ShardState {
-    buckets: HashMap<BucketKey, BucketState, KeyHasherBuilder>,
+    entries: HashSet<Entry, StoredHash>,
     counters: Counters,
 }
 
+/// A key and its state, aligned so each entry fills exactly one cache line.
+///
+/// The state sits in a `Cell` because a `HashSet` only lends shared references to its
+/// elements; `Hash` and `Eq` look at the key alone, so changing the state can never move an
+/// entry within the set. The shard's mutex serializes all access.
+#[repr(align(64))]
+struct Entry {
+    key: BucketKey,
+    state: Cell<BucketState>,
+}
+
+impl Entry {
+    fn state(&self) -> BucketState {
+        self.state.get()
+    }
+}
+
+impl Borrow<BucketKey> for Entry {
+    fn borrow(&self) -> &BucketKey {
+        &self.key
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for Entry {}
+
+impl Hash for Entry {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key.hash(state);
+    }
+}
+
 impl Shard {
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, ShardState> {
         // Nothing inside the lock can panic halfway through an update (no user code, no
         // allocation failure recovery), so a poisoned lock still guards consistent state.
@@ -64,7 +106,7 @@ impl Shard {
     }
 }
 
-/// Gives each engine a distinct id so a [`PreparedKey`] is only trusted by its own engine.
+/// Gives each engine a distinct id, so a per-connection cache can tell whose scopes it holds.
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Largest number of scopes one engine holds.
@@ -72,7 +114,7 @@ const MAX_SCOPES: usize = u32::MAX as usize;
 
 /// The shared token-bucket engine: every scope's buckets, for every client, in one bounded
 /// sharded map.
-pub struct TokenBucketEngine<C: Clock = MonotonicClock> {
+pub struct TokenBucketEngine<C: Clock = CoarseClock> {
     pub(crate) id: u64,
     options: EngineOptions,
     soft_violation_window_ns: u64,
@@ -81,7 +123,7 @@ pub struct TokenBucketEngine<C: Clock = MonotonicClock> {
     scopes: Box<[Scope]>,
     shards: Box<[Shard]>,
     shard_mask: u64,
-    hasher: KeyHasherBuilder,
+    prefix_masks: PrefixMasks,
     tracked: AtomicUsize,
     peak_tracked: AtomicUsize,
     /// Where the next sweep starts, so successive bounded sweeps visit every shard in turn.
@@ -99,10 +141,12 @@ impl<C: Clock> fmt::Debug for TokenBucketEngine<C> {
     }
 }
 
-impl TokenBucketEngine<MonotonicClock> {
-    /// An engine on the system's monotonic clock.
+impl TokenBucketEngine<CoarseClock> {
+    /// An engine on a [`CoarseClock`] (the production default).
     pub fn new(options: EngineOptions, scopes: Vec<ScopeSpec>) -> Result<Self, ConfigError> {
-        Self::with_clock(options, scopes, MonotonicClock::new())
+        let clock =
+            CoarseClock::new().map_err(|error| ConfigError::ClockThread(error.to_string()))?;
+        Self::with_clock(options, scopes, clock)
     }
 }
 
@@ -132,11 +176,10 @@ impl<C: Clock> TokenBucketEngine<C> {
                 limits,
             });
         }
-        let hasher = KeyHasherBuilder::random();
         let shards = (0..options.shard_count)
             .map(|_| Shard {
                 state: Mutex::new(ShardState {
-                    buckets: HashMap::with_hasher(hasher.clone()),
+                    entries: HashSet::with_hasher(StoredHash),
                     counters: Counters::default(),
                 }),
             })
@@ -147,10 +190,10 @@ impl<C: Clock> TokenBucketEngine<C> {
             stale_after_ns: options.stale_after_ns(),
             cap_retry_after_ms: options.cap_retry_after_ms(),
             shard_mask: (options.shard_count - 1) as u64,
+            prefix_masks: PrefixMasks::new(options.aggregation),
             options,
             scopes: validated.into_boxed_slice(),
             shards,
-            hasher,
             tracked: AtomicUsize::new(0),
             peak_tracked: AtomicUsize::new(0),
             sweep_cursor: AtomicUsize::new(0),
@@ -176,20 +219,9 @@ impl<C: Clock> TokenBucketEngine<C> {
     }
 
     /// The key for `ip` (port excluded by type) in `scope`, with the configured aggregation.
+    /// Keys are `Copy` and carry their hash: cache one per connection and scope.
     pub fn key(&self, scope: ScopeId, ip: IpAddr) -> BucketKey {
-        BucketKey {
-            scope,
-            client: ClientAddr::from_ip(ip, self.options.aggregation),
-        }
-    }
-
-    /// `key` with its hash computed once, for repeated checks.
-    pub fn prepare(&self, key: BucketKey) -> PreparedKey {
-        PreparedKey {
-            key,
-            hash: self.hasher.hash_one(key),
-            engine_id: self.id,
-        }
+        BucketKey::new(scope, ClientAddr::from_ip_masked(ip, self.prefix_masks))
     }
 
     /// Checks one request for `ip` in `scope`.
@@ -200,47 +232,39 @@ impl<C: Clock> TokenBucketEngine<C> {
         self.check(&self.key(scope, ip))
     }
 
-    /// Checks one request for `key`.
+    /// Checks one request for `key`: one lookup in one shard, no hashing.
     ///
     /// # Panics
-    /// If `key.scope` was issued by another engine with fewer scopes.
+    /// If `key`'s scope was issued by another engine with fewer scopes.
     pub fn check(&self, key: &BucketKey) -> Decision {
-        self.check_hashed(key, self.hasher.hash_one(key))
-    }
-
-    /// Checks one request for a prepared key: one shard lookup.
-    ///
-    /// # Panics
-    /// If the key's scope was issued by another engine with fewer scopes.
-    pub fn check_prepared(&self, prepared: &PreparedKey) -> Decision {
-        if prepared.engine_id == self.id {
-            self.check_hashed(&prepared.key, prepared.hash)
-        } else {
-            // Prepared by another engine: its hash would pick the wrong shard here.
-            self.check(&prepared.key)
-        }
-    }
-
-    fn check_hashed(&self, key: &BucketKey, hash: u64) -> Decision {
-        let limits = &self.scope_entry(key.scope).limits;
-        // Read the clock outside the lock to keep the critical section short; the state
-        // machine tolerates a `now` that is slightly older than one already recorded.
-        let now_ns = self.clock.now_ns();
-        let mut guard = self.shard_for(hash).lock();
-        let ShardState { buckets, counters } = &mut *guard;
+        let limits = &self.scope_entry(key.scope()).limits;
+        // The cheap reading is taken outside the lock to keep the critical section short;
+        // the state machine tolerates a `now` slightly older than one already recorded.
+        let recent_ns = self.clock.recent_ns();
+        let lag_ns = self.clock.recent_lag_ns();
+        let precise_now = || self.clock.now_ns();
+        let window_ns = self.soft_violation_window_ns;
+        let mut guard = self.shard_for(key.stored_hash()).lock();
+        let ShardState { entries, counters } = &mut *guard;
         counters.checks += 1;
-        let decision = if let Some(state) = buckets.get_mut(key) {
-            state.decide(limits, self.soft_violation_window_ns, now_ns)
+        let decision = if let Some(entry) = entries.get(key) {
+            let mut state = entry.state();
+            let decision = state.decide(limits, window_ns, recent_ns, lag_ns, precise_now);
+            entry.state.set(state);
+            decision
         } else if self.reserve_slot() {
-            let mut state = BucketState::new(limits, now_ns);
-            let decision = state.decide(limits, self.soft_violation_window_ns, now_ns);
-            buckets.insert(*key, state);
+            let mut state = BucketState::new(limits, recent_ns);
+            let decision = state.decide(limits, window_ns, recent_ns, lag_ns, precise_now);
+            entries.insert(Entry {
+                key: *key,
+                state: Cell::new(state),
+            });
             decision
         } else {
             // Fail closed: tracking one more key would break the memory bound. Keys already
             // tracked keep working; a sweep makes room.
             counters.rejected_at_cap += 1;
-            return Decision::hard_lockout(self.cap_retry_after_ms, 0);
+            return Decision::hard_lockout(self.cap_retry_after_ms);
         };
         match decision.reason {
             crate::Reason::None => counters.allowed += 1,
@@ -286,10 +310,10 @@ impl<C: Clock> TokenBucketEngine<C> {
 
     /// Whether `key` currently has state (diagnostics and tests).
     pub fn is_tracked(&self, key: &BucketKey) -> bool {
-        self.shard_for(self.hasher.hash_one(key))
+        self.shard_for(key.stored_hash())
             .lock()
-            .buckets
-            .contains_key(key)
+            .entries
+            .contains(key)
     }
 
     /// Keys tracked now.
@@ -321,19 +345,24 @@ impl<C: Clock> TokenBucketEngine<C> {
         total
     }
 
-    /// Bytes of state per tracked key inside the map (key plus bucket state), excluding the
-    /// map's own overhead (one control byte per slot and unused capacity).
-    pub const fn state_bytes_per_key() -> usize {
-        size_of::<BucketKey>() + size_of::<BucketState>()
+    /// Bytes per tracked key inside the map: one entry (key, state, alignment padding),
+    /// excluding the map's own overhead (one control byte per slot and spare capacity).
+    pub const fn entry_bytes() -> usize {
+        size_of::<Entry>()
     }
 
-    /// Bytes the maps have allocated for entries right now (slots × (entry + control byte)),
-    /// an estimate of the limiter's memory that includes spare capacity.
+    /// Bytes of the per-key bucket state alone (without the key).
+    pub const fn state_bytes() -> usize {
+        size_of::<BucketState>()
+    }
+
+    /// Bytes the maps have allocated right now (slots × (entry + control byte)): the
+    /// limiter's memory including spare capacity.
     pub fn allocated_bytes(&self) -> usize {
-        let slot = Self::state_bytes_per_key() + 1;
+        let slot = Self::entry_bytes() + 1;
         self.shards
             .iter()
-            .map(|shard| shard.lock().buckets.capacity() * slot)
+            .map(|shard| shard.lock().entries.capacity() * slot)
             .sum()
     }
 }
@@ -345,31 +374,32 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn key_and_state_fit_the_budget() {
-        assert_eq!(size_of::<BucketKey>(), 24);
+    fn an_entry_is_one_cache_line() {
+        assert_eq!(size_of::<BucketKey>(), 32);
         assert_eq!(size_of::<BucketState>(), 32);
-        assert!(TokenBucketEngine::<MonotonicClock>::state_bytes_per_key() <= 64);
+        assert_eq!(size_of::<Entry>(), 64);
+        assert_eq!(align_of::<Entry>(), 64);
+    }
+
+    fn engine() -> TokenBucketEngine<Arc<ManualClock>> {
+        TokenBucketEngine::with_clock(
+            EngineOptions::default(),
+            vec![ScopeSpec {
+                name: ScopeName::Global,
+                policy: Policy::new(1.0, 1.0),
+            }],
+            Arc::new(ManualClock::new()),
+        )
+        .unwrap()
     }
 
     #[test]
-    fn prepared_keys_from_another_engine_still_land_in_the_right_bucket() {
-        let build = || {
-            TokenBucketEngine::with_clock(
-                EngineOptions::default(),
-                vec![ScopeSpec {
-                    name: ScopeName::Global,
-                    policy: Policy::new(1.0, 1.0),
-                }],
-                Arc::new(ManualClock::new()),
-            )
-            .unwrap()
-        };
-        let (mine, other) = (build(), build());
+    fn keys_are_portable_between_engines_of_one_process() {
+        let (mine, other) = (engine(), engine());
         let scope = mine.scope_id(&ScopeName::Global).unwrap();
-        let key = mine.key(scope, "192.0.2.1".parse().unwrap());
-        assert!(mine.check(&key).allowed);
-        let foreign = other.prepare(key);
-        assert!(!mine.check_prepared(&foreign).allowed);
+        let ip = "192.0.2.1".parse().unwrap();
+        assert!(mine.check(&mine.key(scope, ip)).allowed);
+        assert!(!mine.check(&other.key(scope, ip)).allowed);
         assert_eq!(mine.tracked_keys(), 1);
     }
 

@@ -45,9 +45,10 @@ impl<C: Clock> TokenBucketEngine<C> {
         let mut visited = 0;
         while visited < shard_count && budget > 0 {
             let mut guard = self.shards[(start + visited) % shard_count].lock();
-            let ShardState { buckets, counters } = &mut *guard;
-            let removed = buckets
-                .extract_if(|_, state| {
+            let ShardState { entries, counters } = &mut *guard;
+            let removed = entries
+                .extract_if(|entry| {
+                    let state = entry.state();
                     now_ns.saturating_sub(state.last_seen_ns()) >= self.stale_after_ns
                         && !state.is_locked_at(now_ns)
                 })
@@ -92,8 +93,9 @@ impl<C: Clock> TokenBucketEngine<C> {
             let guard = shard.lock();
             last_seen.extend(
                 guard
-                    .buckets
-                    .values()
+                    .entries
+                    .iter()
+                    .map(|entry| entry.state())
                     .filter(|state| !state.is_locked_at(now_ns))
                     .map(|state| state.last_seen_ns()),
             );
@@ -112,9 +114,10 @@ impl<C: Clock> TokenBucketEngine<C> {
                 break;
             }
             let mut guard = shard.lock();
-            let ShardState { buckets, counters } = &mut *guard;
-            let removed = buckets
-                .extract_if(|_, state| {
+            let ShardState { entries, counters } = &mut *guard;
+            let removed = entries
+                .extract_if(|entry| {
+                    let state = entry.state();
                     if state.is_locked_at(now_ns) {
                         return false;
                     }
