@@ -11,11 +11,14 @@
 //! - [`runtime`]: worker sessions, snapshot references and runtime reports.
 //! - [`inventory`]: inventory views and maintenance reports.
 //! - [`ports`]: the async port traits the adapters implement.
+//! - [`control`]: the worker control API messages (gateway ⇄ controller).
+//! - [`secret_hash`]: salted hashes of tokens and gateway passwords.
 //! - [`error`]: the one error type of the ports.
 //! - [`time`]: explicit milliseconds since the epoch.
 //!
 //! This crate depends on nothing else of ours.
 
+pub mod control;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -26,6 +29,7 @@ pub mod ports;
 pub mod proxy;
 pub mod runtime;
 pub mod secret;
+pub mod secret_hash;
 pub mod time;
 pub mod upsert;
 
@@ -46,5 +50,6 @@ pub use runtime::{
     ProxyRuntime, ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession,
 };
 pub use secret::{Credentials, Secret};
+pub use secret_hash::SecretHash;
 pub use time::{UnixMillis, now_millis};
 pub use upsert::{Candidate, DropReason, FetchedBatch, PreparedBatch, UpsertReport, prepare_batch};

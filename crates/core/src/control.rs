@@ -1,0 +1,175 @@
+//! The worker control API: messages between a gateway worker and the controller.
+//!
+//! HTTP JSON over the paths below, authenticated with `Authorization: Bearer <worker
+//! token>`. The gateway depends on these types, never on the controller crate. Flow:
+//!
+//! 1. `POST {SESSIONS_PATH}` with [`RegisterSession`] → [`SessionGrant`]. A new session id
+//!    fences the worker's previous session.
+//! 2. `GET {snapshot_path}?session_id=S&after_version=V&wait_ms=W` long-polls: 200 with a
+//!    [`WorkerSnapshot`] newer than `V`, or 204 when nothing changed within `W`.
+//! 3. `POST {ack_path}` with [`SnapshotAck`] once the snapshot is applied → 204.
+//! 4. `POST {report_path}` with a [`RuntimeReport`](crate::RuntimeReport) every
+//!    `report_interval_ms` → [`ReportAck`]; accepted reports also renew the session.
+//! 5. `DELETE {session_path}` on clean shutdown → 204.
+//!
+//! Errors use the API error body ([`ErrorBody`]) with codes such as `fenced` (409: a newer
+//! session exists; register again), `conflict`, `unauthenticated` and `unavailable`.
+
+use crate::ids::{ClientId, Label, ProxyId, UpstreamId, WorkerId};
+use crate::proxy::Protocol;
+use crate::runtime::SnapshotRef;
+use crate::secret::Credentials;
+use crate::secret_hash::SecretHash;
+use crate::time::UnixMillis;
+use serde::{Deserialize, Serialize};
+
+/// Registers a worker session.
+pub const SESSIONS_PATH: &str = "/control/v1/sessions";
+
+/// `GET`: the worker's snapshot (long-poll).
+pub fn snapshot_path(worker: &WorkerId) -> String {
+    format!("/control/v1/workers/{worker}/snapshot")
+}
+
+/// `POST`: acknowledge an applied snapshot.
+pub fn ack_path(worker: &WorkerId) -> String {
+    format!("/control/v1/workers/{worker}/snapshot-ack")
+}
+
+/// `POST`: a runtime report.
+pub fn report_path(worker: &WorkerId) -> String {
+    format!("/control/v1/workers/{worker}/reports")
+}
+
+/// `DELETE`: end a session.
+pub fn session_path(worker: &WorkerId, session_id: &str) -> String {
+    format!("/control/v1/workers/{worker}/sessions/{session_id}")
+}
+
+/// A worker asks for a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterSession {
+    pub worker: WorkerId,
+    /// Chosen by the worker (random per process start), so a retried registration is
+    /// idempotent and a restarted worker fences its predecessor.
+    pub session_id: String,
+    /// Software version, for operators.
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+/// The controller grants a session and says how to pace the control loop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionGrant {
+    pub worker: WorkerId,
+    pub session_id: String,
+    pub expires_at_ms: UnixMillis,
+    pub session_ttl_ms: u64,
+    pub report_interval_ms: u64,
+    pub snapshot_wait_ms: u64,
+}
+
+/// One pooled proxy a worker may route through, with what it needs to dial it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotProxy {
+    pub id: ProxyId,
+    pub protocol: Protocol,
+    pub host: String,
+    pub port: u16,
+    pub credentials: Option<Credentials>,
+    pub upstream: UpstreamId,
+    pub region: Option<Label>,
+    pub carrier: Option<Label>,
+    pub max_sessions: u32,
+    pub usable_until_ms: UnixMillis,
+    pub lease_until_ms: UnixMillis,
+    /// The assignment's epoch.
+    pub epoch: u64,
+}
+
+/// A token-bucket policy as configured (the gateway validates it into a throttle policy).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitSpec {
+    #[serde(default)]
+    pub id: Option<String>,
+    pub requests_per_second: f64,
+    pub burst: f64,
+    #[serde(default)]
+    pub hard_lockout_ms: Option<u64>,
+    #[serde(default)]
+    pub max_soft_violations: Option<u16>,
+}
+
+/// A client allowed to use the gateway.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GatewayClient {
+    pub id: ClientId,
+    pub project: String,
+    /// Hash of the proxy password the client sends (Basic / SOCKS5).
+    pub password_hash: SecretHash,
+    /// Empty = all upstreams.
+    #[serde(default)]
+    pub allowed_upstreams: Vec<UpstreamId>,
+    /// Empty = all regions.
+    #[serde(default)]
+    pub allowed_regions: Vec<Label>,
+    /// Empty = any source address. CIDR strings such as `10.0.0.0/8` or `::1/128`.
+    #[serde(default)]
+    pub ip_allowlist: Vec<String>,
+    #[serde(default)]
+    pub rate_limit: Option<RateLimitSpec>,
+    /// Concurrent connections the client may hold on one worker.
+    pub max_connections: u32,
+}
+
+/// Everything a worker serves from until the next snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSnapshot {
+    pub worker: WorkerId,
+    pub session_id: String,
+    pub reference: SnapshotRef,
+    pub generated_at_ms: UnixMillis,
+    /// The worker refuses new traffic when its snapshot is older than this and the
+    /// controller cannot be reached.
+    pub max_staleness_ms: u64,
+    pub proxies: Vec<SnapshotProxy>,
+    pub clients: Vec<GatewayClient>,
+}
+
+/// The worker applied a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotAck {
+    pub session_id: String,
+    pub snapshot: SnapshotRef,
+}
+
+/// The controller's answer to a runtime report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportAck {
+    /// `accepted` or `replayed`.
+    pub outcome: String,
+    pub session_expires_at_ms: UnixMillis,
+}
+
+/// The API error body shared by the client API and the control API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+    pub request_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+/// The checksum of a snapshot's content (proxies and clients), so a worker and the
+/// controller can agree on exactly what was applied.
+pub fn snapshot_checksum(proxies: &[SnapshotProxy], clients: &[GatewayClient]) -> String {
+    let body = serde_json::json!({ "proxies": proxies, "clients": clients });
+    crate::ids::digest_hex(&[body.to_string().as_bytes()], 16)
+}
