@@ -9,6 +9,7 @@
 //! - [`extract`]: extraction requests, responses, filters and the request digest.
 //! - [`ownership`]: worker leases fenced by a global epoch.
 //! - [`runtime`]: worker sessions, snapshot references and runtime reports.
+//! - [`lease`]: named leader leases with fencing tokens (one active controller).
 //! - [`inventory`]: inventory views and maintenance reports.
 //! - [`ports`]: the async port traits the adapters implement.
 //! - [`control`]: the worker control API messages (gateway ⇄ controller).
@@ -24,6 +25,7 @@ pub mod extract;
 pub mod health;
 pub mod ids;
 pub mod inventory;
+pub mod lease;
 pub mod ownership;
 pub mod ports;
 pub mod proxy;
@@ -40,6 +42,7 @@ pub use extract::{
 pub use health::{CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthReport};
 pub use ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, WorkerId};
 pub use inventory::{Footprint, InventoryView, SweepReport};
+pub use lease::{Lease, LeaseStore};
 pub use ownership::{Assignment, AssignmentState, OwnedProxy};
 pub use ports::{
     ActivityPool, Extractor, HealthStore, InventoryReader, Maintenance, OwnershipRepository,

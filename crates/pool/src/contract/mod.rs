@@ -9,6 +9,7 @@ pub mod extract;
 pub mod fixtures;
 pub mod health;
 pub mod inventory;
+pub mod lease;
 pub mod maintenance;
 pub mod ownership;
 pub mod runtime;
@@ -104,5 +105,18 @@ macro_rules! contract_suite {
                 $crate::contract::$module::$name(&$factory).await;
             }
         )*
+    };
+}
+
+/// Generates the lease contract tests for a factory whose pools implement
+/// [`LeaseStore`](proxypool_core::LeaseStore).
+#[macro_export]
+macro_rules! lease_contract_suite {
+    ($factory:expr) => {
+        $crate::contract_suite!(@each $factory;
+            lease::lease_one_holder_at_a_time,
+            lease::lease_renewal_keeps_token_and_takeover_bumps_it,
+            lease::lease_concurrent_acquire_has_one_winner,
+        );
     };
 }

@@ -8,6 +8,7 @@
 mod extract;
 mod health;
 mod inventory;
+mod lease;
 mod ownership;
 mod runtime;
 mod state;

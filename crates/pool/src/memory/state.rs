@@ -116,6 +116,10 @@ pub(crate) struct State {
     pub(crate) extractions: HashMap<ExtractionId, StoredExtraction>,
     pub(crate) extraction_expiry: BTreeSet<(UnixMillis, ExtractionId)>,
     pub(crate) operations: HashMap<(UpstreamId, String), StoredOperation>,
+    pub(crate) leases: HashMap<String, proxypool_core::Lease>,
+    /// The last fencing token handed out per lease name (kept after release, so tokens
+    /// only ever grow).
+    pub(crate) lease_tokens: HashMap<String, u64>,
 }
 
 impl State {

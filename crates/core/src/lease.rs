@@ -1,0 +1,65 @@
+//! Named leader leases with fencing tokens.
+//!
+//! Several controllers may share one store. The reconciler, checker and ownership loops run
+//! only on the controller holding the `controller` lease, so vendor fetches and checks are
+//! not multiplied. Correctness never depends on the lease (every pool operation is atomic
+//! on its own); it saves work. A standby takes over once the holder stops renewing.
+
+use crate::error::{PoolError, PoolResult};
+use crate::time::UnixMillis;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// A held lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub name: String,
+    pub holder: String,
+    /// Increases every time the lease changes hands (never on renewal), so a stale holder
+    /// can be told apart from the current one.
+    pub token: u64,
+    pub acquired_at_ms: UnixMillis,
+    pub expires_at_ms: UnixMillis,
+}
+
+/// Stores leases (implemented by every activity-pool adapter).
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
+    /// Takes the lease when it is free or lapsed, or renews it when `holder` already holds
+    /// it. Returns the lease when `holder` holds it afterwards, `None` when someone else does.
+    async fn try_acquire(
+        &self,
+        now: UnixMillis,
+        name: &str,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> PoolResult<Option<Lease>>;
+
+    /// Gives the lease up early (clean shutdown); a no-op unless `holder` holds it with
+    /// `token`.
+    async fn release(
+        &self,
+        now: UnixMillis,
+        name: &str,
+        holder: &str,
+        token: u64,
+    ) -> PoolResult<()>;
+
+    /// The live lease, if any.
+    async fn current(&self, now: UnixMillis, name: &str) -> PoolResult<Option<Lease>>;
+}
+
+/// Lease names and holders are short printable identifiers; the TTL is positive.
+pub fn validate_lease_request(name: &str, holder: &str, ttl_ms: u64) -> PoolResult<()> {
+    let printable =
+        |s: &str| !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_graphic());
+    if !printable(name) || !printable(holder) {
+        return Err(PoolError::invalid(
+            "lease name and holder must be 1-128 printable ASCII characters",
+        ));
+    }
+    if ttl_ms == 0 {
+        return Err(PoolError::invalid("lease ttl_ms must be at least 1"));
+    }
+    Ok(())
+}
