@@ -3,43 +3,35 @@
 //! This module holds no locks and reads no clock; the engine passes `now` in. Keeping the
 //! arithmetic here, pure, is what lets the tests prove exactness without threads or time.
 //!
-//! Order per check (as in the seed): refill → lockout test → take one token, or deny and
-//! record a soft violation. Refilling before the lockout test gives the same balance as
-//! refilling after it (refill is additive and capped), and it keeps `last_seen_ns` fresh for
-//! a key that keeps knocking while locked, so a sweep never mistakes it for idle.
+//! Order per check (as in the seed): lockout test → refill → take one token, or deny and
+//! record a soft violation.
+//!
+//! The state is 24 bytes because two instants are never stored:
+//! * the last violation: while the count is above zero every check is a denial, and each
+//!   denial updates `last_seen_ns`, so the last violation *is* the last check;
+//! * the end of a lockout: a lockout starts at a check, and a locked key's state is frozen
+//!   (a check while locked changes nothing), so it ends at `last_seen_ns + hard_lockout`.
+//!   Freezing loses nothing: refill from the lockout's start, done when it ends, adds the
+//!   same tokens as refilling along the way (refill is additive, capped, carry exact).
 
 use crate::decision::Decision;
-use crate::limits::{BucketLimits, NANOS_PER_MILLI, NANOS_PER_SEC};
+use crate::limits::{BucketLimits, NANOS_PER_MILLI, NANOS_PER_SEC, ceil_ms};
 
-/// Everything the limiter remembers about one key. 32 bytes on 64-bit targets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Everything the limiter remembers about one key. 24 bytes on 64-bit targets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct BucketState {
-    /// Time of the latest check; refill is computed from here. Also the LRU timestamp.
-    last_seen_ns: u64,
+    /// Time of the latest check that changed the state (for a locked key: the lockout's
+    /// start). Refill is computed from here; it is also the LRU timestamp.
+    pub(crate) last_seen_ns: u64,
     /// Balance in units (`token_units` units = one token).
-    units: u32,
+    pub(crate) units: u32,
     /// Refill numerator left over from the last refill, below 10^9: the exactness carry.
-    carry: u32,
-    phase: Phase,
+    pub(crate) carry: u32,
+    /// Denials in a row, each within the soft window of the previous one.
+    pub(crate) soft_violations: u16,
+    /// Locked out until `last_seen_ns + hard_lockout`.
+    pub(crate) locked: bool,
 }
-
-/// Escalation state. A locked key has no use for its violation count (it restarts at zero
-/// when the lockout ends), so the two share storage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Open {
-        soft_violations: u16,
-        last_violation_ns: u64,
-    },
-    Locked {
-        until_ns: u64,
-    },
-}
-
-const CLEAN: Phase = Phase::Open {
-    soft_violations: 0,
-    last_violation_ns: 0,
-};
 
 /// A read-only view of a key's state for reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +48,8 @@ impl BucketState {
             last_seen_ns: now_ns,
             units: limits.initial_units,
             carry: 0,
-            phase: CLEAN,
+            soft_violations: 0,
+            locked: false,
         }
     }
 
@@ -80,10 +73,9 @@ impl BucketState {
         if lag_ns == 0 {
             return self.decide_at(limits, soft_violation_window_ns, recent_ns);
         }
-        if let Phase::Locked { until_ns } = self.phase
-            && recent_ns.saturating_add(lag_ns) < until_ns
-        {
-            // The hint is measured from the older reading: at worst a little long.
+        if self.locked && recent_ns.saturating_add(lag_ns) < self.lock_end_ns(limits) {
+            // Certainly still locked. The hint is measured from the older reading: at worst
+            // a little long, never short.
             return self.decide_at(limits, soft_violation_window_ns, recent_ns);
         }
         let mut trial = *self;
@@ -106,47 +98,45 @@ impl BucketState {
         // Threads read the clock before taking the shard lock, so a slightly older `now` can
         // arrive after a newer one: never move time backwards (that would refill twice).
         let now_ns = now_ns.max(self.last_seen_ns);
+        if self.locked {
+            let lock_end_ns = self.lock_end_ns(limits);
+            if now_ns < lock_end_ns {
+                let (units, carry) = self.refilled(limits, now_ns);
+                let token_ms = token_ready_ms(units, carry, limits);
+                return Decision::hard_lockout(ceil_ms(lock_end_ns - now_ns).max(token_ms));
+            }
+            self.locked = false;
+            self.soft_violations = 0;
+        }
+        let since_previous_ns = now_ns - self.last_seen_ns;
         (self.units, self.carry) = self.refilled(limits, now_ns);
         self.last_seen_ns = now_ns;
 
-        if let Phase::Locked { until_ns } = self.phase {
-            if now_ns < until_ns {
-                let retry_ms = ceil_ms(until_ns - now_ns).max(self.token_ready_ms(limits));
-                return Decision::hard_lockout(retry_ms);
-            }
-            self.phase = CLEAN;
-        }
-
         if self.units >= limits.token_units {
             self.units -= limits.token_units;
-            self.phase = CLEAN;
-            return Decision::allow(self.credit(limits));
+            self.soft_violations = 0;
+            return Decision::allow(self.units / limits.token_units);
         }
-        self.deny(limits, soft_violation_window_ns, now_ns)
+        self.deny(limits, soft_violation_window_ns, since_previous_ns)
     }
 
+    /// Records a denial; `since_previous_ns` is the time since the previous check, which is
+    /// the previous violation whenever the count is above zero.
     #[inline]
-    fn deny(&mut self, limits: &BucketLimits, window_ns: u64, now_ns: u64) -> Decision {
-        let soft_violations = match self.phase {
-            Phase::Open {
-                soft_violations,
-                last_violation_ns,
-            } if soft_violations > 0 && now_ns - last_violation_ns <= window_ns => {
-                soft_violations.saturating_add(1)
-            }
-            _ => 1,
+    fn deny(&mut self, limits: &BucketLimits, window_ns: u64, since_previous_ns: u64) -> Decision {
+        let soft_violations = if self.soft_violations > 0 && since_previous_ns <= window_ns {
+            self.soft_violations.saturating_add(1)
+        } else {
+            1
         };
         if soft_violations >= limits.max_soft_violations {
-            let until_ns = now_ns.saturating_add(limits.hard_lockout_ns);
-            self.phase = Phase::Locked { until_ns };
-            let retry_ms = ceil_ms(limits.hard_lockout_ns).max(self.token_ready_ms(limits));
-            return Decision::hard_lockout(retry_ms);
+            self.locked = true;
+            self.soft_violations = 0;
+            let token_ms = token_ready_ms(self.units, self.carry, limits);
+            return Decision::hard_lockout(ceil_ms(limits.hard_lockout_ns).max(token_ms));
         }
-        self.phase = Phase::Open {
-            soft_violations,
-            last_violation_ns: now_ns,
-        };
-        Decision::soft_throttle(self.token_ready_ms(limits))
+        self.soft_violations = soft_violations;
+        Decision::soft_throttle(token_ready_ms(self.units, self.carry, limits))
     }
 
     /// Balance and carry after refilling up to `now_ns`, without changing the state.
@@ -170,54 +160,64 @@ impl BucketState {
         (units as u32, (numerator % NANOS_PER_SEC) as u32)
     }
 
-    /// Milliseconds until one whole token is available, counting the carried remainder:
-    /// the smallest `t` with `t * rate + carry >= missing * 10^9`, rounded up to a ms.
-    #[inline]
-    fn token_ready_ms(&self, limits: &BucketLimits) -> u64 {
-        let Some(missing_units) = limits.token_units.checked_sub(self.units) else {
-            return 0;
-        };
-        if missing_units == 0 {
-            return 0;
-        }
-        let needed = u64::from(missing_units) * NANOS_PER_SEC - u64::from(self.carry);
-        needed.div_ceil(limits.refill_units_per_sec * NANOS_PER_MILLI)
-    }
-
-    #[inline]
-    fn credit(&self, limits: &BucketLimits) -> u32 {
-        self.units / limits.token_units
+    fn lock_end_ns(&self, limits: &BucketLimits) -> u64 {
+        self.last_seen_ns.saturating_add(limits.hard_lockout_ns)
     }
 
     pub(crate) fn last_seen_ns(&self) -> u64 {
         self.last_seen_ns
     }
 
-    pub(crate) fn is_locked_at(&self, now_ns: u64) -> bool {
-        matches!(self.phase, Phase::Locked { until_ns } if now_ns < until_ns)
+    /// When the current lockout ends, if the key is locked.
+    #[inline]
+    pub(crate) fn locked_until(&self, limits: &BucketLimits) -> Option<u64> {
+        self.locked.then(|| self.lock_end_ns(limits))
+    }
+
+    /// While locked: the instant a retry hint given now points to, the later of the
+    /// lockout's end and the next whole token (rounded up to a millisecond from the
+    /// lockout's start). Both are fixed while the lockout lasts.
+    pub(crate) fn lockout_retry_at_ns(&self, limits: &BucketLimits) -> u64 {
+        let token_at_ns = self.last_seen_ns.saturating_add(
+            token_ready_ms(self.units, self.carry, limits).saturating_mul(NANOS_PER_MILLI),
+        );
+        self.lock_end_ns(limits).max(token_at_ns)
+    }
+
+    pub(crate) fn is_locked_at(&self, limits: &BucketLimits, now_ns: u64) -> bool {
+        self.locked && now_ns < self.lock_end_ns(limits)
     }
 
     /// The state as it would look at `now_ns` (refilled), for reports.
     pub(crate) fn snapshot(&self, limits: &BucketLimits, now_ns: u64) -> Snapshot {
         let now_ns = now_ns.max(self.last_seen_ns);
         let (units, _) = self.refilled(limits, now_ns);
-        let (lockout_remaining_ns, soft_violations) = match self.phase {
-            Phase::Locked { until_ns } => (until_ns.saturating_sub(now_ns), 0),
-            Phase::Open {
-                soft_violations, ..
-            } => (0, soft_violations),
-        };
+        let locked = self.is_locked_at(limits, now_ns);
         Snapshot {
             units,
-            lockout_remaining_ns,
-            soft_violations,
+            lockout_remaining_ns: if locked {
+                self.lock_end_ns(limits) - now_ns
+            } else {
+                0
+            },
+            soft_violations: if self.locked { 0 } else { self.soft_violations },
             idle_ns: now_ns - self.last_seen_ns,
         }
     }
 }
 
-fn ceil_ms(ns: u64) -> u64 {
-    ns.div_ceil(NANOS_PER_MILLI)
+/// Milliseconds until one whole token is available from `units` and `carry`: the smallest
+/// `t` with `t * rate + carry >= missing * 10^9`, rounded up to a millisecond.
+#[inline]
+fn token_ready_ms(units: u32, carry: u32, limits: &BucketLimits) -> u64 {
+    let Some(missing_units) = limits.token_units.checked_sub(units) else {
+        return 0;
+    };
+    if missing_units == 0 {
+        return 0;
+    }
+    let needed = u64::from(missing_units) * NANOS_PER_SEC - u64::from(carry);
+    needed.div_ceil(limits.refill_units_per_sec * NANOS_PER_MILLI)
 }
 
 #[cfg(test)]
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn state_is_compact() {
-        assert_eq!(std::mem::size_of::<BucketState>(), 32);
+        assert_eq!(std::mem::size_of::<BucketState>(), 24);
     }
 
     #[test]
@@ -403,6 +403,35 @@ mod tests {
         // Near the end of the lock the precise clock decides: 11.001 s is admitted.
         let d = state.decide(&l, WINDOW_NS, 10_999 * MS, lag, || 11_001 * MS);
         assert!(d.allowed, "{d:?}");
+    }
+
+    #[test]
+    fn a_locked_state_is_frozen_until_the_lock_ends() {
+        let l = limits(
+            Policy::new(2.0, 2.0)
+                .with_max_soft_violations(1)
+                .with_hard_lockout(Duration::from_secs(5)),
+        );
+        let mut state = BucketState::new(&l, 0);
+        state.decide_at(&l, WINDOW_NS, 0);
+        state.decide_at(&l, WINDOW_NS, 0);
+        assert_eq!(
+            state.decide_at(&l, WINDOW_NS, 0).reason,
+            Reason::HardLockout
+        );
+        let locked = state;
+        for at in [1, 1000, 4999] {
+            let d = state.decide_at(&l, WINDOW_NS, at * MS);
+            assert_eq!(
+                (d.reason, d.retry_after_ms),
+                (Reason::HardLockout, 5000 - at)
+            );
+            assert_eq!(state, locked, "a check while locked changes nothing");
+        }
+        assert_eq!(state.locked_until(&l), Some(5000 * MS));
+        // At the end the whole lockout's refill is there (capped at the burst of 2).
+        let after = state.decide_at(&l, WINDOW_NS, 5000 * MS);
+        assert_eq!((after.allowed, after.credit), (true, 1));
     }
 
     #[test]

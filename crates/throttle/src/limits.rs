@@ -13,6 +13,11 @@ use crate::policy::Policy;
 pub(crate) const NANOS_PER_SEC: u64 = 1_000_000_000;
 pub(crate) const NANOS_PER_MILLI: u64 = 1_000_000;
 
+/// Nanoseconds rounded up to whole milliseconds (hints never point too early).
+pub(crate) fn ceil_ms(ns: u64) -> u64 {
+    ns.div_ceil(NANOS_PER_MILLI)
+}
+
 /// Largest refill rate in units per second. With a capacity of at most `u32::MAX` units,
 /// `(capacity + rate + 1) * 10^9` stays below `u64::MAX`: refill arithmetic cannot overflow.
 const MAX_REFILL_UNITS_PER_SEC: u64 = 10_000_000_000;

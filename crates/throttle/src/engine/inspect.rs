@@ -51,7 +51,7 @@ impl<C: Clock> TokenBucketEngine<C> {
             let guard = shard.lock();
             counters.add(&guard.counters);
             for entry in &guard.entries {
-                let (key, state) = (&entry.key, entry.state());
+                let (key, state) = (&entry.key(), entry.state());
                 keys_per_scope[key.scope().index()] += 1;
                 let limits = &self.scopes[key.scope().index()].limits;
                 let snapshot = state.snapshot(limits, now_ns);
@@ -72,6 +72,7 @@ impl<C: Clock> TokenBucketEngine<C> {
             }
         }
 
+        self.add_slot_denials(&mut counters);
         let scale = f64::from(self.options.token_scale);
         let top_keys = top
             .into_sorted_vec()

@@ -1,15 +1,27 @@
 //! [`TokenBucketEngine`]: the sharded map from key to bucket state, and the check path.
 //!
-//! Keys are spread over a power-of-two number of shards, each a `Mutex<HashSet<Entry>>`. A
-//! check reads the clock's cheap reading, picks the shard from the hash stored in the key,
-//! locks only that shard, and runs the pure state machine in [`crate::bucket`]. An entry is
-//! key and state in exactly one 64-byte cache line, so a lookup in a large map costs one
-//! miss for the control bytes and one for the entry. Counters live inside each shard and are
-//! updated under the lock the check already holds: no shared atomic is touched on the hot
-//! path, so threads checking different keys do not bounce cache lines. The only global
-//! atomics change when a key is created or evicted (the tracked count for the cap).
+//! Keys are spread over a power-of-two number of shards, each a `Mutex<HashSet<Entry>>`.
+//! A check takes the clock's cheap reading, picks the shard from the hash stored in the key,
+//! locks only that shard and runs the pure state machine in [`crate::bucket`].
+//!
+//! What keeps it fast:
+//! * an entry is key, hash and state in 48 flat bytes (`entry`), and the hash is computed
+//!   once when the key is made, never by the map;
+//! * counters live inside each shard, updated under the lock the check already holds, so no
+//!   shared atomic is touched on the hot path; the only global atomics change when a key is
+//!   created or evicted (the tracked count behind the cap);
+//! * a key under lockout is answered from a lock-free slot (`lockout_board`) without taking
+//!   the shard lock, so a flooding client costs a few loads.
+//!
+//! Module map: `entry` (stored form of a key), `shard` (one locked part of the map),
+//! `lockout_board` (lock-free lockout shortcut), `striped_counter` (per-thread counters),
+//! `sweep` (bounded eviction), `inspect` (reports).
 
+mod entry;
 mod inspect;
+mod lockout_board;
+mod shard;
+mod striped_counter;
 mod sweep;
 
 pub use sweep::SweepOutcome;
@@ -19,20 +31,19 @@ use crate::bucket::BucketState;
 use crate::clock::{Clock, CoarseClock};
 use crate::decision::Decision;
 use crate::error::ConfigError;
-use crate::hasher::StoredHash;
 use crate::key::{BucketKey, ScopeId, ScopeName};
 use crate::limits::BucketLimits;
+use crate::limits::ceil_ms;
 use crate::options::EngineOptions;
 use crate::policy::Policy;
 use crate::report::Counters;
-use std::borrow::Borrow;
-use std::cell::Cell;
-use std::collections::HashSet;
+use entry::Entry;
+use lockout_board::LockoutSlot;
+use shard::{Shard, ShardState};
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use striped_counter::StripedCounter;
 
 /// One scope to configure: its name and its policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,64 +57,6 @@ pub struct ScopeSpec {
 struct Scope {
     name: ScopeName,
     limits: BucketLimits,
-}
-
-/// Aligned to 128 bytes so two shards' locks never share a cache line (or the adjacent line
-/// that x86 prefetches in pairs): contention on one shard stays in that shard.
-#[repr(align(128))]
-struct Shard {
-    state: Mutex<ShardState>,
-}
-
-struct ShardState {
-    entries: HashSet<Entry, StoredHash>,
-    counters: Counters,
-}
-
-/// A key and its state, aligned so each entry fills exactly one cache line.
-///
-/// The state sits in a `Cell` because a `HashSet` only lends shared references to its
-/// elements; `Hash` and `Eq` look at the key alone, so changing the state can never move an
-/// entry within the set. The shard's mutex serializes all access.
-#[repr(align(64))]
-struct Entry {
-    key: BucketKey,
-    state: Cell<BucketState>,
-}
-
-impl Entry {
-    fn state(&self) -> BucketState {
-        self.state.get()
-    }
-}
-
-impl Borrow<BucketKey> for Entry {
-    fn borrow(&self) -> &BucketKey {
-        &self.key
-    }
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-
-impl Eq for Entry {}
-
-impl Hash for Entry {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.key.hash(state);
-    }
-}
-
-impl Shard {
-    #[inline]
-    fn lock(&self) -> MutexGuard<'_, ShardState> {
-        // Nothing inside the lock can panic halfway through an update (no user code, no
-        // allocation failure recovery), so a poisoned lock still guards consistent state.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// Gives each engine a distinct id, so a per-connection cache can tell whose scopes it holds.
@@ -122,12 +75,17 @@ pub struct TokenBucketEngine<C: Clock = CoarseClock> {
     cap_retry_after_ms: u64,
     scopes: Box<[Scope]>,
     shards: Box<[Shard]>,
+    /// One slot per shard, read without the shard lock by checks of locked-out keys (see
+    /// `lockout_board`). Kept apart from the shards so the whole board stays in L1.
+    lockout_board: Box<[LockoutSlot]>,
     shard_mask: u64,
     prefix_masks: PrefixMasks,
     tracked: AtomicUsize,
     peak_tracked: AtomicUsize,
     /// Where the next sweep starts, so successive bounded sweeps visit every shard in turn.
     sweep_cursor: AtomicUsize,
+    /// Checks answered by a lockout slot, counted per thread stripe (no shared hot line).
+    slot_denials: StripedCounter,
     clock: C,
 }
 
@@ -176,14 +134,10 @@ impl<C: Clock> TokenBucketEngine<C> {
                 limits,
             });
         }
-        let shards = (0..options.shard_count)
-            .map(|_| Shard {
-                state: Mutex::new(ShardState {
-                    entries: HashSet::with_hasher(StoredHash),
-                    counters: Counters::default(),
-                }),
-            })
+        let lockout_board = (0..options.shard_count)
+            .map(|_| LockoutSlot::default())
             .collect();
+        let shards = (0..options.shard_count).map(|_| Shard::new()).collect();
         Ok(Self {
             id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
             soft_violation_window_ns: options.soft_violation_window_ns(),
@@ -194,9 +148,11 @@ impl<C: Clock> TokenBucketEngine<C> {
             options,
             scopes: validated.into_boxed_slice(),
             shards,
+            lockout_board,
             tracked: AtomicUsize::new(0),
             peak_tracked: AtomicUsize::new(0),
             sweep_cursor: AtomicUsize::new(0),
+            slot_denials: StripedCounter::default(),
             clock,
         })
     }
@@ -237,29 +193,39 @@ impl<C: Clock> TokenBucketEngine<C> {
     /// # Panics
     /// If `key`'s scope was issued by another engine with fewer scopes.
     pub fn check(&self, key: &BucketKey) -> Decision {
-        let limits = &self.scope_entry(key.scope()).limits;
         // The cheap reading is taken outside the lock to keep the critical section short;
         // the state machine tolerates a `now` slightly older than one already recorded.
         let recent_ns = self.clock.recent_ns();
         let lag_ns = self.clock.recent_lag_ns();
+        let shard_index = self.shard_index(key.stored_hash());
+        let lockout_slot = &self.lockout_board[shard_index];
+        if let Some(retry_at_ns) = lockout_slot.locked_beyond(key, recent_ns.saturating_add(lag_ns))
+        {
+            // Locked beyond doubt: answer without the lock. The hint is measured from the
+            // cheap reading, so at worst it is a little long, never short.
+            self.slot_denials.increment();
+            return Decision::hard_lockout(ceil_ms(retry_at_ns.saturating_sub(recent_ns)));
+        }
+        let limits = &self.scope_entry(key.scope()).limits;
         let precise_now = || self.clock.now_ns();
         let window_ns = self.soft_violation_window_ns;
-        let mut guard = self.shard_for(key.stored_hash()).lock();
+        let mut guard = self.shards[shard_index].lock();
         let ShardState { entries, counters } = &mut *guard;
         counters.checks += 1;
-        let decision = if let Some(entry) = entries.get(key) {
-            let mut state = entry.state();
+        let (decision, state) = if let Some(entry) = entries.get(&Entry::probe(key)) {
+            let before = entry.state();
+            let mut state = before;
             let decision = state.decide(limits, window_ns, recent_ns, lag_ns, precise_now);
-            entry.state.set(state);
-            decision
-        } else if self.reserve_slot() {
+            // A locked key's state is frozen: skip the stores when nothing changed.
+            if state != before {
+                entry.set_state(state);
+            }
+            (decision, state)
+        } else if self.reserve_tracking() {
             let mut state = BucketState::new(limits, recent_ns);
             let decision = state.decide(limits, window_ns, recent_ns, lag_ns, precise_now);
-            entries.insert(Entry {
-                key: *key,
-                state: Cell::new(state),
-            });
-            decision
+            entries.insert(Entry::new(key, state));
+            (decision, state)
         } else {
             // Fail closed: tracking one more key would break the memory bound. Keys already
             // tracked keep working; a sweep makes room.
@@ -269,13 +235,20 @@ impl<C: Clock> TokenBucketEngine<C> {
         match decision.reason {
             crate::Reason::None => counters.allowed += 1,
             crate::Reason::SoftThrottle => counters.soft_throttled += 1,
-            crate::Reason::HardLockout => counters.hard_locked += 1,
+            crate::Reason::HardLockout => {
+                counters.hard_locked += 1;
+                if let Some(until_ns) = state.locked_until(limits) {
+                    lockout_slot.offer(key, until_ns, state.last_seen_ns(), || {
+                        state.lockout_retry_at_ns(limits)
+                    });
+                }
+            }
         }
         decision
     }
 
     /// Counts a new key against `max_tracked`; false when the engine is full.
-    fn reserve_slot(&self) -> bool {
+    fn reserve_tracking(&self) -> bool {
         let max = self.options.max_tracked;
         match self
             .tracked
@@ -290,16 +263,20 @@ impl<C: Clock> TokenBucketEngine<C> {
         }
     }
 
-    fn release_slots(&self, count: usize) {
+    fn release_tracking(&self, count: usize) {
         if count > 0 {
             self.tracked.fetch_sub(count, Ordering::AcqRel);
         }
     }
 
-    fn shard_for(&self, hash: u64) -> &Shard {
+    fn shard_index(&self, hash: u64) -> usize {
         // Bits 40.. pick the shard: the map inside uses the low bits for its bucket index
         // and the top 7 bits as tags, so shard choice must not reuse either.
-        &self.shards[((hash >> 40) & self.shard_mask) as usize]
+        ((hash >> 40) & self.shard_mask) as usize
+    }
+
+    fn shard_for(&self, hash: u64) -> &Shard {
+        &self.shards[self.shard_index(hash)]
     }
 
     fn scope_entry(&self, scope: ScopeId) -> &Scope {
@@ -313,7 +290,7 @@ impl<C: Clock> TokenBucketEngine<C> {
         self.shard_for(key.stored_hash())
             .lock()
             .entries
-            .contains(key)
+            .contains(&Entry::probe(key))
     }
 
     /// Keys tracked now.
@@ -342,10 +319,18 @@ impl<C: Clock> TokenBucketEngine<C> {
         for shard in self.shards.iter() {
             total.add(&shard.lock().counters);
         }
+        self.add_slot_denials(&mut total);
         total
     }
 
-    /// Bytes per tracked key inside the map: one entry (key, state, alignment padding),
+    /// Folds the checks answered by lockout slots into `counters`.
+    fn add_slot_denials(&self, counters: &mut Counters) {
+        let denials = self.slot_denials.sum();
+        counters.checks += denials;
+        counters.hard_locked += denials;
+    }
+
+    /// Bytes per tracked key inside the map: one entry (key with its hash, and state),
     /// excluding the map's own overhead (one control byte per slot and spare capacity).
     pub const fn entry_bytes() -> usize {
         size_of::<Entry>()
@@ -374,11 +359,9 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn an_entry_is_one_cache_line() {
-        assert_eq!(size_of::<BucketKey>(), 32);
-        assert_eq!(size_of::<BucketState>(), 32);
-        assert_eq!(size_of::<Entry>(), 64);
-        assert_eq!(align_of::<Entry>(), 64);
+    fn entries_are_compact() {
+        assert_eq!(size_of::<BucketState>(), 24);
+        assert_eq!(size_of::<Entry>(), 48);
     }
 
     fn engine() -> TokenBucketEngine<Arc<ManualClock>> {

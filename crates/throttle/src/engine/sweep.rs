@@ -7,7 +7,8 @@
 //! shard lock at a time, so it can run beside live traffic; the caller (or
 //! [`crate::Sweeper`]) repeats it while `more_work` says so.
 
-use super::{ShardState, TokenBucketEngine};
+use super::TokenBucketEngine;
+use super::shard::ShardState;
 use crate::clock::Clock;
 use serde::Serialize;
 use std::sync::atomic::Ordering;
@@ -49,14 +50,15 @@ impl<C: Clock> TokenBucketEngine<C> {
             let removed = entries
                 .extract_if(|entry| {
                     let state = entry.state();
+                    let limits = &self.scopes[entry.scope.index()].limits;
                     now_ns.saturating_sub(state.last_seen_ns()) >= self.stale_after_ns
-                        && !state.is_locked_at(now_ns)
+                        && !state.is_locked_at(limits, now_ns)
                 })
                 .take(budget)
                 .count();
             counters.evicted_stale += removed as u64;
             drop(guard);
-            self.release_slots(removed);
+            self.release_tracking(removed);
             outcome.evicted_stale += removed;
             budget -= removed;
             // A shard whose stale keys exceeded the budget is swept again first next time.
@@ -77,6 +79,11 @@ impl<C: Clock> TokenBucketEngine<C> {
         outcome
     }
 
+    fn entry_locked_at(&self, entry: &super::entry::Entry, now_ns: u64) -> bool {
+        let limits = &self.scopes[entry.scope.index()].limits;
+        entry.state().is_locked_at(limits, now_ns)
+    }
+
     /// Returns how many keys were evicted and whether the low-water mark was reached.
     ///
     /// Two passes, one shard lock at a time: the first finds the cutoff timestamp (the
@@ -95,9 +102,8 @@ impl<C: Clock> TokenBucketEngine<C> {
                 guard
                     .entries
                     .iter()
-                    .map(|entry| entry.state())
-                    .filter(|state| !state.is_locked_at(now_ns))
-                    .map(|state| state.last_seen_ns()),
+                    .filter(|entry| !self.entry_locked_at(entry, now_ns))
+                    .map(|entry| entry.state().last_seen_ns()),
             );
         }
         let goal = wanted.min(budget).min(last_seen.len());
@@ -117,11 +123,10 @@ impl<C: Clock> TokenBucketEngine<C> {
             let ShardState { entries, counters } = &mut *guard;
             let removed = entries
                 .extract_if(|entry| {
-                    let state = entry.state();
-                    if state.is_locked_at(now_ns) {
+                    if self.entry_locked_at(entry, now_ns) {
                         return false;
                     }
-                    let seen = state.last_seen_ns();
+                    let seen = entry.state().last_seen_ns();
                     if seen < cutoff {
                         return true;
                     }
@@ -135,7 +140,7 @@ impl<C: Clock> TokenBucketEngine<C> {
                 .count();
             counters.evicted_lru += removed as u64;
             drop(guard);
-            self.release_slots(removed);
+            self.release_tracking(removed);
             evicted += removed;
         }
         (evicted, evicted >= wanted)
