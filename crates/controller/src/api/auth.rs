@@ -1,0 +1,55 @@
+//! Worker authentication: `Authorization: Bearer <token>` against the configured worker
+//! tokens (stored as salted hashes, compared in constant time), and the token's allowed
+//! worker ids.
+
+use super::error::ApiError;
+use super::request_id::RequestId;
+use crate::config::WorkerTokenConfig;
+use axum::http::{HeaderMap, header};
+use proxypool_core::WorkerId;
+
+/// The configured worker tokens.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerTokens {
+    tokens: Vec<WorkerTokenConfig>,
+}
+
+impl WorkerTokens {
+    pub fn new(tokens: Vec<WorkerTokenConfig>) -> Self {
+        WorkerTokens { tokens }
+    }
+
+    /// Checks the bearer token and that it may act for `worker`.
+    pub fn authorize(
+        &self,
+        headers: &HeaderMap,
+        worker: &WorkerId,
+        rid: &RequestId,
+    ) -> Result<(), ApiError> {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, token) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            })
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| ApiError::unauthenticated(rid))?;
+        // Check every token (no early exit) so timing does not tell which one matched.
+        let mut matched: Option<&WorkerTokenConfig> = None;
+        for token in &self.tokens {
+            if token.hash.as_ref().is_some_and(|h| h.verify(presented)) && matched.is_none() {
+                matched = Some(token);
+            }
+        }
+        let token = matched.ok_or_else(|| ApiError::unauthenticated(rid))?;
+        if !token.workers.is_empty() && !token.workers.contains(worker) {
+            tracing::info!(token = %token.name, %worker, "worker token used for a worker it does not cover");
+            return Err(ApiError::forbidden(
+                "this token may not act for this worker id",
+                rid,
+            ));
+        }
+        Ok(())
+    }
+}

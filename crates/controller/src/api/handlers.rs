@@ -1,0 +1,192 @@
+//! The worker control API handlers (paths and semantics: `proxypool_core::control`).
+
+use super::ControlState;
+use super::body::JsonBody;
+use super::error::ApiError;
+use super::request_id::RequestId;
+use crate::snapshot::PollOutcome;
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use proxypool_core::control::{RegisterSession, ReportAck, SessionGrant, SnapshotAck};
+use proxypool_core::runtime::validate_session_id;
+use proxypool_core::{ReportOutcome, RuntimeReport, WorkerId};
+use serde::Deserialize;
+use std::time::Duration;
+
+fn worker_from_path(
+    path: Result<Path<String>, PathRejection>,
+    rid: &RequestId,
+) -> Result<WorkerId, ApiError> {
+    let Path(raw) = path.map_err(|_| ApiError::invalid("invalid path", rid))?;
+    WorkerId::new(&raw).map_err(|e| ApiError::invalid(e.to_string(), rid))
+}
+
+/// `POST /control/v1/sessions`
+pub(super) async fn register(
+    State(state): State<ControlState>,
+    rid: RequestId,
+    headers: HeaderMap,
+    JsonBody(request): JsonBody<RegisterSession>,
+) -> Result<Json<SessionGrant>, ApiError> {
+    state.tokens.authorize(&headers, &request.worker, &rid)?;
+    let ttl = state.snapshot.session_ttl.as_ms();
+    let session = state
+        .pool
+        .open_session(state.clock.now(), &request.worker, &request.session_id, ttl)
+        .await
+        .map_err(|e| ApiError::from_pool(e, &rid))?;
+    tracing::info!(worker = %request.worker, version = ?request.version, "worker session registered");
+    // A new worker should get proxies now, not at the next round.
+    state.wake_ownership.notify_one();
+    state.publisher.changes().notify();
+    Ok(Json(SessionGrant {
+        worker: session.worker,
+        session_id: session.session_id,
+        expires_at_ms: session.expires_at_ms,
+        session_ttl_ms: ttl,
+        report_interval_ms: state.snapshot.report_interval.as_ms(),
+        snapshot_wait_ms: state.snapshot.long_poll_wait.as_ms(),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SnapshotQuery {
+    session_id: String,
+    #[serde(default)]
+    after_version: u64,
+    #[serde(default)]
+    wait_ms: u64,
+}
+
+/// `GET /control/v1/workers/{worker}/snapshot?session_id=S&after_version=V&wait_ms=W`
+pub(super) async fn snapshot(
+    State(state): State<ControlState>,
+    rid: RequestId,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<SnapshotQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let worker = worker_from_path(path, &rid)?;
+    state.tokens.authorize(&headers, &worker, &rid)?;
+    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text(), &rid))?;
+    validate_session_id(&query.session_id).map_err(|e| ApiError::from_pool(e, &rid))?;
+    let outcome = state
+        .publisher
+        .poll(
+            &worker,
+            &query.session_id,
+            query.after_version,
+            Duration::from_millis(query.wait_ms),
+        )
+        .await
+        .map_err(|e| ApiError::from_pool(e, &rid))?;
+    Ok(match outcome {
+        PollOutcome::Snapshot(snapshot) => {
+            let mut response = Json(snapshot).into_response();
+            // It carries upstream proxy credentials.
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        PollOutcome::NotModified => StatusCode::NO_CONTENT.into_response(),
+    })
+}
+
+/// `POST /control/v1/workers/{worker}/snapshot-ack`
+pub(super) async fn ack(
+    State(state): State<ControlState>,
+    rid: RequestId,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(request): JsonBody<SnapshotAck>,
+) -> Result<StatusCode, ApiError> {
+    let worker = worker_from_path(path, &rid)?;
+    state.tokens.authorize(&headers, &worker, &rid)?;
+    state
+        .pool
+        .ack_snapshot(
+            state.clock.now(),
+            &worker,
+            &request.session_id,
+            request.snapshot,
+        )
+        .await
+        .map_err(|e| ApiError::from_pool(e, &rid))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /control/v1/workers/{worker}/reports`; an accepted (or replayed) report renews
+/// the session.
+pub(super) async fn report(
+    State(state): State<ControlState>,
+    rid: RequestId,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(report): JsonBody<RuntimeReport>,
+) -> Result<Json<ReportAck>, ApiError> {
+    let worker = worker_from_path(path, &rid)?;
+    state.tokens.authorize(&headers, &worker, &rid)?;
+    if report.worker != worker {
+        return Err(ApiError::invalid(
+            "the report's worker does not match the path",
+            &rid,
+        ));
+    }
+    let ttl = state.snapshot.session_ttl.as_ms();
+    let session_id = report.session_id.clone();
+    let outcome = state
+        .pool
+        .report_runtime(state.clock.now(), report, ttl)
+        .await
+        .map_err(|e| ApiError::from_pool(e, &rid))?;
+    let session = state
+        .pool
+        .renew_session(state.clock.now(), &worker, &session_id, ttl)
+        .await
+        .map_err(|e| ApiError::from_pool(e, &rid))?;
+    Ok(Json(ReportAck {
+        outcome: match outcome {
+            ReportOutcome::Accepted => "accepted",
+            ReportOutcome::Replayed => "replayed",
+        }
+        .to_owned(),
+        session_expires_at_ms: session.expires_at_ms,
+    }))
+}
+
+/// `DELETE /control/v1/workers/{worker}/sessions/{session_id}`
+pub(super) async fn close(
+    State(state): State<ControlState>,
+    rid: RequestId,
+    headers: HeaderMap,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Path((raw_worker, session_id)) =
+        path.map_err(|_| ApiError::invalid("invalid path", &rid))?;
+    let worker = WorkerId::new(&raw_worker).map_err(|e| ApiError::invalid(e.to_string(), &rid))?;
+    state.tokens.authorize(&headers, &worker, &rid)?;
+    validate_session_id(&session_id).map_err(|e| ApiError::from_pool(e, &rid))?;
+    state
+        .pool
+        .close_session(state.clock.now(), &worker, &session_id)
+        .await
+        .map_err(|e| ApiError::from_pool(e, &rid))?;
+    tracing::info!(%worker, "worker session closed");
+    state.publisher.changes().notify();
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /healthz`: the process answers.
+pub(super) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Any other path.
+pub(super) async fn not_found(rid: RequestId) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route", &rid)
+}

@@ -1,0 +1,79 @@
+//! The worker control API (axum): sessions, snapshot long-poll, acknowledgements, runtime
+//! reports. Messages and paths are `proxypool_core::control`'s, so the gateway needs only
+//! core.
+//!
+//! - [`handlers`]: one function per route.
+//! - [`auth`]: bearer worker tokens.
+//! - [`body`]: the JSON body extractor (content type, size cap, error format).
+//! - [`error`]: [`ApiError`], the shared error body and the store-error mapping.
+//! - [`request_id`]: per-request ids.
+
+pub mod auth;
+pub mod body;
+pub mod error;
+mod handlers;
+pub mod request_id;
+
+pub use auth::WorkerTokens;
+pub use error::ApiError;
+pub use request_id::RequestId;
+
+use crate::clock::SharedClock;
+use crate::config::SnapshotConfig;
+use crate::snapshot::SnapshotPublisher;
+use axum::Router;
+use axum::routing::{delete, get, post};
+use proxypool_core::ActivityPool;
+use proxypool_core::control::SESSIONS_PATH;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// What the control API handlers share.
+#[derive(Clone)]
+pub struct ControlState {
+    pub pool: Arc<dyn ActivityPool>,
+    pub clock: SharedClock,
+    pub publisher: Arc<SnapshotPublisher>,
+    pub tokens: Arc<WorkerTokens>,
+    pub snapshot: SnapshotConfig,
+    /// Wakes the ownership manager (a new session should get proxies promptly).
+    pub wake_ownership: Arc<Notify>,
+}
+
+// The store is a trait object without `Debug`; show what identifies this value.
+impl std::fmt::Debug for ControlState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlState")
+            .field("clock", &self.clock)
+            .field("snapshot", &self.snapshot)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The control API's routes.
+pub fn router(state: ControlState) -> Router {
+    Router::new()
+        .route(SESSIONS_PATH, post(handlers::register))
+        .route(
+            "/control/v1/workers/{worker}/snapshot",
+            get(handlers::snapshot),
+        )
+        .route(
+            "/control/v1/workers/{worker}/snapshot-ack",
+            post(handlers::ack),
+        )
+        .route(
+            "/control/v1/workers/{worker}/reports",
+            post(handlers::report),
+        )
+        .route(
+            "/control/v1/workers/{worker}/sessions/{session_id}",
+            delete(handlers::close),
+        )
+        .route("/healthz", get(handlers::healthz))
+        .fallback(handlers::not_found)
+        .layer(axum::middleware::from_fn(request_id::assign))
+        // Our body extractor enforces its own cap with our error body.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(state)
+}

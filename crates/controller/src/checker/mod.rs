@@ -1,0 +1,225 @@
+//! The health checker: proves proxies work by going through them, and records it.
+//!
+//! Each round asks the store what is due (FETCHED first, then SUSPECT, then stale
+//! re-checks), checks those proxies concurrently under a semaphore with a per-check
+//! timeout ([`probe`]), and writes the results in batches per upstream (each upstream has
+//! its own unhealthy threshold). Rounds run one after another, so a proxy is never checked
+//! twice at once; a round is bounded by `round_size` and so lasts at most a few timeouts.
+
+pub mod probe;
+
+use crate::clock::SharedClock;
+use crate::config::{CheckerConfig, UpstreamConfig};
+use crate::leadership::{Term, wait_for_term};
+use probe::{ProbePlan, probe};
+use proxypool_core::{
+    DueQuery, HealthBatch, HealthObservation, HealthStore, PoolResult, ProxyStatus, UpstreamId,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+/// How one upstream's proxies are checked.
+#[derive(Debug, Clone)]
+struct UpstreamChecks {
+    plan: Arc<ProbePlan>,
+    recheck_after_ms: u64,
+    unhealthy_after: u32,
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckRound {
+    /// Every observation made, in completion order.
+    pub observations: Vec<HealthObservation>,
+    pub applied: u32,
+    pub ignored: u32,
+}
+
+/// The checker.
+pub struct Checker {
+    store: Arc<dyn HealthStore>,
+    clock: SharedClock,
+    config: CheckerConfig,
+    upstreams: HashMap<UpstreamId, UpstreamChecks>,
+    semaphore: Arc<Semaphore>,
+}
+
+// The store is a trait object without `Debug`; show what identifies this value.
+impl std::fmt::Debug for Checker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checker")
+            .field("config", &self.config)
+            .field("upstreams", &self.upstreams)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Checker {
+    pub fn new(
+        store: Arc<dyn HealthStore>,
+        clock: SharedClock,
+        config: CheckerConfig,
+        upstreams: &[UpstreamConfig],
+    ) -> Self {
+        let upstreams = upstreams
+            .iter()
+            .map(|u| {
+                let checks = UpstreamChecks {
+                    plan: Arc::new(ProbePlan::new(
+                        &u.health.targets,
+                        u.health.via,
+                        u.health.max_latency.map(|m| m.as_duration()),
+                    )),
+                    recheck_after_ms: u.health.interval.as_ms(),
+                    unhealthy_after: u.health.unhealthy_after,
+                };
+                (u.id.clone(), checks)
+            })
+            .collect();
+        Checker {
+            semaphore: Arc::new(Semaphore::new(config.concurrency)),
+            store,
+            clock,
+            config,
+            upstreams,
+        }
+    }
+
+    /// Checks what is due now and writes the results.
+    pub async fn check_round(&self) -> PoolResult<CheckRound> {
+        let now = self.clock.now();
+        let recheck_after_ms = self
+            .upstreams
+            .values()
+            .map(|u| u.recheck_after_ms)
+            .min()
+            .unwrap_or(30_000);
+        let due = self
+            .store
+            .due_for_check(
+                now,
+                DueQuery {
+                    limit: self.config.round_size,
+                    recheck_after_ms,
+                },
+            )
+            .await?;
+
+        let timeout = self.config.timeout.as_duration();
+        let mut tasks = JoinSet::new();
+        for record in due {
+            let Some(checks) = self.upstreams.get(&record.upstream) else {
+                continue; // an upstream no longer configured: its proxies just expire
+            };
+            let recently_checked = matches!(
+                record.status,
+                ProxyStatus::Available | ProxyStatus::Unhealthy
+            ) && record
+                .health
+                .checked_at_ms
+                .is_some_and(|at| at.saturating_add(checks.recheck_after_ms) > now);
+            if recently_checked {
+                continue;
+            }
+            let plan = checks.plan.clone();
+            let semaphore = self.semaphore.clone();
+            let clock = self.clock.clone();
+            tasks.spawn(async move {
+                // Closed only if the checker is gone; then the check is moot.
+                let _permit = semaphore.acquire_owned().await.ok()?;
+                let checked_at_ms = clock.now();
+                let outcome = probe(&record, &plan, timeout).await;
+                Some((
+                    record.upstream.clone(),
+                    HealthObservation {
+                        proxy_id: record.id.clone(),
+                        checked_at_ms,
+                        outcome,
+                    },
+                ))
+            });
+        }
+
+        let mut round = CheckRound::default();
+        let mut pending: HashMap<UpstreamId, Vec<HealthObservation>> = HashMap::new();
+        while let Some(joined) = tasks.join_next().await {
+            let Ok(Some((upstream, observation))) = joined else {
+                continue;
+            };
+            round.observations.push(observation.clone());
+            let batch = pending.entry(upstream.clone()).or_default();
+            batch.push(observation);
+            if batch.len() >= self.config.write_batch {
+                let batch = std::mem::take(batch);
+                self.write(&upstream, batch, &mut round).await?;
+            }
+        }
+        for (upstream, batch) in pending {
+            if !batch.is_empty() {
+                self.write(&upstream, batch, &mut round).await?;
+            }
+        }
+        Ok(round)
+    }
+
+    async fn write(
+        &self,
+        upstream: &UpstreamId,
+        observations: Vec<HealthObservation>,
+        round: &mut CheckRound,
+    ) -> PoolResult<()> {
+        let unhealthy_after_failures = self
+            .upstreams
+            .get(upstream)
+            .map_or(3, |u| u.unhealthy_after);
+        let report = self
+            .store
+            .apply_health(
+                self.clock.now(),
+                HealthBatch {
+                    observations,
+                    unhealthy_after_failures,
+                },
+            )
+            .await?;
+        round.applied += report.applied;
+        round.ignored += report.ignored;
+        Ok(())
+    }
+
+    /// Runs rounds while this controller leads: back to back while work is due, pausing
+    /// `interval` when nothing was.
+    pub(crate) async fn run(
+        self,
+        mut leadership: watch::Receiver<Option<Term>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let idle = self.config.interval.as_duration();
+        while wait_for_term(&mut leadership, &mut shutdown)
+            .await
+            .is_some()
+        {
+            let pause = match self.check_round().await {
+                Ok(round) if !round.observations.is_empty() => {
+                    tracing::debug!(
+                        checked = round.observations.len(),
+                        applied = round.applied,
+                        "health round done"
+                    );
+                    std::time::Duration::ZERO
+                }
+                Ok(_) => idle,
+                Err(e) => {
+                    tracing::warn!("health round failed: {e}");
+                    idle
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! One check of one proxy: dial it, go through it to each target, compare the status.
+//!
+//! - HTTP proxies, `via = "absolute"`: an absolute-form `GET http://target/...` to the proxy.
+//! - HTTP proxies, `via = "connect"`, and HTTPS-labelled proxies: `CONNECT target`, then an
+//!   origin-form `GET` through the tunnel.
+//! - SOCKS5 proxies: RFC 1928 CONNECT with RFC 1929 username/password, then the `GET`.
+//!
+//! The wire protocols are `proxypool-proto`'s; this module only sequences them. A failure
+//! becomes a short error kind (never text the proxy sent, which could echo credentials).
+
+use crate::config::{CheckTarget, HttpCheckMode, TargetUrl};
+use proxypool_core::{CheckOutcome, Protocol, ProxyRecord};
+use proxypool_proto::http_connect::{
+    self, MAX_RESPONSE_HEAD, basic_auth_value, read_response_head,
+};
+use proxypool_proto::{ProtoError, TargetAddr, socks5};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// How to check the proxies of one upstream.
+#[derive(Debug, Clone)]
+pub struct ProbePlan {
+    pub targets: Vec<(TargetUrl, u16)>,
+    pub via: HttpCheckMode,
+    /// Slower than this (but in time) is a failure of kind `slow`.
+    pub max_latency: Option<Duration>,
+}
+
+impl ProbePlan {
+    pub fn new(targets: &[CheckTarget], via: HttpCheckMode, max_latency: Option<Duration>) -> Self {
+        ProbePlan {
+            targets: targets
+                .iter()
+                .filter_map(|t| t.parsed.clone().map(|url| (url, t.expect_status)))
+                .collect(),
+            via,
+            max_latency,
+        }
+    }
+}
+
+/// Checks `record` against every target of `plan` within `timeout` (for the whole check).
+pub async fn probe(record: &ProxyRecord, plan: &ProbePlan, timeout: Duration) -> CheckOutcome {
+    let started = Instant::now();
+    let result = tokio::time::timeout(timeout, probe_all(record, plan)).await;
+    let elapsed = started.elapsed();
+    match result {
+        Err(_) => failure("timeout"),
+        Ok(Err(kind)) => failure(kind),
+        Ok(Ok(())) if plan.max_latency.is_some_and(|max| elapsed > max) => failure("slow"),
+        Ok(Ok(())) => CheckOutcome::Success {
+            latency_ms: u32::try_from(elapsed.as_millis())
+                .unwrap_or(u32::MAX)
+                .max(1),
+        },
+    }
+}
+
+fn failure(kind: &str) -> CheckOutcome {
+    CheckOutcome::Failure {
+        error: kind.to_owned(),
+    }
+}
+
+async fn probe_all(record: &ProxyRecord, plan: &ProbePlan) -> Result<(), &'static str> {
+    if plan.targets.is_empty() {
+        return Err("no_targets");
+    }
+    for (target, expect) in &plan.targets {
+        let status = probe_one(record, target, plan.via).await?;
+        if status != *expect {
+            return Err(if status == 407 {
+                "proxy_auth"
+            } else {
+                "bad_status"
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The status the target answered through the proxy.
+async fn probe_one(
+    record: &ProxyRecord,
+    target: &TargetUrl,
+    via: HttpCheckMode,
+) -> Result<u16, &'static str> {
+    let mut stream = TcpStream::connect((record.host.as_str(), record.port))
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => "connect_refused",
+            _ => "connect_failed",
+        })?;
+    let _ = stream.set_nodelay(true);
+    let creds = record
+        .credentials
+        .as_ref()
+        .map(|c| (c.username.as_str(), c.password.expose()));
+    let tunnel = match record.protocol {
+        Protocol::Socks5 => {
+            let addr =
+                TargetAddr::domain(target.host.clone(), target.port).map_err(|_| "bad_target")?;
+            socks5::connect(&mut stream, &addr, creds)
+                .await
+                .map_err(proto_kind)?;
+            true
+        }
+        Protocol::Http if via == HttpCheckMode::Absolute => false,
+        Protocol::Http | Protocol::Https => {
+            let authority = authority(target);
+            http_connect::connect(&mut stream, &authority, creds)
+                .await
+                .map_err(proto_kind)?;
+            true
+        }
+    };
+    let mut request = if tunnel {
+        format!("GET {} HTTP/1.1\r\n", target.path_and_query)
+    } else {
+        let mut head = format!("GET {} HTTP/1.1\r\n", target.absolute());
+        if let Some((user, pass)) = creds {
+            head.push_str(&format!(
+                "Proxy-Authorization: {}\r\n",
+                basic_auth_value(user, pass)
+            ));
+        }
+        head
+    };
+    request.push_str(&format!(
+        "Host: {}\r\nUser-Agent: proxypool-checker\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+        target.host_header()
+    ));
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|_| "io_error")?;
+    let head = read_response_head(&mut stream, MAX_RESPONSE_HEAD)
+        .await
+        .map_err(proto_kind)?;
+    Ok(head.status)
+}
+
+fn authority(target: &TargetUrl) -> String {
+    if target.host.contains(':') {
+        format!("[{}]:{}", target.host, target.port)
+    } else {
+        format!("{}:{}", target.host, target.port)
+    }
+}
+
+fn proto_kind(error: ProtoError) -> &'static str {
+    match error {
+        e if e.is_auth_rejected() => "proxy_auth",
+        e if e.is_timeout() => "timeout",
+        ProtoError::Rejected { .. } | ProtoError::SocksRejected { .. } => "proxy_refused",
+        ProtoError::Malformed { .. } => "protocol_error",
+        ProtoError::Io(_) => "io_error",
+        _ => "proxy_error",
+    }
+}

@@ -1,0 +1,313 @@
+//! Assembling and running a controller: the API the CLI calls.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), proxypool_controller::ControllerError> {
+//! use proxypool_controller::{Config, Controller};
+//! let config = Config::load("proxypool.toml")?;
+//! let running = Controller::from_config(config).await?.start().await?;
+//! println!("control API on {}", running.control_addr());
+//! // ... on SIGTERM:
+//! running.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! `Controller` holds the shared parts (store, clock, leadership, status board, snapshot
+//! publisher), so an embedding process (`proxypool serve`/`dev`) can hand the same store
+//! to a client API, or mount the control router on its own listener.
+
+use crate::api::{self, ControlState, WorkerTokens};
+use crate::checker::Checker;
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::{Config, ConfigError};
+use crate::leadership::Leadership;
+use crate::maintenance::Sweeper;
+use crate::ownership::OwnershipManager;
+use crate::provider::{Reconciler, StatusBoard, VendorClient};
+use crate::snapshot::{ChangeSignal, SnapshotPublisher};
+use crate::store::{OpenedStore, StoreOpenError, open_store};
+use axum::Router;
+use proxypool_core::ActivityPool;
+use proxypool_core::control::{GatewayClient, RateLimitSpec};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+/// Why a controller could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreOpenError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A configured controller, not yet running.
+#[derive(Clone)]
+pub struct Controller {
+    config: Arc<Config>,
+    pool: Arc<dyn ActivityPool>,
+    leadership: Arc<dyn Leadership>,
+    clock: SharedClock,
+    board: Arc<StatusBoard>,
+    publisher: Arc<SnapshotPublisher>,
+    wake_ownership: Arc<Notify>,
+}
+
+// The store is a trait object without `Debug`; show what identifies this value.
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("config", &self.config)
+            .field("leadership", &self.leadership)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Controller {
+    /// Opens the configured store and assembles the controller with the wall clock.
+    pub async fn from_config(config: Config) -> Result<Controller, ControllerError> {
+        let store = open_store(&config.store).await?;
+        Ok(Controller::with_store(config, store, Arc::new(SystemClock)))
+    }
+
+    /// Assembles a controller over an already opened store and a clock (tests, or a
+    /// process that shares one store between components).
+    pub fn with_store(config: Config, store: OpenedStore, clock: SharedClock) -> Controller {
+        let changes = ChangeSignal::default();
+        let publisher = Arc::new(SnapshotPublisher::new(
+            store.pool.clone(),
+            clock.clone(),
+            config.snapshot.clone(),
+            gateway_clients(&config),
+            changes,
+        ));
+        Controller {
+            config: Arc::new(config),
+            pool: store.pool,
+            leadership: store.leadership,
+            clock,
+            board: Arc::new(StatusBoard::default()),
+            publisher,
+            wake_ownership: Arc::new(Notify::new()),
+        }
+    }
+
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// The activity pool (for the client API in the same process).
+    pub fn pool(&self) -> Arc<dyn ActivityPool> {
+        self.pool.clone()
+    }
+
+    pub fn clock(&self) -> SharedClock {
+        self.clock.clone()
+    }
+
+    /// Per-upstream provider status.
+    pub fn status_board(&self) -> Arc<StatusBoard> {
+        self.board.clone()
+    }
+
+    /// The worker control API routes, to mount on any listener.
+    pub fn control_router(&self) -> Router {
+        api::router(ControlState {
+            pool: self.pool.clone(),
+            clock: self.clock.clone(),
+            publisher: self.publisher.clone(),
+            tokens: Arc::new(WorkerTokens::new(self.config.worker_tokens.clone())),
+            snapshot: self.config.snapshot.clone(),
+            wake_ownership: self.wake_ownership.clone(),
+        })
+    }
+
+    /// One reconciler per upstream (to drive rounds by hand in tests).
+    pub fn reconcilers(&self) -> Vec<Reconciler> {
+        let client = VendorClient::new();
+        self.config
+            .upstreams
+            .iter()
+            .map(|u| {
+                Reconciler::new(
+                    Arc::new(u.clone()),
+                    self.pool.clone(),
+                    self.clock.clone(),
+                    client.clone(),
+                    self.board.clone(),
+                )
+            })
+            .collect()
+    }
+
+    pub fn checker(&self) -> Checker {
+        Checker::new(
+            self.pool.clone(),
+            self.clock.clone(),
+            self.config.checker.clone(),
+            &self.config.upstreams,
+        )
+    }
+
+    pub fn ownership_manager(&self) -> OwnershipManager {
+        OwnershipManager::new(
+            self.pool.clone(),
+            self.clock.clone(),
+            self.config.ownership.clone(),
+            self.publisher.changes().clone(),
+            self.wake_ownership.clone(),
+        )
+    }
+
+    pub fn sweeper(&self) -> Sweeper {
+        Sweeper::new(
+            self.pool.clone(),
+            self.clock.clone(),
+            self.config.maintenance.clone(),
+        )
+    }
+
+    /// Binds `listen.control` and starts everything.
+    pub async fn start(self) -> Result<RunningController, ControllerError> {
+        let addr = self.config.listen.control;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ControllerError::Bind { addr, source })?;
+        self.start_on(listener)
+    }
+
+    /// Starts the background loops and serves the control API on `listener`.
+    pub fn start_on(self, listener: TcpListener) -> Result<RunningController, ControllerError> {
+        let local = listener
+            .local_addr()
+            .map_err(|source| ControllerError::Bind {
+                addr: self.config.listen.control,
+                source,
+            })?;
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let mut loops = Vec::new();
+        for reconciler in self.reconcilers() {
+            loops.push(tokio::spawn(
+                reconciler.run(self.leadership.watch(), shutdown_rx.clone()),
+            ));
+        }
+        loops.push(tokio::spawn(
+            self.checker()
+                .run(self.leadership.watch(), shutdown_rx.clone()),
+        ));
+        loops.push(tokio::spawn(
+            self.ownership_manager()
+                .run(self.leadership.watch(), shutdown_rx.clone()),
+        ));
+        loops.push(tokio::spawn(
+            self.sweeper()
+                .run(self.leadership.watch(), shutdown_rx.clone()),
+        ));
+
+        let router = self.control_router();
+        let mut server_shutdown = shutdown_rx.clone();
+        let server = tokio::spawn(async move {
+            let graceful = async move {
+                let _ = server_shutdown.wait_for(|stop| *stop).await;
+            };
+            if let Err(e) = axum::serve(listener, router)
+                .with_graceful_shutdown(graceful)
+                .await
+            {
+                tracing::error!("control API server failed: {e}");
+            }
+        });
+        tracing::info!(control = %local, upstreams = self.config.upstreams.len(), "controller started");
+        Ok(RunningController {
+            controller: self,
+            control_addr: local,
+            shutdown: shutdown_tx,
+            loops,
+            server,
+        })
+    }
+}
+
+/// A running controller.
+#[derive(Debug)]
+pub struct RunningController {
+    controller: Controller,
+    control_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    loops: Vec<JoinHandle<()>>,
+    server: JoinHandle<()>,
+}
+
+/// How long in-flight control requests (long-polls included) get to finish on shutdown.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+impl RunningController {
+    pub fn control_addr(&self) -> SocketAddr {
+        self.control_addr
+    }
+
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    /// Stops the loops (each finishes its current round), stops accepting control requests
+    /// and waits up to [`SHUTDOWN_GRACE`] for in-flight ones.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for task in self.loops {
+            let _ = task.await;
+        }
+        let mut server = self.server;
+        if tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
+            .await
+            .is_err()
+        {
+            server.abort();
+        }
+        tracing::info!("controller stopped");
+    }
+}
+
+/// The gateway clients every snapshot carries: clients with a gateway password.
+fn gateway_clients(config: &Config) -> Vec<GatewayClient> {
+    config
+        .clients
+        .iter()
+        .filter_map(|client| {
+            let password_hash = client.gateway_password.clone()?;
+            let rate_limit = client.rate_limit.as_ref().and_then(|id| {
+                config
+                    .policies
+                    .iter()
+                    .find(|p| &p.id == id)
+                    .map(|p| RateLimitSpec {
+                        id: Some(p.id.clone()),
+                        requests_per_second: p.requests_per_second,
+                        burst: p.burst,
+                        hard_lockout_ms: p.hard_lockout.map(|m| m.as_ms()),
+                        max_soft_violations: p.max_soft_violations,
+                    })
+            });
+            Some(GatewayClient {
+                id: client.id.clone(),
+                project: client.project.clone(),
+                password_hash,
+                allowed_upstreams: client.allowed_upstreams.clone(),
+                allowed_regions: client.allowed_regions.clone(),
+                ip_allowlist: client.ip_allowlist.clone(),
+                rate_limit,
+                max_connections: client.max_connections,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,36 @@
+//! proxypool-controller: the control plane of proxypool.
+//!
+//! Module map:
+//! - [`config`]: the TOML configuration, environment overrides, validation, secret refs.
+//! - [`controller`]: [`Controller`] / [`RunningController`], what the CLI builds and runs.
+//! - [`store`]: opens the configured activity pool (memory now; the Redis extension point).
+//! - [`leadership`]: who runs the singleton loops ([`AlwaysLeader`] for one controller).
+//! - [`clock`]: the one place `now` is read ([`SystemClock`], [`ManualClock`] for tests).
+//! - [`provider`]: the provider reconciler (vendor fetch, list formats, chunked upsert).
+//! - [`checker`]: the health checker (dials through proxies with `proxypool-proto`).
+//! - [`ownership`]: the ownership manager (balanced leases, renewals, drains, expiry).
+//! - [`snapshot`]: the snapshot publisher (per-session versions, long-poll).
+//! - [`api`]: the worker control API (axum).
+//! - [`maintenance`]: the bounded sweep of expired state.
+//!
+//! No lock is held across an `.await`; shared status lives in small std-mutex maps that are
+//! copied out, and change notifications go through watch channels.
+
+pub mod api;
+pub mod checker;
+pub mod clock;
+pub mod config;
+pub mod controller;
+mod jitter;
+pub mod leadership;
+pub mod maintenance;
+pub mod ownership;
+pub mod provider;
+pub mod snapshot;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use config::{Config, ConfigError, Env};
+pub use controller::{Controller, ControllerError, RunningController};
+pub use leadership::{AlwaysLeader, Leadership, Term};
+pub use store::{OpenedStore, StoreOpenError, open_store};

@@ -1,0 +1,79 @@
+//! The maintenance loop: removes expired records, sessions and stored results in bounded
+//! batches, so memory stays bounded under continuous short-TTL churn even when writes
+//! (which also clean up a little on the side) are rare.
+
+use crate::clock::SharedClock;
+use crate::config::MaintenanceConfig;
+use crate::leadership::{Term, wait_for_term};
+use proxypool_core::{Maintenance, PoolResult, SweepReport};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Sweep calls per round when more is pending (bounded, like everything else).
+const SWEEPS_PER_ROUND: usize = 16;
+
+pub struct Sweeper {
+    store: Arc<dyn Maintenance>,
+    clock: SharedClock,
+    config: MaintenanceConfig,
+}
+
+// The store is a trait object without `Debug`; show what identifies this value.
+impl std::fmt::Debug for Sweeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sweeper")
+            .field("clock", &self.clock)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sweeper {
+    pub fn new(store: Arc<dyn Maintenance>, clock: SharedClock, config: MaintenanceConfig) -> Self {
+        Sweeper {
+            store,
+            clock,
+            config,
+        }
+    }
+
+    /// Sweeps until nothing expired is pending (or the per-round bound is reached).
+    pub async fn sweep_round(&self) -> PoolResult<SweepReport> {
+        let mut total = SweepReport::default();
+        for _ in 0..SWEEPS_PER_ROUND {
+            let report = self
+                .store
+                .sweep(self.clock.now(), self.config.batch)
+                .await?;
+            total.records_removed += report.records_removed;
+            total.assignments_removed += report.assignments_removed;
+            total.sessions_removed += report.sessions_removed;
+            total.results_removed += report.results_removed;
+            total.more_pending = report.more_pending;
+            if !report.more_pending {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    pub(crate) async fn run(
+        self,
+        mut leadership: watch::Receiver<Option<Term>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let interval = self.config.interval.as_duration();
+        while wait_for_term(&mut leadership, &mut shutdown)
+            .await
+            .is_some()
+        {
+            if let Err(e) = self.sweep_round().await {
+                tracing::warn!("maintenance sweep failed: {e}");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+}

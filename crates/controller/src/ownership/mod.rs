@@ -1,0 +1,273 @@
+//! The ownership manager: leases proxies to live gateway workers and takes them back.
+//!
+//! One round:
+//! 1. release lapsed assignments in bounded batches (`expire`);
+//! 2. for each live worker session: renew its leases before they end, and acknowledge the
+//!    drains its runtime report proves finished;
+//! 3. plan ([`plan`]) and apply new assignments and rebalancing drains.
+//!
+//! Proxies of a worker whose session lapsed are not renewed, so they come back through
+//! expiry; a proxy that turns unhealthy drops out of the worker's snapshot at once (the
+//! store only lists usable proxies) and its lease is left to lapse. Any change wakes the
+//! snapshot publisher.
+
+pub mod plan;
+
+use crate::clock::SharedClock;
+use crate::config::OwnershipConfig;
+use crate::leadership::{Term, wait_for_term};
+use crate::snapshot::ChangeSignal;
+use plan::{Free, Held, WorkerLoad};
+use proxypool_core::{
+    ActivityPool, Assignment, AssignmentState, Conflict, PoolError, PoolResult, StoredRuntime,
+    UnixMillis, WorkerSession,
+};
+use std::sync::Arc;
+use tokio::sync::{Notify, watch};
+
+/// Most worker sessions considered per round.
+pub const MAX_WORKERS: usize = 1_000;
+/// Expiry calls per round (each releases at most `expire_batch`).
+const EXPIRE_CALLS_PER_ROUND: usize = 8;
+
+/// What one round did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnershipRound {
+    pub expired: usize,
+    pub renewed: usize,
+    pub assigned: usize,
+    pub drains_started: usize,
+    pub drains_acknowledged: usize,
+    pub workers: usize,
+}
+
+impl OwnershipRound {
+    fn changed(&self) -> bool {
+        self.expired + self.renewed + self.assigned + self.drains_started + self.drains_acknowledged
+            > 0
+    }
+}
+
+/// The ownership manager.
+pub struct OwnershipManager {
+    pool: Arc<dyn ActivityPool>,
+    clock: SharedClock,
+    config: OwnershipConfig,
+    changes: ChangeSignal,
+    wake: Arc<Notify>,
+}
+
+// The store is a trait object without `Debug`; show what identifies this value.
+impl std::fmt::Debug for OwnershipManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnershipManager")
+            .field("clock", &self.clock)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OwnershipManager {
+    pub fn new(
+        pool: Arc<dyn ActivityPool>,
+        clock: SharedClock,
+        config: OwnershipConfig,
+        changes: ChangeSignal,
+        wake: Arc<Notify>,
+    ) -> Self {
+        OwnershipManager {
+            pool,
+            clock,
+            config,
+            changes,
+            wake,
+        }
+    }
+
+    /// One round (see the module doc).
+    pub async fn round(&self) -> PoolResult<OwnershipRound> {
+        let mut round = OwnershipRound::default();
+        let now = self.clock.now();
+        for _ in 0..EXPIRE_CALLS_PER_ROUND {
+            let released = self.pool.expire(now, self.config.expire_batch).await?;
+            round.expired += released.len();
+            if released.len() < self.config.expire_batch {
+                break;
+            }
+        }
+
+        let sessions = self.pool.live_sessions(now, MAX_WORKERS).await?;
+        round.workers = sessions.len();
+        let mut loads = Vec::with_capacity(sessions.len());
+        for session in &sessions {
+            loads.push(self.tend_worker(now, session, &mut round).await?);
+        }
+
+        let free: Vec<Free> = self
+            .pool
+            .assignable(now, self.config.assign_batch)
+            .await?
+            .into_iter()
+            .map(|r| Free {
+                proxy: r.id,
+                max_sessions: r.max_sessions,
+            })
+            .collect();
+        let plan = plan::plan(&loads, &free, self.config.per_worker_target);
+        for (proxy, worker, epoch) in &plan.drain {
+            match self.pool.begin_drain(now, proxy, worker, *epoch).await {
+                Ok(_) => round.drains_started += 1,
+                Err(e) if !e.is_unavailable() => {
+                    tracing::debug!(%proxy, %worker, "drain skipped: {e}");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let lease = self.config.lease.as_ms();
+        for (proxy, worker) in &plan.assign {
+            match self.pool.assign(now, proxy, worker, lease).await {
+                Ok(_) => round.assigned += 1,
+                // Extracted or taken by someone else in between: fine, next round replans.
+                Err(PoolError::Conflict(_) | PoolError::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if round.changed() {
+            self.changes.notify();
+        }
+        Ok(round)
+    }
+
+    /// Renews one worker's leases, acknowledges its finished drains, and returns its load.
+    async fn tend_worker(
+        &self,
+        now: UnixMillis,
+        session: &WorkerSession,
+        round: &mut OwnershipRound,
+    ) -> PoolResult<WorkerLoad> {
+        let worker = &session.worker;
+        let limit = self.config.per_worker_target.saturating_mul(2).max(16);
+        let owned = self.pool.owned_by(now, worker, limit).await?;
+        let draining = self.pool.draining_of(now, worker, limit).await?;
+        let lease = self.config.lease.as_ms();
+        let renew_before = self.config.renew_before.as_ms();
+
+        // Renew all of a worker's leases together when any needs it, so their ends stay
+        // aligned and the worker's snapshot changes once per lease period, not every round.
+        // A lease already cut at `usable_until` cannot grow and does not count as a need.
+        let needs_renewal = |a: &Assignment, usable_until: UnixMillis| {
+            a.lease_until_ms < usable_until && a.lease_until_ms.saturating_sub(now) <= renew_before
+        };
+        let any_due = owned
+            .iter()
+            .any(|o| needs_renewal(&o.assignment, o.record.usable_until_ms))
+            || draining
+                .iter()
+                .any(|a| a.lease_until_ms.saturating_sub(now) <= renew_before);
+        let mut held = Vec::with_capacity(owned.len());
+        for owned in &owned {
+            let a = &owned.assignment;
+            if any_due && a.lease_until_ms < owned.record.usable_until_ms {
+                match self
+                    .pool
+                    .renew(now, &a.proxy_id, worker, a.epoch, lease)
+                    .await
+                {
+                    Ok(_) => round.renewed += 1,
+                    Err(PoolError::Conflict(_) | PoolError::NotFound) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            held.push(Held {
+                proxy: a.proxy_id.clone(),
+                epoch: a.epoch,
+                max_sessions: owned.record.max_sessions,
+            });
+        }
+
+        let runtime = self.pool.runtime(now, worker).await?;
+        for assignment in &draining {
+            if drain_finished(session, runtime.as_ref(), assignment) {
+                match self
+                    .pool
+                    .acknowledge_drain(now, &assignment.proxy_id, worker, assignment.epoch, 0, 0)
+                    .await
+                {
+                    Ok(()) => {
+                        round.drains_acknowledged += 1;
+                        continue;
+                    }
+                    Err(PoolError::Conflict(Conflict::NotDrained)) => {}
+                    Err(PoolError::Conflict(_) | PoolError::NotFound) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            // Still busy: keep the lease so the worker's connections stay owned.
+            if any_due {
+                match self
+                    .pool
+                    .renew(now, &assignment.proxy_id, worker, assignment.epoch, lease)
+                    .await
+                {
+                    Ok(_) => round.renewed += 1,
+                    Err(PoolError::Conflict(_) | PoolError::NotFound) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(WorkerLoad {
+            worker: worker.clone(),
+            held,
+        })
+    }
+
+    /// Runs rounds every `interval` (sooner when woken by a new session) while leading.
+    pub(crate) async fn run(
+        self,
+        mut leadership: watch::Receiver<Option<Term>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let interval = self.config.interval.as_duration();
+        while wait_for_term(&mut leadership, &mut shutdown)
+            .await
+            .is_some()
+        {
+            match self.round().await {
+                Ok(round) if round.changed() => tracing::debug!(?round, "ownership round"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("ownership round failed: {e}"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = self.wake.notified() => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+}
+
+/// A drain is finished when the worker's live report is against the snapshot it
+/// acknowledged, that snapshot was built at or after the drain's epoch (so it no longer
+/// lists the proxy), and the report shows nothing active or reserved on the proxy.
+pub fn drain_finished(
+    session: &WorkerSession,
+    runtime: Option<&StoredRuntime>,
+    assignment: &Assignment,
+) -> bool {
+    let AssignmentState::Draining { drain_epoch } = assignment.state else {
+        return false;
+    };
+    let Some(runtime) = runtime else {
+        return false;
+    };
+    let report = &runtime.report;
+    let acked = session.acked_snapshot.as_ref();
+    report.session_id == session.session_id
+        && acked == Some(&report.snapshot)
+        && report.snapshot.epoch >= drain_epoch
+        && report
+            .entries
+            .iter()
+            .filter(|e| e.proxy_id == assignment.proxy_id)
+            .all(|e| e.active == 0 && e.reserved == 0)
+}

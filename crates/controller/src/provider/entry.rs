@@ -1,0 +1,89 @@
+//! What a vendor list entry turns into, and why an entry can be dropped while parsing.
+//!
+//! Parsing is per entry: a malformed entry is dropped and counted by reason, it never fails
+//! the list. Host, credential and label checks happen later, in the store's shared batch
+//! validation (`proxypool_core::prepare_batch`), so every adapter drops the same things.
+
+use proxypool_core::{Candidate, Credentials, Label, Protocol};
+use std::collections::BTreeMap;
+
+/// Why an entry was dropped while parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EntryError {
+    /// Not in any accepted shape.
+    Malformed,
+    InvalidPort,
+    UnknownScheme,
+    /// A TTL or expiry that is not a non-negative number.
+    InvalidExpiry,
+}
+
+impl EntryError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryError::Malformed => "malformed_entry",
+            EntryError::InvalidPort => "invalid_port",
+            EntryError::UnknownScheme => "unknown_scheme",
+            EntryError::InvalidExpiry => "invalid_expiry",
+        }
+    }
+}
+
+/// What the upstream's configuration supplies for fields an entry leaves out.
+#[derive(Debug, Clone)]
+pub struct EntryDefaults {
+    pub protocol: Protocol,
+    pub region: Option<Label>,
+    pub carrier: Option<Label>,
+    pub credentials: Option<Credentials>,
+}
+
+impl EntryDefaults {
+    pub(crate) fn candidate(
+        &self,
+        protocol: Option<Protocol>,
+        host: &str,
+        port: u16,
+        credentials: Option<Credentials>,
+    ) -> Candidate {
+        let mut candidate = Candidate::new(protocol.unwrap_or(self.protocol), host, port);
+        candidate.credentials = credentials.or_else(|| self.credentials.clone());
+        candidate.region = self.region.as_ref().map(|l| l.as_str().to_owned());
+        candidate.carrier = self.carrier.as_ref().map(|l| l.as_str().to_owned());
+        candidate
+    }
+}
+
+/// Parses a scheme name as vendors write it.
+pub(crate) fn parse_scheme(scheme: &str) -> Result<Protocol, EntryError> {
+    match scheme.to_ascii_lowercase().as_str() {
+        "http" => Ok(Protocol::Http),
+        "https" => Ok(Protocol::Https),
+        // socks5h only says who resolves names; our dialers send names to the proxy anyway.
+        "socks5" | "socks5h" | "socks" => Ok(Protocol::Socks5),
+        _ => Err(EntryError::UnknownScheme),
+    }
+}
+
+pub(crate) fn parse_port(text: &str) -> Result<u16, EntryError> {
+    match text.trim().parse::<u16>() {
+        Ok(0) | Err(_) => Err(EntryError::InvalidPort),
+        Ok(port) => Ok(port),
+    }
+}
+
+/// A parsed list: the candidates and the entries dropped, by reason.
+#[derive(Debug, Default)]
+pub struct ParsedList {
+    pub candidates: Vec<Candidate>,
+    pub dropped: BTreeMap<EntryError, u32>,
+}
+
+impl ParsedList {
+    pub(crate) fn push(&mut self, entry: Result<Candidate, EntryError>) {
+        match entry {
+            Ok(candidate) => self.candidates.push(candidate),
+            Err(reason) => *self.dropped.entry(reason).or_default() += 1,
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The provider reconciler: brings each vendor's proxies into the pool.
+//!
+//! - [`reconciler`]: one upstream's loop (fetch → parse → chunked upsert → status).
+//! - [`fetch`]: the HTTP fetch with timeout and size cap.
+//! - [`text`], [`json`]: the two list formats; [`entry`]: what they produce and why an
+//!   entry is dropped.
+//! - [`status`]: per-upstream status for the API.
+
+pub mod entry;
+pub mod fetch;
+pub mod json;
+pub mod reconciler;
+pub mod status;
+pub mod text;
+
+pub use fetch::{FetchError, VendorClient};
+pub use reconciler::{Reconciler, RoundError, RoundOutcome};
+pub use status::{StatusBoard, UpstreamStatus};

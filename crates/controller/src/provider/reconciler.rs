@@ -1,0 +1,310 @@
+//! One upstream's reconciler: fetch (or take the static list), parse, upsert in chunks,
+//! record the outcome, and pace the next round (interval + jitter, or backoff on failure).
+
+use super::entry::{EntryDefaults, ParsedList};
+use super::fetch::{FetchError, VendorClient};
+use super::json::parse_json;
+use super::status::StatusBoard;
+use super::text::{parse_line, parse_text};
+use crate::clock::SharedClock;
+use crate::config::{ListFormat, ProviderKind, UpstreamConfig};
+use crate::jitter;
+use crate::leadership::{Term, wait_for_term};
+use proxypool_core::{
+    Candidate, Credentials, FetchedBatch, PoolError, UnixMillis, UpsertReport, Upserter,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Candidates per upsert call: small enough that one store call stays short.
+pub const UPSERT_CHUNK: usize = 1_000;
+/// First retry after a failed round; doubles up to the fetch interval.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+
+/// What one round did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoundOutcome {
+    pub fetched: u32,
+    pub report: UpsertReport,
+    /// Entries dropped while parsing, by reason.
+    pub parse_dropped: BTreeMap<String, u32>,
+}
+
+/// Why a round failed (nothing was upserted, or the store refused).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoundError {
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    #[error("the body is not a valid {0} list")]
+    MalformedBody(&'static str),
+    #[error("store: {0}")]
+    Store(PoolError),
+}
+
+impl RoundError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RoundError::Fetch(e) => e.kind(),
+            RoundError::MalformedBody(_) => "malformed_body",
+            RoundError::Store(e) if e.is_unavailable() => "store_unavailable",
+            RoundError::Store(_) => "store_rejected",
+        }
+    }
+}
+
+/// Reconciles one upstream.
+pub struct Reconciler {
+    upstream: Arc<UpstreamConfig>,
+    store: Arc<dyn Upserter>,
+    clock: SharedClock,
+    client: VendorClient,
+    board: Arc<StatusBoard>,
+    defaults: EntryDefaults,
+    run_id: String,
+    round: AtomicU64,
+}
+
+// The store is a trait object without `Debug`; show what identifies this value.
+impl std::fmt::Debug for Reconciler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reconciler")
+            .field("upstream", &self.upstream)
+            .field("run_id", &self.run_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reconciler {
+    pub fn new(
+        upstream: Arc<UpstreamConfig>,
+        store: Arc<dyn Upserter>,
+        clock: SharedClock,
+        client: VendorClient,
+        board: Arc<StatusBoard>,
+    ) -> Self {
+        let defaults = EntryDefaults {
+            protocol: upstream.defaults.protocol,
+            region: upstream.defaults.region.clone(),
+            carrier: upstream.defaults.carrier.clone(),
+            credentials: upstream.credentials.as_ref().and_then(|c| {
+                c.password
+                    .as_ref()
+                    .map(|p| Credentials::new(c.username.clone(), p.expose()))
+            }),
+        };
+        Reconciler {
+            upstream,
+            store,
+            clock,
+            client,
+            board,
+            defaults,
+            run_id: jitter::hex_id(),
+            round: AtomicU64::new(0),
+        }
+    }
+
+    /// One round: fetch, parse, upsert; the status board records the outcome either way.
+    pub async fn reconcile_once(&self) -> Result<RoundOutcome, RoundError> {
+        let id = &self.upstream.id;
+        let attempt = self.clock.now();
+        let result = self.round_inner().await;
+        self.board.update(id, |s| {
+            s.last_attempt_ms = Some(attempt);
+            s.total_fetches += 1;
+            match &result {
+                Ok(outcome) => {
+                    s.last_success_ms = Some(attempt);
+                    s.last_error = None;
+                    s.consecutive_failures = 0;
+                    s.last_fetched = outcome.fetched;
+                    s.last_inserted = outcome.report.inserted;
+                    s.last_refreshed = outcome.report.refreshed;
+                    s.last_over_max_size = outcome.report.over_max_size;
+                    s.last_foreign_duplicates = outcome.report.foreign_duplicates;
+                    let mut dropped = outcome.parse_dropped.clone();
+                    for (reason, n) in &outcome.report.dropped {
+                        let name = serde_json::to_value(reason)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_else(|| format!("{reason:?}"));
+                        *dropped.entry(name).or_default() += n;
+                    }
+                    s.total_inserted += u64::from(outcome.report.inserted);
+                    s.total_dropped += u64::from(dropped.values().sum::<u32>());
+                    s.last_dropped = dropped;
+                }
+                Err(e) => {
+                    s.last_error = Some(e.kind().to_owned());
+                    s.consecutive_failures = s.consecutive_failures.saturating_add(1);
+                    s.total_failures += 1;
+                }
+            }
+        });
+        match &result {
+            Ok(outcome) => tracing::debug!(
+                upstream = %id,
+                fetched = outcome.fetched,
+                inserted = outcome.report.inserted,
+                refreshed = outcome.report.refreshed,
+                "provider round done"
+            ),
+            // The URL is not logged: vendors often put API keys in it.
+            Err(e) => tracing::warn!(upstream = %id, kind = e.kind(), "provider round failed: {e}"),
+        }
+        result
+    }
+
+    async fn round_inner(&self) -> Result<RoundOutcome, RoundError> {
+        let provider = &self.upstream.provider;
+        let (parsed, now) = match provider.kind {
+            ProviderKind::Static => {
+                let mut list = ParsedList::default();
+                for entry in &provider.proxies {
+                    if let Some(entry) = parse_line(entry, &self.defaults) {
+                        list.push(entry);
+                    }
+                }
+                (list, self.clock.now())
+            }
+            ProviderKind::Http => {
+                let url = provider.url.as_deref().unwrap_or_default();
+                let body = self
+                    .client
+                    .fetch(
+                        url,
+                        provider.authorization.as_ref(),
+                        provider.timeout.as_duration(),
+                        provider.max_bytes,
+                    )
+                    .await?;
+                let now = self.clock.now();
+                let list = match provider.format.unwrap_or(ListFormat::Text) {
+                    ListFormat::Text => {
+                        let text = std::str::from_utf8(&body)
+                            .map_err(|_| RoundError::MalformedBody("text"))?;
+                        parse_text(text, &self.defaults)
+                    }
+                    ListFormat::Json => parse_json(&body, now, &self.defaults)
+                        .map_err(|_| RoundError::MalformedBody("json"))?,
+                };
+                (list, now)
+            }
+        };
+        let fetched =
+            (parsed.candidates.len() + parsed.dropped.values().sum::<u32>() as usize) as u32;
+        let parse_dropped = parsed
+            .dropped
+            .iter()
+            .map(|(reason, n)| (reason.as_str().to_owned(), *n))
+            .collect();
+        let report = self.upsert_all(now, parsed.candidates).await?;
+        Ok(RoundOutcome {
+            fetched,
+            report,
+            parse_dropped,
+        })
+    }
+
+    /// Upserts in chunks; each chunk has its own operation id, and a chunk whose write may
+    /// have happened (store unavailable) is retried once under the same id so it never
+    /// counts twice.
+    async fn upsert_all(
+        &self,
+        now: UnixMillis,
+        candidates: Vec<Candidate>,
+    ) -> Result<UpsertReport, RoundError> {
+        let round = self.round.fetch_add(1, Ordering::Relaxed);
+        let mut total = UpsertReport::default();
+        let mut chunks: Vec<Vec<Candidate>> = Vec::new();
+        let mut rest = candidates;
+        while rest.len() > UPSERT_CHUNK {
+            let tail = rest.split_off(UPSERT_CHUNK);
+            chunks.push(std::mem::replace(&mut rest, tail));
+        }
+        chunks.push(rest);
+        for (index, chunk) in chunks.into_iter().enumerate() {
+            let batch = FetchedBatch {
+                upstream: self.upstream.id.clone(),
+                operation_id: Some(format!("{}-{round}-{index}", self.run_id)),
+                ttl_ms: self.upstream.ttl.as_ms(),
+                safety_margin_ms: self.upstream.safety_margin.as_ms(),
+                max_size: self.upstream.max_size,
+                default_max_sessions: self.upstream.max_sessions,
+                candidates: chunk,
+            };
+            let report = match self.store.upsert(now, batch.clone()).await {
+                Err(e) if e.is_unavailable() => self.store.upsert(now, batch).await,
+                other => other,
+            }
+            .map_err(RoundError::Store)?;
+            merge(&mut total, report);
+        }
+        Ok(total)
+    }
+
+    /// Runs rounds while this controller leads, until `shutdown`.
+    pub(crate) async fn run(
+        self,
+        mut leadership: watch::Receiver<Option<Term>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let interval = self.upstream.provider.interval.as_duration();
+        let jitter_max = self.upstream.provider.jitter.as_duration();
+        let mut failures: u32 = 0;
+        while wait_for_term(&mut leadership, &mut shutdown)
+            .await
+            .is_some()
+        {
+            let delay = match self.reconcile_once().await {
+                Ok(_) => {
+                    failures = 0;
+                    interval + jitter::up_to(jitter_max)
+                }
+                Err(_) => {
+                    failures = failures.saturating_add(1);
+                    backoff(failures, interval) + jitter::up_to(jitter_max / 4)
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+}
+
+/// 1 s, 2 s, 4 s, … after consecutive failures, never longer than the normal interval.
+pub(crate) fn backoff(failures: u32, interval: Duration) -> Duration {
+    let exponent = failures.saturating_sub(1).min(16);
+    FIRST_BACKOFF.saturating_mul(1 << exponent).min(interval)
+}
+
+fn merge(total: &mut UpsertReport, report: UpsertReport) {
+    total.inserted += report.inserted;
+    total.refreshed += report.refreshed;
+    total.foreign_duplicates += report.foreign_duplicates;
+    total.extracted_ignored += report.extracted_ignored;
+    total.over_max_size += report.over_max_size;
+    for (reason, n) in report.dropped {
+        *total.dropped.entry(reason).or_default() += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_interval() {
+        let interval = Duration::from_secs(10);
+        assert_eq!(backoff(1, interval), Duration::from_secs(1));
+        assert_eq!(backoff(2, interval), Duration::from_secs(2));
+        assert_eq!(backoff(4, interval), Duration::from_secs(8));
+        assert_eq!(backoff(5, interval), interval);
+        assert_eq!(backoff(u32::MAX, interval), interval);
+    }
+}

@@ -1,0 +1,68 @@
+//! Per-upstream provider status, for the client API and operators.
+//!
+//! The board is a small map behind a std mutex: writers (one reconciler task per upstream)
+//! and readers (API handlers) hold it for a copy, never across an `.await`.
+
+use proxypool_core::{UnixMillis, UpstreamId};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+/// What the last fetch of one upstream did, and running totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UpstreamStatus {
+    pub upstream: Option<UpstreamId>,
+    pub last_attempt_ms: Option<UnixMillis>,
+    pub last_success_ms: Option<UnixMillis>,
+    /// A short kind (`connect`, `timeout`, `http_status`, `too_large`, `malformed_body`,
+    /// `store_unavailable`, `store_rejected`); `None` after a success.
+    pub last_error: Option<String>,
+    pub consecutive_failures: u32,
+    /// Entries in the last successful list.
+    pub last_fetched: u32,
+    pub last_inserted: u32,
+    pub last_refreshed: u32,
+    /// Dropped entries of the last successful list, by reason (parse and validation).
+    pub last_dropped: BTreeMap<String, u32>,
+    pub last_over_max_size: u32,
+    pub last_foreign_duplicates: u32,
+    pub total_fetches: u64,
+    pub total_failures: u64,
+    pub total_inserted: u64,
+    pub total_dropped: u64,
+}
+
+/// Status of every upstream.
+#[derive(Debug, Default)]
+pub struct StatusBoard {
+    entries: Mutex<HashMap<UpstreamId, UpstreamStatus>>,
+}
+
+impl StatusBoard {
+    pub fn get(&self, upstream: &UpstreamId) -> Option<UpstreamStatus> {
+        self.lock().get(upstream).cloned()
+    }
+
+    /// Every upstream's status, ordered by id.
+    pub fn all(&self) -> Vec<UpstreamStatus> {
+        let mut all: Vec<UpstreamStatus> = self.lock().values().cloned().collect();
+        all.sort_by(|a, b| a.upstream.cmp(&b.upstream));
+        all
+    }
+
+    pub(crate) fn update(&self, upstream: &UpstreamId, change: impl FnOnce(&mut UpstreamStatus)) {
+        let mut entries = self.lock();
+        let entry = entries
+            .entry(upstream.clone())
+            .or_insert_with(|| UpstreamStatus {
+                upstream: Some(upstream.clone()),
+                ..UpstreamStatus::default()
+            });
+        change(entry);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<UpstreamId, UpstreamStatus>> {
+        // A panic while holding this lock leaves plain counters; they are still readable.
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -1,0 +1,161 @@
+//! The text list format: one proxy per line.
+//!
+//! Accepted shapes (blank lines and `#` comments are skipped):
+//! `host:port`, `host:port:user:pass`, either with a `scheme://` prefix, and
+//! `scheme://user:pass@host:port`. IPv6 hosts are bracketed: `[2001:db8::1]:8080`.
+
+use super::entry::{EntryDefaults, EntryError, ParsedList, parse_port, parse_scheme};
+use proxypool_core::{Candidate, Credentials};
+
+/// Longest line considered; anything longer is not a proxy entry.
+const MAX_LINE: usize = 2048;
+
+/// Parses a whole text body.
+pub fn parse_text(body: &str, defaults: &EntryDefaults) -> ParsedList {
+    let mut list = ParsedList::default();
+    for line in body.lines() {
+        if let Some(entry) = parse_line(line, defaults) {
+            list.push(entry);
+        }
+    }
+    list
+}
+
+/// Parses one line; `None` for blank lines and comments.
+pub fn parse_line(line: &str, defaults: &EntryDefaults) -> Option<Result<Candidate, EntryError>> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return None;
+    }
+    if line.len() > MAX_LINE || line.chars().any(|c| c.is_control() || c == ' ') {
+        return Some(Err(EntryError::Malformed));
+    }
+    Some(parse_entry(line, defaults))
+}
+
+fn parse_entry(line: &str, defaults: &EntryDefaults) -> Result<Candidate, EntryError> {
+    let (protocol, rest) = match line.split_once("://") {
+        Some((scheme, rest)) => (Some(parse_scheme(scheme)?), rest),
+        None => (None, line),
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if let Some((userinfo, hostport)) = rest.rsplit_once('@') {
+        let (user, pass) = userinfo.split_once(':').ok_or(EntryError::Malformed)?;
+        let (host, port, tail) = split_host_port(hostport)?;
+        if !tail.is_empty() {
+            return Err(EntryError::Malformed);
+        }
+        return Ok(defaults.candidate(protocol, host, port, credentials(user, pass)?));
+    }
+    let (host, port, tail) = split_host_port(rest)?;
+    let creds = match tail {
+        "" => None,
+        tail => {
+            let (user, pass) = tail.split_once(':').ok_or(EntryError::Malformed)?;
+            credentials(user, pass)?
+        }
+    };
+    Ok(defaults.candidate(protocol, host, port, creds))
+}
+
+fn credentials(user: &str, pass: &str) -> Result<Option<Credentials>, EntryError> {
+    if user.is_empty() {
+        return Err(EntryError::Malformed);
+    }
+    Ok(Some(Credentials::new(user, pass)))
+}
+
+/// Splits `host:port[:tail]` or `[v6]:port[:tail]`; the tail excludes its leading `:`.
+fn split_host_port(text: &str) -> Result<(&str, u16, &str), EntryError> {
+    let (host, after_host) = if let Some(rest) = text.strip_prefix('[') {
+        let end = rest.find(']').ok_or(EntryError::Malformed)?;
+        let after = rest[end + 1..]
+            .strip_prefix(':')
+            .ok_or(EntryError::Malformed)?;
+        (&rest[..end], after)
+    } else {
+        text.split_once(':').ok_or(EntryError::Malformed)?
+    };
+    if host.is_empty() {
+        return Err(EntryError::Malformed);
+    }
+    let (port, tail) = after_host.split_once(':').unwrap_or((after_host, ""));
+    Ok((host, parse_port(port)?, tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proxypool_core::Protocol;
+
+    fn defaults() -> EntryDefaults {
+        EntryDefaults {
+            protocol: Protocol::Http,
+            region: None,
+            carrier: None,
+            credentials: None,
+        }
+    }
+
+    #[test]
+    fn accepts_every_documented_shape() {
+        let body = "\
+# vendor list
+1.2.3.4:8080
+
+socks5://5.6.7.8:1080
+5.6.7.9:1080:alice:s3cret
+http://bob:pw:with:colons@proxy.example:3128
+https://h.example:443:carol:pw
+[2001:db8::1]:8080
+";
+        let list = parse_text(body, &defaults());
+        assert!(list.dropped.is_empty(), "{:?}", list.dropped);
+        let c = &list.candidates;
+        assert_eq!(c.len(), 6);
+        assert_eq!(
+            (c[0].host.as_str(), c[0].port, c[0].protocol),
+            ("1.2.3.4", 8080, Protocol::Http)
+        );
+        assert_eq!(c[1].protocol, Protocol::Socks5);
+        assert_eq!(c[2].credentials.as_ref().unwrap().username, "alice");
+        assert_eq!(
+            c[2].credentials.as_ref().unwrap().password.expose(),
+            "s3cret"
+        );
+        assert_eq!(
+            c[3].credentials.as_ref().unwrap().password.expose(),
+            "pw:with:colons"
+        );
+        assert_eq!(c[3].host, "proxy.example");
+        assert_eq!(c[4].protocol, Protocol::Https);
+        assert_eq!(c[5].host, "2001:db8::1");
+    }
+
+    #[test]
+    fn malformed_lines_are_dropped_by_reason() {
+        let body = "no-port\n1.2.3.4:0\n1.2.3.4:99999\nftp://1.2.3.4:21\n1.2.3.4:80:onlyuser\nbad line:80\n:80\n";
+        let list = parse_text(body, &defaults());
+        assert!(list.candidates.is_empty());
+        assert_eq!(list.dropped[&EntryError::Malformed], 4);
+        assert_eq!(list.dropped[&EntryError::InvalidPort], 2);
+        assert_eq!(list.dropped[&EntryError::UnknownScheme], 1);
+    }
+
+    #[test]
+    fn defaults_fill_what_the_line_leaves_out() {
+        let mut d = defaults();
+        d.protocol = Protocol::Socks5;
+        d.credentials = Some(Credentials::new("default", "pw"));
+        let list = parse_text("1.2.3.4:1080\n1.2.3.4:1081:own:pw\n", &d);
+        assert_eq!(list.candidates[0].protocol, Protocol::Socks5);
+        assert_eq!(
+            list.candidates[0].credentials.as_ref().unwrap().username,
+            "default"
+        );
+        assert_eq!(
+            list.candidates[1].credentials.as_ref().unwrap().username,
+            "own"
+        );
+    }
+}

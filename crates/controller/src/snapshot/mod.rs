@@ -1,0 +1,204 @@
+//! The snapshot publisher: what each gateway worker may serve from, versioned per session.
+//!
+//! A snapshot lists the serving proxies the worker owns (with the credentials it needs to
+//! dial them, `max_sessions` and lease end) and the gateway clients from the config. Its
+//! version grows per session and is derived from the session's issued/acknowledged
+//! references in the store, so any controller can continue the sequence. A new version is
+//! issued only when the content (checksum) changes, or when a drain needs the worker to
+//! confirm a snapshot at a newer ownership epoch. The epoch is read *before* the content,
+//! so a snapshot at epoch E never lists a proxy whose drain bumped the epoch to E or less.
+
+mod signal;
+
+pub use signal::ChangeSignal;
+
+use crate::clock::SharedClock;
+use crate::config::SnapshotConfig;
+use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot, snapshot_checksum};
+use proxypool_core::{
+    ActivityPool, AssignmentState, Conflict, OwnedProxy, PoolError, PoolResult, SnapshotRef,
+    WorkerId, WorkerSession,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A long-poll's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PollOutcome {
+    Snapshot(Box<WorkerSnapshot>),
+    /// Nothing newer than the caller's version within the wait.
+    NotModified,
+}
+
+/// Builds and issues worker snapshots.
+pub struct SnapshotPublisher {
+    pool: Arc<dyn ActivityPool>,
+    clock: SharedClock,
+    config: SnapshotConfig,
+    clients: Arc<Vec<GatewayClient>>,
+    changes: ChangeSignal,
+}
+
+// The store is a trait object without `Debug`; show what identifies this value.
+impl std::fmt::Debug for SnapshotPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotPublisher")
+            .field("clock", &self.clock)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SnapshotPublisher {
+    pub fn new(
+        pool: Arc<dyn ActivityPool>,
+        clock: SharedClock,
+        config: SnapshotConfig,
+        clients: Vec<GatewayClient>,
+        changes: ChangeSignal,
+    ) -> Self {
+        SnapshotPublisher {
+            pool,
+            clock,
+            config,
+            clients: Arc::new(clients),
+            changes,
+        }
+    }
+
+    pub fn changes(&self) -> &ChangeSignal {
+        &self.changes
+    }
+
+    /// Waits up to `wait` for a snapshot newer than `after_version` for the session.
+    /// `Conflict(Fenced)` when the session is not the worker's live current one.
+    pub async fn poll(
+        &self,
+        worker: &WorkerId,
+        session_id: &str,
+        after_version: u64,
+        wait: Duration,
+    ) -> PoolResult<PollOutcome> {
+        let deadline = Instant::now() + wait.min(self.config.long_poll_wait.as_duration());
+        let mut changes = self.changes.subscribe();
+        loop {
+            changes.borrow_and_update();
+            if let Some(snapshot) = self.try_issue(worker, session_id, after_version).await? {
+                return Ok(PollOutcome::Snapshot(Box::new(snapshot)));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(PollOutcome::NotModified);
+            }
+            // Changes made by this controller wake us at once; the periodic re-read catches
+            // changes made elsewhere (another controller, expiry, health).
+            let nap = (deadline - now).min(self.config.poll_interval.as_duration());
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = tokio::time::sleep(nap) => {}
+            }
+        }
+    }
+
+    /// The snapshot to serve now, or `None` when the caller already has the current one.
+    async fn try_issue(
+        &self,
+        worker: &WorkerId,
+        session_id: &str,
+        after_version: u64,
+    ) -> PoolResult<Option<WorkerSnapshot>> {
+        let now = self.clock.now();
+        let session = self.current_session(now, worker, session_id).await?;
+        let epoch = self.pool.current_epoch().await?;
+        let owned = self
+            .pool
+            .owned_by(now, worker, self.config.max_proxies)
+            .await?;
+        let proxies: Vec<SnapshotProxy> = owned.iter().map(snapshot_proxy).collect();
+        let checksum = snapshot_checksum(&proxies, &self.clients);
+        let needed_epoch = self
+            .pool
+            .draining_of(now, worker, self.config.max_proxies)
+            .await?
+            .iter()
+            .filter_map(|a| match a.state {
+                AssignmentState::Draining { drain_epoch } => Some(drain_epoch),
+                AssignmentState::Active => None,
+            })
+            .max()
+            .unwrap_or(0);
+
+        let latest = session
+            .issued_snapshot
+            .clone()
+            .or_else(|| session.acked_snapshot.clone());
+        let reference = match latest {
+            Some(latest) if latest.checksum == checksum && latest.epoch >= needed_epoch => {
+                if latest.version <= after_version {
+                    return Ok(None);
+                }
+                latest // the caller missed it (a lost response): serve it again
+            }
+            latest => {
+                let floor = [
+                    latest.map_or(0, |l| l.version),
+                    session.acked_snapshot.as_ref().map_or(0, |a| a.version),
+                    after_version,
+                ]
+                .into_iter()
+                .max()
+                .unwrap_or(0);
+                let reference = SnapshotRef {
+                    version: floor + 1,
+                    epoch,
+                    checksum,
+                };
+                self.pool
+                    .issue_snapshot(now, worker, session_id, reference.clone())
+                    .await?;
+                reference
+            }
+        };
+        Ok(Some(WorkerSnapshot {
+            worker: worker.clone(),
+            session_id: session_id.to_owned(),
+            reference,
+            generated_at_ms: now,
+            max_staleness_ms: self.config.max_staleness.as_ms(),
+            proxies,
+            clients: self.clients.as_ref().clone(),
+        }))
+    }
+
+    async fn current_session(
+        &self,
+        now: u64,
+        worker: &WorkerId,
+        session_id: &str,
+    ) -> PoolResult<WorkerSession> {
+        self.pool
+            .session(now, worker)
+            .await?
+            .filter(|s| s.session_id == session_id)
+            .ok_or(PoolError::Conflict(Conflict::Fenced))
+    }
+}
+
+fn snapshot_proxy(owned: &OwnedProxy) -> SnapshotProxy {
+    let record = &owned.record;
+    SnapshotProxy {
+        id: record.id.clone(),
+        protocol: record.protocol,
+        host: record.host.clone(),
+        port: record.port,
+        credentials: record.credentials.clone(),
+        upstream: record.upstream.clone(),
+        region: record.region.clone(),
+        carrier: record.carrier.clone(),
+        max_sessions: record.max_sessions,
+        usable_until_ms: record.usable_until_ms,
+        lease_until_ms: owned.assignment.lease_until_ms,
+        epoch: owned.assignment.epoch,
+    }
+}

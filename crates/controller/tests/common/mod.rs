@@ -1,0 +1,323 @@
+//! Shared test helpers: a tiny HTTP client for the control API, configs, and pool seeding.
+#![allow(dead_code, unreachable_pub)]
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use proxypool_controller::config::{Config, Env};
+use proxypool_controller::{AlwaysLeader, Controller, ManualClock, OpenedStore};
+use proxypool_core::{
+    ActivityPool, Candidate, CheckOutcome, FetchedBatch, HealthBatch, HealthObservation, Protocol,
+    ProxyId, SecretHash, UpstreamId,
+};
+use proxypool_pool::{MemoryPool, MemoryPoolOptions};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+pub const WORKER_TOKEN: &str = "test-worker-token";
+pub const T0: u64 = 1_800_000_000_000;
+
+/// A minimal valid config (memory store); `extra` is appended as more TOML.
+pub fn config_text(extra: &str) -> String {
+    let hash = SecretHash::derive(WORKER_TOKEN, "testsalt").unwrap();
+    let only_a = SecretHash::derive("only-a-token", "testsalt").unwrap();
+    format!(
+        r#"
+[snapshot]
+long_poll_wait = "10s"
+session_ttl = "30s"
+report_interval = "5s"
+poll_interval = "50ms"
+
+[ownership]
+lease = "30s"
+renew_before = "10s"
+interval = "200ms"
+per_worker_target = 100
+
+[[worker_tokens]]
+name = "all"
+token_hash = "{hash}"
+
+[[worker_tokens]]
+name = "only-a"
+token_hash = "{only_a}"
+workers = ["gw-a"]
+
+{extra}
+"#,
+        hash = hash.as_str(),
+        only_a = only_a.as_str(),
+    )
+}
+
+pub fn static_upstream(id: &str) -> String {
+    format!(
+        r#"
+[[upstreams]]
+id = "{id}"
+ttl = "10m"
+safety_margin = "10s"
+max_size = 1000
+max_sessions = 4
+[upstreams.provider]
+kind = "static"
+proxies = ["127.0.0.1:1"]
+[[upstreams.health.targets]]
+url = "http://127.0.0.1:9/"
+"#
+    )
+}
+
+pub fn parse_config(text: &str) -> Config {
+    Config::from_toml_str(text, "test.toml", Path::new("."), &Env::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A controller over a fresh MemoryPool and a manual clock at `T0`.
+pub fn controller(config: Config) -> (Controller, Arc<MemoryPool>, Arc<ManualClock>) {
+    let pool = Arc::new(MemoryPool::new(MemoryPoolOptions::default()));
+    let clock = ManualClock::new(T0);
+    let controller = Controller::with_store(
+        config,
+        OpenedStore {
+            pool: pool.clone(),
+            leadership: Arc::new(AlwaysLeader::new()),
+        },
+        clock.clone(),
+    );
+    (controller, pool, clock)
+}
+
+/// Serves the control router on a loopback port (no background loops: tests drive them).
+pub async fn serve_control(controller: &Controller) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = controller.control_router();
+    tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    });
+    addr
+}
+
+/// Puts `n` AVAILABLE proxies of `upstream` into the pool.
+pub async fn seed_available(
+    pool: &dyn ActivityPool,
+    now: u64,
+    upstream: &str,
+    n: u16,
+) -> Vec<ProxyId> {
+    let candidates: Vec<Candidate> = (0..n)
+        .map(|i| Candidate::new(Protocol::Http, "127.0.0.1", 20_000 + i))
+        .collect();
+    pool.upsert(
+        now,
+        FetchedBatch {
+            upstream: UpstreamId::new(upstream).unwrap(),
+            operation_id: None,
+            ttl_ms: 600_000,
+            safety_margin_ms: 10_000,
+            max_size: 1000,
+            default_max_sessions: 4,
+            candidates,
+        },
+    )
+    .await
+    .unwrap();
+    let records = pool
+        .due_for_check(
+            now,
+            proxypool_core::DueQuery {
+                limit: 10_000,
+                recheck_after_ms: 0,
+            },
+        )
+        .await
+        .unwrap();
+    let ids: Vec<ProxyId> = records.iter().map(|r| r.id.clone()).collect();
+    pool.apply_health(
+        now,
+        HealthBatch {
+            observations: ids
+                .iter()
+                .map(|id| HealthObservation {
+                    proxy_id: id.clone(),
+                    checked_at_ms: now,
+                    outcome: CheckOutcome::Success { latency_ms: 5 },
+                })
+                .collect(),
+            unhealthy_after_failures: 3,
+        },
+    )
+    .await
+    .unwrap();
+    ids
+}
+
+/// A response as the tests look at it.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: hyper::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn error_code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+/// A control API client over real HTTP.
+#[derive(Debug, Clone)]
+pub struct ControlClient {
+    base: String,
+    token: Option<String>,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl ControlClient {
+    pub fn new(addr: SocketAddr, token: Option<&str>) -> Self {
+        ControlClient {
+            base: format!("http://{addr}"),
+            token: token.map(str::to_owned),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    pub async fn send(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
+        let body = match body {
+            Some(json) => {
+                builder = builder.header("content-type", "application/json");
+                Full::new(Bytes::from(json.to_string()))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        let response = self
+            .client
+            .request(builder.body(body).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn register(&self, worker: &str, session: &str) -> Reply {
+        self.send(
+            Method::POST,
+            proxypool_core::control::SESSIONS_PATH,
+            Some(serde_json::json!({"worker": worker, "session_id": session, "version": "test"})),
+        )
+        .await
+    }
+
+    pub async fn snapshot(&self, worker: &str, session: &str, after: u64, wait_ms: u64) -> Reply {
+        let path =
+            proxypool_core::control::snapshot_path(&proxypool_core::WorkerId::new(worker).unwrap());
+        self.send(
+            Method::GET,
+            &format!("{path}?session_id={session}&after_version={after}&wait_ms={wait_ms}"),
+            None,
+        )
+        .await
+    }
+
+    pub async fn ack(&self, worker: &str, session: &str, reference: &Value) -> Reply {
+        let path =
+            proxypool_core::control::ack_path(&proxypool_core::WorkerId::new(worker).unwrap());
+        self.send(
+            Method::POST,
+            &path,
+            Some(serde_json::json!({"session_id": session, "snapshot": reference})),
+        )
+        .await
+    }
+
+    /// A report with `entries` = [(proxy id, active, reserved)].
+    pub async fn report(
+        &self,
+        worker: &str,
+        session: &str,
+        sequence: u64,
+        reference: &Value,
+        entries: &[(&str, u32, u32)],
+    ) -> Reply {
+        let path =
+            proxypool_core::control::report_path(&proxypool_core::WorkerId::new(worker).unwrap());
+        let entries: Vec<Value> = entries
+            .iter()
+            .map(|(id, active, reserved)| {
+                serde_json::json!({"proxy_id": id, "active": active, "reserved": reserved})
+            })
+            .collect();
+        self.send(
+            Method::POST,
+            &path,
+            Some(serde_json::json!({
+                "worker": worker, "session_id": session, "sequence": sequence,
+                "snapshot": reference, "entries": entries
+            })),
+        )
+        .await
+    }
+
+    pub async fn close(&self, worker: &str, session: &str) -> Reply {
+        let path = proxypool_core::control::session_path(
+            &proxypool_core::WorkerId::new(worker).unwrap(),
+            session,
+        );
+        self.send(Method::DELETE, &path, None).await
+    }
+
+    /// Polls, acknowledges and returns (reference, proxy ids) of the worker's snapshot.
+    pub async fn sync(&self, worker: &str, session: &str, after: u64) -> (Value, Vec<String>) {
+        let reply = self.snapshot(worker, session, after, 0).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "{:?}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        let snapshot = reply.json();
+        let reference = snapshot["reference"].clone();
+        let ack = self.ack(worker, session, &reference).await;
+        assert_eq!(
+            ack.status,
+            StatusCode::NO_CONTENT,
+            "{:?}",
+            String::from_utf8_lossy(&ack.body)
+        );
+        let ids = snapshot["proxies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap().to_owned())
+            .collect();
+        (reference, ids)
+    }
+}

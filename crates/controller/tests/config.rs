@@ -1,0 +1,253 @@
+//! Configuration loading: the shipped example, unknown keys, overrides, secret references
+//! and errors that say where.
+
+use proxypool_controller::config::{Config, Env, ProviderKind, QuotaKind, StoreKind};
+use proxypool_controller::{StoreOpenError, open_store};
+use std::path::{Path, PathBuf};
+
+const EXAMPLE: &str = include_str!("../../../examples/proxypool.toml");
+
+fn secret_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("proxypool-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("secrets")).unwrap();
+    std::fs::write(dir.join("secrets/dc-password"), "dc-secret-pw\n").unwrap();
+    dir
+}
+
+fn example_env() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("PROXYPOOL_WORKER_TOKEN", "worker-token-value"),
+        ("ACME_PROXY_PASSWORD", "acme-secret-pw"),
+        ("SCRAPER_API_TOKEN", "scraper-api-token"),
+        ("SCRAPER_GATEWAY_PASSWORD", "scraper-gw-pw"),
+    ]
+}
+
+fn load(
+    text: &str,
+    env: Vec<(&str, &str)>,
+    dir: &Path,
+) -> Result<Config, proxypool_controller::ConfigError> {
+    Config::from_toml_str(text, "proxypool.toml", dir, &Env::from_pairs(env))
+}
+
+#[test]
+fn the_shipped_example_loads_and_resolves_its_references() {
+    let dir = secret_dir();
+    let config = load(EXAMPLE, example_env(), &dir).unwrap();
+    assert_eq!(config.store.kind, StoreKind::Memory);
+    assert_eq!(
+        config.quota.kind,
+        QuotaKind::Sqlite {
+            path: dir.join("data/quota.sqlite3")
+        }
+    );
+    assert_eq!(config.upstreams.len(), 2);
+    let acme = &config.upstreams[0];
+    assert_eq!(
+        acme.credentials
+            .as_ref()
+            .unwrap()
+            .password
+            .as_ref()
+            .unwrap()
+            .expose(),
+        "acme-secret-pw"
+    );
+    let dc = &config.upstreams[1];
+    assert_eq!(dc.provider.kind, ProviderKind::Static);
+    // The trailing newline of the file is not part of the secret.
+    assert_eq!(
+        dc.credentials
+            .as_ref()
+            .unwrap()
+            .password
+            .as_ref()
+            .unwrap()
+            .expose(),
+        "dc-secret-pw"
+    );
+    assert!(
+        config.worker_tokens[0]
+            .hash
+            .as_ref()
+            .unwrap()
+            .verify("worker-token-value")
+    );
+    assert!(
+        config.clients[0]
+            .api_token
+            .as_ref()
+            .unwrap()
+            .verify("scraper-api-token")
+    );
+    assert!(
+        config.clients[0]
+            .gateway_password
+            .as_ref()
+            .unwrap()
+            .verify("scraper-gw-pw")
+    );
+
+    let printed = format!("{config:?}");
+    for secret in [
+        "acme-secret-pw",
+        "dc-secret-pw",
+        "worker-token-value",
+        "scraper-api-token",
+        "scraper-gw-pw",
+    ] {
+        assert!(
+            !printed.contains(secret),
+            "{secret} leaked into Debug output"
+        );
+    }
+}
+
+#[test]
+fn hashes_of_referenced_secrets_are_the_same_on_every_load() {
+    let dir = secret_dir();
+    let a = load(EXAMPLE, example_env(), &dir).unwrap();
+    let b = load(EXAMPLE, example_env(), &dir).unwrap();
+    assert_eq!(a.clients[0].gateway_password, b.clients[0].gateway_password);
+}
+
+#[test]
+fn unknown_keys_are_errors_that_name_the_key_path() {
+    let dir = secret_dir();
+    let text = EXAMPLE.replace("jitter = \"5s\"", "jitter = \"5s\"\nretries = 3");
+    let err = load(&text, example_env(), &dir).unwrap_err();
+    let message = err.to_string();
+    assert!(message.starts_with("proxypool.toml: "), "{message}");
+    assert!(message.contains("upstreams[0].provider"), "{message}");
+    assert!(message.contains("retries"), "{message}");
+}
+
+#[test]
+fn bad_values_name_the_file_the_key_and_the_reason() {
+    let dir = secret_dir();
+    let text = EXAMPLE.replace("timeout = \"10s\"", "timeout = 10");
+    let message = load(&text, example_env(), &dir).unwrap_err().to_string();
+    assert!(
+        message.contains("upstreams[0].provider.timeout"),
+        "{message}"
+    );
+    assert!(message.contains("unit"), "{message}");
+
+    let text = EXAMPLE.replace("renew_before = \"10s\"", "renew_before = \"40s\"");
+    let err = load(&text, example_env(), &dir).unwrap_err();
+    assert_eq!(err.problems()[0].path, "ownership.renew_before");
+
+    let text = EXAMPLE.replace("rate_limit = \"standard\"", "rate_limit = \"premium\"");
+    let err = load(&text, example_env(), &dir).unwrap_err();
+    assert_eq!(err.problems()[0].path, "clients[0].rate_limit");
+}
+
+#[test]
+fn environment_overrides_apply_and_are_named_in_errors() {
+    let dir = secret_dir();
+    let mut env = example_env();
+    env.push(("PROXYPOOL__UPSTREAMS__ACME_RESI__MAX_SIZE", "500"));
+    env.push(("PROXYPOOL__CHECKER__TIMEOUT", "4s"));
+    let config = load(EXAMPLE, env, &dir).unwrap();
+    assert_eq!(config.upstreams[0].max_size, 500);
+    assert_eq!(config.checker.timeout.as_ms(), 4_000);
+
+    let mut env = example_env();
+    env.push(("PROXYPOOL__SNAPSHOT__SESSION_TTL", "soon"));
+    let err = load(EXAMPLE, env, &dir).unwrap_err();
+    let problem = &err.problems()[0];
+    assert_eq!(problem.path, "snapshot.session_ttl");
+    assert_eq!(
+        problem.env_var.as_deref(),
+        Some("PROXYPOOL__SNAPSHOT__SESSION_TTL")
+    );
+    assert!(err.to_string().contains("PROXYPOOL__SNAPSHOT__SESSION_TTL"));
+}
+
+#[test]
+fn missing_secret_references_name_the_variable_never_a_value() {
+    let dir = secret_dir();
+    let env: Vec<_> = example_env()
+        .into_iter()
+        .filter(|(k, _)| *k != "ACME_PROXY_PASSWORD")
+        .collect();
+    let err = load(EXAMPLE, env, &dir).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("upstreams[0].credentials.password_env"),
+        "{message}"
+    );
+    assert!(
+        message.contains("ACME_PROXY_PASSWORD is not set"),
+        "{message}"
+    );
+    assert!(!message.contains("worker-token-value"));
+}
+
+#[test]
+fn urls_with_inline_passwords_are_refused() {
+    let dir = secret_dir();
+    let text = EXAMPLE.replace(
+        "url = \"memory\"",
+        "url = \"redis://:hunter2@127.0.0.1:6379/0\"",
+    );
+    let message = load(&text, example_env(), &dir).unwrap_err().to_string();
+    assert!(message.contains("store.url"), "{message}");
+    assert!(!message.contains("hunter2"), "{message}");
+
+    let text = EXAMPLE.replace(
+        "url = \"sqlite://data/quota.sqlite3\"",
+        "url = \"postgres://pp:hunter2@db:5432/pp\"",
+    );
+    let message = load(&text, example_env(), &dir).unwrap_err().to_string();
+    assert!(
+        message.contains("quota.url") && !message.contains("hunter2"),
+        "{message}"
+    );
+
+    let text = EXAMPLE.replace(
+        "\"socks5://192.0.2.10:1080\"",
+        "\"socks5://u:hunter2@192.0.2.10:1080\"",
+    );
+    let message = load(&text, example_env(), &dir).unwrap_err().to_string();
+    assert!(
+        message.contains("upstreams[1].provider.proxies[0]"),
+        "{message}"
+    );
+    assert!(!message.contains("hunter2"), "{message}");
+}
+
+#[test]
+fn syntax_errors_give_a_position_without_echoing_the_line() {
+    let dir = secret_dir();
+    let text = "[store]\nurl = \"memory\"\npassword = hunter2 oops\n";
+    let err = load(text, vec![], &dir).unwrap_err();
+    let message = err.to_string();
+    assert!(message.starts_with("proxypool.toml:3:"), "{message}");
+    assert!(!message.contains("hunter2"), "{message}");
+}
+
+#[test]
+fn redis_urls_are_accepted_by_the_config_and_refused_by_this_build() {
+    let dir = secret_dir();
+    let text = EXAMPLE.replace(
+        "url = \"memory\"",
+        "url = \"redis+sentinel://10.0.0.1:26379,10.0.0.2/mymaster/2\"",
+    );
+    let config = load(&text, example_env(), &dir).unwrap();
+    assert_eq!(
+        config.store.kind,
+        StoreKind::Sentinel {
+            sentinels: vec!["10.0.0.1:26379".into(), "10.0.0.2:26379".into()],
+            master: "mymaster".into(),
+            db: 2
+        }
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let err = runtime.block_on(open_store(&config.store)).unwrap_err();
+    assert!(matches!(err, StoreOpenError::NotAvailable(_)));
+    assert_eq!(err.to_string(), "redis store not available in this build");
+}
