@@ -1,0 +1,37 @@
+//! Worker sessions (`worker-sessions`: `session id \t opened_at \t expires_at \t acked
+//! snapshot \t last sequence \t last report digest`) and snapshot references (canonical
+//! JSON, compared as strings by the scripts; u64 values never pass through Lua numbers).
+
+use super::{corrupt, parse_opt_u64, parse_u64};
+use proxypool_core::{PoolResult, SnapshotRef, WorkerId, WorkerSession};
+
+pub(crate) fn snapshot_json(snapshot: &SnapshotRef) -> String {
+    serde_json::to_string(snapshot).unwrap_or_default()
+}
+
+fn snapshot(field: &str) -> PoolResult<Option<SnapshotRef>> {
+    if field.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(field)
+        .map(Some)
+        .map_err(|_| corrupt("snapshot reference"))
+}
+
+/// Decodes the stored session of `worker` and its issued snapshot ('' = none).
+pub(crate) fn decode(worker: &WorkerId, value: &str, issued: &str) -> PoolResult<WorkerSession> {
+    let what = "session";
+    let f: Vec<&str> = value.split('\t').collect();
+    if f.len() != 6 {
+        return Err(corrupt(what));
+    }
+    Ok(WorkerSession {
+        worker: worker.clone(),
+        session_id: f[0].to_owned(),
+        opened_at_ms: parse_u64(f[1], what)?,
+        expires_at_ms: parse_u64(f[2], what)?,
+        issued_snapshot: snapshot(issued)?,
+        acked_snapshot: snapshot(f[3])?,
+        last_report_sequence: parse_opt_u64(f[4], what)?,
+    })
+}

@@ -1,0 +1,75 @@
+//! Key names the Rust side needs; the scripts build the rest from the same base.
+//!
+//! Every key is `{prefix}:{activity}:{name}`: one hash tag, so the whole pool is one
+//! Cluster slot and every script stays atomic if the deployment ever moves there. Keys
+//! carry ids and digests only, never a credential.
+//!
+//! ```text
+//! records                 HASH  proxy id -> record (credentials live only here)
+//! expiry                  ZSET  proxy id -> hard expiry           (every record)
+//! checks                  ZSET  proxy id -> check class + since   (checkable records)
+//! available               ZSET  proxy id -> usable_until          (AVAILABLE, unowned)
+//! protocol:<p> region:<r> carrier:<c> upstream:<u>
+//!                         ZSET  proxy id -> usable_until          (filter indexes)
+//! owners                  HASH  proxy id -> assignment
+//! owner-expiry            ZSET  proxy id -> lease_until
+//! drain-tickets           HASH  proxy id -> drain epoch           (draining assignments)
+//! owned:<u>               ZSET  proxy id -> lease_until           (assigned, per upstream)
+//! worker-owned:<w>        ZSET  proxy id -> lease_until           (serving, per worker)
+//! worker-draining:<w>     ZSET  proxy id -> lease_until           (draining, per worker)
+//! epoch                   STRING global ownership epoch (INCR)
+//! inventory               HASH  <u> -> un-extracted, <u>:<status> -> records by status
+//! worker-sessions         HASH  worker -> session;        worker-session-expiry  ZSET
+//! worker-snapshots        HASH  worker -> issued snapshot; worker-snapshot-expiry ZSET
+//! worker-runtime          HASH  worker -> runtime report;  worker-runtime-expiry  ZSET
+//! idem:<extraction id>    STRING stored extraction response (PX);  idem-expiry ZSET
+//! op:<digest>             STRING stored upsert result (PX);        op-expiry   ZSET
+//! keys                    SET   names of the dynamic index keys (for footprint/sweeps)
+//! leases                  HASH  lease name -> holder, token, acquired_at, expires_at
+//! lease-tokens            HASH  lease name -> last fencing token (no TTL: tokens only grow)
+//! ```
+
+use proxypool_core::{ExtractionId, UpstreamId};
+use sha2::{Digest, Sha256};
+
+/// The base every key starts with: `{prefix}:{activity}:`.
+pub(crate) fn base(prefix: &str) -> String {
+    format!("{prefix}:{{activity}}:")
+}
+
+/// Where an extraction's response is stored (the extraction id is already a digest of the
+/// client and its idempotency key or request id).
+pub(crate) fn extraction(id: &ExtractionId) -> String {
+    format!("idem:{id}")
+}
+
+/// Where an upsert operation's result is stored; `chunk` names one chunk of the batch.
+pub(crate) fn operation(upstream: &UpstreamId, operation_id: &str, chunk: Option<usize>) -> String {
+    let chunk = chunk.map(|c| c.to_string()).unwrap_or_default();
+    let mut hasher = Sha256::new();
+    for part in [upstream.as_str(), operation_id, chunk.as_str()] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let digest = hasher.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("op:{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_one_hash_tag_and_hide_operation_ids() {
+        assert_eq!(base("pp"), "pp:{activity}:");
+        let upstream = UpstreamId::new("acme").unwrap();
+        let whole = operation(&upstream, "fetch-42", None);
+        assert!(whole.starts_with("op:") && !whole.contains("fetch"));
+        assert_ne!(whole, operation(&upstream, "fetch-42", Some(0)));
+        assert_ne!(
+            operation(&upstream, "fetch-42", Some(1)),
+            operation(&upstream, "fetch-42", Some(0))
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! proxypool-redis: the activity pool in Redis, one deep adapter behind the core ports.
+//!
+//! [`RedisPool::new`] is the one constructor; callers see only the ports of
+//! `proxypool_core::ports` (the same ones MemoryPool implements, checked by the same
+//! contract suite). Each port call is one atomic Lua script over one keyspace under the
+//! fixed `{activity}` hash tag (single instance or Sentinel; a later Cluster move keeps
+//! the atomic boundary). Time comes from the caller (`now`); native TTLs are a memory
+//! safety net only. Every call is bounded by a timeout and a fixed amount of script work,
+//! and every failure to decide is `Unavailable`, never a wrong "no inventory".
+//!
+//! Module map:
+//! - [`pool`]: `RedisPool`, its constructor and the shared call plumbing.
+//! - [`options`]: `RedisPoolOptions` and defaults.
+//! - [`client`]: `RedisClient`: a Redis URL or a `redis+sentinel://` target.
+//! - `connection`: connection manager, per-call timeout, error mapping, Sentinel failover.
+//! - `keys`: the keyspace (documented there) and key names built in Rust.
+//! - `scripts`: the Lua scripts of `src/lua/`, each prefixed with `lib.lua`.
+//! - `reply`: script replies to payloads and `PoolError`s.
+//! - `codec`: how records, assignments, sessions, runtimes and results are stored.
+//! - `ports`: one file per port family, the Rust half of each script.
+
+pub mod client;
+mod codec;
+mod connection;
+mod keys;
+pub mod options;
+pub mod pool;
+mod ports;
+mod reply;
+mod scripts;
+
+pub use client::RedisClient;
+pub use options::RedisPoolOptions;
+pub use pool::RedisPool;

@@ -1,0 +1,27 @@
+-- draining_of.lua: a worker's draining assignments with an unexpired lease
+-- (MemoryPool: OwnershipRepository::draining_of). Read only; the adapter sorts by id and
+-- applies the limit.
+--
+-- ARGV[4] worker, ARGV[5] scan budget.
+-- Reply: {'ok', id, assignment, ticket, ...} | {'scan_budget'}.
+
+local function main()
+  local worker, budget = ARGV[4], num(ARGV[5])
+  local ids = redis.call('ZRANGEBYSCORE', B .. 'worker-draining:' .. worker, '(' .. fmt(NOW), '+inf', 'LIMIT', 0, budget + 1)
+  if #ids > budget then
+    return { 'scan_budget' }
+  end
+  local out = { 'ok' }
+  for _, id in ipairs(ids) do
+    local a = get_assignment(id)
+    local ticket = drain_ticket(id)
+    if a and ticket and NOW < num(a[A_LEASE]) then
+      out[#out + 1] = id
+      out[#out + 1] = table.concat(a, '\t')
+      out[#out + 1] = ticket
+    end
+  end
+  return out
+end
+
+return run(main)

@@ -1,0 +1,21 @@
+-- expire.lua: releases at most `limit` lapsed leases, oldest first
+-- (MemoryPool: OwnershipRepository::expire).
+--
+-- ARGV[4] limit. Reply: {'ok', id, assignment, ticket, id, assignment, ticket, ...}.
+
+local function main()
+  remove_expired(CLEANUP)
+  local due = redis.call('ZRANGEBYSCORE', B .. 'owner-expiry', '-inf', fmt(NOW), 'LIMIT', 0, ARGV[4])
+  local out = { 'ok' }
+  for _, id in ipairs(due) do
+    local a, ticket = drop_assignment(id)
+    if a then
+      out[#out + 1] = id
+      out[#out + 1] = table.concat(a, '\t')
+      out[#out + 1] = ticket or ''
+    end
+  end
+  return out
+end
+
+return run(main)

@@ -1,0 +1,127 @@
+-- extract.lua: one exclusive extraction (MemoryPool: memory/extract.rs).
+--
+-- ARGV[4] stored-response key ("idem:<extraction id>"), ARGV[5] client, ARGV[6] request
+-- digest, ARGV[7] count, ARGV[8] mode ('partial' | 'all'), ARGV[9] reserve_for_gateway,
+-- ARGV[10] min health freshness ms ('' = none), ARGV[11] idempotency TTL ms,
+-- ARGV[12..15] filter protocol, region, carrier, upstream ('' = any), ARGV[16] scan budget.
+--
+-- Reply: {'ok', response} | {'replay', response} | {'conflict', 'digest'} |
+-- {'insufficient', matching} | {'scan_budget'}, where response is
+-- "client\tdigest\texpires_at\trequested\tcreated_at" followed by one line per record.
+-- Work bound: the scan budget (candidates examined) plus count writes plus cleanup.
+
+local function main()
+  remove_expired(CLEANUP)
+  local key, client, digest = ARGV[4], ARGV[5], ARGV[6]
+  local wanted, mode, reserve = num(ARGV[7]), ARGV[8], num(ARGV[9])
+  local freshness, ttl, budget = num(ARGV[10]), num(ARGV[11]), num(ARGV[16])
+  local filter = { [PROTO] = ARGV[12], [REGION] = ARGV[13], [CARRIER] = ARGV[14], [UP] = ARGV[15] }
+
+  local stored = redis.call('GET', B .. key)
+  if stored then
+    local header = split(string.match(stored, '^[^\n]*'), '\t')
+    if #header ~= 5 then
+      corrupt('extraction')
+    end
+    if NOW < num(header[3]) then
+      if header[1] ~= client or header[2] ~= digest then
+        return { 'conflict', 'digest' }
+      end
+      return { 'replay', stored }
+    end
+  end
+
+  -- Drive from the smallest index that covers the filter; a value without an index
+  -- matches nothing.
+  local index = B .. 'available'
+  local smallest = nil
+  for _, field in ipairs({ PROTO, REGION, CARRIER, UP }) do
+    local value = filter[field]
+    if value ~= '' then
+      local name = ({ [PROTO] = 'protocol:', [REGION] = 'region:', [CARRIER] = 'carrier:', [UP] = 'upstream:' })[field]
+      local size = redis.call('ZCARD', B .. name .. value)
+      if size == 0 then
+        smallest = 0
+        index = nil
+        break
+      end
+      if smallest == nil or size < smallest then
+        smallest = size
+        index = B .. name .. value
+      end
+    end
+  end
+
+  -- Longest-lived first; (score, id) descending is MemoryPool's order.
+  local chosen, records, matching, examined = {}, {}, 0, 0
+  local offset, page = 0, math.min(math.max(wanted + reserve, 16), 512)
+  while index and #chosen < wanted do
+    local ids = redis.call('ZREVRANGEBYSCORE', index, '+inf', '(' .. fmt(NOW), 'LIMIT', offset, page)
+    for _, id in ipairs(ids) do
+      if examined == budget then
+        return { 'scan_budget' }
+      end
+      examined = examined + 1
+      local r = live_record(id)
+      local accepted = r
+        and not is_owned(id)
+        and is_usable(r)
+        and (filter[PROTO] == '' or filter[PROTO] == r[PROTO])
+        and (filter[REGION] == '' or filter[REGION] == r[REGION])
+        and (filter[CARRIER] == '' or filter[CARRIER] == r[CARRIER])
+        and (filter[UP] == '' or filter[UP] == r[UP])
+        and (freshness == nil or (r[SUCC] ~= '' and num(r[SUCC]) + freshness >= NOW))
+      if accepted then
+        matching = matching + 1
+        if matching > reserve then
+          chosen[#chosen + 1] = id
+          records[#records + 1] = r
+          if #chosen == wanted then
+            break
+          end
+        end
+      end
+    end
+    if #ids < page then
+      break
+    end
+    offset = offset + #ids
+    page = math.min(page * 2, 1024)
+  end
+
+  if mode == 'all' and #chosen < wanted then
+    return { 'insufficient', math.max(0, matching - reserve) }
+  end
+
+  local lines, earliest = {}, nil
+  for i, id in ipairs(chosen) do
+    local old = records[i]
+    local r = copy(old)
+    r[ST] = 'X'
+    put_record(id, r, old)
+    lines[#lines + 1] = encode(r)
+    local hard = num(r[HARD])
+    if earliest == nil or hard < earliest then
+      earliest = hard
+    end
+  end
+  -- proxypool_core::ExtractResponse::replay_ttl_ms: the idempotency TTL cut at the
+  -- earliest hard expiry in the response, at least 1 ms.
+  local replay_ttl = ttl
+  if earliest ~= nil then
+    replay_ttl = math.min(ttl, math.max(0, earliest - NOW))
+  end
+  replay_ttl = math.max(1, replay_ttl)
+  local expires_at = NOW + replay_ttl
+  local header = table.concat({ client, digest, fmt(expires_at), ARGV[7], fmt(NOW) }, '\t')
+  local response = header
+  if #lines > 0 then
+    response = header .. '\n' .. table.concat(lines, '\n')
+  end
+  redis.call('SET', B .. key, response, 'PX', fmt(replay_ttl + SLACK))
+  redis.call('ZADD', B .. 'idem-expiry', fmt(expires_at), key)
+  touch(B .. 'idem-expiry', expires_at)
+  return { 'ok', response }
+end
+
+return run(main)

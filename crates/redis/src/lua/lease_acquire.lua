@@ -1,0 +1,35 @@
+-- lease_acquire.lua: takes a free or lapsed lease, or renews it for its holder
+-- (MemoryPool: LeaseStore::try_acquire). Fencing tokens come from `lease-tokens`, which
+-- keeps the last token per name after release and has no TTL, so tokens only grow.
+--
+-- ARGV[4] name, ARGV[5] holder, ARGV[6] expires_at.
+-- Reply: {'ok'} (held by someone else) | {'ok', lease} with lease
+-- "holder\ttoken\tacquired_at\texpires_at".
+
+local function main()
+  local name, holder, expires = ARGV[4], ARGV[5], ARGV[6]
+  local v = redis.call('HGET', B .. 'leases', name)
+  if v then
+    local l = split(v, '\t')
+    if #l ~= 4 then
+      corrupt('lease')
+    end
+    if NOW < num(l[4]) then
+      if l[1] ~= holder then
+        return { 'ok' }
+      end
+      l[4] = expires
+      v = table.concat(l, '\t')
+      redis.call('HSET', B .. 'leases', name, v)
+      touch(B .. 'leases', num(expires))
+      return { 'ok', v }
+    end
+  end
+  local token = redis.call('HINCRBY', B .. 'lease-tokens', name, 1)
+  v = table.concat({ holder, fmt(token), fmt(NOW), expires }, '\t')
+  redis.call('HSET', B .. 'leases', name, v)
+  touch(B .. 'leases', num(expires))
+  return { 'ok', v }
+end
+
+return run(main)

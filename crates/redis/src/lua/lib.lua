@@ -1,0 +1,459 @@
+-- lib.lua: helpers shared by every activity-pool script (prepended to each body).
+--
+-- Calling convention: KEYS[1] is the keyspace base "<prefix>:{activity}:" (declared as a key
+-- so a cluster-aware client routes the call to the one slot of the {activity} hash tag);
+-- ARGV[1] = logical now (ms), ARGV[2] = expired records to remove on the side (0 in read
+-- scripts), ARGV[3] = slack (ms) added to native key TTLs. Script arguments follow.
+--
+-- Every time decision compares with ARGV now, never with the server clock: native TTLs are
+-- only a memory safety net, so a store that time-travels (the contract suite) stays exact.
+--
+-- Invariants kept by put_record / remove_record / put_assignment / drop_assignment:
+-- * a record is in `available` and its filter indexes exactly when it is AVAILABLE and has
+--   no assignment (whatever the time; entries past usable_until stay until removal);
+-- * `expiry` holds every record, `checks` every FETCHED/SUSPECT/AVAILABLE/UNHEALTHY one;
+-- * `inventory` holds per upstream the un-extracted count (field "<u>") and the count per
+--   status (field "<u>:<code>"); zero counters are deleted.
+
+local B = KEYS[1]
+local NOW = tonumber(ARGV[1])
+local CLEANUP = tonumber(ARGV[2])
+local SLACK = tonumber(ARGV[3])
+
+-- Record fields (tab separated; hot fields first). Mirrors src/codec/record.rs.
+local ST, HARD, USABLE, SUCC, PROTO, UP, REGION, CARRIER, MAXS = 1, 2, 3, 4, 5, 6, 7, 8, 9
+local CHECKED, LAT, FAILS, ERR, FETCHED, ID = 10, 11, 12, 13, 14, 15
+local USER, PASS, LABELS = 18, 19, 20
+local NFIELDS = 20
+
+-- Assignment fields (owners hash value). Mirrors src/codec/assignment.rs.
+local A_WORKER, A_EPOCH, A_ASSIGNED, A_LEASE, A_UP = 1, 2, 3, 4, 5
+
+-- Session fields (worker-sessions hash value). Mirrors src/codec/session.rs.
+local S_ID, S_OPENED, S_EXPIRES, S_ACKED, S_SEQ, S_DIGEST = 1, 2, 3, 4, 5, 6
+
+-- Statuses counted against max_size, and those health checks may change.
+local UNEXTRACTED = { F = true, C = true, A = true, S = true, U = true }
+local ACCEPTS_HEALTH = { F = true, C = true, A = true, S = true, U = true }
+
+-- checks score = class * 2^45 + since: (score, id) order is MemoryPool's due order.
+local CLASS = 35184372088832
+
+local function split(s, sep)
+  local out, n, pos = {}, 0, 1
+  while true do
+    local i = string.find(s, sep, pos, true)
+    n = n + 1
+    if not i then
+      out[n] = string.sub(s, pos)
+      return out
+    end
+    out[n] = string.sub(s, pos, i - 1)
+    pos = i + 1
+  end
+end
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+local function num(s)
+  return tonumber(s)
+end
+
+-- Unsigned decimal strings without leading zeros (u64 values exceed a double's precision).
+local function ucmp(a, b)
+  if #a ~= #b then
+    return #a < #b and -1 or 1
+  end
+  if a == b then
+    return 0
+  end
+  return a < b and -1 or 1
+end
+
+local function corrupt(what)
+  error({ corrupt = what })
+end
+
+local function decode(s, what)
+  local r = split(s, '\t')
+  if #r ~= NFIELDS then
+    corrupt(what or 'record')
+  end
+  return r
+end
+
+local function encode(r)
+  return table.concat(r, '\t', 1, NFIELDS)
+end
+
+local function copy(r)
+  local c = {}
+  for i = 1, NFIELDS do
+    c[i] = r[i]
+  end
+  return c
+end
+
+-- Native TTLs: remember per key the latest logical expiry written, extend once at the end.
+local horizon = {}
+
+local function touch(key, at)
+  local current = horizon[key]
+  if current == nil or at > current then
+    horizon[key] = at
+  end
+end
+
+-- PEXPIRE GT does nothing on a key without a TTL, so a fresh key needs NX.
+local function keep(key, at)
+  local ttl = fmt(math.max(1, at - NOW + SLACK))
+  if redis.call('PEXPIRE', key, ttl, 'GT') == 0 then
+    redis.call('PEXPIRE', key, ttl, 'NX')
+  end
+end
+
+local function flush_ttls()
+  local latest = nil
+  for key, at in pairs(horizon) do
+    keep(key, at)
+    if latest == nil or at > latest then
+      latest = at
+    end
+  end
+  if latest ~= nil then
+    -- The epoch and the key registry live as long as anything that refers to them.
+    keep(B .. 'epoch', latest)
+    keep(B .. 'keys', latest)
+  end
+end
+
+-- Counters that reach zero are deleted so the inventory hash stays bounded.
+local function hincr(key, field, delta)
+  if redis.call('HINCRBY', key, field, delta) <= 0 then
+    redis.call('HDEL', key, field)
+  end
+end
+
+local function count(r, delta)
+  local key = B .. 'inventory'
+  if UNEXTRACTED[r[ST]] then
+    hincr(key, r[UP], delta)
+  end
+  hincr(key, r[UP] .. ':' .. r[ST], delta)
+  touch(key, num(r[HARD]))
+end
+
+local function filter_keys(r)
+  local keys = { 'protocol:' .. r[PROTO], 'upstream:' .. r[UP] }
+  if r[REGION] ~= '' then
+    keys[#keys + 1] = 'region:' .. r[REGION]
+  end
+  if r[CARRIER] ~= '' then
+    keys[#keys + 1] = 'carrier:' .. r[CARRIER]
+  end
+  return keys
+end
+
+local function index_add(id, r)
+  local hard = num(r[HARD])
+  redis.call('ZADD', B .. 'available', r[USABLE], id)
+  touch(B .. 'available', hard)
+  for _, k in ipairs(filter_keys(r)) do
+    redis.call('ZADD', B .. k, r[USABLE], id)
+    redis.call('SADD', B .. 'keys', k)
+    touch(B .. k, hard)
+  end
+end
+
+local function index_remove(id, r)
+  if redis.call('ZREM', B .. 'available', id) == 0 then
+    return
+  end
+  for _, k in ipairs(filter_keys(r)) do
+    redis.call('ZREM', B .. k, id)
+  end
+end
+
+local function check_score(r)
+  local s = r[ST]
+  if s == 'F' then
+    return num(r[FETCHED])
+  elseif s == 'S' then
+    return CLASS + (num(r[CHECKED]) or 0)
+  elseif s == 'A' or s == 'U' then
+    return 2 * CLASS + (num(r[CHECKED]) or 0)
+  end
+  return nil
+end
+
+local function is_owned(id)
+  return redis.call('HEXISTS', B .. 'owners', id) == 1
+end
+
+local function get_record(id)
+  local v = redis.call('HGET', B .. 'records', id)
+  if not v then
+    return nil
+  end
+  return decode(v)
+end
+
+-- A record that exists and has not reached its hard expiry.
+local function live_record(id)
+  local r = get_record(id)
+  if r and NOW < num(r[HARD]) then
+    return r
+  end
+  return nil
+end
+
+local function is_usable(r)
+  return r[ST] == 'A' and NOW < num(r[USABLE])
+end
+
+-- Stores `r` (new or changed from `old`), keeping every index and counter in step.
+local function put_record(id, r, old)
+  if old then
+    index_remove(id, old)
+    count(old, -1)
+  end
+  if r[ST] == 'A' and not is_owned(id) then
+    index_add(id, r)
+  end
+  local hard = num(r[HARD])
+  redis.call('ZADD', B .. 'expiry', r[HARD], id)
+  touch(B .. 'expiry', hard)
+  local score = check_score(r)
+  if score then
+    redis.call('ZADD', B .. 'checks', score, id)
+    touch(B .. 'checks', hard)
+  else
+    redis.call('ZREM', B .. 'checks', id)
+  end
+  count(r, 1)
+  redis.call('HSET', B .. 'records', id, encode(r))
+  touch(B .. 'records', hard)
+end
+
+-- Re-evaluates a record's place in the available indexes (after ownership changed).
+local function reindex(id)
+  local r = get_record(id)
+  if r then
+    index_remove(id, r)
+    if r[ST] == 'A' and not is_owned(id) then
+      index_add(id, r)
+    end
+  end
+end
+
+local function get_assignment(id)
+  local v = redis.call('HGET', B .. 'owners', id)
+  if not v then
+    return nil
+  end
+  local a = split(v, '\t')
+  if #a ~= 5 then
+    corrupt('assignment')
+  end
+  return a
+end
+
+local function drain_ticket(id)
+  return redis.call('HGET', B .. 'drain-tickets', id) or nil
+end
+
+-- Removes an assignment with its lease and per-worker/upstream indexes; returns it and its
+-- drain ticket (or nil). `keep_out` skips putting the proxy back into the available
+-- indexes (the caller stores a new assignment right away).
+local function drop_assignment(id, keep_out)
+  local a = get_assignment(id)
+  if not a then
+    return nil
+  end
+  local ticket = drain_ticket(id)
+  redis.call('HDEL', B .. 'owners', id)
+  redis.call('ZREM', B .. 'owner-expiry', id)
+  redis.call('ZREM', B .. 'worker-owned:' .. a[A_WORKER], id)
+  redis.call('ZREM', B .. 'worker-draining:' .. a[A_WORKER], id)
+  redis.call('ZREM', B .. 'owned:' .. a[A_UP], id)
+  if ticket then
+    redis.call('HDEL', B .. 'drain-tickets', id)
+  end
+  if not keep_out then
+    reindex(id)
+  end
+  return a, ticket
+end
+
+-- Stores an assignment (`ticket` = drain epoch when draining) with its indexes.
+local function put_assignment(id, a, ticket)
+  drop_assignment(id, true)
+  local lease = num(a[A_LEASE])
+  local per_worker = ticket and 'worker-draining:' or 'worker-owned:'
+  redis.call('HSET', B .. 'owners', id, table.concat(a, '\t'))
+  redis.call('ZADD', B .. 'owner-expiry', a[A_LEASE], id)
+  redis.call('ZADD', B .. per_worker .. a[A_WORKER], a[A_LEASE], id)
+  redis.call('ZADD', B .. 'owned:' .. a[A_UP], a[A_LEASE], id)
+  redis.call('SADD', B .. 'keys', per_worker .. a[A_WORKER], 'owned:' .. a[A_UP])
+  if ticket then
+    redis.call('HSET', B .. 'drain-tickets', id, ticket)
+    touch(B .. 'drain-tickets', lease)
+  end
+  for _, k in ipairs({ 'owners', 'owner-expiry', per_worker .. a[A_WORKER], 'owned:' .. a[A_UP] }) do
+    touch(B .. k, lease)
+  end
+  reindex(id)
+end
+
+-- Removes a record with its indexes, counters and assignment; returns (record, assignment).
+local function remove_record(id)
+  local v = redis.call('HGET', B .. 'records', id)
+  redis.call('ZREM', B .. 'expiry', id)
+  redis.call('ZREM', B .. 'checks', id)
+  if not v then
+    return nil
+  end
+  local r = decode(v)
+  redis.call('HDEL', B .. 'records', id)
+  index_remove(id, r)
+  count(r, -1)
+  local a = drop_assignment(id)
+  return r, a
+end
+
+-- Removes up to `limit` hard-expired records: (records, assignments, more waiting).
+local function remove_expired(limit)
+  local due = redis.call('ZRANGEBYSCORE', B .. 'expiry', '-inf', NOW, 'LIMIT', 0, limit + 1)
+  local records, assignments = 0, 0
+  for i = 1, math.min(#due, limit) do
+    local r, a = remove_record(due[i])
+    if r then
+      records = records + 1
+      if a then
+        assignments = assignments + 1
+      end
+    end
+  end
+  return records, assignments, #due > limit
+end
+
+-- Worker sessions and runtimes.
+local function get_session(worker)
+  local v = redis.call('HGET', B .. 'worker-sessions', worker)
+  if not v then
+    return nil
+  end
+  local s = split(v, '\t')
+  if #s ~= 6 then
+    corrupt('session')
+  end
+  return s
+end
+
+local function live_session(worker)
+  local s = get_session(worker)
+  if s and NOW < num(s[S_EXPIRES]) then
+    return s
+  end
+  return nil
+end
+
+local function current_session(worker, session_id)
+  local s = live_session(worker)
+  if s and s[S_ID] == session_id then
+    return s
+  end
+  return nil
+end
+
+local function save_session(worker, s)
+  local expires = num(s[S_EXPIRES])
+  redis.call('HSET', B .. 'worker-sessions', worker, table.concat(s, '\t'))
+  redis.call('ZADD', B .. 'worker-session-expiry', s[S_EXPIRES], worker)
+  touch(B .. 'worker-sessions', expires)
+  touch(B .. 'worker-session-expiry', expires)
+  -- The issued snapshot lives exactly as long as its session.
+  if redis.call('HEXISTS', B .. 'worker-snapshots', worker) == 1 then
+    redis.call('ZADD', B .. 'worker-snapshot-expiry', s[S_EXPIRES], worker)
+    touch(B .. 'worker-snapshots', expires)
+    touch(B .. 'worker-snapshot-expiry', expires)
+  end
+end
+
+local function forget_runtime(worker)
+  redis.call('HDEL', B .. 'worker-runtime', worker)
+  redis.call('ZREM', B .. 'worker-runtime-expiry', worker)
+end
+
+local function forget_snapshot(worker)
+  redis.call('HDEL', B .. 'worker-snapshots', worker)
+  redis.call('ZREM', B .. 'worker-snapshot-expiry', worker)
+end
+
+local function forget_session(worker)
+  redis.call('HDEL', B .. 'worker-sessions', worker)
+  redis.call('ZREM', B .. 'worker-session-expiry', worker)
+  forget_runtime(worker)
+  forget_snapshot(worker)
+end
+
+-- The issued (not yet acknowledged) snapshot of the worker's session, or ''.
+local function issued_snapshot(worker, session_id)
+  local v = redis.call('HGET', B .. 'worker-snapshots', worker)
+  if not v then
+    return ''
+  end
+  local i = string.find(v, '\t', 1, true)
+  if not i then
+    corrupt('snapshot')
+  end
+  if string.sub(v, 1, i - 1) ~= session_id then
+    return ''
+  end
+  return string.sub(v, i + 1)
+end
+
+-- Runtime fields: session id, received at, expires at, snapshot epoch, busy map (JSON
+-- {proxy id: active + reserved}, non-zero only), full report (JSON, for Rust only).
+local function live_runtime(worker)
+  local s = live_session(worker)
+  if not s then
+    return nil
+  end
+  local v = redis.call('HGET', B .. 'worker-runtime', worker)
+  if not v then
+    return nil
+  end
+  local rt = split(v, '\t')
+  if #rt ~= 6 then
+    corrupt('runtime')
+  end
+  if NOW < num(rt[3]) and rt[1] == s[S_ID] then
+    return rt
+  end
+  return nil
+end
+
+local function busy_map(rt)
+  local ok, map = pcall(cjson.decode, rt[5])
+  if not ok or type(map) ~= 'table' then
+    corrupt('runtime')
+  end
+  return map
+end
+
+-- Runs a script body: corrupt state becomes a {'corrupt', what} reply, TTLs are extended
+-- once at the end, Redis errors propagate unchanged.
+local function run(main)
+  local ok, res = pcall(main)
+  if ok then
+    flush_ttls()
+    return res
+  end
+  if type(res) == 'table' and res.corrupt then
+    return { 'corrupt', res.corrupt }
+  end
+  error(res, 0)
+end

@@ -1,0 +1,49 @@
+-- sweep.lua: bounded removal of expired state (MemoryPool: Maintenance::sweep).
+--
+-- At most `limit` of each kind per call: hard-expired records (with their indexes and
+-- assignments), logically expired extraction responses and operation results (the keys and
+-- their expiry entries), lapsed sessions (with runtime and issued snapshot), lapsed
+-- runtimes and snapshots, and registry entries of index keys that no longer exist.
+-- ARGV[4] limit.
+-- Reply: {records, assignments, sessions, results, more_pending (0|1)}.
+
+local function expire_results(zkey, limit)
+  local due = redis.call('ZRANGEBYSCORE', B .. zkey, '-inf', fmt(NOW), 'LIMIT', 0, limit + 1)
+  local removed = 0
+  for i = 1, math.min(#due, limit) do
+    redis.call('DEL', B .. due[i])
+    redis.call('ZREM', B .. zkey, due[i])
+    removed = removed + 1
+  end
+  return removed, #due > limit
+end
+
+local function main()
+  local limit = num(ARGV[4])
+  local records, assignments, more = remove_expired(limit)
+  local extractions, more_extractions = expire_results('idem-expiry', limit)
+  local operations, more_operations = expire_results('op-expiry', limit)
+
+  local lapsed = redis.call('ZRANGEBYSCORE', B .. 'worker-session-expiry', '-inf', fmt(NOW), 'LIMIT', 0, limit + 1)
+  local sessions = 0
+  for i = 1, math.min(#lapsed, limit) do
+    forget_session(lapsed[i])
+    sessions = sessions + 1
+  end
+  for _, worker in ipairs(redis.call('ZRANGEBYSCORE', B .. 'worker-runtime-expiry', '-inf', fmt(NOW), 'LIMIT', 0, limit)) do
+    forget_runtime(worker)
+  end
+  for _, worker in ipairs(redis.call('ZRANGEBYSCORE', B .. 'worker-snapshot-expiry', '-inf', fmt(NOW), 'LIMIT', 0, limit)) do
+    forget_snapshot(worker)
+  end
+  for _, k in ipairs(redis.call('SRANDMEMBER', B .. 'keys', limit)) do
+    if redis.call('EXISTS', B .. k) == 0 then
+      redis.call('SREM', B .. 'keys', k)
+    end
+  end
+
+  local pending = more or more_extractions or more_operations or #lapsed > limit
+  return { records, assignments, sessions, extractions + operations, pending and 1 or 0 }
+end
+
+return run(main)

@@ -1,0 +1,107 @@
+//! Extractor: request validation, digest and extraction id from core; selection,
+//! exclusivity, the reserve, all-or-nothing and the stored response in `extract.lua`.
+
+use crate::codec::{clamp_ms, extraction};
+use crate::keys;
+use crate::pool::{RedisPool, Side};
+use crate::reply;
+use async_trait::async_trait;
+use proxypool_core::{
+    ClientId, ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractionId,
+    Extractor, PoolError, PoolResult, UnixMillis,
+};
+
+#[async_trait]
+impl Extractor for RedisPool {
+    async fn extract(
+        &self,
+        now: UnixMillis,
+        request: ExtractRequest,
+    ) -> PoolResult<ExtractOutcome> {
+        request.validate()?;
+        let id = request.extraction_id();
+        let filter = &request.filter;
+        let args = vec![
+            keys::extraction(&id),
+            request.client.to_string(),
+            request.digest(),
+            request.count.to_string(),
+            match request.mode {
+                ExtractMode::Partial => "partial",
+                ExtractMode::AllOrNothing => "all",
+            }
+            .to_owned(),
+            request.reserve_for_gateway.to_string(),
+            request
+                .min_health_freshness_ms
+                .map(|f| clamp_ms(f).to_string())
+                .unwrap_or_default(),
+            clamp_ms(request.idempotency_ttl_ms).to_string(),
+            filter.protocol.map(|p| p.to_string()).unwrap_or_default(),
+            filter
+                .region
+                .as_ref()
+                .map(|r| r.to_string())
+                .unwrap_or_default(),
+            filter
+                .carrier
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+            filter
+                .upstream
+                .as_ref()
+                .map(|u| u.to_string())
+                .unwrap_or_default(),
+            self.options.extract_scan_budget.to_string(),
+        ];
+        let value = self
+            .eval(&self.scripts.extract, now, Side::Write, args)
+            .await?;
+        let reply = reply::parse(value, request.count)?;
+        let stored = extraction::decode(&id, &reply.text(0)?)?;
+        match reply.status.as_str() {
+            "replay" => Ok(ExtractOutcome {
+                response: stored.response,
+                replayed: true,
+            }),
+            "ok" => {
+                // The script mirrors ExtractResponse::replay_ttl_ms; keep them in step.
+                debug_assert_eq!(
+                    stored.expires_at_ms,
+                    clamp_ms(now)
+                        + stored
+                            .response
+                            .replay_ttl_ms(clamp_ms(now), clamp_ms(request.idempotency_ttl_ms))
+                );
+                Ok(ExtractOutcome {
+                    response: stored.response,
+                    replayed: false,
+                })
+            }
+            other => Err(PoolError::corrupt(format!(
+                "unexpected extract reply {other}"
+            ))),
+        }
+    }
+
+    async fn get_extraction(
+        &self,
+        now: UnixMillis,
+        client: &ClientId,
+        id: &ExtractionId,
+    ) -> PoolResult<ExtractResponse> {
+        let Some(value) = self.get(&keys::extraction(id)).await? else {
+            return Err(PoolError::NotFound);
+        };
+        let value = String::from_utf8(value)
+            .map_err(|_| PoolError::corrupt("undecodable extraction in redis"))?;
+        let stored = extraction::decode(id, &value)?;
+        // The logical expiry decides; the key's native TTL only frees memory later.
+        if now < stored.expires_at_ms && &stored.client == client {
+            Ok(stored.response)
+        } else {
+            Err(PoolError::NotFound)
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! InventoryReader: `inventory.lua` computes one upstream's view exactly, or answers
+//! `scan_budget` rather than approximate.
+
+use crate::codec::record::status_of;
+use crate::pool::{RedisPool, Side};
+use crate::reply;
+use async_trait::async_trait;
+use proxypool_core::{
+    InventoryReader, InventoryView, PoolError, PoolResult, UnixMillis, UpstreamId,
+};
+use std::collections::BTreeMap;
+
+#[async_trait]
+impl InventoryReader for RedisPool {
+    async fn inventory(&self, now: UnixMillis, upstream: &UpstreamId) -> PoolResult<InventoryView> {
+        let args = vec![
+            upstream.to_string(),
+            self.options.inventory_scan_budget.to_string(),
+        ];
+        let value = self
+            .eval(&self.scripts.inventory, now, Side::Read, args)
+            .await?;
+        let reply = reply::parse(value, 0)?;
+        let mut by_status = BTreeMap::new();
+        let listed = reply.text(3)?;
+        for pair in listed.split(',').filter(|p| !p.is_empty()) {
+            let (code, count) = pair
+                .split_once('=')
+                .ok_or_else(|| PoolError::corrupt("undecodable inventory in redis"))?;
+            let count = count
+                .parse()
+                .map_err(|_| PoolError::corrupt("undecodable inventory in redis"))?;
+            by_status.insert(status_of(code)?, count);
+        }
+        Ok(InventoryView {
+            upstream: upstream.clone(),
+            unextracted: reply.number(0)?,
+            managed: reply.number(1)?,
+            available_slots: reply.number(2)?,
+            by_status,
+        })
+    }
+}

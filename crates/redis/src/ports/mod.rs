@@ -1,0 +1,11 @@
+//! The Rust half of every port: validation (shared with MemoryPool through core), the
+//! script call, and decoding of the reply. One file per port family.
+
+mod extract;
+mod health;
+mod inventory;
+mod lease;
+mod maintenance;
+mod ownership;
+mod runtime;
+mod upsert;

@@ -1,0 +1,226 @@
+//! WorkerRuntimeStore: sessions that fence their predecessors, issued and acknowledged
+//! snapshots, strictly sequenced runtime reports; validation and digests from core.
+
+use crate::codec::session::{self, snapshot_json};
+use crate::codec::{clamp_ms, runtime};
+use crate::pool::{RedisPool, Side};
+use crate::reply::{self, Reply};
+use async_trait::async_trait;
+use proxypool_core::runtime::validate_session_id;
+use proxypool_core::{
+    PoolError, PoolResult, ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, UnixMillis,
+    WorkerId, WorkerRuntimeStore, WorkerSession,
+};
+
+fn check_ttl(ttl_ms: u64) -> PoolResult<()> {
+    if ttl_ms == 0 {
+        return Err(PoolError::invalid("ttl_ms must be at least 1"));
+    }
+    Ok(())
+}
+
+/// `{'ok', session, issued}` of `worker`.
+fn one(worker: &WorkerId, reply: &Reply) -> PoolResult<WorkerSession> {
+    session::decode(worker, &reply.text(0)?, &reply.text(1)?)
+}
+
+impl RedisPool {
+    async fn runtime_call(
+        &self,
+        script: &redis::Script,
+        now: UnixMillis,
+        side: Side,
+        args: Vec<String>,
+    ) -> PoolResult<Reply> {
+        reply::parse(self.eval(script, now, side, args).await?, 0)
+    }
+}
+
+#[async_trait]
+impl WorkerRuntimeStore for RedisPool {
+    async fn open_session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        ttl_ms: u64,
+    ) -> PoolResult<WorkerSession> {
+        validate_session_id(session_id)?;
+        check_ttl(ttl_ms)?;
+        let expires = clamp_ms(now.saturating_add(ttl_ms));
+        let args = vec![
+            worker.to_string(),
+            session_id.to_owned(),
+            expires.to_string(),
+        ];
+        let reply = self
+            .runtime_call(&self.scripts.session_open, now, Side::Write, args)
+            .await?;
+        one(worker, &reply)
+    }
+
+    async fn renew_session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        ttl_ms: u64,
+    ) -> PoolResult<WorkerSession> {
+        check_ttl(ttl_ms)?;
+        let expires = clamp_ms(now.saturating_add(ttl_ms));
+        let args = vec![
+            worker.to_string(),
+            session_id.to_owned(),
+            expires.to_string(),
+        ];
+        let reply = self
+            .runtime_call(&self.scripts.session_renew, now, Side::Write, args)
+            .await?;
+        one(worker, &reply)
+    }
+
+    async fn close_session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+    ) -> PoolResult<()> {
+        let args = vec![worker.to_string(), session_id.to_owned()];
+        self.runtime_call(&self.scripts.session_close, now, Side::Write, args)
+            .await
+            .map(|_| ())
+    }
+
+    async fn session(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+    ) -> PoolResult<Option<WorkerSession>> {
+        let reply = self
+            .runtime_call(
+                &self.scripts.session_get,
+                now,
+                Side::Read,
+                vec![worker.to_string()],
+            )
+            .await?;
+        if reply.items.is_empty() {
+            return Ok(None);
+        }
+        one(worker, &reply).map(Some)
+    }
+
+    async fn live_sessions(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<WorkerSession>> {
+        let args = vec![self.options.inventory_scan_budget.to_string()];
+        let reply = self
+            .runtime_call(&self.scripts.sessions_live, now, Side::Read, args)
+            .await?;
+        let mut sessions = reply
+            .texts()?
+            .chunks(3)
+            .map(|t| match t {
+                [worker, value, issued] => {
+                    let worker = WorkerId::new(worker)
+                        .map_err(|_| PoolError::corrupt("undecodable worker id in redis"))?;
+                    session::decode(&worker, value, issued)
+                }
+                _ => Err(PoolError::corrupt("undecodable session list in redis")),
+            })
+            .collect::<PoolResult<Vec<_>>>()?;
+        sessions.sort_by(|a, b| a.worker.cmp(&b.worker));
+        sessions.truncate(limit);
+        Ok(sessions)
+    }
+
+    async fn issue_snapshot(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        snapshot: SnapshotRef,
+    ) -> PoolResult<()> {
+        let args = vec![
+            worker.to_string(),
+            session_id.to_owned(),
+            snapshot_json(&snapshot),
+        ];
+        self.runtime_call(&self.scripts.snapshot_issue, now, Side::Write, args)
+            .await
+            .map(|_| ())
+    }
+
+    async fn ack_snapshot(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        session_id: &str,
+        snapshot: SnapshotRef,
+    ) -> PoolResult<WorkerSession> {
+        let args = vec![
+            worker.to_string(),
+            session_id.to_owned(),
+            snapshot_json(&snapshot),
+        ];
+        let reply = self
+            .runtime_call(&self.scripts.snapshot_ack, now, Side::Write, args)
+            .await?;
+        one(worker, &reply)
+    }
+
+    async fn report_runtime(
+        &self,
+        now: UnixMillis,
+        report: RuntimeReport,
+        ttl_ms: u64,
+    ) -> PoolResult<ReportOutcome> {
+        report.validate()?;
+        check_ttl(ttl_ms)?;
+        let mut args = vec![
+            report.worker.to_string(),
+            report.session_id.clone(),
+            report.sequence.to_string(),
+            report.digest(),
+            snapshot_json(&report.snapshot),
+            report.snapshot.epoch.to_string(),
+            clamp_ms(now.saturating_add(ttl_ms)).to_string(),
+            runtime::busy_map(&report),
+            runtime::report_json(&report),
+        ];
+        args.extend(
+            report
+                .entries
+                .iter()
+                .filter(|e| e.active > 0 || e.reserved > 0)
+                .map(|e| e.proxy_id.to_string()),
+        );
+        let reply = self
+            .runtime_call(&self.scripts.report, now, Side::Write, args)
+            .await?;
+        match reply.status.as_str() {
+            "accepted" => Ok(ReportOutcome::Accepted),
+            "replayed" => Ok(ReportOutcome::Replayed),
+            other => Err(PoolError::corrupt(format!(
+                "unexpected report reply {other}"
+            ))),
+        }
+    }
+
+    async fn runtime(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+    ) -> PoolResult<Option<StoredRuntime>> {
+        let reply = self
+            .runtime_call(
+                &self.scripts.runtime_get,
+                now,
+                Side::Read,
+                vec![worker.to_string()],
+            )
+            .await?;
+        if reply.items.is_empty() {
+            return Ok(None);
+        }
+        runtime::decode(&reply.text(0)?, &reply.text(1)?, &reply.text(2)?).map(Some)
+    }
+}

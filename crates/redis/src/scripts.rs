@@ -1,0 +1,90 @@
+//! The Lua scripts, one file per port operation under `src/lua/`, each prefixed with the
+//! shared helpers of `lib.lua` (Redis scripts cannot import). Sent as EVALSHA; reloaded
+//! transparently on NOSCRIPT.
+
+use redis::Script;
+use std::fmt;
+
+const LIB: &str = include_str!("lua/lib.lua");
+const OWNED: &str = include_str!("lua/owned.lua");
+
+fn with_lib(body: &str) -> Script {
+    Script::new(&format!("{LIB}\n{body}"))
+}
+
+fn with_owned(body: &str) -> Script {
+    Script::new(&format!("{LIB}\n{OWNED}\n{body}"))
+}
+
+/// Every script of the adapter, loaded once per pool.
+pub(crate) struct Scripts {
+    pub(crate) upsert: Script,
+    pub(crate) health: Script,
+    pub(crate) due: Script,
+    pub(crate) extract: Script,
+    pub(crate) assign: Script,
+    pub(crate) renew: Script,
+    pub(crate) drain: Script,
+    pub(crate) ack_drain: Script,
+    pub(crate) expire: Script,
+    pub(crate) get: Script,
+    pub(crate) assignable: Script,
+    pub(crate) owned_by: Script,
+    pub(crate) draining_of: Script,
+    pub(crate) session_open: Script,
+    pub(crate) session_renew: Script,
+    pub(crate) session_close: Script,
+    pub(crate) session_get: Script,
+    pub(crate) sessions_live: Script,
+    pub(crate) snapshot_issue: Script,
+    pub(crate) snapshot_ack: Script,
+    pub(crate) report: Script,
+    pub(crate) runtime_get: Script,
+    pub(crate) inventory: Script,
+    pub(crate) sweep: Script,
+    pub(crate) footprint: Script,
+    pub(crate) lease_acquire: Script,
+    pub(crate) lease_release: Script,
+    pub(crate) lease_current: Script,
+}
+
+impl Scripts {
+    pub(crate) fn load() -> Scripts {
+        Scripts {
+            upsert: with_lib(include_str!("lua/upsert.lua")),
+            health: with_lib(include_str!("lua/health.lua")),
+            due: with_lib(include_str!("lua/due.lua")),
+            extract: with_lib(include_str!("lua/extract.lua")),
+            assign: with_lib(include_str!("lua/assign.lua")),
+            renew: with_owned(include_str!("lua/renew.lua")),
+            drain: with_owned(include_str!("lua/drain.lua")),
+            ack_drain: with_owned(include_str!("lua/ack_drain.lua")),
+            expire: with_lib(include_str!("lua/expire.lua")),
+            get: with_lib(include_str!("lua/get.lua")),
+            assignable: with_lib(include_str!("lua/assignable.lua")),
+            owned_by: with_lib(include_str!("lua/owned_by.lua")),
+            draining_of: with_lib(include_str!("lua/draining_of.lua")),
+            session_open: with_lib(include_str!("lua/session_open.lua")),
+            session_renew: with_lib(include_str!("lua/session_renew.lua")),
+            session_close: with_lib(include_str!("lua/session_close.lua")),
+            session_get: with_lib(include_str!("lua/session_get.lua")),
+            sessions_live: with_lib(include_str!("lua/sessions_live.lua")),
+            snapshot_issue: with_lib(include_str!("lua/snapshot_issue.lua")),
+            snapshot_ack: with_lib(include_str!("lua/snapshot_ack.lua")),
+            report: with_lib(include_str!("lua/report.lua")),
+            runtime_get: with_lib(include_str!("lua/runtime_get.lua")),
+            inventory: with_lib(include_str!("lua/inventory.lua")),
+            sweep: with_lib(include_str!("lua/sweep.lua")),
+            footprint: with_lib(include_str!("lua/footprint.lua")),
+            lease_acquire: with_lib(include_str!("lua/lease_acquire.lua")),
+            lease_release: with_lib(include_str!("lua/lease_release.lua")),
+            lease_current: with_lib(include_str!("lua/lease_current.lua")),
+        }
+    }
+}
+
+impl fmt::Debug for Scripts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Scripts(28 Lua scripts)")
+    }
+}
