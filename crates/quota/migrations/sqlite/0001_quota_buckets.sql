@@ -1,0 +1,43 @@
+-- proxypool-quota, SQLite: the fixed-window quota buckets (DESIGN.md §6, seed 000).
+--
+-- Same columns and invariants as the PostgreSQL table. STRICT makes the column types real
+-- (no text smuggled into an integer column); receipts are a JSON array in a TEXT column.
+
+CREATE TABLE quota_buckets (
+    project_id           TEXT    NOT NULL,
+    subject_id           TEXT    NOT NULL,
+    operation            TEXT    NOT NULL,
+    window_started_at_ms INTEGER NOT NULL,
+    consumed_count       INTEGER NOT NULL,
+    receipt_ids          TEXT    NOT NULL,
+    updated_at_ms        INTEGER NOT NULL,
+
+    PRIMARY KEY (project_id, subject_id, operation),
+
+    -- The same input rules the code checks before any SQL (validate.rs); SQLite has no
+    -- regular expressions built in, so the shape check here is length and a GLOB for the
+    -- allowed characters.
+    CONSTRAINT quota_buckets_project_id_shape
+        CHECK (length(project_id) BETWEEN 1 AND 128
+               AND project_id GLOB '[A-Za-z0-9]*'
+               AND NOT project_id GLOB '*[^A-Za-z0-9._:-]*'),
+    CONSTRAINT quota_buckets_subject_id_shape
+        CHECK (length(subject_id) BETWEEN 1 AND 255),
+    CONSTRAINT quota_buckets_operation_known
+        CHECK (operation IN ('extract', 'inspect', 'admin')),
+
+    CONSTRAINT quota_buckets_window_started_non_negative
+        CHECK (window_started_at_ms >= 0),
+    CONSTRAINT quota_buckets_updated_after_window_start
+        CHECK (updated_at_ms >= window_started_at_ms),
+    CONSTRAINT quota_buckets_consumed_count_range
+        CHECK (consumed_count BETWEEN 1 AND 1000),
+    -- CASE, in this order: json_type and json_array_length raise on malformed JSON.
+    CONSTRAINT quota_buckets_receipts_match_count
+        CHECK (CASE WHEN NOT json_valid(receipt_ids) THEN 0
+                    WHEN json_type(receipt_ids) = 'array'
+                    THEN json_array_length(receipt_ids) = consumed_count
+                    ELSE 0 END),
+    CONSTRAINT quota_buckets_receipts_size
+        CHECK (length(CAST(receipt_ids AS BLOB)) <= 262144)
+) STRICT, WITHOUT ROWID;

@@ -1,0 +1,104 @@
+//! The quota contract suite: one set of public async test functions every backend runs.
+//!
+//! A backend implements [`QuotaFactory`] (fresh, empty, isolated quotas) and
+//! [`QuotaHarness`] (a look at what was stored, and a way to end the current windows), then
+//! invokes [`contract_suite!`](crate::contract_suite) in a test file. The macro lists every
+//! function once, so memory, SQLite and PostgreSQL run the same suite, never a copy.
+//!
+//! Real stores decide on their own clock, so a scenario that must stay inside one window
+//! runs through [`fixtures::in_one_window`], which repeats it in a fresh bucket if it
+//! happened to straddle a window boundary (instead of sleeping to avoid one).
+//!
+//! Modules: `admission` (limits, retry-after, concurrency), `replay` (receipts),
+//! `window` (alignment and expiry), `isolation` (bucket keys), `validation` (input rules,
+//! boundary sizes), `fixtures` (the memory factory and helpers).
+
+pub mod admission;
+pub mod fixtures;
+pub mod isolation;
+pub mod replay;
+pub mod validation;
+pub mod window;
+
+use async_trait::async_trait;
+
+use crate::{Operation, QuotaConfig, QuotaPort};
+
+/// A bucket as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBucket {
+    /// Admissions charged in the stored window.
+    pub consumed_count: u32,
+    /// The receipts charged in the stored window, in admission order.
+    pub receipt_ids: Vec<String>,
+    /// Start of the stored window (ms since the Unix epoch).
+    pub window_started_at_ms: u64,
+}
+
+/// One quota under test, with a view into its store.
+#[async_trait]
+pub trait QuotaHarness: Send + Sync {
+    /// The quota. `Clone` so concurrent tests can hand it to tasks.
+    type Quota: QuotaPort + Clone + 'static;
+
+    /// The quota under test.
+    fn quota(&self) -> &Self::Quota;
+
+    /// The stored bucket of (project, subject, operation), read straight from the store.
+    async fn stored(
+        &self,
+        project: &str,
+        subject: &str,
+        operation: Operation,
+    ) -> Option<StoredBucket>;
+
+    /// How many buckets the store holds.
+    async fn bucket_count(&self) -> u64;
+
+    /// Makes every stored window end, as if the store's clock had passed it (SQL stores:
+    /// move the stored windows back, as the seed's tests do).
+    async fn expire_windows(&self);
+}
+
+/// Makes fresh quotas for the suite.
+#[async_trait]
+pub trait QuotaFactory: Send + Sync {
+    /// What [`QuotaFactory::create`] returns.
+    type Harness: QuotaHarness;
+
+    /// A fresh, empty quota with `config`, or `None` to skip (the factory says why, loudly).
+    async fn create(&self, config: QuotaConfig) -> Option<Self::Harness>;
+}
+
+/// Generates one `#[tokio::test]` per contract function for the factory expression given.
+///
+/// ```ignore
+/// proxypool_quota::contract_suite!(proxypool_quota::contract::fixtures::MemoryFactory);
+/// ```
+#[macro_export]
+macro_rules! contract_suite {
+    ($factory:expr) => {
+        $crate::contract_suite!(@each $factory;
+            admission::admits_up_to_the_limit_then_exceeds,
+            admission::retry_after_never_exceeds_the_window,
+            admission::limits_are_per_operation,
+            admission::concurrent_distinct_receipts_admit_exactly_the_limit,
+            replay::replayed_receipt_is_admitted_without_charge,
+            replay::replay_is_admitted_after_the_window_filled_up,
+            window::windows_are_aligned_to_their_length,
+            window::window_expiry_resets_count_and_receipts,
+            isolation::buckets_are_separate_per_project_subject_and_operation,
+            validation::invalid_input_is_rejected_and_writes_nothing,
+            validation::longest_valid_inputs_are_stored_intact,
+            validation::full_bucket_holds_a_thousand_longest_receipts,
+        );
+    };
+    (@each $factory:expr; $($module:ident :: $name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $crate::contract::$module::$name(&$factory).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,275 @@
+//! The answer to a [`crate::QuotaCommand`], and the strict checks a store's row must pass to
+//! become one.
+//!
+//! Every backend (SQL or memory) reports what it saw as a [`BucketRow`] and lets this module
+//! decide: a row that breaks an invariant becomes [`QuotaDecision::Unavailable`] rather than
+//! an admission computed from nonsense. Keeping the checks in one place is what makes the
+//! backends agree on the edge cases.
+
+use std::fmt;
+
+use crate::config::{OperationLimits, QuotaPolicy};
+
+/// What the quota says about one command.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaDecision {
+    /// Go ahead. A replayed receipt is admitted again without a second charge.
+    Admitted {
+        /// Admissions left in this window after this one.
+        remaining: u32,
+        /// When the window ends (store clock, ms since the Unix epoch).
+        reset_at_ms: u64,
+        /// The store clock when it decided (ms since the Unix epoch).
+        observed_at_ms: u64,
+        /// The operation and limits the decision was made under.
+        policy: QuotaPolicy,
+    },
+    /// The window is full: try again after `retry_after_ms` (at least 1, at most the window).
+    Exceeded {
+        /// Milliseconds until the window ends, by the store's clock.
+        retry_after_ms: u64,
+        /// When the window ends (store clock, ms since the Unix epoch).
+        reset_at_ms: u64,
+        /// The operation and limits the decision was made under.
+        policy: QuotaPolicy,
+    },
+    /// No trustworthy answer: fail closed (HTTP 503). The reason is for logs and metrics,
+    /// never for the client.
+    Unavailable {
+        /// Why.
+        reason: UnavailableReason,
+    },
+}
+
+impl QuotaDecision {
+    /// Whether the command may proceed.
+    pub fn is_admitted(&self) -> bool {
+        matches!(self, QuotaDecision::Admitted { .. })
+    }
+
+    /// The end of the window the decision was made in (`None` when Unavailable).
+    pub fn reset_at_ms(&self) -> Option<u64> {
+        match *self {
+            QuotaDecision::Admitted { reset_at_ms, .. }
+            | QuotaDecision::Exceeded { reset_at_ms, .. } => Some(reset_at_ms),
+            QuotaDecision::Unavailable { .. } => None,
+        }
+    }
+
+    /// Shorthand for [`QuotaDecision::Unavailable`].
+    pub fn unavailable(reason: UnavailableReason) -> Self {
+        QuotaDecision::Unavailable { reason }
+    }
+}
+
+/// Why a decision could not be made. Low-sensitivity on purpose: no database text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnavailableReason {
+    /// The decision did not finish within its time bound (including a statement timeout).
+    Timeout,
+    /// The store could not be reached (refused, reset, pool closed).
+    Connection,
+    /// The store answered with an error.
+    Database,
+    /// The store answered with something that breaks an invariant (row count, types,
+    /// count range, window bounds).
+    MalformedResult,
+    /// The bucket kept changing between the decision and the follow-up read.
+    Contended,
+    /// The memory backend tracks as many buckets as it may.
+    Capacity,
+}
+
+impl fmt::Display for UnavailableReason {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(match self {
+            UnavailableReason::Timeout => "timeout",
+            UnavailableReason::Connection => "connection",
+            UnavailableReason::Database => "database",
+            UnavailableReason::MalformedResult => "malformed_result",
+            UnavailableReason::Contended => "contended",
+            UnavailableReason::Capacity => "capacity",
+        })
+    }
+}
+
+/// A bucket as a store reported it, in the store's own integer types. `reset_at_ms` is
+/// `window_started_at_ms + window_ms`, `observed_at_ms` the store clock at that moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BucketRow {
+    pub(crate) consumed_count: i64,
+    pub(crate) receipt_count: i64,
+    pub(crate) reset_at_ms: i64,
+    pub(crate) observed_at_ms: i64,
+}
+
+/// What the follow-up read of a full bucket means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FullBucket {
+    /// A decision: `Exceeded`, or `Unavailable` for a malformed row.
+    Decided(QuotaDecision),
+    /// The bucket changed since the decision statement (its window ended, or another
+    /// request reset it): decide again.
+    Changed,
+}
+
+fn malformed() -> QuotaDecision {
+    QuotaDecision::unavailable(UnavailableReason::MalformedResult)
+}
+
+/// Invariants every reported row must hold whatever the path.
+fn sound(row: &BucketRow, window_ms: i64) -> bool {
+    let max = i64::from(OperationLimits::MAX_LIMIT);
+    row.consumed_count == row.receipt_count
+        && (1..=max).contains(&row.consumed_count)
+        && row.observed_at_ms >= 0
+        && row.reset_at_ms <= row.observed_at_ms.saturating_add(window_ms)
+}
+
+/// The row the decision statement returned: the bucket after it admitted the command.
+///
+/// Requires `1 <= count <= limit` and `observed < reset <= observed + window`. (A limit
+/// lowered mid-window makes a replay in an over-full bucket Unavailable until the window
+/// ends: an over-limit count is indistinguishable from a corrupt one.)
+pub(crate) fn admitted(row: BucketRow, policy: QuotaPolicy) -> QuotaDecision {
+    let limit = i64::from(policy.limits.limit());
+    let window_ms = i64::try_from(policy.limits.window_ms()).unwrap_or(i64::MAX);
+    if !sound(&row, window_ms)
+        || row.consumed_count > limit
+        || row.reset_at_ms <= row.observed_at_ms
+    {
+        return malformed();
+    }
+    // Both conversions hold after the checks above (0 <= limit - count <= 1000, times >= 0).
+    let (Ok(remaining), Ok(reset_at_ms), Ok(observed_at_ms)) = (
+        u32::try_from(limit - row.consumed_count),
+        u64::try_from(row.reset_at_ms),
+        u64::try_from(row.observed_at_ms),
+    ) else {
+        return malformed();
+    };
+    QuotaDecision::Admitted {
+        remaining,
+        reset_at_ms,
+        observed_at_ms,
+        policy,
+    }
+}
+
+/// The follow-up read after the decision statement admitted nothing (the bucket was full).
+pub(crate) fn full(row: BucketRow, policy: QuotaPolicy) -> FullBucket {
+    let limit = i64::from(policy.limits.limit());
+    let window_ms = i64::try_from(policy.limits.window_ms()).unwrap_or(i64::MAX);
+    if !sound(&row, window_ms) {
+        return FullBucket::Decided(malformed());
+    }
+    if row.reset_at_ms <= row.observed_at_ms || row.consumed_count < limit {
+        return FullBucket::Changed;
+    }
+    let (Ok(retry_after_ms), Ok(reset_at_ms)) = (
+        u64::try_from(row.reset_at_ms - row.observed_at_ms),
+        u64::try_from(row.reset_at_ms),
+    ) else {
+        return FullBucket::Decided(malformed());
+    };
+    FullBucket::Decided(QuotaDecision::Exceeded {
+        retry_after_ms,
+        reset_at_ms,
+        policy,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::command::Operation;
+
+    fn policy(limit: u32) -> QuotaPolicy {
+        QuotaPolicy {
+            operation: Operation::Extract,
+            limits: OperationLimits::new(Duration::from_secs(60), limit).unwrap(),
+        }
+    }
+
+    fn row(count: i64, reset: i64, observed: i64) -> BucketRow {
+        BucketRow {
+            consumed_count: count,
+            receipt_count: count,
+            reset_at_ms: reset,
+            observed_at_ms: observed,
+        }
+    }
+
+    #[test]
+    fn admitted_row_within_bounds() {
+        let decision = admitted(row(3, 120_000, 61_000), policy(5));
+        assert_eq!(
+            decision,
+            QuotaDecision::Admitted {
+                remaining: 2,
+                reset_at_ms: 120_000,
+                observed_at_ms: 61_000,
+                policy: policy(5)
+            }
+        );
+        // The last admission of a window leaves 0.
+        assert!(matches!(
+            admitted(row(5, 120_000, 119_999), policy(5)),
+            QuotaDecision::Admitted { remaining: 0, .. }
+        ));
+    }
+
+    #[test]
+    fn admitted_rejects_broken_rows() {
+        let unavailable = malformed();
+        for bad in [
+            row(0, 120_000, 61_000),  // count below 1
+            row(6, 120_000, 61_000),  // count above the limit
+            row(3, 61_000, 61_000),   // reset not after observed
+            row(3, 181_001, 121_000), // reset more than a window ahead
+            row(3, 120_000, -1),      // negative clock
+            BucketRow {
+                receipt_count: 2,
+                ..row(3, 120_000, 61_000)
+            }, // receipts disagree with the count
+        ] {
+            assert_eq!(admitted(bad, policy(5)), unavailable, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn full_row_gives_retry_after_or_asks_again() {
+        assert_eq!(
+            full(row(5, 120_000, 118_750), policy(5)),
+            FullBucket::Decided(QuotaDecision::Exceeded {
+                retry_after_ms: 1_250,
+                reset_at_ms: 120_000,
+                policy: policy(5)
+            })
+        );
+        // A window that ended between the statements, or a bucket reset by someone else.
+        assert_eq!(
+            full(row(5, 120_000, 120_000), policy(5)),
+            FullBucket::Changed
+        );
+        assert_eq!(
+            full(row(1, 180_000, 121_000), policy(5)),
+            FullBucket::Changed
+        );
+        // Over the limit (the limit was lowered mid-window) is still just full.
+        assert!(matches!(
+            full(row(9, 120_000, 100_000), policy(5)),
+            FullBucket::Decided(QuotaDecision::Exceeded {
+                retry_after_ms: 20_000,
+                ..
+            })
+        ));
+        assert_eq!(
+            full(row(5, 200_000, 100_000), policy(5)),
+            FullBucket::Decided(malformed())
+        );
+    }
+}

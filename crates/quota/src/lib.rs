@@ -1,0 +1,57 @@
+//! proxypool-quota: the durable fixed-window quota per (project, subject, operation).
+//!
+//! The quota is consumed after authentication and authorization and before any mutation
+//! (DESIGN.md §6, seed 000). It is what keeps several controller replicas fair to each other,
+//! which a per-process limiter cannot do: the store's own clock decides the window and one
+//! statement decides each request, so any number of replicas share one answer.
+//!
+//! Semantics, common to every backend:
+//! - one bucket per (project, subject, operation): `window_started_at_ms`, `consumed_count`,
+//!   `receipt_ids`, `updated_at_ms`; windows are aligned to multiples of the window length;
+//! - an expired window resets count and receipts; a receipt already in the window is admitted
+//!   without a second charge (a replay after a lost response is never charged twice); under
+//!   the limit the count grows by one and the receipt is appended; a full bucket is not
+//!   touched and the caller learns how long to wait;
+//! - anything the backend cannot vouch for (store down, timeout, malformed row) is
+//!   [`QuotaDecision::Unavailable`]: fail closed, never a silent allow.
+//!
+//! Module map:
+//! - `command`, `validate`: [`QuotaCommand`], [`Operation`] and the input rules checked before
+//!   any store is touched.
+//! - `config`: [`QuotaConfig`] / [`OperationLimits`]: per-operation window and limit, with
+//!   defaults and hard caps.
+//! - `decision`: [`QuotaDecision`], [`UnavailableReason`] and the strict validation of what a
+//!   store returned, shared by the SQL backends and the memory backend.
+//! - `port`: the [`QuotaPort`] trait callers depend on.
+//! - [`memory`]: [`MemoryQuota`], for tests and ephemeral runs (injectable clock).
+//! - [`sqlite`]: [`SqliteQuota`], the embedded default (one file, survives restarts).
+//! - [`postgres`]: [`PostgresQuota`], migrations and the least-privilege role.
+//! - [`http`]: status, error code and header values for the API (no HTTP framework needed).
+//! - [`contract`]: the public async test functions every backend runs.
+//! - `error`: [`InvalidCommand`], [`ConfigError`], [`SetupError`].
+//! - `sql_decision`, `attempt`, `sqlx_error`: the decision flow the SQL backends share, the
+//!   bounded retry, and what a driver error means for a decision.
+
+mod attempt;
+mod command;
+mod config;
+pub mod contract;
+mod decision;
+mod error;
+pub mod http;
+pub mod memory;
+mod port;
+pub mod postgres;
+mod sql_decision;
+pub mod sqlite;
+mod sqlx_error;
+mod validate;
+
+pub use command::{Operation, QuotaCommand};
+pub use config::{OperationLimits, QuotaConfig, QuotaPolicy};
+pub use decision::{QuotaDecision, UnavailableReason};
+pub use error::{CommandField, ConfigError, InputProblem, InvalidCommand, SetupError};
+pub use memory::{ManualClock, MemoryQuota, QuotaClock, SystemClock};
+pub use port::QuotaPort;
+pub use postgres::{PostgresQuota, PostgresSettings};
+pub use sqlite::{SqliteQuota, SqliteSettings};

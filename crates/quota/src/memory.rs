@@ -1,0 +1,294 @@
+//! [`MemoryQuota`]: the quota in process memory, for tests and ephemeral runs.
+//!
+//! Same semantics as the SQL backends (aligned fixed windows, receipts in the bucket, the
+//! same row validation), but the clock is injected ([`QuotaClock`]) so tests can move time
+//! without sleeping, and the state dies with the process. It is not shared between replicas:
+//! anything that needs fairness across processes uses SQLite (one machine) or PostgreSQL.
+//!
+//! Memory is bounded: at `max_buckets` the expired buckets are swept, and if every bucket is
+//! still live a new bucket is refused as Unavailable (fail closed) rather than grown.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+
+use crate::command::{Operation, QuotaCommand};
+use crate::config::{QuotaConfig, QuotaPolicy};
+use crate::decision::{self, BucketRow, FullBucket, QuotaDecision, UnavailableReason};
+use crate::error::InvalidCommand;
+use crate::port::QuotaPort;
+
+/// Where [`MemoryQuota`] reads the time (ms since the Unix epoch).
+pub trait QuotaClock: Send + Sync + Debug {
+    /// The current time in milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+}
+
+/// The system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl QuotaClock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |elapsed| {
+                u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+            })
+    }
+}
+
+/// A clock that moves only when told to (tests).
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    now_ms: AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock showing `now_ms`.
+    pub fn new(now_ms: u64) -> Self {
+        ManualClock {
+            now_ms: AtomicU64::new(now_ms),
+        }
+    }
+
+    /// Sets the time.
+    pub fn set(&self, now_ms: u64) {
+        self.now_ms.store(now_ms, Ordering::SeqCst);
+    }
+
+    /// Moves the time forward by `ms`.
+    pub fn advance(&self, ms: u64) {
+        self.now_ms.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl QuotaClock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.now_ms.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct BucketKey {
+    project: String,
+    subject: String,
+    operation: Operation,
+}
+
+#[derive(Debug, Clone)]
+struct Bucket {
+    window_started_at_ms: u64,
+    // A Vec like the SQL arrays: at most 1000 entries, and the order is the admission order.
+    receipt_ids: Vec<Box<str>>,
+    updated_at_ms: u64,
+}
+
+/// A bucket as [`MemoryQuota::bucket`] shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryBucket {
+    /// Start of the bucket's window (ms since the Unix epoch).
+    pub window_started_at_ms: u64,
+    /// Admissions charged in the window.
+    pub consumed_count: u32,
+    /// The receipts charged in the window, in admission order.
+    pub receipt_ids: Vec<String>,
+    /// When the bucket last changed.
+    pub updated_at_ms: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    buckets: HashMap<BucketKey, Bucket>,
+}
+
+/// The in-memory quota. Cheap to clone handles via `Arc`; all state sits behind one mutex
+/// that is never held across an `.await` (a decision is a few map operations).
+#[derive(Debug)]
+pub struct MemoryQuota {
+    config: QuotaConfig,
+    clock: Arc<dyn QuotaClock>,
+    max_buckets: usize,
+    state: Mutex<State>,
+}
+
+impl MemoryQuota {
+    /// Default bound on tracked buckets.
+    pub const DEFAULT_MAX_BUCKETS: usize = 100_000;
+
+    /// A memory quota on the system clock.
+    pub fn new(config: QuotaConfig) -> Self {
+        Self::with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// A memory quota on `clock`.
+    pub fn with_clock(config: QuotaConfig, clock: Arc<dyn QuotaClock>) -> Self {
+        MemoryQuota {
+            config,
+            clock,
+            max_buckets: Self::DEFAULT_MAX_BUCKETS,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Bounds the number of tracked buckets (at least 1).
+    #[must_use]
+    pub fn with_max_buckets(mut self, max_buckets: usize) -> Self {
+        self.max_buckets = max_buckets.max(1);
+        self
+    }
+
+    /// The stored bucket of (project, subject, operation), if any.
+    pub fn bucket(
+        &self,
+        project: &str,
+        subject: &str,
+        operation: Operation,
+    ) -> Option<MemoryBucket> {
+        let key = BucketKey {
+            project: project.to_owned(),
+            subject: subject.to_owned(),
+            operation,
+        };
+        let state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.buckets.get(&key).map(|bucket| MemoryBucket {
+            window_started_at_ms: bucket.window_started_at_ms,
+            consumed_count: u32::try_from(bucket.receipt_ids.len()).unwrap_or(u32::MAX),
+            receipt_ids: bucket.receipt_ids.iter().map(|id| id.to_string()).collect(),
+            updated_at_ms: bucket.updated_at_ms,
+        })
+    }
+
+    /// How many buckets are tracked.
+    pub fn len(&self) -> usize {
+        let state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.buckets.len()
+    }
+
+    /// Whether no bucket is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn decide(&self, command: &QuotaCommand, policy: QuotaPolicy) -> QuotaDecision {
+        let window_ms = policy.limits.window_ms();
+        let limit = policy.limits.limit() as usize;
+        let key = BucketKey {
+            project: command.project.clone(),
+            subject: command.subject.clone(),
+            operation: command.operation,
+        };
+        // A poisoned lock only means another decision panicked midway; every update below
+        // is a single assignment or push, so the state is still consistent.
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Read the clock under the lock: decisions on one bucket see non-decreasing times.
+        let now_ms = self.clock.now_ms();
+        let window_start = now_ms - now_ms % window_ms;
+
+        if !state.buckets.contains_key(&key) && state.buckets.len() >= self.max_buckets {
+            state.buckets.retain(|key, bucket| {
+                let window_ms = self.config.limits(key.operation).window_ms();
+                bucket.window_started_at_ms + window_ms > now_ms
+            });
+            if state.buckets.len() >= self.max_buckets {
+                return QuotaDecision::unavailable(UnavailableReason::Capacity);
+            }
+        }
+        let receipt: Box<str> = command.receipt_id.as_str().into();
+        let bucket = state.buckets.entry(key).or_insert_with(|| Bucket {
+            window_started_at_ms: window_start,
+            receipt_ids: Vec::new(),
+            updated_at_ms: now_ms,
+        });
+
+        let admitted = if bucket.window_started_at_ms < window_start {
+            bucket.window_started_at_ms = window_start;
+            bucket.receipt_ids.clear();
+            bucket.receipt_ids.push(receipt);
+            true
+        } else if bucket.receipt_ids.contains(&receipt) {
+            true
+        } else if bucket.receipt_ids.len() < limit {
+            bucket.receipt_ids.push(receipt);
+            true
+        } else {
+            false
+        };
+        if admitted {
+            bucket.updated_at_ms = bucket.updated_at_ms.max(now_ms);
+        }
+
+        let count = i64::try_from(bucket.receipt_ids.len()).unwrap_or(i64::MAX);
+        let row = BucketRow {
+            consumed_count: count,
+            receipt_count: count,
+            reset_at_ms: to_i64(bucket.window_started_at_ms + window_ms),
+            observed_at_ms: to_i64(now_ms),
+        };
+        if admitted {
+            return decision::admitted(row, policy);
+        }
+        match decision::full(row, policy) {
+            FullBucket::Decided(decision) => decision,
+            // Under the lock nothing can change between deciding and reading.
+            FullBucket::Changed => QuotaDecision::unavailable(UnavailableReason::Contended),
+        }
+    }
+}
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl QuotaPort for MemoryQuota {
+    async fn consume(&self, command: &QuotaCommand) -> Result<QuotaDecision, InvalidCommand> {
+        command.validate()?;
+        Ok(self.decide(command, self.config.policy(command.operation)))
+    }
+
+    fn config(&self) -> &QuotaConfig {
+        &self.config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::OperationLimits;
+
+    #[tokio::test]
+    async fn full_memory_refuses_new_buckets_until_windows_expire() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let limits = OperationLimits::new(Duration::from_secs(1), 5).unwrap();
+        let quota = MemoryQuota::with_clock(QuotaConfig::uniform(limits), clock.clone())
+            .with_max_buckets(2);
+        let command = |subject: &str| QuotaCommand::new("p", subject, Operation::Extract, "r");
+        assert!(quota.consume(&command("a")).await.unwrap().is_admitted());
+        assert!(quota.consume(&command("b")).await.unwrap().is_admitted());
+        assert_eq!(
+            quota.consume(&command("c")).await.unwrap(),
+            QuotaDecision::unavailable(UnavailableReason::Capacity)
+        );
+        // Known buckets still decide.
+        assert!(quota.consume(&command("a")).await.unwrap().is_admitted());
+        clock.advance(1_000);
+        assert!(quota.consume(&command("c")).await.unwrap().is_admitted());
+        assert_eq!(quota.len(), 1);
+    }
+}

@@ -1,0 +1,172 @@
+//! [`PostgresQuota`]: the quota in PostgreSQL, shared by any number of replicas.
+//!
+//! Each decision is one statement ([`PostgresQuota::DECISION_SQL`]) deciding on the
+//! database clock, plus a read ([`PostgresQuota::READ_SQL`]) only when the bucket is full.
+//! The result is checked strictly (`decision.rs`); driver errors, timeouts and broken rows
+//! are [`QuotaDecision::Unavailable`], always within [`PostgresSettings::decision_timeout`]
+//! (the pool's acquire timeout and the server's `statement_timeout` bound the parts, an
+//! outer timer bounds the whole, including a server that accepts but never answers).
+//!
+//! Retrying is safe because of the receipts: a decision that committed but whose reply was
+//! lost is, when repeated with the same receipt, admitted without a second charge. So a
+//! decision that fails on a broken connection is tried once more on a fresh one.
+//!
+//! Submodules: `sql` (the statements), `schema` ([`migrate`], [`create_quota_role`]).
+
+mod schema;
+mod sql;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use crate::attempt;
+use crate::command::QuotaCommand;
+use crate::config::QuotaConfig;
+use crate::decision::{QuotaDecision, UnavailableReason};
+use crate::error::{InvalidCommand, SetupError};
+use crate::port::QuotaPort;
+use crate::sql_decision::{self, Statements};
+use crate::sqlx_error::Store;
+
+pub use schema::{SCHEMA, create_quota_role, migrate, migrate_url};
+
+/// A pooled connection idle for longer than this is pinged before use: a server restart
+/// leaves idle connections dead, and a ping is cheaper than a failed decision.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+
+const STATEMENTS: Statements = Statements {
+    store: Store::Postgres,
+    decide: sql::DECIDE,
+    read: sql::READ_BUCKET,
+};
+
+/// Connection settings of [`PostgresQuota`].
+#[derive(Clone)]
+pub struct PostgresSettings {
+    /// `postgres://user:password@host:port/database` of the quota role.
+    pub url: String,
+    /// Connections per process. The seed runs 2 per replica; the default leaves headroom.
+    pub max_connections: u32,
+    /// How long a decision waits for a pooled connection (including connecting).
+    pub acquire_timeout: Duration,
+    /// The server-side `statement_timeout` of every statement (covers row-lock waits).
+    pub statement_timeout: Duration,
+    /// The bound on a whole decision, whatever hangs.
+    pub decision_timeout: Duration,
+}
+
+impl PostgresSettings {
+    /// Defaults: 4 connections, 2 s acquire, 2 s statement, 3 s per decision.
+    pub fn new(url: impl Into<String>) -> Self {
+        PostgresSettings {
+            url: url.into(),
+            max_connections: 4,
+            acquire_timeout: Duration::from_secs(2),
+            statement_timeout: Duration::from_secs(2),
+            decision_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+impl fmt::Debug for PostgresSettings {
+    // The URL may carry a password: show everything but the credentials.
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let url = match (self.url.find("://"), self.url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                format!("{}://***{}", &self.url[..scheme], &self.url[at..])
+            }
+            _ => self.url.clone(),
+        };
+        formatter
+            .debug_struct("PostgresSettings")
+            .field("url", &url)
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("decision_timeout", &self.decision_timeout)
+            .finish()
+    }
+}
+
+/// The PostgreSQL quota. Run [`migrate`] and [`create_quota_role`] with an admin connection
+/// first; the quota itself needs only the role's SELECT/INSERT/UPDATE.
+#[derive(Debug, Clone)]
+pub struct PostgresQuota {
+    pool: PgPool,
+    config: QuotaConfig,
+    decision_timeout: Duration,
+}
+
+impl PostgresQuota {
+    /// The decision statement (see the module docs).
+    pub const DECISION_SQL: &'static str = sql::DECIDE;
+    /// The follow-up read of a full bucket.
+    pub const READ_SQL: &'static str = sql::READ_BUCKET;
+
+    /// A quota over a lazily connecting pool: construction never waits for the server, and
+    /// decisions taken while it is down are Unavailable. Fails only on an unusable URL.
+    pub fn connect_lazy(
+        settings: &PostgresSettings,
+        config: QuotaConfig,
+    ) -> Result<Self, SetupError> {
+        let options: PgConnectOptions = settings
+            .url
+            .parse()
+            .map_err(|_| SetupError::InvalidSetting("unparsable PostgreSQL URL".to_owned()))?;
+        let statement_timeout_ms = settings.statement_timeout.as_millis().max(1).to_string();
+        let options = options
+            .application_name("proxypool-quota")
+            .options([("statement_timeout", statement_timeout_ms)]);
+        let pool = PgPoolOptions::new()
+            .max_connections(settings.max_connections.max(1))
+            .acquire_timeout(settings.acquire_timeout)
+            // Ping only connections that sat idle: a per-acquire ping would cost a round trip
+            // on every decision, and a busy connection that broke is retried anyway.
+            .test_before_acquire(false)
+            .before_acquire(|connection, metadata| {
+                Box::pin(async move {
+                    if metadata.idle_for > PING_IF_IDLE_FOR {
+                        sqlx::Connection::ping(connection).await?;
+                    }
+                    Ok(true)
+                })
+            })
+            .connect_lazy_with(options);
+        Ok(Self::from_pool(pool, config, settings.decision_timeout))
+    }
+
+    /// A quota over an existing pool; every decision is bounded by `decision_timeout`.
+    pub fn from_pool(pool: PgPool, config: QuotaConfig, decision_timeout: Duration) -> Self {
+        PostgresQuota {
+            pool,
+            config,
+            decision_timeout,
+        }
+    }
+
+    /// The pool (for health checks and shutdown).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+#[async_trait]
+impl QuotaPort for PostgresQuota {
+    async fn consume(&self, command: &QuotaCommand) -> Result<QuotaDecision, InvalidCommand> {
+        command.validate()?;
+        let policy = self.config.policy(command.operation);
+        Ok(tokio::time::timeout(
+            self.decision_timeout,
+            attempt::decide(|| sql_decision::attempt(&self.pool, &STATEMENTS, command, policy)),
+        )
+        .await
+        .unwrap_or(QuotaDecision::unavailable(UnavailableReason::Timeout)))
+    }
+
+    fn config(&self) -> &QuotaConfig {
+        &self.config
+    }
+}

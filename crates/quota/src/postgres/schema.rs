@@ -1,0 +1,192 @@
+//! Schema management for PostgreSQL: the embedded migrations and the least-privilege role.
+//!
+//! Both run with an owner/admin connection (the CLI's `proxypool migrate`), never with the
+//! quota role. Migrations are compiled into the binary (`include_str!`) and applied with
+//! sqlx's migrator, whose bookkeeping table lives in our own schema so it cannot collide
+//! with another component's migrations in the same database.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{AssertSqlSafe, SqlSafeStr};
+
+use crate::error::SetupError;
+
+/// The schema holding the quota table (and the migrator's bookkeeping).
+pub const SCHEMA: &str = "proxypool_quota";
+
+/// The migrator's table, inside [`SCHEMA`].
+const MIGRATIONS_TABLE: &str = "proxypool_quota._sqlx_migrations";
+
+/// (version, description, SQL) of every file in `migrations/postgres`, in order. A unit test
+/// checks that the directory and this list agree.
+pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "quota buckets",
+    include_str!("../../migrations/postgres/0001_quota_buckets.sql"),
+)];
+
+/// How long [`migrate_url`] waits for a connection.
+const ADMIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn migrator() -> Migrator {
+    let migrations = MIGRATIONS
+        .iter()
+        .map(|&(version, description, sql)| {
+            Migration::new(
+                version,
+                Cow::Borrowed(description),
+                MigrationType::Simple,
+                sql.into_sql_str(),
+                false,
+            )
+        })
+        .collect();
+    let mut migrator = Migrator::with_migrations(migrations);
+    migrator.create_schema(SCHEMA);
+    migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
+    migrator
+}
+
+/// Applies the quota migrations (idempotent; concurrent callers wait on sqlx's advisory lock).
+/// Needs a role that may create schemas and tables in the database.
+pub async fn migrate(admin: &PgPool) -> Result<(), SetupError> {
+    migrator().run(admin).await?;
+    Ok(())
+}
+
+/// Connects to `url` with one connection, applies the migrations, and disconnects.
+pub async fn migrate_url(url: &str) -> Result<(), SetupError> {
+    let admin = admin_pool(url)?;
+    let outcome = migrate(&admin).await;
+    admin.close().await;
+    outcome
+}
+
+fn admin_pool(url: &str) -> Result<PgPool, SetupError> {
+    let options: PgConnectOptions = url
+        .parse()
+        .map_err(|_| SetupError::InvalidSetting("unparsable PostgreSQL URL".to_owned()))?;
+    Ok(PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(ADMIN_CONNECT_TIMEOUT)
+        .connect_lazy_with(options.application_name("proxypool-quota-admin")))
+}
+
+/// Role names we accept: a plain lowercase identifier that is not reserved (`pg_`).
+fn valid_role_name(role: &str) -> bool {
+    let bytes = role.as_bytes();
+    (1..=63).contains(&bytes.len())
+        && (bytes[0].is_ascii_lowercase() || bytes[0] == b'_')
+        && bytes
+            .iter()
+            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || *byte == b'_')
+        && !role.starts_with("pg_")
+}
+
+/// Creates (or re-asserts) `role` as the quota's least-privilege login role, in the
+/// database `admin` is connected to:
+///
+/// - `LOGIN`, and nothing else: no superuser, createdb, createrole, replication, bypassrls,
+///   no inherited privileges;
+/// - `CONNECT` on the database, `USAGE` on [`SCHEMA`] (no `CREATE`), and exactly
+///   `SELECT, INSERT, UPDATE` on `proxypool_quota.quota_buckets`: no `DELETE`, `TRUNCATE`,
+///   ownership, or access to the migrator's table.
+///
+/// `password` sets (or, for an existing role, replaces) the password; `None` leaves it as is
+/// (a new role then logs in only through trust/peer/certificate authentication). Run
+/// [`migrate`] first. Every statement runs in one transaction.
+pub async fn create_quota_role(
+    admin: &PgPool,
+    role: &str,
+    password: Option<&str>,
+) -> Result<(), SetupError> {
+    if !valid_role_name(role) {
+        return Err(SetupError::InvalidSetting(
+            "quota role name must match ^[a-z_][a-z0-9_]{0,62}$ and not start with pg_".to_owned(),
+        ));
+    }
+    let mut transaction = admin.begin().await?;
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+            .bind(role)
+            .fetch_one(&mut *transaction)
+            .await?;
+    // The DDL text is built by the server's format(): %I quotes identifiers, %L literals,
+    // so neither the role name nor the password is ever spliced by hand.
+    let role_ddl: String = sqlx::query_scalar(
+        "SELECT format('%s ROLE %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT \
+         NOREPLICATION NOBYPASSRLS', $1::text, $2::text) \
+         || CASE WHEN $3::text IS NULL THEN '' ELSE format(' PASSWORD %L', $3::text) END",
+    )
+    .bind(if exists { "ALTER" } else { "CREATE" })
+    .bind(role)
+    .bind(password)
+    .fetch_one(&mut *transaction)
+    .await?;
+    let grants: Vec<String> = sqlx::query_scalar(
+        "SELECT unnest(ARRAY[
+            format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), $1::text),
+            format('REVOKE ALL ON SCHEMA proxypool_quota FROM %I', $1::text),
+            format('GRANT USAGE ON SCHEMA proxypool_quota TO %I', $1::text),
+            format('REVOKE ALL ON ALL TABLES IN SCHEMA proxypool_quota FROM %I', $1::text),
+            format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA proxypool_quota FROM %I', $1::text),
+            format('GRANT SELECT, INSERT, UPDATE ON proxypool_quota.quota_buckets TO %I',
+                   $1::text)
+        ])",
+    )
+    .bind(role)
+    .fetch_all(&mut *transaction)
+    .await?;
+    for statement in std::iter::once(role_ddl).chain(grants) {
+        sqlx::query(AssertSqlSafe(statement))
+            .execute(&mut *transaction)
+            .await?;
+    }
+    transaction.commit().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_names_are_plain_identifiers() {
+        for good in ["proxypool_quota", "_q", "q1", &"q".repeat(63)] {
+            assert!(valid_role_name(good), "{good}");
+        }
+        for bad in [
+            "",
+            "Quota",
+            "1q",
+            "q-q",
+            "q q",
+            "q\"",
+            "pg_quota",
+            &"q".repeat(64),
+        ] {
+            assert!(!valid_role_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_migration_file_is_embedded_in_order() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/postgres");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), MIGRATIONS.len());
+        for (file, (version, _, sql)) in files.iter().zip(MIGRATIONS) {
+            assert!(file.starts_with(&format!("{version:04}_")), "{file}");
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("migrations/postgres")
+                .join(file);
+            assert_eq!(&std::fs::read_to_string(path).unwrap(), sql, "{file}");
+        }
+    }
+}

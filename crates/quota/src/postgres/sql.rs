@@ -1,0 +1,67 @@
+//! The SQL the PostgreSQL backend runs, in one place so it can be read (and quoted) whole.
+//!
+//! Parameters of both statements: `$1` project, `$2` subject, `$3` operation, `$4` receipt,
+//! `$5` window length in ms, `$6` limit (the read uses `$1..$3` and `$4` = window).
+//! Every number comes back as `bigint` so the row decodes the same way on any path.
+
+/// The decision: one `INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING`, an implicit
+/// transaction of its own.
+///
+/// The clock is `clock_timestamp()`, read once in a materialized CTE (volatile functions are
+/// never inlined, so the window start, `updated_at_ms` and the reported time agree). The
+/// proposed row (`excluded`) carries the current aligned window; against a stored bucket:
+/// - stored window older than the current one: reset to count 1 and `[receipt]`;
+/// - receipt already in the window: unchanged (admitted, not charged again);
+/// - count under the limit: count + 1, receipt appended;
+/// - otherwise the `WHERE` is false: the row is locked but not updated and nothing is
+///   returned, which means "full" (see [`READ_BUCKET`]).
+///
+/// Concurrent decisions on one bucket serialize on its row lock, and `ON CONFLICT DO
+/// UPDATE` re-evaluates against the latest committed row, so replicas cannot over-admit.
+pub(crate) const DECIDE: &str = r#"
+WITH clock AS MATERIALIZED (
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+)
+INSERT INTO proxypool_quota.quota_buckets AS bucket
+    (project_id, subject_id, operation,
+     window_started_at_ms, consumed_count, receipt_ids, updated_at_ms)
+SELECT $1, $2, $3,
+       clock.now_ms - clock.now_ms % $5::bigint, 1, jsonb_build_array($4::text), clock.now_ms
+FROM clock
+ON CONFLICT (project_id, subject_id, operation) DO UPDATE SET
+    window_started_at_ms = CASE
+        WHEN bucket.window_started_at_ms < excluded.window_started_at_ms
+            THEN excluded.window_started_at_ms
+        ELSE bucket.window_started_at_ms END,
+    consumed_count = CASE
+        WHEN bucket.window_started_at_ms < excluded.window_started_at_ms THEN 1
+        WHEN bucket.receipt_ids ? $4::text THEN bucket.consumed_count
+        ELSE bucket.consumed_count + 1 END,
+    receipt_ids = CASE
+        WHEN bucket.window_started_at_ms < excluded.window_started_at_ms
+            THEN excluded.receipt_ids
+        WHEN bucket.receipt_ids ? $4::text THEN bucket.receipt_ids
+        ELSE bucket.receipt_ids || excluded.receipt_ids END,
+    updated_at_ms = GREATEST(bucket.updated_at_ms, excluded.updated_at_ms)
+WHERE bucket.window_started_at_ms < excluded.window_started_at_ms
+   OR bucket.receipt_ids ? $4::text
+   OR bucket.consumed_count < $6::bigint
+RETURNING bucket.consumed_count::bigint,
+          jsonb_array_length(bucket.receipt_ids)::bigint,
+          (bucket.window_started_at_ms + $5::bigint)::bigint,
+          (SELECT clock.now_ms FROM clock)
+"#;
+
+/// The follow-up read when [`DECIDE`] returned no row: the bucket as it is now and the
+/// database clock now, from which `retry_after = reset − now`.
+///
+/// A separate statement on purpose: inside `DECIDE` a concurrently inserted row is not
+/// visible to a plain `SELECT` (statement snapshot), only to the `ON CONFLICT` check.
+pub(crate) const READ_BUCKET: &str = r#"
+SELECT consumed_count::bigint,
+       jsonb_array_length(receipt_ids)::bigint,
+       (window_started_at_ms + $4::bigint)::bigint,
+       floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM proxypool_quota.quota_buckets
+WHERE project_id = $1 AND subject_id = $2 AND operation = $3
+"#;

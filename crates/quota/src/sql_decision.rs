@@ -1,0 +1,145 @@
+//! One decision against a SQL store, shared by PostgreSQL and SQLite.
+//!
+//! The backends differ only in their statements and error codes ([`Statements`]); the
+//! flow is the same: take a connection, run the decision statement, read the bucket if it
+//! came back empty (full), validate the row strictly (`decision.rs`). Both statements run
+//! on the same connection.
+
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+
+use crate::attempt::{Attempt, Checkout};
+use crate::command::QuotaCommand;
+use crate::config::QuotaPolicy;
+use crate::decision::{self, BucketRow, FullBucket, QuotaDecision, UnavailableReason};
+use crate::sqlx_error::Store;
+
+/// What a SQL backend runs. Both statements take (project, subject, operation, receipt,
+/// window_ms, limit) and (project, subject, operation, window_ms) in that order, and return
+/// (count, receipts, reset, observed) as integers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Statements {
+    pub(crate) store: Store,
+    pub(crate) decide: &'static str,
+    pub(crate) read: &'static str,
+}
+
+/// One try: a connection from `pool`, closed rather than returned if the try is abandoned.
+pub(crate) async fn attempt<DB>(
+    pool: &Pool<DB>,
+    statements: &Statements,
+    command: &QuotaCommand,
+    policy: QuotaPolicy,
+) -> Attempt
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let connection = match pool.acquire().await {
+        Ok(connection) => connection,
+        Err(error) => return Attempt::failed(statements.store, &error),
+    };
+    let mut checkout = Checkout::new(connection);
+    let outcome = decide_on(checkout.connection(), statements, command, policy).await;
+    checkout.finish();
+    outcome
+}
+
+async fn decide_on<DB>(
+    connection: &mut DB::Connection,
+    statements: &Statements,
+    command: &QuotaCommand,
+    policy: QuotaPolicy,
+) -> Attempt
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let window_ms = i64::try_from(policy.limits.window_ms()).unwrap_or(i64::MAX);
+    let rows = sqlx::query::<DB>(statements.decide)
+        .bind(command.project.as_str())
+        .bind(command.subject.as_str())
+        .bind(command.operation.as_str())
+        .bind(command.receipt_id.as_str())
+        .bind(window_ms)
+        .bind(i64::from(policy.limits.limit()))
+        .fetch_all(&mut *connection)
+        .await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(error) => return Attempt::failed(statements.store, &error),
+    };
+    match rows.as_slice() {
+        [row] => Attempt::Decided(match bucket_row(row) {
+            Some(row) => decision::admitted(row, policy),
+            None => QuotaDecision::unavailable(UnavailableReason::MalformedResult),
+        }),
+        [] => read_full(connection, statements, command, policy, window_ms).await,
+        _ => Attempt::unavailable(UnavailableReason::MalformedResult),
+    }
+}
+
+/// The decision admitted nothing: the bucket is full (or changed under us, then retry).
+async fn read_full<DB>(
+    connection: &mut DB::Connection,
+    statements: &Statements,
+    command: &QuotaCommand,
+    policy: QuotaPolicy,
+    window_ms: i64,
+) -> Attempt
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let rows = sqlx::query::<DB>(statements.read)
+        .bind(command.project.as_str())
+        .bind(command.subject.as_str())
+        .bind(command.operation.as_str())
+        .bind(window_ms)
+        .fetch_all(&mut *connection)
+        .await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(error) => return Attempt::failed(statements.store, &error),
+    };
+    // The decision conflicted with this row and nothing may delete it: exactly one row.
+    let [row] = rows.as_slice() else {
+        return Attempt::unavailable(UnavailableReason::MalformedResult);
+    };
+    let Some(row) = bucket_row(row) else {
+        return Attempt::unavailable(UnavailableReason::MalformedResult);
+    };
+    match decision::full(row, policy) {
+        FullBucket::Decided(decision) => Attempt::Decided(decision),
+        FullBucket::Changed => Attempt::Retry(UnavailableReason::Contended),
+    }
+}
+
+/// Decodes the four integer columns; a wrong shape, NULL or other type is `None`.
+fn bucket_row<R>(row: &R) -> Option<BucketRow>
+where
+    R: Row,
+    for<'a> i64: Decode<'a, R::Database> + Type<R::Database>,
+    usize: ColumnIndex<R>,
+{
+    if row.len() != 4 {
+        return None;
+    }
+    Some(BucketRow {
+        consumed_count: row.try_get(0).ok()?,
+        receipt_count: row.try_get(1).ok()?,
+        reset_at_ms: row.try_get(2).ok()?,
+        observed_at_ms: row.try_get(3).ok()?,
+    })
+}

@@ -1,0 +1,9 @@
+//! The whole quota contract suite against PostgresQuota: a private server per test binary,
+//! a fresh database per test, the quota connected as its least-privilege role.
+
+#[path = "support/postgres.rs"]
+mod postgres;
+
+use postgres::PostgresFactory;
+
+proxypool_quota::contract_suite!(PostgresFactory);

@@ -1,0 +1,10 @@
+//! The whole quota contract suite against SqliteQuota (a fresh file per test).
+
+#[path = "support/scratch.rs"]
+mod scratch;
+#[path = "support/sqlite.rs"]
+mod sqlite;
+
+use sqlite::SqliteFactory;
+
+proxypool_quota::contract_suite!(SqliteFactory);

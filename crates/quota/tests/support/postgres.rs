@@ -1,0 +1,156 @@
+//! PostgreSQL for the quota tests: one server per test binary, a fresh database, migrated
+//! by the superuser, and a least-privilege role per quota.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use proxypool_quota::contract::{QuotaFactory, QuotaHarness, StoredBucket};
+use proxypool_quota::postgres::{create_quota_role, migrate};
+use proxypool_quota::{Operation, PostgresQuota, PostgresSettings, QuotaConfig};
+use proxypool_testkit::PostgresServer;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+/// The shared server of this test binary (`None`: skipped, the testkit said so loudly).
+/// A static is never dropped; the testkit's janitor stops the server when the process ends.
+pub(crate) fn shared_server() -> Option<&'static PostgresServer> {
+    static SERVER: OnceLock<Option<PostgresServer>> = OnceLock::new();
+    SERVER
+        .get_or_init(proxypool_testkit::postgres_or_skip)
+        .as_ref()
+}
+
+/// A fresh database on `server`: migrated, with a quota role of its own.
+#[derive(Debug)]
+pub(crate) struct Database {
+    /// The superuser, connected to the database (for looking and for fault injection).
+    pub(crate) admin: PgPool,
+    /// The least-privilege role's URL.
+    pub(crate) role_url: String,
+}
+
+pub(crate) async fn fresh_database(server: &PostgresServer) -> Database {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let suffix = format!(
+        "{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let name = format!("quota_{suffix}");
+    let admin_url = server.create_database(&name).expect("create database");
+    let admin = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&admin_url)
+        .await
+        .expect("connect as superuser");
+    migrate(&admin).await.expect("migrate");
+    let role = format!("quota_role_{suffix}");
+    create_quota_role(&admin, &role, None)
+        .await
+        .expect("create the quota role");
+    Database {
+        admin,
+        role_url: server.url_for(&name, &role),
+    }
+}
+
+/// A quota on `url` with test-sized timeouts.
+pub(crate) fn quota(url: &str, config: QuotaConfig) -> PostgresQuota {
+    PostgresQuota::connect_lazy(&PostgresSettings::new(url), config).expect("quota URL")
+}
+
+/// Reads a bucket as the superuser.
+pub(crate) async fn stored(
+    admin: &PgPool,
+    project: &str,
+    subject: &str,
+    operation: Operation,
+) -> Option<StoredBucket> {
+    let (count, window_started_at_ms, receipt_ids): (i32, i64, Vec<String>) = sqlx::query_as(
+        "SELECT consumed_count, window_started_at_ms, \
+                ARRAY(SELECT receipt FROM jsonb_array_elements_text(receipt_ids) \
+                      WITH ORDINALITY AS element(receipt, position) ORDER BY position) \
+         FROM proxypool_quota.quota_buckets \
+         WHERE project_id = $1 AND subject_id = $2 AND operation = $3",
+    )
+    .bind(project)
+    .bind(subject)
+    .bind(operation.as_str())
+    .fetch_optional(admin)
+    .await
+    .expect("read bucket")?;
+    Some(StoredBucket {
+        consumed_count: u32::try_from(count).expect("count >= 0"),
+        receipt_ids,
+        window_started_at_ms: u64::try_from(window_started_at_ms).expect("window start >= 0"),
+    })
+}
+
+/// Moves every stored window back by the longest window, as the seed's tests do: the next
+/// decision sees an older window on the database clock and resets it.
+pub(crate) async fn expire_windows(admin: &PgPool) {
+    sqlx::query(
+        "UPDATE proxypool_quota.quota_buckets \
+         SET window_started_at_ms = window_started_at_ms - 300000, \
+             updated_at_ms = updated_at_ms - 300000",
+    )
+    .execute(admin)
+    .await
+    .expect("move windows back");
+}
+
+/// The contract factory: shared server, fresh database, quota as the least-privilege role
+/// (so the suite also proves that SELECT/INSERT/UPDATE are enough).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PostgresFactory;
+
+#[derive(Debug)]
+pub(crate) struct PostgresHarness {
+    quota: PostgresQuota,
+    database: Database,
+}
+
+#[async_trait]
+impl QuotaFactory for PostgresFactory {
+    type Harness = PostgresHarness;
+
+    async fn create(&self, config: QuotaConfig) -> Option<PostgresHarness> {
+        let server = shared_server()?;
+        let database = fresh_database(server).await;
+        Some(PostgresHarness {
+            quota: quota(&database.role_url, config),
+            database,
+        })
+    }
+}
+
+#[async_trait]
+impl QuotaHarness for PostgresHarness {
+    type Quota = PostgresQuota;
+
+    fn quota(&self) -> &PostgresQuota {
+        &self.quota
+    }
+
+    async fn stored(
+        &self,
+        project: &str,
+        subject: &str,
+        operation: Operation,
+    ) -> Option<StoredBucket> {
+        stored(&self.database.admin, project, subject, operation).await
+    }
+
+    async fn bucket_count(&self) -> u64 {
+        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM proxypool_quota.quota_buckets")
+            .fetch_one(&self.database.admin)
+            .await
+            .expect("count buckets");
+        u64::try_from(count).expect("count >= 0")
+    }
+
+    async fn expire_windows(&self) {
+        expire_windows(&self.database.admin).await;
+    }
+}
