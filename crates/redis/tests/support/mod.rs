@@ -36,3 +36,70 @@ pub fn pool_on(url: &str, options: RedisPoolOptions) -> RedisPool {
     };
     RedisPool::new(RedisClient::open(url).unwrap(), options).unwrap()
 }
+
+use proxypool_testkit::RespValue;
+
+/// Every key under `pattern` (SCAN, so a shared server is never blocked).
+pub fn scan_keys(server: &RedisServer, pattern: &str) -> Vec<String> {
+    let mut conn = server.connect().unwrap();
+    let mut cursor = "0".to_owned();
+    let mut keys = Vec::new();
+    loop {
+        let reply = conn
+            .command(&["SCAN", cursor.as_str(), "MATCH", pattern, "COUNT", "1000"])
+            .unwrap();
+        let RespValue::Array(parts) = reply else {
+            panic!("SCAN answered {reply:?}")
+        };
+        cursor = parts[0].as_text().unwrap();
+        if let RespValue::Array(batch) = &parts[1] {
+            keys.extend(batch.iter().filter_map(RespValue::as_text));
+        }
+        if cursor == "0" {
+            return keys;
+        }
+    }
+}
+
+fn flatten(value: &RespValue, out: &mut Vec<u8>) {
+    match value {
+        RespValue::Array(items) => items.iter().for_each(|i| flatten(i, out)),
+        RespValue::Bulk(bytes) => {
+            out.extend_from_slice(bytes);
+            out.push(b'\n');
+        }
+        other => {
+            if let Some(text) = other.as_text() {
+                out.extend_from_slice(text.as_bytes());
+                out.push(b'\n');
+            }
+        }
+    }
+}
+
+/// Everything a key holds (strings, hash fields and values, set and zset members).
+pub fn dump_key(server: &RedisServer, key: &str) -> Vec<u8> {
+    let mut conn = server.connect().unwrap();
+    let kind = conn.command(&["TYPE", key]).unwrap().as_text().unwrap();
+    let reply = match kind.as_str() {
+        "string" => conn.command(&["GET", key]),
+        "hash" => conn.command(&["HGETALL", key]),
+        "zset" => conn.command(&["ZRANGE", key, "0", "-1", "WITHSCORES"]),
+        "set" => conn.command(&["SMEMBERS", key]),
+        "list" => conn.command(&["LRANGE", key, "0", "-1"]),
+        "none" => return Vec::new(),
+        other => panic!("unexpected key type {other} of {key}"),
+    }
+    .unwrap();
+    let mut out = Vec::new();
+    flatten(&reply, &mut out);
+    out
+}
+
+/// An integer reply of `args` (DBSIZE, HLEN, ZCARD...).
+pub fn integer(server: &RedisServer, args: &[&str]) -> i64 {
+    match server.command(args).unwrap() {
+        RespValue::Integer(n) => n,
+        other => panic!("{args:?} answered {other:?}"),
+    }
+}

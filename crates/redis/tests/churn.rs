@@ -1,0 +1,249 @@
+//! 30 s-TTL churn on a private redis-server with explicit `now`: ten simulated minutes of a
+//! vendor rotating proxies that are checked, extracted, assigned, reported on and swept.
+//! The number of keys (DBSIZE) and of hash fields / sorted-set members stays bounded, and
+//! once everything expired the pool holds (almost) nothing.
+
+mod support;
+
+use proxypool_core::ports::*;
+use proxypool_core::{
+    ActivityPool, Candidate, CheckOutcome, ClientId, Credentials, ExtractMode, ExtractRequest,
+    FetchedBatch, HealthBatch, HealthObservation, ProxyFilter, ProxyRuntime, RuntimeReport,
+    SnapshotRef, UnixMillis, UpstreamId, WorkerId, proxy_id_for,
+};
+use proxypool_redis::RedisPoolOptions;
+use proxypool_testkit::RedisServer;
+
+const T0: UnixMillis = 1_700_000_000_000;
+const STEP: u64 = 2_500;
+const TICKS: u64 = 240;
+const NEW_PER_TICK: usize = 20;
+
+fn candidate(i: usize) -> Candidate {
+    let mut c = Candidate::new(
+        proxypool_core::Protocol::Http,
+        format!("c{i}.vendor.test"),
+        7000,
+    );
+    c.region = Some(["us", "de", "fr"][i % 3].into());
+    c.credentials = Some(Credentials::new(format!("u{i}"), format!("churn-pw-{i}")));
+    c
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Sizes {
+    keys: i64,
+    records: i64,
+    expiry: i64,
+    checks: i64,
+    available: i64,
+    inventory: i64,
+    owners: i64,
+    results: i64,
+}
+
+fn measure(server: &RedisServer, base: &str) -> Sizes {
+    let k = |name: &str| format!("{base}{name}");
+    Sizes {
+        keys: support::integer(server, &["DBSIZE"]),
+        records: support::integer(server, &["HLEN", &k("records")]),
+        expiry: support::integer(server, &["ZCARD", &k("expiry")]),
+        checks: support::integer(server, &["ZCARD", &k("checks")]),
+        available: support::integer(server, &["ZCARD", &k("available")]),
+        inventory: support::integer(server, &["HLEN", &k("inventory")]),
+        owners: support::integer(server, &["HLEN", &k("owners")]),
+        results: support::integer(server, &["ZCARD", &k("idem-expiry")])
+            + support::integer(server, &["ZCARD", &k("op-expiry")]),
+    }
+}
+
+fn peak(a: Sizes, b: Sizes) -> Sizes {
+    Sizes {
+        keys: a.keys.max(b.keys),
+        records: a.records.max(b.records),
+        expiry: a.expiry.max(b.expiry),
+        checks: a.checks.max(b.checks),
+        available: a.available.max(b.available),
+        inventory: a.inventory.max(b.inventory),
+        owners: a.owners.max(b.owners),
+        results: a.results.max(b.results),
+    }
+}
+
+async fn sweep_all<P: ActivityPool>(pool: &P, now: UnixMillis) {
+    for _ in 0..1_000 {
+        if !pool.sweep(now, 64).await.unwrap().more_pending {
+            return;
+        }
+    }
+    panic!("sweep never finished");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_churn_keeps_keys_and_fields_bounded() {
+    let Some(server) = proxypool_testkit::private_redis_or_skip() else {
+        return;
+    };
+    let pool = support::pool_on(
+        server.url(),
+        RedisPoolOptions {
+            key_prefix: "churn".to_owned(),
+            // Operation results are kept one minute: at one fetch per tick, 24 of them.
+            operation_ttl_ms: 60_000,
+            ..RedisPoolOptions::default()
+        },
+    );
+    let base = pool.keyspace().to_owned();
+    let upstream = UpstreamId::new("acme").unwrap();
+    let worker = WorkerId::new("gw-1").unwrap();
+    let (mut first_half, mut second_half) = (Sizes::default(), Sizes::default());
+    let mut next = 0usize;
+
+    for tick in 0..TICKS {
+        let now = T0 + tick * STEP;
+        // The vendor lists 20 new proxies and the 20 of the previous tick (a refresh).
+        let listed: Vec<Candidate> = (next.saturating_sub(NEW_PER_TICK)..next + NEW_PER_TICK)
+            .map(candidate)
+            .collect();
+        let fresh: Vec<_> = (next..next + NEW_PER_TICK)
+            .map(|i| {
+                let c = candidate(i);
+                proxy_id_for(c.protocol, &c.host, c.port, Some(&format!("u{i}")))
+            })
+            .collect();
+        next += NEW_PER_TICK;
+        let batch = FetchedBatch {
+            upstream: upstream.clone(),
+            operation_id: Some(format!("fetch-{tick}")),
+            ttl_ms: 30_000,
+            safety_margin_ms: 5_000,
+            max_size: 10_000,
+            default_max_sessions: 4,
+            candidates: listed,
+        };
+        pool.upsert(now, batch).await.unwrap();
+        let observations = fresh
+            .iter()
+            .enumerate()
+            .map(|(n, id)| HealthObservation {
+                proxy_id: id.clone(),
+                checked_at_ms: now,
+                outcome: if n % 5 == 0 {
+                    CheckOutcome::Failure {
+                        error: "connect_timeout".into(),
+                    }
+                } else {
+                    CheckOutcome::Success { latency_ms: 30 }
+                },
+            })
+            .collect();
+        pool.apply_health(
+            now,
+            HealthBatch {
+                observations,
+                unhealthy_after_failures: 2,
+            },
+        )
+        .await
+        .unwrap();
+        let request = ExtractRequest {
+            client: ClientId::new("c1").unwrap(),
+            idempotency_key: Some(format!("tick-{tick}")),
+            request_id: format!("req-{tick}"),
+            count: 3,
+            mode: ExtractMode::Partial,
+            filter: ProxyFilter::default(),
+            min_health_freshness_ms: None,
+            reserve_for_gateway: 2,
+            idempotency_ttl_ms: 60_000,
+        };
+        pool.extract(now, request).await.unwrap();
+
+        // One worker keeps a session, takes two proxies per tick and reports on them.
+        pool.open_session(now, &worker, "s1", 10_000).await.unwrap();
+        let mut assigned = Vec::new();
+        for record in pool.assignable(now, 2).await.unwrap() {
+            assigned.push(pool.assign(now, &record.id, &worker, 8_000).await.unwrap());
+        }
+        let snapshot = SnapshotRef {
+            version: tick + 1,
+            epoch: pool.current_epoch().await.unwrap(),
+            checksum: format!("sum-{tick}"),
+        };
+        pool.issue_snapshot(now, &worker, "s1", snapshot.clone())
+            .await
+            .unwrap();
+        pool.ack_snapshot(now, &worker, "s1", snapshot.clone())
+            .await
+            .unwrap();
+        let entries = assigned
+            .iter()
+            .map(|a| ProxyRuntime {
+                proxy_id: a.proxy_id.clone(),
+                active: 1,
+                reserved: 0,
+                draining: false,
+            })
+            .collect();
+        let report = RuntimeReport {
+            worker: worker.clone(),
+            session_id: "s1".into(),
+            sequence: tick + 1,
+            snapshot,
+            entries,
+        };
+        pool.report_runtime(now, report, 5_000).await.unwrap();
+        pool.expire(now, 100).await.unwrap();
+        pool.inventory(now, &upstream).await.unwrap();
+        sweep_all(&pool, now).await;
+
+        let sizes = measure(&server, &base);
+        if tick < TICKS / 2 {
+            first_half = peak(first_half, sizes);
+        } else {
+            second_half = peak(second_half, sizes);
+        }
+    }
+
+    // Lives are 30 s + one 2.5 s refresh: at most ~14 ticks of 20 proxies are alive.
+    assert!(second_half.records <= 14 * 20, "{second_half:?}");
+    assert!(second_half.expiry <= 14 * 20 && second_half.checks <= 14 * 20);
+    // 24 operation results (one minute) + extraction responses (capped by proxy expiry).
+    assert!(second_half.results <= 24 + 14, "{second_half:?}");
+    // Nothing grows with time: the second five minutes peak no higher than the first.
+    assert!(
+        second_half.keys <= first_half.keys + 2,
+        "{first_half:?} {second_half:?}"
+    );
+    assert!(
+        second_half.records <= first_half.records,
+        "{first_half:?} {second_half:?}"
+    );
+    assert!(second_half.inventory <= first_half.inventory);
+    assert!(second_half.owners <= first_half.owners + 2);
+    // ~25 structural keys + one string key per stored result.
+    assert!(second_half.keys <= 25 + 24 + 14, "{second_half:?}");
+
+    // Ten minutes after the last tick everything has expired and is swept away.
+    let end = T0 + TICKS * STEP + 600_000;
+    pool.close_session(end, &worker, "s1").await.unwrap();
+    pool.expire(end, 1_000).await.unwrap();
+    sweep_all(&pool, end).await;
+    let footprint = pool.footprint().await.unwrap();
+    assert_eq!(
+        (
+            footprint.records,
+            footprint.assignments,
+            footprint.sessions,
+            footprint.results
+        ),
+        (0, 0, 0, 0),
+        "{footprint:?}"
+    );
+    let left = support::scan_keys(&server, "*");
+    let allowed = [format!("{base}epoch"), format!("{base}keys")];
+    assert!(
+        left.iter().all(|k| allowed.contains(k)),
+        "only the epoch and the key registry may remain: {left:?}"
+    );
+}

@@ -1,0 +1,272 @@
+//! Redis-only failure semantics: scripts flushed mid-run, replies lost after a commit,
+//! a server that is down, frozen or restarted. Each test owns a private redis-server so
+//! it can break it.
+
+mod support;
+
+use proxypool_core::{
+    Candidate, CheckOutcome, Credentials, ExtractMode, ExtractRequest, Extractor, FetchedBatch,
+    HealthBatch, HealthObservation, HealthStore, InventoryReader, PoolError, Protocol, ProxyFilter,
+    ProxyId, Unavailable, UnixMillis, Upserter, UpstreamId, proxy_id_for,
+};
+use proxypool_redis::{RedisPool, RedisPoolOptions};
+use proxypool_testkit::RedisServer;
+use std::time::{Duration, Instant};
+
+const T0: UnixMillis = 1_700_000_000_000;
+
+fn candidate(i: usize) -> Candidate {
+    let mut c = Candidate::new(Protocol::Http, format!("f{i}.vendor.test"), 9000);
+    c.credentials = Some(Credentials::new(format!("u{i}"), format!("fault-pw-{i}")));
+    c
+}
+
+fn id_of(c: &Candidate) -> ProxyId {
+    proxy_id_for(
+        c.protocol,
+        &c.host,
+        c.port,
+        Some(&c.credentials.as_ref().unwrap().username),
+    )
+}
+
+fn batch(range: std::ops::Range<usize>, operation: Option<&str>) -> FetchedBatch {
+    FetchedBatch {
+        upstream: UpstreamId::new("acme").unwrap(),
+        operation_id: operation.map(str::to_owned),
+        ttl_ms: 60_000,
+        safety_margin_ms: 5_000,
+        max_size: 100_000,
+        default_max_sessions: 4,
+        candidates: range.map(candidate).collect(),
+    }
+}
+
+async fn seed(pool: &RedisPool, now: UnixMillis, range: std::ops::Range<usize>) {
+    let ids: Vec<ProxyId> = range.clone().map(|i| id_of(&candidate(i))).collect();
+    pool.upsert(now, batch(range, None)).await.unwrap();
+    let observations = ids
+        .into_iter()
+        .map(|proxy_id| HealthObservation {
+            proxy_id,
+            checked_at_ms: now,
+            outcome: CheckOutcome::Success { latency_ms: 10 },
+        })
+        .collect();
+    pool.apply_health(
+        now,
+        HealthBatch {
+            observations,
+            unhealthy_after_failures: 3,
+        },
+    )
+    .await
+    .unwrap();
+}
+
+fn request(key: &str, count: u32) -> ExtractRequest {
+    ExtractRequest {
+        client: proxypool_core::ClientId::new("c1").unwrap(),
+        idempotency_key: Some(key.to_owned()),
+        request_id: format!("r-{key}"),
+        count,
+        mode: ExtractMode::Partial,
+        filter: ProxyFilter::default(),
+        min_health_freshness_ms: None,
+        reserve_for_gateway: 0,
+        idempotency_ttl_ms: 600_000,
+    }
+}
+
+fn private_pool(timeout: Duration) -> Option<(RedisServer, RedisPool)> {
+    let server = proxypool_testkit::private_redis_or_skip()?;
+    let pool = support::pool_on(
+        server.url(),
+        RedisPoolOptions {
+            key_prefix: "fault".to_owned(),
+            call_timeout: timeout,
+            ..RedisPoolOptions::default()
+        },
+    );
+    Some((server, pool))
+}
+
+async fn unextracted(pool: &RedisPool, now: UnixMillis) -> u64 {
+    pool.inventory(now, &UpstreamId::new("acme").unwrap())
+        .await
+        .unwrap()
+        .unextracted
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_mid_run_reloads_transparently() {
+    let Some(server) = support::shared_server() else {
+        return;
+    };
+    let pool = support::pool_on(server.url(), RedisPoolOptions::default());
+    seed(&pool, T0, 0..10).await;
+    let first = pool.extract(T0 + 1, request("flush-1", 3)).await.unwrap();
+    assert_eq!(first.response.returned, 3);
+
+    server.command(&["SCRIPT", "FLUSH"]).unwrap();
+    // Every script is gone from the server; the next calls reload them on NOSCRIPT.
+    let second = pool.extract(T0 + 2, request("flush-2", 3)).await.unwrap();
+    assert_eq!(second.response.returned, 3);
+    seed(&pool, T0 + 3, 10..12).await;
+    assert_eq!(unextracted(&pool, T0 + 3).await, 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reply_lost_after_commit_replays_with_one_effect() {
+    let Some((server, pool)) = private_pool(Duration::from_millis(150)) else {
+        return;
+    };
+    // Warm up both scripts, so the paused calls below are a single EVALSHA that commits.
+    seed(&pool, T0, 0..10).await;
+    pool.extract(T0, request("warm-up", 1)).await.unwrap();
+
+    // The server holds every command for 600 ms: the client gives up after 150 ms, the
+    // server then runs the script anyway. The reply is lost, the effect is committed.
+    server.command(&["CLIENT", "PAUSE", "600", "ALL"]).unwrap();
+    let lost = pool.upsert(T0 + 1, batch(10..20, Some("op-7"))).await;
+    assert!(
+        matches!(lost, Err(PoolError::Unavailable(Unavailable::Store(_)))),
+        "{lost:?}"
+    );
+    let lost = pool.extract(T0 + 1, request("order-9", 4)).await;
+    assert!(
+        matches!(lost, Err(PoolError::Unavailable(Unavailable::Store(_)))),
+        "{lost:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    // The caller retries with the same operation id / idempotency key: the stored first
+    // result comes back and nothing is applied twice.
+    let replay = pool
+        .upsert(T0 + 2, batch(10..20, Some("op-7")))
+        .await
+        .unwrap();
+    assert_eq!((replay.inserted, replay.refreshed), (10, 0), "{replay:?}");
+    let again = pool.extract(T0 + 2, request("order-9", 4)).await.unwrap();
+    assert!(again.replayed, "the committed extraction is replayed");
+    assert_eq!(again.response.returned, 4);
+    // 20 upserted, 1 + 4 extracted, once each.
+    assert_eq!(unextracted(&pool, T0 + 2).await, 15);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunked_upsert_interrupted_then_retried_counts_once() {
+    let Some(server) = proxypool_testkit::private_redis_or_skip() else {
+        return;
+    };
+    let pool = support::pool_on(
+        server.url(),
+        RedisPoolOptions {
+            upsert_chunk: 7,
+            call_timeout: Duration::from_millis(150),
+            ..RedisPoolOptions::default()
+        },
+    );
+    pool.upsert(T0, batch(100..101, None)).await.unwrap(); // loads the script
+    // The first chunk commits while its reply is lost; the batch stops there.
+    server.command(&["CLIENT", "PAUSE", "600", "ALL"]).unwrap();
+    let interrupted = pool.upsert(T0 + 1, batch(0..30, Some("big-1"))).await;
+    assert!(interrupted.is_err(), "{interrupted:?}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        unextracted(&pool, T0 + 1).await,
+        1 + 7,
+        "only chunk 0 landed"
+    );
+
+    // The retry replays chunk 0 from its stored result and applies the rest once.
+    let retried = pool
+        .upsert(T0 + 2, batch(0..30, Some("big-1")))
+        .await
+        .unwrap();
+    assert_eq!(
+        (retried.inserted, retried.refreshed),
+        (30, 0),
+        "{retried:?}"
+    );
+    let replay = pool
+        .upsert(T0 + 3, batch(0..30, Some("big-1")))
+        .await
+        .unwrap();
+    assert_eq!(replay, retried, "the whole batch's report is stored");
+    assert_eq!(unextracted(&pool, T0 + 3).await, 31);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_down_is_unavailable_within_the_timeout_and_recovers() {
+    let Some((mut server, pool)) = private_pool(Duration::from_millis(500)) else {
+        return;
+    };
+    seed(&pool, T0, 0..5).await;
+    server.stop().unwrap();
+    for attempt in 0..3 {
+        let started = Instant::now();
+        let down = pool
+            .extract(T0 + 1, request(&format!("down-{attempt}"), 1))
+            .await;
+        let elapsed = started.elapsed();
+        assert!(
+            matches!(down, Err(PoolError::Unavailable(Unavailable::Store(_)))),
+            "{down:?}"
+        );
+        assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
+    }
+
+    // Same port, empty data (no persistence): the same pool object works again.
+    server.start_again().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match pool.upsert(T0 + 2, batch(0..5, None)).await {
+            Ok(report) => {
+                assert_eq!(report.inserted, 5, "the restarted server is empty");
+                break;
+            }
+            Err(error) if Instant::now() < deadline => {
+                assert!(error.is_unavailable(), "{error:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("no recovery after restart: {error:?}"),
+        }
+    }
+    seed(&pool, T0 + 3, 5..8).await;
+    let out = pool
+        .extract(T0 + 4, request("after-restart", 2))
+        .await
+        .unwrap();
+    assert_eq!(out.response.returned, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_server_is_unavailable_not_a_hang() {
+    let Some((server, pool)) = private_pool(Duration::from_millis(300)) else {
+        return;
+    };
+    seed(&pool, T0, 0..3).await;
+    let pid = server.pid().expect("private server runs").to_string();
+    std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap();
+    let started = Instant::now();
+    let frozen = pool.extract(T0 + 1, request("frozen", 1)).await;
+    let elapsed = started.elapsed();
+    std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap();
+    assert!(
+        matches!(frozen, Err(PoolError::Unavailable(Unavailable::Store(_)))),
+        "{frozen:?}"
+    );
+    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
+    // Thawed: the queued command ran late (its reply was dropped); the key replays it.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let again = pool.extract(T0 + 2, request("frozen", 1)).await.unwrap();
+    assert_eq!(again.response.returned, 1);
+    assert_eq!(unextracted(&pool, T0 + 2).await, 2);
+}
