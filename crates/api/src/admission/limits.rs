@@ -1,0 +1,59 @@
+//! Transport limits applied before authentication: concurrency, timeout and declared body
+//! size. (Open connections are capped by [`crate::serve`], which stops accepting.)
+
+use crate::error::{ApiError, ErrorCode};
+use crate::state::ApiState;
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+/// Middleware: at most `max_concurrent_requests` in flight (more are 503 at once rather
+/// than queued), each answered within `request_timeout` (else 503).
+pub(crate) async fn concurrency_and_timeout(
+    State(state): State<ApiState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let limits = state.limits();
+    let retry = limits.unavailable_retry_after_secs;
+    let Ok(_permit) = state.concurrency().try_acquire_owned() else {
+        crate::metrics::overload("saturated");
+        return ApiError::unavailable("the server is at its concurrency limit", retry)
+            .into_response();
+    };
+    match tokio::time::timeout(limits.request_timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            crate::metrics::overload("timeout");
+            ApiError::unavailable("the request timed out; retry later", retry).into_response()
+        }
+    }
+}
+
+/// Middleware: a body whose declared `Content-Length` is over the cap is 413 before
+/// anything else looks at the request. Streamed bodies without a length are cut at the cap
+/// when a handler reads them (which only happens after authentication).
+pub(crate) async fn declared_body_size(
+    State(state): State<ApiState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let cap = state.limits().max_body_bytes;
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > cap as u64) {
+        return payload_too_large(cap).into_response();
+    }
+    next.run(request).await
+}
+
+pub(crate) fn payload_too_large(cap: usize) -> ApiError {
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("the request body is over the {cap}-byte limit"),
+    )
+}

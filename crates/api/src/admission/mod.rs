@@ -1,0 +1,20 @@
+//! The admission chain, in the order every request meets it (DESIGN.md §8, issue 7):
+//!
+//! 1. [`limits`] and [`crate::serve`]: open connections, requests in flight, the request
+//!    timeout and the declared body size;
+//! 2. [`shield`]: the per-IP token bucket, still before authentication;
+//! 3. [`auth`]: bearer token → client (hashed tokens, constant-time comparison);
+//! 4. [`authorize`]: the client's allowed upstreams and regions (403 never touches quota);
+//! 5. [`quota`]: the durable per-(project, client, operation) quota, whose receipt is the
+//!    idempotency key (or the request id), so a replay is never charged twice;
+//! 6. the mutation itself (the routes).
+//!
+//! Layers 1-2 are middleware; 3 is an extractor every protected route takes; 4-5 are
+//! calls the routes make in this order before touching a store. A denial at any layer
+//! returns before the next one runs, which the integration tests check layer by layer.
+
+pub(crate) mod auth;
+pub(crate) mod authorize;
+pub(crate) mod limits;
+pub(crate) mod quota;
+pub(crate) mod shield;

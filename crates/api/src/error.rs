@@ -1,0 +1,271 @@
+//! The API's one error type and its fixed codes (DESIGN.md §8).
+//!
+//! Handlers and middleware return [`ApiError`]; its response carries the status, the
+//! headers the code needs (`Retry-After`, `WWW-Authenticate`, quota headers) and an
+//! [`ErrorMark`] extension instead of a finished body. The outermost middleware
+//! (`observe`) turns the mark into `{"error":{"code","message"},"request_id"}`, because only
+//! it knows the request id; any other 4xx/5xx that reaches it unmarked is given a body of
+//! the same shape, so every error carries a request id whatever produced it.
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use proxypool_core::{Conflict, PoolError};
+use std::borrow::Cow;
+
+/// The fixed error codes. `as_str` is what clients match on; never rename one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// 400: the request is malformed; the message names the field or header.
+    InvalidRequest,
+    /// 401: no or an unknown bearer token.
+    Unauthenticated,
+    /// 403: authenticated, but this client may not do this.
+    Forbidden,
+    /// 404: no such object, or another tenant's (no id probing), or no such route.
+    NotFound,
+    /// 405: the route exists with other methods.
+    MethodNotAllowed,
+    /// 409: the idempotency key was used with a different request.
+    IdempotencyConflict,
+    /// 409: an all-or-nothing extraction could not be satisfied.
+    InsufficientInventory,
+    /// 409: the request conflicts with the object's current state (admin operations).
+    Conflict,
+    /// 413: the body is over the cap.
+    PayloadTooLarge,
+    /// 429: the per-IP shield denied the request (before authentication).
+    RateLimited,
+    /// 429: the client's durable quota for the operation is used up.
+    QuotaExceeded,
+    /// 503: a store could not decide, the server is saturated or the request timed out.
+    Unavailable,
+    /// 500: a bug (a panicked task); the message never says more.
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::IdempotencyConflict => "idempotency_conflict",
+            ErrorCode::InsufficientInventory => "insufficient_inventory",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
+            ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::IdempotencyConflict
+            | ErrorCode::InsufficientInventory
+            | ErrorCode::Conflict => StatusCode::CONFLICT,
+            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::RateLimited | ErrorCode::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The code a bare status stands for, for error responses nobody marked.
+    pub(crate) fn for_status(status: StatusCode) -> ErrorCode {
+        match status {
+            StatusCode::UNAUTHORIZED => ErrorCode::Unauthenticated,
+            StatusCode::FORBIDDEN => ErrorCode::Forbidden,
+            StatusCode::NOT_FOUND => ErrorCode::NotFound,
+            StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+            StatusCode::CONFLICT => ErrorCode::Conflict,
+            StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+            StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
+            StatusCode::SERVICE_UNAVAILABLE => ErrorCode::Unavailable,
+            s if s.is_client_error() => ErrorCode::InvalidRequest,
+            _ => ErrorCode::Internal,
+        }
+    }
+}
+
+/// An error answer: a fixed code, a message safe to show the client, and extra headers.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}: {message}", code.as_str())]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: Cow<'static, str>,
+    /// Sent as `Retry-After` (whole seconds, at least 1) on 429 and 503.
+    pub retry_after_secs: Option<u64>,
+    /// More headers (the quota's `RateLimit-Policy` / `RateLimit`).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<Cow<'static, str>>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+            retry_after_secs: None,
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
+        ApiError::new(ErrorCode::InvalidRequest, message)
+    }
+
+    pub fn unauthenticated() -> Self {
+        ApiError::new(
+            ErrorCode::Unauthenticated,
+            "a valid bearer token is required",
+        )
+    }
+
+    pub fn forbidden(message: impl Into<Cow<'static, str>>) -> Self {
+        ApiError::new(ErrorCode::Forbidden, message)
+    }
+
+    pub fn not_found(message: impl Into<Cow<'static, str>>) -> Self {
+        ApiError::new(ErrorCode::NotFound, message)
+    }
+
+    /// 503 with `Retry-After`.
+    pub fn unavailable(message: impl Into<Cow<'static, str>>, retry_after_secs: u64) -> Self {
+        ApiError::new(ErrorCode::Unavailable, message).retry_after(retry_after_secs)
+    }
+
+    pub fn internal() -> Self {
+        ApiError::new(ErrorCode::Internal, "internal error")
+    }
+
+    #[must_use]
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs.max(1));
+        self
+    }
+
+    #[must_use]
+    pub fn with_headers(mut self, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+        self.headers.extend(headers);
+        self
+    }
+
+    /// Maps a port error. Store details go to the operator's log, never to the client: a
+    /// store's message may name hosts or keys.
+    pub fn from_pool(error: PoolError, retry_after_secs: u64) -> Self {
+        match error {
+            PoolError::InvalidInput(message) => ApiError::invalid(message),
+            PoolError::NotFound => ApiError::not_found("not found"),
+            PoolError::Conflict(Conflict::IdempotencyDigest) => ApiError::new(
+                ErrorCode::IdempotencyConflict,
+                "this Idempotency-Key was already used with a different request",
+            ),
+            PoolError::Conflict(conflict) => {
+                ApiError::new(ErrorCode::Conflict, conflict.to_string())
+            }
+            PoolError::InsufficientInventory {
+                requested,
+                matching,
+            } => ApiError::new(
+                ErrorCode::InsufficientInventory,
+                format!(
+                    "all_or_nothing: {requested} requested, only {matching} matching proxies available"
+                ),
+            ),
+            PoolError::Unavailable(reason) => {
+                tracing::warn!(%reason, "activity pool unavailable");
+                ApiError::unavailable(
+                    "the proxy store could not decide; retry later",
+                    retry_after_secs,
+                )
+            }
+        }
+    }
+}
+
+/// What the `observe` middleware needs to render an error body.
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorMark {
+    pub code: ErrorCode,
+    pub message: Cow<'static, str>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = self.code.status().into_response();
+        let headers: &mut HeaderMap = response.headers_mut();
+        if let Some(secs) = self.retry_after_secs {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        }
+        if self.code == ErrorCode::Unauthenticated {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
+        response.extensions_mut().insert(ErrorMark {
+            code: self.code,
+            message: self.message,
+        });
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proxypool_core::Unavailable;
+
+    #[test]
+    fn pool_errors_map_to_the_fixed_codes() {
+        let cases = [
+            (PoolError::invalid("x"), ErrorCode::InvalidRequest, 400),
+            (PoolError::NotFound, ErrorCode::NotFound, 404),
+            (
+                PoolError::Conflict(Conflict::IdempotencyDigest),
+                ErrorCode::IdempotencyConflict,
+                409,
+            ),
+            (
+                PoolError::InsufficientInventory {
+                    requested: 3,
+                    matching: 1,
+                },
+                ErrorCode::InsufficientInventory,
+                409,
+            ),
+            (
+                PoolError::Unavailable(Unavailable::ScanBudget),
+                ErrorCode::Unavailable,
+                503,
+            ),
+            (
+                PoolError::store_down("redis://secret-host"),
+                ErrorCode::Unavailable,
+                503,
+            ),
+        ];
+        for (error, code, status) in cases {
+            let mapped = ApiError::from_pool(error, 2);
+            assert_eq!(mapped.code, code);
+            assert_eq!(mapped.code.status().as_u16(), status);
+            assert!(!mapped.message.contains("secret-host"));
+        }
+        let unavailable = ApiError::from_pool(PoolError::store_down("x"), 2).into_response();
+        assert_eq!(unavailable.headers()[header::RETRY_AFTER], "2");
+    }
+
+    #[test]
+    fn retry_after_is_at_least_one_second() {
+        let response = ApiError::unavailable("x", 0).into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+    }
+}

@@ -1,0 +1,79 @@
+//! proxypool-api: the client HTTP API (issue 7): exclusive extraction, inspection,
+//! inventory and worker administration over HTTP, behind the full admission chain.
+//!
+//! # Why a crate of its own
+//!
+//! The public API surface builds and is tested independently of the controller's
+//! background loops (reconciler, checker, ownership manager, snapshot publisher), and the
+//! controller crate does not need the quota crate (and its SQL drivers): only this crate
+//! does. The controller, or the CLI, builds an [`ApiState`] from narrow inputs and mounts
+//! [`router`] (or runs [`serve`]).
+//!
+//! # Wiring
+//!
+//! ```ignore
+//! let ports = ApiPorts::from_pool(pool, quota, upstream_status); // or field by field
+//! let state = ApiState::builder(ports, clients)      // Vec<ApiClient>, tokens hashed
+//!     .limits(ApiLimits::default())
+//!     .extraction(ExtractionSettings { reserve_for_gateway: 2, ..Default::default() })
+//!     .shield_settings(ShieldSettings::default())
+//!     .metrics(MetricsHandle::install_global()?)
+//!     .cordon(controller_cordon)                      // optional
+//!     .build()?;
+//! proxypool_api::serve(listener, proxypool_api::router(state), 1024, shutdown).await?;
+//! ```
+//!
+//! # Routes
+//!
+//! See [`ROUTES`] and `openapi.json` (served at `/openapi.json`). Conventions (DESIGN.md
+//! §8): JSON bodies with unknown fields rejected; errors `{"error":{"code","message"},
+//! "request_id"}` with the fixed codes of [`ErrorCode`]; `Retry-After` on 429 and 503;
+//! `RateLimit-Policy`/`RateLimit` on quota-governed responses; `Cache-Control: no-store`
+//! and `X-Request-Id` on every response. An extraction without `Idempotency-Key` is not
+//! idempotent across requests: each one is a new extraction and a new quota charge.
+//!
+//! # Module map
+//!
+//! | module | what it is for |
+//! | --- | --- |
+//! | `routes` | [`router`], [`ROUTES`]; one file per resource (extractions, upstreams, admin, health, meta) |
+//! | `admission` | the chain in order: `limits`, `shield`, `auth`, `authorize`, `quota` |
+//! | `observe` | outermost middleware: request ids, error bodies, common headers, metrics, tracing |
+//! | `state` | [`ApiState`], [`ApiStateBuilder`], [`ApiPorts`] |
+//! | `config` | [`ApiLimits`], [`ExtractionSettings`], [`ShieldSettings`], [`ApiConfigError`] |
+//! | `clients` | [`ApiClient`], [`ClientDirectory`]: hashed bearer tokens |
+//! | `controller_view` | [`UpstreamStatusSource`], [`UpstreamStatus`], [`WorkerCordon`]: what the controller provides |
+//! | `wire` | the JSON shapes |
+//! | `body` | JSON bodies: content type, size cap, field-naming errors |
+//! | `error` | [`ApiError`], [`ErrorCode`] |
+//! | `request_id` | [`RequestId`]: server-generated, unique across replicas |
+//! | `metrics` | metric names and helpers; `metrics::text`: [`TextRecorder`], [`MetricsHandle`] |
+//! | `serve` | [`serve`]: the router behind a connection cap |
+
+mod admission;
+mod body;
+mod clients;
+mod config;
+mod controller_view;
+mod error;
+pub mod metrics;
+mod observe;
+mod request_id;
+mod routes;
+mod serve;
+mod state;
+pub mod wire;
+
+pub use admission::auth::{AdminPrincipal, Principal};
+pub use admission::shield::Shield;
+pub use clients::{ApiClient, ClientDirectory};
+pub use config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
+pub use controller_view::{FetchHealth, UpstreamStatus, UpstreamStatusSource, WorkerCordon};
+pub use error::{ApiError, ErrorCode};
+pub use metrics::text::{MetricsHandle, RecorderTaken, TextRecorder};
+pub use request_id::RequestId;
+pub use routes::health::READINESS_PROJECT;
+pub use routes::meta::OPENAPI_JSON;
+pub use routes::{ROUTES, router};
+pub use serve::serve;
+pub use state::{ApiPorts, ApiState, ApiStateBuilder};

@@ -1,0 +1,90 @@
+//! The API's metrics: names, help texts and the few helpers the routes call.
+//!
+//! Everything goes through the `metrics` facade, so whichever recorder the process
+//! installed collects it; [`text`] is the recorder the API renders on `GET /metrics`.
+//! Label values are bounded: route templates (never raw paths), fixed outcomes, status codes.
+
+pub mod text;
+
+use std::time::Duration;
+
+pub(crate) const REQUESTS: &str = "proxypool_api_requests_total";
+pub(crate) const REQUEST_SECONDS: &str = "proxypool_api_request_duration_seconds";
+pub(crate) const EXTRACTIONS: &str = "proxypool_api_extractions_total";
+pub(crate) const EXTRACTED_PROXIES: &str = "proxypool_api_extracted_proxies_total";
+pub(crate) const SHIELD_DENIALS: &str = "proxypool_api_rate_limited_total";
+pub(crate) const QUOTA_DENIALS: &str = "proxypool_api_quota_denials_total";
+pub(crate) const STORE_SECONDS: &str = "proxypool_api_store_duration_seconds";
+pub(crate) const OVERLOAD: &str = "proxypool_api_overload_total";
+
+/// Registers the help texts (called when the API's recorder is installed).
+pub(crate) fn describe() {
+    metrics::describe_counter!(
+        REQUESTS,
+        "HTTP requests by route template, method and status."
+    );
+    metrics::describe_histogram!(REQUEST_SECONDS, "HTTP request latency by route template.");
+    metrics::describe_counter!(
+        EXTRACTIONS,
+        "Extraction requests by outcome (created, replayed, insufficient, conflict, unavailable)."
+    );
+    metrics::describe_counter!(EXTRACTED_PROXIES, "Proxies handed out by new extractions.");
+    metrics::describe_counter!(
+        SHIELD_DENIALS,
+        "Requests denied by the per-IP shield before authentication, by reason."
+    );
+    metrics::describe_counter!(
+        QUOTA_DENIALS,
+        "Requests denied by the durable quota, by operation and reason (exceeded, unavailable)."
+    );
+    metrics::describe_histogram!(
+        STORE_SECONDS,
+        "Latency of calls into the stores (activity pool ports, quota) by port and call."
+    );
+    metrics::describe_counter!(
+        OVERLOAD,
+        "Requests answered 503 by the API itself, by reason (saturated, timeout)."
+    );
+}
+
+pub(crate) fn request_finished(route: &str, method: &str, status: u16, elapsed: Duration) {
+    metrics::counter!(REQUESTS, "route" => route.to_owned(), "method" => method.to_owned(), "status" => status.to_string())
+        .increment(1);
+    metrics::histogram!(REQUEST_SECONDS, "route" => route.to_owned()).record(elapsed.as_secs_f64());
+}
+
+pub(crate) fn extraction(outcome: &'static str, proxies: u64) {
+    metrics::counter!(EXTRACTIONS, "outcome" => outcome).increment(1);
+    if proxies > 0 {
+        metrics::counter!(EXTRACTED_PROXIES).increment(proxies);
+    }
+}
+
+pub(crate) fn shield_denied(reason: &'static str) {
+    metrics::counter!(SHIELD_DENIALS, "reason" => reason).increment(1);
+}
+
+pub(crate) fn quota_denied(operation: &'static str, reason: &'static str) {
+    metrics::counter!(QUOTA_DENIALS, "operation" => operation, "reason" => reason).increment(1);
+}
+
+pub(crate) fn store_call(port: &'static str, call: &'static str, elapsed: Duration) {
+    metrics::histogram!(STORE_SECONDS, "port" => port, "call" => call)
+        .record(elapsed.as_secs_f64());
+}
+
+pub(crate) fn overload(reason: &'static str) {
+    metrics::counter!(OVERLOAD, "reason" => reason).increment(1);
+}
+
+/// Times one store call and records it.
+pub(crate) async fn timed<T>(
+    port: &'static str,
+    call: &'static str,
+    future: impl std::future::Future<Output = T>,
+) -> T {
+    let started = std::time::Instant::now();
+    let result = future.await;
+    store_call(port, call, started.elapsed());
+    result
+}

@@ -1,0 +1,185 @@
+//! `POST /v1/extractions` and `GET /v1/extractions/{id}`.
+//!
+//! Creating runs the whole chain: authentication (the `Principal` extractor), input checks
+//! (the `Idempotency-Key` header, the JSON body, `count`), authorization of the filters, the
+//! `extract` quota and the atomic extraction. Once a request is admitted, the quota charge
+//! and the extraction run in a task of their own: a client that drops the connection (or a
+//! request that times out) cannot cancel them halfway, so the stored result is there for
+//! the replay with the same key, which the quota does not charge again.
+
+use crate::admission::auth::Principal;
+use crate::admission::authorize::authorize_filter;
+use crate::admission::quota::{QuotaGrant, charge};
+use crate::body::read_json;
+use crate::clients::ApiClient;
+use crate::error::{ApiError, ErrorCode};
+use crate::request_id::RequestId;
+use crate::state::ApiState;
+use crate::wire::{ExtractionRequestBody, ExtractionView};
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use proxypool_core::extract::validate_idempotency_key;
+use proxypool_core::{ExtractOutcome, ExtractRequest, ExtractionId};
+use proxypool_quota::Operation;
+use std::sync::Arc;
+
+pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
+const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// The validated `Idempotency-Key`, if the request has one.
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::invalid("header Idempotency-Key: send it once"));
+    }
+    let key = value
+        .to_str()
+        .map_err(|_| ApiError::invalid("header Idempotency-Key: must be ASCII"))?;
+    validate_idempotency_key(key).map_err(|_| {
+        ApiError::invalid(
+            "header Idempotency-Key: 1-255 characters of [A-Za-z0-9._:/-] starting with a letter or digit",
+        )
+    })?;
+    Ok(Some(key.to_owned()))
+}
+
+pub(crate) async fn create(
+    State(state): State<ApiState>,
+    Principal(client): Principal,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let key = idempotency_key(&headers)?;
+    let body: ExtractionRequestBody =
+        read_json(&headers, body, state.limits().max_body_bytes).await?;
+    let settings = state.extraction();
+    if !(1..=settings.max_count).contains(&body.count) {
+        return Err(ApiError::invalid(format!(
+            "count: must be between 1 and {}",
+            settings.max_count
+        )));
+    }
+    let mut filter = body.filters;
+    authorize_filter(&client, &mut filter)?;
+
+    let request = ExtractRequest {
+        client: client.id.clone(),
+        idempotency_key: key.clone(),
+        request_id: request_id.to_string(),
+        count: body.count,
+        mode: body.mode,
+        filter,
+        min_health_freshness_ms: body.min_health_freshness_ms,
+        reserve_for_gateway: settings.reserve_for_gateway,
+        idempotency_ttl_ms: settings.idempotency_ttl.as_millis() as u64,
+    };
+    // Input errors are the client's and must not cost quota.
+    request
+        .validate()
+        .map_err(|error| ApiError::from_pool(error, state.retry_after()))?;
+    let receipt = key.unwrap_or_else(|| request_id.to_string());
+
+    let task = tokio::spawn(admit_and_extract(state.clone(), client, receipt, request));
+    let (grant, outcome) = task.await.map_err(|error| {
+        tracing::error!(%error, "extraction task failed");
+        ApiError::internal()
+    })??;
+
+    let replayed = outcome.replayed;
+    let view = ExtractionView::from(&outcome.response);
+    crate::metrics::extraction(
+        if replayed { "replayed" } else { "created" },
+        if replayed {
+            0
+        } else {
+            u64::from(view.returned)
+        },
+    );
+    let mut response = Json(view).into_response();
+    let headers = response.headers_mut();
+    for (name, value) in grant.headers {
+        headers.insert(name, value);
+    }
+    headers.insert(
+        REPLAYED,
+        HeaderValue::from_static(if replayed { "true" } else { "false" }),
+    );
+    Ok(response)
+}
+
+/// Quota, then the extraction. Errors after the admission carry the rate-limit headers
+/// too: the response is quota-governed either way.
+async fn admit_and_extract(
+    state: ApiState,
+    client: Arc<ApiClient>,
+    receipt: String,
+    request: ExtractRequest,
+) -> Result<(QuotaGrant, ExtractOutcome), ApiError> {
+    let grant = charge(&state, &client, Operation::Extract, &receipt).await?;
+    let now = state.now();
+    let extracted = crate::metrics::timed(
+        "extractor",
+        "extract",
+        state.ports().extractor.extract(now, request),
+    )
+    .await;
+    match extracted {
+        Ok(outcome) => Ok((grant, outcome)),
+        Err(error) => {
+            let error = ApiError::from_pool(error, state.retry_after());
+            crate::metrics::extraction(
+                match error.code {
+                    ErrorCode::InsufficientInventory => "insufficient",
+                    ErrorCode::IdempotencyConflict => "conflict",
+                    ErrorCode::Unavailable => "unavailable",
+                    _ => "rejected",
+                },
+                0,
+            );
+            Err(error.with_headers(grant.headers))
+        }
+    }
+}
+
+pub(crate) async fn get(
+    State(state): State<ApiState>,
+    Principal(client): Principal,
+    Extension(request_id): Extension<RequestId>,
+    Path(raw_id): Path<String>,
+) -> Result<Response, ApiError> {
+    // A malformed id is as unknown as a well-formed one that is not ours: same answer.
+    let id = ExtractionId::new(&raw_id).map_err(|_| not_found())?;
+    let grant = charge(&state, &client, Operation::Inspect, request_id.as_str()).await?;
+    let now = state.now();
+    let found = crate::metrics::timed(
+        "extractor",
+        "get_extraction",
+        state.ports().extractor.get_extraction(now, &client.id, &id),
+    )
+    .await;
+    let response = match found {
+        Ok(response) => response,
+        Err(proxypool_core::PoolError::NotFound) => {
+            return Err(not_found().with_headers(grant.headers));
+        }
+        Err(error) => {
+            return Err(ApiError::from_pool(error, state.retry_after()).with_headers(grant.headers));
+        }
+    };
+    let mut http = Json(ExtractionView::from(&response)).into_response();
+    for (name, value) in grant.headers {
+        http.headers_mut().insert(name, value);
+    }
+    Ok(http)
+}
+
+fn not_found() -> ApiError {
+    ApiError::not_found("no such extraction")
+}

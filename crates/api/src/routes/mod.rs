@@ -1,0 +1,73 @@
+//! The route table and the router with its middleware stack.
+
+mod admin;
+pub(crate) mod extractions;
+pub(crate) mod health;
+pub(crate) mod meta;
+mod upstreams;
+
+use crate::admission::{limits, shield};
+use crate::error::{ApiError, ErrorCode};
+use crate::state::ApiState;
+use axum::Router;
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::routing::{get, post};
+
+/// Every route the router serves, as (method, path template). The OpenAPI test checks the
+/// document against this list, and a live test checks the router against it.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/extractions"),
+    ("GET", "/v1/extractions/{id}"),
+    ("GET", "/v1/me"),
+    ("GET", "/v1/upstreams"),
+    ("GET", "/v1/upstreams/{id}/inventory"),
+    ("GET", "/v1/admin/workers"),
+    ("POST", "/v1/admin/workers/{id}/drain"),
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
+];
+
+/// The client API as an axum router, ready to serve (see [`crate::serve`]) or to merge into
+/// a larger router. Middleware, outermost first: `observe` (request id, error bodies,
+/// headers, metrics), the per-IP shield, the concurrency cap and timeout, the declared body
+/// size; then the route, which authenticates, authorizes and charges quota in that order.
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/v1/extractions", post(extractions::create))
+        .route("/v1/extractions/{id}", get(extractions::get))
+        .route("/v1/me", get(upstreams::me))
+        .route("/v1/upstreams", get(upstreams::list))
+        .route("/v1/upstreams/{id}/inventory", get(upstreams::inventory))
+        .route("/v1/admin/workers", get(admin::list_workers))
+        .route("/v1/admin/workers/{id}/drain", post(admin::drain_worker))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(meta::metrics))
+        .route("/openapi.json", get(meta::openapi))
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(
+            state.clone(),
+            limits::declared_body_size,
+        ))
+        .layer(from_fn_with_state(
+            state.clone(),
+            limits::concurrency_and_timeout,
+        ))
+        .layer(from_fn_with_state(state.clone(), shield::shield))
+        .layer(from_fn(crate::observe::observe))
+        .with_state(state)
+}
+
+async fn no_such_route() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "this route does not accept this method",
+    )
+}

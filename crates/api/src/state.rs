@@ -1,0 +1,232 @@
+//! [`ApiState`]: everything the routes share, built once from narrow inputs.
+//!
+//! The API sees the activity pool only through the four ports it calls, the quota through
+//! [`QuotaPort`], and the controller through [`UpstreamStatusSource`] (and optionally
+//! [`WorkerCordon`]). The controller or the CLI builds these and mounts [`crate::router`].
+
+use crate::admission::shield::Shield;
+use crate::clients::{ApiClient, ClientDirectory};
+use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
+use crate::controller_view::{UpstreamStatusSource, WorkerCordon};
+use crate::metrics::text::MetricsHandle;
+use proxypool_core::{
+    ActivityPool, Extractor, InventoryReader, OwnershipRepository, UnixMillis, WorkerRuntimeStore,
+};
+use proxypool_quota::QuotaPort;
+use std::fmt;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// The stores and controller views the API calls.
+#[derive(Clone)]
+pub struct ApiPorts {
+    pub extractor: Arc<dyn Extractor>,
+    pub inventory: Arc<dyn InventoryReader>,
+    pub runtime: Arc<dyn WorkerRuntimeStore>,
+    pub ownership: Arc<dyn OwnershipRepository>,
+    pub quota: Arc<dyn QuotaPort>,
+    pub upstreams: Arc<dyn UpstreamStatusSource>,
+}
+
+impl ApiPorts {
+    /// All four pool ports from one activity-pool adapter (MemoryPool, RedisPool).
+    pub fn from_pool<P: ActivityPool>(
+        pool: Arc<P>,
+        quota: Arc<dyn QuotaPort>,
+        upstreams: Arc<dyn UpstreamStatusSource>,
+    ) -> Self {
+        ApiPorts {
+            extractor: pool.clone(),
+            inventory: pool.clone(),
+            runtime: pool.clone(),
+            ownership: pool,
+            quota,
+            upstreams,
+        }
+    }
+}
+
+impl fmt::Debug for ApiPorts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiPorts")
+            .field("quota", &self.quota)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shared state of the API routes. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ApiState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ports: ApiPorts,
+    clients: ClientDirectory,
+    shield: Shield,
+    limits: ApiLimits,
+    extraction: ExtractionSettings,
+    concurrency: Arc<Semaphore>,
+    metrics: Option<MetricsHandle>,
+    cordon: Option<Arc<dyn WorkerCordon>>,
+    clock: fn() -> UnixMillis,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiState")
+            .field("ports", &self.ports)
+            .field("clients", &self.clients.len())
+            .field("limits", &self.limits)
+            .field("extraction", &self.extraction)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Collects the optional parts of an [`ApiState`].
+#[must_use]
+pub struct ApiStateBuilder {
+    ports: ApiPorts,
+    clients: Vec<ApiClient>,
+    limits: ApiLimits,
+    extraction: ExtractionSettings,
+    shield: ShieldChoice,
+    metrics: Option<MetricsHandle>,
+    cordon: Option<Arc<dyn WorkerCordon>>,
+    clock: fn() -> UnixMillis,
+}
+
+enum ShieldChoice {
+    Settings(ShieldSettings),
+    Ready(Shield),
+}
+
+impl fmt::Debug for ApiStateBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiStateBuilder").finish_non_exhaustive()
+    }
+}
+
+impl ApiStateBuilder {
+    pub fn limits(mut self, limits: ApiLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn extraction(mut self, extraction: ExtractionSettings) -> Self {
+        self.extraction = extraction;
+        self
+    }
+
+    /// The shield policy (default: [`ShieldSettings::default`]); the API starts its sweeper.
+    pub fn shield_settings(mut self, settings: ShieldSettings) -> Self {
+        self.shield = ShieldChoice::Settings(settings);
+        self
+    }
+
+    /// A ready shield (e.g. [`Shield::from_limiter`] on a manual clock).
+    pub fn shield(mut self, shield: Shield) -> Self {
+        self.shield = ShieldChoice::Ready(shield);
+        self
+    }
+
+    /// Serves `GET /metrics` from this handle (see [`MetricsHandle::install_global`]).
+    /// Without one, `/metrics` answers 404.
+    pub fn metrics(mut self, handle: MetricsHandle) -> Self {
+        self.metrics = Some(handle);
+        self
+    }
+
+    /// Lets the admin drain keep the worker from getting new proxies.
+    pub fn cordon(mut self, cordon: Arc<dyn WorkerCordon>) -> Self {
+        self.cordon = Some(cordon);
+        self
+    }
+
+    /// The clock handed to the ports as `now` (default: the wall clock).
+    pub fn clock(mut self, clock: fn() -> UnixMillis) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Validates everything and builds the state.
+    pub fn build(self) -> Result<ApiState, ApiConfigError> {
+        self.limits.validate()?;
+        self.extraction.validate()?;
+        let clients = ClientDirectory::new(self.clients)?;
+        let shield = match self.shield {
+            ShieldChoice::Settings(settings) => Shield::from_settings(&settings)?,
+            ShieldChoice::Ready(shield) => shield,
+        };
+        Ok(ApiState {
+            inner: Arc::new(Inner {
+                concurrency: Arc::new(Semaphore::new(self.limits.max_concurrent_requests)),
+                ports: self.ports,
+                clients,
+                shield,
+                limits: self.limits,
+                extraction: self.extraction,
+                metrics: self.metrics,
+                cordon: self.cordon,
+                clock: self.clock,
+            }),
+        })
+    }
+}
+
+impl ApiState {
+    /// Starts a state from the ports and the configured clients.
+    pub fn builder(ports: ApiPorts, clients: Vec<ApiClient>) -> ApiStateBuilder {
+        ApiStateBuilder {
+            ports,
+            clients,
+            limits: ApiLimits::default(),
+            extraction: ExtractionSettings::default(),
+            shield: ShieldChoice::Settings(ShieldSettings::default()),
+            metrics: None,
+            cordon: None,
+            clock: proxypool_core::now_millis,
+        }
+    }
+
+    pub(crate) fn ports(&self) -> &ApiPorts {
+        &self.inner.ports
+    }
+
+    pub(crate) fn clients(&self) -> &ClientDirectory {
+        &self.inner.clients
+    }
+
+    pub(crate) fn shield(&self) -> &Shield {
+        &self.inner.shield
+    }
+
+    pub fn limits(&self) -> &ApiLimits {
+        &self.inner.limits
+    }
+
+    pub fn extraction(&self) -> &ExtractionSettings {
+        &self.inner.extraction
+    }
+
+    pub(crate) fn concurrency(&self) -> Arc<Semaphore> {
+        self.inner.concurrency.clone()
+    }
+
+    pub(crate) fn metrics_handle(&self) -> Option<&MetricsHandle> {
+        self.inner.metrics.as_ref()
+    }
+
+    pub(crate) fn cordon(&self) -> Option<&Arc<dyn WorkerCordon>> {
+        self.inner.cordon.as_ref()
+    }
+
+    pub(crate) fn now(&self) -> UnixMillis {
+        (self.inner.clock)()
+    }
+
+    /// `Retry-After` for the API's own 503 answers.
+    pub(crate) fn retry_after(&self) -> u64 {
+        self.inner.limits.unavailable_retry_after_secs
+    }
+}

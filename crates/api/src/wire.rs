@@ -1,0 +1,210 @@
+//! The JSON shapes of the client API (what `openapi.json` documents).
+//!
+//! Kept apart from the core types so the wire format is a decision of the API: field names
+//! (`filters`, `usable_until`), milliseconds since the Unix epoch for times, and the
+//! password in clear only in extraction responses, which are sent with
+//! `Cache-Control: no-store`.
+
+use proxypool_core::{
+    ExtractMode, ExtractResponse, ExtractedProxy, InventoryView, Label, Protocol, ProxyFilter,
+    ProxyId, ProxyStatus, SnapshotRef, StoredRuntime, UnixMillis, UpstreamId, WorkerId,
+    WorkerSession,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `POST /v1/extractions` body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtractionRequestBody {
+    pub count: u32,
+    #[serde(default)]
+    pub mode: ExtractMode,
+    #[serde(default)]
+    pub filters: ProxyFilter,
+    #[serde(default)]
+    pub min_health_freshness_ms: Option<u64>,
+}
+
+/// One extracted proxy with what a client needs to use it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProxyView {
+    pub id: ProxyId,
+    pub protocol: Protocol,
+    pub host: String,
+    pub port: u16,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub upstream: UpstreamId,
+    pub region: Option<Label>,
+    pub carrier: Option<Label>,
+    /// Nothing should be sent through the proxy after this (ms since the epoch).
+    pub usable_until: UnixMillis,
+    /// The vendor's hard expiry (ms since the epoch).
+    pub expires_at: UnixMillis,
+}
+
+impl From<&ExtractedProxy> for ProxyView {
+    fn from(proxy: &ExtractedProxy) -> Self {
+        ProxyView {
+            id: proxy.id.clone(),
+            protocol: proxy.protocol,
+            host: proxy.host.clone(),
+            port: proxy.port,
+            username: proxy.username.clone(),
+            // The one place a pooled password leaves the process: the client paid for it.
+            password: proxy.password.as_ref().map(|p| p.expose().to_owned()),
+            upstream: proxy.upstream.clone(),
+            region: proxy.region.clone(),
+            carrier: proxy.carrier.clone(),
+            usable_until: proxy.usable_until_ms,
+            expires_at: proxy.expires_at_ms,
+        }
+    }
+}
+
+/// An extraction as returned by `POST /v1/extractions` and `GET /v1/extractions/{id}`.
+/// Built only from the stored response, so a replay renders byte-identical JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtractionView {
+    pub id: String,
+    pub requested: u32,
+    pub returned: u32,
+    pub created_at: UnixMillis,
+    pub proxies: Vec<ProxyView>,
+}
+
+impl From<&ExtractResponse> for ExtractionView {
+    fn from(response: &ExtractResponse) -> Self {
+        ExtractionView {
+            id: response.id.to_string(),
+            requested: response.requested,
+            returned: response.returned,
+            created_at: response.created_at_ms,
+            proxies: response.proxies.iter().map(ProxyView::from).collect(),
+        }
+    }
+}
+
+/// `GET /v1/upstreams/{id}/inventory`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryBody {
+    pub upstream: UpstreamId,
+    pub managed: u64,
+    pub available_slots: u64,
+    pub unextracted: u64,
+    pub by_status: BTreeMap<ProxyStatus, u64>,
+}
+
+impl From<InventoryView> for InventoryBody {
+    fn from(view: InventoryView) -> Self {
+        InventoryBody {
+            upstream: view.upstream,
+            managed: view.managed,
+            available_slots: view.available_slots,
+            unextracted: view.unextracted,
+            by_status: view.by_status,
+        }
+    }
+}
+
+/// `GET /v1/me`: who the token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeBody {
+    pub client: String,
+    pub project: String,
+    pub admin: bool,
+    pub allowed_upstreams: Vec<UpstreamId>,
+    pub allowed_regions: Vec<Label>,
+}
+
+/// A snapshot reference without the checksum (operators compare versions and epochs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotBody {
+    pub version: u64,
+    pub epoch: u64,
+}
+
+impl From<&SnapshotRef> for SnapshotBody {
+    fn from(snapshot: &SnapshotRef) -> Self {
+        SnapshotBody {
+            version: snapshot.version,
+            epoch: snapshot.epoch,
+        }
+    }
+}
+
+/// The last runtime report of a worker, summed up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportBody {
+    pub sequence: u64,
+    pub received_at: UnixMillis,
+    pub expires_at: UnixMillis,
+    pub proxies: u64,
+    pub active: u64,
+    pub reserved: u64,
+    pub draining: u64,
+}
+
+impl From<&StoredRuntime> for ReportBody {
+    fn from(runtime: &StoredRuntime) -> Self {
+        let entries = &runtime.report.entries;
+        ReportBody {
+            sequence: runtime.report.sequence,
+            received_at: runtime.received_at_ms,
+            expires_at: runtime.expires_at_ms,
+            proxies: entries.len() as u64,
+            active: entries.iter().map(|e| u64::from(e.active)).sum(),
+            reserved: entries.iter().map(|e| u64::from(e.reserved)).sum(),
+            draining: entries.iter().filter(|e| e.draining).count() as u64,
+        }
+    }
+}
+
+/// One worker in `GET /v1/admin/workers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerBody {
+    pub worker: WorkerId,
+    pub session_id: String,
+    pub opened_at: UnixMillis,
+    pub expires_at: UnixMillis,
+    pub issued_snapshot: Option<SnapshotBody>,
+    pub acked_snapshot: Option<SnapshotBody>,
+    pub last_report: Option<ReportBody>,
+}
+
+impl WorkerBody {
+    pub fn new(session: &WorkerSession, runtime: Option<&StoredRuntime>) -> Self {
+        WorkerBody {
+            worker: session.worker.clone(),
+            session_id: session.session_id.clone(),
+            opened_at: session.opened_at_ms,
+            expires_at: session.expires_at_ms,
+            issued_snapshot: session.issued_snapshot.as_ref().map(SnapshotBody::from),
+            acked_snapshot: session.acked_snapshot.as_ref().map(SnapshotBody::from),
+            last_report: runtime.map(ReportBody::from),
+        }
+    }
+}
+
+/// `GET /v1/admin/workers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkersBody {
+    pub workers: Vec<WorkerBody>,
+    /// More live sessions exist than the listing limit.
+    pub truncated: bool,
+}
+
+/// `POST /v1/admin/workers/{id}/drain`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainBody {
+    pub worker: WorkerId,
+    /// Assignments this call moved to draining.
+    pub drained: u64,
+    /// Assignments draining on the worker after this call (at most the batch size).
+    pub draining: u64,
+    /// The worker owns more active assignments than one call drains: call again.
+    pub more: bool,
+    /// The controller was told to stop assigning to this worker.
+    pub cordoned: bool,
+}
