@@ -1,0 +1,270 @@
+//! [`ControlClient`]: the worker side of the control API in `proxypool_core::control`.
+//!
+//! One short-lived HTTP/1.1 connection per call: calls are rare (a long poll, a report
+//! every few seconds), and a fresh connection never inherits a half-dead socket after the
+//! controller restarts. Every call has a deadline.
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+use proxypool_core::control::{
+    ErrorBody, RegisterSession, ReportAck, SESSIONS_PATH, SessionGrant, SnapshotAck,
+    WorkerSnapshot, ack_path, report_path, session_path, snapshot_path,
+};
+use proxypool_core::{RuntimeReport, Secret, WorkerId};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Largest control response accepted (a snapshot with many proxies and clients).
+const MAX_RESPONSE: usize = 64 * 1024 * 1024;
+
+/// `host:port` of the controller, from `http://host:port[/]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ControllerAddr {
+    pub authority: String,
+}
+
+impl ControllerAddr {
+    pub(crate) fn parse(url: &str) -> Result<Self, String> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| "only http:// controller URLs are supported".to_owned())?;
+        let authority = rest.trim_end_matches('/');
+        let valid = !authority.is_empty()
+            && !authority.contains('/')
+            && authority
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if valid {
+            Ok(Self {
+                authority: authority.to_owned(),
+            })
+        } else {
+            Err(format!("controller URL {url:?} must be http://host:port"))
+        }
+    }
+}
+
+/// Why a control call failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ControlError {
+    /// A newer session of this worker exists: register again.
+    #[error("session fenced by a newer one")]
+    Fenced,
+    #[error("controller answered {status}: {code}: {message}")]
+    Status {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("controller unreachable: {0}")]
+    Transport(String),
+    #[error("control call timed out")]
+    Timeout,
+    #[error("bad controller response: {0}")]
+    Decode(String),
+}
+
+/// Client of one controller for one worker.
+#[derive(Debug, Clone)]
+pub(crate) struct ControlClient {
+    addr: ControllerAddr,
+    token: Secret,
+    worker: WorkerId,
+    timeout: Duration,
+}
+
+impl ControlClient {
+    pub(crate) fn new(
+        addr: ControllerAddr,
+        token: Secret,
+        worker: WorkerId,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            addr,
+            token,
+            worker,
+            timeout,
+        }
+    }
+
+    pub(crate) async fn register(
+        &self,
+        request: &RegisterSession,
+    ) -> Result<SessionGrant, ControlError> {
+        let body = self
+            .call(
+                Method::POST,
+                SESSIONS_PATH,
+                Some(json(request)?),
+                self.timeout,
+            )
+            .await?;
+        decode(&body.1)
+    }
+
+    /// Long-polls for a snapshot newer than `after_version`; `None` = nothing new.
+    pub(crate) async fn poll_snapshot(
+        &self,
+        session_id: &str,
+        after_version: u64,
+        wait: Duration,
+    ) -> Result<Option<WorkerSnapshot>, ControlError> {
+        let path = format!(
+            "{}?session_id={}&after_version={after_version}&wait_ms={}",
+            snapshot_path(&self.worker),
+            session_id,
+            wait.as_millis()
+        );
+        let (status, body) = self
+            .call(Method::GET, &path, None, wait + self.timeout)
+            .await?;
+        if status == StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        decode(&body).map(Some)
+    }
+
+    pub(crate) async fn ack(&self, ack: &SnapshotAck) -> Result<(), ControlError> {
+        self.call(
+            Method::POST,
+            &ack_path(&self.worker),
+            Some(json(ack)?),
+            self.timeout,
+        )
+        .await
+        .map(drop)
+    }
+
+    pub(crate) async fn report(&self, report: &RuntimeReport) -> Result<ReportAck, ControlError> {
+        let (_, body) = self
+            .call(
+                Method::POST,
+                &report_path(&self.worker),
+                Some(json(report)?),
+                self.timeout,
+            )
+            .await?;
+        decode(&body)
+    }
+
+    pub(crate) async fn end_session(&self, session_id: &str) -> Result<(), ControlError> {
+        self.call(
+            Method::DELETE,
+            &session_path(&self.worker, session_id),
+            None,
+            self.timeout,
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Duration,
+    ) -> Result<(StatusCode, Bytes), ControlError> {
+        match tokio::time::timeout(deadline, self.exchange(method, path, body)).await {
+            Ok(result) => result,
+            Err(_) => Err(ControlError::Timeout),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, Bytes), ControlError> {
+        let transport = |error: &dyn std::fmt::Display| ControlError::Transport(error.to_string());
+        let stream = TcpStream::connect(self.addr.authority.as_str())
+            .await
+            .map_err(|e| transport(&e))?;
+        let _ = stream.set_nodelay(true);
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream))
+                .await
+                .map_err(|e| transport(&e))?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let mut bearer = HeaderValue::from_str(&format!("Bearer {}", self.token.expose()))
+            .map_err(|_| ControlError::Transport("worker token is not a valid header".into()))?;
+        bearer.set_sensitive(true);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, self.addr.authority.as_str())
+            .header(header::AUTHORIZATION, bearer);
+        if body.is_some() {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| transport(&e))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| transport(&e))?;
+        let status = response.status();
+        let body = Limited::new(response.into_body(), MAX_RESPONSE)
+            .collect()
+            .await
+            .map_err(|e| ControlError::Transport(e.to_string()))?
+            .to_bytes();
+        if status.is_success() {
+            return Ok((status, body));
+        }
+        let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
+            Ok(error) => (error.error.code, error.error.message),
+            Err(_) => (String::new(), String::from_utf8_lossy(&body).into_owned()),
+        };
+        if status == StatusCode::CONFLICT && code == "fenced" {
+            return Err(ControlError::Fenced);
+        }
+        Err(ControlError::Status {
+            status: status.as_u16(),
+            code,
+            message,
+        })
+    }
+}
+
+fn json(value: &impl Serialize) -> Result<Vec<u8>, ControlError> {
+    serde_json::to_vec(value).map_err(|e| ControlError::Decode(e.to_string()))
+}
+
+fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ControlError> {
+    serde_json::from_slice(body).map_err(|e| ControlError::Decode(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_controller_urls() {
+        assert_eq!(
+            ControllerAddr::parse("http://127.0.0.1:9000/")
+                .unwrap()
+                .authority,
+            "127.0.0.1:9000"
+        );
+        assert_eq!(
+            ControllerAddr::parse("http://ctl.local:80")
+                .unwrap()
+                .authority,
+            "ctl.local:80"
+        );
+        assert!(ControllerAddr::parse("https://x:1").is_err());
+        assert!(ControllerAddr::parse("http://x").is_err());
+        assert!(ControllerAddr::parse("http://x:1/api").is_err());
+    }
+}

@@ -1,0 +1,238 @@
+//! [`ControlLoop`]: keeps a controller session and the local snapshot current.
+//!
+//! Register → (long-poll snapshots ∥ post runtime reports) until the controller says the
+//! session is fenced (register again with a new id) or the gateway stops (the caller then
+//! ends the session). Unreachable controller: back off and retry; the hot path keeps
+//! serving from the last snapshot until the store's staleness rule refuses traffic.
+
+use super::client::{ControlClient, ControlError};
+use crate::metrics::GatewayMetrics;
+use crate::snapshot::SnapshotStore;
+use proxypool_core::control::{RegisterSession, SessionGrant, SnapshotAck};
+use proxypool_core::{RuntimeReport, SnapshotRef, WorkerId};
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Pacing of retries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+/// The control loop of one gateway.
+#[derive(Debug)]
+pub(crate) struct ControlLoop {
+    client: ControlClient,
+    store: Arc<SnapshotStore>,
+    metrics: Arc<GatewayMetrics>,
+    worker: WorkerId,
+    backoff: Backoff,
+    /// Strictly increasing across every session of this process.
+    sequence: AtomicU64,
+    /// The current session id (for ending it on shutdown).
+    session: Mutex<Option<String>>,
+    /// The snapshot the current session acknowledged (reports name it).
+    acked: Mutex<Option<SnapshotRef>>,
+}
+
+enum Ended {
+    Fenced,
+    Stopped,
+}
+
+impl ControlLoop {
+    pub(crate) fn new(
+        client: ControlClient,
+        store: Arc<SnapshotStore>,
+        metrics: Arc<GatewayMetrics>,
+        worker: WorkerId,
+        backoff: Backoff,
+    ) -> Self {
+        Self {
+            client,
+            store,
+            metrics,
+            worker,
+            backoff,
+            sequence: AtomicU64::new(0),
+            session: Mutex::new(None),
+            acked: Mutex::new(None),
+        }
+    }
+
+    /// The current session id, if registered.
+    pub(crate) fn session_id(&self) -> Option<String> {
+        self.session.lock().expect("session lock").clone()
+    }
+
+    /// Runs until `stop` turns true; returns the session id to end, if any.
+    pub(crate) async fn run(&self, mut stop: watch::Receiver<bool>) -> Option<String> {
+        loop {
+            let grant = tokio::select! {
+                grant = self.register() => grant,
+                _ = stop.wait_for(|s| *s) => return self.session_id(),
+            };
+            *self.acked.lock().expect("acked lock") = None;
+            let ended = tokio::select! {
+                ended = self.poll_loop(&grant) => ended,
+                ended = self.report_loop(&grant) => ended,
+                _ = stop.wait_for(|s| *s) => Ended::Stopped,
+            };
+            match ended {
+                Ended::Stopped => return self.session_id(),
+                Ended::Fenced => {
+                    tracing::warn!(worker = %self.worker, "control session fenced; registering again");
+                    *self.session.lock().expect("session lock") = None;
+                }
+            }
+        }
+    }
+
+    /// Registers with a fresh session id, retrying with backoff until it succeeds.
+    async fn register(&self) -> SessionGrant {
+        let mut delay = self.backoff.initial;
+        loop {
+            let request = RegisterSession {
+                worker: self.worker.clone(),
+                session_id: new_session_id(),
+                version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+            };
+            match self.client.register(&request).await {
+                Ok(grant) => {
+                    tracing::info!(worker = %self.worker, session = %grant.session_id, "control session registered");
+                    *self.session.lock().expect("session lock") = Some(grant.session_id.clone());
+                    return grant;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "registering with the controller failed");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(self.backoff.max);
+                }
+            }
+        }
+    }
+
+    async fn poll_loop(&self, grant: &SessionGrant) -> Ended {
+        let wait = Duration::from_millis(grant.snapshot_wait_ms.max(1));
+        let mut delay = self.backoff.initial;
+        loop {
+            let after = self
+                .store
+                .view()
+                .filter(|view| view.session_id == grant.session_id)
+                .map_or(0, |view| view.reference.version);
+            match self
+                .client
+                .poll_snapshot(&grant.session_id, after, wait)
+                .await
+            {
+                Ok(Some(snapshot)) => {
+                    self.store.mark_fresh();
+                    delay = self.backoff.initial;
+                    let version = snapshot.reference.version;
+                    match self.store.apply(snapshot) {
+                        Ok(reference) => {
+                            self.metrics.snapshot_version.set(version as f64);
+                            if let Some(view) = self.store.view() {
+                                self.metrics.snapshot_proxies.set(view.proxies.len() as f64);
+                            }
+                            let ack = SnapshotAck {
+                                session_id: grant.session_id.clone(),
+                                snapshot: reference.clone(),
+                            };
+                            match self.client.ack(&ack).await {
+                                Ok(()) => *self.acked.lock().expect("acked lock") = Some(reference),
+                                Err(ControlError::Fenced) => return Ended::Fenced,
+                                Err(error) => {
+                                    tracing::warn!(%error, version, "snapshot ack failed")
+                                }
+                            }
+                        }
+                        Err(error) => {
+                            tracing::error!(%error, version, "snapshot rejected; keeping the previous one");
+                            // The controller would hand the same snapshot straight back.
+                            tokio::time::sleep(self.backoff.max).await;
+                        }
+                    }
+                }
+                Ok(None) => {
+                    self.store.mark_fresh();
+                    delay = self.backoff.initial;
+                }
+                Err(ControlError::Fenced) => return Ended::Fenced,
+                Err(error) => {
+                    tracing::warn!(%error, "snapshot poll failed");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(self.backoff.max);
+                }
+            }
+        }
+    }
+
+    async fn report_loop(&self, grant: &SessionGrant) -> Ended {
+        let every = Duration::from_millis(grant.report_interval_ms.max(100));
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            if let Some(age) = self.store.since_fresh_ms() {
+                self.metrics.snapshot_age.set(age as f64 / 1000.0);
+            }
+            let Some(snapshot) = self.acked.lock().expect("acked lock").clone() else {
+                continue;
+            };
+            let report = RuntimeReport {
+                worker: self.worker.clone(),
+                session_id: grant.session_id.clone(),
+                sequence: self.sequence.fetch_add(1, Ordering::Relaxed) + 1,
+                snapshot,
+                entries: self.store.registry().runtime_entries(),
+            };
+            match self.client.report(&report).await {
+                Ok(_) => self.store.mark_fresh(),
+                Err(ControlError::Fenced) => return Ended::Fenced,
+                Err(error) => {
+                    tracing::warn!(%error, sequence = report.sequence, "runtime report failed")
+                }
+            }
+        }
+    }
+}
+
+/// 32 hex digits, different for every registration of every process.
+fn new_session_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut id = String::with_capacity(32);
+    for part in 0..2u64 {
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+        hasher.write_u32(std::process::id());
+        hasher.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        hasher.write_u64(part);
+        id.push_str(&format!("{:016x}", hasher.finish()));
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_unique_and_valid() {
+        let a = new_session_id();
+        let b = new_session_id();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 32);
+        proxypool_core::runtime::validate_session_id(&a).unwrap();
+    }
+}

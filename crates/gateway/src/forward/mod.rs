@@ -1,0 +1,308 @@
+//! Plain HTTP forwarding (absolute-form requests): route the request to a proxy, reuse a
+//! kept-alive upstream connection when one is idle, and stream the response back.
+//!
+//! Through an HTTP proxy the request stays in absolute form with the proxy's Basic
+//! credentials; through a SOCKS5 proxy it goes in origin form over a tunnel to the target.
+//! Failures before the request is sent retry on another proxy (the router's bound);
+//! failures after it are a 502, since the request body may be gone.
+
+pub(crate) mod body;
+pub(crate) mod pool;
+
+use crate::admission::ConnectionPermit;
+use crate::auth::Authenticated;
+use crate::clock::mono_ms;
+use crate::dial::{self, DialFailure, DialTimeouts};
+use crate::refusal::Refusal;
+use crate::route::{Dialer, SESSION_HEADER};
+use crate::snapshot::{SnapshotView, ViewProxy};
+use crate::state::Shared;
+use body::{CountingBody, ProxyBody, Release};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self as client_http1, SendRequest};
+use hyper_util::rt::TokioIo;
+use pool::PoolKey;
+use proxypool_core::Protocol;
+use proxypool_proto::TargetAddr;
+use std::time::Duration;
+
+/// Forwards one absolute-form `http://` request.
+pub(crate) async fn forward(
+    shared: &Shared,
+    view: &SnapshotView,
+    auth: &Authenticated,
+    mut request: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Refusal> {
+    let target = target_of(request.uri())?;
+    let permit =
+        ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
+    strip_hop_by_hop(request.headers_mut());
+    let timeouts = shared.timeouts;
+    let dialer = ForwardDialer {
+        target_key: target.to_string(),
+        target: target.clone(),
+        timeouts,
+        pool_idle: shared.pool_idle(),
+    };
+    let routed = shared.router.route(view, auth, &dialer).await?;
+    let proxy = &view.proxies[routed.index as usize];
+    let (mut sender, key, reused) = routed.value;
+    prepare(proxy, &mut request, &target);
+    let mut request = request.map(|b| CountingBody::new(b, shared.metrics.bytes_up.clone()));
+
+    let mut attempt_fresh = reused;
+    let response = loop {
+        let sent = tokio::time::timeout(timeouts.handshake, sender.try_send_request(request)).await;
+        match sent {
+            Ok(Ok(response)) => break response,
+            Ok(Err(mut error)) => match error.take_message() {
+                // Never written: the pooled connection had just closed. One fresh try.
+                Some(unsent) if attempt_fresh => {
+                    attempt_fresh = false;
+                    request = unsent;
+                    sender = open(proxy, &target, timeouts)
+                        .await
+                        .map_err(|failure| fail(shared, proxy, failure))?;
+                }
+                _ => {
+                    return Err(fail(
+                        shared,
+                        proxy,
+                        DialFailure::upstream("upstream_request_failed"),
+                    ));
+                }
+            },
+            Err(_) => {
+                return Err(fail(
+                    shared,
+                    proxy,
+                    DialFailure::upstream("upstream_response_timeout"),
+                ));
+            }
+        }
+    };
+    if response.status() == http::StatusCode::PROXY_AUTHENTICATION_REQUIRED
+        && matches!(proxy.protocol, Protocol::Http | Protocol::Https)
+    {
+        // The upstream refused our credentials: never pass its 407 on (the client would
+        // think the gateway wants other credentials).
+        return Err(fail(
+            shared,
+            proxy,
+            DialFailure::upstream("proxy_auth_rejected"),
+        ));
+    }
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    if let Some(value) = routed.session.header_value() {
+        parts.headers.insert(
+            HeaderName::from_static(SESSION_HEADER),
+            HeaderValue::from_static(value),
+        );
+    }
+    let release = Release {
+        key,
+        sender,
+        pool_cap: shared.config.dial.pool_idle_per_proxy,
+        guards: (routed.lease, permit),
+    };
+    Ok(Response::from_parts(
+        parts,
+        ProxyBody::upstream(body, shared.metrics.bytes_down.clone(), release),
+    ))
+}
+
+/// Finds or opens a forwarding connection through one proxy.
+struct ForwardDialer {
+    target: TargetAddr,
+    target_key: String,
+    timeouts: DialTimeouts,
+    pool_idle: Duration,
+}
+
+impl Dialer for ForwardDialer {
+    /// The connection, what it may be pooled for, and whether it came from the pool.
+    type Output = (SendRequest<CountingBody>, PoolKey, bool);
+
+    async fn dial(&self, proxy: &ViewProxy) -> Result<Self::Output, DialFailure> {
+        let key = match proxy.protocol {
+            Protocol::Http | Protocol::Https => PoolKey::Proxy,
+            Protocol::Socks5 => PoolKey::Target(self.target_key.clone()),
+        };
+        if let Some(sender) = pooled(proxy, &key, self.pool_idle).await {
+            return Ok((sender, key, true));
+        }
+        let sender = open(proxy, &self.target, self.timeouts).await?;
+        Ok((sender, key, false))
+    }
+}
+
+fn fail(shared: &Shared, proxy: &ViewProxy, failure: DialFailure) -> Refusal {
+    shared.metrics.upstream_failure(failure.reason);
+    proxy.slot.record_failure(mono_ms());
+    Refusal::UpstreamFailed {
+        reason: failure.reason,
+        socks: failure.socks,
+    }
+}
+
+/// `http://host[:port]/...` → the target; anything else is a 400.
+fn target_of(uri: &Uri) -> Result<TargetAddr, Refusal> {
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(other) => {
+            return Err(Refusal::BadRequest(format!(
+                "scheme '{other}' is not forwarded; use CONNECT for https"
+            )));
+        }
+        None => {
+            return Err(Refusal::BadRequest(
+                "a proxy request needs an absolute URL (http://host/path) or CONNECT".into(),
+            ));
+        }
+    }
+    let authority = uri
+        .authority()
+        .ok_or_else(|| Refusal::BadRequest("the URL has no host".into()))?;
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    TargetAddr::domain(host, authority.port_u16().unwrap_or(80))
+        .map_err(|error| Refusal::BadRequest(format!("bad target host: {error}")))
+}
+
+/// A ready pooled connection, if one is idle.
+async fn pooled(
+    proxy: &ViewProxy,
+    key: &PoolKey,
+    max_idle: Duration,
+) -> Option<SendRequest<CountingBody>> {
+    while let Some(mut sender) = proxy.slot.idle.take(key, max_idle) {
+        // Ready resolves at once for an idle connection, or fails if it closed.
+        if let Ok(Ok(())) = tokio::time::timeout(Duration::from_millis(50), sender.ready()).await {
+            return Some(sender);
+        }
+    }
+    None
+}
+
+/// A new upstream connection: to the HTTP proxy itself, or a SOCKS5 tunnel to the target.
+async fn open(
+    proxy: &ViewProxy,
+    target: &TargetAddr,
+    timeouts: DialTimeouts,
+) -> Result<SendRequest<CountingBody>, DialFailure> {
+    let stream = match proxy.protocol {
+        Protocol::Http | Protocol::Https => dial::connect_proxy(proxy, timeouts.connect).await?,
+        Protocol::Socks5 => dial::tunnel(proxy, target, timeouts).await?,
+    };
+    let (sender, connection) = client_http1::Builder::new()
+        .handshake::<_, CountingBody>(TokioIo::new(stream))
+        .await
+        .map_err(|_| DialFailure::upstream("proxy_io_error"))?;
+    tokio::spawn(async move {
+        // Ends when the sender is dropped or the peer closes; errors are the request's.
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+/// Absolute form + Basic credentials for HTTP proxies; origin form for SOCKS5 tunnels.
+fn prepare(proxy: &ViewProxy, request: &mut Request<Incoming>, target: &TargetAddr) {
+    match proxy.protocol {
+        Protocol::Http | Protocol::Https => {
+            if let Some(value) = &proxy.basic_header {
+                request
+                    .headers_mut()
+                    .insert(header::PROXY_AUTHORIZATION, value.clone());
+            }
+        }
+        Protocol::Socks5 => {
+            let path = request
+                .uri()
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_owned();
+            if let Ok(uri) = path.parse() {
+                *request.uri_mut() = uri;
+            }
+            if !request.headers().contains_key(header::HOST) {
+                let host = if target.port() == 80 {
+                    target.host()
+                } else {
+                    target.to_string()
+                };
+                if let Ok(value) = HeaderValue::from_str(&host) {
+                    request.headers_mut().insert(header::HOST, value);
+                }
+            }
+        }
+    }
+}
+
+/// Removes hop-by-hop headers (RFC 9110 §7.6.1), including those named in `Connection`,
+/// and the client's proxy credentials.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        header::PROXY_AUTHORIZATION,
+        header::PROXY_AUTHENTICATE,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+    headers.remove("keep-alive");
+    headers.remove("proxy-connection");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_only_absolute_http() {
+        let uri: Uri = "http://example.com/x?y".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap().to_string(), "example.com:80");
+        let uri: Uri = "http://[::1]:8080/".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap().to_string(), "[::1]:8080");
+        let uri: Uri = "https://example.com/".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap_err().code(), "bad_request");
+        let uri: Uri = "/just/a/path".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap_err().code(), "bad_request");
+    }
+
+    #[test]
+    fn strips_hop_by_hop_and_credentials() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-drop"),
+        );
+        headers.insert("x-drop", HeaderValue::from_static("1"));
+        headers.insert("x-keep", HeaderValue::from_static("1"));
+        headers.insert(
+            header::PROXY_AUTHORIZATION,
+            HeaderValue::from_static("Basic x"),
+        );
+        headers.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key("x-keep"));
+    }
+}

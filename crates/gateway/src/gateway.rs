@@ -1,0 +1,266 @@
+//! [`Gateway`]: builds a gateway worker from a [`GatewayConfig`], binds its listeners,
+//! and runs it until a shutdown signal, then shuts down gracefully: stop accepting,
+//! let in-flight requests and tunnels finish within `shutdown_grace_ms`, close the rest,
+//! and end the controller session.
+
+use crate::admission::{SharedClock, Shield};
+use crate::config::{ConfigError, GatewayConfig};
+use crate::control::{ControlClient, ControlLoop, ControllerAddr, runner::Backoff};
+use crate::dial::DialTimeouts;
+use crate::metrics::GatewayMetrics;
+use crate::prometheus::PrometheusHandle;
+use crate::route::{RouteSettings, Router};
+use crate::select::Picker;
+use crate::snapshot::SnapshotStore;
+use crate::state::{Phase, Shared};
+use crate::sticky::StickyTable;
+use crate::{admin, http_proxy, socks};
+use proxypool_throttle::CoarseClock;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+/// Why a gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot bind the {listener} listener on {addr}: {source}")]
+    Bind {
+        listener: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot start the limiter clock: {0}")]
+    Clock(std::io::Error),
+}
+
+/// A gateway worker with its listeners bound, ready to [`Gateway::run`].
+#[derive(Debug)]
+pub struct Gateway {
+    shared: Arc<Shared>,
+    phase: watch::Sender<Phase>,
+    control: Arc<ControlLoop>,
+    control_client: ControlClient,
+    metrics_handle: Option<PrometheusHandle>,
+    http: Option<TcpListener>,
+    socks5: Option<TcpListener>,
+    admin: Option<TcpListener>,
+}
+
+impl Gateway {
+    /// Validates the config and binds every configured listener (port 0 picks a free
+    /// port; read it back with [`Gateway::http_addr`] and friends).
+    pub async fn bind(config: GatewayConfig) -> Result<Self, GatewayError> {
+        config.validate()?;
+        // Install the Prometheus recorder before any metric handle is created.
+        let metrics_handle = PrometheusHandle::global();
+        let metrics = Arc::new(GatewayMetrics::new());
+        let clock: SharedClock = Arc::new(CoarseClock::new().map_err(GatewayError::Clock)?);
+        let shield = match &config.shield {
+            Some(policy) => Some(
+                Shield::with_clock(policy.clone(), config.limiter.clone(), Arc::clone(&clock))
+                    .map_err(|e| ConfigError(format!("shield: {e}")))?,
+            ),
+            None => None,
+        };
+        let store = Arc::new(SnapshotStore::new(
+            config.worker_id.clone(),
+            config.limits.max_tracked_proxies,
+            config.limiter.clone(),
+            clock,
+        ));
+        let router = Router::new(
+            Picker::new(config.rotation, seed()),
+            StickyTable::new(config.limits.max_sticky_sessions),
+            RouteSettings {
+                max_attempts: config.dial.max_attempts,
+                failure_threshold: config.dial.failure_threshold,
+                failure_cooldown_ms: config.dial.failure_cooldown_ms,
+                default_sesstime_minutes: config.sessions.default_minutes,
+            },
+            Arc::clone(&metrics),
+        );
+        let addr = ControllerAddr::parse(&config.controller_url).map_err(ConfigError)?;
+        let control_client = ControlClient::new(
+            addr,
+            config.worker_token.clone(),
+            config.worker_id.clone(),
+            Duration::from_millis(config.control.request_timeout_ms),
+        );
+        let control = Arc::new(ControlLoop::new(
+            control_client.clone(),
+            Arc::clone(&store),
+            Arc::clone(&metrics),
+            config.worker_id.clone(),
+            Backoff {
+                initial: Duration::from_millis(config.control.initial_backoff_ms),
+                max: Duration::from_millis(config.control.max_backoff_ms),
+            },
+        ));
+        let http = bind("http", config.listeners.http).await?;
+        let socks5 = bind("socks5", config.listeners.socks5).await?;
+        let admin = bind("admin", config.listeners.admin).await?;
+        let (phase, phase_rx) = watch::channel(Phase::Running);
+        let shared = Arc::new(Shared {
+            timeouts: DialTimeouts {
+                connect: Duration::from_millis(config.dial.connect_timeout_ms),
+                handshake: Duration::from_millis(config.dial.handshake_timeout_ms),
+            },
+            connections: Arc::new(Semaphore::new(config.limits.max_connections)),
+            config,
+            store,
+            router,
+            shield,
+            metrics,
+            phase: phase_rx,
+        });
+        Ok(Self {
+            shared,
+            phase,
+            control,
+            control_client,
+            metrics_handle,
+            http,
+            socks5,
+            admin,
+        })
+    }
+
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    pub fn socks5_addr(&self) -> Option<SocketAddr> {
+        self.socks5.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Serves until `shutdown` completes, then shuts down gracefully.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
+        let Gateway {
+            shared,
+            phase,
+            control,
+            control_client,
+            metrics_handle,
+            http,
+            socks5,
+            admin,
+        } = self;
+        let mut tasks = tokio::task::JoinSet::new();
+        if let Some(listener) = http {
+            tasks.spawn(http_proxy::serve(listener, Arc::clone(&shared)));
+        }
+        if let Some(listener) = socks5 {
+            tasks.spawn(socks::serve(listener, Arc::clone(&shared)));
+        }
+        if let Some(listener) = admin {
+            tasks.spawn(admin::serve(listener, Arc::clone(&shared), metrics_handle));
+        }
+        tasks.spawn(maintenance(Arc::clone(&shared)));
+        let (stop_control, stop_rx) = watch::channel(false);
+        let control_task = {
+            let control = Arc::clone(&control);
+            tokio::spawn(async move { control.run(stop_rx).await })
+        };
+
+        shutdown.await;
+        tracing::info!("gateway draining: no new connections");
+        let _ = phase.send(Phase::Draining);
+        let grace = Duration::from_millis(shared.config.limits_grace());
+        let all = u32::try_from(shared.config.limits.max_connections).unwrap_or(u32::MAX);
+        // Every open connection (and tunnel) holds a permit: all back = nothing in flight.
+        let drained = tokio::time::timeout(grace, shared.connections.acquire_many(all)).await;
+        if drained.is_err() {
+            tracing::warn!("shutdown grace elapsed; closing remaining connections");
+        }
+        let _ = phase.send(Phase::Stopped);
+        let _ = stop_control.send(true);
+        let session = control_task.await.ok().flatten();
+        if let Some(session) = session {
+            match control_client.end_session(&session).await {
+                Ok(()) => tracing::info!(%session, "control session ended"),
+                Err(error) => tracing::warn!(%error, "ending the control session failed"),
+            }
+        }
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+impl GatewayConfig {
+    fn limits_grace(&self) -> u64 {
+        self.shutdown_grace_ms
+    }
+}
+
+async fn bind(
+    listener: &'static str,
+    addr: Option<SocketAddr>,
+) -> Result<Option<TcpListener>, GatewayError> {
+    match addr {
+        None => Ok(None),
+        Some(addr) => {
+            TcpListener::bind(addr)
+                .await
+                .map(Some)
+                .map_err(|source| GatewayError::Bind {
+                    listener,
+                    addr,
+                    source,
+                })
+        }
+    }
+}
+
+/// Periodic bounded cleanups: sticky sessions, limiter keys, gauges.
+async fn maintenance(shared: Arc<Shared>) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(10));
+    loop {
+        ticker.tick().await;
+        shared.router.sticky().sweep(crate::clock::wall_ms());
+        if let Some(shield) = &shared.shield {
+            shield.sweep(10_000);
+        }
+        shared.store.sweep_limiter(10_000);
+        if let Some(age) = shared.store.since_fresh_ms() {
+            shared.metrics.snapshot_age.set(age as f64 / 1000.0);
+        }
+    }
+}
+
+fn seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(crate::clock::mono_ms());
+    hasher.finish()
+}
+
+/// Completes on Ctrl-C or SIGTERM: the usual `shutdown` for [`Gateway::run`].
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

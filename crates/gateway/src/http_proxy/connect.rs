@@ -1,0 +1,98 @@
+//! HTTP `CONNECT`: dial a tunnel through an upstream proxy first (so a failure is still a
+//! proper 502/503), answer 200, then relay the upgraded connection.
+
+use super::service::ConnectionState;
+use crate::admission::ConnectionPermit;
+use crate::auth::Authenticated;
+use crate::dial::TunnelDialer;
+use crate::forward::body::ProxyBody;
+use crate::io::ActivityIo;
+use crate::refusal::Refusal;
+use crate::route::SESSION_HEADER;
+use crate::snapshot::SnapshotView;
+use crate::state::{Phase, Shared};
+use crate::tunnel;
+use http::header::{HeaderName, HeaderValue};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use proxypool_proto::TargetAddr;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Handles one `CONNECT host:port`.
+pub(super) async fn connect(
+    shared: &Arc<Shared>,
+    view: &SnapshotView,
+    auth: &Authenticated,
+    request: Request<Incoming>,
+    state: &ConnectionState,
+) -> Result<Response<ProxyBody>, Refusal> {
+    let authority = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .ok_or_else(|| Refusal::BadRequest("CONNECT needs host:port".into()))?;
+    let target: TargetAddr = authority
+        .parse()
+        .map_err(|error| Refusal::BadRequest(format!("bad CONNECT target: {error}")))?;
+    let permit =
+        ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
+    let timeouts = shared.timeouts;
+    let routed = shared
+        .router
+        .route(view, auth, &TunnelDialer { target, timeouts })
+        .await?;
+    let upstream = routed.value;
+    let lease = routed.lease;
+    // The tunnel outlives the HTTP connection task: it carries the connection's place.
+    let connection_permit = state.take_permit();
+    let shared_for_tunnel = Arc::clone(shared);
+    tokio::spawn(async move {
+        let Ok(upgraded) = hyper::upgrade::on(request).await else {
+            return;
+        };
+        // Unwrap back to the raw socket so the relay can wait without buffers.
+        let (client, leftover) = match upgraded.downcast::<TokioIo<ActivityIo>>() {
+            Ok(parts) => (parts.io.into_inner().into_inner(), parts.read_buf),
+            Err(_) => return,
+        };
+        run_tunnel(&shared_for_tunnel, client, upstream, &leftover).await;
+        drop((lease, permit, connection_permit));
+    });
+    let mut response = Response::new(ProxyBody::empty());
+    if let Some(value) = routed.session.header_value() {
+        response.headers_mut().insert(
+            HeaderName::from_static(SESSION_HEADER),
+            HeaderValue::from_static(value),
+        );
+    }
+    Ok(response)
+}
+
+/// Relays a tunnel, sending bytes the client sent early (with its CONNECT) first.
+pub(crate) async fn run_tunnel(
+    shared: &Shared,
+    client: TcpStream,
+    mut upstream: TcpStream,
+    early: &[u8],
+) {
+    shared.metrics.tunnels_open.increment(1.0);
+    if !early.is_empty() && upstream.write_all(early).await.is_err() {
+        shared.metrics.tunnels_open.decrement(1.0);
+        return;
+    }
+    let mut phase = shared.phase.clone();
+    let stopped = phase.wait_for(|p| *p == Phase::Stopped);
+    let relayed = tokio::select! {
+        relayed = tunnel::relay(client, upstream, shared.tunnel_idle()) => relayed,
+        _ = stopped => tunnel::Relayed::default(),
+    };
+    shared
+        .metrics
+        .bytes_up
+        .increment(relayed.up + early.len() as u64);
+    shared.metrics.bytes_down.increment(relayed.down);
+    shared.metrics.tunnels_open.decrement(1.0);
+}

@@ -1,0 +1,89 @@
+//! [`ActivityIo`]: a client socket that remembers when it last moved a byte, so the
+//! connection's watchdog can close kept-alive connections that sit idle.
+
+use crate::clock::mono_ms;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// A TCP stream that stamps the monotonic time of its last read or write.
+#[derive(Debug)]
+pub(crate) struct ActivityIo {
+    stream: TcpStream,
+    last: Arc<AtomicU64>,
+}
+
+impl ActivityIo {
+    pub(crate) fn new(stream: TcpStream, last: Arc<AtomicU64>) -> Self {
+        last.store(mono_ms(), Ordering::Relaxed);
+        Self { stream, last }
+    }
+
+    pub(crate) fn into_inner(self) -> TcpStream {
+        self.stream
+    }
+
+    fn touch(&self) {
+        self.last.store(mono_ms(), Ordering::Relaxed);
+    }
+}
+
+impl AsyncRead for ActivityIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let result = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.touch();
+        }
+        result
+    }
+}
+
+impl AsyncWrite for ActivityIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.stream).poll_write(cx, data);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            this.touch();
+        }
+        result
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            this.touch();
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}

@@ -1,0 +1,78 @@
+//! proxypool-gateway: the gateway worker — a forward proxy (HTTP absolute-form, HTTP
+//! `CONNECT`, SOCKS5) that rotates client traffic through the pooled upstream proxies
+//! the controller assigned to it, reading only a local snapshot on the hot path.
+//!
+//! ```no_run
+//! # async fn f(config: proxypool_gateway::GatewayConfig) -> Result<(), proxypool_gateway::GatewayError> {
+//! let gateway = proxypool_gateway::Gateway::bind(config).await?;
+//! println!("http proxy on {:?}", gateway.http_addr());
+//! gateway.run(proxypool_gateway::shutdown_signal()).await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Per request
+//!
+//! per-IP shield → snapshot (503 `gateway_stale` when the controller has been
+//! unreachable for longer than `max_staleness_ms`) → proxy credentials and username
+//! selectors → client policy limiter and connection cap → pick a proxy (rotation or
+//! sticky session; reserve a slot) → dial (retry elsewhere on proxy faults) → relay.
+//! Nothing on that path is remote: an atomically swapped immutable view plus local
+//! atomics. Refusals carry `X-Proxypool-Error` (HTTP) or the fitting SOCKS5 reply.
+//!
+//! # Module map
+//!
+//! | module | what it is for |
+//! | --- | --- |
+//! | `gateway` | [`Gateway`]: bind, run, graceful shutdown |
+//! | `config` | [`GatewayConfig`] and its validation |
+//! | `http_proxy` | HTTP listener: requests, `CONNECT`, idle watchdog |
+//! | `socks` | SOCKS5 listener |
+//! | `forward` | plain HTTP forwarding, upstream connection pool, bodies |
+//! | `tunnel` | buffer-less-when-idle relay |
+//! | `dial` | dialing through upstream proxies, fault classification |
+//! | `route` | sticky session → pick → dial → bounded retries |
+//! | `select` | candidate indexes, eligibility, rotation strategies |
+//! | `sticky` | the sticky-session table |
+//! | `capacity` | packed active/reserved counters, failure counts, registry |
+//! | `snapshot` | the immutable indexed view and its atomic store (staleness) |
+//! | `auth`, `selector`, `cidr` | credentials, username selectors, IP allowlists |
+//! | `admission` | per-IP shield, per-client policy limiter, per-client connection cap |
+//! | `control` | control-API client and the loop (session, snapshots, acks, reports) |
+//! | `metrics`, `prometheus`, `admin` | metric handles, text exporter, admin listener |
+//! | `refusal` | every refusal with its status, code and SOCKS5 reply |
+//! | `clock`, `io`, `state` | clocks, activity-stamped sockets, shared state |
+
+mod admin;
+mod admission;
+mod auth;
+mod capacity;
+mod cidr;
+mod clock;
+mod config;
+mod control;
+mod dial;
+mod forward;
+mod gateway;
+mod http_proxy;
+mod io;
+mod metrics;
+mod prometheus;
+mod refusal;
+mod route;
+mod select;
+mod selector;
+mod snapshot;
+mod socks;
+mod state;
+mod sticky;
+mod tunnel;
+
+pub use config::{
+    ConfigError, ControlConfig, DialConfig, GatewayConfig, Limits, Listeners, Rotation,
+    StickySessions,
+};
+pub use gateway::{Gateway, GatewayError, shutdown_signal};
+pub use prometheus::{PrometheusHandle, PrometheusRecorder};
+pub use refusal::{ERROR_HEADER, Refusal};
+pub use route::SESSION_HEADER;
+pub use selector::{Selectors, parse_selectors, split_client};

@@ -1,0 +1,176 @@
+//! [`Refusal`]: every way the gateway says no to a client, with the HTTP status, the
+//! `X-Proxypool-Error` code and the SOCKS5 reply each one maps to.
+//!
+//! One table for both listeners keeps HTTP and SOCKS5 clients told the same thing.
+
+use std::fmt;
+
+/// The response header carrying [`Refusal::code`].
+pub const ERROR_HEADER: &str = "x-proxypool-error";
+
+/// SOCKS5 reply codes (RFC 1928 §6) the gateway sends.
+pub(crate) mod socks_reply {
+    pub(crate) const GENERAL_FAILURE: u8 = 0x01;
+    pub(crate) const NOT_ALLOWED: u8 = 0x02;
+    pub(crate) const NETWORK_UNREACHABLE: u8 = 0x03;
+    pub(crate) const HOST_UNREACHABLE: u8 = 0x04;
+    pub(crate) const CONNECTION_REFUSED: u8 = 0x05;
+    pub(crate) const TTL_EXPIRED: u8 = 0x06;
+    pub(crate) const ADDRESS_NOT_SUPPORTED: u8 = 0x08;
+}
+
+/// Why a request was refused. Messages never contain a password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Malformed request (bad target, unsupported method form).
+    BadRequest(String),
+    /// Missing or wrong proxy credentials.
+    AuthRequired,
+    /// The username's selectors are malformed or unknown.
+    BadSelector(String),
+    /// The client may not do this (source IP, upstream or region not allowed).
+    Forbidden(String),
+    /// A limiter denied the request.
+    RateLimited { retry_after_ms: u64, lockout: bool },
+    /// The client already holds its maximum of concurrent connections.
+    TooManyConnections,
+    /// No proxy in the snapshot matches the selectors with free capacity.
+    NoEligibleProxy,
+    /// The snapshot is older than `max_staleness_ms` and the controller is unreachable
+    /// (or no snapshot arrived yet).
+    Stale,
+    /// Too many sticky sessions are remembered already.
+    SessionTableFull,
+    /// Every upstream tried failed; the reason is the last failure's.
+    UpstreamFailed { reason: &'static str, socks: u8 },
+    /// The gateway is shutting down or otherwise cannot serve.
+    Unavailable,
+}
+
+impl Refusal {
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        match self {
+            Refusal::BadRequest(_) | Refusal::BadSelector(_) => 400,
+            Refusal::AuthRequired => 407,
+            Refusal::Forbidden(_) => 403,
+            Refusal::RateLimited { .. } | Refusal::TooManyConnections => 429,
+            Refusal::UpstreamFailed { .. } => 502,
+            Refusal::NoEligibleProxy
+            | Refusal::Stale
+            | Refusal::SessionTableFull
+            | Refusal::Unavailable => 503,
+        }
+    }
+
+    /// The stable code in `X-Proxypool-Error` (and in metrics).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::BadRequest(_) => "bad_request",
+            Refusal::AuthRequired => "auth_required",
+            Refusal::BadSelector(_) => "bad_selector",
+            Refusal::Forbidden(_) => "forbidden",
+            Refusal::RateLimited { lockout: false, .. } => "rate_limited",
+            Refusal::RateLimited { lockout: true, .. } => "locked_out",
+            Refusal::TooManyConnections => "too_many_connections",
+            Refusal::NoEligibleProxy => "no_eligible_proxy",
+            Refusal::Stale => "gateway_stale",
+            Refusal::SessionTableFull => "session_table_full",
+            Refusal::UpstreamFailed { .. } => "upstream_failed",
+            Refusal::Unavailable => "unavailable",
+        }
+    }
+
+    /// `Retry-After` seconds, for the refusals that have one.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Refusal::RateLimited { retry_after_ms, .. } => {
+                Some(retry_after_ms.div_ceil(1000).max(1))
+            }
+            Refusal::TooManyConnections
+            | Refusal::NoEligibleProxy
+            | Refusal::Stale
+            | Refusal::Unavailable => Some(1),
+            _ => None,
+        }
+    }
+
+    /// The SOCKS5 reply code that fits.
+    pub fn socks_reply(&self) -> u8 {
+        match self {
+            Refusal::BadRequest(_) => socks_reply::ADDRESS_NOT_SUPPORTED,
+            Refusal::AuthRequired
+            | Refusal::BadSelector(_)
+            | Refusal::Forbidden(_)
+            | Refusal::RateLimited { .. }
+            | Refusal::TooManyConnections => socks_reply::NOT_ALLOWED,
+            Refusal::UpstreamFailed { socks, .. } => *socks,
+            Refusal::NoEligibleProxy
+            | Refusal::Stale
+            | Refusal::SessionTableFull
+            | Refusal::Unavailable => socks_reply::GENERAL_FAILURE,
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::BadRequest(message) => write!(f, "bad request: {message}"),
+            Refusal::AuthRequired => f.write_str("proxy authentication required"),
+            Refusal::BadSelector(message) => write!(f, "bad username selector: {message}"),
+            Refusal::Forbidden(message) => write!(f, "forbidden: {message}"),
+            Refusal::RateLimited {
+                retry_after_ms,
+                lockout,
+            } => write!(
+                f,
+                "{} retry after {retry_after_ms} ms",
+                if *lockout {
+                    "locked out after repeated rate-limit violations;"
+                } else {
+                    "rate limited;"
+                }
+            ),
+            Refusal::TooManyConnections => {
+                f.write_str("too many concurrent connections for this client")
+            }
+            Refusal::NoEligibleProxy => {
+                f.write_str("no upstream proxy matches the selectors with free capacity")
+            }
+            Refusal::Stale => f.write_str(
+                "gateway snapshot is stale (controller unreachable); refusing new traffic",
+            ),
+            Refusal::SessionTableFull => f.write_str("too many sticky sessions; retry later"),
+            Refusal::UpstreamFailed { reason, .. } => {
+                write!(f, "upstream proxy failed: {reason}")
+            }
+            Refusal::Unavailable => f.write_str("gateway unavailable"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_each_refusal_once() {
+        assert_eq!(Refusal::Stale.status(), 503);
+        assert_eq!(Refusal::Stale.code(), "gateway_stale");
+        assert_eq!(Refusal::AuthRequired.status(), 407);
+        let limited = Refusal::RateLimited {
+            retry_after_ms: 1250,
+            lockout: false,
+        };
+        assert_eq!(limited.status(), 429);
+        assert_eq!(limited.retry_after_secs(), Some(2));
+        assert_eq!(limited.socks_reply(), socks_reply::NOT_ALLOWED);
+        let failed = Refusal::UpstreamFailed {
+            reason: "connect_refused",
+            socks: socks_reply::CONNECTION_REFUSED,
+        };
+        assert_eq!(failed.status(), 502);
+        assert_eq!(failed.socks_reply(), socks_reply::CONNECTION_REFUSED);
+    }
+}

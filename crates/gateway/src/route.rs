@@ -1,0 +1,244 @@
+//! Routing one request: sticky-session lookup, pick, dial, and bounded retries on other
+//! proxies when a proxy fails. The dial itself is a closure so HTTP forwarding, CONNECT
+//! tunnels and SOCKS5 share the exact same selection, retry and failure accounting.
+
+use crate::auth::Authenticated;
+use crate::capacity::Lease;
+use crate::clock::{mono_ms, wall_ms};
+use crate::dial::DialFailure;
+use crate::metrics::GatewayMetrics;
+use crate::refusal::Refusal;
+use crate::select::{Eligibility, Pick, Picker};
+use crate::snapshot::{SnapshotView, ViewProxy};
+use crate::sticky::{Pin, StickyTable};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The response header telling a client what happened to its sticky session.
+pub const SESSION_HEADER: &str = "x-proxypool-session";
+
+/// What happened to the request's sticky session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionOutcome {
+    /// The request named no session.
+    NoSession,
+    /// A new session was pinned.
+    New,
+    /// The session's proxy was used.
+    Pinned,
+    /// The session's proxy left (or failed); the session now uses another one.
+    Reassigned,
+}
+
+impl SessionOutcome {
+    /// The `X-Proxypool-Session` value, if any.
+    pub(crate) fn header_value(self) -> Option<&'static str> {
+        match self {
+            SessionOutcome::NoSession => None,
+            SessionOutcome::New => Some("new"),
+            SessionOutcome::Pinned => Some("pinned"),
+            SessionOutcome::Reassigned => Some("reassigned"),
+        }
+    }
+}
+
+/// A dialed upstream: what the dial produced, the active lease, and the session outcome.
+#[derive(Debug)]
+pub(crate) struct Routed<T> {
+    pub value: T,
+    pub lease: Lease,
+    pub index: u32,
+    pub session: SessionOutcome,
+}
+
+/// How to reach the target through one proxy (a tunnel, or a forwarding connection).
+/// A trait rather than a closure so the futures stay `Send` for any borrowed proxy.
+pub(crate) trait Dialer: Sync {
+    type Output: Send;
+
+    fn dial<'a>(
+        &'a self,
+        proxy: &'a ViewProxy,
+    ) -> impl Future<Output = Result<Self::Output, DialFailure>> + Send + 'a;
+}
+
+/// Routing settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RouteSettings {
+    pub max_attempts: u32,
+    pub failure_threshold: u32,
+    pub failure_cooldown_ms: u64,
+    pub default_sesstime_minutes: u32,
+}
+
+/// Selection state shared by every listener.
+#[derive(Debug)]
+pub(crate) struct Router {
+    picker: Picker,
+    sticky: StickyTable,
+    settings: RouteSettings,
+    metrics: Arc<GatewayMetrics>,
+}
+
+impl Router {
+    pub(crate) fn new(
+        picker: Picker,
+        sticky: StickyTable,
+        settings: RouteSettings,
+        metrics: Arc<GatewayMetrics>,
+    ) -> Self {
+        Self {
+            picker,
+            sticky,
+            settings,
+            metrics,
+        }
+    }
+
+    pub(crate) fn sticky(&self) -> &StickyTable {
+        &self.sticky
+    }
+
+    fn eligibility(&self) -> Eligibility {
+        Eligibility {
+            now_ms: wall_ms(),
+            mono_ms: mono_ms(),
+            failure_threshold: self.settings.failure_threshold,
+            failure_cooldown_ms: self.settings.failure_cooldown_ms,
+        }
+    }
+
+    /// Picks a proxy for `auth`, dials it with `dial`, and retries on other proxies while
+    /// failures are the proxy's fault (bounded by `max_attempts`).
+    pub(crate) async fn route<D: Dialer>(
+        &self,
+        view: &SnapshotView,
+        auth: &Authenticated,
+        dialer: &D,
+    ) -> Result<Routed<D::Output>, Refusal> {
+        let client = &auth.client;
+        let selectors = &auth.selectors;
+        let when = self.eligibility();
+        let session = selectors.session.as_deref();
+        let pin = session.and_then(|s| self.sticky.get(client.id.as_str(), s, when.now_ms));
+        let mut outcome = match (&session, &pin) {
+            (None, _) => SessionOutcome::NoSession,
+            (Some(_), None) => SessionOutcome::New,
+            (Some(_), Some(_)) => SessionOutcome::Pinned,
+        };
+        let mut tried: Vec<u32> = Vec::new();
+        let mut last_failure: Option<DialFailure> = None;
+        for attempt in 0..self.settings.max_attempts {
+            let pinned = match (&pin, attempt) {
+                (Some(pin), 0) => view
+                    .index_of(&pin.proxy)
+                    .and_then(|i| self.picker.pick_exact(view, client, selectors, i, when)),
+                _ => None,
+            };
+            if pin.is_some() && pinned.is_none() {
+                outcome = SessionOutcome::Reassigned;
+            }
+            let pick = match pinned {
+                Some(pick) => Some(pick),
+                // Cooldown only deprioritizes: when every candidate is cooling down, try
+                // them anyway (half-open), so a dead pool answers 502 with the real
+                // failure instead of an empty 503.
+                None => self
+                    .picker
+                    .pick(view, client, selectors, &tried, when)
+                    .or_else(|| {
+                        let half_open = Eligibility {
+                            failure_threshold: u32::MAX,
+                            ..when
+                        };
+                        self.picker.pick(view, client, selectors, &tried, half_open)
+                    }),
+            };
+            let Some(Pick { index, reservation }) = pick else {
+                break;
+            };
+            tried.push(index);
+            let proxy = &view.proxies[index as usize];
+            let started = Instant::now();
+            match dialer.dial(proxy).await {
+                Ok(value) => {
+                    self.metrics
+                        .dial_seconds
+                        .record(started.elapsed().as_secs_f64());
+                    proxy.slot.record_success();
+                    let lease = reservation.activate();
+                    if let Some(session) = session {
+                        self.pin(auth, session, &pin, proxy, when.now_ms)?;
+                    }
+                    return Ok(Routed {
+                        value,
+                        lease,
+                        index,
+                        session: outcome,
+                    });
+                }
+                Err(failure) => {
+                    self.metrics.upstream_failure(failure.reason);
+                    drop(reservation);
+                    if !failure.proxy_fault {
+                        return Err(Refusal::UpstreamFailed {
+                            reason: failure.reason,
+                            socks: failure.socks,
+                        });
+                    }
+                    proxy.slot.record_failure(mono_ms());
+                    tracing::debug!(proxy = %proxy.id, reason = failure.reason, attempt, "upstream dial failed");
+                    last_failure = Some(failure);
+                    if pin.is_some() {
+                        outcome = SessionOutcome::Reassigned;
+                    }
+                }
+            }
+        }
+        match last_failure {
+            Some(failure) => Err(Refusal::UpstreamFailed {
+                reason: failure.reason,
+                socks: failure.socks,
+            }),
+            None => {
+                self.metrics.selection_misses.increment(1);
+                Err(Refusal::NoEligibleProxy)
+            }
+        }
+    }
+
+    fn pin(
+        &self,
+        auth: &Authenticated,
+        session: &str,
+        previous: &Option<Pin>,
+        proxy: &ViewProxy,
+        now_ms: u64,
+    ) -> Result<(), Refusal> {
+        if previous.as_ref().is_some_and(|p| p.proxy == proxy.id) {
+            return Ok(());
+        }
+        // A reassigned session keeps its original end; a new one gets its full sesstime.
+        let expires_at_ms = match previous {
+            Some(previous) => previous.expires_at_ms,
+            None => {
+                let minutes = auth
+                    .selectors
+                    .sesstime_minutes
+                    .unwrap_or(self.settings.default_sesstime_minutes);
+                now_ms + u64::from(minutes) * 60_000
+            }
+        };
+        self.sticky
+            .put(
+                auth.client.id.as_str(),
+                session,
+                Pin {
+                    proxy: proxy.id.clone(),
+                    expires_at_ms,
+                },
+                now_ms,
+            )
+            .map_err(|_| Refusal::SessionTableFull)
+    }
+}

@@ -1,0 +1,223 @@
+//! Picking an upstream proxy from the local view: candidate sets from the selector
+//! indexes, eligibility (lease, `usable_until`, capacity, failure cooldown) and the
+//! rotation strategies. A pick reserves a slot in the same step, so two requests can never
+//! both take a proxy's last free session.
+
+use crate::capacity::Reservation;
+use crate::config::Rotation;
+use crate::selector::Selectors;
+use crate::snapshot::{ClientEntry, SnapshotView, ViewProxy};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Everything a pick needs to know about "now" and about failures.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Eligibility {
+    /// Wall clock, for leases and `usable_until`.
+    pub now_ms: u64,
+    /// Gateway monotonic clock, for failure cooldowns.
+    pub mono_ms: u64,
+    pub failure_threshold: u32,
+    pub failure_cooldown_ms: u64,
+}
+
+/// A chosen proxy (index into the view) with its reserved slot.
+#[derive(Debug)]
+pub(crate) struct Pick {
+    pub index: u32,
+    pub reservation: Reservation,
+}
+
+/// The rotation strategy and its random state.
+#[derive(Debug)]
+pub(crate) struct Picker {
+    rotation: Rotation,
+    random: AtomicU64,
+}
+
+impl Picker {
+    pub(crate) fn new(rotation: Rotation, seed: u64) -> Self {
+        Self {
+            rotation,
+            random: AtomicU64::new(seed | 1),
+        }
+    }
+
+    /// Picks and reserves an eligible proxy matching the client and selectors, skipping
+    /// indexes in `tried`.
+    pub(crate) fn pick(
+        &self,
+        view: &SnapshotView,
+        client: &ClientEntry,
+        selectors: &Selectors,
+        tried: &[u32],
+        when: Eligibility,
+    ) -> Option<Pick> {
+        let sources = candidate_sources(view, client, selectors);
+        let total: usize = sources.iter().map(|s| s.len()).sum();
+        if total == 0 {
+            return None;
+        }
+        let usable = |index: u32| {
+            !tried.contains(&index) && {
+                let proxy = &view.proxies[index as usize];
+                matches(proxy, client, selectors) && available(proxy, when)
+            }
+        };
+        match self.rotation {
+            Rotation::RoundRobin => {
+                let start = view.cursor.fetch_add(1, Ordering::Relaxed) % total;
+                first_fit(view, &sources, total, start, usable)
+            }
+            Rotation::Random => {
+                let start = (self.next_random() % total as u64) as usize;
+                first_fit(view, &sources, total, start, usable)
+            }
+            Rotation::LeastConnections => {
+                // Rotate the scan start so ties spread instead of piling on the first.
+                let start = view.cursor.fetch_add(1, Ordering::Relaxed) % total;
+                for _ in 0..3 {
+                    let best = (0..total)
+                        .map(|step| nth(&sources, (start + step) % total))
+                        .filter(|index| usable(*index))
+                        .min_by_key(|index| view.proxies[*index as usize].slot.load().total())?;
+                    if let Some(pick) = reserve(view, best) {
+                        return Some(pick);
+                    }
+                }
+                first_fit(view, &sources, total, start, usable)
+            }
+        }
+    }
+
+    /// Reserves exactly the proxy at `index` if it is still usable (sticky sessions).
+    pub(crate) fn pick_exact(
+        &self,
+        view: &SnapshotView,
+        client: &ClientEntry,
+        selectors: &Selectors,
+        index: u32,
+        when: Eligibility,
+    ) -> Option<Pick> {
+        let proxy = view.proxies.get(index as usize)?;
+        if matches(proxy, client, selectors) && available(proxy, when) {
+            reserve(view, index)
+        } else {
+            None
+        }
+    }
+
+    /// xorshift64*: cheap, lock-free, good enough to spread load.
+    fn next_random(&self) -> u64 {
+        let mut x = self.random.load(Ordering::Relaxed);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.random.store(x, Ordering::Relaxed);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+fn first_fit(
+    view: &SnapshotView,
+    sources: &[&[u32]],
+    total: usize,
+    start: usize,
+    usable: impl Fn(u32) -> bool,
+) -> Option<Pick> {
+    (0..total)
+        .map(|step| nth(sources, (start + step) % total))
+        .filter(|index| usable(*index))
+        .find_map(|index| reserve(view, index))
+}
+
+fn reserve(view: &SnapshotView, index: u32) -> Option<Pick> {
+    let proxy = &view.proxies[index as usize];
+    proxy
+        .slot
+        .try_reserve(proxy.max_sessions)
+        .map(|reservation| Pick { index, reservation })
+}
+
+/// The `n`th index across the concatenated sources.
+fn nth(sources: &[&[u32]], mut n: usize) -> u32 {
+    for source in sources {
+        if n < source.len() {
+            return source[n];
+        }
+        n -= source.len();
+    }
+    unreachable!("n is below the total length")
+}
+
+/// Lease, `usable_until`, free capacity and no failure cooldown.
+fn available(proxy: &ViewProxy, when: Eligibility) -> bool {
+    proxy.is_live(when.now_ms)
+        && proxy.slot.load().total() < u64::from(proxy.max_sessions)
+        && !proxy.slot.is_cooling_down(
+            when.failure_threshold,
+            when.failure_cooldown_ms,
+            when.mono_ms,
+        )
+}
+
+/// Whether the proxy satisfies the selectors and the client's restrictions.
+pub(crate) fn matches(proxy: &ViewProxy, client: &ClientEntry, selectors: &Selectors) -> bool {
+    selectors
+        .upstream
+        .as_ref()
+        .is_none_or(|u| *u == proxy.upstream)
+        && selectors
+            .region
+            .as_ref()
+            .is_none_or(|r| proxy.region.as_ref() == Some(r))
+        && selectors
+            .carrier
+            .as_ref()
+            .is_none_or(|c| proxy.carrier.as_ref() == Some(c))
+        && selectors.protocol.is_none_or(|p| p == proxy.protocol)
+        && client.upstream_allowed(&proxy.upstream)
+        && client.region_allowed(proxy.region.as_ref())
+}
+
+/// The smallest index family that covers every match: each selector (or the client's
+/// allowed list) names a set of index lists; the one with the fewest entries drives.
+fn candidate_sources<'v>(
+    view: &'v SnapshotView,
+    client: &ClientEntry,
+    selectors: &Selectors,
+) -> Vec<&'v [u32]> {
+    let mut families: Vec<Vec<&'v [u32]>> = vec![vec![view.all.as_slice()]];
+    let single = |list: Option<&'v Vec<u32>>| vec![list.map_or(&[][..], Vec::as_slice)];
+    if let Some(upstream) = &selectors.upstream {
+        families.push(single(view.by_upstream.get(upstream)));
+    } else if !client.allowed_upstreams.is_empty() {
+        families.push(
+            client
+                .allowed_upstreams
+                .iter()
+                .filter_map(|k| view.by_upstream.get(k).map(Vec::as_slice))
+                .collect(),
+        );
+    }
+    if let Some(region) = &selectors.region {
+        families.push(single(view.by_region.get(region)));
+    } else if !client.allowed_regions.is_empty() {
+        families.push(
+            client
+                .allowed_regions
+                .iter()
+                .filter_map(|k| view.by_region.get(k).map(Vec::as_slice))
+                .collect(),
+        );
+    }
+    if let Some(carrier) = &selectors.carrier {
+        families.push(single(view.by_carrier.get(carrier)));
+    }
+    if let Some(protocol) = &selectors.protocol {
+        families.push(single(view.by_protocol.get(protocol)));
+    }
+    families
+        .into_iter()
+        .min_by_key(|family| family.iter().map(|list| list.len()).sum::<usize>())
+        .unwrap_or_default()
+}

@@ -1,0 +1,8 @@
+//! The local snapshot: [`view`] (one immutable, indexed snapshot) and [`store`] (the
+//! atomically swapped current view and the staleness rule).
+
+pub(crate) mod store;
+pub(crate) mod view;
+
+pub(crate) use store::SnapshotStore;
+pub(crate) use view::{ClientEntry, SnapshotView, ViewProxy};

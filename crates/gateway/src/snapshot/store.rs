@@ -1,0 +1,201 @@
+//! [`SnapshotStore`]: the current [`SnapshotView`], swapped atomically, and the staleness
+//! rule that makes the gateway fail closed when the controller has been gone too long.
+//!
+//! Requests call [`SnapshotStore::current`] (one atomic load and a clock read). The control
+//! loop calls [`SnapshotStore::apply`] and [`SnapshotStore::mark_fresh`]. Freshness is
+//! the last time the controller answered (a snapshot, a "nothing new" long-poll or an
+//! accepted report), not the snapshot's age: an unchanged snapshot from a reachable
+//! controller is current.
+
+use super::view::{SnapshotView, ViewParts};
+use crate::admission::{ClientCounters, ClientLimiter, SharedClock};
+use crate::capacity::{CapacityRegistry, RegistryFull};
+use crate::refusal::Refusal;
+use arc_swap::ArcSwapOption;
+use proxypool_core::control::{WorkerSnapshot, snapshot_checksum};
+use proxypool_core::{ProxyId, SnapshotRef, WorkerId};
+use proxypool_throttle::EngineOptions;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Why a snapshot was not applied (the old view stays).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ApplyError {
+    #[error("snapshot is for worker {0}, not this one")]
+    WrongWorker(WorkerId),
+    #[error("snapshot checksum does not match its content")]
+    Checksum,
+    #[error("snapshot lists proxy {0} twice")]
+    DuplicateProxy(ProxyId),
+    #[error("snapshot lists client {0} twice")]
+    DuplicateClient(String),
+    #[error("snapshot version {got} is older than the applied {applied}")]
+    Older { got: u64, applied: u64 },
+    #[error(transparent)]
+    RegistryFull(#[from] RegistryFull),
+    #[error("client policies: {0}")]
+    Limiter(String),
+}
+
+/// The current view, its freshness and the counters that outlive views.
+#[derive(Debug)]
+pub(crate) struct SnapshotStore {
+    worker: WorkerId,
+    view: ArcSwapOption<SnapshotView>,
+    registry: CapacityRegistry,
+    clients: ClientCounters,
+    limiter: Mutex<Option<Arc<ClientLimiter>>>,
+    limiter_options: EngineOptions,
+    clock: SharedClock,
+    origin: Instant,
+    /// Milliseconds since `origin` of the last controller answer, plus one (0 = never).
+    fresh_at: AtomicU64,
+    generation: AtomicU64,
+}
+
+impl SnapshotStore {
+    pub(crate) fn new(
+        worker: WorkerId,
+        max_tracked_proxies: usize,
+        limiter_options: EngineOptions,
+        clock: SharedClock,
+    ) -> Self {
+        Self {
+            worker,
+            view: ArcSwapOption::empty(),
+            registry: CapacityRegistry::new(max_tracked_proxies),
+            clients: ClientCounters::default(),
+            limiter: Mutex::new(None),
+            limiter_options,
+            clock,
+            origin: Instant::now(),
+            fresh_at: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// The view to serve a new request from, or [`Refusal::Stale`] when there is none or
+    /// the controller has not answered within the snapshot's `max_staleness_ms`.
+    pub(crate) fn current(&self) -> Result<Arc<SnapshotView>, Refusal> {
+        let view = self.view.load_full().ok_or(Refusal::Stale)?;
+        match self.since_fresh_ms() {
+            Some(age) if age <= view.max_staleness_ms => Ok(view),
+            _ => Err(Refusal::Stale),
+        }
+    }
+
+    /// The applied view regardless of staleness (admin and reports).
+    pub(crate) fn view(&self) -> Option<Arc<SnapshotView>> {
+        self.view.load_full()
+    }
+
+    /// Milliseconds since the controller last answered; `None` before the first answer.
+    pub(crate) fn since_fresh_ms(&self) -> Option<u64> {
+        match self.fresh_at.load(Ordering::Acquire) {
+            0 => None,
+            at => Some(self.elapsed_ms().saturating_sub(at - 1)),
+        }
+    }
+
+    /// The controller answered: the current view is fresh again.
+    pub(crate) fn mark_fresh(&self) {
+        self.fresh_at
+            .store(self.elapsed_ms() + 1, Ordering::Release);
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX - 1)
+    }
+
+    pub(crate) fn registry(&self) -> &CapacityRegistry {
+        &self.registry
+    }
+
+    /// Validates, indexes and swaps in a snapshot. On error nothing changes.
+    pub(crate) fn apply(&self, snapshot: WorkerSnapshot) -> Result<SnapshotRef, ApplyError> {
+        if snapshot.worker != self.worker {
+            return Err(ApplyError::WrongWorker(snapshot.worker));
+        }
+        if snapshot_checksum(&snapshot.proxies, &snapshot.clients) != snapshot.reference.checksum {
+            return Err(ApplyError::Checksum);
+        }
+        if let Some(current) = self.view.load().as_ref()
+            && current.session_id == snapshot.session_id
+            && snapshot.reference.version < current.reference.version
+        {
+            return Err(ApplyError::Older {
+                got: snapshot.reference.version,
+                applied: current.reference.version,
+            });
+        }
+        let mut seen = HashSet::with_capacity(snapshot.proxies.len());
+        for proxy in &snapshot.proxies {
+            if !seen.insert(&proxy.id) {
+                return Err(ApplyError::DuplicateProxy(proxy.id.clone()));
+            }
+        }
+        let mut seen_clients = HashSet::with_capacity(snapshot.clients.len());
+        for client in &snapshot.clients {
+            if !seen_clients.insert(&client.id) {
+                return Err(ApplyError::DuplicateClient(client.id.to_string()));
+            }
+        }
+        let limiter = self.limiter_for(&snapshot)?;
+        let ids: Vec<&ProxyId> = snapshot.proxies.iter().map(|p| &p.id).collect();
+        let slots = self.registry.prepare(&ids)?;
+        let client_ids: Vec<_> = snapshot.clients.iter().map(|c| &c.id).collect();
+        let connections = self.clients.prepare(&client_ids);
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let reference = snapshot.reference.clone();
+        let (view, skipped) = SnapshotView::build(
+            snapshot,
+            ViewParts {
+                slots,
+                connections,
+                limiter,
+                generation,
+            },
+        );
+        for (id, why) in &skipped.proxies {
+            tracing::warn!(proxy = %id, %why, "snapshot proxy cannot be dialed; skipped");
+        }
+        self.view.store(Some(Arc::new(view)));
+        self.mark_fresh();
+        Ok(reference)
+    }
+
+    /// The client limiter for this snapshot's policies: the current one when unchanged
+    /// (so buckets and lockouts survive), else a new one.
+    fn limiter_for(&self, snapshot: &WorkerSnapshot) -> Result<Arc<ClientLimiter>, ApplyError> {
+        let mut specs: Vec<_> = snapshot
+            .clients
+            .iter()
+            .filter_map(|c| c.rate_limit.clone().map(|spec| (c.id.clone(), spec)))
+            .collect();
+        specs.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut cached = self.limiter.lock().expect("limiter lock");
+        if let Some(limiter) = cached.as_ref()
+            && limiter.built_from(&specs)
+        {
+            return Ok(Arc::clone(limiter));
+        }
+        let limiter = ClientLimiter::build(specs, &self.limiter_options, Arc::clone(&self.clock))
+            .map_err(|error| ApplyError::Limiter(error.to_string()))?;
+        for (client, why) in limiter.invalid() {
+            tracing::warn!(%client, %why, "client rate-limit policy rejected; refusing the client");
+        }
+        let limiter = Arc::new(limiter);
+        *cached = Some(Arc::clone(&limiter));
+        Ok(limiter)
+    }
+
+    /// Sweeps the client limiter's idle keys (bounded).
+    pub(crate) fn sweep_limiter(&self, max_evictions: usize) {
+        let limiter = self.limiter.lock().expect("limiter lock").clone();
+        if let Some(limiter) = limiter {
+            limiter.sweep(max_evictions);
+        }
+    }
+}

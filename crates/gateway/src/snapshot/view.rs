@@ -1,0 +1,252 @@
+//! [`SnapshotView`]: one applied snapshot, immutable, indexed for the username selectors.
+//!
+//! Built once per snapshot off the hot path; requests only read it. Each proxy carries
+//! its [`ProxySlot`] (local counters that outlive the view) and each client its connection
+//! counter and limiter handle, so a request never looks anything up in a shared map.
+
+use crate::admission::{ClientLimiter, ClientPolicy};
+use crate::capacity::ProxySlot;
+use crate::cidr::Cidr;
+use http::HeaderValue;
+use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
+use proxypool_core::{
+    ClientId, Credentials, Label, Protocol, ProxyId, SecretHash, SnapshotRef, UnixMillis,
+    UpstreamId,
+};
+use proxypool_proto::TargetAddr;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize};
+
+/// One proxy the worker may route through.
+#[derive(Debug)]
+pub(crate) struct ViewProxy {
+    pub id: ProxyId,
+    pub protocol: Protocol,
+    /// Where to dial it.
+    pub address: TargetAddr,
+    pub credentials: Option<Credentials>,
+    /// `Proxy-Authorization` for plain HTTP forwarded in absolute form (marked sensitive).
+    pub basic_header: Option<HeaderValue>,
+    pub upstream: UpstreamId,
+    pub region: Option<Label>,
+    pub carrier: Option<Label>,
+    pub max_sessions: u32,
+    pub usable_until_ms: UnixMillis,
+    pub lease_until_ms: UnixMillis,
+    pub slot: Arc<ProxySlot>,
+}
+
+impl ViewProxy {
+    /// Whether the lease and `usable_until` still hold at `now_ms` (wall clock).
+    pub(crate) fn is_live(&self, now_ms: UnixMillis) -> bool {
+        now_ms < self.lease_until_ms && now_ms < self.usable_until_ms
+    }
+
+    /// `(username, password)` for the upstream handshake.
+    pub(crate) fn auth(&self) -> Option<(&str, &str)> {
+        self.credentials
+            .as_ref()
+            .map(|c| (c.username.as_str(), c.password.expose()))
+    }
+}
+
+/// One client allowed to use the gateway.
+#[derive(Debug)]
+pub(crate) struct ClientEntry {
+    pub id: ClientId,
+    pub password_hash: SecretHash,
+    pub allowed_upstreams: Vec<UpstreamId>,
+    pub allowed_regions: Vec<Label>,
+    pub ip_allowlist: Vec<Cidr>,
+    /// An allowlist entry could not be parsed: the client is refused (fail closed).
+    pub ip_allowlist_invalid: bool,
+    pub policy: ClientPolicy,
+    pub max_connections: u32,
+    pub connections: Arc<AtomicU32>,
+}
+
+impl ClientEntry {
+    pub(crate) fn ip_allowed(&self, ip: IpAddr) -> bool {
+        !self.ip_allowlist_invalid
+            && (self.ip_allowlist.is_empty() || self.ip_allowlist.iter().any(|c| c.contains(ip)))
+    }
+
+    pub(crate) fn upstream_allowed(&self, upstream: &UpstreamId) -> bool {
+        self.allowed_upstreams.is_empty() || self.allowed_upstreams.contains(upstream)
+    }
+
+    pub(crate) fn region_allowed(&self, region: Option<&Label>) -> bool {
+        self.allowed_regions.is_empty() || region.is_some_and(|r| self.allowed_regions.contains(r))
+    }
+}
+
+/// An immutable snapshot with its indexes.
+#[derive(Debug)]
+pub(crate) struct SnapshotView {
+    pub reference: SnapshotRef,
+    pub session_id: String,
+    pub generated_at_ms: UnixMillis,
+    pub max_staleness_ms: u64,
+    /// Increases with every applied snapshot (per-connection caches key on it).
+    pub generation: u64,
+    pub proxies: Vec<ViewProxy>,
+    pub limiter: Arc<ClientLimiter>,
+    pub(crate) all: Vec<u32>,
+    pub(crate) by_id: HashMap<ProxyId, u32>,
+    pub(crate) by_upstream: HashMap<UpstreamId, Vec<u32>>,
+    pub(crate) by_region: HashMap<Label, Vec<u32>>,
+    pub(crate) by_carrier: HashMap<Label, Vec<u32>>,
+    pub(crate) by_protocol: HashMap<Protocol, Vec<u32>>,
+    /// Keyed by the id's text so a username prefix is looked up without allocating.
+    clients: HashMap<String, Arc<ClientEntry>>,
+    /// Round-robin cursor.
+    pub(crate) cursor: AtomicUsize,
+}
+
+/// What the view needs besides the snapshot: counters that outlive views.
+#[derive(Debug)]
+pub(crate) struct ViewParts {
+    /// One per snapshot proxy, in snapshot order.
+    pub slots: Vec<Arc<ProxySlot>>,
+    /// One per snapshot client, in snapshot order.
+    pub connections: Vec<Arc<AtomicU32>>,
+    pub limiter: Arc<ClientLimiter>,
+    pub generation: u64,
+}
+
+/// Proxies left out of a view because they cannot be dialed as given.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Skipped {
+    pub proxies: Vec<(ProxyId, String)>,
+}
+
+impl SnapshotView {
+    pub(crate) fn build(snapshot: WorkerSnapshot, parts: ViewParts) -> (Self, Skipped) {
+        let mut skipped = Skipped::default();
+        let mut proxies = Vec::with_capacity(snapshot.proxies.len());
+        for (proxy, slot) in snapshot.proxies.into_iter().zip(parts.slots) {
+            match view_proxy(proxy, slot) {
+                Ok(proxy) => proxies.push(proxy),
+                Err((id, why)) => skipped.proxies.push((id, why)),
+            }
+        }
+        let mut view = SnapshotView {
+            reference: snapshot.reference,
+            session_id: snapshot.session_id,
+            generated_at_ms: snapshot.generated_at_ms,
+            max_staleness_ms: snapshot.max_staleness_ms,
+            generation: parts.generation,
+            all: (0..proxies.len() as u32).collect(),
+            by_id: HashMap::with_capacity(proxies.len()),
+            by_upstream: HashMap::new(),
+            by_region: HashMap::new(),
+            by_carrier: HashMap::new(),
+            by_protocol: HashMap::new(),
+            clients: HashMap::with_capacity(snapshot.clients.len()),
+            limiter: Arc::clone(&parts.limiter),
+            cursor: AtomicUsize::new(0),
+            proxies,
+        };
+        for (index, proxy) in view.proxies.iter().enumerate() {
+            let index = index as u32;
+            view.by_id.insert(proxy.id.clone(), index);
+            push(&mut view.by_upstream, proxy.upstream.clone(), index);
+            push(&mut view.by_protocol, proxy.protocol, index);
+            if let Some(region) = &proxy.region {
+                push(&mut view.by_region, region.clone(), index);
+            }
+            if let Some(carrier) = &proxy.carrier {
+                push(&mut view.by_carrier, carrier.clone(), index);
+            }
+        }
+        for (client, connections) in snapshot.clients.into_iter().zip(parts.connections) {
+            let entry = client_entry(client, connections, &parts.limiter);
+            view.clients
+                .insert(entry.id.as_str().to_owned(), Arc::new(entry));
+        }
+        (view, skipped)
+    }
+
+    /// The client named `id`.
+    pub(crate) fn client(&self, id: &str) -> Option<&Arc<ClientEntry>> {
+        self.clients.get(id)
+    }
+
+    /// Whether `id` names a client (for the username split).
+    pub(crate) fn has_client(&self, id: &str) -> bool {
+        self.client(id).is_some()
+    }
+
+    pub(crate) fn index_of(&self, id: &ProxyId) -> Option<u32> {
+        self.by_id.get(id).copied()
+    }
+
+    pub(crate) fn client_count(&self) -> usize {
+        self.clients.len()
+    }
+}
+
+fn push<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Vec<u32>>, key: K, index: u32) {
+    map.entry(key).or_default().push(index);
+}
+
+fn view_proxy(proxy: SnapshotProxy, slot: Arc<ProxySlot>) -> Result<ViewProxy, (ProxyId, String)> {
+    let address = TargetAddr::domain(proxy.host.clone(), proxy.port)
+        .map_err(|error| (proxy.id.clone(), error.to_string()))?;
+    let basic_header = match &proxy.credentials {
+        Some(credentials) => {
+            let value = proxypool_proto::http_connect::basic_auth_value(
+                &credentials.username,
+                credentials.password.expose(),
+            );
+            let mut value = HeaderValue::from_str(&value)
+                .map_err(|_| (proxy.id.clone(), "credentials do not fit a header".into()))?;
+            value.set_sensitive(true);
+            Some(value)
+        }
+        None => None,
+    };
+    Ok(ViewProxy {
+        id: proxy.id,
+        protocol: proxy.protocol,
+        address,
+        credentials: proxy.credentials,
+        basic_header,
+        upstream: proxy.upstream,
+        region: proxy.region,
+        carrier: proxy.carrier,
+        max_sessions: proxy.max_sessions,
+        usable_until_ms: proxy.usable_until_ms,
+        lease_until_ms: proxy.lease_until_ms,
+        slot,
+    })
+}
+
+fn client_entry(
+    client: GatewayClient,
+    connections: Arc<AtomicU32>,
+    limiter: &ClientLimiter,
+) -> ClientEntry {
+    let parsed: Result<Vec<Cidr>, String> =
+        client.ip_allowlist.iter().map(|c| Cidr::parse(c)).collect();
+    let (ip_allowlist, ip_allowlist_invalid) = match parsed {
+        Ok(list) => (list, false),
+        Err(error) => {
+            tracing::warn!(client = %client.id, %error, "client ip_allowlist is invalid; refusing the client");
+            (Vec::new(), true)
+        }
+    };
+    ClientEntry {
+        policy: limiter.policy_of(&client.id),
+        id: client.id,
+        password_hash: client.password_hash,
+        allowed_upstreams: client.allowed_upstreams,
+        allowed_regions: client.allowed_regions,
+        ip_allowlist,
+        ip_allowlist_invalid,
+        max_connections: client.max_connections,
+        connections,
+    }
+}

@@ -1,0 +1,192 @@
+//! The SOCKS5 listener (RFC 1928 `CONNECT`, RFC 1929 username/password; IPv4, IPv6 and
+//! domain targets), on tokio with the `proxypool-proto` server steps.
+//!
+//! Order per connection: connection cap → per-IP shield → handshake (under the header
+//! timeout) with the credentials checked between method negotiation and the request →
+//! client policy and connection cap → route and dial → reply → relay. Refusals after
+//! authentication get the fitting reply code; bad credentials or selectors fail the
+//! RFC 1929 step (which has no room for a message) and the connection closes.
+
+use crate::admission::{ClientPolicy, ConnectionPermit};
+use crate::auth::{Authenticated, authenticate};
+use crate::dial::TunnelDialer;
+use crate::http_proxy::run_tunnel;
+use crate::metrics::Listener;
+use crate::refusal::Refusal;
+use crate::state::{Phase, Shared};
+use proxypool_proto::socks5::{self, Reply};
+use proxypool_proto::{ProtoError, TargetAddr, with_timeout};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::OwnedSemaphorePermit;
+
+/// Accepts SOCKS5 connections until the gateway starts draining.
+pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let mut phase = shared.phase.clone();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = phase.wait_for(|p| *p != Phase::Running) => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "socks5 accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&shared.connections).try_acquire_owned() else {
+            shared.metrics.rejected_connection_cap.increment(1);
+            drop(stream);
+            continue;
+        };
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            shared.metrics.connection_opened(Listener::Socks5);
+            shared.metrics.socks_requests.increment(1);
+            serve_connection(&shared, stream, peer, permit).await;
+            shared.metrics.connection_closed(Listener::Socks5);
+        });
+    }
+}
+
+/// What the handshake produced.
+enum Handshake {
+    /// Authenticated and the request read; `Err` = refuse with a reply.
+    Request(TargetAddr, Result<Authenticated, Refusal>),
+    /// The connection is done (auth failed, malformed, timed out).
+    Closed,
+}
+
+async fn serve_connection(
+    shared: &Arc<Shared>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+) {
+    let _ = stream.set_nodelay(true);
+    let shielded = match &shared.shield {
+        Some(shield) => {
+            let mut scopes = shield.connection(peer.ip());
+            shield.check(&mut scopes).inspect_err(|_| {
+                shared.metrics.shield_denials.increment(1);
+            })
+        }
+        None => Ok(()),
+    };
+    let handshake = with_timeout(
+        shared.header_timeout(),
+        handshake(shared, &mut stream, peer, shielded),
+    )
+    .await;
+    let (target, auth) = match handshake {
+        Ok(Handshake::Request(target, auth)) => (target, auth),
+        Ok(Handshake::Closed) => return,
+        Err(error) => {
+            tracing::debug!(%peer, %error, "socks5 handshake failed");
+            return;
+        }
+    };
+    let outcome = match auth {
+        Ok(auth) => route(shared, &auth, target, peer).await,
+        Err(refusal) => Err(refusal),
+    };
+    match outcome {
+        Ok((upstream, lease, client_permit)) => {
+            let bound = upstream
+                .local_addr()
+                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+            if socks5::send_reply(&mut stream, Reply::Succeeded, bound)
+                .await
+                .is_ok()
+            {
+                run_tunnel(shared, stream, upstream, &[]).await;
+            }
+            drop((lease, client_permit, permit));
+        }
+        Err(refusal) => {
+            shared.metrics.refusal(refusal.code());
+            tracing::debug!(%peer, code = refusal.code(), %refusal, "socks5 request refused");
+            let reply = Reply::from_code(refusal.socks_reply());
+            let _ =
+                socks5::send_reply(&mut stream, reply, SocketAddr::from(([0, 0, 0, 0], 0))).await;
+        }
+    }
+}
+
+/// Negotiation, credentials, request. The shield verdict is applied after the request is
+/// read so the client gets a reply code rather than a bare close.
+async fn handshake(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    shielded: Result<(), Refusal>,
+) -> Result<Handshake, ProtoError> {
+    let Some(credentials) = socks5::negotiate(stream, true).await? else {
+        return Ok(Handshake::Closed);
+    };
+    if let Err(refusal) = shielded {
+        // Do not spend a password hash on a client the shield refuses.
+        socks5::send_auth_result(stream, true).await?;
+        let target = socks5::read_request(stream).await?;
+        return Ok(Handshake::Request(target, Err(refusal)));
+    }
+    // A stale view still authenticates (so the client learns "general failure", not
+    // "bad password"); the refusal comes after the request.
+    let (view, stale) = match shared.store.current() {
+        Ok(view) => (view, None),
+        Err(refusal) => match shared.store.view() {
+            Some(view) => (view, Some(refusal)),
+            None => {
+                socks5::send_auth_result(stream, false).await?;
+                return Ok(Handshake::Closed);
+            }
+        },
+    };
+    let authenticated = authenticate(
+        &view,
+        &credentials.username,
+        &credentials.password,
+        peer.ip(),
+        shared.config.sessions.max_minutes,
+    );
+    if let Err(refusal @ (Refusal::AuthRequired | Refusal::BadSelector(_))) = &authenticated {
+        shared.metrics.refusal(refusal.code());
+        tracing::debug!(%peer, code = refusal.code(), %refusal, "socks5 authentication failed");
+        socks5::send_auth_result(stream, false).await?;
+        return Ok(Handshake::Closed);
+    }
+    socks5::send_auth_result(stream, true).await?;
+    let target = socks5::read_request(stream).await?;
+    let authenticated = match stale {
+        Some(refusal) => Err(refusal),
+        None => authenticated,
+    };
+    Ok(Handshake::Request(target, authenticated))
+}
+
+async fn route(
+    shared: &Shared,
+    auth: &Authenticated,
+    target: TargetAddr,
+    peer: SocketAddr,
+) -> Result<(TcpStream, crate::capacity::Lease, ConnectionPermit), Refusal> {
+    // Re-read the view: the handshake may have spanned a snapshot swap.
+    let view = shared.store.current()?;
+    if let ClientPolicy::Limited(handle) = auth.client.policy {
+        view.limiter
+            .check(handle, peer.ip())
+            .inspect_err(|_| shared.metrics.client_denials.increment(1))?;
+    }
+    let permit =
+        ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
+    let dialer = TunnelDialer {
+        target,
+        timeouts: shared.timeouts,
+    };
+    let routed = shared.router.route(&view, auth, &dialer).await?;
+    Ok((routed.value, routed.lease, permit))
+}

@@ -1,0 +1,270 @@
+//! A small test controller: the server side of the worker control API, in memory, with
+//! knobs the tests turn (publish a snapshot, fence the session, go away entirely).
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use proxypool_core::control::{
+    ErrorBody, ErrorDetail, GatewayClient, RegisterSession, ReportAck, SessionGrant, SnapshotAck,
+    SnapshotProxy, WorkerSnapshot, snapshot_checksum,
+};
+use proxypool_core::{RuntimeReport, SnapshotRef, WorkerId, now_millis};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+pub const TOKEN: &str = "worker-token-for-tests";
+
+#[derive(Debug, Default)]
+pub struct ControlState {
+    pub session: Option<String>,
+    pub registrations: u32,
+    pub version: u64,
+    pub proxies: Vec<SnapshotProxy>,
+    pub clients: Vec<GatewayClient>,
+    pub max_staleness_ms: u64,
+    pub acks: Vec<SnapshotAck>,
+    pub reports: Vec<RuntimeReport>,
+    pub ended: Vec<String>,
+    /// Every request path seen (to prove what the gateway calls).
+    pub calls: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct TestController {
+    pub addr: SocketAddr,
+    pub worker: WorkerId,
+    pub state: Arc<Mutex<ControlState>>,
+    changed: Arc<Notify>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl TestController {
+    pub async fn start(worker: &str, max_staleness_ms: u64) -> Arc<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let controller = Arc::new(Self {
+            addr,
+            worker: WorkerId::new(worker).unwrap(),
+            state: Arc::new(Mutex::new(ControlState {
+                max_staleness_ms,
+                ..ControlState::default()
+            })),
+            changed: Arc::new(Notify::new()),
+            task: Mutex::new(None),
+        });
+        controller.serve(listener);
+        controller
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn serve(self: &Arc<Self>, listener: TcpListener) {
+        let this = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let this = Arc::clone(&this);
+                connections.spawn(async move {
+                    let service = service_fn(move |request| {
+                        let this = Arc::clone(&this);
+                        async move { Ok::<_, std::convert::Infallible>(this.handle(request).await) }
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        *self.task.lock().unwrap() = Some(task);
+    }
+
+    /// The controller goes away: its listener and every open connection close.
+    pub fn stop(&self) {
+        if let Some(task) = self.task.lock().unwrap().take() {
+            task.abort();
+        }
+    }
+
+    /// Comes back on the same address.
+    pub async fn restart(self: &Arc<Self>) {
+        self.stop();
+        let mut listener = None;
+        for _ in 0..50 {
+            if let Ok(bound) = TcpListener::bind(self.addr).await {
+                listener = Some(bound);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.serve(listener.expect("rebind the controller address"));
+    }
+
+    /// Publishes a new snapshot version with these proxies and clients.
+    pub fn publish(&self, proxies: Vec<SnapshotProxy>, clients: Vec<GatewayClient>) {
+        let mut state = self.state.lock().unwrap();
+        state.version += 1;
+        state.proxies = proxies;
+        state.clients = clients;
+        drop(state);
+        self.changed.notify_waiters();
+    }
+
+    /// Invalidates the current session (as if another instance registered).
+    pub fn fence(&self) {
+        self.state.lock().unwrap().session = Some("someone-else".into());
+        self.changed.notify_waiters();
+    }
+
+    pub fn snapshot(&self, state: &ControlState, session: &str) -> WorkerSnapshot {
+        WorkerSnapshot {
+            worker: self.worker.clone(),
+            session_id: session.to_owned(),
+            reference: SnapshotRef {
+                version: state.version,
+                epoch: 1,
+                checksum: snapshot_checksum(&state.proxies, &state.clients),
+            },
+            generated_at_ms: now_millis(),
+            max_staleness_ms: state.max_staleness_ms,
+            proxies: state.proxies.clone(),
+            clients: state.clients.clone(),
+        }
+    }
+
+    async fn handle(self: &Arc<Self>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let path = request.uri().path().to_owned();
+        let query = request.uri().query().unwrap_or_default().to_owned();
+        let method = request.method().clone();
+        self.state
+            .lock()
+            .unwrap()
+            .calls
+            .push(format!("{method} {path}"));
+        let authorized = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .is_some_and(|v| v.as_bytes() == format!("Bearer {TOKEN}").as_bytes());
+        if !authorized {
+            return error(StatusCode::UNAUTHORIZED, "unauthenticated");
+        }
+        let body = request.into_body().collect().await.unwrap().to_bytes();
+        let worker = format!("/control/v1/workers/{}", self.worker);
+        match (method, path.as_str()) {
+            (Method::POST, "/control/v1/sessions") => {
+                let register: RegisterSession = serde_json::from_slice(&body).unwrap();
+                let mut state = self.state.lock().unwrap();
+                state.session = Some(register.session_id.clone());
+                state.registrations += 1;
+                json(&SessionGrant {
+                    worker: register.worker,
+                    session_id: register.session_id,
+                    expires_at_ms: now_millis() + 30_000,
+                    session_ttl_ms: 30_000,
+                    report_interval_ms: 200,
+                    snapshot_wait_ms: 300,
+                })
+            }
+            (Method::GET, p) if p == format!("{worker}/snapshot") => {
+                let param = |name: &str| {
+                    query
+                        .split('&')
+                        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let session = param("session_id");
+                let after: u64 = param("after_version").parse().unwrap_or(0);
+                let wait: u64 = param("wait_ms").parse().unwrap_or(0);
+                let deadline = tokio::time::Instant::now() + Duration::from_millis(wait);
+                loop {
+                    let notified = self.changed.notified();
+                    {
+                        let state = self.state.lock().unwrap();
+                        if state.session.as_deref() != Some(session.as_str()) {
+                            return error(StatusCode::CONFLICT, "fenced");
+                        }
+                        if state.version > after {
+                            return json(&self.snapshot(&state, &session));
+                        }
+                    }
+                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                        let mut response = Response::new(Full::new(Bytes::new()));
+                        *response.status_mut() = StatusCode::NO_CONTENT;
+                        return response;
+                    }
+                }
+            }
+            (Method::POST, p) if p == format!("{worker}/snapshot-ack") => {
+                let ack: SnapshotAck = serde_json::from_slice(&body).unwrap();
+                let mut state = self.state.lock().unwrap();
+                if state.session.as_deref() != Some(ack.session_id.as_str()) {
+                    return error(StatusCode::CONFLICT, "fenced");
+                }
+                state.acks.push(ack);
+                let mut response = Response::new(Full::new(Bytes::new()));
+                *response.status_mut() = StatusCode::NO_CONTENT;
+                response
+            }
+            (Method::POST, p) if p == format!("{worker}/reports") => {
+                let report: RuntimeReport = serde_json::from_slice(&body).unwrap();
+                let mut state = self.state.lock().unwrap();
+                if state.session.as_deref() != Some(report.session_id.as_str()) {
+                    return error(StatusCode::CONFLICT, "fenced");
+                }
+                if let Some(last) = state.reports.last()
+                    && last.session_id == report.session_id
+                    && last.sequence >= report.sequence
+                {
+                    return error(StatusCode::CONFLICT, "conflict");
+                }
+                state.reports.push(report);
+                json(&ReportAck {
+                    outcome: "accepted".into(),
+                    session_expires_at_ms: now_millis() + 30_000,
+                })
+            }
+            (Method::DELETE, p) if p.starts_with(&format!("{worker}/sessions/")) => {
+                let id = p.rsplit('/').next().unwrap().to_owned();
+                self.state.lock().unwrap().ended.push(id);
+                let mut response = Response::new(Full::new(Bytes::new()));
+                *response.status_mut() = StatusCode::NO_CONTENT;
+                response
+            }
+            _ => error(StatusCode::NOT_FOUND, "not_found"),
+        }
+    }
+}
+
+fn json(value: &impl serde::Serialize) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(serde_json::to_vec(value).unwrap())));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn error(status: StatusCode, code: &str) -> Response<Full<Bytes>> {
+    let mut response = json(&ErrorBody {
+        error: ErrorDetail {
+            code: code.into(),
+            message: code.into(),
+        },
+        request_id: "test".into(),
+    });
+    *response.status_mut() = status;
+    response
+}

@@ -1,0 +1,262 @@
+//! Shared test kit: a running gateway, snapshot records, and `curl` as the client.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod control;
+pub mod upstreams;
+
+use control::{TOKEN, TestController};
+use proxypool_core::control::{GatewayClient, RateLimitSpec, SnapshotProxy};
+use proxypool_core::{
+    ClientId, Credentials, Label, Protocol, ProxyId, Secret, SecretHash, UpstreamId, WorkerId,
+    now_millis,
+};
+use proxypool_gateway::{Gateway, GatewayConfig};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const WORKER: &str = "gw-test";
+pub const PASSWORD: &str = "client-secret";
+
+/// A gateway config on free loopback ports for the test controller.
+pub fn config(controller: &TestController) -> GatewayConfig {
+    let mut config = GatewayConfig::new(
+        WorkerId::new(WORKER).unwrap(),
+        controller.url(),
+        Secret::new(TOKEN),
+    );
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    config.listeners.http = Some(any);
+    config.listeners.socks5 = Some(any);
+    config.listeners.admin = Some(any);
+    config.control.initial_backoff_ms = 50;
+    config.control.max_backoff_ms = 200;
+    config.control.request_timeout_ms = 2_000;
+    config.dial.connect_timeout_ms = 1_000;
+    config.dial.handshake_timeout_ms = 2_000;
+    config.shutdown_grace_ms = 2_000;
+    config
+}
+
+/// A gateway running on its own task until stopped.
+#[derive(Debug)]
+pub struct Running {
+    pub http: SocketAddr,
+    pub socks5: SocketAddr,
+    pub admin: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Running {
+    pub async fn start(config: GatewayConfig) -> Self {
+        let gateway = Gateway::bind(config).await.expect("gateway binds");
+        let http = gateway.http_addr().unwrap();
+        let socks5 = gateway.socks5_addr().unwrap();
+        let admin = gateway.admin_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(gateway.run(async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            http,
+            socks5,
+            admin,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Graceful shutdown; waits for it to finish.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(20), task)
+                .await
+                .expect("gateway shuts down in time")
+                .unwrap();
+        }
+    }
+}
+
+/// A client with the test password.
+pub fn client(id: &str) -> GatewayClient {
+    GatewayClient {
+        id: ClientId::new(id).unwrap(),
+        project: "proj".into(),
+        password_hash: SecretHash::derive(PASSWORD, "testsalt").unwrap(),
+        allowed_upstreams: Vec::new(),
+        allowed_regions: Vec::new(),
+        ip_allowlist: Vec::new(),
+        rate_limit: None,
+        max_connections: 100,
+    }
+}
+
+pub fn limited_client(id: &str, rps: f64, burst: f64, lockout_ms: u64) -> GatewayClient {
+    GatewayClient {
+        rate_limit: Some(RateLimitSpec {
+            id: None,
+            requests_per_second: rps,
+            burst,
+            hard_lockout_ms: Some(lockout_ms),
+            max_soft_violations: Some(2),
+        }),
+        ..client(id)
+    }
+}
+
+/// A snapshot record for an upstream proxy listening at `addr`.
+pub fn proxy(
+    n: u8,
+    protocol: Protocol,
+    addr: SocketAddr,
+    credentials: Option<(&str, &str)>,
+    upstream: &str,
+    region: &str,
+) -> SnapshotProxy {
+    SnapshotProxy {
+        id: ProxyId::new(format!("{n:032x}")).unwrap(),
+        protocol,
+        host: addr.ip().to_string(),
+        port: addr.port(),
+        credentials: credentials.map(|(u, p)| Credentials::new(u, p)),
+        upstream: UpstreamId::new(upstream).unwrap(),
+        region: Some(Label::new(region).unwrap()),
+        carrier: None,
+        max_sessions: 1_000,
+        usable_until_ms: now_millis() + 3_600_000,
+        lease_until_ms: now_millis() + 3_600_000,
+        epoch: 1,
+    }
+}
+
+/// What curl saw.
+#[derive(Debug)]
+pub struct Curl {
+    /// curl's exit code.
+    pub exit: i32,
+    /// The final response status (0 when none).
+    pub status: u16,
+    /// Response headers of the final response, lower-cased names.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Curl {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Runs `curl` with `args`, capturing status, headers (of the last response) and body.
+pub async fn curl(args: &[&str]) -> Curl {
+    let headers_file = tempfile_path("headers");
+    let output = tokio::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-D", &headers_file, "-o", "-"])
+        .args(args)
+        .output()
+        .await
+        .expect("curl runs");
+    let raw_headers = std::fs::read_to_string(&headers_file).unwrap_or_default();
+    let _ = std::fs::remove_file(&headers_file);
+    // With a proxy CONNECT, curl writes the proxy's response first; keep the last block.
+    let last_block = raw_headers
+        .split("\r\n\r\n")
+        .filter(|b| b.starts_with("HTTP/"))
+        .last()
+        .unwrap_or_default();
+    let mut lines = last_block.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Curl {
+        exit: output.status.code().unwrap_or(-1),
+        status,
+        headers,
+        body: String::from_utf8_lossy(&output.stdout).into_owned(),
+    }
+}
+
+/// Every proxy response block (for CONNECT: the proxy's own answer).
+pub async fn curl_all_headers(args: &[&str]) -> (i32, String) {
+    let headers_file = tempfile_path("allheaders");
+    let output = tokio::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "-D",
+            &headers_file,
+            "-o",
+            "/dev/null",
+        ])
+        .args(args)
+        .output()
+        .await
+        .expect("curl runs");
+    let raw = std::fs::read_to_string(&headers_file).unwrap_or_default();
+    let _ = std::fs::remove_file(&headers_file);
+    (output.status.code().unwrap_or(-1), raw)
+}
+
+fn tempfile_path(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    std::env::temp_dir()
+        .join(format!(
+            "gw-test-{}-{tag}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ))
+        .display()
+        .to_string()
+}
+
+/// `http://user:pass@addr` for curl's `-x`.
+pub fn http_proxy_url(user: &str, addr: SocketAddr) -> String {
+    format!("http://{user}:{PASSWORD}@{addr}")
+}
+
+pub fn socks_proxy_url(user: &str, addr: SocketAddr) -> String {
+    format!("socks5h://{user}:{PASSWORD}@{addr}")
+}
+
+/// Waits until `check` holds (polling), panicking after `timeout`.
+pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, what: &str, mut check: F) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the gateway applied and acknowledged snapshot `version`.
+pub async fn acked(controller: &Arc<TestController>, version: u64) {
+    let state = Arc::clone(&controller.state);
+    eventually(Duration::from_secs(10), "snapshot ack", || {
+        state
+            .lock()
+            .unwrap()
+            .acks
+            .iter()
+            .any(|a| a.snapshot.version >= version)
+    })
+    .await;
+}

@@ -1,0 +1,256 @@
+//! Real upstream proxies and an origin for the tests, each on loopback.
+//!
+//! Upstream proxies are third-party programs from Debian (tinyproxy for HTTP with Basic
+//! auth, microsocks for SOCKS5 with username/password), each leaving from its own
+//! `127.0.0.x` exit address, so an origin that echoes the peer address tells which
+//! upstream carried a request. (proxypool-sim's simulated upstreams were not available
+//! when these tests were written; see the crate's report.)
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, Command};
+
+pub const UPSTREAM_USER: &str = "vendor";
+pub const UPSTREAM_PASS: &str = "vendor-pass";
+
+/// Installs tinyproxy, microsocks and openssl when missing (tests run as root in CI).
+pub fn ensure_tools() {
+    let missing: Vec<&str> = ["tinyproxy", "microsocks", "openssl", "curl"]
+        .into_iter()
+        .filter(|tool| {
+            !std::process::Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "(apt-get install -y {0} || (apt-get update && apt-get install -y {0})) >/dev/null 2>&1",
+                missing.join(" ")
+            ),
+        ])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "these tests need {missing:?} (apt-get install -y {})",
+        missing.join(" ")
+    );
+}
+
+/// A free loopback port (released again; the caller's program binds it).
+pub fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An address nothing listens on (for dead upstreams).
+pub fn dead_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
+}
+
+async fn wait_listening(addr: SocketAddr) {
+    for _ in 0..250 {
+        if TcpStream::connect(addr).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{addr} never started listening");
+}
+
+fn scratch_dir(tag: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "gw-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A running third-party proxy; killed on drop.
+#[derive(Debug)]
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub exit: Ipv4Addr,
+    child: Child,
+}
+
+impl Upstream {
+    /// tinyproxy with Basic auth, leaving from `exit`.
+    pub async fn http(exit: Ipv4Addr) -> Self {
+        ensure_tools();
+        let port = free_port();
+        let dir = scratch_dir("tinyproxy");
+        let conf = dir.join("tinyproxy.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "Port {port}\nListen 127.0.0.1\nBind {exit}\nTimeout 30\nMaxClients 2000\n\
+                 BasicAuth {UPSTREAM_USER} {UPSTREAM_PASS}\nAllow 127.0.0.1\nLogLevel Critical\n\
+                 DisableViaHeader Yes\nPidFile \"{}\"\n",
+                dir.join("pid").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("tinyproxy")
+            .args(["-d", "-c"])
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("tinyproxy starts");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        wait_listening(addr).await;
+        Self { addr, exit, child }
+    }
+
+    /// microsocks with username/password, leaving from `exit`.
+    pub async fn socks5(exit: Ipv4Addr) -> Self {
+        ensure_tools();
+        let port = free_port();
+        let child = Command::new("microsocks")
+            .args(["-i", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-u",
+                UPSTREAM_USER,
+                "-P",
+                UPSTREAM_PASS,
+                "-b",
+                &exit.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("microsocks starts");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        wait_listening(addr).await;
+        Self { addr, exit, child }
+    }
+
+    /// Stops the proxy (it becomes a dead upstream).
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// An origin that answers every request with the address it saw the request come from.
+#[derive(Debug)]
+pub struct EchoOrigin {
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl EchoOrigin {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, peer)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    let service = service_fn(move |_request| async move {
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            Bytes::from(peer.ip().to_string()),
+                        )))
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self { addr, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+impl Drop for EchoOrigin {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `openssl s_server` with a self-signed certificate made for the test.
+#[derive(Debug)]
+pub struct TlsOrigin {
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl TlsOrigin {
+    pub async fn start() -> Self {
+        ensure_tools();
+        let dir = scratch_dir("tls");
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        let made = std::process::Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", "/CN=localhost", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl runs");
+        assert!(made.success(), "self-signed certificate");
+        let port = free_port();
+        let child = Command::new("openssl")
+            .args([
+                "s_server",
+                "-quiet",
+                "-www",
+                "-accept",
+                &port.to_string(),
+                "-cert",
+            ])
+            .arg(&cert)
+            .arg("-key")
+            .arg(&key)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("openssl s_server starts");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        wait_listening(addr).await;
+        Self { addr, child }
+    }
+}
+
+impl Drop for TlsOrigin {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}

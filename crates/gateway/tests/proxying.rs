@@ -1,0 +1,497 @@
+//! End to end through real upstream proxies: curl → gateway → tinyproxy / microsocks →
+//! origin, over HTTP (absolute form), HTTPS via CONNECT and SOCKS5.
+
+mod common;
+
+use common::control::TestController;
+use common::upstreams::{EchoOrigin, TlsOrigin, UPSTREAM_PASS, UPSTREAM_USER, Upstream, dead_addr};
+use common::*;
+use proxypool_core::Protocol;
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const CREDS: Option<(&str, &str)> = Some((UPSTREAM_USER, UPSTREAM_PASS));
+
+fn exit(n: u8) -> Ipv4Addr {
+    Ipv4Addr::new(127, 0, 0, n)
+}
+
+async fn setup(
+    proxies: Vec<proxypool_core::control::SnapshotProxy>,
+    clients: Vec<proxypool_core::control::GatewayClient>,
+    max_staleness_ms: u64,
+) -> (Arc<TestController>, Running) {
+    let controller = TestController::start(WORKER, max_staleness_ms).await;
+    controller.publish(proxies, clients);
+    let gateway = Running::start(config(&controller)).await;
+    acked(&controller, 1).await;
+    (controller, gateway)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_https_and_socks5_through_http_and_socks5_upstreams() {
+    let origin = EchoOrigin::start().await;
+    let tls = TlsOrigin::start().await;
+    let http_up = Upstream::http(exit(2)).await;
+    let socks_up = Upstream::socks5(exit(3)).await;
+    let (_controller, gateway) = setup(
+        vec![
+            proxy(1, Protocol::Http, http_up.addr, CREDS, "acme", "us"),
+            proxy(2, Protocol::Socks5, socks_up.addr, CREDS, "sox", "de"),
+        ],
+        vec![client("alice")],
+        60_000,
+    )
+    .await;
+
+    let via_http = curl(&[
+        "-x",
+        &http_proxy_url("alice-upstream-acme", gateway.http),
+        &origin.url(),
+    ])
+    .await;
+    assert_eq!(
+        (via_http.status, via_http.body.as_str()),
+        (200, "127.0.0.2"),
+        "{via_http:?}"
+    );
+    let via_socks_up = curl(&[
+        "-x",
+        &http_proxy_url("alice-region-de", gateway.http),
+        &origin.url(),
+    ])
+    .await;
+    assert_eq!(
+        via_socks_up.body, "127.0.0.3",
+        "plain HTTP over a SOCKS5 upstream"
+    );
+
+    // HTTPS through CONNECT to a local TLS origin, over each kind of upstream.
+    for user in ["alice-upstream-acme", "alice-upstream-sox"] {
+        let https = curl(&[
+            "-k",
+            "-x",
+            &http_proxy_url(user, gateway.http),
+            &format!("https://localhost:{}/", tls.addr.port()),
+        ])
+        .await;
+        assert_eq!(https.status, 200, "{user}: {https:?}");
+        assert!(https.body.contains("s_server"), "{user}: {}", https.body);
+    }
+
+    // SOCKS5 in (domain target, resolved upstream), out through both kinds.
+    let origin_by_name = format!("http://localhost:{}/", origin.addr.port());
+    for (user, expected) in [
+        ("alice-upstream-acme", "127.0.0.2"),
+        ("alice-protocol-socks5", "127.0.0.3"),
+    ] {
+        let socks = curl(&[
+            "-x",
+            &socks_proxy_url(user, gateway.socks5),
+            &origin_by_name,
+        ])
+        .await;
+        assert_eq!(
+            (socks.status, socks.body.as_str()),
+            (200, expected),
+            "{user}: {socks:?}"
+        );
+    }
+    // SOCKS5 with an IPv4 target (socks5:// resolves locally) and HTTPS over SOCKS5.
+    let socks_ip = curl(&[
+        "-x",
+        &format!("socks5://alice:{PASSWORD}@{}", gateway.socks5),
+        &origin.url(),
+    ])
+    .await;
+    assert_eq!(socks_ip.status, 200);
+    let socks_tls = curl(&[
+        "-k",
+        "-x",
+        &socks_proxy_url("alice", gateway.socks5),
+        &format!("https://localhost:{}/", tls.addr.port()),
+    ])
+    .await;
+    assert_eq!(socks_tls.status, 200, "{socks_tls:?}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_spreads_requests_even_on_one_kept_alive_connection() {
+    let origin = EchoOrigin::start().await;
+    let ups = [
+        Upstream::http(exit(11)).await,
+        Upstream::http(exit(12)).await,
+        Upstream::http(exit(13)).await,
+    ];
+    let proxies = ups
+        .iter()
+        .enumerate()
+        .map(|(i, up)| proxy(i as u8 + 1, Protocol::Http, up.addr, CREDS, "acme", "us"))
+        .collect();
+    let (_controller, gateway) = setup(proxies, vec![client("alice")], 60_000).await;
+    // One curl process, nine URLs: one kept-alive client connection.
+    let url = origin.url();
+    let mut args = vec![
+        "-w".to_owned(),
+        "\n".to_owned(),
+        "-x".to_owned(),
+        http_proxy_url("alice", gateway.http),
+    ];
+    args.extend(std::iter::repeat_n(url, 9));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let seen = curl(&args).await;
+    let exits: Vec<&str> = seen.body.lines().collect();
+    assert_eq!(exits.len(), 9, "{seen:?}");
+    let distinct: HashSet<&str> = exits.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        3,
+        "round-robin over every upstream: {exits:?}"
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sticky_session_stays_on_one_exit_and_says_when_it_moves() {
+    let origin = EchoOrigin::start().await;
+    let ups = [
+        Upstream::http(exit(21)).await,
+        Upstream::http(exit(22)).await,
+    ];
+    let all: Vec<_> = ups
+        .iter()
+        .enumerate()
+        .map(|(i, up)| proxy(i as u8 + 1, Protocol::Http, up.addr, CREDS, "acme", "us"))
+        .collect();
+    let (controller, gateway) = setup(all.clone(), vec![client("alice")], 60_000).await;
+    let user = http_proxy_url("alice-session-s1-sesstime-5", gateway.http);
+    let first = curl(&["-x", &user, &origin.url()]).await;
+    assert_eq!(first.header("x-proxypool-session"), Some("new"));
+    for _ in 0..5 {
+        let again = curl(&["-x", &user, &origin.url()]).await;
+        assert_eq!(again.body, first.body, "pinned to one exit");
+        assert_eq!(again.header("x-proxypool-session"), Some("pinned"));
+    }
+    // Another session may land elsewhere; the pinned proxy leaves the snapshot.
+    let pinned_index = all.iter().position(|p| {
+        ups.iter()
+            .find(|u| u.addr.port() == p.port)
+            .is_some_and(|u| u.exit.to_string() == first.body)
+    });
+    let remaining: Vec<_> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != pinned_index)
+        .map(|(_, p)| p.clone())
+        .collect();
+    controller.publish(remaining, vec![client("alice")]);
+    acked(&controller, 2).await;
+    let moved = curl(&["-x", &user, &origin.url()]).await;
+    assert_eq!(moved.status, 200);
+    assert_ne!(moved.body, first.body, "fell back to another proxy");
+    assert_eq!(moved.header("x-proxypool-session"), Some("reassigned"));
+    let settled = curl(&["-x", &user, &origin.url()]).await;
+    assert_eq!(settled.body, moved.body);
+    assert_eq!(settled.header("x-proxypool-session"), Some("pinned"));
+    // CONNECT answers carry the header too.
+    let (_, raw) = curl_all_headers(&["-p", "-x", &user, &origin.url()]).await;
+    assert!(
+        raw.to_ascii_lowercase()
+            .contains("x-proxypool-session: pinned"),
+        "{raw}"
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_upstreams_are_retried_elsewhere_and_all_dead_is_a_502() {
+    let origin = EchoOrigin::start().await;
+    let live = Upstream::http(exit(31)).await;
+    let mut proxies = vec![
+        proxy(1, Protocol::Http, dead_addr(), CREDS, "acme", "us"),
+        proxy(2, Protocol::Socks5, dead_addr(), CREDS, "acme", "us"),
+        proxy(3, Protocol::Http, live.addr, CREDS, "acme", "us"),
+    ];
+    let (controller, gateway) = setup(proxies.clone(), vec![client("alice")], 60_000).await;
+    for _ in 0..6 {
+        let response = curl(&["-x", &http_proxy_url("alice", gateway.http), &origin.url()]).await;
+        assert_eq!(
+            (response.status, response.body.as_str()),
+            (200, "127.0.0.31")
+        );
+    }
+    // Every proxy dead: a 502 with a code, a failed CONNECT, a SOCKS5 failure reply.
+    proxies.retain(|p| p.port != live.addr.port());
+    controller.publish(proxies, vec![client("alice")]);
+    acked(&controller, 2).await;
+    let failed = curl(&["-x", &http_proxy_url("alice", gateway.http), &origin.url()]).await;
+    assert_eq!(failed.status, 502, "{failed:?}");
+    assert_eq!(failed.header("x-proxypool-error"), Some("upstream_failed"));
+    let tunnel = curl(&[
+        "-p",
+        "-x",
+        &http_proxy_url("alice", gateway.http),
+        &origin.url(),
+    ])
+    .await;
+    assert_ne!(tunnel.exit, 0);
+    let socks = curl(&[
+        "-x",
+        &socks_proxy_url("alice", gateway.socks5),
+        &origin.url(),
+    ])
+    .await;
+    assert_ne!(socks.exit, 0, "SOCKS5 gets a failure reply");
+    // Wrong upstream credentials are the proxy's fault too (CONNECT handshake refused).
+    controller.publish(
+        vec![proxy(
+            4,
+            Protocol::Http,
+            live.addr,
+            Some(("vendor", "wrong")),
+            "acme",
+            "us",
+        )],
+        vec![client("alice")],
+    );
+    acked(&controller, 3).await;
+    let (_, raw) = curl_all_headers(&[
+        "-p",
+        "-x",
+        &http_proxy_url("alice", gateway.http),
+        &origin.url(),
+    ])
+    .await;
+    assert!(raw.starts_with("HTTP/1.1 502"), "{raw}");
+    assert!(raw.contains("x-proxypool-error: upstream_failed"), "{raw}");
+    let metrics = curl(&[&format!("http://{}/metrics", gateway.admin)]).await;
+    assert!(
+        metrics.body.contains(
+            "proxypool_gateway_upstream_failures_total{reason=\"proxy_connect_refused\"}"
+        ),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics.body.contains("reason=\"proxy_rejected\""),
+        "{}",
+        metrics.body
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_policy_throttles_then_locks_out() {
+    let origin = EchoOrigin::start().await;
+    let up = Upstream::http(exit(41)).await;
+    let (_controller, gateway) = setup(
+        vec![proxy(1, Protocol::Http, up.addr, CREDS, "acme", "us")],
+        vec![limited_client("alice", 0.01, 2.0, 60_000), client("bob")],
+        60_000,
+    )
+    .await;
+    let user = http_proxy_url("alice", gateway.http);
+    for _ in 0..2 {
+        assert_eq!(curl(&["-x", &user, &origin.url()]).await.status, 200);
+    }
+    let limited = curl(&["-x", &user, &origin.url()]).await;
+    assert_eq!(limited.status, 429);
+    assert_eq!(limited.header("x-proxypool-error"), Some("rate_limited"));
+    assert!(limited.header("retry-after").is_some());
+    let locked = curl(&["-x", &user, &origin.url()]).await;
+    assert_eq!(locked.status, 429);
+    assert_eq!(locked.header("x-proxypool-error"), Some("locked_out"));
+    let retry: u64 = locked.header("retry-after").unwrap().parse().unwrap();
+    assert!(retry > 50, "lockout lasts: {retry}");
+    let socks = curl(&[
+        "-x",
+        &socks_proxy_url("alice", gateway.socks5),
+        &origin.url(),
+    ])
+    .await;
+    assert_ne!(socks.exit, 0, "SOCKS5 refusal reply while locked out");
+    // Other clients are unaffected.
+    assert_eq!(
+        curl(&["-x", &http_proxy_url("bob", gateway.http), &origin.url()])
+            .await
+            .status,
+        200
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_path_needs_no_controller_until_the_snapshot_is_stale() {
+    let origin = EchoOrigin::start().await;
+    let up = Upstream::http(exit(51)).await;
+    let (controller, gateway) = setup(
+        vec![proxy(1, Protocol::Http, up.addr, CREDS, "acme", "us")],
+        vec![client("alice")],
+        2_000,
+    )
+    .await;
+    let user = http_proxy_url("alice", gateway.http);
+    assert_eq!(curl(&["-x", &user, &origin.url()]).await.status, 200);
+    controller.stop();
+    let stopped_at = tokio::time::Instant::now();
+    // The controller is gone: traffic still flows from the local snapshot...
+    let mut served = 0;
+    while stopped_at.elapsed() < Duration::from_millis(1_200) {
+        let response = curl(&["-x", &user, &origin.url()]).await;
+        assert_eq!(response.status, 200, "served while within max_staleness");
+        served += 1;
+    }
+    assert!(served >= 3);
+    // ...until max_staleness has passed: then fail closed.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let stale = curl(&["-x", &user, &origin.url()]).await;
+    assert_eq!(stale.status, 503);
+    assert_eq!(stale.header("x-proxypool-error"), Some("gateway_stale"));
+    let socks = curl(&[
+        "-x",
+        &socks_proxy_url("alice", gateway.socks5),
+        &origin.url(),
+    ])
+    .await;
+    assert_ne!(socks.exit, 0);
+    // The controller returns: serving resumes.
+    controller.restart().await;
+    let user2 = user.clone();
+    let mut ok = false;
+    for _ in 0..100 {
+        if curl(&["-x", &user2, &origin.url()]).await.status == 200 {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ok, "serving again once the controller answers");
+    gateway.shutdown().await;
+}
+
+/// Opens a CONNECT tunnel by hand and keeps it open.
+async fn open_tunnel(
+    gateway: std::net::SocketAddr,
+    user: &str,
+    target: std::net::SocketAddr,
+) -> (TcpStream, String) {
+    use base64::Engine;
+    let mut stream = TcpStream::connect(gateway).await.unwrap();
+    let credentials =
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{PASSWORD}"));
+    stream
+        .write_all(
+            format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nProxy-Authorization: Basic {credentials}\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.unwrap() == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&head).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_active_tunnels_draining_proxies_and_caps_client_connections() {
+    let origin = EchoOrigin::start().await;
+    let up = Upstream::http(exit(61)).await;
+    let other = Upstream::http(exit(62)).await;
+    let mut alice = client("alice");
+    alice.max_connections = 1;
+    let first = proxy(1, Protocol::Http, up.addr, CREDS, "acme", "us");
+    let second = proxy(2, Protocol::Http, other.addr, CREDS, "acme", "us");
+    let (controller, gateway) = setup(vec![first.clone()], vec![alice.clone()], 60_000).await;
+    let (mut tunnel, head) = open_tunnel(gateway.http, "alice", origin.addr).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let state = controller.state.clone();
+    let id = first.id.clone();
+    eventually(Duration::from_secs(5), "active=1 reported", || {
+        state.lock().unwrap().reports.last().is_some_and(|r| {
+            r.entries
+                .iter()
+                .any(|e| e.proxy_id == id && e.active == 1 && !e.draining)
+        })
+    })
+    .await;
+    // The client's only connection is taken.
+    let capped = curl(&["-x", &http_proxy_url("alice", gateway.http), &origin.url()]).await;
+    assert_eq!(capped.status, 429);
+    assert_eq!(
+        capped.header("x-proxypool-error"),
+        Some("too_many_connections")
+    );
+    // The busy proxy leaves the snapshot: it is reported as draining while the tunnel lives.
+    controller.publish(vec![second], vec![alice]);
+    acked(&controller, 2).await;
+    let id = first.id.clone();
+    eventually(Duration::from_secs(5), "draining reported", || {
+        state.lock().unwrap().reports.last().is_some_and(|r| {
+            r.entries
+                .iter()
+                .any(|e| e.proxy_id == id && e.active == 1 && e.draining)
+        })
+    })
+    .await;
+    // The tunnel still works, then closes; the report empties.
+    tunnel
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = String::new();
+    tunnel.read_to_string(&mut reply).await.unwrap();
+    assert!(reply.ends_with("127.0.0.61"), "{reply}");
+    drop(tunnel);
+    eventually(Duration::from_secs(5), "empty report", || {
+        state
+            .lock()
+            .unwrap()
+            .reports
+            .last()
+            .is_some_and(|r| r.entries.is_empty())
+    })
+    .await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_requests_get_400_and_do_not_disturb_others() {
+    let origin = EchoOrigin::start().await;
+    let up = Upstream::http(exit(71)).await;
+    let (_controller, gateway) = setup(
+        vec![proxy(1, Protocol::Http, up.addr, CREDS, "acme", "us")],
+        vec![client("alice")],
+        60_000,
+    )
+    .await;
+    let mut bad = TcpStream::connect(gateway.http).await.unwrap();
+    bad.write_all(b"THIS IS NOT HTTP\r\n\r\n").await.unwrap();
+    let mut answer = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), bad.read_to_string(&mut answer)).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer:?}");
+    let mut huge = TcpStream::connect(gateway.http).await.unwrap();
+    let big = format!(
+        "GET http://x/ HTTP/1.1\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(40_000)
+    );
+    let _ = huge.write_all(big.as_bytes()).await;
+    let mut answer = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), huge.read_to_string(&mut answer)).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 431") || answer.is_empty(),
+        "{answer:?}"
+    );
+    let ok = curl(&["-x", &http_proxy_url("alice", gateway.http), &origin.url()]).await;
+    assert_eq!(ok.status, 200);
+    gateway.shutdown().await;
+}
