@@ -164,13 +164,16 @@ impl MetricsHandle {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let mut families: BTreeMap<String, (&'static str, Vec<String>)> = BTreeMap::new();
-        let mut add = |name: &str, kind: &'static str, line: String| {
+        // name -> (type, series sorted by their label set, each series' lines in order:
+        // a histogram's buckets must stay in ascending `le` order).
+        let mut families: BTreeMap<String, (&'static str, BTreeMap<String, Vec<String>>)> =
+            BTreeMap::new();
+        let mut add = |key: &Key, kind: &'static str, lines: Vec<String>| {
             families
-                .entry(name.to_owned())
-                .or_insert_with(|| (kind, Vec::new()))
+                .entry(key.name().to_owned())
+                .or_insert_with(|| (kind, BTreeMap::new()))
                 .1
-                .push(line);
+                .insert(labels(key, None), lines);
         };
         for (key, value) in read(&self.registry.counters) {
             let line = format!(
@@ -179,12 +182,12 @@ impl MetricsHandle {
                 labels(&key, None),
                 value.load(Ordering::Relaxed)
             );
-            add(key.name(), "counter", line);
+            add(&key, "counter", vec![line]);
         }
         for (key, value) in read(&self.registry.gauges) {
             let value = f64::from_bits(value.load(Ordering::Relaxed));
             let line = format!("{}{} {}", key.name(), labels(&key, None), value);
-            add(key.name(), "gauge", line);
+            add(&key, "gauge", vec![line]);
         }
         for (key, histogram) in read(&self.registry.histograms) {
             let name = key.name();
@@ -206,18 +209,15 @@ impl MetricsHandle {
             ));
             lines.push(format!("{name}_sum{} {sum}", labels(&key, None)));
             lines.push(format!("{name}_count{} {count}", labels(&key, None)));
-            for line in lines {
-                add(name, "histogram", line);
-            }
+            add(&key, "histogram", lines);
         }
         let mut out = String::new();
-        for (name, (kind, mut lines)) in families {
+        for (name, (kind, series)) in families {
             if let Some(text) = help.get(&name) {
                 let _ = writeln!(out, "# HELP {name} {}", text.replace('\n', " "));
             }
             let _ = writeln!(out, "# TYPE {name} {kind}");
-            lines.sort();
-            for line in lines {
+            for line in series.into_values().flatten() {
                 out.push_str(&line);
                 out.push('\n');
             }
@@ -293,5 +293,8 @@ mod tests {
         assert!(text.contains("t_seconds_bucket{port=\"a\\\"b\",le=\"+Inf\"} 2\n"));
         assert!(text.contains("t_seconds_count{port=\"a\\\"b\"} 2\n"));
         assert!(text.contains("t_seconds_sum{port=\"a\\\"b\"} 20.003\n"));
+        let small = text.find("le=\"0.0005\"").unwrap();
+        assert!(small < text.find("le=\"10\"").unwrap());
+        assert!(text.find("le=\"10\"").unwrap() < text.find("le=\"+Inf\"").unwrap());
     }
 }

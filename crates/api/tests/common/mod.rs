@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use proxypool_api::{
     ApiClient, ApiLimits, ApiPorts, ApiState, ExtractionSettings, FetchHealth, MetricsHandle,
-    ShieldSettings, UpstreamStatus, UpstreamStatusSource,
+    ShieldSettings, UpstreamStatus, UpstreamStatusSource, WorkerCordon,
 };
 use proxypool_core::{
     ActivityPool, Candidate, CheckOutcome, ClientId, Credentials, FetchedBatch, HealthBatch,
@@ -131,7 +131,8 @@ pub enum QuotaKind {
 pub enum Quota {
     Memory(Arc<MemoryQuota>),
     Sqlite(Arc<SqliteQuota>, Arc<TempDir>),
-    Postgres(Arc<proxypool_quota::PostgresQuota>),
+    /// The quota (as its least-privilege role) and a superuser pool to read buckets.
+    Postgres(Arc<proxypool_quota::PostgresQuota>, sqlx::PgPool),
 }
 
 impl Quota {
@@ -152,7 +153,7 @@ impl Quota {
         match self {
             Quota::Memory(quota) => quota.clone(),
             Quota::Sqlite(quota, _) => quota.clone(),
-            Quota::Postgres(quota) => quota.clone(),
+            Quota::Postgres(quota, _) => quota.clone(),
         }
     }
 
@@ -176,18 +177,45 @@ impl Quota {
                 .unwrap();
                 row.map_or(0, |(count,)| count as u32)
             }
-            Quota::Postgres(quota) => {
+            Quota::Postgres(_, admin) => {
                 let row: Option<(i32,)> = sqlx::query_as(
-                    "SELECT consumed_count FROM quota_buckets \
+                    "SELECT consumed_count FROM proxypool_quota.quota_buckets \
                      WHERE project_id = $1 AND subject_id = $2 AND operation = $3",
                 )
                 .bind(project)
                 .bind(subject)
                 .bind(operation.as_str())
-                .fetch_optional(quota.pool())
+                .fetch_optional(admin)
                 .await
                 .unwrap();
                 row.map_or(0, |(count,)| count as u32)
+            }
+        }
+    }
+
+    /// How many buckets exist at all (a request that must not touch the quota must not
+    /// create one either).
+    pub async fn buckets(&self) -> u64 {
+        match self {
+            Quota::Memory(quota) => quota.len() as u64,
+            Quota::Sqlite(quota, _) => {
+                let (n,): (i64,) = sqlx::query_as(
+                    "SELECT count(*) FROM quota_buckets WHERE project_id <> 'proxypool-readiness'",
+                )
+                .fetch_one(quota.pool())
+                .await
+                .unwrap();
+                n as u64
+            }
+            Quota::Postgres(_, admin) => {
+                let (n,): (i64,) = sqlx::query_as(
+                    "SELECT count(*) FROM proxypool_quota.quota_buckets \
+                     WHERE project_id <> 'proxypool-readiness'",
+                )
+                .fetch_one(admin)
+                .await
+                .unwrap();
+                n as u64
             }
         }
     }
@@ -230,6 +258,7 @@ pub struct Setup {
     pub shield: ShieldSettings,
     pub upstreams: Arc<StaticUpstreams>,
     pub metrics: bool,
+    pub cordon: Option<Arc<dyn WorkerCordon>>,
 }
 
 impl Default for Setup {
@@ -241,6 +270,7 @@ impl Default for Setup {
             shield: ShieldSettings::default(),
             upstreams: Arc::new(standard_upstreams()),
             metrics: true,
+            cordon: None,
         }
     }
 }
@@ -283,6 +313,9 @@ impl TestServer {
             .shield_settings(setup.shield);
         if setup.metrics {
             builder = builder.metrics(MetricsHandle::install_global().unwrap());
+        }
+        if let Some(cordon) = setup.cordon {
+            builder = builder.cordon(cordon);
         }
         let state = builder.build().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -497,4 +530,33 @@ impl Reply {
 
 pub fn body(count: u32) -> Value {
     serde_json::json!({ "count": count })
+}
+
+/// Runs each listed `async fn name(kind: QuotaKind)` once on the memory quota and once on
+/// the SQLite quota, as `memory::name` and `sqlite::name`.
+#[macro_export]
+macro_rules! on_memory_and_sqlite {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::QuotaKind::Memory).await
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::QuotaKind::Sqlite).await
+                }
+            )*
+        }
+    };
+}
+
+/// A server on a fresh MemoryPool and a fresh quota of `kind` with `limit` per window.
+pub async fn server_on(kind: QuotaKind, limit: u32, setup: Setup) -> TestServer {
+    TestServer::start(setup, Quota::new(kind, quota_config(limit)).await).await
 }

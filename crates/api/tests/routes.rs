@@ -1,0 +1,158 @@
+//! The route table against the OpenAPI document and the live router, plus the operational
+//! routes: health, readiness, metrics and the document itself.
+
+mod common;
+
+use common::*;
+use proxypool_api::{OPENAPI_JSON, ROUTES};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+fn documented_routes() -> BTreeSet<(String, String)> {
+    let document: Value = serde_json::from_str(OPENAPI_JSON).unwrap();
+    let mut routes = BTreeSet::new();
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            routes.insert((method.to_uppercase(), path.clone()));
+        }
+    }
+    routes
+}
+
+#[test]
+fn openapi_documents_exactly_the_served_routes() {
+    let document: Value = serde_json::from_str(OPENAPI_JSON).unwrap();
+    assert!(document["openapi"].as_str().unwrap().starts_with("3.1."));
+    let served: BTreeSet<(String, String)> = ROUTES
+        .iter()
+        .map(|(method, path)| (method.to_string(), path.to_string()))
+        .collect();
+    assert_eq!(documented_routes(), served);
+}
+
+#[test]
+fn openapi_lists_every_error_code_and_the_headers() {
+    let document: Value = serde_json::from_str(OPENAPI_JSON).unwrap();
+    let codes: BTreeSet<&str> = document["components"]["schemas"]["Error"]["properties"]["error"]
+        ["properties"]["code"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|code| code.as_str().unwrap())
+        .collect();
+    for code in [
+        "invalid_request",
+        "unauthenticated",
+        "forbidden",
+        "not_found",
+        "method_not_allowed",
+        "idempotency_conflict",
+        "insufficient_inventory",
+        "conflict",
+        "payload_too_large",
+        "rate_limited",
+        "quota_exceeded",
+        "unavailable",
+        "internal",
+    ] {
+        assert!(codes.contains(code), "{code}");
+    }
+    let headers = document["components"]["headers"].as_object().unwrap();
+    for header in ["RateLimit-Policy", "RateLimit", "Retry-After"] {
+        assert!(headers.contains_key(header), "{header}");
+    }
+    assert!(OPENAPI_JSON.contains("NOT idempotent across requests"));
+}
+
+#[tokio::test]
+async fn every_route_in_the_table_is_served() {
+    let server = TestServer::memory(Setup::default()).await;
+    server.seed("acme", 0, 2).await;
+    for (method, path) in ROUTES {
+        let concrete = path.replace("{id}", "acme");
+        let request = match *method {
+            "GET" => server.http.get(server.url(&concrete)),
+            "POST" => server
+                .http
+                .post(server.url(&concrete))
+                .header("content-type", "application/json")
+                .body(body(1).to_string()),
+            other => panic!("unexpected method {other}"),
+        };
+        let reply = Reply::from(request.bearer_auth(ADMIN).send().await.unwrap()).await;
+        assert_ne!(reply.status, 405, "{method} {path}");
+        if reply.status == 404 {
+            let message = reply.json()["error"]["message"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            assert_ne!(message, "no such route", "{method} {path} is not routed");
+        }
+        assert!(reply.header("x-request-id").is_some(), "{method} {path}");
+        assert_eq!(
+            reply.header("cache-control"),
+            Some("no-store"),
+            "{method} {path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn health_readiness_and_the_document() {
+    let server = TestServer::memory(Setup::default()).await;
+    let health = server.get("/healthz", None).await;
+    assert_eq!(
+        (health.status, health.json()["status"].as_str()),
+        (200, Some("ok"))
+    );
+    let ready = server.get("/readyz", None).await;
+    assert_eq!(ready.status, 200, "{}", ready.text());
+    assert_eq!(ready.json()["checks"]["quota"], "ok");
+    // Probing again stays a replay of the same receipt: the probe bucket holds one charge.
+    assert_eq!(server.get("/readyz", None).await.status, 200);
+    assert_eq!(
+        server
+            .quota
+            .consumed(
+                proxypool_api::READINESS_PROJECT,
+                "readyz",
+                proxypool_quota::Operation::Inspect
+            )
+            .await,
+        1
+    );
+    let document = server.get("/openapi.json", None).await;
+    assert_eq!(document.status, 200);
+    assert_eq!(document.text(), OPENAPI_JSON);
+}
+
+#[tokio::test]
+async fn metrics_count_requests_extractions_denials_and_store_latency() {
+    let server = TestServer::memory(Setup::default()).await;
+    server.seed("acme", 0, 3).await;
+    assert_eq!(server.extract(ALICE, None, &body(2)).await.status, 200);
+    assert_eq!(server.get("/v1/me", Some("token-nobody")).await.status, 401);
+    let text = server.get("/metrics", None).await;
+    assert_eq!(text.status, 200);
+    assert!(
+        text.header("content-type")
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = text.text();
+    for expected in [
+        "# TYPE proxypool_api_requests_total counter",
+        "proxypool_api_requests_total{route=\"/v1/extractions\",method=\"POST\",status=\"200\"}",
+        "proxypool_api_requests_total{route=\"/v1/me\",method=\"GET\",status=\"401\"}",
+        "proxypool_api_extractions_total{outcome=\"created\"}",
+        "proxypool_api_extracted_proxies_total",
+        "proxypool_api_store_duration_seconds_bucket{port=\"extractor\",call=\"extract\",le=\"+Inf\"}",
+        "proxypool_api_store_duration_seconds_count{port=\"quota\",call=\"extract\"}",
+        "proxypool_api_request_duration_seconds_count{route=\"/v1/extractions\"}",
+        "# HELP proxypool_api_requests_total HTTP requests",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    assert!(!text.contains("pw-secret"), "no credential in metrics");
+    assert!(!text.contains(ALICE), "no token in metrics");
+}
