@@ -61,7 +61,12 @@ fn main() {
         if only.is_some_and(|keys| keys != distinct) {
             continue;
         }
-        let stream = key_stream(distinct, DECISIONS_PER_THREAD);
+        // THROTTLE_BENCH_DECISIONS shortens runs for profilers that slow the code down.
+        let decisions = std::env::var("THROTTLE_BENCH_DECISIONS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DECISIONS_PER_THREAD);
+        let stream = key_stream(distinct, decisions);
         for threads in [1usize, 2] {
             run_row(label, distinct, &stream, threads);
         }

@@ -7,17 +7,18 @@
 //!   and the refill remainder is carried between calls, so over any period a key is admitted
 //!   at most `burst + rate × T` times, and exactly that many when it asks continuously. No
 //!   floating point on the request path, no drift, no lost fractions.
-//! * **Exact retry hints.** A denial's `retry_after_ms` is the smallest whole millisecond
-//!   after which a token is back (lockouts: the later of lockout end and token). A client
-//!   that waits exactly that long is admitted.
+//! * **Exact retry hints.** A soft denial's `retry_after_ms` is the smallest whole
+//!   millisecond after which a token is back; a client that waits exactly that long is
+//!   admitted. A lockout's hint points to the later of the lockout's end and the next token;
+//!   on the production [`CoarseClock`] it may be a few milliseconds long (never short).
 //! * **Escalation.** Denials closer together than `soft_violation_window` count up; at
 //!   `max_soft_violations` the key is locked out for `hard_lockout` (never 0 ms). An
 //!   admission resets the count.
 //! * **Bounded memory.** At most `max_tracked` keys; a new key beyond that is denied (fail
 //!   closed) while known keys keep working. [`TokenBucketEngine::sweep`] (driven by the caller
 //!   or by a [`Sweeper`] thread) evicts idle keys in bounded batches, then, if still full,
-//!   the least recently seen unlocked keys. Per key: one 64-byte entry (32-byte key with its
-//!   hash, 32-byte state), exactly one cache line.
+//!   the least recently seen unlocked keys. Per key: one 48-byte entry (24-byte bucket
+//!   state, 16-byte address, scope, stored hash) plus the map's control byte.
 //! * **Validated configuration.** Invalid options or policies fail at load with a
 //!   [`ConfigError`] naming the setting. Nothing is clamped or rounded to tiers.
 //!
@@ -49,6 +50,24 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # API at a glance
+//!
+//! * [`PolicyLimiter::builder`]`(EngineOptions, global: Policy)` → [`PolicyLimiterBuilder`]
+//!   `.operation(name, Policy)` … `.build()` / `.build_with_clock(clock)` →
+//!   `Result<PolicyLimiter, ConfigError>`.
+//! * [`PolicyLimiter::operation`]`(&str) -> Option<OperationHandle>` (resolve once);
+//!   [`PolicyLimiter::check`]`(Option<OperationHandle>, IpAddr) -> Decision` (`None` = the
+//!   global per-IP limiter); [`PolicyLimiter::check_global`]`(IpAddr)`;
+//!   [`PolicyLimiter::check_operation`]`(&str, IpAddr)`.
+//! * Per connection: [`PolicyLimiter::connection`]`(IpAddr) -> ConnectionScopes`, then
+//!   [`ConnectionScopes::check`]`(&limiter, Option<OperationHandle>) -> Decision`; or keep a
+//!   [`BucketKey`] from [`PolicyLimiter::key`] and call [`PolicyLimiter::check_key`].
+//! * Upkeep and diagnostics: [`PolicyLimiter::sweep`]`(max_evictions) -> SweepOutcome`,
+//!   [`Sweeper::spawn`], [`PolicyLimiter::report`]`(top_n) -> PolicyReport` with
+//!   `to_text()` / `to_json()`.
+//! * [`Decision`] `{ allowed, retry_after_ms, credit, reason: Reason }`, with
+//!   [`Decision::retry_after_secs_ceil`] for a `Retry-After` header.
+//!
 //! # Module map
 //!
 //! | module | what it is for |
@@ -57,8 +76,8 @@
 //! | `policy` | [`Policy`]: the configured limits of an operation (serde) |
 //! | `options` | [`EngineOptions`], [`InitialTokens`]: engine-wide settings and their validation |
 //! | `limits` | [`BucketLimits`]: a policy as exact fixed-point integers |
-//! | `engine` | [`TokenBucketEngine`]: the sharded bounded map and the check path; `sweep` (eviction, [`SweepOutcome`]) and `inspect` (reports) |
-//! | `bucket` | the per-key state machine (refill, admit, deny, escalate), pure and 32 bytes |
+//! | `engine` | [`TokenBucketEngine`]: the sharded bounded map and the check path; inside: `entry`, `shard`, `lockout_board` (lock-free answers for locked keys), `striped_counter`, `sweep` (eviction, [`SweepOutcome`]), `inspect` (reports) |
+//! | `bucket` | the per-key state machine (refill, admit, deny, escalate), pure and 24 bytes |
 //! | `key`, `address` | [`BucketKey`] (carries its hash), [`ScopeName`], [`ScopeId`]; [`ClientAddr`] and [`AddressAggregation`] (IPv6 prefixes, no ports) |
 //! | `hasher` | the keyed multiply hash stored in each key, and the pass-through hasher the maps use |
 //! | `clock` | [`Clock`], [`CoarseClock`] (production default), [`MonotonicClock`], [`ManualClock`] (tests) |
@@ -67,10 +86,13 @@
 //! | `sweeper` | [`Sweeper`]: optional background cleanup thread; the [`Sweep`] trait |
 //! | `error` | [`ConfigError`] |
 //!
-//! # Threads
+//! # Threads and cost
 //!
-//! Everything is `Send + Sync`; share a limiter through an `Arc`. Checks lock one shard for a
-//! few dozen nanoseconds; sweeps and reports lock one shard at a time.
+//! Everything is `Send + Sync`; share a limiter through an `Arc`. A check locks one shard
+//! for a few dozen nanoseconds; a check of a locked-out key usually takes no lock at all.
+//! Sweeps and reports lock one shard at a time. The default clock ([`CoarseClock`]) runs one
+//! small helper thread per limiter; pass another [`Clock`] to `build_with_clock` to avoid
+//! it. `docs/BENCHMARKS.md` compares the engine with the `governor` crate.
 
 mod address;
 mod bucket;

@@ -1,8 +1,12 @@
 //! Engine-wide settings ([`EngineOptions`]) and their validation.
 //!
 //! Defaults follow the seed's newer version (soft window 8 s, 5 soft violations, 30 s lockout,
-//! 180 s stale, 256 shards, 100,000 tracked keys) except the token scale, which is 1000 so
-//! rates down to 0.001 requests per second are exact.
+//! 180 s stale, 100,000 tracked keys) with two changes: the token scale is 1000, so rates
+//! down to 0.001 requests per second are exact, and there are 64 shards instead of 256. A
+//! check holds its shard for a few dozen nanoseconds, so 64 shards keep contention
+//! negligible on machines with dozens of cores, while the shard array and the lockout board
+//! (one 64-byte line per shard each) stay at 8 KiB and live in L1; at 256 they took 32 KiB
+//! and cost about one extra L1 miss per check (measured with cachegrind).
 
 use crate::address::AddressAggregation;
 use crate::clock::duration_to_ns;
@@ -61,7 +65,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             token_scale: 1000,
-            shard_count: 256,
+            shard_count: 64,
             soft_violation_window: Duration::from_secs(8),
             max_soft_violations: 5,
             hard_lockout: Duration::from_secs(30),

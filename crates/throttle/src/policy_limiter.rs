@@ -177,6 +177,9 @@ impl<C: Clock> PolicyLimiter<C> {
 
     /// Checks one request of `operation` (or, for `None`, the global limiter) from `ip`.
     /// Take `ip` from `SocketAddr::ip()`: the port is never part of a key.
+    ///
+    /// # Panics
+    /// If `operation` was resolved by a different limiter with fewer scopes.
     pub fn check(&self, operation: Option<OperationHandle>, ip: IpAddr) -> Decision {
         self.engine.check_ip(self.scope_of(operation), ip)
     }

@@ -25,16 +25,6 @@ pub struct Counters {
 }
 
 impl Counters {
-    pub(crate) fn add(&mut self, other: &Counters) {
-        self.checks += other.checks;
-        self.allowed += other.allowed;
-        self.soft_throttled += other.soft_throttled;
-        self.hard_locked += other.hard_locked;
-        self.rejected_at_cap += other.rejected_at_cap;
-        self.evicted_stale += other.evicted_stale;
-        self.evicted_lru += other.evicted_lru;
-    }
-
     /// All keys evicted, for whatever reason.
     pub fn evicted(&self) -> u64 {
         self.evicted_stale + self.evicted_lru

@@ -107,3 +107,32 @@ fn lockouts_are_per_key() {
     assert_eq!(limiter.check_global(noisy).reason, Reason::HardLockout);
     assert!(limiter.check_global(ip("192.0.2.6")).allowed);
 }
+
+#[test]
+fn a_flood_from_a_locked_client_is_answered_and_counted_exactly() {
+    let (limiter, clock) = global_limiter(EngineOptions::default(), strict());
+    let client = ip("192.0.2.7");
+    for _ in 0..4 {
+        limiter.check_global(client);
+    }
+    // Locked at t = 0 for 10 s. Flood it (most of these take the lock-free path).
+    for step in 0..1000u64 {
+        clock.set(ms(step * 9));
+        let d = limiter.check_global(client);
+        assert_eq!(d.reason, Reason::HardLockout);
+        assert_eq!(
+            d.retry_after_ms,
+            10_000 - step * 9,
+            "exact hint at {} ms",
+            step * 9
+        );
+    }
+    let counters = limiter.engine().counters();
+    assert_eq!(counters.checks, 1004);
+    assert_eq!(counters.hard_locked, 1001);
+    let report = limiter.report(1).engine;
+    assert_eq!(report.counters, counters);
+    assert_eq!(report.hard_blocked, 1);
+    clock.set(ms(10_000));
+    assert!(limiter.check_global(client).allowed);
+}

@@ -3,11 +3,12 @@
 //! for the request path.
 
 use super::TokenBucketEngine;
+use super::shard::ShardCounters;
 use crate::bucket::Snapshot;
 use crate::clock::Clock;
 use crate::key::BucketKey;
 use crate::limits::NANOS_PER_MILLI;
-use crate::report::{Counters, EngineReport, KeyPressure, ScopeReport};
+use crate::report::{EngineReport, KeyPressure, ScopeReport};
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -41,7 +42,7 @@ impl<C: Clock> TokenBucketEngine<C> {
     /// A report with the `top_n` keys under most pressure.
     pub fn report(&self, top_n: usize) -> EngineReport {
         let now_ns = self.clock.now_ns();
-        let mut counters = Counters::default();
+        let mut shard_counters = ShardCounters::default();
         let mut keys_per_scope = vec![0usize; self.scopes.len()];
         let mut hard_blocked = 0;
         // A min-heap of at most `top_n`: the weakest of the current top is evicted first.
@@ -49,7 +50,7 @@ impl<C: Clock> TokenBucketEngine<C> {
 
         for shard in self.shards.iter() {
             let guard = shard.lock();
-            counters.add(&guard.counters);
+            shard_counters.add(&guard.counters);
             for entry in &guard.entries {
                 let (key, state) = (&entry.key(), entry.state());
                 keys_per_scope[key.scope().index()] += 1;
@@ -72,7 +73,7 @@ impl<C: Clock> TokenBucketEngine<C> {
             }
         }
 
-        self.add_slot_denials(&mut counters);
+        let counters = self.total_counters(&shard_counters);
         let scale = f64::from(self.options.token_scale);
         let top_keys = top
             .into_sorted_vec()

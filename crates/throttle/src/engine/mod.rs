@@ -39,7 +39,7 @@ use crate::policy::Policy;
 use crate::report::Counters;
 use entry::Entry;
 use lockout_board::LockoutSlot;
-use shard::{Shard, ShardState};
+use shard::{Shard, ShardCounters, ShardState};
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -86,6 +86,10 @@ pub struct TokenBucketEngine<C: Clock = CoarseClock> {
     sweep_cursor: AtomicUsize,
     /// Checks answered by a lockout slot, counted per thread stripe (no shared hot line).
     slot_denials: StripedCounter,
+    /// New keys denied at `max_tracked` (striped: a flood of new addresses hits this).
+    rejected_at_cap: StripedCounter,
+    evicted_stale: AtomicU64,
+    evicted_lru: AtomicU64,
     clock: C,
 }
 
@@ -153,6 +157,9 @@ impl<C: Clock> TokenBucketEngine<C> {
             peak_tracked: AtomicUsize::new(0),
             sweep_cursor: AtomicUsize::new(0),
             slot_denials: StripedCounter::default(),
+            rejected_at_cap: StripedCounter::default(),
+            evicted_stale: AtomicU64::new(0),
+            evicted_lru: AtomicU64::new(0),
             clock,
         })
     }
@@ -211,7 +218,6 @@ impl<C: Clock> TokenBucketEngine<C> {
         let window_ns = self.soft_violation_window_ns;
         let mut guard = self.shards[shard_index].lock();
         let ShardState { entries, counters } = &mut *guard;
-        counters.checks += 1;
         let (decision, state) = if let Some(entry) = entries.get(&Entry::probe(key)) {
             let before = entry.state();
             let mut state = before;
@@ -229,7 +235,8 @@ impl<C: Clock> TokenBucketEngine<C> {
         } else {
             // Fail closed: tracking one more key would break the memory bound. Keys already
             // tracked keep working; a sweep makes room.
-            counters.rejected_at_cap += 1;
+            drop(guard);
+            self.rejected_at_cap.increment();
             return Decision::hard_lockout(self.cap_retry_after_ms);
         };
         match decision.reason {
@@ -313,21 +320,29 @@ impl<C: Clock> TokenBucketEngine<C> {
         &self.clock
     }
 
-    /// Counters summed over all shards.
+    /// Counters since creation, summed over all shards.
     pub fn counters(&self) -> Counters {
-        let mut total = Counters::default();
+        let mut shard_counters = ShardCounters::default();
         for shard in self.shards.iter() {
-            total.add(&shard.lock().counters);
+            shard_counters.add(&shard.lock().counters);
         }
-        self.add_slot_denials(&mut total);
-        total
+        self.total_counters(&shard_counters)
     }
 
-    /// Folds the checks answered by lockout slots into `counters`.
-    fn add_slot_denials(&self, counters: &mut Counters) {
-        let denials = self.slot_denials.sum();
-        counters.checks += denials;
-        counters.hard_locked += denials;
+    /// Adds the engine-level counters to the shards' sums.
+    fn total_counters(&self, shards: &ShardCounters) -> Counters {
+        let slot_denials = self.slot_denials.sum();
+        let rejected_at_cap = self.rejected_at_cap.sum();
+        let hard_locked = shards.hard_locked + slot_denials;
+        Counters {
+            checks: shards.allowed + shards.soft_throttled + hard_locked + rejected_at_cap,
+            allowed: shards.allowed,
+            soft_throttled: shards.soft_throttled,
+            hard_locked,
+            rejected_at_cap,
+            evicted_stale: self.evicted_stale.load(Ordering::Relaxed),
+            evicted_lru: self.evicted_lru.load(Ordering::Relaxed),
+        }
     }
 
     /// Bytes per tracked key inside the map: one entry (key with its hash, and state),

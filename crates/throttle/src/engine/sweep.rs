@@ -8,7 +8,6 @@
 //! [`crate::Sweeper`]) repeats it while `more_work` says so.
 
 use super::TokenBucketEngine;
-use super::shard::ShardState;
 use crate::clock::Clock;
 use serde::Serialize;
 use std::sync::atomic::Ordering;
@@ -46,8 +45,8 @@ impl<C: Clock> TokenBucketEngine<C> {
         let mut visited = 0;
         while visited < shard_count && budget > 0 {
             let mut guard = self.shards[(start + visited) % shard_count].lock();
-            let ShardState { entries, counters } = &mut *guard;
-            let removed = entries
+            let removed = guard
+                .entries
                 .extract_if(|entry| {
                     let state = entry.state();
                     let limits = &self.scopes[entry.scope.index()].limits;
@@ -56,8 +55,9 @@ impl<C: Clock> TokenBucketEngine<C> {
                 })
                 .take(budget)
                 .count();
-            counters.evicted_stale += removed as u64;
             drop(guard);
+            self.evicted_stale
+                .fetch_add(removed as u64, Ordering::Relaxed);
             self.release_tracking(removed);
             outcome.evicted_stale += removed;
             budget -= removed;
@@ -120,8 +120,8 @@ impl<C: Clock> TokenBucketEngine<C> {
                 break;
             }
             let mut guard = shard.lock();
-            let ShardState { entries, counters } = &mut *guard;
-            let removed = entries
+            let removed = guard
+                .entries
                 .extract_if(|entry| {
                     if self.entry_locked_at(entry, now_ns) {
                         return false;
@@ -138,8 +138,9 @@ impl<C: Clock> TokenBucketEngine<C> {
                 })
                 .take(goal - evicted)
                 .count();
-            counters.evicted_lru += removed as u64;
             drop(guard);
+            self.evicted_lru
+                .fetch_add(removed as u64, Ordering::Relaxed);
             self.release_tracking(removed);
             evicted += removed;
         }
