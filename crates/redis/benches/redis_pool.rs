@@ -1,2 +1,322 @@
-//! Benchmark placeholder (filled in below).
-fn main() {}
+//! RedisPool against a private redis-server, side by side with the ceiling of the same
+//! client (a trivial `EVALSHA` returning 1), printing a Markdown table:
+//!
+//! - extraction p50/p99 and ops/s with 10,000 and 100,000 AVAILABLE proxies (one proxy
+//!   per extraction, no filter and with a region filter; 1 and 8 calls in flight);
+//! - upserts/s of 1,000-proxy batches (new proxies, and refreshes of known ones);
+//! - Redis memory per stored proxy (INFO memory before/after loading 100,000), FETCHED
+//!   and after they turned AVAILABLE.
+//!
+//! Run: `cargo bench -p proxypool-redis --bench redis_pool` (release; about a minute).
+
+use proxypool_core::ports::*;
+use proxypool_core::{
+    Candidate, CheckOutcome, ClientId, Credentials, ExtractMode, ExtractRequest, FetchedBatch,
+    HealthBatch, HealthObservation, Label, Protocol, ProxyFilter, ProxyId, UpstreamId, now_millis,
+    proxy_id_for,
+};
+use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
+use proxypool_testkit::RedisServer;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const REGIONS: [&str; 10] = ["us", "de", "fr", "gb", "br", "in", "jp", "ca", "au", "nl"];
+const CARRIERS: [&str; 4] = ["att", "vodafone", "orange", "tmobile"];
+const SEQUENTIAL_OPS: usize = 2_000;
+const CONCURRENT_OPS: usize = 4_000;
+/// Every row starts from the same pool size: what the previous row extracted is replaced.
+const TOP_UP: usize = CONCURRENT_OPS;
+const IN_FLIGHT: usize = 8;
+
+/// Proxy `i`: credentials, a region, a carrier on every other one (a residential/mobile mix).
+fn candidate(i: usize) -> Candidate {
+    let mut c = Candidate::new(
+        Protocol::Http,
+        format!("10.{}.{}.{}", (i >> 16) & 255, (i >> 8) & 255, i & 255),
+        8000 + (i % 1000) as u16,
+    );
+    c.credentials = Some(Credentials::new(format!("user{i}"), format!("pw{i:08}")));
+    c.region = Some(REGIONS[i % REGIONS.len()].into());
+    if i % 2 == 0 {
+        c.carrier = Some(CARRIERS[i % CARRIERS.len()].into());
+    }
+    c
+}
+
+fn id_of(i: usize) -> ProxyId {
+    let c = candidate(i);
+    proxy_id_for(c.protocol, &c.host, c.port, Some(&format!("user{i}")))
+}
+
+fn batch(range: std::ops::Range<usize>) -> FetchedBatch {
+    FetchedBatch {
+        upstream: UpstreamId::new("acme").unwrap(),
+        operation_id: None,
+        ttl_ms: 3_600_000,
+        safety_margin_ms: 5_000,
+        max_size: 1_000_000,
+        default_max_sessions: 4,
+        candidates: range.map(candidate).collect(),
+    }
+}
+
+fn used_memory(server: &RedisServer) -> i64 {
+    let info = server.command(&["INFO", "memory"]).unwrap();
+    let text = info.as_text().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn new_pool(server: &RedisServer, prefix: &str) -> Arc<RedisPool> {
+    let options = RedisPoolOptions {
+        key_prefix: prefix.to_owned(),
+        call_timeout: Duration::from_secs(5),
+        inventory_scan_budget: 1_000_000,
+        ..RedisPoolOptions::default()
+    };
+    Arc::new(RedisPool::new(RedisClient::open(server.url()).unwrap(), options).unwrap())
+}
+
+/// Loads proxies `from..from + n` in 1,000-proxy batches; returns batches per second.
+async fn load(pool: &RedisPool, from: usize, n: usize) -> f64 {
+    let started = Instant::now();
+    for first in (from..from + n).step_by(1_000) {
+        let report = pool
+            .upsert(now_millis(), batch(first..first + 1_000))
+            .await
+            .unwrap();
+        assert_eq!(report.inserted, 1_000);
+    }
+    (n / 1_000) as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn make_available(pool: &RedisPool, from: usize, n: usize) {
+    for first in (from..from + n).step_by(10_000) {
+        let now = now_millis();
+        let observations = (first..(first + 10_000).min(from + n))
+            .map(|i| HealthObservation {
+                proxy_id: id_of(i),
+                checked_at_ms: now,
+                outcome: CheckOutcome::Success { latency_ms: 20 },
+            })
+            .collect();
+        let report = pool
+            .apply_health(
+                now,
+                HealthBatch {
+                    observations,
+                    unhealthy_after_failures: 3,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(report.ignored, 0);
+    }
+}
+
+fn request(filter: ProxyFilter) -> ExtractRequest {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    ExtractRequest {
+        client: ClientId::new("bench").unwrap(),
+        idempotency_key: None,
+        request_id: format!("bench-{}", NEXT.fetch_add(1, Ordering::Relaxed)),
+        count: 1,
+        mode: ExtractMode::Partial,
+        filter,
+        min_health_freshness_ms: None,
+        reserve_for_gateway: 0,
+        idempotency_ttl_ms: 60_000,
+    }
+}
+
+/// Latencies (sorted) and throughput of `ops` calls with `in_flight` at a time.
+struct Run {
+    p50: Duration,
+    p99: Duration,
+    ops_per_sec: f64,
+}
+
+async fn run<F, Fut>(ops: usize, in_flight: usize, call: F) -> Run
+where
+    F: Fn() -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..in_flight {
+        let call = call.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(ops / in_flight);
+            for _ in 0..ops / in_flight {
+                let t = Instant::now();
+                call().await;
+                latencies.push(t.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut latencies = Vec::with_capacity(ops);
+    for task in tasks {
+        latencies.extend(task.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    Run {
+        p50: at(0.50),
+        p99: at(0.99),
+        ops_per_sec: latencies.len() as f64 / elapsed.as_secs_f64(),
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1_000.0)
+}
+
+/// Extraction rows on a pool of `size` AVAILABLE proxies (`next` = first unused index).
+async fn extract_rows(
+    pool: &Arc<RedisPool>,
+    size: usize,
+    next: &mut usize,
+    label: &str,
+    trivial: &[f64; 2],
+) {
+    for filtered in [false, true] {
+        for (slot, (in_flight, ops)) in [(1, SEQUENTIAL_OPS), (IN_FLIGHT, CONCURRENT_OPS)]
+            .into_iter()
+            .enumerate()
+        {
+            let p = Arc::clone(pool);
+            let turn = Arc::new(AtomicU64::new(0));
+            let r = run(ops, in_flight, move || {
+                let p = Arc::clone(&p);
+                // The region filter rotates over the regions, so no region runs dry.
+                let filter = if filtered {
+                    let n = turn.fetch_add(1, Ordering::Relaxed) as usize;
+                    ProxyFilter {
+                        region: Some(Label::new(REGIONS[n % REGIONS.len()]).unwrap()),
+                        ..ProxyFilter::default()
+                    }
+                } else {
+                    ProxyFilter::default()
+                };
+                async move {
+                    let out = p.extract(now_millis(), request(filter)).await.unwrap();
+                    assert_eq!(out.response.returned, 1);
+                }
+            })
+            .await;
+            let name = if filtered {
+                "region filter"
+            } else {
+                "no filter"
+            };
+            println!(
+                "| extract 1 ({name}), {label} | {in_flight} | {} | {} | {:.0} | {:.0}% |",
+                ms(r.p50),
+                ms(r.p99),
+                r.ops_per_sec,
+                100.0 * r.ops_per_sec / trivial[slot]
+            );
+            // Put back as many fresh proxies as were handed out.
+            load(pool, *next, TOP_UP).await;
+            make_available(pool, *next, TOP_UP).await;
+            *next += TOP_UP;
+            let left = pool
+                .inventory(now_millis(), &UpstreamId::new("acme").unwrap())
+                .await
+                .unwrap();
+            assert!(left.unextracted as usize >= size, "{left:?}");
+        }
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let server = RedisServer::start_private().expect("redis-server must be installed");
+    let version = server.command(&["INFO", "server"]).unwrap();
+    let version = version
+        .as_text()
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:").map(str::to_owned))
+        .unwrap_or_default();
+    println!("redis-server {version}, private, loopback; client: redis-rs (ConnectionManager)\n");
+    println!("| operation | in flight | p50 ms | p99 ms | ops/s | vs trivial EVALSHA |");
+    println!("|---|---|---|---|---|---|");
+
+    // The ceiling: the same pool's connection running `return 1`.
+    let ceiling = new_pool(&server, "probe");
+    ceiling.probe().await.unwrap();
+    let mut trivial = [0.0; 2];
+    for (slot, (in_flight, ops)) in [(1, SEQUENTIAL_OPS * 2), (IN_FLIGHT, CONCURRENT_OPS * 2)]
+        .into_iter()
+        .enumerate()
+    {
+        let p = Arc::clone(&ceiling);
+        let r = run(ops, in_flight, move || {
+            let p = Arc::clone(&p);
+            async move { p.probe().await.unwrap() }
+        })
+        .await;
+        trivial[slot] = r.ops_per_sec;
+        println!(
+            "| trivial EVALSHA (`return 1`) | {in_flight} | {} | {} | {:.0} | 100% |",
+            ms(r.p50),
+            ms(r.p99),
+            r.ops_per_sec
+        );
+    }
+
+    // 10,000 AVAILABLE proxies.
+    let small = new_pool(&server, "small");
+    load(&small, 0, 10_000).await;
+    make_available(&small, 0, 10_000).await;
+    let mut next = 10_000;
+    extract_rows(&small, 10_000, &mut next, "10k AVAILABLE", &trivial).await;
+    server.command(&["FLUSHALL"]).unwrap();
+
+    // 100,000 proxies: memory per proxy, upsert rate, then extraction.
+    let before = used_memory(&server);
+    let big = new_pool(&server, "big");
+    let batches_per_sec = load(&big, 0, 100_000).await;
+    let fetched = used_memory(&server);
+    make_available(&big, 0, 100_000).await;
+    let available = used_memory(&server);
+    let started = Instant::now();
+    for first in (0..20_000).step_by(1_000) {
+        let report = big
+            .upsert(now_millis(), batch(first..first + 1_000))
+            .await
+            .unwrap();
+        assert_eq!(report.refreshed, 1_000);
+    }
+    let refresh_per_sec = 20.0 / started.elapsed().as_secs_f64();
+    println!(
+        "| upsert 1,000 new proxies (to 100k) | 1 | | | {batches_per_sec:.1} batches = {:.0} proxies/s | |",
+        batches_per_sec * 1_000.0
+    );
+    println!(
+        "| upsert 1,000 known proxies (refresh) | 1 | | | {refresh_per_sec:.1} batches = {:.0} proxies/s | |",
+        refresh_per_sec * 1_000.0
+    );
+    let mut next = 100_000;
+    extract_rows(&big, 100_000, &mut next, "100k AVAILABLE", &trivial).await;
+
+    println!();
+    println!("| Redis memory per proxy (100,000 loaded) | bytes |");
+    println!("|---|---|");
+    println!(
+        "| FETCHED (record, expiry, checks) | {} |",
+        (fetched - before) / 100_000
+    );
+    println!(
+        "| AVAILABLE (+ available, protocol, upstream, region, carrier on half) | {} |",
+        (available - before) / 100_000
+    );
+}

@@ -51,6 +51,16 @@ impl RedisPool {
         &self.base
     }
 
+    /// One trivial script round trip (`EVALSHA` of `return 1`) through the same connection,
+    /// timeout and error mapping as every port call: a readiness probe, and the ceiling the
+    /// benchmark compares extraction with.
+    pub async fn probe(&self) -> PoolResult<()> {
+        self.conn
+            .eval(&self.scripts.probe, &self.base, &[])
+            .await
+            .map(|_| ())
+    }
+
     /// Runs a script with the common leading arguments (now, cleanup count, TTL slack).
     pub(crate) async fn eval(
         &self,

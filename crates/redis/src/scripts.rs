@@ -46,6 +46,8 @@ pub(crate) struct Scripts {
     pub(crate) lease_acquire: Script,
     pub(crate) lease_release: Script,
     pub(crate) lease_current: Script,
+    /// `return 1`, without the helpers: the cheapest possible round trip.
+    pub(crate) probe: Script,
 }
 
 impl Scripts {
@@ -79,12 +81,13 @@ impl Scripts {
             lease_acquire: with_lib(include_str!("lua/lease_acquire.lua")),
             lease_release: with_lib(include_str!("lua/lease_release.lua")),
             lease_current: with_lib(include_str!("lua/lease_current.lua")),
+            probe: Script::new(include_str!("lua/probe.lua")),
         }
     }
 }
 
 impl fmt::Debug for Scripts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Scripts(28 Lua scripts)")
+        f.write_str("Scripts(29 Lua scripts)")
     }
 }

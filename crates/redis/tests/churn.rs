@@ -224,6 +224,13 @@ async fn ttl_churn_keeps_keys_and_fields_bounded() {
     // ~25 structural keys + one string key per stored result.
     assert!(second_half.keys <= 25 + 24 + 14, "{second_half:?}");
 
+    // Every key carries a native TTL (the memory safety net: an abandoned pool frees
+    // itself), except the lease tokens, which must only ever grow.
+    for key in support::scan_keys(&server, &format!("{base}*")) {
+        let ttl = support::integer(&server, &["PTTL", &key]);
+        assert!(ttl > 0 || key.ends_with("lease-tokens"), "{key} has no TTL");
+    }
+
     // Ten minutes after the last tick everything has expired and is swept away.
     let end = T0 + TICKS * STEP + 600_000;
     pool.close_session(end, &worker, "s1").await.unwrap();

@@ -54,7 +54,7 @@ local function main()
 
   -- Longest-lived first; (score, id) descending is MemoryPool's order.
   local chosen, records, matching, examined = {}, {}, 0, 0
-  local offset, page = 0, math.min(math.max(wanted + reserve, 16), 512)
+  local offset, page = 0, math.min(wanted + reserve + 1, 512)
   while index and #chosen < wanted do
     local ids = redis.call('ZREVRANGEBYSCORE', index, '+inf', '(' .. fmt(NOW), 'LIMIT', offset, page)
     for _, id in ipairs(ids) do
@@ -120,7 +120,7 @@ local function main()
   end
   redis.call('SET', B .. key, response, 'PX', fmt(replay_ttl + SLACK))
   redis.call('ZADD', B .. 'idem-expiry', fmt(expires_at), key)
-  touch(B .. 'idem-expiry', expires_at)
+  touch_key(B .. 'idem-expiry', expires_at)
   return { 'ok', response }
 end
 

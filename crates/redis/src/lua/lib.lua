@@ -97,12 +97,22 @@ local function copy(r)
 end
 
 -- Native TTLs: remember per key the latest logical expiry written, extend once at the end.
+-- `anchor` is the latest expiry of pool state (records, leases, sessions): the epoch and
+-- the key registry must outlive it; stored results (idempotency, operations) do not count.
 local horizon = {}
+local anchor = nil
 
-local function touch(key, at)
+local function touch_key(key, at)
   local current = horizon[key]
   if current == nil or at > current then
     horizon[key] = at
+  end
+end
+
+local function touch(key, at)
+  touch_key(key, at)
+  if anchor == nil or at > anchor then
+    anchor = at
   end
 end
 
@@ -115,34 +125,63 @@ local function keep(key, at)
 end
 
 local function flush_ttls()
-  local latest = nil
   for key, at in pairs(horizon) do
     keep(key, at)
-    if latest == nil or at > latest then
-      latest = at
-    end
   end
-  if latest ~= nil then
+  if anchor ~= nil then
     -- The epoch and the key registry live as long as anything that refers to them.
-    keep(B .. 'epoch', latest)
-    keep(B .. 'keys', latest)
+    keep(B .. 'epoch', anchor)
+    keep(B .. 'keys', anchor)
   end
 end
 
 -- Counters that reach zero are deleted so the inventory hash stays bounded.
 local function hincr(key, field, delta)
-  if redis.call('HINCRBY', key, field, delta) <= 0 then
+  local value = redis.call('HINCRBY', key, field, delta)
+  if value <= 0 then
     redis.call('HDEL', key, field)
+  end
+  return value
+end
+
+-- Moves `r`'s counters by `delta`. `extend`: the record's lifetime is new or grows. A
+-- counter that was just created may have recreated the hash (it is deleted when empty),
+-- so that extends the TTL too.
+local function count(r, delta, extend)
+  local key = B .. 'inventory'
+  local created = false
+  if UNEXTRACTED[r[ST]] then
+    created = hincr(key, r[UP], delta) == delta
+  end
+  created = hincr(key, r[UP] .. ':' .. r[ST], delta) == delta or created
+  if extend or (delta > 0 and created) then
+    touch(key, num(r[HARD]))
   end
 end
 
-local function count(r, delta)
-  local key = B .. 'inventory'
-  if UNEXTRACTED[r[ST]] then
-    hincr(key, r[UP], delta)
+-- Counters for `old` becoming `r`: only what changed (same upstream, same status and
+-- same un-extracted state cancel out).
+local function recount(old, r, extend)
+  if old[UP] ~= r[UP] then
+    count(old, -1, false)
+    count(r, 1, extend)
+    return
   end
-  hincr(key, r[UP] .. ':' .. r[ST], delta)
-  touch(key, num(r[HARD]))
+  local key = B .. 'inventory'
+  local created = false
+  local was, is = UNEXTRACTED[old[ST]] or false, UNEXTRACTED[r[ST]] or false
+  if is and not was then
+    created = hincr(key, r[UP], 1) == 1
+  elseif was and not is then
+    hincr(key, r[UP], -1)
+  end
+  if old[ST] ~= r[ST] then
+    hincr(key, old[UP] .. ':' .. old[ST], -1)
+    created = hincr(key, r[UP] .. ':' .. r[ST], 1) == 1 or created
+  end
+  if extend or created then
+    touch(key, num(r[HARD]))
+  end
 end
 
 local function filter_keys(r)
@@ -156,13 +195,23 @@ local function filter_keys(r)
   return keys
 end
 
+-- Index keys registered in this call (the registry needs each name once, not per record).
+local registered = {}
+
+local function register(k)
+  if not registered[k] then
+    registered[k] = true
+    redis.call('SADD', B .. 'keys', k)
+  end
+end
+
 local function index_add(id, r)
   local hard = num(r[HARD])
   redis.call('ZADD', B .. 'available', r[USABLE], id)
   touch(B .. 'available', hard)
   for _, k in ipairs(filter_keys(r)) do
     redis.call('ZADD', B .. k, r[USABLE], id)
-    redis.call('SADD', B .. 'keys', k)
+    register(k)
     touch(B .. k, hard)
   end
 end
@@ -174,6 +223,10 @@ local function index_remove(id, r)
   for _, k in ipairs(filter_keys(r)) do
     redis.call('ZREM', B .. k, id)
   end
+end
+
+local function same_filters(a, b)
+  return a[PROTO] == b[PROTO] and a[UP] == b[UP] and a[REGION] == b[REGION] and a[CARRIER] == b[CARRIER]
 end
 
 local function check_score(r)
@@ -214,27 +267,49 @@ local function is_usable(r)
 end
 
 -- Stores `r` (new or changed from `old`), keeping every index and counter in step.
+-- Key TTLs only need extending when the record's lifetime is new or grows: an unchanged
+-- hard expiry was covered when it was first written.
 local function put_record(id, r, old)
-  if old then
-    index_remove(id, old)
-    count(old, -1)
-  end
-  if r[ST] == 'A' and not is_owned(id) then
-    index_add(id, r)
-  end
   local hard = num(r[HARD])
-  redis.call('ZADD', B .. 'expiry', r[HARD], id)
-  touch(B .. 'expiry', hard)
+  local grows = not old or hard > num(old[HARD])
+  local owned = (r[ST] == 'A' or (old and old[ST] == 'A')) and is_owned(id)
+  local was_in = old and old[ST] == 'A' and not owned
+  local is_in = r[ST] == 'A' and not owned
+  if was_in and is_in and same_filters(old, r) then
+    -- Still available under the same filters: only the score may move.
+    if old[USABLE] ~= r[USABLE] or grows then
+      index_add(id, r)
+    end
+  else
+    if was_in then
+      index_remove(id, old)
+    end
+    if is_in then
+      index_add(id, r)
+    end
+  end
+  if not old or old[HARD] ~= r[HARD] then
+    redis.call('ZADD', B .. 'expiry', r[HARD], id)
+  end
   local score = check_score(r)
   if score then
-    redis.call('ZADD', B .. 'checks', score, id)
+    if not old or score ~= check_score(old) then
+      redis.call('ZADD', B .. 'checks', score, id)
+    end
     touch(B .. 'checks', hard)
-  else
+  elseif old and check_score(old) then
     redis.call('ZREM', B .. 'checks', id)
   end
-  count(r, 1)
+  if old then
+    recount(old, r, grows)
+  else
+    count(r, 1, true)
+  end
   redis.call('HSET', B .. 'records', id, encode(r))
-  touch(B .. 'records', hard)
+  if grows then
+    touch(B .. 'records', hard)
+    touch(B .. 'expiry', hard)
+  end
 end
 
 -- Re-evaluates a record's place in the available indexes (after ownership changed).
@@ -296,7 +371,8 @@ local function put_assignment(id, a, ticket)
   redis.call('ZADD', B .. 'owner-expiry', a[A_LEASE], id)
   redis.call('ZADD', B .. per_worker .. a[A_WORKER], a[A_LEASE], id)
   redis.call('ZADD', B .. 'owned:' .. a[A_UP], a[A_LEASE], id)
-  redis.call('SADD', B .. 'keys', per_worker .. a[A_WORKER], 'owned:' .. a[A_UP])
+  register(per_worker .. a[A_WORKER])
+  register('owned:' .. a[A_UP])
   if ticket then
     redis.call('HSET', B .. 'drain-tickets', id, ticket)
     touch(B .. 'drain-tickets', lease)
@@ -318,7 +394,7 @@ local function remove_record(id)
   local r = decode(v)
   redis.call('HDEL', B .. 'records', id)
   index_remove(id, r)
-  count(r, -1)
+  count(r, -1, false)
   local a = drop_assignment(id)
   return r, a
 end

@@ -32,7 +32,7 @@ end
 local function store(key, expires_at, value)
   redis.call('SET', B .. key, ARGV[7] .. '\t' .. value, 'PX', fmt(math.max(1, expires_at - NOW + SLACK)))
   redis.call('ZADD', B .. 'op-expiry', ARGV[7], key)
-  touch(B .. 'op-expiry', expires_at)
+  touch_key(B .. 'op-expiry', expires_at)
 end
 
 -- A refresh may shorten a proxy's life; a lease never outlives usable_until.
