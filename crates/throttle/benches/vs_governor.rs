@@ -252,7 +252,7 @@ fn run_row(label: &str, distinct: u32, stream: &[IpAddr], threads: usize) {
 
 fn memory_table() {
     println!(
-        "per-key entry: ours {} bytes flat (client 16 + scope 4 + hash 8 + bucket state {}), \
+        "per-key entry: ours {} bytes, one cache line (client 16 + scope 4 + hash 8 + bucket state {} + padding), \
          governor {} bytes (IpAddr {} + state {})",
         TokenBucketEngine::<MonotonicClock>::entry_bytes(),
         TokenBucketEngine::<MonotonicClock>::state_bytes(),

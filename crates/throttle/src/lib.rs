@@ -17,8 +17,9 @@
 //! * **Bounded memory.** At most `max_tracked` keys; a new key beyond that is denied (fail
 //!   closed) while known keys keep working. [`TokenBucketEngine::sweep`] (driven by the caller
 //!   or by a [`Sweeper`] thread) evicts idle keys in bounded batches, then, if still full,
-//!   the least recently seen unlocked keys. Per key: one 48-byte entry (24-byte bucket
-//!   state, 16-byte address, scope, stored hash) plus the map's control byte.
+//!   the least recently seen unlocked keys. Per key: one cache-line entry (24-byte bucket
+//!   state, 16-byte address, 4-byte scope, 8-byte stored hash; 64 bytes aligned) plus the
+//!   map's control byte.
 //! * **Validated configuration.** Invalid options or policies fail at load with a
 //!   [`ConfigError`] naming the setting. Nothing is clamped or rounded to tiers.
 //!

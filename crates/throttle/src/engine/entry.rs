@@ -6,14 +6,19 @@ use crate::key::{BucketKey, ScopeId};
 use std::cell::Cell;
 use std::hash::{Hash, Hasher};
 
-/// A key and its state as stored: 48 bytes, flat, so no padding hides between a key struct
-/// and a state struct. Lookups build a probe entry from a [`BucketKey`] (state zeroed);
-/// `Hash` and `Eq` look at the key fields only.
+/// A key and its state as stored, flat (47 bytes of fields, no padding between a key struct
+/// and a state struct) and aligned to one 64-byte cache line: a lookup touches exactly one
+/// line of entries. At 48 bytes half the entries straddled two lines, which cost about half
+/// an extra L1 miss per check (cachegrind) for a quarter less memory.
+///
+/// Lookups build a probe entry from a [`BucketKey`] (state zeroed); `Hash` and `Eq` look at
+/// the key fields only.
 ///
 /// The state fields are `Cell`s because a `HashSet` only lends shared references to its
 /// elements; changing them can never move an entry within the set, and the shard's mutex
 /// serializes all access.
 #[derive(Debug)]
+#[repr(align(64))]
 pub(super) struct Entry {
     hash: u64,
     client: ClientAddr,
