@@ -1,0 +1,109 @@
+//! hyper plumbing shared by the HTTP servers here: one body type, small response
+//! builders, a chunked body, and the accept loop.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::shutdown::{ShutdownSignal, spawn_until};
+
+/// The one response body type: fixed bytes, a chunked stream or a relayed body.
+pub(crate) type Body = BoxBody<Bytes, hyper::Error>;
+
+pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed()
+}
+
+/// A body sent with `Transfer-Encoding: chunked` (no length known up front), so a client
+/// must enforce its size cap while reading rather than from `Content-Length`.
+pub(crate) fn chunked(chunks: Vec<Bytes>) -> Body {
+    Chunks(chunks.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed()
+}
+
+struct Chunks(VecDeque<Bytes>);
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.get_mut().0.pop_front().map(|b| Ok(Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+pub(crate) fn respond(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response
+}
+
+/// Accepts connections until shutdown and serves each with HTTP/1.1 (keep-alive and
+/// upgrades on). `on_accept` sees every accepted stream first and may keep it (`None`),
+/// which is how a dead upstream proxy drops connections without speaking HTTP.
+pub(crate) async fn serve<H, F, A>(
+    listener: TcpListener,
+    mut signal: ShutdownSignal,
+    on_accept: A,
+    handler: H,
+) where
+    A: Fn(TcpStream) -> Option<TcpStream> + Send + 'static,
+    H: Fn(Request<Incoming>, std::net::SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    loop {
+        let accepted = tokio::select! {
+            () = signal.wait() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(err) => {
+                accept_error_pause(&err).await;
+                continue;
+            }
+        };
+        let Some(stream) = on_accept(stream) else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let handler = handler.clone();
+        spawn_until(&signal, async move {
+            let service = service_fn(move |req| {
+                let response = handler(req, peer);
+                async move { Ok::<_, Infallible>(response.await) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
+                .await;
+        });
+    }
+}
+
+/// Out of file descriptors and friends: back off briefly instead of spinning.
+pub(crate) async fn accept_error_pause(_err: &io::Error) {
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+}

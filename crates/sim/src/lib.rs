@@ -1,0 +1,36 @@
+//! proxypool-sim: a simulated proxy vendor that makes the whole system run offline, for
+//! tests, benches and `proxypool dev`.
+//!
+//! Everything listens on loopback and speaks the real protocols over real sockets. Each
+//! upstream proxy makes its outgoing connections *from its own exit address* (127.0.0.x:
+//! all of 127.0.0.0/8 is loopback on Linux), so the [`Origin`] can tell exits apart and a
+//! test can see which upstream carried a request.
+//!
+//! Module map:
+//! - [`upstream`]: [`UpstreamProxy`], one forward proxy (HTTP CONNECT + absolute-form, or
+//!   SOCKS5) with credentials, latency, seeded failure rate and a dead switch.
+//! - [`origin`]: [`Origin`], an HTTP server that echoes the exit address it sees.
+//! - [`vendor`]: [`VendorEndpoint`], the vendor's list URL (text or JSON) over a fleet of
+//!   upstream proxies that rotates like a residential vendor, with fault knobs.
+//! - [`sim_vendor`]: [`SimVendor`], all of the above in one call.
+//! - [`client`]: tiny GET helpers (direct, absolute-form, CONNECT, SOCKS5) for tests.
+//! - `exit`, `faults`, `http`, `shutdown`: outgoing dials from an exit address, seeded
+//!   failure dice, hyper plumbing, and shutdown-on-drop for every spawned task.
+//!
+//! Every handle stops its listener and all its connections when dropped.
+
+pub mod client;
+mod exit;
+mod faults;
+mod http;
+pub mod origin;
+mod shutdown;
+pub mod sim_vendor;
+pub mod upstream;
+pub mod vendor;
+
+pub use client::Fetched;
+pub use origin::{Echo, Origin};
+pub use sim_vendor::{SimConfig, SimVendor};
+pub use upstream::{ProxyKind, UpstreamProxy, UpstreamProxyConfig, UpstreamStats};
+pub use vendor::{FleetConfig, ListFaults, ListFormat, Listing, VendorConfig, VendorEndpoint};

@@ -1,0 +1,112 @@
+//! The whole simulated vendor in one call: N upstream proxies on distinct exits
+//! (127.0.0.2, .3, ...), one list endpoint over them, one origin. What `proxypool dev`
+//! starts, and what end-to-end tests stand on.
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::origin::Origin;
+use crate::upstream::{ProxyKind, UpstreamProxy};
+use crate::vendor::{FleetConfig, ListFaults, ListFormat, VendorConfig, VendorEndpoint};
+
+/// How to start a [`SimVendor`]. `Default` is 4 proxies alternating HTTP and SOCKS5 with
+/// credentials `sim-user` / `sim-pass`, no TTL, text list.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// How many proxies are listed at any time.
+    pub proxies: usize,
+    /// Protocols, cycled.
+    pub kinds: Vec<ProxyKind>,
+    /// Credentials every proxy requires.
+    pub credentials: Option<(String, String)>,
+    /// Region labels, cycled.
+    pub regions: Vec<String>,
+    /// Carrier labels, cycled.
+    pub carriers: Vec<String>,
+    /// Each proxy's lifetime (`None` = no rotation).
+    pub ttl: Option<Duration>,
+    /// List format.
+    pub format: ListFormat,
+    /// Latency each proxy adds.
+    pub latency: Duration,
+    /// Failure probability of each proxy.
+    pub failure_rate: f64,
+    /// Seed of the failure dice.
+    pub seed: u64,
+    /// First exit address.
+    pub first_exit: Ipv4Addr,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        let fleet = FleetConfig::default();
+        Self {
+            proxies: fleet.size,
+            kinds: fleet.kinds,
+            credentials: fleet.credentials,
+            regions: fleet.regions,
+            carriers: fleet.carriers,
+            ttl: None,
+            format: ListFormat::Text,
+            latency: fleet.latency,
+            failure_rate: fleet.failure_rate,
+            seed: fleet.seed,
+            first_exit: fleet.first_exit,
+        }
+    }
+}
+
+/// A running simulated vendor. Dropping it stops everything.
+#[derive(Debug)]
+pub struct SimVendor {
+    vendor: VendorEndpoint,
+    origin: Origin,
+}
+
+impl SimVendor {
+    /// Starts the origin, the proxies and the list endpoint.
+    pub async fn start(config: SimConfig) -> io::Result<Self> {
+        let origin = Origin::start().await?;
+        let vendor = VendorEndpoint::start(VendorConfig {
+            format: config.format,
+            fleet: FleetConfig {
+                size: config.proxies,
+                kinds: config.kinds,
+                credentials: config.credentials,
+                regions: config.regions,
+                carriers: config.carriers,
+                latency: config.latency,
+                failure_rate: config.failure_rate,
+                seed: config.seed,
+                first_exit: config.first_exit,
+                listen_ip: Ipv4Addr::LOCALHOST,
+            },
+            ttl: config.ttl,
+            faults: ListFaults::default(),
+        })
+        .await?;
+        Ok(Self { vendor, origin })
+    }
+
+    /// The vendor list endpoint (also for fault knobs and rotation).
+    pub fn vendor(&self) -> &VendorEndpoint {
+        &self.vendor
+    }
+
+    /// The echo origin.
+    pub fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
+    /// The list URL.
+    pub fn list_url(&self) -> String {
+        self.vendor.url()
+    }
+
+    /// The proxies currently listed.
+    pub fn proxies(&self) -> Vec<Arc<UpstreamProxy>> {
+        self.vendor.proxies()
+    }
+}

@@ -1,0 +1,311 @@
+//! The vendor list endpoint: what a provider's "get proxies" URL looks like, over a fleet
+//! of real upstream proxies that rotates like a residential vendor's.
+//!
+//! Serves the current list at any path (use [`VendorEndpoint::url`]) as text lines
+//! (`host:port[:user:pass]`, optionally `scheme://` first) or JSON (an array of objects
+//! with host, port, protocol, username, password, region, carrier, expires_at_ms).
+//! [`ListFaults`] makes it misbehave for reconciler tests: malformed entries mixed in,
+//! an oversized body, an error status, a slow answer, chunked encoding. Knobs can be
+//! changed while it runs.
+
+mod fleet;
+mod listing;
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use hyper::body::Bytes;
+use hyper::header::{self, HeaderValue};
+use hyper::{Response, StatusCode};
+use tokio::net::TcpListener;
+
+use crate::http::{Body, chunked, full, respond, serve};
+use crate::shutdown::{Shutdown, ShutdownSignal};
+use crate::upstream::{ProxyKind, UpstreamProxy};
+use fleet::Fleet;
+pub use listing::Listing;
+
+/// How the list is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ListFormat {
+    /// `host:port:user:pass` lines (`host:port` without credentials).
+    #[default]
+    Text,
+    /// `scheme://host:port:user:pass` lines.
+    TextWithScheme,
+    /// A JSON array of objects.
+    Json,
+}
+
+/// Ways the endpoint misbehaves on purpose. The default is a well-behaved vendor.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListFaults {
+    /// Invalid entries mixed among the good ones (each wrong in a different way).
+    pub malformed_entries: usize,
+    /// Pad the body with whitespace up to this many bytes (still a valid list).
+    pub oversized_body: Option<usize>,
+    /// Answer this status (e.g. 500) with a short text body instead of the list.
+    pub status: Option<u16>,
+    /// Wait this long before answering.
+    pub delay: Duration,
+    /// Send the body chunked (no `Content-Length`), in 8 KiB chunks.
+    pub chunked: bool,
+}
+
+/// The proxies a vendor hands out and how each one is made.
+#[derive(Clone, Debug)]
+pub struct FleetConfig {
+    /// How many proxies are listed at any time.
+    pub size: usize,
+    /// Protocols, cycled over the proxies created (`[Http, Socks5]` alternates).
+    pub kinds: Vec<ProxyKind>,
+    /// Credentials every proxy requires (vendors usually issue one pair per account).
+    pub credentials: Option<(String, String)>,
+    /// Region labels, cycled.
+    pub regions: Vec<String>,
+    /// Carrier labels, cycled.
+    pub carriers: Vec<String>,
+    /// Latency each proxy adds before answering.
+    pub latency: Duration,
+    /// Failure probability of each proxy.
+    pub failure_rate: f64,
+    /// Seed of the first proxy's failure dice (the next ones use seed + 1, + 2, ...).
+    pub seed: u64,
+    /// The first exit address handed out; the next free 127.x.y.z follow.
+    pub first_exit: Ipv4Addr,
+    /// Where the proxies listen.
+    pub listen_ip: Ipv4Addr,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        Self {
+            size: 4,
+            kinds: vec![ProxyKind::Http, ProxyKind::Socks5],
+            credentials: Some(("sim-user".into(), "sim-pass".into())),
+            regions: Vec::new(),
+            carriers: Vec::new(),
+            latency: Duration::ZERO,
+            failure_rate: 0.0,
+            seed: 0,
+            first_exit: Ipv4Addr::new(127, 0, 0, 2),
+            listen_ip: Ipv4Addr::LOCALHOST,
+        }
+    }
+}
+
+/// How to start a [`VendorEndpoint`].
+#[derive(Clone, Debug, Default)]
+pub struct VendorConfig {
+    /// List format.
+    pub format: ListFormat,
+    /// The proxies behind the list.
+    pub fleet: FleetConfig,
+    /// Each proxy's lifetime; `None` = proxies never rotate by themselves.
+    pub ttl: Option<Duration>,
+    /// Misbehaviour, changeable later with [`VendorEndpoint::set_faults`].
+    pub faults: ListFaults,
+}
+
+#[derive(Debug)]
+struct Knobs {
+    format: ListFormat,
+    faults: ListFaults,
+}
+
+#[derive(Debug)]
+struct Inner {
+    fleet: Fleet,
+    // std Mutex: read (cloned) at the start of a request, never held across an await.
+    knobs: Mutex<Knobs>,
+    fetches: AtomicU64,
+}
+
+/// A running vendor endpoint and its fleet. Dropping it stops the endpoint and every
+/// proxy of the fleet.
+#[derive(Debug)]
+pub struct VendorEndpoint {
+    addr: SocketAddr,
+    inner: Arc<Inner>,
+    _shutdown: Shutdown,
+}
+
+impl VendorEndpoint {
+    /// Starts the fleet, the rotation (when `ttl` is set) and the list endpoint on
+    /// `127.0.0.1:0`.
+    pub async fn start(config: VendorConfig) -> io::Result<Self> {
+        let fleet = Fleet::start(config.fleet, config.ttl).await?;
+        let inner = Arc::new(Inner {
+            fleet,
+            knobs: Mutex::new(Knobs {
+                format: config.format,
+                faults: config.faults,
+            }),
+            fetches: AtomicU64::new(0),
+        });
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let addr = listener.local_addr()?;
+        let shutdown = Shutdown::new();
+        let handler_inner = Arc::clone(&inner);
+        let handler = move |_req, _peer| answer(Arc::clone(&handler_inner));
+        tokio::spawn(serve(listener, shutdown.signal(), Some, handler));
+        if config.ttl.is_some() {
+            tokio::spawn(rotate_on_expiry(Arc::clone(&inner), shutdown.signal()));
+        }
+        Ok(Self {
+            addr,
+            inner,
+            _shutdown: shutdown,
+        })
+    }
+
+    /// Where the endpoint listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The list URL: `http://127.0.0.1:port/proxies`.
+    pub fn url(&self) -> String {
+        format!("http://{}/proxies", self.addr)
+    }
+
+    /// The proxies currently listed, in list order.
+    pub fn proxies(&self) -> Vec<Arc<UpstreamProxy>> {
+        self.inner.fleet.proxies()
+    }
+
+    /// The current list, as it would be served (without fault entries).
+    pub fn listings(&self) -> Vec<Listing> {
+        self.inner.fleet.listings()
+    }
+
+    /// How many times the list was requested.
+    pub fn fetches(&self) -> u64 {
+        self.inner.fetches.load(Ordering::Relaxed)
+    }
+
+    /// Changes the misbehaviour from the next request on.
+    pub fn set_faults(&self, faults: ListFaults) {
+        self.knobs().faults = faults;
+    }
+
+    /// Changes the list format from the next request on.
+    pub fn set_format(&self, format: ListFormat) {
+        self.knobs().format = format;
+    }
+
+    /// Retires the `count` proxies closest to expiry now and lists new ones on fresh
+    /// exits in their place (what a TTL would do later). Returns the new proxies.
+    pub async fn rotate(&self, count: usize) -> io::Result<Vec<Arc<UpstreamProxy>>> {
+        self.inner.fleet.rotate_oldest(count).await
+    }
+
+    /// How many proxies were replaced so far (by TTL or [`VendorEndpoint::rotate`]).
+    pub fn replaced(&self) -> u64 {
+        self.inner.fleet.replaced()
+    }
+
+    /// Waits until at least `count` proxies were replaced in all: the signal for tests
+    /// that wait on TTL rotation.
+    pub async fn wait_replaced(&self, count: u64) {
+        self.inner.fleet.wait_replaced(count).await;
+    }
+
+    fn knobs(&self) -> std::sync::MutexGuard<'_, Knobs> {
+        self.inner
+            .knobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for VendorEndpoint {
+    fn drop(&mut self) {
+        self.inner.fleet.shutdown_all();
+    }
+}
+
+/// Sleeps until the next proxy expires, replaces the expired ones, repeats.
+async fn rotate_on_expiry(inner: Arc<Inner>, mut signal: ShutdownSignal) {
+    loop {
+        let next = inner.fleet.next_expiry();
+        tokio::select! {
+            () = signal.wait() => return,
+            () = sleep_until(next) => {}
+        }
+        if inner
+            .fleet
+            .rotate_expired(tokio::time::Instant::now())
+            .await
+            .is_err()
+        {
+            // Could not bind a replacement: try again shortly rather than spin.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn answer(inner: Arc<Inner>) -> Response<Body> {
+    inner.fetches.fetch_add(1, Ordering::Relaxed);
+    let (format, faults) = {
+        let knobs = inner.knobs.lock().unwrap_or_else(PoisonError::into_inner);
+        (knobs.format, knobs.faults.clone())
+    };
+    if !faults.delay.is_zero() {
+        tokio::time::sleep(faults.delay).await;
+    }
+    if let Some(status) = faults.status {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return respond(status, "vendor error\n");
+    }
+    let mut body = render(format, inner.fleet.listings(), faults.malformed_entries);
+    if let Some(size) = faults.oversized_body {
+        // Trailing whitespace keeps both formats valid: only the size is wrong.
+        body.resize(body.len().max(size), b'\n');
+    }
+    let content_type = match format {
+        ListFormat::Json => "application/json",
+        ListFormat::Text | ListFormat::TextWithScheme => "text/plain; charset=utf-8",
+    };
+    let body = if faults.chunked {
+        chunked(body.chunks(8192).map(Bytes::copy_from_slice).collect())
+    } else {
+        full(body)
+    };
+    let mut response = Response::new(body);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+fn render(format: ListFormat, listings: Vec<Listing>, malformed: usize) -> Vec<u8> {
+    match format {
+        ListFormat::Text | ListFormat::TextWithScheme => {
+            let with_scheme = format == ListFormat::TextWithScheme;
+            let good: Vec<String> = listings.iter().map(|l| l.text_line(with_scheme)).collect();
+            let pool: Vec<String> = listing::MALFORMED_TEXT
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
+            let mut text = listing::interleave(good, malformed, &pool).join("\n");
+            text.push('\n');
+            text.into_bytes()
+        }
+        ListFormat::Json => {
+            let good = listings.iter().map(Listing::json).collect();
+            let entries = listing::interleave(good, malformed, &listing::malformed_json());
+            serde_json::to_vec(&entries).unwrap_or_default()
+        }
+    }
+}
