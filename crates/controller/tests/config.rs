@@ -4,11 +4,16 @@
 use proxypool_controller::config::{Config, Env, ProviderKind, QuotaKind, StoreKind};
 use proxypool_controller::{StoreOpenError, open_store};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const EXAMPLE: &str = include_str!("../../../examples/proxypool.toml");
 
 fn secret_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("proxypool-config-test-{}", std::process::id()));
+    // One directory per call: tests run in parallel and must not see a half-written file.
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir =
+        std::env::temp_dir().join(format!("proxypool-config-test-{}-{n}", std::process::id()));
     std::fs::create_dir_all(dir.join("secrets")).unwrap();
     std::fs::write(dir.join("secrets/dc-password"), "dc-secret-pw\n").unwrap();
     dir
