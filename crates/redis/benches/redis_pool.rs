@@ -72,6 +72,22 @@ fn used_memory(server: &RedisServer) -> i64 {
         .unwrap()
 }
 
+/// Server-side microseconds per EVALSHA since the last `CONFIG RESETSTAT` (the script's
+/// own cost, independent of the client's scheduling on a busy machine).
+fn server_usec_per_call(server: &RedisServer) -> f64 {
+    let info = server.command(&["INFO", "commandstats"]).unwrap();
+    info.as_text()
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+        .and_then(|l| {
+            l.split(',')
+                .find_map(|kv| kv.strip_prefix("usec_per_call="))
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
 fn new_pool(server: &RedisServer, prefix: &str) -> Arc<RedisPool> {
     let options = RedisPoolOptions {
         key_prefix: prefix.to_owned(),
@@ -180,6 +196,7 @@ fn ms(d: Duration) -> String {
 
 /// Extraction rows on a pool of `size` AVAILABLE proxies (`next` = first unused index).
 async fn extract_rows(
+    server: &RedisServer,
     pool: &Arc<RedisPool>,
     size: usize,
     next: &mut usize,
@@ -191,6 +208,7 @@ async fn extract_rows(
             .into_iter()
             .enumerate()
         {
+            server.command(&["CONFIG", "RESETSTAT"]).unwrap();
             let p = Arc::clone(pool);
             let turn = Arc::new(AtomicU64::new(0));
             let r = run(ops, in_flight, move || {
@@ -217,11 +235,12 @@ async fn extract_rows(
                 "no filter"
             };
             println!(
-                "| extract 1 ({name}), {label} | {in_flight} | {} | {} | {:.0} | {:.0}% |",
+                "| extract 1 ({name}), {label} | {in_flight} | {} | {} | {:.0} | {:.0}% | {:.1} |",
                 ms(r.p50),
                 ms(r.p99),
                 r.ops_per_sec,
-                100.0 * r.ops_per_sec / trivial[slot]
+                100.0 * r.ops_per_sec / trivial[slot],
+                server_usec_per_call(server)
             );
             // Put back as many fresh proxies as were handed out.
             load(pool, *next, TOP_UP).await;
@@ -247,8 +266,10 @@ async fn main() {
         .find_map(|l| l.strip_prefix("redis_version:").map(str::to_owned))
         .unwrap_or_default();
     println!("redis-server {version}, private, loopback; client: redis-rs (ConnectionManager)\n");
-    println!("| operation | in flight | p50 ms | p99 ms | ops/s | vs trivial EVALSHA |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| operation | in flight | p50 ms | p99 ms | ops/s | vs trivial EVALSHA | server µs/call |"
+    );
+    println!("|---|---|---|---|---|---|---|");
 
     // The ceiling: the same pool's connection running `return 1`.
     let ceiling = new_pool(&server, "probe");
@@ -258,6 +279,7 @@ async fn main() {
         .into_iter()
         .enumerate()
     {
+        server.command(&["CONFIG", "RESETSTAT"]).unwrap();
         let p = Arc::clone(&ceiling);
         let r = run(ops, in_flight, move || {
             let p = Arc::clone(&p);
@@ -266,10 +288,11 @@ async fn main() {
         .await;
         trivial[slot] = r.ops_per_sec;
         println!(
-            "| trivial EVALSHA (`return 1`) | {in_flight} | {} | {} | {:.0} | 100% |",
+            "| trivial EVALSHA (`return 1`) | {in_flight} | {} | {} | {:.0} | 100% | {:.1} |",
             ms(r.p50),
             ms(r.p99),
-            r.ops_per_sec
+            r.ops_per_sec,
+            server_usec_per_call(&server)
         );
     }
 
@@ -278,16 +301,27 @@ async fn main() {
     load(&small, 0, 10_000).await;
     make_available(&small, 0, 10_000).await;
     let mut next = 10_000;
-    extract_rows(&small, 10_000, &mut next, "10k AVAILABLE", &trivial).await;
+    extract_rows(
+        &server,
+        &small,
+        10_000,
+        &mut next,
+        "10k AVAILABLE",
+        &trivial,
+    )
+    .await;
     server.command(&["FLUSHALL"]).unwrap();
 
     // 100,000 proxies: memory per proxy, upsert rate, then extraction.
     let before = used_memory(&server);
     let big = new_pool(&server, "big");
+    server.command(&["CONFIG", "RESETSTAT"]).unwrap();
     let batches_per_sec = load(&big, 0, 100_000).await;
+    let insert_usec = server_usec_per_call(&server);
     let fetched = used_memory(&server);
     make_available(&big, 0, 100_000).await;
     let available = used_memory(&server);
+    server.command(&["CONFIG", "RESETSTAT"]).unwrap();
     let started = Instant::now();
     for first in (0..20_000).step_by(1_000) {
         let report = big
@@ -297,16 +331,25 @@ async fn main() {
         assert_eq!(report.refreshed, 1_000);
     }
     let refresh_per_sec = 20.0 / started.elapsed().as_secs_f64();
+    let refresh_usec = server_usec_per_call(&server);
     println!(
-        "| upsert 1,000 new proxies (to 100k) | 1 | | | {batches_per_sec:.1} batches = {:.0} proxies/s | |",
+        "| upsert 1,000 new proxies (to 100k) | 1 | | | {batches_per_sec:.1} batches = {:.0} proxies/s | | {insert_usec:.0} |",
         batches_per_sec * 1_000.0
     );
     println!(
-        "| upsert 1,000 known proxies (refresh) | 1 | | | {refresh_per_sec:.1} batches = {:.0} proxies/s | |",
+        "| upsert 1,000 known AVAILABLE proxies (refresh) | 1 | | | {refresh_per_sec:.1} batches = {:.0} proxies/s | | {refresh_usec:.0} |",
         refresh_per_sec * 1_000.0
     );
     let mut next = 100_000;
-    extract_rows(&big, 100_000, &mut next, "100k AVAILABLE", &trivial).await;
+    extract_rows(
+        &server,
+        &big,
+        100_000,
+        &mut next,
+        "100k AVAILABLE",
+        &trivial,
+    )
+    .await;
 
     println!();
     println!("| Redis memory per proxy (100,000 loaded) | bytes |");

@@ -90,6 +90,7 @@ async fn ttl_churn_keeps_keys_and_fields_bounded() {
             key_prefix: "churn".to_owned(),
             // Operation results are kept one minute: at one fetch per tick, 24 of them.
             operation_ttl_ms: 60_000,
+            call_timeout: support::TEST_TIMEOUT,
             ..RedisPoolOptions::default()
         },
     );

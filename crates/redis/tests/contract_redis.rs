@@ -23,6 +23,7 @@ impl PoolFactory for RedisFactory {
                 key_prefix: "contract".to_owned(),
                 extract_scan_budget: limits.extract_scan_budget,
                 inventory_scan_budget: limits.inventory_scan_budget,
+                call_timeout: support::TEST_TIMEOUT,
                 ..RedisPoolOptions::default()
             },
         ))

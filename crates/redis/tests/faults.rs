@@ -103,7 +103,13 @@ async fn script_flush_mid_run_reloads_transparently() {
     let Some(server) = support::shared_server() else {
         return;
     };
-    let pool = support::pool_on(server.url(), RedisPoolOptions::default());
+    let pool = support::pool_on(
+        server.url(),
+        RedisPoolOptions {
+            call_timeout: support::TEST_TIMEOUT,
+            ..RedisPoolOptions::default()
+        },
+    );
     seed(&pool, T0, 0..10).await;
     let first = pool.extract(T0 + 1, request("flush-1", 3)).await.unwrap();
     assert_eq!(first.response.returned, 3);

@@ -45,6 +45,7 @@ async fn no_password_in_keys_errors_or_leftover_values() {
         server.url(),
         RedisPoolOptions {
             key_prefix: "leak".to_owned(),
+            call_timeout: support::TEST_TIMEOUT,
             ..RedisPoolOptions::default()
         },
     );
@@ -134,7 +135,13 @@ async fn no_password_in_keys_errors_or_leftover_values() {
     server.start_again().unwrap();
 
     // Second run on the restarted (empty) server, then everything expires and is swept.
-    let pool2 = support::pool_on(server.url(), RedisPoolOptions::default());
+    let pool2 = support::pool_on(
+        server.url(),
+        RedisPoolOptions {
+            call_timeout: support::TEST_TIMEOUT,
+            ..RedisPoolOptions::default()
+        },
+    );
     run_to_expiry(&pool2, &upstream, &ids).await;
     for key in support::scan_keys(&server, "*") {
         assert_clean("a key name", key.as_bytes());

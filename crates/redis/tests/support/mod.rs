@@ -28,6 +28,10 @@ pub fn unique_prefix(tag: &str) -> String {
     )
 }
 
+/// A generous per-call timeout for tests that are not about timeouts: a loaded CI
+/// machine must not turn a slow call into a failed assertion.
+pub const TEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A pool on `url` with a unique prefix and the given options.
 pub fn pool_on(url: &str, options: RedisPoolOptions) -> RedisPool {
     let options = RedisPoolOptions {
