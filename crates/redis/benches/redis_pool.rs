@@ -38,7 +38,7 @@ fn candidate(i: usize) -> Candidate {
     );
     c.credentials = Some(Credentials::new(format!("user{i}"), format!("pw{i:08}")));
     c.region = Some(REGIONS[i % REGIONS.len()].into());
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         c.carrier = Some(CARRIERS[i % CARRIERS.len()].into());
     }
     c
