@@ -24,7 +24,7 @@ fn candidate(i: usize, round: usize) -> Candidate {
     c.credentials = Some(Credentials::new(format!("u{i}"), "pw"));
     // Regions and carriers move between refreshes.
     c.region = Some(["us", "de", "fr"][(i + round) % 3].into());
-    if (i + round) % 2 == 0 {
+    if (i + round).is_multiple_of(2) {
         c.carrier = Some("att".into());
     }
     c
