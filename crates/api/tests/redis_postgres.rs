@@ -1,0 +1,387 @@
+//! The API on the scale-out stores: the activity pool in a private `redis-server`
+//! (`proxypool_redis::RedisPool`) and the quota in a private PostgreSQL (least-privilege
+//! role). Covers the backend-dependent error codes, bad inputs changing nothing, 50
+//! concurrent clients, the replay after a dropped connection, Redis stopped mid-test (503
+//! with `Retry-After` within the call timeout, 200 again after the restart), and two API
+//! instances sharing one PostgreSQL holding the quota exactly.
+//!
+//! Without the server binaries these tests skip with the testkit's banner (and fail under
+//! `CI=true`).
+
+mod common;
+
+use common::*;
+use proxypool_quota::postgres::{create_quota_role, migrate};
+use proxypool_quota::{Operation, PostgresQuota, PostgresSettings};
+use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
+use proxypool_testkit::{PostgresServer, RedisServer};
+use serde_json::json;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+
+const CALL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// One PostgreSQL per test binary (startup costs seconds); a fresh database per test.
+fn postgres() -> Option<&'static PostgresServer> {
+    static SERVER: OnceLock<Option<PostgresServer>> = OnceLock::new();
+    SERVER
+        .get_or_init(proxypool_testkit::private_postgres_or_skip)
+        .as_ref()
+}
+
+fn unique(tag: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{tag}_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A migrated database with its own quota role: the superuser pool and the role's URL.
+async fn quota_database(server: &PostgresServer) -> (sqlx::PgPool, String) {
+    let name = unique("api");
+    let admin_url = server.create_database(&name).unwrap();
+    let admin = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&admin_url)
+        .await
+        .unwrap();
+    migrate(&admin).await.unwrap();
+    let role = unique("api_quota");
+    create_quota_role(&admin, &role, None).await.unwrap();
+    (admin, server.url_for(&name, &role))
+}
+
+fn postgres_quota(admin: &sqlx::PgPool, role_url: &str, limit: u32) -> Quota {
+    let quota =
+        PostgresQuota::connect_lazy(&PostgresSettings::new(role_url), quota_config(limit)).unwrap();
+    Quota::Postgres(Arc::new(quota), admin.clone())
+}
+
+fn redis_pool(redis: &RedisServer, prefix: &str) -> Arc<RedisPool> {
+    Arc::new(
+        RedisPool::new(
+            RedisClient::open(redis.url()).unwrap(),
+            RedisPoolOptions {
+                key_prefix: prefix.to_owned(),
+                call_timeout: CALL_TIMEOUT,
+                ..RedisPoolOptions::default()
+            },
+        )
+        .unwrap(),
+    )
+}
+
+/// A private Redis, a quota database, and a server on both.
+struct Stack {
+    redis: RedisServer,
+    admin: sqlx::PgPool,
+    role_url: String,
+    server: TestServer,
+}
+
+async fn stack(limit: u32, setup: Setup) -> Option<Stack> {
+    let redis = proxypool_testkit::private_redis_or_skip()?;
+    let pg = postgres()?;
+    let (admin, role_url) = quota_database(pg).await;
+    let pool = redis_pool(&redis, &unique("api"));
+    let server = TestServer::start_on(setup, pool, postgres_quota(&admin, &role_url, limit)).await;
+    Some(Stack {
+        redis,
+        admin,
+        role_url,
+        server,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_codes_and_bad_inputs_on_redis_and_postgres() {
+    let Some(stack) = stack(3, Setup::default()).await else {
+        return;
+    };
+    let server = &stack.server;
+    server.seed("acme", 0, 6).await;
+
+    // Bad inputs, unauthenticated and forbidden requests change nothing anywhere.
+    for (token, request) in [
+        ("token-nobody", body(1)),
+        (ALICE, json!({"count": 0})),
+        (ALICE, json!({"count": 1, "colour": 1})),
+        (
+            NARROW,
+            json!({"count": 1, "filters": {"upstream": "globex"}}),
+        ),
+    ] {
+        let reply = server.extract(token, Some("k"), &request).await;
+        assert!([400, 401, 403].contains(&reply.status), "{}", reply.text());
+    }
+    assert_eq!(server.quota.buckets().await, 0);
+    assert_eq!(server.unextracted("acme").await, 6);
+
+    let first = server.extract(ALICE, Some("a"), &body(2)).await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(
+        first.header("ratelimit-policy"),
+        Some("\"extract\";q=3;w=60")
+    );
+    let replay = server.extract(ALICE, Some("a"), &body(2)).await;
+    assert_eq!(replay.body, first.body);
+    server
+        .extract(ALICE, Some("a"), &body(3))
+        .await
+        .assert_error(409, "idempotency_conflict");
+    server
+        .extract(
+            ALICE,
+            Some("b"),
+            &json!({"count": 5, "mode": "all_or_nothing"}),
+        )
+        .await
+        .assert_error(409, "insufficient_inventory");
+    assert_eq!(server.extract(ALICE, Some("c"), &body(1)).await.status, 200);
+    server
+        .extract(ALICE, Some("d"), &body(1))
+        .await
+        .assert_error(429, "quota_exceeded");
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-alice", "alice", Operation::Extract)
+            .await,
+        3
+    );
+    assert_eq!(server.unextracted("acme").await, 3);
+
+    let id = first.json()["id"].as_str().unwrap().to_owned();
+    let own = server
+        .get(&format!("/v1/extractions/{id}"), Some(ALICE))
+        .await;
+    assert_eq!(own.body, first.body);
+    server
+        .get(&format!("/v1/extractions/{id}"), Some(BOB))
+        .await
+        .assert_error(404, "not_found");
+    let inventory = server.get("/v1/upstreams/acme/inventory", Some(BOB)).await;
+    assert_eq!(inventory.status, 200, "{}", inventory.text());
+    assert_eq!(inventory.json()["unextracted"], 3);
+    assert_eq!(server.get("/readyz", None).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_clients_never_share_a_proxy_on_redis() {
+    const CLIENTS: usize = 50;
+    let mut setup = Setup::default();
+    setup.clients.extend(many_clients(CLIENTS));
+    let Some(stack) = stack(1000, setup).await else {
+        return;
+    };
+    let server = &stack.server;
+    let seeded = server.seed("acme", 0, 2 * CLIENTS + 5).await.len();
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let http = server.http.clone();
+            let url = server.url("/v1/extractions");
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for round in 0..2 {
+                    let response = http
+                        .post(&url)
+                        .bearer_auth(many_token(i))
+                        .header("content-type", "application/json")
+                        .header("idempotency-key", format!("c{i}-r{round}"))
+                        .body(json!({"count": 2}).to_string())
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(response.status(), 200);
+                    let body: serde_json::Value =
+                        serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+                    for proxy in body["proxies"].as_array().unwrap() {
+                        ids.push(proxy["id"].as_str().unwrap().to_owned());
+                    }
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut handed_out = Vec::new();
+    for task in tasks {
+        handed_out.extend(task.await.unwrap());
+    }
+    let distinct: HashSet<&String> = handed_out.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        handed_out.len(),
+        "a proxy was handed out twice"
+    );
+    // 200 asked for, fewer seeded: the clients compete for the last ones, and every proxy
+    // is handed out exactly once.
+    assert_eq!(handed_out.len(), seeded);
+    assert_eq!(server.unextracted("acme").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_after_a_dropped_connection_on_redis_and_postgres() {
+    let Some(stack) = stack(100, Setup::default()).await else {
+        return;
+    };
+    let server = &stack.server;
+    server.seed("acme", 0, 10).await;
+    let body = json!({"count": 3}).to_string();
+    let mut socket = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let raw = format!(
+        "POST /v1/extractions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {ALICE}\r\n\
+         Content-Type: application/json\r\nIdempotency-Key: dropped\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(raw.as_bytes()).await.unwrap();
+    drop(socket);
+
+    let first = server
+        .extract(ALICE, Some("dropped"), &json!({"count": 3}))
+        .await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    let again = server
+        .extract(ALICE, Some("dropped"), &json!({"count": 3}))
+        .await;
+    assert_eq!(again.body, first.body);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-alice", "alice", Operation::Extract)
+            .await,
+        1
+    );
+    assert_eq!(server.unextracted("acme").await, 7);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_is_503_within_the_timeout_and_200_after_restart() {
+    let Some(mut stack) = stack(100, Setup::default()).await else {
+        return;
+    };
+    stack.server.seed("acme", 0, 4).await;
+    assert_eq!(
+        stack
+            .server
+            .extract(ALICE, Some("before"), &body(1))
+            .await
+            .status,
+        200
+    );
+
+    stack.redis.stop().unwrap();
+    let started = Instant::now();
+    let down = stack.server.extract(ALICE, Some("during"), &body(1)).await;
+    let took = started.elapsed();
+    down.assert_error(503, "unavailable");
+    assert!(
+        took < CALL_TIMEOUT * 4,
+        "503 must come within the store's call timeout, took {took:?}"
+    );
+    assert!(
+        down.header("ratelimit").is_some(),
+        "admitted by the quota, then the store failed"
+    );
+    stack
+        .server
+        .get("/readyz", None)
+        .await
+        .assert_error(503, "unavailable");
+    let inventory = stack
+        .server
+        .get("/v1/upstreams/acme/inventory", Some(ALICE))
+        .await;
+    inventory.assert_error(503, "unavailable");
+
+    stack.redis.start_again().unwrap();
+    // Readiness comes back first (the first call on a connection that died with the old
+    // server may still fail once: the answer stays 503 until a call succeeds), ...
+    let mut ready = false;
+    for _ in 0..50 {
+        if stack.server.get("/readyz", None).await.status == 200 {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "/readyz must recover after the restart");
+    // ... then the reconciler refills the (empty) restarted Redis.
+    stack.server.seed("acme", 10, 4).await;
+    let back = stack.server.extract(ALICE, Some("during"), &body(1)).await;
+    assert_eq!(back.status, 200, "{}", back.text());
+    assert_eq!(back.json()["returned"], 1);
+    // The retry of "during" carried the same receipt: charged once over both attempts.
+    assert_eq!(
+        stack
+            .server
+            .quota
+            .consumed("p-alice", "alice", Operation::Extract)
+            .await,
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_sharing_one_postgres_hold_the_quota_exactly() {
+    let Some(stack) = stack(8, Setup::default()).await else {
+        return;
+    };
+    // A second API instance: its own process-like state (quota pool, shield, clients) on
+    // the same PostgreSQL database and the same Redis keyspace.
+    let shared_pool = redis_pool(&stack.redis, &unique("shared"));
+    let first = TestServer::start_on(
+        Setup::default(),
+        shared_pool.clone(),
+        postgres_quota(&stack.admin, &stack.role_url, 8),
+    )
+    .await;
+    let second = TestServer::start_on(
+        Setup::default(),
+        shared_pool,
+        postgres_quota(&stack.admin, &stack.role_url, 8),
+    )
+    .await;
+    first.seed("acme", 0, 20).await;
+
+    let requests: Vec<_> = (0..16)
+        .map(|i| {
+            let server = if i % 2 == 0 { &first } else { &second };
+            let http = server.http.clone();
+            let url = server.url("/v1/extractions");
+            tokio::spawn(async move {
+                http.post(url)
+                    .bearer_auth(ALICE)
+                    .header("content-type", "application/json")
+                    .header("idempotency-key", format!("distinct-{i}"))
+                    .body(json!({"count": 1}).to_string())
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for request in requests {
+        statuses.push(request.await.unwrap());
+    }
+    let admitted = statuses.iter().filter(|s| **s == 200).count();
+    let exceeded = statuses.iter().filter(|s| **s == 429).count();
+    assert_eq!((admitted, exceeded), (8, 8), "{statuses:?}");
+    assert_eq!(
+        first
+            .quota
+            .consumed("p-alice", "alice", Operation::Extract)
+            .await,
+        8
+    );
+    assert_eq!(first.unextracted("acme").await, 12);
+}
