@@ -1,5 +1,6 @@
 //! The Lua scripts, one file per port operation under `src/lua/`, each prefixed with the
-//! shared helpers of `lib.lua` (Redis scripts cannot import). Sent as EVALSHA; reloaded
+//! shared helpers of `lib.lua` (and `owned.lua` / `workers.lua` where needed: Redis
+//! scripts cannot import, and each helper costs a closure per call). Sent as EVALSHA; reloaded
 //! transparently on NOSCRIPT.
 
 use redis::Script;
@@ -7,13 +8,22 @@ use std::fmt;
 
 const LIB: &str = include_str!("lua/lib.lua");
 const OWNED: &str = include_str!("lua/owned.lua");
+const WORKERS: &str = include_str!("lua/workers.lua");
+
+fn compose(parts: &[&str]) -> Script {
+    Script::new(&parts.join("\n"))
+}
 
 fn with_lib(body: &str) -> Script {
-    Script::new(&format!("{LIB}\n{body}"))
+    compose(&[LIB, body])
 }
 
 fn with_owned(body: &str) -> Script {
-    Script::new(&format!("{LIB}\n{OWNED}\n{body}"))
+    compose(&[LIB, OWNED, body])
+}
+
+fn with_workers(body: &str) -> Script {
+    compose(&[LIB, WORKERS, body])
 }
 
 /// Every script of the adapter, loaded once per pool.
@@ -60,23 +70,23 @@ impl Scripts {
             assign: with_lib(include_str!("lua/assign.lua")),
             renew: with_owned(include_str!("lua/renew.lua")),
             drain: with_owned(include_str!("lua/drain.lua")),
-            ack_drain: with_owned(include_str!("lua/ack_drain.lua")),
+            ack_drain: compose(&[LIB, OWNED, WORKERS, include_str!("lua/ack_drain.lua")]),
             expire: with_lib(include_str!("lua/expire.lua")),
             get: with_lib(include_str!("lua/get.lua")),
             assignable: with_lib(include_str!("lua/assignable.lua")),
             owned_by: with_lib(include_str!("lua/owned_by.lua")),
             draining_of: with_lib(include_str!("lua/draining_of.lua")),
-            session_open: with_lib(include_str!("lua/session_open.lua")),
-            session_renew: with_lib(include_str!("lua/session_renew.lua")),
-            session_close: with_lib(include_str!("lua/session_close.lua")),
-            session_get: with_lib(include_str!("lua/session_get.lua")),
-            sessions_live: with_lib(include_str!("lua/sessions_live.lua")),
-            snapshot_issue: with_lib(include_str!("lua/snapshot_issue.lua")),
-            snapshot_ack: with_lib(include_str!("lua/snapshot_ack.lua")),
-            report: with_lib(include_str!("lua/report.lua")),
-            runtime_get: with_lib(include_str!("lua/runtime_get.lua")),
-            inventory: with_lib(include_str!("lua/inventory.lua")),
-            sweep: with_lib(include_str!("lua/sweep.lua")),
+            session_open: with_workers(include_str!("lua/session_open.lua")),
+            session_renew: with_workers(include_str!("lua/session_renew.lua")),
+            session_close: with_workers(include_str!("lua/session_close.lua")),
+            session_get: with_workers(include_str!("lua/session_get.lua")),
+            sessions_live: with_workers(include_str!("lua/sessions_live.lua")),
+            snapshot_issue: with_workers(include_str!("lua/snapshot_issue.lua")),
+            snapshot_ack: with_workers(include_str!("lua/snapshot_ack.lua")),
+            report: with_workers(include_str!("lua/report.lua")),
+            runtime_get: with_workers(include_str!("lua/runtime_get.lua")),
+            inventory: with_workers(include_str!("lua/inventory.lua")),
+            sweep: with_workers(include_str!("lua/sweep.lua")),
             footprint: with_lib(include_str!("lua/footprint.lua")),
             lease_acquire: with_lib(include_str!("lua/lease_acquire.lua")),
             lease_release: with_lib(include_str!("lua/lease_release.lua")),

@@ -98,7 +98,7 @@ local function main()
     local old = records[i]
     local r = copy(old)
     r[ST] = 'X'
-    put_record(id, r, old)
+    put_record(id, r, old, false) -- checked unowned above, in this same script
     lines[#lines + 1] = encode(r)
     local hard = num(r[HARD])
     if earliest == nil or hard < earliest then
