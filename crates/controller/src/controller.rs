@@ -18,10 +18,12 @@
 use crate::api::{self, ControlState, WorkerTokens};
 use crate::checker::Checker;
 use crate::clock::{SharedClock, SystemClock};
+use crate::config::ProviderKind;
 use crate::config::{Config, ConfigError};
 use crate::leadership::Leadership;
 use crate::maintenance::Sweeper;
-use crate::ownership::OwnershipManager;
+use crate::ownership::{Cordons, OwnershipManager};
+use crate::provider::status::UpstreamOverview;
 use crate::provider::{Reconciler, StatusBoard, VendorClient};
 use crate::snapshot::{ChangeSignal, SnapshotPublisher};
 use crate::store::{OpenedStore, StoreOpenError, open_store};
@@ -60,6 +62,7 @@ pub struct Controller {
     board: Arc<StatusBoard>,
     publisher: Arc<SnapshotPublisher>,
     wake_ownership: Arc<Notify>,
+    cordons: Arc<Cordons>,
 }
 
 // The store is a trait object without `Debug`; show what identifies this value.
@@ -99,6 +102,7 @@ impl Controller {
             board: Arc::new(StatusBoard::default()),
             publisher,
             wake_ownership: Arc::new(Notify::new()),
+            cordons: Arc::new(Cordons::default()),
         }
     }
 
@@ -118,6 +122,25 @@ impl Controller {
     /// Per-upstream provider status.
     pub fn status_board(&self) -> Arc<StatusBoard> {
         self.board.clone()
+    }
+
+    /// Every configured upstream with its provider status (config order).
+    pub fn upstream_overviews(&self) -> Vec<UpstreamOverview> {
+        self.config
+            .upstreams
+            .iter()
+            .map(|u| UpstreamOverview {
+                id: u.id.clone(),
+                provider: match u.provider.kind {
+                    ProviderKind::Http => "http_list",
+                    ProviderKind::Static => "static",
+                },
+                fetch_interval_ms: u.provider.interval.as_ms(),
+                proxy_ttl_ms: u.ttl.as_ms(),
+                max_size: u.max_size,
+                status: self.board.get(&u.id),
+            })
+            .collect()
     }
 
     /// The worker control API routes, to mount on any listener.
@@ -166,7 +189,22 @@ impl Controller {
             self.config.ownership.clone(),
             self.publisher.changes().clone(),
             self.wake_ownership.clone(),
+            self.cordons.clone(),
         )
+    }
+
+    /// Workers an operator cordoned (the client API's admin drain implements its
+    /// `WorkerCordon` with [`Cordons::cordon`] and a wake of the ownership manager).
+    pub fn cordons(&self) -> Arc<Cordons> {
+        self.cordons.clone()
+    }
+
+    /// Cordons `worker` and runs the ownership manager soon, so its drains start now.
+    pub fn cordon(&self, worker: &proxypool_core::WorkerId) {
+        if self.cordons.cordon(worker) {
+            tracing::info!(%worker, "worker cordoned");
+        }
+        self.wake_ownership.notify_one();
     }
 
     pub fn sweeper(&self) -> Sweeper {

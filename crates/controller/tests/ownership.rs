@@ -132,3 +132,33 @@ async fn per_worker_target_leaves_proxies_for_extraction() {
     let free = pool.assignable(T0, 100).await.unwrap();
     assert_eq!(free.len(), 3);
 }
+
+#[tokio::test]
+async fn a_cordoned_worker_hands_its_proxies_over_after_its_connections_end() {
+    let config = parse_config(&config_text(&static_upstream("acme")));
+    let (controller, pool, _clock) = controller(config);
+    let addr = serve_control(&controller).await;
+    let client = ControlClient::new(addr, Some(WORKER_TOKEN));
+    let manager = controller.ownership_manager();
+    seed_available(pool.as_ref(), T0, "acme", 4).await;
+    client.register("gw-a", "a1").await;
+    client.register("gw-b", "b1").await;
+    manager.round().await.unwrap();
+    let (_, owned_a) = client.sync("gw-a", "a1", 0).await;
+    assert_eq!(owned_a.len(), 2);
+
+    controller.cordon(&WorkerId::new("gw-a").unwrap());
+    let round = manager.round().await.unwrap();
+    assert_eq!((round.drains_started, round.assigned), (2, 0));
+    let (reference, owned_a) = client.sync("gw-a", "a1", 1).await;
+    assert!(owned_a.is_empty());
+    client.report("gw-a", "a1", 1, &reference, &[]).await;
+    let round = manager.round().await.unwrap();
+    assert_eq!((round.drains_acknowledged, round.assigned), (2, 2));
+    let b = WorkerId::new("gw-b").unwrap();
+    assert_eq!(pool.owned_by(T0, &b, 100).await.unwrap().len(), 4);
+    assert_eq!(
+        controller.cordons().list(),
+        vec![WorkerId::new("gw-a").unwrap()]
+    );
+}

@@ -4,14 +4,18 @@
 //! 1. release lapsed assignments in bounded batches (`expire`);
 //! 2. for each live worker session: renew its leases before they end, and acknowledge the
 //!    drains its runtime report proves finished;
-//! 3. plan ([`plan`]) and apply new assignments and rebalancing drains.
+//! 3. plan ([`plan`]) and apply new assignments and rebalancing drains (a cordoned worker,
+//!    see [`Cordons`], gets nothing new and drains everything).
 //!
 //! Proxies of a worker whose session lapsed are not renewed, so they come back through
 //! expiry; a proxy that turns unhealthy drops out of the worker's snapshot at once (the
 //! store only lists usable proxies) and its lease is left to lapse. Any change wakes the
 //! snapshot publisher.
 
+mod cordon;
 pub mod plan;
+
+pub use cordon::Cordons;
 
 use crate::clock::SharedClock;
 use crate::config::OwnershipConfig;
@@ -55,6 +59,7 @@ pub struct OwnershipManager {
     config: OwnershipConfig,
     changes: ChangeSignal,
     wake: Arc<Notify>,
+    cordons: Arc<Cordons>,
 }
 
 // The store is a trait object without `Debug`; show what identifies this value.
@@ -74,6 +79,7 @@ impl OwnershipManager {
         config: OwnershipConfig,
         changes: ChangeSignal,
         wake: Arc<Notify>,
+        cordons: Arc<Cordons>,
     ) -> Self {
         OwnershipManager {
             pool,
@@ -81,6 +87,7 @@ impl OwnershipManager {
             config,
             changes,
             wake,
+            cordons,
         }
     }
 
@@ -218,6 +225,7 @@ impl OwnershipManager {
         Ok(WorkerLoad {
             worker: worker.clone(),
             held,
+            cordoned: self.cordons.is_cordoned(worker),
         })
     }
 

@@ -21,6 +21,8 @@ pub struct Held {
 pub struct WorkerLoad {
     pub worker: WorkerId,
     pub held: Vec<Held>,
+    /// An operator cordoned it: it gets nothing new and drains everything it holds.
+    pub cordoned: bool,
 }
 
 /// A proxy that may be assigned.
@@ -41,12 +43,10 @@ pub struct Plan {
 /// Plans assignments and drains for `workers` given `free` proxies.
 pub fn plan(workers: &[WorkerLoad], free: &[Free], per_worker_target: usize) -> Plan {
     let mut result = Plan::default();
-    if workers.is_empty() {
-        return result;
-    }
+    let serving = workers.iter().filter(|w| !w.cordoned).count();
     let held_total: usize = workers.iter().map(|w| w.held.len()).sum();
     let share = (held_total + free.len())
-        .div_ceil(workers.len())
+        .div_ceil(serving.max(1))
         .min(per_worker_target);
 
     // Counts and capacities as the plan proceeds; drains first so their slots count.
@@ -54,15 +54,16 @@ pub fn plan(workers: &[WorkerLoad], free: &[Free], per_worker_target: usize) -> 
     let mut loads: Vec<u64> = Vec::with_capacity(workers.len());
     for worker in workers {
         let mut held: Vec<&Held> = worker.held.iter().collect();
+        let keep = if worker.cordoned { 0 } else { share };
         let over_target = held.len() > per_worker_target;
-        if over_target || held.len() > share + 1 {
+        if worker.cordoned || over_target || held.len() > share + 1 {
             // Keep the largest proxies (fewest moves for the capacity kept), drain the rest.
             held.sort_by(|a, b| {
                 b.max_sessions
                     .cmp(&a.max_sessions)
                     .then(a.proxy.cmp(&b.proxy))
             });
-            for excess in held.split_off(share) {
+            for excess in held.split_off(keep.min(held.len())) {
                 result
                     .drain
                     .push((excess.proxy.clone(), worker.worker.clone(), excess.epoch));
@@ -80,7 +81,7 @@ pub fn plan(workers: &[WorkerLoad], free: &[Free], per_worker_target: usize) -> 
     });
     for candidate in free {
         let target = (0..workers.len())
-            .filter(|&i| counts[i] < share)
+            .filter(|&i| !workers[i].cordoned && counts[i] < share)
             .min_by_key(|&i| (loads[i], counts[i], &workers[i].worker));
         let Some(i) = target else { break };
         counts[i] += 1;
@@ -112,6 +113,7 @@ mod tests {
                     max_sessions: 4,
                 })
                 .collect(),
+            cordoned: false,
         }
     }
 
@@ -155,6 +157,16 @@ mod tests {
     fn small_imbalances_do_not_flap() {
         let p = plan(&[worker("a", &[1, 2, 3]), worker("b", &[4, 5])], &[], 100);
         assert_eq!(p, Plan::default());
+    }
+
+    #[test]
+    fn a_cordoned_worker_drains_everything_and_gets_nothing() {
+        let mut a = worker("a", &[1, 2, 3]);
+        a.cordoned = true;
+        let p = plan(&[a, worker("b", &[])], &free(4..6), 100);
+        assert_eq!(p.drain.len(), 3);
+        assert!(p.assign.iter().all(|(_, w)| w.as_str() == "b"));
+        assert_eq!(p.assign.len(), 2);
     }
 
     #[test]

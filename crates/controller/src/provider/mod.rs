@@ -15,4 +15,4 @@ pub mod text;
 
 pub use fetch::{FetchError, VendorClient};
 pub use reconciler::{Reconciler, RoundError, RoundOutcome};
-pub use status::{StatusBoard, UpstreamStatus};
+pub use status::{StatusBoard, UpstreamOverview, UpstreamStatus};

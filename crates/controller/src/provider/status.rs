@@ -66,3 +66,16 @@ impl StatusBoard {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// One configured upstream with its provider status, as an API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpstreamOverview {
+    pub id: UpstreamId,
+    /// `http_list` or `static`.
+    pub provider: &'static str,
+    pub fetch_interval_ms: u64,
+    pub proxy_ttl_ms: u64,
+    pub max_size: u64,
+    /// `None` until the first round ran.
+    pub status: Option<UpstreamStatus>,
+}
