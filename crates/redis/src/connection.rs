@@ -99,8 +99,12 @@ impl Connector {
         if failover
             && matches!(self.client.target, Target::Sentinel(_))
             && let Ok(mut slot) = self.slot.lock()
+            && slot.take().is_some()
         {
-            *slot = None;
+            tracing::warn!(
+                error = %describe(error),
+                "redis master lost; asking the sentinels again on the next call"
+            );
         }
     }
 
