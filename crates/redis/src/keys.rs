@@ -28,6 +28,13 @@
 //! leases                  HASH  lease name -> holder, token, acquired_at, expires_at
 //! lease-tokens            HASH  lease name -> last fencing token (no TTL: tokens only grow)
 //! ```
+//!
+//! The seed's `unique` (unique-key digest -> proxy id) and `idkeys` (proxy id -> digest)
+//! hashes are not kept: core defines the proxy id *as* the unique-key digest
+//! (`proxy_id_for`), so both would map every id to itself. `records` is keyed by it
+//! directly, and sorted-set ties break by id exactly as MemoryPool's ordered sets do.
+//! Worker and upstream ids appear in key names as they are: both are validated to a
+//! key-safe alphabet without braces.
 
 use proxypool_core::{ExtractionId, UpstreamId};
 use sha2::{Digest, Sha256};

@@ -255,3 +255,78 @@ async fn ttl_churn_keeps_keys_and_fields_bounded() {
         "only the epoch and the key registry may remain: {left:?}"
     );
 }
+
+/// A pool nobody writes to any more frees itself: every key's native TTL runs out shortly
+/// after the latest logical expiry it holds (plus the configured slack). Uses the wall
+/// clock, with lifetimes of a few hundred milliseconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_pool_frees_itself() {
+    let Some(server) = support::shared_server() else {
+        return;
+    };
+    let pool = support::pool_on(
+        server.url(),
+        RedisPoolOptions {
+            key_prefix: "abandoned".to_owned(),
+            key_ttl_slack_ms: 50,
+            operation_ttl_ms: 300,
+            call_timeout: support::TEST_TIMEOUT,
+            ..RedisPoolOptions::default()
+        },
+    );
+    let now = proxypool_core::now_millis();
+    let candidates: Vec<Candidate> = (0..20).map(candidate).collect();
+    let ids: Vec<_> = (0..20)
+        .map(|i| {
+            let c = candidate(i);
+            proxy_id_for(c.protocol, &c.host, c.port, Some(&format!("u{i}")))
+        })
+        .collect();
+    let batch = FetchedBatch {
+        upstream: UpstreamId::new("acme").unwrap(),
+        operation_id: Some("last-fetch".into()),
+        ttl_ms: 300,
+        safety_margin_ms: 100,
+        max_size: 100,
+        default_max_sessions: 4,
+        candidates,
+    };
+    pool.upsert(now, batch).await.unwrap();
+    let observations = ids
+        .iter()
+        .map(|id| HealthObservation {
+            proxy_id: id.clone(),
+            checked_at_ms: now,
+            outcome: CheckOutcome::Success { latency_ms: 1 },
+        })
+        .collect();
+    pool.apply_health(
+        now,
+        HealthBatch {
+            observations,
+            unhealthy_after_failures: 1,
+        },
+    )
+    .await
+    .unwrap();
+    let worker = WorkerId::new("gw-9").unwrap();
+    let spare = pool.assignable(now, 1).await.unwrap();
+    pool.assign(now, &spare[0].id, &worker, 200).await.unwrap();
+    pool.open_session(now, &worker, "s", 200).await.unwrap();
+    let pattern = format!("{}*", pool.keyspace());
+    assert!(support::scan_keys(&server, &pattern).len() > 5);
+
+    // Nobody sweeps: the keys go by themselves once the latest expiry plus slack passed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let left = support::scan_keys(&server, &pattern);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still there: {left:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
