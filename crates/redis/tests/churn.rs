@@ -314,12 +314,12 @@ async fn abandoned_pool_frees_itself() {
     pool.assign(now, &spare[0].id, &worker, 200).await.unwrap();
     pool.open_session(now, &worker, "s", 200).await.unwrap();
     let pattern = format!("{}*", pool.keyspace());
-    assert!(support::scan_keys(&server, &pattern).len() > 5);
+    assert!(support::scan_keys(server, &pattern).len() > 5);
 
     // Nobody sweeps: the keys go by themselves once the latest expiry plus slack passed.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
-        let left = support::scan_keys(&server, &pattern);
+        let left = support::scan_keys(server, &pattern);
         if left.is_empty() {
             break;
         }
