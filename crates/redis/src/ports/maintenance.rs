@@ -9,7 +9,8 @@ use proxypool_core::{Footprint, Maintenance, PoolResult, SweepReport, UnixMillis
 #[async_trait]
 impl Maintenance for RedisPool {
     async fn sweep(&self, now: UnixMillis, limit: usize) -> PoolResult<SweepReport> {
-        let limit = limit.min(crate::codec::MAX_MS as usize).to_string();
+        // A fixed work bound per script; `more_pending` tells the caller to come back.
+        let limit = limit.min(self.options.inventory_scan_budget).to_string();
         let value = self
             .eval(&self.scripts.sweep, now, Side::Read, vec![limit])
             .await?;

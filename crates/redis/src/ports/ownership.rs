@@ -141,7 +141,9 @@ impl OwnershipRepository for RedisPool {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let limit = limit.min(crate::codec::MAX_MS as usize).to_string();
+        // A fixed work bound per script: a larger limit just takes more calls, as the
+        // port allows ("at most limit").
+        let limit = limit.min(self.options.inventory_scan_budget).to_string();
         let reply = self
             .ownership_call(&self.scripts.expire, now, Side::Write, vec![limit])
             .await?;
