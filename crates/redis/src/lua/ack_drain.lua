@@ -5,25 +5,25 @@
 -- Reply: {'ok'} | {'not_found'} | {'conflict', kind}. Work bound: one report decode.
 
 local function main()
-  remove_expired(CLEANUP)
+  P.remove_expired(CLEANUP)
   local id, worker = ARGV[4], ARGV[5]
-  local a, failure = owned_assignment(id, worker, ARGV[6])
+  local a, failure = P.owned_assignment(id, worker, ARGV[6])
   if not a then
     return failure
   end
-  if not drain_ticket(id) then
+  if not P.drain_ticket(id) then
     return { 'conflict', 'status' }
   end
   local busy = false
-  local rt = live_runtime(worker)
+  local rt = P.live_runtime(worker)
   if rt then
-    busy = (num(busy_map(rt)[id]) or 0) > 0
+    busy = (P.num(P.busy_map(rt)[id]) or 0) > 0
   end
-  if num(ARGV[7]) > 0 or num(ARGV[8]) > 0 or busy then
+  if P.num(ARGV[7]) > 0 or P.num(ARGV[8]) > 0 or busy then
     return { 'conflict', 'not_drained' }
   end
-  drop_assignment(id)
+  P.drop_assignment(id)
   return { 'ok' }
 end
 
-return run(main)
+return P.run(main)

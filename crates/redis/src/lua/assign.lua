@@ -6,23 +6,23 @@
 -- Work bound: constant plus cleanup.
 
 local function main()
-  remove_expired(CLEANUP)
-  local id, worker, lease = ARGV[4], ARGV[5], num(ARGV[6])
-  local r = live_record(id)
+  P.remove_expired(CLEANUP)
+  local id, worker, lease = ARGV[4], ARGV[5], P.num(ARGV[6])
+  local r = P.live_record(id)
   if not r then
     return { 'not_found' }
   end
   -- A lapsed lease that nobody expired yet still blocks: expire releases it.
-  if is_owned(id) then
+  if P.is_owned(id) then
     return { 'conflict', 'ownership' }
   end
-  if not is_usable(r) then
+  if not P.is_usable(r) then
     return { 'conflict', 'status' }
   end
   local epoch = redis.call('INCR', B .. 'epoch')
-  local a = { worker, fmt(epoch), fmt(NOW), fmt(math.min(NOW + lease, num(r[USABLE]))), r[UP] }
-  put_assignment(id, a, nil)
+  local a = { worker, P.fmt(epoch), P.fmt(NOW), P.fmt(math.min(NOW + lease, P.num(r[USABLE]))), r[UP] }
+  P.put_assignment(id, a, nil)
   return { 'ok', table.concat(a, '\t'), '' }
 end
 
-return run(main)
+return P.run(main)

@@ -4,11 +4,11 @@
 -- ARGV[4] limit, ARGV[5] scan budget. Reply: {'ok', record...} | {'scan_budget'}.
 
 local function main()
-  local limit, budget = num(ARGV[4]), num(ARGV[5])
+  local limit, budget = P.num(ARGV[4]), P.num(ARGV[5])
   local out = { 'ok' }
   local found, examined, offset, page = 0, 0, 0, math.min(math.max(limit, 16), 512)
   while found < limit do
-    local ids = redis.call('ZREVRANGEBYSCORE', B .. 'available', '+inf', '(' .. fmt(NOW), 'LIMIT', offset, page)
+    local ids = redis.call('ZREVRANGEBYSCORE', B .. 'available', '+inf', '(' .. P.fmt(NOW), 'LIMIT', offset, page)
     for _, id in ipairs(ids) do
       if examined == budget then
         return { 'scan_budget' }
@@ -16,8 +16,8 @@ local function main()
       examined = examined + 1
       local v = redis.call('HGET', B .. 'records', id)
       if v then
-        local r = decode(v)
-        if NOW < num(r[HARD]) and is_usable(r) then
+        local r = P.decode(v)
+        if NOW < P.num(r[HARD]) and P.is_usable(r) then
           out[#out + 1] = v
           found = found + 1
           if found == limit then
@@ -34,4 +34,4 @@ local function main()
   return out
 end
 
-return run(main)
+return P.run(main)

@@ -6,19 +6,19 @@
 -- Reply: {'ok', assignment, ticket} | {'not_found'} | {'conflict', kind}.
 
 local function main()
-  remove_expired(CLEANUP)
+  P.remove_expired(CLEANUP)
   local id = ARGV[4]
-  local a, failure = owned_assignment(id, ARGV[5], ARGV[6])
+  local a, failure = P.owned_assignment(id, ARGV[5], ARGV[6])
   if not a then
     return failure
   end
-  local ticket = drain_ticket(id)
+  local ticket = P.drain_ticket(id)
   if ticket then
     return { 'ok', table.concat(a, '\t'), ticket }
   end
-  ticket = fmt(redis.call('INCR', B .. 'epoch'))
-  put_assignment(id, a, ticket)
+  ticket = P.fmt(redis.call('INCR', B .. 'epoch'))
+  P.put_assignment(id, a, ticket)
   return { 'ok', table.concat(a, '\t'), ticket }
 end
 
-return run(main)
+return P.run(main)

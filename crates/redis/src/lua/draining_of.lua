@@ -6,16 +6,16 @@
 -- Reply: {'ok', id, assignment, ticket, ...} | {'scan_budget'}.
 
 local function main()
-  local worker, budget = ARGV[4], num(ARGV[5])
-  local ids = redis.call('ZRANGEBYSCORE', B .. 'worker-draining:' .. worker, '(' .. fmt(NOW), '+inf', 'LIMIT', 0, budget + 1)
+  local worker, budget = ARGV[4], P.num(ARGV[5])
+  local ids = redis.call('ZRANGEBYSCORE', B .. 'worker-draining:' .. worker, '(' .. P.fmt(NOW), '+inf', 'LIMIT', 0, budget + 1)
   if #ids > budget then
     return { 'scan_budget' }
   end
   local out = { 'ok' }
   for _, id in ipairs(ids) do
-    local a = get_assignment(id)
-    local ticket = drain_ticket(id)
-    if a and ticket and NOW < num(a[A_LEASE]) then
+    local a = P.get_assignment(id)
+    local ticket = P.drain_ticket(id)
+    if a and ticket and NOW < P.num(a[A_LEASE]) then
       out[#out + 1] = id
       out[#out + 1] = table.concat(a, '\t')
       out[#out + 1] = ticket
@@ -24,4 +24,4 @@ local function main()
   return out
 end
 
-return run(main)
+return P.run(main)

@@ -7,12 +7,12 @@
 -- Reply: {'ok', record...} or {'scan_budget'} when the budget ran out before a decision.
 
 local function main()
-  local limit, recheck, budget = num(ARGV[4]), num(ARGV[5]), num(ARGV[6])
+  local limit, recheck, budget = P.num(ARGV[4]), P.num(ARGV[5]), P.num(ARGV[6])
   local upper
   if NOW >= recheck then
-    upper = fmt(2 * CLASS + NOW - recheck)
+    upper = P.fmt(2 * CLASS + NOW - recheck)
   else
-    upper = '(' .. fmt(2 * CLASS)
+    upper = '(' .. P.fmt(2 * CLASS)
   end
   local out = { 'ok' }
   local found, examined, offset, page = 0, 0, 0, math.min(math.max(limit, 16), 512)
@@ -25,8 +25,8 @@ local function main()
       examined = examined + 1
       local v = redis.call('HGET', B .. 'records', id)
       if v then
-        local r = decode(v)
-        if NOW < num(r[HARD]) then
+        local r = P.decode(v)
+        if NOW < P.num(r[HARD]) then
           out[#out + 1] = v
           found = found + 1
           if found == limit then
@@ -43,4 +43,4 @@ local function main()
   return out
 end
 
-return run(main)
+return P.run(main)

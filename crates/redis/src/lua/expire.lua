@@ -4,11 +4,11 @@
 -- ARGV[4] limit. Reply: {'ok', id, assignment, ticket, id, assignment, ticket, ...}.
 
 local function main()
-  remove_expired(CLEANUP)
-  local due = redis.call('ZRANGEBYSCORE', B .. 'owner-expiry', '-inf', fmt(NOW), 'LIMIT', 0, ARGV[4])
+  P.remove_expired(CLEANUP)
+  local due = redis.call('ZRANGEBYSCORE', B .. 'owner-expiry', '-inf', P.fmt(NOW), 'LIMIT', 0, ARGV[4])
   local out = { 'ok' }
   for _, id in ipairs(due) do
-    local a, ticket = drop_assignment(id)
+    local a, ticket = P.drop_assignment(id)
     if a then
       out[#out + 1] = id
       out[#out + 1] = table.concat(a, '\t')
@@ -18,4 +18,4 @@ local function main()
   return out
 end
 
-return run(main)
+return P.run(main)

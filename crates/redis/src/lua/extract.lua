@@ -11,19 +11,19 @@
 -- Work bound: the scan budget (candidates examined) plus count writes plus cleanup.
 
 local function main()
-  remove_expired(CLEANUP)
+  P.remove_expired(CLEANUP)
   local key, client, digest = ARGV[4], ARGV[5], ARGV[6]
-  local wanted, mode, reserve = num(ARGV[7]), ARGV[8], num(ARGV[9])
-  local freshness, ttl, budget = num(ARGV[10]), num(ARGV[11]), num(ARGV[16])
+  local wanted, mode, reserve = P.num(ARGV[7]), ARGV[8], P.num(ARGV[9])
+  local freshness, ttl, budget = P.num(ARGV[10]), P.num(ARGV[11]), P.num(ARGV[16])
   local filter = { [PROTO] = ARGV[12], [REGION] = ARGV[13], [CARRIER] = ARGV[14], [UP] = ARGV[15] }
 
   local stored = redis.call('GET', B .. key)
   if stored then
-    local header = split(string.match(stored, '^[^\n]*'), '\t')
+    local header = P.split(string.match(stored, '^[^\n]*'), '\t')
     if #header ~= 5 then
-      corrupt('extraction')
+      P.corrupt('extraction')
     end
-    if NOW < num(header[3]) then
+    if NOW < P.num(header[3]) then
       if header[1] ~= client or header[2] ~= digest then
         return { 'conflict', 'digest' }
       end
@@ -56,21 +56,21 @@ local function main()
   local chosen, records, matching, examined = {}, {}, 0, 0
   local offset, page = 0, math.min(wanted + reserve + 1, 512)
   while index and #chosen < wanted do
-    local ids = redis.call('ZREVRANGEBYSCORE', index, '+inf', '(' .. fmt(NOW), 'LIMIT', offset, page)
+    local ids = redis.call('ZREVRANGEBYSCORE', index, '+inf', '(' .. P.fmt(NOW), 'LIMIT', offset, page)
     for _, id in ipairs(ids) do
       if examined == budget then
         return { 'scan_budget' }
       end
       examined = examined + 1
-      local r = live_record(id)
+      local r = P.live_record(id)
       local accepted = r
-        and not is_owned(id)
-        and is_usable(r)
+        and not P.is_owned(id)
+        and P.is_usable(r)
         and (filter[PROTO] == '' or filter[PROTO] == r[PROTO])
         and (filter[REGION] == '' or filter[REGION] == r[REGION])
         and (filter[CARRIER] == '' or filter[CARRIER] == r[CARRIER])
         and (filter[UP] == '' or filter[UP] == r[UP])
-        and (freshness == nil or (r[SUCC] ~= '' and num(r[SUCC]) + freshness >= NOW))
+        and (freshness == nil or (r[SUCC] ~= '' and P.num(r[SUCC]) + freshness >= NOW))
       if accepted then
         matching = matching + 1
         if matching > reserve then
@@ -96,11 +96,11 @@ local function main()
   local lines, earliest = {}, nil
   for i, id in ipairs(chosen) do
     local old = records[i]
-    local r = copy(old)
+    local r = P.copy(old)
     r[ST] = 'X'
-    put_record(id, r, old, false) -- checked unowned above, in this same script
-    lines[#lines + 1] = encode(r)
-    local hard = num(r[HARD])
+    P.put_record(id, r, old, false) -- checked unowned above, in this same script
+    lines[#lines + 1] = P.encode(r)
+    local hard = P.num(r[HARD])
     if earliest == nil or hard < earliest then
       earliest = hard
     end
@@ -113,15 +113,15 @@ local function main()
   end
   replay_ttl = math.max(1, replay_ttl)
   local expires_at = NOW + replay_ttl
-  local header = table.concat({ client, digest, fmt(expires_at), ARGV[7], fmt(NOW) }, '\t')
+  local header = table.concat({ client, digest, P.fmt(expires_at), ARGV[7], P.fmt(NOW) }, '\t')
   local response = header
   if #lines > 0 then
     response = header .. '\n' .. table.concat(lines, '\n')
   end
-  redis.call('SET', B .. key, response, 'PX', fmt(replay_ttl + SLACK))
-  redis.call('ZADD', B .. 'idem-expiry', fmt(expires_at), key)
-  touch_key(B .. 'idem-expiry', expires_at)
+  redis.call('SET', B .. key, response, 'PX', P.fmt(replay_ttl + SLACK))
+  redis.call('ZADD', B .. 'idem-expiry', P.fmt(expires_at), key)
+  P.touch_key(B .. 'idem-expiry', expires_at)
   return { 'ok', response }
 end
 
-return run(main)
+return P.run(main)

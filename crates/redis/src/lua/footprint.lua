@@ -22,4 +22,4 @@ local function main()
   }
 end
 
-return run(main)
+return P.run(main)

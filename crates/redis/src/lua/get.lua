@@ -4,14 +4,14 @@
 
 local function main()
   local id = ARGV[4]
-  if not live_record(id) then
+  if not P.live_record(id) then
     return { 'ok' }
   end
-  local a = get_assignment(id)
-  if a and NOW < num(a[A_LEASE]) then
-    return { 'ok', table.concat(a, '\t'), drain_ticket(id) or '' }
+  local a = P.get_assignment(id)
+  if a and NOW < P.num(a[A_LEASE]) then
+    return { 'ok', table.concat(a, '\t'), P.drain_ticket(id) or '' }
   end
   return { 'ok' }
 end
 
-return run(main)
+return P.run(main)

@@ -5,33 +5,33 @@
 -- Reply: {'ok', applied, ignored}. Work bound: the batch size (at most 10,000) plus cleanup.
 
 local function main()
-  remove_expired(CLEANUP)
-  local unhealthy_after = num(ARGV[4])
+  P.remove_expired(CLEANUP)
+  local unhealthy_after = P.num(ARGV[4])
   local applied, ignored = 0, 0
   for i = 5, #ARGV, 3 do
     local id, checked_at, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-    local current = live_record(id)
-    local stale = current and current[CHECKED] ~= '' and num(current[CHECKED]) > num(checked_at)
+    local current = P.live_record(id)
+    local stale = current and current[CHECKED] ~= '' and P.num(current[CHECKED]) > P.num(checked_at)
     if not current or not ACCEPTS_HEALTH[current[ST]] or stale then
       ignored = ignored + 1
     else
-      local r = copy(current)
+      local r = P.copy(current)
       r[CHECKED] = checked_at
       local kind, detail = string.sub(outcome, 1, 1), string.sub(outcome, 2)
       if kind == 's' then
         r[SUCC], r[LAT], r[FAILS], r[ERR] = checked_at, detail, '0', ''
         r[ST] = 'A'
       else
-        local failures = (num(r[FAILS]) or 0) + 1
-        r[FAILS], r[ERR] = fmt(failures), detail
+        local failures = (P.num(r[FAILS]) or 0) + 1
+        r[FAILS], r[ERR] = P.fmt(failures), detail
         -- proxypool_core::health::status_after for a failure.
         r[ST] = failures >= unhealthy_after and 'U' or 'S'
       end
-      put_record(id, r, current)
+      P.put_record(id, r, current)
       applied = applied + 1
     end
   end
   return { 'ok', applied, ignored }
 end
 
-return run(main)
+return P.run(main)

@@ -10,26 +10,26 @@ local function main()
   local name, holder, expires = ARGV[4], ARGV[5], ARGV[6]
   local v = redis.call('HGET', B .. 'leases', name)
   if v then
-    local l = split(v, '\t')
+    local l = P.split(v, '\t')
     if #l ~= 4 then
-      corrupt('lease')
+      P.corrupt('lease')
     end
-    if NOW < num(l[4]) then
+    if NOW < P.num(l[4]) then
       if l[1] ~= holder then
         return { 'ok' }
       end
       l[4] = expires
       v = table.concat(l, '\t')
       redis.call('HSET', B .. 'leases', name, v)
-      touch(B .. 'leases', num(expires))
+      P.touch(B .. 'leases', P.num(expires))
       return { 'ok', v }
     end
   end
   local token = redis.call('HINCRBY', B .. 'lease-tokens', name, 1)
-  v = table.concat({ holder, fmt(token), fmt(NOW), expires }, '\t')
+  v = table.concat({ holder, P.fmt(token), P.fmt(NOW), expires }, '\t')
   redis.call('HSET', B .. 'leases', name, v)
-  touch(B .. 'leases', num(expires))
+  P.touch(B .. 'leases', P.num(expires))
   return { 'ok', v }
 end
 
-return run(main)
+return P.run(main)

@@ -5,15 +5,15 @@
 local function main()
   local v = redis.call('HGET', B .. 'leases', ARGV[4])
   if v then
-    local l = split(v, '\t')
+    local l = P.split(v, '\t')
     if #l ~= 4 then
-      corrupt('lease')
+      P.corrupt('lease')
     end
-    if NOW < num(l[4]) then
+    if NOW < P.num(l[4]) then
       return { 'ok', v }
     end
   end
   return { 'ok' }
 end
 
-return run(main)
+return P.run(main)

@@ -7,15 +7,15 @@ local function main()
   local name = ARGV[4]
   local v = redis.call('HGET', B .. 'leases', name)
   if v then
-    local l = split(v, '\t')
+    local l = P.split(v, '\t')
     if #l ~= 4 then
-      corrupt('lease')
+      P.corrupt('lease')
     end
-    if NOW < num(l[4]) and l[1] == ARGV[5] and l[2] == ARGV[6] then
+    if NOW < P.num(l[4]) and l[1] == ARGV[5] and l[2] == ARGV[6] then
       redis.call('HDEL', B .. 'leases', name)
     end
   end
   return { 'ok' }
 end
 
-return run(main)
+return P.run(main)

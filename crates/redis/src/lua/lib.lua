@@ -12,8 +12,12 @@
 -- * a record is in `available` and its filter indexes exactly when it is AVAILABLE and has
 --   no assignment (whatever the time; entries past usable_until stay until removal);
 -- * `expiry` holds every record, `checks` every FETCHED/SUSPECT/AVAILABLE/UNHEALTHY one;
--- * `inventory` holds per upstream the un-extracted count (field "<u>") and the count per
+-- * `inventory` holds per upstream the un-extracted P.count(field "<u>") and the count per
 --   status (field "<u>:<code>"); zero counters are deleted.
+
+-- Helpers live in one table: a closure that captures only `P` (and a few constants) is
+-- cheap to create, and every helper is created on every call of the script.
+local P = {}
 
 local B = KEYS[1]
 local NOW = tonumber(ARGV[1])
@@ -39,7 +43,7 @@ local ACCEPTS_HEALTH = { F = true, C = true, A = true, S = true, U = true }
 -- checks score = class * 2^45 + since: (score, id) order is MemoryPool's due order.
 local CLASS = 35184372088832
 
-local function split(s, sep)
+function P.split(s, sep)
   local out, n, pos = {}, 0, 1
   while true do
     local i = string.find(s, sep, pos, true)
@@ -53,16 +57,16 @@ local function split(s, sep)
   end
 end
 
-local function fmt(n)
+function P.fmt(n)
   return string.format('%.0f', n)
 end
 
-local function num(s)
+function P.num(s)
   return tonumber(s)
 end
 
 -- Unsigned decimal strings without leading zeros (u64 values exceed a double's precision).
-local function ucmp(a, b)
+function P.ucmp(a, b)
   if #a ~= #b then
     return #a < #b and -1 or 1
   end
@@ -72,23 +76,23 @@ local function ucmp(a, b)
   return a < b and -1 or 1
 end
 
-local function corrupt(what)
+function P.corrupt(what)
   error({ corrupt = what })
 end
 
-local function decode(s, what)
-  local r = split(s, '\t')
+function P.decode(s, what)
+  local r = P.split(s, '\t')
   if #r ~= NFIELDS then
-    corrupt(what or 'record')
+    P.corrupt(what or 'record')
   end
   return r
 end
 
-local function encode(r)
+function P.encode(r)
   return table.concat(r, '\t', 1, NFIELDS)
 end
 
-local function copy(r)
+function P.copy(r)
   local c = {}
   for i = 1, NFIELDS do
     c[i] = r[i]
@@ -102,41 +106,41 @@ end
 local horizon = {}
 local anchor = nil
 
-local function touch_key(key, at)
+function P.touch_key(key, at)
   local current = horizon[key]
   if current == nil or at > current then
     horizon[key] = at
   end
 end
 
-local function touch(key, at)
-  touch_key(key, at)
+function P.touch(key, at)
+  P.touch_key(key, at)
   if anchor == nil or at > anchor then
     anchor = at
   end
 end
 
 -- PEXPIRE GT does nothing on a key without a TTL, so a fresh key needs NX.
-local function keep(key, at)
-  local ttl = fmt(math.max(1, at - NOW + SLACK))
+function P.keep(key, at)
+  local ttl = P.fmt(math.max(1, at - NOW + SLACK))
   if redis.call('PEXPIRE', key, ttl, 'GT') == 0 then
     redis.call('PEXPIRE', key, ttl, 'NX')
   end
 end
 
-local function flush_ttls()
+function P.flush_ttls()
   for key, at in pairs(horizon) do
-    keep(key, at)
+    P.keep(key, at)
   end
   if anchor ~= nil then
     -- The epoch and the key registry live as long as anything that refers to them.
-    keep(B .. 'epoch', anchor)
-    keep(B .. 'keys', anchor)
+    P.keep(B .. 'epoch', anchor)
+    P.keep(B .. 'keys', anchor)
   end
 end
 
 -- Counters that reach zero are deleted so the inventory hash stays bounded.
-local function hincr(key, field, delta)
+function P.hincr(key, field, delta)
   local value = redis.call('HINCRBY', key, field, delta)
   if value <= 0 then
     redis.call('HDEL', key, field)
@@ -147,44 +151,44 @@ end
 -- Moves `r`'s counters by `delta`. `extend`: the record's lifetime is new or grows. A
 -- counter that was just created may have recreated the hash (it is deleted when empty),
 -- so that extends the TTL too.
-local function count(r, delta, extend)
+function P.count(r, delta, extend)
   local key = B .. 'inventory'
   local created = false
   if UNEXTRACTED[r[ST]] then
-    created = hincr(key, r[UP], delta) == delta
+    created = P.hincr(key, r[UP], delta) == delta
   end
-  created = hincr(key, r[UP] .. ':' .. r[ST], delta) == delta or created
+  created = P.hincr(key, r[UP] .. ':' .. r[ST], delta) == delta or created
   if extend or (delta > 0 and created) then
-    touch(key, num(r[HARD]))
+    P.touch(key, P.num(r[HARD]))
   end
 end
 
 -- Counters for `old` becoming `r`: only what changed (same upstream, same status and
 -- same un-extracted state cancel out).
-local function recount(old, r, extend)
+function P.recount(old, r, extend)
   if old[UP] ~= r[UP] then
-    count(old, -1, false)
-    count(r, 1, extend)
+    P.count(old, -1, false)
+    P.count(r, 1, extend)
     return
   end
   local key = B .. 'inventory'
   local created = false
   local was, is = UNEXTRACTED[old[ST]] or false, UNEXTRACTED[r[ST]] or false
   if is and not was then
-    created = hincr(key, r[UP], 1) == 1
+    created = P.hincr(key, r[UP], 1) == 1
   elseif was and not is then
-    hincr(key, r[UP], -1)
+    P.hincr(key, r[UP], -1)
   end
   if old[ST] ~= r[ST] then
-    hincr(key, old[UP] .. ':' .. old[ST], -1)
-    created = hincr(key, r[UP] .. ':' .. r[ST], 1) == 1 or created
+    P.hincr(key, old[UP] .. ':' .. old[ST], -1)
+    created = P.hincr(key, r[UP] .. ':' .. r[ST], 1) == 1 or created
   end
   if extend or created then
-    touch(key, num(r[HARD]))
+    P.touch(key, P.num(r[HARD]))
   end
 end
 
-local function filter_keys(r)
+function P.filter_keys(r)
   local keys = { 'protocol:' .. r[PROTO], 'upstream:' .. r[UP] }
   if r[REGION] ~= '' then
     keys[#keys + 1] = 'region:' .. r[REGION]
@@ -198,159 +202,159 @@ end
 -- Index keys registered in this call (the registry needs each name once, not per record).
 local registered = {}
 
-local function register(k)
+function P.register(k)
   if not registered[k] then
     registered[k] = true
     redis.call('SADD', B .. 'keys', k)
   end
 end
 
-local function index_add(id, r)
-  local hard = num(r[HARD])
+function P.index_add(id, r)
+  local hard = P.num(r[HARD])
   redis.call('ZADD', B .. 'available', r[USABLE], id)
-  touch(B .. 'available', hard)
-  for _, k in ipairs(filter_keys(r)) do
+  P.touch(B .. 'available', hard)
+  for _, k in ipairs(P.filter_keys(r)) do
     redis.call('ZADD', B .. k, r[USABLE], id)
-    register(k)
-    touch(B .. k, hard)
+    P.register(k)
+    P.touch(B .. k, hard)
   end
 end
 
-local function index_remove(id, r)
+function P.index_remove(id, r)
   if redis.call('ZREM', B .. 'available', id) == 0 then
     return
   end
-  for _, k in ipairs(filter_keys(r)) do
+  for _, k in ipairs(P.filter_keys(r)) do
     redis.call('ZREM', B .. k, id)
   end
 end
 
-local function same_filters(a, b)
+function P.same_filters(a, b)
   return a[PROTO] == b[PROTO] and a[UP] == b[UP] and a[REGION] == b[REGION] and a[CARRIER] == b[CARRIER]
 end
 
-local function check_score(r)
+function P.check_score(r)
   local s = r[ST]
   if s == 'F' then
-    return num(r[FETCHED])
+    return P.num(r[FETCHED])
   elseif s == 'S' then
-    return CLASS + (num(r[CHECKED]) or 0)
+    return CLASS + (P.num(r[CHECKED]) or 0)
   elseif s == 'A' or s == 'U' then
-    return 2 * CLASS + (num(r[CHECKED]) or 0)
+    return 2 * CLASS + (P.num(r[CHECKED]) or 0)
   end
   return nil
 end
 
-local function is_owned(id)
+function P.is_owned(id)
   return redis.call('HEXISTS', B .. 'owners', id) == 1
 end
 
-local function get_record(id)
+function P.get_record(id)
   local v = redis.call('HGET', B .. 'records', id)
   if not v then
     return nil
   end
-  return decode(v)
+  return P.decode(v)
 end
 
 -- A record that exists and has not reached its hard expiry.
-local function live_record(id)
-  local r = get_record(id)
-  if r and NOW < num(r[HARD]) then
+function P.live_record(id)
+  local r = P.get_record(id)
+  if r and NOW < P.num(r[HARD]) then
     return r
   end
   return nil
 end
 
-local function is_usable(r)
-  return r[ST] == 'A' and NOW < num(r[USABLE])
+function P.is_usable(r)
+  return r[ST] == 'A' and NOW < P.num(r[USABLE])
 end
 
 -- Stores `r` (new or changed from `old`), keeping every index and counter in step.
 -- Key TTLs only need extending when the record's lifetime is new or grows: an unchanged
 -- hard expiry was covered when it was first written.
 -- `owned` may be passed when the caller already knows it (saves a lookup).
-local function put_record(id, r, old, owned)
-  local hard = num(r[HARD])
-  local grows = not old or hard > num(old[HARD])
+function P.put_record(id, r, old, owned)
+  local hard = P.num(r[HARD])
+  local grows = not old or hard > P.num(old[HARD])
   if owned == nil then
-    owned = (r[ST] == 'A' or (old and old[ST] == 'A')) and is_owned(id)
+    owned = (r[ST] == 'A' or (old and old[ST] == 'A')) and P.is_owned(id)
   end
   local was_in = old and old[ST] == 'A' and not owned
   local is_in = r[ST] == 'A' and not owned
-  if was_in and is_in and same_filters(old, r) then
+  if was_in and is_in and P.same_filters(old, r) then
     -- Still available under the same filters: only the score may move.
     if old[USABLE] ~= r[USABLE] or grows then
-      index_add(id, r)
+      P.index_add(id, r)
     end
   else
     if was_in then
-      index_remove(id, old)
+      P.index_remove(id, old)
     end
     if is_in then
-      index_add(id, r)
+      P.index_add(id, r)
     end
   end
   if not old or old[HARD] ~= r[HARD] then
     redis.call('ZADD', B .. 'expiry', r[HARD], id)
   end
-  local score = check_score(r)
+  local score = P.check_score(r)
   if score then
-    if not old or score ~= check_score(old) then
+    if not old or score ~= P.check_score(old) then
       redis.call('ZADD', B .. 'checks', score, id)
     end
-    touch(B .. 'checks', hard)
-  elseif old and check_score(old) then
+    P.touch(B .. 'checks', hard)
+  elseif old and P.check_score(old) then
     redis.call('ZREM', B .. 'checks', id)
   end
   if old then
-    recount(old, r, grows)
+    P.recount(old, r, grows)
   else
-    count(r, 1, true)
+    P.count(r, 1, true)
   end
-  redis.call('HSET', B .. 'records', id, encode(r))
+  redis.call('HSET', B .. 'records', id, P.encode(r))
   if grows then
-    touch(B .. 'records', hard)
-    touch(B .. 'expiry', hard)
+    P.touch(B .. 'records', hard)
+    P.touch(B .. 'expiry', hard)
   end
 end
 
 -- Re-evaluates a record's place in the available indexes (after ownership changed).
-local function reindex(id)
-  local r = get_record(id)
+function P.reindex(id)
+  local r = P.get_record(id)
   if r then
-    index_remove(id, r)
-    if r[ST] == 'A' and not is_owned(id) then
-      index_add(id, r)
+    P.index_remove(id, r)
+    if r[ST] == 'A' and not P.is_owned(id) then
+      P.index_add(id, r)
     end
   end
 end
 
-local function get_assignment(id)
+function P.get_assignment(id)
   local v = redis.call('HGET', B .. 'owners', id)
   if not v then
     return nil
   end
-  local a = split(v, '\t')
+  local a = P.split(v, '\t')
   if #a ~= 5 then
-    corrupt('assignment')
+    P.corrupt('assignment')
   end
   return a
 end
 
-local function drain_ticket(id)
+function P.drain_ticket(id)
   return redis.call('HGET', B .. 'drain-tickets', id) or nil
 end
 
 -- Removes an assignment with its lease and per-worker/upstream indexes; returns it and its
 -- drain ticket (or nil). `keep_out` skips putting the proxy back into the available
 -- indexes (the caller stores a new assignment right away).
-local function drop_assignment(id, keep_out)
-  local a = get_assignment(id)
+function P.drop_assignment(id, keep_out)
+  local a = P.get_assignment(id)
   if not a then
     return nil
   end
-  local ticket = drain_ticket(id)
+  local ticket = P.drain_ticket(id)
   redis.call('HDEL', B .. 'owners', id)
   redis.call('ZREM', B .. 'owner-expiry', id)
   redis.call('ZREM', B .. 'worker-owned:' .. a[A_WORKER], id)
@@ -360,54 +364,54 @@ local function drop_assignment(id, keep_out)
     redis.call('HDEL', B .. 'drain-tickets', id)
   end
   if not keep_out then
-    reindex(id)
+    P.reindex(id)
   end
   return a, ticket
 end
 
 -- Stores an assignment (`ticket` = drain epoch when draining) with its indexes.
-local function put_assignment(id, a, ticket)
-  drop_assignment(id, true)
-  local lease = num(a[A_LEASE])
+function P.put_assignment(id, a, ticket)
+  P.drop_assignment(id, true)
+  local lease = P.num(a[A_LEASE])
   local per_worker = ticket and 'worker-draining:' or 'worker-owned:'
   redis.call('HSET', B .. 'owners', id, table.concat(a, '\t'))
   redis.call('ZADD', B .. 'owner-expiry', a[A_LEASE], id)
   redis.call('ZADD', B .. per_worker .. a[A_WORKER], a[A_LEASE], id)
   redis.call('ZADD', B .. 'owned:' .. a[A_UP], a[A_LEASE], id)
-  register(per_worker .. a[A_WORKER])
-  register('owned:' .. a[A_UP])
+  P.register(per_worker .. a[A_WORKER])
+  P.register('owned:' .. a[A_UP])
   if ticket then
     redis.call('HSET', B .. 'drain-tickets', id, ticket)
-    touch(B .. 'drain-tickets', lease)
+    P.touch(B .. 'drain-tickets', lease)
   end
   for _, k in ipairs({ 'owners', 'owner-expiry', per_worker .. a[A_WORKER], 'owned:' .. a[A_UP] }) do
-    touch(B .. k, lease)
+    P.touch(B .. k, lease)
   end
-  reindex(id)
+  P.reindex(id)
 end
 
 -- Removes a record with its indexes, counters and assignment; returns (record, assignment).
-local function remove_record(id)
+function P.remove_record(id)
   local v = redis.call('HGET', B .. 'records', id)
   redis.call('ZREM', B .. 'expiry', id)
   redis.call('ZREM', B .. 'checks', id)
   if not v then
     return nil
   end
-  local r = decode(v)
+  local r = P.decode(v)
   redis.call('HDEL', B .. 'records', id)
-  index_remove(id, r)
-  count(r, -1, false)
-  local a = drop_assignment(id)
+  P.index_remove(id, r)
+  P.count(r, -1, false)
+  local a = P.drop_assignment(id)
   return r, a
 end
 
 -- Removes up to `limit` hard-expired records: (records, assignments, more waiting).
-local function remove_expired(limit)
+function P.remove_expired(limit)
   local due = redis.call('ZRANGEBYSCORE', B .. 'expiry', '-inf', NOW, 'LIMIT', 0, limit + 1)
   local records, assignments = 0, 0
   for i = 1, math.min(#due, limit) do
-    local r, a = remove_record(due[i])
+    local r, a = P.remove_record(due[i])
     if r then
       records = records + 1
       if a then
@@ -420,10 +424,10 @@ end
 
 -- Runs a script body: corrupt state becomes a {'corrupt', what} reply, TTLs are extended
 -- once at the end, Redis errors propagate unchanged.
-local function run(main)
+function P.run(main)
   local ok, res = pcall(main)
   if ok then
-    flush_ttls()
+    P.flush_ttls()
     return res
   end
   if type(res) == 'table' and res.corrupt then

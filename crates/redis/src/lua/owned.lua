@@ -3,15 +3,15 @@
 -- The live assignment of `id`, which must belong to `worker` at `epoch` (MemoryPool:
 -- owned_assignment); returns (assignment) or (nil, error reply).
 
-local function owned_assignment(id, worker, epoch)
-  local a = get_assignment(id)
-  if not a or not live_record(id) then
+function P.owned_assignment(id, worker, epoch)
+  local a = P.get_assignment(id)
+  if not a or not P.live_record(id) then
     return nil, { 'not_found' }
   end
   if a[A_WORKER] ~= worker or a[A_EPOCH] ~= epoch then
     return nil, { 'conflict', 'ownership' }
   end
-  if num(a[A_LEASE]) <= NOW then
+  if P.num(a[A_LEASE]) <= NOW then
     return nil, { 'conflict', 'lease_expired' }
   end
   return a

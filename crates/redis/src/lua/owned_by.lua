@@ -6,22 +6,22 @@
 -- Reply: {'ok', id, record, assignment, ...} | {'scan_budget'}.
 
 local function main()
-  local worker, budget = ARGV[4], num(ARGV[5])
-  local ids = redis.call('ZRANGEBYSCORE', B .. 'worker-owned:' .. worker, '(' .. fmt(NOW), '+inf', 'LIMIT', 0, budget + 1)
+  local worker, budget = ARGV[4], P.num(ARGV[5])
+  local ids = redis.call('ZRANGEBYSCORE', B .. 'worker-owned:' .. worker, '(' .. P.fmt(NOW), '+inf', 'LIMIT', 0, budget + 1)
   if #ids > budget then
     return { 'scan_budget' }
   end
   local out = { 'ok' }
   for _, id in ipairs(ids) do
-    local a = get_assignment(id)
-    local r = live_record(id)
-    if a and r and not drain_ticket(id) and NOW < num(a[A_LEASE]) and is_usable(r) then
+    local a = P.get_assignment(id)
+    local r = P.live_record(id)
+    if a and r and not P.drain_ticket(id) and NOW < P.num(a[A_LEASE]) and P.is_usable(r) then
       out[#out + 1] = id
-      out[#out + 1] = encode(r)
+      out[#out + 1] = P.encode(r)
       out[#out + 1] = table.concat(a, '\t')
     end
   end
   return out
 end
 
-return run(main)
+return P.run(main)

@@ -5,21 +5,21 @@
 -- Reply: {'ok', assignment, ticket} | {'not_found'} | {'conflict', kind}.
 
 local function main()
-  remove_expired(CLEANUP)
+  P.remove_expired(CLEANUP)
   local id = ARGV[4]
-  local a, failure = owned_assignment(id, ARGV[5], ARGV[6])
+  local a, failure = P.owned_assignment(id, ARGV[5], ARGV[6])
   if not a then
     return failure
   end
-  local r = live_record(id)
-  local lease_until = math.min(NOW + num(ARGV[7]), num(r[USABLE]))
+  local r = P.live_record(id)
+  local lease_until = math.min(NOW + P.num(ARGV[7]), P.num(r[USABLE]))
   if lease_until <= NOW then
     return { 'conflict', 'lease_expired' }
   end
-  local ticket = drain_ticket(id)
-  a[A_LEASE] = fmt(lease_until)
-  put_assignment(id, a, ticket)
+  local ticket = P.drain_ticket(id)
+  a[A_LEASE] = P.fmt(lease_until)
+  P.put_assignment(id, a, ticket)
   return { 'ok', table.concat(a, '\t'), ticket or '' }
 end
 
-return run(main)
+return P.run(main)

@@ -9,10 +9,10 @@
 -- Reply: {'accepted'} | {'replayed'} | {'conflict', kind}. Work bound: the report size.
 
 local function main()
-  remove_expired(CLEANUP)
+  P.remove_expired(CLEANUP)
   local worker, session_id, sequence, digest = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
   local snapshot, snapshot_epoch = ARGV[8], ARGV[9]
-  local s = current_session(worker, session_id)
+  local s = P.current_session(worker, session_id)
   if not s then
     return { 'conflict', 'fenced' }
   end
@@ -20,7 +20,7 @@ local function main()
     if sequence == s[S_SEQ] and digest == s[S_DIGEST] then
       return { 'replayed' }
     end
-    if ucmp(sequence, s[S_SEQ]) <= 0 then
+    if P.ucmp(sequence, s[S_SEQ]) <= 0 then
       return { 'conflict', 'sequence' }
     end
   end
@@ -28,20 +28,20 @@ local function main()
     return { 'conflict', 'snapshot' }
   end
   for i = 13, #ARGV do
-    local a = get_assignment(ARGV[i])
-    if not a or a[A_WORKER] ~= worker or ucmp(a[A_EPOCH], snapshot_epoch) > 0 then
+    local a = P.get_assignment(ARGV[i])
+    if not a or a[A_WORKER] ~= worker or P.ucmp(a[A_EPOCH], snapshot_epoch) > 0 then
       return { 'conflict', 'ownership' }
     end
   end
-  local expires = num(ARGV[10])
+  local expires = P.num(ARGV[10])
   redis.call('HSET', B .. 'worker-runtime', worker,
-    table.concat({ session_id, fmt(NOW), ARGV[10], snapshot_epoch, ARGV[11], ARGV[12] }, '\t'))
+    table.concat({ session_id, P.fmt(NOW), ARGV[10], snapshot_epoch, ARGV[11], ARGV[12] }, '\t'))
   redis.call('ZADD', B .. 'worker-runtime-expiry', ARGV[10], worker)
-  touch(B .. 'worker-runtime', expires)
-  touch(B .. 'worker-runtime-expiry', expires)
+  P.touch(B .. 'worker-runtime', expires)
+  P.touch(B .. 'worker-runtime-expiry', expires)
   s[S_SEQ], s[S_DIGEST] = sequence, digest
-  save_session(worker, s)
+  P.save_session(worker, s)
   return { 'accepted' }
 end
 
-return run(main)
+return P.run(main)

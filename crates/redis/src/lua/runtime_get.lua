@@ -4,11 +4,11 @@
 -- ARGV[4] worker. Reply: {'ok'} (none) | {'ok', received_at, expires_at, report JSON}.
 
 local function main()
-  local rt = live_runtime(ARGV[4])
+  local rt = P.live_runtime(ARGV[4])
   if not rt then
     return { 'ok' }
   end
   return { 'ok', rt[2], rt[3], rt[6] }
 end
 
-return run(main)
+return P.run(main)

@@ -4,17 +4,17 @@
 -- ARGV[4] worker, ARGV[5] session id. Reply: {'ok'} | {'conflict', 'fenced'}.
 
 local function main()
-  remove_expired(CLEANUP)
+  P.remove_expired(CLEANUP)
   local worker, session_id = ARGV[4], ARGV[5]
-  local s = get_session(worker)
+  local s = P.get_session(worker)
   if not s then
     return { 'ok' }
   end
   if s[S_ID] ~= session_id then
     return { 'conflict', 'fenced' }
   end
-  forget_session(worker)
+  P.forget_session(worker)
   return { 'ok' }
 end
 
-return run(main)
+return P.run(main)

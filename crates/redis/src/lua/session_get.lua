@@ -5,11 +5,11 @@
 
 local function main()
   local worker = ARGV[4]
-  local s = live_session(worker)
+  local s = P.live_session(worker)
   if not s then
     return { 'ok' }
   end
-  return { 'ok', table.concat(s, '\t'), issued_snapshot(worker, s[S_ID]) }
+  return { 'ok', table.concat(s, '\t'), P.issued_snapshot(worker, s[S_ID]) }
 end
 
-return run(main)
+return P.run(main)

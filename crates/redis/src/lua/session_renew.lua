@@ -5,15 +5,15 @@
 -- Reply: {'ok', session, issued snapshot or ''} | {'conflict', 'fenced'}.
 
 local function main()
-  remove_expired(CLEANUP)
+  P.remove_expired(CLEANUP)
   local worker, session_id = ARGV[4], ARGV[5]
-  local s = current_session(worker, session_id)
+  local s = P.current_session(worker, session_id)
   if not s then
     return { 'conflict', 'fenced' }
   end
   s[S_EXPIRES] = ARGV[6]
-  save_session(worker, s)
-  return { 'ok', table.concat(s, '\t'), issued_snapshot(worker, session_id) }
+  P.save_session(worker, s)
+  return { 'ok', table.concat(s, '\t'), P.issued_snapshot(worker, session_id) }
 end
 
-return run(main)
+return P.run(main)

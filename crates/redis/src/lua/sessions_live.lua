@@ -5,21 +5,21 @@
 -- Reply: {'ok', worker, session, issued snapshot, ...} | {'scan_budget'}.
 
 local function main()
-  local budget = num(ARGV[4])
-  local workers = redis.call('ZRANGEBYSCORE', B .. 'worker-session-expiry', '(' .. fmt(NOW), '+inf', 'LIMIT', 0, budget + 1)
+  local budget = P.num(ARGV[4])
+  local workers = redis.call('ZRANGEBYSCORE', B .. 'worker-session-expiry', '(' .. P.fmt(NOW), '+inf', 'LIMIT', 0, budget + 1)
   if #workers > budget then
     return { 'scan_budget' }
   end
   local out = { 'ok' }
   for _, worker in ipairs(workers) do
-    local s = live_session(worker)
+    local s = P.live_session(worker)
     if s then
       out[#out + 1] = worker
       out[#out + 1] = table.concat(s, '\t')
-      out[#out + 1] = issued_snapshot(worker, s[S_ID])
+      out[#out + 1] = P.issued_snapshot(worker, s[S_ID])
     end
   end
   return out
 end
 
-return run(main)
+return P.run(main)

@@ -5,13 +5,13 @@
 -- Reply: {'ok', session, ''} | {'conflict', 'fenced' | 'snapshot'}.
 
 local function main()
-  remove_expired(CLEANUP)
+  P.remove_expired(CLEANUP)
   local worker, session_id, snapshot = ARGV[4], ARGV[5], ARGV[6]
-  local s = current_session(worker, session_id)
+  local s = P.current_session(worker, session_id)
   if not s then
     return { 'conflict', 'fenced' }
   end
-  local issued = issued_snapshot(worker, session_id)
+  local issued = P.issued_snapshot(worker, session_id)
   if s[S_ACKED] == snapshot and issued == '' then
     return { 'ok', table.concat(s, '\t'), '' }
   end
@@ -19,9 +19,9 @@ local function main()
     return { 'conflict', 'snapshot' }
   end
   s[S_ACKED] = issued
-  forget_snapshot(worker)
-  save_session(worker, s)
+  P.forget_snapshot(worker)
+  P.save_session(worker, s)
   return { 'ok', table.concat(s, '\t'), '' }
 end
 
-return run(main)
+return P.run(main)

@@ -5,15 +5,15 @@
 -- Reply: {'ok'} | {'conflict', 'fenced'}.
 
 local function main()
-  remove_expired(CLEANUP)
+  P.remove_expired(CLEANUP)
   local worker, session_id = ARGV[4], ARGV[5]
-  local s = current_session(worker, session_id)
+  local s = P.current_session(worker, session_id)
   if not s then
     return { 'conflict', 'fenced' }
   end
   redis.call('HSET', B .. 'worker-snapshots', worker, session_id .. '\t' .. ARGV[6])
-  save_session(worker, s)
+  P.save_session(worker, s)
   return { 'ok' }
 end
 
-return run(main)
+return P.run(main)

@@ -8,7 +8,7 @@
 -- Reply: {records, assignments, sessions, results, more_pending (0|1)}.
 
 local function expire_results(zkey, limit)
-  local due = redis.call('ZRANGEBYSCORE', B .. zkey, '-inf', fmt(NOW), 'LIMIT', 0, limit + 1)
+  local due = redis.call('ZRANGEBYSCORE', B .. zkey, '-inf', P.fmt(NOW), 'LIMIT', 0, limit + 1)
   local removed = 0
   for i = 1, math.min(#due, limit) do
     redis.call('DEL', B .. due[i])
@@ -19,22 +19,22 @@ local function expire_results(zkey, limit)
 end
 
 local function main()
-  local limit = num(ARGV[4])
-  local records, assignments, more = remove_expired(limit)
+  local limit = P.num(ARGV[4])
+  local records, assignments, more = P.remove_expired(limit)
   local extractions, more_extractions = expire_results('idem-expiry', limit)
   local operations, more_operations = expire_results('op-expiry', limit)
 
-  local lapsed = redis.call('ZRANGEBYSCORE', B .. 'worker-session-expiry', '-inf', fmt(NOW), 'LIMIT', 0, limit + 1)
+  local lapsed = redis.call('ZRANGEBYSCORE', B .. 'worker-session-expiry', '-inf', P.fmt(NOW), 'LIMIT', 0, limit + 1)
   local sessions = 0
   for i = 1, math.min(#lapsed, limit) do
-    forget_session(lapsed[i])
+    P.forget_session(lapsed[i])
     sessions = sessions + 1
   end
-  for _, worker in ipairs(redis.call('ZRANGEBYSCORE', B .. 'worker-runtime-expiry', '-inf', fmt(NOW), 'LIMIT', 0, limit)) do
-    forget_runtime(worker)
+  for _, worker in ipairs(redis.call('ZRANGEBYSCORE', B .. 'worker-runtime-expiry', '-inf', P.fmt(NOW), 'LIMIT', 0, limit)) do
+    P.forget_runtime(worker)
   end
-  for _, worker in ipairs(redis.call('ZRANGEBYSCORE', B .. 'worker-snapshot-expiry', '-inf', fmt(NOW), 'LIMIT', 0, limit)) do
-    forget_snapshot(worker)
+  for _, worker in ipairs(redis.call('ZRANGEBYSCORE', B .. 'worker-snapshot-expiry', '-inf', P.fmt(NOW), 'LIMIT', 0, limit)) do
+    P.forget_snapshot(worker)
   end
   for _, k in ipairs(redis.call('SRANDMEMBER', B .. 'keys', limit)) do
     if redis.call('EXISTS', B .. k) == 0 then
@@ -46,4 +46,4 @@ local function main()
   return { records, assignments, sessions, extractions + operations, pending and 1 or 0 }
 end
 
-return run(main)
+return P.run(main)

@@ -20,33 +20,33 @@ local function stored(key)
   end
   local i = string.find(v, '\t', 1, true)
   if not i then
-    corrupt('operation result')
+    P.corrupt('operation result')
   end
   -- Logical expiry decides; the native TTL is only the memory safety net.
-  if NOW < num(string.sub(v, 1, i - 1)) then
+  if NOW < P.num(string.sub(v, 1, i - 1)) then
     return string.sub(v, i + 1)
   end
   return nil
 end
 
 local function store(key, expires_at, value)
-  redis.call('SET', B .. key, ARGV[7] .. '\t' .. value, 'PX', fmt(math.max(1, expires_at - NOW + SLACK)))
+  redis.call('SET', B .. key, ARGV[7] .. '\t' .. value, 'PX', P.fmt(math.max(1, expires_at - NOW + SLACK)))
   redis.call('ZADD', B .. 'op-expiry', ARGV[7], key)
-  touch_key(B .. 'op-expiry', expires_at)
+  P.touch_key(B .. 'op-expiry', expires_at)
 end
 
 -- A refresh may shorten a proxy's life; a lease never outlives usable_until.
 local function cut_lease(id, usable_until)
-  local a = get_assignment(id)
-  if a and num(a[A_LEASE]) > usable_until then
-    local ticket = drain_ticket(id)
-    a[A_LEASE] = fmt(usable_until)
-    put_assignment(id, a, ticket)
+  local a = P.get_assignment(id)
+  if a and P.num(a[A_LEASE]) > usable_until then
+    local ticket = P.drain_ticket(id)
+    a[A_LEASE] = P.fmt(usable_until)
+    P.put_assignment(id, a, ticket)
   end
 end
 
 local function main()
-  remove_expired(CLEANUP)
+  P.remove_expired(CLEANUP)
   local batch_key, chunk_key, last = ARGV[4], ARGV[5], ARGV[6] == '1'
   local previous = stored(batch_key)
   if previous then
@@ -57,15 +57,15 @@ local function main()
     return { 'chunk', previous }
   end
 
-  local expires_at, max_size, upstream = num(ARGV[7]), num(ARGV[8]), ARGV[9]
+  local expires_at, max_size, upstream = P.num(ARGV[7]), P.num(ARGV[8]), ARGV[9]
   local inserted, refreshed, foreign, extracted, over = 0, 0, 0, 0, 0
   for i = 12, #ARGV do
-    local fresh = decode(ARGV[i], 'candidate')
+    local fresh = P.decode(ARGV[i], 'candidate')
     local id = fresh[ID]
-    local incumbent = get_record(id)
+    local incumbent = P.get_record(id)
     -- An incumbent past its hard expiry is a finished lifetime: clear it first.
-    if incumbent and num(incumbent[HARD]) <= NOW then
-      remove_record(id)
+    if incumbent and P.num(incumbent[HARD]) <= NOW then
+      P.remove_record(id)
       incumbent = nil
     end
     if incumbent and incumbent[UP] ~= fresh[UP] then
@@ -73,17 +73,17 @@ local function main()
     elseif incumbent and (incumbent[ST] == 'X' or incumbent[ST] == 'R') then
       extracted = extracted + 1
     elseif incumbent then
-      local r = copy(incumbent)
+      local r = P.copy(incumbent)
       r[USER], r[PASS] = fresh[USER], fresh[PASS]
       r[REGION], r[CARRIER], r[LABELS] = fresh[REGION], fresh[CARRIER], fresh[LABELS]
       r[MAXS], r[HARD], r[USABLE] = fresh[MAXS], fresh[HARD], fresh[USABLE]
-      put_record(id, r, incumbent)
-      cut_lease(id, num(r[USABLE]))
+      P.put_record(id, r, incumbent)
+      cut_lease(id, P.num(r[USABLE]))
       refreshed = refreshed + 1
-    elseif (num(redis.call('HGET', B .. 'inventory', upstream)) or 0) >= max_size then
+    elseif (P.num(redis.call('HGET', B .. 'inventory', upstream)) or 0) >= max_size then
       over = over + 1
     else
-      put_record(id, fresh, nil)
+      P.put_record(id, fresh, nil)
       inserted = inserted + 1
     end
   end
@@ -93,17 +93,17 @@ local function main()
     store(chunk_key, expires_at, counts)
   end
   if last and batch_key ~= '' then
-    local before = split(ARGV[10], ',')
+    local before = P.split(ARGV[10], ',')
     local totals = table.concat({
-      num(before[1]) + inserted,
-      num(before[2]) + refreshed,
-      num(before[3]) + foreign,
-      num(before[4]) + extracted,
-      num(before[5]) + over,
+      P.num(before[1]) + inserted,
+      P.num(before[2]) + refreshed,
+      P.num(before[3]) + foreign,
+      P.num(before[4]) + extracted,
+      P.num(before[5]) + over,
     }, ',')
     store(batch_key, expires_at, totals .. '\t' .. ARGV[11])
   end
   return { 'ok', counts }
 end
 
-return run(main)
+return P.run(main)
