@@ -1,21 +1,24 @@
 //! One decision against a SQL store, shared by PostgreSQL and SQLite.
 //!
 //! The backends differ only in their statements and error codes ([`Statements`]); the
-//! flow is the same: take a connection, run the decision statement, read the bucket if it
-//! came back empty (full), validate the row strictly (`decision.rs`). Both statements run
-//! on the same connection.
+//! flow is the same: take a connection, run the decision statement, read the bucket with a
+//! second statement if the decision came back without a row (full), validate the row
+//! strictly (`decision.rs`). Both statements run on the same connection.
 
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
 use crate::attempt::{Attempt, Checkout};
 use crate::command::QuotaCommand;
 use crate::config::QuotaPolicy;
-use crate::decision::{self, BucketRow, FullBucket, QuotaDecision, UnavailableReason};
+use crate::decision::{self, BucketRow, FullBucket, UnavailableReason};
 use crate::sqlx_error::Store;
 
-/// What a SQL backend runs. Both statements take (project, subject, operation, receipt,
-/// window_ms, limit) and (project, subject, operation, window_ms) in that order, and return
-/// (count, receipts, reset, observed) as integers.
+/// What a SQL backend runs, as integers throughout:
+/// - `decide` takes (project, subject, operation, receipt, window_ms, limit) and returns
+///   `(admitted, count, receipts, reset, observed)`: `admitted = 1` for the bucket it just
+///   admitted into, `0` for a full bucket it read instead, or no row (full, not read);
+/// - `read` takes (project, subject, operation, window_ms) and returns
+///   `(count, receipts, reset, observed)`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Statements {
     pub(crate) store: Store,
@@ -76,13 +79,25 @@ where
         Ok(rows) => rows,
         Err(error) => return Attempt::failed(statements.store, &error),
     };
-    match rows.as_slice() {
-        [row] => Attempt::Decided(match bucket_row(row) {
-            Some(row) => decision::admitted(row, policy),
-            None => QuotaDecision::unavailable(UnavailableReason::MalformedResult),
-        }),
-        [] => read_full(connection, statements, command, policy, window_ms).await,
+    let [row] = rows.as_slice() else {
+        return if rows.is_empty() {
+            read_full(connection, statements, command, policy, window_ms).await
+        } else {
+            Attempt::unavailable(UnavailableReason::MalformedResult)
+        };
+    };
+    match decided_row(row) {
+        Some((1, bucket)) => Attempt::Decided(decision::admitted(bucket, policy)),
+        Some((0, bucket)) => full(bucket, policy),
         _ => Attempt::unavailable(UnavailableReason::MalformedResult),
+    }
+}
+
+/// A full bucket's row: `Exceeded`, or decide again if it changed under us.
+fn full(bucket: BucketRow, policy: QuotaPolicy) -> Attempt {
+    match decision::full(bucket, policy) {
+        FullBucket::Decided(decision) => Attempt::Decided(decision),
+        FullBucket::Changed => Attempt::Retry(UnavailableReason::Contended),
     }
 }
 
@@ -117,29 +132,40 @@ where
     let [row] = rows.as_slice() else {
         return Attempt::unavailable(UnavailableReason::MalformedResult);
     };
-    let Some(row) = bucket_row(row) else {
-        return Attempt::unavailable(UnavailableReason::MalformedResult);
-    };
-    match decision::full(row, policy) {
-        FullBucket::Decided(decision) => Attempt::Decided(decision),
-        FullBucket::Changed => Attempt::Retry(UnavailableReason::Contended),
+    match bucket_row(row, 0) {
+        Some(bucket) => full(bucket, policy),
+        None => Attempt::unavailable(UnavailableReason::MalformedResult),
     }
 }
 
-/// Decodes the four integer columns; a wrong shape, NULL or other type is `None`.
-fn bucket_row<R>(row: &R) -> Option<BucketRow>
+/// Decodes `decide`'s five integer columns; a wrong shape, NULL or other type is `None`.
+fn decided_row<R>(row: &R) -> Option<(i64, BucketRow)>
 where
     R: Row,
     for<'a> i64: Decode<'a, R::Database> + Type<R::Database>,
     usize: ColumnIndex<R>,
 {
-    if row.len() != 4 {
+    if row.len() != 5 {
+        return None;
+    }
+    Some((row.try_get(0).ok()?, bucket_row(row, 1)?))
+}
+
+/// Decodes four integer columns from `first` on; a wrong shape, NULL or other type is
+/// `None`.
+fn bucket_row<R>(row: &R, first: usize) -> Option<BucketRow>
+where
+    R: Row,
+    for<'a> i64: Decode<'a, R::Database> + Type<R::Database>,
+    usize: ColumnIndex<R>,
+{
+    if row.len() != first + 4 {
         return None;
     }
     Some(BucketRow {
-        consumed_count: row.try_get(0).ok()?,
-        receipt_count: row.try_get(1).ok()?,
-        reset_at_ms: row.try_get(2).ok()?,
-        observed_at_ms: row.try_get(3).ok()?,
+        consumed_count: row.try_get(first).ok()?,
+        receipt_count: row.try_get(first + 1).ok()?,
+        reset_at_ms: row.try_get(first + 2).ok()?,
+        observed_at_ms: row.try_get(first + 3).ok()?,
     })
 }

@@ -3,7 +3,9 @@
 
 #[path = "support/postgres.rs"]
 mod postgres;
+#[path = "support/postgres_contract.rs"]
+mod postgres_contract;
 
-use postgres::PostgresFactory;
+use postgres_contract::PostgresFactory;
 
 proxypool_quota::contract_suite!(PostgresFactory);

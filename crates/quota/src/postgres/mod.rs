@@ -1,7 +1,9 @@
 //! [`PostgresQuota`]: the quota in PostgreSQL, shared by any number of replicas.
 //!
 //! Each decision is one statement ([`PostgresQuota::DECISION_SQL`]) deciding on the
-//! database clock, plus a read ([`PostgresQuota::READ_SQL`]) only when the bucket is full.
+//! database clock; for a full bucket the same statement also reads the row, and a second
+//! statement ([`PostgresQuota::READ_SQL`]) reads it only when the statement's snapshot could
+//! not see it (a bucket created concurrently).
 //! The result is checked strictly (`decision.rs`); driver errors, timeouts and broken rows
 //! are [`QuotaDecision::Unavailable`], always within [`PostgresSettings::decision_timeout`]
 //! (the pool's acquire timeout and the server's `statement_timeout` bound the parts, an
@@ -103,7 +105,7 @@ pub struct PostgresQuota {
 impl PostgresQuota {
     /// The decision statement (see the module docs).
     pub const DECISION_SQL: &'static str = sql::DECIDE;
-    /// The follow-up read of a full bucket.
+    /// The fallback read of a full bucket the decision's snapshot could not see.
     pub const READ_SQL: &'static str = sql::READ_BUCKET;
 
     /// A quota over a lazily connecting pool: construction never waits for the server, and

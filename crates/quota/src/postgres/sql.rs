@@ -4,8 +4,8 @@
 //! `$5` window length in ms, `$6` limit (the read uses `$1..$3` and `$4` = window).
 //! Every number comes back as `bigint` so the row decodes the same way on any path.
 
-/// The decision: one `INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING`, an implicit
-/// transaction of its own.
+/// The decision: one statement around one `INSERT … ON CONFLICT DO UPDATE … WHERE …
+/// RETURNING`, an implicit transaction of its own.
 ///
 /// The clock is `clock_timestamp()`, read once in a materialized CTE (volatile functions are
 /// never inlined, so the window start, `updated_at_ms` and the reported time agree). The
@@ -13,50 +13,77 @@
 /// - stored window older than the current one: reset to count 1 and `[receipt]`;
 /// - receipt already in the window: unchanged (admitted, not charged again);
 /// - count under the limit: count + 1, receipt appended;
-/// - otherwise the `WHERE` is false: the row is locked but not updated and nothing is
-///   returned, which means "full" (see [`READ_BUCKET`]).
+/// - otherwise the `WHERE` is false: the row is locked but not updated, and the upsert
+///   returns nothing, which means "full".
 ///
 /// Concurrent decisions on one bucket serialize on its row lock, and `ON CONFLICT DO
 /// UPDATE` re-evaluates against the latest committed row, so replicas cannot over-admit.
+///
+/// Output: one row `(admitted, count, receipts, reset_at_ms, observed_at_ms)`. When the
+/// upsert admitted, that is its `RETURNING` (`admitted = 1`). When the bucket was full, the
+/// second branch reads the bucket in the same statement (`admitted = 0`), saving the round
+/// trip of a separate read on what is the common path of a bucket under pressure. That read
+/// sees the statement's snapshot, which may predate the version the upsert locked: a row
+/// inserted concurrently is then invisible (no row at all: the caller falls back to
+/// [`READ_BUCKET`]) and a row changed concurrently shows its older version, which can only
+/// look less full or in an older window than the truth; the caller's validation treats both
+/// as "changed" and decides again. A stale row can never turn into a wrong denial: within a
+/// window the count only grows.
 pub(crate) const DECIDE: &str = r#"
 WITH clock AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+),
+decided AS (
+    INSERT INTO proxypool_quota.quota_buckets AS bucket
+        (project_id, subject_id, operation,
+         window_started_at_ms, consumed_count, receipt_ids, updated_at_ms)
+    SELECT $1, $2, $3,
+           clock.now_ms - clock.now_ms % $5::bigint, 1, jsonb_build_array($4::text),
+           clock.now_ms
+    FROM clock
+    ON CONFLICT (project_id, subject_id, operation) DO UPDATE SET
+        window_started_at_ms = CASE
+            WHEN bucket.window_started_at_ms < excluded.window_started_at_ms
+                THEN excluded.window_started_at_ms
+            ELSE bucket.window_started_at_ms END,
+        consumed_count = CASE
+            WHEN bucket.window_started_at_ms < excluded.window_started_at_ms THEN 1
+            WHEN bucket.receipt_ids ? $4::text THEN bucket.consumed_count
+            ELSE bucket.consumed_count + 1 END,
+        receipt_ids = CASE
+            WHEN bucket.window_started_at_ms < excluded.window_started_at_ms
+                THEN excluded.receipt_ids
+            WHEN bucket.receipt_ids ? $4::text THEN bucket.receipt_ids
+            ELSE bucket.receipt_ids || excluded.receipt_ids END,
+        updated_at_ms = GREATEST(bucket.updated_at_ms, excluded.updated_at_ms)
+    WHERE bucket.window_started_at_ms < excluded.window_started_at_ms
+       OR bucket.receipt_ids ? $4::text
+       OR bucket.consumed_count < $6::bigint
+    RETURNING bucket.consumed_count,
+              jsonb_array_length(bucket.receipt_ids) AS receipt_count,
+              bucket.window_started_at_ms
 )
-INSERT INTO proxypool_quota.quota_buckets AS bucket
-    (project_id, subject_id, operation,
-     window_started_at_ms, consumed_count, receipt_ids, updated_at_ms)
-SELECT $1, $2, $3,
-       clock.now_ms - clock.now_ms % $5::bigint, 1, jsonb_build_array($4::text), clock.now_ms
-FROM clock
-ON CONFLICT (project_id, subject_id, operation) DO UPDATE SET
-    window_started_at_ms = CASE
-        WHEN bucket.window_started_at_ms < excluded.window_started_at_ms
-            THEN excluded.window_started_at_ms
-        ELSE bucket.window_started_at_ms END,
-    consumed_count = CASE
-        WHEN bucket.window_started_at_ms < excluded.window_started_at_ms THEN 1
-        WHEN bucket.receipt_ids ? $4::text THEN bucket.consumed_count
-        ELSE bucket.consumed_count + 1 END,
-    receipt_ids = CASE
-        WHEN bucket.window_started_at_ms < excluded.window_started_at_ms
-            THEN excluded.receipt_ids
-        WHEN bucket.receipt_ids ? $4::text THEN bucket.receipt_ids
-        ELSE bucket.receipt_ids || excluded.receipt_ids END,
-    updated_at_ms = GREATEST(bucket.updated_at_ms, excluded.updated_at_ms)
-WHERE bucket.window_started_at_ms < excluded.window_started_at_ms
-   OR bucket.receipt_ids ? $4::text
-   OR bucket.consumed_count < $6::bigint
-RETURNING bucket.consumed_count::bigint,
-          jsonb_array_length(bucket.receipt_ids)::bigint,
-          (bucket.window_started_at_ms + $5::bigint)::bigint,
-          (SELECT clock.now_ms FROM clock)
+SELECT 1::bigint,
+       decided.consumed_count::bigint,
+       decided.receipt_count::bigint,
+       (decided.window_started_at_ms + $5::bigint)::bigint,
+       clock.now_ms
+FROM decided, clock
+UNION ALL
+SELECT 0::bigint,
+       stored.consumed_count::bigint,
+       jsonb_array_length(stored.receipt_ids)::bigint,
+       (stored.window_started_at_ms + $5::bigint)::bigint,
+       clock.now_ms
+FROM proxypool_quota.quota_buckets AS stored, clock
+WHERE stored.project_id = $1 AND stored.subject_id = $2 AND stored.operation = $3
+  AND NOT EXISTS (SELECT 1 FROM decided)
 "#;
 
-/// The follow-up read when [`DECIDE`] returned no row: the bucket as it is now and the
-/// database clock now, from which `retry_after = reset − now`.
-///
-/// A separate statement on purpose: inside `DECIDE` a concurrently inserted row is not
-/// visible to a plain `SELECT` (statement snapshot), only to the `ON CONFLICT` check.
+/// The follow-up read when [`DECIDE`] returned no row (the bucket was inserted concurrently,
+/// after the statement's snapshot, and was already full): the bucket as it is now and the
+/// database clock now, from which `retry_after = reset − now`. A new statement, so a new
+/// snapshot that sees the row.
 pub(crate) const READ_BUCKET: &str = r#"
 SELECT consumed_count::bigint,
        jsonb_array_length(receipt_ids)::bigint,

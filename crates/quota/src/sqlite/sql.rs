@@ -11,16 +11,29 @@
 /// transaction that takes SQLite's write lock before it reads, so concurrent connections
 /// serialize on it. Same cases as PostgreSQL's (`crate::postgres::PostgresQuota::DECISION_SQL`):
 /// expired window resets, a present receipt is admitted unchanged, under the limit appends,
-/// otherwise no row comes back (full). `WHERE true` is SQLite's required disambiguation
-/// between an `INSERT … SELECT` and its `ON CONFLICT`.
+/// otherwise no row comes back (full) and the caller runs [`READ_BUCKET`]. (SQLite has no
+/// data-modifying CTEs, so the read cannot ride along as it does on PostgreSQL.) The first
+/// column, `admitted = 1`, keeps the row shape of PostgreSQL's statement.
+///
+/// Differences, all SQLite's: receipts are JSONB (`jsonb_array`, `jsonb_insert`); whether
+/// the receipt is already stored is computed once, in the `seen` CTE, rather than in each
+/// `CASE` (the statement holds the write lock from its start, so that read cannot go stale);
+/// and `WHERE true` is SQLite's required disambiguation between `INSERT … SELECT` and its
+/// `ON CONFLICT`.
 pub(crate) const DECIDE: &str = r#"
 WITH clock(now_ms) AS MATERIALIZED (
     SELECT CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
+),
+seen(present) AS MATERIALIZED (
+    SELECT EXISTS (
+        SELECT 1 FROM quota_buckets AS stored, json_each(stored.receipt_ids) AS receipt
+        WHERE stored.project_id = ?1 AND stored.subject_id = ?2 AND stored.operation = ?3
+          AND receipt.value = ?4)
 )
 INSERT INTO quota_buckets AS bucket
     (project_id, subject_id, operation,
      window_started_at_ms, consumed_count, receipt_ids, updated_at_ms)
-SELECT ?1, ?2, ?3, now_ms - now_ms % ?5, 1, json_array(?4), now_ms
+SELECT ?1, ?2, ?3, now_ms - now_ms % ?5, 1, jsonb_array(?4), now_ms
 FROM clock WHERE true
 ON CONFLICT (project_id, subject_id, operation) DO UPDATE SET
     window_started_at_ms = CASE
@@ -29,20 +42,19 @@ ON CONFLICT (project_id, subject_id, operation) DO UPDATE SET
         ELSE bucket.window_started_at_ms END,
     consumed_count = CASE
         WHEN bucket.window_started_at_ms < excluded.window_started_at_ms THEN 1
-        WHEN EXISTS (SELECT 1 FROM json_each(bucket.receipt_ids) WHERE value = ?4)
-            THEN bucket.consumed_count
+        WHEN (SELECT present FROM seen) THEN bucket.consumed_count
         ELSE bucket.consumed_count + 1 END,
     receipt_ids = CASE
         WHEN bucket.window_started_at_ms < excluded.window_started_at_ms
             THEN excluded.receipt_ids
-        WHEN EXISTS (SELECT 1 FROM json_each(bucket.receipt_ids) WHERE value = ?4)
-            THEN bucket.receipt_ids
-        ELSE json_insert(bucket.receipt_ids, '$[#]', ?4) END,
+        WHEN (SELECT present FROM seen) THEN bucket.receipt_ids
+        ELSE jsonb_insert(bucket.receipt_ids, '$[#]', ?4) END,
     updated_at_ms = max(bucket.updated_at_ms, excluded.updated_at_ms)
 WHERE bucket.window_started_at_ms < excluded.window_started_at_ms
-   OR EXISTS (SELECT 1 FROM json_each(bucket.receipt_ids) WHERE value = ?4)
    OR bucket.consumed_count < ?6
-RETURNING consumed_count,
+   OR (SELECT present FROM seen)
+RETURNING 1,
+          consumed_count,
           json_array_length(receipt_ids),
           window_started_at_ms + ?5,
           (SELECT now_ms FROM clock)

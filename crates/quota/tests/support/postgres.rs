@@ -4,8 +4,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use async_trait::async_trait;
-use proxypool_quota::contract::{QuotaFactory, QuotaHarness, StoredBucket};
+use proxypool_quota::contract::StoredBucket;
 use proxypool_quota::postgres::{create_quota_role, migrate};
 use proxypool_quota::{Operation, PostgresQuota, PostgresSettings, QuotaConfig};
 use proxypool_testkit::PostgresServer;
@@ -98,59 +97,4 @@ pub(crate) async fn expire_windows(admin: &PgPool) {
     .execute(admin)
     .await
     .expect("move windows back");
-}
-
-/// The contract factory: shared server, fresh database, quota as the least-privilege role
-/// (so the suite also proves that SELECT/INSERT/UPDATE are enough).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct PostgresFactory;
-
-#[derive(Debug)]
-pub(crate) struct PostgresHarness {
-    quota: PostgresQuota,
-    database: Database,
-}
-
-#[async_trait]
-impl QuotaFactory for PostgresFactory {
-    type Harness = PostgresHarness;
-
-    async fn create(&self, config: QuotaConfig) -> Option<PostgresHarness> {
-        let server = shared_server()?;
-        let database = fresh_database(server).await;
-        Some(PostgresHarness {
-            quota: quota(&database.role_url, config),
-            database,
-        })
-    }
-}
-
-#[async_trait]
-impl QuotaHarness for PostgresHarness {
-    type Quota = PostgresQuota;
-
-    fn quota(&self) -> &PostgresQuota {
-        &self.quota
-    }
-
-    async fn stored(
-        &self,
-        project: &str,
-        subject: &str,
-        operation: Operation,
-    ) -> Option<StoredBucket> {
-        stored(&self.database.admin, project, subject, operation).await
-    }
-
-    async fn bucket_count(&self) -> u64 {
-        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM proxypool_quota.quota_buckets")
-            .fetch_one(&self.database.admin)
-            .await
-            .expect("count buckets");
-        u64::try_from(count).expect("count >= 0")
-    }
-
-    async fn expire_windows(&self) {
-        expire_windows(&self.database.admin).await;
-    }
 }

@@ -1,0 +1,387 @@
+//! Quota decisions per second next to their physical ceiling, in one run.
+//!
+//! For PostgreSQL (a private server started by the testkit) and SQLite (a scratch file),
+//! 16 concurrent callers make decisions on
+//! - 10,000 distinct buckets (every decision inserts a new row), and
+//! - one hot bucket (limit 1000 per 300 s: 1,000 admissions with a growing receipt array,
+//!   then denials, each a locked no-op upsert plus the follow-up read),
+//!
+//! and the same callers run a bare single-row counter `INSERT … ON CONFLICT DO UPDATE …
+//! RETURNING` on the same keys through an identically configured pool: the ceiling. Each
+//! pair runs three times, alternating, and the median is reported with the ratio.
+//!
+//! Run: `cargo bench -p proxypool-quota --bench quota_throughput` (about a minute after the
+//! release build). Absolute numbers on a shared 2-core machine are noise; the ratio is the
+//! result.
+
+#[path = "../tests/support/scratch.rs"]
+mod scratch;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use proxypool_quota::postgres::migrate;
+use proxypool_quota::{
+    Operation, OperationLimits, PostgresQuota, PostgresSettings, QuotaCommand, QuotaConfig,
+    QuotaDecision, QuotaPort, SqliteQuota, SqliteSettings,
+};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgPool, SqlitePool};
+
+const CALLERS: usize = 16;
+const DISTINCT: usize = 10_000;
+const HOT: usize = 10_000;
+const WARMUP: usize = 500;
+const ROUNDS: usize = 3;
+
+/// Admitted / exceeded / unavailable counts of one quota run.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    admitted: usize,
+    exceeded: usize,
+    unavailable: usize,
+}
+
+/// Runs `operation(index)` for `0..total` with [`CALLERS`] concurrent tasks; returns ops/s.
+async fn drive<F, Fut>(total: usize, operation: F) -> f64
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let operation = Arc::new(operation);
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut callers = tokio::task::JoinSet::new();
+    for _ in 0..CALLERS {
+        let (operation, next) = (operation.clone(), next.clone());
+        callers.spawn(async move {
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= total {
+                    break;
+                }
+                operation(index).await;
+            }
+        });
+    }
+    while let Some(joined) = callers.join_next().await {
+        joined.expect("caller task");
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Runs the quota over `total` commands, counting the outcomes.
+async fn drive_quota<Q>(
+    quota: Q,
+    total: usize,
+    command: fn(usize, usize) -> QuotaCommand,
+    round: usize,
+) -> (f64, Tally)
+where
+    Q: QuotaPort + Clone + 'static,
+{
+    let tally = Arc::new([
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    ]);
+    let counts = tally.clone();
+    let rate = drive(total, move |index| {
+        let (quota, counts) = (quota.clone(), counts.clone());
+        async move {
+            let slot = match quota
+                .consume(&command(round, index))
+                .await
+                .expect("valid command")
+            {
+                QuotaDecision::Admitted { .. } => 0,
+                QuotaDecision::Exceeded { .. } => 1,
+                QuotaDecision::Unavailable { .. } => 2,
+            };
+            counts[slot].fetch_add(1, Ordering::Relaxed);
+        }
+    })
+    .await;
+    let load = |slot: usize| tally[slot].load(Ordering::Relaxed);
+    (
+        rate,
+        Tally {
+            admitted: load(0),
+            exceeded: load(1),
+            unavailable: load(2),
+        },
+    )
+}
+
+fn distinct_command(round: usize, index: usize) -> QuotaCommand {
+    QuotaCommand::new(
+        "bench",
+        format!("distinct-{round}-{index}"),
+        Operation::Extract,
+        "receipt-1",
+    )
+}
+
+fn hot_command(round: usize, index: usize) -> QuotaCommand {
+    QuotaCommand::new(
+        "bench",
+        format!("hot-{round}"),
+        Operation::Extract,
+        format!("receipt-{index}"),
+    )
+}
+
+fn warmup_command(round: usize, index: usize) -> QuotaCommand {
+    QuotaCommand::new(
+        "bench",
+        format!("warmup-{round}"),
+        Operation::Admin,
+        format!("w-{index}"),
+    )
+}
+
+/// A bare counter upsert, the ceiling of any one-statement decision.
+#[derive(Clone)]
+enum Bare {
+    Postgres(PgPool),
+    Sqlite(SqlitePool),
+}
+
+impl Bare {
+    async fn create_table(&self) {
+        match self {
+            Bare::Postgres(pool) => {
+                sqlx::query("CREATE TABLE bench_counter (k text PRIMARY KEY, n bigint NOT NULL)")
+                    .execute(pool)
+                    .await
+                    .expect("create counter table");
+            }
+            Bare::Sqlite(pool) => {
+                sqlx::query(
+                    "CREATE TABLE bench_counter (k TEXT PRIMARY KEY, n INTEGER NOT NULL) STRICT, WITHOUT ROWID",
+                )
+                .execute(pool)
+                .await
+                .expect("create counter table");
+            }
+        }
+    }
+
+    async fn bump(&self, key: String) {
+        let count: i64 = match self {
+            Bare::Postgres(pool) => sqlx::query_scalar(
+                "INSERT INTO bench_counter AS c (k, n) VALUES ($1, 1) \
+                 ON CONFLICT (k) DO UPDATE SET n = c.n + 1 RETURNING n",
+            )
+            .bind(key)
+            .fetch_one(pool)
+            .await
+            .expect("bare upsert"),
+            Bare::Sqlite(pool) => sqlx::query_scalar(
+                "INSERT INTO bench_counter AS c (k, n) VALUES (?1, 1) \
+                 ON CONFLICT (k) DO UPDATE SET n = c.n + 1 RETURNING n",
+            )
+            .bind(key)
+            .fetch_one(pool)
+            .await
+            .expect("bare upsert"),
+        };
+        assert!(count >= 1);
+    }
+}
+
+async fn drive_bare(
+    bare: Bare,
+    total: usize,
+    key: fn(usize, usize) -> String,
+    round: usize,
+) -> f64 {
+    drive(total, move |index| {
+        let bare = bare.clone();
+        async move { bare.bump(key(round, index)).await }
+    })
+    .await
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// A workload: how many decisions, the quota command and the bare key of decision `index`
+/// in round `round` (same buckets for both).
+struct Workload {
+    name: &'static str,
+    total: usize,
+    command: fn(usize, usize) -> QuotaCommand,
+    key: fn(usize, usize) -> String,
+}
+
+/// One row of the result table.
+struct Row {
+    store: &'static str,
+    workload: &'static str,
+    quota: f64,
+    bare: f64,
+    tally: Tally,
+}
+
+async fn compare<Q>(store: &'static str, quota: Q, bare: Bare) -> Vec<Row>
+where
+    Q: QuotaPort + Clone + 'static,
+{
+    // Warm both pools: connections open, statements prepared.
+    drive_quota(quota.clone(), WARMUP, warmup_command, 0).await;
+    drive_bare(
+        bare.clone(),
+        WARMUP,
+        |_, index| format!("warmup-{index}"),
+        0,
+    )
+    .await;
+
+    let workloads = [
+        Workload {
+            name: "10,000 distinct buckets",
+            total: DISTINCT,
+            command: distinct_command,
+            key: |round, index| format!("distinct-{round}-{index}"),
+        },
+        Workload {
+            name: "1 hot bucket (limit 1000)",
+            total: HOT,
+            command: hot_command,
+            key: |round, _| format!("hot-{round}"),
+        },
+    ];
+    let mut rows = Vec::new();
+    for Workload {
+        name: workload,
+        total,
+        command,
+        key,
+    } in workloads
+    {
+        let (mut quota_rates, mut bare_rates) = (Vec::new(), Vec::new());
+        let mut tally = Tally::default();
+        for round in 1..=ROUNDS {
+            let (rate, counted) = drive_quota(quota.clone(), total, command, round).await;
+            quota_rates.push(rate);
+            tally = counted;
+            bare_rates.push(drive_bare(bare.clone(), total, key, round).await);
+        }
+        let row = Row {
+            store,
+            workload,
+            quota: median(quota_rates),
+            bare: median(bare_rates),
+            tally,
+        };
+        eprintln!(
+            "{store} / {workload}: quota {:.0}/s, bare {:.0}/s ({:?})",
+            row.quota, row.bare, row.tally
+        );
+        rows.push(row);
+    }
+    rows
+}
+
+fn bench_limits() -> QuotaConfig {
+    QuotaConfig::uniform(
+        OperationLimits::new(OperationLimits::MAX_WINDOW, OperationLimits::MAX_LIMIT)
+            .expect("valid"),
+    )
+}
+
+async fn postgres_rows() -> Vec<Row> {
+    let Some(server) = proxypool_testkit::private_postgres_or_skip() else {
+        return Vec::new();
+    };
+    let url = server
+        .create_database("quota_bench")
+        .expect("create database");
+    let admin = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&url)
+        .await
+        .expect("connect");
+    migrate(&admin).await.expect("migrate");
+    let settings = PostgresSettings {
+        max_connections: CALLERS as u32,
+        ..PostgresSettings::new(url.clone())
+    };
+    let quota = PostgresQuota::connect_lazy(&settings, bench_limits()).expect("quota");
+    // The same pool shape as the quota's: no per-acquire ping, same size.
+    let bare_pool = PgPoolOptions::new()
+        .max_connections(CALLERS as u32)
+        .test_before_acquire(false)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect_lazy(&url)
+        .expect("bare pool");
+    let bare = Bare::Postgres(bare_pool);
+    bare.create_table().await;
+    let rows = compare("PostgreSQL", quota, bare).await;
+    drop(server);
+    rows
+}
+
+async fn sqlite_rows() -> Vec<Row> {
+    let dir = scratch::ScratchDir::new("bench");
+    let path = dir.path().join("quota.db");
+    let quota = SqliteQuota::open(&SqliteSettings::new(&path), bench_limits())
+        .await
+        .expect("open");
+    // The same connection settings as the quota's (one connection, WAL, synchronous=NORMAL).
+    let bare_pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_lazy_with(
+            SqliteConnectOptions::new()
+                .filename(&path)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(2)),
+        );
+    let bare = Bare::Sqlite(bare_pool);
+    bare.create_table().await;
+    compare("SQLite", quota, bare).await
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // `QUOTA_BENCH_STORES=sqlite` (or `postgres`) runs one store only, for quick iterations.
+    let stores = std::env::var("QUOTA_BENCH_STORES").unwrap_or_else(|_| "postgres,sqlite".into());
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    if stores.contains("postgres") {
+        rows.extend(runtime.block_on(postgres_rows()));
+    }
+    if stores.contains("sqlite") {
+        rows.extend(runtime.block_on(sqlite_rows()));
+    }
+    println!();
+    println!(
+        "| store | workload (16 callers) | quota decisions/s | bare upsert/s | ratio | quota outcomes (last round) |"
+    );
+    println!("|---|---|---:|---:|---:|---|");
+    for row in &rows {
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {:.2} | {} admitted, {} exceeded, {} unavailable |",
+            row.store,
+            row.workload,
+            row.quota,
+            row.bare,
+            row.quota / row.bare,
+            row.tally.admitted,
+            row.tally.exceeded,
+            row.tally.unavailable
+        );
+    }
+    println!("\n(total {:.0} s)", started.elapsed().as_secs_f64());
+}

@@ -1,0 +1,251 @@
+//! SQLite-only behaviour of the quota: the file survives restarts, the CHECK constraints
+//! hold, broken rows and a held write lock are Unavailable within the time bound.
+
+#[path = "support/scratch.rs"]
+mod scratch;
+
+use std::time::{Duration, Instant};
+
+use proxypool_quota::contract::fixtures::{
+    OneWindow, PROJECT, command, consume, in_one_window, remaining, retry_after, uniform,
+};
+use proxypool_quota::{
+    Operation, QuotaConfig, QuotaDecision, SetupError, SqliteQuota, SqliteSettings,
+    UnavailableReason,
+};
+use scratch::ScratchDir;
+use sqlx::Connection;
+use sqlx::sqlite::SqliteConnection;
+
+/// The upper bound asserted on a decision whose own bound is 1 s: generous for a loaded
+/// 2-core machine running several test binaries, still far from a hang or from sqlx's
+/// 30 s default acquire timeout.
+const SLACK_BOUND: Duration = Duration::from_secs(3);
+
+async fn open(settings: &SqliteSettings, config: QuotaConfig) -> SqliteQuota {
+    SqliteQuota::open(settings, config)
+        .await
+        .expect("open the SQLite quota")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buckets_survive_a_restart_of_the_process() {
+    let dir = ScratchDir::new("restart");
+    let settings = SqliteSettings::new(dir.path().join("quota.db"));
+    in_one_window(async |attempt| {
+        let subject = format!("client-{attempt}");
+        let decide = async |quota: &SqliteQuota, receipt: &str| {
+            consume(
+                quota,
+                &command(PROJECT, &subject, Operation::Extract, receipt),
+            )
+            .await
+        };
+        let mut window = OneWindow::default();
+        let first_life = open(&settings, uniform(3)).await;
+        for (receipt, left) in [("a", 2), ("b", 1)] {
+            let decision = decide(&first_life, receipt).await;
+            window.check(&decision)?;
+            assert_eq!(remaining(&decision), left);
+        }
+        first_life.close().await;
+
+        // A new process opens the same file (migrations run again, harmlessly).
+        let second_life = open(&settings, uniform(3)).await;
+        let replay = decide(&second_life, "a").await;
+        window.check(&replay)?;
+        assert_eq!(remaining(&replay), 1, "the replay remembers its receipt");
+        let last = decide(&second_life, "c").await;
+        window.check(&last)?;
+        assert_eq!(remaining(&last), 0);
+        let over = decide(&second_life, "d").await;
+        window.check(&over)?;
+        retry_after(&over);
+        second_life.close().await;
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_constraints_reject_rows_that_break_the_invariants() {
+    let dir = ScratchDir::new("checks");
+    let quota = open(
+        &SqliteSettings::new(dir.path().join("quota.db")),
+        uniform(5),
+    )
+    .await;
+    let insert = |project: &str,
+                  subject: &str,
+                  operation: &str,
+                  start: i64,
+                  count: i64,
+                  receipts: &str,
+                  updated: i64| {
+        format!(
+            "INSERT INTO quota_buckets VALUES \
+             ('{project}', {subject}, '{operation}', {start}, {count}, {receipts}, {updated})"
+        )
+    };
+    let huge = "jsonb_array(printf('%.*c', 262144, 'x'))";
+    let thousand_and_one = "(WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1001) \
+          SELECT jsonb_group_array(i) FROM n)";
+    let broken = [
+        insert("p", "'s'", "extract", 0, 0, "jsonb_array()", 0),
+        insert("p", "'s'", "extract", 0, 1001, thousand_and_one, 0),
+        insert("p", "'s'", "extract", 0, 2, "jsonb_array('a')", 0),
+        insert("p", "'s'", "extract", 0, 1, "jsonb('{\"a\": 1}')", 0),
+        insert("p", "'s'", "extract", 0, 1, "'[\"a\"]'", 0),
+        insert("p", "'s'", "extract", 0, 1, "x'00ff'", 0),
+        insert("p", "'s'", "delete", 0, 1, "jsonb_array('a')", 0),
+        insert("-p", "'s'", "extract", 0, 1, "jsonb_array('a')", 0),
+        insert("p/q", "'s'", "extract", 0, 1, "jsonb_array('a')", 0),
+        insert("p", "''", "extract", 0, 1, "jsonb_array('a')", 0),
+        insert("p", "'s'", "extract", -1, 1, "jsonb_array('a')", 0),
+        insert("p", "'s'", "extract", 10, 1, "jsonb_array('a')", 9),
+        insert("p", "'s'", "extract", 0, 1, huge, 0),
+    ];
+    for statement in &broken {
+        let error = sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(quota.pool())
+            .await
+            .expect_err(statement);
+        let message = error.to_string();
+        assert!(
+            message.contains("CHECK constraint failed") || message.contains("cannot store"),
+            "{statement}: {message}"
+        );
+    }
+    sqlx::query(sqlx::AssertSqlSafe(insert(
+        "p",
+        "'s'",
+        "extract",
+        0,
+        1,
+        "jsonb_array('a')",
+        0,
+    )))
+    .execute(quota.pool())
+    .await
+    .expect("a valid row is accepted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_or_future_rows_are_unavailable_never_admitted() {
+    let dir = ScratchDir::new("malformed");
+    let path = dir.path().join("quota.db");
+    let quota = open(&SqliteSettings::new(&path), uniform(5)).await;
+    assert!(
+        consume(
+            &quota,
+            &command(PROJECT, "broken", Operation::Extract, "r1")
+        )
+        .await
+        .is_admitted()
+    );
+    assert!(
+        consume(
+            &quota,
+            &command(PROJECT, "skewed", Operation::Extract, "r1")
+        )
+        .await
+        .is_admitted()
+    );
+    // Break rows behind the quota's back, with the constraints switched off on this
+    // connection only (the quota's own connection still enforces them).
+    let mut vandal = SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("PRAGMA ignore_check_constraints = ON")
+        .execute(&mut vandal)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE quota_buckets SET consumed_count = 2 WHERE subject_id = 'broken'")
+        .execute(&mut vandal)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE quota_buckets SET window_started_at_ms = window_started_at_ms + 3000000, \
+         updated_at_ms = updated_at_ms + 3000000 WHERE subject_id = 'skewed'",
+    )
+    .execute(&mut vandal)
+    .await
+    .unwrap();
+    vandal.close().await.unwrap();
+
+    // The broken row cannot even be updated (its CHECK fails): Unavailable either way.
+    for receipt in ["r1", "r2"] {
+        let decision = consume(
+            &quota,
+            &command(PROJECT, "broken", Operation::Extract, receipt),
+        )
+        .await;
+        assert!(
+            matches!(decision, QuotaDecision::Unavailable { .. }),
+            "{decision:?}"
+        );
+    }
+    // A window in the future (the clock went back): never an admission.
+    for receipt in ["r1", "r2"] {
+        let decision = consume(
+            &quota,
+            &command(PROJECT, "skewed", Operation::Extract, receipt),
+        )
+        .await;
+        assert_eq!(
+            decision,
+            QuotaDecision::unavailable(UnavailableReason::MalformedResult)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_write_lock_is_unavailable_within_the_timeout_then_works() {
+    let dir = ScratchDir::new("locked");
+    let path = dir.path().join("quota.db");
+    let settings = SqliteSettings {
+        busy_timeout: Duration::from_millis(300),
+        decision_timeout: Duration::from_secs(1),
+        ..SqliteSettings::new(&path)
+    };
+    let quota = open(&settings, uniform(5)).await;
+    assert!(
+        consume(&quota, &command(PROJECT, "s", Operation::Extract, "r1"))
+            .await
+            .is_admitted()
+    );
+
+    // Another process holds the write lock.
+    let mut other = SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let decision = consume(&quota, &command(PROJECT, "s", Operation::Extract, "r2")).await;
+    let took = started.elapsed();
+    assert_eq!(
+        decision,
+        QuotaDecision::unavailable(UnavailableReason::Timeout)
+    );
+    assert!(took < SLACK_BOUND, "took {took:?}");
+
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    let after = consume(&quota, &command(PROJECT, "s", Operation::Extract, "r2")).await;
+    assert!(after.is_admitted(), "{after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_path_fails_at_open() {
+    let dir = ScratchDir::new("unusable");
+    let settings = SqliteSettings::new(dir.path().join("missing-dir").join("quota.db"));
+    let error = SqliteQuota::open(&settings, uniform(5))
+        .await
+        .expect_err("no such directory");
+    assert!(
+        matches!(error, SetupError::Migrate(_) | SetupError::Database(_)),
+        "{error}"
+    );
+}
