@@ -340,6 +340,18 @@ async fn main() {
         "| upsert 1,000 known AVAILABLE proxies (refresh) | 1 | | | {refresh_per_sec:.1} batches = {:.0} proxies/s | | {refresh_usec:.0} |",
         refresh_per_sec * 1_000.0
     );
+    server.command(&["CONFIG", "RESETSTAT"]).unwrap();
+    let started = Instant::now();
+    let view = big
+        .inventory(now_millis(), &UpstreamId::new("acme").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(view.available_slots, 4 * 100_000);
+    println!(
+        "| inventory of one upstream with 100k AVAILABLE | 1 | {} | | | | {:.0} |",
+        ms(started.elapsed()),
+        server_usec_per_call(&server)
+    );
     let mut next = 100_000;
     extract_rows(
         &server,

@@ -22,6 +22,7 @@ fn candidate(i: usize, round: usize) -> Candidate {
     let protocol = [Protocol::Http, Protocol::Https, Protocol::Socks5][i % 3];
     let mut c = Candidate::new(protocol, format!("i{i}.vendor.test"), 3128);
     c.credentials = Some(Credentials::new(format!("u{i}"), "pw"));
+    c.max_sessions = Some(1 + ((i + round) % 3) as u32);
     // Regions and carriers move between refreshes.
     c.region = Some(["us", "de", "fr"][(i + round) % 3].into());
     if (i + round).is_multiple_of(2) {
@@ -66,6 +67,8 @@ fn check(server: &RedisServer, pool: &RedisPool, when: &str) {
         let (status, protocol, upstream, region, carrier) = (f[0], f[4], f[5], f[6], f[7]);
         if status == "A" && !owners.contains_key(id) {
             available.insert(id.clone());
+            let max: i64 = f[8].parse().unwrap();
+            *counters.entry(format!("{upstream}:slots")).or_default() += max;
             let mut keys = vec![
                 format!("protocol:{protocol}"),
                 format!("upstream:{upstream}"),

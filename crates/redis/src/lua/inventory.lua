@@ -2,13 +2,16 @@
 -- memory/inventory.rs). Read only.
 --
 -- Counts by status come from the inventory hash; records past their hard expiry that no
--- sweep removed yet are moved to EXPIRED by a bounded scan of the expiry index; available
--- slots scan only this upstream's unowned candidate index and its owned set.
+-- sweep removed yet are moved to EXPIRED by a bounded scan of the expiry index. Available
+-- slots: the running sum over the unowned candidates, less those past usable_until, plus
+-- what each owned proxy's fresh runtime leaves.
 -- ARGV[4] upstream, ARGV[5] scan budget.
 -- Reply: {'ok', unextracted, managed, available_slots, "F=1,A=4,..."} | {'scan_budget'}.
 
 local STATUSES = { 'F', 'C', 'A', 'S', 'U', 'X', 'E', 'R' }
 local MANAGED = { F = true, C = true, A = true, S = true }
+-- Field 9 (max_sessions) of a record.
+local MAX_SESSIONS = '^' .. string.rep('[^\t]*\t', 8) .. '([^\t]*)\t'
 
 local function main()
   local upstream, budget = ARGV[4], P.num(ARGV[5])
@@ -39,12 +42,21 @@ local function main()
     end
   end
 
-  local slots = 0
-  local unowned = redis.call('ZRANGEBYSCORE', B .. 'upstream:' .. upstream, '(' .. P.fmt(NOW), '+inf')
-  for _, id in ipairs(unowned) do
-    local r = P.live_record(id)
-    if r and P.is_usable(r) and not P.is_owned(id) then
-      slots = slots + P.num(r[MAXS])
+  -- Unowned candidates: the running sum of their max_sessions, less the ones whose
+  -- usable_until has passed (still indexed until they expire; inside the safety margin).
+  local slots = P.num(redis.call('HGET', B .. 'inventory', upstream .. ':slots')) or 0
+  local stale = redis.call('ZRANGEBYSCORE', B .. 'upstream:' .. upstream, '-inf', P.fmt(NOW), 'LIMIT', 0, budget + 1)
+  if #stale > budget then
+    return { 'scan_budget' }
+  end
+  for first = 1, #stale, 500 do
+    local ids = { unpack(stale, first, math.min(first + 499, #stale)) }
+    for _, v in ipairs(redis.call('HMGET', B .. 'records', unpack(ids))) do
+      local max = v and string.match(v, MAX_SESSIONS)
+      if not max then
+        P.corrupt('record')
+      end
+      slots = slots - P.num(max)
     end
   end
   local runtimes = {}

@@ -209,12 +209,27 @@ function P.register(k)
   end
 end
 
+-- The upstream's unowned candidates also keep a running sum of their max_sessions
+-- (inventory field "<u>:slots"), so an inventory read need not visit every candidate.
+function P.slots(r, delta)
+  if delta ~= 0 then
+    local key = B .. 'inventory'
+    if P.hincr(key, r[UP] .. ':slots', delta) == delta and delta > 0 then
+      P.touch(key, P.num(r[HARD]))
+    end
+  end
+end
+
 function P.index_add(id, r)
   local hard = P.num(r[HARD])
   redis.call('ZADD', B .. 'available', r[USABLE], id)
   P.touch(B .. 'available', hard)
+  local upstream = 'upstream:' .. r[UP]
   for _, k in ipairs(P.filter_keys(r)) do
-    redis.call('ZADD', B .. k, r[USABLE], id)
+    local added = redis.call('ZADD', B .. k, r[USABLE], id)
+    if k == upstream and added == 1 then
+      P.slots(r, P.num(r[MAXS]))
+    end
     P.register(k)
     P.touch(B .. k, hard)
   end
@@ -224,8 +239,11 @@ function P.index_remove(id, r)
   if redis.call('ZREM', B .. 'available', id) == 0 then
     return
   end
+  local upstream = 'upstream:' .. r[UP]
   for _, k in ipairs(P.filter_keys(r)) do
-    redis.call('ZREM', B .. k, id)
+    if redis.call('ZREM', B .. k, id) == 1 and k == upstream then
+      P.slots(r, -P.num(r[MAXS]))
+    end
   end
 end
 
@@ -283,10 +301,11 @@ function P.put_record(id, r, old, owned)
   local was_in = old and old[ST] == 'A' and not owned
   local is_in = r[ST] == 'A' and not owned
   if was_in and is_in and P.same_filters(old, r) then
-    -- Still available under the same filters: only the score may move.
+    -- Still available under the same filters: only the score and the capacity may move.
     if old[USABLE] ~= r[USABLE] or grows then
       P.index_add(id, r)
     end
+    P.slots(r, P.num(r[MAXS]) - P.num(old[MAXS]))
   else
     if was_in then
       P.index_remove(id, old)
