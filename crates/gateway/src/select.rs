@@ -186,6 +186,13 @@ fn candidate_sources<'v>(
     client: &ClientEntry,
     selectors: &Selectors,
 ) -> Vec<&'v [u32]> {
+    if !selectors.has_filters()
+        && client.allowed_upstreams.is_empty()
+        && client.allowed_regions.is_empty()
+    {
+        // The common case: no filter at all, one source, one small allocation.
+        return vec![view.all.as_slice()];
+    }
     let mut families: Vec<Vec<&'v [u32]>> = vec![vec![view.all.as_slice()]];
     let single = |list: Option<&'v Vec<u32>>| vec![list.map_or(&[][..], Vec::as_slice)];
     if let Some(upstream) = &selectors.upstream {

@@ -1,12 +1,16 @@
-//! End to end through real upstream proxies: curl → gateway → tinyproxy / microsocks →
-//! origin, over HTTP (absolute form), HTTPS via CONNECT and SOCKS5.
+//! End to end with real sockets and a real client: curl → gateway → proxypool-sim
+//! upstream proxies (HTTP and SOCKS5, each leaving from its own 127.0.0.x exit) → the sim
+//! origin, which echoes the exit it saw; HTTPS via CONNECT to `openssl s_server`.
 
 mod common;
 
 use common::control::TestController;
-use common::upstreams::{EchoOrigin, TlsOrigin, UPSTREAM_PASS, UPSTREAM_USER, Upstream, dead_addr};
+use common::upstreams::{
+    TlsOrigin, UPSTREAM_PASS, UPSTREAM_USER, dead_addr, exit_of, sim_upstream,
+};
 use common::*;
 use proxypool_core::Protocol;
+use proxypool_sim::{Origin, ProxyKind};
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -34,14 +38,14 @@ async fn setup(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_https_and_socks5_through_http_and_socks5_upstreams() {
-    let origin = EchoOrigin::start().await;
+    let origin = Origin::start().await.unwrap();
     let tls = TlsOrigin::start().await;
-    let http_up = Upstream::http(exit(2)).await;
-    let socks_up = Upstream::socks5(exit(3)).await;
+    let http_up = sim_upstream(ProxyKind::Http, exit(2)).await;
+    let socks_up = sim_upstream(ProxyKind::Socks5, exit(3)).await;
     let (_controller, gateway) = setup(
         vec![
-            proxy(1, Protocol::Http, http_up.addr, CREDS, "acme", "us"),
-            proxy(2, Protocol::Socks5, socks_up.addr, CREDS, "sox", "de"),
+            proxy(1, Protocol::Http, http_up.addr(), CREDS, "acme", "us"),
+            proxy(2, Protocol::Socks5, socks_up.addr(), CREDS, "sox", "de"),
         ],
         vec![client("alice")],
         60_000,
@@ -51,22 +55,23 @@ async fn http_https_and_socks5_through_http_and_socks5_upstreams() {
     let via_http = curl(&[
         "-x",
         &http_proxy_url("alice-upstream-acme", gateway.http),
-        &origin.url(),
+        &origin.url("/"),
     ])
     .await;
     assert_eq!(
-        (via_http.status, via_http.body.as_str()),
+        (via_http.status, exit_of(&via_http.body).as_str()),
         (200, "127.0.0.2"),
         "{via_http:?}"
     );
     let via_socks_up = curl(&[
         "-x",
         &http_proxy_url("alice-region-de", gateway.http),
-        &origin.url(),
+        &origin.url("/"),
     ])
     .await;
     assert_eq!(
-        via_socks_up.body, "127.0.0.3",
+        exit_of(&via_socks_up.body),
+        "127.0.0.3",
         "plain HTTP over a SOCKS5 upstream"
     );
 
@@ -84,7 +89,7 @@ async fn http_https_and_socks5_through_http_and_socks5_upstreams() {
     }
 
     // SOCKS5 in (domain target, resolved upstream), out through both kinds.
-    let origin_by_name = format!("http://localhost:{}/", origin.addr.port());
+    let origin_by_name = format!("http://localhost:{}/", origin.addr().port());
     for (user, expected) in [
         ("alice-upstream-acme", "127.0.0.2"),
         ("alice-protocol-socks5", "127.0.0.3"),
@@ -96,7 +101,7 @@ async fn http_https_and_socks5_through_http_and_socks5_upstreams() {
         ])
         .await;
         assert_eq!(
-            (socks.status, socks.body.as_str()),
+            (socks.status, exit_of(&socks.body).as_str()),
             (200, expected),
             "{user}: {socks:?}"
         );
@@ -105,7 +110,7 @@ async fn http_https_and_socks5_through_http_and_socks5_upstreams() {
     let socks_ip = curl(&[
         "-x",
         &format!("socks5://alice:{PASSWORD}@{}", gateway.socks5),
-        &origin.url(),
+        &origin.url("/"),
     ])
     .await;
     assert_eq!(socks_ip.status, 200);
@@ -122,20 +127,20 @@ async fn http_https_and_socks5_through_http_and_socks5_upstreams() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotation_spreads_requests_even_on_one_kept_alive_connection() {
-    let origin = EchoOrigin::start().await;
+    let origin = Origin::start().await.unwrap();
     let ups = [
-        Upstream::http(exit(11)).await,
-        Upstream::http(exit(12)).await,
-        Upstream::http(exit(13)).await,
+        sim_upstream(ProxyKind::Http, exit(11)).await,
+        sim_upstream(ProxyKind::Http, exit(12)).await,
+        sim_upstream(ProxyKind::Http, exit(13)).await,
     ];
     let proxies = ups
         .iter()
         .enumerate()
-        .map(|(i, up)| proxy(i as u8 + 1, Protocol::Http, up.addr, CREDS, "acme", "us"))
+        .map(|(i, up)| proxy(i as u8 + 1, Protocol::Http, up.addr(), CREDS, "acme", "us"))
         .collect();
     let (_controller, gateway) = setup(proxies, vec![client("alice")], 60_000).await;
     // One curl process, nine URLs: one kept-alive client connection.
-    let url = origin.url();
+    let url = origin.url("/");
     let mut args = vec![
         "-w".to_owned(),
         "\n".to_owned(),
@@ -145,9 +150,9 @@ async fn rotation_spreads_requests_even_on_one_kept_alive_connection() {
     args.extend(std::iter::repeat_n(url, 9));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let seen = curl(&args).await;
-    let exits: Vec<&str> = seen.body.lines().collect();
+    let exits: Vec<String> = seen.body.lines().map(exit_of).collect();
     assert_eq!(exits.len(), 9, "{seen:?}");
-    let distinct: HashSet<&str> = exits.iter().copied().collect();
+    let distinct: HashSet<&String> = exits.iter().collect();
     assert_eq!(
         distinct.len(),
         3,
@@ -158,30 +163,30 @@ async fn rotation_spreads_requests_even_on_one_kept_alive_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sticky_session_stays_on_one_exit_and_says_when_it_moves() {
-    let origin = EchoOrigin::start().await;
+    let origin = Origin::start().await.unwrap();
     let ups = [
-        Upstream::http(exit(21)).await,
-        Upstream::http(exit(22)).await,
+        sim_upstream(ProxyKind::Http, exit(21)).await,
+        sim_upstream(ProxyKind::Http, exit(22)).await,
     ];
     let all: Vec<_> = ups
         .iter()
         .enumerate()
-        .map(|(i, up)| proxy(i as u8 + 1, Protocol::Http, up.addr, CREDS, "acme", "us"))
+        .map(|(i, up)| proxy(i as u8 + 1, Protocol::Http, up.addr(), CREDS, "acme", "us"))
         .collect();
     let (controller, gateway) = setup(all.clone(), vec![client("alice")], 60_000).await;
     let user = http_proxy_url("alice-session-s1-sesstime-5", gateway.http);
-    let first = curl(&["-x", &user, &origin.url()]).await;
+    let first = curl(&["-x", &user, &origin.url("/")]).await;
     assert_eq!(first.header("x-proxypool-session"), Some("new"));
     for _ in 0..5 {
-        let again = curl(&["-x", &user, &origin.url()]).await;
+        let again = curl(&["-x", &user, &origin.url("/")]).await;
         assert_eq!(again.body, first.body, "pinned to one exit");
         assert_eq!(again.header("x-proxypool-session"), Some("pinned"));
     }
     // Another session may land elsewhere; the pinned proxy leaves the snapshot.
     let pinned_index = all.iter().position(|p| {
         ups.iter()
-            .find(|u| u.addr.port() == p.port)
-            .is_some_and(|u| u.exit.to_string() == first.body)
+            .find(|u| u.addr().port() == p.port)
+            .is_some_and(|u| u.exit_ip().to_string() == exit_of(&first.body))
     });
     let remaining: Vec<_> = all
         .iter()
@@ -191,15 +196,15 @@ async fn sticky_session_stays_on_one_exit_and_says_when_it_moves() {
         .collect();
     controller.publish(remaining, vec![client("alice")]);
     acked(&controller, 2).await;
-    let moved = curl(&["-x", &user, &origin.url()]).await;
+    let moved = curl(&["-x", &user, &origin.url("/")]).await;
     assert_eq!(moved.status, 200);
     assert_ne!(moved.body, first.body, "fell back to another proxy");
     assert_eq!(moved.header("x-proxypool-session"), Some("reassigned"));
-    let settled = curl(&["-x", &user, &origin.url()]).await;
+    let settled = curl(&["-x", &user, &origin.url("/")]).await;
     assert_eq!(settled.body, moved.body);
     assert_eq!(settled.header("x-proxypool-session"), Some("pinned"));
     // CONNECT answers carry the header too.
-    let (_, raw) = curl_all_headers(&["-p", "-x", &user, &origin.url()]).await;
+    let (_, raw) = curl_all_headers(&["-p", "-x", &user, &origin.url("/")]).await;
     assert!(
         raw.to_ascii_lowercase()
             .contains("x-proxypool-session: pinned"),
@@ -210,49 +215,69 @@ async fn sticky_session_stays_on_one_exit_and_says_when_it_moves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_upstreams_are_retried_elsewhere_and_all_dead_is_a_502() {
-    let origin = EchoOrigin::start().await;
-    let live = Upstream::http(exit(31)).await;
+    let origin = Origin::start().await.unwrap();
+    let live = sim_upstream(ProxyKind::Http, exit(31)).await;
+    // Dead three ways: nothing listening, and a proxy that accepts and hangs up at once.
+    let hangs_up = sim_upstream(ProxyKind::Socks5, exit(32)).await;
+    hangs_up.set_dead(true);
     let mut proxies = vec![
         proxy(1, Protocol::Http, dead_addr(), CREDS, "acme", "us"),
         proxy(2, Protocol::Socks5, dead_addr(), CREDS, "acme", "us"),
-        proxy(3, Protocol::Http, live.addr, CREDS, "acme", "us"),
+        proxy(5, Protocol::Socks5, hangs_up.addr(), CREDS, "acme", "us"),
+        proxy(3, Protocol::Http, live.addr(), CREDS, "acme", "us"),
     ];
-    let (controller, gateway) = setup(proxies.clone(), vec![client("alice")], 60_000).await;
+    let controller = TestController::start(WORKER, 60_000).await;
+    controller.publish(proxies.clone(), vec![client("alice")]);
+    let mut settings = config(&controller);
+    // Three dead proxies and one live one: four attempts always reach the live one.
+    settings.dial.max_attempts = 4;
+    let gateway = Running::start(settings).await;
+    acked(&controller, 1).await;
     for _ in 0..6 {
-        let response = curl(&["-x", &http_proxy_url("alice", gateway.http), &origin.url()]).await;
+        let response = curl(&[
+            "-x",
+            &http_proxy_url("alice", gateway.http),
+            &origin.url("/"),
+        ])
+        .await;
         assert_eq!(
-            (response.status, response.body.as_str()),
+            (response.status, exit_of(&response.body).as_str()),
             (200, "127.0.0.31")
         );
     }
     // Every proxy dead: a 502 with a code, a failed CONNECT, a SOCKS5 failure reply.
-    proxies.retain(|p| p.port != live.addr.port());
+    proxies.retain(|p| p.port != live.addr().port());
     controller.publish(proxies, vec![client("alice")]);
     acked(&controller, 2).await;
-    let failed = curl(&["-x", &http_proxy_url("alice", gateway.http), &origin.url()]).await;
+    let failed = curl(&[
+        "-x",
+        &http_proxy_url("alice", gateway.http),
+        &origin.url("/"),
+    ])
+    .await;
     assert_eq!(failed.status, 502, "{failed:?}");
     assert_eq!(failed.header("x-proxypool-error"), Some("upstream_failed"));
     let tunnel = curl(&[
         "-p",
         "-x",
         &http_proxy_url("alice", gateway.http),
-        &origin.url(),
+        &origin.url("/"),
     ])
     .await;
     assert_ne!(tunnel.exit, 0);
     let socks = curl(&[
         "-x",
         &socks_proxy_url("alice", gateway.socks5),
-        &origin.url(),
+        &origin.url("/"),
     ])
     .await;
     assert_ne!(socks.exit, 0, "SOCKS5 gets a failure reply");
-    // Wrong upstream credentials are the proxy's fault too (CONNECT handshake refused).
+    // Wrong upstream credentials are the proxy's fault too: never a 407 passed on.
     controller.publish(
         vec![proxy(
             4,
             Protocol::Http,
-            live.addr,
+            live.addr(),
             Some(("vendor", "wrong")),
             "acme",
             "us",
@@ -264,11 +289,18 @@ async fn dead_upstreams_are_retried_elsewhere_and_all_dead_is_a_502() {
         "-p",
         "-x",
         &http_proxy_url("alice", gateway.http),
-        &origin.url(),
+        &origin.url("/"),
     ])
     .await;
     assert!(raw.starts_with("HTTP/1.1 502"), "{raw}");
     assert!(raw.contains("x-proxypool-error: upstream_failed"), "{raw}");
+    let plain = curl(&[
+        "-x",
+        &http_proxy_url("alice", gateway.http),
+        &origin.url("/"),
+    ])
+    .await;
+    assert_eq!(plain.status, 502, "{plain:?}");
     let metrics = curl(&[&format!("http://{}/metrics", gateway.admin)]).await;
     assert!(
         metrics.body.contains(
@@ -278,7 +310,7 @@ async fn dead_upstreams_are_retried_elsewhere_and_all_dead_is_a_502() {
         metrics.body
     );
     assert!(
-        metrics.body.contains("reason=\"proxy_rejected\""),
+        metrics.body.contains("reason=\"proxy_auth_rejected\""),
         "{}",
         metrics.body
     );
@@ -287,23 +319,23 @@ async fn dead_upstreams_are_retried_elsewhere_and_all_dead_is_a_502() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_policy_throttles_then_locks_out() {
-    let origin = EchoOrigin::start().await;
-    let up = Upstream::http(exit(41)).await;
+    let origin = Origin::start().await.unwrap();
+    let up = sim_upstream(ProxyKind::Http, exit(41)).await;
     let (_controller, gateway) = setup(
-        vec![proxy(1, Protocol::Http, up.addr, CREDS, "acme", "us")],
+        vec![proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us")],
         vec![limited_client("alice", 0.01, 2.0, 60_000), client("bob")],
         60_000,
     )
     .await;
     let user = http_proxy_url("alice", gateway.http);
     for _ in 0..2 {
-        assert_eq!(curl(&["-x", &user, &origin.url()]).await.status, 200);
+        assert_eq!(curl(&["-x", &user, &origin.url("/")]).await.status, 200);
     }
-    let limited = curl(&["-x", &user, &origin.url()]).await;
+    let limited = curl(&["-x", &user, &origin.url("/")]).await;
     assert_eq!(limited.status, 429);
     assert_eq!(limited.header("x-proxypool-error"), Some("rate_limited"));
     assert!(limited.header("retry-after").is_some());
-    let locked = curl(&["-x", &user, &origin.url()]).await;
+    let locked = curl(&["-x", &user, &origin.url("/")]).await;
     assert_eq!(locked.status, 429);
     assert_eq!(locked.header("x-proxypool-error"), Some("locked_out"));
     let retry: u64 = locked.header("retry-after").unwrap().parse().unwrap();
@@ -311,13 +343,13 @@ async fn client_policy_throttles_then_locks_out() {
     let socks = curl(&[
         "-x",
         &socks_proxy_url("alice", gateway.socks5),
-        &origin.url(),
+        &origin.url("/"),
     ])
     .await;
     assert_ne!(socks.exit, 0, "SOCKS5 refusal reply while locked out");
     // Other clients are unaffected.
     assert_eq!(
-        curl(&["-x", &http_proxy_url("bob", gateway.http), &origin.url()])
+        curl(&["-x", &http_proxy_url("bob", gateway.http), &origin.url("/")])
             .await
             .status,
         200
@@ -327,35 +359,35 @@ async fn client_policy_throttles_then_locks_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_path_needs_no_controller_until_the_snapshot_is_stale() {
-    let origin = EchoOrigin::start().await;
-    let up = Upstream::http(exit(51)).await;
+    let origin = Origin::start().await.unwrap();
+    let up = sim_upstream(ProxyKind::Http, exit(51)).await;
     let (controller, gateway) = setup(
-        vec![proxy(1, Protocol::Http, up.addr, CREDS, "acme", "us")],
+        vec![proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us")],
         vec![client("alice")],
         2_000,
     )
     .await;
     let user = http_proxy_url("alice", gateway.http);
-    assert_eq!(curl(&["-x", &user, &origin.url()]).await.status, 200);
+    assert_eq!(curl(&["-x", &user, &origin.url("/")]).await.status, 200);
     controller.stop();
     let stopped_at = tokio::time::Instant::now();
     // The controller is gone: traffic still flows from the local snapshot...
     let mut served = 0;
     while stopped_at.elapsed() < Duration::from_millis(1_200) {
-        let response = curl(&["-x", &user, &origin.url()]).await;
+        let response = curl(&["-x", &user, &origin.url("/")]).await;
         assert_eq!(response.status, 200, "served while within max_staleness");
         served += 1;
     }
     assert!(served >= 3);
     // ...until max_staleness has passed: then fail closed.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let stale = curl(&["-x", &user, &origin.url()]).await;
+    let stale = curl(&["-x", &user, &origin.url("/")]).await;
     assert_eq!(stale.status, 503);
     assert_eq!(stale.header("x-proxypool-error"), Some("gateway_stale"));
     let socks = curl(&[
         "-x",
         &socks_proxy_url("alice", gateway.socks5),
-        &origin.url(),
+        &origin.url("/"),
     ])
     .await;
     assert_ne!(socks.exit, 0);
@@ -364,7 +396,7 @@ async fn hot_path_needs_no_controller_until_the_snapshot_is_stale() {
     let user2 = user.clone();
     let mut ok = false;
     for _ in 0..100 {
-        if curl(&["-x", &user2, &origin.url()]).await.status == 200 {
+        if curl(&["-x", &user2, &origin.url("/")]).await.status == 200 {
             ok = true;
             break;
         }
@@ -404,15 +436,15 @@ async fn open_tunnel(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_active_tunnels_draining_proxies_and_caps_client_connections() {
-    let origin = EchoOrigin::start().await;
-    let up = Upstream::http(exit(61)).await;
-    let other = Upstream::http(exit(62)).await;
+    let origin = Origin::start().await.unwrap();
+    let up = sim_upstream(ProxyKind::Http, exit(61)).await;
+    let other = sim_upstream(ProxyKind::Http, exit(62)).await;
     let mut alice = client("alice");
     alice.max_connections = 1;
-    let first = proxy(1, Protocol::Http, up.addr, CREDS, "acme", "us");
-    let second = proxy(2, Protocol::Http, other.addr, CREDS, "acme", "us");
+    let first = proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us");
+    let second = proxy(2, Protocol::Http, other.addr(), CREDS, "acme", "us");
     let (controller, gateway) = setup(vec![first.clone()], vec![alice.clone()], 60_000).await;
-    let (mut tunnel, head) = open_tunnel(gateway.http, "alice", origin.addr).await;
+    let (mut tunnel, head) = open_tunnel(gateway.http, "alice", origin.addr()).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let state = controller.state.clone();
     let id = first.id.clone();
@@ -425,7 +457,12 @@ async fn reports_active_tunnels_draining_proxies_and_caps_client_connections() {
     })
     .await;
     // The client's only connection is taken.
-    let capped = curl(&["-x", &http_proxy_url("alice", gateway.http), &origin.url()]).await;
+    let capped = curl(&[
+        "-x",
+        &http_proxy_url("alice", gateway.http),
+        &origin.url("/"),
+    ])
+    .await;
     assert_eq!(capped.status, 429);
     assert_eq!(
         capped.header("x-proxypool-error"),
@@ -450,7 +487,7 @@ async fn reports_active_tunnels_draining_proxies_and_caps_client_connections() {
         .unwrap();
     let mut reply = String::new();
     tunnel.read_to_string(&mut reply).await.unwrap();
-    assert!(reply.ends_with("127.0.0.61"), "{reply}");
+    assert!(reply.contains("\"exit\":\"127.0.0.61\""), "{reply}");
     drop(tunnel);
     eventually(Duration::from_secs(5), "empty report", || {
         state
@@ -466,10 +503,10 @@ async fn reports_active_tunnels_draining_proxies_and_caps_client_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_requests_get_400_and_do_not_disturb_others() {
-    let origin = EchoOrigin::start().await;
-    let up = Upstream::http(exit(71)).await;
+    let origin = Origin::start().await.unwrap();
+    let up = sim_upstream(ProxyKind::Http, exit(71)).await;
     let (_controller, gateway) = setup(
-        vec![proxy(1, Protocol::Http, up.addr, CREDS, "acme", "us")],
+        vec![proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us")],
         vec![client("alice")],
         60_000,
     )
@@ -491,7 +528,12 @@ async fn malformed_requests_get_400_and_do_not_disturb_others() {
         answer.starts_with("HTTP/1.1 431") || answer.is_empty(),
         "{answer:?}"
     );
-    let ok = curl(&["-x", &http_proxy_url("alice", gateway.http), &origin.url()]).await;
+    let ok = curl(&[
+        "-x",
+        &http_proxy_url("alice", gateway.http),
+        &origin.url("/"),
+    ])
+    .await;
     assert_eq!(ok.status, 200);
     gateway.shutdown().await;
 }

@@ -181,7 +181,11 @@ async fn pooled(
     max_idle: Duration,
 ) -> Option<SendRequest<CountingBody>> {
     while let Some(mut sender) = proxy.slot.idle.take(key, max_idle) {
-        // Ready resolves at once for an idle connection, or fails if it closed.
+        if sender.is_ready() {
+            // The usual case: no timer, no await.
+            return Some(sender);
+        }
+        // Just returned, and hyper has not seen the end of the last message yet.
         if let Ok(Ok(())) = tokio::time::timeout(Duration::from_millis(50), sender.ready()).await {
             return Some(sender);
         }

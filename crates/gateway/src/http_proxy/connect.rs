@@ -55,7 +55,9 @@ pub(super) async fn connect(
         };
         // Unwrap back to the raw socket so the relay can wait without buffers.
         let (client, leftover) = match upgraded.downcast::<TokioIo<ActivityIo>>() {
-            Ok(parts) => (parts.io.into_inner().into_inner(), parts.read_buf),
+            // Copy what the client sent early: the slice would pin hyper's whole read
+            // buffer for the life of the tunnel (8 KiB per idle tunnel).
+            Ok(parts) => (parts.io.into_inner().into_inner(), parts.read_buf.to_vec()),
             Err(_) => return,
         };
         run_tunnel(&shared_for_tunnel, client, upstream, &leftover).await;

@@ -1,16 +1,17 @@
-//! Real upstream proxies and an origin for the tests, each on loopback.
+//! Upstream proxies and origins for the tests, each on loopback.
 //!
-//! Upstream proxies are third-party programs from Debian (tinyproxy for HTTP with Basic
-//! auth, microsocks for SOCKS5 with username/password), each leaving from its own
-//! `127.0.0.x` exit address, so an origin that echoes the peer address tells which
-//! upstream carried a request. (proxypool-sim's simulated upstreams were not available
-//! when these tests were written; see the crate's report.)
+//! Most tests use proxypool-sim's upstream proxies (each leaving from its own `127.0.0.x`
+//! exit) and its origin (which echoes the exit it saw). One interop test also runs
+//! third-party proxies from Debian (tinyproxy for HTTP with Basic auth, microsocks for
+//! SOCKS5 with username/password) with a plain echo origin. HTTPS origins are
+//! `openssl s_server` with a certificate made for the test.
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use proxypool_sim::{ProxyKind, UpstreamProxy, UpstreamProxyConfig};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -51,6 +52,26 @@ pub fn ensure_tools() {
         "these tests need {missing:?} (apt-get install -y {})",
         missing.join(" ")
     );
+}
+
+/// A simulated upstream proxy of `kind` with the test credentials, leaving from `exit`.
+pub async fn sim_upstream(kind: ProxyKind, exit: Ipv4Addr) -> UpstreamProxy {
+    UpstreamProxy::start(UpstreamProxyConfig {
+        kind,
+        exit_ip: exit,
+        credentials: Some((UPSTREAM_USER.into(), UPSTREAM_PASS.into())),
+        ..UpstreamProxyConfig::default()
+    })
+    .await
+    .expect("sim upstream starts")
+}
+
+/// The exit address in a sim origin's JSON answer (or the raw text of a plain echo).
+pub fn exit_of(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("exit").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| body.trim().to_owned())
 }
 
 /// A free loopback port (released again; the caller's program binds it).

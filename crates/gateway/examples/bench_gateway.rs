@@ -1,0 +1,75 @@
+//! A gateway for `scripts/bench-gateway.sh`: a small in-process test controller serving a
+//! snapshot with one upstream proxy and one client, and the gateway pulling from it over
+//! the real control API. Runs until SIGTERM / Ctrl-C.
+//!
+//! ```text
+//! bench_gateway LISTEN_HTTP UPSTREAM_ADDR UPSTREAM_USER:PASS PROTOCOL CLIENT PASSWORD
+//! ```
+
+#[path = "../tests/common/control.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod control;
+
+use proxypool_core::control::{GatewayClient, SnapshotProxy};
+use proxypool_core::{
+    ClientId, Credentials, Label, Protocol, ProxyId, Secret, SecretHash, UpstreamId, WorkerId,
+    now_millis,
+};
+use proxypool_gateway::{Gateway, GatewayConfig, shutdown_signal};
+use std::net::SocketAddr;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let listen: SocketAddr = args[0].parse().expect("listen address");
+    let upstream: SocketAddr = args[1].parse().expect("upstream address");
+    let (user, pass) = args[2].split_once(':').expect("user:pass");
+    let protocol = Protocol::parse(&args[3]).expect("http or socks5");
+    let (client, password) = (args[4].clone(), args[5].clone());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let controller = control::TestController::start("bench-gw", 600_000).await;
+        controller.publish(
+            vec![SnapshotProxy {
+                id: ProxyId::new(format!("{:032x}", 1)).unwrap(),
+                protocol,
+                host: upstream.ip().to_string(),
+                port: upstream.port(),
+                credentials: Some(Credentials::new(user, pass)),
+                upstream: UpstreamId::new("bench").unwrap(),
+                region: Some(Label::new("us").unwrap()),
+                carrier: None,
+                max_sessions: 1_000_000,
+                usable_until_ms: now_millis() + 86_400_000,
+                lease_until_ms: now_millis() + 86_400_000,
+                epoch: 1,
+            }],
+            vec![GatewayClient {
+                id: ClientId::new(&client).unwrap(),
+                project: "bench".into(),
+                password_hash: SecretHash::derive(&password, "benchsalt").unwrap(),
+                allowed_upstreams: vec![],
+                allowed_regions: vec![],
+                ip_allowlist: vec![],
+                rate_limit: None,
+                max_connections: 1_000_000,
+            }],
+        );
+        let mut config = GatewayConfig::new(
+            WorkerId::new("bench-gw").unwrap(),
+            controller.url(),
+            Secret::new(control::TOKEN),
+        );
+        config.listeners.http = Some(listen);
+        config.limits.max_connections = 100_000;
+        config.limits.tunnel_idle_ms = 600_000;
+        config.dial.pool_idle_per_proxy = 512;
+        // One load generator on one address: the per-IP shield would be the benchmark.
+        config.shield = None;
+        let gateway = Gateway::bind(config).await.expect("gateway binds");
+        eprintln!("bench gateway on {listen}");
+        gateway.run(shutdown_signal()).await;
+    });
+}
