@@ -160,18 +160,12 @@ impl BucketState {
         (units as u32, (numerator % NANOS_PER_SEC) as u32)
     }
 
-    fn lock_end_ns(&self, limits: &BucketLimits) -> u64 {
+    pub(crate) fn lock_end_ns(&self, limits: &BucketLimits) -> u64 {
         self.last_seen_ns.saturating_add(limits.hard_lockout_ns)
     }
 
     pub(crate) fn last_seen_ns(&self) -> u64 {
         self.last_seen_ns
-    }
-
-    /// When the current lockout ends, if the key is locked.
-    #[inline]
-    pub(crate) fn locked_until(&self, limits: &BucketLimits) -> Option<u64> {
-        self.locked.then(|| self.lock_end_ns(limits))
     }
 
     /// While locked: the instant a retry hint given now points to, the later of the
@@ -428,7 +422,8 @@ mod tests {
             );
             assert_eq!(state, locked, "a check while locked changes nothing");
         }
-        assert_eq!(state.locked_until(&l), Some(5000 * MS));
+        assert!(state.locked);
+        assert_eq!(state.lock_end_ns(&l), 5000 * MS);
         // At the end the whole lockout's refill is there (capped at the burst of 2).
         let after = state.decide_at(&l, WINDOW_NS, 5000 * MS);
         assert_eq!((after.allowed, after.credit), (true, 1));

@@ -70,15 +70,6 @@ impl BucketKey {
         self.client
     }
 
-    /// Reassembles a key from stored parts (the hash was computed by [`BucketKey::new`]).
-    pub(crate) fn from_parts(hash: u64, client: ClientAddr, scope: ScopeId) -> Self {
-        Self {
-            hash,
-            client,
-            scope,
-        }
-    }
-
     pub(crate) fn stored_hash(&self) -> u64 {
         self.hash
     }

@@ -5,6 +5,8 @@
 //! and when its lockout ends; a check that finds its own key there, locked beyond any doubt,
 //! answers without taking the shard lock, so a flood costs a few loads and no atomic
 //! read-modify-write, and two threads flooding one key do not bounce the lock's cache line.
+//! (The shard keeps a copy of the slot's key hash next to its lock, so checks of other keys
+//! do not even read the slot.)
 //!
 //! The slot is a sequence lock built only from atomics (safe Rust): the writer, always
 //! holding the shard lock, makes the version odd, stores the fields, and makes it even again;
@@ -52,19 +54,20 @@ impl LockoutSlot {
     ///
     /// The slot keeps the lockout that ends last, so keys locked at the same moment do not
     /// evict each other on every check, and each lockout is written once when it starts.
-    /// `retry_at_ns` is only computed when the slot is actually written.
+    /// `retry_at_ns` is only computed when the slot is actually written. Returns whether it
+    /// was.
     pub(super) fn offer(
         &self,
         key: &BucketKey,
         until_ns: u64,
         now_ns: u64,
         retry_at_ns: impl FnOnce() -> u64,
-    ) {
+    ) -> bool {
         let current_until = self.until_ns.load(Ordering::Relaxed);
         let holds_this =
             self.hash.load(Ordering::Relaxed) == key.stored_hash() && current_until == until_ns;
         if holds_this || (current_until > now_ns && current_until >= until_ns) {
-            return;
+            return false;
         }
         let client = key.client();
         let version = self.version.load(Ordering::Relaxed);
@@ -78,6 +81,7 @@ impl LockoutSlot {
         self.until_ns.store(until_ns, Ordering::Relaxed);
         self.retry_at_ns.store(retry_at_ns(), Ordering::Relaxed);
         self.version.store(version + 2, Ordering::Release);
+        true
     }
 }
 

@@ -38,7 +38,6 @@ use crate::options::EngineOptions;
 use crate::policy::Policy;
 use crate::report::Counters;
 use entry::Entry;
-use lockout_board::LockoutSlot;
 use shard::{Shard, ShardCounters, ShardState};
 use std::fmt;
 use std::net::IpAddr;
@@ -75,9 +74,6 @@ pub struct TokenBucketEngine<C: Clock = CoarseClock> {
     cap_retry_after_ms: u64,
     scopes: Box<[Scope]>,
     shards: Box<[Shard]>,
-    /// One slot per shard, read without the shard lock by checks of locked-out keys (see
-    /// `lockout_board`). Kept apart from the shards so the whole board stays in L1.
-    lockout_board: Box<[LockoutSlot]>,
     shard_mask: u64,
     prefix_masks: PrefixMasks,
     tracked: AtomicUsize,
@@ -86,6 +82,8 @@ pub struct TokenBucketEngine<C: Clock = CoarseClock> {
     sweep_cursor: AtomicUsize,
     /// Checks answered by a lockout slot, counted per thread stripe (no shared hot line).
     slot_denials: StripedCounter,
+    /// Soft throttles (at most `max_soft_violations` in a row per key, so off the shard line).
+    soft_throttled: StripedCounter,
     /// New keys denied at `max_tracked` (striped: a flood of new addresses hits this).
     rejected_at_cap: StripedCounter,
     evicted_stale: AtomicU64,
@@ -138,9 +136,6 @@ impl<C: Clock> TokenBucketEngine<C> {
                 limits,
             });
         }
-        let lockout_board = (0..options.shard_count)
-            .map(|_| LockoutSlot::default())
-            .collect();
         let shards = (0..options.shard_count).map(|_| Shard::new()).collect();
         Ok(Self {
             id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
@@ -152,11 +147,11 @@ impl<C: Clock> TokenBucketEngine<C> {
             options,
             scopes: validated.into_boxed_slice(),
             shards,
-            lockout_board,
             tracked: AtomicUsize::new(0),
             peak_tracked: AtomicUsize::new(0),
             sweep_cursor: AtomicUsize::new(0),
             slot_denials: StripedCounter::default(),
+            soft_throttled: StripedCounter::default(),
             rejected_at_cap: StripedCounter::default(),
             evicted_stale: AtomicU64::new(0),
             evicted_lru: AtomicU64::new(0),
@@ -205,8 +200,8 @@ impl<C: Clock> TokenBucketEngine<C> {
         let recent_ns = self.clock.recent_ns();
         let lag_ns = self.clock.recent_lag_ns();
         let shard_index = self.shard_index(key.stored_hash());
-        let lockout_slot = &self.lockout_board[shard_index];
-        if let Some(retry_at_ns) = lockout_slot.locked_beyond(key, recent_ns.saturating_add(lag_ns))
+        let shard = &self.shards[shard_index];
+        if let Some(retry_at_ns) = shard.lockout_answer(key, recent_ns.saturating_add(lag_ns))
         {
             // Locked beyond doubt: answer without the lock. The hint is measured from the
             // cheap reading, so at worst it is a little long, never short.
@@ -216,22 +211,20 @@ impl<C: Clock> TokenBucketEngine<C> {
         let limits = &self.scope_entry(key.scope()).limits;
         let precise_now = || self.clock.now_ns();
         let window_ns = self.soft_violation_window_ns;
-        let mut guard = self.shards[shard_index].lock();
+        let mut guard = shard.lock();
         let ShardState { entries, counters } = &mut *guard;
-        let (decision, state) = if let Some(entry) = entries.get(&Entry::probe(key)) {
-            let before = entry.state();
-            let mut state = before;
+        let (decision, state, was_locked) = if let Some(entry) = entries.get(key) {
+            let mut state = entry.state();
+            let was_locked = state.locked;
             let decision = state.decide(limits, window_ns, recent_ns, lag_ns, precise_now);
-            // A locked key's state is frozen: skip the stores when nothing changed.
-            if state != before {
-                entry.set_state(state);
-            }
-            (decision, state)
+            // Storing unconditionally measured faster than comparing first.
+            entry.set_state(state);
+            (decision, state, was_locked)
         } else if self.reserve_tracking() {
             let mut state = BucketState::new(limits, recent_ns);
             let decision = state.decide(limits, window_ns, recent_ns, lag_ns, precise_now);
             entries.insert(Entry::new(key, state));
-            (decision, state)
+            (decision, state, false)
         } else {
             // Fail closed: tracking one more key would break the memory bound. Keys already
             // tracked keep working; a sweep makes room.
@@ -241,11 +234,15 @@ impl<C: Clock> TokenBucketEngine<C> {
         };
         match decision.reason {
             crate::Reason::None => counters.allowed += 1,
-            crate::Reason::SoftThrottle => counters.soft_throttled += 1,
+            crate::Reason::SoftThrottle => self.soft_throttled.increment(),
             crate::Reason::HardLockout => {
                 counters.hard_locked += 1;
-                if let Some(until_ns) = state.locked_until(limits) {
-                    lockout_slot.offer(key, until_ns, state.last_seen_ns(), || {
+                if state.locked && !was_locked {
+                    // A lockout starts: publish it once, so the key's next checks can be
+                    // answered without the lock. Later checks of a locked key do not
+                    // touch the board, which keeps them as cheap as any other.
+                    let until_ns = state.lock_end_ns(limits);
+                    shard.offer_lockout(key, until_ns, state.last_seen_ns(), || {
                         state.lockout_retry_at_ns(limits)
                     });
                 }
@@ -297,7 +294,7 @@ impl<C: Clock> TokenBucketEngine<C> {
         self.shard_for(key.stored_hash())
             .lock()
             .entries
-            .contains(&Entry::probe(key))
+            .contains(key)
     }
 
     /// Keys tracked now.
@@ -333,11 +330,12 @@ impl<C: Clock> TokenBucketEngine<C> {
     fn total_counters(&self, shards: &ShardCounters) -> Counters {
         let slot_denials = self.slot_denials.sum();
         let rejected_at_cap = self.rejected_at_cap.sum();
+        let soft_throttled = self.soft_throttled.sum();
         let hard_locked = shards.hard_locked + slot_denials;
         Counters {
-            checks: shards.allowed + shards.soft_throttled + hard_locked + rejected_at_cap,
+            checks: shards.allowed + soft_throttled + hard_locked + rejected_at_cap,
             allowed: shards.allowed,
-            soft_throttled: shards.soft_throttled,
+            soft_throttled,
             hard_locked,
             rejected_at_cap,
             evicted_stale: self.evicted_stale.load(Ordering::Relaxed),

@@ -1,17 +1,28 @@
 //! [`Shard`]: one independently locked part of the engine's map, with the counters that
-//! checks update under its lock.
+//! checks update under its lock and the shard's lockout slot.
 
 use super::entry::Entry;
+use super::lockout_board::LockoutSlot;
 use crate::hasher::StoredHash;
+use crate::key::BucketKey;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// Exactly one 64-byte cache line: the lock, the map's header and the hot counters sit
-/// together (one line to fetch per check), and no two shards share a line, so contention on
-/// one shard stays in that shard. Keeping the shard array small keeps it in L1.
-#[repr(align(64))]
+/// Two cache lines. The first holds everything an ordinary check touches: the lockout
+/// hint, the lock, the map's header and the hot counters. The second holds the lockout
+/// slot, read only by checks whose key matches the hint. No two shards share a line, so
+/// contention on one shard stays in that shard.
+///
+/// Why the hint: reading a separate lockout line on every check cost about 4 ns per check
+/// in the 10,000-key benchmark; a word in the line the lock needs anyway costs nothing.
+#[repr(C, align(64))]
 pub(super) struct Shard {
+    /// Stored hash of the key in `lockout` (0: none yet). Only a hint: the slot's own
+    /// sequence-locked fields are the authority.
+    lockout_hint: AtomicU64,
     state: Mutex<ShardState>,
+    lockout: LockoutSlot,
 }
 
 pub(super) struct ShardState {
@@ -19,19 +30,18 @@ pub(super) struct ShardState {
     pub(super) counters: ShardCounters,
 }
 
-/// Outcomes counted under the shard lock. Rarer events (rejections at the cap, evictions,
-/// lock-free lockout answers) are counted by the engine, off this line.
+/// The two outcomes that dominate traffic, counted under the shard lock. Rarer events
+/// (soft throttles, rejections at the cap, evictions, lock-free lockout answers) are counted
+/// by the engine, so that this struct fits the shard's first line.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct ShardCounters {
     pub(super) allowed: u64,
-    pub(super) soft_throttled: u64,
     pub(super) hard_locked: u64,
 }
 
 impl ShardCounters {
     pub(super) fn add(&mut self, other: &ShardCounters) {
         self.allowed += other.allowed;
-        self.soft_throttled += other.soft_throttled;
         self.hard_locked += other.hard_locked;
     }
 }
@@ -39,10 +49,37 @@ impl ShardCounters {
 impl Shard {
     pub(super) fn new() -> Self {
         Self {
+            lockout_hint: AtomicU64::new(0),
+            lockout: LockoutSlot::default(),
             state: Mutex::new(ShardState {
                 entries: HashSet::with_hasher(StoredHash),
                 counters: ShardCounters::default(),
             }),
+        }
+    }
+
+    /// If `key` is locked beyond `horizon_ns` according to the lockout slot, the instant its
+    /// retry hint points to. Costs one load from the lock's own line when it is not.
+    #[inline]
+    pub(super) fn lockout_answer(&self, key: &BucketKey, horizon_ns: u64) -> Option<u64> {
+        if self.lockout_hint.load(Ordering::Relaxed) != key.stored_hash() {
+            return None;
+        }
+        self.lockout.locked_beyond(key, horizon_ns)
+    }
+
+    /// Offers a lockout that just started to the slot (see [`LockoutSlot::offer`]). Callers
+    /// hold this shard's lock.
+    pub(super) fn offer_lockout(
+        &self,
+        key: &BucketKey,
+        until_ns: u64,
+        now_ns: u64,
+        retry_at_ns: impl FnOnce() -> u64,
+    ) {
+        if self.lockout.offer(key, until_ns, now_ns, retry_at_ns) {
+            self.lockout_hint
+                .store(key.stored_hash(), Ordering::Relaxed);
         }
     }
 
@@ -59,7 +96,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_shard_is_one_cache_line() {
-        assert_eq!(size_of::<Shard>(), 64);
+    fn a_shard_is_two_cache_lines_with_the_lock_in_the_first() {
+        assert_eq!(size_of::<Shard>(), 128);
+        assert!(8 + size_of::<Mutex<ShardState>>() <= 64);
     }
 }

@@ -49,7 +49,7 @@ impl<C: Clock> TokenBucketEngine<C> {
                 .entries
                 .extract_if(|entry| {
                     let state = entry.state();
-                    let limits = &self.scopes[entry.scope.index()].limits;
+                    let limits = &self.scopes[entry.scope().index()].limits;
                     now_ns.saturating_sub(state.last_seen_ns()) >= self.stale_after_ns
                         && !state.is_locked_at(limits, now_ns)
                 })
@@ -80,7 +80,7 @@ impl<C: Clock> TokenBucketEngine<C> {
     }
 
     fn entry_locked_at(&self, entry: &super::entry::Entry, now_ns: u64) -> bool {
-        let limits = &self.scopes[entry.scope.index()].limits;
+        let limits = &self.scopes[entry.scope().index()].limits;
         entry.state().is_locked_at(limits, now_ns)
     }
 
