@@ -18,6 +18,12 @@ pub struct RedisPool {
     pub(crate) scripts: Scripts,
 }
 
+// RedisPool is a complete activity pool (and a lease store), like MemoryPool.
+const _: fn() = || {
+    fn implements<T: proxypool_core::ActivityPool + proxypool_core::LeaseStore>() {}
+    implements::<RedisPool>();
+};
+
 /// Whether a script removes a few expired records on the side: every write does, as
 /// MemoryPool's writes do; reads, sweeps and leases (which MemoryPool runs without it) do
 /// not.
