@@ -18,7 +18,8 @@
 //! worker-owned:<w>        ZSET  proxy id -> lease_until           (serving, per worker)
 //! worker-draining:<w>     ZSET  proxy id -> lease_until           (draining, per worker)
 //! epoch                   STRING global ownership epoch (INCR)
-//! inventory               HASH  <u> -> un-extracted, <u>:<status> -> records by status
+//! inventory               HASH  <u> -> un-extracted, <u>:<status> -> records by status,
+//!                               <u>:slots -> sum of max_sessions of unowned candidates
 //! worker-sessions         HASH  worker -> session;        worker-session-expiry  ZSET
 //! worker-snapshots        HASH  worker -> issued snapshot; worker-snapshot-expiry ZSET
 //! worker-runtime          HASH  worker -> runtime report;  worker-runtime-expiry  ZSET
