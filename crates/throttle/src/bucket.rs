@@ -101,9 +101,14 @@ impl BucketState {
         if self.locked {
             let lock_end_ns = self.lock_end_ns(limits);
             if now_ns < lock_end_ns {
+                let lock_ms = ceil_ms(lock_end_ns - now_ns);
+                if limits.lockout_outlasts_refill {
+                    // A token is back before the lockout ends: no need to compute when.
+                    return Decision::hard_lockout(lock_ms);
+                }
                 let (units, carry) = self.refilled(limits, now_ns);
                 let token_ms = token_ready_ms(units, carry, limits);
-                return Decision::hard_lockout(ceil_ms(lock_end_ns - now_ns).max(token_ms));
+                return Decision::hard_lockout(lock_ms.max(token_ms));
             }
             self.locked = false;
             self.soft_violations = 0;

@@ -35,6 +35,9 @@ pub struct BucketLimits {
     pub(crate) max_soft_violations: u16,
     /// Idle time after which any bucket is full again, whatever its balance and carry.
     pub(crate) full_refill_ns: u64,
+    /// Whether a lockout lasts at least `full_refill_ns`: then a token is always back
+    /// before the lockout ends, and a locked check's retry hint is just the time left.
+    pub(crate) lockout_outlasts_refill: bool,
 }
 
 impl BucketLimits {
@@ -97,6 +100,7 @@ impl BucketLimits {
             refill_units_per_sec,
             initial_units,
             hard_lockout_ns: duration_to_ns(hard_lockout),
+            lockout_outlasts_refill: duration_to_ns(hard_lockout) >= full_refill_ns,
             max_soft_violations,
             full_refill_ns,
         })

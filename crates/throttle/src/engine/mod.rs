@@ -201,8 +201,7 @@ impl<C: Clock> TokenBucketEngine<C> {
         let lag_ns = self.clock.recent_lag_ns();
         let shard_index = self.shard_index(key.stored_hash());
         let shard = &self.shards[shard_index];
-        if let Some(retry_at_ns) = shard.lockout_answer(key, recent_ns.saturating_add(lag_ns))
-        {
+        if let Some(retry_at_ns) = shard.lockout_answer(key, recent_ns.saturating_add(lag_ns)) {
             // Locked beyond doubt: answer without the lock. The hint is measured from the
             // cheap reading, so at worst it is a little long, never short.
             self.slot_denials.increment();
