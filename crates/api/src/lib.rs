@@ -45,6 +45,7 @@
 //! | `controller_view` | [`UpstreamStatusSource`], [`UpstreamStatus`], [`WorkerCordon`]: what the controller provides |
 //! | `wire` | the JSON shapes |
 //! | `body` | JSON bodies: content type, size cap, field-naming errors |
+//! | `completion` | admitted work runs to completion even when the client goes away |
 //! | `error` | [`ApiError`], [`ErrorCode`] |
 //! | `request_id` | [`RequestId`]: server-generated, unique across replicas |
 //! | `metrics` | metric names and helpers; `metrics::text`: [`TextRecorder`], [`MetricsHandle`] |
@@ -53,6 +54,7 @@
 mod admission;
 mod body;
 mod clients;
+mod completion;
 mod config;
 mod controller_view;
 mod error;

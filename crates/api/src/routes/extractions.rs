@@ -3,15 +3,16 @@
 //! Creating runs the whole chain: authentication (the `Principal` extractor), input checks
 //! (the `Idempotency-Key` header, the JSON body, `count`), authorization of the filters, the
 //! `extract` quota and the atomic extraction. Once a request is admitted, the quota charge
-//! and the extraction run in a task of their own: a client that drops the connection (or a
-//! request that times out) cannot cancel them halfway, so the stored result is there for
-//! the replay with the same key, which the quota does not charge again.
+//! and the extraction run to completion ([`RunToCompletion`]): a client that drops the
+//! connection (or a request that times out) cannot cancel them halfway, so the stored
+//! result is there for the replay with the same key, which the quota does not charge again.
 
 use crate::admission::auth::Principal;
 use crate::admission::authorize::authorize_filter;
 use crate::admission::quota::{QuotaGrant, charge};
 use crate::body::read_json;
 use crate::clients::ApiClient;
+use crate::completion::RunToCompletion;
 use crate::error::{ApiError, ErrorCode};
 use crate::request_id::RequestId;
 use crate::state::ApiState;
@@ -86,11 +87,8 @@ pub(crate) async fn create(
         .map_err(|error| ApiError::from_pool(error, state.retry_after()))?;
     let receipt = key.unwrap_or_else(|| request_id.to_string());
 
-    let task = tokio::spawn(admit_and_extract(state.clone(), client, receipt, request));
-    let (grant, outcome) = task.await.map_err(|error| {
-        tracing::error!(%error, "extraction task failed");
-        ApiError::internal()
-    })??;
+    let (grant, outcome) =
+        RunToCompletion::new(admit_and_extract(state.clone(), client, receipt, request)).await?;
 
     let replayed = outcome.replayed;
     let view = ExtractionView::from(&outcome.response);
