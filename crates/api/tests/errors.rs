@@ -314,7 +314,8 @@ impl http_body::Body for Unsized {
 async fn rate_limited_by_the_shield_before_authentication() {
     let server = TestServer::memory(Setup {
         shield: ShieldSettings {
-            policy: Policy::new(0.5, 2.0),
+            // Two requests, then (practically) never a token again during the test.
+            policy: Policy::new(0.001, 2.0),
             ..ShieldSettings::default()
         },
         ..Setup::default()
@@ -436,7 +437,15 @@ async fn unavailable_when_saturated_or_timed_out() {
     .await;
     let slow = server.get("/v1/upstreams", Some(ALICE));
     let second = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Once the slow request is inside its handler it holds the only slot.
+        while server
+            .upstreams
+            .calls
+            .load(std::sync::atomic::Ordering::SeqCst)
+            == 0
+        {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         server.get("/v1/me", Some(ALICE)).await
     };
     let (slow, second) = tokio::join!(slow, second);
