@@ -25,10 +25,15 @@ fn main() {
     let (user, pass) = args[2].split_once(':').expect("user:pass");
     let protocol = Protocol::parse(&args[3]).expect("http or socks5");
     let (client, password) = (args[4].clone(), args[5].clone());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    // GATEWAY_WORKERS=N: a multi-thread runtime with N workers (default: one per core).
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = std::env::var("GATEWAY_WORKERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        builder.worker_threads(workers);
+    }
+    let runtime = builder.enable_all().build().unwrap();
     runtime.block_on(async move {
         let controller = control::TestController::start("bench-gw", 600_000).await;
         controller.publish(

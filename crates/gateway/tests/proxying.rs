@@ -537,3 +537,46 @@ async fn malformed_requests_get_400_and_do_not_disturb_others() {
     assert_eq!(ok.status, 200);
     gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_lets_open_tunnels_finish_and_refuses_new_connections() {
+    let origin = Origin::start().await.unwrap();
+    let up = sim_upstream(ProxyKind::Http, exit(81)).await;
+    let (controller, gateway) = setup(
+        vec![proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us")],
+        vec![client("alice")],
+        60_000,
+    )
+    .await;
+    let http = gateway.http;
+    let (mut tunnel, head) = open_tunnel(http, "alice", origin.addr()).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let started = tokio::time::Instant::now();
+    let stopping = tokio::spawn(gateway.shutdown());
+    // Draining: no new connections...
+    let mut refused = false;
+    for _ in 0..100 {
+        if TcpStream::connect(http).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(refused, "the listener closes when draining starts");
+    // ...but the open tunnel still carries traffic.
+    tunnel
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = String::new();
+    tunnel.read_to_string(&mut reply).await.unwrap();
+    assert!(reply.contains("\"exit\":\"127.0.0.81\""), "{reply}");
+    drop(tunnel);
+    stopping.await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(1_900),
+        "shutdown ends as soon as nothing is in flight, before the 2 s grace"
+    );
+    let state = controller.state.lock().unwrap();
+    assert_eq!(state.ended.len(), 1, "session ended");
+}
