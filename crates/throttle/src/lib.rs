@@ -90,7 +90,8 @@
 //! # Threads and cost
 //!
 //! Everything is `Send + Sync`; share a limiter through an `Arc`. A check locks one shard
-//! for a few dozen nanoseconds; a check of a locked-out key usually takes no lock at all.
+//! for a few dozen nanoseconds; a client flooding after a lockout is usually answered
+//! without any lock.
 //! Sweeps and reports lock one shard at a time. The default clock ([`CoarseClock`]) runs one
 //! small helper thread per limiter; pass another [`Clock`] to `build_with_clock` to avoid
 //! it. `docs/BENCHMARKS.md` compares the engine with the `governor` crate.

@@ -7,11 +7,13 @@
 //! What keeps it fast:
 //! * an entry is key, hash and state in one 64-byte cache line (`entry`), and the hash is
 //!   computed once when the key is made, never by the map;
-//! * counters live inside each shard, updated under the lock the check already holds, so no
-//!   shared atomic is touched on the hot path; the only global atomics change when a key is
-//!   created or evicted (the tracked count behind the cap);
-//! * a key under lockout is answered from a lock-free slot (`lockout_board`) without taking
-//!   the shard lock, so a flooding client costs a few loads.
+//! * admissions and lockouts are counted inside the shard, under the lock the check already
+//!   holds; rarer outcomes go to per-thread striped counters; so no shared atomic is touched
+//!   on the hot path, and the only global atomic changes when a key is created or evicted
+//!   (the tracked count behind the cap);
+//! * each shard keeps its latest lockout in a lock-free slot (`lockout_board`), with the
+//!   slot's key hash in the lock's own cache line: a client flooding after being locked out
+//!   is answered with a few loads and no lock, and other checks pay nothing for it.
 //!
 //! Module map: `entry` (stored form of a key), `shard` (one locked part of the map),
 //! `lockout_board` (lock-free lockout shortcut), `striped_counter` (per-thread counters),
