@@ -65,7 +65,8 @@ pub struct KeyPressure {
     pub deficit: f64,
     /// Soft violations counted towards the next lockout.
     pub soft_violations: u16,
-    /// Time since the key was last checked.
+    /// Time since the key's state last changed: its last check, or for a locked key the
+    /// start of its lockout (a locked key's state is frozen).
     pub idle_ms: u64,
 }
 

@@ -122,3 +122,19 @@ fn a_connection_cache_moved_to_another_limiter_does_not_mix_scopes() {
             .allowed
     );
 }
+
+#[test]
+fn a_global_policy_with_an_id_shares_buckets_with_operations_naming_it() {
+    let limiter = PolicyLimiter::builder(
+        EngineOptions::default(),
+        no_lockout(1.0, 1.0).with_id("shared"),
+    )
+    .operation("status", no_lockout(1.0, 1.0).with_id("shared"))
+    .build_with_clock(Arc::new(ManualClock::new()))
+    .unwrap();
+    let client = ip("203.0.113.30");
+    assert!(limiter.check_global(client).allowed);
+    assert!(!limiter.check(limiter.operation("status"), client).allowed);
+    let report = limiter.report(0);
+    assert_eq!(report.operations[0].scope, "policy:shared");
+}

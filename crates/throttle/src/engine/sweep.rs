@@ -1,7 +1,10 @@
 //! Bounded cleanup: how the engine keeps its memory bound without stalling checks.
 //!
 //! A sweep first evicts keys idle for `stale_after` (never a key whose lockout is still
-//! running: dropping it would pardon the client). If the engine is still full, it then evicts
+//! running: dropping it would pardon the client). A locked key's state is frozen at the
+//! lockout's start, so a lockout longer than `stale_after` leaves the key evictable as soon
+//! as it ends; that pardons nothing, since its bucket has refilled and its violation count
+//! restarted anyway. If the engine is still full, it then evicts
 //! the least recently seen unlocked keys until a tenth of `max_tracked` is free, so new
 //! clients can be admitted again. A sweep never evicts more than its budget and holds one
 //! shard lock at a time, so it can run beside live traffic; the caller (or
