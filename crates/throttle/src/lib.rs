@@ -10,7 +10,9 @@
 //! * **Exact retry hints.** A soft denial's `retry_after_ms` is the smallest whole
 //!   millisecond after which a token is back; a client that waits exactly that long is
 //!   admitted. A lockout's hint points to the later of the lockout's end and the next token;
-//!   on the production [`CoarseClock`] it may be a few milliseconds long (never short).
+//!   it may be a few milliseconds long (measured from [`CoarseClock`]'s cheaper reading, or
+//!   from a lock-free answer that rounded the token's time at the lockout's start), never
+//!   short.
 //! * **Escalation.** Denials closer together than `soft_violation_window` count up; at
 //!   `max_soft_violations` the key is locked out for `hard_lockout` (never 0 ms). An
 //!   admission resets the count.
