@@ -195,3 +195,89 @@ async fn no_snapshot_yet_is_gateway_stale_and_unhealthy() {
     assert!(status.body.contains("\"serving\":true"), "{}", status.body);
     gateway.shutdown().await;
 }
+
+/// Reads until the peer closes (or `limit` passes); returns what arrived and whether it closed.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, limit: Duration) -> (String, bool) {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (String::from_utf8_lossy(&seen).into_owned(), true),
+            Ok(Ok(n)) => seen.extend_from_slice(&buf[..n]),
+            Err(_) => return (String::from_utf8_lossy(&seen).into_owned(), false),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_limits_timeouts_and_ip_allowlist() {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpStream;
+    let controller = TestController::start(WORKER, 60_000).await;
+    let mut fenced_off = client("far");
+    fenced_off.ip_allowlist = vec!["10.0.0.0/8".into()];
+    let mut near = client("near");
+    near.ip_allowlist = vec!["127.0.0.0/8".into()];
+    controller.publish(vec![], vec![fenced_off, near]);
+    let mut settings = config(&controller);
+    settings.limits.max_connections = 3;
+    settings.limits.header_read_timeout_ms = 300;
+    settings.limits.keepalive_idle_ms = 400;
+    let gateway = Running::start(settings).await;
+    acked(&controller, 1).await;
+
+    // Source IP allowlist.
+    let far = curl(&[
+        "-x",
+        &http_proxy_url("far", gateway.http),
+        "http://127.0.0.1:9/",
+    ])
+    .await;
+    assert_eq!(far.status, 403);
+    assert!(far.body.contains("allowlist"), "{}", far.body);
+    let near = curl(&[
+        "-x",
+        &http_proxy_url("near", gateway.http),
+        "http://127.0.0.1:9/",
+    ])
+    .await;
+    assert_eq!(
+        near.status, 503,
+        "allowed through to selection (no proxies)"
+    );
+
+    // A client that never finishes its request head is cut off by the header timeout.
+    let mut slow = TcpStream::connect(gateway.http).await.unwrap();
+    slow.write_all(b"GET http://x/ HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let (_, closed) = read_until_closed(&mut slow, Duration::from_secs(5)).await;
+    assert!(
+        closed && started.elapsed() < Duration::from_secs(3),
+        "header read timeout"
+    );
+
+    // A kept-alive connection that goes quiet is closed by the idle watchdog.
+    let mut idle = TcpStream::connect(gateway.http).await.unwrap();
+    idle.write_all(b"GET http://127.0.0.1:9/ HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n")
+        .await
+        .unwrap();
+    let (answer, closed) = read_until_closed(&mut idle, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 407"), "{answer}");
+    assert!(closed, "idle kept-alive connection closed");
+
+    // The global connection cap: three held, the fourth is closed at once.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(TcpStream::connect(gateway.http).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut extra = TcpStream::connect(gateway.http).await.unwrap();
+    let (_, closed) = read_until_closed(&mut extra, Duration::from_millis(250)).await;
+    assert!(closed, "over the cap: closed on accept");
+    drop(held);
+    gateway.shutdown().await;
+}

@@ -226,7 +226,12 @@ impl ControlClient {
             Ok(error) => (error.error.code, error.error.message),
             Err(_) => (String::new(), String::from_utf8_lossy(&body).into_owned()),
         };
-        if status == StatusCode::CONFLICT && code == "fenced" {
+        // A session the controller no longer knows (it restarted, or the session expired)
+        // is as good as fenced: register again.
+        let session_scoped = path.starts_with("/control/v1/workers/");
+        if (status == StatusCode::CONFLICT && code == "fenced")
+            || (status == StatusCode::NOT_FOUND && session_scoped)
+        {
             return Err(ControlError::Fenced);
         }
         Err(ControlError::Status {

@@ -116,6 +116,16 @@ pub struct Upstream {
     pub addr: SocketAddr,
     pub exit: Ipv4Addr,
     child: Child,
+    dir: Option<PathBuf>,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 impl Upstream {
@@ -145,7 +155,12 @@ impl Upstream {
             .expect("tinyproxy starts");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         wait_listening(addr).await;
-        Self { addr, exit, child }
+        Self {
+            addr,
+            exit,
+            child,
+            dir: Some(dir),
+        }
     }
 
     /// microsocks with username/password, leaving from `exit`.
@@ -169,7 +184,12 @@ impl Upstream {
             .expect("microsocks starts");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         wait_listening(addr).await;
-        Self { addr, exit, child }
+        Self {
+            addr,
+            exit,
+            child,
+            dir: None,
+        }
     }
 
     /// Stops the proxy (it becomes a dead upstream).
@@ -225,6 +245,7 @@ impl Drop for EchoOrigin {
 pub struct TlsOrigin {
     pub addr: SocketAddr,
     child: Child,
+    dir: PathBuf,
 }
 
 impl TlsOrigin {
@@ -266,12 +287,13 @@ impl TlsOrigin {
             .expect("openssl s_server starts");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         wait_listening(addr).await;
-        Self { addr, child }
+        Self { addr, child, dir }
     }
 }
 
 impl Drop for TlsOrigin {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
