@@ -7,10 +7,11 @@
 //!   then denials, each a locked no-op upsert plus the follow-up read),
 //!
 //! and the same callers run a bare single-row counter `INSERT … ON CONFLICT DO UPDATE …
-//! RETURNING` on the same keys through an identically configured pool: the ceiling. Each
-//! pair runs three times, alternating, and the median is reported with the ratio.
+//! RETURNING` on the same keys through an identically configured pool: the ceiling. Quota
+//! and bare alternate every 1,000 decisions (so both see the same background load), each
+//! workload runs five rounds, and the medians are reported with their ratio.
 //!
-//! Run: `cargo bench -p proxypool-quota --bench quota_throughput` (about a minute after the
+//! Run: `cargo bench -p proxypool-quota --bench quota_throughput` (under a minute after the
 //! release build). Absolute numbers on a shared 2-core machine are noise; the ratio is the
 //! result.
 
@@ -18,6 +19,7 @@
 mod scratch;
 
 use std::future::Future;
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -35,24 +37,45 @@ const CALLERS: usize = 16;
 const DISTINCT: usize = 10_000;
 const HOT: usize = 10_000;
 const WARMUP: usize = 500;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
-/// Admitted / exceeded / unavailable counts of one quota run.
-#[derive(Debug, Default, Clone, Copy)]
+/// Admitted / exceeded / unavailable counts of one quota round.
+#[derive(Debug, Default)]
 struct Tally {
-    admitted: usize,
-    exceeded: usize,
-    unavailable: usize,
+    admitted: AtomicUsize,
+    exceeded: AtomicUsize,
+    unavailable: AtomicUsize,
 }
 
-/// Runs `operation(index)` for `0..total` with [`CALLERS`] concurrent tasks; returns ops/s.
-async fn drive<F, Fut>(total: usize, operation: F) -> f64
+impl Tally {
+    fn count(&self, decision: &QuotaDecision) {
+        let slot = match decision {
+            QuotaDecision::Admitted { .. } => &self.admitted,
+            QuotaDecision::Exceeded { .. } => &self.exceeded,
+            QuotaDecision::Unavailable { .. } => &self.unavailable,
+        };
+        slot.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{} admitted, {} exceeded, {} unavailable",
+            self.admitted.load(Ordering::Relaxed),
+            self.exceeded.load(Ordering::Relaxed),
+            self.unavailable.load(Ordering::Relaxed)
+        )
+    }
+}
+
+/// Runs `operation(index)` for every index in `indexes` with [`CALLERS`] concurrent tasks;
+/// returns how long that took.
+async fn drive<F, Fut>(indexes: Range<usize>, operation: F) -> Duration
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send,
 {
     let operation = Arc::new(operation);
-    let next = Arc::new(AtomicUsize::new(0));
+    let (next, end) = (Arc::new(AtomicUsize::new(indexes.start)), indexes.end);
     let started = Instant::now();
     let mut callers = tokio::task::JoinSet::new();
     for _ in 0..CALLERS {
@@ -60,7 +83,7 @@ where
         callers.spawn(async move {
             loop {
                 let index = next.fetch_add(1, Ordering::Relaxed);
-                if index >= total {
+                if index >= end {
                     break;
                 }
                 operation(index).await;
@@ -70,50 +93,32 @@ where
     while let Some(joined) = callers.join_next().await {
         joined.expect("caller task");
     }
-    total as f64 / started.elapsed().as_secs_f64()
+    started.elapsed()
 }
 
-/// Runs the quota over `total` commands, counting the outcomes.
+/// Runs the quota over the commands of `indexes`, counting the outcomes.
 async fn drive_quota<Q>(
-    quota: Q,
-    total: usize,
+    quota: &Q,
+    indexes: Range<usize>,
     command: fn(usize, usize) -> QuotaCommand,
     round: usize,
-) -> (f64, Tally)
+    tally: &Arc<Tally>,
+) -> Duration
 where
     Q: QuotaPort + Clone + 'static,
 {
-    let tally = Arc::new([
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-    ]);
-    let counts = tally.clone();
-    let rate = drive(total, move |index| {
-        let (quota, counts) = (quota.clone(), counts.clone());
+    let (quota, tally) = (quota.clone(), tally.clone());
+    drive(indexes, move |index| {
+        let (quota, tally) = (quota.clone(), tally.clone());
         async move {
-            let slot = match quota
+            let decision = quota
                 .consume(&command(round, index))
                 .await
-                .expect("valid command")
-            {
-                QuotaDecision::Admitted { .. } => 0,
-                QuotaDecision::Exceeded { .. } => 1,
-                QuotaDecision::Unavailable { .. } => 2,
-            };
-            counts[slot].fetch_add(1, Ordering::Relaxed);
+                .expect("valid command");
+            tally.count(&decision);
         }
     })
-    .await;
-    let load = |slot: usize| tally[slot].load(Ordering::Relaxed);
-    (
-        rate,
-        Tally {
-            admitted: load(0),
-            exceeded: load(1),
-            unavailable: load(2),
-        },
-    )
+    .await
 }
 
 fn distinct_command(round: usize, index: usize) -> QuotaCommand {
@@ -194,12 +199,13 @@ impl Bare {
 }
 
 async fn drive_bare(
-    bare: Bare,
-    total: usize,
+    bare: &Bare,
+    indexes: Range<usize>,
     key: fn(usize, usize) -> String,
     round: usize,
-) -> f64 {
-    drive(total, move |index| {
+) -> Duration {
+    let bare = bare.clone();
+    drive(indexes, move |index| {
         let bare = bare.clone();
         async move { bare.bump(key(round, index)).await }
     })
@@ -226,22 +232,21 @@ struct Row {
     workload: &'static str,
     quota: f64,
     bare: f64,
-    tally: Tally,
+    outcomes: String,
 }
+
+/// Decisions per chunk: quota and bare alternate every chunk, so both see the same load
+/// from whatever else the machine runs, and a round's rate is its total over the sum of
+/// its chunk times.
+const CHUNK: usize = 1_000;
 
 async fn compare<Q>(store: &'static str, quota: Q, bare: Bare) -> Vec<Row>
 where
     Q: QuotaPort + Clone + 'static,
 {
     // Warm both pools: connections open, statements prepared.
-    drive_quota(quota.clone(), WARMUP, warmup_command, 0).await;
-    drive_bare(
-        bare.clone(),
-        WARMUP,
-        |_, index| format!("warmup-{index}"),
-        0,
-    )
-    .await;
+    drive_quota(&quota, 0..WARMUP, warmup_command, 0, &Arc::default()).await;
+    drive_bare(&bare, 0..WARMUP, |_, index| format!("warmup-{index}"), 0).await;
 
     let workloads = [
         Workload {
@@ -258,31 +263,32 @@ where
         },
     ];
     let mut rows = Vec::new();
-    for Workload {
-        name: workload,
-        total,
-        command,
-        key,
-    } in workloads
-    {
+    for workload in workloads {
         let (mut quota_rates, mut bare_rates) = (Vec::new(), Vec::new());
-        let mut tally = Tally::default();
+        let mut outcomes = String::new();
         for round in 1..=ROUNDS {
-            let (rate, counted) = drive_quota(quota.clone(), total, command, round).await;
-            quota_rates.push(rate);
-            tally = counted;
-            bare_rates.push(drive_bare(bare.clone(), total, key, round).await);
+            let tally = Arc::new(Tally::default());
+            let (mut quota_time, mut bare_time) = (Duration::ZERO, Duration::ZERO);
+            for start in (0..workload.total).step_by(CHUNK) {
+                let chunk = start..(start + CHUNK).min(workload.total);
+                quota_time +=
+                    drive_quota(&quota, chunk.clone(), workload.command, round, &tally).await;
+                bare_time += drive_bare(&bare, chunk, workload.key, round).await;
+            }
+            quota_rates.push(workload.total as f64 / quota_time.as_secs_f64());
+            bare_rates.push(workload.total as f64 / bare_time.as_secs_f64());
+            outcomes = tally.summary();
         }
         let row = Row {
             store,
-            workload,
+            workload: workload.name,
             quota: median(quota_rates),
             bare: median(bare_rates),
-            tally,
+            outcomes,
         };
         eprintln!(
-            "{store} / {workload}: quota {:.0}/s, bare {:.0}/s ({:?})",
-            row.quota, row.bare, row.tally
+            "{store} / {}: quota {:.0}/s, bare {:.0}/s ({})",
+            row.workload, row.quota, row.bare, row.outcomes
         );
         rows.push(row);
     }
@@ -372,15 +378,13 @@ fn main() {
     println!("|---|---|---:|---:|---:|---|");
     for row in &rows {
         println!(
-            "| {} | {} | {:.0} | {:.0} | {:.2} | {} admitted, {} exceeded, {} unavailable |",
+            "| {} | {} | {:.0} | {:.0} | {:.2} | {} |",
             row.store,
             row.workload,
             row.quota,
             row.bare,
             row.quota / row.bare,
-            row.tally.admitted,
-            row.tally.exceeded,
-            row.tally.unavailable
+            row.outcomes
         );
     }
     println!("\n(total {:.0} s)", started.elapsed().as_secs_f64());

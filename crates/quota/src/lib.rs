@@ -15,6 +15,32 @@
 //! - anything the backend cannot vouch for (store down, timeout, malformed row) is
 //!   [`QuotaDecision::Unavailable`]: fail closed, never a silent allow.
 //!
+//! Wiring it (what the CLI and the API do):
+//!
+//! ```no_run
+//! use proxypool_quota::{Operation, PostgresQuota, PostgresSettings, QuotaCommand, QuotaConfig, QuotaPort};
+//! use proxypool_quota::http::{self, QuotaHttp};
+//! # async fn wire(admin_url: &str, admin: &sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+//! // Once, as the owner (`proxypool migrate`):
+//! proxypool_quota::postgres::migrate_url(admin_url).await?;
+//! proxypool_quota::postgres::create_quota_role(admin, "proxypool_quota", Some("secret")).await?;
+//!
+//! // In every replica, as the least-privilege role:
+//! let settings = PostgresSettings::new("postgres://proxypool_quota:secret@db:5432/proxypool");
+//! let quota = PostgresQuota::connect_lazy(&settings, QuotaConfig::default())?;
+//!
+//! // Per request, after authentication and authorization, before any mutation:
+//! let command = QuotaCommand::new("project-1", "client-7", Operation::Extract, "idem-key-42");
+//! match quota.consume(&command).await {
+//!     Ok(decision) => match http::for_decision(&decision) {
+//!         QuotaHttp::Proceed { headers } => { /* mutate, then answer with `headers` */ }
+//!         QuotaHttp::Reject(rejection) => { /* answer rejection.status / .code / .headers */ }
+//!     },
+//!     Err(invalid) => { /* 400: http::for_invalid(&invalid) */ }
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! Module map:
 //! - `command`, `validate`: [`QuotaCommand`], [`Operation`] and the input rules checked before
 //!   any store is touched.

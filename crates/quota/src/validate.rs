@@ -1,8 +1,9 @@
 //! The input rules of a [`crate::QuotaCommand`], checked before any store is touched.
 //!
 //! They are the seed's patterns, written as byte checks (no regex engine for three fixed
-//! shapes). The SQL tables repeat the same limits as CHECK constraints, so a backend bug
-//! cannot store what these functions would reject.
+//! shapes). The SQL tables repeat the length limits as CHECK constraints; the character
+//! rules live only here (as regular expressions in PostgreSQL they were the costliest part
+//! of every decision).
 
 use crate::error::{CommandField, InputProblem, InvalidCommand};
 

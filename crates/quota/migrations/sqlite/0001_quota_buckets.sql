@@ -16,14 +16,10 @@ CREATE TABLE quota_buckets (
 
     PRIMARY KEY (project_id, subject_id, operation),
 
-    -- The same input rules the code checks before any SQL (validate.rs); SQLite has no
-    -- regular expressions built in, so the shape check here is length and a GLOB for the
-    -- allowed characters.
-    CONSTRAINT quota_buckets_project_id_shape
-        CHECK (length(project_id) BETWEEN 1 AND 128
-               AND project_id GLOB '[A-Za-z0-9]*'
-               AND NOT project_id GLOB '*[^A-Za-z0-9._:-]*'),
-    CONSTRAINT quota_buckets_subject_id_shape
+    -- Key sizes; the character rules are checked in code before any SQL (validate.rs).
+    CONSTRAINT quota_buckets_project_id_length
+        CHECK (length(project_id) BETWEEN 1 AND 128),
+    CONSTRAINT quota_buckets_subject_id_length
         CHECK (length(subject_id) BETWEEN 1 AND 255),
     CONSTRAINT quota_buckets_operation_known
         CHECK (operation IN ('extract', 'inspect', 'admin')),
