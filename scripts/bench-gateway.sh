@@ -100,6 +100,7 @@ for _ in $(seq 1 100); do
 done
 
 run() { "$BIN/loadgen" "$@"; }
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }   # utime+stime, 1/100 s
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
 # Each setup runs twice, interleaved (a b c a b c), and the better run counts: other jobs
@@ -110,7 +111,9 @@ best() { # best of two loadgen result lines by rps
 }
 echo "plain HTTP, $CONNS keep-alive connections, ${SECS}s per run, 2 runs each..." >&2
 A1=$(run http "$UPSTREAM" "$UP_CRED" "$URLS" "$CONNS" "$SECS")
+T0=$(ticks "$GW_PID")
 B1=$(run http "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$SECS")
+T1=$(ticks "$GW_PID")
 C1=$(run http "127.0.0.1:$TP_PORT" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$SECS")
 A2=$(run http "$UPSTREAM" "$UP_CRED" "$URLS" "$CONNS" "$SECS")
 B2=$(run http "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$SECS")
@@ -125,6 +128,7 @@ CA=$(best "$CA1" "$CA2"); CB=$(best "$CB1" "$CB2")
 echo "holding $TUNNELS idle tunnels (descriptor limit $FD_LIMIT) through the gateway..." >&2
 H=$(run hold "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$TUNNELS" "$GW_PID")
 
+GW_US=$(( (T1 - T0) * 10000 / $(field ok "$B1") ))
 echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] C=[$C1 | $C2] CA=[$CA1 | $CA2] CB=[$CB1 | $CB2]" >&2
 ratio() { python3 -c "a=float('$1'); b=float('$2'); print(f'{a/b:.2f}' if b else 'n/a')"; }
 
@@ -146,6 +150,7 @@ echo
 echo "ratios: plain HTTP (b)/(a) = $(ratio "$(field rps "$B")" "$(field rps "$A")") (target ≥ 0.8)," \
   "(b)/(c) = $(ratio "$(field rps "$B")" "$(field rps "$C")") (target ≥ 2);" \
   "CONNECT (b)/(a) = $(ratio "$(field rps "$CB")" "$(field rps "$CA")")"
+echo "gateway CPU per plain HTTP request (run b1): ${GW_US} µs (user+system)"
 echo "idle tunnels: $(field tunnels "$H") open ($(field failed "$H") failed)," \
   "gateway RSS $(field rss_before_kib "$H") KiB → $(field rss_after_kib "$H") KiB," \
   "$(field bytes_per_tunnel "$H") bytes per idle tunnel (user-space; kernel socket buffers not included)"
