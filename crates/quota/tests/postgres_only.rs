@@ -715,3 +715,39 @@ async fn bucket_filled_concurrently_is_decided_on_its_latest_version() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denial_of_a_full_bucket_takes_no_row_lock() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let database = fresh_database(server).await;
+    let quota = bounded_quota(&database.role_url, uniform(1), 2);
+    in_one_window(async |attempt| {
+        let subject = format!("client-{attempt}");
+        let mut window = OneWindow::default();
+        let first = consume(&quota, &command(PROJECT, &subject, Operation::Extract, "a")).await;
+        window.check(&first)?;
+        // Another transaction holds the full bucket's row lock for as long as it likes.
+        let mut other = database.admin.begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM proxypool_quota.quota_buckets WHERE subject_id = $1 FOR UPDATE")
+            .bind(&subject)
+            .execute(&mut *other)
+            .await
+            .unwrap();
+        // A new receipt on the full bucket is denied from the snapshot: no wait on the lock
+        // (which would end as a 1 s statement timeout, Unavailable), no write.
+        let started = Instant::now();
+        let denied = consume(&quota, &command(PROJECT, &subject, Operation::Extract, "b")).await;
+        let took = started.elapsed();
+        window.check(&denied)?;
+        retry_after(&denied);
+        assert!(
+            took < Duration::from_millis(900),
+            "waited {took:?} on the row lock"
+        );
+        other.rollback().await.unwrap();
+        Ok(())
+    })
+    .await;
+}

@@ -19,19 +19,29 @@
 /// Concurrent decisions on one bucket serialize on its row lock, and `ON CONFLICT DO
 /// UPDATE` re-evaluates against the latest committed row, so replicas cannot over-admit.
 ///
-/// Output: one row `(admitted, count, receipts, reset_at_ms, observed_at_ms)`. When the
-/// upsert admitted, that is its `RETURNING` (`admitted = 1`). When the bucket was full, the
-/// second branch reads the bucket in the same statement (`admitted = 0`), saving the round
-/// trip of a separate read on what is the common path of a bucket under pressure. That read
-/// sees the statement's snapshot, which may predate the version the upsert locked: a row
-/// inserted concurrently is then invisible (no row at all: the caller falls back to
-/// [`READ_BUCKET`]) and a row changed concurrently shows its older version, which can only
-/// look less full or in an older window than the truth; the caller's validation treats both
-/// as "changed" and decides again. A stale row can never turn into a wrong denial: within a
-/// window the count only grows.
+/// Two additions keep a bucket under pressure cheap, both resting on one fact: *within a
+/// window a full bucket stays full and its receipts stay as they are* (only a new window
+/// changes them). So when the statement's snapshot already shows the bucket full in the
+/// current window without this receipt, the answer is "exceeded" whatever happened since:
+/// - the upsert is skipped (`WHERE NOT EXISTS` on its `SELECT`), so a denial takes no row
+///   lock and writes nothing;
+/// - the second branch returns that snapshot row (`admitted = 0`), so a denial is one round
+///   trip, not a decision plus a separate read.
+///
+/// Output: one row `(admitted, count, receipts, reset_at_ms, observed_at_ms)`: the upsert's
+/// `RETURNING` (`admitted = 1`), or the snapshot row (`admitted = 0`), or no row. The
+/// snapshot may predate the version the upsert locked: a bucket inserted concurrently is
+/// invisible (no row: the caller falls back to [`READ_BUCKET`]) and one changed
+/// concurrently shows its older version, which can only look less full or older than the
+/// truth; the caller's validation treats both as "changed" and decides again.
 pub(crate) const DECIDE: &str = r#"
 WITH clock AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+),
+snapshot AS MATERIALIZED (
+    SELECT stored.consumed_count, stored.receipt_ids, stored.window_started_at_ms
+    FROM proxypool_quota.quota_buckets AS stored
+    WHERE stored.project_id = $1 AND stored.subject_id = $2 AND stored.operation = $3
 ),
 decided AS (
     INSERT INTO proxypool_quota.quota_buckets AS bucket
@@ -41,6 +51,11 @@ decided AS (
            clock.now_ms - clock.now_ms % $5::bigint, 1, jsonb_build_array($4::text),
            clock.now_ms
     FROM clock
+    WHERE NOT EXISTS (
+        SELECT 1 FROM snapshot
+        WHERE snapshot.window_started_at_ms = clock.now_ms - clock.now_ms % $5::bigint
+          AND snapshot.consumed_count >= $6::bigint
+          AND NOT snapshot.receipt_ids ? $4::text)
     ON CONFLICT (project_id, subject_id, operation) DO UPDATE SET
         window_started_at_ms = CASE
             WHEN bucket.window_started_at_ms < excluded.window_started_at_ms
@@ -71,13 +86,12 @@ SELECT 1::bigint,
 FROM decided, clock
 UNION ALL
 SELECT 0::bigint,
-       stored.consumed_count::bigint,
-       jsonb_array_length(stored.receipt_ids)::bigint,
-       (stored.window_started_at_ms + $5::bigint)::bigint,
+       snapshot.consumed_count::bigint,
+       jsonb_array_length(snapshot.receipt_ids)::bigint,
+       (snapshot.window_started_at_ms + $5::bigint)::bigint,
        clock.now_ms
-FROM proxypool_quota.quota_buckets AS stored, clock
-WHERE stored.project_id = $1 AND stored.subject_id = $2 AND stored.operation = $3
-  AND NOT EXISTS (SELECT 1 FROM decided)
+FROM snapshot, clock
+WHERE NOT EXISTS (SELECT 1 FROM decided)
 "#;
 
 /// The follow-up read when [`DECIDE`] returned no row (the bucket was inserted concurrently,
