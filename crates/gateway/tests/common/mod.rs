@@ -158,6 +158,7 @@ impl Curl {
 
 /// Runs `curl` with `args`, capturing status, headers (of the last response) and body.
 pub async fn curl(args: &[&str]) -> Curl {
+    upstreams::ensure_tools();
     let headers_file = tempfile_path("headers");
     let output = tokio::process::Command::new("curl")
         .args(["-sS", "--max-time", "10", "-D", &headers_file, "-o", "-"])

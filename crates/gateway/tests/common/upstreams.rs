@@ -22,8 +22,14 @@ use tokio::process::{Child, Command};
 pub const UPSTREAM_USER: &str = "vendor";
 pub const UPSTREAM_PASS: &str = "vendor-pass";
 
-/// Installs tinyproxy, microsocks and openssl when missing (tests run as root in CI).
+/// Installs tinyproxy, microsocks, openssl and curl when missing (tests run as root in
+/// CI). Once per test process: parallel tests must not race for the dpkg lock.
 pub fn ensure_tools() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(install_missing_tools);
+}
+
+fn install_missing_tools() {
     let missing: Vec<&str> = ["tinyproxy", "microsocks", "openssl", "curl"]
         .into_iter()
         .filter(|tool| {
@@ -37,14 +43,17 @@ pub fn ensure_tools() {
     if missing.is_empty() {
         return;
     }
+    // Like scripts/test.sh: keep the packages' own services (tinyproxy on :8888) from
+    // starting, via a policy-rc.d that says "not allowed" while apt runs.
+    let script = format!(
+        "set -e; policy=/usr/sbin/policy-rc.d; made=no; \
+         if [ ! -e $policy ]; then printf '#!/bin/sh\\nexit 101\\n' > $policy; chmod +x $policy; made=yes; fi; \
+         (apt-get install -y {0} || (apt-get update && apt-get install -y {0})) >/dev/null 2>&1 || status=$?; \
+         if [ $made = yes ]; then rm -f $policy; fi; exit ${{status:-0}}",
+        missing.join(" ")
+    );
     let status = std::process::Command::new("sh")
-        .args([
-            "-c",
-            &format!(
-                "(apt-get install -y {0} || (apt-get update && apt-get install -y {0})) >/dev/null 2>&1",
-                missing.join(" ")
-            ),
-        ])
+        .args(["-c", &script])
         .env("DEBIAN_FRONTEND", "noninteractive")
         .status();
     assert!(
