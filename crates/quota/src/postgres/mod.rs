@@ -1,10 +1,10 @@
 //! [`PostgresQuota`]: the quota in PostgreSQL, shared by any number of replicas.
 //!
 //! Each decision is one statement ([`PostgresQuota::DECISION_SQL`]) deciding on the
-//! database clock; for a full bucket the same statement also reads the row, and a second
-//! statement ([`PostgresQuota::READ_SQL`]) reads it only when the statement's snapshot could
-//! not see it (a bucket created concurrently).
-//! The result is checked strictly (`decision.rs`); driver errors, timeouts and broken rows
+//! database clock. For a full bucket the same statement also returns the row (and, when its
+//! snapshot already shows the bucket full, skips the upsert: no row lock, no write); a
+//! second statement ([`PostgresQuota::READ_SQL`]) reads the row only when the snapshot could
+//! not see it (a bucket created concurrently). The result is checked strictly (`decision.rs`); driver errors, timeouts and broken rows
 //! are [`QuotaDecision::Unavailable`], always within [`PostgresSettings::decision_timeout`]
 //! (the pool's acquire timeout and the server's `statement_timeout` bound the parts, an
 //! outer timer bounds the whole, including a server that accepts but never answers).
