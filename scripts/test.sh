@@ -38,6 +38,10 @@ missing_packages() {
   command -v redis-server >/dev/null 2>&1 || echo redis-server
   postgres_bin_dir >/dev/null || echo postgresql
   command -v curl >/dev/null 2>&1 || echo curl
+  # The gateway's interop and HTTPS tests use real third-party proxies and a TLS origin.
+  command -v tinyproxy >/dev/null 2>&1 || echo tinyproxy
+  command -v microsocks >/dev/null 2>&1 || echo microsocks
+  command -v openssl >/dev/null 2>&1 || echo openssl
 }
 
 install_packages() {
@@ -46,7 +50,7 @@ install_packages() {
     {
       echo "error: missing test dependencies: ${packages[*]}"
       echo "scripts/test.sh installs them only as root on Debian/Ubuntu (apt-get)."
-      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl"
+      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl"
       echo "(or point the tests at running servers with PROXYPOOL_TEST_REDIS_URL and"
       echo " PROXYPOOL_TEST_POSTGRES_URL), then run scripts/test.sh again."
     } >&2
@@ -79,7 +83,7 @@ install_packages() {
   trap - EXIT
 }
 
-step "check test dependencies (redis-server, PostgreSQL, curl)"
+step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl)"
 mapfile -t missing < <(missing_packages)
 if ((${#missing[@]} > 0)); then
   step "install ${missing[*]}"
