@@ -1,0 +1,110 @@
+//! What the client API needs from the controller, implemented over a [`Controller`] in the
+//! same process: the upstreams' provider status ([`UpstreamStatusSource`]) and the cordon
+//! that keeps a drained worker drained ([`WorkerCordon`]).
+//!
+//! Both read the controller's in-process state. With several controllers on one store
+//! (split mode), the provider status is that of the controller which leads (the others
+//! show `pending`), and a cordon holds in the controller whose API received it.
+
+use async_trait::async_trait;
+use proxypool_api::{FetchHealth, UpstreamStatus, UpstreamStatusSource, WorkerCordon};
+use proxypool_controller::Controller;
+use proxypool_controller::provider::status::UpstreamOverview;
+use proxypool_core::{PoolResult, WorkerId};
+
+/// The controller, seen by the client API.
+#[derive(Debug, Clone)]
+pub(crate) struct ControllerView {
+    controller: Controller,
+}
+
+impl ControllerView {
+    pub(crate) fn new(controller: Controller) -> Self {
+        ControllerView { controller }
+    }
+}
+
+#[async_trait]
+impl UpstreamStatusSource for ControllerView {
+    async fn upstreams(&self) -> PoolResult<Vec<UpstreamStatus>> {
+        Ok(self
+            .controller
+            .upstream_overviews()
+            .into_iter()
+            .map(to_status)
+            .collect())
+    }
+}
+
+#[async_trait]
+impl WorkerCordon for ControllerView {
+    async fn cordon(&self, worker: &WorkerId) -> PoolResult<()> {
+        self.controller.cordon(worker);
+        Ok(())
+    }
+}
+
+/// The API's view of one upstream's provider status.
+fn to_status(overview: UpstreamOverview) -> UpstreamStatus {
+    let status = overview.status.unwrap_or_default();
+    let health = if status.last_attempt_ms.is_none() {
+        FetchHealth::Pending
+    } else if status.last_error.is_some() {
+        FetchHealth::Failing
+    } else {
+        FetchHealth::Ok
+    };
+    UpstreamStatus {
+        id: overview.id,
+        provider: overview.provider.to_owned(),
+        health,
+        fetch_interval_ms: overview.fetch_interval_ms,
+        proxy_ttl_ms: overview.proxy_ttl_ms,
+        max_size: overview.max_size,
+        last_fetch_at_ms: status.last_attempt_ms,
+        last_success_at_ms: status.last_success_ms,
+        consecutive_failures: status.consecutive_failures,
+        last_error: status.last_error,
+        last_fetched: status
+            .last_success_ms
+            .map(|_| u64::from(status.last_fetched)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proxypool_controller::provider::status::UpstreamStatus as BoardStatus;
+    use proxypool_core::UpstreamId;
+
+    fn overview(status: Option<BoardStatus>) -> UpstreamOverview {
+        UpstreamOverview {
+            id: UpstreamId::new("sim").unwrap(),
+            provider: "http_list",
+            fetch_interval_ms: 1_000,
+            proxy_ttl_ms: 60_000,
+            max_size: 10,
+            status,
+        }
+    }
+
+    #[test]
+    fn maps_the_board_to_fetch_health() {
+        assert_eq!(to_status(overview(None)).health, FetchHealth::Pending);
+        let ok = to_status(overview(Some(BoardStatus {
+            last_attempt_ms: Some(5),
+            last_success_ms: Some(5),
+            last_fetched: 4,
+            ..BoardStatus::default()
+        })));
+        assert_eq!((ok.health, ok.last_fetched), (FetchHealth::Ok, Some(4)));
+        let failing = to_status(overview(Some(BoardStatus {
+            last_attempt_ms: Some(9),
+            last_error: Some("connect".into()),
+            consecutive_failures: 2,
+            ..BoardStatus::default()
+        })));
+        assert_eq!(failing.health, FetchHealth::Failing);
+        assert_eq!(failing.last_fetched, None);
+    }
+}

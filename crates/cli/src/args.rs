@@ -1,0 +1,156 @@
+//! The command line: every subcommand and flag, as clap derive types.
+//!
+//! Only parsing lives here; what each subcommand does is in `commands`. Defaults that a
+//! newcomer sees in `--help` are chosen so `proxypool dev` works with no flags at all.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// proxypool: a proxy pool platform (vendor fetch, health checks, exclusive extraction
+/// API, rotating HTTP/SOCKS5 gateway).
+#[derive(Debug, Parser)]
+#[command(name = "proxypool", version, about, long_about = None)]
+#[command(
+    after_help = "Logs go to stderr; filter them with PROXYPOOL_LOG (or RUST_LOG), \
+e.g. PROXYPOOL_LOG=debug or PROXYPOOL_LOG=warn,proxypool_gateway=debug."
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Everything in one process on loopback with a simulated vendor: try it in a minute.
+    Dev(DevArgs),
+    /// Controller, client API and a gateway in one process (one machine).
+    Serve(ConfigArg),
+    /// Controller and client API (split mode: gateways run as `proxypool gateway`).
+    Controller(ConfigArg),
+    /// A gateway worker talking to a controller's worker control API.
+    Gateway(ConfigArg),
+    /// Extract proxies through the client API and print them.
+    Extract(ExtractArgs),
+    /// Validate a configuration file and print a short summary.
+    CheckConfig(CheckConfigArgs),
+    /// Apply the quota store's migrations (and optionally create the PostgreSQL role).
+    Migrate(MigrateArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ConfigArg {
+    /// The configuration file (see examples/proxypool.toml).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DevArgs {
+    /// Gateway HTTP proxy listener (port 0 = any free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:18080")]
+    pub http: SocketAddr,
+    /// Gateway SOCKS5 listener.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:11080")]
+    pub socks5: SocketAddr,
+    /// Client API listener.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:17080")]
+    pub api: SocketAddr,
+    /// Worker control API listener (the gateway reaches the controller here).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub control: SocketAddr,
+    /// Where the SQLite quota file goes.
+    #[arg(long, value_name = "DIR", default_value = ".proxypool-data")]
+    pub data_dir: PathBuf,
+    /// How many simulated upstream proxies the vendor lists.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(2..=200))]
+    pub proxies: u16,
+    /// Lifetime of each simulated proxy in seconds (the vendor rotates them like a
+    /// residential vendor); 0 = no rotation.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub proxy_ttl: u64,
+    /// How long to wait for everything to be ready before giving up.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub ready_timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExtractArgs {
+    /// Base URL of the client API.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:17080")]
+    pub api: String,
+    /// Environment variable holding the API token.
+    #[arg(long, value_name = "VAR", default_value = "PROXYPOOL_TOKEN")]
+    pub token_env: String,
+    /// How many proxies to extract.
+    #[arg(long, short = 'n', default_value_t = 1)]
+    pub count: u32,
+    /// `partial` returns what is there; `all-or-nothing` changes nothing unless all are found.
+    #[arg(long, value_enum, default_value_t = Mode::Partial)]
+    pub mode: Mode,
+    /// Only proxies of this protocol (http, https, socks5).
+    #[arg(long)]
+    pub protocol: Option<String>,
+    /// Only proxies in this region.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Only proxies of this carrier.
+    #[arg(long)]
+    pub carrier: Option<String>,
+    /// Only proxies of this upstream (vendor) id.
+    #[arg(long)]
+    pub upstream: Option<String>,
+    /// Only proxies checked within this many milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub min_health_freshness_ms: Option<u64>,
+    /// Makes a retry return the same extraction instead of a new one.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// Print the API's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Give up on the request after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 15)]
+    pub timeout: u64,
+}
+
+/// How an extraction treats a shortfall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Mode {
+    Partial,
+    AllOrNothing,
+}
+
+impl Mode {
+    /// The API's spelling.
+    pub(crate) fn wire(self) -> &'static str {
+        match self {
+            Mode::Partial => "partial",
+            Mode::AllOrNothing => "all_or_nothing",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckConfigArgs {
+    /// The configuration file (controller, `[api]` and/or `[gateway]` sections).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MigrateArgs {
+    /// The configuration file; its `[quota] url` names the store.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: PathBuf,
+    /// PostgreSQL: environment variable with an owner/admin URL (password included) to
+    /// migrate with, instead of the configured (least-privilege) quota URL.
+    #[arg(long, value_name = "VAR")]
+    pub admin_url_env: Option<String>,
+    /// PostgreSQL: also create (or re-assert) this least-privilege login role.
+    #[arg(long, value_name = "ROLE")]
+    pub create_role: Option<String>,
+    /// PostgreSQL: environment variable with the password to give the role.
+    #[arg(long, value_name = "VAR", requires = "create_role")]
+    pub role_password_env: Option<String>,
+}

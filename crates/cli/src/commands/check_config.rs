@@ -1,0 +1,158 @@
+//! `proxypool check-config FILE`: loads the file exactly as the serving commands would
+//! (environment overrides and secret references included), and prints a short summary,
+//! or every problem with its file and key and exits non-zero.
+//!
+//! A file with controller sections is checked as `serve`/`controller` read it (its
+//! `[gateway]`, if any, as the in-process gateway); a file with only `[gateway]` is
+//! checked as a split gateway's file.
+
+use crate::args::CheckConfigArgs;
+use crate::config_file::ConfigFile;
+use crate::failure::Failure;
+use crate::gateway_section::{Placement, gateway_config};
+use proxypool_controller::Config;
+use proxypool_controller::config::{ProviderKind, QuotaKind, StoreKind};
+use proxypool_core::Secret;
+use proxypool_gateway::GatewayConfig;
+
+pub(crate) async fn run(args: CheckConfigArgs) -> Result<(), Failure> {
+    let file = ConfigFile::read(&args.file)?;
+    if !file.has_controller() && !file.has_gateway() {
+        return Err(file.invalid(
+            "(top level)",
+            "no controller sections and no [gateway] table: nothing to run",
+        ));
+    }
+    let mut lines = Vec::new();
+    if file.has_controller() {
+        let config = file.controller()?;
+        let api = file.api()?;
+        summarize_controller(&config, &mut lines);
+        lines.push(format!(
+            "api         {} connections, {} concurrent requests, extractions of up to {}",
+            api.limits.max_connections,
+            api.limits.max_concurrent_requests,
+            api.extraction.max_count
+        ));
+    }
+    if file.has_gateway() {
+        let placement = if file.has_controller() {
+            Placement::InProcess {
+                controller_url: "http://127.0.0.1:1".into(),
+                token: Secret::new("check"),
+            }
+        } else {
+            Placement::Remote
+        };
+        let remote = matches!(placement, Placement::Remote);
+        let gateway = gateway_config(&file, placement)?;
+        summarize_gateway(&gateway, remote, &mut lines);
+    }
+    println!("{}: OK", file.file);
+    for line in lines {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+fn summarize_controller(config: &Config, lines: &mut Vec<String>) {
+    let store = match &config.store.kind {
+        StoreKind::Memory => "memory (one controller)".to_owned(),
+        StoreKind::Redis { url } => format!("redis {url} (prefix {})", config.store.key_prefix),
+        StoreKind::Sentinel {
+            sentinels, master, ..
+        } => format!("redis sentinel {} master {master}", sentinels.join(",")),
+    };
+    let quota = match &config.quota.kind {
+        QuotaKind::Memory => "memory (lost on restart)".to_owned(),
+        QuotaKind::Sqlite { path } => format!("sqlite {}", path.display()),
+        QuotaKind::Postgres { url } => format!("postgres {url}"),
+    };
+    lines.push(format!("store       {store}"));
+    lines.push(format!("quota       {quota}"));
+    lines.push(format!(
+        "listen      control {}, api {}",
+        config.listen.control, config.listen.api
+    ));
+    let upstreams: Vec<String> = config
+        .upstreams
+        .iter()
+        .map(|u| match u.provider.kind {
+            ProviderKind::Http => format!(
+                "{} (http list every {}, ttl {}, max {})",
+                u.id, u.provider.interval, u.ttl, u.max_size
+            ),
+            ProviderKind::Static => format!(
+                "{} (static, {} proxies, max {})",
+                u.id,
+                u.provider.proxies.len(),
+                u.max_size
+            ),
+        })
+        .collect();
+    lines.push(format!(
+        "upstreams   {}{}",
+        config.upstreams.len(),
+        list(&upstreams)
+    ));
+    let clients: Vec<String> = config
+        .clients
+        .iter()
+        .map(|c| {
+            let mut can = Vec::new();
+            if c.api_token.is_some() {
+                can.push("api");
+            }
+            if c.gateway_password.is_some() {
+                can.push("gateway");
+            }
+            if c.admin {
+                can.push("admin");
+            }
+            format!("{} ({})", c.id, can.join("+"))
+        })
+        .collect();
+    lines.push(format!(
+        "clients     {}{}",
+        config.clients.len(),
+        list(&clients)
+    ));
+    lines.push(format!(
+        "workers     {} token(s), lease {}, up to {} proxies per worker",
+        config.worker_tokens.len(),
+        config.ownership.lease,
+        config.ownership.per_worker_target
+    ));
+}
+
+fn summarize_gateway(gateway: &GatewayConfig, remote: bool, lines: &mut Vec<String>) {
+    let listeners = &gateway.listeners;
+    let mut on = Vec::new();
+    if let Some(addr) = listeners.http {
+        on.push(format!("http {addr}"));
+    }
+    if let Some(addr) = listeners.socks5 {
+        on.push(format!("socks5 {addr}"));
+    }
+    if let Some(addr) = listeners.admin {
+        on.push(format!("admin {addr}"));
+    }
+    let controller = if remote {
+        format!("controller {}", gateway.controller_url)
+    } else {
+        "in-process controller".to_owned()
+    };
+    lines.push(format!(
+        "gateway     worker {}, {controller}; {}",
+        gateway.worker_id,
+        on.join(", ")
+    ));
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", items.join(", "))
+    }
+}

@@ -1,0 +1,114 @@
+//! What `dev` prints on stdout once it is ready: the addresses, the generated client
+//! credentials, and three commands that work when pasted as they are.
+//!
+//! The labels are stable (the end-to-end tests read them): `gateway HTTP`, `gateway
+//! SOCKS5`, `client API`, `origin`, `proxy username`, `proxy password`, `API token`, and
+//! the three command lines start with `curl`.
+
+use super::setup::{CLIENT, Credentials};
+use crate::args::DevArgs;
+use crate::failure::Failure;
+use crate::stack::{Stack, dialable};
+use proxypool_sim::SimVendor;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The addresses a user (or a probe) connects to.
+#[derive(Debug, Clone)]
+pub(super) struct Endpoints {
+    pub http: SocketAddr,
+    pub socks5: SocketAddr,
+    pub api: SocketAddr,
+    pub control: SocketAddr,
+}
+
+impl Endpoints {
+    pub(super) fn new(stack: &Stack, _sim: &SimVendor, _args: &DevArgs) -> Result<Self, Failure> {
+        let missing = || Failure::runtime("the gateway has no listener address");
+        Ok(Endpoints {
+            http: dialable(stack.http_addr.ok_or_else(missing)?),
+            socks5: dialable(stack.socks5_addr.ok_or_else(missing)?),
+            api: dialable(stack.api_addr),
+            control: dialable(stack.control_addr()),
+        })
+    }
+}
+
+/// Prints the banner to stdout (and flushes: a pipe would otherwise hold it back).
+pub(super) fn print(
+    endpoints: &Endpoints,
+    sim: &SimVendor,
+    credentials: &Credentials,
+    args: &DevArgs,
+    took: Duration,
+) {
+    let text = render(endpoints, sim, credentials, args, took);
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+fn render(
+    endpoints: &Endpoints,
+    sim: &SimVendor,
+    credentials: &Credentials,
+    args: &DevArgs,
+    took: Duration,
+) -> String {
+    let origin = sim.origin().url("/");
+    let password = &credentials.gateway_password;
+    let token = &credentials.api_token;
+    let exits = sim
+        .proxies()
+        .iter()
+        .map(|p| p.exit_ip())
+        .fold(None, |range: Option<(_, _)>, ip| match range {
+            None => Some((ip, ip)),
+            Some((lo, hi)) => Some((lo.min(ip), hi.max(ip))),
+        })
+        .map(|(lo, hi)| format!("exits {lo}-{hi}"))
+        .unwrap_or_default();
+    let rotation = if args.proxy_ttl > 0 {
+        format!(
+            "each lives up to {}s, then the vendor replaces it",
+            args.proxy_ttl
+        )
+    } else {
+        "no rotation".to_owned()
+    };
+    let quota = args.data_dir.join("quota.sqlite3");
+    format!(
+        r#"
+proxypool dev is ready ({took:.1?} after start)
+
+  simulated vendor   {n} proxies, HTTP and SOCKS5, {exits}; {rotation}
+  origin             {origin}   (answers with the exit address it saw)
+  gateway HTTP       {http}
+  gateway SOCKS5     {socks5}
+  client API         http://{api}
+  control API        {control}   (the gateway registers here)
+  quota (SQLite)     {quota}
+
+  proxy username     {CLIENT}
+  proxy password     {password}
+  API token          {token}
+
+Try it (each request may leave through another exit):
+
+  curl -x http://{CLIENT}:{password}@{http} {origin}
+  curl --socks5-hostname {socks5} --proxy-user {CLIENT}:{password} {origin}
+  curl -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{"count":2}}' http://{api}/v1/extractions
+
+Keep one exit with a sticky session: use the username {CLIENT}-session-mysession.
+Extract with the CLI: PROXYPOOL_TOKEN={token} proxypool extract --api http://{api} --count 2
+Stop with Ctrl-C.
+"#,
+        n = sim.proxies().len(),
+        quota = quota.display(),
+        http = endpoints.http,
+        socks5 = endpoints.socks5,
+        api = endpoints.api,
+        control = endpoints.control,
+    )
+}

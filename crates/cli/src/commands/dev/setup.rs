@@ -1,0 +1,130 @@
+//! `dev`'s generated configuration: the simulated vendor's shape, the client's
+//! credentials, and a controller config written as TOML text and loaded through the same
+//! loader as a file, so `dev` exercises the real configuration path.
+//!
+//! Intervals are short (fetch every 2 s, checks every 200 ms) so the system is ready in
+//! seconds; the lease and session settings are the defaults' shape, scaled down.
+
+use crate::args::DevArgs;
+use crate::failure::Failure;
+use crate::random;
+use proxypool_controller::config::{Config, Env};
+use proxypool_core::SecretHash;
+use proxypool_sim::{ListFormat, ProxyKind, SimConfig, SimVendor};
+use std::time::Duration;
+
+/// The one client `dev` configures.
+pub(super) const CLIENT: &str = "dev";
+/// The upstream id of the simulated vendor.
+pub(super) const UPSTREAM: &str = "sim";
+
+/// The generated secrets, shown once in the banner (only their hashes are configured).
+#[derive(Debug)]
+pub(super) struct Credentials {
+    pub gateway_password: String,
+    pub api_token: String,
+}
+
+impl Credentials {
+    pub(super) fn generate() -> Self {
+        Credentials {
+            gateway_password: random::token(20),
+            api_token: random::token(32),
+        }
+    }
+}
+
+/// The simulated vendor: HTTP and SOCKS5 proxies alternating, three regions, JSON list.
+pub(super) fn sim_config(args: &DevArgs) -> SimConfig {
+    SimConfig {
+        proxies: usize::from(args.proxies),
+        kinds: vec![ProxyKind::Http, ProxyKind::Socks5],
+        regions: vec!["us".into(), "de".into(), "jp".into()],
+        carriers: vec!["simnet".into()],
+        ttl: (args.proxy_ttl > 0).then(|| Duration::from_secs(args.proxy_ttl)),
+        format: ListFormat::Json,
+        ..SimConfig::default()
+    }
+}
+
+/// The controller configuration for `dev`.
+pub(super) fn controller_config(
+    args: &DevArgs,
+    sim: &SimVendor,
+    credentials: &Credentials,
+) -> Result<Config, Failure> {
+    let salt = random::token(16);
+    let hash = |secret: &str| {
+        SecretHash::derive(secret, &salt)
+            .map(|h| h.as_str().to_owned())
+            .map_err(|e| Failure::runtime(format!("hashing a generated secret: {e}")))
+    };
+    let text = format!(
+        r#"
+[store]
+url = "memory"
+
+[quota]
+url = "sqlite://quota.sqlite3"
+
+[listen]
+control = "{control}"
+api = "{api}"
+
+[snapshot]
+long_poll_wait = "10s"
+session_ttl = "15s"
+report_interval = "2s"
+poll_interval = "200ms"
+
+[ownership]
+lease = "20s"
+renew_before = "8s"
+interval = "200ms"
+per_worker_target = {per_worker}
+
+[checker]
+concurrency = 32
+timeout = "3s"
+interval = "200ms"
+
+[[upstreams]]
+id = "{UPSTREAM}"
+ttl = "10m"
+safety_margin = "5s"
+max_size = 1000
+max_sessions = 32
+
+[upstreams.provider]
+kind = "http"
+url = "{list}"
+format = "json"
+interval = "2s"
+timeout = "3s"
+
+[upstreams.health]
+interval = "30s"
+
+[[upstreams.health.targets]]
+url = "{health}"
+expect_status = 200
+
+[[clients]]
+id = "{CLIENT}"
+project = "dev"
+api_token_hash = "{api_hash}"
+gateway_password_hash = "{gateway_hash}"
+admin = true
+max_connections = 256
+"#,
+        control = args.control,
+        api = args.api,
+        per_worker = (args.proxies / 2).max(1),
+        list = sim.list_url(),
+        health = sim.origin().url("/health"),
+        api_hash = hash(&credentials.api_token)?,
+        gateway_hash = hash(&credentials.gateway_password)?,
+    );
+    Config::from_toml_str(&text, "<dev>", &args.data_dir, &Env::default())
+        .map_err(|e| Failure::runtime(format!("dev configuration: {e}")))
+}

@@ -1,0 +1,32 @@
+//! `proxypool gateway --config FILE`: one gateway worker. It registers with the
+//! controller at `[gateway] controller_url`, pulls its snapshot of leased proxies and
+//! serves clients from it; on shutdown it finishes in-flight work within
+//! `shutdown_grace_ms` and ends its session, so its proxies can be reassigned at once.
+
+use crate::args::ConfigArg;
+use crate::config_file::ConfigFile;
+use crate::failure::Failure;
+use crate::gateway_section::{Placement, gateway_config};
+use crate::signal::Shutdown;
+use proxypool_gateway::Gateway;
+
+pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
+    let shutdown = Shutdown::install().map_err(|e| Failure::runtime(format!("signals: {e}")))?;
+    let file = ConfigFile::read(&args.config)?;
+    let config = gateway_config(&file, Placement::Remote)?;
+    let (worker, controller) = (config.worker_id.clone(), config.controller_url.clone());
+    let gateway = Gateway::bind(config)
+        .await
+        .map_err(|e| Failure::runtime(format!("gateway: {e}")))?;
+    tracing::info!(
+        %worker,
+        %controller,
+        http = ?gateway.http_addr(),
+        socks5 = ?gateway.socks5_addr(),
+        admin = ?gateway.admin_addr(),
+        "proxypool gateway is running"
+    );
+    gateway.run(shutdown.wait()).await;
+    tracing::info!("proxypool gateway stopped");
+    Ok(())
+}

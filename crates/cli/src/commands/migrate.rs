@@ -1,0 +1,82 @@
+//! `proxypool migrate --config FILE`: applies the quota store's migrations.
+//!
+//! SQLite: creates the file and its table (serving commands do this too, so this is for
+//! preparing a host ahead of time). PostgreSQL: the serving role should not be able to
+//! create tables, so migrations run here, as the configured role or as an owner given by
+//! `--admin-url-env`; `--create-role NAME` then creates (or re-asserts) the
+//! least-privilege login role the quota runs as (SELECT/INSERT/UPDATE on its one table).
+
+use crate::args::MigrateArgs;
+use crate::config_file::ConfigFile;
+use crate::failure::Failure;
+use crate::quota::with_password;
+use proxypool_controller::config::QuotaKind;
+use proxypool_quota::{QuotaConfig, SqliteQuota, SqliteSettings};
+use sqlx::postgres::PgPoolOptions;
+use std::time::Duration;
+
+pub(crate) async fn run(args: MigrateArgs) -> Result<(), Failure> {
+    let file = ConfigFile::read(&args.config)?;
+    let config = file.controller()?;
+    let postgres_only = args.admin_url_env.is_some() || args.create_role.is_some();
+    match &config.quota.kind {
+        QuotaKind::Memory => {
+            if postgres_only {
+                return Err(Failure::config(
+                    "--admin-url-env and --create-role apply to a PostgreSQL quota only",
+                ));
+            }
+            println!("quota is in memory: nothing to migrate");
+        }
+        QuotaKind::Sqlite { path } => {
+            if postgres_only {
+                return Err(Failure::config(
+                    "--admin-url-env and --create-role apply to a PostgreSQL quota only",
+                ));
+            }
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    Failure::runtime(format!("cannot create {}: {e}", dir.display()))
+                })?;
+            }
+            // Opening applies the migrations.
+            let quota = SqliteQuota::open(&SqliteSettings::new(path), QuotaConfig::default())
+                .await
+                .map_err(|e| Failure::runtime(format!("{}: {e}", path.display())))?;
+            quota.close().await;
+            println!("SQLite quota migrated: {}", path.display());
+        }
+        QuotaKind::Postgres { url } => {
+            let admin_url = match &args.admin_url_env {
+                Some(var) => std::env::var(var)
+                    .map_err(|_| Failure::config(format!("--admin-url-env: {var} is not set")))?,
+                None => with_password(url, config.quota.password.as_ref().map(|p| p.expose())),
+            };
+            proxypool_quota::postgres::migrate_url(&admin_url)
+                .await
+                .map_err(|e| Failure::runtime(format!("PostgreSQL quota migrations: {e}")))?;
+            println!("PostgreSQL quota migrated: {url}");
+            if let Some(role) = &args.create_role {
+                let password = match &args.role_password_env {
+                    Some(var) => Some(std::env::var(var).map_err(|_| {
+                        Failure::config(format!("--role-password-env: {var} is not set"))
+                    })?),
+                    None => None,
+                };
+                let admin = PgPoolOptions::new()
+                    .max_connections(1)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect(&admin_url)
+                    .await
+                    .map_err(|e| Failure::runtime(format!("PostgreSQL: {e}")))?;
+                let created =
+                    proxypool_quota::postgres::create_quota_role(&admin, role, password.as_deref())
+                        .await;
+                admin.close().await;
+                created.map_err(|e| Failure::runtime(format!("role {role}: {e}")))?;
+                println!("role {role}: LOGIN, SELECT/INSERT/UPDATE on the quota table only");
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,9 @@
+//! One module per subcommand; each exposes `run(args) -> Result<(), Failure>`.
+
+pub(crate) mod check_config;
+pub(crate) mod controller;
+pub(crate) mod dev;
+pub(crate) mod extract;
+pub(crate) mod gateway;
+pub(crate) mod migrate;
+pub(crate) mod serve;

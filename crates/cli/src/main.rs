@@ -1,0 +1,78 @@
+//! `proxypool`: the one binary of the proxy pool platform.
+//!
+//! Subcommands (see `proxypool --help`): `dev` (everything on loopback with a simulated
+//! vendor), `serve` (controller + client API + gateway in one process), `controller` and
+//! `gateway` (split deployment on Redis + PostgreSQL), `extract` (an API client),
+//! `check-config` and `migrate`.
+//!
+//! Module map:
+//! - `args`: the command line (clap derive).
+//! - `commands`: one module per subcommand.
+//! - `stack`: controller + client API (+ gateway) in one process, and their shutdown order.
+//! - `config_file`, `overrides`, `gateway_section`: the file's controller part, the
+//!   binary's own `[api]` / `[gateway]` tables and their environment overrides.
+//! - `quota`: opening the quota store with per-client limits.
+//! - `adapters`: the client API's view of the controller (upstream status, cordons).
+//! - `http_client`: the one-request HTTP client of `extract`.
+//! - `signal`: SIGINT/SIGTERM handling.
+//! - `logging`, `random`, `failure`: logs to stderr, generated secrets, exit codes.
+
+mod adapters;
+mod args;
+mod commands;
+mod config_file;
+mod failure;
+mod gateway_section;
+mod http_client;
+mod logging;
+mod overrides;
+mod quota;
+mod random;
+mod signal;
+mod stack;
+
+use args::{Cli, Command};
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `dev` keeps the terminal for its banner: only warnings unless asked for more.
+    let default_filter = match cli.command {
+        Command::Dev(_) => "warn",
+        Command::Extract(_) | Command::CheckConfig(_) | Command::Migrate(_) => "warn",
+        _ => "info",
+    };
+    logging::init(default_filter);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(failure::code::RUNTIME);
+        }
+    };
+    let outcome = runtime.block_on(async move {
+        match cli.command {
+            Command::Dev(args) => commands::dev::run(args).await,
+            Command::Serve(args) => commands::serve::run(args).await,
+            Command::Controller(args) => commands::controller::run(args).await,
+            Command::Gateway(args) => commands::gateway::run(args).await,
+            Command::Extract(args) => commands::extract::run(args).await,
+            Command::CheckConfig(args) => commands::check_config::run(args).await,
+            Command::Migrate(args) => commands::migrate::run(args).await,
+        }
+    });
+    // Tasks still running (idle keep-alive connections, the signal watcher) are dropped
+    // here; the components already finished their graceful shutdown.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            ExitCode::from(failure.code)
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Assembling the running parts in one process, and stopping them in the right order.
+//!
+//! `dev`, `serve` and `controller` all run a controller and the client API; `dev` and
+//! `serve` add a gateway that talks to that controller over the worker control API on
+//! loopback, exactly as a remote gateway would (one code path, DESIGN.md §2). Shutdown
+//! runs from the edge inwards: the gateway first (it stops accepting, lets in-flight
+//! requests and tunnels finish within its grace, and ends its control session while the
+//! controller still answers), then the client API (in-flight requests finish), then the
+//! controller (loops finish their round, the leadership is resigned), then the quota store.
+
+use crate::adapters::ControllerView;
+use crate::config_file::ApiSection;
+use crate::failure::Failure;
+use crate::gateway_section::LOCAL_WORKER;
+use crate::quota::{self, OpenedQuota};
+use crate::random;
+use proxypool_api::{ApiClient, ApiPorts, ApiState, MetricsHandle};
+use proxypool_controller::config::WorkerTokenConfig;
+use proxypool_controller::{Config, Controller, RunningController};
+use proxypool_core::{Secret, SecretHash, WorkerId};
+use proxypool_gateway::{Gateway, GatewayConfig};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The credentials an in-process gateway presents to its controller.
+#[derive(Debug, Clone)]
+pub(crate) struct LoopbackWorker {
+    pub worker: WorkerId,
+    pub token: Secret,
+}
+
+impl LoopbackWorker {
+    /// A fresh token for `worker` (the file's `[gateway] worker_id`, or `local`).
+    pub(crate) fn new(worker: Option<WorkerId>) -> Result<Self, Failure> {
+        let worker = match worker {
+            Some(worker) => worker,
+            None => WorkerId::new(LOCAL_WORKER)
+                .map_err(|e| Failure::runtime(format!("worker id: {e}")))?,
+        };
+        Ok(LoopbackWorker {
+            worker,
+            token: Secret::new(random::token(40)),
+        })
+    }
+
+    /// Lets this worker (and only it) in: a token entry made up for this run, so no
+    /// token has to be configured for a gateway in the same process.
+    pub(crate) fn authorize(&self, config: &mut Config) -> Result<(), Failure> {
+        let hash = SecretHash::derive(self.token.expose(), &random::token(16))
+            .map_err(|e| Failure::runtime(format!("worker token: {e}")))?;
+        config.worker_tokens.push(WorkerTokenConfig {
+            name: "in-process-gateway".into(),
+            token_hash: None,
+            token_env: None,
+            token_file: None,
+            workers: vec![self.worker.clone()],
+            hash: Some(hash),
+        });
+        Ok(())
+    }
+}
+
+/// A running controller + client API (+ gateway).
+#[derive(Debug)]
+pub(crate) struct Stack {
+    controller: RunningController,
+    api: RunningApi,
+    gateway: Option<RunningGateway>,
+    quota: OpenedQuota,
+    pub api_addr: SocketAddr,
+    pub http_addr: Option<SocketAddr>,
+    pub socks5_addr: Option<SocketAddr>,
+}
+
+#[derive(Debug)]
+struct RunningApi {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<std::io::Result<()>>,
+    /// How long in-flight requests may take once the listener stops.
+    grace: Duration,
+}
+
+#[derive(Debug)]
+struct RunningGateway {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Stack {
+    /// Starts the controller and the client API; `gateway` (built by the caller once the
+    /// control address is known) is then bound and started too.
+    pub(crate) async fn start(
+        config: Config,
+        api: &ApiSection,
+        gateway: Option<&dyn Fn(String) -> Result<GatewayConfig, Failure>>,
+    ) -> Result<Stack, Failure> {
+        let api_listen = config.listen.api;
+        // Bind the API before anything runs, so a taken port fails fast and cleanly.
+        let api_listener = TcpListener::bind(api_listen).await.map_err(|e| {
+            Failure::runtime(format!("cannot listen on {api_listen} (client API): {e}"))
+        })?;
+        let api_addr = api_listener
+            .local_addr()
+            .map_err(|e| Failure::runtime(format!("client API address: {e}")))?;
+        let quota = quota::open(&config).await?;
+        let clients = api_clients(&config);
+        let controller = Controller::from_config(config)
+            .await
+            .map_err(|e| Failure::runtime(e.to_string()))?;
+        let running = controller
+            .clone()
+            .start()
+            .await
+            .map_err(|e| Failure::runtime(e.to_string()))?;
+        let api = match start_api(&controller, api, clients, &quota, api_listener) {
+            Ok(api) => api,
+            Err(failure) => {
+                running.shutdown().await;
+                quota.close().await;
+                return Err(failure);
+            }
+        };
+        let mut stack = Stack {
+            controller: running,
+            api,
+            gateway: None,
+            quota,
+            api_addr,
+            http_addr: None,
+            socks5_addr: None,
+        };
+        if let Some(build) = gateway {
+            let url = format!("http://{}", dialable(stack.controller.control_addr()));
+            let started = match build(url) {
+                Ok(config) => start_gateway(config).await,
+                Err(failure) => Err(failure),
+            };
+            match started {
+                Ok((gateway, http, socks5)) => {
+                    stack.gateway = Some(gateway);
+                    stack.http_addr = http;
+                    stack.socks5_addr = socks5;
+                }
+                Err(failure) => {
+                    stack.shutdown().await;
+                    return Err(failure);
+                }
+            }
+        }
+        Ok(stack)
+    }
+
+    pub(crate) fn controller(&self) -> &Controller {
+        self.controller.controller()
+    }
+
+    pub(crate) fn control_addr(&self) -> SocketAddr {
+        self.controller.control_addr()
+    }
+
+    /// Stops everything, edge first (see the module docs).
+    pub(crate) async fn shutdown(self) {
+        if let Some(gateway) = self.gateway {
+            let _ = gateway.stop.send(true);
+            // The gateway bounds its own wait (`shutdown_grace_ms`).
+            let _ = gateway.task.await;
+        }
+        let _ = self.api.stop.send(true);
+        let mut task = self.api.task;
+        match tokio::time::timeout(self.api.grace, &mut task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::warn!("client API server: {e}"),
+            Ok(Err(e)) => tracing::warn!("client API task: {e}"),
+            Err(_) => {
+                tracing::warn!("client API requests still running after the grace; closing them");
+                task.abort();
+            }
+        }
+        self.controller.shutdown().await;
+        self.quota.close().await;
+    }
+}
+
+/// Clients with an API token, as the client API sees them.
+fn api_clients(config: &Config) -> Vec<ApiClient> {
+    config
+        .clients
+        .iter()
+        .filter_map(|client| {
+            Some(ApiClient {
+                id: client.id.clone(),
+                project: client.project.clone(),
+                token_hash: client.api_token.clone()?,
+                admin: client.admin,
+                allowed_upstreams: client.allowed_upstreams.clone(),
+                allowed_regions: client.allowed_regions.clone(),
+            })
+        })
+        .collect()
+}
+
+fn start_api(
+    controller: &Controller,
+    section: &ApiSection,
+    clients: Vec<ApiClient>,
+    quota: &OpenedQuota,
+    listener: TcpListener,
+) -> Result<RunningApi, Failure> {
+    let pool = controller.pool();
+    let view = Arc::new(ControllerView::new(controller.clone()));
+    let ports = ApiPorts {
+        extractor: pool.clone(),
+        inventory: pool.clone(),
+        runtime: pool.clone(),
+        ownership: pool,
+        quota: quota.port.clone(),
+        upstreams: view.clone(),
+    };
+    let mut builder = ApiState::builder(ports, clients)
+        .limits(section.limits.clone())
+        .extraction(section.extraction.clone())
+        .shield_settings(section.shield.clone())
+        .cordon(view);
+    // First come, first served: in one process the API's recorder also collects the
+    // gateway's metrics, so `/metrics` on the API shows both.
+    match MetricsHandle::install_global() {
+        Ok(handle) => builder = builder.metrics(handle),
+        Err(_) => tracing::warn!("another metrics recorder is installed; /metrics is off"),
+    }
+    let state = builder
+        .build()
+        .map_err(|e| Failure::config(format!("api: {e}")))?;
+    let (stop, mut stopped) = watch::channel(false);
+    let router = proxypool_api::router(state);
+    let max_connections = section.limits.max_connections;
+    let task = tokio::spawn(proxypool_api::serve(
+        listener,
+        router,
+        max_connections,
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        },
+    ));
+    Ok(RunningApi {
+        stop,
+        task,
+        grace: section.limits.request_timeout + Duration::from_secs(1),
+    })
+}
+
+/// Binds the gateway's listeners and runs it until its stop signal.
+async fn start_gateway(
+    config: GatewayConfig,
+) -> Result<(RunningGateway, Option<SocketAddr>, Option<SocketAddr>), Failure> {
+    let gateway = Gateway::bind(config)
+        .await
+        .map_err(|e| Failure::runtime(format!("gateway: {e}")))?;
+    let (http, socks5) = (gateway.http_addr(), gateway.socks5_addr());
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(gateway.run(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+    Ok((RunningGateway { stop, task }, http, socks5))
+}
+
+/// An address a local client can connect to: a wildcard listener is reached on loopback.
+pub(crate) fn dialable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    }
+}
