@@ -119,6 +119,11 @@ impl Controller {
         self.clock.clone()
     }
 
+    /// Who runs the singleton loops (watch it to see whether this controller leads).
+    pub fn leadership(&self) -> Arc<dyn Leadership> {
+        self.leadership.clone()
+    }
+
     /// Per-upstream provider status.
     pub fn status_board(&self) -> Arc<StatusBoard> {
         self.board.clone()
@@ -298,13 +303,16 @@ impl RunningController {
         &self.controller
     }
 
-    /// Stops the loops (each finishes its current round), stops accepting control requests
-    /// and waits up to [`SHUTDOWN_GRACE`] for in-flight ones.
+    /// Stops the loops (each finishes its current round), resigns the leadership (a
+    /// standby takes over at once), stops accepting control requests and waits up to
+    /// [`SHUTDOWN_GRACE`] for in-flight ones.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         for task in self.loops {
             let _ = task.await;
         }
+        // Only now: a standby must not start while our last rounds still write.
+        self.controller.leadership.resign().await;
         let mut server = self.server;
         if tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
             .await
@@ -313,6 +321,19 @@ impl RunningController {
             server.abort();
         }
         tracing::info!("controller stopped");
+    }
+
+    /// Stops everything at once without any clean-up: loops and requests are cut where
+    /// they stand and the leadership is abandoned, not resigned, so a standby waits for
+    /// the lease to lapse. What a crash looks like to the other controllers (fault tests,
+    /// or a last resort when a clean shutdown hangs).
+    pub fn abort(self) {
+        self.controller.leadership.abandon();
+        for task in &self.loops {
+            task.abort();
+        }
+        self.server.abort();
+        tracing::warn!("controller aborted");
     }
 }
 

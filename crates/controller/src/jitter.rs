@@ -1,4 +1,4 @@
-//! Random jitter for loop pacing (not for anything security related).
+//! Random jitter for loop pacing, and short random ids (nothing security related).
 //!
 //! A xorshift generator seeded from std's randomly keyed hasher: enough to keep vendors
 //! from being polled in lock step, without a dependency.
@@ -10,15 +10,21 @@ use std::time::Duration;
 static STATE: AtomicU64 = AtomicU64::new(0);
 
 fn next() -> u64 {
-    let mut x = STATE.load(Ordering::Relaxed);
-    if x == 0 {
-        x = RandomState::new().hash_one(0x5eed_u64) | 1;
-    }
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    STATE.store(x, Ordering::Relaxed);
-    x
+    // One atomic step, so two threads never draw the same value (ids are made from it).
+    let mut drawn = 0;
+    let _ = STATE.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| {
+        let mut x = if x == 0 {
+            RandomState::new().hash_one(0x5eed_u64) | 1
+        } else {
+            x
+        };
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        drawn = x;
+        Some(x)
+    });
+    drawn
 }
 
 /// A random duration in `0..=max`.

@@ -4,7 +4,8 @@
 //! - [`config`]: the TOML configuration, environment overrides, validation, secret refs.
 //! - [`controller`]: [`Controller`] / [`RunningController`], what the CLI builds and runs.
 //! - [`store`]: opens the configured activity pool (memory now; the Redis extension point).
-//! - [`leadership`]: who runs the singleton loops ([`AlwaysLeader`] for one controller).
+//! - [`leadership`]: who runs the singleton loops ([`AlwaysLeader`] for the memory store,
+//!   [`LeaseLeadership`], a fenced lease in the store, for Redis).
 //! - [`clock`]: the one place `now` is read ([`SystemClock`], [`ManualClock`] for tests).
 //! - [`provider`]: the provider reconciler (vendor fetch, list formats, chunked upsert).
 //! - [`checker`]: the health checker (dials through proxies with `proxypool-proto`).
@@ -32,5 +33,5 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{Config, ConfigError, Env};
 pub use controller::{Controller, ControllerError, RunningController};
-pub use leadership::{AlwaysLeader, Leadership, Term};
+pub use leadership::{AlwaysLeader, Leadership, LeaseLeadership, LeaseOptions, Term};
 pub use store::{OpenedStore, StoreOpenError, open_store};

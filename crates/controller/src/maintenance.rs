@@ -4,7 +4,7 @@
 
 use crate::clock::SharedClock;
 use crate::config::MaintenanceConfig;
-use crate::leadership::{Term, wait_for_term};
+use crate::leadership::{Term, wait_for_term, while_leading};
 use proxypool_core::{Maintenance, PoolResult, SweepReport};
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -63,12 +63,11 @@ impl Sweeper {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let interval = self.config.interval.as_duration();
-        while wait_for_term(&mut leadership, &mut shutdown)
-            .await
-            .is_some()
-        {
-            if let Err(e) = self.sweep_round().await {
-                tracing::warn!("maintenance sweep failed: {e}");
+        while let Some(term) = wait_for_term(&mut leadership, &mut shutdown).await {
+            match while_leading(term, &mut leadership, self.sweep_round()).await {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => tracing::warn!("maintenance sweep failed: {e}"),
+                None => continue, // no longer leading: park until the next term
             }
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}

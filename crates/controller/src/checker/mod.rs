@@ -10,7 +10,7 @@ pub mod probe;
 
 use crate::clock::SharedClock;
 use crate::config::{CheckerConfig, UpstreamConfig};
-use crate::leadership::{Term, wait_for_term};
+use crate::leadership::{Term, wait_for_term, while_leading};
 use probe::{ProbePlan, probe};
 use proxypool_core::{
     DueQuery, HealthBatch, HealthObservation, HealthStore, PoolResult, ProxyStatus, UpstreamId,
@@ -197,11 +197,14 @@ impl Checker {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let idle = self.config.interval.as_duration();
-        while wait_for_term(&mut leadership, &mut shutdown)
-            .await
-            .is_some()
-        {
-            let pause = match self.check_round().await {
+        while let Some(term) = wait_for_term(&mut leadership, &mut shutdown).await {
+            // Dropping a round aborts its probes (the JoinSet goes with it).
+            let Some(result) = while_leading(term, &mut leadership, self.check_round()).await
+            else {
+                tracing::debug!("health round dropped: no longer leading");
+                continue;
+            };
+            let pause = match result {
                 Ok(round) if !round.observations.is_empty() => {
                     tracing::debug!(
                         checked = round.observations.len(),

@@ -19,7 +19,7 @@ pub use cordon::Cordons;
 
 use crate::clock::SharedClock;
 use crate::config::OwnershipConfig;
-use crate::leadership::{Term, wait_for_term};
+use crate::leadership::{Term, wait_for_term, while_leading};
 use crate::snapshot::ChangeSignal;
 use plan::{Free, Held, WorkerLoad};
 use proxypool_core::{
@@ -236,14 +236,17 @@ impl OwnershipManager {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let interval = self.config.interval.as_duration();
-        while wait_for_term(&mut leadership, &mut shutdown)
-            .await
-            .is_some()
-        {
-            match self.round().await {
-                Ok(round) if round.changed() => tracing::debug!(?round, "ownership round"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!("ownership round failed: {e}"),
+        while let Some(term) = wait_for_term(&mut leadership, &mut shutdown).await {
+            match while_leading(term, &mut leadership, self.round()).await {
+                Some(Ok(round)) if round.changed() => tracing::debug!(?round, "ownership round"),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => tracing::warn!("ownership round failed: {e}"),
+                None => {
+                    // Dropped between store calls: whatever it did is in the store, so
+                    // let snapshots re-read it.
+                    self.changes.notify();
+                    continue;
+                }
             }
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}

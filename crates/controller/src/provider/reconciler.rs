@@ -9,7 +9,7 @@ use super::text::{parse_line, parse_text};
 use crate::clock::SharedClock;
 use crate::config::{ListFormat, ProviderKind, UpstreamConfig};
 use crate::jitter;
-use crate::leadership::{Term, wait_for_term};
+use crate::leadership::{Term, wait_for_term, while_leading};
 use proxypool_core::{
     Candidate, Credentials, FetchedBatch, PoolError, UnixMillis, UpsertReport, Upserter,
 };
@@ -246,7 +246,8 @@ impl Reconciler {
         Ok(total)
     }
 
-    /// Runs rounds while this controller leads, until `shutdown`.
+    /// Runs rounds while this controller leads, until `shutdown` (a round in flight when
+    /// the term ends is dropped; see `while_leading`).
     pub(crate) async fn run(
         self,
         mut leadership: watch::Receiver<Option<Term>>,
@@ -255,11 +256,13 @@ impl Reconciler {
         let interval = self.upstream.provider.interval.as_duration();
         let jitter_max = self.upstream.provider.jitter.as_duration();
         let mut failures: u32 = 0;
-        while wait_for_term(&mut leadership, &mut shutdown)
-            .await
-            .is_some()
-        {
-            let delay = match self.reconcile_once().await {
+        while let Some(term) = wait_for_term(&mut leadership, &mut shutdown).await {
+            let Some(result) = while_leading(term, &mut leadership, self.reconcile_once()).await
+            else {
+                tracing::debug!(upstream = %self.upstream.id, "provider round dropped: no longer leading");
+                continue;
+            };
+            let delay = match result {
                 Ok(_) => {
                     failures = 0;
                     interval + jitter::up_to(jitter_max)
