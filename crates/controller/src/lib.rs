@@ -3,7 +3,7 @@
 //! Module map:
 //! - [`config`]: the TOML configuration, environment overrides, validation, secret refs.
 //! - [`controller`]: [`Controller`] / [`RunningController`], what the CLI builds and runs.
-//! - [`store`]: opens the configured activity pool (memory now; the Redis extension point).
+//! - [`store`]: opens the configured activity pool (MemoryPool, or RedisPool single/Sentinel).
 //! - [`leadership`]: who runs the singleton loops ([`AlwaysLeader`] for the memory store,
 //!   [`LeaseLeadership`], a fenced lease in the store, for Redis).
 //! - [`clock`]: the one place `now` is read ([`SystemClock`], [`ManualClock`] for tests).

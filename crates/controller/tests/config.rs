@@ -2,7 +2,7 @@
 //! and errors that say where.
 
 use proxypool_controller::config::{Config, Env, ProviderKind, QuotaKind, StoreKind};
-use proxypool_controller::{StoreOpenError, open_store};
+use proxypool_controller::open_store;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -234,12 +234,13 @@ fn syntax_errors_give_a_position_without_echoing_the_line() {
 }
 
 #[test]
-fn redis_urls_are_accepted_by_the_config_and_refused_by_this_build() {
+fn redis_stores_parse_their_url_and_tuning_and_open_without_connecting() {
     let dir = secret_dir();
     let text = EXAMPLE.replace(
         "url = \"memory\"",
         "url = \"redis+sentinel://10.0.0.1:26379,10.0.0.2/mymaster/2\"",
     );
+    let text = text.replace("key_prefix = \"pp\"", "key_prefix = \"pp-staging\"");
     let config = load(&text, example_env(), &dir).unwrap();
     assert_eq!(
         config.store.kind,
@@ -249,10 +250,50 @@ fn redis_urls_are_accepted_by_the_config_and_refused_by_this_build() {
             db: 2
         }
     );
+    assert_eq!(config.store.key_prefix, "pp-staging");
+    assert_eq!(config.store.call_timeout.as_ms(), 500);
+    assert_eq!(config.store.leader_lease.as_ms(), 10_000);
+
+    // Nothing connects at open (no Sentinel answers at these addresses): a Redis that is
+    // down at start-up makes the controller wait as a standby, it does not fail the start.
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .unwrap();
-    let err = runtime.block_on(open_store(&config.store)).unwrap_err();
-    assert!(matches!(err, StoreOpenError::NotAvailable(_)));
-    assert_eq!(err.to_string(), "redis store not available in this build");
+    let store = runtime.block_on(open_store(&config.store)).unwrap();
+    assert!(format!("{store:?}").contains("LeaseLeadership"));
+    assert_eq!(*store.leadership.watch().borrow(), None);
+    drop(store);
+}
+
+#[test]
+fn store_tuning_is_checked_and_named() {
+    let dir = secret_dir();
+    let text = EXAMPLE.replace("key_prefix = \"pp\"", "key_prefix = \"a{b}\"");
+    let err = load(&text, example_env(), &dir).unwrap_err();
+    assert_eq!(err.problems()[0].path, "store.key_prefix");
+
+    // The leader must be able to retry a slow renewal before its lease ends.
+    let text = EXAMPLE.replace("leader_lease = \"10s\"", "leader_lease = \"1s\"");
+    let mut env = example_env();
+    env.push(("PROXYPOOL__STORE__CALL_TIMEOUT", "500ms"));
+    let err = load(&text, env, &dir).unwrap_err();
+    assert_eq!(err.problems()[0].path, "store.leader_lease");
+    assert!(err.to_string().contains("4 times"), "{err}");
+
+    let mut env = example_env();
+    env.push(("PROXYPOOL__STORE__LEADER_LEASE", "1s"));
+    env.push(("PROXYPOOL__STORE__CALL_TIMEOUT", "200ms"));
+    let config = load(EXAMPLE, env, &dir).unwrap();
+    assert_eq!(config.store.leader_lease.as_ms(), 1_000);
+
+    let text = EXAMPLE.replace(
+        "leader_lease = \"10s\"",
+        "leader_lease = \"10s\"\nlease = \"5s\"",
+    );
+    let message = load(&text, example_env(), &dir).unwrap_err().to_string();
+    assert!(
+        message.contains("store") && message.contains("lease"),
+        "{message}"
+    );
 }

@@ -51,8 +51,32 @@ pub struct StoreConfig {
     pub password_file: Option<String>,
     #[serde(skip)]
     pub password: Option<Secret>,
+    /// Redis only: every key lives under `{key_prefix}:{activity}:` (1-64 characters of
+    /// `[A-Za-z0-9._:-]`), so several deployments can share one Redis.
+    #[serde(default = "default_key_prefix")]
+    pub key_prefix: String,
+    /// Redis only: bound of one Redis round trip (connecting included); past it the call
+    /// fails as unavailable instead of hanging.
+    #[serde(default = "default_call_timeout")]
+    pub call_timeout: Millis,
+    /// Redis only: the lease a controller holds to run the reconciler, checker, ownership
+    /// and maintenance loops; a standby takes over within this long after the holder dies.
+    #[serde(default = "default_leader_lease")]
+    pub leader_lease: Millis,
     #[serde(skip)]
     pub kind: StoreKind,
+}
+
+fn default_key_prefix() -> String {
+    "pp".into()
+}
+
+fn default_call_timeout() -> Millis {
+    Millis(500)
+}
+
+fn default_leader_lease() -> Millis {
+    Millis::from_secs(10)
 }
 
 impl Default for StoreConfig {
@@ -62,6 +86,9 @@ impl Default for StoreConfig {
             password_env: None,
             password_file: None,
             password: None,
+            key_prefix: default_key_prefix(),
+            call_timeout: default_call_timeout(),
+            leader_lease: default_leader_lease(),
             kind: StoreKind::Memory,
         }
     }

@@ -115,6 +115,41 @@ fn store(c: &mut Check<'_>, store: &mut StoreConfig) {
     if store.kind == StoreKind::Memory && store.password.is_some() {
         c.at("store.password_env", "the memory store takes no password");
     }
+    store_tuning(c, store);
+}
+
+/// The Redis-only knobs (checked for every store, so a file switched to Redis later by an
+/// override does not start failing only then).
+fn store_tuning(c: &mut Check<'_>, store: &StoreConfig) {
+    let prefix = &store.key_prefix;
+    c.require(
+        (1..=64).contains(&prefix.len())
+            && prefix
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '.' | '_' | ':' | '-')),
+        "store.key_prefix",
+        "must be 1-64 characters of [A-Za-z0-9._:-]",
+    );
+    c.duration(
+        "store.call_timeout",
+        store.call_timeout,
+        Millis(10),
+        Millis::from_secs(60),
+    );
+    c.duration(
+        "store.leader_lease",
+        store.leader_lease,
+        Millis(500),
+        Millis::from_secs(600),
+    );
+    // A renewal runs every third of the lease and the leader steps down a call timeout
+    // (plus a tenth of the lease for clock skew) before it ends; below 4x the call timeout
+    // one slow renewal would already cost the leadership.
+    c.require(
+        store.call_timeout.0.saturating_mul(4) <= store.leader_lease.0,
+        "store.leader_lease",
+        "must be at least 4 times store.call_timeout, so a slow renewal can be retried before the lease ends",
+    );
 }
 
 fn parse_sentinel(rest: &str) -> Result<StoreKind, String> {

@@ -1,9 +1,11 @@
 //! Opening the activity-pool store named by the configuration.
 //!
 //! This is the one place that knows which adapters exist. The memory store comes with an
-//! [`AlwaysLeader`]; a Redis store will come with its fenced lease. Until the Redis adapter
-//! is part of this build, a Redis URL is refused here with a clear error (the config itself
-//! already accepts and validates it).
+//! [`AlwaysLeader`] (one controller per process-local pool); a Redis store (`redis`)
+//! comes with a [`LeaseLeadership`](crate::leadership::LeaseLeadership) over the same
+//! pool, because several controllers may share it.
+
+mod redis;
 
 use crate::config::{StoreConfig, StoreKind};
 use crate::leadership::{AlwaysLeader, Leadership};
@@ -27,28 +29,23 @@ impl std::fmt::Debug for OpenedStore {
     }
 }
 
-/// Why the store could not be opened.
+/// Why the store could not be opened. The message never carries a password or a URL's
+/// credentials (the configuration refuses those anyway).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreOpenError {
-    #[error("{0} store not available in this build")]
-    NotAvailable(&'static str),
     #[error("cannot open the store: {0}")]
     Open(String),
 }
 
-/// Opens the configured store.
+/// Opens the configured store. A Redis store does not connect here: a Redis that is down
+/// at start-up makes calls fail (and the controller stand by) until it is reachable, it
+/// does not fail the start. Needs a tokio runtime (the lease renewer is spawned on it).
 pub async fn open_store(config: &StoreConfig) -> Result<OpenedStore, StoreOpenError> {
     match &config.kind {
         StoreKind::Memory => Ok(OpenedStore {
             pool: Arc::new(MemoryPool::new(MemoryPoolOptions::default())),
             leadership: Arc::new(AlwaysLeader::new()),
         }),
-        StoreKind::Redis { .. } | StoreKind::Sentinel { .. } => open_redis(config).await,
+        StoreKind::Redis { .. } | StoreKind::Sentinel { .. } => redis::open(config),
     }
-}
-
-/// The Redis adapter's entry point: connect with `config.kind` and `config.password`, and
-/// pair the pool with a store-backed lease.
-async fn open_redis(_config: &StoreConfig) -> Result<OpenedStore, StoreOpenError> {
-    Err(StoreOpenError::NotAvailable("redis"))
 }

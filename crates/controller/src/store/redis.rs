@@ -1,0 +1,114 @@
+//! The Redis store: a [`RedisPool`] from the `[store]` section, and the controller lease
+//! on the same pool.
+//!
+//! The password comes only from `password_env` / `password_file` (the URL may not carry
+//! one) and goes straight into the connection settings: it is never formatted into a URL,
+//! an error or a log line. For Sentinel it is the master's password; the Sentinels
+//! themselves are asked without one.
+
+use super::{OpenedStore, StoreOpenError};
+use crate::clock::SystemClock;
+use crate::config::{StoreConfig, StoreKind};
+use crate::leadership::{LeaseLeadership, LeaseOptions};
+use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
+use redis::{IntoConnectionInfo, RedisConnectionInfo};
+use std::sync::Arc;
+
+/// Builds the pool and starts competing for the controller lease.
+pub(super) fn open(config: &StoreConfig) -> Result<OpenedStore, StoreOpenError> {
+    let client = client(config)?;
+    let options = RedisPoolOptions {
+        key_prefix: config.key_prefix.clone(),
+        call_timeout: config.call_timeout.as_duration(),
+        ..RedisPoolOptions::default()
+    };
+    tracing::info!(redis = ?client, key_prefix = %options.key_prefix, "opening the redis store");
+    let pool =
+        Arc::new(RedisPool::new(client, options).map_err(|e| StoreOpenError::Open(e.to_string()))?);
+    let leadership = LeaseLeadership::start(
+        pool.clone(),
+        Arc::new(SystemClock),
+        LeaseOptions::new(
+            config.leader_lease.as_duration(),
+            config.call_timeout.as_duration(),
+        ),
+    );
+    tracing::info!(
+        holder = leadership.holder(),
+        "competing for the controller lease"
+    );
+    Ok(OpenedStore {
+        pool,
+        leadership: Arc::new(leadership),
+    })
+}
+
+/// The connection target with the password (if any) set in its settings.
+fn client(config: &StoreConfig) -> Result<RedisClient, StoreOpenError> {
+    let password = config.password.as_ref().map(|p| p.expose());
+    match &config.kind {
+        StoreKind::Redis { url } => {
+            // Category only: the redis crate's detail may quote the URL.
+            let invalid = |e: redis::RedisError| {
+                StoreOpenError::Open(format!("invalid redis url: {}", e.category()))
+            };
+            let mut info = url.as_str().into_connection_info().map_err(invalid)?;
+            if let Some(password) = password {
+                let settings = info.redis_settings().clone().set_password(password);
+                info = info.set_redis_settings(settings);
+            }
+            redis::Client::open(info)
+                .map(RedisClient::from)
+                .map_err(invalid)
+        }
+        StoreKind::Sentinel {
+            sentinels,
+            master,
+            db,
+        } => {
+            let nodes = sentinels
+                .iter()
+                .map(|node| sentinel_node(node))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut settings = RedisConnectionInfo::default().set_db(i64::from(*db));
+            if let Some(password) = password {
+                settings = settings.set_password(password);
+            }
+            RedisClient::sentinel(&nodes, master, settings)
+                .map_err(|e| StoreOpenError::Open(e.to_string()))
+        }
+        StoreKind::Memory => Err(StoreOpenError::Open("not a redis store".into())),
+    }
+}
+
+/// `host:port` as validated by the config (an IPv6 host comes without brackets, and goes
+/// back into them for the `redis://` URL the Sentinel client builds).
+fn sentinel_node(node: &str) -> Result<(String, u16), StoreOpenError> {
+    let bad = || StoreOpenError::Open(format!("invalid sentinel address {node:?}"));
+    let (host, port) = node.rsplit_once(':').ok_or_else(bad)?;
+    let port = port.parse().map_err(|_| bad())?;
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    Ok((host, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentinel_nodes_split_and_bracket_ipv6() {
+        assert_eq!(
+            sentinel_node("10.0.0.1:26379").unwrap(),
+            ("10.0.0.1".to_owned(), 26379)
+        );
+        assert_eq!(
+            sentinel_node("::1:26380").unwrap(),
+            ("[::1]".to_owned(), 26380)
+        );
+        assert!(sentinel_node("nohost").is_err());
+    }
+}
