@@ -1,6 +1,8 @@
 //! Shared test helpers: a tiny HTTP client for the control API, configs, and pool seeding.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod e2e;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};

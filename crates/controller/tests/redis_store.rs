@@ -1,0 +1,333 @@
+//! Controllers on a private Redis (`proxypool-testkit`): the done-means scenario with a
+//! password-protected Redis store, and lease failover between controllers sharing one
+//! Redis, each controller started from a config like an operator's.
+//!
+//! Takeover times are wall-clock measurements across independently scheduled tasks, so
+//! they are taken by bounded waiting on the leadership's watch channel and asserted
+//! against bounds with some slack for a loaded machine; each test prints what it measured
+//! (`cargo test -- --nocapture`).
+
+mod common;
+
+use common::e2e;
+use proxypool_controller::config::{Config, Env};
+use proxypool_controller::{Controller, RunningController, Term, open_store};
+use proxypool_sim::{SimConfig, SimVendor};
+use proxypool_testkit::{RedisServer, private_redis_or_skip};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Slack over a computed bound for scheduling on a busy 2-core machine.
+const SLACK: Duration = Duration::from_millis(300);
+
+/// Two (or more) controllers' config: a fast vendor interval so fetch counts move.
+const FAILOVER_CONFIG: &str = r#"
+[store]
+url = "REDIS_URL"
+key_prefix = "failover"
+call_timeout = "200ms"
+leader_lease = "LEASE"
+
+[listen]
+control = "127.0.0.1:0"
+
+[checker]
+timeout = "500ms"
+interval = "100ms"
+
+[[worker_tokens]]
+name = "gateways"
+token_env = "FAILOVER_WORKER_TOKEN"
+
+[[upstreams]]
+id = "sim"
+ttl = "5m"
+safety_margin = "5s"
+max_size = 100
+
+[upstreams.provider]
+kind = "http"
+url = "VENDOR_URL"
+format = "text"
+interval = "200ms"
+timeout = "1s"
+
+[[upstreams.health.targets]]
+url = "ORIGIN_URL"
+"#;
+
+fn failover_config(redis: &RedisServer, vendor: &SimVendor, lease: &str) -> Config {
+    let text = FAILOVER_CONFIG
+        .replace("REDIS_URL", redis.url())
+        .replace("LEASE", lease)
+        .replace("VENDOR_URL", &vendor.list_url())
+        .replace("ORIGIN_URL", &vendor.origin().url("/health"));
+    let env = Env::from_pairs([("FAILOVER_WORKER_TOKEN", "failover-token")]);
+    Config::from_toml_str(&text, "failover.toml", Path::new("."), &env)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn vendor(first_exit: Ipv4Addr) -> SimVendor {
+    SimVendor::start(SimConfig {
+        proxies: 2,
+        first_exit,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap()
+}
+
+async fn start(config: Config) -> RunningController {
+    Controller::from_config(config)
+        .await
+        .unwrap()
+        .start()
+        .await
+        .unwrap()
+}
+
+fn term_of(running: &RunningController) -> watch::Receiver<Option<Term>> {
+    running.controller().leadership().watch()
+}
+
+fn fetches(running: &RunningController) -> u64 {
+    running
+        .controller()
+        .status_board()
+        .all()
+        .iter()
+        .map(|s| s.total_fetches)
+        .sum()
+}
+
+/// Waits until `rx` shows a term (`leading`) or none; the time it took.
+async fn wait_leading(
+    rx: &mut watch::Receiver<Option<Term>>,
+    leading: bool,
+    bound: Duration,
+    what: &str,
+) -> Duration {
+    let started = Instant::now();
+    tokio::time::timeout(bound, rx.wait_for(|t| t.is_some() == leading))
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {bound:?}"))
+        .unwrap();
+    started.elapsed()
+}
+
+/// Bounded polling for a condition another task makes true.
+async fn wait_until(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + bound;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {bound:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Starts two controllers on one Redis and returns them as (leader, standby).
+async fn leader_and_standby(config: &Config) -> (RunningController, RunningController) {
+    let a = start(config.clone()).await;
+    let b = start(config.clone()).await;
+    let (mut a_term, mut b_term) = (term_of(&a), term_of(&b));
+    tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::select! {
+            _ = a_term.wait_for(Option::is_some) => {}
+            _ = b_term.wait_for(Option::is_some) => {}
+        }
+    })
+    .await
+    .expect("nobody leads");
+    if a_term.borrow().is_some() {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_one_leader_only_it_fetches_and_a_crash_hands_over_within_the_lease() {
+    let Some(redis) = private_redis_or_skip() else {
+        return;
+    };
+    let vendor = vendor(Ipv4Addr::new(127, 0, 4, 1)).await;
+    let lease = Duration::from_secs(1);
+    let config = failover_config(&redis, &vendor, "1s");
+    let (leader, standby) = leader_and_standby(&config).await;
+    let (mut leader_term, mut standby_term) = (term_of(&leader), term_of(&standby));
+
+    // Over several lease periods exactly one leads, and only it fetches from the vendor.
+    let watch_until = Instant::now() + 3 * lease;
+    while Instant::now() < watch_until {
+        tokio::select! {
+            _ = leader_term.changed() => {}
+            _ = standby_term.changed() => {}
+            _ = tokio::time::sleep_until(watch_until.into()) => {}
+        }
+        let leading = [&leader_term, &standby_term]
+            .iter()
+            .filter(|t| t.borrow().is_some())
+            .count();
+        assert_eq!(leading, 1, "{leading} controllers lead");
+    }
+    assert!(leader_term.borrow().is_some());
+    let total = vendor.vendor().fetches();
+    assert!(total >= 5, "the leader fetched only {total} times in 3 s");
+    assert_eq!(fetches(&standby), 0, "the standby fetched");
+    assert!(
+        fetches(&leader) + 1 >= total,
+        "{} of {total}",
+        fetches(&leader)
+    );
+
+    // The leader dies without releasing: the standby waits for the lease to lapse (the
+    // leader renewed at most a third of a lease ago), then takes over.
+    let crashed = Instant::now();
+    leader.abort();
+    let takeover = wait_leading(&mut standby_term, true, lease + SLACK, "takeover").await;
+    eprintln!("measured: takeover after a crash took {takeover:?} (lease {lease:?})");
+    assert!(
+        takeover >= lease * 2 / 3 - Duration::from_millis(100),
+        "took over after {takeover:?}, before the crashed leader's lease could have ended"
+    );
+    assert!(crashed.elapsed() <= lease + SLACK);
+
+    // The new leader fetches.
+    wait_until("the new leader fetches", Duration::from_secs(5), || {
+        fetches(&standby) >= 2
+    })
+    .await;
+    standby.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_shutdown_hands_the_lease_over_at_once() {
+    let Some(redis) = private_redis_or_skip() else {
+        return;
+    };
+    let vendor = vendor(Ipv4Addr::new(127, 0, 4, 11)).await;
+    // A 3 s lease: the leader renews every second, so at any moment its lease has at least
+    // 2 s left, and a standby that took over sooner than that was handed the lease.
+    let lease = Duration::from_secs(3);
+    let config = failover_config(&redis, &vendor, "3s");
+    let (leader, standby) = leader_and_standby(&config).await;
+    let mut standby_term = term_of(&standby);
+    wait_until("the leader fetches", Duration::from_secs(5), || {
+        fetches(&leader) >= 1
+    })
+    .await;
+
+    let stopping = Instant::now();
+    leader.shutdown().await;
+    let shutdown = stopping.elapsed();
+    wait_leading(&mut standby_term, true, lease, "takeover").await;
+    let takeover = stopping.elapsed();
+    eprintln!(
+        "measured: clean hand-over took {takeover:?} from the start of shutdown ({shutdown:?} of it shutting down; lease {lease:?})"
+    );
+    // A tenth of the lease between standby polls, plus slack.
+    assert!(
+        takeover <= shutdown + lease / 10 + SLACK,
+        "hand-over took {takeover:?}"
+    );
+    assert!(takeover < lease * 2 / 3, "hand-over took {takeover:?}");
+    standby.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_redis_steps_down_before_its_lease_ends_and_leads_again_after() {
+    let Some(mut redis) = private_redis_or_skip() else {
+        return;
+    };
+    let vendor = vendor(Ipv4Addr::new(127, 0, 4, 21)).await;
+    let lease = Duration::from_secs(1);
+    let running = start(failover_config(&redis, &vendor, "1s")).await;
+    let mut term = term_of(&running);
+    wait_leading(&mut term, true, Duration::from_secs(10), "first term").await;
+    wait_until("the leader fetches", Duration::from_secs(5), || {
+        vendor.vendor().fetches() >= 2
+    })
+    .await;
+
+    // Redis dies: the last renewal started at most a third of a lease ago, and the term
+    // ends a guard (call timeout 200 ms + a tenth of the lease) before that lease would.
+    tokio::task::block_in_place(|| redis.stop()).unwrap();
+    let stepped_down = wait_leading(&mut term, false, lease, "step-down").await;
+    eprintln!("measured: stepped down {stepped_down:?} after Redis stopped (lease {lease:?})");
+    assert!(stepped_down <= lease - Duration::from_millis(300) + SLACK / 3);
+
+    // Not leading: the vendor is not polled any more (at a 200 ms interval it would be).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let parked = vendor.vendor().fetches();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        vendor.vendor().fetches(),
+        parked,
+        "fetched while not leading"
+    );
+
+    // Redis is back (empty: no persistence): the controller leads and fetches again.
+    tokio::task::block_in_place(|| redis.start_again()).unwrap();
+    let back = wait_leading(&mut term, true, Duration::from_secs(5), "re-election").await;
+    eprintln!("measured: leading again {back:?} after Redis restarted");
+    wait_until("fetches resume", Duration::from_secs(5), || {
+        vendor.vendor().fetches() > parked
+    })
+    .await;
+    running.shutdown().await;
+}
+
+const REDIS_PASSWORD: &str = "e2e-redis-s3cret";
+
+/// Done means, with Redis: the same scenario as `end_to_end.rs`, from a config file whose
+/// store is a private, password-protected Redis (the password from `password_file`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_on_a_private_redis_serves_a_worker_checked_proxies() {
+    let Some(redis) = private_redis_or_skip() else {
+        return;
+    };
+    redis
+        .command(&["CONFIG", "SET", "requirepass", REDIS_PASSWORD])
+        .unwrap();
+    let vendor = e2e::start_vendor(Ipv4Addr::new(127, 0, 4, 31)).await;
+    let store = format!(
+        "[store]\nurl = \"{}0\"\npassword_file = \"secrets/redis-password\"\nkey_prefix = \"e2e\"\ncall_timeout = \"250ms\"\nleader_lease = \"2s\"\n",
+        redis.url()
+    );
+    let path = e2e::write_config(
+        &store,
+        &vendor,
+        &[("secrets/redis-password", &format!("{REDIS_PASSWORD}\n"))],
+    );
+    let config = Config::load_with_env(&path, &e2e::env()).unwrap();
+    assert!(!format!("{config:?}").contains(REDIS_PASSWORD));
+
+    // Without the password the store refuses every call, and says so without a secret.
+    let mut anonymous = config.store.clone();
+    anonymous.password = None;
+    let refused = open_store(&anonymous)
+        .await
+        .unwrap()
+        .pool
+        .live_sessions(proxypool_core::now_millis(), 1)
+        .await
+        .unwrap_err();
+    assert!(refused.is_unavailable(), "{refused}");
+
+    let running = Controller::from_config(config)
+        .await
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    wait_leading(
+        &mut term_of(&running),
+        true,
+        Duration::from_secs(10),
+        "leadership",
+    )
+    .await;
+    e2e::serves_a_worker_checked_proxies(&running, &vendor).await;
+    running.shutdown().await;
+}
