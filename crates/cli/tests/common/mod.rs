@@ -1,0 +1,352 @@
+//! Shared helpers of the end-to-end tests: start the built `proxypool` binary as a
+//! process, read what it prints, send it signals, and run real `curl`.
+//!
+//! Readiness across processes has no shared signal, so waits are bounded polls with a
+//! deadline; every child is killed when its guard drops, so a failed test leaves nothing
+//! running.
+#![allow(dead_code, unreachable_pub)]
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_proxypool");
+
+/// A scratch directory removed on drop.
+pub struct Scratch {
+    pub path: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let path = std::env::temp_dir().join(format!(
+            "proxypool-cli-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        Scratch { path }
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.file(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A running `proxypool` process: stdout lines arrive on a channel, stderr goes to a file
+/// (shown when a wait fails). Killed on drop.
+pub struct Proc {
+    pub name: String,
+    child: Option<Child>,
+    lines: mpsc::Receiver<String>,
+    pub stdout: Vec<String>,
+    stderr: PathBuf,
+}
+
+impl Proc {
+    /// Starts `proxypool ARGS` with `env` added to the environment.
+    pub fn start(name: &str, args: &[&str], env: &[(&str, &str)], logs: &Path) -> Proc {
+        let stderr = logs.join(format!("{name}.stderr"));
+        let mut command = Command::new(BIN);
+        command
+            .args(args)
+            .env("PROXYPOOL_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("the proxypool binary starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Proc {
+            name: name.to_owned(),
+            child: Some(child),
+            lines,
+            stdout: Vec::new(),
+            stderr,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Reads stdout until a line satisfies `done`, within `timeout`.
+    pub fn read_until(&mut self, timeout: Duration, done: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let finished = done(&line);
+                    self.stdout.push(line);
+                    if finished {
+                        return;
+                    }
+                }
+                Err(_) => panic!(
+                    "{} did not print what was expected within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                    self.name,
+                    self.stdout.join("\n"),
+                    self.stderr_tail()
+                ),
+            }
+        }
+    }
+
+    /// The last lines of stderr.
+    pub fn stderr_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Sends a signal with `kill` (no unsafe in the tests either).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} {}", self.pid());
+    }
+
+    /// Waits for the process to exit, within `timeout`.
+    pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut().unwrap();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not exit within {timeout:?}\nstderr:\n{}",
+                self.name,
+                self.stderr_tail()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// What `proxypool dev` printed: `label -> value` for the banner's fields, and the
+/// command lines.
+#[derive(Debug, Clone)]
+pub struct Banner {
+    pub fields: BTreeMap<String, String>,
+    pub commands: Vec<String>,
+}
+
+impl Banner {
+    pub fn get(&self, label: &str) -> &str {
+        self.fields
+            .get(label)
+            .unwrap_or_else(|| panic!("no {label:?} in the banner: {:?}", self.fields))
+    }
+
+    pub fn http(&self) -> &str {
+        self.get("gateway HTTP")
+    }
+
+    pub fn socks5(&self) -> &str {
+        self.get("gateway SOCKS5")
+    }
+
+    pub fn api(&self) -> &str {
+        self.get("client API")
+    }
+
+    pub fn origin(&self) -> &str {
+        self.get("origin")
+    }
+
+    pub fn password(&self) -> &str {
+        self.get("proxy password")
+    }
+
+    pub fn token(&self) -> &str {
+        self.get("API token")
+    }
+}
+
+const LABELS: &[&str] = &[
+    "gateway HTTP",
+    "gateway SOCKS5",
+    "client API",
+    "control API",
+    "origin",
+    "proxy username",
+    "proxy password",
+    "API token",
+];
+
+/// Starts `proxypool dev` on free ports with its data under `scratch`, and reads its
+/// banner. `extra` adds flags.
+pub fn start_dev(name: &str, scratch: &Scratch, extra: &[&str]) -> (Proc, Banner) {
+    let data = scratch.file("data");
+    let data = data.to_str().unwrap();
+    let mut args = vec![
+        "dev",
+        "--http",
+        "127.0.0.1:0",
+        "--socks5",
+        "127.0.0.1:0",
+        "--api",
+        "127.0.0.1:0",
+        "--data-dir",
+        data,
+    ];
+    args.extend_from_slice(extra);
+    let mut proc = Proc::start(name, &args, &[], &scratch.path);
+    proc.read_until(Duration::from_secs(60), |line| {
+        line.starts_with("Stop with")
+    });
+    let banner = parse_banner(&proc.stdout);
+    (proc, banner)
+}
+
+pub fn parse_banner(lines: &[String]) -> Banner {
+    let mut fields = BTreeMap::new();
+    let mut commands = Vec::new();
+    for line in lines {
+        let trimmed = line.trim();
+        if trimmed.starts_with("curl ") {
+            commands.push(trimmed.to_owned());
+            continue;
+        }
+        for label in LABELS {
+            if let Some(rest) = trimmed.strip_prefix(label) {
+                if rest.starts_with("  ") {
+                    let value = rest.split_whitespace().next().unwrap_or("").to_owned();
+                    fields.insert((*label).to_owned(), value);
+                }
+            }
+        }
+    }
+    Banner { fields, commands }
+}
+
+/// Whether `curl` is installed; without it the test skips (fails under `CI=true`).
+pub fn curl_or_skip() -> bool {
+    let found = Command::new("curl")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "curl is required under CI (scripts/test.sh installs it)"
+        );
+        eprintln!("\n*** SKIPPED: curl is not installed (scripts/test.sh installs it) ***\n");
+    }
+    found
+}
+
+/// Runs `curl -sS --max-time 10 ARGS`; returns (exit code, stdout).
+pub fn curl(args: &[&str]) -> (i32, String) {
+    let output = Command::new("curl")
+        .args(["-sS", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("curl runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+/// Runs a printed command line verbatim with `sh -c`; returns (exit code, stdout).
+pub fn shell(line: &str) -> (i32, String) {
+    let output = Command::new("sh")
+        .args(["-c", line])
+        .output()
+        .expect("sh runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+/// The exit address the origin reported, from its JSON answer.
+pub fn exit_of(body: &str) -> String {
+    let echo: Value = serde_json::from_str(body)
+        .unwrap_or_else(|e| panic!("not the origin's JSON ({e}): {body:?}"));
+    echo["exit"].as_str().unwrap().to_owned()
+}
+
+/// One GET through the gateway's HTTP listener as `user`; the exit it left from.
+pub fn exit_via_http(banner: &Banner, user: &str) -> String {
+    let proxy = format!("http://{user}:{}@{}", banner.password(), banner.http());
+    let (code, body) = curl(&["-x", &proxy, banner.origin()]);
+    assert_eq!(code, 0, "curl through the HTTP proxy failed: {body}");
+    exit_of(&body)
+}
+
+/// One GET through the gateway's SOCKS5 listener as `user`; the exit it left from.
+pub fn exit_via_socks5(banner: &Banner, user: &str) -> String {
+    let auth = format!("{user}:{}", banner.password());
+    let (code, body) = curl(&[
+        "--socks5-hostname",
+        banner.socks5(),
+        "--proxy-user",
+        &auth,
+        banner.origin(),
+    ]);
+    assert_eq!(code, 0, "curl through SOCKS5 failed: {body}");
+    exit_of(&body)
+}
+
+/// Runs `proxypool ARGS` to completion with `env`; returns (exit code, stdout, stderr).
+pub fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = Command::new(BIN);
+    command.args(args).env_remove("PROXYPOOL_TOKEN");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("the proxypool binary runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

@@ -1,0 +1,247 @@
+//! End to end on `proxypool dev`: the built binary started as a process, driven with
+//! real `curl` and `proxypool extract`, stopped with SIGTERM.
+
+mod common;
+
+use common::{
+    Scratch, curl, curl_or_skip, exit_of, exit_via_http, exit_via_socks5, run, shell, start_dev,
+};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// No rotation: these tests count exits and must not see the vendor replace a proxy.
+const STILL: [&str; 2] = ["--proxy-ttl", "0"];
+
+#[test]
+fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("banner");
+    let started = Instant::now();
+    let (mut dev, banner) = start_dev("dev", &scratch, &STILL);
+    eprintln!("dev ready after {:?}", started.elapsed());
+    for label in [
+        "gateway HTTP",
+        "gateway SOCKS5",
+        "client API",
+        "origin",
+        "proxy username",
+        "proxy password",
+        "API token",
+    ] {
+        assert!(!banner.get(label).is_empty(), "{label} is printed");
+    }
+    assert_eq!(banner.get("proxy username"), "dev");
+    assert_eq!(banner.commands.len(), 3, "{:?}", banner.commands);
+
+    // The three commands, exactly as printed.
+    let (code, body) = shell(&format!("{} -sS --max-time 10", banner.commands[0]));
+    assert_eq!(code, 0, "{}", banner.commands[0]);
+    assert!(exit_of(&body).starts_with("127.0.0."), "{body}");
+    let (code, body) = shell(&format!("{} -sS --max-time 10", banner.commands[1]));
+    assert_eq!(code, 0, "{}", banner.commands[1]);
+    assert!(exit_of(&body).starts_with("127.0.0."), "{body}");
+    let (code, body) = shell(&format!("{} -sS --max-time 10", banner.commands[2]));
+    assert_eq!(code, 0, "{}", banner.commands[2]);
+    let extraction: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(extraction["returned"], 2, "{body}");
+
+    dev.signal("TERM");
+    assert_eq!(dev.wait(Duration::from_secs(30)).code(), Some(0));
+}
+
+#[test]
+fn curl_through_http_and_socks5_reaches_the_origin_via_several_exits() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("rotation");
+    let (_dev, banner) = start_dev("dev", &scratch, &STILL);
+    let mut http = BTreeSet::new();
+    let mut socks5 = BTreeSet::new();
+    for _ in 0..12 {
+        http.insert(exit_via_http(&banner, "dev"));
+        socks5.insert(exit_via_socks5(&banner, "dev"));
+    }
+    assert!(http.len() >= 3, "HTTP exits: {http:?}");
+    assert!(socks5.len() >= 3, "SOCKS5 exits: {socks5:?}");
+}
+
+#[test]
+fn a_sticky_session_keeps_one_exit() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("sticky");
+    let (_dev, banner) = start_dev("dev", &scratch, &STILL);
+    for session in ["alpha", "beta"] {
+        let user = format!("dev-session-{session}");
+        let exits: BTreeSet<String> = (0..8).map(|_| exit_via_http(&banner, &user)).collect();
+        assert_eq!(exits.len(), 1, "session {session} moved: {exits:?}");
+        let over_socks: BTreeSet<String> =
+            (0..4).map(|_| exit_via_socks5(&banner, &user)).collect();
+        assert_eq!(
+            over_socks, exits,
+            "one session, one exit, whatever the listener"
+        );
+    }
+    // Without a session the same client rotates.
+    let rotating: BTreeSet<String> = (0..8).map(|_| exit_via_http(&banner, "dev")).collect();
+    assert!(rotating.len() > 1, "{rotating:?}");
+}
+
+#[test]
+fn extracted_proxies_are_never_routed_by_the_gateway_nor_extracted_again() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("extract");
+    let (_dev, banner) = start_dev("dev", &scratch, &STILL);
+    let api = banner.api().to_owned();
+    let token = banner.token().to_owned();
+
+    // The CLI, table and JSON.
+    let env = [("PROXYPOOL_TOKEN", token.as_str())];
+    let (code, table, stderr) = run(&["extract", "--api", &api, "--count", "1"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        table.contains("PROXY") && table.contains("1 of 1"),
+        "{table}"
+    );
+    let (code, json, stderr) = run(
+        &[
+            "extract",
+            "--api",
+            &api,
+            "--count",
+            "3",
+            "--json",
+            "--idempotency-key",
+            "k-1",
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let first: Value = serde_json::from_str(&json).unwrap();
+    // A retry with the same key is the same extraction, not a new one.
+    let (_, replay, _) = run(
+        &[
+            "extract",
+            "--api",
+            &api,
+            "--count",
+            "3",
+            "--json",
+            "--idempotency-key",
+            "k-1",
+        ],
+        &env,
+    );
+    assert_eq!(serde_json::from_str::<Value>(&replay).unwrap(), first);
+
+    // Plain curl against the API takes what is left.
+    let (code, body) = curl(&[
+        "-H",
+        &format!("Authorization: Bearer {token}"),
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"count":100}"#,
+        &format!("{api}/v1/extractions"),
+    ]);
+    assert_eq!(code, 0);
+    let rest: Value = serde_json::from_str(&body).unwrap();
+
+    let mut extracted = Vec::new();
+    for answer in [&first, &rest] {
+        extracted.extend(answer["proxies"].as_array().unwrap().iter().cloned());
+    }
+    let ids: BTreeSet<&str> = extracted
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), extracted.len(), "a proxy was extracted twice");
+    assert!(extracted.len() >= 4, "{extracted:?}");
+
+    // Nothing left for another extraction: exit code 4 (insufficient).
+    let (code, _, stderr) = run(
+        &[
+            "extract",
+            "--api",
+            &api,
+            "--count",
+            "1",
+            "--mode",
+            "all-or-nothing",
+        ],
+        &env,
+    );
+    assert_eq!(code, 4, "{stderr}");
+    // A wrong token: exit code 3.
+    let (code, _, _) = run(
+        &["extract", "--api", &api],
+        &[("PROXYPOOL_TOKEN", "not-the-token")],
+    );
+    assert_eq!(code, 3);
+
+    // Each extracted proxy works for its owner, and its exit is never the gateway's.
+    let mut extracted_exits = BTreeSet::new();
+    for proxy in &extracted {
+        let scheme = match proxy["protocol"].as_str().unwrap() {
+            "socks5" => "socks5h",
+            other => other,
+        };
+        let url = format!(
+            "{scheme}://{}:{}@{}:{}",
+            proxy["username"].as_str().unwrap(),
+            proxy["password"].as_str().unwrap(),
+            proxy["host"].as_str().unwrap(),
+            proxy["port"]
+        );
+        let (code, body) = curl(&["-x", &url, banner.origin()]);
+        assert_eq!(code, 0, "{url}");
+        extracted_exits.insert(exit_of(&body));
+    }
+    let mut gateway_exits = BTreeSet::new();
+    for _ in 0..24 {
+        gateway_exits.insert(exit_via_http(&banner, "dev"));
+        gateway_exits.insert(exit_via_socks5(&banner, "dev"));
+    }
+    assert!(gateway_exits.len() >= 3, "{gateway_exits:?}");
+    assert!(
+        gateway_exits.is_disjoint(&extracted_exits),
+        "the gateway used extracted proxies: {:?}",
+        gateway_exits
+            .intersection(&extracted_exits)
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn sigterm_during_traffic_shuts_down_cleanly_with_exit_code_0() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("sigterm");
+    let (mut dev, banner) = start_dev("dev", &scratch, &[]);
+    exit_via_http(&banner, "dev");
+    // A request in flight while the signal lands still gets its answer.
+    let proxy = format!("http://dev:{}@{}", banner.password(), banner.http());
+    let origin = banner.origin().to_owned();
+    let in_flight = std::thread::spawn(move || curl(&["-x", &proxy, &origin]));
+    dev.signal("TERM");
+    let status = dev.wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", dev.stderr_tail());
+    let (code, _) = in_flight.join().unwrap();
+    // Either it finished before the listener closed (0) or it was refused at once (7):
+    // never a hang or a cut-off answer.
+    assert!(code == 0 || code == 7, "curl exit {code}");
+    // Everything is closed: nothing answers on the gateway any more.
+    let (code, _) = curl(&["-x", &format!("http://{}", banner.http()), banner.origin()]);
+    assert_ne!(code, 0);
+    let stderr = dev.stderr_tail();
+    assert!(stderr.contains("shutdown requested"), "{stderr}");
+    assert!(!stderr.contains(banner.password()) && !stderr.contains(banner.token()));
+}
