@@ -254,11 +254,11 @@ pub fn parse_banner(lines: &[String]) -> Banner {
             continue;
         }
         for label in LABELS {
-            if let Some(rest) = trimmed.strip_prefix(label) {
-                if rest.starts_with("  ") {
-                    let value = rest.split_whitespace().next().unwrap_or("").to_owned();
-                    fields.insert((*label).to_owned(), value);
-                }
+            if let Some(rest) = trimmed.strip_prefix(label)
+                && rest.starts_with("  ")
+            {
+                let value = rest.split_whitespace().next().unwrap_or("").to_owned();
+                fields.insert((*label).to_owned(), value);
             }
         }
     }
