@@ -107,9 +107,10 @@ impl ConfigFile {
         })
     }
 
-    /// Whether the file has any controller section (a gateway-only file has none).
+    /// Whether the file configures a controller (any controller section, or `[api]`,
+    /// which only a controller serves); a gateway-only file does not.
     pub(crate) fn has_controller(&self) -> bool {
-        !self.controller.is_empty()
+        !self.controller.is_empty() || self.api.is_some()
     }
 
     pub(crate) fn has_gateway(&self) -> bool {

@@ -350,3 +350,75 @@ pub fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// A free loopback port (bound and released: another process could take it in between,
+/// which on a test machine does not happen in practice).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A simulated vendor running on a runtime of its own (the tests themselves block).
+pub fn sim_vendor(proxies: usize) -> (tokio::runtime::Runtime, proxypool_sim::SimVendor) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let sim = runtime
+        .block_on(proxypool_sim::SimVendor::start(proxypool_sim::SimConfig {
+            proxies,
+            kinds: vec![
+                proxypool_sim::ProxyKind::Http,
+                proxypool_sim::ProxyKind::Socks5,
+            ],
+            format: proxypool_sim::ListFormat::Json,
+            ..proxypool_sim::SimConfig::default()
+        }))
+        .unwrap();
+    (runtime, sim)
+}
+
+/// Polls `probe` every 100 ms until it is true, within `timeout`.
+pub fn eventually(what: &str, timeout: Duration, mut probe: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    loop {
+        if probe() {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "{what}: not within {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A GET through an HTTP proxy URL (`http://user:pass@host:port`); the exit, if answered.
+pub fn try_exit_via(proxy: &str, origin: &str) -> Option<String> {
+    let (code, body) = curl(&["-x", proxy, origin]);
+    if code != 0 {
+        return None;
+    }
+    let echo: Value = serde_json::from_str(&body).ok()?;
+    echo["exit"].as_str().map(str::to_owned)
+}
+
+/// A gateway admin listener's `/status` JSON.
+pub fn gateway_status(admin: &str) -> Option<Value> {
+    let (code, body) = curl(&[&format!("http://{admin}/status")]);
+    if code != 0 {
+        return None;
+    }
+    serde_json::from_str(&body).ok()
+}
+
+/// How many proxies a gateway's current snapshot lists (0 when it cannot be asked).
+pub fn gateway_proxies(admin: &str) -> u64 {
+    gateway_status(admin)
+        .and_then(|s| s["snapshot"]["proxies"].as_u64())
+        .unwrap_or(0)
+}

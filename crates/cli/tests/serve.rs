@@ -1,0 +1,122 @@
+//! End to end on `proxypool serve --config FILE`: controller, client API and gateway in
+//! one process from a config file, against a simulated vendor.
+
+mod common;
+
+use common::{
+    Proc, Scratch, curl_or_skip, eventually, free_port, gateway_proxies, run, sim_vendor,
+    try_exit_via,
+};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+#[test]
+fn serve_from_a_config_file_proxies_extracts_and_stops_on_sigterm() {
+    if !curl_or_skip() {
+        return;
+    }
+    let (_runtime, sim) = sim_vendor(6);
+    let scratch = Scratch::new("serve");
+    let (api, http, admin) = (free_port(), free_port(), free_port());
+    let config = scratch.write(
+        "proxypool.toml",
+        &format!(
+            r#"
+[quota]
+url = "sqlite://data/quota.sqlite3"
+
+[listen]
+control = "127.0.0.1:0"
+api = "127.0.0.1:{api}"
+
+[ownership]
+per_worker_target = 3
+interval = "200ms"
+
+[checker]
+interval = "200ms"
+
+[[upstreams]]
+id = "sim"
+ttl = "10m"
+max_size = 100
+[upstreams.provider]
+kind = "http"
+url = "{list}"
+format = "json"
+interval = "2s"
+[[upstreams.health.targets]]
+url = "{health}"
+
+[[clients]]
+id = "acme"
+project = "acme"
+api_token_env = "ACME_TOKEN"
+gateway_password_env = "ACME_PASSWORD"
+
+[gateway]
+worker_id = "box-1"
+[gateway.listeners]
+http = "127.0.0.1:{http}"
+admin = "127.0.0.1:{admin}"
+"#,
+            list = sim.list_url(),
+            health = sim.origin().url("/health"),
+        ),
+    );
+    let env = [
+        ("ACME_TOKEN", "acme-token"),
+        ("ACME_PASSWORD", "acme-password"),
+    ];
+    let mut serve = Proc::start(
+        "serve",
+        &["serve", "--config", config.to_str().unwrap()],
+        &env,
+        &scratch.path,
+    );
+    let proxy = format!("http://acme:acme-password@127.0.0.1:{http}");
+    let origin = sim.origin().url("/");
+    let ready = eventually(
+        "serve answers through its gateway",
+        Duration::from_secs(30),
+        || try_exit_via(&proxy, &origin).is_some(),
+    );
+    eprintln!("serve ready after {ready:?}");
+    let admin = format!("127.0.0.1:{admin}");
+    eventually(
+        "the gateway holds its share",
+        Duration::from_secs(15),
+        || gateway_proxies(&admin) == 3,
+    );
+    let exits: BTreeSet<String> = (0..9)
+        .filter_map(|_| try_exit_via(&proxy, &origin))
+        .collect();
+    assert_eq!(
+        exits.len(),
+        3,
+        "round robin over the 3 leased proxies: {exits:?}"
+    );
+
+    let api_url = format!("http://127.0.0.1:{api}");
+    let (code, stdout, stderr) = run(
+        &[
+            "extract",
+            "--api",
+            &api_url,
+            "--count",
+            "3",
+            "--mode",
+            "all-or-nothing",
+        ],
+        &[("PROXYPOOL_TOKEN", "acme-token")],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("3 of 3"), "{stdout}");
+
+    serve.signal("TERM");
+    assert_eq!(serve.wait(Duration::from_secs(30)).code(), Some(0));
+    assert!(scratch.file("data/quota.sqlite3").exists());
+    let logs = serve.stderr_tail();
+    assert!(logs.contains("proxypool serve stopped"), "{logs}");
+    assert!(!logs.contains("acme-password") && !logs.contains("acme-token"));
+}
