@@ -1,0 +1,307 @@
+//! End to end in split mode: one `proxypool controller` and two `proxypool gateway`
+//! processes on a private Redis (activity pool, leader lease) and a private PostgreSQL
+//! (quota, migrated by `proxypool migrate` with a least-privilege role), against a
+//! simulated vendor. A gateway killed with SIGKILL says goodbye to nobody; once its
+//! lease lapses, its proxies go to the surviving gateway.
+
+mod common;
+
+use common::{
+    Proc, Scratch, curl, curl_or_skip, eventually, exit_of, free_port, gateway_proxies, run,
+    sim_vendor, try_exit_via,
+};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+const PROXIES: usize = 10;
+const EXTRACTED: usize = 2;
+
+fn controller_config(
+    redis_port: u16,
+    pg_port: u16,
+    control: u16,
+    api: u16,
+    sim: &proxypool_sim::SimVendor,
+) -> String {
+    format!(
+        r#"
+[store]
+url = "redis://127.0.0.1:{redis_port}/0"
+call_timeout = "250ms"
+leader_lease = "2s"
+
+[quota]
+url = "postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"
+password_env = "QUOTA_PASSWORD"
+
+[listen]
+control = "127.0.0.1:{control}"
+api = "127.0.0.1:{api}"
+
+[snapshot]
+long_poll_wait = "2s"
+session_ttl = "3s"
+report_interval = "1s"
+poll_interval = "100ms"
+
+[ownership]
+lease = "3s"
+renew_before = "1s"
+interval = "200ms"
+per_worker_target = {PROXIES}
+
+[checker]
+interval = "200ms"
+
+[[worker_tokens]]
+name = "gateways"
+token_env = "WORKER_TOKEN"
+workers = ["gw-a", "gw-b"]
+
+[[upstreams]]
+id = "sim"
+ttl = "10m"
+max_size = 100
+[upstreams.provider]
+kind = "http"
+url = "{list}"
+format = "json"
+interval = "2s"
+[[upstreams.health.targets]]
+url = "{health}"
+
+[[clients]]
+id = "acme"
+project = "acme"
+api_token_env = "ACME_TOKEN"
+gateway_password_env = "ACME_PASSWORD"
+"#,
+        list = sim.list_url(),
+        health = sim.origin().url("/health"),
+    )
+}
+
+fn gateway_config(worker: &str, control: u16, http: u16, admin: u16) -> String {
+    format!(
+        r#"
+[gateway]
+worker_id = "{worker}"
+controller_url = "http://127.0.0.1:{control}"
+worker_token_env = "WORKER_TOKEN"
+shutdown_grace_ms = 2000
+[gateway.listeners]
+http = "127.0.0.1:{http}"
+admin = "127.0.0.1:{admin}"
+[gateway.control]
+max_backoff_ms = 500
+"#
+    )
+}
+
+/// The exits seen through `proxy` over `n` requests.
+fn exits(proxy: &str, origin: &str, n: usize) -> BTreeSet<String> {
+    (0..n).filter_map(|_| try_exit_via(proxy, origin)).collect()
+}
+
+#[test]
+fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other() {
+    if !curl_or_skip() {
+        return;
+    }
+    let Some(redis) = proxypool_testkit::private_redis_or_skip() else {
+        return;
+    };
+    let Some(pg) = proxypool_testkit::private_postgres_or_skip() else {
+        return;
+    };
+    let admin_url = pg.create_database("proxypool_split").unwrap();
+    let (_runtime, sim) = sim_vendor(PROXIES);
+    let scratch = Scratch::new("split");
+    let (control, api) = (free_port(), free_port());
+    let config = scratch.write(
+        "controller.toml",
+        &controller_config(redis.port(), pg.port(), control, api, &sim),
+    );
+    let config = config.to_str().unwrap();
+    let env = [
+        ("WORKER_TOKEN", "split-worker-token"),
+        ("ACME_TOKEN", "acme-token"),
+        ("ACME_PASSWORD", "acme-password"),
+        ("QUOTA_PASSWORD", "quota-role-password"),
+        ("PG_ADMIN_URL", admin_url.as_str()),
+    ];
+
+    // The quota tables and the least-privilege role, as an operator would set them up.
+    let (code, stdout, stderr) = run(
+        &[
+            "migrate",
+            "--config",
+            config,
+            "--admin-url-env",
+            "PG_ADMIN_URL",
+            "--create-role",
+            "proxypool_quota",
+            "--role-password-env",
+            "QUOTA_PASSWORD",
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("role proxypool_quota"), "{stdout}");
+
+    let mut controller = Proc::start(
+        "controller",
+        &["controller", "--config", config],
+        &env,
+        &scratch.path,
+    );
+
+    // Before any gateway registers, every proxy is unowned: extract two through the API
+    // (PostgreSQL quota, Redis pool). They must never be routed by a gateway later.
+    let api_url = format!("http://127.0.0.1:{api}");
+    let token = [("PROXYPOOL_TOKEN", "acme-token")];
+    let count = EXTRACTED.to_string();
+    let mut extracted = Value::Null;
+    eventually(
+        "the controller has checked proxies to extract",
+        Duration::from_secs(30),
+        || {
+            let (code, stdout, _) = run(
+                &[
+                    "extract",
+                    "--api",
+                    &api_url,
+                    "--count",
+                    &count,
+                    "--mode",
+                    "all-or-nothing",
+                    "--json",
+                ],
+                &token,
+            );
+            if code == 0 {
+                extracted = serde_json::from_str(&stdout).unwrap();
+            }
+            code == 0
+        },
+    );
+    let origin = sim.origin().url("/");
+    let extracted_exits: BTreeSet<String> = extracted["proxies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let scheme = if p["protocol"] == "socks5" {
+                "socks5h"
+            } else {
+                "http"
+            };
+            let url = format!(
+                "{scheme}://{}:{}@{}:{}",
+                p["username"].as_str().unwrap(),
+                p["password"].as_str().unwrap(),
+                p["host"].as_str().unwrap(),
+                p["port"]
+            );
+            let (code, body) = curl(&["-x", &url, &origin]);
+            assert_eq!(code, 0, "{url}");
+            exit_of(&body)
+        })
+        .collect();
+    assert_eq!(extracted_exits.len(), EXTRACTED);
+
+    // Two gateways, separate processes.
+    let ports_a = (free_port(), free_port());
+    let ports_b = (free_port(), free_port());
+    let file_a = scratch.write(
+        "gw-a.toml",
+        &gateway_config("gw-a", control, ports_a.0, ports_a.1),
+    );
+    let file_b = scratch.write(
+        "gw-b.toml",
+        &gateway_config("gw-b", control, ports_b.0, ports_b.1),
+    );
+    let mut gateway_a = Proc::start(
+        "gw-a",
+        &["gateway", "--config", file_a.to_str().unwrap()],
+        &env,
+        &scratch.path,
+    );
+    let mut gateway_b = Proc::start(
+        "gw-b",
+        &["gateway", "--config", file_b.to_str().unwrap()],
+        &env,
+        &scratch.path,
+    );
+    let (admin_a, admin_b) = (
+        format!("127.0.0.1:{}", ports_a.1),
+        format!("127.0.0.1:{}", ports_b.1),
+    );
+    let half = ((PROXIES - EXTRACTED) / 2) as u64;
+    let balanced = eventually(
+        "both gateways hold half of the proxies",
+        Duration::from_secs(45),
+        || gateway_proxies(&admin_a) == half && gateway_proxies(&admin_b) == half,
+    );
+    eprintln!("balanced after {balanced:?}");
+
+    // Traffic through both: each leaves through its own proxies only.
+    let proxy_a = format!("http://acme:acme-password@127.0.0.1:{}", ports_a.0);
+    let proxy_b = format!("http://acme:acme-password@127.0.0.1:{}", ports_b.0);
+    let exits_a = exits(&proxy_a, &origin, 12);
+    let exits_b = exits(&proxy_b, &origin, 12);
+    assert_eq!(exits_a.len() as u64, half, "{exits_a:?}");
+    assert_eq!(exits_b.len() as u64, half, "{exits_b:?}");
+    assert!(exits_a.is_disjoint(&exits_b), "{exits_a:?} / {exits_b:?}");
+    assert!(exits_a.is_disjoint(&extracted_exits) && exits_b.is_disjoint(&extracted_exits));
+
+    // Gateway B crashes: no clean shutdown, no session end. Its leases lapse (3 s) and
+    // the surviving gateway gets its proxies.
+    gateway_b.signal("KILL");
+    gateway_b.wait(Duration::from_secs(10));
+    let moved = eventually(
+        "gateway A takes over B's proxies",
+        Duration::from_secs(45),
+        || gateway_proxies(&admin_a) == 2 * half,
+    );
+    eprintln!("reassigned {moved:?} after the kill (lease 3s, session ttl 3s)");
+    // Not at once: nobody told the controller; it waited for the lease (renewed with at
+    // least `renew_before` = 1 s left) to lapse.
+    assert!(moved >= Duration::from_millis(500), "{moved:?}");
+    let after: BTreeSet<String> = exits(&proxy_a, &origin, 24);
+    assert!(
+        exits_b.is_subset(&after),
+        "B's exits {exits_b:?} now through A: {after:?}"
+    );
+    assert!(after.is_disjoint(&extracted_exits), "{after:?}");
+
+    // Clean stops.
+    gateway_a.signal("TERM");
+    assert_eq!(
+        gateway_a.wait(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        gateway_a.stderr_tail()
+    );
+    controller.signal("TERM");
+    assert_eq!(
+        controller.wait(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        controller.stderr_tail()
+    );
+    let logs = controller.stderr_tail();
+    for secret in [
+        "split-worker-token",
+        "acme-token",
+        "acme-password",
+        "quota-role-password",
+    ] {
+        assert!(!logs.contains(secret), "{secret} in the controller's log");
+    }
+    assert!(Path::new(&scratch.path).exists());
+    drop(redis);
+    drop(pg);
+}
