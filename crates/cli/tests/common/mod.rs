@@ -295,10 +295,11 @@ pub fn curl(args: &[&str]) -> (i32, String) {
     )
 }
 
-/// Runs a printed command line verbatim with `sh -c`; returns (exit code, stdout).
+/// Runs a printed command line verbatim with `sh -c` (under coreutils' `timeout`, so a
+/// broken command fails the test instead of hanging it); returns (exit code, stdout).
 pub fn shell(line: &str) -> (i32, String) {
-    let output = Command::new("sh")
-        .args(["-c", line])
+    let output = Command::new("timeout")
+        .args(["20", "sh", "-c", line])
         .output()
         .expect("sh runs");
     (
