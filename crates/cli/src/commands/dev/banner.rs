@@ -24,7 +24,7 @@ pub(super) struct Endpoints {
 }
 
 impl Endpoints {
-    pub(super) fn new(stack: &Stack, _sim: &SimVendor, _args: &DevArgs) -> Result<Self, Failure> {
+    pub(super) fn new(stack: &Stack) -> Result<Self, Failure> {
         let missing = || Failure::runtime("the gateway has no listener address");
         Ok(Endpoints {
             http: dialable(stack.http_addr.ok_or_else(missing)?),

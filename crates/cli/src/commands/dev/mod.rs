@@ -51,7 +51,7 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
         Ok(gateway)
     };
     let stack = Stack::start(config, &ApiSection::default(), Some(&build)).await?;
-    let endpoints = banner::Endpoints::new(&stack, &sim, &args)?;
+    let endpoints = banner::Endpoints::new(&stack)?;
 
     let deadline = Duration::from_secs(args.ready_timeout);
     let waited = tokio::select! {
