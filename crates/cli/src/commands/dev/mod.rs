@@ -50,7 +50,17 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
         gateway.shutdown_grace_ms = 5_000;
         Ok(gateway)
     };
-    let stack = Stack::start(config, &ApiSection::default(), Some(&build)).await?;
+    let stack = Stack::start(config, &ApiSection::default(), Some(&build))
+        .await
+        .map_err(|mut failure| {
+            if failure.message.contains("in use") {
+                failure.message.push_str(
+                    "\nanother proxypool dev may be running; or pick other ports with \
+                     --http/--socks5/--api (port 0 = any free port)",
+                );
+            }
+            failure
+        })?;
     let endpoints = banner::Endpoints::new(&stack)?;
 
     let deadline = Duration::from_secs(args.ready_timeout);
