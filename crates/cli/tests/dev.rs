@@ -47,6 +47,10 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
     assert_eq!(code, 0, "{}", banner.commands[2]);
     let extraction: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(extraction["returned"], 2, "{body}");
+    // And the CLI line below them.
+    let (code, table) = shell(banner.get("extract command"));
+    assert_eq!(code, 0, "{}", banner.get("extract command"));
+    assert!(table.contains("2 of 2"), "{table}");
 
     dev.signal("TERM");
     assert_eq!(dev.wait(Duration::from_secs(30)).code(), Some(0));

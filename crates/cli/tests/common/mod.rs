@@ -253,6 +253,10 @@ pub fn parse_banner(lines: &[String]) -> Banner {
             commands.push(trimmed.to_owned());
             continue;
         }
+        if let Some(command) = trimmed.strip_prefix("Extract with the CLI: ") {
+            fields.insert("extract command".to_owned(), command.to_owned());
+            continue;
+        }
         for label in LABELS {
             if let Some(rest) = trimmed.strip_prefix(label)
                 && rest.starts_with("  ")
