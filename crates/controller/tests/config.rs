@@ -8,6 +8,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 const EXAMPLE: &str = include_str!("../../../examples/proxypool.toml");
 
+/// The shipped example's controller sections. The file ends with `[api]` and `[gateway]`,
+/// which the `proxypool` binary takes out before the controller's loader sees the rest (the
+/// binary's own tests validate the whole file).
+fn example() -> String {
+    let end = EXAMPLE.find("\n[api").unwrap_or(EXAMPLE.len());
+    let binary_sections_only = EXAMPLE[end..]
+        .lines()
+        .filter(|line| line.starts_with('['))
+        .all(|line| line.starts_with("[api") || line.starts_with("[gateway"));
+    assert!(
+        binary_sections_only,
+        "controller sections must come before [api] and [gateway]"
+    );
+    EXAMPLE[..end].to_owned()
+}
+
 fn secret_dir() -> PathBuf {
     // One directory per call: tests run in parallel and must not see a half-written file.
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -39,7 +55,7 @@ fn load(
 #[test]
 fn the_shipped_example_loads_and_resolves_its_references() {
     let dir = secret_dir();
-    let config = load(EXAMPLE, example_env(), &dir).unwrap();
+    let config = load(&example(), example_env(), &dir).unwrap();
     assert_eq!(config.store.kind, StoreKind::Memory);
     assert_eq!(
         config.quota.kind,
@@ -112,15 +128,15 @@ fn the_shipped_example_loads_and_resolves_its_references() {
 #[test]
 fn hashes_of_referenced_secrets_are_the_same_on_every_load() {
     let dir = secret_dir();
-    let a = load(EXAMPLE, example_env(), &dir).unwrap();
-    let b = load(EXAMPLE, example_env(), &dir).unwrap();
+    let a = load(&example(), example_env(), &dir).unwrap();
+    let b = load(&example(), example_env(), &dir).unwrap();
     assert_eq!(a.clients[0].gateway_password, b.clients[0].gateway_password);
 }
 
 #[test]
 fn unknown_keys_are_errors_that_name_the_key_path() {
     let dir = secret_dir();
-    let text = EXAMPLE.replace("jitter = \"5s\"", "jitter = \"5s\"\nretries = 3");
+    let text = example().replace("jitter = \"5s\"", "jitter = \"5s\"\nretries = 3");
     let err = load(&text, example_env(), &dir).unwrap_err();
     let message = err.to_string();
     assert!(message.starts_with("proxypool.toml: "), "{message}");
@@ -131,7 +147,7 @@ fn unknown_keys_are_errors_that_name_the_key_path() {
 #[test]
 fn bad_values_name_the_file_the_key_and_the_reason() {
     let dir = secret_dir();
-    let text = EXAMPLE.replace("timeout = \"10s\"", "timeout = 10");
+    let text = example().replace("timeout = \"10s\"", "timeout = 10");
     let message = load(&text, example_env(), &dir).unwrap_err().to_string();
     assert!(
         message.contains("upstreams[0].provider.timeout"),
@@ -139,11 +155,11 @@ fn bad_values_name_the_file_the_key_and_the_reason() {
     );
     assert!(message.contains("unit"), "{message}");
 
-    let text = EXAMPLE.replace("renew_before = \"10s\"", "renew_before = \"40s\"");
+    let text = example().replace("renew_before = \"10s\"", "renew_before = \"40s\"");
     let err = load(&text, example_env(), &dir).unwrap_err();
     assert_eq!(err.problems()[0].path, "ownership.renew_before");
 
-    let text = EXAMPLE.replace("rate_limit = \"standard\"", "rate_limit = \"premium\"");
+    let text = example().replace("rate_limit = \"standard\"", "rate_limit = \"premium\"");
     let err = load(&text, example_env(), &dir).unwrap_err();
     assert_eq!(err.problems()[0].path, "clients[0].rate_limit");
 }
@@ -154,13 +170,13 @@ fn environment_overrides_apply_and_are_named_in_errors() {
     let mut env = example_env();
     env.push(("PROXYPOOL__UPSTREAMS__ACME_RESI__MAX_SIZE", "500"));
     env.push(("PROXYPOOL__CHECKER__TIMEOUT", "4s"));
-    let config = load(EXAMPLE, env, &dir).unwrap();
+    let config = load(&example(), env, &dir).unwrap();
     assert_eq!(config.upstreams[0].max_size, 500);
     assert_eq!(config.checker.timeout.as_ms(), 4_000);
 
     let mut env = example_env();
     env.push(("PROXYPOOL__SNAPSHOT__SESSION_TTL", "soon"));
-    let err = load(EXAMPLE, env, &dir).unwrap_err();
+    let err = load(&example(), env, &dir).unwrap_err();
     let problem = &err.problems()[0];
     assert_eq!(problem.path, "snapshot.session_ttl");
     assert_eq!(
@@ -177,7 +193,7 @@ fn missing_secret_references_name_the_variable_never_a_value() {
         .into_iter()
         .filter(|(k, _)| *k != "ACME_PROXY_PASSWORD")
         .collect();
-    let err = load(EXAMPLE, env, &dir).unwrap_err();
+    let err = load(&example(), env, &dir).unwrap_err();
     let message = err.to_string();
     assert!(
         message.contains("upstreams[0].credentials.password_env"),
@@ -193,7 +209,7 @@ fn missing_secret_references_name_the_variable_never_a_value() {
 #[test]
 fn urls_with_inline_passwords_are_refused() {
     let dir = secret_dir();
-    let text = EXAMPLE.replace(
+    let text = example().replace(
         "url = \"memory\"",
         "url = \"redis://:hunter2@127.0.0.1:6379/0\"",
     );
@@ -201,7 +217,7 @@ fn urls_with_inline_passwords_are_refused() {
     assert!(message.contains("store.url"), "{message}");
     assert!(!message.contains("hunter2"), "{message}");
 
-    let text = EXAMPLE.replace(
+    let text = example().replace(
         "url = \"sqlite://data/quota.sqlite3\"",
         "url = \"postgres://pp:hunter2@db:5432/pp\"",
     );
@@ -211,7 +227,7 @@ fn urls_with_inline_passwords_are_refused() {
         "{message}"
     );
 
-    let text = EXAMPLE.replace(
+    let text = example().replace(
         "\"socks5://192.0.2.10:1080\"",
         "\"socks5://u:hunter2@192.0.2.10:1080\"",
     );
@@ -236,7 +252,7 @@ fn syntax_errors_give_a_position_without_echoing_the_line() {
 #[test]
 fn redis_stores_parse_their_url_and_tuning_and_open_without_connecting() {
     let dir = secret_dir();
-    let text = EXAMPLE.replace(
+    let text = example().replace(
         "url = \"memory\"",
         "url = \"redis+sentinel://10.0.0.1:26379,10.0.0.2/mymaster/2\"",
     );
@@ -269,12 +285,12 @@ fn redis_stores_parse_their_url_and_tuning_and_open_without_connecting() {
 #[test]
 fn store_tuning_is_checked_and_named() {
     let dir = secret_dir();
-    let text = EXAMPLE.replace("key_prefix = \"pp\"", "key_prefix = \"a{b}\"");
+    let text = example().replace("key_prefix = \"pp\"", "key_prefix = \"a{b}\"");
     let err = load(&text, example_env(), &dir).unwrap_err();
     assert_eq!(err.problems()[0].path, "store.key_prefix");
 
     // The leader must be able to retry a slow renewal before its lease ends.
-    let text = EXAMPLE.replace("leader_lease = \"10s\"", "leader_lease = \"1s\"");
+    let text = example().replace("leader_lease = \"10s\"", "leader_lease = \"1s\"");
     let mut env = example_env();
     env.push(("PROXYPOOL__STORE__CALL_TIMEOUT", "500ms"));
     let err = load(&text, env, &dir).unwrap_err();
@@ -284,10 +300,10 @@ fn store_tuning_is_checked_and_named() {
     let mut env = example_env();
     env.push(("PROXYPOOL__STORE__LEADER_LEASE", "1s"));
     env.push(("PROXYPOOL__STORE__CALL_TIMEOUT", "200ms"));
-    let config = load(EXAMPLE, env, &dir).unwrap();
+    let config = load(&example(), env, &dir).unwrap();
     assert_eq!(config.store.leader_lease.as_ms(), 1_000);
 
-    let text = EXAMPLE.replace(
+    let text = example().replace(
         "leader_lease = \"10s\"",
         "leader_lease = \"10s\"\nlease = \"5s\"",
     );
