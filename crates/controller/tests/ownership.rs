@@ -1,12 +1,13 @@
 //! Ownership across two workers over the real control API: assign, renew, drain (with the
-//! worker's report deciding when a drain is done) and expire, on a time-travelling clock.
+//! worker's report deciding when a drain is done) and expire, on a time-travelling clock;
+//! and a clean session close handing a worker's proxies back at once (a stale one: nothing).
 
 mod common;
 
 use common::*;
 use hyper::StatusCode;
 use proxypool_controller::Clock;
-use proxypool_core::{OwnershipRepository, ProxyId, WorkerId};
+use proxypool_core::{ActivityPool, OwnershipRepository, ProxyId, WorkerId, WorkerRuntimeStore};
 use std::collections::HashSet;
 
 #[tokio::test]
@@ -160,5 +161,195 @@ async fn a_cordoned_worker_hands_its_proxies_over_after_its_connections_end() {
     assert_eq!(
         controller.cordons().list(),
         vec![WorkerId::new("gw-a").unwrap()]
+    );
+}
+
+/// Each seeded proxy's owner right now (`None` = unowned); `get` returns one assignment per
+/// proxy, so this also shows no proxy has two owners.
+async fn owners(pool: &dyn ActivityPool, now: u64, proxies: &[ProxyId]) -> Vec<Option<String>> {
+    let mut owners = Vec::with_capacity(proxies.len());
+    for proxy in proxies {
+        let assignment = pool.get(now, proxy).await.unwrap();
+        owners.push(assignment.map(|a| a.worker.to_string()));
+    }
+    owners
+}
+
+#[tokio::test]
+async fn a_clean_session_close_hands_the_workers_proxies_back_at_once() {
+    let config = parse_config(&config_text(&static_upstream("acme")));
+    let (controller, pool, clock) = controller(config);
+    let addr = serve_control(&controller).await;
+    let client = ControlClient::new(addr, Some(WORKER_TOKEN));
+    let manager = controller.ownership_manager();
+    let seeded = seed_available(pool.as_ref(), T0, "acme", 6).await;
+    client.register("gw-a", "a1").await;
+    client.register("gw-b", "b1").await;
+    manager.round().await.unwrap();
+    let (reference, owned_a) = client.sync("gw-a", "a1", 0).await;
+    assert_eq!(owned_a.len(), 3);
+    client.sync("gw-b", "b1", 0).await;
+
+    // One of gw-a's proxies is already draining (an operator cordon) when it stops, and its
+    // last report still shows a connection: a worker that says it is gone has none.
+    controller.cordon(&WorkerId::new("gw-a").unwrap());
+    let round = manager.round().await.unwrap();
+    assert_eq!(round.drains_started, 3);
+    controller
+        .cordons()
+        .uncordon(&WorkerId::new("gw-a").unwrap());
+    let busy = owned_a[0].as_str();
+    let report = client
+        .report("gw-a", "a1", 1, &reference, &[(busy, 1, 0)])
+        .await;
+    assert_eq!(report.status, StatusCode::OK);
+
+    assert_eq!(
+        client.close("gw-a", "a1").await.status,
+        StatusCode::NO_CONTENT
+    );
+    let a = WorkerId::new("gw-a").unwrap();
+    let now = clock.now();
+    assert_eq!(now, T0, "no time passed: nothing lapsed");
+    assert!(pool.owned_by(now, &a, 100).await.unwrap().is_empty());
+    assert!(pool.draining_of(now, &a, 100).await.unwrap().is_empty());
+    let after_close = owners(pool.as_ref(), now, &seeded).await;
+    assert!(
+        after_close
+            .iter()
+            .all(|o| o.is_none() || o.as_deref() == Some("gw-b")),
+        "{after_close:?}"
+    );
+    assert_eq!(pool.assignable(now, 100).await.unwrap().len(), 3);
+
+    // The next round (which the close woke) gives them to the other worker.
+    let round = manager.round().await.unwrap();
+    assert_eq!(round.assigned, 3);
+    let after_round = owners(pool.as_ref(), now, &seeded).await;
+    assert!(
+        after_round.iter().all(|o| o.as_deref() == Some("gw-b")),
+        "{after_round:?}"
+    );
+    let (_, owned_b) = client.sync("gw-b", "b1", 1).await;
+    assert_eq!(owned_b.len(), 6);
+    assert!(pool.owned_by(now, &a, 100).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn closing_a_stale_session_releases_nothing() {
+    let config = parse_config(&config_text(&static_upstream("acme")));
+    let (controller, pool, clock) = controller(config);
+    let addr = serve_control(&controller).await;
+    let client = ControlClient::new(addr, Some(WORKER_TOKEN));
+    let manager = controller.ownership_manager();
+    let seeded = seed_available(pool.as_ref(), T0, "acme", 4).await;
+    client.register("gw-a", "a1").await;
+    client.register("gw-b", "b1").await;
+    manager.round().await.unwrap();
+    // gw-a restarts: its new session keeps the worker's proxies.
+    client.register("gw-a", "a2").await;
+    let before = owners(pool.as_ref(), clock.now(), &seeded).await;
+    let a = WorkerId::new("gw-a").unwrap();
+    let held = pool.owned_by(clock.now(), &a, 100).await.unwrap();
+    assert_eq!(held.len(), 2);
+
+    // The old process's late DELETE is fenced and takes nothing with it.
+    let reply = client.close("gw-a", "a1").await;
+    assert_eq!(
+        (reply.status, reply.error_code().as_str()),
+        (StatusCode::CONFLICT, "fenced")
+    );
+    assert_eq!(owners(pool.as_ref(), clock.now(), &seeded).await, before);
+    assert_eq!(pool.owned_by(clock.now(), &a, 100).await.unwrap(), held);
+    assert!(
+        pool.draining_of(clock.now(), &a, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let round = manager.round().await.unwrap();
+    assert_eq!((round.assigned, round.drains_started), (0, 0));
+    let (_, owned_a) = client.sync("gw-a", "a2", 0).await;
+    assert_eq!(owned_a.len(), 2, "the live session still serves them");
+}
+
+#[tokio::test]
+async fn a_running_controller_reassigns_a_closed_workers_proxies_without_waiting_a_round() {
+    // Rounds are a minute apart, so a reassignment within seconds is the close's wake-up.
+    let text = config_text("")
+        .replace("lease = \"30s\"", "lease = \"10m\"")
+        .replace("renew_before = \"10s\"", "renew_before = \"5m\"")
+        .replace("interval = \"200ms\"", "interval = \"60s\"");
+    let (controller, pool, clock) = controller(parse_config(&text));
+    let seeded = seed_available(pool.as_ref(), T0, "acme", 4).await;
+    // Sessions opened before start, so the first round splits the proxies between them.
+    for (worker, session) in [("gw-a", "a1"), ("gw-b", "b1")] {
+        pool.open_session(T0, &WorkerId::new(worker).unwrap(), session, 30_000)
+            .await
+            .unwrap();
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let running = controller.start_on(listener).unwrap();
+    let client = ControlClient::new(running.control_addr(), Some(WORKER_TOKEN));
+    let b = WorkerId::new("gw-b").unwrap();
+    let owned_by_b = || async { pool.owned_by(clock.now(), &b, 100).await.unwrap().len() };
+    wait_until(|| async { owned_by_b().await == 2 }).await;
+
+    assert_eq!(
+        client.close("gw-a", "a1").await.status,
+        StatusCode::NO_CONTENT
+    );
+    wait_until(|| async { owned_by_b().await == 4 }).await;
+    let after = owners(pool.as_ref(), clock.now(), &seeded).await;
+    assert!(after.iter().all(|o| o.as_deref() == Some("gw-b")));
+    running.shutdown().await;
+}
+
+/// Polls `check` until it holds, for at most 5 s.
+async fn wait_until<F, Fut>(check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "condition not reached in 5 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn release_works_in_batches_and_spares_later_assignments() {
+    let (_controller, pool, _clock) = controller(parse_config(&config_text("")));
+    let count = u16::try_from(proxypool_controller::ownership::RELEASE_BATCH).unwrap() + 44;
+    let seeded = seed_available(pool.as_ref(), T0, "acme", count).await;
+    let a = WorkerId::new("gw-a").unwrap();
+    let (last, earlier) = seeded.split_last().unwrap();
+    for proxy in earlier {
+        pool.assign(T0, proxy, &a, 30_000).await.unwrap();
+    }
+    // Already draining when the worker stops.
+    let drained = pool.owned_by(T0, &a, 1).await.unwrap().remove(0).assignment;
+    pool.begin_drain(T0, &drained.proxy_id, &a, drained.epoch)
+        .await
+        .unwrap();
+    let up_to_epoch = pool.current_epoch().await.unwrap();
+    // Assigned after the close (a new session of the same worker id): not ours to release.
+    pool.assign(T0, last, &a, 30_000).await.unwrap();
+
+    let done = proxypool_controller::ownership::release_worker(pool.as_ref(), T0, &a, up_to_epoch)
+        .await
+        .unwrap();
+    assert_eq!((done.released, done.skipped), (earlier.len(), 1));
+    let left = pool.owned_by(T0, &a, 1_000).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(&left[0].assignment.proxy_id, last);
+    assert!(pool.draining_of(T0, &a, 1_000).await.unwrap().is_empty());
+    assert_eq!(
+        pool.assignable(T0, 1_000).await.unwrap().len(),
+        earlier.len()
     );
 }

@@ -4,6 +4,7 @@ use super::ControlState;
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::request_id::RequestId;
+use crate::ownership::release_worker;
 use crate::snapshot::PollOutcome;
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -159,7 +160,9 @@ pub(super) async fn report(
     }))
 }
 
-/// `DELETE /control/v1/workers/{worker}/sessions/{session_id}`
+/// `DELETE /control/v1/workers/{worker}/sessions/{session_id}`: a clean stop. Closing the
+/// current session also releases the worker's proxies (see [`release_worker`]); a fenced
+/// (stale) session id is refused and releases nothing.
 pub(super) async fn close(
     State(state): State<ControlState>,
     rid: RequestId,
@@ -171,12 +174,37 @@ pub(super) async fn close(
     let worker = WorkerId::new(&raw_worker).map_err(|e| ApiError::invalid(e.to_string(), &rid))?;
     state.tokens.authorize(&headers, &worker, &rid)?;
     validate_session_id(&session_id).map_err(|e| ApiError::from_pool(e, &rid))?;
+    let now = state.clock.now();
+    let store_err = |e| ApiError::from_pool(e, &rid);
+    // Closing a session that is already gone succeeds, so "was this the live session?"
+    // is asked first: only the worker's current session may hand its proxies back.
+    let current = state
+        .pool
+        .session(now, &worker)
+        .await
+        .map_err(store_err)?
+        .is_some_and(|s| s.session_id == session_id);
+    // Read before the close: anything assigned after it belongs to a newer session.
+    let up_to_epoch = state.pool.current_epoch().await.map_err(store_err)?;
     state
         .pool
-        .close_session(state.clock.now(), &worker, &session_id)
+        .close_session(now, &worker, &session_id)
         .await
-        .map_err(|e| ApiError::from_pool(e, &rid))?;
+        .map_err(store_err)?;
     tracing::info!(%worker, "worker session closed");
+    if current {
+        // Best effort: the session is closed either way, and whatever is not released
+        // here comes back when its lease lapses.
+        match release_worker(state.pool.as_ref(), now, &worker, up_to_epoch).await {
+            Ok(done) => tracing::info!(
+                %worker, released = done.released, skipped = done.skipped,
+                "stopped worker's proxies released"
+            ),
+            Err(e) => tracing::warn!(%worker, "releasing a stopped worker's proxies failed: {e}"),
+        }
+        // Reassign the released proxies now, not at the next round.
+        state.wake_ownership.notify_one();
+    }
     state.publisher.changes().notify();
     Ok(StatusCode::NO_CONTENT)
 }

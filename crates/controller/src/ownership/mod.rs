@@ -7,15 +7,18 @@
 //! 3. plan ([`plan`]) and apply new assignments and rebalancing drains (a cordoned worker,
 //!    see [`Cordons`], gets nothing new and drains everything).
 //!
-//! Proxies of a worker whose session lapsed are not renewed, so they come back through
-//! expiry; a proxy that turns unhealthy drops out of the worker's snapshot at once (the
+//! A worker that closes its session cleanly hands its proxies back at once
+//! ([`release_worker`], called by the control API). Proxies of a worker whose session
+//! lapsed (a crash) are not renewed, so they come back through expiry; a proxy that turns unhealthy drops out of the worker's snapshot at once (the
 //! store only lists usable proxies) and its lease is left to lapse. Any change wakes the
 //! snapshot publisher.
 
 mod cordon;
 pub mod plan;
+mod release;
 
 pub use cordon::Cordons;
+pub use release::{MAX_BATCHES, RELEASE_BATCH, Released, release_worker};
 
 use crate::clock::SharedClock;
 use crate::config::OwnershipConfig;
