@@ -1,8 +1,8 @@
 //! `proxypool gateway --config FILE`: one gateway worker. It registers with the
 //! controller at `[gateway] controller_url`, pulls its snapshot of leased proxies and
 //! serves clients from it; on shutdown it finishes in-flight work within
-//! `shutdown_grace_ms` and ends its session, so its leases are no longer renewed and its
-//! proxies go to other gateways when the leases lapse.
+//! `shutdown_grace_ms` and ends its session, and the controller hands its proxies to
+//! other gateways at once (after a crash they wait for the leases to lapse).
 
 use crate::args::ConfigArg;
 use crate::config_file::ConfigFile;
