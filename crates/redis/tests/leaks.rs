@@ -6,10 +6,10 @@ mod support;
 
 use proxypool_core::ports::*;
 use proxypool_core::{
-    ActivityPool, Candidate, CheckOutcome, ClientId, Credentials, ExtractMode, ExtractRequest,
-    FetchedBatch, HealthBatch, HealthObservation, PoolError, ProxyFilter, UnixMillis, UpstreamId,
-    WorkerId, proxy_id_for,
+    ActivityPool, Candidate, Credentials, ExtractMode, ExtractOutcome, ExtractRequest, PoolError,
+    ProxyId, UnixMillis, UpstreamId, WorkerId, proxy_id_for,
 };
+use proxypool_pool::contract::fixtures;
 use proxypool_redis::{RedisClient, RedisPoolOptions};
 
 const T0: UnixMillis = 1_700_000_000_000;
@@ -26,6 +26,37 @@ fn candidate(i: usize) -> Candidate {
     );
     c.credentials = Some(Credentials::new(format!("user{i}"), password(i)));
     c
+}
+
+/// Which of the test's two runs a load belongs to: each uses its own operation id, client
+/// and idempotency key.
+#[derive(Clone, Copy)]
+enum LoadRun {
+    First,
+    Second,
+}
+
+/// Upserts the 50 leak candidates, marks them healthy and extracts 10 of them.
+async fn load_and_extract<P: ActivityPool>(
+    pool: &P,
+    upstream: &UpstreamId,
+    ids: &[ProxyId],
+    run: LoadRun,
+) -> (ExtractRequest, ExtractOutcome) {
+    let (operation, client, key, request_id) = match run {
+        LoadRun::First => ("leak-op", "c1", "order-1", "r1"),
+        LoadRun::Second => ("leak-op-2", "c2", "order-2", "r2"),
+    };
+    let mut batch = fixtures::batch(upstream.as_str(), (0..50).map(candidate).collect());
+    batch.operation_id = Some(operation.into());
+    batch.max_size = 1_000;
+    pool.upsert(T0, batch).await.unwrap();
+    fixtures::mark_healthy(pool, T0, ids).await;
+    let mut request = fixtures::extract_request(client, 10, ExtractMode::Partial);
+    request.idempotency_key = Some(key.into());
+    request.request_id = request_id.into();
+    let out = pool.extract(T0 + 1, request.clone()).await.unwrap();
+    (request, out)
 }
 
 fn assert_clean(what: &str, bytes: &[u8]) {
@@ -60,45 +91,7 @@ async fn no_password_in_keys_errors_or_leftover_values() {
             )
         })
         .collect();
-    let batch = FetchedBatch {
-        upstream: upstream.clone(),
-        operation_id: Some("leak-op".into()),
-        ttl_ms: 30_000,
-        safety_margin_ms: 5_000,
-        max_size: 1_000,
-        default_max_sessions: 4,
-        candidates: (0..50).map(candidate).collect(),
-    };
-    pool.upsert(T0, batch).await.unwrap();
-    let observations = ids
-        .iter()
-        .map(|id| HealthObservation {
-            proxy_id: id.clone(),
-            checked_at_ms: T0,
-            outcome: CheckOutcome::Success { latency_ms: 9 },
-        })
-        .collect();
-    pool.apply_health(
-        T0,
-        HealthBatch {
-            observations,
-            unhealthy_after_failures: 3,
-        },
-    )
-    .await
-    .unwrap();
-    let request = ExtractRequest {
-        client: ClientId::new("c1").unwrap(),
-        idempotency_key: Some("order-1".into()),
-        request_id: "r1".into(),
-        count: 10,
-        mode: ExtractMode::Partial,
-        filter: ProxyFilter::default(),
-        min_health_freshness_ms: None,
-        reserve_for_gateway: 0,
-        idempotency_ttl_ms: 600_000,
-    };
-    let out = pool.extract(T0 + 1, request.clone()).await.unwrap();
+    let (request, out) = load_and_extract(&pool, &upstream, &ids, LoadRun::First).await;
     assert!(
         out.response.proxies[0].password.is_some(),
         "the client gets its credentials"
@@ -155,57 +148,9 @@ async fn no_password_in_keys_errors_or_leftover_values() {
     }
 }
 
-async fn run_to_expiry<P: ActivityPool>(
-    pool: &P,
-    upstream: &UpstreamId,
-    ids: &[proxypool_core::ProxyId],
-) {
-    let batch = FetchedBatch {
-        upstream: upstream.clone(),
-        operation_id: Some("leak-op-2".into()),
-        ttl_ms: 30_000,
-        safety_margin_ms: 5_000,
-        max_size: 1_000,
-        default_max_sessions: 4,
-        candidates: (0..50).map(candidate).collect(),
-    };
-    pool.upsert(T0, batch).await.unwrap();
-    let observations = ids
-        .iter()
-        .map(|id| HealthObservation {
-            proxy_id: id.clone(),
-            checked_at_ms: T0,
-            outcome: CheckOutcome::Success { latency_ms: 9 },
-        })
-        .collect();
-    pool.apply_health(
-        T0,
-        HealthBatch {
-            observations,
-            unhealthy_after_failures: 3,
-        },
-    )
-    .await
-    .unwrap();
-    let request = ExtractRequest {
-        client: ClientId::new("c2").unwrap(),
-        idempotency_key: Some("order-2".into()),
-        request_id: "r2".into(),
-        count: 10,
-        mode: ExtractMode::Partial,
-        filter: ProxyFilter::default(),
-        min_health_freshness_ms: None,
-        reserve_for_gateway: 0,
-        idempotency_ttl_ms: 600_000,
-    };
-    assert_eq!(
-        pool.extract(T0 + 1, request)
-            .await
-            .unwrap()
-            .response
-            .returned,
-        10
-    );
+async fn run_to_expiry<P: ActivityPool>(pool: &P, upstream: &UpstreamId, ids: &[ProxyId]) {
+    let (_, out) = load_and_extract(pool, upstream, ids, LoadRun::Second).await;
+    assert_eq!(out.response.returned, 10);
     let later = T0 + 30_000 + 600_001;
     for _ in 0..100 {
         if !pool.sweep(later, 100).await.unwrap().more_pending {
