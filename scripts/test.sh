@@ -111,5 +111,24 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# The gateway's hot path reads only its local snapshot, so the gateway must not even be
+# able to reach a store: no Redis or SQL driver, no store adapter crate, in its normal
+# dependency tree (dev-dependencies may use them in tests). Names match exactly at the
+# start of a line (`redis v1.2.3`), never as part of another crate's name.
+step "gateway dependency rule: no redis, sqlx, proxypool-redis, proxypool-quota or proxypool-pool"
+gateway_tree=$(cargo tree -p proxypool-gateway -e normal --prefix none)
+forbidden=$(grep -E '^(redis|sqlx|sqlx-[A-Za-z0-9_-]+|proxypool-redis|proxypool-quota|proxypool-pool) v' \
+  <<<"$gateway_tree" | awk '{ print $1, $2 }' | sort -u || true)
+if [[ -n $forbidden ]]; then
+  {
+    echo "error: proxypool-gateway depends on store crates it must never reach:"
+    sed 's/^/  /' <<<"$forbidden"
+    echo "The gateway reads only its local snapshot; see docs/ARCHITECTURE.md (Dependency rules)."
+    echo "Find the path with: cargo tree -p proxypool-gateway -e normal -i <crate>"
+  } >&2
+  exit 1
+fi
+echo "ok: the gateway's normal dependency tree holds no store crate"
+
 step "cargo test --workspace"
 cargo test --workspace
