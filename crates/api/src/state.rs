@@ -151,8 +151,8 @@ impl ApiStateBuilder {
 
     /// Validates everything and builds the state.
     pub fn build(self) -> Result<ApiState, ApiConfigError> {
-        self.limits.validate()?;
-        self.extraction.validate()?;
+        crate::config::first_problem(self.limits.problems())?;
+        crate::config::first_problem(self.extraction.problems())?;
         let clients = ClientDirectory::new(self.clients)?;
         let shield = match self.shield {
             ShieldChoice::Settings(settings) => Shield::from_settings(&settings)?,
@@ -227,6 +227,6 @@ impl ApiState {
 
     /// `Retry-After` for the API's own 503 answers.
     pub(crate) fn retry_after(&self) -> u64 {
-        self.inner.limits.unavailable_retry_after_secs
+        self.inner.limits.unavailable_retry_after.as_secs_ceil()
     }
 }

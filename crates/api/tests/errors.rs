@@ -428,7 +428,7 @@ async fn unavailable_when_saturated_or_timed_out() {
     let server = TestServer::memory(Setup {
         limits: ApiLimits {
             max_concurrent_requests: 1,
-            request_timeout: Duration::from_millis(200),
+            request_timeout: proxypool_config::Millis(200),
             ..ApiLimits::default()
         },
         upstreams,

@@ -136,6 +136,10 @@ pub(crate) struct CheckConfigArgs {
     /// The configuration file (controller, `[api]` and/or `[gateway]` sections).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+    /// Print the resolved configuration (overrides applied, defaults filled in, every
+    /// secret shown only as its reference) instead of the summary.
+    #[arg(long)]
+    pub effective: bool,
 }
 
 #[derive(Debug, Args)]

@@ -9,8 +9,8 @@
 //! - `args`: the command line (clap derive).
 //! - `commands`: one module per subcommand.
 //! - `stack`: controller + client API (+ gateway) in one process, and their shutdown order.
-//! - `config_file`, `overrides`, `gateway_section`: the file's controller part, the
-//!   binary's own `[api]` / `[gateway]` tables and their environment overrides.
+//! - `settings`: loading the file (the `proxypool-config` crate owns it) for a command.
+//! - `gateway_section`: the `[gateway]` table as a split or in-process gateway's settings.
 //! - `quota`: opening the quota store with per-client limits.
 //! - `adapters`: the client API's view of the controller (upstream status, cordons).
 //! - `http_client`: the one-request HTTP client of `extract`.
@@ -20,14 +20,13 @@
 mod adapters;
 mod args;
 mod commands;
-mod config_file;
 mod failure;
 mod gateway_section;
 mod http_client;
 mod logging;
-mod overrides;
 mod quota;
 mod random;
+mod settings;
 mod signal;
 mod stack;
 

@@ -9,8 +9,7 @@
 
 use crate::failure::Failure;
 use async_trait::async_trait;
-use proxypool_controller::Config;
-use proxypool_controller::config::{ClientConfig, QuotaKind};
+use proxypool_config::{ClientConfig, Config, QuotaKind};
 use proxypool_quota::{
     InvalidCommand, MemoryQuota, Operation, OperationLimits, PostgresQuota, PostgresSettings,
     QuotaCommand, QuotaConfig, QuotaDecision, QuotaPort, SqliteQuota, SqliteSettings,
@@ -88,6 +87,7 @@ pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
                 .quota
                 .password
                 .as_ref()
+                .and_then(|p| p.plain())
                 .map(|p| p.expose().to_owned());
             let settings = PostgresSettings::new(with_password(url, password.as_deref()));
             let first = PostgresQuota::connect_lazy(&settings, configs[0])
@@ -205,7 +205,7 @@ mod tests {
 [[clients]]
 id = "small"
 project = "p"
-api_token_hash = "sha256:salt:0000000000000000000000000000000000000000000000000000000000000000"
+api_token = { hash = "sha256:salt:0000000000000000000000000000000000000000000000000000000000000000" }
 [clients.quota.extract]
 limit = 1
 window = "60s"
@@ -213,13 +213,14 @@ window = "60s"
 [[clients]]
 id = "big"
 project = "p"
-api_token_hash = "sha256:salt:0000000000000000000000000000000000000000000000000000000000000000"
+api_token = { hash = "sha256:salt:0000000000000000000000000000000000000000000000000000000000000000" }
 "#;
         let config = Config::from_toml_str(
             text,
             "t.toml",
             std::path::Path::new("."),
-            &proxypool_controller::Env::default(),
+            proxypool_config::Role::Controller,
+            &proxypool_config::Env::default(),
         )
         .unwrap();
         let quota = open(&config).await.unwrap();

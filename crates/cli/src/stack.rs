@@ -9,14 +9,12 @@
 //! controller (loops finish their round, the leadership is resigned), then the quota store.
 
 use crate::adapters::ControllerView;
-use crate::config_file::ApiSection;
 use crate::failure::Failure;
-use crate::gateway_section::LOCAL_WORKER;
 use crate::quota::{self, OpenedQuota};
 use crate::random;
-use proxypool_api::{ApiClient, ApiPorts, ApiState, MetricsHandle};
-use proxypool_controller::config::WorkerTokenConfig;
-use proxypool_controller::{Config, Controller, RunningController};
+use proxypool_api::{ApiClient, ApiPorts, ApiState, MetricsHandle, ShieldSettings};
+use proxypool_config::{ApiSection, Config, SecretRef, WorkerTokenConfig};
+use proxypool_controller::{Controller, RunningController};
 use proxypool_core::{Secret, SecretHash, WorkerId};
 use proxypool_gateway::{Gateway, GatewayConfig};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -35,16 +33,11 @@ pub(crate) struct LoopbackWorker {
 
 impl LoopbackWorker {
     /// A fresh token for `worker` (the file's `[gateway] worker_id`, or `local`).
-    pub(crate) fn new(worker: Option<WorkerId>) -> Result<Self, Failure> {
-        let worker = match worker {
-            Some(worker) => worker,
-            None => WorkerId::new(LOCAL_WORKER)
-                .map_err(|e| Failure::runtime(format!("worker id: {e}")))?,
-        };
-        Ok(LoopbackWorker {
+    pub(crate) fn new(worker: WorkerId) -> Self {
+        LoopbackWorker {
             worker,
             token: Secret::new(random::token(40)),
-        })
+        }
     }
 
     /// Lets this worker (and only it) in: a token entry made up for this run, so no
@@ -54,11 +47,8 @@ impl LoopbackWorker {
             .map_err(|e| Failure::runtime(format!("worker token: {e}")))?;
         config.worker_tokens.push(WorkerTokenConfig {
             name: "in-process-gateway".into(),
-            token_hash: None,
-            token_env: None,
-            token_file: None,
+            token: SecretRef::hash(hash),
             workers: vec![self.worker.clone()],
-            hash: Some(hash),
         });
         Ok(())
     }
@@ -95,9 +85,9 @@ impl Stack {
     /// control address is known) is then bound and started too.
     pub(crate) async fn start(
         config: Config,
-        api: &ApiSection,
         gateway: Option<&dyn Fn(String) -> Result<GatewayConfig, Failure>>,
     ) -> Result<Stack, Failure> {
+        let api = config.api.clone();
         let api_listen = config.listen.api;
         // Bind the API before anything runs, so a taken port fails fast and cleanly.
         let api_listener = TcpListener::bind(api_listen).await.map_err(|e| {
@@ -116,7 +106,7 @@ impl Stack {
             .start()
             .await
             .map_err(|e| Failure::runtime(e.to_string()))?;
-        let api = match start_api(&controller, api, clients, &quota, api_listener) {
+        let api = match start_api(&controller, &api, clients, &quota, api_listener) {
             Ok(api) => api,
             Err(failure) => {
                 running.shutdown().await;
@@ -194,7 +184,7 @@ fn api_clients(config: &Config) -> Vec<ApiClient> {
             Some(ApiClient {
                 id: client.id.clone(),
                 project: client.project.clone(),
-                token_hash: client.api_token.clone()?,
+                token_hash: client.api_token_hash()?.clone(),
                 admin: client.admin,
                 allowed_upstreams: client.allowed_upstreams.clone(),
                 allowed_regions: client.allowed_regions.clone(),
@@ -223,7 +213,7 @@ fn start_api(
     let mut builder = ApiState::builder(ports, clients)
         .limits(section.limits.clone())
         .extraction(section.extraction.clone())
-        .shield_settings(section.shield.clone())
+        .shield_settings(ShieldSettings::from(&section.shield))
         .cordon(view);
     // First come, first served: in one process the API's recorder also collects the
     // gateway's metrics, so `/metrics` on the API shows both.
@@ -248,7 +238,7 @@ fn start_api(
     Ok(RunningApi {
         stop,
         task,
-        grace: section.limits.request_timeout + Duration::from_secs(1),
+        grace: section.limits.request_timeout.as_duration() + Duration::from_secs(1),
     })
 }
 

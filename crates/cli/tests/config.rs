@@ -68,7 +68,7 @@ fn mistakes_name_the_file_and_key_and_exit_non_zero() {
         ("syntax.toml", "[store\nurl = 1\n", "syntax.toml:1:"),
         (
             "gateway.toml",
-            "[gateway]\nworker_id = \"gw\"\ncontroller_url = \"http://127.0.0.1:1\"\nworker_token_env = \"WT\"\n[gateway.listeners]\nhttp = \"127.0.0.1:0\"\n[gateway.dial]\nmax_attempts = 0\n",
+            "[gateway]\nworker_id = \"gw\"\ncontroller_url = \"http://127.0.0.1:1\"\nworker_token = { env = \"WT\" }\n[gateway.listeners]\nhttp = \"127.0.0.1:0\"\n[gateway.dial]\nmax_attempts = 0\n",
             "dial.max_attempts",
         ),
         (

@@ -51,8 +51,8 @@ url = "{health}"
 [[clients]]
 id = "acme"
 project = "acme"
-api_token_env = "ACME_TOKEN"
-gateway_password_env = "ACME_PASSWORD"
+api_token = {{ env = "ACME_TOKEN" }}
+gateway_password = {{ env = "ACME_PASSWORD" }}
 
 [gateway]
 worker_id = "box-1"

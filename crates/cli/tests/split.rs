@@ -34,7 +34,7 @@ leader_lease = "2s"
 
 [quota]
 url = "postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"
-password_env = "QUOTA_PASSWORD"
+password = {{ env = "QUOTA_PASSWORD" }}
 
 [listen]
 control = "127.0.0.1:{control}"
@@ -57,7 +57,7 @@ interval = "200ms"
 
 [[worker_tokens]]
 name = "gateways"
-token_env = "WORKER_TOKEN"
+token = {{ env = "WORKER_TOKEN" }}
 workers = ["gw-a", "gw-b"]
 
 [[upstreams]]
@@ -75,8 +75,8 @@ url = "{health}"
 [[clients]]
 id = "acme"
 project = "acme"
-api_token_env = "ACME_TOKEN"
-gateway_password_env = "ACME_PASSWORD"
+api_token = {{ env = "ACME_TOKEN" }}
+gateway_password = {{ env = "ACME_PASSWORD" }}
 "#,
         list = sim.list_url(),
         health = sim.origin().url("/health"),
@@ -89,13 +89,13 @@ fn gateway_config(worker: &str, control: u16, http: u16, admin: u16) -> String {
 [gateway]
 worker_id = "{worker}"
 controller_url = "http://127.0.0.1:{control}"
-worker_token_env = "WORKER_TOKEN"
-shutdown_grace_ms = 2000
+worker_token = {{ env = "WORKER_TOKEN" }}
+shutdown_grace = "2000ms"
 [gateway.listeners]
 http = "127.0.0.1:{http}"
 admin = "127.0.0.1:{admin}"
 [gateway.control]
-max_backoff_ms = 500
+max_backoff = "500ms"
 "#
     )
 }

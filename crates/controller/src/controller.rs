@@ -343,19 +343,15 @@ fn gateway_clients(config: &Config) -> Vec<GatewayClient> {
         .clients
         .iter()
         .filter_map(|client| {
-            let password_hash = client.gateway_password.clone()?;
+            let password_hash = client.gateway_password_hash()?.clone();
             let rate_limit = client.rate_limit.as_ref().and_then(|id| {
-                config
-                    .policies
-                    .iter()
-                    .find(|p| &p.id == id)
-                    .map(|p| RateLimitSpec {
-                        id: Some(p.id.clone()),
-                        requests_per_second: p.requests_per_second,
-                        burst: p.burst,
-                        hard_lockout_ms: p.hard_lockout.map(|m| m.as_ms()),
-                        max_soft_violations: p.max_soft_violations,
-                    })
+                config.policy(id).map(|p| RateLimitSpec {
+                    id: p.id.clone(),
+                    requests_per_second: p.requests_per_second,
+                    burst: p.burst,
+                    hard_lockout_ms: p.hard_lockout.map(|m| m.as_ms()),
+                    max_soft_violations: p.max_soft_violations,
+                })
             });
             Some(GatewayClient {
                 id: client.id.clone(),

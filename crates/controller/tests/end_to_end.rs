@@ -5,14 +5,14 @@ mod common;
 
 use common::e2e;
 use proxypool_controller::Controller;
-use proxypool_controller::config::Config;
+use proxypool_controller::config::{Config, Role};
 use std::net::Ipv4Addr;
 
 #[tokio::test]
 async fn a_controller_from_a_config_file_serves_a_worker_checked_proxies() {
     let vendor = e2e::start_vendor(Ipv4Addr::new(127, 0, 3, 1)).await;
     let path = e2e::write_config("[store]\nurl = \"memory\"\n", &vendor, &[]);
-    let config = Config::load_with_env(&path, &e2e::env()).unwrap();
+    let config = Config::load_with_env(&path, Role::Controller, &e2e::env()).unwrap();
     let running = Controller::from_config(config)
         .await
         .unwrap()

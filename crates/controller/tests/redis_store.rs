@@ -10,7 +10,7 @@
 mod common;
 
 use common::e2e;
-use proxypool_controller::config::{Config, Env};
+use proxypool_controller::config::{Config, Env, Role};
 use proxypool_controller::{Controller, RunningController, Term, open_store};
 use proxypool_sim::{SimConfig, SimVendor};
 use proxypool_testkit::{RedisServer, private_redis_or_skip};
@@ -39,7 +39,7 @@ interval = "100ms"
 
 [[worker_tokens]]
 name = "gateways"
-token_env = "FAILOVER_WORKER_TOKEN"
+token = { env = "FAILOVER_WORKER_TOKEN" }
 
 [[upstreams]]
 id = "sim"
@@ -65,8 +65,14 @@ fn failover_config(redis: &RedisServer, vendor: &SimVendor, lease: &str) -> Conf
         .replace("VENDOR_URL", &vendor.list_url())
         .replace("ORIGIN_URL", &vendor.origin().url("/health"));
     let env = Env::from_pairs([("FAILOVER_WORKER_TOKEN", "failover-token")]);
-    Config::from_toml_str(&text, "failover.toml", Path::new("."), &env)
-        .unwrap_or_else(|e| panic!("{e}"))
+    Config::from_toml_str(
+        &text,
+        "failover.toml",
+        Path::new("."),
+        Role::Controller,
+        &env,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn vendor(first_exit: Ipv4Addr) -> SimVendor {
@@ -300,7 +306,7 @@ async fn a_controller_on_a_private_redis_serves_a_worker_checked_proxies() {
         &vendor,
         &[("secrets/redis-password", &format!("{REDIS_PASSWORD}\n"))],
     );
-    let config = Config::load_with_env(&path, &e2e::env()).unwrap();
+    let config = Config::load_with_env(&path, Role::Controller, &e2e::env()).unwrap();
     assert!(!format!("{config:?}").contains(REDIS_PASSWORD));
 
     // Without the password the store refuses every call, and says so without a secret.

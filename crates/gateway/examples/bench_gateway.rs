@@ -69,7 +69,7 @@ fn main() {
         );
         config.listeners.http = Some(listen);
         config.limits.max_connections = 100_000;
-        config.limits.tunnel_idle_ms = 600_000;
+        config.limits.tunnel_idle = proxypool_config::Millis(600_000);
         config.dial.pool_idle_per_proxy = 512;
         // One load generator on one address: the per-IP shield would be the benchmark.
         config.shield = None;

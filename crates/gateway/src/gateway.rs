@@ -79,7 +79,7 @@ impl Gateway {
             RouteSettings {
                 max_attempts: config.dial.max_attempts,
                 failure_threshold: config.dial.failure_threshold,
-                failure_cooldown_ms: config.dial.failure_cooldown_ms,
+                failure_cooldown_ms: config.dial.failure_cooldown.as_ms(),
                 default_sesstime_minutes: config.sessions.default_minutes,
             },
             Arc::clone(&metrics),
@@ -89,7 +89,7 @@ impl Gateway {
             addr,
             config.worker_token.clone(),
             config.worker_id.clone(),
-            Duration::from_millis(config.control.request_timeout_ms),
+            config.control.request_timeout.as_duration(),
         );
         let control = Arc::new(ControlLoop::new(
             control_client.clone(),
@@ -97,8 +97,8 @@ impl Gateway {
             Arc::clone(&metrics),
             config.worker_id.clone(),
             Backoff {
-                initial: Duration::from_millis(config.control.initial_backoff_ms),
-                max: Duration::from_millis(config.control.max_backoff_ms),
+                initial: config.control.initial_backoff.as_duration(),
+                max: config.control.max_backoff.as_duration(),
             },
         ));
         let http = bind("http", config.listeners.http).await?;
@@ -107,8 +107,8 @@ impl Gateway {
         let (phase, phase_rx) = watch::channel(Phase::Running);
         let shared = Arc::new(Shared {
             timeouts: DialTimeouts {
-                connect: Duration::from_millis(config.dial.connect_timeout_ms),
-                handshake: Duration::from_millis(config.dial.handshake_timeout_ms),
+                connect: config.dial.connect_timeout.as_duration(),
+                handshake: config.dial.handshake_timeout.as_duration(),
             },
             connections: Arc::new(Semaphore::new(config.limits.max_connections)),
             config,
@@ -197,7 +197,7 @@ impl Gateway {
 
 impl GatewayConfig {
     fn limits_grace(&self) -> u64 {
-        self.shutdown_grace_ms
+        u64::try_from(self.shutdown_grace.as_millis()).unwrap_or(u64::MAX)
     }
 }
 

@@ -37,14 +37,14 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn tunnel_idle(&self) -> Duration {
-        Duration::from_millis(self.config.limits.tunnel_idle_ms)
+        self.config.limits.tunnel_idle.as_duration()
     }
 
     pub(crate) fn header_timeout(&self) -> Duration {
-        Duration::from_millis(self.config.limits.header_read_timeout_ms)
+        self.config.limits.header_read_timeout.as_duration()
     }
 
     pub(crate) fn pool_idle(&self) -> Duration {
-        Duration::from_millis(self.config.dial.pool_idle_timeout_ms)
+        self.config.dial.pool_idle_timeout.as_duration()
     }
 }

@@ -223,8 +223,8 @@ async fn connection_limits_timeouts_and_ip_allowlist() {
     controller.publish(vec![], vec![fenced_off, near]);
     let mut settings = config(&controller);
     settings.limits.max_connections = 3;
-    settings.limits.header_read_timeout_ms = 300;
-    settings.limits.keepalive_idle_ms = 400;
+    settings.limits.header_read_timeout = Millis(300);
+    settings.limits.keepalive_idle = Millis(400);
     let gateway = Running::start(settings).await;
     acked(&controller, 1).await;
 

@@ -16,13 +16,13 @@ pub(crate) async fn concurrency_and_timeout(
     next: Next,
 ) -> Response {
     let limits = state.limits();
-    let retry = limits.unavailable_retry_after_secs;
+    let retry = limits.unavailable_retry_after.as_secs_ceil();
     let Ok(_permit) = state.concurrency().try_acquire_owned() else {
         crate::metrics::overload("saturated");
         return ApiError::unavailable("the server is at its concurrency limit", retry)
             .into_response();
     };
-    match tokio::time::timeout(limits.request_timeout, next.run(request)).await {
+    match tokio::time::timeout(limits.request_timeout.as_duration(), next.run(request)).await {
         Ok(response) => response,
         Err(_) => {
             crate::metrics::overload("timeout");

@@ -79,7 +79,7 @@ pub(crate) async fn create(
         filter,
         min_health_freshness_ms: body.min_health_freshness_ms,
         reserve_for_gateway: settings.reserve_for_gateway,
-        idempotency_ttl_ms: settings.idempotency_ttl.as_millis() as u64,
+        idempotency_ttl_ms: settings.idempotency_ttl.as_ms(),
     };
     // Input errors are the client's and must not cost quota.
     request

@@ -22,7 +22,7 @@ pub(crate) async fn healthz() -> Json<Value> {
 }
 
 pub(crate) async fn readyz(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
-    let timeout = state.limits().readiness_timeout;
+    let timeout = state.limits().readiness_timeout.as_duration();
     let now = state.now();
     let store = tokio::time::timeout(timeout, state.ports().runtime.live_sessions(now, 1)).await;
     let store_ok = matches!(store, Ok(Ok(_)));

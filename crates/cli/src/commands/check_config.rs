@@ -7,36 +7,41 @@
 //! checked as a split gateway's file.
 
 use crate::args::CheckConfigArgs;
-use crate::config_file::ConfigFile;
 use crate::failure::Failure;
 use crate::gateway_section::{Placement, gateway_config};
-use proxypool_controller::Config;
-use proxypool_controller::config::{ProviderKind, QuotaKind, StoreKind};
+use crate::settings;
+use proxypool_config::{Config, ProviderKind, QuotaKind, Role, StoreKind};
 use proxypool_core::Secret;
 use proxypool_gateway::GatewayConfig;
 
 pub(crate) async fn run(args: CheckConfigArgs) -> Result<(), Failure> {
-    let file = ConfigFile::read(&args.file)?;
-    if !file.has_controller() && !file.has_gateway() {
-        return Err(file.invalid(
-            "(top level)",
-            "no controller sections and no [gateway] table: nothing to run",
-        ));
+    let config = settings::load(&args.file, Role::Check)?;
+    let file = args.file.display();
+    let has_controller = config.has_controller();
+    if !has_controller && config.gateway.is_none() {
+        return Err(Failure::config(format!(
+            "{file}: invalid configuration:\n  - (top level): no controller sections and no [gateway] table: nothing to run"
+        )));
+    }
+    if args.effective {
+        let text = config
+            .effective_toml()
+            .map_err(|e| Failure::runtime(format!("printing the configuration: {e}")))?;
+        print!("{text}");
+        return Ok(());
     }
     let mut lines = Vec::new();
-    if file.has_controller() {
-        let config = file.controller()?;
-        let api = file.api()?;
+    if has_controller {
         summarize_controller(&config, &mut lines);
         lines.push(format!(
             "api         {} connections, {} concurrent requests, extractions of up to {}",
-            api.limits.max_connections,
-            api.limits.max_concurrent_requests,
-            api.extraction.max_count
+            config.api.limits.max_connections,
+            config.api.limits.max_concurrent_requests,
+            config.api.extraction.max_count
         ));
     }
-    if file.has_gateway() {
-        let placement = if file.has_controller() {
+    if config.gateway.is_some() {
+        let placement = if has_controller {
             Placement::InProcess {
                 controller_url: "http://127.0.0.1:1".into(),
                 token: Secret::new("check"),
@@ -45,10 +50,10 @@ pub(crate) async fn run(args: CheckConfigArgs) -> Result<(), Failure> {
             Placement::Remote
         };
         let remote = matches!(placement, Placement::Remote);
-        let gateway = gateway_config(&file, placement)?;
+        let gateway = gateway_config(&config, &placement)?;
         summarize_gateway(&gateway, remote, &mut lines);
     }
-    println!("{}: OK", file.file);
+    println!("{file}: OK");
     for line in lines {
         println!("  {line}");
     }

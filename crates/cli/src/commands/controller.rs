@@ -4,20 +4,19 @@
 //! vendor fetches, health checks and ownership moves, and every one serves both APIs.
 
 use crate::args::ConfigArg;
-use crate::config_file::ConfigFile;
 use crate::failure::Failure;
+use crate::settings;
 use crate::signal::Shutdown;
 use crate::stack::Stack;
+use proxypool_config::Role;
 
 pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
     let shutdown = Shutdown::install().map_err(|e| Failure::runtime(format!("signals: {e}")))?;
-    let file = ConfigFile::read(&args.config)?;
-    let config = file.controller()?;
-    let api = file.api()?;
+    let config = settings::load(&args.config, Role::Controller)?;
     if config.worker_tokens.is_empty() {
         tracing::warn!("no [[worker_tokens]]: no gateway can register with this controller");
     }
-    let stack = Stack::start(config, &api, None).await?;
+    let stack = Stack::start(config, None).await?;
     tracing::info!(
         api = %stack.api_addr,
         control = %stack.control_addr(),

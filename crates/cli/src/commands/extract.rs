@@ -51,15 +51,18 @@ struct ErrorDetail {
 }
 
 pub(crate) async fn run(args: ExtractArgs) -> Result<(), Failure> {
-    let token = std::env::var(&args.token_env).map_err(|_| {
-        Failure::new(
-            code::INVALID,
-            format!(
-                "set {} to your API token (or name another variable with --token-env)",
-                args.token_env
-            ),
-        )
-    })?;
+    let token = proxypool_config::Env::from_process()
+        .get(&args.token_env)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            Failure::new(
+                code::INVALID,
+                format!(
+                    "set {} to your API token (or name another variable with --token-env)",
+                    args.token_env
+                ),
+            )
+        })?;
     let base = BaseUrl::parse(&args.api).map_err(|e| Failure::new(code::INVALID, e))?;
     let mut headers = vec![
         ("authorization", format!("Bearer {token}")),

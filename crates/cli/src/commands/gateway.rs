@@ -1,20 +1,21 @@
 //! `proxypool gateway --config FILE`: one gateway worker. It registers with the
 //! controller at `[gateway] controller_url`, pulls its snapshot of leased proxies and
 //! serves clients from it; on shutdown it finishes in-flight work within
-//! `shutdown_grace_ms` and ends its session, and the controller hands its proxies to
+//! `shutdown_grace` and ends its session, and the controller hands its proxies to
 //! other gateways at once (after a crash they wait for the leases to lapse).
 
 use crate::args::ConfigArg;
-use crate::config_file::ConfigFile;
 use crate::failure::Failure;
 use crate::gateway_section::{Placement, gateway_config};
+use crate::settings;
 use crate::signal::Shutdown;
+use proxypool_config::Role;
 use proxypool_gateway::Gateway;
 
 pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
     let shutdown = Shutdown::install().map_err(|e| Failure::runtime(format!("signals: {e}")))?;
-    let file = ConfigFile::read(&args.config)?;
-    let config = gateway_config(&file, Placement::Remote)?;
+    let file = settings::load(&args.config, Role::Gateway)?;
+    let config = gateway_config(&file, &Placement::Remote)?;
     let (worker, controller) = (config.worker_id.clone(), config.controller_url.clone());
     let gateway = Gateway::bind(config)
         .await

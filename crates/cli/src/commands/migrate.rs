@@ -7,17 +7,16 @@
 //! least-privilege login role the quota runs as (SELECT/INSERT/UPDATE on its one table).
 
 use crate::args::MigrateArgs;
-use crate::config_file::ConfigFile;
 use crate::failure::Failure;
 use crate::quota::with_password;
-use proxypool_controller::config::QuotaKind;
+use crate::settings;
+use proxypool_config::{Env, QuotaKind, Role};
 use proxypool_quota::{QuotaConfig, SqliteQuota, SqliteSettings};
 use sqlx::postgres::PgPoolOptions;
 use std::time::Duration;
 
 pub(crate) async fn run(args: MigrateArgs) -> Result<(), Failure> {
-    let file = ConfigFile::read(&args.config)?;
-    let config = file.controller()?;
+    let config = settings::load(&args.config, Role::Controller)?;
     let postgres_only = args.admin_url_env.is_some() || args.create_role.is_some();
     match &config.quota.kind {
         QuotaKind::Memory => {
@@ -48,9 +47,19 @@ pub(crate) async fn run(args: MigrateArgs) -> Result<(), Failure> {
         }
         QuotaKind::Postgres { url } => {
             let admin_url = match &args.admin_url_env {
-                Some(var) => std::env::var(var)
-                    .map_err(|_| Failure::config(format!("--admin-url-env: {var} is not set")))?,
-                None => with_password(url, config.quota.password.as_ref().map(|p| p.expose())),
+                Some(var) => Env::from_process()
+                    .get(var)
+                    .map(str::to_owned)
+                    .ok_or_else(|| Failure::config(format!("--admin-url-env: {var} is not set")))?,
+                None => with_password(
+                    url,
+                    config
+                        .quota
+                        .password
+                        .as_ref()
+                        .and_then(|p| p.plain())
+                        .map(|p| p.expose()),
+                ),
             };
             proxypool_quota::postgres::migrate_url(&admin_url)
                 .await
@@ -58,9 +67,9 @@ pub(crate) async fn run(args: MigrateArgs) -> Result<(), Failure> {
             println!("PostgreSQL quota migrated: {url}");
             if let Some(role) = &args.create_role {
                 let password = match &args.role_password_env {
-                    Some(var) => Some(std::env::var(var).map_err(|_| {
-                        Failure::config(format!("--role-password-env: {var} is not set"))
-                    })?),
+                    Some(var) => Some(Env::from_process().get(var).map(str::to_owned).ok_or_else(
+                        || Failure::config(format!("--role-password-env: {var} is not set")),
+                    )?),
                     None => None,
                 };
                 let admin = PgPoolOptions::new()

@@ -38,7 +38,7 @@ impl WorkerTokens {
         // Check every token (no early exit) so timing does not tell which one matched.
         let mut matched: Option<&WorkerTokenConfig> = None;
         for token in &self.tokens {
-            if token.hash.as_ref().is_some_and(|h| h.verify(presented)) && matched.is_none() {
+            if token.token.verifier().is_some_and(|h| h.verify(presented)) && matched.is_none() {
                 matched = Some(token);
             }
         }

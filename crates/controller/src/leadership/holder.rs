@@ -19,13 +19,12 @@ pub fn holder_id() -> String {
     id
 }
 
-/// The kernel's hostname, else `$HOSTNAME`, else `host` (std has no portable call, and the
-/// crate forbids the unsafe one).
+/// The kernel's hostname, else `/etc/hostname`, else `host` (std has no portable call,
+/// and the crate forbids the unsafe one).
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
         .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "host".to_owned())

@@ -91,7 +91,7 @@ impl Reconciler {
             carrier: upstream.defaults.carrier.clone(),
             credentials: upstream.credentials.as_ref().and_then(|c| {
                 c.password
-                    .as_ref()
+                    .plain()
                     .map(|p| Credentials::new(c.username.clone(), p.expose()))
             }),
         };
@@ -176,7 +176,7 @@ impl Reconciler {
                     .client
                     .fetch(
                         url,
-                        provider.authorization.as_ref(),
+                        provider.authorization.as_ref().and_then(|a| a.plain()),
                         provider.timeout.as_duration(),
                         provider.max_bytes,
                     )

@@ -45,7 +45,11 @@ pub(super) fn open(config: &StoreConfig) -> Result<OpenedStore, StoreOpenError> 
 
 /// The connection target with the password (if any) set in its settings.
 fn client(config: &StoreConfig) -> Result<RedisClient, StoreOpenError> {
-    let password = config.password.as_ref().map(|p| p.expose());
+    let password = config
+        .password
+        .as_ref()
+        .and_then(|p| p.plain())
+        .map(|p| p.expose());
     match &config.kind {
         StoreKind::Redis { url } => {
             // Category only: the redis crate's detail may quote the URL.

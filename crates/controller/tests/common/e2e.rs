@@ -40,7 +40,7 @@ interval = "100ms"
 
 [[worker_tokens]]
 name = "gateways"
-token_env = "E2E_WORKER_TOKEN"
+token = { env = "E2E_WORKER_TOKEN" }
 
 [[upstreams]]
 id = "sim"
@@ -66,7 +66,7 @@ expect_status = 200
 [[clients]]
 id = "scraper"
 project = "acme"
-gateway_password_env = "E2E_GATEWAY_PASSWORD"
+gateway_password = { env = "E2E_GATEWAY_PASSWORD" }
 "#;
 
 /// Four proxies, HTTP and SOCKS5 with credentials, a JSON list, exits from `first_exit`.

@@ -9,7 +9,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use proxypool_controller::config::{Config, Env};
+use proxypool_controller::config::{Config, Env, Role};
 use proxypool_controller::{AlwaysLeader, Controller, ManualClock, OpenedStore};
 use proxypool_core::{
     ActivityPool, Candidate, CheckOutcome, FetchedBatch, HealthBatch, HealthObservation, Protocol,
@@ -44,11 +44,11 @@ per_worker_target = 100
 
 [[worker_tokens]]
 name = "all"
-token_hash = "{hash}"
+token = {{ hash = "{hash}" }}
 
 [[worker_tokens]]
 name = "only-a"
-token_hash = "{only_a}"
+token = {{ hash = "{only_a}" }}
 workers = ["gw-a"]
 
 {extra}
@@ -77,8 +77,14 @@ url = "http://127.0.0.1:9/"
 }
 
 pub fn parse_config(text: &str) -> Config {
-    Config::from_toml_str(text, "test.toml", Path::new("."), &Env::default())
-        .unwrap_or_else(|e| panic!("{e}"))
+    Config::from_toml_str(
+        text,
+        "test.toml",
+        Path::new("."),
+        Role::Controller,
+        &Env::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A controller over a fresh MemoryPool and a manual clock at `T0`.

@@ -90,7 +90,7 @@ async fn serve_connection(
         .keep_alive(true);
     let connection = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);
-    let idle = limits.keepalive_idle_ms;
+    let idle = limits.keepalive_idle.as_ms();
     let check_every = Duration::from_millis((idle / 4).clamp(10, 1_000));
     let mut phase = shared.phase.clone();
     let mut closing = false;

@@ -5,6 +5,7 @@ pub mod control;
 pub mod upstreams;
 
 use control::{TOKEN, TestController};
+pub use proxypool_config::Millis;
 use proxypool_core::control::{GatewayClient, RateLimitSpec, SnapshotProxy};
 use proxypool_core::{
     ClientId, Credentials, Label, Protocol, ProxyId, Secret, SecretHash, UpstreamId, WorkerId,
@@ -31,12 +32,12 @@ pub fn config(controller: &TestController) -> GatewayConfig {
     config.listeners.http = Some(any);
     config.listeners.socks5 = Some(any);
     config.listeners.admin = Some(any);
-    config.control.initial_backoff_ms = 50;
-    config.control.max_backoff_ms = 200;
-    config.control.request_timeout_ms = 2_000;
-    config.dial.connect_timeout_ms = 1_000;
-    config.dial.handshake_timeout_ms = 2_000;
-    config.shutdown_grace_ms = 2_000;
+    config.control.initial_backoff = Millis(50);
+    config.control.max_backoff = Millis(200);
+    config.control.request_timeout = Millis(2_000);
+    config.dial.connect_timeout = Millis(1_000);
+    config.dial.handshake_timeout = Millis(2_000);
+    config.shutdown_grace = Duration::from_millis(2_000);
     config
 }
 

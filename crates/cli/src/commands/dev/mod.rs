@@ -21,10 +21,12 @@ mod ready;
 mod setup;
 
 use crate::args::DevArgs;
-use crate::config_file::ApiSection;
 use crate::failure::Failure;
+use crate::gateway_section::{Placement, gateway_config};
 use crate::signal::Shutdown;
 use crate::stack::{LoopbackWorker, Stack};
+use proxypool_config::LOCAL_WORKER;
+use proxypool_core::WorkerId;
 use proxypool_gateway::GatewayConfig;
 use proxypool_sim::SimVendor;
 use std::time::{Duration, Instant};
@@ -39,18 +41,19 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;
     let credentials = setup::Credentials::generate();
     let mut config = setup::controller_config(&args, &sim, &credentials)?;
-    let worker = LoopbackWorker::new(None)?;
+    let worker = LoopbackWorker::new(
+        WorkerId::new(LOCAL_WORKER).map_err(|e| Failure::runtime(format!("worker id: {e}")))?,
+    );
     worker.authorize(&mut config)?;
+    let file = config.clone();
     let build = |controller_url: String| -> Result<GatewayConfig, Failure> {
-        let mut gateway =
-            GatewayConfig::new(worker.worker.clone(), controller_url, worker.token.clone());
-        gateway.listeners.http = Some(args.http);
-        gateway.listeners.socks5 = Some(args.socks5);
-        // Ctrl-C should not wait out long-lived demo tunnels.
-        gateway.shutdown_grace_ms = 5_000;
-        Ok(gateway)
+        let placement = Placement::InProcess {
+            controller_url,
+            token: worker.token.clone(),
+        };
+        gateway_config(&file, &placement)
     };
-    let stack = Stack::start(config, &ApiSection::default(), Some(&build))
+    let stack = Stack::start(config, Some(&build))
         .await
         .map_err(|mut failure| {
             if failure.message.contains("in use") {

@@ -8,7 +8,7 @@
 use crate::args::DevArgs;
 use crate::failure::Failure;
 use crate::random;
-use proxypool_controller::config::{Config, Env};
+use proxypool_config::{Config, Env, Role};
 use proxypool_core::SecretHash;
 use proxypool_sim::{ListFormat, ProxyKind, SimConfig, SimVendor};
 use std::time::Duration;
@@ -112,19 +112,29 @@ expect_status = 200
 [[clients]]
 id = "{CLIENT}"
 project = "dev"
-api_token_hash = "{api_hash}"
-gateway_password_hash = "{gateway_hash}"
+api_token = {{ hash = "{api_hash}" }}
+gateway_password = {{ hash = "{gateway_hash}" }}
 admin = true
 max_connections = 256
+
+[gateway]
+# Ctrl-C should not wait out long-lived demo tunnels.
+shutdown_grace = "5s"
+
+[gateway.listeners]
+http = "{http}"
+socks5 = "{socks5}"
 "#,
         control = args.control,
         api = args.api,
+        http = args.http,
+        socks5 = args.socks5,
         per_worker = (args.proxies / 2).max(1),
         list = sim.list_url(),
         health = sim.origin().url("/health"),
         api_hash = hash(&credentials.api_token)?,
         gateway_hash = hash(&credentials.gateway_password)?,
     );
-    Config::from_toml_str(&text, "<dev>", &args.data_dir, &Env::default())
+    Config::from_toml_str(&text, "<dev>", &args.data_dir, Role::Serve, &Env::default())
         .map_err(|e| Failure::runtime(format!("dev configuration: {e}")))
 }

@@ -2,67 +2,49 @@
 //!
 //! Every problem is collected with its key path, so one load reports all of them.
 
-use super::duration::Millis;
-use super::env::Env;
-use super::error::Problem;
-use super::model::*;
-use super::secrets::{resolve, resolve_hash};
-use super::target::{TargetUrl, split_host_port};
-use crate::provider::entry::EntryDefaults;
-use crate::provider::text::parse_line;
-use proxypool_core::{ClientId, Protocol};
+use crate::api;
+use crate::check::Check;
+use crate::client::{ClientConfig, QUOTA_OPERATIONS};
+use crate::duration::Millis;
+use crate::gateway;
+use crate::limiter::RatePolicy;
+use crate::load::Role;
+use crate::model::*;
+use crate::target::{TargetUrl, split_host_port};
+use crate::upstream::*;
+use proxypool_core::{ClientId, UpstreamId};
 use std::collections::HashSet;
-use std::path::Path;
 
-/// Quota operations a client may have limits for.
-pub const QUOTA_OPERATIONS: &[&str] = &["extract"];
-
-struct Check<'a> {
-    problems: Vec<Problem>,
-    base_dir: &'a Path,
-    env: &'a Env,
-}
-
-impl Check<'_> {
-    fn at(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem {
-            path: path.into(),
-            env_var: None,
-            message: message.into(),
-        });
-    }
-
-    fn require(&mut self, ok: bool, path: impl Into<String>, message: &str) {
-        if !ok {
-            self.at(path, message);
+/// Validates `config` in place for `role`, resolving the secrets that role uses.
+pub(crate) fn validate(c: &mut Check<'_>, config: &mut Config, role: Role) {
+    let (controller, gateway, remote_gateway) = match role {
+        Role::Controller => (true, false, false),
+        Role::Serve => (true, true, false),
+        Role::Gateway => (false, true, true),
+        Role::Check => {
+            let controller = config.has_controller();
+            (controller, config.gateway.is_some(), !controller)
         }
-    }
-
-    fn duration(&mut self, path: &str, value: Millis, min: Millis, max: Millis) {
-        if value < min || value > max {
-            self.at(
-                path,
-                format!("must be between {min} and {max}, not {value}"),
-            );
-        }
-    }
-}
-
-/// Validates `config` in place, filling resolved secrets and parsed URLs.
-pub(crate) fn validate(config: &mut Config, base_dir: &Path, env: &Env) -> Vec<Problem> {
-    let mut c = Check {
-        problems: Vec::new(),
-        base_dir,
-        env,
     };
-    store(&mut c, &mut config.store);
-    quota(&mut c, &mut config.quota);
-    tuning(&mut c, config);
-    worker_tokens(&mut c, &mut config.worker_tokens);
-    let policy_ids = policies(&mut c, &config.policies);
-    let upstream_ids = upstreams(&mut c, &mut config.upstreams, config.checker.timeout);
-    clients(&mut c, &mut config.clients, &upstream_ids, &policy_ids);
-    c.problems
+    if controller {
+        store(c, &mut config.store);
+        quota(c, &mut config.quota);
+        tuning(c, config);
+        worker_tokens(c, &mut config.worker_tokens);
+        let policy_ids = policies(c, &config.policies);
+        let upstream_ids = upstreams(c, &mut config.upstreams, config.checker.timeout);
+        clients(c, &mut config.clients, &upstream_ids, &policy_ids);
+        api::validate(c, &config.api);
+    }
+    if gateway {
+        match &mut config.gateway {
+            Some(section) => gateway::validate(c, section, remote_gateway),
+            None => c.at(
+                "gateway",
+                "missing: add a [gateway] table with at least listeners.http or listeners.socks5",
+            ),
+        }
+    }
 }
 
 fn no_userinfo(c: &mut Check<'_>, path: &str, url: &str) -> bool {
@@ -103,17 +85,11 @@ fn store(c: &mut Check<'_>, store: &mut StoreConfig) {
             "must be \"memory\", redis://HOST:PORT[/DB] or redis+sentinel://HOST:PORT[,HOST:PORT]/MASTER[/DB]",
         );
     };
-    match resolve(
-        store.password_env.as_deref(),
-        store.password_file.as_deref(),
-        c.base_dir,
-        c.env,
-    ) {
-        Ok(password) => store.password = password,
-        Err(message) => c.at("store.password_env", message),
+    if let Some(password) = &mut store.password {
+        c.resolve_plain("store.password", password);
     }
     if store.kind == StoreKind::Memory && store.password.is_some() {
-        c.at("store.password_env", "the memory store takes no password");
+        c.at("store.password", "the memory store takes no password");
     }
     store_tuning(c, store);
 }
@@ -181,7 +157,7 @@ fn parse_sentinel(rest: &str) -> Result<StoreKind, String> {
     })
 }
 
-fn quota(c: &mut Check<'_>, quota: &mut QuotaConfig) {
+fn quota(c: &mut Check<'_>, quota: &mut QuotaStoreConfig) {
     let url = quota.url.clone();
     quota.kind = if url == "memory" {
         QuotaKind::Memory
@@ -203,20 +179,11 @@ fn quota(c: &mut Check<'_>, quota: &mut QuotaConfig) {
             "must be \"memory\", sqlite://PATH or postgres://USER@HOST:PORT/DB",
         );
     };
-    match resolve(
-        quota.password_env.as_deref(),
-        quota.password_file.as_deref(),
-        c.base_dir,
-        c.env,
-    ) {
-        Ok(password) => quota.password = password,
-        Err(message) => c.at("quota.password_env", message),
+    if let Some(password) = &mut quota.password {
+        c.resolve_plain("quota.password", password);
     }
     if !matches!(quota.kind, QuotaKind::Postgres { .. }) && quota.password.is_some() {
-        c.at(
-            "quota.password_env",
-            "only a postgres quota takes a password",
-        );
+        c.at("quota.password", "only a postgres quota takes a password");
     }
 }
 
@@ -357,66 +324,32 @@ fn worker_tokens(c: &mut Check<'_>, tokens: &mut [WorkerTokenConfig]) {
             c.at(format!("{path}.name"), "must be present and unique");
         }
         let owner = format!("worker_token:{}", token.name);
-        match resolve_hash(
-            token.token_hash.as_ref(),
-            token.token_env.as_deref(),
-            token.token_file.as_deref(),
-            &owner,
-            c.base_dir,
-            c.env,
-        ) {
-            Ok(Some(hash)) => token.hash = Some(hash),
-            Ok(None) => c.at(
-                format!("{path}.token_env"),
-                "set one of token_hash, token_env or token_file",
-            ),
-            Err(message) => c.at(format!("{path}.token_env"), message),
-        }
+        c.resolve_verifier(&format!("{path}.token"), &owner, &mut token.token);
     }
 }
 
-fn policies(c: &mut Check<'_>, policies: &[PolicyConfig]) -> HashSet<String> {
+fn policies(c: &mut Check<'_>, policies: &[RatePolicy]) -> HashSet<String> {
     let mut ids = HashSet::new();
+    // Client policies run in the gateway's limiter, on its default engine.
+    let engine = proxypool_throttle::EngineOptions::default();
     for (i, policy) in policies.iter().enumerate() {
         let path = format!("policies[{i}]");
-        if policy.id.trim().is_empty() || !ids.insert(policy.id.clone()) {
-            c.at(format!("{path}.id"), "must be present and unique");
+        match &policy.id {
+            Some(id) if !id.trim().is_empty() && ids.insert(id.clone()) => {}
+            _ => c.at(format!("{path}.id"), "must be present and unique"),
         }
-        if policy.hard_lockout == Some(Millis(0)) {
-            c.at(format!("{path}.hard_lockout"), "must be at least 1ms");
-        }
-        let options = proxypool_throttle::EngineOptions::default();
-        if let Err(e) = proxypool_throttle::BucketLimits::from_policy(
-            &policy.id,
-            &policy.to_throttle(),
-            &options,
-        ) {
-            c.at(path, e.to_string());
+        if let Err(message) = policy.check(&engine) {
+            c.at(path, message);
         }
     }
     ids
-}
-
-impl PolicyConfig {
-    /// The throttle crate's form of this policy.
-    pub fn to_throttle(&self) -> proxypool_throttle::Policy {
-        let mut policy = proxypool_throttle::Policy::new(self.requests_per_second, self.burst)
-            .with_id(self.id.clone());
-        if let Some(lockout) = self.hard_lockout {
-            policy = policy.with_hard_lockout(lockout.as_duration());
-        }
-        if let Some(max) = self.max_soft_violations {
-            policy = policy.with_max_soft_violations(max);
-        }
-        policy
-    }
 }
 
 fn upstreams(
     c: &mut Check<'_>,
     upstreams: &mut [UpstreamConfig],
     check_timeout: Millis,
-) -> HashSet<proxypool_core::UpstreamId> {
+) -> HashSet<UpstreamId> {
     let mut ids = HashSet::new();
     for (i, upstream) in upstreams.iter_mut().enumerate() {
         let path = format!("upstreams[{i}]");
@@ -451,19 +384,7 @@ fn upstreams(
                 format!("{cpath}.username"),
                 "must be a non-empty name without control characters",
             );
-            match resolve(
-                creds.password_env.as_deref(),
-                creds.password_file.as_deref(),
-                c.base_dir,
-                c.env,
-            ) {
-                Ok(Some(password)) => creds.password = Some(password),
-                Ok(None) => c.at(
-                    format!("{cpath}.password_env"),
-                    "set password_env or password_file",
-                ),
-                Err(message) => c.at(format!("{cpath}.password_env"), message),
-            }
+            c.resolve_plain(&format!("{cpath}.password"), &mut creds.password);
         }
         provider(c, &path, upstream);
         health(
@@ -521,14 +442,8 @@ fn provider(c: &mut Check<'_>, upstream_path: &str, upstream: &mut UpstreamConfi
                 format!("{path}.proxies"),
                 "only a static provider lists proxies",
             );
-            match resolve(
-                p.authorization_env.as_deref(),
-                p.authorization_file.as_deref(),
-                c.base_dir,
-                c.env,
-            ) {
-                Ok(value) => p.authorization = value,
-                Err(message) => c.at(format!("{path}.authorization_env"), message),
+            if let Some(authorization) = &mut p.authorization {
+                c.resolve_plain(&format!("{path}.authorization"), authorization);
             }
         }
         ProviderKind::Static => {
@@ -538,8 +453,8 @@ fn provider(c: &mut Check<'_>, upstream_path: &str, upstream: &mut UpstreamConfi
                 "a static provider takes no url or format",
             );
             c.require(
-                p.authorization_env.is_none() && p.authorization_file.is_none(),
-                format!("{path}.authorization_env"),
+                p.authorization.is_none(),
+                format!("{path}.authorization"),
                 "a static provider takes no authorization",
             );
             c.require(
@@ -547,27 +462,41 @@ fn provider(c: &mut Check<'_>, upstream_path: &str, upstream: &mut UpstreamConfi
                 format!("{path}.proxies"),
                 "a static provider needs at least one proxy",
             );
-            let defaults = EntryDefaults {
-                protocol: Protocol::Http,
-                region: None,
-                carrier: None,
-                credentials: None,
-            };
             for (j, entry) in p.proxies.iter().enumerate() {
-                let epath = format!("{path}.proxies[{j}]");
-                match parse_line(entry, &defaults) {
-                    Some(Ok(candidate)) if candidate.credentials.is_some() => c.at(
-                        epath,
-                        "credentials may not be written inline; use the upstream's [credentials]",
-                    ),
-                    Some(Ok(_)) => {}
-                    Some(Err(reason)) => {
-                        c.at(epath, format!("not a proxy entry ({})", reason.as_str()))
-                    }
-                    None => c.at(epath, "empty entry"),
+                if let Err(message) = static_entry(entry) {
+                    c.at(format!("{path}.proxies[{j}]"), message);
                 }
             }
         }
+    }
+}
+
+/// A static entry: `[scheme://]host:port` with scheme `http`, `https` or `socks5`; the
+/// credentials come from the upstream's `[credentials]`, never inline.
+fn static_entry(entry: &str) -> Result<(), String> {
+    let entry = entry.trim();
+    if entry.is_empty() {
+        return Err("empty entry".into());
+    }
+    let authority = match entry.split_once("://") {
+        Some((scheme, rest)) if matches!(scheme, "http" | "https" | "socks5") => rest,
+        Some((scheme, _)) => {
+            return Err(format!("unknown scheme {scheme:?} (http, https or socks5)"));
+        }
+        None => entry,
+    };
+    if authority.contains('@') || authority.matches(':').count() > 1 && !authority.starts_with('[')
+    {
+        return Err(
+            "credentials may not be written inline; use the upstream's [credentials]".into(),
+        );
+    }
+    if authority.contains(['/', '?', ' ']) {
+        return Err("write [scheme://]host:port, nothing more".into());
+    }
+    match split_host_port(authority)? {
+        (_, Some(_)) => Ok(()),
+        (_, None) => Err("the port is missing: write host:port".into()),
     }
 }
 
@@ -611,7 +540,7 @@ fn health(c: &mut Check<'_>, path: &str, health: &mut HealthConfig, check_timeou
 fn clients(
     c: &mut Check<'_>,
     clients: &mut [ClientConfig],
-    upstream_ids: &HashSet<proxypool_core::UpstreamId>,
+    upstream_ids: &HashSet<UpstreamId>,
     policy_ids: &HashSet<String>,
 ) {
     let mut ids = HashSet::new();
@@ -626,36 +555,28 @@ fn clients(
                 "must be 1-128 characters of [A-Za-z0-9._:-] starting with a letter or digit",
             );
         }
-        match resolve_hash(
-            client.api_token_hash.as_ref(),
-            client.api_token_env.as_deref(),
-            client.api_token_file.as_deref(),
-            &format!("api_token:{}", client.id),
-            c.base_dir,
-            c.env,
-        ) {
-            Ok(hash) => client.api_token = hash,
-            Err(message) => c.at(format!("{path}.api_token_env"), message),
+        let ClientConfig {
+            id,
+            api_token,
+            gateway_password,
+            ..
+        } = client;
+        if let Some(token) = api_token {
+            c.resolve_verifier(
+                &format!("{path}.api_token"),
+                &format!("api_token:{id}"),
+                token,
+            );
         }
-        match resolve_hash(
-            client.gateway_password_hash.as_ref(),
-            client.gateway_password_env.as_deref(),
-            client.gateway_password_file.as_deref(),
-            &format!("gateway_password:{}", client.id),
-            c.base_dir,
-            c.env,
-        ) {
-            Ok(hash) => client.gateway_password = hash,
-            Err(message) => c.at(format!("{path}.gateway_password_env"), message),
+        if let Some(password) = gateway_password {
+            c.resolve_verifier(
+                &format!("{path}.gateway_password"),
+                &format!("gateway_password:{id}"),
+                password,
+            );
         }
-        let has_api = client.api_token_hash.is_some()
-            || client.api_token_env.is_some()
-            || client.api_token_file.is_some();
-        let has_gateway = client.gateway_password_hash.is_some()
-            || client.gateway_password_env.is_some()
-            || client.gateway_password_file.is_some();
         c.require(
-            has_api || has_gateway,
+            client.api_token.is_some() || client.gateway_password.is_some(),
             path.clone(),
             "a client needs an api token or a gateway password (or both)",
         );

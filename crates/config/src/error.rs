@@ -1,5 +1,5 @@
-//! Configuration errors that say where: the file, the key path, and the environment
-//! variable when an override supplied the value. Messages never carry a secret's value:
+//! Configuration errors that say where: the file, the line, the key path, and the
+//! environment variable when an override supplied the value. Messages never carry a secret's value:
 //! they name references (`password_env = "X"`), not what the reference resolves to.
 
 use std::fmt;
@@ -7,15 +7,33 @@ use std::fmt;
 /// One problem at one key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    /// The key path, e.g. `upstreams[0].provider.interval` (or `upstreams[acme]...`).
+    /// The key path, e.g. `upstreams[0].provider.interval`.
     pub path: String,
+    /// The 1-based line of the key in the file (of its nearest written parent when the key
+    /// itself is not written, e.g. a missing required key); `None` when the value came
+    /// from the environment or the file has no such table.
+    pub line: Option<usize>,
     /// The environment variable that set the value, when one did.
     pub env_var: Option<String>,
     pub message: String,
 }
 
+impl Problem {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            path: path.into(),
+            line: None,
+            env_var: None,
+            message: message.into(),
+        }
+    }
+}
+
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(line) = self.line {
+            write!(f, "line {line}: ")?;
+        }
         if self.path.is_empty() {
             f.write_str("(top level)")?;
         } else {

@@ -1,27 +1,15 @@
-//! Configuration loading: the shipped example, unknown keys, overrides, secret references
-//! and errors that say where.
+//! Configuration loading: the shipped examples, unknown keys, overrides, secret references
+//! and errors that say where (file, line, key).
 
-use proxypool_controller::config::{Config, Env, ProviderKind, QuotaKind, StoreKind};
-use proxypool_controller::open_store;
+use proxypool_config::{Config, ConfigError, Env, ProviderKind, QuotaKind, Role, StoreKind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 const EXAMPLE: &str = include_str!("../../../examples/proxypool.toml");
+const GATEWAY_EXAMPLE: &str = include_str!("../../../examples/gateway.toml");
 
-/// The shipped example's controller sections. The file ends with `[api]` and `[gateway]`,
-/// which the `proxypool` binary takes out before the controller's loader sees the rest (the
-/// binary's own tests validate the whole file).
 fn example() -> String {
-    let end = EXAMPLE.find("\n[api").unwrap_or(EXAMPLE.len());
-    let binary_sections_only = EXAMPLE[end..]
-        .lines()
-        .filter(|line| line.starts_with('['))
-        .all(|line| line.starts_with("[api") || line.starts_with("[gateway"));
-    assert!(
-        binary_sections_only,
-        "controller sections must come before [api] and [gateway]"
-    );
-    EXAMPLE[..end].to_owned()
+    EXAMPLE.to_owned()
 }
 
 fn secret_dir() -> PathBuf {
@@ -44,12 +32,14 @@ fn example_env() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-fn load(
-    text: &str,
-    env: Vec<(&str, &str)>,
-    dir: &Path,
-) -> Result<Config, proxypool_controller::ConfigError> {
-    Config::from_toml_str(text, "proxypool.toml", dir, &Env::from_pairs(env))
+fn load(text: &str, env: Vec<(&str, &str)>, dir: &Path) -> Result<Config, ConfigError> {
+    Config::from_toml_str(
+        text,
+        "proxypool.toml",
+        dir,
+        Role::Serve,
+        &Env::from_pairs(env),
+    )
 }
 
 #[test]
@@ -70,7 +60,7 @@ fn the_shipped_example_loads_and_resolves_its_references() {
             .as_ref()
             .unwrap()
             .password
-            .as_ref()
+            .plain()
             .unwrap()
             .expose(),
         "acme-secret-pw"
@@ -83,29 +73,27 @@ fn the_shipped_example_loads_and_resolves_its_references() {
             .as_ref()
             .unwrap()
             .password
-            .as_ref()
+            .plain()
             .unwrap()
             .expose(),
         "dc-secret-pw"
     );
     assert!(
         config.worker_tokens[0]
-            .hash
-            .as_ref()
+            .token
+            .verifier()
             .unwrap()
             .verify("worker-token-value")
     );
     assert!(
         config.clients[0]
-            .api_token
-            .as_ref()
+            .api_token_hash()
             .unwrap()
             .verify("scraper-api-token")
     );
     assert!(
         config.clients[0]
-            .gateway_password
-            .as_ref()
+            .gateway_password_hash()
             .unwrap()
             .verify("scraper-gw-pw")
     );
@@ -147,7 +135,10 @@ fn unknown_keys_are_errors_that_name_the_key_path() {
 #[test]
 fn bad_values_name_the_file_the_key_and_the_reason() {
     let dir = secret_dir();
-    let text = example().replace("timeout = \"10s\"", "timeout = 10");
+    let text = example().replace(
+        "timeout = \"10s\"            # the whole fetch",
+        "timeout = 10",
+    );
     let message = load(&text, example_env(), &dir).unwrap_err().to_string();
     assert!(
         message.contains("upstreams[0].provider.timeout"),
@@ -196,7 +187,7 @@ fn missing_secret_references_name_the_variable_never_a_value() {
     let err = load(&example(), env, &dir).unwrap_err();
     let message = err.to_string();
     assert!(
-        message.contains("upstreams[0].credentials.password_env"),
+        message.contains("upstreams[0].credentials.password"),
         "{message}"
     );
     assert!(
@@ -269,17 +260,6 @@ fn redis_stores_parse_their_url_and_tuning_and_open_without_connecting() {
     assert_eq!(config.store.key_prefix, "pp-staging");
     assert_eq!(config.store.call_timeout.as_ms(), 500);
     assert_eq!(config.store.leader_lease.as_ms(), 10_000);
-
-    // Nothing connects at open (no Sentinel answers at these addresses): a Redis that is
-    // down at start-up makes the controller wait as a standby, it does not fail the start.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let store = runtime.block_on(open_store(&config.store)).unwrap();
-    assert!(format!("{store:?}").contains("LeaseLeadership"));
-    assert_eq!(*store.leadership.watch().borrow(), None);
-    drop(store);
 }
 
 #[test]
@@ -312,4 +292,123 @@ fn store_tuning_is_checked_and_named() {
         message.contains("store") && message.contains("lease"),
         "{message}"
     );
+}
+
+#[test]
+fn problems_name_the_line_of_the_key() {
+    let dir = secret_dir();
+    let text = example().replace("renew_before = \"10s\"", "renew_before = \"40s\"");
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("renew_before"))
+        .unwrap()
+        + 1;
+    let err = load(&text, example_env(), &dir).unwrap_err();
+    assert_eq!(err.problems()[0].line, Some(line));
+    assert!(
+        err.to_string()
+            .contains(&format!("line {line}: ownership.renew_before")),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_duration_is_written_with_a_unit_and_the_old_ms_keys_are_gone() {
+    let dir = secret_dir();
+    for (new, old, key) in [
+        (
+            "request_timeout = \"10s\"",
+            "request_timeout_ms = 10000",
+            "api.limits",
+        ),
+        (
+            "shutdown_grace = \"10s\"",
+            "shutdown_grace_ms = 10000",
+            "gateway",
+        ),
+        (
+            "hard_lockout = \"30s\"",
+            "hard_lockout_ms = 30000",
+            "policies[0]",
+        ),
+    ] {
+        assert!(example().contains(new), "{new}");
+        let text = example().replace(new, old);
+        let message = load(&text, example_env(), &dir).unwrap_err().to_string();
+        assert!(
+            message.contains(key) && message.contains("_ms"),
+            "{key}: {message}"
+        );
+    }
+    let text = example().replace("request_timeout = \"10s\"", "request_timeout = 10000");
+    let message = load(&text, example_env(), &dir).unwrap_err().to_string();
+    assert!(
+        message.contains("api.limits.request_timeout") && message.contains("unit"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_gateway_example_loads_as_a_split_gateway_and_needs_its_token() {
+    let dir = secret_dir();
+    let env = Env::from_pairs([("PROXYPOOL_WORKER_TOKEN", "worker-token-value")]);
+    let config =
+        Config::from_toml_str(GATEWAY_EXAMPLE, "gateway.toml", &dir, Role::Gateway, &env).unwrap();
+    let gateway = config.gateway.as_ref().unwrap();
+    assert_eq!(gateway.worker_id.as_ref().unwrap().as_str(), "gw-1");
+    assert_eq!(
+        gateway
+            .worker_token
+            .as_ref()
+            .unwrap()
+            .plain()
+            .unwrap()
+            .expose(),
+        "worker-token-value"
+    );
+    assert_eq!(gateway.shutdown_grace.as_ms(), 10_000);
+    assert!(!config.has_controller());
+
+    let err = Config::from_toml_str(
+        GATEWAY_EXAMPLE,
+        "gateway.toml",
+        &dir,
+        Role::Gateway,
+        &Env::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err.problems()[0].path, "gateway.worker_token");
+    // The controller's file without a [gateway] is not a gateway's file.
+    let err = load(
+        &example().replace("[gateway]", "[gateway_x]"),
+        example_env(),
+        &dir,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("gateway"), "{err}");
+}
+
+#[test]
+fn the_effective_configuration_shows_references_never_secrets() {
+    let dir = secret_dir();
+    let mut env = example_env();
+    env.push(("PROXYPOOL__CHECKER__TIMEOUT", "4s"));
+    let config = load(&example(), env, &dir).unwrap();
+    let text = config.effective_toml().unwrap();
+    assert!(text.contains("timeout = \"4s\""), "{text}");
+    assert!(text.contains("env = \"SCRAPER_API_TOKEN\""), "{text}");
+    for secret in [
+        "acme-secret-pw",
+        "dc-secret-pw",
+        "worker-token-value",
+        "scraper-api-token",
+        "scraper-gw-pw",
+        "sha256:",
+    ] {
+        assert!(!text.contains(secret), "{secret} in the effective output");
+    }
+    // What is printed loads again to the same configuration.
+    let again = load(&text, example_env(), &dir).unwrap();
+    assert_eq!(again.checker.timeout.as_ms(), 4_000);
+    assert_eq!(again.clients, config.clients);
 }

@@ -24,6 +24,16 @@ impl Millis {
         Duration::from_millis(self.0)
     }
 
+    /// Whole milliseconds of `duration` (sub-millisecond parts are dropped).
+    pub fn from_duration(duration: Duration) -> Self {
+        Millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Whole seconds, rounded up (`Retry-After` style: 1500ms is 2).
+    pub fn as_secs_ceil(self) -> u64 {
+        self.0.div_ceil(1000)
+    }
+
     /// Parses `<digits><unit>` with unit `ms`, `s`, `m` or `h`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();

@@ -82,9 +82,8 @@ pub(crate) fn apply_overrides(
         match apply_one(root, &segments, parse_value(raw)) {
             Ok(path) => origins.push((path, var.to_owned())),
             Err((path, message)) => problems.push(Problem {
-                path,
                 env_var: Some(var.to_owned()),
-                message,
+                ..Problem::new(path, message)
             }),
         }
     }

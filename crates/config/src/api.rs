@@ -1,0 +1,171 @@
+//! `[api]`: the client API's transport limits, extraction settings and per-IP shield.
+//!
+//! Invalid values are rejected, never clamped. `[api.limits]` is bound to the listener and
+//! needs a restart to change; extraction settings and the shield apply on a live reload.
+
+use crate::check::Check;
+use crate::duration::Millis;
+use crate::limiter::{LimiterConfig, RatePolicy};
+use proxypool_core::extract::MAX_EXTRACT_COUNT;
+use serde::{Deserialize, Serialize};
+
+/// The `[api]` table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiSection {
+    pub limits: ApiLimits,
+    pub extraction: ExtractionSettings,
+    pub shield: ApiShield,
+}
+
+/// Limits enforced before authentication, so an anonymous peer can only spend this much.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiLimits {
+    /// Open connections accepted at once; further peers wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// Requests processed at once; beyond that a request is answered 503 at once instead
+    /// of queueing (a queue only adds latency to an overloaded server).
+    pub max_concurrent_requests: usize,
+    /// A request not answered within this is 503. An admitted extraction still completes
+    /// in the background, so a retry with the same `Idempotency-Key` gets its result.
+    pub request_timeout: Millis,
+    /// Largest request body; a larger declared length is 413 before authentication, a
+    /// larger streamed body is cut at this size.
+    pub max_body_bytes: usize,
+    /// `Retry-After` for the API's own 503 answers (whole seconds).
+    pub unavailable_retry_after: Millis,
+    /// How long `/readyz` waits for each dependency.
+    pub readiness_timeout: Millis,
+}
+
+impl Default for ApiLimits {
+    fn default() -> Self {
+        ApiLimits {
+            max_connections: 1024,
+            max_concurrent_requests: 256,
+            request_timeout: Millis::from_secs(10),
+            // An extraction request is a few hundred bytes.
+            max_body_bytes: 64 * 1024,
+            unavailable_retry_after: Millis::from_secs(1),
+            readiness_timeout: Millis::from_secs(2),
+        }
+    }
+}
+
+/// How extractions are made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExtractionSettings {
+    /// Most proxies one request may ask for (at most 1000).
+    pub max_count: u32,
+    /// Matching proxies every extraction leaves in the pool for the gateway.
+    pub reserve_for_gateway: u32,
+    /// How long a keyed extraction stays replayable (cut at its earliest proxy expiry).
+    pub idempotency_ttl: Millis,
+    /// Most assignments one admin drain call starts (the rest: call again).
+    pub drain_batch: usize,
+    /// Most workers the admin listing returns.
+    pub max_workers_listed: usize,
+}
+
+impl Default for ExtractionSettings {
+    fn default() -> Self {
+        ExtractionSettings {
+            max_count: 100,
+            reserve_for_gateway: 0,
+            idempotency_ttl: Millis::from_secs(10 * 60),
+            drain_batch: 10_000,
+            max_workers_listed: 1_000,
+        }
+    }
+}
+
+/// The per-IP token bucket in front of authentication.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiShield {
+    pub policy: RatePolicy,
+    pub engine: LimiterConfig,
+    /// How often idle addresses are evicted.
+    pub sweep_interval: Millis,
+}
+
+impl Default for ApiShield {
+    fn default() -> Self {
+        ApiShield {
+            // Generous for one client address (an office NAT, a scraper fleet's egress),
+            // small enough that one address cannot saturate the authentication path.
+            policy: RatePolicy::new(200.0, 400.0),
+            engine: LimiterConfig::default(),
+            sweep_interval: Millis::from_secs(30),
+        }
+    }
+}
+
+impl ApiLimits {
+    /// Every problem, as `(key under [api.limits], message)`.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        for (key, value) in [
+            ("max_connections", self.max_connections as u64),
+            (
+                "max_concurrent_requests",
+                self.max_concurrent_requests as u64,
+            ),
+            ("request_timeout", self.request_timeout.as_ms()),
+            ("max_body_bytes", self.max_body_bytes as u64),
+            ("readiness_timeout", self.readiness_timeout.as_ms()),
+        ] {
+            if value == 0 {
+                out.push((key, "must be at least 1".to_owned()));
+            }
+        }
+        let retry = self.unavailable_retry_after.as_ms();
+        if retry == 0 || !retry.is_multiple_of(1000) {
+            out.push((
+                "unavailable_retry_after",
+                "must be a whole number of seconds, at least 1s".to_owned(),
+            ));
+        }
+        out
+    }
+}
+
+impl ExtractionSettings {
+    /// Every problem, as `(key under [api.extraction], message)`.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !(1..=MAX_EXTRACT_COUNT).contains(&self.max_count) {
+            out.push(("max_count", format!("must be in 1..={MAX_EXTRACT_COUNT}")));
+        }
+        for (key, value) in [
+            ("idempotency_ttl", self.idempotency_ttl.as_ms()),
+            ("drain_batch", self.drain_batch as u64),
+            ("max_workers_listed", self.max_workers_listed as u64),
+        ] {
+            if value == 0 {
+                out.push((key, "must be at least 1".to_owned()));
+            }
+        }
+        out
+    }
+}
+
+pub(crate) fn validate(c: &mut Check<'_>, api: &ApiSection) {
+    for (key, message) in api.limits.problems() {
+        c.at(format!("api.limits.{key}"), message);
+    }
+    for (key, message) in api.extraction.problems() {
+        c.at(format!("api.extraction.{key}"), message);
+    }
+    if let Err(message) = api.shield.engine.check(Some(&api.shield.policy)) {
+        c.at("api.shield", message);
+    }
+    c.duration(
+        "api.shield.sweep_interval",
+        api.shield.sweep_interval,
+        Millis(10),
+        Millis::from_secs(3600),
+    );
+}

@@ -1,0 +1,76 @@
+//! `[[clients]]`: the tenants of the client API and the gateway: credentials, scopes,
+//! rate-limit policy, durable quotas, connection caps and source allowlists.
+
+use crate::duration::Millis;
+use crate::secret::SecretRef;
+use proxypool_core::{ClientId, Label, SecretHash, UpstreamId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Quota operations a client may have limits for (the durable quota's operations).
+pub const QUOTA_OPERATIONS: &[&str] = &["extract", "inspect", "admin"];
+
+/// An API and gateway client (tenant).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    pub id: ClientId,
+    pub project: String,
+    /// The client API bearer token (resolved to a salted hash: it is only verified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_token: Option<SecretRef>,
+    /// The gateway proxy password (resolved to a salted hash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_password: Option<SecretRef>,
+    /// Empty = every upstream.
+    #[serde(default)]
+    pub allowed_upstreams: Vec<UpstreamId>,
+    /// Empty = every region.
+    #[serde(default)]
+    pub allowed_regions: Vec<Label>,
+    /// A policy id from `[[policies]]`.
+    #[serde(default)]
+    pub rate_limit: Option<String>,
+    /// Durable quota per operation (see [`QUOTA_OPERATIONS`]); an operation left out
+    /// gets the built-in default.
+    #[serde(default)]
+    pub quota: BTreeMap<String, QuotaLimit>,
+    /// Concurrent gateway connections per worker.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
+    /// Source addresses allowed (CIDR); empty = any.
+    #[serde(default)]
+    pub ip_allowlist: Vec<String>,
+    /// Can use the admin endpoints of the client API.
+    #[serde(default)]
+    pub admin: bool,
+}
+
+impl ClientConfig {
+    /// The salted hash API tokens are checked against (none: no API access).
+    pub fn api_token_hash(&self) -> Option<&SecretHash> {
+        self.api_token.as_ref().and_then(SecretRef::verifier)
+    }
+
+    /// The salted hash gateway passwords are checked against (none: no gateway access).
+    pub fn gateway_password_hash(&self) -> Option<&SecretHash> {
+        self.gateway_password.as_ref().and_then(SecretRef::verifier)
+    }
+}
+
+fn default_max_connections() -> u32 {
+    64
+}
+
+/// A fixed-window quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaLimit {
+    pub limit: u32,
+    #[serde(default = "default_quota_window")]
+    pub window: Millis,
+}
+
+fn default_quota_window() -> Millis {
+    Millis::from_secs(60)
+}

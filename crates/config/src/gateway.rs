@@ -1,0 +1,301 @@
+//! `[gateway]`: a gateway worker, in the file of a split gateway (`proxypool gateway`) or
+//! beside the controller's sections in a `serve` file.
+//!
+//! A split gateway needs `worker_id`, `controller_url` and `worker_token`; the in-process
+//! gateway of `serve` talks to its own controller over loopback with a token made up at
+//! start, so those keys are ignored there (and `worker_id` defaults to `local`).
+//! Listeners and identity need a restart to change; everything else applies on a reload.
+
+use crate::check::Check;
+use crate::duration::Millis;
+use crate::limiter::{LimiterConfig, RatePolicy};
+use crate::secret::SecretRef;
+use crate::target::split_host_port;
+use proxypool_core::WorkerId;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+
+/// The worker id an in-process gateway gets when the file names none.
+pub const LOCAL_WORKER: &str = "local";
+
+/// The `[gateway]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewaySection {
+    /// This worker's stable id (the controller leases proxies to it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<WorkerId>,
+    /// Base URL of the controller's worker control API, `http://host:port`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller_url: Option<String>,
+    /// The bearer token the controller expects (a split gateway sends it, so it resolves
+    /// to the secret itself).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_token: Option<SecretRef>,
+    pub listeners: Listeners,
+    pub limits: Limits,
+    pub rotation: Rotation,
+    pub sessions: StickySessions,
+    pub dial: DialConfig,
+    /// The per-IP pre-authentication shield.
+    pub shield: RatePolicy,
+    /// The engine shared by the shield and the per-client policy limiter.
+    pub limiter: LimiterConfig,
+    pub control: ControlConfig,
+    /// How long a graceful shutdown waits for in-flight requests and tunnels (and how long
+    /// a removed client's tunnels may go on after a reload).
+    pub shutdown_grace: Millis,
+}
+
+impl Default for GatewaySection {
+    fn default() -> Self {
+        GatewaySection {
+            worker_id: None,
+            controller_url: None,
+            worker_token: None,
+            listeners: Listeners::default(),
+            limits: Limits::default(),
+            rotation: Rotation::default(),
+            sessions: StickySessions::default(),
+            dial: DialConfig::default(),
+            // Generous: the shield only stops floods from one address before authentication.
+            shield: RatePolicy::new(1_000.0, 2_000.0),
+            limiter: LimiterConfig::default(),
+            control: ControlConfig::default(),
+            shutdown_grace: Millis::from_secs(10),
+        }
+    }
+}
+
+/// Where the gateway listens. A listener left out is not started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listeners {
+    /// HTTP proxy (absolute-form requests and `CONNECT`).
+    pub http: Option<SocketAddr>,
+    /// SOCKS5 proxy.
+    pub socks5: Option<SocketAddr>,
+    /// Admin: `/metrics`, `/healthz`, `/status`, `POST /reload`.
+    pub admin: Option<SocketAddr>,
+}
+
+/// Protection of the gateway itself against clients.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Client connections open at once over all listeners; more are closed on accept.
+    pub max_connections: usize,
+    /// Time a client has to send a complete request head (HTTP) or handshake (SOCKS5).
+    pub header_read_timeout: Millis,
+    /// Largest request head accepted (HTTP); at least 8192 (hyper's minimum buffer).
+    pub max_header_bytes: usize,
+    /// A kept-alive HTTP connection with no traffic for this long is closed.
+    pub keepalive_idle: Millis,
+    /// A tunnel (CONNECT or SOCKS5) with no traffic either way for this long is closed.
+    pub tunnel_idle: Millis,
+    /// Most proxies whose local counters are tracked (current snapshot plus draining ones).
+    /// A snapshot that would exceed it is rejected and the old view kept (bounded memory).
+    pub max_tracked_proxies: usize,
+    /// Most sticky sessions remembered at once.
+    pub max_sticky_sessions: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 10_000,
+            header_read_timeout: Millis::from_secs(10),
+            max_header_bytes: 16 * 1024,
+            keepalive_idle: Millis::from_secs(60),
+            tunnel_idle: Millis::from_secs(300),
+            max_tracked_proxies: 100_000,
+            max_sticky_sessions: 100_000,
+        }
+    }
+}
+
+/// How a proxy is picked for a request without a (live) sticky session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rotation {
+    /// The next eligible proxy after the previous pick.
+    #[default]
+    RoundRobin,
+    /// The eligible proxy with the fewest active + reserved uses.
+    LeastConnections,
+    /// A random eligible proxy.
+    Random,
+}
+
+/// Sticky sessions (`-session-S-sesstime-MIN` in the username).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StickySessions {
+    /// Lifetime of a session when the username gives no `sesstime`.
+    pub default_minutes: u32,
+    /// Largest `sesstime` accepted; larger values are refused, not clamped.
+    pub max_minutes: u32,
+}
+
+impl Default for StickySessions {
+    fn default() -> Self {
+        Self {
+            default_minutes: 10,
+            max_minutes: 1440,
+        }
+    }
+}
+
+/// Dialing upstream proxies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DialConfig {
+    /// TCP connect timeout to an upstream proxy.
+    pub connect_timeout: Millis,
+    /// Time for the upstream proxy's CONNECT / SOCKS5 handshake (and a plain HTTP
+    /// response head).
+    pub handshake_timeout: Millis,
+    /// Proxies tried for one request before the client gets 502 (at least 1).
+    pub max_attempts: u32,
+    /// Consecutive failures after which a proxy is skipped for `failure_cooldown`.
+    pub failure_threshold: u32,
+    pub failure_cooldown: Millis,
+    /// Idle kept-alive upstream connections kept per proxy for plain HTTP.
+    pub pool_idle_per_proxy: usize,
+    /// An idle upstream connection older than this is not reused.
+    pub pool_idle_timeout: Millis,
+}
+
+impl Default for DialConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Millis::from_secs(5),
+            handshake_timeout: Millis::from_secs(10),
+            max_attempts: 3,
+            failure_threshold: 3,
+            failure_cooldown: Millis::from_secs(10),
+            pool_idle_per_proxy: 32,
+            pool_idle_timeout: Millis::from_secs(30),
+        }
+    }
+}
+
+/// Pacing of the control loop (the controller's grant decides the report interval and
+/// long-poll wait; these bound what the worker itself does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ControlConfig {
+    /// Timeout of one control call other than the long poll.
+    pub request_timeout: Millis,
+    /// First retry delay after a failed call; doubles up to `max_backoff`.
+    pub initial_backoff: Millis,
+    pub max_backoff: Millis,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        Self {
+            request_timeout: Millis::from_secs(10),
+            initial_backoff: Millis(200),
+            max_backoff: Millis::from_secs(5),
+        }
+    }
+}
+
+/// Checks every setting of a present `[gateway]`; `remote` adds what a split gateway needs.
+pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: bool) {
+    let g = &*gateway;
+    if g.listeners.http.is_none() && g.listeners.socks5.is_none() {
+        c.at(
+            "gateway.listeners",
+            "at least one of listeners.http and listeners.socks5 is needed",
+        );
+    }
+    if g.limits.max_header_bytes < 8192 {
+        c.at(
+            "gateway.limits.max_header_bytes",
+            "must be at least 8192 (hyper's smallest read buffer)",
+        );
+    }
+    for (key, value) in [
+        ("limits.max_connections", g.limits.max_connections as u64),
+        ("limits.header_read_timeout", g.limits.header_read_timeout.0),
+        ("limits.keepalive_idle", g.limits.keepalive_idle.0),
+        ("limits.tunnel_idle", g.limits.tunnel_idle.0),
+        (
+            "limits.max_tracked_proxies",
+            g.limits.max_tracked_proxies as u64,
+        ),
+        (
+            "limits.max_sticky_sessions",
+            g.limits.max_sticky_sessions as u64,
+        ),
+        (
+            "sessions.default_minutes",
+            u64::from(g.sessions.default_minutes),
+        ),
+        ("dial.connect_timeout", g.dial.connect_timeout.0),
+        ("dial.handshake_timeout", g.dial.handshake_timeout.0),
+        ("dial.max_attempts", u64::from(g.dial.max_attempts)),
+        (
+            "dial.failure_threshold",
+            u64::from(g.dial.failure_threshold),
+        ),
+        ("control.request_timeout", g.control.request_timeout.0),
+        ("control.initial_backoff", g.control.initial_backoff.0),
+    ] {
+        if value == 0 {
+            c.at(format!("gateway.{key}"), "must be at least 1");
+        }
+    }
+    if g.sessions.default_minutes > g.sessions.max_minutes {
+        c.at(
+            "gateway.sessions.default_minutes",
+            "must not exceed sessions.max_minutes",
+        );
+    }
+    if g.control.max_backoff < g.control.initial_backoff {
+        c.at(
+            "gateway.control.max_backoff",
+            "must not be below control.initial_backoff",
+        );
+    }
+    if let Err(message) = g.limiter.check(Some(&g.shield)) {
+        c.at("gateway.shield", message);
+    }
+    if !remote {
+        return;
+    }
+    for (key, present) in [
+        ("worker_id", g.worker_id.is_some()),
+        ("controller_url", g.controller_url.is_some()),
+        ("worker_token", g.worker_token.is_some()),
+    ] {
+        if !present {
+            c.at(format!("gateway.{key}"), "is required for a split gateway");
+        }
+    }
+    if let Some(url) = &g.controller_url
+        && let Err(message) = controller_url(url)
+    {
+        c.at("gateway.controller_url", message);
+    }
+    if let Some(token) = &mut gateway.worker_token {
+        c.resolve_plain("gateway.worker_token", token);
+    }
+}
+
+/// `http://host:port` with nothing after it but an optional `/`.
+fn controller_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or("must look like http://host:port")?;
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.contains(['/', '?', '@']) {
+        return Err("must look like http://host:port (no path, no credentials)".into());
+    }
+    match split_host_port(authority)? {
+        (_, Some(_)) => Ok(()),
+        (_, None) => Err("must name the port: http://host:port".into()),
+    }
+}

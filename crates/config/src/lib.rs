@@ -1,0 +1,54 @@
+//! proxypool-config: the one owner of proxypool's configuration file, for every role.
+//!
+//! The file is parsed once into the typed settings of [`Config`]; the controller, the client
+//! API, the gateway and the quota take the parts they need as plain structs, and no other
+//! crate reads TOML or the environment. Module map:
+//!
+//! - [`load`]: read → parse → environment overrides → type → validate for a [`Role`].
+//! - [`env`]: the environment snapshot and `PROXYPOOL__SECTION__KEY=value` overrides.
+//! - [`secret`]: [`SecretRef`], the one way a secret is given (`env` | `file` | `hash`).
+//! - [`duration`]: [`Millis`], the one duration type (`"250ms"`, `"30s"`, `"5m"`, `"1h"`).
+//! - [`error`]: [`ConfigError`] and [`Problem`]: file, line, key, overriding variable.
+//! - [`model`]: the whole file ([`Config`]) and the controller's sections.
+//! - [`upstream`], [`client`]: vendors and tenants.
+//! - [`api`], [`gateway`]: the client API's and a gateway worker's tables.
+//! - [`limiter`]: token-bucket policies and engine settings, as the throttle crate takes them.
+//! - [`target`]: plain-HTTP URLs the controller dials (check targets, vendor lists).
+//! - [`reload`]: what differs between two loads, and what of it needs a restart.
+//! - [`effective`]: the resolved configuration as TOML, every secret redacted.
+//!
+//! `examples/proxypool.toml` at the repository root is the commented reference;
+//! `docs/ARCHITECTURE.md` says how to add a key.
+
+pub mod api;
+mod check;
+pub mod client;
+pub mod duration;
+pub mod effective;
+pub mod env;
+pub mod error;
+pub mod gateway;
+pub mod limiter;
+pub mod load;
+mod locate;
+pub mod model;
+pub mod reload;
+pub mod secret;
+pub mod target;
+pub mod upstream;
+mod validate;
+
+pub use api::{ApiLimits, ApiSection, ApiShield, ExtractionSettings};
+pub use client::{ClientConfig, QUOTA_OPERATIONS, QuotaLimit};
+pub use duration::Millis;
+pub use env::{ENV_PREFIX, Env};
+pub use error::{ConfigError, Problem};
+pub use gateway::{GatewaySection, LOCAL_WORKER};
+pub use limiter::{LimiterConfig, RatePolicy};
+pub use load::Role;
+pub use model::*;
+pub use reload::ReloadPlan;
+pub use secret::{SecretRef, SecretSource};
+pub use target::TargetUrl;
+pub use upstream::*;
+pub use validate::parse_cidr;

@@ -1,0 +1,319 @@
+//! The configuration file's shape: one serde struct per TOML table, for every role.
+//!
+//! Every table rejects unknown keys, so a typo fails the load instead of silently falling
+//! back to a default. Secrets appear only as [`SecretRef`]s; what a reference resolves to
+//! is filled in by the loader and never printed. The controller's sections are here; the
+//! vendors', the clients', the client API's and the gateway's tables have modules of their
+//! own ([`crate::upstream`], [`crate::client`], [`crate::api`], [`crate::gateway`]).
+
+use crate::api::ApiSection;
+use crate::client::ClientConfig;
+use crate::duration::Millis;
+use crate::gateway::GatewaySection;
+use crate::limiter::RatePolicy;
+use crate::secret::SecretRef;
+use crate::upstream::UpstreamConfig;
+use proxypool_core::WorkerId;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+
+/// The whole file: every role reads the sections it needs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub quota: QuotaStoreConfig,
+    #[serde(default)]
+    pub listen: ListenConfig,
+    #[serde(default)]
+    pub snapshot: SnapshotConfig,
+    #[serde(default)]
+    pub ownership: OwnershipConfig,
+    #[serde(default)]
+    pub checker: CheckerConfig,
+    #[serde(default)]
+    pub maintenance: MaintenanceConfig,
+    #[serde(default)]
+    pub worker_tokens: Vec<WorkerTokenConfig>,
+    #[serde(default)]
+    pub policies: Vec<RatePolicy>,
+    #[serde(default)]
+    pub upstreams: Vec<UpstreamConfig>,
+    #[serde(default)]
+    pub clients: Vec<ClientConfig>,
+    /// The client API (served by `serve` and `controller`).
+    #[serde(default)]
+    pub api: ApiSection,
+    /// A gateway worker: the in-process one of `serve`, or a split `proxypool gateway`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewaySection>,
+}
+
+impl Config {
+    /// Whether the file configures a controller: any of its sections, or `[api]`, which
+    /// only a controller serves. A gateway-only file does not.
+    pub fn has_controller(&self) -> bool {
+        let empty = Config {
+            gateway: self.gateway.clone(),
+            ..Config::default()
+        };
+        *self != empty
+    }
+
+    /// The policy `id` names.
+    pub fn policy(&self, id: &str) -> Option<&RatePolicy> {
+        self.policies.iter().find(|p| p.id.as_deref() == Some(id))
+    }
+}
+
+/// Where the activity pool lives: `memory`, `redis://host:port/db` or
+/// `redis+sentinel://host:port[,host:port]/master_name[/db]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    pub url: String,
+    /// Redis only: the password (for Sentinel, the master's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<SecretRef>,
+    /// Redis only: every key lives under `{key_prefix}:{activity}:` (1-64 characters of
+    /// `[A-Za-z0-9._:-]`), so several deployments can share one Redis.
+    #[serde(default = "default_key_prefix")]
+    pub key_prefix: String,
+    /// Redis only: bound of one Redis round trip (connecting included); past it the call
+    /// fails as unavailable instead of hanging.
+    #[serde(default = "default_call_timeout")]
+    pub call_timeout: Millis,
+    /// Redis only: the lease a controller holds to run the reconciler, checker, ownership
+    /// and maintenance loops; a standby takes over within this long after the holder dies.
+    #[serde(default = "default_leader_lease")]
+    pub leader_lease: Millis,
+    #[serde(skip)]
+    pub kind: StoreKind,
+}
+
+fn default_key_prefix() -> String {
+    "pp".into()
+}
+
+fn default_call_timeout() -> Millis {
+    Millis(500)
+}
+
+fn default_leader_lease() -> Millis {
+    Millis::from_secs(10)
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: "memory".into(),
+            password: None,
+            key_prefix: default_key_prefix(),
+            call_timeout: default_call_timeout(),
+            leader_lease: default_leader_lease(),
+            kind: StoreKind::Memory,
+        }
+    }
+}
+
+/// The parsed store URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StoreKind {
+    #[default]
+    Memory,
+    /// A single Redis (`redis://` or `rediss://`); the URL carries no password.
+    Redis { url: String },
+    /// Redis behind Sentinel.
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+        db: u32,
+    },
+}
+
+/// The durable quota: `memory`, `sqlite://PATH` or `postgres://user@host:port/db`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaStoreConfig {
+    pub url: String,
+    /// PostgreSQL only: the password of the URL's user (never written into the URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<SecretRef>,
+    #[serde(skip)]
+    pub kind: QuotaKind,
+}
+
+impl Default for QuotaStoreConfig {
+    fn default() -> Self {
+        QuotaStoreConfig {
+            url: "memory".into(),
+            password: None,
+            kind: QuotaKind::Memory,
+        }
+    }
+}
+
+/// The parsed quota URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum QuotaKind {
+    #[default]
+    Memory,
+    /// A SQLite file (relative paths are relative to the config file).
+    Sqlite { path: std::path::PathBuf },
+    /// PostgreSQL; the URL carries no password.
+    Postgres { url: String },
+}
+
+/// Listening addresses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenConfig {
+    /// The worker control API (gateways).
+    #[serde(default = "default_control_addr")]
+    pub control: SocketAddr,
+    /// The client API (extraction, inventory, admin).
+    #[serde(default = "default_api_addr")]
+    pub api: SocketAddr,
+}
+
+fn default_control_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 7070))
+}
+
+fn default_api_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 7080))
+}
+
+impl Default for ListenConfig {
+    fn default() -> Self {
+        ListenConfig {
+            control: default_control_addr(),
+            api: default_api_addr(),
+        }
+    }
+}
+
+/// How workers receive snapshots and keep their sessions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SnapshotConfig {
+    /// Longest a snapshot long-poll waits before answering 204.
+    pub long_poll_wait: Millis,
+    /// A worker stops taking new traffic when its snapshot is this old and the controller
+    /// cannot be reached.
+    pub max_staleness: Millis,
+    /// A session lapses this long after its last registration or accepted report.
+    pub session_ttl: Millis,
+    /// How often workers should report their runtime (must be well under `session_ttl`).
+    pub report_interval: Millis,
+    /// Most proxies one snapshot lists.
+    pub max_proxies: usize,
+    /// How often waiting long-polls re-read the store for changes made elsewhere (lease
+    /// renewals by another controller, health changes, expiry).
+    pub poll_interval: Millis,
+}
+
+impl Default for SnapshotConfig {
+    fn default() -> Self {
+        SnapshotConfig {
+            long_poll_wait: Millis::from_secs(25),
+            max_staleness: Millis::from_secs(60),
+            session_ttl: Millis::from_secs(30),
+            report_interval: Millis::from_secs(5),
+            max_proxies: 10_000,
+            poll_interval: Millis(1_000),
+        }
+    }
+}
+
+/// How proxies are leased to gateway workers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OwnershipConfig {
+    /// Length of one lease (cut at the proxy's `usable_until`).
+    pub lease: Millis,
+    /// Leases closer than this to their end are renewed.
+    pub renew_before: Millis,
+    /// Most proxies one worker owns; the rest stay unowned for extraction.
+    pub per_worker_target: usize,
+    /// How often the manager runs.
+    pub interval: Millis,
+    /// Most lapsed assignments released per expiry call.
+    pub expire_batch: usize,
+    /// Most new assignments per round, so one round stays short.
+    pub assign_batch: usize,
+}
+
+impl Default for OwnershipConfig {
+    fn default() -> Self {
+        OwnershipConfig {
+            lease: Millis::from_secs(30),
+            renew_before: Millis::from_secs(10),
+            per_worker_target: 500,
+            interval: Millis(1_000),
+            expire_batch: 256,
+            assign_batch: 1_000,
+        }
+    }
+}
+
+/// The health checker's global limits (targets are per upstream).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckerConfig {
+    /// Checks in flight at once.
+    pub concurrency: usize,
+    /// Time for one whole check of one proxy (connect, handshake, every target).
+    pub timeout: Millis,
+    /// Pause between rounds when nothing is due.
+    pub interval: Millis,
+    /// Most proxies taken per round.
+    pub round_size: usize,
+    /// Results written to the store per batch.
+    pub write_batch: usize,
+}
+
+impl Default for CheckerConfig {
+    fn default() -> Self {
+        CheckerConfig {
+            concurrency: 64,
+            timeout: Millis::from_secs(5),
+            interval: Millis(500),
+            round_size: 256,
+            write_batch: 64,
+        }
+    }
+}
+
+/// The background sweep of expired state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MaintenanceConfig {
+    pub interval: Millis,
+    /// Most items of each kind removed per sweep call.
+    pub batch: usize,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        MaintenanceConfig {
+            interval: Millis::from_secs(5),
+            batch: 1_000,
+        }
+    }
+}
+
+/// A bearer token gateway workers present to the control API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerTokenConfig {
+    /// A name for logs (never the token).
+    pub name: String,
+    /// Resolved to a salted hash: the controller only verifies it.
+    pub token: SecretRef,
+    /// Worker ids this token may register; empty = any.
+    #[serde(default)]
+    pub workers: Vec<WorkerId>,
+}

@@ -1,0 +1,196 @@
+//! What a reload changes: [`ReloadPlan`] compares the running configuration with a newly
+//! loaded one, key by key, and sorts each difference into "applies live" or "needs a
+//! restart".
+//!
+//! Keys that shape what a process has bound or opened (listen addresses, the store and
+//! quota connections, a gateway's identity and listeners, the control API's session and
+//! snapshot contract, the client API's transport limits) need a restart: a reload reports
+//! them and keeps the running values. Everything else (clients, policies, upstreams,
+//! worker tokens, checker/ownership/maintenance tuning, extraction settings, shields,
+//! gateway limits, rotation, dialing) is applied live.
+
+use crate::model::Config;
+use toml::Value;
+
+/// Key prefixes whose changes need a restart.
+pub const RESTART_REQUIRED: &[&str] = &[
+    "store",
+    "quota",
+    "listen",
+    "snapshot",
+    "api.limits",
+    "gateway.worker_id",
+    "gateway.controller_url",
+    "gateway.worker_token",
+    "gateway.listeners",
+    "gateway.limiter",
+];
+
+/// The differences between two loads of a file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReloadPlan {
+    /// Changed keys that apply live.
+    pub live: Vec<String>,
+    /// Changed keys that need a restart (not applied).
+    pub restart: Vec<String>,
+}
+
+impl ReloadPlan {
+    /// Compares `running` with `loaded`.
+    pub fn between(running: &Config, loaded: &Config) -> ReloadPlan {
+        let mut changed = Vec::new();
+        match (Value::try_from(running), Value::try_from(loaded)) {
+            (Ok(a), Ok(b)) => diff("", &a, &b, &mut changed),
+            // Serializing plain data cannot fail; if it ever did, claim nothing is live.
+            _ => changed.push(String::new()),
+        }
+        // Secrets serialize as their references only; a rotated value behind the same
+        // reference still counts as a change of its key.
+        secret_changes(running, loaded, &mut changed);
+        changed.sort();
+        changed.dedup();
+        let (restart, live) = changed.into_iter().partition(|key| needs_restart(key));
+        ReloadPlan { live, restart }
+    }
+
+    /// Whether nothing changed at all.
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty() && self.restart.is_empty()
+    }
+}
+
+fn needs_restart(key: &str) -> bool {
+    key.is_empty()
+        || RESTART_REQUIRED
+            .iter()
+            .any(|prefix| key == *prefix || key.starts_with(&format!("{prefix}.")))
+}
+
+fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Table(a), Value::Table(b)) => {
+            for key in a.keys().chain(b.keys()) {
+                let child = join(path, key);
+                match (a.get(key), b.get(key)) {
+                    (Some(x), Some(y)) => diff(&child, x, y, out),
+                    _ => out.push(child),
+                }
+            }
+        }
+        // Arrays of tables with ids (upstreams, clients, policies) are reported per
+        // element by id; other arrays as a whole.
+        (Value::Array(a), Value::Array(b)) if a.iter().chain(b).all(has_id) => {
+            for id in a.iter().chain(b).filter_map(id_of) {
+                let child = format!("{path}[{id}]");
+                match (find(a, id), find(b, id)) {
+                    (Some(x), Some(y)) => diff(&child, x, y, out),
+                    _ => out.push(child),
+                }
+            }
+        }
+        _ if a != b => out.push(path.to_owned()),
+        _ => {}
+    }
+}
+
+fn secret_changes(running: &Config, loaded: &Config, out: &mut Vec<String>) {
+    if running.store.password != loaded.store.password {
+        out.push("store.password".into());
+    }
+    if running.quota.password != loaded.quota.password {
+        out.push("quota.password".into());
+    }
+    let token = |c: &Config| c.gateway.as_ref().and_then(|g| g.worker_token.clone());
+    if token(running) != token(loaded) {
+        out.push("gateway.worker_token".into());
+    }
+    for client in &loaded.clients {
+        if let Some(old) = running.clients.iter().find(|c| c.id == client.id)
+            && (old.api_token != client.api_token
+                || old.gateway_password != client.gateway_password)
+        {
+            out.push(format!("clients[{}]", client.id));
+        }
+    }
+    for upstream in &loaded.upstreams {
+        if let Some(old) = running.upstreams.iter().find(|u| u.id == upstream.id)
+            && old != upstream
+        {
+            out.push(format!("upstreams[{}]", upstream.id));
+        }
+    }
+    if running.worker_tokens != loaded.worker_tokens {
+        out.push("worker_tokens".into());
+    }
+}
+
+fn has_id(value: &Value) -> bool {
+    id_of(value).is_some()
+}
+
+fn id_of(value: &Value) -> Option<&str> {
+    value.get("id").and_then(Value::as_str)
+}
+
+fn find<'v>(items: &'v [Value], id: &str) -> Option<&'v Value> {
+    items.iter().find(|item| id_of(item) == Some(id))
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Env, Role};
+    use std::path::Path;
+
+    fn load(text: &str) -> Config {
+        let env = Env::from_pairs([("T", "token-value-1"), ("T2", "token-value-2")]);
+        Config::from_toml_str(text, "t.toml", Path::new("."), Role::Controller, &env).unwrap()
+    }
+
+    const BASE: &str = r#"
+[listen]
+api = "127.0.0.1:7080"
+[[clients]]
+id = "a"
+project = "p"
+api_token = { env = "T" }
+[checker]
+concurrency = 8
+"#;
+
+    #[test]
+    fn sorts_changes_into_live_and_restart() {
+        let running = load(BASE);
+        assert!(ReloadPlan::between(&running, &load(BASE)).is_empty());
+
+        let changed = BASE
+            .replace("127.0.0.1:7080", "127.0.0.1:7081")
+            .replace("concurrency = 8", "concurrency = 9")
+            + "[[clients]]\nid = \"b\"\nproject = \"p\"\napi_token = { env = \"T\" }\n";
+        let plan = ReloadPlan::between(&running, &load(&changed));
+        assert_eq!(plan.restart, vec!["listen.api".to_owned()]);
+        assert_eq!(
+            plan.live,
+            vec!["checker.concurrency".to_owned(), "clients[b]".to_owned()]
+        );
+    }
+
+    #[test]
+    fn a_rotated_secret_behind_the_same_reference_is_a_change() {
+        let running = load(BASE);
+        let env = Env::from_pairs([("T", "another-token-value")]);
+        let rotated =
+            Config::from_toml_str(BASE, "t.toml", Path::new("."), Role::Controller, &env).unwrap();
+        let plan = ReloadPlan::between(&running, &rotated);
+        assert_eq!(plan.live, vec!["clients[a]".to_owned()]);
+        assert!(plan.restart.is_empty());
+    }
+}
