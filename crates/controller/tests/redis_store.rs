@@ -287,7 +287,7 @@ async fn a_leader_cut_off_from_redis_steps_down_before_its_lease_ends_and_leads_
 const REDIS_PASSWORD: &str = "e2e-redis-s3cret";
 
 /// Done means, with Redis: the same scenario as `end_to_end.rs`, from a config file whose
-/// store is a private, password-protected Redis (the password from `password_file`).
+/// store is a private, password-protected Redis (the password from a `{ file = ... }` reference).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_on_a_private_redis_serves_a_worker_checked_proxies() {
     let Some(redis) = private_redis_or_skip() else {
@@ -298,7 +298,7 @@ async fn a_controller_on_a_private_redis_serves_a_worker_checked_proxies() {
         .unwrap();
     let vendor = e2e::start_vendor(Ipv4Addr::new(127, 0, 4, 31)).await;
     let store = format!(
-        "[store]\nurl = \"{}0\"\npassword_file = \"secrets/redis-password\"\nkey_prefix = \"e2e\"\ncall_timeout = \"250ms\"\nleader_lease = \"2s\"\n",
+        "[store]\nurl = \"{}0\"\npassword = {{ file = \"secrets/redis-password\" }}\nkey_prefix = \"e2e\"\ncall_timeout = \"250ms\"\nleader_lease = \"2s\"\n",
         redis.url()
     );
     let path = e2e::write_config(
