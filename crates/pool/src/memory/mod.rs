@@ -44,10 +44,20 @@ impl Default for MemoryPoolOptions {
 }
 
 /// The in-memory activity pool. Cheap to share behind an `Arc`.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct MemoryPool {
     options: MemoryPoolOptions,
     state: Mutex<State>,
+}
+
+// Hand-written on purpose: components holding the pool derive `Debug`, and printing them
+// must not dump every record (nor take the lock).
+impl std::fmt::Debug for MemoryPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryPool")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MemoryPool {
