@@ -8,8 +8,8 @@
 //! All limiters read one shared coarse clock, so rebuilding starts no thread.
 
 use crate::refusal::Refusal;
-use proxypool_core::ClientId;
 use proxypool_core::control::RateLimitSpec;
+use proxypool_core::{ClientId, LockExt};
 use proxypool_throttle::{
     Clock, ConfigError, ConnectionScopes, Decision, EngineOptions, OperationHandle, Policy,
     PolicyLimiter, Reason,
@@ -211,7 +211,7 @@ impl ClientCounters {
     /// Counters for the snapshot's clients; counters of clients no longer listed are
     /// dropped once they reach zero.
     pub(crate) fn prepare(&self, clients: &[&ClientId]) -> Vec<Arc<AtomicU32>> {
-        let mut counters = self.counters.lock().expect("client counters lock");
+        let mut counters = self.counters.lock_or_recover();
         let listed: std::collections::HashSet<&ClientId> = clients.iter().copied().collect();
         counters.retain(|id, counter| listed.contains(id) || counter.load(Ordering::Relaxed) > 0);
         clients

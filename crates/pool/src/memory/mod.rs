@@ -69,8 +69,10 @@ impl MemoryPool {
     }
 
     fn lock(&self) -> PoolResult<MutexGuard<'_, State>> {
-        // A panic inside a critical section may have left indexes half-updated: refuse to
-        // serve from that state rather than answer wrongly.
+        // The one exception to the workspace's recover-from-poisoning policy
+        // (`proxypool_core::sync`): a port call is one long critical section over several
+        // indexes, so a panic inside it may have left them half-updated. Refuse to serve
+        // from that state rather than answer wrongly.
         self.state
             .lock()
             .map_err(|_| PoolError::corrupt("memory pool lock poisoned by an earlier panic"))
