@@ -9,7 +9,7 @@
 //! confirmed by the salted constant-time check, so a collision can never authenticate.
 
 use crate::config::ApiConfigError;
-use proxypool_core::{ClientId, Label, SecretHash, UpstreamId};
+use proxypool_core::{ClientId, Label, LockExt, SecretHash, UpstreamId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
@@ -98,7 +98,7 @@ impl ClientDirectory {
             return None;
         }
         let key = self.hasher.hash_one(token);
-        let cached = self.lock().get(&key).copied();
+        let cached = self.verified.lock_or_recover().get(&key).copied();
         if let Some(index) = cached {
             let client = &self.clients[index];
             if client.token_hash.verify(token) {
@@ -109,7 +109,7 @@ impl ClientDirectory {
             .clients
             .iter()
             .position(|client| client.token_hash.verify(token))?;
-        let mut verified = self.lock();
+        let mut verified = self.verified.lock_or_recover();
         // Bounded: one entry per client is the steady state; rotated tokens may leave stale
         // entries, so start over well before the map could grow with them.
         if verified.len() >= self.clients.len().saturating_mul(4).max(64) {
@@ -125,13 +125,6 @@ impl ClientDirectory {
 
     pub fn is_empty(&self) -> bool {
         self.clients.is_empty()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, usize>> {
-        // The map is a cache: a panic elsewhere cannot leave it wrong, only stale.
-        self.verified
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -161,7 +154,11 @@ mod tests {
         assert!(directory.authenticate("token-c").is_none());
         assert!(directory.authenticate("").is_none());
         assert!(directory.authenticate(&"x".repeat(600)).is_none());
-        assert_eq!(directory.lock().len(), 2, "only verified tokens are cached");
+        assert_eq!(
+            directory.verified.lock_or_recover().len(),
+            2,
+            "only verified tokens are cached"
+        );
     }
 
     #[test]

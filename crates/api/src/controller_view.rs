@@ -8,6 +8,7 @@
 use async_trait::async_trait;
 use proxypool_core::{PoolResult, UnixMillis, UpstreamId, WorkerId};
 use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
 
 /// How the last fetches of an upstream went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +45,7 @@ pub struct UpstreamStatus {
 
 /// The upstreams' provider status (the controller implements it from its reconciler).
 #[async_trait]
-pub trait UpstreamStatusSource: Send + Sync {
+pub trait UpstreamStatusSource: Send + Sync + Debug {
     /// Every configured upstream, in a stable order.
     async fn upstreams(&self) -> PoolResult<Vec<UpstreamStatus>>;
 
@@ -58,7 +59,7 @@ pub trait UpstreamStatusSource: Send + Sync {
 /// new proxies on its next pass. Optional; the admin drain works without it but then only
 /// drains what the worker owns at that moment.
 #[async_trait]
-pub trait WorkerCordon: Send + Sync {
+pub trait WorkerCordon: Send + Sync + Debug {
     /// Stop assigning proxies to `worker` (idempotent).
     async fn cordon(&self, worker: &WorkerId) -> PoolResult<()>;
 }

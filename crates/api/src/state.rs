@@ -13,12 +13,11 @@ use proxypool_core::{
     ActivityPool, Extractor, InventoryReader, OwnershipRepository, UnixMillis, WorkerRuntimeStore,
 };
 use proxypool_quota::QuotaPort;
-use std::fmt;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 /// The stores and controller views the API calls.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct ApiPorts {
     pub extractor: Arc<dyn Extractor>,
     pub inventory: Arc<dyn InventoryReader>,
@@ -46,20 +45,13 @@ impl ApiPorts {
     }
 }
 
-impl fmt::Debug for ApiPorts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ApiPorts")
-            .field("quota", &self.quota)
-            .finish_non_exhaustive()
-    }
-}
-
 /// Shared state of the API routes. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ApiState {
     inner: Arc<Inner>,
 }
 
+#[derive(Debug)]
 struct Inner {
     ports: ApiPorts,
     clients: ClientDirectory,
@@ -72,19 +64,9 @@ struct Inner {
     clock: fn() -> UnixMillis,
 }
 
-impl fmt::Debug for Inner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ApiState")
-            .field("ports", &self.ports)
-            .field("clients", &self.clients.len())
-            .field("limits", &self.limits)
-            .field("extraction", &self.extraction)
-            .finish_non_exhaustive()
-    }
-}
-
 /// Collects the optional parts of an [`ApiState`].
 #[must_use]
+#[derive(Debug)]
 pub struct ApiStateBuilder {
     ports: ApiPorts,
     clients: Vec<ApiClient>,
@@ -96,15 +78,10 @@ pub struct ApiStateBuilder {
     clock: fn() -> UnixMillis,
 }
 
+#[derive(Debug)]
 enum ShieldChoice {
     Settings(ShieldSettings),
     Ready(Shield),
-}
-
-impl fmt::Debug for ApiStateBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ApiStateBuilder").finish_non_exhaustive()
-    }
 }
 
 impl ApiStateBuilder {

@@ -53,7 +53,7 @@ pub enum ControllerError {
 }
 
 /// A configured controller, not yet running.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Controller {
     config: Arc<Config>,
     pool: Arc<dyn ActivityPool>,
@@ -63,17 +63,6 @@ pub struct Controller {
     publisher: Arc<SnapshotPublisher>,
     wake_ownership: Arc<Notify>,
     cordons: Arc<Cordons>,
-}
-
-// The store is a trait object without `Debug`; show what identifies this value.
-impl std::fmt::Debug for Controller {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Controller")
-            .field("config", &self.config)
-            .field("leadership", &self.leadership)
-            .field("clock", &self.clock)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Controller {

@@ -9,6 +9,7 @@ use crate::error::{PoolError, PoolResult};
 use crate::time::UnixMillis;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
 
 /// A held lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,7 +25,7 @@ pub struct Lease {
 
 /// Stores leases (implemented by every activity-pool adapter).
 #[async_trait]
-pub trait LeaseStore: Send + Sync {
+pub trait LeaseStore: Send + Sync + Debug {
     /// Takes the lease when it is free or lapsed, or renews it when `holder` already holds
     /// it. Returns the lease when `holder` holds it afterwards, `None` when someone else does.
     async fn try_acquire(

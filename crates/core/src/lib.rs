@@ -16,9 +16,12 @@
 //! - [`secret_hash`]: salted hashes of tokens and gateway passwords.
 //! - [`error`]: the one error type of the ports.
 //! - [`time`]: explicit milliseconds since the epoch.
+//! - [`clock`]: the injectable wall and monotonic clock ([`SystemClock`], [`ManualClock`]).
+//! - [`sync`]: the poisoned-lock policy ([`LockExt`]).
 //!
 //! This crate depends on nothing else of ours.
 
+pub mod clock;
 pub mod control;
 pub mod error;
 pub mod extract;
@@ -32,9 +35,11 @@ pub mod proxy;
 pub mod runtime;
 pub mod secret;
 pub mod secret_hash;
+pub mod sync;
 pub mod time;
 pub mod upsert;
 
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use error::{Conflict, PoolError, PoolResult, Unavailable};
 pub use extract::{
     ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractedProxy, ProxyFilter,
@@ -54,5 +59,6 @@ pub use runtime::{
 };
 pub use secret::{Credentials, Secret};
 pub use secret_hash::SecretHash;
+pub use sync::{LockExt, RwLockExt};
 pub use time::{UnixMillis, now_millis};
 pub use upsert::{Candidate, DropReason, FetchedBatch, PreparedBatch, UpsertReport, prepare_batch};

@@ -4,6 +4,8 @@
 //! of them. Every time-dependent method takes `now` (ms since the epoch) from the caller so
 //! one contract suite can time-travel every adapter. All methods are atomic per call: a
 //! call either applies whole or returns an error and changes nothing.
+//!
+//! Every port is `Debug`, so a component holding `Arc<dyn Port>` can derive `Debug`.
 
 use crate::error::PoolResult;
 use crate::extract::{ExtractOutcome, ExtractRequest, ExtractResponse};
@@ -16,10 +18,11 @@ use crate::runtime::{ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, W
 use crate::time::UnixMillis;
 use crate::upsert::{FetchedBatch, UpsertReport};
 use async_trait::async_trait;
+use std::fmt::Debug;
 
 /// Vendor batches into the pool (the provider reconciler's port).
 #[async_trait]
-pub trait Upserter: Send + Sync {
+pub trait Upserter: Send + Sync + Debug {
     /// Validates the batch (a bad batch fails before any write), dedupes by unique key
     /// (the current lifetime's upstream keeps its proxy), never refreshes an EXTRACTED
     /// proxy back in, and enforces `max_size` on the upstream's un-extracted inventory.
@@ -28,7 +31,7 @@ pub trait Upserter: Send + Sync {
 
 /// Health-check results (the checker's port).
 #[async_trait]
-pub trait HealthStore: Send + Sync {
+pub trait HealthStore: Send + Sync + Debug {
     /// Applies check results atomically; non-AVAILABLE records leave every available index.
     async fn apply_health(&self, now: UnixMillis, batch: HealthBatch) -> PoolResult<HealthReport>;
 
@@ -40,7 +43,7 @@ pub trait HealthStore: Send + Sync {
 
 /// Exclusive extraction (the distribution API's port).
 #[async_trait]
-pub trait Extractor: Send + Sync {
+pub trait Extractor: Send + Sync + Debug {
     /// One atomic step: idempotency check, candidate selection and re-validation, the
     /// gateway reserve, partial or all-or-nothing, the move to EXTRACTED and the stored
     /// response. A scan that runs out of budget before deciding is `Unavailable`.
@@ -58,7 +61,7 @@ pub trait Extractor: Send + Sync {
 
 /// Worker ownership of proxies (the ownership manager's port).
 #[async_trait]
-pub trait OwnershipRepository: Send + Sync {
+pub trait OwnershipRepository: Send + Sync + Debug {
     /// Assigns an AVAILABLE, unowned proxy before its `usable_until` to `worker` under a new
     /// epoch; the lease is cut at `usable_until`.
     async fn assign(
@@ -131,7 +134,7 @@ pub trait OwnershipRepository: Send + Sync {
 
 /// Worker sessions, snapshot references and runtime reports (the worker control API's port).
 #[async_trait]
-pub trait WorkerRuntimeStore: Send + Sync {
+pub trait WorkerRuntimeStore: Send + Sync + Debug {
     /// Opens a session; a different session id replaces and fences the current one and
     /// forgets its runtime. The same id renews it.
     async fn open_session(
@@ -206,13 +209,13 @@ pub trait WorkerRuntimeStore: Send + Sync {
 
 /// Per-upstream inventory (the API's and the reconciler's port).
 #[async_trait]
-pub trait InventoryReader: Send + Sync {
+pub trait InventoryReader: Send + Sync + Debug {
     async fn inventory(&self, now: UnixMillis, upstream: &UpstreamId) -> PoolResult<InventoryView>;
 }
 
 /// Bounded cleanup of expired state.
 #[async_trait]
-pub trait Maintenance: Send + Sync {
+pub trait Maintenance: Send + Sync + Debug {
     /// Removes expired records (with their indexes and assignments), lapsed sessions,
     /// runtimes and stored results, at most `limit` of each kind per call.
     async fn sweep(&self, now: UnixMillis, limit: usize) -> PoolResult<SweepReport>;

@@ -8,8 +8,8 @@
 //! All limiters read one shared coarse clock, so rebuilding starts no thread.
 
 use crate::refusal::Refusal;
-use proxypool_core::ClientId;
 use proxypool_core::control::RateLimitSpec;
+use proxypool_core::{ClientId, LockExt};
 use proxypool_throttle::{
     Clock, ConfigError, ConnectionScopes, Decision, EngineOptions, OperationHandle, Policy,
     PolicyLimiter, Reason,
@@ -20,8 +20,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The clock every limiter of one gateway shares.
-pub(crate) type SharedClock = Arc<dyn Clock>;
+/// The clock every limiter of one gateway shares (the throttle's own nanosecond clock,
+/// not the gateway's [`proxypool_core::Clock`]).
+pub(crate) type LimiterClock = Arc<dyn Clock>;
 
 fn refusal(decision: Decision) -> Result<(), Refusal> {
     if decision.allowed {
@@ -37,7 +38,7 @@ fn refusal(decision: Decision) -> Result<(), Refusal> {
 /// The per-IP limiter checked before authentication.
 #[derive(Debug)]
 pub(crate) struct Shield {
-    limiter: PolicyLimiter<SharedClock>,
+    limiter: PolicyLimiter<LimiterClock>,
 }
 
 impl Shield {
@@ -53,7 +54,7 @@ impl Shield {
     pub(crate) fn with_clock(
         policy: Policy,
         options: EngineOptions,
-        clock: SharedClock,
+        clock: LimiterClock,
     ) -> Result<Self, ConfigError> {
         Ok(Self {
             limiter: PolicyLimiter::builder(options, policy).build_with_clock(clock)?,
@@ -78,7 +79,7 @@ impl Shield {
 /// The per-client policy limiter of one set of client policies.
 #[derive(Debug)]
 pub(crate) struct ClientLimiter {
-    limiter: PolicyLimiter<SharedClock>,
+    limiter: PolicyLimiter<LimiterClock>,
     handles: HashMap<ClientId, OperationHandle>,
     /// The specs it was built from, to tell whether a new snapshot needs a rebuild.
     specs: Vec<(ClientId, RateLimitSpec)>,
@@ -102,7 +103,7 @@ impl ClientLimiter {
     pub(crate) fn build(
         mut specs: Vec<(ClientId, RateLimitSpec)>,
         options: &EngineOptions,
-        clock: SharedClock,
+        clock: LimiterClock,
     ) -> Result<Self, ConfigError> {
         specs.sort_by(|a, b| a.0.cmp(&b.0));
         let mut invalid = HashMap::new();
@@ -210,7 +211,7 @@ impl ClientCounters {
     /// Counters for the snapshot's clients; counters of clients no longer listed are
     /// dropped once they reach zero.
     pub(crate) fn prepare(&self, clients: &[&ClientId]) -> Vec<Arc<AtomicU32>> {
-        let mut counters = self.counters.lock().expect("client counters lock");
+        let mut counters = self.counters.lock_or_recover();
         let listed: std::collections::HashSet<&ClientId> = clients.iter().copied().collect();
         counters.retain(|id, counter| listed.contains(id) || counter.load(Ordering::Relaxed) > 0);
         clients

@@ -8,7 +8,7 @@
 //! registry and is reported as draining until both counts are zero.
 
 use crate::forward::pool::IdlePool;
-use proxypool_core::{ProxyId, ProxyRuntime};
+use proxypool_core::{LockExt, ProxyId, ProxyRuntime};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -176,7 +176,7 @@ impl CapacityRegistry {
     /// no longer listed as removed. Nothing changes when the cap would be exceeded.
     pub(crate) fn prepare(&self, ids: &[&ProxyId]) -> Result<Vec<Arc<ProxySlot>>, RegistryFull> {
         let now = Instant::now();
-        let mut tracked = self.tracked.lock().expect("registry lock");
+        let mut tracked = self.tracked.lock_or_recover();
         prune(&mut tracked, now);
         let listed: std::collections::HashSet<&ProxyId> = ids.iter().copied().collect();
         let busy_removed = tracked
@@ -217,7 +217,7 @@ impl CapacityRegistry {
     /// The sparse runtime entries: every tracked proxy with a non-zero count; removed ones
     /// are flagged draining. Also forgets removed proxies that are idle past the grace.
     pub(crate) fn runtime_entries(&self) -> Vec<ProxyRuntime> {
-        let mut tracked = self.tracked.lock().expect("registry lock");
+        let mut tracked = self.tracked.lock_or_recover();
         prune(&mut tracked, Instant::now());
         let mut entries: Vec<ProxyRuntime> = tracked
             .iter()
@@ -237,7 +237,7 @@ impl CapacityRegistry {
 
     /// How many proxies are tracked (current + draining).
     pub(crate) fn len(&self) -> usize {
-        self.tracked.lock().expect("registry lock").len()
+        self.tracked.lock_or_recover().len()
     }
 }
 

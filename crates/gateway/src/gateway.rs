@@ -3,7 +3,7 @@
 //! let in-flight requests and tunnels finish within `shutdown_grace_ms`, close the rest,
 //! and end the controller session.
 
-use crate::admission::{SharedClock, Shield};
+use crate::admission::{LimiterClock, Shield};
 use crate::config::{ConfigError, GatewayConfig};
 use crate::control::{ControlClient, ControlLoop, ControllerAddr, runner::Backoff};
 use crate::dial::DialTimeouts;
@@ -15,6 +15,7 @@ use crate::snapshot::SnapshotStore;
 use crate::state::{Phase, Shared};
 use crate::sticky::StickyTable;
 use crate::{admin, http_proxy, socks};
+use proxypool_core::{SharedClock, SystemClock};
 use proxypool_throttle::CoarseClock;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -53,17 +54,33 @@ pub struct Gateway {
 
 impl Gateway {
     /// Validates the config and binds every configured listener (port 0 picks a free
-    /// port; read it back with [`Gateway::http_addr`] and friends).
+    /// port; read it back with [`Gateway::http_addr`] and friends), on the system clock.
     pub async fn bind(config: GatewayConfig) -> Result<Self, GatewayError> {
+        Self::bind_with_clock(config, SystemClock::shared()).await
+    }
+
+    /// [`Gateway::bind`] on `clock`: leases, `usable_until` and sticky sessions read its
+    /// wall time; failure cooldowns, idle timers and snapshot staleness its monotonic time.
+    /// Tests pass a [`proxypool_core::ManualClock`] to move time without sleeping. (The
+    /// rate limiters keep their own nanosecond clock; see [`proxypool_core::clock`].)
+    pub async fn bind_with_clock(
+        config: GatewayConfig,
+        clock: SharedClock,
+    ) -> Result<Self, GatewayError> {
         config.validate()?;
         // Install the Prometheus recorder before any metric handle is created.
         let metrics_handle = PrometheusHandle::global();
         let metrics = Arc::new(GatewayMetrics::new());
-        let clock: SharedClock = Arc::new(CoarseClock::new().map_err(GatewayError::Clock)?);
+        let limiter_clock: LimiterClock =
+            Arc::new(CoarseClock::new().map_err(GatewayError::Clock)?);
         let shield = match &config.shield {
             Some(policy) => Some(
-                Shield::with_clock(policy.clone(), config.limiter.clone(), Arc::clone(&clock))
-                    .map_err(|e| ConfigError(format!("shield: {e}")))?,
+                Shield::with_clock(
+                    policy.clone(),
+                    config.limiter.clone(),
+                    Arc::clone(&limiter_clock),
+                )
+                .map_err(|e| ConfigError(format!("shield: {e}")))?,
             ),
             None => None,
         };
@@ -71,7 +88,8 @@ impl Gateway {
             config.worker_id.clone(),
             config.limits.max_tracked_proxies,
             config.limiter.clone(),
-            clock,
+            limiter_clock,
+            Arc::clone(&clock),
         ));
         let router = Router::new(
             Picker::new(config.rotation, seed()),
@@ -83,6 +101,7 @@ impl Gateway {
                 default_sesstime_minutes: config.sessions.default_minutes,
             },
             Arc::clone(&metrics),
+            Arc::clone(&clock),
         );
         let addr = ControllerAddr::parse(&config.controller_url).map_err(ConfigError)?;
         let control_client = ControlClient::new(
@@ -117,6 +136,7 @@ impl Gateway {
             shield,
             metrics,
             phase: phase_rx,
+            clock,
         });
         Ok(Self {
             shared,
@@ -225,7 +245,7 @@ async fn maintenance(shared: Arc<Shared>) {
     let mut ticker = tokio::time::interval(Duration::from_secs(10));
     loop {
         ticker.tick().await;
-        shared.router.sticky().sweep(crate::clock::wall_ms());
+        shared.router.sticky().sweep(shared.clock.now());
         if let Some(shield) = &shared.shield {
             shield.sweep(10_000);
         }
@@ -239,7 +259,8 @@ async fn maintenance(shared: Arc<Shared>) {
 fn seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(crate::clock::mono_ms());
+    // Entropy only, not a decision: the process clock whatever the gateway's clock is.
+    hasher.write_u64(proxypool_core::clock::monotonic_ms());
     hasher.finish()
 }
 

@@ -1,7 +1,7 @@
 //! [`ActivityIo`]: a client socket that remembers when it last moved a byte, so the
 //! connection's watchdog can close kept-alive connections that sit idle.
 
-use crate::clock::mono_ms;
+use proxypool_core::SharedClock;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,12 +15,18 @@ use tokio::net::TcpStream;
 pub(crate) struct ActivityIo {
     stream: TcpStream,
     last: Arc<AtomicU64>,
+    clock: SharedClock,
 }
 
 impl ActivityIo {
-    pub(crate) fn new(stream: TcpStream, last: Arc<AtomicU64>) -> Self {
-        last.store(mono_ms(), Ordering::Relaxed);
-        Self { stream, last }
+    /// Stamps `last` with `clock`'s monotonic milliseconds.
+    pub(crate) fn new(stream: TcpStream, last: Arc<AtomicU64>, clock: SharedClock) -> Self {
+        last.store(clock.monotonic_ms(), Ordering::Relaxed);
+        Self {
+            stream,
+            last,
+            clock,
+        }
     }
 
     pub(crate) fn into_inner(self) -> TcpStream {
@@ -28,7 +34,8 @@ impl ActivityIo {
     }
 
     fn touch(&self) {
-        self.last.store(mono_ms(), Ordering::Relaxed);
+        self.last
+            .store(self.clock.monotonic_ms(), Ordering::Relaxed);
     }
 }
 

@@ -40,14 +40,13 @@
 //! | `control` | control-API client and the loop (session, snapshots, acks, reports) |
 //! | `metrics`, `prometheus`, `admin` | metric handles, text exporter, admin listener |
 //! | `refusal` | every refusal with its status, code and SOCKS5 reply |
-//! | `clock`, `io`, `state` | clocks, activity-stamped sockets, shared state |
+//! | `io`, `state` | activity-stamped sockets, shared state (with the [`proxypool_core::Clock`]) |
 
 mod admin;
 mod admission;
 mod auth;
 mod capacity;
 mod cidr;
-mod clock;
 mod config;
 mod control;
 mod dial;

@@ -8,6 +8,7 @@
 //! `snapshot_version`, `snapshot_proxies`, `upstream_dial_seconds` (sum/count).
 
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
+use proxypool_core::LockExt;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -115,8 +116,7 @@ fn labelled(
     make: impl FnOnce(&'static str) -> Counter,
 ) -> Counter {
     cache
-        .lock()
-        .expect("metrics cache")
+        .lock_or_recover()
         .entry(value)
         .or_insert_with(|| make(value))
         .clone()

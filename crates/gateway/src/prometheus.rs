@@ -9,6 +9,7 @@
 use metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
+use proxypool_core::LockExt;
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,7 +82,7 @@ impl PrometheusHandle {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
-        let help = self.registry.help.lock().expect("help").clone();
+        let help = self.registry.help.lock_or_recover().clone();
         let mut out = String::new();
         let counters = snapshot(&self.registry.counters, |v| {
             v.load(Ordering::Relaxed) as f64
@@ -91,7 +92,7 @@ impl PrometheusHandle {
             f64::from_bits(v.load(Ordering::Relaxed))
         });
         render_family(&mut out, "gauge", &gauges, &help);
-        let histograms = self.registry.histograms.lock().expect("histograms").clone();
+        let histograms = self.registry.histograms.lock_or_recover().clone();
         let mut histograms: Vec<_> = histograms.into_iter().collect();
         histograms.sort_by(|a, b| {
             a.0.name()
@@ -122,7 +123,7 @@ fn snapshot(
     map: &Mutex<HashMap<Key, Arc<AtomicU64>>>,
     read: impl Fn(&AtomicU64) -> f64,
 ) -> Vec<(Key, f64)> {
-    let map = map.lock().expect("metrics map");
+    let map = map.lock_or_recover();
     let mut values: Vec<(Key, f64)> = map.iter().map(|(k, v)| (k.clone(), read(v))).collect();
     values.sort_by(|a, b| {
         a.0.name()
@@ -197,17 +198,17 @@ impl Recorder for PrometheusRecorder {
     }
 
     fn register_counter(&self, key: &Key, _metadata: &Metadata<'_>) -> Counter {
-        let mut map = self.registry.counters.lock().expect("counters");
+        let mut map = self.registry.counters.lock_or_recover();
         Counter::from_arc(Arc::clone(map.entry(key.clone()).or_default()))
     }
 
     fn register_gauge(&self, key: &Key, _metadata: &Metadata<'_>) -> Gauge {
-        let mut map = self.registry.gauges.lock().expect("gauges");
+        let mut map = self.registry.gauges.lock_or_recover();
         Gauge::from_arc(Arc::clone(map.entry(key.clone()).or_default()))
     }
 
     fn register_histogram(&self, key: &Key, _metadata: &Metadata<'_>) -> Histogram {
-        let mut map = self.registry.histograms.lock().expect("histograms");
+        let mut map = self.registry.histograms.lock_or_recover();
         Histogram::from_arc(Arc::clone(map.entry(key.clone()).or_default()))
     }
 }
@@ -216,8 +217,7 @@ impl PrometheusRecorder {
     fn describe(&self, key: KeyName, description: SharedString) {
         self.registry
             .help
-            .lock()
-            .expect("help")
+            .lock_or_recover()
             .insert(key.as_str().to_owned(), description.replace('\n', " "));
     }
 }

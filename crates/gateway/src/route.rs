@@ -4,13 +4,13 @@
 
 use crate::auth::Authenticated;
 use crate::capacity::Lease;
-use crate::clock::{mono_ms, wall_ms};
 use crate::dial::DialFailure;
 use crate::metrics::GatewayMetrics;
 use crate::refusal::Refusal;
 use crate::select::{Eligibility, Pick, Picker};
 use crate::snapshot::{SnapshotView, ViewProxy};
 use crate::sticky::{Pin, StickyTable};
+use proxypool_core::SharedClock;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -78,6 +78,7 @@ pub(crate) struct Router {
     sticky: StickyTable,
     settings: RouteSettings,
     metrics: Arc<GatewayMetrics>,
+    clock: SharedClock,
 }
 
 impl Router {
@@ -86,12 +87,14 @@ impl Router {
         sticky: StickyTable,
         settings: RouteSettings,
         metrics: Arc<GatewayMetrics>,
+        clock: SharedClock,
     ) -> Self {
         Self {
             picker,
             sticky,
             settings,
             metrics,
+            clock,
         }
     }
 
@@ -101,8 +104,8 @@ impl Router {
 
     fn eligibility(&self) -> Eligibility {
         Eligibility {
-            now_ms: wall_ms(),
-            mono_ms: mono_ms(),
+            now_ms: self.clock.now(),
+            mono_ms: self.clock.monotonic_ms(),
             failure_threshold: self.settings.failure_threshold,
             failure_cooldown_ms: self.settings.failure_cooldown_ms,
         }
@@ -186,7 +189,7 @@ impl Router {
                             socks: failure.socks,
                         });
                     }
-                    proxy.slot.record_failure(mono_ms());
+                    proxy.slot.record_failure(self.clock.monotonic_ms());
                     tracing::debug!(proxy = %proxy.id, reason = failure.reason, attempt, "upstream dial failed");
                     last_failure = Some(failure);
                     if pin.is_some() {

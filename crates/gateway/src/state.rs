@@ -1,5 +1,5 @@
 //! [`Shared`]: what every listener task reads (config, snapshot store, router, limiters,
-//! metrics, the connection cap and the shutdown signal), built once per gateway.
+//! metrics, the connection cap, the clock and the shutdown signal), built once per gateway.
 
 use crate::admission::Shield;
 use crate::config::GatewayConfig;
@@ -7,6 +7,7 @@ use crate::dial::DialTimeouts;
 use crate::metrics::GatewayMetrics;
 use crate::route::Router;
 use crate::snapshot::SnapshotStore;
+use proxypool_core::SharedClock;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
@@ -33,6 +34,8 @@ pub(crate) struct Shared {
     pub connections: Arc<Semaphore>,
     pub phase: watch::Receiver<Phase>,
     pub timeouts: DialTimeouts,
+    /// Wall time for leases and sessions, monotonic time for cooldowns and idle timers.
+    pub clock: SharedClock,
 }
 
 impl Shared {

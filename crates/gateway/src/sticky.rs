@@ -2,7 +2,7 @@
 //! `sesstime` runs out. Sharded mutexes held only for a map operation (never across an
 //! `.await`); bounded, with expired pins swept on a timer and when a shard is full.
 
-use proxypool_core::ProxyId;
+use proxypool_core::{LockExt, ProxyId};
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -54,7 +54,7 @@ impl StickyTable {
     /// The live pin of the session, if any.
     pub(crate) fn get(&self, client: &str, session: &str, now_ms: u64) -> Option<Pin> {
         let key = Self::key(client, session);
-        let mut shard = self.shard(&key).lock().expect("sticky shard");
+        let mut shard = self.shard(&key).lock_or_recover();
         match shard.get(&key) {
             Some(pin) if pin.expires_at_ms > now_ms => Some(pin.clone()),
             Some(_) => {
@@ -74,7 +74,7 @@ impl StickyTable {
         now_ms: u64,
     ) -> Result<(), TableFull> {
         let key = Self::key(client, session);
-        let mut shard = self.shard(&key).lock().expect("sticky shard");
+        let mut shard = self.shard(&key).lock_or_recover();
         if !shard.contains_key(&key) && shard.len() >= self.per_shard {
             shard.retain(|_, pin| pin.expires_at_ms > now_ms);
             if shard.len() >= self.per_shard {
@@ -90,7 +90,7 @@ impl StickyTable {
         self.shards
             .iter()
             .map(|shard| {
-                let mut shard = shard.lock().expect("sticky shard");
+                let mut shard = shard.lock_or_recover();
                 shard.retain(|_, pin| pin.expires_at_ms > now_ms);
                 shard.len()
             })

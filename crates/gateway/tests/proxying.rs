@@ -9,7 +9,7 @@ use common::upstreams::{
     TlsOrigin, UPSTREAM_PASS, UPSTREAM_USER, dead_addr, exit_of, sim_upstream,
 };
 use common::*;
-use proxypool_core::Protocol;
+use proxypool_core::{ManualClock, Protocol, now_millis};
 use proxypool_sim::{Origin, ProxyKind};
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -210,6 +210,73 @@ async fn sticky_session_stays_on_one_exit_and_says_when_it_moves() {
             .contains("x-proxypool-session: pinned"),
         "{raw}"
     );
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_clock_ends_sticky_sessions_and_leases_without_sleeping() {
+    let origin = Origin::start().await.unwrap();
+    let up = sim_upstream(ProxyKind::Http, exit(23)).await;
+    let listed = proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us");
+    let lease_until_ms = listed.lease_until_ms;
+    let controller = TestController::start(WORKER, 3_600_000).await;
+    controller.publish(vec![listed], vec![client("alice")]);
+    let clock = ManualClock::new(now_millis());
+    let gateway = Running::start_with_clock(config(&controller), clock.clone()).await;
+    acked(&controller, 1).await;
+    let user = http_proxy_url("alice-session-s1-sesstime-1", gateway.http);
+    let session = |response: &Curl| response.header("x-proxypool-session").map(str::to_owned);
+
+    let first = curl(&["-x", &user, &origin.url("/")]).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    assert_eq!(session(&first).as_deref(), Some("new"));
+    // One second short of the one-minute sesstime: still pinned.
+    clock.advance(59_000);
+    let pinned = curl(&["-x", &user, &origin.url("/")]).await;
+    assert_eq!(session(&pinned).as_deref(), Some("pinned"));
+    // The minute is over: the same session id starts a new session.
+    clock.advance(1_000);
+    let renewed = curl(&["-x", &user, &origin.url("/")]).await;
+    assert_eq!(session(&renewed).as_deref(), Some("new"));
+
+    // Past the proxy's lease (by the gateway's wall clock) it is no longer used.
+    clock.set(lease_until_ms);
+    let lapsed = curl(&[
+        "-x",
+        &http_proxy_url("alice", gateway.http),
+        &origin.url("/"),
+    ])
+    .await;
+    assert_eq!(lapsed.status, 503, "{lapsed:?}");
+    assert_eq!(
+        lapsed.header("x-proxypool-error"),
+        Some("no_eligible_proxy")
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_clock_makes_the_snapshot_stale_without_sleeping() {
+    let origin = Origin::start().await.unwrap();
+    let up = sim_upstream(ProxyKind::Http, exit(24)).await;
+    let controller = TestController::start(WORKER, 30_000).await;
+    controller.publish(
+        vec![proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us")],
+        vec![client("alice")],
+    );
+    let clock = ManualClock::new(now_millis());
+    let gateway = Running::start_with_clock(config(&controller), clock.clone()).await;
+    acked(&controller, 1).await;
+    let user = http_proxy_url("alice", gateway.http);
+    controller.stop();
+    // Staleness runs on the monotonic side: stepping the wall clock changes nothing...
+    clock.set(now_millis() + 120_000);
+    assert_eq!(curl(&["-x", &user, &origin.url("/")]).await.status, 200);
+    // ...while letting max_staleness pass with the controller gone fails closed at once.
+    clock.advance(30_001);
+    let stale = curl(&["-x", &user, &origin.url("/")]).await;
+    assert_eq!(stale.status, 503, "{stale:?}");
+    assert_eq!(stale.header("x-proxypool-error"), Some("gateway_stale"));
     gateway.shutdown().await;
 }
 

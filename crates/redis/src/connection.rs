@@ -8,7 +8,7 @@
 //! content, a URL or a credential.
 
 use crate::client::{RedisClient, Target};
-use proxypool_core::{PoolError, PoolResult};
+use proxypool_core::{LockExt, PoolError, PoolResult};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
 use std::fmt;
@@ -65,15 +65,12 @@ impl Connector {
             .set_max_delay(Duration::from_millis(100))
     }
 
-    fn cached(&self) -> PoolResult<Option<ConnectionManager>> {
-        self.slot
-            .lock()
-            .map(|slot| slot.clone())
-            .map_err(|_| PoolError::store_down("connection slot poisoned"))
+    fn cached(&self) -> Option<ConnectionManager> {
+        self.slot.lock_or_recover().clone()
     }
 
     async fn manager(&self) -> PoolResult<ConnectionManager> {
-        if let Some(manager) = self.cached()? {
+        if let Some(manager) = self.cached() {
             return Ok(manager);
         }
         let client = match &self.client.target {
@@ -82,10 +79,7 @@ impl Connector {
         };
         let fresh = ConnectionManager::new_lazy_with_config(client, self.config())
             .map_err(|e| store_down(&e))?;
-        let mut slot = self
-            .slot
-            .lock()
-            .map_err(|_| PoolError::store_down("connection slot poisoned"))?;
+        let mut slot = self.slot.lock_or_recover();
         // Two first calls may race; keep whichever manager was stored first.
         Ok(slot.get_or_insert(fresh).clone())
     }
@@ -98,8 +92,7 @@ impl Connector {
             || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly);
         if failover
             && matches!(self.client.target, Target::Sentinel(_))
-            && let Ok(mut slot) = self.slot.lock()
-            && slot.take().is_some()
+            && self.slot.lock_or_recover().take().is_some()
         {
             tracing::warn!(
                 error = %describe(error),

@@ -11,10 +11,11 @@
 use metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
+use proxypool_core::RwLockExt;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// Upper bounds (seconds) of the histogram buckets: 0.5 ms to 10 s covers an in-memory
 /// store call and a slow database round trip alike.
@@ -62,11 +63,10 @@ struct Registry {
 
 /// Looks a series up under the read lock, inserting it under the write lock when new.
 fn series<T: Default>(map: &RwLock<HashMap<Key, Arc<T>>>, key: &Key) -> Arc<T> {
-    if let Some(found) = map.read().unwrap_or_else(PoisonError::into_inner).get(key) {
+    if let Some(found) = map.read_or_recover().get(key) {
         return found.clone();
     }
-    map.write()
-        .unwrap_or_else(PoisonError::into_inner)
+    map.write_or_recover()
         .entry(key.clone())
         .or_default()
         .clone()
@@ -93,8 +93,7 @@ impl TextRecorder {
     fn describe(&self, key: KeyName, description: SharedString) {
         self.registry
             .help
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
+            .write_or_recover()
             .insert(key.as_str().to_owned(), description.into_owned());
     }
 }
@@ -158,12 +157,7 @@ impl MetricsHandle {
 
     /// The Prometheus text exposition (version 0.0.4) of every series.
     pub fn render(&self) -> String {
-        let help = self
-            .registry
-            .help
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let help = self.registry.help.read_or_recover().clone();
         // name -> (type, series sorted by their label set, each series' lines in order:
         // a histogram's buckets must stay in ascending `le` order).
         let mut families: BTreeMap<String, (&'static str, BTreeMap<String, Vec<String>>)> =
@@ -227,8 +221,7 @@ impl MetricsHandle {
 }
 
 fn read<T>(map: &RwLock<HashMap<Key, Arc<T>>>) -> Vec<(Key, Arc<T>)> {
-    map.read()
-        .unwrap_or_else(PoisonError::into_inner)
+    map.read_or_recover()
         .iter()
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect()

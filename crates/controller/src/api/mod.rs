@@ -29,7 +29,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 /// What the control API handlers share.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct ControlState {
     pub pool: Arc<dyn ActivityPool>,
     pub clock: SharedClock,
@@ -38,16 +38,6 @@ pub struct ControlState {
     pub snapshot: SnapshotConfig,
     /// Wakes the ownership manager (a new session should get proxies promptly).
     pub wake_ownership: Arc<Notify>,
-}
-
-// The store is a trait object without `Debug`; show what identifies this value.
-impl std::fmt::Debug for ControlState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ControlState")
-            .field("clock", &self.clock)
-            .field("snapshot", &self.snapshot)
-            .finish_non_exhaustive()
-    }
 }
 
 /// The control API's routes.

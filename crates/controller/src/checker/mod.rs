@@ -38,22 +38,13 @@ pub struct CheckRound {
 }
 
 /// The checker.
+#[derive(Debug)]
 pub struct Checker {
     store: Arc<dyn HealthStore>,
     clock: SharedClock,
     config: CheckerConfig,
     upstreams: HashMap<UpstreamId, UpstreamChecks>,
     semaphore: Arc<Semaphore>,
-}
-
-// The store is a trait object without `Debug`; show what identifies this value.
-impl std::fmt::Debug for Checker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Checker")
-            .field("config", &self.config)
-            .field("upstreams", &self.upstreams)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Checker {

@@ -25,7 +25,7 @@ use super::holder::holder_id;
 use super::{Leadership, Term};
 use crate::clock::SharedClock;
 use async_trait::async_trait;
-use proxypool_core::{Lease, LeaseStore, PoolResult};
+use proxypool_core::{Lease, LeaseStore, LockExt, PoolResult};
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -137,10 +137,7 @@ impl LeaseLeadership {
     }
 
     fn take_task(&self) -> Option<JoinHandle<()>> {
-        match self.task.lock() {
-            Ok(mut task) => task.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        }
+        self.task.lock_or_recover().take()
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! Kept in this controller's memory: it lasts until uncordoned or the controller restarts.
 
-use proxypool_core::WorkerId;
+use proxypool_core::{LockExt, WorkerId};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
@@ -16,24 +16,19 @@ pub struct Cordons {
 impl Cordons {
     /// Returns whether the worker was newly cordoned.
     pub fn cordon(&self, worker: &WorkerId) -> bool {
-        self.lock().insert(worker.clone())
+        self.workers.lock_or_recover().insert(worker.clone())
     }
 
     /// Returns whether the worker was cordoned.
     pub fn uncordon(&self, worker: &WorkerId) -> bool {
-        self.lock().remove(worker)
+        self.workers.lock_or_recover().remove(worker)
     }
 
     pub fn is_cordoned(&self, worker: &WorkerId) -> bool {
-        self.lock().contains(worker)
+        self.workers.lock_or_recover().contains(worker)
     }
 
     pub fn list(&self) -> Vec<WorkerId> {
-        self.lock().iter().cloned().collect()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<WorkerId>> {
-        // A set of ids cannot be left inconsistent by a panic elsewhere.
-        self.workers.lock().unwrap_or_else(|e| e.into_inner())
+        self.workers.lock_or_recover().iter().cloned().collect()
     }
 }

@@ -56,6 +56,7 @@ impl OwnershipRound {
 }
 
 /// The ownership manager.
+#[derive(Debug)]
 pub struct OwnershipManager {
     pool: Arc<dyn ActivityPool>,
     clock: SharedClock,
@@ -63,16 +64,6 @@ pub struct OwnershipManager {
     changes: ChangeSignal,
     wake: Arc<Notify>,
     cordons: Arc<Cordons>,
-}
-
-// The store is a trait object without `Debug`; show what identifies this value.
-impl std::fmt::Debug for OwnershipManager {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OwnershipManager")
-            .field("clock", &self.clock)
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
 }
 
 impl OwnershipManager {

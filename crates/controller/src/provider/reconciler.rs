@@ -56,6 +56,7 @@ impl RoundError {
 }
 
 /// Reconciles one upstream.
+#[derive(Debug)]
 pub struct Reconciler {
     upstream: Arc<UpstreamConfig>,
     store: Arc<dyn Upserter>,
@@ -65,16 +66,6 @@ pub struct Reconciler {
     defaults: EntryDefaults,
     run_id: String,
     round: AtomicU64,
-}
-
-// The store is a trait object without `Debug`; show what identifies this value.
-impl std::fmt::Debug for Reconciler {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reconciler")
-            .field("upstream", &self.upstream)
-            .field("run_id", &self.run_id)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Reconciler {

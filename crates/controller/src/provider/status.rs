@@ -3,7 +3,7 @@
 //! The board is a small map behind a std mutex: writers (one reconciler task per upstream)
 //! and readers (API handlers) hold it for a copy, never across an `.await`.
 
-use proxypool_core::{UnixMillis, UpstreamId};
+use proxypool_core::{LockExt, UnixMillis, UpstreamId};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -40,18 +40,19 @@ pub struct StatusBoard {
 
 impl StatusBoard {
     pub fn get(&self, upstream: &UpstreamId) -> Option<UpstreamStatus> {
-        self.lock().get(upstream).cloned()
+        self.entries.lock_or_recover().get(upstream).cloned()
     }
 
     /// Every upstream's status, ordered by id.
     pub fn all(&self) -> Vec<UpstreamStatus> {
-        let mut all: Vec<UpstreamStatus> = self.lock().values().cloned().collect();
+        let mut all: Vec<UpstreamStatus> =
+            self.entries.lock_or_recover().values().cloned().collect();
         all.sort_by(|a, b| a.upstream.cmp(&b.upstream));
         all
     }
 
     pub(crate) fn update(&self, upstream: &UpstreamId, change: impl FnOnce(&mut UpstreamStatus)) {
-        let mut entries = self.lock();
+        let mut entries = self.entries.lock_or_recover();
         let entry = entries
             .entry(upstream.clone())
             .or_insert_with(|| UpstreamStatus {
@@ -59,11 +60,6 @@ impl StatusBoard {
                 ..UpstreamStatus::default()
             });
         change(entry);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<UpstreamId, UpstreamStatus>> {
-        // A panic while holding this lock leaves plain counters; they are still readable.
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

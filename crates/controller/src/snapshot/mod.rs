@@ -32,22 +32,13 @@ pub enum PollOutcome {
 }
 
 /// Builds and issues worker snapshots.
+#[derive(Debug)]
 pub struct SnapshotPublisher {
     pool: Arc<dyn ActivityPool>,
     clock: SharedClock,
     config: SnapshotConfig,
     clients: Arc<Vec<GatewayClient>>,
     changes: ChangeSignal,
-}
-
-// The store is a trait object without `Debug`; show what identifies this value.
-impl std::fmt::Debug for SnapshotPublisher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SnapshotPublisher")
-            .field("clock", &self.clock)
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
 }
 
 impl SnapshotPublisher {

@@ -14,19 +14,10 @@ use proxypool_pool::{MemoryPool, MemoryPoolOptions};
 use std::sync::Arc;
 
 /// The store and the leadership that goes with it.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct OpenedStore {
     pub pool: Arc<dyn ActivityPool>,
     pub leadership: Arc<dyn Leadership>,
-}
-
-// The store is a trait object without `Debug`; show what identifies this value.
-impl std::fmt::Debug for OpenedStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenedStore")
-            .field("leadership", &self.leadership)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Why the store could not be opened. The message never carries a password or a URL's

@@ -9,7 +9,7 @@ use super::client::{ControlClient, ControlError};
 use crate::metrics::GatewayMetrics;
 use crate::snapshot::SnapshotStore;
 use proxypool_core::control::{RegisterSession, SessionGrant, SnapshotAck};
-use proxypool_core::{RuntimeReport, SnapshotRef, WorkerId};
+use proxypool_core::{LockExt, RuntimeReport, SnapshotRef, WorkerId};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,7 +67,7 @@ impl ControlLoop {
 
     /// The current session id, if registered.
     pub(crate) fn session_id(&self) -> Option<String> {
-        self.session.lock().expect("session lock").clone()
+        self.session.lock_or_recover().clone()
     }
 
     /// Runs until `stop` turns true; returns the session id to end, if any.
@@ -77,7 +77,7 @@ impl ControlLoop {
                 grant = self.register() => grant,
                 _ = stop.wait_for(|s| *s) => return self.session_id(),
             };
-            *self.acked.lock().expect("acked lock") = None;
+            *self.acked.lock_or_recover() = None;
             let ended = tokio::select! {
                 ended = self.poll_loop(&grant) => ended,
                 ended = self.report_loop(&grant) => ended,
@@ -87,7 +87,7 @@ impl ControlLoop {
                 Ended::Stopped => return self.session_id(),
                 Ended::Fenced => {
                     tracing::warn!(worker = %self.worker, "control session fenced; registering again");
-                    *self.session.lock().expect("session lock") = None;
+                    *self.session.lock_or_recover() = None;
                 }
             }
         }
@@ -105,7 +105,7 @@ impl ControlLoop {
             match self.client.register(&request).await {
                 Ok(grant) => {
                     tracing::info!(worker = %self.worker, session = %grant.session_id, "control session registered");
-                    *self.session.lock().expect("session lock") = Some(grant.session_id.clone());
+                    *self.session.lock_or_recover() = Some(grant.session_id.clone());
                     return grant;
                 }
                 Err(error) => {
@@ -146,7 +146,7 @@ impl ControlLoop {
                                 snapshot: reference.clone(),
                             };
                             match self.client.ack(&ack).await {
-                                Ok(()) => *self.acked.lock().expect("acked lock") = Some(reference),
+                                Ok(()) => *self.acked.lock_or_recover() = Some(reference),
                                 Err(ControlError::Fenced) => return Ended::Fenced,
                                 Err(error) => {
                                     tracing::warn!(%error, version, "snapshot ack failed")
@@ -183,7 +183,7 @@ impl ControlLoop {
             if let Some(age) = self.store.since_fresh_ms() {
                 self.metrics.snapshot_age.set(age as f64 / 1000.0);
             }
-            let Some(snapshot) = self.acked.lock().expect("acked lock").clone() else {
+            let Some(snapshot) = self.acked.lock_or_recover().clone() else {
                 continue;
             };
             let report = RuntimeReport {

@@ -11,7 +11,6 @@ pub(crate) mod pool;
 
 use crate::admission::ConnectionPermit;
 use crate::auth::Authenticated;
-use crate::clock::mono_ms;
 use crate::dial::{self, DialFailure, DialTimeouts};
 use crate::refusal::Refusal;
 use crate::route::{Dialer, SESSION_HEADER};
@@ -141,7 +140,7 @@ impl Dialer for ForwardDialer {
 
 fn fail(shared: &Shared, proxy: &ViewProxy, failure: DialFailure) -> Refusal {
     shared.metrics.upstream_failure(failure.reason);
-    proxy.slot.record_failure(mono_ms());
+    proxy.slot.record_failure(shared.clock.monotonic_ms());
     Refusal::UpstreamFailed {
         reason: failure.reason,
         socks: failure.socks,

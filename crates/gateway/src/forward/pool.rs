@@ -8,6 +8,7 @@
 
 use super::body::CountingBody;
 use hyper::client::conn::http1::SendRequest;
+use proxypool_core::LockExt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -40,7 +41,7 @@ impl IdlePool {
         key: &PoolKey,
         max_idle: Duration,
     ) -> Option<SendRequest<CountingBody>> {
-        let mut idle = self.idle.lock().expect("idle pool");
+        let mut idle = self.idle.lock_or_recover();
         // Expired and closed ones go first: they can never be used.
         idle.retain(|conn| conn.since.elapsed() < max_idle && !conn.sender.is_closed());
         let position = idle.iter().rposition(|conn| conn.key == *key)?;
@@ -52,7 +53,7 @@ impl IdlePool {
         if cap == 0 || sender.is_closed() {
             return;
         }
-        let mut idle = self.idle.lock().expect("idle pool");
+        let mut idle = self.idle.lock_or_recover();
         if idle.len() >= cap {
             idle.remove(0);
         }

@@ -13,7 +13,6 @@ mod service;
 
 pub(crate) use connect::run_tunnel;
 
-use crate::clock::mono_ms;
 use crate::io::ActivityIo;
 use crate::metrics::Listener;
 use crate::state::{Phase, Shared};
@@ -66,8 +65,13 @@ async fn serve_connection(
     permit: OwnedSemaphorePermit,
 ) {
     let _ = stream.set_nodelay(true);
-    let last_activity = Arc::new(AtomicU64::new(mono_ms()));
-    let io = TokioIo::new(ActivityIo::new(stream, Arc::clone(&last_activity)));
+    let clock = Arc::clone(&shared.clock);
+    let last_activity = Arc::new(AtomicU64::new(clock.monotonic_ms()));
+    let io = TokioIo::new(ActivityIo::new(
+        stream,
+        Arc::clone(&last_activity),
+        Arc::clone(&clock),
+    ));
     let state = Arc::new(ConnectionState::new(shared, peer, permit));
     let service = {
         let shared = Arc::clone(shared);
@@ -98,7 +102,7 @@ async fn serve_connection(
         tokio::select! {
             _ = connection.as_mut() => break,
             _ = tokio::time::sleep(check_every), if !closing => {
-                let quiet = mono_ms().saturating_sub(last_activity.load(Ordering::Relaxed));
+                let quiet = clock.monotonic_ms().saturating_sub(last_activity.load(Ordering::Relaxed));
                 if quiet >= idle && state.in_flight() == 0 {
                     closing = true;
                     connection.as_mut().graceful_shutdown();

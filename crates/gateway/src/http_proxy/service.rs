@@ -12,6 +12,7 @@ use crate::state::Shared;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
+use proxypool_core::LockExt;
 use proxypool_throttle::ConnectionScopes;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,7 +57,7 @@ impl ConnectionState {
     }
 
     pub(super) fn take_permit(&self) -> Option<OwnedSemaphorePermit> {
-        self.permit.lock().expect("permit lock").take()
+        self.permit.lock_or_recover().take()
     }
 }
 
@@ -92,7 +93,7 @@ async fn admit_and_route(
     request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Refusal> {
     if let (Some(shield), Some(scopes)) = (&shared.shield, &state.shield) {
-        let mut scopes = scopes.lock().expect("shield scopes");
+        let mut scopes = scopes.lock_or_recover();
         shield.check(&mut scopes).inspect_err(|_| {
             shared.metrics.shield_denials.increment(1);
         })?;
@@ -123,7 +124,7 @@ fn authenticate_request(
         .get(header::PROXY_AUTHORIZATION)
         .ok_or(Refusal::AuthRequired)?;
     {
-        let cached = state.auth.lock().expect("auth cache");
+        let cached = state.auth.lock_or_recover();
         if let Some(cached) = cached.as_ref()
             && cached.generation == view.generation
             && cached.header == header
@@ -141,7 +142,7 @@ fn authenticate_request(
         state.peer.ip(),
         shared.config.sessions.max_minutes,
     )?;
-    *state.auth.lock().expect("auth cache") = Some(CachedAuth {
+    *state.auth.lock_or_recover() = Some(CachedAuth {
         generation: view.generation,
         header: header.clone(),
         auth: auth.clone(),

@@ -8,17 +8,16 @@
 //! controller is current.
 
 use super::view::{SnapshotView, ViewParts};
-use crate::admission::{ClientCounters, ClientLimiter, SharedClock};
+use crate::admission::{ClientCounters, ClientLimiter, LimiterClock};
 use crate::capacity::{CapacityRegistry, RegistryFull};
 use crate::refusal::Refusal;
 use arc_swap::ArcSwapOption;
 use proxypool_core::control::{WorkerSnapshot, snapshot_checksum};
-use proxypool_core::{ProxyId, SnapshotRef, WorkerId};
+use proxypool_core::{LockExt, ProxyId, SharedClock, SnapshotRef, WorkerId};
 use proxypool_throttle::EngineOptions;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 /// Why a snapshot was not applied (the old view stays).
 #[derive(Debug, thiserror::Error)]
@@ -48,9 +47,10 @@ pub(crate) struct SnapshotStore {
     clients: ClientCounters,
     limiter: Mutex<Option<Arc<ClientLimiter>>>,
     limiter_options: EngineOptions,
+    limiter_clock: LimiterClock,
+    /// Monotonic: staleness is a local duration that must not jump with the wall clock.
     clock: SharedClock,
-    origin: Instant,
-    /// Milliseconds since `origin` of the last controller answer, plus one (0 = never).
+    /// `clock`'s monotonic milliseconds at the last controller answer, plus one (0 = never).
     fresh_at: AtomicU64,
     generation: AtomicU64,
 }
@@ -60,6 +60,7 @@ impl SnapshotStore {
         worker: WorkerId,
         max_tracked_proxies: usize,
         limiter_options: EngineOptions,
+        limiter_clock: LimiterClock,
         clock: SharedClock,
     ) -> Self {
         Self {
@@ -69,8 +70,8 @@ impl SnapshotStore {
             clients: ClientCounters::default(),
             limiter: Mutex::new(None),
             limiter_options,
+            limiter_clock,
             clock,
-            origin: Instant::now(),
             fresh_at: AtomicU64::new(0),
             generation: AtomicU64::new(0),
         }
@@ -95,18 +96,14 @@ impl SnapshotStore {
     pub(crate) fn since_fresh_ms(&self) -> Option<u64> {
         match self.fresh_at.load(Ordering::Acquire) {
             0 => None,
-            at => Some(self.elapsed_ms().saturating_sub(at - 1)),
+            at => Some(self.clock.monotonic_ms().saturating_sub(at - 1)),
         }
     }
 
     /// The controller answered: the current view is fresh again.
     pub(crate) fn mark_fresh(&self) {
-        self.fresh_at
-            .store(self.elapsed_ms() + 1, Ordering::Release);
-    }
-
-    fn elapsed_ms(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX - 1)
+        let now = self.clock.monotonic_ms().min(u64::MAX - 1);
+        self.fresh_at.store(now + 1, Ordering::Release);
     }
 
     pub(crate) fn registry(&self) -> &CapacityRegistry {
@@ -175,14 +172,18 @@ impl SnapshotStore {
             .filter_map(|c| c.rate_limit.clone().map(|spec| (c.id.clone(), spec)))
             .collect();
         specs.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut cached = self.limiter.lock().expect("limiter lock");
+        let mut cached = self.limiter.lock_or_recover();
         if let Some(limiter) = cached.as_ref()
             && limiter.built_from(&specs)
         {
             return Ok(Arc::clone(limiter));
         }
-        let limiter = ClientLimiter::build(specs, &self.limiter_options, Arc::clone(&self.clock))
-            .map_err(|error| ApplyError::Limiter(error.to_string()))?;
+        let limiter = ClientLimiter::build(
+            specs,
+            &self.limiter_options,
+            Arc::clone(&self.limiter_clock),
+        )
+        .map_err(|error| ApplyError::Limiter(error.to_string()))?;
         for (client, why) in limiter.invalid() {
             tracing::warn!(%client, %why, "client rate-limit policy rejected; refusing the client");
         }
@@ -193,7 +194,7 @@ impl SnapshotStore {
 
     /// Sweeps the client limiter's idle keys (bounded).
     pub(crate) fn sweep_limiter(&self, max_evictions: usize) {
-        let limiter = self.limiter.lock().expect("limiter lock").clone();
+        let limiter = self.limiter.lock_or_recover().clone();
         if let Some(limiter) = limiter {
             limiter.sweep(max_evictions);
         }

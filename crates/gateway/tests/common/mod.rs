@@ -8,8 +8,8 @@ use control::{TOKEN, TestController};
 pub use proxypool_config::Millis;
 use proxypool_core::control::{GatewayClient, RateLimitSpec, SnapshotProxy};
 use proxypool_core::{
-    ClientId, Credentials, Label, Protocol, ProxyId, Secret, SecretHash, UpstreamId, WorkerId,
-    now_millis,
+    ClientId, Credentials, Label, Protocol, ProxyId, Secret, SecretHash, SharedClock, SystemClock,
+    UpstreamId, WorkerId, now_millis,
 };
 use proxypool_gateway::{Gateway, GatewayConfig};
 use std::net::SocketAddr;
@@ -53,7 +53,14 @@ pub struct Running {
 
 impl Running {
     pub async fn start(config: GatewayConfig) -> Self {
-        let gateway = Gateway::bind(config).await.expect("gateway binds");
+        Self::start_with_clock(config, SystemClock::shared()).await
+    }
+
+    /// A gateway on `clock` (a [`proxypool_core::ManualClock`] moves its time by hand).
+    pub async fn start_with_clock(config: GatewayConfig, clock: SharedClock) -> Self {
+        let gateway = Gateway::bind_with_clock(config, clock)
+            .await
+            .expect("gateway binds");
         let http = gateway.http_addr().unwrap();
         let socks5 = gateway.socks5_addr().unwrap();
         let admin = gateway.admin_addr().unwrap();

@@ -44,10 +44,20 @@ impl Default for MemoryPoolOptions {
 }
 
 /// The in-memory activity pool. Cheap to share behind an `Arc`.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct MemoryPool {
     options: MemoryPoolOptions,
     state: Mutex<State>,
+}
+
+// Hand-written on purpose: components holding the pool derive `Debug`, and printing them
+// must not dump every record (nor take the lock).
+impl std::fmt::Debug for MemoryPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryPool")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MemoryPool {
@@ -59,8 +69,10 @@ impl MemoryPool {
     }
 
     fn lock(&self) -> PoolResult<MutexGuard<'_, State>> {
-        // A panic inside a critical section may have left indexes half-updated: refuse to
-        // serve from that state rather than answer wrongly.
+        // The one exception to the workspace's recover-from-poisoning policy
+        // (`proxypool_core::sync`): a port call is one long critical section over several
+        // indexes, so a panic inside it may have left them half-updated. Refuse to serve
+        // from that state rather than answer wrongly.
         self.state
             .lock()
             .map_err(|_| PoolError::corrupt("memory pool lock poisoned by an earlier panic"))
