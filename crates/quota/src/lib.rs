@@ -6,6 +6,8 @@
 //! statement decides each request, so any number of replicas share one answer.
 //!
 //! Semantics, common to every backend:
+//! - every decision is made under the limits the call brings (a client's own), so one backend
+//!   instance serves every client and a changed limit applies from the next call;
 //! - one bucket per (project, subject, operation): `window_started_at_ms`, `consumed_count`,
 //!   `receipt_ids`, `updated_at_ms`; windows are aligned to multiples of the window length;
 //! - an expired window resets count and receipts; a receipt already in the window is admitted
@@ -27,11 +29,13 @@
 //!
 //! // In every replica, as the least-privilege role:
 //! let settings = PostgresSettings::new("postgres://proxypool_quota:secret@db:5432/proxypool");
-//! let quota = PostgresQuota::connect_lazy(&settings, QuotaConfig::default())?;
+//! let quota = PostgresQuota::connect_lazy(&settings)?;
 //!
-//! // Per request, after authentication and authorization, before any mutation:
+//! // Per request, after authentication and authorization, before any mutation, under the
+//! // client's own limits (here the defaults):
+//! let client_limits = QuotaConfig::default();
 //! let command = QuotaCommand::new("project-1", "client-7", Operation::Extract, "idem-key-42");
-//! match quota.consume(&command).await {
+//! match quota.consume(&command, client_limits.limits(command.operation)).await {
 //!     Ok(decision) => match http::for_decision(&decision) {
 //!         QuotaHttp::Proceed { headers } => { /* mutate, then answer with `headers` */ }
 //!         QuotaHttp::Reject(rejection) => { /* answer rejection.status / .code / .headers */ }
@@ -44,8 +48,9 @@
 //! Module map:
 //! - `command`, `validate`: [`QuotaCommand`], [`Operation`] and the input rules checked before
 //!   any store is touched.
-//! - `config`: [`QuotaConfig`] / [`OperationLimits`]: per-operation window and limit, with
-//!   defaults and hard caps.
+//! - `config`: [`OperationLimits`] (one operation's window and limit, with hard caps), what
+//!   every call brings; [`QuotaConfig`], one client's limits per operation with defaults,
+//!   for callers to look them up (backends hold no limits).
 //! - `decision`: [`QuotaDecision`], [`UnavailableReason`] and the strict validation of what a
 //!   store returned, shared by the SQL backends and the memory backend.
 //! - `port`: the [`QuotaPort`] trait callers depend on.

@@ -11,7 +11,7 @@ use crate::config_file::ConfigFile;
 use crate::failure::Failure;
 use crate::quota::with_password;
 use proxypool_controller::config::QuotaKind;
-use proxypool_quota::{QuotaConfig, SqliteQuota, SqliteSettings};
+use proxypool_quota::{SqliteQuota, SqliteSettings};
 use sqlx::postgres::PgPoolOptions;
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ pub(crate) async fn run(args: MigrateArgs) -> Result<(), Failure> {
                 })?;
             }
             // Opening applies the migrations.
-            let quota = SqliteQuota::open(&SqliteSettings::new(path), QuotaConfig::default())
+            let quota = SqliteQuota::open(&SqliteSettings::new(path))
                 .await
                 .map_err(|e| Failure::runtime(format!("{}: {e}", path.display())))?;
             quota.close().await;
