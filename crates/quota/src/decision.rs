@@ -34,8 +34,8 @@ pub enum QuotaDecision {
         /// The operation and limits the decision was made under.
         policy: QuotaPolicy,
     },
-    /// No trustworthy answer: fail closed (HTTP 503). The reason is for logs and metrics,
-    /// never for the client.
+    /// No trustworthy answer: fail closed (the API answers 503). The reason is for logs and
+    /// metrics, never for the client.
     Unavailable {
         /// Why.
         reason: UnavailableReason,

@@ -17,11 +17,11 @@
 //! - anything the backend cannot vouch for (store down, timeout, malformed row) is
 //!   [`QuotaDecision::Unavailable`]: fail closed, never a silent allow.
 //!
-//! Wiring it (what the CLI and the API do):
+//! Wiring it (what the CLI and the API do; the API maps decisions to HTTP itself, this
+//! crate knows nothing of HTTP):
 //!
 //! ```no_run
-//! use proxypool_quota::{Operation, PostgresQuota, PostgresSettings, QuotaCommand, QuotaConfig, QuotaPort};
-//! use proxypool_quota::http::{self, QuotaHttp};
+//! use proxypool_quota::{Operation, PostgresQuota, PostgresSettings, QuotaCommand, QuotaConfig, QuotaDecision, QuotaPort};
 //! # async fn wire(admin_url: &str, admin: &sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
 //! // Once, as the owner (`proxypool migrate`):
 //! proxypool_quota::postgres::migrate_url(admin_url).await?;
@@ -36,11 +36,10 @@
 //! let client_limits = QuotaConfig::default();
 //! let command = QuotaCommand::new("project-1", "client-7", Operation::Extract, "idem-key-42");
 //! match quota.consume(&command, client_limits.limits(command.operation)).await {
-//!     Ok(decision) => match http::for_decision(&decision) {
-//!         QuotaHttp::Proceed { headers } => { /* mutate, then answer with `headers` */ }
-//!         QuotaHttp::Reject(rejection) => { /* answer rejection.status / .code / .headers */ }
-//!     },
-//!     Err(invalid) => { /* 400: http::for_invalid(&invalid) */ }
+//!     Ok(QuotaDecision::Admitted { remaining, .. }) => { /* mutate; tell the client */ }
+//!     Ok(QuotaDecision::Exceeded { retry_after_ms, .. }) => { /* refuse, retry later */ }
+//!     Ok(QuotaDecision::Unavailable { .. }) => { /* fail closed */ }
+//!     Err(invalid) => { /* the caller's input error; names the field only */ }
 //! }
 //! # Ok(()) }
 //! ```
@@ -57,7 +56,6 @@
 //! - [`memory`]: [`MemoryQuota`], for tests and ephemeral runs (injectable clock).
 //! - [`sqlite`]: [`SqliteQuota`], the embedded default (one file, survives restarts).
 //! - [`postgres`]: [`PostgresQuota`], migrations and the least-privilege role.
-//! - [`http`]: status, error code and header values for the API (no HTTP framework needed).
 //! - [`contract`]: the public async test functions every backend runs.
 //! - `error`: [`InvalidCommand`], [`ConfigError`], [`SetupError`].
 //! - `sql_decision`, `attempt`, `sqlx_error`: the decision flow the SQL backends share, the
@@ -69,7 +67,6 @@ mod config;
 pub mod contract;
 mod decision;
 mod error;
-pub mod http;
 pub mod memory;
 mod port;
 pub mod postgres;

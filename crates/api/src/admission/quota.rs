@@ -4,15 +4,15 @@
 //! ([`ApiClient::quota`]). The receipt is the request's
 //! `Idempotency-Key` when it has one, else the server-generated request id, so a replay
 //! after a lost response is admitted without a second charge and a request without a key
-//! is charged every time. Answers follow the quota crate's HTTP mapping: 429
+//! is charged every time. Answers follow the HTTP mapping in `quota_http`: 429
 //! `quota_exceeded` with `Retry-After` and the draft `RateLimit-Policy`/`RateLimit` headers,
 //! 503 `unavailable` when the store cannot decide (fail closed).
 
+use crate::admission::quota_http::{Header, HttpRejection, QuotaHttp, for_decision, for_invalid};
 use crate::clients::ApiClient;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::ApiState;
 use axum::http::{HeaderName, HeaderValue};
-use proxypool_quota::http::{Header, HttpRejection, QuotaHttp, for_decision, for_invalid};
 use proxypool_quota::{Operation, QuotaCommand, QuotaDecision};
 
 /// An admission: the rate-limit headers to put on the response.
