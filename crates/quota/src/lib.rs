@@ -21,7 +21,9 @@
 //! crate knows nothing of HTTP):
 //!
 //! ```no_run
+//! # #[cfg(feature = "postgres")]
 //! use proxypool_quota::{Operation, PostgresQuota, PostgresSettings, QuotaCommand, QuotaConfig, QuotaDecision, QuotaPort};
+//! # #[cfg(feature = "postgres")]
 //! # async fn wire(admin_url: &str, admin: &sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
 //! // Once, as the owner (`proxypool migrate`):
 //! proxypool_quota::postgres::migrate_url(admin_url).await?;
@@ -54,13 +56,20 @@
 //!   store returned, shared by the SQL backends and the memory backend.
 //! - `port`: the [`QuotaPort`] trait callers depend on.
 //! - [`memory`]: [`MemoryQuota`], for tests and ephemeral runs (injectable clock).
-//! - [`sqlite`]: [`SqliteQuota`], the embedded default (one file, survives restarts).
-//! - [`postgres`]: [`PostgresQuota`], migrations and the least-privilege role.
+//! - `sqlite` (feature `sqlite`): `SqliteQuota`, the embedded default (one file, survives
+//!   restarts).
+//! - `postgres` (feature `postgres`): `PostgresQuota`, migrations and the least-privilege
+//!   role.
 //! - [`contract`]: the public async test functions every backend runs.
-//! - `error`: [`InvalidCommand`], [`ConfigError`], [`SetupError`].
+//! - `error`: [`InvalidCommand`], [`ConfigError`], and `SetupError` (with a SQL backend).
 //! - `sql_decision`, `attempt`, `sqlx_error`: the decision flow the SQL backends share, the
 //!   bounded retry, and what a driver error means for a decision.
+//!
+//! Features: `sqlite` and `postgres` (both default) add the SQL backends and sqlx. Without
+//! them the crate is the port, the types, the memory backend and the contract suite: what
+//! a caller that is handed a quota needs.
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod attempt;
 mod command;
 mod config;
@@ -69,17 +78,25 @@ mod decision;
 mod error;
 pub mod memory;
 mod port;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_decision;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sqlx_error;
 mod validate;
 
 pub use command::{Operation, QuotaCommand};
 pub use config::{OperationLimits, QuotaConfig, QuotaPolicy};
 pub use decision::{QuotaDecision, UnavailableReason};
-pub use error::{CommandField, ConfigError, InputProblem, InvalidCommand, SetupError};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use error::SetupError;
+pub use error::{CommandField, ConfigError, InputProblem, InvalidCommand};
 pub use memory::{ManualClock, MemoryQuota, QuotaClock, SystemClock};
 pub use port::QuotaPort;
+#[cfg(feature = "postgres")]
 pub use postgres::{PostgresQuota, PostgresSettings};
+#[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteQuota, SqliteSettings};

@@ -2,6 +2,8 @@
 //! lost replies, the database clock, faults with time bounds, the least-privilege role, the
 //! CHECK constraints, and the races the single statement has to get right.
 
+#![cfg(feature = "postgres")]
+
 #[path = "support/postgres.rs"]
 mod postgres;
 #[path = "support/proxy.rs"]

@@ -1,6 +1,8 @@
 //! SQLite-only behaviour of the quota: the file survives restarts, the CHECK constraints
 //! hold, broken rows and a held write lock are Unavailable within the time bound.
 
+#![cfg(feature = "sqlite")]
+
 #[path = "support/scratch.rs"]
 mod scratch;
 
