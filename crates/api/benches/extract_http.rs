@@ -181,7 +181,7 @@ fn main() {
         let pool = Arc::new(MemoryPool::default());
         let clock = Arc::new(ManualClock::new(now_millis()));
         let limits = OperationLimits::new(Duration::from_secs(60), 1000).unwrap();
-        let quota = Arc::new(MemoryQuota::with_clock(QuotaConfig::uniform(limits), clock.clone()));
+        let quota = Arc::new(MemoryQuota::with_clock(clock.clone()));
         let clients: Vec<ApiClient> = (0..CONNECTIONS)
             .map(|i| ApiClient {
                 id: ClientId::new(format!("bench{i}")).unwrap(),
@@ -190,6 +190,7 @@ fn main() {
                 admin: false,
                 allowed_upstreams: vec![],
                 allowed_regions: vec![],
+                quota: QuotaConfig::uniform(limits),
             })
             .collect();
         let state = ApiState::builder(

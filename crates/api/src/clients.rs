@@ -10,6 +10,7 @@
 
 use crate::config::ApiConfigError;
 use proxypool_core::{ClientId, Label, LockExt, SecretHash, UpstreamId};
+use proxypool_quota::QuotaConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
@@ -34,6 +35,11 @@ pub struct ApiClient {
     /// Regions this client may extract from. Empty = all.
     #[serde(default)]
     pub allowed_regions: Vec<Label>,
+    /// This client's quota window and limit per operation, passed with every charge (one
+    /// quota backend serves all clients). Not part of the serialized form: whoever builds
+    /// the client from its configuration fills it in; left out, it is the defaults.
+    #[serde(skip)]
+    pub quota: QuotaConfig,
 }
 
 impl ApiClient {
@@ -140,6 +146,7 @@ mod tests {
             admin: false,
             allowed_upstreams: vec![],
             allowed_regions: vec![],
+            quota: QuotaConfig::default(),
         }
     }
 

@@ -5,9 +5,10 @@
 //!
 //! The public API surface builds and is tested independently of the controller's
 //! background loops (reconciler, checker, ownership manager, snapshot publisher), and the
-//! controller crate does not need the quota crate (and its SQL drivers): only this crate
-//! does. The controller, or the CLI, builds an [`ApiState`] from narrow inputs and mounts
-//! [`router`] (or runs [`serve`]).
+//! controller crate does not need the quota crate: only this crate does, and only its port
+//! and types (no SQL driver; the CLI opens the backend and hands it over). The controller,
+//! or the CLI, builds an [`ApiState`] from narrow inputs and mounts [`router`] (or runs
+//! [`serve`]). Each [`ApiClient`] carries its own quota limits, passed on every charge.
 //!
 //! # Wiring
 //!

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use proxypool_api::{ApiLimits, ExtractionSettings, ShieldSettings};
-use proxypool_quota::QuotaConfig;
+use proxypool_quota::{Operation, OperationLimits, QuotaConfig};
 use proxypool_throttle::Policy;
 use serde_json::json;
 use std::sync::Arc;
@@ -334,8 +334,8 @@ async fn rate_limited_by_the_shield_before_authentication() {
 
 #[tokio::test]
 async fn quota_exceeded_with_rate_limit_headers() {
-    let quota = Quota::new(QuotaKind::Memory, quota_config(2)).await;
-    let server = TestServer::start(Setup::default(), quota).await;
+    let quota = Quota::new(QuotaKind::Memory).await;
+    let server = TestServer::start(Setup::default().with_quota(quota_config(2)), quota).await;
     server.seed("acme", 0, 10).await;
     let first = server.extract(ALICE, None, &body(1)).await;
     assert_eq!(first.status, 200);
@@ -372,6 +372,50 @@ async fn quota_exceeded_with_rate_limit_headers() {
 }
 
 #[tokio::test]
+async fn each_client_is_charged_under_its_own_limits_on_one_quota() {
+    // One backend for everyone; alice may extract once per window, bob three times.
+    let mut setup = Setup::default();
+    for client in &mut setup.clients {
+        let limit = match client.id.as_str() {
+            "alice" => 1,
+            "bob" => 3,
+            _ => continue,
+        };
+        client.quota = QuotaConfig::default().with(
+            Operation::Extract,
+            OperationLimits::new(Duration::from_secs(60), limit).unwrap(),
+        );
+    }
+    let server = TestServer::start(setup, Quota::new(QuotaKind::Memory).await).await;
+    server.seed("acme", 0, 10).await;
+
+    let alice = server.extract(ALICE, None, &body(1)).await;
+    assert_eq!(alice.status, 200, "{}", alice.text());
+    assert_eq!(
+        alice.header("ratelimit-policy"),
+        Some("\"extract\";q=1;w=60")
+    );
+    server
+        .extract(ALICE, None, &body(1))
+        .await
+        .assert_error(429, "quota_exceeded");
+    for left in [2, 1, 0] {
+        let bob = server.extract(BOB, None, &body(1)).await;
+        assert_eq!(bob.status, 200, "{}", bob.text());
+        assert_eq!(bob.header("ratelimit-policy"), Some("\"extract\";q=3;w=60"));
+        assert!(
+            bob.header("ratelimit")
+                .unwrap()
+                .starts_with(&format!("\"extract\";r={left};t="))
+        );
+    }
+    server
+        .extract(BOB, None, &body(1))
+        .await
+        .assert_error(429, "quota_exceeded");
+}
+
+#[tokio::test]
 async fn unavailable_when_the_store_cannot_decide() {
     // A scan budget of 1 candidate while 5 are asked for: the store cannot decide within
     // its budget and says so; the API must answer 503, never "insufficient".
@@ -381,7 +425,7 @@ async fn unavailable_when_the_store_cannot_decide() {
             ..proxypool_pool::MemoryPoolOptions::default()
         },
     ));
-    let quota = Quota::new(QuotaKind::Memory, QuotaConfig::default()).await;
+    let quota = Quota::new(QuotaKind::Memory).await;
     let server = TestServer::start_on(Setup::default(), pool, quota).await;
     server.seed("acme", 0, 20).await;
     let reply = server
@@ -397,8 +441,12 @@ async fn unavailable_when_the_store_cannot_decide() {
 
 #[tokio::test]
 async fn unavailable_when_the_quota_store_is_down() {
-    let quota = Quota::new(QuotaKind::Sqlite, quota_config(100)).await;
-    let server = TestServer::start(Setup::default(), quota.clone()).await;
+    let quota = Quota::new(QuotaKind::Sqlite).await;
+    let server = TestServer::start(
+        Setup::default().with_quota(quota_config(100)),
+        quota.clone(),
+    )
+    .await;
     server.seed("acme", 0, 4).await;
     assert_eq!(server.extract(ALICE, None, &body(1)).await.status, 200);
     let Quota::Sqlite(sqlite, _) = &quota else {

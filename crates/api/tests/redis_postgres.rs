@@ -56,9 +56,8 @@ async fn quota_database(server: &PostgresServer) -> (sqlx::PgPool, String) {
     (admin, server.url_for(&name, &role))
 }
 
-fn postgres_quota(admin: &sqlx::PgPool, role_url: &str, limit: u32) -> Quota {
-    let quota =
-        PostgresQuota::connect_lazy(&PostgresSettings::new(role_url), quota_config(limit)).unwrap();
+fn postgres_quota(admin: &sqlx::PgPool, role_url: &str) -> Quota {
+    let quota = PostgresQuota::connect_lazy(&PostgresSettings::new(role_url)).unwrap();
     Quota::Postgres(Arc::new(quota), admin.clone())
 }
 
@@ -89,7 +88,12 @@ async fn stack(limit: u32, setup: Setup) -> Option<Stack> {
     let pg = postgres()?;
     let (admin, role_url) = quota_database(pg).await;
     let pool = redis_pool(&redis, &unique("api"));
-    let server = TestServer::start_on(setup, pool, postgres_quota(&admin, &role_url, limit)).await;
+    let server = TestServer::start_on(
+        setup.with_quota(quota_config(limit)),
+        pool,
+        postgres_quota(&admin, &role_url),
+    )
+    .await;
     Some(Stack {
         redis,
         admin,
@@ -337,15 +341,15 @@ async fn two_instances_sharing_one_postgres_hold_the_quota_exactly() {
     // the same PostgreSQL database and the same Redis keyspace.
     let shared_pool = redis_pool(&stack.redis, &unique("shared"));
     let first = TestServer::start_on(
-        Setup::default(),
+        Setup::default().with_quota(quota_config(8)),
         shared_pool.clone(),
-        postgres_quota(&stack.admin, &stack.role_url, 8),
+        postgres_quota(&stack.admin, &stack.role_url),
     )
     .await;
     let second = TestServer::start_on(
-        Setup::default(),
+        Setup::default().with_quota(quota_config(8)),
         shared_pool,
-        postgres_quota(&stack.admin, &stack.role_url, 8),
+        postgres_quota(&stack.admin, &stack.role_url),
     )
     .await;
     first.seed("acme", 0, 20).await;

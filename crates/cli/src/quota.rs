@@ -1,35 +1,42 @@
-//! Opening the durable quota named by `[quota] url`, with each client's limits.
+//! Opening the durable quota named by `[quota] url`, and each client's limits.
 //!
-//! A quota backend decides with one set of per-operation limits ([`QuotaConfig`]), while
-//! the file gives limits per client (`[clients.quota.extract]`). [`ClientQuotas`] bridges
-//! the two: one backend instance per distinct set of limits, over the same store (the
-//! same file, the same PostgreSQL pool), and each command routed by its (project, client).
-//! Buckets are keyed by (project, client, operation) in every backend, so instances that
-//! share a store never share a bucket.
+//! One backend instance (memory, one SQLite file, or one PostgreSQL pool) serves every
+//! client: limits travel with each call, so the file's per-client limits
+//! (`[clients.quota.<operation>]`) become a table of [`QuotaConfig`] by (project, client)
+//! that the API clients carry and pass on every charge.
 
 use crate::failure::Failure;
-use async_trait::async_trait;
 use proxypool_config::{ClientConfig, Config, QuotaKind};
 use proxypool_quota::{
-    InvalidCommand, MemoryQuota, Operation, OperationLimits, PostgresQuota, PostgresSettings,
-    QuotaCommand, QuotaConfig, QuotaDecision, QuotaPort, SqliteQuota, SqliteSettings,
+    MemoryQuota, Operation, OperationLimits, PostgresQuota, PostgresSettings, QuotaConfig,
+    QuotaPort, SqliteQuota, SqliteSettings,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The opened quota and what closing it takes.
+/// The opened quota, every client's limits, and what closing the store takes.
 #[derive(Debug)]
 pub(crate) struct OpenedQuota {
     pub port: Arc<dyn QuotaPort>,
-    sqlite: Vec<SqliteQuota>,
+    /// (project, client id) -> that client's limits; clients not listed get the defaults.
+    limits: HashMap<(String, String), QuotaConfig>,
+    sqlite: Option<SqliteQuota>,
     postgres: Option<PostgresQuota>,
 }
 
 impl OpenedQuota {
+    /// The limits of `client` in `project`, as configured (the defaults when not listed).
+    pub(crate) fn limits_for(&self, project: &str, client: &str) -> QuotaConfig {
+        self.limits
+            .get(&(project.to_owned(), client.to_owned()))
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// Closes the store connections (the SQLite file is checkpointed and closed cleanly).
     pub(crate) async fn close(self) {
-        for quota in &self.sqlite {
+        if let Some(quota) = &self.sqlite {
             quota.close().await;
         }
         if let Some(quota) = &self.postgres {
@@ -39,48 +46,38 @@ impl OpenedQuota {
 }
 
 /// Opens the configured backend (applying SQLite's migrations; PostgreSQL's are applied by
-/// `proxypool migrate`, because the serving role may not create tables).
+/// `proxypool migrate`, because the serving role may not create tables) and builds the
+/// clients' limits, rejecting a limit outside the quota's caps.
 pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
     let default = QuotaConfig::default();
-    let mut configs = vec![default];
-    let mut routes = HashMap::new();
+    let mut limits = HashMap::new();
     for client in &config.clients {
-        let limits = client_limits(client, default)?;
-        let index = configs
-            .iter()
-            .position(|c| *c == limits)
-            .unwrap_or_else(|| {
-                configs.push(limits);
-                configs.len() - 1
-            });
-        routes.insert((client.project.clone(), client.id.to_string()), index);
+        limits.insert(
+            (client.project.clone(), client.id.to_string()),
+            client_limits(client, default)?,
+        );
     }
     let mut opened = OpenedQuota {
-        port: Arc::new(MemoryQuota::new(default)),
-        sqlite: Vec::new(),
+        port: Arc::new(MemoryQuota::new()),
+        limits,
+        sqlite: None,
         postgres: None,
     };
-    let instances: Vec<Arc<dyn QuotaPort>> = match &config.quota.kind {
-        QuotaKind::Memory => configs
-            .iter()
-            .map(|c| Arc::new(MemoryQuota::new(*c)) as Arc<dyn QuotaPort>)
-            .collect(),
+    match &config.quota.kind {
+        QuotaKind::Memory => {}
         QuotaKind::Sqlite { path } => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| {
                     Failure::runtime(format!("quota: cannot create {}: {e}", dir.display()))
                 })?;
             }
-            let settings = SqliteSettings::new(path);
-            let mut instances: Vec<Arc<dyn QuotaPort>> = Vec::new();
-            for c in &configs {
-                let quota = SqliteQuota::open(&settings, *c).await.map_err(|e| {
+            let quota = SqliteQuota::open(&SqliteSettings::new(path))
+                .await
+                .map_err(|e| {
                     Failure::runtime(format!("quota: cannot open {}: {e}", path.display()))
                 })?;
-                opened.sqlite.push(quota.clone());
-                instances.push(Arc::new(quota));
-            }
-            instances
+            opened.port = Arc::new(quota.clone());
+            opened.sqlite = Some(quota);
         }
         QuotaKind::Postgres { url } => {
             let password = config
@@ -90,30 +87,12 @@ pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
                 .and_then(|p| p.plain())
                 .map(|p| p.expose().to_owned());
             let settings = PostgresSettings::new(with_password(url, password.as_deref()));
-            let first = PostgresQuota::connect_lazy(&settings, configs[0])
+            let quota = PostgresQuota::connect_lazy(&settings)
                 .map_err(|e| Failure::config(format!("quota.url: {e}")))?;
-            let instances = configs
-                .iter()
-                .map(|c| {
-                    Arc::new(PostgresQuota::from_pool(
-                        first.pool().clone(),
-                        *c,
-                        settings.decision_timeout,
-                    )) as Arc<dyn QuotaPort>
-                })
-                .collect();
-            opened.postgres = Some(first);
-            instances
+            opened.port = Arc::new(quota.clone());
+            opened.postgres = Some(quota);
         }
-    };
-    let by_client = routes
-        .into_iter()
-        .map(|(key, index)| (key, instances[index].clone()))
-        .collect();
-    opened.port = Arc::new(ClientQuotas {
-        default: instances[0].clone(),
-        by_client,
-    });
+    }
     Ok(opened)
 }
 
@@ -165,30 +144,10 @@ fn percent_encode(text: &str) -> String {
         .collect()
 }
 
-/// Routes each command to the backend instance with its client's limits.
-#[derive(Debug)]
-struct ClientQuotas {
-    default: Arc<dyn QuotaPort>,
-    by_client: HashMap<(String, String), Arc<dyn QuotaPort>>,
-}
-
-#[async_trait]
-impl QuotaPort for ClientQuotas {
-    async fn consume(&self, command: &QuotaCommand) -> Result<QuotaDecision, InvalidCommand> {
-        // The lookup allocates a key; a few bytes per extraction, next to a store round trip.
-        let key = (command.project.clone(), command.subject.clone());
-        let port = self.by_client.get(&key).unwrap_or(&self.default);
-        port.consume(command).await
-    }
-
-    fn config(&self) -> &QuotaConfig {
-        self.default.config()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proxypool_quota::{QuotaCommand, QuotaDecision};
 
     #[test]
     fn passwords_go_into_the_userinfo_encoded() {
@@ -224,22 +183,22 @@ api_token = { hash = "sha256:salt:0000000000000000000000000000000000000000000000
         )
         .unwrap();
         let quota = open(&config).await.unwrap();
-        let charge = |client: &str, receipt: &str| {
-            QuotaCommand::new("p", client, Operation::Extract, receipt)
+        // What the API does per request: the client's limits go with the command.
+        let charge = async |client: &str, receipt: &str| {
+            let command = QuotaCommand::new("p", client, Operation::Extract, receipt);
+            let limits = quota.limits_for("p", client).limits(Operation::Extract);
+            quota.port.consume(&command, limits).await.unwrap()
         };
         let admitted = |d: QuotaDecision| matches!(d, QuotaDecision::Admitted { .. });
-        assert!(admitted(
-            quota.port.consume(&charge("small", "r1")).await.unwrap()
-        ));
-        assert!(!admitted(
-            quota.port.consume(&charge("small", "r2")).await.unwrap()
-        ));
-        assert!(admitted(
-            quota.port.consume(&charge("big", "r1")).await.unwrap()
-        ));
-        assert!(admitted(
-            quota.port.consume(&charge("big", "r2")).await.unwrap()
-        ));
+        assert!(admitted(charge("small", "r1").await));
+        assert!(!admitted(charge("small", "r2").await));
+        assert!(admitted(charge("big", "r1").await));
+        assert!(admitted(charge("big", "r2").await));
+        assert_eq!(
+            quota.limits_for("p", "small").limits(Operation::Extract),
+            OperationLimits::new(Duration::from_secs(60), 1).unwrap()
+        );
+        assert_eq!(quota.limits_for("p", "big"), QuotaConfig::default());
         quota.close().await;
     }
 }

@@ -97,7 +97,7 @@ impl Stack {
             .local_addr()
             .map_err(|e| Failure::runtime(format!("client API address: {e}")))?;
         let quota = quota::open(&config).await?;
-        let clients = api_clients(&config);
+        let clients = api_clients(&config, &quota);
         let controller = Controller::from_config(config)
             .await
             .map_err(|e| Failure::runtime(e.to_string()))?;
@@ -175,8 +175,8 @@ impl Stack {
     }
 }
 
-/// Clients with an API token, as the client API sees them.
-fn api_clients(config: &Config) -> Vec<ApiClient> {
+/// Clients with an API token, as the client API sees them, each with its quota limits.
+fn api_clients(config: &Config, quota: &OpenedQuota) -> Vec<ApiClient> {
     config
         .clients
         .iter()
@@ -188,6 +188,7 @@ fn api_clients(config: &Config) -> Vec<ApiClient> {
                 admin: client.admin,
                 allowed_upstreams: client.allowed_upstreams.clone(),
                 allowed_regions: client.allowed_regions.clone(),
+                quota: quota.limits_for(&client.project, client.id.as_str()),
             })
         })
         .collect()

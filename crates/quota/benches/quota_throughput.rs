@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use proxypool_quota::postgres::migrate;
 use proxypool_quota::{
-    Operation, OperationLimits, PostgresQuota, PostgresSettings, QuotaCommand, QuotaConfig,
-    QuotaDecision, QuotaPort, SqliteQuota, SqliteSettings,
+    Operation, OperationLimits, PostgresQuota, PostgresSettings, QuotaCommand, QuotaDecision,
+    QuotaPort, SqliteQuota, SqliteSettings,
 };
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -112,7 +112,7 @@ where
         let (quota, tally) = (quota.clone(), tally.clone());
         async move {
             let decision = quota
-                .consume(&command(round, index))
+                .consume(&command(round, index), bench_limits())
                 .await
                 .expect("valid command");
             tally.count(&decision);
@@ -295,11 +295,9 @@ where
     rows
 }
 
-fn bench_limits() -> QuotaConfig {
-    QuotaConfig::uniform(
-        OperationLimits::new(OperationLimits::MAX_WINDOW, OperationLimits::MAX_LIMIT)
-            .expect("valid"),
-    )
+/// Every call passes these (what a client's limits lookup would hand over).
+fn bench_limits() -> OperationLimits {
+    OperationLimits::new(OperationLimits::MAX_WINDOW, OperationLimits::MAX_LIMIT).expect("valid")
 }
 
 async fn postgres_rows() -> Vec<Row> {
@@ -319,7 +317,7 @@ async fn postgres_rows() -> Vec<Row> {
         max_connections: CALLERS as u32,
         ..PostgresSettings::new(url.clone())
     };
-    let quota = PostgresQuota::connect_lazy(&settings, bench_limits()).expect("quota");
+    let quota = PostgresQuota::connect_lazy(&settings).expect("quota");
     // The same pool shape as the quota's: no per-acquire ping, same size.
     let bare_pool = PgPoolOptions::new()
         .max_connections(CALLERS as u32)
@@ -337,7 +335,7 @@ async fn postgres_rows() -> Vec<Row> {
 async fn sqlite_rows() -> Vec<Row> {
     let dir = scratch::ScratchDir::new("bench");
     let path = dir.path().join("quota.db");
-    let quota = SqliteQuota::open(&SqliteSettings::new(&path), bench_limits())
+    let quota = SqliteQuota::open(&SqliteSettings::new(&path))
         .await
         .expect("open");
     // The same connection settings as the quota's (one connection, WAL, synchronous=NORMAL).

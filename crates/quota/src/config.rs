@@ -1,5 +1,8 @@
 //! Per-operation windows and limits: defaults, hard caps, validation at construction.
 //!
+//! Every decision takes an [`OperationLimits`]; [`QuotaConfig`] is a plain value (one per
+//! client) that callers look the limits up in. The backends keep none of it.
+//!
 //! Values outside the caps are rejected, never clamped (a silently clamped policy is a
 //! policy nobody wrote). Defaults: window 60 s; extract 600, inspect 1000 (the cap; see
 //! [`QuotaConfig::default`]), admin 60.
@@ -90,7 +93,8 @@ pub struct QuotaPolicy {
     pub limits: OperationLimits,
 }
 
-/// The quota configuration: one [`OperationLimits`] per [`Operation`].
+/// One client's quota: an [`OperationLimits`] per [`Operation`], to pass to
+/// [`crate::QuotaPort::consume`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuotaConfig {
     extract: OperationLimits,

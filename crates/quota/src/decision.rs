@@ -34,8 +34,8 @@ pub enum QuotaDecision {
         /// The operation and limits the decision was made under.
         policy: QuotaPolicy,
     },
-    /// No trustworthy answer: fail closed (HTTP 503). The reason is for logs and metrics,
-    /// never for the client.
+    /// No trustworthy answer: fail closed (the API answers 503). The reason is for logs and
+    /// metrics, never for the client.
     Unavailable {
         /// Why.
         reason: UnavailableReason,
@@ -129,21 +129,22 @@ fn sound(row: &BucketRow, window_ms: i64) -> bool {
 
 /// The row the decision statement returned: the bucket after it admitted the command.
 ///
-/// Requires `1 <= count <= limit` and `observed < reset <= observed + window`. (A limit
-/// lowered mid-window makes a replay in an over-full bucket Unavailable until the window
-/// ends: an over-limit count is indistinguishable from a corrupt one.)
+/// Requires `1 <= count <= MAX_LIMIT` and `observed < reset <= observed + window`.
+///
+/// The count may exceed this call's limit: limits come with each call, so a bucket filled
+/// under a higher limit can be replayed under a lower one. The statements only charge a
+/// new receipt below the call's limit, so such a row is a replay, admitted with nothing
+/// remaining; the hard cap (which no limit exceeds, and the tables' CHECK enforces) is
+/// what still tells a corrupt count apart.
 pub(crate) fn admitted(row: BucketRow, policy: QuotaPolicy) -> QuotaDecision {
     let limit = i64::from(policy.limits.limit());
     let window_ms = i64::try_from(policy.limits.window_ms()).unwrap_or(i64::MAX);
-    if !sound(&row, window_ms)
-        || row.consumed_count > limit
-        || row.reset_at_ms <= row.observed_at_ms
-    {
+    if !sound(&row, window_ms) || row.reset_at_ms <= row.observed_at_ms {
         return malformed();
     }
-    // Both conversions hold after the checks above (0 <= limit - count <= 1000, times >= 0).
+    // All conversions hold after the checks above (0 <= remaining <= 1000, times >= 0).
     let (Ok(remaining), Ok(reset_at_ms), Ok(observed_at_ms)) = (
-        u32::try_from(limit - row.consumed_count),
+        u32::try_from((limit - row.consumed_count).max(0)),
         u64::try_from(row.reset_at_ms),
         u64::try_from(row.observed_at_ms),
     ) else {
@@ -226,11 +227,11 @@ mod tests {
     fn admitted_rejects_broken_rows() {
         let unavailable = malformed();
         for bad in [
-            row(0, 120_000, 61_000),  // count below 1
-            row(6, 120_000, 61_000),  // count above the limit
-            row(3, 61_000, 61_000),   // reset not after observed
-            row(3, 181_001, 121_000), // reset more than a window ahead
-            row(3, 120_000, -1),      // negative clock
+            row(0, 120_000, 61_000),    // count below 1
+            row(1001, 120_000, 61_000), // count above the hard cap
+            row(3, 61_000, 61_000),     // reset not after observed
+            row(3, 181_001, 121_000),   // reset more than a window ahead
+            row(3, 120_000, -1),        // negative clock
             BucketRow {
                 receipt_count: 2,
                 ..row(3, 120_000, 61_000)
@@ -238,6 +239,24 @@ mod tests {
         ] {
             assert_eq!(admitted(bad, policy(5)), unavailable, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn admitted_over_a_lowered_limit_is_a_replay_with_nothing_remaining() {
+        // Six charged under an earlier, higher limit; this call's limit is 5.
+        assert_eq!(
+            admitted(row(6, 120_000, 61_000), policy(5)),
+            QuotaDecision::Admitted {
+                remaining: 0,
+                reset_at_ms: 120_000,
+                observed_at_ms: 61_000,
+                policy: policy(5)
+            }
+        );
+        assert!(matches!(
+            admitted(row(1000, 120_000, 61_000), policy(1)),
+            QuotaDecision::Admitted { remaining: 0, .. }
+        ));
     }
 
     #[test]

@@ -103,7 +103,8 @@ pub enum ConfigError {
 }
 
 /// Connecting, migrating or preparing a store failed. For operators (the CLI's `migrate`,
-/// startup); decisions never return it.
+/// startup); decisions never return it. Only the SQL backends have a store to set up.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// A setting is unusable (URL, role name, path).

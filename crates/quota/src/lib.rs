@@ -6,6 +6,8 @@
 //! statement decides each request, so any number of replicas share one answer.
 //!
 //! Semantics, common to every backend:
+//! - every decision is made under the limits the call brings (a client's own), so one backend
+//!   instance serves every client and a changed limit applies from the next call;
 //! - one bucket per (project, subject, operation): `window_started_at_ms`, `consumed_count`,
 //!   `receipt_ids`, `updated_at_ms`; windows are aligned to multiples of the window length;
 //! - an expired window resets count and receipts; a receipt already in the window is admitted
@@ -15,11 +17,13 @@
 //! - anything the backend cannot vouch for (store down, timeout, malformed row) is
 //!   [`QuotaDecision::Unavailable`]: fail closed, never a silent allow.
 //!
-//! Wiring it (what the CLI and the API do):
+//! Wiring it (what the CLI and the API do; the API maps decisions to HTTP itself, this
+//! crate knows nothing of HTTP):
 //!
 //! ```no_run
-//! use proxypool_quota::{Operation, PostgresQuota, PostgresSettings, QuotaCommand, QuotaConfig, QuotaPort};
-//! use proxypool_quota::http::{self, QuotaHttp};
+//! # #[cfg(feature = "postgres")]
+//! use proxypool_quota::{Operation, PostgresQuota, PostgresSettings, QuotaCommand, QuotaConfig, QuotaDecision, QuotaPort};
+//! # #[cfg(feature = "postgres")]
 //! # async fn wire(admin_url: &str, admin: &sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
 //! // Once, as the owner (`proxypool migrate`):
 //! proxypool_quota::postgres::migrate_url(admin_url).await?;
@@ -27,16 +31,17 @@
 //!
 //! // In every replica, as the least-privilege role:
 //! let settings = PostgresSettings::new("postgres://proxypool_quota:secret@db:5432/proxypool");
-//! let quota = PostgresQuota::connect_lazy(&settings, QuotaConfig::default())?;
+//! let quota = PostgresQuota::connect_lazy(&settings)?;
 //!
-//! // Per request, after authentication and authorization, before any mutation:
+//! // Per request, after authentication and authorization, before any mutation, under the
+//! // client's own limits (here the defaults):
+//! let client_limits = QuotaConfig::default();
 //! let command = QuotaCommand::new("project-1", "client-7", Operation::Extract, "idem-key-42");
-//! match quota.consume(&command).await {
-//!     Ok(decision) => match http::for_decision(&decision) {
-//!         QuotaHttp::Proceed { headers } => { /* mutate, then answer with `headers` */ }
-//!         QuotaHttp::Reject(rejection) => { /* answer rejection.status / .code / .headers */ }
-//!     },
-//!     Err(invalid) => { /* 400: http::for_invalid(&invalid) */ }
+//! match quota.consume(&command, client_limits.limits(command.operation)).await {
+//!     Ok(QuotaDecision::Admitted { remaining, .. }) => { /* mutate; tell the client */ }
+//!     Ok(QuotaDecision::Exceeded { retry_after_ms, .. }) => { /* refuse, retry later */ }
+//!     Ok(QuotaDecision::Unavailable { .. }) => { /* fail closed */ }
+//!     Err(invalid) => { /* the caller's input error; names the field only */ }
 //! }
 //! # Ok(()) }
 //! ```
@@ -44,40 +49,54 @@
 //! Module map:
 //! - `command`, `validate`: [`QuotaCommand`], [`Operation`] and the input rules checked before
 //!   any store is touched.
-//! - `config`: [`QuotaConfig`] / [`OperationLimits`]: per-operation window and limit, with
-//!   defaults and hard caps.
+//! - `config`: [`OperationLimits`] (one operation's window and limit, with hard caps), what
+//!   every call brings; [`QuotaConfig`], one client's limits per operation with defaults,
+//!   for callers to look them up (backends hold no limits).
 //! - `decision`: [`QuotaDecision`], [`UnavailableReason`] and the strict validation of what a
 //!   store returned, shared by the SQL backends and the memory backend.
 //! - `port`: the [`QuotaPort`] trait callers depend on.
 //! - [`memory`]: [`MemoryQuota`], for tests and ephemeral runs (injectable clock).
-//! - [`sqlite`]: [`SqliteQuota`], the embedded default (one file, survives restarts).
-//! - [`postgres`]: [`PostgresQuota`], migrations and the least-privilege role.
-//! - [`http`]: status, error code and header values for the API (no HTTP framework needed).
+//! - `sqlite` (feature `sqlite`): `SqliteQuota`, the embedded default (one file, survives
+//!   restarts).
+//! - `postgres` (feature `postgres`): `PostgresQuota`, migrations and the least-privilege
+//!   role.
 //! - [`contract`]: the public async test functions every backend runs.
-//! - `error`: [`InvalidCommand`], [`ConfigError`], [`SetupError`].
+//! - `error`: [`InvalidCommand`], [`ConfigError`], and `SetupError` (with a SQL backend).
 //! - `sql_decision`, `attempt`, `sqlx_error`: the decision flow the SQL backends share, the
 //!   bounded retry, and what a driver error means for a decision.
+//!
+//! Features: `sqlite` and `postgres` (both default) add the SQL backends and sqlx. Without
+//! them the crate is the port, the types, the memory backend and the contract suite: what
+//! a caller that is handed a quota needs.
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod attempt;
 mod command;
 mod config;
 pub mod contract;
 mod decision;
 mod error;
-pub mod http;
 pub mod memory;
 mod port;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_decision;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sqlx_error;
 mod validate;
 
 pub use command::{Operation, QuotaCommand};
 pub use config::{OperationLimits, QuotaConfig, QuotaPolicy};
 pub use decision::{QuotaDecision, UnavailableReason};
-pub use error::{CommandField, ConfigError, InputProblem, InvalidCommand, SetupError};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use error::SetupError;
+pub use error::{CommandField, ConfigError, InputProblem, InvalidCommand};
 pub use memory::{ManualClock, MemoryQuota, QuotaClock, SystemClock};
 pub use port::QuotaPort;
+#[cfg(feature = "postgres")]
 pub use postgres::{PostgresQuota, PostgresSettings};
+#[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteQuota, SqliteSettings};

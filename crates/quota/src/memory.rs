@@ -6,7 +6,9 @@
 //! anything that needs fairness across processes uses SQLite (one machine) or PostgreSQL.
 //!
 //! Memory is bounded: at `max_buckets` the expired buckets are swept, and if every bucket is
-//! still live a new bucket is refused as Unavailable (fail closed) rather than grown.
+//! still live a new bucket is refused as Unavailable (fail closed) rather than grown. Limits
+//! come with each call, so a bucket remembers the window it was last decided with, and the
+//! sweep judges it by that window.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -17,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 use crate::command::{Operation, QuotaCommand};
-use crate::config::{QuotaConfig, QuotaPolicy};
+use crate::config::{OperationLimits, QuotaPolicy};
 use crate::decision::{self, BucketRow, FullBucket, QuotaDecision, UnavailableReason};
 use crate::error::InvalidCommand;
 use crate::port::QuotaPort;
@@ -83,6 +85,10 @@ struct BucketKey {
 #[derive(Debug, Clone)]
 struct Bucket {
     window_started_at_ms: u64,
+    // The window length of the last decision: what the sweep measures expiry with. (A later
+    // call with a longer window could still count a swept bucket as current; forgetting it
+    // then only re-admits after a window change, and only under memory pressure.)
+    window_ms: u64,
     // A Vec like the SQL arrays: at most 1000 entries, and the order is the admission order.
     receipt_ids: Vec<Box<str>>,
     updated_at_ms: u64,
@@ -110,10 +116,15 @@ struct State {
 /// that is never held across an `.await` (a decision is a few map operations).
 #[derive(Debug)]
 pub struct MemoryQuota {
-    config: QuotaConfig,
     clock: Arc<dyn QuotaClock>,
     max_buckets: usize,
     state: Mutex<State>,
+}
+
+impl Default for MemoryQuota {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl MemoryQuota {
@@ -121,14 +132,13 @@ impl MemoryQuota {
     pub const DEFAULT_MAX_BUCKETS: usize = 100_000;
 
     /// A memory quota on the system clock.
-    pub fn new(config: QuotaConfig) -> Self {
-        Self::with_clock(config, Arc::new(SystemClock))
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
     }
 
     /// A memory quota on `clock`.
-    pub fn with_clock(config: QuotaConfig, clock: Arc<dyn QuotaClock>) -> Self {
+    pub fn with_clock(clock: Arc<dyn QuotaClock>) -> Self {
         MemoryQuota {
-            config,
             clock,
             max_buckets: Self::DEFAULT_MAX_BUCKETS,
             state: Mutex::new(State::default()),
@@ -199,10 +209,9 @@ impl MemoryQuota {
         let window_start = now_ms - now_ms % window_ms;
 
         if !state.buckets.contains_key(&key) && state.buckets.len() >= self.max_buckets {
-            state.buckets.retain(|key, bucket| {
-                let window_ms = self.config.limits(key.operation).window_ms();
-                bucket.window_started_at_ms + window_ms > now_ms
-            });
+            state
+                .buckets
+                .retain(|_, bucket| bucket.window_started_at_ms + bucket.window_ms > now_ms);
             if state.buckets.len() >= self.max_buckets {
                 return QuotaDecision::unavailable(UnavailableReason::Capacity);
             }
@@ -210,9 +219,11 @@ impl MemoryQuota {
         let receipt: Box<str> = command.receipt_id.as_str().into();
         let bucket = state.buckets.entry(key).or_insert_with(|| Bucket {
             window_started_at_ms: window_start,
+            window_ms,
             receipt_ids: Vec::new(),
             updated_at_ms: now_ms,
         });
+        bucket.window_ms = window_ms;
 
         let admitted = if bucket.window_started_at_ms < window_start {
             bucket.window_started_at_ms = window_start;
@@ -255,13 +266,17 @@ fn to_i64(value: u64) -> i64 {
 
 #[async_trait]
 impl QuotaPort for MemoryQuota {
-    async fn consume(&self, command: &QuotaCommand) -> Result<QuotaDecision, InvalidCommand> {
+    async fn consume(
+        &self,
+        command: &QuotaCommand,
+        limits: OperationLimits,
+    ) -> Result<QuotaDecision, InvalidCommand> {
         command.validate()?;
-        Ok(self.decide(command, self.config.policy(command.operation)))
-    }
-
-    fn config(&self) -> &QuotaConfig {
-        &self.config
+        let policy = QuotaPolicy {
+            operation: command.operation,
+            limits,
+        };
+        Ok(self.decide(command, policy))
     }
 }
 
@@ -270,25 +285,58 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::OperationLimits;
 
     #[tokio::test]
     async fn full_memory_refuses_new_buckets_until_windows_expire() {
         let clock = Arc::new(ManualClock::new(1_000_000));
         let limits = OperationLimits::new(Duration::from_secs(1), 5).unwrap();
-        let quota = MemoryQuota::with_clock(QuotaConfig::uniform(limits), clock.clone())
-            .with_max_buckets(2);
+        let quota = MemoryQuota::with_clock(clock.clone()).with_max_buckets(2);
         let command = |subject: &str| QuotaCommand::new("p", subject, Operation::Extract, "r");
-        assert!(quota.consume(&command("a")).await.unwrap().is_admitted());
-        assert!(quota.consume(&command("b")).await.unwrap().is_admitted());
+        let consume = async |subject: &str| quota.consume(&command(subject), limits).await;
+        assert!(consume("a").await.unwrap().is_admitted());
+        assert!(consume("b").await.unwrap().is_admitted());
         assert_eq!(
-            quota.consume(&command("c")).await.unwrap(),
+            consume("c").await.unwrap(),
             QuotaDecision::unavailable(UnavailableReason::Capacity)
         );
         // Known buckets still decide.
-        assert!(quota.consume(&command("a")).await.unwrap().is_admitted());
+        assert!(consume("a").await.unwrap().is_admitted());
         clock.advance(1_000);
-        assert!(quota.consume(&command("c")).await.unwrap().is_admitted());
+        assert!(consume("c").await.unwrap().is_admitted());
         assert_eq!(quota.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_sweep_measures_each_bucket_by_its_own_window() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let short = OperationLimits::new(Duration::from_secs(1), 5).unwrap();
+        let long = OperationLimits::new(Duration::from_secs(60), 5).unwrap();
+        let quota = MemoryQuota::with_clock(clock.clone()).with_max_buckets(2);
+        let command = |subject: &str| QuotaCommand::new("p", subject, Operation::Extract, "r");
+        assert!(
+            quota
+                .consume(&command("short"), short)
+                .await
+                .unwrap()
+                .is_admitted()
+        );
+        assert!(
+            quota
+                .consume(&command("long"), long)
+                .await
+                .unwrap()
+                .is_admitted()
+        );
+        clock.advance(1_000);
+        // The 1 s bucket has expired and makes room; the 60 s one is still live and stays.
+        assert!(
+            quota
+                .consume(&command("new"), short)
+                .await
+                .unwrap()
+                .is_admitted()
+        );
+        assert!(quota.bucket("p", "long", Operation::Extract).is_some());
+        assert!(quota.bucket("p", "short", Operation::Extract).is_none());
     }
 }

@@ -6,23 +6,31 @@
 use crate::decision::UnavailableReason;
 
 /// PostgreSQL's `query_canceled`, what `statement_timeout` and `lock_timeout` raise.
+#[cfg(feature = "postgres")]
 const PG_QUERY_CANCELED: &str = "57014";
 /// PostgreSQL's `lock_not_available` (`lock_timeout`).
+#[cfg(feature = "postgres")]
 const PG_LOCK_NOT_AVAILABLE: &str = "55P03";
 /// SQLite's primary codes `SQLITE_BUSY` (the busy timeout ran out) and `SQLITE_LOCKED`;
 /// sqlx reports extended codes, whose low byte is the primary one.
+#[cfg(feature = "sqlite")]
 const SQLITE_BUSY_CODES: [i64; 2] = [5, 6];
 
-/// Which store produced the error: their error codes live in different spaces.
+/// Which store produced the error: their error codes live in different spaces. A variant
+/// exists only with its backend's feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Store {
+    #[cfg(feature = "postgres")]
     Postgres,
+    #[cfg(feature = "sqlite")]
     Sqlite,
 }
 
 fn is_timeout_code(store: Store, code: &str) -> bool {
     match store {
+        #[cfg(feature = "postgres")]
         Store::Postgres => code == PG_QUERY_CANCELED || code == PG_LOCK_NOT_AVAILABLE,
+        #[cfg(feature = "sqlite")]
         Store::Sqlite => code
             .parse::<i64>()
             .is_ok_and(|code| SQLITE_BUSY_CODES.contains(&(code & 0xff))),
@@ -55,7 +63,8 @@ pub(crate) fn reason(store: Store, error: &sqlx::Error) -> UnavailableReason {
     }
 }
 
-#[cfg(test)]
+// The test compares both stores' codes, so it needs both backends.
+#[cfg(all(test, feature = "sqlite", feature = "postgres"))]
 mod tests {
     use super::*;
 

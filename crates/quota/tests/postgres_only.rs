@@ -2,6 +2,8 @@
 //! lost replies, the database clock, faults with time bounds, the least-privilege role, the
 //! CHECK constraints, and the races the single statement has to get right.
 
+#![cfg(feature = "postgres")]
+
 #[path = "support/postgres.rs"]
 mod postgres;
 #[path = "support/proxy.rs"]
@@ -13,11 +15,11 @@ use std::time::{Duration, Instant};
 use postgres::{expire_windows, fresh_database, quota, shared_server, stored};
 use proxy::{FaultProxy, Mode};
 use proxypool_quota::contract::fixtures::{
-    OneWindow, PROJECT, WINDOW_MS, command, consume, in_one_window, remaining, retry_after, uniform,
+    OneWindow, PROJECT, WINDOW_MS, command, consume, in_one_window, limits, remaining, retry_after,
 };
 use proxypool_quota::postgres::{create_quota_role, migrate};
 use proxypool_quota::{
-    Operation, PostgresQuota, PostgresSettings, QuotaConfig, QuotaDecision, UnavailableReason,
+    Operation, PostgresQuota, PostgresSettings, QuotaDecision, UnavailableReason,
 };
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -29,7 +31,7 @@ use tokio::sync::Barrier;
 const SLACK_BOUND: Duration = Duration::from_secs(3);
 
 /// A quota with short, explicit time bounds for the fault tests.
-fn bounded_quota(url: &str, config: QuotaConfig, max_connections: u32) -> PostgresQuota {
+fn bounded_quota(url: &str, max_connections: u32) -> PostgresQuota {
     let settings = PostgresSettings {
         max_connections,
         acquire_timeout: Duration::from_millis(500),
@@ -37,7 +39,7 @@ fn bounded_quota(url: &str, config: QuotaConfig, max_connections: u32) -> Postgr
         decision_timeout: Duration::from_secs(1),
         ..PostgresSettings::new(url)
     };
-    PostgresQuota::connect_lazy(&settings, config).expect("quota URL")
+    PostgresQuota::connect_lazy(&settings).expect("quota URL")
 }
 
 /// `url` pointed at another port on the same host (the fault proxy).
@@ -93,6 +95,7 @@ fn role_of(url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_admit_exactly_the_limit_and_replays_are_free() {
+    let limits = limits(8);
     const CALLERS: usize = 16;
     let Some(server) = shared_server() else {
         return;
@@ -100,8 +103,8 @@ async fn two_replicas_admit_exactly_the_limit_and_replays_are_free() {
     let database = fresh_database(server).await;
     // Two independent pools, as two controller replicas would have.
     let replicas = [
-        bounded_quota(&database.role_url, uniform(8), 8),
-        bounded_quota(&database.role_url, uniform(8), 8),
+        bounded_quota(&database.role_url, 8),
+        bounded_quota(&database.role_url, 8),
     ];
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
@@ -119,7 +122,11 @@ async fn two_replicas_admit_exactly_the_limit_and_replays_are_free() {
             );
             tasks.spawn(async move {
                 barrier.wait().await;
-                (replica, command.clone(), consume(&quota, &command).await)
+                (
+                    replica,
+                    command.clone(),
+                    consume(&quota, &command, limits).await,
+                )
             });
         }
         let mut window = OneWindow::default();
@@ -144,7 +151,7 @@ async fn two_replicas_admit_exactly_the_limit_and_replays_are_free() {
 
         // An admitted receipt replayed through the other replica: admitted, not charged.
         let (replica, replayed) = &admitted[0];
-        let replay = consume(&replicas[1 - replica], replayed).await;
+        let replay = consume(&replicas[1 - replica], replayed, limits).await;
         window.check(&replay)?;
         assert_eq!(remaining(&replay), 0);
         let after = stored(&database.admin, PROJECT, &subject, Operation::Inspect)
@@ -154,6 +161,7 @@ async fn two_replicas_admit_exactly_the_limit_and_replays_are_free() {
         let fresh = consume(
             &replicas[0],
             &command(PROJECT, &subject, Operation::Inspect, "late"),
+            limits,
         )
         .await;
         window.check(&fresh)?;
@@ -165,13 +173,14 @@ async fn two_replicas_admit_exactly_the_limit_and_replays_are_free() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reply_lost_after_commit_is_replayed_without_a_second_charge() {
+    let limits = limits(5);
     let Some(server) = shared_server() else {
         return;
     };
     let database = fresh_database(server).await;
     let proxy = FaultProxy::start(server.port()).await;
     let proxied = via_port(&database.role_url, server.port(), proxy.port());
-    let quota = bounded_quota(&proxied, uniform(5), 1);
+    let quota = bounded_quota(&proxied, 1);
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
         let mut window = OneWindow::default();
@@ -180,6 +189,7 @@ async fn reply_lost_after_commit_is_replayed_without_a_second_charge() {
         let warm = consume(
             &quota,
             &command(PROJECT, &format!("warm-{attempt}"), Operation::Extract, "w"),
+            limits,
         )
         .await;
         window.check(&warm)?;
@@ -189,7 +199,7 @@ async fn reply_lost_after_commit_is_replayed_without_a_second_charge() {
 
         proxy.set(Mode::CutReplies);
         let lost = command(PROJECT, &subject, Operation::Extract, "idem-lost");
-        let decision = consume(&quota, &lost).await;
+        let decision = consume(&quota, &lost, limits).await;
         assert!(
             is_unavailable(&decision),
             "the client cannot know: {decision:?}"
@@ -217,8 +227,8 @@ async fn reply_lost_after_commit_is_replayed_without_a_second_charge() {
         );
 
         // Replaying the same receipt, through the same pool and through another replica.
-        for replayer in [&quota, &bounded_quota(&database.role_url, uniform(5), 1)] {
-            let replay = consume(replayer, &lost).await;
+        for replayer in [&quota, &bounded_quota(&database.role_url, 1)] {
+            let replay = consume(replayer, &lost, limits).await;
             window.check(&replay)?;
             assert_eq!(remaining(&replay), 4, "charged once");
         }
@@ -233,17 +243,19 @@ async fn reply_lost_after_commit_is_replayed_without_a_second_charge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn window_reset_is_driven_by_the_database_clock() {
+    let limits = limits(2);
     let Some(server) = shared_server() else {
         return;
     };
     let database = fresh_database(server).await;
-    let quota = quota(&database.role_url, uniform(2));
+    let quota = quota(&database.role_url);
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
         let decide = async |receipt: &str| {
             consume(
                 &quota,
                 &command(PROJECT, &subject, Operation::Admin, receipt),
+                limits,
             )
             .await
         };
@@ -290,13 +302,14 @@ async fn window_reset_is_driven_by_the_database_clock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_server_is_unavailable_within_the_timeout_then_works_again() {
+    let limits = limits(5);
     let Some(mut server) = proxypool_testkit::private_postgres_or_skip() else {
         return;
     };
     let database = fresh_database(&server).await;
-    let quota = bounded_quota(&database.role_url, uniform(5), 2);
+    let quota = bounded_quota(&database.role_url, 2);
     let before = command(PROJECT, "client-1", Operation::Extract, "before-stop");
-    assert!(consume(&quota, &before).await.is_admitted());
+    assert!(consume(&quota, &before, limits).await.is_admitted());
 
     server.stop().expect("stop the server");
     for receipt in ["while-down-1", "while-down-2"] {
@@ -304,6 +317,7 @@ async fn stopped_server_is_unavailable_within_the_timeout_then_works_again() {
         let decision = consume(
             &quota,
             &command(PROJECT, "client-1", Operation::Extract, receipt),
+            limits,
         )
         .await;
         let took = started.elapsed();
@@ -316,9 +330,10 @@ async fn stopped_server_is_unavailable_within_the_timeout_then_works_again() {
     let after = consume(
         &quota,
         &command(PROJECT, "client-1", Operation::Extract, "after-restart"),
+        limits,
     )
     .await;
-    let replay = consume(&quota, &before).await;
+    let replay = consume(&quota, &before, limits).await;
     let window_unchanged = after.reset_at_ms() == replay.reset_at_ms();
     assert!(
         after.is_admitted() && replay.is_admitted(),
@@ -336,6 +351,7 @@ async fn stopped_server_is_unavailable_within_the_timeout_then_works_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_server_is_unavailable_within_the_timeout_and_frees_the_connection() {
+    let limits = limits(5);
     let Some(server) = shared_server() else {
         return;
     };
@@ -343,11 +359,12 @@ async fn hung_server_is_unavailable_within_the_timeout_and_frees_the_connection(
     let proxy = FaultProxy::start(server.port()).await;
     let proxied = via_port(&database.role_url, server.port(), proxy.port());
     // One connection: if the abandoned one were not closed, the next decision could not run.
-    let quota = bounded_quota(&proxied, uniform(5), 1);
+    let quota = bounded_quota(&proxied, 1);
     assert!(
         consume(
             &quota,
-            &command(PROJECT, "client-1", Operation::Extract, "r1")
+            &command(PROJECT, "client-1", Operation::Extract, "r1"),
+            limits
         )
         .await
         .is_admitted()
@@ -360,6 +377,7 @@ async fn hung_server_is_unavailable_within_the_timeout_and_frees_the_connection(
     let decision = consume(
         &quota,
         &command(PROJECT, "client-1", Operation::Extract, "r2"),
+        limits,
     )
     .await;
     let took = started.elapsed();
@@ -378,6 +396,7 @@ async fn hung_server_is_unavailable_within_the_timeout_and_frees_the_connection(
         let decision = consume(
             &quota,
             &command(PROJECT, "client-1", Operation::Extract, "r3"),
+            limits,
         )
         .await;
         if decision.is_admitted() {
@@ -394,6 +413,7 @@ async fn hung_server_is_unavailable_within_the_timeout_and_frees_the_connection(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quota_role_may_only_select_insert_and_update() {
+    let limits = limits(5);
     let Some(server) = shared_server() else {
         return;
     };
@@ -404,11 +424,15 @@ async fn quota_role_may_only_select_insert_and_update() {
         .await
         .expect("connect as the quota role");
     // What it needs works.
-    let quota = quota(&database.role_url, uniform(5));
+    let quota = quota(&database.role_url);
     assert!(
-        consume(&quota, &command(PROJECT, "s", Operation::Extract, "r"))
-            .await
-            .is_admitted()
+        consume(
+            &quota,
+            &command(PROJECT, "s", Operation::Extract, "r"),
+            limits
+        )
+        .await
+        .is_admitted()
     );
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM proxypool_quota.quota_buckets")
         .fetch_one(&role_pool)
@@ -580,13 +604,14 @@ async fn check_constraints_reject_rows_that_break_the_invariants() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_or_future_rows_are_unavailable_never_admitted() {
+    let limits = limits(5);
     let Some(server) = shared_server() else {
         return;
     };
     let database = fresh_database(server).await;
-    let quota = quota(&database.role_url, uniform(5));
+    let quota = quota(&database.role_url);
     let first = command(PROJECT, "broken", Operation::Extract, "r1");
-    assert!(consume(&quota, &first).await.is_admitted());
+    assert!(consume(&quota, &first, limits).await.is_admitted());
     // Someone dropped a constraint and broke the row: count and receipts disagree.
     sqlx::query(
         "ALTER TABLE proxypool_quota.quota_buckets DROP CONSTRAINT quota_buckets_receipts_match_count",
@@ -601,13 +626,13 @@ async fn malformed_or_future_rows_are_unavailable_never_admitted() {
     .await
     .unwrap();
     assert_eq!(
-        consume(&quota, &first).await,
+        consume(&quota, &first, limits).await,
         QuotaDecision::unavailable(UnavailableReason::MalformedResult)
     );
 
     // A window that starts in the future (a clock that went back): never an admission.
     let skewed = command(PROJECT, "skewed", Operation::Extract, "r1");
-    assert!(consume(&quota, &skewed).await.is_admitted());
+    assert!(consume(&quota, &skewed, limits).await.is_admitted());
     sqlx::query(
         "UPDATE proxypool_quota.quota_buckets \
          SET window_started_at_ms = window_started_at_ms + 3000000, \
@@ -621,6 +646,7 @@ async fn malformed_or_future_rows_are_unavailable_never_admitted() {
         let decision = consume(
             &quota,
             &command(PROJECT, "skewed", Operation::Extract, receipt),
+            limits,
         )
         .await;
         assert_eq!(
@@ -632,11 +658,12 @@ async fn malformed_or_future_rows_are_unavailable_never_admitted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_bucket_inserted_concurrently_is_read_again_and_denied() {
+    let limits = limits(1);
     let Some(server) = shared_server() else {
         return;
     };
     let database = fresh_database(server).await;
-    let quota = quota(&database.role_url, uniform(1));
+    let quota = quota(&database.role_url);
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
         // Another transaction inserts the bucket, full, and holds it uncommitted.
@@ -654,7 +681,7 @@ async fn full_bucket_inserted_concurrently_is_read_again_and_denied() {
         // Our decision starts (its snapshot cannot see that row) and waits on it.
         let decision = tokio::spawn({
             let (quota, command) = (quota.clone(), command(PROJECT, &subject, Operation::Extract, "mine"));
-            async move { consume(&quota, &command).await }
+            async move { consume(&quota, &command, limits).await }
         });
         until_waiting_on_lock(&database.admin, &role_of(&database.role_url)).await;
         other.commit().await.unwrap();
@@ -670,15 +697,21 @@ async fn full_bucket_inserted_concurrently_is_read_again_and_denied() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bucket_filled_concurrently_is_decided_on_its_latest_version() {
+    let limits = limits(2);
     let Some(server) = shared_server() else {
         return;
     };
     let database = fresh_database(server).await;
-    let quota = quota(&database.role_url, uniform(2));
+    let quota = quota(&database.role_url);
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
         let mut window = OneWindow::default();
-        let first = consume(&quota, &command(PROJECT, &subject, Operation::Extract, "a")).await;
+        let first = consume(
+            &quota,
+            &command(PROJECT, &subject, Operation::Extract, "a"),
+            limits,
+        )
+        .await;
         window.check(&first)?;
         // Another transaction takes the last slot and holds the row.
         let mut other = database.admin.begin().await.unwrap();
@@ -697,7 +730,7 @@ async fn bucket_filled_concurrently_is_decided_on_its_latest_version() {
                 quota.clone(),
                 command(PROJECT, &subject, Operation::Extract, "c"),
             );
-            async move { consume(&quota, &command).await }
+            async move { consume(&quota, &command, limits).await }
         });
         until_waiting_on_lock(&database.admin, &role_of(&database.role_url)).await;
         other.commit().await.unwrap();
@@ -718,15 +751,21 @@ async fn bucket_filled_concurrently_is_decided_on_its_latest_version() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn denial_of_a_full_bucket_takes_no_row_lock() {
+    let limits = limits(1);
     let Some(server) = shared_server() else {
         return;
     };
     let database = fresh_database(server).await;
-    let quota = bounded_quota(&database.role_url, uniform(1), 2);
+    let quota = bounded_quota(&database.role_url, 2);
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
         let mut window = OneWindow::default();
-        let first = consume(&quota, &command(PROJECT, &subject, Operation::Extract, "a")).await;
+        let first = consume(
+            &quota,
+            &command(PROJECT, &subject, Operation::Extract, "a"),
+            limits,
+        )
+        .await;
         window.check(&first)?;
         // Another transaction holds the full bucket's row lock for as long as it likes.
         let mut other = database.admin.begin().await.unwrap();
@@ -738,7 +777,12 @@ async fn denial_of_a_full_bucket_takes_no_row_lock() {
         // A new receipt on the full bucket is denied from the snapshot: no wait on the lock
         // (which would end as a 1 s statement timeout, Unavailable), no write.
         let started = Instant::now();
-        let denied = consume(&quota, &command(PROJECT, &subject, Operation::Extract, "b")).await;
+        let denied = consume(
+            &quota,
+            &command(PROJECT, &subject, Operation::Extract, "b"),
+            limits,
+        )
+        .await;
         let took = started.elapsed();
         window.check(&denied)?;
         retry_after(&denied);

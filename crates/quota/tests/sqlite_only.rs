@@ -1,17 +1,18 @@
 //! SQLite-only behaviour of the quota: the file survives restarts, the CHECK constraints
 //! hold, broken rows and a held write lock are Unavailable within the time bound.
 
+#![cfg(feature = "sqlite")]
+
 #[path = "support/scratch.rs"]
 mod scratch;
 
 use std::time::{Duration, Instant};
 
 use proxypool_quota::contract::fixtures::{
-    OneWindow, PROJECT, command, consume, in_one_window, remaining, retry_after, uniform,
+    OneWindow, PROJECT, command, consume, in_one_window, limits, remaining, retry_after,
 };
 use proxypool_quota::{
-    Operation, QuotaConfig, QuotaDecision, SetupError, SqliteQuota, SqliteSettings,
-    UnavailableReason,
+    Operation, QuotaDecision, SetupError, SqliteQuota, SqliteSettings, UnavailableReason,
 };
 use scratch::ScratchDir;
 use sqlx::Connection;
@@ -22,14 +23,15 @@ use sqlx::sqlite::SqliteConnection;
 /// 30 s default acquire timeout.
 const SLACK_BOUND: Duration = Duration::from_secs(3);
 
-async fn open(settings: &SqliteSettings, config: QuotaConfig) -> SqliteQuota {
-    SqliteQuota::open(settings, config)
+async fn open(settings: &SqliteSettings) -> SqliteQuota {
+    SqliteQuota::open(settings)
         .await
         .expect("open the SQLite quota")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_survive_a_restart_of_the_process() {
+    let limits = limits(3);
     let dir = ScratchDir::new("restart");
     let settings = SqliteSettings::new(dir.path().join("quota.db"));
     in_one_window(async |attempt| {
@@ -38,11 +40,12 @@ async fn buckets_survive_a_restart_of_the_process() {
             consume(
                 quota,
                 &command(PROJECT, &subject, Operation::Extract, receipt),
+                limits,
             )
             .await
         };
         let mut window = OneWindow::default();
-        let first_life = open(&settings, uniform(3)).await;
+        let first_life = open(&settings).await;
         for (receipt, left) in [("a", 2), ("b", 1)] {
             let decision = decide(&first_life, receipt).await;
             window.check(&decision)?;
@@ -51,7 +54,7 @@ async fn buckets_survive_a_restart_of_the_process() {
         first_life.close().await;
 
         // A new process opens the same file (migrations run again, harmlessly).
-        let second_life = open(&settings, uniform(3)).await;
+        let second_life = open(&settings).await;
         let replay = decide(&second_life, "a").await;
         window.check(&replay)?;
         assert_eq!(remaining(&replay), 1, "the replay remembers its receipt");
@@ -70,11 +73,7 @@ async fn buckets_survive_a_restart_of_the_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_constraints_reject_rows_that_break_the_invariants() {
     let dir = ScratchDir::new("checks");
-    let quota = open(
-        &SqliteSettings::new(dir.path().join("quota.db")),
-        uniform(5),
-    )
-    .await;
+    let quota = open(&SqliteSettings::new(dir.path().join("quota.db"))).await;
     let insert = |project: &str,
                   subject: &str,
                   operation: &str,
@@ -148,13 +147,15 @@ async fn check_constraints_reject_rows_that_break_the_invariants() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_or_future_rows_are_unavailable_never_admitted() {
+    let limits = limits(5);
     let dir = ScratchDir::new("malformed");
     let path = dir.path().join("quota.db");
-    let quota = open(&SqliteSettings::new(&path), uniform(5)).await;
+    let quota = open(&SqliteSettings::new(&path)).await;
     assert!(
         consume(
             &quota,
-            &command(PROJECT, "broken", Operation::Extract, "r1")
+            &command(PROJECT, "broken", Operation::Extract, "r1"),
+            limits
         )
         .await
         .is_admitted()
@@ -162,7 +163,8 @@ async fn malformed_or_future_rows_are_unavailable_never_admitted() {
     assert!(
         consume(
             &quota,
-            &command(PROJECT, "skewed", Operation::Extract, "r1")
+            &command(PROJECT, "skewed", Operation::Extract, "r1"),
+            limits
         )
         .await
         .is_admitted()
@@ -194,6 +196,7 @@ async fn malformed_or_future_rows_are_unavailable_never_admitted() {
         let decision = consume(
             &quota,
             &command(PROJECT, "broken", Operation::Extract, receipt),
+            limits,
         )
         .await;
         assert!(
@@ -206,6 +209,7 @@ async fn malformed_or_future_rows_are_unavailable_never_admitted() {
         let decision = consume(
             &quota,
             &command(PROJECT, "skewed", Operation::Extract, receipt),
+            limits,
         )
         .await;
         assert_eq!(
@@ -217,6 +221,7 @@ async fn malformed_or_future_rows_are_unavailable_never_admitted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_write_lock_is_unavailable_within_the_timeout_then_works() {
+    let limits = limits(5);
     let dir = ScratchDir::new("locked");
     let path = dir.path().join("quota.db");
     let settings = SqliteSettings {
@@ -224,11 +229,15 @@ async fn held_write_lock_is_unavailable_within_the_timeout_then_works() {
         decision_timeout: Duration::from_secs(1),
         ..SqliteSettings::new(&path)
     };
-    let quota = open(&settings, uniform(5)).await;
+    let quota = open(&settings).await;
     assert!(
-        consume(&quota, &command(PROJECT, "s", Operation::Extract, "r1"))
-            .await
-            .is_admitted()
+        consume(
+            &quota,
+            &command(PROJECT, "s", Operation::Extract, "r1"),
+            limits
+        )
+        .await
+        .is_admitted()
     );
 
     // Another process holds the write lock.
@@ -240,7 +249,12 @@ async fn held_write_lock_is_unavailable_within_the_timeout_then_works() {
         .await
         .unwrap();
     let started = Instant::now();
-    let decision = consume(&quota, &command(PROJECT, "s", Operation::Extract, "r2")).await;
+    let decision = consume(
+        &quota,
+        &command(PROJECT, "s", Operation::Extract, "r2"),
+        limits,
+    )
+    .await;
     let took = started.elapsed();
     assert_eq!(
         decision,
@@ -249,7 +263,12 @@ async fn held_write_lock_is_unavailable_within_the_timeout_then_works() {
     assert!(took < SLACK_BOUND, "took {took:?}");
 
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
-    let after = consume(&quota, &command(PROJECT, "s", Operation::Extract, "r2")).await;
+    let after = consume(
+        &quota,
+        &command(PROJECT, "s", Operation::Extract, "r2"),
+        limits,
+    )
+    .await;
     assert!(after.is_admitted(), "{after:?}");
 }
 
@@ -257,7 +276,7 @@ async fn held_write_lock_is_unavailable_within_the_timeout_then_works() {
 async fn unusable_path_fails_at_open() {
     let dir = ScratchDir::new("unusable");
     let settings = SqliteSettings::new(dir.path().join("missing-dir").join("quota.db"));
-    let error = SqliteQuota::open(&settings, uniform(5))
+    let error = SqliteQuota::open(&settings)
         .await
         .expect_err("no such directory");
     assert!(

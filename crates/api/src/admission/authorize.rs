@@ -78,6 +78,7 @@ mod tests {
                 .map(|u| UpstreamId::new(u).unwrap())
                 .collect(),
             allowed_regions: regions.iter().map(|r| Label::new(r).unwrap()).collect(),
+            quota: proxypool_quota::QuotaConfig::default(),
         }
     }
 

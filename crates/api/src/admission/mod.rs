@@ -6,7 +6,8 @@
 //! 3. [`auth`]: bearer token → client (hashed tokens, constant-time comparison);
 //! 4. [`authorize`]: the client's allowed upstreams and regions (403 never touches quota);
 //! 5. [`quota`]: the durable per-(project, client, operation) quota, whose receipt is the
-//!    idempotency key (or the request id), so a replay is never charged twice;
+//!    idempotency key (or the request id), so a replay is never charged twice; its answers
+//!    become statuses and headers in [`quota_http`];
 //! 6. the mutation itself (the routes).
 //!
 //! Layers 1-2 are middleware; 3 is an extractor every protected route takes; 4-5 are
@@ -17,4 +18,5 @@ pub(crate) mod auth;
 pub(crate) mod authorize;
 pub(crate) mod limits;
 pub(crate) mod quota;
+pub(crate) mod quota_http;
 pub(crate) mod shield;

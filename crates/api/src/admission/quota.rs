@@ -1,17 +1,18 @@
 //! The durable quota gate (`proxypool-quota`), the last layer before a mutation.
 //!
-//! One bucket per (project, client, operation). The receipt is the request's
+//! One bucket per (project, client, operation), charged under that client's limits
+//! ([`ApiClient::quota`]). The receipt is the request's
 //! `Idempotency-Key` when it has one, else the server-generated request id, so a replay
 //! after a lost response is admitted without a second charge and a request without a key
-//! is charged every time. Answers follow the quota crate's HTTP mapping: 429
+//! is charged every time. Answers follow the HTTP mapping in `quota_http`: 429
 //! `quota_exceeded` with `Retry-After` and the draft `RateLimit-Policy`/`RateLimit` headers,
 //! 503 `unavailable` when the store cannot decide (fail closed).
 
+use crate::admission::quota_http::{Header, HttpRejection, QuotaHttp, for_decision, for_invalid};
 use crate::clients::ApiClient;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::ApiState;
 use axum::http::{HeaderName, HeaderValue};
-use proxypool_quota::http::{Header, HttpRejection, QuotaHttp, for_decision, for_invalid};
 use proxypool_quota::{Operation, QuotaCommand, QuotaDecision};
 
 /// An admission: the rate-limit headers to put on the response.
@@ -20,7 +21,8 @@ pub(crate) struct QuotaGrant {
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
-/// Consumes one unit of `operation` for `client` under `receipt`.
+/// Consumes one unit of `operation` for `client` under `receipt`, within the client's own
+/// limits for that operation.
 pub(crate) async fn charge(
     state: &ApiState,
     client: &ApiClient,
@@ -36,7 +38,10 @@ pub(crate) async fn charge(
     let decided = crate::metrics::timed(
         "quota",
         operation.as_str(),
-        state.ports().quota.consume(&command),
+        state
+            .ports()
+            .quota
+            .consume(&command, client.quota.limits(operation)),
     )
     .await;
     let decision = match decided {

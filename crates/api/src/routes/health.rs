@@ -10,7 +10,7 @@ use crate::error::ApiError;
 use crate::state::ApiState;
 use axum::Json;
 use axum::extract::State;
-use proxypool_quota::{Operation, QuotaCommand, QuotaDecision};
+use proxypool_quota::{Operation, QuotaCommand, QuotaConfig, QuotaDecision};
 use serde_json::{Value, json};
 
 /// The quota bucket readiness probes decide on (a project no client may have: clients'
@@ -27,7 +27,9 @@ pub(crate) async fn readyz(State(state): State<ApiState>) -> Result<Json<Value>,
     let store = tokio::time::timeout(timeout, state.ports().runtime.live_sessions(now, 1)).await;
     let store_ok = matches!(store, Ok(Ok(_)));
     let probe = QuotaCommand::new(READINESS_PROJECT, "readyz", Operation::Inspect, "readyz");
-    let quota = tokio::time::timeout(timeout, state.ports().quota.consume(&probe)).await;
+    // The probe bucket belongs to no client, so it decides under the default limits.
+    let limits = QuotaConfig::default().limits(probe.operation);
+    let quota = tokio::time::timeout(timeout, state.ports().quota.consume(&probe, limits)).await;
     let quota_ok = matches!(
         quota,
         Ok(Ok(

@@ -42,6 +42,7 @@ pub fn client(id: &str, project: &str, token: &str) -> ApiClient {
         admin: false,
         allowed_upstreams: vec![],
         allowed_regions: vec![],
+        quota: QuotaConfig::default(),
     }
 }
 
@@ -136,12 +137,13 @@ pub enum Quota {
 }
 
 impl Quota {
-    pub async fn new(kind: QuotaKind, config: QuotaConfig) -> Quota {
+    /// A fresh backend; the limits are the clients' (see [`Setup::with_quota`]).
+    pub async fn new(kind: QuotaKind) -> Quota {
         match kind {
-            QuotaKind::Memory => Quota::Memory(Arc::new(MemoryQuota::new(config))),
+            QuotaKind::Memory => Quota::Memory(Arc::new(MemoryQuota::new())),
             QuotaKind::Sqlite => {
                 let dir = Arc::new(TempDir::new("quota"));
-                let quota = SqliteQuota::open(&SqliteSettings::new(dir.0.join("quota.db")), config)
+                let quota = SqliteQuota::open(&SqliteSettings::new(dir.0.join("quota.db")))
                     .await
                     .unwrap();
                 Quota::Sqlite(Arc::new(quota), dir)
@@ -261,6 +263,16 @@ pub struct Setup {
     pub cordon: Option<Arc<dyn WorkerCordon>>,
 }
 
+impl Setup {
+    /// Every client with the quota `config`.
+    pub fn with_quota(mut self, config: QuotaConfig) -> Setup {
+        for client in &mut self.clients {
+            client.quota = config;
+        }
+        self
+    }
+}
+
 impl Default for Setup {
     fn default() -> Self {
         Setup {
@@ -351,8 +363,8 @@ impl TestServer {
 
     pub async fn memory(setup: Setup) -> TestServer {
         TestServer::start(
-            setup,
-            Quota::new(QuotaKind::Memory, quota_config(1000)).await,
+            setup.with_quota(quota_config(1000)),
+            Quota::new(QuotaKind::Memory).await,
         )
         .await
     }
@@ -558,5 +570,9 @@ macro_rules! on_memory_and_sqlite {
 
 /// A server on a fresh MemoryPool and a fresh quota of `kind` with `limit` per window.
 pub async fn server_on(kind: QuotaKind, limit: u32, setup: Setup) -> TestServer {
-    TestServer::start(setup, Quota::new(kind, quota_config(limit)).await).await
+    TestServer::start(
+        setup.with_quota(quota_config(limit)),
+        Quota::new(kind).await,
+    )
+    .await
 }

@@ -11,7 +11,7 @@ use crate::failure::Failure;
 use crate::quota::with_password;
 use crate::settings;
 use proxypool_config::{Env, QuotaKind, Role};
-use proxypool_quota::{QuotaConfig, SqliteQuota, SqliteSettings};
+use proxypool_quota::{SqliteQuota, SqliteSettings};
 use sqlx::postgres::PgPoolOptions;
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ pub(crate) async fn run(args: MigrateArgs) -> Result<(), Failure> {
                 })?;
             }
             // Opening applies the migrations.
-            let quota = SqliteQuota::open(&SqliteSettings::new(path), QuotaConfig::default())
+            let quota = SqliteQuota::open(&SqliteSettings::new(path))
                 .await
                 .map_err(|e| Failure::runtime(format!("{}: {e}", path.display())))?;
             quota.close().await;

@@ -6,12 +6,13 @@ use tokio::sync::Barrier;
 
 use super::fixtures::*;
 use super::{QuotaFactory, QuotaHarness};
-use crate::{Operation, QuotaConfig, QuotaDecision};
+use crate::{Operation, QuotaConfig, QuotaDecision, QuotaPolicy};
 
 /// Limit 3: three admissions counting down to 0, then every new receipt is exceeded with a
 /// retry-after inside the window; the stored bucket holds exactly the admitted receipts.
 pub async fn admits_up_to_the_limit_then_exceeds<F: QuotaFactory>(factory: &F) {
-    let harness = crate::fresh_quota!(factory, uniform(3));
+    let limits = limits(3);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
@@ -21,6 +22,7 @@ pub async fn admits_up_to_the_limit_then_exceeds<F: QuotaFactory>(factory: &F) {
             let decision = consume(
                 quota,
                 &command(PROJECT, &subject, Operation::Extract, &receipt),
+                limits,
             )
             .await;
             window.check(&decision)?;
@@ -35,13 +37,20 @@ pub async fn admits_up_to_the_limit_then_exceeds<F: QuotaFactory>(factory: &F) {
                 unreachable!("remaining() checked the variant");
             };
             assert!(observed_at_ms < reset_at_ms && reset_at_ms <= observed_at_ms + WINDOW_MS);
-            assert_eq!(policy, quota.config().policy(Operation::Extract));
+            assert_eq!(
+                policy,
+                QuotaPolicy {
+                    operation: Operation::Extract,
+                    limits
+                }
+            );
         }
         for index in 3..5 {
             let receipt = format!("r{index}");
             let decision = consume(
                 quota,
                 &command(PROJECT, &subject, Operation::Extract, &receipt),
+                limits,
             )
             .await;
             window.check(&decision)?;
@@ -67,14 +76,19 @@ pub async fn retry_after_never_exceeds_the_window<F: QuotaFactory>(factory: &F) 
         .with(Operation::Extract, limits_in(1, 1))
         .with(Operation::Inspect, limits_in(7, 1))
         .with(Operation::Admin, limits_in(300, 1));
-    let harness = crate::fresh_quota!(factory, config);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     for operation in Operation::ALL {
         let window_ms = config.limits(operation).window_ms();
         in_one_window(async |attempt| {
             let subject = format!("client-{attempt}");
             let mut window = OneWindow::default();
-            let first = consume(quota, &command(PROJECT, &subject, operation, "first")).await;
+            let first = consume(
+                quota,
+                &command(PROJECT, &subject, operation, "first"),
+                config.limits(operation),
+            )
+            .await;
             window.check(&first)?;
             let QuotaDecision::Admitted {
                 reset_at_ms,
@@ -85,7 +99,12 @@ pub async fn retry_after_never_exceeds_the_window<F: QuotaFactory>(factory: &F) 
                 panic!("{operation}: expected Admitted, got {first:?}");
             };
             assert!(reset_at_ms > observed_at_ms && reset_at_ms - observed_at_ms <= window_ms);
-            let second = consume(quota, &command(PROJECT, &subject, operation, "second")).await;
+            let second = consume(
+                quota,
+                &command(PROJECT, &subject, operation, "second"),
+                config.limits(operation),
+            )
+            .await;
             window.check(&second)?;
             let wait = retry_after(&second);
             assert!(
@@ -108,7 +127,7 @@ pub async fn limits_are_per_operation<F: QuotaFactory>(factory: &F) {
         .with(Operation::Extract, limits(2))
         .with(Operation::Inspect, limits(3))
         .with(Operation::Admin, limits(1));
-    let harness = crate::fresh_quota!(factory, config);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
@@ -117,8 +136,12 @@ pub async fn limits_are_per_operation<F: QuotaFactory>(factory: &F) {
             let limit = config.limits(operation).limit();
             for index in 0..=limit {
                 let receipt = format!("{operation}-{index}");
-                let decision =
-                    consume(quota, &command(PROJECT, &subject, operation, &receipt)).await;
+                let decision = consume(
+                    quota,
+                    &command(PROJECT, &subject, operation, &receipt),
+                    config.limits(operation),
+                )
+                .await;
                 window.check(&decision)?;
                 if index < limit {
                     assert_eq!(
@@ -146,7 +169,8 @@ pub async fn limits_are_per_operation<F: QuotaFactory>(factory: &F) {
 pub async fn concurrent_distinct_receipts_admit_exactly_the_limit<F: QuotaFactory>(factory: &F) {
     const CALLERS: usize = 16;
     const LIMIT: u32 = 8;
-    let harness = crate::fresh_quota!(factory, uniform(LIMIT));
+    let limits = limits(LIMIT);
+    let harness = crate::fresh_quota!(factory);
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
         let barrier = Arc::new(Barrier::new(CALLERS));
@@ -162,7 +186,7 @@ pub async fn concurrent_distinct_receipts_admit_exactly_the_limit<F: QuotaFactor
             );
             tasks.spawn(async move {
                 barrier.wait().await;
-                let decision = consume(&quota, &command).await;
+                let decision = consume(&quota, &command, limits).await;
                 (command.receipt_id, decision)
             });
         }

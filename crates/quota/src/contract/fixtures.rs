@@ -43,10 +43,14 @@ pub fn command(project: &str, subject: &str, operation: Operation, receipt: &str
     QuotaCommand::new(project, subject, operation, receipt)
 }
 
-/// Consumes `command`, which must be valid.
-pub async fn consume<Q: QuotaPort + ?Sized>(quota: &Q, command: &QuotaCommand) -> QuotaDecision {
+/// Consumes `command` under `limits`; the command must be valid.
+pub async fn consume<Q: QuotaPort + ?Sized>(
+    quota: &Q,
+    command: &QuotaCommand,
+    limits: OperationLimits,
+) -> QuotaDecision {
     quota
-        .consume(command)
+        .consume(command, limits)
         .await
         .unwrap_or_else(|error| panic!("valid command {command:?} rejected: {error}"))
 }
@@ -109,8 +113,8 @@ where
 #[macro_export]
 #[doc(hidden)]
 macro_rules! fresh_quota {
-    ($factory:expr, $config:expr) => {
-        match $crate::contract::QuotaFactory::create($factory, $config).await {
+    ($factory:expr) => {
+        match $crate::contract::QuotaFactory::create($factory).await {
             Some(harness) => harness,
             None => return,
         }
@@ -132,10 +136,10 @@ pub struct MemoryHarness {
 impl QuotaFactory for MemoryFactory {
     type Harness = MemoryHarness;
 
-    async fn create(&self, config: QuotaConfig) -> Option<MemoryHarness> {
+    async fn create(&self) -> Option<MemoryHarness> {
         let clock = Arc::new(ManualClock::new(T0_MS));
         Some(MemoryHarness {
-            quota: Arc::new(MemoryQuota::with_clock(config, clock.clone())),
+            quota: Arc::new(MemoryQuota::with_clock(clock.clone())),
             clock,
         })
     }

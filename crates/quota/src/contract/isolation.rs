@@ -8,7 +8,8 @@ use crate::Operation;
 /// another operation, a project differing only in case) untouched, and the same receipt
 /// is charged separately in each bucket.
 pub async fn buckets_are_separate_per_project_subject_and_operation<F: QuotaFactory>(factory: &F) {
-    let harness = crate::fresh_quota!(factory, uniform(1));
+    let limits = limits(1);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     let subject = "client-1";
     in_one_window(async |attempt| {
@@ -17,12 +18,13 @@ pub async fn buckets_are_separate_per_project_subject_and_operation<F: QuotaFact
         let other_project = format!("other-{attempt}");
         let mut window = OneWindow::default();
         let home = command(&project, subject, Operation::Extract, "same");
-        let first = consume(quota, &home).await;
+        let first = consume(quota, &home, limits).await;
         window.check(&first)?;
         assert_eq!(remaining(&first), 0);
         let full = consume(
             quota,
             &command(&project, subject, Operation::Extract, "other"),
+            limits,
         )
         .await;
         window.check(&full)?;
@@ -35,7 +37,7 @@ pub async fn buckets_are_separate_per_project_subject_and_operation<F: QuotaFact
             command(&project, subject, Operation::Admin, "same"),
         ];
         for neighbour in &neighbours {
-            let decision = consume(quota, neighbour).await;
+            let decision = consume(quota, neighbour, limits).await;
             window.check(&decision)?;
             assert_eq!(
                 remaining(&decision),

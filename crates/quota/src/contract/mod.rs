@@ -9,20 +9,22 @@
 //! runs through [`fixtures::in_one_window`], which repeats it in a fresh bucket if it
 //! happened to straddle a window boundary (instead of sleeping to avoid one).
 //!
-//! Modules: `admission` (limits, retry-after, concurrency), `replay` (receipts),
+//! Modules: `admission` (limits, retry-after, concurrency), `per_call` (limits that differ
+//! between callers or change between calls, on one instance), `replay` (receipts),
 //! `window` (alignment and expiry), `isolation` (bucket keys), `validation` (input rules,
 //! boundary sizes), `fixtures` (the memory factory and helpers).
 
 pub mod admission;
 pub mod fixtures;
 pub mod isolation;
+pub mod per_call;
 pub mod replay;
 pub mod validation;
 pub mod window;
 
 use async_trait::async_trait;
 
-use crate::{Operation, QuotaConfig, QuotaPort};
+use crate::{Operation, QuotaPort};
 
 /// A bucket as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,8 +68,9 @@ pub trait QuotaFactory: Send + Sync {
     /// What [`QuotaFactory::create`] returns.
     type Harness: QuotaHarness;
 
-    /// A fresh, empty quota with `config`, or `None` to skip (the factory says why, loudly).
-    async fn create(&self, config: QuotaConfig) -> Option<Self::Harness>;
+    /// A fresh, empty quota, or `None` to skip (the factory says why, loudly). It holds no
+    /// limits: every scenario passes its own with each call.
+    async fn create(&self) -> Option<Self::Harness>;
 }
 
 /// Generates one `#[tokio::test]` per contract function for the factory expression given.
@@ -88,6 +91,9 @@ macro_rules! contract_suite {
             window::windows_are_aligned_to_their_length,
             window::window_expiry_resets_count_and_receipts,
             isolation::buckets_are_separate_per_project_subject_and_operation,
+            per_call::clients_on_one_instance_are_charged_under_their_own_limits,
+            per_call::lowered_limit_denies_new_receipts_and_replays_stay_admitted,
+            per_call::raised_limit_admits_more_in_the_same_window,
             validation::invalid_input_is_rejected_and_writes_nothing,
             validation::longest_valid_inputs_are_stored_intact,
             validation::full_bucket_holds_a_thousand_longest_receipts,

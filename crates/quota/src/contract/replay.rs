@@ -7,7 +7,8 @@ use crate::{Operation, QuotaDecision};
 /// A replayed receipt is admitted with the same `remaining` and reset, and the bucket
 /// keeps one copy of it.
 pub async fn replayed_receipt_is_admitted_without_charge<F: QuotaFactory>(factory: &F) {
-    let harness = crate::fresh_quota!(factory, uniform(5));
+    let limits = limits(5);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
@@ -16,6 +17,7 @@ pub async fn replayed_receipt_is_admitted_without_charge<F: QuotaFactory>(factor
             consume(
                 quota,
                 &command(PROJECT, &subject, Operation::Extract, receipt),
+                limits,
             )
             .await
         };
@@ -50,7 +52,8 @@ pub async fn replayed_receipt_is_admitted_without_charge<F: QuotaFactory>(factor
 /// Limit 2, full: the admitted receipts still replay as admitted (remaining 0), a new
 /// receipt stays exceeded, and nothing is charged.
 pub async fn replay_is_admitted_after_the_window_filled_up<F: QuotaFactory>(factory: &F) {
-    let harness = crate::fresh_quota!(factory, uniform(2));
+    let limits = limits(2);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
@@ -59,6 +62,7 @@ pub async fn replay_is_admitted_after_the_window_filled_up<F: QuotaFactory>(fact
             let decision = consume(
                 quota,
                 &command(PROJECT, &subject, Operation::Extract, receipt),
+                limits,
             )
             .await;
             window.check(&decision)?;

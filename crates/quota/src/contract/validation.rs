@@ -34,10 +34,11 @@ fn invalid_commands() -> Vec<(QuotaCommand, CommandField)> {
 /// Each invalid field is reported as an input error naming that field, and the store
 /// stays empty; a valid command afterwards is stored (so the count can see a write).
 pub async fn invalid_input_is_rejected_and_writes_nothing<F: QuotaFactory>(factory: &F) {
-    let harness = crate::fresh_quota!(factory, uniform(5));
+    let limits = limits(5);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     for (command, field) in invalid_commands() {
-        match quota.consume(&command).await {
+        match quota.consume(&command, limits).await {
             Err(error) => assert_eq!(error.field, field, "{command:?}"),
             Ok(decision) => panic!("{command:?} must be rejected, got {decision:?}"),
         }
@@ -51,7 +52,12 @@ pub async fn invalid_input_is_rejected_and_writes_nothing<F: QuotaFactory>(facto
         0,
         "invalid input wrote a bucket"
     );
-    let valid = consume(quota, &command("proj", "s", Operation::Extract, "r")).await;
+    let valid = consume(
+        quota,
+        &command("proj", "s", Operation::Extract, "r"),
+        limits,
+    )
+    .await;
     assert!(valid.is_admitted(), "{valid:?}");
     assert_eq!(harness.bucket_count().await, 1);
 }
@@ -59,7 +65,8 @@ pub async fn invalid_input_is_rejected_and_writes_nothing<F: QuotaFactory>(facto
 /// The longest valid project (128), subject (255 non-ASCII characters) and receipt (255,
 /// every allowed punctuation) are admitted, stored byte for byte, and replay.
 pub async fn longest_valid_inputs_are_stored_intact<F: QuotaFactory>(factory: &F) {
-    let harness = crate::fresh_quota!(factory, uniform(5));
+    let limits = limits(5);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     let project = format!("P{}", "a._:-9".repeat(22))
         .chars()
@@ -77,10 +84,10 @@ pub async fn longest_valid_inputs_are_stored_intact<F: QuotaFactory>(factory: &F
             .collect();
         let command = command(&project, &subject, Operation::Inspect, &receipt);
         let mut window = OneWindow::default();
-        let first = consume(quota, &command).await;
+        let first = consume(quota, &command, limits).await;
         window.check(&first)?;
         assert_eq!(remaining(&first), 4);
-        let replay = consume(quota, &command).await;
+        let replay = consume(quota, &command, limits).await;
         window.check(&replay)?;
         assert_eq!(remaining(&replay), 4);
         let stored = harness
@@ -96,7 +103,8 @@ pub async fn longest_valid_inputs_are_stored_intact<F: QuotaFactory>(factory: &F
 /// Limit 1000 with 255-byte receipts: all 1000 are admitted (the bucket reaches its largest
 /// size, under the 256 KiB bound), the 1001st is exceeded, and any of them replays.
 pub async fn full_bucket_holds_a_thousand_longest_receipts<F: QuotaFactory>(factory: &F) {
-    let harness = crate::fresh_quota!(factory, uniform(1000));
+    let limits = limits(1000);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     let receipt = |index: usize| format!("{index:04}{}", "x".repeat(251));
     in_one_window(async |attempt| {
@@ -106,6 +114,7 @@ pub async fn full_bucket_holds_a_thousand_longest_receipts<F: QuotaFactory>(fact
             let decision = consume(
                 quota,
                 &command(PROJECT, &subject, Operation::Extract, &receipt(index)),
+                limits,
             )
             .await;
             window.check(&decision)?;
@@ -114,6 +123,7 @@ pub async fn full_bucket_holds_a_thousand_longest_receipts<F: QuotaFactory>(fact
         let over = consume(
             quota,
             &command(PROJECT, &subject, Operation::Extract, &receipt(1000)),
+            limits,
         )
         .await;
         window.check(&over)?;
@@ -121,6 +131,7 @@ pub async fn full_bucket_holds_a_thousand_longest_receipts<F: QuotaFactory>(fact
         let replay = consume(
             quota,
             &command(PROJECT, &subject, Operation::Extract, &receipt(500)),
+            limits,
         )
         .await;
         window.check(&replay)?;

@@ -12,13 +12,18 @@ pub async fn windows_are_aligned_to_their_length<F: QuotaFactory>(factory: &F) {
         .with(Operation::Extract, limits_in(1, 10))
         .with(Operation::Inspect, limits_in(7, 10))
         .with(Operation::Admin, limits_in(300, 10));
-    let harness = crate::fresh_quota!(factory, config);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     for operation in Operation::ALL {
         let window_ms = config.limits(operation).window_ms();
         in_one_window(async |attempt| {
             let subject = format!("client-{attempt}");
-            let decision = consume(quota, &command(PROJECT, &subject, operation, "r")).await;
+            let decision = consume(
+                quota,
+                &command(PROJECT, &subject, operation, "r"),
+                config.limits(operation),
+            )
+            .await;
             OneWindow::default().check(&decision)?;
             let QuotaDecision::Admitted {
                 reset_at_ms,
@@ -45,7 +50,8 @@ pub async fn windows_are_aligned_to_their_length<F: QuotaFactory>(factory: &F) {
 /// A full bucket whose window ended starts over: count 1 with only the new receipt, and
 /// receipts of the old window are charged again.
 pub async fn window_expiry_resets_count_and_receipts<F: QuotaFactory>(factory: &F) {
-    let harness = crate::fresh_quota!(factory, uniform(2));
+    let limits = limits(2);
+    let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
@@ -53,6 +59,7 @@ pub async fn window_expiry_resets_count_and_receipts<F: QuotaFactory>(factory: &
             consume(
                 quota,
                 &command(PROJECT, &subject, Operation::Extract, receipt),
+                limits,
             )
             .await
         };

@@ -26,7 +26,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::attempt;
 use crate::command::QuotaCommand;
-use crate::config::QuotaConfig;
+use crate::config::{OperationLimits, QuotaPolicy};
 use crate::decision::{QuotaDecision, UnavailableReason};
 use crate::error::{InvalidCommand, SetupError};
 use crate::port::QuotaPort;
@@ -98,7 +98,6 @@ impl fmt::Debug for PostgresSettings {
 #[derive(Debug, Clone)]
 pub struct PostgresQuota {
     pool: PgPool,
-    config: QuotaConfig,
     decision_timeout: Duration,
 }
 
@@ -110,10 +109,7 @@ impl PostgresQuota {
 
     /// A quota over a lazily connecting pool: construction never waits for the server, and
     /// decisions taken while it is down are Unavailable. Fails only on an unusable URL.
-    pub fn connect_lazy(
-        settings: &PostgresSettings,
-        config: QuotaConfig,
-    ) -> Result<Self, SetupError> {
+    pub fn connect_lazy(settings: &PostgresSettings) -> Result<Self, SetupError> {
         let options: PgConnectOptions = settings
             .url
             .parse()
@@ -137,14 +133,13 @@ impl PostgresQuota {
                 })
             })
             .connect_lazy_with(options);
-        Ok(Self::from_pool(pool, config, settings.decision_timeout))
+        Ok(Self::from_pool(pool, settings.decision_timeout))
     }
 
     /// A quota over an existing pool; every decision is bounded by `decision_timeout`.
-    pub fn from_pool(pool: PgPool, config: QuotaConfig, decision_timeout: Duration) -> Self {
+    pub fn from_pool(pool: PgPool, decision_timeout: Duration) -> Self {
         PostgresQuota {
             pool,
-            config,
             decision_timeout,
         }
     }
@@ -157,18 +152,21 @@ impl PostgresQuota {
 
 #[async_trait]
 impl QuotaPort for PostgresQuota {
-    async fn consume(&self, command: &QuotaCommand) -> Result<QuotaDecision, InvalidCommand> {
+    async fn consume(
+        &self,
+        command: &QuotaCommand,
+        limits: OperationLimits,
+    ) -> Result<QuotaDecision, InvalidCommand> {
         command.validate()?;
-        let policy = self.config.policy(command.operation);
+        let policy = QuotaPolicy {
+            operation: command.operation,
+            limits,
+        };
         Ok(tokio::time::timeout(
             self.decision_timeout,
             attempt::decide(|| sql_decision::attempt(&self.pool, &STATEMENTS, command, policy)),
         )
         .await
         .unwrap_or(QuotaDecision::unavailable(UnavailableReason::Timeout)))
-    }
-
-    fn config(&self) -> &QuotaConfig {
-        &self.config
     }
 }

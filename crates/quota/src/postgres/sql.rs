@@ -16,6 +16,11 @@
 /// - otherwise the `WHERE` is false: the row is locked but not updated, and the upsert
 ///   returns nothing, which means "full".
 ///
+/// The limit (`$6`) is the caller's and is not stored: a bucket charged under a higher
+/// limit is full (`>=`) under a lower one, its receipts still replay, and a raised limit
+/// charges on from the stored count. No CHECK ties the count to a limit, only to the hard
+/// cap no limit exceeds.
+///
 /// Concurrent decisions on one bucket serialize on its row lock, and `ON CONFLICT DO
 /// UPDATE` re-evaluates against the latest committed row, so replicas cannot over-admit.
 ///

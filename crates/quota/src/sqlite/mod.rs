@@ -22,7 +22,7 @@ use sqlx::sqlite::{
 
 use crate::attempt;
 use crate::command::QuotaCommand;
-use crate::config::QuotaConfig;
+use crate::config::{OperationLimits, QuotaPolicy};
 use crate::decision::{QuotaDecision, UnavailableReason};
 use crate::error::{InvalidCommand, SetupError};
 use crate::port::QuotaPort;
@@ -79,7 +79,6 @@ impl SqliteSettings {
 #[derive(Debug, Clone)]
 pub struct SqliteQuota {
     pool: SqlitePool,
-    config: QuotaConfig,
     decision_timeout: Duration,
 }
 
@@ -91,7 +90,7 @@ impl SqliteQuota {
 
     /// Opens (creating if needed) the file and applies the migrations, within
     /// `settings.acquire_timeout` per connection.
-    pub async fn open(settings: &SqliteSettings, config: QuotaConfig) -> Result<Self, SetupError> {
+    pub async fn open(settings: &SqliteSettings) -> Result<Self, SetupError> {
         let pool = SqlitePoolOptions::new()
             .max_connections(settings.max_connections.max(1))
             .acquire_timeout(settings.acquire_timeout)
@@ -99,7 +98,6 @@ impl SqliteQuota {
         migrate(&pool).await?;
         Ok(SqliteQuota {
             pool,
-            config,
             decision_timeout: settings.decision_timeout,
         })
     }
@@ -117,18 +115,21 @@ impl SqliteQuota {
 
 #[async_trait]
 impl QuotaPort for SqliteQuota {
-    async fn consume(&self, command: &QuotaCommand) -> Result<QuotaDecision, InvalidCommand> {
+    async fn consume(
+        &self,
+        command: &QuotaCommand,
+        limits: OperationLimits,
+    ) -> Result<QuotaDecision, InvalidCommand> {
         command.validate()?;
-        let policy = self.config.policy(command.operation);
+        let policy = QuotaPolicy {
+            operation: command.operation,
+            limits,
+        };
         Ok(tokio::time::timeout(
             self.decision_timeout,
             attempt::decide(|| sql_decision::attempt(&self.pool, &STATEMENTS, command, policy)),
         )
         .await
         .unwrap_or(QuotaDecision::unavailable(UnavailableReason::Timeout)))
-    }
-
-    fn config(&self) -> &QuotaConfig {
-        &self.config
     }
 }

@@ -15,6 +15,9 @@
 /// data-modifying CTEs, so the read cannot ride along as it does on PostgreSQL.) The first
 /// column, `admitted = 1`, keeps the row shape of PostgreSQL's statement.
 ///
+/// The limit (`?6`) is the caller's and is not stored, as on PostgreSQL: a bucket charged
+/// under a higher limit is full under a lower one and its receipts still replay.
+///
 /// Differences, all SQLite's: receipts are JSONB (`jsonb_array`, `jsonb_insert`); whether
 /// the receipt is already stored is computed once, in the `seen` CTE, rather than in each
 /// `CASE` (the statement holds the write lock from its start, so that read cannot go stale);

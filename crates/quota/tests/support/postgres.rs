@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use proxypool_quota::contract::StoredBucket;
 use proxypool_quota::postgres::{create_quota_role, migrate};
-use proxypool_quota::{Operation, PostgresQuota, PostgresSettings, QuotaConfig};
+use proxypool_quota::{Operation, PostgresQuota, PostgresSettings};
 use proxypool_testkit::PostgresServer;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -55,8 +55,8 @@ pub(crate) async fn fresh_database(server: &PostgresServer) -> Database {
 }
 
 /// A quota on `url` with test-sized timeouts.
-pub(crate) fn quota(url: &str, config: QuotaConfig) -> PostgresQuota {
-    PostgresQuota::connect_lazy(&PostgresSettings::new(url), config).expect("quota URL")
+pub(crate) fn quota(url: &str) -> PostgresQuota {
+    PostgresQuota::connect_lazy(&PostgresSettings::new(url)).expect("quota URL")
 }
 
 /// Reads a bucket as the superuser.

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use proxypool_quota::contract::{QuotaFactory, QuotaHarness, StoredBucket};
-use proxypool_quota::{Operation, PostgresQuota, QuotaConfig};
+use proxypool_quota::{Operation, PostgresQuota};
 
 use super::postgres::{Database, expire_windows, fresh_database, quota, shared_server, stored};
 
@@ -21,11 +21,11 @@ pub(crate) struct PostgresHarness {
 impl QuotaFactory for PostgresFactory {
     type Harness = PostgresHarness;
 
-    async fn create(&self, config: QuotaConfig) -> Option<PostgresHarness> {
+    async fn create(&self) -> Option<PostgresHarness> {
         let server = shared_server()?;
         let database = fresh_database(server).await;
         Some(PostgresHarness {
-            quota: quota(&database.role_url, config),
+            quota: quota(&database.role_url),
             database,
         })
     }

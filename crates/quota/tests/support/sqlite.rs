@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use proxypool_quota::contract::{QuotaFactory, QuotaHarness, StoredBucket};
-use proxypool_quota::{Operation, QuotaConfig, SqliteQuota, SqliteSettings};
+use proxypool_quota::{Operation, SqliteQuota, SqliteSettings};
 
 use super::scratch::ScratchDir;
 
@@ -22,10 +22,10 @@ pub(crate) struct SqliteHarness {
 impl QuotaFactory for SqliteFactory {
     type Harness = SqliteHarness;
 
-    async fn create(&self, config: QuotaConfig) -> Option<SqliteHarness> {
+    async fn create(&self) -> Option<SqliteHarness> {
         let dir = ScratchDir::new("sqlite");
         let settings = SqliteSettings::new(dir.path().join("quota.db"));
-        let quota = SqliteQuota::open(&settings, config)
+        let quota = SqliteQuota::open(&settings)
             .await
             .expect("open the SQLite quota");
         Some(SqliteHarness { quota, _dir: dir })

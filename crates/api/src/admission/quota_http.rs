@@ -1,8 +1,9 @@
 //! What the API sends for a quota decision: status, error code and header values.
 //!
-//! Plain strings and numbers, so the API can use any HTTP framework (and this crate needs
-//! none). Rejections are low-sensitivity by construction: fixed codes and messages, no
-//! project, subject, count row or database text.
+//! The quota crate decides and knows nothing of HTTP; this is the API's reading of its
+//! answers, as plain strings and numbers that [`super::quota`] turns into the response.
+//! Rejections are low-sensitivity by construction: fixed codes and messages, no project,
+//! subject, count row or database text.
 //!
 //! - `Admitted` → proceed, with `RateLimit-Policy` and `RateLimit`.
 //! - `Exceeded` → 429 `quota_exceeded`, `Retry-After` = ceil(seconds), at least 1, plus the
@@ -14,20 +15,18 @@
 //! "extract";q=600;w=60` and `RateLimit: "extract";r=599;t=42` (q quota, w window seconds, r
 //! remaining, t seconds until the window resets). The policy name is the operation.
 
-use crate::config::QuotaPolicy;
-use crate::decision::QuotaDecision;
-use crate::error::InvalidCommand;
+use proxypool_quota::{CommandField, InvalidCommand, QuotaDecision, QuotaPolicy};
 
 /// `Retry-After` of a 503: long enough not to hammer a recovering store, short enough to
 /// notice that it is back.
-pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 2;
+pub(crate) const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 2;
 
 /// A header name and value.
-pub type Header = (&'static str, String);
+pub(crate) type Header = (&'static str, String);
 
 /// How the API answers a decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QuotaHttp {
+pub(crate) enum QuotaHttp {
     /// Carry on with the request; add these headers to its response.
     Proceed {
         /// `RateLimit-Policy` and `RateLimit`.
@@ -39,24 +38,24 @@ pub enum QuotaHttp {
 
 /// An error response: status, the body's `error.code` and `error.message`, and headers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpRejection {
+pub(crate) struct HttpRejection {
     /// 429, 503 or 400.
-    pub status: u16,
+    pub(crate) status: u16,
     /// `error.code` of the JSON body.
-    pub code: &'static str,
+    pub(crate) code: &'static str,
     /// `error.message` of the JSON body (fixed text).
-    pub message: &'static str,
+    pub(crate) message: &'static str,
     /// `Retry-After`, rate-limit headers, `Cache-Control: no-store`.
-    pub headers: Vec<Header>,
+    pub(crate) headers: Vec<Header>,
 }
 
 /// `max(1, ceil(ms / 1000))`: 1250 ms → 2, 1 ms → 1, 0 → 1.
-pub fn retry_after_secs(ms: u64) -> u64 {
+pub(crate) fn retry_after_secs(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
 }
 
 /// `"extract";q=600;w=60`
-pub fn rate_limit_policy(policy: &QuotaPolicy) -> String {
+pub(crate) fn rate_limit_policy(policy: &QuotaPolicy) -> String {
     format!(
         "\"{}\";q={};w={}",
         policy.operation,
@@ -66,12 +65,12 @@ pub fn rate_limit_policy(policy: &QuotaPolicy) -> String {
 }
 
 /// `"extract";r=599;t=42`
-pub fn rate_limit(policy: &QuotaPolicy, remaining: u32, reset_secs: u64) -> String {
+pub(crate) fn rate_limit(policy: &QuotaPolicy, remaining: u32, reset_secs: u64) -> String {
     format!("\"{}\";r={remaining};t={reset_secs}", policy.operation)
 }
 
 /// The API's answer for `decision`.
-pub fn for_decision(decision: &QuotaDecision) -> QuotaHttp {
+pub(crate) fn for_decision(decision: &QuotaDecision) -> QuotaHttp {
     match *decision {
         QuotaDecision::Admitted {
             remaining,
@@ -123,12 +122,12 @@ pub fn for_decision(decision: &QuotaDecision) -> QuotaHttp {
 
 /// The API's answer for a command that failed validation (the message names the field,
 /// e.g. "receipt_id contains a forbidden character", never the value).
-pub fn for_invalid(error: &InvalidCommand) -> HttpRejection {
+pub(crate) fn for_invalid(error: &InvalidCommand) -> HttpRejection {
     let message = match error.field {
-        crate::CommandField::Project => "invalid project",
-        crate::CommandField::Subject => "invalid subject",
-        crate::CommandField::Operation => "invalid operation",
-        crate::CommandField::ReceiptId => "invalid idempotency key",
+        CommandField::Project => "invalid project",
+        CommandField::Subject => "invalid subject",
+        CommandField::Operation => "invalid operation",
+        CommandField::ReceiptId => "invalid idempotency key",
     };
     HttpRejection {
         status: 400,
@@ -143,10 +142,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::command::Operation;
-    use crate::config::OperationLimits;
-    use crate::decision::UnavailableReason;
-    use crate::error::{CommandField, InputProblem};
+    use proxypool_quota::{InputProblem, Operation, OperationLimits, UnavailableReason};
 
     fn policy() -> QuotaPolicy {
         QuotaPolicy {
