@@ -86,7 +86,8 @@ pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
                 .as_ref()
                 .and_then(|p| p.plain())
                 .map(|p| p.expose().to_owned());
-            let settings = PostgresSettings::new(with_password(url, password.as_deref()));
+            let mut settings = PostgresSettings::new(url.clone());
+            settings.password = password;
             let quota = PostgresQuota::connect_lazy(&settings)
                 .map_err(|e| Failure::config(format!("quota.url: {e}")))?;
             opened.port = Arc::new(quota.clone());
@@ -116,47 +117,10 @@ fn client_limits(client: &ClientConfig, default: QuotaConfig) -> Result<QuotaCon
     Ok(limits)
 }
 
-/// `postgres://user@host/db` with the password put in as userinfo (percent-encoded).
-pub(crate) fn with_password(url: &str, password: Option<&str>) -> String {
-    let Some(password) = password else {
-        return url.to_owned();
-    };
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let encoded = percent_encode(password);
-    match rest.split_once('@') {
-        Some((user, host)) => format!("{scheme}://{user}:{encoded}@{host}"),
-        // No user in the URL: the driver's default user, with this password.
-        None => format!("{scheme}://:{encoded}@{rest}"),
-    }
-}
-
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proxypool_quota::{QuotaCommand, QuotaDecision};
-
-    #[test]
-    fn passwords_go_into_the_userinfo_encoded() {
-        assert_eq!(
-            with_password("postgres://app@db:5432/pp", Some("p@ss:w/rd")),
-            "postgres://app:p%40ss%3Aw%2Frd@db:5432/pp"
-        );
-        assert_eq!(with_password("postgres://db/pp", None), "postgres://db/pp");
-    }
 
     #[tokio::test]
     async fn each_client_is_charged_under_its_own_limits() {

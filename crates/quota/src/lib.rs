@@ -26,7 +26,7 @@
 //! # #[cfg(feature = "postgres")]
 //! # async fn wire(admin_url: &str, admin: &sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
 //! // Once, as the owner (`proxypool migrate`):
-//! proxypool_quota::postgres::migrate_url(admin_url).await?;
+//! proxypool_quota::postgres::migrate_url(admin_url, None).await?;
 //! proxypool_quota::postgres::create_quota_role(admin, "proxypool_quota", Some("secret")).await?;
 //!
 //! // In every replica, as the least-privilege role:

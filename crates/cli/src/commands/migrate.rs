@@ -8,11 +8,10 @@
 
 use crate::args::MigrateArgs;
 use crate::failure::Failure;
-use crate::quota::with_password;
 use crate::settings;
 use proxypool_config::{Env, QuotaKind, Role};
 use proxypool_quota::{SqliteQuota, SqliteSettings};
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::time::Duration;
 
 pub(crate) async fn run(args: MigrateArgs) -> Result<(), Failure> {
@@ -46,22 +45,29 @@ pub(crate) async fn run(args: MigrateArgs) -> Result<(), Failure> {
             println!("SQLite quota migrated: {}", path.display());
         }
         QuotaKind::Postgres { url } => {
-            let admin_url = match &args.admin_url_env {
-                Some(var) => Env::from_process()
-                    .get(var)
-                    .map(str::to_owned)
-                    .ok_or_else(|| Failure::config(format!("--admin-url-env: {var} is not set")))?,
-                None => with_password(
-                    url,
+            // An admin URL from the environment carries its own credentials; the
+            // configured URL gets the configured password beside it, never inside it.
+            let (admin_url, admin_password) = match &args.admin_url_env {
+                Some(var) => (
+                    Env::from_process()
+                        .get(var)
+                        .map(str::to_owned)
+                        .ok_or_else(|| {
+                            Failure::config(format!("--admin-url-env: {var} is not set"))
+                        })?,
+                    None,
+                ),
+                None => (
+                    url.clone(),
                     config
                         .quota
                         .password
                         .as_ref()
                         .and_then(|p| p.plain())
-                        .map(|p| p.expose()),
+                        .map(|p| p.expose().to_owned()),
                 ),
             };
-            proxypool_quota::postgres::migrate_url(&admin_url)
+            proxypool_quota::postgres::migrate_url(&admin_url, admin_password.as_deref())
                 .await
                 .map_err(|e| Failure::runtime(format!("PostgreSQL quota migrations: {e}")))?;
             println!("PostgreSQL quota migrated: {url}");
@@ -72,10 +78,17 @@ pub(crate) async fn run(args: MigrateArgs) -> Result<(), Failure> {
                     )?),
                     None => None,
                 };
+                let options: PgConnectOptions = admin_url
+                    .parse()
+                    .map_err(|e| Failure::config(format!("PostgreSQL URL: {e}")))?;
+                let options = match &admin_password {
+                    Some(password) => options.password(password),
+                    None => options,
+                };
                 let admin = PgPoolOptions::new()
                     .max_connections(1)
                     .acquire_timeout(Duration::from_secs(10))
-                    .connect(&admin_url)
+                    .connect_with(options)
                     .await
                     .map_err(|e| Failure::runtime(format!("PostgreSQL: {e}")))?;
                 let created =

@@ -48,8 +48,11 @@ const STATEMENTS: Statements = Statements {
 /// Connection settings of [`PostgresQuota`].
 #[derive(Clone)]
 pub struct PostgresSettings {
-    /// `postgres://user:password@host:port/database` of the quota role.
+    /// `postgres://user@host:port/database` of the quota role.
     pub url: String,
+    /// The role's password, given apart from the URL so it never has to be written (or
+    /// percent-encoded) into one.
+    pub password: Option<String>,
     /// Connections per process. The seed runs 2 per replica; the default leaves headroom.
     pub max_connections: u32,
     /// How long a decision waits for a pooled connection (including connecting).
@@ -65,6 +68,7 @@ impl PostgresSettings {
     pub fn new(url: impl Into<String>) -> Self {
         PostgresSettings {
             url: url.into(),
+            password: None,
             max_connections: 4,
             acquire_timeout: Duration::from_secs(2),
             statement_timeout: Duration::from_secs(2),
@@ -85,6 +89,7 @@ impl fmt::Debug for PostgresSettings {
         formatter
             .debug_struct("PostgresSettings")
             .field("url", &url)
+            .field("password", &self.password.as_ref().map(|_| "***"))
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("statement_timeout", &self.statement_timeout)
@@ -114,6 +119,10 @@ impl PostgresQuota {
             .url
             .parse()
             .map_err(|_| SetupError::InvalidSetting("unparsable PostgreSQL URL".to_owned()))?;
+        let options = match &settings.password {
+            Some(password) => options.password(password),
+            None => options,
+        };
         let statement_timeout_ms = settings.statement_timeout.as_millis().max(1).to_string();
         let options = options
             .application_name("proxypool-quota")

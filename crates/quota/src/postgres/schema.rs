@@ -58,17 +58,21 @@ pub async fn migrate(admin: &PgPool) -> Result<(), SetupError> {
 }
 
 /// Connects to `url` with one connection, applies the migrations, and disconnects.
-pub async fn migrate_url(url: &str) -> Result<(), SetupError> {
-    let admin = admin_pool(url)?;
+pub async fn migrate_url(url: &str, password: Option<&str>) -> Result<(), SetupError> {
+    let admin = admin_pool(url, password)?;
     let outcome = migrate(&admin).await;
     admin.close().await;
     outcome
 }
 
-fn admin_pool(url: &str) -> Result<PgPool, SetupError> {
+fn admin_pool(url: &str, password: Option<&str>) -> Result<PgPool, SetupError> {
     let options: PgConnectOptions = url
         .parse()
         .map_err(|_| SetupError::InvalidSetting("unparsable PostgreSQL URL".to_owned()))?;
+    let options = match password {
+        Some(password) => options.password(password),
+        None => options,
+    };
     Ok(PgPoolOptions::new()
         .max_connections(1)
         .acquire_timeout(ADMIN_CONNECT_TIMEOUT)
