@@ -79,4 +79,4 @@ pub use routes::health::READINESS_PROJECT;
 pub use routes::meta::OPENAPI_JSON;
 pub use routes::{ROUTES, router};
 pub use serve::serve;
-pub use state::{ApiPorts, ApiState, ApiStateBuilder};
+pub use state::{ApiPorts, ApiState, ApiStateBuilder, ConfigReloader};

@@ -9,6 +9,7 @@ use crate::clients::{ApiClient, ClientDirectory};
 use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
 use crate::controller_view::{UpstreamStatusSource, WorkerCordon};
 use crate::metrics::text::MetricsHandle;
+use arc_swap::ArcSwap;
 use proxypool_core::{
     ActivityPool, Extractor, InventoryReader, OwnershipRepository, UnixMillis, WorkerRuntimeStore,
 };
@@ -54,14 +55,26 @@ pub struct ApiState {
 #[derive(Debug)]
 struct Inner {
     ports: ApiPorts,
-    clients: ClientDirectory,
+    // Swapped whole on a configuration reload; requests read a consistent copy.
+    clients: ArcSwap<ClientDirectory>,
     shield: Shield,
     limits: ApiLimits,
-    extraction: ExtractionSettings,
+    extraction: ArcSwap<ExtractionSettings>,
+    reloader: Option<Arc<dyn ConfigReloader>>,
     concurrency: Arc<Semaphore>,
     metrics: Option<MetricsHandle>,
     cordon: Option<Arc<dyn WorkerCordon>>,
     clock: fn() -> UnixMillis,
+}
+
+/// Re-reads the configuration of the process the API runs in (`POST /v1/admin/reload`)
+/// and tells how the last reload went (`GET /v1/admin/reload`).
+#[async_trait::async_trait]
+pub trait ConfigReloader: Send + Sync + std::fmt::Debug {
+    /// Reloads now; the report says what was applied, refused or needs a restart.
+    async fn reload(&self) -> serde_json::Value;
+    /// The last reload's report (or that none happened yet).
+    fn last(&self) -> serde_json::Value;
 }
 
 /// Collects the optional parts of an [`ApiState`].
@@ -75,6 +88,7 @@ pub struct ApiStateBuilder {
     shield: ShieldChoice,
     metrics: Option<MetricsHandle>,
     cordon: Option<Arc<dyn WorkerCordon>>,
+    reloader: Option<Arc<dyn ConfigReloader>>,
     clock: fn() -> UnixMillis,
 }
 
@@ -126,6 +140,12 @@ impl ApiStateBuilder {
         self
     }
 
+    /// What `POST /v1/admin/reload` calls (without one, the route answers 404).
+    pub fn reloader(mut self, reloader: Arc<dyn ConfigReloader>) -> Self {
+        self.reloader = Some(reloader);
+        self
+    }
+
     /// Validates everything and builds the state.
     pub fn build(self) -> Result<ApiState, ApiConfigError> {
         crate::config::first_problem(self.limits.problems())?;
@@ -139,10 +159,11 @@ impl ApiStateBuilder {
             inner: Arc::new(Inner {
                 concurrency: Arc::new(Semaphore::new(self.limits.max_concurrent_requests)),
                 ports: self.ports,
-                clients,
+                clients: ArcSwap::from_pointee(clients),
                 shield,
                 limits: self.limits,
-                extraction: self.extraction,
+                extraction: ArcSwap::from_pointee(self.extraction),
+                reloader: self.reloader,
                 metrics: self.metrics,
                 cordon: self.cordon,
                 clock: self.clock,
@@ -162,16 +183,36 @@ impl ApiState {
             shield: ShieldChoice::Settings(ShieldSettings::default()),
             metrics: None,
             cordon: None,
+            reloader: None,
             clock: proxypool_core::now_millis,
         }
+    }
+
+    /// Replaces the clients (a configuration reload): requests authenticated from now on
+    /// see the new set; a request already past authentication finishes as it started.
+    pub fn replace_clients(&self, clients: Vec<ApiClient>) -> Result<(), ApiConfigError> {
+        let directory = ClientDirectory::new(clients)?;
+        self.inner.clients.store(Arc::new(directory));
+        Ok(())
+    }
+
+    /// Replaces the extraction settings (a configuration reload).
+    pub fn replace_extraction(&self, settings: ExtractionSettings) -> Result<(), ApiConfigError> {
+        crate::config::first_problem(settings.problems())?;
+        self.inner.extraction.store(Arc::new(settings));
+        Ok(())
+    }
+
+    pub(crate) fn reloader(&self) -> Option<&Arc<dyn ConfigReloader>> {
+        self.inner.reloader.as_ref()
     }
 
     pub(crate) fn ports(&self) -> &ApiPorts {
         &self.inner.ports
     }
 
-    pub(crate) fn clients(&self) -> &ClientDirectory {
-        &self.inner.clients
+    pub(crate) fn clients(&self) -> Arc<ClientDirectory> {
+        self.inner.clients.load_full()
     }
 
     pub(crate) fn shield(&self) -> &Shield {
@@ -182,8 +223,8 @@ impl ApiState {
         &self.inner.limits
     }
 
-    pub fn extraction(&self) -> &ExtractionSettings {
-        &self.inner.extraction
+    pub fn extraction(&self) -> Arc<ExtractionSettings> {
+        self.inner.extraction.load_full()
     }
 
     pub(crate) fn concurrency(&self) -> Arc<Semaphore> {

@@ -9,6 +9,7 @@
 //! - `args`: the command line (clap derive).
 //! - `commands`: one module per subcommand.
 //! - `stack`: controller + client API (+ gateway) in one process, and their shutdown order.
+//! - `reload`: SIGHUP and `POST /v1/admin/reload`: re-read the file, apply what may change live.
 //! - `settings`: loading the file (the `proxypool-config` crate owns it) for a command.
 //! - `gateway_section`: the `[gateway]` table as a split or in-process gateway's settings.
 //! - `quota`: opening the quota store with per-client limits.
@@ -26,6 +27,7 @@ mod http_client;
 mod logging;
 mod quota;
 mod random;
+mod reload;
 mod settings;
 mod signal;
 mod stack;

@@ -27,6 +27,11 @@ pub(crate) struct OpenedQuota {
 
 impl OpenedQuota {
     /// The limits of `client` in `project`, as configured (the defaults when not listed).
+    /// Replaces the per-client limits (a configuration reload).
+    pub(crate) fn replace_limits(&mut self, limits: HashMap<(String, String), QuotaConfig>) {
+        self.limits = limits;
+    }
+
     pub(crate) fn limits_for(&self, project: &str, client: &str) -> QuotaConfig {
         self.limits
             .get(&(project.to_owned(), client.to_owned()))
@@ -48,18 +53,27 @@ impl OpenedQuota {
 /// Opens the configured backend (applying SQLite's migrations; PostgreSQL's are applied by
 /// `proxypool migrate`, because the serving role may not create tables) and builds the
 /// clients' limits, rejecting a limit outside the quota's caps.
-pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
+/// Every configured client's limits by (project, client id).
+pub(crate) fn limits_table(
+    config: &Config,
+) -> Result<HashMap<(String, String), QuotaConfig>, Failure> {
     let default = QuotaConfig::default();
-    let mut limits = HashMap::new();
-    for client in &config.clients {
-        limits.insert(
-            (client.project.clone(), client.id.to_string()),
-            client_limits(client, default)?,
-        );
-    }
+    config
+        .clients
+        .iter()
+        .map(|client| {
+            Ok((
+                (client.project.clone(), client.id.to_string()),
+                client_limits(client, default)?,
+            ))
+        })
+        .collect()
+}
+
+pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
     let mut opened = OpenedQuota {
         port: Arc::new(MemoryQuota::new()),
-        limits,
+        limits: limits_table(config)?,
         sqlite: None,
         postgres: None,
     };

@@ -12,7 +12,7 @@ use crate::adapters::ControllerView;
 use crate::failure::Failure;
 use crate::quota::{self, OpenedQuota};
 use crate::random;
-use proxypool_api::{ApiClient, ApiPorts, ApiState, MetricsHandle, ShieldSettings};
+use proxypool_api::{ApiClient, ApiPorts, ApiState, ConfigReloader, MetricsHandle, ShieldSettings};
 use proxypool_config::{ApiSection, Config, SecretRef, WorkerTokenConfig};
 use proxypool_controller::{Controller, RunningController};
 use proxypool_core::{Secret, SecretHash, WorkerId};
@@ -68,6 +68,7 @@ pub(crate) struct Stack {
 
 #[derive(Debug)]
 struct RunningApi {
+    state: ApiState,
     stop: watch::Sender<bool>,
     task: JoinHandle<std::io::Result<()>>,
     /// How long in-flight requests may take once the listener stops.
@@ -86,6 +87,7 @@ impl Stack {
     pub(crate) async fn start(
         config: Config,
         gateway: Option<&dyn Fn(String) -> Result<GatewayConfig, Failure>>,
+        reloader: Option<Arc<dyn ConfigReloader>>,
     ) -> Result<Stack, Failure> {
         let api = config.api.clone();
         let api_listen = config.listen.api;
@@ -106,7 +108,7 @@ impl Stack {
             .start()
             .await
             .map_err(|e| Failure::runtime(e.to_string()))?;
-        let api = match start_api(&controller, &api, clients, &quota, api_listener) {
+        let api = match start_api(&controller, &api, clients, &quota, api_listener, reloader) {
             Ok(api) => api,
             Err(failure) => {
                 running.shutdown().await;
@@ -142,6 +144,23 @@ impl Stack {
             }
         }
         Ok(stack)
+    }
+
+    /// Applies a reloaded configuration (only keys that apply live differ from the running
+    /// one): the client API's clients, quota limits and extraction settings, then the
+    /// controller's tokens, gateway clients and loops. A client removed here is refused by
+    /// the API from its next request and by every gateway from its next snapshot.
+    pub(crate) async fn apply(&mut self, config: Config) -> Result<(), Failure> {
+        self.quota.replace_limits(quota::limits_table(&config)?);
+        let state = &self.api.state;
+        state
+            .replace_clients(api_clients(&config, &self.quota))
+            .map_err(|e| Failure::config(format!("api: {e}")))?;
+        state
+            .replace_extraction(config.api.extraction.clone())
+            .map_err(|e| Failure::config(format!("api: {e}")))?;
+        self.controller.apply(config).await;
+        Ok(())
     }
 
     pub(crate) fn controller(&self) -> &Controller {
@@ -200,6 +219,7 @@ fn start_api(
     clients: Vec<ApiClient>,
     quota: &OpenedQuota,
     listener: TcpListener,
+    reloader: Option<Arc<dyn ConfigReloader>>,
 ) -> Result<RunningApi, Failure> {
     let pool = controller.pool();
     let view = Arc::new(ControllerView::new(controller.clone()));
@@ -216,6 +236,9 @@ fn start_api(
         .extraction(section.extraction.clone())
         .shield_settings(ShieldSettings::from(&section.shield))
         .cordon(view);
+    if let Some(reloader) = reloader {
+        builder = builder.reloader(reloader);
+    }
     // First come, first served: in one process the API's recorder also collects the
     // gateway's metrics, so `/metrics` on the API shows both.
     match MetricsHandle::install_global() {
@@ -226,6 +249,7 @@ fn start_api(
         .build()
         .map_err(|e| Failure::config(format!("api: {e}")))?;
     let (stop, mut stopped) = watch::channel(false);
+    let state_handle = state.clone();
     let router = proxypool_api::router(state);
     let max_connections = section.limits.max_connections;
     let task = tokio::spawn(proxypool_api::serve(
@@ -237,6 +261,7 @@ fn start_api(
         },
     ));
     Ok(RunningApi {
+        state: state_handle,
         stop,
         task,
         grace: section.limits.request_timeout.as_duration() + Duration::from_secs(1),

@@ -3,11 +3,10 @@
 //! restart".
 //!
 //! Keys that shape what a process has bound or opened (listen addresses, the store and
-//! quota connections, a gateway's identity and listeners, the control API's session and
-//! snapshot contract, the client API's transport limits) need a restart: a reload reports
-//! them and keeps the running values. Everything else (clients, policies, upstreams,
-//! worker tokens, checker/ownership/maintenance tuning, extraction settings, shields,
-//! gateway limits, rotation, dialing) is applied live.
+//! quota connections, the control API's session and snapshot contract, the client API's
+//! transport limits and shield, the gateway's table) need a restart: a reload reports them
+//! and keeps the running values. Everything else (clients, policies, upstreams, worker
+//! tokens, checker/ownership/maintenance tuning, extraction settings) is applied live.
 
 use crate::model::Config;
 use toml::Value;
@@ -19,11 +18,8 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "listen",
     "snapshot",
     "api.limits",
-    "gateway.worker_id",
-    "gateway.controller_url",
-    "gateway.worker_token",
-    "gateway.listeners",
-    "gateway.limiter",
+    "api.shield",
+    "gateway",
 ];
 
 /// The differences between two loads of a file.

@@ -27,6 +27,7 @@ use crate::provider::status::UpstreamOverview;
 use crate::provider::{Reconciler, StatusBoard, VendorClient};
 use crate::snapshot::{ChangeSignal, SnapshotPublisher};
 use crate::store::{OpenedStore, StoreOpenError, open_store};
+use arc_swap::ArcSwap;
 use axum::Router;
 use proxypool_core::ActivityPool;
 use proxypool_core::control::{GatewayClient, RateLimitSpec};
@@ -55,7 +56,9 @@ pub enum ControllerError {
 /// A configured controller, not yet running.
 #[derive(Debug, Clone)]
 pub struct Controller {
-    config: Arc<Config>,
+    // Swapped whole on a configuration reload ([`RunningController::apply`]).
+    config: Arc<ArcSwap<Config>>,
+    tokens: Arc<WorkerTokens>,
     pool: Arc<dyn ActivityPool>,
     leadership: Arc<dyn Leadership>,
     clock: SharedClock,
@@ -84,7 +87,8 @@ impl Controller {
             changes,
         ));
         Controller {
-            config: Arc::new(config),
+            tokens: Arc::new(WorkerTokens::new(config.worker_tokens.clone())),
+            config: Arc::new(ArcSwap::from_pointee(config)),
             pool: store.pool,
             leadership: store.leadership,
             clock,
@@ -95,8 +99,9 @@ impl Controller {
         }
     }
 
-    pub fn config(&self) -> &Arc<Config> {
-        &self.config
+    /// The configuration in force (the latest applied reload's).
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
     }
 
     /// The activity pool (for the client API in the same process).
@@ -120,7 +125,7 @@ impl Controller {
 
     /// Every configured upstream with its provider status (config order).
     pub fn upstream_overviews(&self) -> Vec<UpstreamOverview> {
-        self.config
+        self.config()
             .upstreams
             .iter()
             .map(|u| UpstreamOverview {
@@ -143,8 +148,8 @@ impl Controller {
             pool: self.pool.clone(),
             clock: self.clock.clone(),
             publisher: self.publisher.clone(),
-            tokens: Arc::new(WorkerTokens::new(self.config.worker_tokens.clone())),
-            snapshot: self.config.snapshot.clone(),
+            tokens: self.tokens.clone(),
+            snapshot: self.config().snapshot.clone(),
             wake_ownership: self.wake_ownership.clone(),
         })
     }
@@ -152,7 +157,7 @@ impl Controller {
     /// One reconciler per upstream (to drive rounds by hand in tests).
     pub fn reconcilers(&self) -> Vec<Reconciler> {
         let client = VendorClient::new();
-        self.config
+        self.config()
             .upstreams
             .iter()
             .map(|u| {
@@ -171,8 +176,8 @@ impl Controller {
         Checker::new(
             self.pool.clone(),
             self.clock.clone(),
-            self.config.checker.clone(),
-            &self.config.upstreams,
+            self.config().checker.clone(),
+            &self.config().upstreams,
         )
     }
 
@@ -180,7 +185,7 @@ impl Controller {
         OwnershipManager::new(
             self.pool.clone(),
             self.clock.clone(),
-            self.config.ownership.clone(),
+            self.config().ownership.clone(),
             self.publisher.changes().clone(),
             self.wake_ownership.clone(),
             self.cordons.clone(),
@@ -205,13 +210,37 @@ impl Controller {
         Sweeper::new(
             self.pool.clone(),
             self.clock.clone(),
-            self.config.maintenance.clone(),
+            self.config().maintenance.clone(),
         )
+    }
+
+    /// Spawns the leader-only loops (one reconciler per upstream, the checker, the
+    /// ownership manager, the sweeper) with the configuration in force. Each waits for
+    /// this controller to lead and drops its round when the term ends.
+    fn spawn_loops(&self) -> Loops {
+        let (stop, stopped) = watch::channel(false);
+        let mut tasks = Vec::new();
+        for reconciler in self.reconcilers() {
+            tasks.push(tokio::spawn(
+                reconciler.run(self.leadership.watch(), stopped.clone()),
+            ));
+        }
+        tasks.push(tokio::spawn(
+            self.checker().run(self.leadership.watch(), stopped.clone()),
+        ));
+        tasks.push(tokio::spawn(
+            self.ownership_manager()
+                .run(self.leadership.watch(), stopped.clone()),
+        ));
+        tasks.push(tokio::spawn(
+            self.sweeper().run(self.leadership.watch(), stopped),
+        ));
+        Loops { stop, tasks }
     }
 
     /// Binds `listen.control` and starts everything.
     pub async fn start(self) -> Result<RunningController, ControllerError> {
-        let addr = self.config.listen.control;
+        let addr = self.config().listen.control;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ControllerError::Bind { addr, source })?;
@@ -223,28 +252,11 @@ impl Controller {
         let local = listener
             .local_addr()
             .map_err(|source| ControllerError::Bind {
-                addr: self.config.listen.control,
+                addr: self.config().listen.control,
                 source,
             })?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let mut loops = Vec::new();
-        for reconciler in self.reconcilers() {
-            loops.push(tokio::spawn(
-                reconciler.run(self.leadership.watch(), shutdown_rx.clone()),
-            ));
-        }
-        loops.push(tokio::spawn(
-            self.checker()
-                .run(self.leadership.watch(), shutdown_rx.clone()),
-        ));
-        loops.push(tokio::spawn(
-            self.ownership_manager()
-                .run(self.leadership.watch(), shutdown_rx.clone()),
-        ));
-        loops.push(tokio::spawn(
-            self.sweeper()
-                .run(self.leadership.watch(), shutdown_rx.clone()),
-        ));
+        let loops = self.spawn_loops();
 
         let router = self.control_router();
         let mut server_shutdown = shutdown_rx.clone();
@@ -259,7 +271,7 @@ impl Controller {
                 tracing::error!("control API server failed: {e}");
             }
         });
-        tracing::info!(control = %local, upstreams = self.config.upstreams.len(), "controller started");
+        tracing::info!(control = %local, upstreams = self.config().upstreams.len(), "controller started");
         Ok(RunningController {
             controller: self,
             control_addr: local,
@@ -276,8 +288,32 @@ pub struct RunningController {
     controller: Controller,
     control_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
-    loops: Vec<JoinHandle<()>>,
+    loops: Loops,
     server: JoinHandle<()>,
+}
+
+/// The running leader-only loops and their own stop signal (a reload restarts them
+/// without touching the control API server).
+#[derive(Debug)]
+struct Loops {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Loops {
+    /// Lets each loop finish its current round, then waits for all of them.
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+
+    fn abort(&self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
 }
 
 /// How long in-flight control requests (long-polls included) get to finish on shutdown.
@@ -292,14 +328,37 @@ impl RunningController {
         &self.controller
     }
 
+    /// Applies a reloaded configuration without dropping a connection or an in-flight
+    /// request: worker tokens and the gateway clients (every waiting snapshot long-poll is
+    /// woken) at once; upstreams, checker, ownership and maintenance settings by letting
+    /// each loop finish its round and starting the loops again with the new settings (the
+    /// leadership is kept; loop state lives in the store). The caller decided that
+    /// `config` differs only in keys that apply live (see `proxypool_config::ReloadPlan`).
+    pub async fn apply(&mut self, config: Config) {
+        let controller = &self.controller;
+        controller.tokens.replace(config.worker_tokens.clone());
+        controller
+            .publisher
+            .replace_clients(gateway_clients(&config));
+        controller.config.store(Arc::new(config));
+        // The old loops finish their rounds before the new ones start: never two of one
+        // loop at once.
+        let idle = Loops {
+            stop: watch::channel(true).0,
+            tasks: Vec::new(),
+        };
+        std::mem::replace(&mut self.loops, idle).stop().await;
+        self.loops = self.controller.spawn_loops();
+        self.controller.wake_ownership.notify_one();
+        tracing::info!("controller configuration applied");
+    }
+
     /// Stops the loops (each finishes its current round), resigns the leadership (a
     /// standby takes over at once), stops accepting control requests and waits up to
     /// [`SHUTDOWN_GRACE`] for in-flight ones.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
-        for task in self.loops {
-            let _ = task.await;
-        }
+        self.loops.stop().await;
         // Only now: a standby must not start while our last rounds still write.
         self.controller.leadership.resign().await;
         let mut server = self.server;
@@ -318,9 +377,7 @@ impl RunningController {
     /// or a last resort when a clean shutdown hangs).
     pub fn abort(self) {
         self.controller.leadership.abandon();
-        for task in &self.loops {
-            task.abort();
-        }
+        self.loops.abort();
         self.server.abort();
         tracing::warn!("controller aborted");
     }

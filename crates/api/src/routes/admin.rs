@@ -1,5 +1,6 @@
-//! Admin routes (admin tokens only): `GET /v1/admin/workers` and
-//! `POST /v1/admin/workers/{id}/drain`.
+//! Admin routes (admin tokens only): `GET /v1/admin/workers`,
+//! `POST /v1/admin/workers/{id}/drain`, and `POST /v1/admin/reload` (re-read the
+//! configuration file now) / `GET /v1/admin/reload` (how the last reload went).
 //!
 //! Draining moves every active assignment of the worker to DRAINING (the ownership port's
 //! `begin_drain`): the worker's next snapshot no longer lists those proxies, its open
@@ -50,6 +51,34 @@ pub(crate) async fn list_workers(
         workers.push(WorkerBody::new(session, report.as_ref()));
     }
     Ok(with_grant(Json(WorkersBody { workers, truncated }), grant))
+}
+
+/// Re-reads the configuration of this process: the answer is the reload's report (what
+/// applied live, what needs a restart, or why the file was refused whole).
+pub(crate) async fn reload(
+    State(state): State<ApiState>,
+    AdminPrincipal(client): AdminPrincipal,
+    Extension(request_id): Extension<RequestId>,
+) -> Result<Response, ApiError> {
+    let grant = charge(&state, &client, Operation::Admin, request_id.as_str()).await?;
+    let reloader = state
+        .reloader()
+        .ok_or_else(|| ApiError::not_found("this process has no configuration file to reload"))?;
+    let report = reloader.reload().await;
+    Ok(with_grant(Json(report), grant))
+}
+
+/// The last reload's report.
+pub(crate) async fn last_reload(
+    State(state): State<ApiState>,
+    AdminPrincipal(client): AdminPrincipal,
+    Extension(request_id): Extension<RequestId>,
+) -> Result<Response, ApiError> {
+    let grant = charge(&state, &client, Operation::Inspect, request_id.as_str()).await?;
+    let reloader = state
+        .reloader()
+        .ok_or_else(|| ApiError::not_found("this process has no configuration file to reload"))?;
+    Ok(with_grant(Json(reloader.last()), grant))
 }
 
 pub(crate) async fn drain_worker(

@@ -23,6 +23,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/upstreams/{id}/inventory"),
     ("GET", "/v1/admin/workers"),
     ("POST", "/v1/admin/workers/{id}/drain"),
+    ("GET", "/v1/admin/reload"),
+    ("POST", "/v1/admin/reload"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -42,6 +44,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/upstreams/{id}/inventory", get(upstreams::inventory))
         .route("/v1/admin/workers", get(admin::list_workers))
         .route("/v1/admin/workers/{id}/drain", post(admin::drain_worker))
+        .route(
+            "/v1/admin/reload",
+            get(admin::last_reload).post(admin::reload),
+        )
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(meta::metrics))

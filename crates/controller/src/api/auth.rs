@@ -5,18 +5,28 @@
 use super::error::ApiError;
 use super::request_id::RequestId;
 use crate::config::WorkerTokenConfig;
+use arc_swap::ArcSwap;
 use axum::http::{HeaderMap, header};
 use proxypool_core::WorkerId;
+use std::sync::Arc;
 
 /// The configured worker tokens.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct WorkerTokens {
-    tokens: Vec<WorkerTokenConfig>,
+    // Swapped whole on a configuration reload.
+    tokens: ArcSwap<Vec<WorkerTokenConfig>>,
 }
 
 impl WorkerTokens {
     pub fn new(tokens: Vec<WorkerTokenConfig>) -> Self {
-        WorkerTokens { tokens }
+        WorkerTokens {
+            tokens: ArcSwap::from_pointee(tokens),
+        }
+    }
+
+    /// Replaces the tokens (a configuration reload): the next call is checked against them.
+    pub fn replace(&self, tokens: Vec<WorkerTokenConfig>) {
+        self.tokens.store(Arc::new(tokens));
     }
 
     /// Checks the bearer token and that it may act for `worker`.
@@ -37,7 +47,8 @@ impl WorkerTokens {
             .ok_or_else(|| ApiError::unauthenticated(rid))?;
         // Check every token (no early exit) so timing does not tell which one matched.
         let mut matched: Option<&WorkerTokenConfig> = None;
-        for token in &self.tokens {
+        let tokens = self.tokens.load();
+        for token in tokens.iter() {
             if token.token.verifier().is_some_and(|h| h.verify(presented)) && matched.is_none() {
                 matched = Some(token);
             }

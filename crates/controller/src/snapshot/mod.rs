@@ -10,6 +10,7 @@
 
 mod signal;
 
+use arc_swap::ArcSwap;
 pub use signal::ChangeSignal;
 
 use crate::clock::SharedClock;
@@ -37,7 +38,8 @@ pub struct SnapshotPublisher {
     pool: Arc<dyn ActivityPool>,
     clock: SharedClock,
     config: SnapshotConfig,
-    clients: Arc<Vec<GatewayClient>>,
+    // Swapped whole on a configuration reload; every snapshot after it carries the new set.
+    clients: ArcSwap<Vec<GatewayClient>>,
     changes: ChangeSignal,
 }
 
@@ -53,9 +55,16 @@ impl SnapshotPublisher {
             pool,
             clock,
             config,
-            clients: Arc::new(clients),
+            clients: ArcSwap::from_pointee(clients),
             changes,
         }
+    }
+
+    /// Replaces the gateway clients and wakes every waiting long-poll, so each gateway
+    /// gets a snapshot with the new clients within a round trip.
+    pub fn replace_clients(&self, clients: Vec<GatewayClient>) {
+        self.clients.store(Arc::new(clients));
+        self.changes.notify();
     }
 
     pub fn changes(&self) -> &ChangeSignal {
@@ -107,7 +116,8 @@ impl SnapshotPublisher {
             .owned_by(now, worker, self.config.max_proxies)
             .await?;
         let proxies: Vec<SnapshotProxy> = owned.iter().map(snapshot_proxy).collect();
-        let checksum = snapshot_checksum(&proxies, &self.clients);
+        let clients = self.clients.load_full();
+        let checksum = snapshot_checksum(&proxies, &clients);
         let needed_epoch = self
             .pool
             .draining_of(now, worker, self.config.max_proxies)
@@ -158,7 +168,7 @@ impl SnapshotPublisher {
             generated_at_ms: now,
             max_staleness_ms: self.config.max_staleness.as_ms(),
             proxies,
-            clients: self.clients.as_ref().clone(),
+            clients: clients.as_ref().clone(),
         }))
     }
 

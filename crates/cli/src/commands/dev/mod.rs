@@ -53,7 +53,7 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
         };
         gateway_config(&file, &placement)
     };
-    let stack = Stack::start(config, Some(&build))
+    let stack = Stack::start(config, Some(&build), None)
         .await
         .map_err(|mut failure| {
             if failure.message.contains("in use") {

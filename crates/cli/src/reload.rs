@@ -1,0 +1,206 @@
+//! Live reload of the configuration file of `serve` and `controller`: SIGHUP, or an admin
+//! client's `POST /v1/admin/reload`, re-reads the file.
+//!
+//! A file with any error is refused whole: the running configuration stays, the error is
+//! logged with file, line and key, and the refusal is counted
+//! (`proxypool_config_reloads_total{result="refused"}`) and shown by
+//! `GET /v1/admin/reload`. A good file is compared with the running one
+//! ([`ReloadPlan`]): changed keys that need a restart are reported and not applied; the
+//! rest (clients, policies, upstreams, worker tokens, checker, ownership, maintenance,
+//! extraction settings) is applied without dropping a connection or a request.
+//!
+//! Reloads run one at a time on the command's own task (it owns the running stack), so
+//! nothing is locked across an await: the API's route sends a request over a channel and
+//! waits for the report.
+
+use crate::failure::Failure;
+use crate::settings;
+use crate::signal::Shutdown;
+use crate::stack::Stack;
+use async_trait::async_trait;
+use proxypool_api::ConfigReloader;
+use proxypool_config::{Config, ReloadPlan, Role, WorkerTokenConfig};
+use proxypool_core::LockExt;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, oneshot};
+
+/// The API's side: asks the command's task for a reload and reads the last report.
+#[derive(Debug)]
+pub(crate) struct ReloadRequests {
+    requests: mpsc::Sender<oneshot::Sender<Value>>,
+    last: Arc<Mutex<Value>>,
+}
+
+#[async_trait]
+impl ConfigReloader for ReloadRequests {
+    async fn reload(&self) -> Value {
+        let (reply, report) = oneshot::channel();
+        if self.requests.send(reply).await.is_err() {
+            return json!({"result": "refused", "error": "the process is shutting down"});
+        }
+        report.await.unwrap_or_else(
+            |_| json!({"result": "refused", "error": "the process is shutting down"}),
+        )
+    }
+
+    fn last(&self) -> Value {
+        self.last.lock_or_recover().clone()
+    }
+}
+
+/// The command's side: owns the running file's configuration and applies reloads.
+#[derive(Debug)]
+pub(crate) struct Reloader {
+    path: PathBuf,
+    role: Role,
+    /// The configuration in force, as loaded from the file.
+    running: Config,
+    /// Tokens this process added for itself (the in-process gateway's), kept on reload.
+    own_tokens: Vec<WorkerTokenConfig>,
+    requests: mpsc::Receiver<oneshot::Sender<Value>>,
+    last: Arc<Mutex<Value>>,
+    applied: u64,
+    refused: u64,
+}
+
+impl Reloader {
+    /// A reloader for the file at `path`, whose loaded form is `running`.
+    pub(crate) fn new(path: PathBuf, role: Role, running: Config) -> (Reloader, ReloadRequests) {
+        let (tx, rx) = mpsc::channel(4);
+        let last = Arc::new(Mutex::new(json!({"result": "none"})));
+        let requests = ReloadRequests {
+            requests: tx,
+            last: last.clone(),
+        };
+        let reloader = Reloader {
+            path,
+            role,
+            running,
+            own_tokens: Vec::new(),
+            requests: rx,
+            last,
+            applied: 0,
+            refused: 0,
+        };
+        (reloader, requests)
+    }
+
+    /// Worker tokens the process made up for itself; every applied reload keeps them.
+    pub(crate) fn keep_tokens(&mut self, tokens: Vec<WorkerTokenConfig>) {
+        self.own_tokens = tokens;
+    }
+
+    /// The next reload asked for over the API.
+    pub(crate) async fn request(&mut self) -> Option<oneshot::Sender<Value>> {
+        self.requests.recv().await
+    }
+
+    /// Re-reads the file and applies what may change live; the report says what happened.
+    pub(crate) async fn reload(&mut self, stack: &mut Stack) -> Value {
+        let (path, role) = (self.path.clone(), self.role);
+        let loaded = tokio::task::spawn_blocking(move || settings::load(&path, role))
+            .await
+            .unwrap_or_else(|e| Err(Failure::runtime(e.to_string())));
+        let report = match loaded {
+            Err(failure) => self.refuse(failure.message),
+            Ok(loaded) => {
+                let plan = ReloadPlan::between(&self.running, &loaded);
+                if plan.live.is_empty() {
+                    self.report("unchanged", &plan, None)
+                } else {
+                    match stack.apply(self.live_part(&loaded)).await {
+                        Ok(()) => {
+                            self.applied += 1;
+                            self.running = keep_restart_keys(&self.running, &loaded);
+                            metrics::counter!("proxypool_config_reloads_total", "result" => "applied")
+                                .increment(1);
+                            tracing::info!(live = ?plan.live, restart_required = ?plan.restart, "configuration reloaded");
+                            self.report("applied", &plan, None)
+                        }
+                        Err(failure) => self.refuse(failure.message),
+                    }
+                }
+            }
+        };
+        if let Some(restart) = report.get("restart_required").and_then(Value::as_array)
+            && !restart.is_empty()
+        {
+            tracing::warn!(keys = ?restart, "changed keys need a restart and were not applied");
+        }
+        *self.last.lock_or_recover() = report.clone();
+        report
+    }
+
+    /// The running configuration with the live keys of `loaded`, and this process's own
+    /// worker tokens.
+    fn live_part(&self, loaded: &Config) -> Config {
+        let mut config = keep_restart_keys(&self.running, loaded);
+        config.worker_tokens.extend(self.own_tokens.iter().cloned());
+        config
+    }
+
+    fn refuse(&mut self, error: String) -> Value {
+        self.refused += 1;
+        metrics::counter!("proxypool_config_reloads_total", "result" => "refused").increment(1);
+        tracing::error!("configuration reload refused, the running configuration stays:\n{error}");
+        let mut report = self.report("refused", &ReloadPlan::default(), Some(error));
+        report["file"] = json!(self.path.display().to_string());
+        report
+    }
+
+    fn report(&self, result: &str, plan: &ReloadPlan, error: Option<String>) -> Value {
+        let mut report = json!({
+            "result": result,
+            "at_ms": proxypool_core::now_millis(),
+            "file": self.path.display().to_string(),
+            "live": plan.live,
+            "restart_required": plan.restart,
+            "reloads_applied": self.applied,
+            "reloads_refused": self.refused,
+        });
+        if let Some(error) = error {
+            report["error"] = json!(error);
+        }
+        report
+    }
+}
+
+/// `loaded` with every section that needs a restart taken from `running` (what a reload
+/// applies, and what is in force afterwards).
+fn keep_restart_keys(running: &Config, loaded: &Config) -> Config {
+    let mut config = loaded.clone();
+    config.store = running.store.clone();
+    config.quota = running.quota.clone();
+    config.listen = running.listen.clone();
+    config.snapshot = running.snapshot.clone();
+    config.api.limits = running.api.limits.clone();
+    config.api.shield = running.api.shield.clone();
+    config.gateway = running.gateway.clone();
+    config
+}
+
+/// Runs until a shutdown is requested, reloading on SIGHUP and on API requests.
+pub(crate) async fn serve_until_shutdown(
+    shutdown: &Shutdown,
+    reloader: &mut Reloader,
+    stack: &mut Stack,
+) -> Result<(), Failure> {
+    let mut hangups =
+        signal(SignalKind::hangup()).map_err(|e| Failure::runtime(format!("signals: {e}")))?;
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return Ok(()),
+            _ = hangups.recv() => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                reloader.reload(stack).await;
+            }
+            Some(reply) = reloader.request() => {
+                let report = reloader.reload(stack).await;
+                let _ = reply.send(report);
+            }
+        }
+    }
+}
