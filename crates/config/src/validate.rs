@@ -479,7 +479,7 @@ fn static_entry(entry: &str) -> Result<(), String> {
         return Err("empty entry".into());
     }
     let authority = match entry.split_once("://") {
-        Some((scheme, rest)) if matches!(scheme, "http" | "https" | "socks5") => rest,
+        Some(("http" | "https" | "socks5", rest)) => rest,
         Some((scheme, _)) => {
             return Err(format!("unknown scheme {scheme:?} (http, https or socks5)"));
         }
