@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Gateway benchmark (issue 8): one run on loopback, side by side.
+# Gateway benchmark: one run on loopback, side by side.
 #
 #   plain HTTP requests/s, p50, p99 through
 #     (a) the simulated upstream HTTP proxy directly (the bound),

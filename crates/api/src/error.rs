@@ -1,4 +1,4 @@
-//! The API's one error type and its fixed codes (DESIGN.md §8).
+//! The API's one error type and its fixed codes (docs/ARCHITECTURE.md).
 //!
 //! Handlers and middleware return [`ApiError`]; its response carries the status, the
 //! headers the code needs (`Retry-After`, `WWW-Authenticate`, quota headers) and an

@@ -1,4 +1,4 @@
-//! proxypool-api: the client HTTP API (issue 7): exclusive extraction, inspection,
+//! proxypool-api: the client HTTP API: exclusive extraction, inspection,
 //! inventory and worker administration over HTTP, behind the full admission chain.
 //!
 //! # Why a crate of its own
@@ -26,8 +26,7 @@
 //!
 //! # Routes
 //!
-//! See [`ROUTES`] and `openapi.json` (served at `/openapi.json`). Conventions (DESIGN.md
-//! §8): JSON bodies with unknown fields rejected; errors `{"error":{"code","message"},
+//! See [`ROUTES`] and `openapi.json` (served at `/openapi.json`). Conventions (docs/ARCHITECTURE.md): JSON bodies with unknown fields rejected; errors `{"error":{"code","message"},
 //! "request_id"}` with the fixed codes of [`ErrorCode`]; `Retry-After` on 429 and 503;
 //! `RateLimit-Policy`/`RateLimit` on quota-governed responses; `Cache-Control: no-store`
 //! and `X-Request-Id` on every response. An extraction without `Idempotency-Key` is not

@@ -1,5 +1,5 @@
 //! Every error code, each produced by a real request against a real server, with the
-//! error shape, request id and headers DESIGN.md §8 asks for.
+//! error shape, request id and headers the API conventions ask for (docs/ARCHITECTURE.md).
 
 mod common;
 

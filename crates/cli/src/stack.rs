@@ -2,7 +2,7 @@
 //!
 //! `dev`, `serve` and `controller` all run a controller and the client API; `dev` and
 //! `serve` add a gateway that talks to that controller over the worker control API on
-//! loopback, exactly as a remote gateway would (one code path, DESIGN.md §2). Shutdown
+//! loopback, exactly as a remote gateway would (one code path). Shutdown
 //! runs from the edge inwards: the gateway first (it stops accepting, lets in-flight
 //! requests and tunnels finish within its grace, and ends its control session while the
 //! controller still answers), then the client API (in-flight requests finish), then the

@@ -1,4 +1,4 @@
-//! Done-means for issue 6 with the memory store (the scenario is in `common::e2e`, shared
+//! The controller end to end with the memory store (the scenario is in `common::e2e`, shared
 //! with the Redis store's run in `redis_store.rs`).
 
 mod common;

@@ -107,7 +107,7 @@ impl Default for QuotaConfig {
     fn default() -> Self {
         QuotaConfig {
             extract: OperationLimits::default_window(600),
-            // Issue 5 asks for 1200 here, above its own hard cap of 1000. The cap wins: it is
+            // 1200 was asked for here, above the hard cap of 1000. The cap wins: it is
             // what bounds a bucket to 1000 receipts and 256 KiB, and the CHECK constraints
             // enforce it. 1000 per 60 s is the closest default that the stores accept.
             inspect: OperationLimits::default_window(OperationLimits::MAX_LIMIT),

@@ -1,7 +1,7 @@
 //! proxypool-quota: the durable fixed-window quota per (project, subject, operation).
 //!
 //! The quota is consumed after authentication and authorization and before any mutation
-//! (DESIGN.md §6, seed 000). It is what keeps several controller replicas fair to each other,
+//! (docs/ARCHITECTURE.md). It is what keeps several controller replicas fair to each other,
 //! which a per-process limiter cannot do: the store's own clock decides the window and one
 //! statement decides each request, so any number of replicas share one answer.
 //!

@@ -1,6 +1,6 @@
 //! proxypool-testkit: private `redis-server` and PostgreSQL guards for tests.
 //!
-//! Adapters are tested against real servers, not mocks (DESIGN.md §10). A guard starts a
+//! Adapters are tested against real servers, not mocks (docs/ARCHITECTURE.md, Testing). A guard starts a
 //! server of its own on a free loopback port in a scratch directory, waits (bounded) until
 //! it answers, hands out its URL, can stop and restart it on the same port to inject
 //! faults, and kills it and deletes its directory when dropped.

@@ -1,4 +1,4 @@
-//! The admission chain, in the order every request meets it (DESIGN.md §8, issue 7):
+//! The admission chain, in the order every request meets it (docs/ARCHITECTURE.md):
 //!
 //! 1. [`limits`] and [`crate::serve`]: open connections, requests in flight, the request
 //!    timeout and the declared body size;

@@ -1,5 +1,5 @@
 //! API errors in the shared body (`{"error":{"code","message"},"request_id"}`) with the
-//! fixed codes of DESIGN.md §8, plus `fenced` and `conflict` for the control API.
+//! fixed codes of the client API (docs/ARCHITECTURE.md), plus `fenced` and `conflict` for the control API.
 //!
 //! Store failures are mapped here once: "unavailable" never leaks the store's detail to
 //! the caller (it is logged for operators), and always carries `Retry-After`.
