@@ -1,5 +1,6 @@
-//! Live reload of the configuration file of `serve` and `controller`: SIGHUP, or an admin
-//! client's `POST /v1/admin/reload`, re-reads the file.
+//! Live reload of the configuration file: SIGHUP re-reads the file of `serve`,
+//! `controller` and a split `gateway`; so does an admin client's `POST /v1/admin/reload`
+//! where a client API runs.
 //!
 //! A file with any error is refused whole: the running configuration stays, the error is
 //! logged with file, line and key, and the refusal is counted
@@ -7,25 +8,65 @@
 //! `GET /v1/admin/reload`. A good file is compared with the running one
 //! ([`ReloadPlan`]): changed keys that need a restart are reported and not applied; the
 //! rest (clients, policies, upstreams, worker tokens, checker, ownership, maintenance,
-//! extraction settings) is applied without dropping a connection or a request.
+//! extraction settings, the gateway's limits, rotation, sessions, dialing, shield) is
+//! applied by the [`ApplyConfig`] target without dropping a connection or a request.
 //!
 //! Reloads run one at a time on the command's own task (it owns the running stack), so
 //! nothing is locked across an await: the API's route sends a request over a channel and
 //! waits for the report.
 
 use crate::failure::Failure;
+use crate::gateway_section::{Placement, gateway_config};
 use crate::settings;
 use crate::signal::Shutdown;
 use crate::stack::Stack;
 use async_trait::async_trait;
 use proxypool_api::ConfigReloader;
-use proxypool_config::{Config, ReloadPlan, Role, WorkerTokenConfig};
+use proxypool_config::{Config, ReloadPlan, Role, WorkerTokenConfig, with_restart_keys};
 use proxypool_core::LockExt;
+use proxypool_gateway::GatewayReload;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
+
+/// What a reload is applied to: the running stack, or a split gateway.
+pub(crate) trait ApplyConfig {
+    /// Applies `config`, which differs from the running one only in keys that apply live.
+    async fn apply(&mut self, config: Config) -> Result<(), Failure>;
+    /// Shows the reload's report where this process shows its state.
+    fn show(&self, _report: &Value) {}
+}
+
+impl ApplyConfig for Stack {
+    async fn apply(&mut self, config: Config) -> Result<(), Failure> {
+        Stack::apply(self, config).await
+    }
+
+    fn show(&self, report: &Value) {
+        self.show_reload(report);
+    }
+}
+
+/// A split gateway: its settings from the reloaded `[gateway]`, its identity kept.
+#[derive(Debug)]
+pub(crate) struct SplitGateway {
+    pub reload: GatewayReload,
+}
+
+impl ApplyConfig for SplitGateway {
+    async fn apply(&mut self, config: Config) -> Result<(), Failure> {
+        let settings = gateway_config(&config, &Placement::Remote)?;
+        self.reload
+            .apply(&settings)
+            .map_err(|e| Failure::config(format!("gateway: {}", e.0)))
+    }
+
+    fn show(&self, report: &Value) {
+        self.reload.set_report(report.clone());
+    }
+}
 
 /// The API's side: asks the command's task for a reload and reads the last report.
 #[derive(Debug)]
@@ -99,7 +140,7 @@ impl Reloader {
     }
 
     /// Re-reads the file and applies what may change live; the report says what happened.
-    pub(crate) async fn reload(&mut self, stack: &mut Stack) -> Value {
+    pub(crate) async fn reload(&mut self, target: &mut impl ApplyConfig) -> Value {
         let (path, role) = (self.path.clone(), self.role);
         let loaded = tokio::task::spawn_blocking(move || settings::load(&path, role))
             .await
@@ -111,10 +152,10 @@ impl Reloader {
                 if plan.live.is_empty() {
                     self.report("unchanged", &plan, None)
                 } else {
-                    match stack.apply(self.live_part(&loaded)).await {
+                    match target.apply(self.live_part(&loaded)).await {
                         Ok(()) => {
                             self.applied += 1;
-                            self.running = keep_restart_keys(&self.running, &loaded);
+                            self.running = with_restart_keys(&self.running, &loaded);
                             metrics::counter!("proxypool_config_reloads_total", "result" => "applied")
                                 .increment(1);
                             tracing::info!(live = ?plan.live, restart_required = ?plan.restart, "configuration reloaded");
@@ -131,13 +172,14 @@ impl Reloader {
             tracing::warn!(keys = ?restart, "changed keys need a restart and were not applied");
         }
         *self.last.lock_or_recover() = report.clone();
+        target.show(&report);
         report
     }
 
     /// The running configuration with the live keys of `loaded`, and this process's own
     /// worker tokens.
     fn live_part(&self, loaded: &Config) -> Config {
-        let mut config = keep_restart_keys(&self.running, loaded);
+        let mut config = with_restart_keys(&self.running, loaded);
         config.worker_tokens.extend(self.own_tokens.iter().cloned());
         config
     }
@@ -168,20 +210,6 @@ impl Reloader {
     }
 }
 
-/// `loaded` with every section that needs a restart taken from `running` (what a reload
-/// applies, and what is in force afterwards).
-fn keep_restart_keys(running: &Config, loaded: &Config) -> Config {
-    let mut config = loaded.clone();
-    config.store = running.store.clone();
-    config.quota = running.quota.clone();
-    config.listen = running.listen.clone();
-    config.snapshot = running.snapshot.clone();
-    config.api.limits = running.api.limits.clone();
-    config.api.shield = running.api.shield.clone();
-    config.gateway = running.gateway.clone();
-    config
-}
-
 /// Runs until a shutdown is requested, reloading on SIGHUP and on API requests.
 pub(crate) async fn serve_until_shutdown(
     shutdown: &Shutdown,
@@ -200,6 +228,26 @@ pub(crate) async fn serve_until_shutdown(
             Some(reply) = reloader.request() => {
                 let report = reloader.reload(stack).await;
                 let _ = reply.send(report);
+            }
+        }
+    }
+}
+
+/// Runs a split gateway until `run` ends (its shutdown), reloading on SIGHUP.
+pub(crate) async fn gateway_until_shutdown(
+    run: impl Future<Output = ()>,
+    reloader: &mut Reloader,
+    gateway: &mut SplitGateway,
+) -> Result<(), Failure> {
+    let mut hangups =
+        signal(SignalKind::hangup()).map_err(|e| Failure::runtime(format!("signals: {e}")))?;
+    tokio::pin!(run);
+    loop {
+        tokio::select! {
+            () = &mut run => return Ok(()),
+            _ = hangups.recv() => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                reloader.reload(gateway).await;
             }
         }
     }

@@ -16,7 +16,7 @@ use proxypool_api::{ApiClient, ApiPorts, ApiState, ConfigReloader, MetricsHandle
 use proxypool_config::{ApiSection, Config, SecretRef, WorkerTokenConfig};
 use proxypool_controller::{Controller, RunningController};
 use proxypool_core::{Secret, SecretHash, WorkerId};
-use proxypool_gateway::{Gateway, GatewayConfig};
+use proxypool_gateway::{Gateway, GatewayConfig, GatewayReload};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +79,9 @@ struct RunningApi {
 struct RunningGateway {
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
+    reload: GatewayReload,
+    /// Its settings as started: identity and controller stay on reload.
+    config: GatewayConfig,
 }
 
 impl Stack {
@@ -159,8 +162,28 @@ impl Stack {
         state
             .replace_extraction(config.api.extraction.clone())
             .map_err(|e| Failure::config(format!("api: {e}")))?;
+        if let (Some(gateway), Some(section)) = (&self.gateway, &config.gateway) {
+            let running = &gateway.config;
+            let settings = GatewayConfig::from_section(
+                section,
+                running.worker_id.clone(),
+                running.controller_url.clone(),
+                running.worker_token.clone(),
+            );
+            gateway
+                .reload
+                .apply(&settings)
+                .map_err(|e| Failure::config(format!("gateway: {}", e.0)))?;
+        }
         self.controller.apply(config).await;
         Ok(())
+    }
+
+    /// Shows a reload's report on the in-process gateway's `/status` too.
+    pub(crate) fn show_reload(&self, report: &serde_json::Value) {
+        if let Some(gateway) = &self.gateway {
+            gateway.reload.set_report(report.clone());
+        }
     }
 
     pub(crate) fn controller(&self) -> &Controller {
@@ -272,15 +295,25 @@ fn start_api(
 async fn start_gateway(
     config: GatewayConfig,
 ) -> Result<(RunningGateway, Option<SocketAddr>, Option<SocketAddr>), Failure> {
-    let gateway = Gateway::bind(config)
+    let gateway = Gateway::bind(config.clone())
         .await
         .map_err(|e| Failure::runtime(format!("gateway: {e}")))?;
     let (http, socks5) = (gateway.http_addr(), gateway.socks5_addr());
+    let reload = gateway.reloader();
     let (stop, mut stopped) = watch::channel(false);
     let task = tokio::spawn(gateway.run(async move {
         let _ = stopped.wait_for(|s| *s).await;
     }));
-    Ok((RunningGateway { stop, task }, http, socks5))
+    Ok((
+        RunningGateway {
+            stop,
+            task,
+            reload,
+            config,
+        },
+        http,
+        socks5,
+    ))
 }
 
 /// An address a local client can connect to: a wildcard listener is reached on loopback.

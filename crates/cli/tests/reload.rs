@@ -95,6 +95,7 @@ rate_limit = "tight"
 gateway_password = {{ env = "CAROL_PASSWORD" }}
 {extra}
 [gateway]
+shutdown_grace = "1s"
 [gateway.listeners]
 http = "127.0.0.1:{http}"
 "#,
@@ -105,8 +106,9 @@ http = "127.0.0.1:{http}"
     )
 }
 
-/// A CONNECT tunnel through the gateway to the origin, left open.
-fn open_tunnel(http: u16, origin: &str) -> TcpStream {
+/// A CONNECT tunnel through the gateway to the origin as `basic` (base64 user:password),
+/// left open.
+fn open_tunnel(http: u16, origin: &str, basic: &str) -> TcpStream {
     let authority = origin
         .trim_start_matches("http://")
         .trim_end_matches('/')
@@ -115,10 +117,9 @@ fn open_tunnel(http: u16, origin: &str) -> TcpStream {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    // acme:acme-password
     write!(
         stream,
-        "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\nProxy-Authorization: Basic YWNtZTphY21lLXBhc3N3b3Jk\r\n\r\n"
+        "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\nProxy-Authorization: Basic {basic}\r\n\r\n"
     )
     .unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -230,7 +231,9 @@ fn sighup_applies_clients_policies_and_upstreams_and_refuses_a_broken_file() {
         gateway_status(ports.http, "beta:beta-gateway-password", &origin),
         "407"
     );
-    let mut tunnel = open_tunnel(ports.http, &origin);
+    // acme:acme-password and dave:dave-password
+    let mut tunnel = open_tunnel(ports.http, &origin, "YWNtZTphY21lLXBhc3N3b3Jk");
+    let mut doomed = open_tunnel(ports.http, &origin, "ZGF2ZTpkYXZlLXBhc3N3b3Jk");
 
     // The new file: beta added, dave removed, carol's policy tightened, an upstream added.
     scratch.write("proxypool.toml", &config(&ports, &sim, true));
@@ -265,6 +268,23 @@ fn sighup_applies_clients_policies_and_upstreams_and_refuses_a_broken_file() {
     let (code, last) = api_status(ports.api, "acme-api-token-value", "/v1/admin/reload", "GET");
     assert_eq!(code, "200", "{last}");
     assert!(last.contains("\"applied\""), "{last}");
+
+    // The removed client's open tunnel is closed once the grace (1s) is over.
+    doomed
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let waited = std::time::Instant::now();
+    let mut byte = [0u8; 1];
+    let read = doomed.read(&mut byte);
+    assert!(
+        matches!(read, Ok(0)),
+        "the removed client's tunnel is still open: {read:?}"
+    );
+    assert!(
+        waited.elapsed() < Duration::from_secs(5),
+        "closed only after {:?}",
+        waited.elapsed()
+    );
 
     // The open tunnel of the unchanged client still carries traffic.
     assert!(

@@ -47,7 +47,7 @@ pub use gateway::{GatewaySection, LOCAL_WORKER};
 pub use limiter::{LimiterConfig, RatePolicy};
 pub use load::Role;
 pub use model::*;
-pub use reload::ReloadPlan;
+pub use reload::{ReloadPlan, with_restart_keys};
 pub use secret::{SecretRef, SecretSource};
 pub use target::TargetUrl;
 pub use upstream::*;

@@ -2,11 +2,14 @@
 //! loaded one, key by key, and sorts each difference into "applies live" or "needs a
 //! restart".
 //!
-//! Keys that shape what a process has bound or opened (listen addresses, the store and
-//! quota connections, the control API's session and snapshot contract, the client API's
-//! transport limits and shield, the gateway's table) need a restart: a reload reports them
-//! and keeps the running values. Everything else (clients, policies, upstreams, worker
-//! tokens, checker/ownership/maintenance tuning, extraction settings) is applied live.
+//! Keys that shape what a process has bound, opened or sized at start (listen addresses,
+//! the store and quota connections, the control API's session and snapshot contract, the
+//! client API's transport limits and shield, a gateway's identity, listeners, limiter
+//! engine, tracked-proxy and sticky-session bounds and control pacing, adding or removing
+//! the `[gateway]` table) need a restart: a reload reports them and keeps the running
+//! values ([`with_restart_keys`]). Everything else (clients, policies, upstreams, worker
+//! tokens, checker/ownership/maintenance tuning, extraction settings, the gateway's
+//! limits, rotation, sessions, dialing, shield and grace) is applied live.
 
 use crate::model::Config;
 use toml::Value;
@@ -19,7 +22,14 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "snapshot",
     "api.limits",
     "api.shield",
-    "gateway",
+    "gateway.worker_id",
+    "gateway.controller_url",
+    "gateway.worker_token",
+    "gateway.listeners",
+    "gateway.limiter",
+    "gateway.limits.max_tracked_proxies",
+    "gateway.limits.max_sticky_sessions",
+    "gateway.control",
 ];
 
 /// The differences between two loads of a file.
@@ -55,8 +65,38 @@ impl ReloadPlan {
     }
 }
 
+/// `loaded` with every key that needs a restart taken from `running`: what a reload
+/// applies, and what is in force after it.
+pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
+    let mut config = loaded.clone();
+    config.store = running.store.clone();
+    config.quota = running.quota.clone();
+    config.listen = running.listen.clone();
+    config.snapshot = running.snapshot.clone();
+    config.api.limits = running.api.limits.clone();
+    config.api.shield = running.api.shield.clone();
+    config.gateway = match (&running.gateway, &loaded.gateway) {
+        (Some(old), Some(new)) => {
+            let mut gateway = new.clone();
+            gateway.worker_id = old.worker_id.clone();
+            gateway.controller_url = old.controller_url.clone();
+            gateway.worker_token = old.worker_token.clone();
+            gateway.listeners = old.listeners.clone();
+            gateway.limiter = old.limiter.clone();
+            gateway.limits.max_tracked_proxies = old.limits.max_tracked_proxies;
+            gateway.limits.max_sticky_sessions = old.limits.max_sticky_sessions;
+            gateway.control = old.control.clone();
+            Some(gateway)
+        }
+        // Adding or removing the whole table needs a restart.
+        (old, _) => old.clone(),
+    };
+    config
+}
+
 fn needs_restart(key: &str) -> bool {
     key.is_empty()
+        || key == "gateway"
         || RESTART_REQUIRED
             .iter()
             .any(|prefix| key == *prefix || key.starts_with(&format!("{prefix}.")))
@@ -177,6 +217,45 @@ concurrency = 8
             plan.live,
             vec!["checker.concurrency".to_owned(), "clients[b]".to_owned()]
         );
+    }
+
+    #[test]
+    fn what_needs_a_restart_keeps_its_running_value_and_the_rest_applies() {
+        let with_gateway = |listen: &str, grace: &str, tracked: u32| {
+            format!(
+                "{BASE}[gateway]\nshutdown_grace = \"{grace}\"\n[gateway.listeners]\nhttp = \"{listen}\"\n[gateway.limits]\nmax_tracked_proxies = {tracked}\n"
+            )
+        };
+        let running = load(&with_gateway("127.0.0.1:1", "1s", 10));
+        let loaded = load(
+            &with_gateway("127.0.0.1:2", "2s", 20).replace("127.0.0.1:7080", "127.0.0.1:7081"),
+        );
+        let plan = ReloadPlan::between(&running, &loaded);
+        assert_eq!(
+            plan.restart,
+            vec![
+                "gateway.limits.max_tracked_proxies".to_owned(),
+                "gateway.listeners.http".to_owned(),
+                "listen.api".to_owned()
+            ]
+        );
+        assert_eq!(plan.live, vec!["gateway.shutdown_grace".to_owned()]);
+        let applied = with_restart_keys(&running, &loaded);
+        let gateway = applied.gateway.as_ref().unwrap();
+        assert_eq!(gateway.shutdown_grace.as_ms(), 2_000);
+        assert_eq!(gateway.limits.max_tracked_proxies, 10);
+        assert_eq!(
+            gateway.listeners,
+            running.gateway.as_ref().unwrap().listeners
+        );
+        assert_eq!(applied.listen, running.listen);
+        // Nothing a restart would change is left to change after the reload.
+        assert!(ReloadPlan::between(&applied, &loaded).live.is_empty());
+
+        let without = load(BASE);
+        let plan = ReloadPlan::between(&without, &running);
+        assert_eq!(plan.restart, vec!["gateway".to_owned()]);
+        assert!(with_restart_keys(&without, &running).gateway.is_none());
     }
 
     #[test]

@@ -84,7 +84,7 @@ fn answer(shared: &Shared, metrics: Option<&PrometheusHandle>, path: &str) -> Re
 fn status_json(shared: &Shared) -> String {
     let view = shared.store.view();
     serde_json::json!({
-        "worker": shared.config.worker_id,
+        "worker": shared.config().worker_id,
         "phase": format!("{:?}", *shared.phase.borrow()).to_lowercase(),
         "serving": shared.store.current().is_ok(),
         "since_controller_ms": shared.store.since_fresh_ms(),
@@ -99,7 +99,8 @@ fn status_json(shared: &Shared) -> String {
             "clients": v.client_count(),
         })),
         "tracked_proxies": shared.store.registry().len(),
-        "open_connections": shared.config.limits.max_connections - shared.connections.available_permits(),
+        "open_connections": shared.open_connections(),
+        "config_reload": shared.last_reload.load_full().as_deref().cloned(),
     })
     .to_string()
 }

@@ -6,20 +6,22 @@
 use crate::admission::{LimiterClock, Shield};
 use crate::config::{ConfigError, GatewayConfig};
 use crate::control::{ControlClient, ControlLoop, ControllerAddr, runner::Backoff};
-use crate::dial::DialTimeouts;
 use crate::metrics::GatewayMetrics;
 use crate::prometheus::PrometheusHandle;
+use crate::reload::GatewayReload;
 use crate::route::{RouteSettings, Router};
 use crate::select::Picker;
 use crate::snapshot::SnapshotStore;
 use crate::state::{Phase, Shared};
 use crate::sticky::StickyTable;
 use crate::{admin, http_proxy, socks};
+use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{SharedClock, SystemClock};
 use proxypool_throttle::CoarseClock;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
@@ -73,33 +75,18 @@ impl Gateway {
         let metrics = Arc::new(GatewayMetrics::new());
         let limiter_clock: LimiterClock =
             Arc::new(CoarseClock::new().map_err(GatewayError::Clock)?);
-        let shield = match &config.shield {
-            Some(policy) => Some(
-                Shield::with_clock(
-                    policy.clone(),
-                    config.limiter.clone(),
-                    Arc::clone(&limiter_clock),
-                )
-                .map_err(|e| ConfigError(format!("shield: {e}")))?,
-            ),
-            None => None,
-        };
+        let shield = build_shield(&config, &limiter_clock)?;
         let store = Arc::new(SnapshotStore::new(
             config.worker_id.clone(),
             config.limits.max_tracked_proxies,
             config.limiter.clone(),
-            limiter_clock,
+            Arc::clone(&limiter_clock),
             Arc::clone(&clock),
         ));
         let router = Router::new(
             Picker::new(config.rotation, seed()),
             StickyTable::new(config.limits.max_sticky_sessions),
-            RouteSettings {
-                max_attempts: config.dial.max_attempts,
-                failure_threshold: config.dial.failure_threshold,
-                failure_cooldown_ms: config.dial.failure_cooldown.as_ms(),
-                default_sesstime_minutes: config.sessions.default_minutes,
-            },
+            RouteSettings::of(&config),
             Arc::clone(&metrics),
             Arc::clone(&clock),
         );
@@ -125,18 +112,17 @@ impl Gateway {
         let admin = bind("admin", config.listeners.admin).await?;
         let (phase, phase_rx) = watch::channel(Phase::Running);
         let shared = Arc::new(Shared {
-            timeouts: DialTimeouts {
-                connect: config.dial.connect_timeout.as_duration(),
-                handshake: config.dial.handshake_timeout.as_duration(),
-            },
             connections: Arc::new(Semaphore::new(config.limits.max_connections)),
-            config,
+            connection_cap: AtomicUsize::new(config.limits.max_connections),
+            settings: ArcSwap::from_pointee(config),
             store,
             router,
-            shield,
+            shield: ArcSwapOption::new(shield.map(Arc::new)),
             metrics,
             phase: phase_rx,
             clock,
+            last_reload: ArcSwapOption::empty(),
+            limiter_clock,
         });
         Ok(Self {
             shared,
@@ -156,6 +142,11 @@ impl Gateway {
 
     pub fn socks5_addr(&self) -> Option<SocketAddr> {
         self.socks5.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// A handle that applies reloaded settings while the gateway runs.
+    pub fn reloader(&self) -> GatewayReload {
+        GatewayReload::new(Arc::clone(&self.shared))
     }
 
     pub fn admin_addr(&self) -> Option<SocketAddr> {
@@ -194,8 +185,8 @@ impl Gateway {
         shutdown.await;
         tracing::info!("gateway draining: no new connections");
         let _ = phase.send(Phase::Draining);
-        let grace = Duration::from_millis(shared.config.limits_grace());
-        let all = u32::try_from(shared.config.limits.max_connections).unwrap_or(u32::MAX);
+        let grace = shared.config().shutdown_grace;
+        let all = u32::try_from(shared.connection_cap.load(Ordering::Acquire)).unwrap_or(u32::MAX);
         // Every open connection (and tunnel) holds a permit: all back = nothing in flight.
         let drained = tokio::time::timeout(grace, shared.connections.acquire_many(all)).await;
         if drained.is_err() {
@@ -212,12 +203,6 @@ impl Gateway {
         }
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
-    }
-}
-
-impl GatewayConfig {
-    fn limits_grace(&self) -> u64 {
-        u64::try_from(self.shutdown_grace.as_millis()).unwrap_or(u64::MAX)
     }
 }
 
@@ -246,7 +231,7 @@ async fn maintenance(shared: Arc<Shared>) {
     loop {
         ticker.tick().await;
         shared.router.sticky().sweep(shared.clock.now());
-        if let Some(shield) = &shared.shield {
+        if let Some(shield) = shared.shield.load_full() {
             shield.sweep(10_000);
         }
         shared.store.sweep_limiter(10_000);
@@ -284,4 +269,23 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {}
         () = term => {}
     }
+}
+
+/// The shield `config` asks for, on the gateway's limiter clock.
+pub(crate) fn build_shield(
+    config: &GatewayConfig,
+    limiter_clock: &LimiterClock,
+) -> Result<Option<Shield>, ConfigError> {
+    config
+        .shield
+        .as_ref()
+        .map(|policy| {
+            Shield::with_clock(
+                policy.clone(),
+                config.limiter.clone(),
+                Arc::clone(limiter_clock),
+            )
+            .map_err(|e| ConfigError(format!("shield: {e}")))
+        })
+        .transpose()
 }

@@ -57,6 +57,7 @@ mod io;
 mod metrics;
 mod prometheus;
 mod refusal;
+mod reload;
 mod route;
 mod select;
 mod selector;
@@ -73,5 +74,6 @@ pub use config::{
 pub use gateway::{Gateway, GatewayError, shutdown_signal};
 pub use prometheus::{PrometheusHandle, PrometheusRecorder};
 pub use refusal::{ERROR_HEADER, Refusal};
+pub use reload::GatewayReload;
 pub use route::SESSION_HEADER;
 pub use selector::{Selectors, parse_selectors, split_client};

@@ -4,12 +4,14 @@
 
 use crate::auth::Authenticated;
 use crate::capacity::Lease;
+use crate::config::GatewayConfig;
 use crate::dial::DialFailure;
 use crate::metrics::GatewayMetrics;
 use crate::refusal::Refusal;
 use crate::select::{Eligibility, Pick, Picker};
 use crate::snapshot::{SnapshotView, ViewProxy};
 use crate::sticky::{Pin, StickyTable};
+use arc_swap::ArcSwap;
 use proxypool_core::SharedClock;
 use std::sync::Arc;
 use std::time::Instant;
@@ -71,12 +73,24 @@ pub(crate) struct RouteSettings {
     pub default_sesstime_minutes: u32,
 }
 
+impl RouteSettings {
+    pub(crate) fn of(config: &GatewayConfig) -> Self {
+        RouteSettings {
+            max_attempts: config.dial.max_attempts,
+            failure_threshold: config.dial.failure_threshold,
+            failure_cooldown_ms: config.dial.failure_cooldown.as_ms(),
+            default_sesstime_minutes: config.sessions.default_minutes,
+        }
+    }
+}
+
 /// Selection state shared by every listener.
 #[derive(Debug)]
 pub(crate) struct Router {
     picker: Picker,
     sticky: StickyTable,
-    settings: RouteSettings,
+    // Swapped whole on a configuration reload.
+    settings: ArcSwap<RouteSettings>,
     metrics: Arc<GatewayMetrics>,
     clock: SharedClock,
 }
@@ -92,7 +106,7 @@ impl Router {
         Self {
             picker,
             sticky,
-            settings,
+            settings: ArcSwap::from_pointee(settings),
             metrics,
             clock,
         }
@@ -102,12 +116,18 @@ impl Router {
         &self.sticky
     }
 
-    fn eligibility(&self) -> Eligibility {
+    /// Applies reloaded routing settings and rotation to the requests that come next.
+    pub(crate) fn reconfigure(&self, config: &GatewayConfig) {
+        self.settings.store(Arc::new(RouteSettings::of(config)));
+        self.picker.set_rotation(config.rotation);
+    }
+
+    fn eligibility(&self, settings: &RouteSettings) -> Eligibility {
         Eligibility {
             now_ms: self.clock.now(),
             mono_ms: self.clock.monotonic_ms(),
-            failure_threshold: self.settings.failure_threshold,
-            failure_cooldown_ms: self.settings.failure_cooldown_ms,
+            failure_threshold: settings.failure_threshold,
+            failure_cooldown_ms: settings.failure_cooldown_ms,
         }
     }
 
@@ -121,7 +141,8 @@ impl Router {
     ) -> Result<Routed<D::Output>, Refusal> {
         let client = &auth.client;
         let selectors = &auth.selectors;
-        let when = self.eligibility();
+        let settings = self.settings.load();
+        let when = self.eligibility(&settings);
         let session = selectors.session.as_deref();
         let pin = session.and_then(|s| self.sticky.get(client.id.as_str(), s, when.now_ms));
         let mut outcome = match (&session, &pin) {
@@ -131,7 +152,7 @@ impl Router {
         };
         let mut tried: Vec<u32> = Vec::new();
         let mut last_failure: Option<DialFailure> = None;
-        for attempt in 0..self.settings.max_attempts {
+        for attempt in 0..settings.max_attempts {
             let pinned = match (&pin, attempt) {
                 (Some(pin), 0) => view
                     .index_of(&pin.proxy)
@@ -228,7 +249,7 @@ impl Router {
                 let minutes = auth
                     .selectors
                     .sesstime_minutes
-                    .unwrap_or(self.settings.default_sesstime_minutes);
+                    .unwrap_or(self.settings.load().default_sesstime_minutes);
                 now_ms + u64::from(minutes) * 60_000
             }
         };

@@ -7,7 +7,7 @@ use crate::capacity::Reservation;
 use crate::config::Rotation;
 use crate::selector::Selectors;
 use crate::snapshot::{ClientEntry, SnapshotView, ViewProxy};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 /// Everything a pick needs to know about "now" and about failures.
 #[derive(Debug, Clone, Copy)]
@@ -30,14 +30,28 @@ pub(crate) struct Pick {
 /// The rotation strategy and its random state.
 #[derive(Debug)]
 pub(crate) struct Picker {
-    rotation: Rotation,
+    // A reload may change the strategy between picks.
+    rotation: AtomicU8,
     random: AtomicU64,
 }
 
 impl Picker {
+    pub(crate) fn set_rotation(&self, rotation: Rotation) {
+        self.rotation
+            .store(rotation_code(rotation), Ordering::Relaxed);
+    }
+
+    fn rotation(&self) -> Rotation {
+        match self.rotation.load(Ordering::Relaxed) {
+            1 => Rotation::LeastConnections,
+            2 => Rotation::Random,
+            _ => Rotation::RoundRobin,
+        }
+    }
+
     pub(crate) fn new(rotation: Rotation, seed: u64) -> Self {
         Self {
-            rotation,
+            rotation: AtomicU8::new(rotation_code(rotation)),
             random: AtomicU64::new(seed | 1),
         }
     }
@@ -63,7 +77,7 @@ impl Picker {
                 matches(proxy, client, selectors) && available(proxy, when)
             }
         };
-        match self.rotation {
+        match self.rotation() {
             Rotation::RoundRobin => {
                 let start = view.cursor.fetch_add(1, Ordering::Relaxed) % total;
                 first_fit(view, &sources, total, start, usable)
@@ -227,4 +241,12 @@ fn candidate_sources<'v>(
         .into_iter()
         .min_by_key(|family| family.iter().map(|list| list.len()).sum::<usize>())
         .unwrap_or_default()
+}
+
+fn rotation_code(rotation: Rotation) -> u8 {
+    match rotation {
+        Rotation::RoundRobin => 0,
+        Rotation::LeastConnections => 1,
+        Rotation::Random => 2,
+    }
 }

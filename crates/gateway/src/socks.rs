@@ -68,7 +68,7 @@ async fn serve_connection(
     permit: OwnedSemaphorePermit,
 ) {
     let _ = stream.set_nodelay(true);
-    let shielded = match &shared.shield {
+    let shielded = match shared.shield.load_full() {
         Some(shield) => {
             let mut scopes = shield.connection(peer.ip());
             shield.check(&mut scopes).inspect_err(|_| {
@@ -90,9 +90,12 @@ async fn serve_connection(
             return;
         }
     };
-    let outcome = match auth {
-        Ok(auth) => route(shared, &auth, target, peer).await,
-        Err(refusal) => Err(refusal),
+    let (outcome, client) = match auth {
+        Ok(auth) => (
+            route(shared, &auth, target, peer).await,
+            auth.client.id.to_string(),
+        ),
+        Err(refusal) => (Err(refusal), String::new()),
     };
     match outcome {
         Ok((upstream, lease, client_permit)) => {
@@ -103,7 +106,7 @@ async fn serve_connection(
                 .await
                 .is_ok()
             {
-                run_tunnel(shared, stream, upstream, &[]).await;
+                run_tunnel(shared, &client, stream, upstream, &[]).await;
             }
             drop((lease, client_permit, permit));
         }
@@ -151,7 +154,7 @@ async fn handshake(
         &credentials.username,
         &credentials.password,
         peer.ip(),
-        shared.config.sessions.max_minutes,
+        shared.config().sessions.max_minutes,
     );
     if let Err(refusal @ (Refusal::AuthRequired | Refusal::BadSelector(_))) = &authenticated {
         shared.metrics.refusal(refusal.code());
@@ -185,7 +188,7 @@ async fn route(
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     let dialer = TunnelDialer {
         target,
-        timeouts: shared.timeouts,
+        timeouts: shared.timeouts(),
     };
     let routed = shared.router.route(&view, auth, &dialer).await?;
     Ok((routed.value, routed.lease, permit))

@@ -7,6 +7,7 @@
 use crate::args::ConfigArg;
 use crate::failure::Failure;
 use crate::gateway_section::{Placement, gateway_config};
+use crate::reload::{Reloader, SplitGateway, gateway_until_shutdown};
 use crate::settings;
 use crate::signal::Shutdown;
 use proxypool_config::Role;
@@ -16,6 +17,7 @@ pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
     let shutdown = Shutdown::install().map_err(|e| Failure::runtime(format!("signals: {e}")))?;
     let file = settings::load(&args.config, Role::Gateway)?;
     let config = gateway_config(&file, &Placement::Remote)?;
+    let (mut reloader, _requests) = Reloader::new(args.config.clone(), Role::Gateway, file);
     let (worker, controller) = (config.worker_id.clone(), config.controller_url.clone());
     let gateway = Gateway::bind(config)
         .await
@@ -28,7 +30,10 @@ pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
         admin = ?gateway.admin_addr(),
         "proxypool gateway is running"
     );
-    gateway.run(shutdown.wait()).await;
+    let mut target = SplitGateway {
+        reload: gateway.reloader(),
+    };
+    gateway_until_shutdown(gateway.run(shutdown.wait()), &mut reloader, &mut target).await?;
     tracing::info!("proxypool gateway stopped");
     Ok(())
 }

@@ -38,7 +38,7 @@ pub(crate) async fn forward(
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     strip_hop_by_hop(request.headers_mut());
-    let timeouts = shared.timeouts;
+    let timeouts = shared.timeouts();
     let dialer = ForwardDialer {
         target_key: target.to_string(),
         target: target.clone(),
@@ -104,7 +104,7 @@ pub(crate) async fn forward(
     let release = Release {
         key,
         sender,
-        pool_cap: shared.config.dial.pool_idle_per_proxy,
+        pool_cap: shared.config().dial.pool_idle_per_proxy,
         guards: (routed.lease, permit),
     };
     Ok(Response::from_parts(

@@ -39,7 +39,7 @@ pub(super) async fn connect(
         .map_err(|error| Refusal::BadRequest(format!("bad CONNECT target: {error}")))?;
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
-    let timeouts = shared.timeouts;
+    let timeouts = shared.timeouts();
     let routed = shared
         .router
         .route(view, auth, &TunnelDialer { target, timeouts })
@@ -49,6 +49,7 @@ pub(super) async fn connect(
     // The tunnel outlives the HTTP connection task: it carries the connection's place.
     let connection_permit = state.take_permit();
     let shared_for_tunnel = Arc::clone(shared);
+    let client_id = auth.client.id.to_string();
     tokio::spawn(async move {
         let Ok(upgraded) = hyper::upgrade::on(request).await else {
             return;
@@ -60,7 +61,7 @@ pub(super) async fn connect(
             Ok(parts) => (parts.io.into_inner().into_inner(), parts.read_buf.to_vec()),
             Err(_) => return,
         };
-        run_tunnel(&shared_for_tunnel, client, upstream, &leftover).await;
+        run_tunnel(&shared_for_tunnel, &client_id, client, upstream, &leftover).await;
         drop((lease, permit, connection_permit));
     });
     let mut response = Response::new(ProxyBody::empty());
@@ -73,9 +74,12 @@ pub(super) async fn connect(
     Ok(response)
 }
 
-/// Relays a tunnel, sending bytes the client sent early (with its CONNECT) first.
+/// Relays a tunnel of `client_id`, sending bytes the client sent early (with its CONNECT)
+/// first. The tunnel ends when either side does, when it idles, when the gateway stops, or
+/// a shutdown grace after a configuration reload removed its client.
 pub(crate) async fn run_tunnel(
     shared: &Shared,
+    client_id: &str,
     client: TcpStream,
     mut upstream: TcpStream,
     early: &[u8],
@@ -90,6 +94,10 @@ pub(crate) async fn run_tunnel(
     let relayed = tokio::select! {
         relayed = tunnel::relay(client, upstream, shared.tunnel_idle()) => relayed,
         _ = stopped => tunnel::Relayed::default(),
+        () = client_removed(shared, client_id) => {
+            tracing::info!(client = client_id, "closing a tunnel of a client the configuration no longer has");
+            tunnel::Relayed::default()
+        }
     };
     shared
         .metrics
@@ -97,4 +105,23 @@ pub(crate) async fn run_tunnel(
         .increment(relayed.up + early.len() as u64);
     shared.metrics.bytes_down.increment(relayed.down);
     shared.metrics.tunnels_open.decrement(1.0);
+}
+
+/// Completes a shutdown grace after the snapshot in force stops listing `client_id` (a
+/// reload removed the client): its open tunnels get the same grace as on a shutdown.
+async fn client_removed(shared: &Shared, client_id: &str) {
+    let mut swaps = shared.store.swaps();
+    loop {
+        let listed = shared
+            .store
+            .view()
+            .is_none_or(|view| view.client(client_id).is_some());
+        if !listed {
+            break;
+        }
+        if swaps.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+    tokio::time::sleep(shared.config().shutdown_grace).await;
 }

@@ -84,7 +84,8 @@ async fn serve_connection(
             }
         })
     };
-    let limits = &shared.config.limits;
+    let config = shared.config();
+    let limits = &config.limits;
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())

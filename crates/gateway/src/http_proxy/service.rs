@@ -3,7 +3,7 @@
 //! `X-Proxypool-Error`.
 
 use super::{connect, response};
-use crate::admission::ClientPolicy;
+use crate::admission::{ClientPolicy, Shield};
 use crate::auth::{Authenticated, authenticate};
 use crate::forward::{self, body::ProxyBody};
 use crate::refusal::Refusal;
@@ -23,7 +23,8 @@ use tokio::sync::OwnedSemaphorePermit;
 #[derive(Debug)]
 pub(super) struct ConnectionState {
     peer: SocketAddr,
-    shield: Option<Mutex<ConnectionScopes>>,
+    /// The shield this connection was admitted by, and its scopes in it.
+    shield: Option<(Arc<Shield>, Mutex<ConnectionScopes>)>,
     /// The last credentials verified on this connection, for the view they were checked in.
     auth: Mutex<Option<CachedAuth>>,
     in_flight: AtomicUsize,
@@ -42,10 +43,10 @@ impl ConnectionState {
     pub(super) fn new(shared: &Shared, peer: SocketAddr, permit: OwnedSemaphorePermit) -> Self {
         Self {
             peer,
-            shield: shared
-                .shield
-                .as_ref()
-                .map(|shield| Mutex::new(shield.connection(peer.ip()))),
+            shield: shared.shield.load_full().map(|shield| {
+                let scopes = Mutex::new(shield.connection(peer.ip()));
+                (shield, scopes)
+            }),
             auth: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
             permit: Mutex::new(Some(permit)),
@@ -92,7 +93,7 @@ async fn admit_and_route(
     state: &ConnectionState,
     request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Refusal> {
-    if let (Some(shield), Some(scopes)) = (&shared.shield, &state.shield) {
+    if let Some((shield, scopes)) = &state.shield {
         let mut scopes = scopes.lock_or_recover();
         shield.check(&mut scopes).inspect_err(|_| {
             shared.metrics.shield_denials.increment(1);
@@ -140,7 +141,7 @@ fn authenticate_request(
         &username,
         &password,
         state.peer.ip(),
-        shared.config.sessions.max_minutes,
+        shared.config().sessions.max_minutes,
     )?;
     *state.auth.lock_or_recover() = Some(CachedAuth {
         generation: view.generation,

@@ -18,6 +18,7 @@ use proxypool_throttle::EngineOptions;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
 
 /// Why a snapshot was not applied (the old view stays).
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +54,9 @@ pub(crate) struct SnapshotStore {
     /// `clock`'s monotonic milliseconds at the last controller answer, plus one (0 = never).
     fresh_at: AtomicU64,
     generation: AtomicU64,
+    /// Bumped after every view swap, for waiters that react to a new snapshot (tunnels of
+    /// a removed client).
+    swaps: watch::Sender<u64>,
 }
 
 impl SnapshotStore {
@@ -74,6 +78,7 @@ impl SnapshotStore {
             clock,
             fresh_at: AtomicU64::new(0),
             generation: AtomicU64::new(0),
+            swaps: watch::channel(0).0,
         }
     }
 
@@ -88,6 +93,11 @@ impl SnapshotStore {
     }
 
     /// The applied view regardless of staleness (admin and reports).
+    /// Changes after every new snapshot view.
+    pub(crate) fn swaps(&self) -> watch::Receiver<u64> {
+        self.swaps.subscribe()
+    }
+
     pub(crate) fn view(&self) -> Option<Arc<SnapshotView>> {
         self.view.load_full()
     }
@@ -159,6 +169,8 @@ impl SnapshotStore {
             tracing::warn!(proxy = %id, %why, "snapshot proxy cannot be dialed; skipped");
         }
         self.view.store(Some(Arc::new(view)));
+        self.swaps
+            .send_modify(|swaps| *swaps = swaps.wrapping_add(1));
         self.mark_fresh();
         Ok(reference)
     }

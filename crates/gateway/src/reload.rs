@@ -1,0 +1,83 @@
+//! [`GatewayReload`]: applying reloaded settings to a running gateway without dropping a
+//! connection.
+//!
+//! What applies: connection limits (the cap, header and idle timeouts, header size),
+//! rotation, sticky-session lengths, dialing, the per-IP shield and the shutdown grace.
+//! A connection reads the settings when it needs them, so a change applies to what comes
+//! next; a connection keeps the shield it was admitted by. What needs a restart keeps its
+//! running value: identity and controller, listeners, the limiter engine, the bounds of
+//! tracked proxies and sticky sessions (memory sized at start) and control-loop pacing.
+//! Clients are not settings of the gateway: they come with each snapshot, and a client a
+//! snapshot no longer lists is refused from its next request, its open tunnels closed a
+//! shutdown grace later.
+
+use crate::config::{ConfigError, GatewayConfig};
+use crate::gateway::build_shield;
+use crate::state::Shared;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// A handle that applies reloaded settings to its gateway (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct GatewayReload {
+    shared: Arc<Shared>,
+}
+
+impl GatewayReload {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        GatewayReload { shared }
+    }
+
+    /// Applies what of `config` may change while running (see the module docs).
+    pub fn apply(&self, config: &GatewayConfig) -> Result<(), ConfigError> {
+        let running = self.shared.config();
+        let mut next = GatewayConfig::clone(&running);
+        next.limits.max_connections = config.limits.max_connections;
+        next.limits.header_read_timeout = config.limits.header_read_timeout;
+        next.limits.max_header_bytes = config.limits.max_header_bytes;
+        next.limits.keepalive_idle = config.limits.keepalive_idle;
+        next.limits.tunnel_idle = config.limits.tunnel_idle;
+        next.rotation = config.rotation;
+        next.sessions = config.sessions.clone();
+        next.dial = config.dial.clone();
+        next.shield = config.shield.clone();
+        next.shutdown_grace = config.shutdown_grace;
+        next.validate()?;
+        if next.shield != running.shield {
+            let shield = build_shield(&next, &self.shared.limiter_clock)?;
+            self.shared.shield.store(shield.map(Arc::new));
+        }
+        self.resize(next.limits.max_connections);
+        self.shared.router.reconfigure(&next);
+        self.shared.settings.store(Arc::new(next));
+        tracing::info!("gateway settings applied");
+        Ok(())
+    }
+
+    /// Shows `report` as the last reload on the admin `/status`.
+    pub fn set_report(&self, report: serde_json::Value) {
+        self.shared.last_reload.store(Some(Arc::new(report)));
+    }
+
+    /// Grows or shrinks the connection cap. Shrinking below the open connections takes
+    /// effect as they close: no open connection is cut.
+    fn resize(&self, cap: usize) {
+        let shared = &self.shared;
+        let old = shared.connection_cap.swap(cap, Ordering::AcqRel);
+        if cap > old {
+            shared.connections.add_permits(cap - old);
+        } else if cap < old {
+            let shrink = old - cap;
+            let missing = shrink - shared.connections.forget_permits(shrink);
+            if missing > 0 {
+                let connections = Arc::clone(&shared.connections);
+                let missing = u32::try_from(missing).unwrap_or(u32::MAX);
+                tokio::spawn(async move {
+                    if let Ok(permits) = connections.acquire_many_owned(missing).await {
+                        permits.forget();
+                    }
+                });
+            }
+        }
+    }
+}
