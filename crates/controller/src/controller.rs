@@ -2,8 +2,9 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), proxypool_controller::ControllerError> {
+//! use proxypool_controller::config::Role;
 //! use proxypool_controller::{Config, Controller};
-//! let config = Config::load("proxypool.toml")?;
+//! let config = Config::load("proxypool.toml", Role::Controller)?;
 //! let running = Controller::from_config(config).await?.start().await?;
 //! println!("control API on {}", running.control_addr());
 //! // ... on SIGTERM:
