@@ -22,6 +22,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::config::ProviderKind;
 use crate::config::{Config, ConfigError};
 use crate::leadership::Leadership;
+use crate::leadership::job::run_leader_job;
 use crate::maintenance::Sweeper;
 use crate::ownership::{Cordons, OwnershipManager};
 use crate::provider::status::UpstreamOverview;
@@ -222,20 +223,27 @@ impl Controller {
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
         for reconciler in self.reconcilers() {
-            tasks.push(tokio::spawn(
-                reconciler.run(self.leadership.watch(), stopped.clone()),
-            ));
+            tasks.push(tokio::spawn(run_leader_job(
+                reconciler,
+                self.leadership.watch(),
+                stopped.clone(),
+            )));
         }
-        tasks.push(tokio::spawn(
-            self.checker().run(self.leadership.watch(), stopped.clone()),
-        ));
-        tasks.push(tokio::spawn(
-            self.ownership_manager()
-                .run(self.leadership.watch(), stopped.clone()),
-        ));
-        tasks.push(tokio::spawn(
-            self.sweeper().run(self.leadership.watch(), stopped),
-        ));
+        tasks.push(tokio::spawn(run_leader_job(
+            self.checker(),
+            self.leadership.watch(),
+            stopped.clone(),
+        )));
+        tasks.push(tokio::spawn(run_leader_job(
+            self.ownership_manager(),
+            self.leadership.watch(),
+            stopped.clone(),
+        )));
+        tasks.push(tokio::spawn(run_leader_job(
+            self.sweeper(),
+            self.leadership.watch(),
+            stopped,
+        )));
         Loops { stop, tasks }
     }
 

@@ -4,10 +4,9 @@
 
 use crate::clock::SharedClock;
 use crate::config::MaintenanceConfig;
-use crate::leadership::{Term, wait_for_term, while_leading};
+use crate::leadership::job::LeaderJob;
 use proxypool_core::{Maintenance, PoolResult, SweepReport};
 use std::sync::Arc;
-use tokio::sync::watch;
 
 /// Sweep calls per round when more is pending (bounded, like everything else).
 const SWEEPS_PER_ROUND: usize = 16;
@@ -48,23 +47,15 @@ impl Sweeper {
         }
         Ok(total)
     }
+}
 
-    pub(crate) async fn run(
-        self,
-        mut leadership: watch::Receiver<Option<Term>>,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
-        let interval = self.config.interval.as_duration();
-        while let Some(term) = wait_for_term(&mut leadership, &mut shutdown).await {
-            match while_leading(term, &mut leadership, self.sweep_round()).await {
-                Some(Ok(_)) => {}
-                Some(Err(e)) => tracing::warn!("maintenance sweep failed: {e}"),
-                None => continue, // no longer leading: park until the next term
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
-                _ = shutdown.changed() => {}
-            }
+impl LeaderJob for Sweeper {
+    const NAME: &'static str = "maintenance";
+
+    async fn round(&mut self) -> std::time::Duration {
+        if let Err(e) = self.sweep_round().await {
+            tracing::warn!("maintenance sweep failed: {e}");
         }
+        self.config.interval.as_duration()
     }
 }

@@ -10,14 +10,14 @@ pub mod probe;
 
 use crate::clock::SharedClock;
 use crate::config::{CheckerConfig, UpstreamConfig};
-use crate::leadership::{Term, wait_for_term, while_leading};
+use crate::leadership::job::LeaderJob;
 use probe::{ProbePlan, probe};
 use proxypool_core::{
     DueQuery, HealthBatch, HealthObservation, HealthStore, PoolResult, ProxyStatus, UpstreamId,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 /// How one upstream's proxies are checked.
@@ -179,40 +179,28 @@ impl Checker {
         round.ignored += report.ignored;
         Ok(())
     }
+}
 
-    /// Runs rounds while this controller leads: back to back while work is due, pausing
-    /// `interval` when nothing was.
-    pub(crate) async fn run(
-        self,
-        mut leadership: watch::Receiver<Option<Term>>,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
+impl LeaderJob for Checker {
+    const NAME: &'static str = "checker";
+
+    /// A round that checked something is followed at once by the next (more may be due);
+    /// an empty or failed one waits `interval`.
+    async fn round(&mut self) -> std::time::Duration {
         let idle = self.config.interval.as_duration();
-        while let Some(term) = wait_for_term(&mut leadership, &mut shutdown).await {
-            // Dropping a round aborts its probes (the JoinSet goes with it).
-            let Some(result) = while_leading(term, &mut leadership, self.check_round()).await
-            else {
-                tracing::debug!("health round dropped: no longer leading");
-                continue;
-            };
-            let pause = match result {
-                Ok(round) if !round.observations.is_empty() => {
-                    tracing::debug!(
-                        checked = round.observations.len(),
-                        applied = round.applied,
-                        "health round done"
-                    );
-                    std::time::Duration::ZERO
-                }
-                Ok(_) => idle,
-                Err(e) => {
-                    tracing::warn!("health round failed: {e}");
-                    idle
-                }
-            };
-            tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
-                _ = shutdown.changed() => {}
+        match self.check_round().await {
+            Ok(round) if !round.observations.is_empty() => {
+                tracing::debug!(
+                    checked = round.observations.len(),
+                    applied = round.applied,
+                    "health round done"
+                );
+                std::time::Duration::ZERO
+            }
+            Ok(_) => idle,
+            Err(e) => {
+                tracing::warn!("health round failed: {e}");
+                idle
             }
         }
     }

@@ -12,8 +12,10 @@
 //! - [`LeaseLeadership`] ([`lease`]): a fenced lease in a shared store (Redis), renewed in
 //!   the background, given up as soon as it cannot be renewed in time.
 //! - [`holder`]: the per-process holder id written into the lease.
+//! - `job`: the one scaffold every leader-only loop runs in.
 
 pub mod holder;
+pub(crate) mod job;
 pub mod lease;
 
 pub use lease::{CONTROLLER_LEASE, LeaseLeadership, LeaseOptions};

@@ -22,7 +22,7 @@ pub use release::{MAX_BATCHES, RELEASE_BATCH, Released, release_worker};
 
 use crate::clock::SharedClock;
 use crate::config::OwnershipConfig;
-use crate::leadership::{Term, wait_for_term, while_leading};
+use crate::leadership::job::LeaderJob;
 use crate::snapshot::ChangeSignal;
 use plan::{Free, Held, WorkerLoad};
 use proxypool_core::{
@@ -30,7 +30,7 @@ use proxypool_core::{
     UnixMillis, WorkerSession,
 };
 use std::sync::Arc;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 
 /// Most worker sessions considered per round.
 pub const MAX_WORKERS: usize = 1_000;
@@ -222,33 +222,6 @@ impl OwnershipManager {
             cordoned: self.cordons.is_cordoned(worker),
         })
     }
-
-    /// Runs rounds every `interval` (sooner when woken by a new session) while leading.
-    pub(crate) async fn run(
-        self,
-        mut leadership: watch::Receiver<Option<Term>>,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
-        let interval = self.config.interval.as_duration();
-        while let Some(term) = wait_for_term(&mut leadership, &mut shutdown).await {
-            match while_leading(term, &mut leadership, self.round()).await {
-                Some(Ok(round)) if round.changed() => tracing::debug!(?round, "ownership round"),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => tracing::warn!("ownership round failed: {e}"),
-                None => {
-                    // Dropped between store calls: whatever it did is in the store, so
-                    // let snapshots re-read it.
-                    self.changes.notify();
-                    continue;
-                }
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
-                _ = self.wake.notified() => {}
-                _ = shutdown.changed() => {}
-            }
-        }
-    }
 }
 
 /// A drain is finished when the worker's live report is against the snapshot it
@@ -275,4 +248,27 @@ pub fn drain_finished(
             .iter()
             .filter(|e| e.proxy_id == assignment.proxy_id)
             .all(|e| e.active == 0 && e.reserved == 0)
+}
+
+impl LeaderJob for OwnershipManager {
+    const NAME: &'static str = "ownership";
+
+    async fn round(&mut self) -> std::time::Duration {
+        match OwnershipManager::round(self).await {
+            Ok(round) if round.changed() => tracing::debug!(?round, "ownership round"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("ownership round failed: {e}"),
+        }
+        self.config.interval.as_duration()
+    }
+
+    /// Dropped between store calls: whatever it did is in the store, so let snapshots
+    /// re-read it.
+    fn dropped(&mut self) {
+        self.changes.notify();
+    }
+
+    fn wake(&self) -> Option<Arc<Notify>> {
+        Some(self.wake.clone())
+    }
 }

@@ -9,7 +9,7 @@ use super::text::{parse_line, parse_text};
 use crate::clock::SharedClock;
 use crate::config::{ListFormat, ProviderKind, UpstreamConfig};
 use crate::jitter;
-use crate::leadership::{Term, wait_for_term, while_leading};
+use crate::leadership::job::LeaderJob;
 use proxypool_core::{
     Candidate, Credentials, FetchedBatch, PoolError, UnixMillis, UpsertReport, Upserter,
 };
@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// Candidates per upsert call: small enough that one store call stays short.
 pub const UPSERT_CHUNK: usize = 1_000;
@@ -66,6 +65,8 @@ pub struct Reconciler {
     defaults: EntryDefaults,
     run_id: String,
     round: AtomicU64,
+    /// Consecutive failed rounds (the backoff).
+    failures: u32,
 }
 
 impl Reconciler {
@@ -95,6 +96,7 @@ impl Reconciler {
             defaults,
             run_id: jitter::hex_id(),
             round: AtomicU64::new(0),
+            failures: 0,
         }
     }
 
@@ -236,39 +238,6 @@ impl Reconciler {
         }
         Ok(total)
     }
-
-    /// Runs rounds while this controller leads, until `shutdown` (a round in flight when
-    /// the term ends is dropped; see `while_leading`).
-    pub(crate) async fn run(
-        self,
-        mut leadership: watch::Receiver<Option<Term>>,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
-        let interval = self.upstream.provider.interval.as_duration();
-        let jitter_max = self.upstream.provider.jitter.as_duration();
-        let mut failures: u32 = 0;
-        while let Some(term) = wait_for_term(&mut leadership, &mut shutdown).await {
-            let Some(result) = while_leading(term, &mut leadership, self.reconcile_once()).await
-            else {
-                tracing::debug!(upstream = %self.upstream.id, "provider round dropped: no longer leading");
-                continue;
-            };
-            let delay = match result {
-                Ok(_) => {
-                    failures = 0;
-                    interval + jitter::up_to(jitter_max)
-                }
-                Err(_) => {
-                    failures = failures.saturating_add(1);
-                    backoff(failures, interval) + jitter::up_to(jitter_max / 4)
-                }
-            };
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = shutdown.changed() => {}
-            }
-        }
-    }
 }
 
 /// 1 s, 2 s, 4 s, … after consecutive failures, never longer than the normal interval.
@@ -285,6 +254,27 @@ fn merge(total: &mut UpsertReport, report: UpsertReport) {
     total.over_max_size += report.over_max_size;
     for (reason, n) in report.dropped {
         *total.dropped.entry(reason).or_default() += n;
+    }
+}
+
+impl LeaderJob for Reconciler {
+    const NAME: &'static str = "reconciler";
+
+    /// After a success the next fetch is an interval (plus jitter) away; after failures
+    /// it backs off from 1 s up to the interval.
+    async fn round(&mut self) -> Duration {
+        let interval = self.upstream.provider.interval.as_duration();
+        let jitter_max = self.upstream.provider.jitter.as_duration();
+        match self.reconcile_once().await {
+            Ok(_) => {
+                self.failures = 0;
+                interval + jitter::up_to(jitter_max)
+            }
+            Err(_) => {
+                self.failures = self.failures.saturating_add(1);
+                backoff(self.failures, interval) + jitter::up_to(jitter_max / 4)
+            }
+        }
     }
 }
 
