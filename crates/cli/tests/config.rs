@@ -47,6 +47,26 @@ fn the_commented_examples_check_out() {
         assert!(!stdout.contains(secret) && !stderr.contains(secret));
     }
 
+    // --effective: the resolved file, overrides applied, secrets only as references.
+    let mut with_override = env.to_vec();
+    with_override.push(("PROXYPOOL__CHECKER__TIMEOUT", "4s"));
+    let (code, stdout, stderr) = run(
+        &["check-config", full.to_str().unwrap(), "--effective"],
+        &with_override,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("timeout = \"4s\""), "{stdout}");
+    assert!(stdout.contains("env = \"SCRAPER_API_TOKEN\""), "{stdout}");
+    for secret in [
+        "worker-secret",
+        "acme-secret",
+        "api-secret",
+        "gateway-secret",
+        "dc-secret",
+    ] {
+        assert!(!stdout.contains(secret), "{secret} in --effective");
+    }
+
     let gateway = scratch.write("gateway.toml", &example("gateway.toml"));
     let (code, stdout, stderr) = run(&["check-config", gateway.to_str().unwrap()], &env[..1]);
     assert_eq!(code, 0, "{stderr}");
