@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{Proc, Scratch, curl, curl_or_skip, eventually, free_port, sim_vendor, try_exit_via};
+use common::{
+    Proc, Scratch, curl, curl_or_skip, eventually, free_port, sim_upstream, sim_vendor,
+    try_exit_via,
+};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -27,25 +30,14 @@ interval = "200ms"
 name = "gateways"
 token = {{ env = "WORKER_TOKEN" }}
 
-[[upstreams]]
-id = "sim"
-ttl = "10m"
-max_size = 100
-[upstreams.provider]
-kind = "http"
-url = "{list}"
-format = "json"
-interval = "2s"
-[[upstreams.health.targets]]
-url = "{health}"
+{sim_upstream}
 
 [[clients]]
 id = "acme"
 project = "acme"
 gateway_password = {{ env = "ACME_PASSWORD" }}
 "#,
-        list = sim.list_url(),
-        health = sim.origin().url("/health"),
+        sim_upstream = sim_upstream(sim),
     )
 }
 

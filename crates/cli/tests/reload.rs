@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{Proc, Scratch, curl, curl_or_skip, eventually, free_port, sim_vendor, try_exit_via};
+use common::{
+    Proc, Scratch, curl, curl_or_skip, eventually, free_port, sim_upstream, sim_vendor,
+    try_exit_via,
+};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -69,17 +72,7 @@ interval = "200ms"
 id = "tight"
 {rate}
 
-[[upstreams]]
-id = "sim"
-ttl = "10m"
-max_size = 100
-[upstreams.provider]
-kind = "http"
-url = "{list}"
-format = "json"
-interval = "2s"
-[[upstreams.health.targets]]
-url = "{health}"
+{sim_upstream}
 
 [[clients]]
 id = "acme"
@@ -101,8 +94,7 @@ http = "127.0.0.1:{http}"
 "#,
         api = ports.api,
         http = ports.http,
-        list = sim.list_url(),
-        health = sim.origin().url("/health"),
+        sim_upstream = sim_upstream(sim),
     )
 }
 

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{
-    Proc, Scratch, curl_or_skip, eventually, free_port, gateway_proxies, run, sim_vendor,
-    try_exit_via,
+    Proc, Scratch, curl_or_skip, eventually, free_port, gateway_proxies, run, sim_upstream,
+    sim_vendor, try_exit_via,
 };
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -36,17 +36,7 @@ interval = "200ms"
 [checker]
 interval = "200ms"
 
-[[upstreams]]
-id = "sim"
-ttl = "10m"
-max_size = 100
-[upstreams.provider]
-kind = "http"
-url = "{list}"
-format = "json"
-interval = "2s"
-[[upstreams.health.targets]]
-url = "{health}"
+{sim_upstream}
 
 [[clients]]
 id = "acme"
@@ -60,8 +50,7 @@ worker_id = "box-1"
 http = "127.0.0.1:{http}"
 admin = "127.0.0.1:{admin}"
 "#,
-            list = sim.list_url(),
-            health = sim.origin().url("/health"),
+            sim_upstream = sim_upstream(&sim),
         ),
     );
     let env = [

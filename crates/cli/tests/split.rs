@@ -8,7 +8,7 @@ mod common;
 
 use common::{
     Proc, Scratch, curl, curl_or_skip, eventually, exit_of, free_port, gateway_proxies, run,
-    sim_vendor, try_exit_via,
+    sim_upstream, sim_vendor, try_exit_via,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -60,17 +60,7 @@ name = "gateways"
 token = {{ env = "WORKER_TOKEN" }}
 workers = ["gw-a", "gw-b"]
 
-[[upstreams]]
-id = "sim"
-ttl = "10m"
-max_size = 100
-[upstreams.provider]
-kind = "http"
-url = "{list}"
-format = "json"
-interval = "2s"
-[[upstreams.health.targets]]
-url = "{health}"
+{sim_upstream}
 
 [[clients]]
 id = "acme"
@@ -78,8 +68,7 @@ project = "acme"
 api_token = {{ env = "ACME_TOKEN" }}
 gateway_password = {{ env = "ACME_PASSWORD" }}
 "#,
-        list = sim.list_url(),
-        health = sim.origin().url("/health"),
+        sim_upstream = sim_upstream(sim),
     )
 }
 

@@ -366,6 +366,16 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The `[[upstreams]]` entry `sim` for `sim`'s vendor list, fetched every 2 s and checked
+/// against its origin.
+pub fn sim_upstream(sim: &proxypool_sim::SimVendor) -> String {
+    format!(
+        "[[upstreams]]\nid = \"sim\"\nttl = \"10m\"\nmax_size = 100\n[upstreams.provider]\nkind = \"http\"\nurl = \"{}\"\nformat = \"json\"\ninterval = \"2s\"\n[[upstreams.health.targets]]\nurl = \"{}\"\n",
+        sim.list_url(),
+        sim.origin().url("/health"),
+    )
+}
+
 /// A simulated vendor running on a runtime of its own (the tests themselves block).
 pub fn sim_vendor(proxies: usize) -> (tokio::runtime::Runtime, proxypool_sim::SimVendor) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
