@@ -1,5 +1,6 @@
 //! Live reload of a split `proxypool gateway`: its own file is edited while it runs and
-//! SIGHUP applies it. A tightened shield applies to the next connection, a key that needs
+//! SIGHUP applies it; its controller reloads its own file and the gateway serves the new
+//! clients from its next snapshot. A tightened shield applies to the next connection, a key that needs
 //! a restart (a listener) is reported and not applied, a broken file is refused whole and
 //! shown on `/status`, and the gateway keeps serving throughout.
 
@@ -12,7 +13,12 @@ use common::{
 use serde_json::Value;
 use std::time::Duration;
 
-fn controller_config(control: u16, api: u16, sim: &proxypool_sim::SimVendor) -> String {
+fn controller_config(
+    control: u16,
+    api: u16,
+    sim: &proxypool_sim::SimVendor,
+    client: &str,
+) -> String {
     format!(
         r#"
 [listen]
@@ -36,6 +42,11 @@ token = {{ env = "WORKER_TOKEN" }}
 id = "acme"
 project = "acme"
 gateway_password = {{ env = "ACME_PASSWORD" }}
+
+[[clients]]
+id = "{client}"
+project = "acme"
+gateway_password = {{ env = "OTHER_PASSWORD" }}
 "#,
         sim_upstream = sim_upstream(sim),
     )
@@ -75,7 +86,10 @@ fn sighup_applies_a_split_gateway_s_own_settings_and_refuses_a_broken_file() {
     let (_runtime, sim) = sim_vendor(3);
     let scratch = Scratch::new("gateway-reload");
     let (control, api, http, admin) = (free_port(), free_port(), free_port(), free_port());
-    let controller_file = scratch.write("controller.toml", &controller_config(control, api, &sim));
+    let controller_file = scratch.write(
+        "controller.toml",
+        &controller_config(control, api, &sim, "zed"),
+    );
     let generous = "requests_per_second = 1000.0\nburst = 2000.0";
     let gateway_file = scratch.write(
         "gateway.toml",
@@ -84,6 +98,7 @@ fn sighup_applies_a_split_gateway_s_own_settings_and_refuses_a_broken_file() {
     let env = [
         ("WORKER_TOKEN", "reload-worker-token"),
         ("ACME_PASSWORD", "acme-password"),
+        ("OTHER_PASSWORD", "other-password"),
     ];
     let mut controller = Proc::start(
         "controller",
@@ -105,6 +120,25 @@ fn sighup_applies_a_split_gateway_s_own_settings_and_refuses_a_broken_file() {
     for _ in 0..3 {
         assert_eq!(code_via(&proxy, &origin), "200");
     }
+
+    // The controller's file changes its clients: zed goes, beta comes. The split gateway
+    // learns it from its next snapshot.
+    let zed = format!("http://zed:other-password@127.0.0.1:{http}");
+    let beta = format!("http://beta:other-password@127.0.0.1:{http}");
+    assert_eq!(code_via(&zed, &origin), "200");
+    assert_eq!(code_via(&beta, &origin), "407");
+    scratch.write(
+        "controller.toml",
+        &controller_config(control, api, &sim, "beta"),
+    );
+    controller.signal("HUP");
+    let took = eventually(
+        "the split gateway serves the new client",
+        Duration::from_secs(2),
+        || code_via(&beta, &origin) == "200",
+    );
+    eprintln!("new client served through the split gateway {took:?} after SIGHUP");
+    assert_eq!(code_via(&zed, &origin), "407");
 
     // A shield of one token per 100 s from each address, and a moved listener.
     let tight = "requests_per_second = 0.01\nburst = 1.0";
