@@ -42,6 +42,13 @@ missing_packages() {
   command -v tinyproxy >/dev/null 2>&1 || echo tinyproxy
   command -v microsocks >/dev/null 2>&1 || echo microsocks
   command -v openssl >/dev/null 2>&1 || echo openssl
+  # The API conformance test runs schemathesis (from PyPI) in a virtual environment.
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo python3
+    echo python3-venv
+  elif ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+    echo python3-venv
+  fi
 }
 
 install_packages() {
@@ -50,7 +57,7 @@ install_packages() {
     {
       echo "error: missing test dependencies: ${packages[*]}"
       echo "scripts/test.sh installs them only as root on Debian/Ubuntu (apt-get)."
-      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl"
+      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl python3-venv"
       echo "(or point the tests at running servers with PROXYPOOL_TEST_REDIS_URL and"
       echo " PROXYPOOL_TEST_POSTGRES_URL), then run scripts/test.sh again."
     } >&2
@@ -83,7 +90,7 @@ install_packages() {
   trap - EXIT
 }
 
-step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl)"
+step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, python3-venv)"
 mapfile -t missing < <(missing_packages)
 if ((${#missing[@]} > 0)); then
   step "install ${missing[*]}"
@@ -96,6 +103,20 @@ pg_bin=$(postgres_bin_dir) || {
 export PATH="$pg_bin:$PATH"
 echo "redis-server: $(command -v redis-server) ($(redis-server --version | head -n 1))"
 echo "postgres:     $pg_bin ($("$pg_bin/postgres" --version))"
+
+# schemathesis, pinned, in a virtual environment of its own under target/ (kept between
+# runs); the conformance test finds it through PROXYPOOL_SCHEMATHESIS.
+SCHEMATHESIS_VERSION=4.32.5
+venv=target/schemathesis-venv
+if ! "$venv/bin/st" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
+  step "install schemathesis $SCHEMATHESIS_VERSION into $venv"
+  rm -rf "$venv"
+  mkdir -p target
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+export PROXYPOOL_SCHEMATHESIS="$PWD/$venv/bin/st"
+echo "schemathesis: $("$PROXYPOOL_SCHEMATHESIS" --version)"
 
 # A fresh toolchain may lack the components; rustup can add them.
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then

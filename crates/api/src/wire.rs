@@ -17,13 +17,56 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExtractionRequestBody {
+    #[serde(deserialize_with = "whole::number")]
     pub count: u32,
     #[serde(default)]
     pub mode: ExtractMode,
     #[serde(default)]
     pub filters: ProxyFilter,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole::optional")]
     pub min_health_freshness_ms: Option<u64>,
+}
+
+/// Integers as JSON Schema (and the OpenAPI document) defines them: a number with no
+/// fractional part, so `2.0` is `2`; `2.5`, negatives and out-of-range values are refused.
+mod whole {
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    fn whole<T: TryFrom<u64>, E: Error>(value: f64) -> Result<T, E> {
+        let integral = value.fract() == 0.0 && value >= 0.0 && value <= u64::MAX as f64;
+        integral
+            .then_some(value as u64)
+            .and_then(|v| T::try_from(v).ok())
+            .ok_or_else(|| E::custom(format!("expected a whole number in range, got {value}")))
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Unsigned(u64),
+        Float(f64),
+    }
+
+    pub(super) fn number<'de, D: Deserializer<'de>, T: TryFrom<u64>>(d: D) -> Result<T, D::Error> {
+        match Number::deserialize(d)? {
+            Number::Unsigned(v) => {
+                T::try_from(v).map_err(|_| D::Error::custom(format!("{v} is out of range")))
+            }
+            Number::Float(v) => whole(v),
+        }
+    }
+
+    pub(super) fn optional<'de, D: Deserializer<'de>, T: TryFrom<u64>>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
+        match Option::<Number>::deserialize(d)? {
+            None => Ok(None),
+            Some(Number::Unsigned(v)) => T::try_from(v)
+                .map(Some)
+                .map_err(|_| D::Error::custom(format!("{v} is out of range"))),
+            Some(Number::Float(v)) => whole(v).map(Some),
+        }
+    }
 }
 
 /// One extracted proxy with what a client needs to use it.
@@ -207,4 +250,28 @@ pub struct DrainBody {
     pub more: bool,
     /// The controller was told to stop assigning to this worker.
     pub cordoned: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count_of(json: &str) -> Result<u32, String> {
+        serde_json::from_str::<ExtractionRequestBody>(json)
+            .map(|b| b.count)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn whole_numbers_written_with_a_fraction_of_zero_are_integers() {
+        assert_eq!(count_of(r#"{"count": 2}"#), Ok(2));
+        assert_eq!(count_of(r#"{"count": 2.0}"#), Ok(2));
+        assert!(count_of(r#"{"count": 2.5}"#).is_err());
+        assert!(count_of(r#"{"count": -1}"#).is_err());
+        assert!(count_of(r#"{"count": 4294967296}"#).is_err());
+        assert!(count_of(r#"{"count": "2"}"#).is_err());
+        let body: ExtractionRequestBody =
+            serde_json::from_str(r#"{"count": 1, "min_health_freshness_ms": 5.0}"#).unwrap();
+        assert_eq!(body.min_health_freshness_ms, Some(5));
+    }
 }

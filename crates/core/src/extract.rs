@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 
 /// Most proxies one extraction may ask for.
 pub const MAX_EXTRACT_COUNT: u32 = 1_000;
+
+/// The longest health-freshness window an extraction may ask for (one day): proxies live
+/// minutes to hours, so a longer window means "any checked proxy" and is refused as a
+/// likely mistake rather than silently accepted.
+pub const MAX_HEALTH_FRESHNESS_MS: u64 = 86_400_000;
 const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
 /// Which proxies an extraction (or a gateway selection) may take. Unset fields match all.
@@ -70,6 +75,14 @@ impl ExtractRequest {
         if self.count == 0 || self.count > MAX_EXTRACT_COUNT {
             return Err(PoolError::invalid(format!(
                 "count must be in 1..={MAX_EXTRACT_COUNT}"
+            )));
+        }
+        if self
+            .min_health_freshness_ms
+            .is_some_and(|ms| ms > MAX_HEALTH_FRESHNESS_MS)
+        {
+            return Err(PoolError::invalid(format!(
+                "min_health_freshness_ms must be at most {MAX_HEALTH_FRESHNESS_MS} (one day)"
             )));
         }
         if let Some(key) = &self.idempotency_key {
@@ -193,4 +206,36 @@ impl ExtractResponse {
 pub struct ExtractOutcome {
     pub response: ExtractResponse,
     pub replayed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(freshness: Option<u64>) -> ExtractRequest {
+        ExtractRequest {
+            client: ClientId::new("c").unwrap(),
+            idempotency_key: None,
+            request_id: "req-1".into(),
+            count: 1,
+            mode: ExtractMode::Partial,
+            filter: ProxyFilter::default(),
+            min_health_freshness_ms: freshness,
+            reserve_for_gateway: 0,
+            idempotency_ttl_ms: 1_000,
+        }
+    }
+
+    #[test]
+    fn a_health_freshness_window_over_a_day_is_refused() {
+        assert!(request(None).validate().is_ok());
+        assert!(request(Some(MAX_HEALTH_FRESHNESS_MS)).validate().is_ok());
+        let error = request(Some(MAX_HEALTH_FRESHNESS_MS + 1))
+            .validate()
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("min_health_freshness_ms"),
+            "{error}"
+        );
+    }
 }

@@ -22,11 +22,42 @@ pub(crate) async fn metrics(State(state): State<ApiState>) -> Result<Response, A
     Ok(response)
 }
 
-pub(crate) async fn openapi() -> Response {
-    let mut response = OPENAPI_JSON.into_response();
+/// The document as this server answers: the extraction `count` maximum is the configured
+/// `max_count` (it changes with a reload), so a client or a schema-driven fuzzer sees the
+/// bound the server enforces.
+pub(crate) async fn openapi(State(state): State<ApiState>) -> Response {
+    let body = served_openapi(state.extraction().max_count);
+    let mut response = body.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+fn served_openapi(max_count: u32) -> String {
+    let Ok(mut document) = serde_json::from_str::<serde_json::Value>(OPENAPI_JSON) else {
+        return OPENAPI_JSON.to_owned();
+    };
+    if let Some(count) =
+        document.pointer_mut("/components/schemas/ExtractionRequest/properties/count")
+    {
+        count["maximum"] = max_count.into();
+    }
+    document.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_served_document_states_the_configured_extraction_maximum() {
+        let document: serde_json::Value = serde_json::from_str(&served_openapi(7)).unwrap();
+        assert_eq!(
+            document["components"]["schemas"]["ExtractionRequest"]["properties"]["count"]["maximum"],
+            7
+        );
+        assert_eq!(document["openapi"], "3.1.0");
+    }
 }
