@@ -74,7 +74,6 @@ pub use controller_view::{FetchHealth, UpstreamStatus, UpstreamStatusSource, Wor
 pub use error::{ApiError, ErrorCode};
 pub use metrics::text::{MetricsHandle, RecorderTaken, TextRecorder};
 pub use request_id::RequestId;
-pub use routes::health::READINESS_PROJECT;
 pub use routes::meta::OPENAPI_JSON;
 pub use routes::{ROUTES, router};
 pub use serve::serve;

@@ -108,22 +108,26 @@ async fn health_readiness_and_the_document() {
     let ready = server.get("/readyz", None).await;
     assert_eq!(ready.status, 200, "{}", ready.text());
     assert_eq!(ready.json()["checks"]["quota"], "ok");
-    // Probing again stays a replay of the same receipt: the probe bucket holds one charge.
+    // Probes write nothing: the bucket the old probe charged stays empty.
     assert_eq!(server.get("/readyz", None).await.status, 200);
     assert_eq!(
         server
             .quota
             .consumed(
-                proxypool_api::READINESS_PROJECT,
+                "proxypool-readiness",
                 "readyz",
                 proxypool_quota::Operation::Inspect
             )
             .await,
-        1
+        0
     );
     let document = server.get("/openapi.json", None).await;
     assert_eq!(document.status, 200);
-    assert_eq!(document.text(), OPENAPI_JSON);
+    // The file as written, with the configured extraction maximum filled in.
+    let mut expected: serde_json::Value = serde_json::from_str(OPENAPI_JSON).unwrap();
+    expected["components"]["schemas"]["ExtractionRequest"]["properties"]["count"]["maximum"] =
+        100.into();
+    assert_eq!(document.json(), expected);
 }
 
 #[tokio::test]

@@ -266,6 +266,10 @@ fn to_i64(value: u64) -> i64 {
 
 #[async_trait]
 impl QuotaPort for MemoryQuota {
+    async fn ready(&self) -> bool {
+        true
+    }
+
     async fn consume(
         &self,
         command: &QuotaCommand,

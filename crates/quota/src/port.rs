@@ -32,6 +32,10 @@ pub trait QuotaPort: Send + Sync + Debug {
         command: &QuotaCommand,
         limits: OperationLimits,
     ) -> Result<QuotaDecision, InvalidCommand>;
+
+    /// Whether the store answers, by a read that changes nothing (readiness probes must
+    /// not write), within the backend's time bound.
+    async fn ready(&self) -> bool;
 }
 
 #[async_trait]
@@ -42,5 +46,9 @@ impl<T: QuotaPort + ?Sized> QuotaPort for Arc<T> {
         limits: OperationLimits,
     ) -> Result<QuotaDecision, InvalidCommand> {
         (**self).consume(command, limits).await
+    }
+
+    async fn ready(&self) -> bool {
+        (**self).ready().await
     }
 }

@@ -19,7 +19,7 @@ use proxypool_quota::contract::fixtures::{
 };
 use proxypool_quota::postgres::{create_quota_role, migrate};
 use proxypool_quota::{
-    Operation, PostgresQuota, PostgresSettings, QuotaDecision, UnavailableReason,
+    Operation, PostgresQuota, PostgresSettings, QuotaDecision, QuotaPort as _, UnavailableReason,
 };
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -310,8 +310,16 @@ async fn stopped_server_is_unavailable_within_the_timeout_then_works_again() {
     let quota = bounded_quota(&database.role_url, 2);
     let before = command(PROJECT, "client-1", Operation::Extract, "before-stop");
     assert!(consume(&quota, &before, limits).await.is_admitted());
+    assert!(quota.ready().await, "a running server is ready");
 
     server.stop().expect("stop the server");
+    let started = Instant::now();
+    assert!(!quota.ready().await, "a stopped server is not ready");
+    assert!(
+        started.elapsed() < SLACK_BOUND,
+        "readiness took {:?}",
+        started.elapsed()
+    );
     for receipt in ["while-down-1", "while-down-2"] {
         let started = Instant::now();
         let decision = consume(
@@ -326,6 +334,7 @@ async fn stopped_server_is_unavailable_within_the_timeout_then_works_again() {
     }
 
     server.start_again().expect("start the server again");
+    assert!(quota.ready().await, "ready again after the restart");
     // The same pool, not rebuilt: a new receipt is decided, the old one replays.
     let after = consume(
         &quota,

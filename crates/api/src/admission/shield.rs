@@ -86,6 +86,11 @@ pub(crate) async fn shield(
     request: Request,
     next: Next,
 ) -> Response {
+    // Health and readiness probes come from a few addresses, often: they are cheap, bounded
+    // by the concurrency cap, and must not be throttled into reporting a healthy server down.
+    if matches!(request.uri().path(), "/healthz" | "/readyz") {
+        return next.run(request).await;
+    }
     let decision = state.shield().check(peer_ip(&request));
     if decision.allowed {
         return next.run(request).await;

@@ -1,21 +1,16 @@
 //! `GET /healthz` (the process answers) and `GET /readyz` (its stores answer).
 //!
-//! Readiness probes the activity pool with a one-session read and the quota with a real
-//! decision on a dedicated bucket whose receipt never changes: within a window that is a
-//! replay (no second charge), so the bucket stays at one admission per window, and the
-//! probe goes through the same statement every request does. Each probe has its own
-//! timeout; either failing is 503 `unavailable` naming which one.
+//! Readiness probes the activity pool with a one-session read and the quota with a
+//! read-only query (`QuotaPort::ready`): a probe writes nothing, however often a load
+//! balancer asks. Each probe has its own timeout; either failing is 503 `unavailable`
+//! naming which one. Neither route is behind the per-IP shield (probes come from a few
+//! addresses, often), nor behind authentication.
 
 use crate::error::ApiError;
 use crate::state::ApiState;
 use axum::Json;
 use axum::extract::State;
-use proxypool_quota::{Operation, QuotaCommand, QuotaConfig, QuotaDecision};
 use serde_json::{Value, json};
-
-/// The quota bucket readiness probes decide on (a project no client may have: clients'
-/// projects are theirs, this one is reserved by name).
-pub const READINESS_PROJECT: &str = "proxypool-readiness";
 
 pub(crate) async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
@@ -26,16 +21,8 @@ pub(crate) async fn readyz(State(state): State<ApiState>) -> Result<Json<Value>,
     let now = state.now();
     let store = tokio::time::timeout(timeout, state.ports().runtime.live_sessions(now, 1)).await;
     let store_ok = matches!(store, Ok(Ok(_)));
-    let probe = QuotaCommand::new(READINESS_PROJECT, "readyz", Operation::Inspect, "readyz");
-    // The probe bucket belongs to no client, so it decides under the default limits.
-    let limits = QuotaConfig::default().limits(probe.operation);
-    let quota = tokio::time::timeout(timeout, state.ports().quota.consume(&probe, limits)).await;
-    let quota_ok = matches!(
-        quota,
-        Ok(Ok(
-            QuotaDecision::Admitted { .. } | QuotaDecision::Exceeded { .. }
-        ))
-    );
+    let quota = tokio::time::timeout(timeout, state.ports().quota.ready()).await;
+    let quota_ok = matches!(quota, Ok(true));
     match (store_ok, quota_ok) {
         (true, true) => Ok(Json(json!({
             "status": "ready",

@@ -161,6 +161,14 @@ impl PostgresQuota {
 
 #[async_trait]
 impl QuotaPort for PostgresQuota {
+    async fn ready(&self) -> bool {
+        let probe = sqlx::query("SELECT 1").execute(&self.pool);
+        matches!(
+            tokio::time::timeout(self.decision_timeout, probe).await,
+            Ok(Ok(_))
+        )
+    }
+
     async fn consume(
         &self,
         command: &QuotaCommand,

@@ -115,6 +115,14 @@ impl SqliteQuota {
 
 #[async_trait]
 impl QuotaPort for SqliteQuota {
+    async fn ready(&self) -> bool {
+        let probe = sqlx::query("SELECT 1").execute(&self.pool);
+        matches!(
+            tokio::time::timeout(self.decision_timeout, probe).await,
+            Ok(Ok(_))
+        )
+    }
+
     async fn consume(
         &self,
         command: &QuotaCommand,
