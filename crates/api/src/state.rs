@@ -9,9 +9,10 @@ use crate::clients::{ApiClient, ClientDirectory};
 use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
 use crate::controller_view::{UpstreamStatusSource, WorkerCordon};
 use crate::metrics::text::MetricsHandle;
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{
-    ActivityPool, Extractor, InventoryReader, OwnershipRepository, UnixMillis, WorkerRuntimeStore,
+    ActivityPool, Extractor, InventoryReader, OwnershipRepository, SecretHash, UnixMillis,
+    WorkerRuntimeStore,
 };
 use proxypool_quota::QuotaPort;
 use std::sync::Arc;
@@ -63,6 +64,8 @@ struct Inner {
     reloader: Option<Arc<dyn ConfigReloader>>,
     concurrency: Arc<Semaphore>,
     metrics: Option<MetricsHandle>,
+    /// The hash `GET /metrics` checks bearer tokens against (none: open); swapped on reload.
+    metrics_token: ArcSwapOption<SecretHash>,
     cordon: Option<Arc<dyn WorkerCordon>>,
     clock: fn() -> UnixMillis,
 }
@@ -87,6 +90,7 @@ pub struct ApiStateBuilder {
     extraction: ExtractionSettings,
     shield: ShieldChoice,
     metrics: Option<MetricsHandle>,
+    metrics_token: Option<SecretHash>,
     cordon: Option<Arc<dyn WorkerCordon>>,
     reloader: Option<Arc<dyn ConfigReloader>>,
     clock: fn() -> UnixMillis,
@@ -140,6 +144,12 @@ impl ApiStateBuilder {
         self
     }
 
+    /// `GET /metrics` then requires `Authorization: Bearer` with a token of this hash.
+    pub fn metrics_token(mut self, token: Option<SecretHash>) -> Self {
+        self.metrics_token = token;
+        self
+    }
+
     /// What `POST /v1/admin/reload` calls (without one, the route answers 404).
     pub fn reloader(mut self, reloader: Arc<dyn ConfigReloader>) -> Self {
         self.reloader = Some(reloader);
@@ -165,6 +175,7 @@ impl ApiStateBuilder {
                 extraction: ArcSwap::from_pointee(self.extraction),
                 reloader: self.reloader,
                 metrics: self.metrics,
+                metrics_token: ArcSwapOption::new(self.metrics_token.map(Arc::new)),
                 cordon: self.cordon,
                 clock: self.clock,
             }),
@@ -182,6 +193,7 @@ impl ApiState {
             extraction: ExtractionSettings::default(),
             shield: ShieldChoice::Settings(ShieldSettings::default()),
             metrics: None,
+            metrics_token: None,
             cordon: None,
             reloader: None,
             clock: proxypool_core::now_millis,
@@ -201,6 +213,15 @@ impl ApiState {
         crate::config::first_problem(settings.problems())?;
         self.inner.extraction.store(Arc::new(settings));
         Ok(())
+    }
+
+    /// Replaces the `/metrics` token (a configuration reload).
+    pub fn replace_metrics_token(&self, token: Option<SecretHash>) {
+        self.inner.metrics_token.store(token.map(Arc::new));
+    }
+
+    pub(crate) fn metrics_token(&self) -> Option<Arc<SecretHash>> {
+        self.inner.metrics_token.load_full()
     }
 
     pub(crate) fn reloader(&self) -> Option<&Arc<dyn ConfigReloader>> {

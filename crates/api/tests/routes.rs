@@ -160,3 +160,28 @@ async fn metrics_count_requests_extractions_denials_and_store_latency() {
     assert!(!text.contains("pw-secret"), "no credential in metrics");
     assert!(!text.contains(ALICE), "no token in metrics");
 }
+
+#[tokio::test]
+async fn metrics_behind_a_token_answer_only_that_token() {
+    let server = TestServer::memory(Setup {
+        metrics_token: Some("metrics-token-value"),
+        ..Setup::default()
+    })
+    .await;
+    server
+        .get("/metrics", None)
+        .await
+        .assert_error(401, "unauthenticated");
+    server
+        .get("/metrics", Some("another-token"))
+        .await
+        .assert_error(401, "unauthenticated");
+    // A client's API token is not the metrics token either.
+    server
+        .get("/metrics", Some(ALICE))
+        .await
+        .assert_error(401, "unauthenticated");
+    let metrics = server.get("/metrics", Some("metrics-token-value")).await;
+    assert_eq!(metrics.status, 200, "{}", metrics.text());
+    assert!(metrics.text().contains("# TYPE"), "{}", metrics.text());
+}

@@ -162,6 +162,7 @@ impl Stack {
         state
             .replace_extraction(config.api.extraction.clone())
             .map_err(|e| Failure::config(format!("api: {e}")))?;
+        state.replace_metrics_token(metrics_token(&config.api));
         if let (Some(gateway), Some(section)) = (&self.gateway, &config.gateway) {
             let running = &gateway.config;
             let settings = GatewayConfig::from_section(
@@ -217,6 +218,15 @@ impl Stack {
     }
 }
 
+/// The hash `/metrics` checks tokens against, if the file sets one.
+fn metrics_token(section: &ApiSection) -> Option<SecretHash> {
+    section
+        .metrics_token
+        .as_ref()
+        .and_then(SecretRef::verifier)
+        .cloned()
+}
+
 /// Clients with an API token, as the client API sees them, each with its quota limits.
 fn api_clients(config: &Config, quota: &OpenedQuota) -> Vec<ApiClient> {
     config
@@ -258,6 +268,7 @@ fn start_api(
         .limits(section.limits.clone())
         .extraction(section.extraction.clone())
         .shield_settings(ShieldSettings::from(&section.shield))
+        .metrics_token(metrics_token(section))
         .cordon(view);
     if let Some(reloader) = reloader {
         builder = builder.reloader(reloader);

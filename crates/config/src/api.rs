@@ -6,6 +6,7 @@
 use crate::check::Check;
 use crate::duration::Millis;
 use crate::limiter::{LimiterConfig, RatePolicy};
+use crate::secret::SecretRef;
 use proxypool_core::extract::MAX_EXTRACT_COUNT;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +17,11 @@ pub struct ApiSection {
     pub limits: ApiLimits,
     pub extraction: ExtractionSettings,
     pub shield: ApiShield,
+    /// When set, `GET /metrics` answers only `Authorization: Bearer <this token>` (resolved
+    /// to a salted hash; applies live on reload). Unset: `/metrics` is open, so keep the
+    /// API listener off untrusted networks or set it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_token: Option<SecretRef>,
 }
 
 /// Limits enforced before authentication, so an anonymous peer can only spend this much.
@@ -152,7 +158,10 @@ impl ExtractionSettings {
     }
 }
 
-pub(crate) fn validate(c: &mut Check<'_>, api: &ApiSection) {
+pub(crate) fn validate(c: &mut Check<'_>, api: &mut ApiSection) {
+    if let Some(token) = &mut api.metrics_token {
+        c.resolve_verifier("api.metrics_token", "metrics_token", token);
+    }
     for (key, message) in api.limits.problems() {
         c.at(format!("api.limits.{key}"), message);
     }

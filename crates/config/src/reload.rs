@@ -155,6 +155,9 @@ fn secret_changes(running: &Config, loaded: &Config, out: &mut Vec<String>) {
             out.push(format!("upstreams[{}]", upstream.id));
         }
     }
+    if running.api.metrics_token != loaded.api.metrics_token {
+        out.push("api.metrics_token".into());
+    }
     if running.worker_tokens != loaded.worker_tokens {
         out.push("worker_tokens".into());
     }

@@ -34,7 +34,7 @@ pub(crate) fn validate(c: &mut Check<'_>, config: &mut Config, role: Role) {
         let policy_ids = policies(c, &config.policies);
         let upstream_ids = upstreams(c, &mut config.upstreams, config.checker.timeout);
         clients(c, &mut config.clients, &upstream_ids, &policy_ids);
-        api::validate(c, &config.api);
+        api::validate(c, &mut config.api);
     }
     if gateway {
         match &mut config.gateway {

@@ -46,7 +46,7 @@ impl FromRequestParts<ApiState> for AdminPrincipal {
 }
 
 /// The token of `Authorization: Bearer <token>` (scheme case-insensitive).
-fn bearer_token(parts: &Parts) -> Option<&str> {
+pub(crate) fn bearer_token(parts: &Parts) -> Option<&str> {
     let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme

@@ -1,4 +1,5 @@
-//! `GET /metrics` (Prometheus text) and `GET /openapi.json` (the API description).
+//! `GET /metrics` (Prometheus text; behind a bearer token when `[api] metrics_token` is
+//! set) and `GET /openapi.json` (the API description).
 
 use crate::error::ApiError;
 use crate::state::ApiState;
@@ -10,7 +11,17 @@ use axum::response::{IntoResponse, Response};
 /// lists exactly the routes [`crate::router`] serves.
 pub const OPENAPI_JSON: &str = include_str!("../../openapi.json");
 
-pub(crate) async fn metrics(State(state): State<ApiState>) -> Result<Response, ApiError> {
+pub(crate) async fn metrics(
+    State(state): State<ApiState>,
+    request: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    if let Some(token) = state.metrics_token() {
+        let (parts, _) = request.into_parts();
+        let presented = crate::admission::auth::bearer_token(&parts).unwrap_or_default();
+        if !token.verify(presented) {
+            return Err(ApiError::unauthenticated());
+        }
+    }
     let handle = state
         .metrics_handle()
         .ok_or_else(|| ApiError::not_found("metrics are not enabled on this server"))?;

@@ -260,6 +260,8 @@ pub struct Setup {
     pub shield: ShieldSettings,
     pub upstreams: Arc<StaticUpstreams>,
     pub metrics: bool,
+    /// `GET /metrics` then needs this bearer token.
+    pub metrics_token: Option<&'static str>,
     pub cordon: Option<Arc<dyn WorkerCordon>>,
 }
 
@@ -282,6 +284,7 @@ impl Default for Setup {
             shield: ShieldSettings::default(),
             upstreams: Arc::new(standard_upstreams()),
             metrics: true,
+            metrics_token: None,
             cordon: None,
         }
     }
@@ -325,6 +328,11 @@ impl TestServer {
             .shield_settings(setup.shield);
         if setup.metrics {
             builder = builder.metrics(MetricsHandle::install_global().unwrap());
+        }
+        if let Some(token) = setup.metrics_token {
+            builder = builder.metrics_token(Some(
+                proxypool_core::SecretHash::derive(token, "metricssalt").unwrap(),
+            ));
         }
         if let Some(cordon) = setup.cordon {
             builder = builder.cordon(cordon);
