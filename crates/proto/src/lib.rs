@@ -9,6 +9,7 @@
 //!   a bounded response-head reader.
 //! - [`error`]: [`ProtoError`], which keeps I/O, malformed input, rejected authentication
 //!   and a rejected request apart so callers can map each to 502/407/SOCKS reply codes.
+//! - [`proxy_protocol`]: the PROXY protocol header (v1/v2) a trusted load balancer sends.
 //! - [`timeout`]: [`with_timeout`], because every function here waits on the peer.
 //!
 //! Every function works over any `AsyncRead + AsyncWrite + Unpin` stream, reads only as
@@ -19,6 +20,7 @@
 
 pub mod error;
 pub mod http_connect;
+pub mod proxy_protocol;
 pub mod socks5;
 pub mod target;
 pub mod timeout;
