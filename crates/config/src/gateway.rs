@@ -91,7 +91,8 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// A kept-alive HTTP connection with no traffic for this long is closed.
     pub keepalive_idle: Millis,
-    /// A tunnel (CONNECT or SOCKS5) with no traffic either way for this long is closed.
+    /// A tunnel (CONNECT or SOCKS5) with no traffic either way for this long is closed, and
+    /// so is one whose write to a side that takes no bytes makes no progress for this long.
     pub tunnel_idle: Millis,
     /// Most proxies whose local counters are tracked (current snapshot plus draining ones).
     /// A snapshot that would exceed it is rejected and the old view kept (bounded memory).
