@@ -99,6 +99,9 @@ pub struct Limits {
     pub max_tracked_proxies: usize,
     /// Most sticky sessions remembered at once.
     pub max_sticky_sessions: usize,
+    /// Most sticky sessions one client holds at once: a new session past it replaces the
+    /// client's own oldest, so one client cannot fill the table. Applies live.
+    pub max_sticky_sessions_per_client: usize,
 }
 
 impl Default for Limits {
@@ -111,6 +114,7 @@ impl Default for Limits {
             tunnel_idle: Millis::from_secs(300),
             max_tracked_proxies: 100_000,
             max_sticky_sessions: 100_000,
+            max_sticky_sessions_per_client: 10_000,
         }
     }
 }
@@ -230,6 +234,10 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
         (
             "limits.max_sticky_sessions",
             g.limits.max_sticky_sessions as u64,
+        ),
+        (
+            "limits.max_sticky_sessions_per_client",
+            g.limits.max_sticky_sessions_per_client as u64,
         ),
         (
             "sessions.default_minutes",

@@ -37,6 +37,7 @@ impl GatewayReload {
         next.limits.max_header_bytes = config.limits.max_header_bytes;
         next.limits.keepalive_idle = config.limits.keepalive_idle;
         next.limits.tunnel_idle = config.limits.tunnel_idle;
+        next.limits.max_sticky_sessions_per_client = config.limits.max_sticky_sessions_per_client;
         next.rotation = config.rotation;
         next.sessions = config.sessions.clone();
         next.dial = config.dial.clone();
