@@ -6,10 +6,12 @@
 //! unauthenticated caller cannot probe which client ids exist. For the same reason an
 //! unknown client id costs a hash too: the password is checked against a fixed dummy
 //! hash, so the answer takes as long as for a known id with a wrong password.
+//! A username longer than [`MAX_USERNAME`] bytes is refused before anything else, so
+//! parsing one costs a bounded amount of work.
 
 use crate::admission::ClientPolicy;
 use crate::refusal::Refusal;
-use crate::selector::{Selectors, parse_selectors, split_client};
+use crate::selector::{MAX_USERNAME, Selectors, parse_selectors, split_client};
 use crate::snapshot::{ClientEntry, SnapshotView};
 use proxypool_core::SecretHash;
 use std::net::IpAddr;
@@ -35,6 +37,12 @@ pub(crate) fn authenticate(
     peer: IpAddr,
     max_sesstime_minutes: u32,
 ) -> Result<Authenticated, Refusal> {
+    if username.len() > MAX_USERNAME {
+        // Says nothing about which clients exist, so it may come before the password.
+        return Err(Refusal::BadSelector(format!(
+            "the username is longer than {MAX_USERNAME} bytes"
+        )));
+    }
     let known = split_client(username, |id| view.has_client(id))
         .and_then(|(id, rest)| view.client(id).map(|client| (client, rest)));
     if !password_matches(known.map(|(client, _)| &client.password_hash), password) {
@@ -176,6 +184,27 @@ pub(crate) mod tests {
         assert_eq!(
             auth("alice-colour-red", "wrong").unwrap_err(),
             Refusal::AuthRequired
+        );
+    }
+
+    #[test]
+    fn an_over_long_username_is_refused_before_parsing_or_hashing() {
+        let view = view_with(&["alice"]);
+        let peer: IpAddr = "127.0.0.1".parse().unwrap();
+        let auth = |user: &str, password: &str| authenticate(&view, user, password, peer, 60);
+        let huge = format!("alice-{}", "session-x-".repeat(6_600));
+        let refusal = verifications(|| {
+            let refusal = auth(&huge, "right").unwrap_err();
+            assert!(
+                matches!(&refusal, Refusal::BadSelector(m) if m.contains("longer than 256 bytes")),
+                "{refusal:?}"
+            );
+        });
+        assert_eq!(refusal, 0);
+        let longest = format!("alice-session-{}", "x".repeat(MAX_USERNAME - 14));
+        assert_eq!(longest.len(), MAX_USERNAME);
+        assert!(
+            matches!(auth(&longest, "right"), Err(Refusal::BadSelector(m)) if m.contains("session id"))
         );
     }
 }
