@@ -91,13 +91,17 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// A kept-alive HTTP connection with no traffic for this long is closed.
     pub keepalive_idle: Millis,
-    /// A tunnel (CONNECT or SOCKS5) with no traffic either way for this long is closed.
+    /// A tunnel (CONNECT or SOCKS5) with no traffic either way for this long is closed, and
+    /// so is one whose write to a side that takes no bytes makes no progress for this long.
     pub tunnel_idle: Millis,
     /// Most proxies whose local counters are tracked (current snapshot plus draining ones).
     /// A snapshot that would exceed it is rejected and the old view kept (bounded memory).
     pub max_tracked_proxies: usize,
     /// Most sticky sessions remembered at once.
     pub max_sticky_sessions: usize,
+    /// Most sticky sessions one client holds at once: a new session past it replaces the
+    /// client's own oldest, so one client cannot fill the table. Applies live.
+    pub max_sticky_sessions_per_client: usize,
 }
 
 impl Default for Limits {
@@ -110,6 +114,7 @@ impl Default for Limits {
             tunnel_idle: Millis::from_secs(300),
             max_tracked_proxies: 100_000,
             max_sticky_sessions: 100_000,
+            max_sticky_sessions_per_client: 10_000,
         }
     }
 }
@@ -229,6 +234,10 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
         (
             "limits.max_sticky_sessions",
             g.limits.max_sticky_sessions as u64,
+        ),
+        (
+            "limits.max_sticky_sessions_per_client",
+            g.limits.max_sticky_sessions_per_client as u64,
         ),
         (
             "sessions.default_minutes",

@@ -262,6 +262,37 @@ concurrency = 8
     }
 
     #[test]
+    fn the_per_client_sticky_cap_is_live_and_the_table_bound_is_not() {
+        let with_limits = |limits: &str| {
+            format!(
+                "{BASE}[gateway.listeners]\nhttp = \"127.0.0.1:1\"\n[gateway.limits]\n{limits}\n"
+            )
+        };
+        let running = load(&with_limits("max_sticky_sessions = 100"));
+        let loaded = load(&with_limits(
+            "max_sticky_sessions = 200\nmax_sticky_sessions_per_client = 5",
+        ));
+        let plan = ReloadPlan::between(&running, &loaded);
+        assert_eq!(
+            plan.restart,
+            vec!["gateway.limits.max_sticky_sessions".to_owned()]
+        );
+        assert_eq!(
+            plan.live,
+            vec!["gateway.limits.max_sticky_sessions_per_client".to_owned()]
+        );
+        let env = Env::from_pairs([("T", "token-value-1")]);
+        let zero = with_limits("max_sticky_sessions_per_client = 0");
+        let error = Config::from_toml_str(&zero, "t.toml", Path::new("."), Role::Serve, &env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("max_sticky_sessions_per_client") && error.contains("at least 1"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn a_rotated_secret_behind_the_same_reference_is_a_change() {
         let running = load(BASE);
         let env = Env::from_pairs([("T", "another-token-value")]);

@@ -1,4 +1,6 @@
 //! The gateway's metrics, as handles created once so the hot path only bumps atomics.
+//! Refusals have one handle per code ([`Refusal::CODES`]), registered up front: counting
+//! one takes no lock.
 //!
 //! Names (all prefixed `proxypool_gateway_`): `connections_total{listener}`,
 //! `connections_open{listener}`, `connections_rejected_total{reason}`,
@@ -7,6 +9,7 @@
 //! `limiter_denials_total{limiter}`, `tunnels_open`, `snapshot_age_seconds`,
 //! `snapshot_version`, `snapshot_proxies`, `upstream_dial_seconds` (sum/count).
 
+use crate::refusal::Refusal;
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use proxypool_core::LockExt;
 use std::collections::HashMap;
@@ -38,8 +41,9 @@ pub(crate) struct GatewayMetrics {
     pub snapshot_version: Gauge,
     pub snapshot_proxies: Gauge,
     pub dial_seconds: Histogram,
-    /// Label values seen on the (rare) refusal and failure paths.
-    refusals: Mutex<HashMap<&'static str, Counter>>,
+    /// One counter per refusal code, in the order of [`Refusal::CODES`].
+    refusals: [Counter; Refusal::CODES.len()],
+    /// Label values seen on the (rare) upstream failure path.
     failures: Mutex<HashMap<&'static str, Counter>>,
 }
 
@@ -71,7 +75,8 @@ impl GatewayMetrics {
             snapshot_version: gauge!("proxypool_gateway_snapshot_version"),
             snapshot_proxies: gauge!("proxypool_gateway_snapshot_proxies"),
             dial_seconds: histogram!("proxypool_gateway_upstream_dial_seconds"),
-            refusals: Mutex::new(HashMap::new()),
+            refusals: Refusal::CODES
+                .map(|code| counter!("proxypool_gateway_refusals_total", "code" => code)),
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -85,13 +90,13 @@ impl GatewayMetrics {
         self.open[listener as usize].decrement(1.0);
     }
 
+    /// Counts a refusal: no lock, one atomic increment (`code` is one of
+    /// [`Refusal::CODES`], as [`Refusal::code`] returns).
     pub(crate) fn refusal(&self, code: &'static str) {
-        labelled(
-            &self.refusals,
-            code,
-            |code| counter!("proxypool_gateway_refusals_total", "code" => code),
-        )
-        .increment(1);
+        match Refusal::CODES.iter().position(|known| *known == code) {
+            Some(index) => self.refusals[index].increment(1),
+            None => debug_assert!(false, "unknown refusal code {code}"),
+        }
     }
 
     pub(crate) fn upstream_failure(&self, reason: &'static str) {
@@ -177,4 +182,73 @@ fn describe() {
         "proxypool_gateway_upstream_dial_seconds",
         "Time to connect and handshake with an upstream proxy."
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prometheus::PrometheusHandle;
+    use crate::refusal::socks_reply;
+
+    fn every_refusal() -> Vec<Refusal> {
+        vec![
+            Refusal::BadRequest("x".into()),
+            Refusal::AuthRequired,
+            Refusal::BadSelector("x".into()),
+            Refusal::Forbidden("x".into()),
+            Refusal::RateLimited {
+                retry_after_ms: 1,
+                lockout: false,
+            },
+            Refusal::RateLimited {
+                retry_after_ms: 1,
+                lockout: true,
+            },
+            Refusal::TooManyConnections,
+            Refusal::NoEligibleProxy,
+            Refusal::Stale,
+            Refusal::SessionTableFull,
+            Refusal::UpstreamFailed {
+                reason: "x",
+                socks: socks_reply::GENERAL_FAILURE,
+            },
+            Refusal::Unavailable,
+        ]
+    }
+
+    #[test]
+    fn every_refusal_code_has_a_counter_registered_up_front() {
+        let refusals = every_refusal();
+        let mut codes: Vec<_> = refusals.iter().map(Refusal::code).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), Refusal::CODES.len(), "each code once");
+        let (recorder, handle) = PrometheusHandle::local();
+        let metrics = metrics::with_local_recorder(&recorder, GatewayMetrics::new);
+        // Every series exists before the first refusal.
+        let text = handle.render();
+        for code in Refusal::CODES {
+            assert!(
+                text.contains(&format!(
+                    "proxypool_gateway_refusals_total{{code=\"{code}\"}} 0"
+                )),
+                "{code}: {text}"
+            );
+        }
+        // Counting uses those handles only: no registry lookup (this runs outside the
+        // recorder's scope, where a lookup would find no recorder).
+        for refusal in &refusals {
+            metrics.refusal(refusal.code());
+        }
+        metrics.refusal(Refusal::AuthRequired.code());
+        let text = handle.render();
+        assert!(
+            text.contains("proxypool_gateway_refusals_total{code=\"auth_required\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("proxypool_gateway_refusals_total{code=\"locked_out\"} 1"),
+            "{text}"
+        );
+    }
 }

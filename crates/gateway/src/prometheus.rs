@@ -73,6 +73,17 @@ impl PrometheusHandle {
         Ok(handle)
     }
 
+    /// A recorder that is not installed, with its handle (for tests that record through
+    /// `metrics::with_local_recorder`).
+    #[cfg(test)]
+    pub(crate) fn local() -> (PrometheusRecorder, Self) {
+        let recorder = PrometheusRecorder::default();
+        let handle = PrometheusHandle {
+            registry: Arc::clone(&recorder.registry),
+        };
+        (recorder, handle)
+    }
+
     /// The installed handle, installing it on first use; `None` when a foreign recorder
     /// owns the process.
     pub fn global() -> Option<Self> {

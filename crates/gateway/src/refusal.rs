@@ -63,21 +63,42 @@ impl Refusal {
         }
     }
 
+    /// Every code [`Refusal::code`] can return, once; metrics register one counter each.
+    pub const CODES: [&'static str; 12] = [
+        "bad_request",
+        "auth_required",
+        "bad_selector",
+        "forbidden",
+        "rate_limited",
+        "locked_out",
+        "too_many_connections",
+        "no_eligible_proxy",
+        "gateway_stale",
+        "session_table_full",
+        "upstream_failed",
+        "unavailable",
+    ];
+
     /// The stable code in `X-Proxypool-Error` (and in metrics).
     pub fn code(&self) -> &'static str {
+        Self::CODES[self.code_index()]
+    }
+
+    /// The position of [`Refusal::code`] in [`Refusal::CODES`].
+    pub(crate) fn code_index(&self) -> usize {
         match self {
-            Refusal::BadRequest(_) => "bad_request",
-            Refusal::AuthRequired => "auth_required",
-            Refusal::BadSelector(_) => "bad_selector",
-            Refusal::Forbidden(_) => "forbidden",
-            Refusal::RateLimited { lockout: false, .. } => "rate_limited",
-            Refusal::RateLimited { lockout: true, .. } => "locked_out",
-            Refusal::TooManyConnections => "too_many_connections",
-            Refusal::NoEligibleProxy => "no_eligible_proxy",
-            Refusal::Stale => "gateway_stale",
-            Refusal::SessionTableFull => "session_table_full",
-            Refusal::UpstreamFailed { .. } => "upstream_failed",
-            Refusal::Unavailable => "unavailable",
+            Refusal::BadRequest(_) => 0,
+            Refusal::AuthRequired => 1,
+            Refusal::BadSelector(_) => 2,
+            Refusal::Forbidden(_) => 3,
+            Refusal::RateLimited { lockout: false, .. } => 4,
+            Refusal::RateLimited { lockout: true, .. } => 5,
+            Refusal::TooManyConnections => 6,
+            Refusal::NoEligibleProxy => 7,
+            Refusal::Stale => 8,
+            Refusal::SessionTableFull => 9,
+            Refusal::UpstreamFailed { .. } => 10,
+            Refusal::Unavailable => 11,
         }
     }
 

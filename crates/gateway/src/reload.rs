@@ -2,7 +2,8 @@
 //! connection.
 //!
 //! What applies: connection limits (the cap, header and idle timeouts, header size),
-//! rotation, sticky-session lengths, dialing, the per-IP shield and the shutdown grace.
+//! rotation, sticky-session lengths and the per-client sticky bound, dialing, the per-IP
+//! shield and the shutdown grace.
 //! A connection reads the settings when it needs them, so a change applies to what comes
 //! next; a connection keeps the shield it was admitted by. What needs a restart keeps its
 //! running value: identity and controller, listeners, the limiter engine, the bounds of
@@ -37,6 +38,7 @@ impl GatewayReload {
         next.limits.max_header_bytes = config.limits.max_header_bytes;
         next.limits.keepalive_idle = config.limits.keepalive_idle;
         next.limits.tunnel_idle = config.limits.tunnel_idle;
+        next.limits.max_sticky_sessions_per_client = config.limits.max_sticky_sessions_per_client;
         next.rotation = config.rotation;
         next.sessions = config.sessions.clone();
         next.dial = config.dial.clone();

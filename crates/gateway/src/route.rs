@@ -71,6 +71,7 @@ pub(crate) struct RouteSettings {
     pub failure_threshold: u32,
     pub failure_cooldown_ms: u64,
     pub default_sesstime_minutes: u32,
+    pub max_sticky_per_client: usize,
 }
 
 impl RouteSettings {
@@ -80,6 +81,7 @@ impl RouteSettings {
             failure_threshold: config.dial.failure_threshold,
             failure_cooldown_ms: config.dial.failure_cooldown.as_ms(),
             default_sesstime_minutes: config.sessions.default_minutes,
+            max_sticky_per_client: config.limits.max_sticky_sessions_per_client,
         }
     }
 }
@@ -243,13 +245,14 @@ impl Router {
             return Ok(());
         }
         // A reassigned session keeps its original end; a new one gets its full sesstime.
+        let settings = self.settings.load();
         let expires_at_ms = match previous {
             Some(previous) => previous.expires_at_ms,
             None => {
                 let minutes = auth
                     .selectors
                     .sesstime_minutes
-                    .unwrap_or(self.settings.load().default_sesstime_minutes);
+                    .unwrap_or(settings.default_sesstime_minutes);
                 now_ms + u64::from(minutes) * 60_000
             }
         };
@@ -262,6 +265,7 @@ impl Router {
                     expires_at_ms,
                 },
                 now_ms,
+                settings.max_sticky_per_client,
             )
             .map_err(|_| Refusal::SessionTableFull)
     }

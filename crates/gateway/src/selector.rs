@@ -30,13 +30,28 @@ impl Selectors {
     }
 }
 
+/// Longest username accepted (SOCKS5 caps it at 255 bytes anyway); a longer one is
+/// refused before it is parsed.
+pub(crate) const MAX_USERNAME: usize = 256;
+
+/// Longest client id (as `proxypool_core::ClientId` allows).
+const MAX_CLIENT_ID: usize = 128;
+
 /// Splits `username` into (client, rest) at the longest prefix `is_client` accepts.
 /// `rest` is empty when there are no selectors. `None` = no known client.
+///
+/// Only prefixes that can be a client id (at most [`MAX_CLIENT_ID`] bytes) are looked
+/// up, so the work is bounded whatever the username's length: a few lookups of at most
+/// 128 bytes each, and one scan of the first 129 bytes for `-`.
 pub fn split_client(username: &str, is_client: impl Fn(&str) -> bool) -> Option<(&str, &str)> {
-    if is_client(username) {
+    if username.len() <= MAX_CLIENT_ID && is_client(username) {
         return Some((username, ""));
     }
-    let mut end = username.len();
+    // A cut below `end` leaves a prefix of at most MAX_CLIENT_ID bytes.
+    let mut end = username.len().min(MAX_CLIENT_ID + 1);
+    while !username.is_char_boundary(end) {
+        end -= 1;
+    }
     while let Some(cut) = username[..end].rfind('-') {
         if is_client(&username[..cut]) {
             return Some((&username[..cut], &username[cut + 1..]));
@@ -198,5 +213,34 @@ mod tests {
         }
         let long = format!("session-{}", "a".repeat(65));
         assert!(parse_selectors(&long, 60).is_err());
+    }
+
+    #[test]
+    fn a_huge_username_is_split_with_bounded_work() {
+        use std::cell::Cell;
+        // 64 KiB of "a-a-a-...": every '-' is a possible cut.
+        let username = "a-".repeat(32 * 1024);
+        let (lookups, bytes) = (Cell::new(0usize), Cell::new(0usize));
+        let counting = |prefix: &str| {
+            lookups.set(lookups.get() + 1);
+            bytes.set(bytes.get() + prefix.len());
+            false
+        };
+        assert_eq!(split_client(&username, counting), None);
+        assert!(lookups.get() <= MAX_CLIENT_ID, "{} lookups", lookups.get());
+        assert!(
+            bytes.get() <= MAX_CLIENT_ID * MAX_CLIENT_ID,
+            "{} bytes looked up",
+            bytes.get()
+        );
+        // A client id at the start is still found, with the rest after it.
+        let long = format!("alice-{}", "session-x-".repeat(6_000));
+        assert_eq!(
+            split_client(&long, known).map(|(client, _)| client),
+            Some("alice")
+        );
+        // Multi-byte characters around the cut limit do not break the split.
+        let wide = format!("alice-{}", "é".repeat(200));
+        assert_eq!(split_client(&wide, known).map(|(c, _)| c), Some("alice"));
     }
 }
