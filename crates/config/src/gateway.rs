@@ -219,14 +219,26 @@ impl Default for Destinations {
     }
 }
 
+impl Destinations {
+    /// Lets exactly `origin` through: its address as a one-host block in `allow_cidrs` and
+    /// its port added to `ports` (unless any port is allowed). For a local origin in
+    /// development and tests (`proxypool dev`'s simulated origin); the rest of the policy
+    /// stays as it is.
+    pub fn allow_origin(&mut self, origin: SocketAddr) {
+        let ip = origin.ip().to_canonical();
+        let width = if ip.is_ipv4() { 32 } else { 128 };
+        self.allow_cidrs.push(format!("{ip}/{width}"));
+        if let PortSet::Only(ports) = &mut self.ports {
+            ports.insert(origin.port());
+        }
+    }
+}
+
 /// Checks a port list at `key` (`ports`, a client's `allowed_ports`).
 pub(crate) fn validate_ports(c: &mut Check<'_>, key: &str, ports: &PortSet) {
     if let PortSet::Only(list) = ports {
         if list.is_empty() {
-            c.at(
-                key,
-                "must list at least one port, or be \"*\" for any port",
-            );
+            c.at(key, "must list at least one port, or be \"*\" for any port");
         }
         if list.contains(&0) {
             c.at(key, "port 0 is not a destination");

@@ -4,7 +4,7 @@
 //! `connections_open{listener}`, `connections_rejected_total{reason}`,
 //! `requests_total{kind}`, `refusals_total{code}`, `bytes_total{direction}`,
 //! `upstream_failures_total{reason}`, `selection_misses_total`,
-//! `limiter_denials_total{limiter}`, `tunnels_open`, `snapshot_age_seconds`,
+//! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`, `snapshot_age_seconds`,
 //! `snapshot_version`, `snapshot_proxies`, `upstream_dial_seconds` (sum/count).
 
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
@@ -41,6 +41,7 @@ pub(crate) struct GatewayMetrics {
     /// Label values seen on the (rare) refusal and failure paths.
     refusals: Mutex<HashMap<&'static str, Counter>>,
     failures: Mutex<HashMap<&'static str, Counter>>,
+    destinations: Mutex<HashMap<&'static str, Counter>>,
 }
 
 impl GatewayMetrics {
@@ -73,6 +74,7 @@ impl GatewayMetrics {
             dial_seconds: histogram!("proxypool_gateway_upstream_dial_seconds"),
             refusals: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            destinations: Mutex::new(HashMap::new()),
         }
     }
 
@@ -90,6 +92,17 @@ impl GatewayMetrics {
             &self.refusals,
             code,
             |code| counter!("proxypool_gateway_refusals_total", "code" => code),
+        )
+        .increment(1);
+    }
+
+    /// A target the destination policy refused; `reason` is `port`, `deny_cidrs`, a
+    /// built-in range (`loopback`, `private`, ...) or `invalid_policy`.
+    pub(crate) fn destination_denied(&self, reason: &'static str) {
+        labelled(
+            &self.destinations,
+            reason,
+            |reason| counter!("proxypool_gateway_destination_denials_total", "reason" => reason),
         )
         .increment(1);
     }
@@ -156,6 +169,10 @@ fn describe() {
     describe_counter!(
         "proxypool_gateway_limiter_denials_total",
         "Limiter denials."
+    );
+    describe_counter!(
+        "proxypool_gateway_destination_denials_total",
+        "Targets refused by the destination policy before any dial, by reason."
     );
     describe_gauge!(
         "proxypool_gateway_tunnels_open",

@@ -30,6 +30,9 @@ pub enum Refusal {
     BadSelector(String),
     /// The client may not do this (source IP, upstream or region not allowed).
     Forbidden(String),
+    /// The destination policy refuses the target (address range or port); nothing was
+    /// dialed.
+    DestinationDenied(String),
     /// A limiter denied the request.
     RateLimited { retry_after_ms: u64, lockout: bool },
     /// The client already holds its maximum of concurrent connections.
@@ -53,7 +56,7 @@ impl Refusal {
         match self {
             Refusal::BadRequest(_) | Refusal::BadSelector(_) => 400,
             Refusal::AuthRequired => 407,
-            Refusal::Forbidden(_) => 403,
+            Refusal::Forbidden(_) | Refusal::DestinationDenied(_) => 403,
             Refusal::RateLimited { .. } | Refusal::TooManyConnections => 429,
             Refusal::UpstreamFailed { .. } => 502,
             Refusal::NoEligibleProxy
@@ -70,6 +73,7 @@ impl Refusal {
             Refusal::AuthRequired => "auth_required",
             Refusal::BadSelector(_) => "bad_selector",
             Refusal::Forbidden(_) => "forbidden",
+            Refusal::DestinationDenied(_) => "destination_denied",
             Refusal::RateLimited { lockout: false, .. } => "rate_limited",
             Refusal::RateLimited { lockout: true, .. } => "locked_out",
             Refusal::TooManyConnections => "too_many_connections",
@@ -102,6 +106,7 @@ impl Refusal {
             Refusal::AuthRequired
             | Refusal::BadSelector(_)
             | Refusal::Forbidden(_)
+            | Refusal::DestinationDenied(_)
             | Refusal::RateLimited { .. }
             | Refusal::TooManyConnections => socks_reply::NOT_ALLOWED,
             Refusal::UpstreamFailed { socks, .. } => *socks,
@@ -120,6 +125,7 @@ impl fmt::Display for Refusal {
             Refusal::AuthRequired => f.write_str("proxy authentication required"),
             Refusal::BadSelector(message) => write!(f, "bad username selector: {message}"),
             Refusal::Forbidden(message) => write!(f, "forbidden: {message}"),
+            Refusal::DestinationDenied(message) => write!(f, "destination denied: {message}"),
             Refusal::RateLimited {
                 retry_after_ms,
                 lockout,
@@ -172,5 +178,10 @@ mod tests {
         };
         assert_eq!(failed.status(), 502);
         assert_eq!(failed.socks_reply(), socks_reply::CONNECTION_REFUSED);
+        let denied = Refusal::DestinationDenied("127.0.0.1 is a loopback address".into());
+        assert_eq!(denied.status(), 403);
+        assert_eq!(denied.code(), "destination_denied");
+        assert_eq!(denied.socks_reply(), socks_reply::NOT_ALLOWED);
+        assert_eq!(denied.retry_after_secs(), None);
     }
 }
