@@ -198,25 +198,16 @@ impl Default for DialConfig {
 /// always wins over `allow_cidrs`. Every target, IP or name, must have a port in `ports`
 /// (or in the client's `allowed_ports`, which replaces it). Names are resolved by the
 /// upstream proxy, never by the gateway, so the address ranges cannot apply to them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Destinations {
     /// Blocks lifted out of the built-in denied ranges (`127.0.0.1/32`, `10.1.0.0/16`).
     pub allow_cidrs: Vec<String>,
     /// Blocks refused besides the built-in ranges, even if `allow_cidrs` lists them.
     pub deny_cidrs: Vec<String>,
-    /// Allowed destination ports: a non-empty list, or `"*"` for any port.
+    /// Allowed destination ports: a non-empty list, or `"*"` for any port (default 80,
+    /// 443, 8080, 8443: [`PortSet::default`]).
     pub ports: PortSet,
-}
-
-impl Default for Destinations {
-    fn default() -> Self {
-        Destinations {
-            allow_cidrs: Vec::new(),
-            deny_cidrs: Vec::new(),
-            ports: PortSet::default(),
-        }
-    }
 }
 
 impl Destinations {

@@ -206,7 +206,7 @@ mod tests {
             allowed_ports: Some(PortSet::only([443])),
             ..client()
         };
-        let with_ports = snapshot_checksum(&[], &[ports.clone()]);
+        let with_ports = snapshot_checksum(&[], std::slice::from_ref(&ports));
         assert_ne!(plain, with_ports);
         let other = GatewayClient {
             allowed_ports: Some(PortSet::only([443, 8443])),
