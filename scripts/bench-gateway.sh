@@ -68,7 +68,7 @@ UPSTREAM=$(sed -n 's/.*upstream=\([^ ]*\).*/\1/p' "$WORK/upstream.out")
 ORIGIN=$(sed -n 's/.*origin=\([^ ]*\).*/\1/p' "$WORK/origin.out")
 
 GW_PORT=$(free_port)
-"$BIN/bench_gateway" "127.0.0.1:$GW_PORT" "$UPSTREAM" "$UP_CRED" http "$CLIENT" "$CLIENT_PASS" 2>"$WORK/gw.err" &
+"$BIN/bench_gateway" "127.0.0.1:$GW_PORT" "$UPSTREAM" "$UP_CRED" http "$CLIENT" "$CLIENT_PASS" "$ORIGIN" 2>"$WORK/gw.err" &
 GW_PID=$!
 PIDS+=($GW_PID)
 wait_port "$GW_PORT"

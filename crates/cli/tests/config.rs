@@ -96,6 +96,11 @@ fn mistakes_name_the_file_and_key_and_exit_non_zero() {
             "[api.limits]\nmax_connection = 1\n",
             "api.limits",
         ),
+        (
+            "destinations.toml",
+            "[gateway]\nworker_id = \"gw\"\ncontroller_url = \"http://127.0.0.1:1\"\nworker_token = { env = \"WT\" }\n[gateway.listeners]\nhttp = \"127.0.0.1:0\"\n[gateway.destinations]\nallow_cidrs = [\"10.0.0.0/8\", \"10.0.0.0/33\"]\n",
+            "line 8: gateway.destinations.allow_cidrs[1]",
+        ),
         ("empty.toml", "", "nothing to run"),
     ];
     for (name, text, expected) in cases {

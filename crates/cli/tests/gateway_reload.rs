@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    Proc, Scratch, curl, curl_or_skip, eventually, free_port, sim_upstream, sim_vendor,
-    try_exit_via,
+    Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, free_port, sim_upstream,
+    sim_vendor, try_exit_via,
 };
 use serde_json::Value;
 use std::time::Duration;
@@ -52,7 +52,14 @@ gateway_password = {{ env = "OTHER_PASSWORD" }}
     )
 }
 
-fn gateway_config(control: u16, http: u16, admin: u16, shield: &str) -> String {
+fn gateway_config(
+    control: u16,
+    http: u16,
+    admin: u16,
+    shield: &str,
+    sim: &proxypool_sim::SimVendor,
+) -> String {
+    let destinations = allow_sim_origin(sim);
     format!(
         r#"
 [gateway]
@@ -62,6 +69,7 @@ worker_token = {{ env = "WORKER_TOKEN" }}
 [gateway.listeners]
 http = "127.0.0.1:{http}"
 admin = "127.0.0.1:{admin}"
+{destinations}
 [gateway.shield]
 {shield}
 "#
@@ -93,7 +101,7 @@ fn sighup_applies_a_split_gateway_s_own_settings_and_refuses_a_broken_file() {
     let generous = "requests_per_second = 1000.0\nburst = 2000.0";
     let gateway_file = scratch.write(
         "gateway.toml",
-        &gateway_config(control, http, admin, generous),
+        &gateway_config(control, http, admin, generous, &sim),
     );
     let env = [
         ("WORKER_TOKEN", "reload-worker-token"),
@@ -145,7 +153,7 @@ fn sighup_applies_a_split_gateway_s_own_settings_and_refuses_a_broken_file() {
     let moved = free_port();
     scratch.write(
         "gateway.toml",
-        &gateway_config(control, moved, admin, tight),
+        &gateway_config(control, moved, admin, tight, &sim),
     );
     gateway.signal("HUP");
     eventually("the reload is reported", Duration::from_secs(5), || {
@@ -169,7 +177,7 @@ fn sighup_applies_a_split_gateway_s_own_settings_and_refuses_a_broken_file() {
     // A broken file is refused whole; the running settings stay.
     scratch.write(
         "gateway.toml",
-        &gateway_config(control, http, admin, generous)
+        &gateway_config(control, http, admin, generous, &sim)
             .replace("[gateway.shield]", "[gateway.shield]\nburts = 3.0"),
     );
     gateway.signal("HUP");

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    Proc, Scratch, curl, curl_or_skip, eventually, free_port, sim_upstream, sim_vendor,
-    try_exit_via,
+    Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, free_port, sim_upstream,
+    sim_vendor, try_exit_via,
 };
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -91,7 +91,9 @@ gateway_password = {{ env = "CAROL_PASSWORD" }}
 shutdown_grace = "1s"
 [gateway.listeners]
 http = "127.0.0.1:{http}"
+{destinations}
 "#,
+        destinations = allow_sim_origin(sim),
         api = ports.api,
         http = ports.http,
         sim_upstream = sim_upstream(sim),

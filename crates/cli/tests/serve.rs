@@ -4,8 +4,8 @@
 mod common;
 
 use common::{
-    Proc, Scratch, curl_or_skip, eventually, free_port, gateway_proxies, run, sim_upstream,
-    sim_vendor, try_exit_via,
+    Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, free_port, gateway_proxies,
+    run, sim_upstream, sim_vendor, try_exit_via,
 };
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -44,13 +44,21 @@ project = "acme"
 api_token = {{ env = "ACME_TOKEN" }}
 gateway_password = {{ env = "ACME_PASSWORD" }}
 
+[[clients]]
+id = "narrow"
+project = "acme"
+gateway_password = {{ env = "ACME_PASSWORD" }}
+allowed_ports = [443]
+
 [gateway]
 worker_id = "box-1"
 [gateway.listeners]
 http = "127.0.0.1:{http}"
 admin = "127.0.0.1:{admin}"
+{destinations}
 "#,
             sim_upstream = sim_upstream(&sim),
+            destinations = allow_sim_origin(&sim),
         ),
     );
     let env = [
@@ -84,6 +92,57 @@ admin = "127.0.0.1:{admin}"
         exits.len(),
         3,
         "round robin over the 3 leased proxies: {exits:?}"
+    );
+
+    // The destination policy: internal targets are refused before any dial, and a
+    // client's port override (sent by the controller in the snapshot) replaces the list.
+    let refused = |user: &str, target: &str, tunnel: bool| {
+        let proxy = format!("http://{user}:acme-password@127.0.0.1:{http}");
+        // Through a tunnel, the CONNECT answer's status is `http_connect`.
+        let code = if tunnel {
+            "%{http_connect}"
+        } else {
+            "%{http_code}"
+        };
+        let mut args = vec!["-s", "-o", "/dev/null", "-w", code, "-x", &proxy];
+        if tunnel {
+            args.push("-p");
+        }
+        args.push(target);
+        curl(&args).1
+    };
+    for target in [
+        "http://127.0.0.1:6379/",
+        "http://169.254.169.254/latest/meta-data/",
+    ] {
+        assert_eq!(refused("acme", target, false), "403", "{target}");
+        assert_eq!(refused("acme", target, true), "403", "CONNECT {target}");
+    }
+    assert_eq!(
+        refused("narrow", &origin, false),
+        "403",
+        "narrow: port 443 only"
+    );
+    assert_eq!(
+        refused("acme", &origin, false),
+        "200",
+        "acme: the gateway's ports"
+    );
+    let (_, headers) = curl(&[
+        "-s",
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        "-x",
+        &proxy,
+        "http://127.0.0.1:6379/",
+    ]);
+    assert!(
+        headers
+            .to_ascii_lowercase()
+            .contains("x-proxypool-error: destination_denied"),
+        "{headers}"
     );
 
     let api_url = format!("http://127.0.0.1:{api}");

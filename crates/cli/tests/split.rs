@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    Proc, Scratch, curl, curl_or_skip, eventually, exit_of, free_port, gateway_proxies, run,
-    sim_upstream, sim_vendor, try_exit_via,
+    Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, exit_of, free_port,
+    gateway_proxies, run, sim_upstream, sim_vendor, try_exit_via,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -72,7 +72,14 @@ gateway_password = {{ env = "ACME_PASSWORD" }}
     )
 }
 
-fn gateway_config(worker: &str, control: u16, http: u16, admin: u16) -> String {
+fn gateway_config(
+    worker: &str,
+    control: u16,
+    http: u16,
+    admin: u16,
+    sim: &proxypool_sim::SimVendor,
+) -> String {
+    let destinations = allow_sim_origin(sim);
     format!(
         r#"
 [gateway]
@@ -85,6 +92,7 @@ http = "127.0.0.1:{http}"
 admin = "127.0.0.1:{admin}"
 [gateway.control]
 max_backoff = "500ms"
+{destinations}
 "#
     )
 }
@@ -206,11 +214,11 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
     let ports_b = (free_port(), free_port());
     let file_a = scratch.write(
         "gw-a.toml",
-        &gateway_config("gw-a", control, ports_a.0, ports_a.1),
+        &gateway_config("gw-a", control, ports_a.0, ports_a.1, &sim),
     );
     let file_b = scratch.write(
         "gw-b.toml",
-        &gateway_config("gw-b", control, ports_b.0, ports_b.1),
+        &gateway_config("gw-b", control, ports_b.0, ports_b.1, &sim),
     );
     let mut gateway_a = Proc::start(
         "gw-a",

@@ -3,7 +3,7 @@
 
 use crate::duration::Millis;
 use crate::secret::SecretRef;
-use proxypool_core::{ClientId, Label, SecretHash, UpstreamId};
+use proxypool_core::{ClientId, Label, PortSet, SecretHash, UpstreamId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -41,6 +41,11 @@ pub struct ClientConfig {
     /// Source addresses allowed (CIDR); empty = any.
     #[serde(default)]
     pub ip_allowlist: Vec<String>,
+    /// Destination ports this client may reach through the gateway, replacing
+    /// `[gateway.destinations] ports` for it: a non-empty list or `"*"`. Left out = the
+    /// gateway's list. The address ranges of the destination policy still apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_ports: Option<PortSet>,
     /// Can use the admin endpoints of the client API.
     #[serde(default)]
     pub admin: bool,

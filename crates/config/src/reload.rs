@@ -9,7 +9,7 @@
 //! the `[gateway]` table) need a restart: a reload reports them and keeps the running
 //! values ([`with_restart_keys`]). Everything else (clients, policies, upstreams, worker
 //! tokens, checker/ownership/maintenance tuning, extraction settings, the gateway's
-//! limits, rotation, sessions, dialing, shield and grace) is applied live.
+//! limits, rotation, sessions, dialing, destinations, shield and grace) is applied live.
 
 use crate::model::Config;
 use toml::Value;

@@ -624,24 +624,30 @@ fn clients(
                 c.at(format!("{path}.ip_allowlist[{j}]"), message);
             }
         }
+        if let Some(ports) = &client.allowed_ports {
+            crate::gateway::validate_ports(c, &format!("{path}.allowed_ports"), ports);
+        }
     }
 }
 
-/// `addr/prefix` (a bare address means a single host).
+/// `addr/prefix` (a bare address means a single host). The one CIDR parser: the
+/// configuration checks with it and the gateway builds its blocks with it.
 pub fn parse_cidr(text: &str) -> Result<(std::net::IpAddr, u8), String> {
-    let (addr, prefix) = text.split_once('/').unwrap_or((text, ""));
+    let (addr, prefix) = match text.split_once('/') {
+        Some((addr, prefix)) => (addr, Some(prefix)),
+        None => (text, None),
+    };
     let addr: std::net::IpAddr = addr
         .parse()
         .map_err(|_| format!("{text:?} is not an IP address or CIDR block"))?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
-    let prefix = if prefix.is_empty() {
-        max
-    } else {
-        prefix
+    let prefix = match prefix {
+        None => max,
+        Some(prefix) => prefix
             .parse::<u8>()
             .ok()
             .filter(|p| *p <= max)
-            .ok_or_else(|| format!("{text:?} has an invalid prefix length"))?
+            .ok_or_else(|| format!("{text:?} has an invalid prefix length"))?,
     };
     Ok((addr, prefix))
 }

@@ -2,6 +2,7 @@
 //! and errors that say where (file, line, key).
 
 use proxypool_config::{Config, ConfigError, Env, ProviderKind, QuotaKind, Role, StoreKind};
+use proxypool_core::PortSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -411,4 +412,83 @@ fn the_effective_configuration_shows_references_never_secrets() {
     let again = load(&text, example_env(), &dir).unwrap();
     assert_eq!(again.checker.timeout.as_ms(), 4_000);
     assert_eq!(again.clients, config.clients);
+}
+
+#[test]
+fn the_destination_policy_loads_with_its_defaults_and_overrides() {
+    let dir = secret_dir();
+    let config = load(&example(), example_env(), &dir).unwrap();
+    let destinations = &config.gateway.as_ref().unwrap().destinations;
+    assert!(destinations.allow_cidrs.is_empty() && destinations.deny_cidrs.is_empty());
+    assert_eq!(destinations.ports, PortSet::only([80, 443, 8080, 8443]));
+    assert_eq!(config.clients[0].allowed_ports, None);
+
+    let text = example()
+        .replace(
+            "ports = [80, 443, 8080, 8443]      #",
+            "ports = \"*\"      #",
+        )
+        .replace(
+            "allow_cidrs = []                   #",
+            "allow_cidrs = [\"10.20.0.0/16\", \"::1\"] #",
+        )
+        .replace("# allowed_ports = [443]  ", "allowed_ports = [443]    ");
+    let config = load(&text, example_env(), &dir).unwrap();
+    let destinations = &config.gateway.as_ref().unwrap().destinations;
+    assert_eq!(destinations.ports, PortSet::Any);
+    assert_eq!(destinations.allow_cidrs, ["10.20.0.0/16", "::1"]);
+    assert_eq!(config.clients[0].allowed_ports, Some(PortSet::only([443])));
+}
+
+#[test]
+fn a_bad_destination_block_or_port_list_names_the_file_the_line_and_the_key() {
+    let dir = secret_dir();
+    for (from, to, key) in [
+        (
+            "allow_cidrs = []                   #",
+            "allow_cidrs = [\"10.0.0.0/8\", \"10.0.0.0/33\"] #",
+            "gateway.destinations.allow_cidrs[1]",
+        ),
+        (
+            "deny_cidrs = []                    #",
+            "deny_cidrs = [\"not-an-ip\"] #",
+            "gateway.destinations.deny_cidrs[0]",
+        ),
+        (
+            "ports = [80, 443, 8080, 8443]      #",
+            "ports = []      #",
+            "gateway.destinations.ports",
+        ),
+        (
+            "ports = [80, 443, 8080, 8443]      #",
+            "ports = [0, 80]      #",
+            "gateway.destinations.ports",
+        ),
+        (
+            "# allowed_ports = [443]  ",
+            "allowed_ports = []       ",
+            "clients[0].allowed_ports",
+        ),
+    ] {
+        assert!(example().contains(from), "{from}");
+        let text = example().replace(from, to);
+        let line = text.lines().position(|l| l.starts_with(to)).unwrap() + 1;
+        let err = load(&text, example_env(), &dir).unwrap_err();
+        let problem = &err.problems()[0];
+        assert_eq!(problem.path, key, "{err}");
+        assert_eq!(problem.line, Some(line), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.starts_with("proxypool.toml: ")
+                && message.contains(&format!("line {line}: {key}")),
+            "{message}"
+        );
+    }
+    // A port list that is neither "*" nor a list of ports fails at parse time, by key.
+    let text = example().replace(
+        "ports = [80, 443, 8080, 8443]      #",
+        "ports = \"any\"      #",
+    );
+    let message = load(&text, example_env(), &dir).unwrap_err().to_string();
+    assert!(message.contains("gateway.destinations.ports"), "{message}");
 }

@@ -417,6 +417,7 @@ fn gateway_clients(config: &Config) -> Vec<GatewayClient> {
                 ip_allowlist: client.ip_allowlist.clone(),
                 rate_limit,
                 max_connections: client.max_connections,
+                allowed_ports: client.allowed_ports.clone(),
             })
         })
         .collect()

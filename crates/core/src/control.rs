@@ -16,6 +16,7 @@
 //! session exists; register again), `conflict`, `unauthenticated` and `unavailable`.
 
 use crate::ids::{ClientId, Label, ProxyId, UpstreamId, WorkerId};
+use crate::port_set::PortSet;
 use crate::proxy::Protocol;
 use crate::runtime::SnapshotRef;
 use crate::secret::Credentials;
@@ -122,6 +123,11 @@ pub struct GatewayClient {
     pub rate_limit: Option<RateLimitSpec>,
     /// Concurrent connections the client may hold on one worker.
     pub max_connections: u32,
+    /// Destination ports this client may reach, replacing the gateway's own list; `None`
+    /// = the gateway's list. Left out of the JSON when `None`, so a client without an
+    /// override has the checksum it had before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_ports: Option<PortSet>,
 }
 
 /// Everything a worker serves from until the next snapshot.
@@ -167,9 +173,54 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
-/// The checksum of a snapshot's content (proxies and clients), so a worker and the
-/// controller can agree on exactly what was applied.
+/// The checksum of a snapshot's content (proxies and clients, every field of each,
+/// including a client's `allowed_ports`), so a worker and the controller can agree on
+/// exactly what was applied.
 pub fn snapshot_checksum(proxies: &[SnapshotProxy], clients: &[GatewayClient]) -> String {
     let body = serde_json::json!({ "proxies": proxies, "clients": clients });
     crate::ids::digest_hex(&[body.to_string().as_bytes()], 16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client() -> GatewayClient {
+        GatewayClient {
+            id: ClientId::new("acme").unwrap(),
+            project: "acme".into(),
+            password_hash: SecretHash::derive("pw", "salt").unwrap(),
+            allowed_upstreams: Vec::new(),
+            allowed_regions: Vec::new(),
+            ip_allowlist: Vec::new(),
+            rate_limit: None,
+            max_connections: 8,
+            allowed_ports: None,
+        }
+    }
+
+    #[test]
+    fn the_checksum_covers_a_client_s_port_override() {
+        let plain = snapshot_checksum(&[], &[client()]);
+        let ports = GatewayClient {
+            allowed_ports: Some(PortSet::only([443])),
+            ..client()
+        };
+        let with_ports = snapshot_checksum(&[], std::slice::from_ref(&ports));
+        assert_ne!(plain, with_ports);
+        let other = GatewayClient {
+            allowed_ports: Some(PortSet::only([443, 8443])),
+            ..client()
+        };
+        assert_ne!(with_ports, snapshot_checksum(&[], &[other]));
+        // Without an override the JSON (and so the checksum) is what it was before the
+        // field existed, and a client sent without it reads back as `None`.
+        let json = serde_json::to_value(client()).unwrap();
+        assert!(json.get("allowed_ports").is_none());
+        let back: GatewayClient = serde_json::from_value(json).unwrap();
+        assert_eq!(back.allowed_ports, None);
+        let back: GatewayClient =
+            serde_json::from_value(serde_json::to_value(&ports).unwrap()).unwrap();
+        assert_eq!(back, ports);
+    }
 }

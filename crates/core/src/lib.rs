@@ -12,6 +12,7 @@
 //! - [`lease`]: named leader leases with fencing tokens (one active controller).
 //! - [`inventory`]: inventory views and maintenance reports.
 //! - [`ports`]: the async port traits the adapters implement.
+//! - [`port_set`]: destination ports a gateway client may reach (`"*"` or a list).
 //! - [`control`]: the worker control API messages (gateway ⇄ controller).
 //! - [`secret_hash`]: salted hashes of tokens and gateway passwords.
 //! - [`error`]: the one error type of the ports.
@@ -30,6 +31,7 @@ pub mod ids;
 pub mod inventory;
 pub mod lease;
 pub mod ownership;
+pub mod port_set;
 pub mod ports;
 pub mod proxy;
 pub mod runtime;
@@ -49,6 +51,7 @@ pub use ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, WorkerId};
 pub use inventory::{Footprint, InventoryView, SweepReport};
 pub use lease::{Lease, LeaseStore};
 pub use ownership::{Assignment, AssignmentState, OwnedProxy};
+pub use port_set::PortSet;
 pub use ports::{
     ActivityPool, Extractor, HealthStore, InventoryReader, Maintenance, OwnershipRepository,
     Upserter, WorkerRuntimeStore,

@@ -3,8 +3,12 @@
 //! the real control API. Runs until SIGTERM / Ctrl-C.
 //!
 //! ```text
-//! bench_gateway LISTEN_HTTP UPSTREAM_ADDR UPSTREAM_USER:PASS PROTOCOL CLIENT PASSWORD
+//! bench_gateway LISTEN_HTTP UPSTREAM_ADDR UPSTREAM_USER:PASS PROTOCOL CLIENT PASSWORD ORIGINS
 //! ```
+//!
+//! `ORIGINS` lists the benchmark's origins (on loopback), `host:port` separated by commas:
+//! the destination policy lets exactly those addresses and ports through and keeps
+//! refusing every other internal target.
 
 #[path = "../tests/common/control.rs"]
 #[allow(dead_code, unreachable_pub)]
@@ -25,6 +29,10 @@ fn main() {
     let (user, pass) = args[2].split_once(':').expect("user:pass");
     let protocol = Protocol::parse(&args[3]).expect("http or socks5");
     let (client, password) = (args[4].clone(), args[5].clone());
+    let origins: Vec<SocketAddr> = args[6]
+        .split(',')
+        .map(|origin| origin.parse().expect("origin address"))
+        .collect();
     // GATEWAY_WORKERS=N: a multi-thread runtime with N workers (default: one per core).
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(workers) = std::env::var("GATEWAY_WORKERS")
@@ -60,6 +68,7 @@ fn main() {
                 ip_allowlist: vec![],
                 rate_limit: None,
                 max_connections: 1_000_000,
+                allowed_ports: None,
             }],
         );
         let mut config = GatewayConfig::new(
@@ -71,6 +80,9 @@ fn main() {
         config.limits.max_connections = 100_000;
         config.limits.tunnel_idle = proxypool_config::Millis(600_000);
         config.dial.pool_idle_per_proxy = 512;
+        for origin in origins {
+            config.destinations.allow_origin(origin);
+        }
         // One load generator on one address: the per-IP shield would be the benchmark.
         config.shield = None;
         let gateway = Gateway::bind(config).await.expect("gateway binds");

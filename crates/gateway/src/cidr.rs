@@ -1,7 +1,10 @@
-//! CIDR blocks for per-client source IP allowlists (`10.0.0.0/8`, `::1/128`, or a bare
-//! address). IPv4-mapped IPv6 peers match IPv4 blocks, as dual-stack sockets report them.
+//! CIDR blocks for per-client source IP allowlists and the destination policy
+//! (`10.0.0.0/8`, `::1/128`, or a bare address), parsed by the configuration's one parser
+//! ([`proxypool_config::parse_cidr`]). IPv4-mapped IPv6 addresses (`::ffff:127.0.0.1`, as
+//! dual-stack sockets report peers and as a client may write a target) match IPv4 blocks,
+//! and an IPv4-mapped block (`::ffff:10.0.0.0/104`) is the IPv4 block it maps.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// One parsed block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,44 +16,55 @@ pub(crate) struct Cidr {
 impl Cidr {
     /// Parses `addr/prefix` or a bare address (a single host).
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
-        let (addr, prefix) = match text.split_once('/') {
-            Some((addr, prefix)) => (addr, Some(prefix)),
-            None => (text, None),
-        };
-        let network: IpAddr = addr
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{text}' is not an IP address or CIDR block"))?;
-        let network = network.to_canonical();
-        let width = if network.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            Some(prefix) => prefix
-                .trim()
-                .parse::<u8>()
-                .ok()
-                .filter(|p| *p <= width)
-                .ok_or_else(|| format!("'{text}' has a prefix outside 0..={width}"))?,
-            None => width,
-        };
+        let (network, prefix) = proxypool_config::parse_cidr(text.trim())?;
+        if let IpAddr::V6(v6) = network
+            && prefix >= 96
+            && let Some(v4) = v6.to_ipv4_mapped()
+        {
+            return Ok(Self::v4(v4, prefix - 96));
+        }
         Ok(Self { network, prefix })
     }
 
-    /// Whether `ip` lies in the block.
+    /// An IPv4 block (`prefix` at most 32).
+    pub(crate) const fn v4(network: Ipv4Addr, prefix: u8) -> Self {
+        Self {
+            network: IpAddr::V4(network),
+            prefix,
+        }
+    }
+
+    /// An IPv6 block (`prefix` at most 128).
+    pub(crate) const fn v6(network: Ipv6Addr, prefix: u8) -> Self {
+        Self {
+            network: IpAddr::V6(network),
+            prefix,
+        }
+    }
+
+    /// Whether `ip` lies in the block. An IPv4 block holds the IPv4-mapped IPv6 forms of
+    /// its addresses; an IPv6 block sees an IPv4 address as its mapped form.
     pub(crate) fn contains(&self, ip: IpAddr) -> bool {
-        match (self.network, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+        match self.network {
+            IpAddr::V4(net) => match ip.to_canonical() {
+                IpAddr::V4(ip) => {
+                    let mask = u32::MAX
+                        .checked_shl(32 - u32::from(self.prefix))
+                        .unwrap_or(0);
+                    u32::from(net) & mask == u32::from(ip) & mask
+                }
+                IpAddr::V6(_) => false,
+            },
+            IpAddr::V6(net) => {
+                let ip = match ip {
+                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                    IpAddr::V6(v6) => v6,
+                };
                 let mask = u128::MAX
                     .checked_shl(128 - u32::from(self.prefix))
                     .unwrap_or(0);
                 u128::from(net) & mask == u128::from(ip) & mask
             }
-            _ => false,
         }
     }
 }
@@ -85,5 +99,23 @@ mod tests {
         assert!(Cidr::parse("10.0.0.0/33").is_err());
         assert!(Cidr::parse("banana").is_err());
         assert!(Cidr::parse("10.0.0.0/x").is_err());
+        assert!(
+            Cidr::parse("10.0.0.0/").is_err(),
+            "an empty prefix is no prefix"
+        );
+        assert!(Cidr::parse("::1/129").is_err());
+    }
+
+    #[test]
+    fn mapped_blocks_and_addresses_meet_their_ipv4_forms() {
+        let mapped = Cidr::parse("::ffff:10.0.0.0/104").unwrap();
+        assert_eq!(mapped, Cidr::parse("10.0.0.0/8").unwrap());
+        assert!(mapped.contains(ip("10.9.9.9")));
+        assert!(mapped.contains(ip("::ffff:10.9.9.9")));
+        assert!(!mapped.contains(ip("11.0.0.1")));
+        // A wide IPv6 block that covers the mapped space sees IPv4 addresses in it.
+        let wide = Cidr::parse("::ffff:0:0/95").unwrap();
+        assert!(wide.contains(ip("127.0.0.1")));
+        assert!(!Cidr::parse("fe80::/10").unwrap().contains(ip("127.0.0.1")));
     }
 }

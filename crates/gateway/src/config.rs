@@ -3,9 +3,10 @@
 //! ([`GatewayConfig::from_section`]) with the worker's identity, and hands a new one to a
 //! running gateway on reload ([`crate::Gateway`]'s reload handle).
 
+use crate::destination::DestinationPolicy;
 use proxypool_config::GatewaySection;
 pub use proxypool_config::gateway::{
-    ControlConfig, DialConfig, Limits, Listeners, Rotation, StickySessions,
+    ControlConfig, Destinations, DialConfig, Limits, Listeners, Rotation, StickySessions,
 };
 use proxypool_core::{Secret, WorkerId};
 use proxypool_throttle::{EngineOptions, Policy};
@@ -25,6 +26,8 @@ pub struct GatewayConfig {
     pub rotation: Rotation,
     pub sessions: StickySessions,
     pub dial: DialConfig,
+    /// Which targets clients may reach (`[gateway.destinations]`), compiled.
+    pub destinations: DestinationPolicy,
     /// The per-IP pre-authentication shield; `None` disables it.
     pub shield: Option<Policy>,
     /// Engine settings shared by the shield and the per-client policy limiter.
@@ -67,6 +70,7 @@ impl GatewayConfig {
             rotation: section.rotation,
             sessions: section.sessions.clone(),
             dial: section.dial.clone(),
+            destinations: DestinationPolicy::new(&section.destinations),
             shield: Some(section.shield.to_throttle()),
             limiter: section.limiter.to_engine_options(),
             control: section.control.clone(),
@@ -98,6 +102,9 @@ impl GatewayConfig {
         }
         if self.dial.max_attempts == 0 {
             return fail("dial.max_attempts must be at least 1".into());
+        }
+        if let Some(problem) = self.destinations.problem() {
+            return fail(problem.to_owned());
         }
         self.limiter
             .validate()
@@ -155,5 +162,17 @@ mod tests {
         let mut config = base();
         config.listeners.http = None;
         assert!(config.validate().is_err());
+        let mut config = base();
+        config.destinations = DestinationPolicy::new(&Destinations {
+            deny_cidrs: vec!["10.0.0.0/40".into()],
+            ..Destinations::default()
+        });
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .0
+                .contains("destinations.deny_cidrs")
+        );
     }
 }

@@ -14,7 +14,8 @@
 //!
 //! per-IP shield → snapshot (503 `gateway_stale` when the controller has been
 //! unreachable for longer than `max_staleness_ms`) → proxy credentials and username
-//! selectors → client policy limiter and connection cap → pick a proxy (rotation or
+//! selectors → client policy limiter → destination policy (403 `destination_denied` for
+//! internal IP literals and ports outside the list) → connection cap → pick a proxy (rotation or
 //! sticky session; reserve a slot) → dial (retry elsewhere on proxy faults) → relay.
 //! Nothing on that path is remote: an atomically swapped immutable view plus local
 //! atomics. Refusals carry `X-Proxypool-Error` (HTTP) or the fitting SOCKS5 reply.
@@ -36,6 +37,7 @@
 //! | `capacity` | packed active/reserved counters, failure counts, registry |
 //! | `snapshot` | the immutable indexed view and its atomic store (staleness) |
 //! | `auth`, `selector`, `cidr` | credentials, username selectors, IP allowlists |
+//! | `destination` | the destination policy: targets and ports refused before any dial |
 //! | `admission` | per-IP shield, per-client policy limiter, per-client connection cap |
 //! | `control` | control-API client and the loop (session, snapshots, acks, reports) |
 //! | `metrics`, `prometheus`, `admin` | metric handles, text exporter, admin listener |
@@ -49,6 +51,7 @@ mod capacity;
 mod cidr;
 mod config;
 mod control;
+mod destination;
 mod dial;
 mod forward;
 mod gateway;
@@ -68,9 +71,10 @@ mod sticky;
 mod tunnel;
 
 pub use config::{
-    ConfigError, ControlConfig, DialConfig, GatewayConfig, Limits, Listeners, Rotation,
-    StickySessions,
+    ConfigError, ControlConfig, Destinations, DialConfig, GatewayConfig, Limits, Listeners,
+    Rotation, StickySessions,
 };
+pub use destination::DestinationPolicy;
 pub use gateway::{Gateway, GatewayError, shutdown_signal};
 pub use prometheus::{PrometheusHandle, PrometheusRecorder};
 pub use refusal::{ERROR_HEADER, Refusal};

@@ -6,7 +6,7 @@
 //! `connections_open{listener}`, `connections_rejected_total{reason}`,
 //! `requests_total{kind}`, `refusals_total{code}`, `bytes_total{direction}`,
 //! `upstream_failures_total{reason}`, `selection_misses_total`,
-//! `limiter_denials_total{limiter}`, `tunnels_open`, `snapshot_age_seconds`,
+//! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`, `snapshot_age_seconds`,
 //! `snapshot_version`, `snapshot_proxies`, `upstream_dial_seconds` (sum/count).
 
 use crate::refusal::Refusal;
@@ -45,6 +45,7 @@ pub(crate) struct GatewayMetrics {
     refusals: [Counter; Refusal::CODES.len()],
     /// Label values seen on the (rare) upstream failure path.
     failures: Mutex<HashMap<&'static str, Counter>>,
+    destinations: Mutex<HashMap<&'static str, Counter>>,
 }
 
 impl GatewayMetrics {
@@ -78,6 +79,7 @@ impl GatewayMetrics {
             refusals: Refusal::CODES
                 .map(|code| counter!("proxypool_gateway_refusals_total", "code" => code)),
             failures: Mutex::new(HashMap::new()),
+            destinations: Mutex::new(HashMap::new()),
         }
     }
 
@@ -97,6 +99,17 @@ impl GatewayMetrics {
             Some(index) => self.refusals[index].increment(1),
             None => debug_assert!(false, "unknown refusal code {code}"),
         }
+    }
+
+    /// A target the destination policy refused; `reason` is `port`, `deny_cidrs`, a
+    /// built-in range (`loopback`, `private`, ...) or `invalid_policy`.
+    pub(crate) fn destination_denied(&self, reason: &'static str) {
+        labelled(
+            &self.destinations,
+            reason,
+            |reason| counter!("proxypool_gateway_destination_denials_total", "reason" => reason),
+        )
+        .increment(1);
     }
 
     pub(crate) fn upstream_failure(&self, reason: &'static str) {
@@ -161,6 +174,10 @@ fn describe() {
     describe_counter!(
         "proxypool_gateway_limiter_denials_total",
         "Limiter denials."
+    );
+    describe_counter!(
+        "proxypool_gateway_destination_denials_total",
+        "Targets refused by the destination policy before any dial, by reason."
     );
     describe_gauge!(
         "proxypool_gateway_tunnels_open",

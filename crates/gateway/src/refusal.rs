@@ -30,6 +30,9 @@ pub enum Refusal {
     BadSelector(String),
     /// The client may not do this (source IP, upstream or region not allowed).
     Forbidden(String),
+    /// The destination policy refuses the target (address range or port); nothing was
+    /// dialed.
+    DestinationDenied(String),
     /// A limiter denied the request.
     RateLimited { retry_after_ms: u64, lockout: bool },
     /// The client already holds its maximum of concurrent connections.
@@ -53,7 +56,7 @@ impl Refusal {
         match self {
             Refusal::BadRequest(_) | Refusal::BadSelector(_) => 400,
             Refusal::AuthRequired => 407,
-            Refusal::Forbidden(_) => 403,
+            Refusal::Forbidden(_) | Refusal::DestinationDenied(_) => 403,
             Refusal::RateLimited { .. } | Refusal::TooManyConnections => 429,
             Refusal::UpstreamFailed { .. } => 502,
             Refusal::NoEligibleProxy
@@ -64,7 +67,7 @@ impl Refusal {
     }
 
     /// Every code [`Refusal::code`] can return, once; metrics register one counter each.
-    pub const CODES: [&'static str; 12] = [
+    pub const CODES: [&'static str; 13] = [
         "bad_request",
         "auth_required",
         "bad_selector",
@@ -77,6 +80,7 @@ impl Refusal {
         "session_table_full",
         "upstream_failed",
         "unavailable",
+        "destination_denied",
     ];
 
     /// The stable code in `X-Proxypool-Error` (and in metrics).
@@ -99,6 +103,7 @@ impl Refusal {
             Refusal::SessionTableFull => 9,
             Refusal::UpstreamFailed { .. } => 10,
             Refusal::Unavailable => 11,
+            Refusal::DestinationDenied(_) => 12,
         }
     }
 
@@ -123,6 +128,7 @@ impl Refusal {
             Refusal::AuthRequired
             | Refusal::BadSelector(_)
             | Refusal::Forbidden(_)
+            | Refusal::DestinationDenied(_)
             | Refusal::RateLimited { .. }
             | Refusal::TooManyConnections => socks_reply::NOT_ALLOWED,
             Refusal::UpstreamFailed { socks, .. } => *socks,
@@ -141,6 +147,7 @@ impl fmt::Display for Refusal {
             Refusal::AuthRequired => f.write_str("proxy authentication required"),
             Refusal::BadSelector(message) => write!(f, "bad username selector: {message}"),
             Refusal::Forbidden(message) => write!(f, "forbidden: {message}"),
+            Refusal::DestinationDenied(message) => write!(f, "destination denied: {message}"),
             Refusal::RateLimited {
                 retry_after_ms,
                 lockout,
@@ -193,5 +200,10 @@ mod tests {
         };
         assert_eq!(failed.status(), 502);
         assert_eq!(failed.socks_reply(), socks_reply::CONNECTION_REFUSED);
+        let denied = Refusal::DestinationDenied("127.0.0.1 is a loopback address".into());
+        assert_eq!(denied.status(), 403);
+        assert_eq!(denied.code(), "destination_denied");
+        assert_eq!(denied.socks_reply(), socks_reply::NOT_ALLOWED);
+        assert_eq!(denied.retry_after_secs(), None);
     }
 }

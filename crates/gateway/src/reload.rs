@@ -2,8 +2,8 @@
 //! connection.
 //!
 //! What applies: connection limits (the cap, header and idle timeouts, header size),
-//! rotation, sticky-session lengths and the per-client sticky bound, dialing, the per-IP
-//! shield and the shutdown grace.
+//! rotation, sticky-session lengths and the per-client sticky bound, dialing, the
+//! destination policy, the per-IP shield and the shutdown grace.
 //! A connection reads the settings when it needs them, so a change applies to what comes
 //! next; a connection keeps the shield it was admitted by. What needs a restart keeps its
 //! running value: identity and controller, listeners, the limiter engine, the bounds of
@@ -42,6 +42,7 @@ impl GatewayReload {
         next.rotation = config.rotation;
         next.sessions = config.sessions.clone();
         next.dial = config.dial.clone();
+        next.destinations = config.destinations.clone();
         next.shield = config.shield.clone();
         next.shutdown_grace = config.shutdown_grace;
         next.validate()?;

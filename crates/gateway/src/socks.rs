@@ -3,12 +3,13 @@
 //!
 //! Order per connection: connection cap → per-IP shield → handshake (under the header
 //! timeout) with the credentials checked between method negotiation and the request →
-//! client policy and connection cap → route and dial → reply → relay. Refusals after
+//! client policy → destination policy → connection cap → route and dial → reply → relay. Refusals after
 //! authentication get the fitting reply code; bad credentials or selectors fail the
 //! RFC 1929 step (which has no room for a message) and the connection closes.
 
 use crate::admission::{ClientPolicy, ConnectionPermit};
 use crate::auth::{Authenticated, authenticate};
+use crate::destination;
 use crate::dial::TunnelDialer;
 use crate::http_proxy::run_tunnel;
 use crate::metrics::Listener;
@@ -184,6 +185,7 @@ async fn route(
             .check(handle, peer.ip())
             .inspect_err(|_| shared.metrics.client_denials.increment(1))?;
     }
+    destination::admit(shared, &auth.client, &target)?;
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     let dialer = TunnelDialer {

@@ -376,6 +376,18 @@ pub fn sim_upstream(sim: &proxypool_sim::SimVendor) -> String {
     )
 }
 
+/// `[gateway.destinations]` letting exactly `sim`'s origin through, as `proxypool dev`
+/// does: the origin listens on loopback at an ephemeral port, which the default
+/// destination policy refuses. Every other internal target stays refused.
+pub fn allow_sim_origin(sim: &proxypool_sim::SimVendor) -> String {
+    let mut destinations = proxypool_config::gateway::Destinations::default();
+    destinations.allow_origin(sim.origin().addr());
+    format!(
+        "[gateway.destinations]\nallow_cidrs = {:?}\nports = {}\n",
+        destinations.allow_cidrs, destinations.ports
+    )
+}
+
 /// A simulated vendor running on a runtime of its own (the tests themselves block).
 pub fn sim_vendor(proxies: usize) -> (tokio::runtime::Runtime, proxypool_sim::SimVendor) {
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -11,6 +11,7 @@ pub(crate) mod pool;
 
 use crate::admission::ConnectionPermit;
 use crate::auth::Authenticated;
+use crate::destination;
 use crate::dial::{self, DialFailure, DialTimeouts};
 use crate::refusal::Refusal;
 use crate::route::{Dialer, SESSION_HEADER};
@@ -35,6 +36,8 @@ pub(crate) async fn forward(
     mut request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Refusal> {
     let target = target_of(request.uri())?;
+    // Before the router: a pooled connection to an HTTP proxy would carry any target.
+    destination::admit(shared, &auth.client, &target)?;
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     strip_hop_by_hop(request.headers_mut());

@@ -4,6 +4,7 @@
 use super::service::ConnectionState;
 use crate::admission::ConnectionPermit;
 use crate::auth::Authenticated;
+use crate::destination;
 use crate::dial::TunnelDialer;
 use crate::forward::body::ProxyBody;
 use crate::io::ActivityIo;
@@ -37,6 +38,7 @@ pub(super) async fn connect(
     let target: TargetAddr = authority
         .parse()
         .map_err(|error| Refusal::BadRequest(format!("bad CONNECT target: {error}")))?;
+    destination::admit(shared, &auth.client, &target)?;
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     let timeouts = shared.timeouts();

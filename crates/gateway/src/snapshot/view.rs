@@ -10,7 +10,7 @@ use crate::cidr::Cidr;
 use http::HeaderValue;
 use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
 use proxypool_core::{
-    ClientId, Credentials, Label, Protocol, ProxyId, SecretHash, SnapshotRef, UnixMillis,
+    ClientId, Credentials, Label, PortSet, Protocol, ProxyId, SecretHash, SnapshotRef, UnixMillis,
     UpstreamId,
 };
 use proxypool_proto::TargetAddr;
@@ -65,6 +65,8 @@ pub(crate) struct ClientEntry {
     pub policy: ClientPolicy,
     pub max_connections: u32,
     pub connections: Arc<AtomicU32>,
+    /// Destination ports replacing the gateway's list for this client.
+    pub allowed_ports: Option<PortSet>,
 }
 
 impl ClientEntry {
@@ -248,5 +250,6 @@ fn client_entry(
         ip_allowlist_invalid,
         max_connections: client.max_connections,
         connections,
+        allowed_ports: client.allowed_ports,
     }
 }

@@ -8,10 +8,10 @@ use control::{TOKEN, TestController};
 pub use proxypool_config::Millis;
 use proxypool_core::control::{GatewayClient, RateLimitSpec, SnapshotProxy};
 use proxypool_core::{
-    ClientId, Credentials, Label, Protocol, ProxyId, Secret, SecretHash, SharedClock, SystemClock,
-    UpstreamId, WorkerId, now_millis,
+    ClientId, Credentials, Label, PortSet, Protocol, ProxyId, Secret, SecretHash, SharedClock,
+    SystemClock, UpstreamId, WorkerId, now_millis,
 };
-use proxypool_gateway::{Gateway, GatewayConfig};
+use proxypool_gateway::{DestinationPolicy, Destinations, Gateway, GatewayConfig, GatewayReload};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,8 +21,28 @@ use tokio::task::JoinHandle;
 pub const WORKER: &str = "gw-test";
 pub const PASSWORD: &str = "client-secret";
 
-/// A gateway config on free loopback ports for the test controller.
+/// A gateway config on free loopback ports for the test controller, whose destination
+/// policy lets the tests' own origins through ([`allow_loopback_origins`]).
 pub fn config(controller: &TestController) -> GatewayConfig {
+    let mut config = strict_config(controller);
+    allow_loopback_origins(&mut config);
+    config
+}
+
+/// The origins of these tests (plain, TLS, echo) listen on 127.0.0.1 at ephemeral ports,
+/// which the default destination policy refuses: allow exactly that one address, on any
+/// port. Every other internal range (the rest of 127/8, `::1`, private, link-local, ...)
+/// stays refused.
+pub fn allow_loopback_origins(config: &mut GatewayConfig) {
+    config.destinations = DestinationPolicy::new(&Destinations {
+        allow_cidrs: vec!["127.0.0.1/32".into()],
+        deny_cidrs: Vec::new(),
+        ports: PortSet::Any,
+    });
+}
+
+/// [`config`] with the default destination policy: loopback origins are refused.
+pub fn strict_config(controller: &TestController) -> GatewayConfig {
     let mut config = GatewayConfig::new(
         WorkerId::new(WORKER).unwrap(),
         controller.url(),
@@ -47,6 +67,8 @@ pub struct Running {
     pub http: SocketAddr,
     pub socks5: SocketAddr,
     pub admin: SocketAddr,
+    /// Applies reloaded settings to this gateway.
+    pub reload: GatewayReload,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -64,6 +86,7 @@ impl Running {
         let http = gateway.http_addr().unwrap();
         let socks5 = gateway.socks5_addr().unwrap();
         let admin = gateway.admin_addr().unwrap();
+        let reload = gateway.reloader();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(gateway.run(async move {
             let _ = stopped.await;
@@ -72,6 +95,7 @@ impl Running {
             http,
             socks5,
             admin,
+            reload,
             stop: Some(stop),
             task: Some(task),
         }
@@ -102,6 +126,7 @@ pub fn client(id: &str) -> GatewayClient {
         ip_allowlist: Vec::new(),
         rate_limit: None,
         max_connections: 100,
+        allowed_ports: None,
     }
 }
 

@@ -3,11 +3,14 @@
 //! loader as a file, so `dev` exercises the real configuration path.
 //!
 //! Intervals are short (fetch every 2 s, checks every 200 ms) so the system is ready in
-//! seconds; the lease and session settings are the defaults' shape, scaled down.
+//! seconds; the lease and session settings are the defaults' shape, scaled down. The
+//! simulated origin listens on loopback, which the gateway's destination policy refuses
+//! by default: the config allows exactly its address and port, nothing else internal.
 
 use crate::args::DevArgs;
 use crate::failure::Failure;
 use crate::random;
+use proxypool_config::gateway::Destinations;
 use proxypool_config::{Config, Env, Role};
 use proxypool_core::SecretHash;
 use proxypool_sim::{ListFormat, ProxyKind, SimConfig, SimVendor};
@@ -59,6 +62,8 @@ pub(super) fn controller_config(
             .map(|h| h.as_str().to_owned())
             .map_err(|e| Failure::runtime(format!("hashing a generated secret: {e}")))
     };
+    let mut destinations = Destinations::default();
+    destinations.allow_origin(sim.origin().addr());
     let text = format!(
         r#"
 [store]
@@ -124,7 +129,14 @@ shutdown_grace = "5s"
 [gateway.listeners]
 http = "{http}"
 socks5 = "{socks5}"
+
+# The simulated origin is on loopback: allow exactly its address and port.
+[gateway.destinations]
+allow_cidrs = {allow_cidrs:?}
+ports = {ports}
 "#,
+        allow_cidrs = destinations.allow_cidrs,
+        ports = destinations.ports,
         control = args.control,
         api = args.api,
         http = args.http,

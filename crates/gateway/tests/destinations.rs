@@ -1,0 +1,358 @@
+//! The destination policy end to end, with real sockets: curl (absolute-form and CONNECT)
+//! and a hand-written SOCKS5 client against a running gateway whose upstream proxies sit
+//! behind a relay that counts every connection the gateway opens to them. A refused target
+//! must leave that count where it was: nothing is dialed for it.
+
+mod common;
+
+use common::control::TestController;
+use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
+use common::*;
+use proxypool_core::control::GatewayClient;
+use proxypool_core::{PortSet, Protocol};
+use proxypool_gateway::{DestinationPolicy, Destinations, GatewayConfig};
+use proxypool_sim::UpstreamProxy;
+use proxypool_sim::{Origin, ProxyKind};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const CREDS: Option<(&str, &str)> = Some((UPSTREAM_USER, UPSTREAM_PASS));
+
+/// The targets every default policy must refuse, as curl and SOCKS5 write them.
+const INTERNAL: [&str; 3] = ["127.0.0.1:6379", "169.254.169.254:80", "[::1]:22"];
+
+/// A TCP relay in front of an upstream proxy that counts the connections it accepts.
+struct CountingRelay {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl CountingRelay {
+    async fn start(upstream: SocketAddr, accepted: Arc<AtomicUsize>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let counter = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Self { addr, accepted }
+    }
+
+    fn count(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+/// A gateway with `config`'s destination policy over an HTTP and a SOCKS5 sim upstream,
+/// both behind one counting relay.
+struct Setup {
+    controller: Arc<TestController>,
+    gateway: Running,
+    relay: CountingRelay,
+    _relay_socks: CountingRelay,
+    _upstreams: Vec<UpstreamProxy>,
+}
+
+async fn setup(
+    destinations: DestinationPolicy,
+    clients: Vec<GatewayClient>,
+    only: Option<Protocol>,
+) -> Setup {
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let http_up = sim_upstream(ProxyKind::Http, Ipv4Addr::new(127, 0, 0, 2)).await;
+    let socks_up = sim_upstream(ProxyKind::Socks5, Ipv4Addr::new(127, 0, 0, 3)).await;
+    let relay = CountingRelay::start(http_up.addr(), Arc::clone(&accepted)).await;
+    let relay_socks = CountingRelay::start(socks_up.addr(), Arc::clone(&accepted)).await;
+    let mut proxies = vec![
+        proxy(1, Protocol::Http, relay.addr, CREDS, "acme", "us"),
+        proxy(2, Protocol::Socks5, relay_socks.addr, CREDS, "sox", "de"),
+    ];
+    if let Some(protocol) = only {
+        proxies.retain(|p| p.protocol == protocol);
+    }
+    let controller = TestController::start(WORKER, 60_000).await;
+    controller.publish(proxies, clients);
+    let mut settings: GatewayConfig = strict_config(&controller);
+    settings.destinations = destinations;
+    let gateway = Running::start(settings).await;
+    acked(&controller, 1).await;
+    Setup {
+        controller,
+        gateway,
+        relay,
+        _relay_socks: relay_socks,
+        _upstreams: vec![http_up, socks_up],
+    }
+}
+
+fn policy(allow: &[String], ports: PortSet) -> DestinationPolicy {
+    DestinationPolicy::new(&Destinations {
+        allow_cidrs: allow.to_vec(),
+        deny_cidrs: Vec::new(),
+        ports,
+    })
+}
+
+/// `http://TARGET/` (curl wants IPv6 in brackets, as [`INTERNAL`] has them).
+fn url(target: &str) -> String {
+    format!("http://{target}/")
+}
+
+/// A plain absolute-form request through the gateway.
+async fn absolute(gateway: &Running, user: &str, target: &str) -> Curl {
+    curl(&[
+        "-g",
+        "-x",
+        &http_proxy_url(user, gateway.http),
+        &url(target),
+    ])
+    .await
+}
+
+/// A request through a CONNECT tunnel (`-p`): the status is the CONNECT answer's when
+/// the tunnel is refused, the origin's when it is not.
+async fn connect(gateway: &Running, user: &str, target: &str) -> Curl {
+    curl(&[
+        "-g",
+        "-p",
+        "-x",
+        &http_proxy_url(user, gateway.http),
+        &url(target),
+    ])
+    .await
+}
+
+/// A SOCKS5 CONNECT by hand (RFC 1928/1929); returns the reply code.
+async fn socks5_reply(gateway: SocketAddr, user: &str, target: SocketAddr) -> u8 {
+    let mut stream = TcpStream::connect(gateway).await.unwrap();
+    stream.write_all(&[5, 1, 2]).await.unwrap();
+    let mut method = [0u8; 2];
+    stream.read_exact(&mut method).await.unwrap();
+    assert_eq!(method, [5, 2], "username/password method");
+    let mut auth = vec![1, user.len() as u8];
+    auth.extend_from_slice(user.as_bytes());
+    auth.push(PASSWORD.len() as u8);
+    auth.extend_from_slice(PASSWORD.as_bytes());
+    stream.write_all(&auth).await.unwrap();
+    let mut status = [0u8; 2];
+    stream.read_exact(&mut status).await.unwrap();
+    assert_eq!(status, [1, 0], "credentials accepted");
+    let mut request = vec![5, 1, 0];
+    match target {
+        SocketAddr::V4(v4) => {
+            request.push(1);
+            request.extend_from_slice(&v4.ip().octets());
+        }
+        SocketAddr::V6(v6) => {
+            request.push(4);
+            request.extend_from_slice(&v6.ip().octets());
+        }
+    }
+    request.extend_from_slice(&target.port().to_be_bytes());
+    stream.write_all(&request).await.unwrap();
+    let mut reply = [0u8; 2];
+    stream.read_exact(&mut reply).await.unwrap();
+    assert_eq!(reply[0], 5, "a SOCKS5 reply");
+    reply[1]
+}
+
+fn socket(target: &str) -> SocketAddr {
+    target.parse().unwrap()
+}
+
+fn assert_denied(response: &Curl, what: &str) {
+    assert_eq!(response.status, 403, "{what}: {response:?}");
+    assert_eq!(
+        response.header("x-proxypool-error"),
+        Some("destination_denied"),
+        "{what}: {response:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_targets_are_refused_on_every_listener_and_nothing_is_dialed() {
+    let s = setup(DestinationPolicy::default(), vec![client("alice")], None).await;
+    for target in INTERNAL {
+        assert_denied(
+            &absolute(&s.gateway, "alice", target).await,
+            &format!("absolute-form {target}"),
+        );
+        assert_denied(
+            &connect(&s.gateway, "alice", target).await,
+            &format!("CONNECT {target}"),
+        );
+        assert_eq!(
+            socks5_reply(s.gateway.socks5, "alice", socket(target)).await,
+            0x02,
+            "SOCKS5 {target}: connection not allowed by ruleset"
+        );
+        // The IPv4-mapped IPv6 form of the same address is the same address.
+        if let SocketAddr::V4(v4) = socket(target) {
+            let mapped = SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port());
+            assert_eq!(
+                socks5_reply(s.gateway.socks5, "alice", mapped).await,
+                0x02,
+                "SOCKS5 {mapped}"
+            );
+            assert_denied(
+                &absolute(&s.gateway, "alice", &mapped.to_string()).await,
+                &format!("absolute-form {mapped}"),
+            );
+        }
+    }
+    // An internal address on an allowed port is refused for its range, not its port.
+    assert_denied(
+        &absolute(&s.gateway, "alice", "127.0.0.1:80").await,
+        "loopback on port 80",
+    );
+    assert_eq!(
+        s.relay.count(),
+        0,
+        "no upstream connection for a refused target"
+    );
+    let metrics = curl(&[&format!("http://{}/metrics", s.gateway.admin)]).await;
+    for reason in ["port", "link_local", "loopback"] {
+        assert!(
+            metrics.body.contains(&format!(
+                "proxypool_gateway_destination_denials_total{{reason=\"{reason}\"}}"
+            )),
+            "{reason}: {}",
+            metrics.body
+        );
+    }
+    assert!(
+        metrics
+            .body
+            .contains("proxypool_gateway_refusals_total{code=\"destination_denied\"}"),
+        "{}",
+        metrics.body
+    );
+    s.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_block_lets_an_origin_through_and_other_ports_stay_refused() {
+    let origin = Origin::start().await.unwrap();
+    let port = origin.addr().port();
+    let s = setup(
+        policy(&["127.0.0.1/32".into()], PortSet::only([port])),
+        vec![client("alice")],
+        None,
+    )
+    .await;
+    let target = origin.addr().to_string();
+    let plain = absolute(&s.gateway, "alice", &target).await;
+    assert_eq!(plain.status, 200, "{plain:?}");
+    let tunnelled = connect(&s.gateway, "alice", &target).await;
+    assert_eq!(tunnelled.status, 200, "{tunnelled:?}");
+    assert_eq!(
+        socks5_reply(s.gateway.socks5, "alice", origin.addr()).await,
+        0x00,
+        "SOCKS5 to the allowed origin succeeds"
+    );
+    let dialed = s.relay.count();
+    assert!(
+        dialed >= 3,
+        "allowed requests went through the upstreams ({dialed})"
+    );
+    // The same address on a port outside the list, and the next loopback address on the
+    // allowed port, are refused without a dial.
+    let other_port = format!("127.0.0.1:{}", if port == 1 { 2 } else { port - 1 });
+    assert_denied(
+        &absolute(&s.gateway, "alice", &other_port).await,
+        "a port outside the list",
+    );
+    assert_denied(
+        &connect(&s.gateway, "alice", &other_port).await,
+        "CONNECT to a port outside the list",
+    );
+    assert_eq!(
+        socks5_reply(s.gateway.socks5, "alice", socket(&other_port)).await,
+        0x02
+    );
+    let neighbour = format!("127.0.0.2:{port}");
+    assert_denied(
+        &absolute(&s.gateway, "alice", &neighbour).await,
+        "127.0.0.2 is not in the allowed block",
+    );
+    assert_eq!(s.relay.count(), dialed, "refusals dialed nothing");
+    s.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_s_port_override_replaces_the_gateway_s_list() {
+    let origin = Origin::start().await.unwrap();
+    let port = origin.addr().port();
+    let bob = GatewayClient {
+        allowed_ports: Some(PortSet::only([port])),
+        ..client("bob")
+    };
+    let s = setup(
+        // The origin's address is allowed, its port only for bob.
+        policy(&["127.0.0.1/32".into()], PortSet::default()),
+        vec![client("alice"), bob],
+        Some(Protocol::Http),
+    )
+    .await;
+    let target = origin.addr().to_string();
+    assert_denied(
+        &absolute(&s.gateway, "alice", &target).await,
+        "alice has the gateway's ports",
+    );
+    assert_eq!(
+        socks5_reply(s.gateway.socks5, "alice", origin.addr()).await,
+        0x02
+    );
+    assert_eq!(s.relay.count(), 0);
+    let plain = absolute(&s.gateway, "bob", &target).await;
+    assert_eq!(plain.status, 200, "{plain:?}");
+    let tunnelled = connect(&s.gateway, "bob", &target).await;
+    assert_eq!(tunnelled.status, 200, "{tunnelled:?}");
+    assert_eq!(
+        socks5_reply(s.gateway.socks5, "bob", origin.addr()).await,
+        0
+    );
+    let dialed = s.relay.count();
+    assert!(dialed >= 1);
+    // The override replaces the list: port 80, allowed for everyone else, is not bob's.
+    assert_denied(
+        &absolute(&s.gateway, "bob", "127.0.0.1:80").await,
+        "bob's override has no port 80",
+    );
+    assert_eq!(s.relay.count(), dialed);
+    s.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_applies_a_new_destination_policy_to_the_next_request() {
+    let origin = Origin::start().await.unwrap();
+    let s = setup(
+        DestinationPolicy::default(),
+        vec![client("alice")],
+        Some(Protocol::Http),
+    )
+    .await;
+    let target = origin.addr().to_string();
+    assert_denied(&absolute(&s.gateway, "alice", &target).await, "by default");
+    let mut reloaded = strict_config(&s.controller);
+    reloaded.destinations.allow_origin(origin.addr());
+    s.gateway.reload.apply(&reloaded).unwrap();
+    let plain = absolute(&s.gateway, "alice", &target).await;
+    assert_eq!(plain.status, 200, "{plain:?}");
+    // A policy that does not parse is refused and the running one stays.
+    reloaded.destinations = policy(&["127.0.0.1/33".into()], PortSet::Any);
+    assert!(s.gateway.reload.apply(&reloaded).is_err());
+    let plain = absolute(&s.gateway, "alice", &target).await;
+    assert_eq!(plain.status, 200, "{plain:?}");
+    s.gateway.shutdown().await;
+}
