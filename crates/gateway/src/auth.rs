@@ -127,6 +127,7 @@ pub(crate) mod tests {
                 ip_allowlist: Vec::new(),
                 rate_limit: None,
                 max_connections: 10,
+                allowed_ports: None,
             })
             .collect::<Vec<_>>();
         let checksum = snapshot_checksum(&[], &clients);
