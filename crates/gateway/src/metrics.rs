@@ -213,6 +213,7 @@ mod tests {
             Refusal::AuthRequired,
             Refusal::BadSelector("x".into()),
             Refusal::Forbidden("x".into()),
+            Refusal::DestinationDenied("x".into()),
             Refusal::RateLimited {
                 retry_after_ms: 1,
                 lockout: false,

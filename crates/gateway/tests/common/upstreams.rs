@@ -98,7 +98,8 @@ pub fn dead_addr() -> SocketAddr {
 }
 
 async fn wait_listening(addr: SocketAddr) {
-    for _ in 0..250 {
+    // Up to 10 s: a third-party daemon starting on a loaded 2-core machine can be slow.
+    for _ in 0..500 {
         if TcpStream::connect(addr).await.is_ok() {
             return;
         }
