@@ -20,10 +20,10 @@ fn the_commented_examples_check_out() {
     std::fs::create_dir_all(scratch.file("secrets")).unwrap();
     scratch.write("secrets/dc-password", "dc-secret\n");
     let env = [
-        ("PROXYPOOL_WORKER_TOKEN", "worker-secret"),
+        ("PROXYPOOL_WORKER_TOKEN", "worker-secret-value-1"),
         ("ACME_PROXY_PASSWORD", "acme-secret"),
-        ("SCRAPER_API_TOKEN", "api-secret"),
-        ("SCRAPER_GATEWAY_PASSWORD", "gateway-secret"),
+        ("SCRAPER_API_TOKEN", "api-secret-value-0001"),
+        ("SCRAPER_GATEWAY_PASSWORD", "gateway-secret-value"),
     ];
     let (code, stdout, stderr) = run(&["check-config", full.to_str().unwrap()], &env);
     assert_eq!(code, 0, "{stderr}");
@@ -38,10 +38,10 @@ fn the_commented_examples_check_out() {
         assert!(stdout.contains(part), "{part} in {stdout}");
     }
     for secret in [
-        "worker-secret",
+        "worker-secret-value-1",
         "acme-secret",
-        "api-secret",
-        "gateway-secret",
+        "api-secret-value-0001",
+        "gateway-secret-value",
         "dc-secret",
     ] {
         assert!(!stdout.contains(secret) && !stderr.contains(secret));
@@ -58,10 +58,10 @@ fn the_commented_examples_check_out() {
     assert!(stdout.contains("timeout = \"4s\""), "{stdout}");
     assert!(stdout.contains("env = \"SCRAPER_API_TOKEN\""), "{stdout}");
     for secret in [
-        "worker-secret",
+        "worker-secret-value-1",
         "acme-secret",
-        "api-secret",
-        "gateway-secret",
+        "api-secret-value-0001",
+        "gateway-secret-value",
         "dc-secret",
     ] {
         assert!(!stdout.contains(secret), "{secret} in --effective");

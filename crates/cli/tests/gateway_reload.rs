@@ -105,8 +105,8 @@ fn sighup_applies_a_split_gateway_s_own_settings_and_refuses_a_broken_file() {
     );
     let env = [
         ("WORKER_TOKEN", "reload-worker-token"),
-        ("ACME_PASSWORD", "acme-password"),
-        ("OTHER_PASSWORD", "other-password"),
+        ("ACME_PASSWORD", "acme-gateway-password"),
+        ("OTHER_PASSWORD", "other-gateway-password"),
     ];
     let mut controller = Proc::start(
         "controller",
@@ -120,7 +120,7 @@ fn sighup_applies_a_split_gateway_s_own_settings_and_refuses_a_broken_file() {
         &env,
         &scratch.path,
     );
-    let proxy = format!("http://acme:acme-password@127.0.0.1:{http}");
+    let proxy = format!("http://acme:acme-gateway-password@127.0.0.1:{http}");
     let origin = sim.origin().url("/");
     eventually("the gateway serves", Duration::from_secs(30), || {
         try_exit_via(&proxy, &origin).is_some()
@@ -131,8 +131,8 @@ fn sighup_applies_a_split_gateway_s_own_settings_and_refuses_a_broken_file() {
 
     // The controller's file changes its clients: zed goes, beta comes. The split gateway
     // learns it from its next snapshot.
-    let zed = format!("http://zed:other-password@127.0.0.1:{http}");
-    let beta = format!("http://beta:other-password@127.0.0.1:{http}");
+    let zed = format!("http://zed:other-gateway-password@127.0.0.1:{http}");
+    let beta = format!("http://beta:other-gateway-password@127.0.0.1:{http}");
     assert_eq!(code_via(&zed, &origin), "200");
     assert_eq!(code_via(&beta, &origin), "407");
     scratch.write(

@@ -201,10 +201,10 @@ fn sighup_applies_clients_policies_and_upstreams_and_refuses_a_broken_file() {
     scratch.write("beta-password", "beta-gateway-password\n");
     let env = [
         ("ACME_TOKEN", "acme-api-token-value"),
-        ("ACME_PASSWORD", "acme-password"),
-        ("CAROL_PASSWORD", "carol-password"),
+        ("ACME_PASSWORD", "acme-gateway-password"),
+        ("CAROL_PASSWORD", "carol-gateway-password"),
         ("DAVE_TOKEN", "dave-api-token-value"),
-        ("DAVE_PASSWORD", "dave-password"),
+        ("DAVE_PASSWORD", "dave-gateway-password"),
     ];
     let mut serve = Proc::start(
         "serve",
@@ -213,21 +213,21 @@ fn sighup_applies_clients_policies_and_upstreams_and_refuses_a_broken_file() {
         &scratch.path,
     );
     let origin = sim.origin().url("/");
-    let acme = format!("http://acme:acme-password@127.0.0.1:{}", ports.http);
+    let acme = format!("http://acme:acme-gateway-password@127.0.0.1:{}", ports.http);
     eventually("serve answers", Duration::from_secs(30), || {
         try_exit_via(&acme, &origin).is_some()
     });
     assert_eq!(
-        gateway_status(ports.http, "dave:dave-password", &origin),
+        gateway_status(ports.http, "dave:dave-gateway-password", &origin),
         "200"
     );
     assert_eq!(
         gateway_status(ports.http, "beta:beta-gateway-password", &origin),
         "407"
     );
-    // acme:acme-password and dave:dave-password
-    let mut tunnel = open_tunnel(ports.http, &origin, "YWNtZTphY21lLXBhc3N3b3Jk");
-    let mut doomed = open_tunnel(ports.http, &origin, "ZGF2ZTpkYXZlLXBhc3N3b3Jk");
+    // acme:acme-gateway-password and dave:dave-gateway-password
+    let mut tunnel = open_tunnel(ports.http, &origin, "YWNtZTphY21lLWdhdGV3YXktcGFzc3dvcmQ=");
+    let mut doomed = open_tunnel(ports.http, &origin, "ZGF2ZTpkYXZlLWdhdGV3YXktcGFzc3dvcmQ=");
 
     // The new file: beta added, dave removed, carol's policy tightened, an upstream added.
     scratch.write("proxypool.toml", &config(&ports, &sim, true));
@@ -238,7 +238,7 @@ fn sighup_applies_clients_policies_and_upstreams_and_refuses_a_broken_file() {
     });
     eprintln!("new client served {applied:?} after SIGHUP");
     assert_eq!(
-        gateway_status(ports.http, "dave:dave-password", &origin),
+        gateway_status(ports.http, "dave:dave-gateway-password", &origin),
         "407"
     );
     assert_eq!(
@@ -247,7 +247,7 @@ fn sighup_applies_clients_policies_and_upstreams_and_refuses_a_broken_file() {
     );
     // The tightened policy: one token, refilled once a minute and a half.
     let carol: Vec<String> = (0..3)
-        .map(|_| gateway_status(ports.http, "carol:carol-password", &origin))
+        .map(|_| gateway_status(ports.http, "carol:carol-gateway-password", &origin))
         .collect();
     assert!(carol.iter().any(|s| s == "429"), "{carol:?}");
     eventually(
@@ -320,7 +320,7 @@ fn sighup_applies_clients_policies_and_upstreams_and_refuses_a_broken_file() {
     for secret in [
         "beta-api-token-value",
         "beta-gateway-password",
-        "acme-password",
+        "acme-gateway-password",
     ] {
         assert!(!logs.contains(secret), "{secret} in the logs");
     }

@@ -62,8 +62,8 @@ admin = "127.0.0.1:{admin}"
         ),
     );
     let env = [
-        ("ACME_TOKEN", "acme-token"),
-        ("ACME_PASSWORD", "acme-password"),
+        ("ACME_TOKEN", "acme-api-token-0001"),
+        ("ACME_PASSWORD", "acme-gateway-password"),
     ];
     let mut serve = Proc::start(
         "serve",
@@ -71,7 +71,7 @@ admin = "127.0.0.1:{admin}"
         &env,
         &scratch.path,
     );
-    let proxy = format!("http://acme:acme-password@127.0.0.1:{http}");
+    let proxy = format!("http://acme:acme-gateway-password@127.0.0.1:{http}");
     let origin = sim.origin().url("/");
     let ready = eventually(
         "serve answers through its gateway",
@@ -97,7 +97,7 @@ admin = "127.0.0.1:{admin}"
     // The destination policy: internal targets are refused before any dial, and a
     // client's port override (sent by the controller in the snapshot) replaces the list.
     let refused = |user: &str, target: &str, tunnel: bool| {
-        let proxy = format!("http://{user}:acme-password@127.0.0.1:{http}");
+        let proxy = format!("http://{user}:acme-gateway-password@127.0.0.1:{http}");
         // Through a tunnel, the CONNECT answer's status is `http_connect`.
         let code = if tunnel {
             "%{http_connect}"
@@ -156,7 +156,7 @@ admin = "127.0.0.1:{admin}"
             "--mode",
             "all-or-nothing",
         ],
-        &[("PROXYPOOL_TOKEN", "acme-token")],
+        &[("PROXYPOOL_TOKEN", "acme-api-token-0001")],
     );
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("3 of 3"), "{stdout}");
@@ -166,5 +166,5 @@ admin = "127.0.0.1:{admin}"
     assert!(scratch.file("data/quota.sqlite3").exists());
     let logs = serve.stderr_tail();
     assert!(logs.contains("proxypool serve stopped"), "{logs}");
-    assert!(!logs.contains("acme-password") && !logs.contains("acme-token"));
+    assert!(!logs.contains("acme-gateway-password") && !logs.contains("acme-api-token-0001"));
 }

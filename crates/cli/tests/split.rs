@@ -124,8 +124,8 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
     let config = config.to_str().unwrap();
     let env = [
         ("WORKER_TOKEN", "split-worker-token"),
-        ("ACME_TOKEN", "acme-token"),
-        ("ACME_PASSWORD", "acme-password"),
+        ("ACME_TOKEN", "acme-api-token-0001"),
+        ("ACME_PASSWORD", "acme-gateway-password"),
         ("QUOTA_PASSWORD", "quota-role-password"),
         ("PG_ADMIN_URL", admin_url.as_str()),
     ];
@@ -158,7 +158,7 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
     // Before any gateway registers, every proxy is unowned: extract two through the API
     // (PostgreSQL quota, Redis pool). They must never be routed by a gateway later.
     let api_url = format!("http://127.0.0.1:{api}");
-    let token = [("PROXYPOOL_TOKEN", "acme-token")];
+    let token = [("PROXYPOOL_TOKEN", "acme-api-token-0001")];
     let count = EXTRACTED.to_string();
     let mut extracted = Value::Null;
     eventually(
@@ -245,8 +245,8 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
     eprintln!("balanced after {balanced:?}");
 
     // Traffic through both: each leaves through its own proxies only.
-    let proxy_a = format!("http://acme:acme-password@127.0.0.1:{}", ports_a.0);
-    let proxy_b = format!("http://acme:acme-password@127.0.0.1:{}", ports_b.0);
+    let proxy_a = format!("http://acme:acme-gateway-password@127.0.0.1:{}", ports_a.0);
+    let proxy_b = format!("http://acme:acme-gateway-password@127.0.0.1:{}", ports_b.0);
     let exits_a = exits(&proxy_a, &origin, 12);
     let exits_b = exits(&proxy_b, &origin, 12);
     assert_eq!(exits_a.len() as u64, half, "{exits_a:?}");
@@ -292,8 +292,8 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
     let logs = controller.stderr_tail();
     for secret in [
         "split-worker-token",
-        "acme-token",
-        "acme-password",
+        "acme-api-token-0001",
+        "acme-gateway-password",
         "quota-role-password",
     ] {
         assert!(!logs.contains(secret), "{secret} in the controller's log");

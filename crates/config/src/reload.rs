@@ -190,7 +190,10 @@ mod tests {
     use std::path::Path;
 
     fn load(text: &str) -> Config {
-        let env = Env::from_pairs([("T", "token-value-1"), ("T2", "token-value-2")]);
+        let env = Env::from_pairs([
+            ("T", "token-value-one-00001"),
+            ("T2", "token-value-two-00002"),
+        ]);
         Config::from_toml_str(text, "t.toml", Path::new("."), Role::Controller, &env).unwrap()
     }
 
@@ -281,7 +284,7 @@ concurrency = 8
             plan.live,
             vec!["gateway.limits.max_sticky_sessions_per_client".to_owned()]
         );
-        let env = Env::from_pairs([("T", "token-value-1")]);
+        let env = Env::from_pairs([("T", "token-value-one-00001")]);
         let zero = with_limits("max_sticky_sessions_per_client = 0");
         let error = Config::from_toml_str(&zero, "t.toml", Path::new("."), Role::Serve, &env)
             .unwrap_err()

@@ -21,6 +21,12 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::Path;
 
+/// The shortest token or password, given in clear, that guards this service (client API
+/// tokens, gateway passwords, worker and metrics tokens). Credentials the service sends to
+/// others (a vendor's proxy password, a store password) are not ours to choose and have no
+/// minimum.
+pub const MIN_VERIFIED_LEN: usize = 16;
+
 /// Where a secret comes from, as the file writes it.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -119,7 +125,9 @@ impl SecretRef {
     }
 
     /// Resolves to a salted hash: a `hash` reference as given, a plain secret hashed with
-    /// a salt derived from `owner` (e.g. `api_token:acme`).
+    /// a salt derived from `owner` (e.g. `api_token:acme`). A secret given in clear that is
+    /// shorter than [`MIN_VERIFIED_LEN`] characters is refused: it guards this service, so
+    /// it must not be guessable.
     pub(crate) fn resolve_verifier(
         &mut self,
         owner: &str,
@@ -130,7 +138,16 @@ impl SecretRef {
             (SecretSource::Hash(hash), _) => hash.clone(),
             (_, Resolved::Hash(hash)) => hash.clone(),
             (_, Resolved::Plain(secret)) => hash_of(secret, owner)?,
-            (source, Resolved::Pending) => hash_of(&read(source, base_dir, env)?, owner)?,
+            (source, Resolved::Pending) => {
+                let secret = read(source, base_dir, env)?;
+                let length = secret.expose().chars().count();
+                if length < MIN_VERIFIED_LEN {
+                    return Err(format!(
+                        "the secret it names is {length} characters long; secrets that guard this service need at least {MIN_VERIFIED_LEN}"
+                    ));
+                }
+                hash_of(&secret, owner)?
+            }
         };
         self.resolved = Resolved::Hash(hash);
         Ok(())
@@ -243,7 +260,11 @@ mod tests {
     use super::*;
 
     fn env() -> Env {
-        Env::from_pairs([("TOKEN", "s3cret-value"), ("EMPTY", "")])
+        Env::from_pairs([
+            ("TOKEN", "s3cret-value-long-enough"),
+            ("EMPTY", ""),
+            ("SHORT", "fifteen-chars-x"),
+        ])
     }
 
     #[test]
@@ -254,7 +275,7 @@ mod tests {
 
         let mut by_env = SecretRef::env("TOKEN");
         by_env.resolve_plain(&dir, &env()).unwrap();
-        assert_eq!(by_env.plain().unwrap().expose(), "s3cret-value");
+        assert_eq!(by_env.plain().unwrap().expose(), "s3cret-value-long-enough");
 
         let mut by_file = SecretRef::file("pw");
         by_file.resolve_plain(&dir, &env()).unwrap();
@@ -272,6 +293,29 @@ mod tests {
     }
 
     #[test]
+    fn verified_secrets_shorter_than_sixteen_characters_are_refused() {
+        let dir = Path::new(".");
+        let mut short = SecretRef::env("SHORT");
+        let message = short
+            .resolve_verifier("api_token:a", dir, &env())
+            .unwrap_err();
+        assert!(
+            message.contains("15 characters") && message.contains("16"),
+            "{message}"
+        );
+        assert!(
+            !message.contains("fifteen"),
+            "the value is never shown: {message}"
+        );
+        // A secret the service sends is not ours to choose: no minimum.
+        let mut sent = SecretRef::env("SHORT");
+        sent.resolve_plain(dir, &env()).unwrap();
+        // A hash cannot be measured, and is taken as given.
+        let mut hashed = SecretRef::hash(SecretHash::derive("x", "salt").unwrap());
+        hashed.resolve_verifier("api_token:a", dir, &env()).unwrap();
+    }
+
+    #[test]
     fn verifiers_are_salted_by_owner_and_stable() {
         let dir = Path::new(".");
         let mut a = SecretRef::env("TOKEN");
@@ -280,7 +324,7 @@ mod tests {
         again.resolve_verifier("api_token:a", dir, &env()).unwrap();
         let mut b = SecretRef::env("TOKEN");
         b.resolve_verifier("api_token:b", dir, &env()).unwrap();
-        assert!(a.verifier().unwrap().verify("s3cret-value"));
+        assert!(a.verifier().unwrap().verify("s3cret-value-long-enough"));
         assert_eq!(a, again);
         assert_ne!(a.verifier(), b.verifier());
     }

@@ -29,7 +29,7 @@ fn example_env() -> Vec<(&'static str, &'static str)> {
         ("PROXYPOOL_WORKER_TOKEN", "worker-token-value"),
         ("ACME_PROXY_PASSWORD", "acme-secret-pw"),
         ("SCRAPER_API_TOKEN", "scraper-api-token"),
-        ("SCRAPER_GATEWAY_PASSWORD", "scraper-gw-pw"),
+        ("SCRAPER_GATEWAY_PASSWORD", "scraper-gateway-password"),
     ]
 }
 
@@ -96,7 +96,7 @@ fn the_shipped_example_loads_and_resolves_its_references() {
         config.clients[0]
             .gateway_password_hash()
             .unwrap()
-            .verify("scraper-gw-pw")
+            .verify("scraper-gateway-password")
     );
 
     let printed = format!("{config:?}");
@@ -105,7 +105,7 @@ fn the_shipped_example_loads_and_resolves_its_references() {
         "dc-secret-pw",
         "worker-token-value",
         "scraper-api-token",
-        "scraper-gw-pw",
+        "scraper-gateway-password",
     ] {
         assert!(
             !printed.contains(secret),
@@ -403,7 +403,7 @@ fn the_effective_configuration_shows_references_never_secrets() {
         "dc-secret-pw",
         "worker-token-value",
         "scraper-api-token",
-        "scraper-gw-pw",
+        "scraper-gateway-password",
         "sha256:",
     ] {
         assert!(!text.contains(secret), "{secret} in the effective output");

@@ -64,7 +64,7 @@ fn failover_config(redis: &RedisServer, vendor: &SimVendor, lease: &str) -> Conf
         .replace("LEASE", lease)
         .replace("VENDOR_URL", &vendor.list_url())
         .replace("ORIGIN_URL", &vendor.origin().url("/health"));
-    let env = Env::from_pairs([("FAILOVER_WORKER_TOKEN", "failover-token")]);
+    let env = Env::from_pairs([("FAILOVER_WORKER_TOKEN", "failover-worker-token")]);
     Config::from_toml_str(
         &text,
         "failover.toml",
