@@ -191,6 +191,7 @@ fn main() {
                 allowed_upstreams: vec![],
                 allowed_regions: vec![],
                 quota: QuotaConfig::uniform(limits),
+                ip_allowlist: vec![],
             })
             .collect();
         let state = ApiState::builder(

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 /// One API client (a tenant's credential) as configured.
@@ -40,6 +41,9 @@ pub struct ApiClient {
     /// the client from its configuration fills it in; left out, it is the defaults.
     #[serde(skip)]
     pub quota: QuotaConfig,
+    /// Source addresses (address, prefix length) the client may call from. Empty = any.
+    #[serde(skip)]
+    pub ip_allowlist: Vec<(IpAddr, u8)>,
 }
 
 impl ApiClient {
@@ -48,12 +52,32 @@ impl ApiClient {
         self.allowed_upstreams.is_empty() || self.allowed_upstreams.contains(upstream)
     }
 
+    /// Whether the client may call from `ip` (an IPv4-mapped IPv6 address counts as its
+    /// IPv4 address).
+    pub fn may_call_from(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.ip_allowlist.is_empty()
+            || self
+                .ip_allowlist
+                .iter()
+                .any(|(net, prefix)| in_block(ip, net.to_canonical(), *prefix))
+    }
+
     /// Whether the client may use `region`.
     pub fn may_use_region(&self, region: &Label) -> bool {
         self.allowed_regions.is_empty() || self.allowed_regions.contains(region)
     }
 
     fn validate(&self) -> Result<(), ApiConfigError> {
+        for (net, prefix) in &self.ip_allowlist {
+            let max = if net.is_ipv4() { 32 } else { 128 };
+            if *prefix > max {
+                return Err(ApiConfigError::Client {
+                    client: self.id.to_string(),
+                    problem: format!("ip_allowlist entry {net}/{prefix} has a prefix over {max}"),
+                });
+            }
+        }
         // The quota's project rule, checked here so a misconfigured client fails at startup
         // instead of turning every one of its requests into a quota error.
         let mut chars = self.project.chars();
@@ -134,6 +158,21 @@ impl ClientDirectory {
     }
 }
 
+/// Whether `ip` lies in `net`/`prefix` (both canonical; families must match).
+fn in_block(ip: IpAddr, net: IpAddr, prefix: u8) -> bool {
+    match (ip, net) {
+        (IpAddr::V4(ip), IpAddr::V4(net)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            u32::from(ip) & mask == u32::from(net) & mask
+        }
+        (IpAddr::V6(ip), IpAddr::V6(net)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            u128::from(ip) & mask == u128::from(net) & mask
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,7 +186,30 @@ mod tests {
             allowed_upstreams: vec![],
             allowed_regions: vec![],
             quota: QuotaConfig::default(),
+            ip_allowlist: vec![],
         }
+    }
+
+    #[test]
+    fn allowlists_match_blocks_of_either_family() {
+        let mut c = client("c", "token-c-0123456789");
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(c.may_call_from(ip("203.0.113.9")), "empty = any");
+        c.ip_allowlist = vec![
+            (ip("10.1.0.0"), 16),
+            (ip("2001:db8::"), 32),
+            (ip("192.0.2.7"), 32),
+        ];
+        assert!(c.may_call_from(ip("10.1.200.3")));
+        assert!(c.may_call_from(ip("::ffff:10.1.0.1")), "mapped form");
+        assert!(c.may_call_from(ip("2001:db8:1::5")));
+        assert!(c.may_call_from(ip("192.0.2.7")));
+        assert!(!c.may_call_from(ip("10.2.0.1")));
+        assert!(!c.may_call_from(ip("192.0.2.8")));
+        assert!(!c.may_call_from(ip("2001:db9::1")));
+        c.ip_allowlist = vec![(ip("0.0.0.0"), 0)];
+        assert!(c.may_call_from(ip("198.51.100.1")), "/0 is everything");
+        assert!(!c.may_call_from(ip("::1")), "of its own family");
     }
 
     #[test]

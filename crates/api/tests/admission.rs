@@ -270,3 +270,39 @@ async fn layers_run_in_order(kind: QuotaKind) {
         .await
         .assert_error(429, "quota_exceeded");
 }
+
+#[tokio::test]
+async fn a_client_with_an_ip_allowlist_is_refused_from_another_address() {
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let mut elsewhere = client("elsewhere", "p-else", "token-elsewhere-0123456789");
+    elsewhere.ip_allowlist = vec![(ip("10.0.0.0"), 8)];
+    let mut here = client("here", "p-here", "token-here-0123456789");
+    here.ip_allowlist = vec![(ip("10.0.0.0"), 8), (ip("127.0.0.0"), 8)];
+    let server = TestServer::memory(Setup {
+        clients: vec![elsewhere, here],
+        ..Setup::default()
+    })
+    .await;
+    server.seed("acme", 0, 3).await;
+    server
+        .get("/v1/me", Some("token-elsewhere-0123456789"))
+        .await
+        .assert_error(403, "forbidden");
+    server
+        .extract("token-elsewhere-0123456789", Some("k1"), &body(1))
+        .await
+        .assert_error(403, "forbidden");
+    assert_eq!(
+        server.quota.buckets().await,
+        0,
+        "a refused client is never charged"
+    );
+    assert_eq!(server.unextracted("acme").await, 3);
+    assert_eq!(
+        server
+            .get("/v1/me", Some("token-here-0123456789"))
+            .await
+            .status,
+        200
+    );
+}

@@ -241,6 +241,12 @@ fn api_clients(config: &Config, quota: &OpenedQuota) -> Vec<ApiClient> {
                 allowed_upstreams: client.allowed_upstreams.clone(),
                 allowed_regions: client.allowed_regions.clone(),
                 quota: quota.limits_for(&client.project, client.id.as_str()),
+                // Validated at load: every entry parses.
+                ip_allowlist: client
+                    .ip_allowlist
+                    .iter()
+                    .filter_map(|cidr| proxypool_config::parse_cidr(cidr).ok())
+                    .collect(),
             })
         })
         .collect()

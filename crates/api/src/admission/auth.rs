@@ -4,9 +4,10 @@
 use crate::clients::ApiClient;
 use crate::error::ApiError;
 use crate::state::ApiState;
-use axum::extract::FromRequestParts;
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The authenticated client of a request.
@@ -26,6 +27,17 @@ impl FromRequestParts<ApiState> for Principal {
             .clients()
             .authenticate(token)
             .ok_or_else(ApiError::unauthenticated)?;
+        // Checked after the token, so an address outside the list learns nothing about
+        // which tokens exist; and before any route runs or any quota is charged.
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|info| info.0.ip());
+        if !client.ip_allowlist.is_empty() && peer.is_none_or(|ip| !client.may_call_from(ip)) {
+            return Err(ApiError::forbidden(
+                "this client may not call from this address",
+            ));
+        }
         // The client id is not secret; the token never reaches a log line.
         tracing::Span::current().record("client", client.id.as_str());
         Ok(Principal(client))

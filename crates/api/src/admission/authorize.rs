@@ -79,6 +79,7 @@ mod tests {
                 .collect(),
             allowed_regions: regions.iter().map(|r| Label::new(r).unwrap()).collect(),
             quota: proxypool_quota::QuotaConfig::default(),
+            ip_allowlist: vec![],
         }
     }
 

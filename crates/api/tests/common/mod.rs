@@ -43,6 +43,7 @@ pub fn client(id: &str, project: &str, token: &str) -> ApiClient {
         allowed_upstreams: vec![],
         allowed_regions: vec![],
         quota: QuotaConfig::default(),
+        ip_allowlist: vec![],
     }
 }
 
