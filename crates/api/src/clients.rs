@@ -159,7 +159,7 @@ impl ClientDirectory {
 }
 
 /// Whether `ip` lies in `net`/`prefix` (both canonical; families must match).
-fn in_block(ip: IpAddr, net: IpAddr, prefix: u8) -> bool {
+pub(crate) fn in_block(ip: IpAddr, net: IpAddr, prefix: u8) -> bool {
     match (ip, net) {
         (IpAddr::V4(ip), IpAddr::V4(net)) => {
             let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);

@@ -62,6 +62,7 @@ struct Inner {
     limits: ApiLimits,
     extraction: ArcSwap<ExtractionSettings>,
     reloader: Option<Arc<dyn ConfigReloader>>,
+    trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     concurrency: Arc<Semaphore>,
     metrics: Option<MetricsHandle>,
     /// The hash `GET /metrics` checks bearer tokens against (none: open); swapped on reload.
@@ -93,6 +94,7 @@ pub struct ApiStateBuilder {
     metrics_token: Option<SecretHash>,
     cordon: Option<Arc<dyn WorkerCordon>>,
     reloader: Option<Arc<dyn ConfigReloader>>,
+    trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     clock: fn() -> UnixMillis,
 }
 
@@ -150,6 +152,12 @@ impl ApiStateBuilder {
         self
     }
 
+    /// Load balancers whose `X-Forwarded-For` names the client (address, prefix length).
+    pub fn trusted_proxies(mut self, blocks: Vec<(std::net::IpAddr, u8)>) -> Self {
+        self.trusted_proxies = blocks;
+        self
+    }
+
     /// What `POST /v1/admin/reload` calls (without one, the route answers 404).
     pub fn reloader(mut self, reloader: Arc<dyn ConfigReloader>) -> Self {
         self.reloader = Some(reloader);
@@ -174,6 +182,7 @@ impl ApiStateBuilder {
                 limits: self.limits,
                 extraction: ArcSwap::from_pointee(self.extraction),
                 reloader: self.reloader,
+                trusted_proxies: self.trusted_proxies,
                 metrics: self.metrics,
                 metrics_token: ArcSwapOption::new(self.metrics_token.map(Arc::new)),
                 cordon: self.cordon,
@@ -196,6 +205,7 @@ impl ApiState {
             metrics_token: None,
             cordon: None,
             reloader: None,
+            trusted_proxies: Vec::new(),
             clock: proxypool_core::now_millis,
         }
     }
@@ -222,6 +232,10 @@ impl ApiState {
 
     pub(crate) fn metrics_token(&self) -> Option<Arc<SecretHash>> {
         self.inner.metrics_token.load_full()
+    }
+
+    pub(crate) fn trusted_proxies(&self) -> &[(std::net::IpAddr, u8)] {
+        &self.inner.trusted_proxies
     }
 
     pub(crate) fn reloader(&self) -> Option<&Arc<dyn ConfigReloader>> {

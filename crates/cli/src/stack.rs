@@ -275,6 +275,14 @@ fn start_api(
         .extraction(section.extraction.clone())
         .shield_settings(ShieldSettings::from(&section.shield))
         .metrics_token(metrics_token(section))
+        // Validated at load: every entry parses.
+        .trusted_proxies(
+            section
+                .trusted_proxies
+                .iter()
+                .filter_map(|cidr| proxypool_config::parse_cidr(cidr).ok())
+                .collect(),
+        )
         .cordon(view);
     if let Some(reloader) = reloader {
         builder = builder.reloader(reloader);

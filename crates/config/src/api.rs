@@ -22,6 +22,10 @@ pub struct ApiSection {
     /// API listener off untrusted networks or set it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_token: Option<SecretRef>,
+    /// Load balancers (CIDR blocks) whose `X-Forwarded-For` names the client: from them
+    /// the client address (for the shield and allowlists) is the rightmost entry that is
+    /// not itself one of these; from anyone else the header is ignored. Empty = trust none.
+    pub trusted_proxies: Vec<String>,
 }
 
 /// Limits enforced before authentication, so an anonymous peer can only spend this much.
@@ -159,6 +163,11 @@ impl ExtractionSettings {
 }
 
 pub(crate) fn validate(c: &mut Check<'_>, api: &mut ApiSection) {
+    for (i, cidr) in api.trusted_proxies.iter().enumerate() {
+        if let Err(message) = crate::validate::parse_cidr(cidr) {
+            c.at(format!("api.trusted_proxies[{i}]"), message);
+        }
+    }
     if let Some(token) = &mut api.metrics_token {
         c.resolve_verifier("api.metrics_token", "metrics_token", token);
     }

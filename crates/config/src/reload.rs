@@ -22,6 +22,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "snapshot",
     "api.limits",
     "api.shield",
+    "api.trusted_proxies",
     "gateway.worker_id",
     "gateway.controller_url",
     "gateway.worker_token",
@@ -75,6 +76,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
     config.snapshot = running.snapshot.clone();
     config.api.limits = running.api.limits.clone();
     config.api.shield = running.api.shield.clone();
+    config.api.trusted_proxies = running.api.trusted_proxies.clone();
     config.gateway = match (&running.gateway, &loaded.gateway) {
         (Some(old), Some(new)) => {
             let mut gateway = new.clone();

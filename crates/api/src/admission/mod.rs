@@ -16,6 +16,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod authorize;
+pub(crate) mod forwarded;
 pub(crate) mod limits;
 pub(crate) mod quota;
 pub(crate) mod quota_http;

@@ -6,7 +6,7 @@ pub(crate) mod health;
 pub(crate) mod meta;
 mod upstreams;
 
-use crate::admission::{limits, shield};
+use crate::admission::{forwarded, limits, shield};
 use crate::error::{ApiError, ErrorCode};
 use crate::state::ApiState;
 use axum::Router;
@@ -63,6 +63,7 @@ pub fn router(state: ApiState) -> Router {
             limits::concurrency_and_timeout,
         ))
         .layer(from_fn_with_state(state.clone(), shield::shield))
+        .layer(from_fn_with_state(state.clone(), forwarded::client_address))
         .layer(from_fn(crate::observe::observe))
         .with_state(state)
 }

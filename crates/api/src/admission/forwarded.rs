@@ -1,0 +1,126 @@
+//! The client address behind a trusted load balancer: from a peer in `[api]
+//! trusted_proxies`, `X-Forwarded-For` names the client, and this middleware puts that
+//! address where the shield and the allowlist check look (`ConnectInfo`). From any other
+//! peer the header is ignored: a client cannot pick its own address.
+//!
+//! The leftmost entry is whatever the client wrote; only what the trusted hops appended
+//! is believed. So the list is read from the right, skipping trusted hops, and the first
+//! address that is not one of them is the client.
+
+use crate::clients::in_block;
+use crate::state::ApiState;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::HeaderMap;
+use axum::middleware::Next;
+use axum::response::Response;
+use std::net::{IpAddr, SocketAddr};
+
+/// Most entries read from the right of the header(s); a longer chain stops there.
+const MAX_HOPS: usize = 32;
+
+pub(crate) async fn client_address(
+    State(state): State<ApiState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let trusted = state.trusted_proxies();
+    if !trusted.is_empty()
+        && let Some(ConnectInfo(peer)) = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .copied()
+        && let Some(client) = forwarded_client(peer.ip(), request.headers(), trusted)
+    {
+        request
+            .extensions_mut()
+            .insert(ConnectInfo(SocketAddr::new(client, 0)));
+    }
+    next.run(request).await
+}
+
+/// The client `X-Forwarded-For` names, if `peer` is trusted and the header says.
+pub(crate) fn forwarded_client(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    trusted: &[(IpAddr, u8)],
+) -> Option<IpAddr> {
+    let is_trusted = |ip: IpAddr| {
+        trusted
+            .iter()
+            .any(|(net, prefix)| in_block(ip.to_canonical(), net.to_canonical(), *prefix))
+    };
+    if !is_trusted(peer) {
+        return None;
+    }
+    let entries: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .collect();
+    let mut last_trusted = None;
+    for entry in entries.iter().rev().take(MAX_HOPS) {
+        // An entry that is not an address ends what can be believed.
+        let ip = entry.trim().parse::<IpAddr>().ok()?.to_canonical();
+        if !is_trusted(ip) {
+            return Some(ip);
+        }
+        last_trusted = Some(ip);
+    }
+    // Every hop is a trusted balancer: the first of them is as far back as we can see.
+    last_trusted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(values: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append("x-forwarded-for", HeaderValue::from_str(value).unwrap());
+        }
+        headers
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn only_trusted_peers_are_believed_and_only_from_the_right() {
+        let trusted = [(ip("10.0.0.0"), 8)];
+        let lb = ip("10.0.0.5");
+        // The client wrote a fake leftmost entry; the balancer appended the real one.
+        assert_eq!(
+            forwarded_client(lb, &headers(&["1.1.1.1, 203.0.113.7"]), &trusted),
+            Some(ip("203.0.113.7"))
+        );
+        // Two balancers: skip the inner trusted hop.
+        assert_eq!(
+            forwarded_client(lb, &headers(&["203.0.113.7", "10.0.0.9"]), &trusted),
+            Some(ip("203.0.113.7"))
+        );
+        // From an untrusted peer the header means nothing.
+        assert_eq!(
+            forwarded_client(ip("198.51.100.1"), &headers(&["203.0.113.7"]), &trusted),
+            None
+        );
+        // No header, or garbage at the right: nothing believed.
+        assert_eq!(forwarded_client(lb, &headers(&[]), &trusted), None);
+        assert_eq!(
+            forwarded_client(lb, &headers(&["203.0.113.7, nonsense"]), &trusted),
+            None
+        );
+        // Mapped forms are their IPv4 address.
+        assert_eq!(
+            forwarded_client(
+                ip("::ffff:10.0.0.5"),
+                &headers(&["::ffff:203.0.113.7"]),
+                &trusted
+            ),
+            Some(ip("203.0.113.7"))
+        );
+    }
+}
