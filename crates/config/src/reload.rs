@@ -3,7 +3,7 @@
 //! restart".
 //!
 //! Keys that shape what a process has bound, opened or sized at start (listen addresses,
-//! the store and quota connections, the control API's session and snapshot contract, the
+//! the control API's listener limits, the store and quota connections, the control API's session and snapshot contract, the
 //! client API's transport limits and shield, a gateway's identity, listeners, limiter
 //! engine, tracked-proxy and sticky-session bounds and control pacing, adding or removing
 //! the `[gateway]` table) need a restart: a reload reports them and keeps the running
@@ -19,6 +19,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "store",
     "quota",
     "listen",
+    "control",
     "snapshot",
     "api.limits",
     "api.shield",
@@ -27,6 +28,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "gateway.worker_token",
     "gateway.listeners",
     "gateway.limiter",
+    "gateway.limits.admin_max_connections",
     "gateway.limits.max_tracked_proxies",
     "gateway.limits.max_sticky_sessions",
     "gateway.control",
@@ -72,6 +74,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
     config.store = running.store.clone();
     config.quota = running.quota.clone();
     config.listen = running.listen.clone();
+    config.control = running.control.clone();
     config.snapshot = running.snapshot.clone();
     config.api.limits = running.api.limits.clone();
     config.api.shield = running.api.shield.clone();
@@ -83,6 +86,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
             gateway.worker_token = old.worker_token.clone();
             gateway.listeners = old.listeners.clone();
             gateway.limiter = old.limiter.clone();
+            gateway.limits.admin_max_connections = old.limits.admin_max_connections;
             gateway.limits.max_tracked_proxies = old.limits.max_tracked_proxies;
             gateway.limits.max_sticky_sessions = old.limits.max_sticky_sessions;
             gateway.control = old.control.clone();

@@ -5,7 +5,6 @@ use crate::clients::ApiClient;
 use crate::error::ApiError;
 use crate::state::ApiState;
 use axum::extract::FromRequestParts;
-use axum::http::header;
 use axum::http::request::Parts;
 use std::sync::Arc;
 
@@ -21,7 +20,7 @@ impl FromRequestParts<ApiState> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
-        let token = bearer_token(parts).ok_or_else(ApiError::unauthenticated)?;
+        let token = proxypool_edge::bearer_token(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
         let client = state
             .clients()
             .authenticate(token)
@@ -43,14 +42,4 @@ impl FromRequestParts<ApiState> for AdminPrincipal {
             Err(ApiError::forbidden("this route needs an admin token"))
         }
     }
-}
-
-/// The token of `Authorization: Bearer <token>` (scheme case-insensitive).
-fn bearer_token(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|token| !token.is_empty())
 }

@@ -7,6 +7,7 @@
 use crate::error::{ApiError, ErrorCode};
 use crate::state::ApiState;
 use axum::extract::{ConnectInfo, Request, State};
+use proxypool_edge::Peer;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use proxypool_throttle::{Clock, Decision, PolicyLimiter, Reason, Sweeper};
@@ -70,14 +71,21 @@ impl Shield {
     }
 }
 
-/// The peer address of the connection. Servers started with [`crate::serve`] (or axum's
-/// `into_make_service_with_connect_info::<SocketAddr>`) provide it; without it every
-/// request shares one bucket, which fails closed rather than open.
+/// The peer address of the connection. Servers started with [`crate::serve`] provide it
+/// (as a [`Peer`]; axum's `into_make_service_with_connect_info::<SocketAddr>` as a
+/// `ConnectInfo`); without it every request shares one bucket, which fails closed rather
+/// than open.
 pub(crate) fn peer_ip(request: &Request) -> IpAddr {
-    request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |info| info.0.ip())
+    let extensions = request.extensions();
+    extensions
+        .get::<Peer>()
+        .map(|peer| peer.0.ip())
+        .or_else(|| {
+            extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|info| info.0.ip())
+        })
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
 }
 
 /// Middleware: deny with 429 `rate_limited` and `Retry-After` when the peer's bucket is empty.
