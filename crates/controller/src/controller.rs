@@ -36,6 +36,8 @@ use proxypool_core::control::{GatewayClient, RateLimitSpec};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use crate::config::ControlLimits;
+use proxypool_edge::ServeLimits;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -152,6 +154,7 @@ impl Controller {
             publisher: self.publisher.clone(),
             tokens: self.tokens.clone(),
             snapshot: self.config().snapshot.clone(),
+            limits: self.config().control.limits.clone(),
             wake_ownership: self.wake_ownership.clone(),
         })
     }
@@ -268,15 +271,14 @@ impl Controller {
         let loops = self.spawn_loops();
 
         let router = self.control_router();
+        let limits = serve_limits(&self.config().control.limits);
         let mut server_shutdown = shutdown_rx.clone();
         let server = tokio::spawn(async move {
             let graceful = async move {
                 let _ = server_shutdown.wait_for(|stop| *stop).await;
             };
-            if let Err(e) = axum::serve(listener, router)
-                .with_graceful_shutdown(graceful)
-                .await
-            {
+            let service = proxypool_edge::TowerToHyperService::new(router);
+            if let Err(e) = proxypool_edge::serve(listener, service, limits, graceful).await {
                 tracing::error!("control API server failed: {e}");
             }
         });
@@ -322,6 +324,17 @@ impl Loops {
         for task in &self.tasks {
             task.abort();
         }
+    }
+}
+
+/// The edge scaffold's settings from `[control.limits]`.
+pub fn serve_limits(limits: &ControlLimits) -> ServeLimits {
+    ServeLimits {
+        max_connections: limits.max_connections,
+        max_connections_per_ip: limits.max_connections_per_ip,
+        header_read_timeout: limits.header_read_timeout.as_duration(),
+        keepalive_idle: limits.keepalive_idle.as_duration(),
+        max_header_bytes: limits.max_header_bytes,
     }
 }
 
