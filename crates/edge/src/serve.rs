@@ -19,7 +19,9 @@
 //!    the JSON error body in its place: [`HeadGuard`] recognises hyper's own empty 431 (the
 //!    only 431 these servers send; the services never answer 431) as it is written and
 //!    sends `{"error":{"code":"headers_too_large",...},"request_id":"..."}` with
-//!    `Connection: close` instead. Rejected alternatives: counting head bytes in a
+//!    `Connection: close` instead, then closes with a short, bounded linger (it reads and
+//!    drops what the peer is still sending), so the kernel does not reset the connection
+//!    under the answer. Rejected alternatives: counting head bytes in a
 //!    pre-read layer needs an HTTP/1 parser of its own to find where the next head starts
 //!    after a body, and checking the size in the service only works below hyper's cap.
 //! 4. **Graceful shutdown**: when `shutdown` completes the listener stops accepting, every
@@ -288,7 +290,23 @@ struct HeadGuard {
     max_header_bytes: usize,
     /// The replacement answer being written, and how much of it is out.
     replacing: Option<(Vec<u8>, usize, usize)>,
+    /// After the replacement: the rest of the oversize head being read and dropped.
+    linger: Option<Linger>,
 }
+
+/// A lingering close after the 431: the peer is usually still sending its head, and
+/// closing a socket with unread data makes the kernel reset the connection, which can
+/// destroy the answer before the peer reads it. So the write side is shut, and what the
+/// peer still sends is read and dropped, up to [`LINGER_BYTES`] or [`LINGER_FOR`].
+#[derive(Debug)]
+struct Linger {
+    until: Pin<Box<tokio::time::Sleep>>,
+    drained: usize,
+    write_shut: bool,
+}
+
+const LINGER_BYTES: usize = 2 * 1024 * 1024;
+const LINGER_FOR: Duration = Duration::from_secs(1);
 
 impl HeadGuard {
     fn new(stream: TcpStream, activity: Arc<Activity>, max_header_bytes: usize) -> Self {
@@ -298,6 +316,43 @@ impl HeadGuard {
             activity,
             max_header_bytes,
             replacing: None,
+            linger: None,
+        }
+    }
+
+    /// Whether the replacement 431 is out in full.
+    fn replaced(&self) -> bool {
+        self.replacing
+            .as_ref()
+            .is_some_and(|(answer, written, _)| *written >= answer.len())
+    }
+
+    /// Flushes, shuts the write side and drains the peer (see [`Linger`]).
+    fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let linger = self.linger.get_or_insert_with(|| Linger {
+            until: Box::pin(tokio::time::sleep(LINGER_FOR)),
+            drained: 0,
+            write_shut: false,
+        });
+        if !linger.write_shut {
+            match Pin::new(&mut self.stream).poll_shutdown(cx) {
+                Poll::Ready(_) => linger.write_shut = true,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        let mut scratch = [0u8; 8192];
+        loop {
+            if linger.drained >= LINGER_BYTES || linger.until.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut self.stream).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if !buf.filled().is_empty() => {
+                    linger.drained += buf.filled().len();
+                }
+                Poll::Ready(_) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
 
@@ -381,11 +436,19 @@ impl AsyncWrite for HeadGuard {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        if this.replaced() {
+            return this.poll_linger(cx);
+        }
+        Pin::new(&mut this.stream).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+        let this = self.get_mut();
+        if this.replaced() {
+            return this.poll_linger(cx);
+        }
+        Pin::new(&mut this.stream).poll_shutdown(cx)
     }
 
     // Not vectored, so hyper flattens each answer's head into one buffer and the 431 is
