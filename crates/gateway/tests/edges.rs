@@ -17,9 +17,16 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+/// Long enough that no flooding connection times out before the flood is complete (a
+/// freed slot would let the other address in even without the per-IP cap).
+const FLOOD_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 const FLOOD: usize = 2_000;
 
 async fn start() -> (Arc<TestController>, Running) {
+    start_with(HEADER_TIMEOUT).await
+}
+
+async fn start_with(header_timeout: Duration) -> (Arc<TestController>, Running) {
     let controller = TestController::start(WORKER, 3_600_000).await;
     let mut config = config(&controller);
     // Fewer global connections than the flood opens: only the per-IP cap keeps room for
@@ -27,7 +34,7 @@ async fn start() -> (Arc<TestController>, Running) {
     config.limits.max_connections = 1_500;
     config.limits.max_connections_per_ip = 64;
     config.limits.admin_max_connections = 64;
-    config.limits.header_read_timeout = Millis(HEADER_TIMEOUT.as_millis() as u64);
+    config.limits.header_read_timeout = Millis(header_timeout.as_millis() as u64);
     config.limits.keepalive_idle = Millis::from_secs(5);
     let running = Running::start(config).await;
     (controller, running)
@@ -59,10 +66,14 @@ async fn socks_served(addr: SocketAddr) {
 }
 
 async fn flood_then(addr: SocketAddr, served: impl std::future::Future<Output = ()>) {
+    let started = Instant::now();
     let flood = idle_flood(addr, FLOOD).await;
     assert!(flood.len() > 1_500, "the flood got {} connections", flood.len());
+    let flooded = started.elapsed();
+    eprintln!("flood took {flooded:?}");
+    assert!(flooded < FLOOD_HEADER_TIMEOUT, "the flood took {flooded:?}");
     served.await;
-    let open = still_open(flood, HEADER_TIMEOUT + Duration::from_millis(1_500)).await;
+    let open = still_open(flood, FLOOD_HEADER_TIMEOUT + Duration::from_millis(1_500)).await;
     assert_eq!(open, 0, "idle connections outlived the header timeout");
 }
 
@@ -72,21 +83,21 @@ const ADMIN_GET: &str = "GET /healthz HTTP/1.1\r\nHost: admin\r\nConnection: clo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_flood_on_the_http_listener_does_not_stop_another_address() {
-    let (_controller, gateway) = start().await;
+    let (_controller, gateway) = start_with(FLOOD_HEADER_TIMEOUT).await;
     flood_then(gateway.http, http_served(gateway.http, PROXY_GET)).await;
     gateway.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_flood_on_the_socks5_listener_does_not_stop_another_address() {
-    let (_controller, gateway) = start().await;
+    let (_controller, gateway) = start_with(FLOOD_HEADER_TIMEOUT).await;
     flood_then(gateway.socks5, socks_served(gateway.socks5)).await;
     gateway.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_flood_on_the_admin_listener_does_not_stop_another_address() {
-    let (_controller, gateway) = start().await;
+    let (_controller, gateway) = start_with(FLOOD_HEADER_TIMEOUT).await;
     flood_then(gateway.admin, http_served(gateway.admin, ADMIN_GET)).await;
     gateway.shutdown().await;
 }

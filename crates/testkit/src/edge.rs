@@ -24,20 +24,26 @@ pub async fn connect_from(source: IpAddr, addr: SocketAddr) -> io::Result<TcpStr
     socket.connect(addr).await
 }
 
-/// Opens `count` connections from [`FLOOD_SOURCE`] that never send a byte, in batches
+/// Opens `count` connections to `addr` (a 127.0.0.1 address, so they come from
+/// [`FLOOD_SOURCE`]) that never send a byte, in batches
 /// (each connect bounded to 2 s, so a server that stops accepting does not hang the test).
 /// Returns the connections that were established.
 pub async fn idle_flood(addr: SocketAddr, count: usize) -> Vec<TcpStream> {
     let mut streams = Vec::with_capacity(count);
     let mut left = count;
     while left > 0 {
-        let batch = left.min(200);
+        // Small batches: a burst of a few hundred SYNs overflows loopback listen queues
+        // on small machines, and each dropped SYN costs a 1 s retry.
+        let batch = left.min(50);
         left -= batch;
         let mut tasks = Vec::with_capacity(batch);
         for _ in 0..batch {
+            // Not bound first: a port picked at `bind` ignores the destination and soon
+            // meets a 4-tuple the server still holds in TIME_WAIT (a 1 s SYN retry);
+            // `connect` picks one that is free for this destination.
             tasks.push(tokio::spawn(tokio::time::timeout(
                 Duration::from_secs(2),
-                connect_from(FLOOD_SOURCE, addr),
+                TcpStream::connect(addr),
             )));
         }
         for task in tasks {
