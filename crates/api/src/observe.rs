@@ -7,12 +7,12 @@
 
 use crate::error::ErrorMark;
 use crate::request_id::RequestId;
-use proxypool_edge::{Code, REQUEST_ID_HEADER};
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use proxypool_edge::{Code, REQUEST_ID_HEADER};
 use std::time::Instant;
 use tracing::Instrument;
 

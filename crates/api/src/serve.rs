@@ -23,18 +23,17 @@ pub fn serve_limits(limits: &ApiLimits) -> ServeLimits {
 }
 
 /// Serves `router` on `listener` under `limits` until `shutdown` completes (then
-/// in-flight requests finish).
-pub async fn serve(
+/// in-flight requests finish). The future owns what it needs, so it can be spawned.
+pub fn serve(
     listener: TcpListener,
     router: Router,
     limits: &ApiLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
+) -> impl Future<Output = io::Result<()>> + Send + 'static {
     proxypool_edge::serve(
         listener,
         TowerToHyperService::new(router),
         serve_limits(limits),
         shutdown,
     )
-    .await
 }

@@ -33,7 +33,11 @@ const HEALTHZ: &str = "GET /healthz HTTP/1.1\r\nHost: api\r\nConnection: close\r
 async fn an_idle_flood_from_one_address_does_not_stop_another() {
     let server = server().await;
     let flood = idle_flood(server.addr, 2_000).await;
-    assert!(flood.len() > 1_024, "the flood got {} connections", flood.len());
+    assert!(
+        flood.len() > 1_024,
+        "the flood got {} connections",
+        flood.len()
+    );
 
     let started = Instant::now();
     let (head, _) = http_from(OTHER_SOURCE, server.addr, HEALTHZ, Duration::from_secs(1))
@@ -53,7 +57,10 @@ async fn a_client_trickling_its_head_is_cut_off() {
         .await
         .unwrap();
     assert!(cut, "the trickling client was served after {took:?}");
-    assert!(took < HEADER_TIMEOUT + Duration::from_millis(1_500), "{took:?}");
+    assert!(
+        took < HEADER_TIMEOUT + Duration::from_millis(1_500),
+        "{took:?}"
+    );
 }
 
 #[tokio::test]
@@ -68,11 +75,21 @@ async fn an_oversize_head_gets_431_in_the_error_shape() {
             .await
             .unwrap_or_else(|e| panic!("{size}-byte header: {e}"));
         assert!(head.starts_with("HTTP/1.1 431"), "{size}: {head}");
-        assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{head}"
+        );
         let body: serde_json::Value = serde_json::from_slice(&body).expect("a JSON body");
         assert_eq!(body["error"]["code"], "headers_too_large", "{body}");
-        assert!(body["error"]["message"].as_str().unwrap().contains("16384"), "{body}");
-        assert!(body["request_id"].as_str().unwrap().starts_with("req-"), "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("16384"),
+            "{body}"
+        );
+        assert!(
+            body["request_id"].as_str().unwrap().starts_with("req-"),
+            "{body}"
+        );
     }
     // A head under the cap is still served.
     let request = format!(

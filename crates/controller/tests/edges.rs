@@ -32,7 +32,11 @@ async fn start() -> (proxypool_controller::RunningController, SocketAddr) {
 async fn an_idle_flood_from_one_address_does_not_stop_another() {
     let (running, addr) = start().await;
     let flood = idle_flood(addr, 2_000).await;
-    assert!(flood.len() > 1_024, "the flood got {} connections", flood.len());
+    assert!(
+        flood.len() > 1_024,
+        "the flood got {} connections",
+        flood.len()
+    );
 
     let started = Instant::now();
     let (head, _) = http_from(OTHER_SOURCE, addr, HEALTHZ, Duration::from_secs(1))
@@ -53,7 +57,10 @@ async fn a_client_trickling_its_head_is_cut_off() {
         .await
         .unwrap();
     assert!(cut, "the trickling client was served after {took:?}");
-    assert!(took < HEADER_TIMEOUT + Duration::from_millis(1_500), "{took:?}");
+    assert!(
+        took < HEADER_TIMEOUT + Duration::from_millis(1_500),
+        "{took:?}"
+    );
     running.abort();
 }
 

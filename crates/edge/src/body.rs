@@ -181,7 +181,10 @@ mod tests {
             read_capped(&headers, body.clone(), 10).await.unwrap_err(),
             BodyError::TooLarge { cap: 10 }
         );
-        assert_eq!(read_capped(&headers, body.clone(), 11).await.unwrap().len(), 11);
+        assert_eq!(
+            read_capped(&headers, body.clone(), 11).await.unwrap().len(),
+            11
+        );
         headers.insert(header::CONTENT_LENGTH, "1000".parse().unwrap());
         assert_eq!(
             read_capped(&headers, body, 100).await.unwrap_err(),

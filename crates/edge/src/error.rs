@@ -9,10 +9,10 @@
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
-use proxypool_core::control::{ErrorBody, ErrorDetail};
-use proxypool_core::PoolError;
 #[cfg(doc)]
 use proxypool_core::Conflict;
+use proxypool_core::PoolError;
+use proxypool_core::control::{ErrorBody, ErrorDetail};
 use std::borrow::Cow;
 
 /// A fixed error code and the status it is sent with. `name` is what clients match on;
@@ -177,7 +177,10 @@ mod tests {
                 PoolError::Unavailable(Unavailable::ScanBudget),
                 Code::UNAVAILABLE,
             ),
-            (PoolError::store_down("redis://secret-host"), Code::UNAVAILABLE),
+            (
+                PoolError::store_down("redis://secret-host"),
+                Code::UNAVAILABLE,
+            ),
         ];
         for (error, code) in cases {
             let answer = from_pool(error);
@@ -195,7 +198,10 @@ mod tests {
             body,
             serde_json::json!({"error": {"code": "not_found", "message": "gone"}, "request_id": "req-1"})
         );
-        assert_eq!(Code::for_status(StatusCode::IM_A_TEAPOT).name, "invalid_request");
+        assert_eq!(
+            Code::for_status(StatusCode::IM_A_TEAPOT).name,
+            "invalid_request"
+        );
         assert_eq!(Code::for_status(StatusCode::BAD_GATEWAY).name, "internal");
     }
 }

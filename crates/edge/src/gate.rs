@@ -172,7 +172,11 @@ mod tests {
         assert_eq!(gate.open(), 2, "a per-IP refusal takes no global slot");
         let _third = gate.admit(b).unwrap();
         assert_eq!(gate.admit(b).unwrap_err(), Refused::Global);
-        assert_eq!(gate.per_ip().open_from(b), 1, "a global refusal gives its slot back");
+        assert_eq!(
+            gate.per_ip().open_from(b),
+            1,
+            "a global refusal gives its slot back"
+        );
         drop(first);
         assert_eq!(gate.per_ip().open_from(a), 1);
         assert_eq!(gate.open(), 2);
@@ -191,6 +195,10 @@ mod tests {
         assert!(limit.try_open(ip).is_none());
         drop(_one);
         drop(_two);
-        assert_eq!(limit.addresses(), 0, "no entry is left for a closed address");
+        assert_eq!(
+            limit.addresses(),
+            0,
+            "no entry is left for a closed address"
+        );
     }
 }

@@ -89,7 +89,10 @@ mod tests {
     #[test]
     fn a_callers_id_is_kept_only_when_short_and_printable() {
         let ok = HeaderValue::from_static("gw-1:abc_2.x");
-        assert_eq!(RequestId::from_header(&ok).unwrap().as_str(), "gw-1:abc_2.x");
+        assert_eq!(
+            RequestId::from_header(&ok).unwrap().as_str(),
+            "gw-1:abc_2.x"
+        );
         assert!(RequestId::from_header(&HeaderValue::from_static("a b")).is_none());
         assert!(RequestId::from_header(&HeaderValue::from_static("")).is_none());
         let long = HeaderValue::from_str(&"x".repeat(65)).unwrap();

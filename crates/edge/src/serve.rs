@@ -464,7 +464,8 @@ mod tests {
 
     #[test]
     fn only_hypers_empty_431_is_replaced() {
-        let automatic = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        let automatic =
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
         assert!(HeadGuard::is_automatic_431(automatic));
         assert!(!HeadGuard::is_automatic_431(
             b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"

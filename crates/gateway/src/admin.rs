@@ -1,13 +1,13 @@
 //! The admin listener: `/metrics` (Prometheus text), `/healthz` (200 while the snapshot
 //! is fresh, 503 when the gateway refuses traffic) and `/status` (JSON for operators).
 
+use crate::config::Limits;
 use crate::forward::body::ProxyBody;
 use crate::prometheus::PrometheusHandle;
 use crate::state::{Phase, Shared};
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use crate::config::Limits;
 use hyper::service::service_fn;
 use proxypool_edge::ServeLimits;
 use std::sync::Arc;

@@ -8,6 +8,7 @@
 //! authentication get the fitting reply code; bad credentials or selectors fail the
 //! RFC 1929 step (which has no room for a message) and the connection closes.
 
+use crate::accept::{Accepted, accept_loop};
 use crate::admission::{ClientPolicy, ConnectionPermit};
 use crate::auth::{Authenticated, authenticate};
 use crate::dial::TunnelDialer;
@@ -17,7 +18,6 @@ use crate::refusal::Refusal;
 use crate::state::Shared;
 use proxypool_proto::socks5::{self, Reply};
 use proxypool_proto::{ProtoError, TargetAddr, with_timeout};
-use crate::accept::{Accepted, accept_loop};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
@@ -25,10 +25,15 @@ use tokio::net::{TcpListener, TcpStream};
 /// Accepts SOCKS5 connections until the gateway starts draining (admission at accept:
 /// [`crate::accept`]).
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    accept_loop(listener, shared, Listener::Socks5, |shared, accepted| async move {
-        shared.metrics.socks_requests.increment(1);
-        serve_connection(&shared, accepted).await;
-    })
+    accept_loop(
+        listener,
+        shared,
+        Listener::Socks5,
+        |shared, accepted| async move {
+            shared.metrics.socks_requests.increment(1);
+            serve_connection(&shared, accepted).await;
+        },
+    )
     .await;
 }
 

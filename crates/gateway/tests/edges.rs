@@ -47,7 +47,11 @@ async fn http_served(addr: SocketAddr, request: &str) {
         .await
         .expect("another address is served within 1 s");
     assert!(head.starts_with("HTTP/1.1 "), "{head}");
-    eprintln!("{addr}: {:?} in {:?}", head.lines().next(), started.elapsed());
+    eprintln!(
+        "{addr}: {:?} in {:?}",
+        head.lines().next(),
+        started.elapsed()
+    );
 }
 
 /// The SOCKS5 method negotiation from the other address within 1 s.
@@ -68,7 +72,11 @@ async fn socks_served(addr: SocketAddr) {
 async fn flood_then(addr: SocketAddr, served: impl std::future::Future<Output = ()>) {
     let started = Instant::now();
     let flood = idle_flood(addr, FLOOD).await;
-    assert!(flood.len() > 1_500, "the flood got {} connections", flood.len());
+    assert!(
+        flood.len() > 1_500,
+        "the flood got {} connections",
+        flood.len()
+    );
     let flooded = started.elapsed();
     eprintln!("flood took {flooded:?}");
     assert!(flooded < FLOOD_HEADER_TIMEOUT, "the flood took {flooded:?}");
@@ -105,15 +113,22 @@ async fn an_idle_flood_on_the_admin_listener_does_not_stop_another_address() {
 #[tokio::test]
 async fn trickling_clients_are_cut_off_on_every_listener() {
     let (_controller, gateway) = start().await;
-    let socks_hello = [5u8, 1, 2, 1, 5, b'u', b's', b'e', b'r', b'1', 4, b'p', b'a', b's', b's'];
+    let socks_hello = [
+        5u8, 1, 2, 1, 5, b'u', b's', b'e', b'r', b'1', 4, b'p', b'a', b's', b's',
+    ];
     let cases: [(&str, SocketAddr, &[u8]); 3] = [
         ("http", gateway.http, PROXY_GET.as_bytes()),
         ("socks5", gateway.socks5, &socks_hello),
         ("admin", gateway.admin, ADMIN_GET.as_bytes()),
     ];
     for (name, addr, request) in cases {
-        let (took, cut) = trickle(addr, request, Duration::from_secs(1)).await.unwrap();
-        assert!(cut, "{name}: the trickling client was served after {took:?}");
+        let (took, cut) = trickle(addr, request, Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert!(
+            cut,
+            "{name}: the trickling client was served after {took:?}"
+        );
         assert!(
             took < HEADER_TIMEOUT + Duration::from_millis(1_500),
             "{name}: {took:?}"
@@ -129,9 +144,14 @@ async fn the_admin_listener_answers_an_oversize_head_with_json() {
         "GET /healthz HTTP/1.1\r\nHost: admin\r\nX-Big: {}\r\n\r\n",
         "a".repeat(1024 * 1024)
     );
-    let (head, body) = http_from(OTHER_SOURCE, gateway.admin, &request, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let (head, body) = http_from(
+        OTHER_SOURCE,
+        gateway.admin,
+        &request,
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
     assert!(head.starts_with("HTTP/1.1 431"), "{head}");
     let body: serde_json::Value = serde_json::from_slice(&body).expect("a JSON body");
     assert_eq!(body["error"]["code"], "headers_too_large", "{body}");

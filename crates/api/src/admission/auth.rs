@@ -20,7 +20,8 @@ impl FromRequestParts<ApiState> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
-        let token = proxypool_edge::bearer_token(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
+        let token =
+            proxypool_edge::bearer_token(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
         let client = state
             .clients()
             .authenticate(token)

@@ -7,9 +7,9 @@
 use crate::error::{ApiError, ErrorCode};
 use crate::state::ApiState;
 use axum::extract::{ConnectInfo, Request, State};
-use proxypool_edge::Peer;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use proxypool_edge::Peer;
 use proxypool_throttle::{Clock, Decision, PolicyLimiter, Reason, Sweeper};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -335,14 +335,9 @@ impl TestServer {
         let (shutdown, stopped) = oneshot::channel::<()>();
         let limits = setup.limits.clone();
         tokio::spawn(async move {
-            proxypool_api::serve(
-                listener,
-                proxypool_api::router(state),
-                &limits,
-                async {
-                    let _ = stopped.await;
-                },
-            )
+            proxypool_api::serve(listener, proxypool_api::router(state), &limits, async {
+                let _ = stopped.await;
+            })
             .await
             .unwrap();
         });

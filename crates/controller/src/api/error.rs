@@ -82,8 +82,8 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = Code::new(self.status, self.code);
-        let mut response = proxypool_edge::error_response(code, self.message, &self.request_id)
-            .into_response();
+        let mut response =
+            proxypool_edge::error_response(code, self.message, &self.request_id).into_response();
         let headers = response.headers_mut();
         if let Some(secs) = self.retry_after_secs {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));

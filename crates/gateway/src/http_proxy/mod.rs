@@ -14,6 +14,7 @@ mod service;
 
 pub(crate) use connect::run_tunnel;
 
+use crate::accept::{Accepted, accept_loop};
 use crate::io::ActivityIo;
 use crate::metrics::Listener;
 use crate::state::{Phase, Shared};
@@ -21,7 +22,6 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use service::ConnectionState;
-use crate::accept::{Accepted, accept_loop};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -30,9 +30,14 @@ use tokio::net::TcpListener;
 /// Accepts HTTP proxy connections until the gateway starts draining (admission at
 /// accept: [`crate::accept`]).
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    accept_loop(listener, shared, Listener::Http, |shared, accepted| async move {
-        serve_connection(&shared, accepted).await;
-    })
+    accept_loop(
+        listener,
+        shared,
+        Listener::Http,
+        |shared, accepted| async move {
+            serve_connection(&shared, accepted).await;
+        },
+    )
     .await;
 }
 
