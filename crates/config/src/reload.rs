@@ -263,6 +263,37 @@ concurrency = 8
     }
 
     #[test]
+    fn listener_limits_need_a_restart_but_the_gateways_per_ip_cap_applies_live() {
+        let with = |control: u32, per_ip: u32, admin: u32| {
+            format!(
+                "{BASE}[control.limits]\nmax_connections_per_ip = {control}\n[gateway]\n\
+                 [gateway.listeners]\nhttp = \"127.0.0.1:1\"\n[gateway.limits]\n\
+                 max_connections_per_ip = {per_ip}\nadmin_max_connections = {admin}\n"
+            )
+        };
+        let running = load(&with(8, 100, 10));
+        let loaded = load(&with(9, 200, 20));
+        let plan = ReloadPlan::between(&running, &loaded);
+        assert_eq!(
+            plan.restart,
+            vec![
+                "control.limits.max_connections_per_ip".to_owned(),
+                "gateway.limits.admin_max_connections".to_owned(),
+            ]
+        );
+        assert_eq!(
+            plan.live,
+            vec!["gateway.limits.max_connections_per_ip".to_owned()]
+        );
+        let applied = with_restart_keys(&running, &loaded);
+        assert_eq!(applied.control.limits.max_connections_per_ip, 8);
+        let gateway = applied.gateway.as_ref().unwrap();
+        assert_eq!(gateway.limits.max_connections_per_ip, 200);
+        assert_eq!(gateway.limits.admin_max_connections, 10);
+        assert!(ReloadPlan::between(&applied, &loaded).live.is_empty());
+    }
+
+    #[test]
     fn a_rotated_secret_behind_the_same_reference_is_a_change() {
         let running = load(BASE);
         let env = Env::from_pairs([("T", "another-token-value")]);
