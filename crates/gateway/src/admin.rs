@@ -15,7 +15,8 @@ use tokio::net::TcpListener;
 
 /// The admin listener's limits: the gateway's header and idle timeouts and head size,
 /// `limits.admin_max_connections` in total and a quarter of them (at least one) per
-/// address, so one address cannot shut operators out.
+/// address, so one address cannot shut operators out. Read when the listener starts: a
+/// reload changes the client listeners' timeouts, not the admin listener's.
 pub(crate) fn admin_limits(limits: &Limits) -> ServeLimits {
     ServeLimits {
         max_connections: limits.admin_max_connections,
