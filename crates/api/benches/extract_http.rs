@@ -208,10 +208,12 @@ fn main() {
         .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
+        // Its CONNECTIONS all come from one address, well under the per-IP cap.
+        let limits = proxypool_api::ApiLimits::default();
         tokio::spawn(proxypool_api::serve(
             listener,
             proxypool_api::router(state),
-            1024,
+            &limits,
             std::future::pending(),
         ));
         let http = reqwest::Client::builder()

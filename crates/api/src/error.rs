@@ -10,6 +10,7 @@
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use proxypool_core::{Conflict, PoolError};
+use proxypool_edge::Code;
 use std::borrow::Cow;
 
 /// The fixed error codes. `as_str` is what clients match on; never rename one.
@@ -44,57 +45,37 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
+    /// The code and status: the shared ones are `proxypool_edge::Code`'s.
+    pub fn code(self) -> Code {
         match self {
-            ErrorCode::InvalidRequest => "invalid_request",
-            ErrorCode::Unauthenticated => "unauthenticated",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::MethodNotAllowed => "method_not_allowed",
-            ErrorCode::IdempotencyConflict => "idempotency_conflict",
-            ErrorCode::InsufficientInventory => "insufficient_inventory",
-            ErrorCode::Conflict => "conflict",
-            ErrorCode::PayloadTooLarge => "payload_too_large",
-            ErrorCode::RateLimited => "rate_limited",
-            ErrorCode::QuotaExceeded => "quota_exceeded",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Internal => "internal",
+            ErrorCode::InvalidRequest => Code::INVALID_REQUEST,
+            ErrorCode::Unauthenticated => Code::UNAUTHENTICATED,
+            ErrorCode::Forbidden => Code::FORBIDDEN,
+            ErrorCode::NotFound => Code::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => Code::METHOD_NOT_ALLOWED,
+            ErrorCode::IdempotencyConflict => IDEMPOTENCY_CONFLICT,
+            ErrorCode::InsufficientInventory => Code::INSUFFICIENT_INVENTORY,
+            ErrorCode::Conflict => Code::CONFLICT,
+            ErrorCode::PayloadTooLarge => Code::PAYLOAD_TOO_LARGE,
+            ErrorCode::RateLimited => Code::RATE_LIMITED,
+            ErrorCode::QuotaExceeded => QUOTA_EXCEEDED,
+            ErrorCode::Unavailable => Code::UNAVAILABLE,
+            ErrorCode::Internal => Code::INTERNAL,
         }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.code().name
     }
 
     pub fn status(self) -> StatusCode {
-        match self {
-            ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
-            ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
-            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
-            ErrorCode::NotFound => StatusCode::NOT_FOUND,
-            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::IdempotencyConflict
-            | ErrorCode::InsufficientInventory
-            | ErrorCode::Conflict => StatusCode::CONFLICT,
-            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorCode::RateLimited | ErrorCode::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
-            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    /// The code a bare status stands for, for error responses nobody marked.
-    pub(crate) fn for_status(status: StatusCode) -> ErrorCode {
-        match status {
-            StatusCode::UNAUTHORIZED => ErrorCode::Unauthenticated,
-            StatusCode::FORBIDDEN => ErrorCode::Forbidden,
-            StatusCode::NOT_FOUND => ErrorCode::NotFound,
-            StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
-            StatusCode::CONFLICT => ErrorCode::Conflict,
-            StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
-            StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
-            StatusCode::SERVICE_UNAVAILABLE => ErrorCode::Unavailable,
-            s if s.is_client_error() => ErrorCode::InvalidRequest,
-            _ => ErrorCode::Internal,
-        }
+        self.code().status
     }
 }
+
+/// The client API's own codes (beside the shared ones).
+const IDEMPOTENCY_CONFLICT: Code = Code::new(StatusCode::CONFLICT, "idempotency_conflict");
+const QUOTA_EXCEEDED: Code = Code::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded");
 
 /// An error answer: a fixed code, a message safe to show the client, and extra headers.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -158,35 +139,29 @@ impl ApiError {
         self
     }
 
-    /// Maps a port error. Store details go to the operator's log, never to the client: a
-    /// store's message may name hosts or keys.
+    /// Maps a port error (`proxypool_edge::from_pool`, plus the API's own code for a
+    /// reused idempotency key). Store details go to the operator's log, never to the
+    /// client.
     pub fn from_pool(error: PoolError, retry_after_secs: u64) -> Self {
-        match error {
-            PoolError::InvalidInput(message) => ApiError::invalid(message),
-            PoolError::NotFound => ApiError::not_found("not found"),
-            PoolError::Conflict(Conflict::IdempotencyDigest) => ApiError::new(
+        if let PoolError::Conflict(Conflict::IdempotencyDigest) = error {
+            return ApiError::new(
                 ErrorCode::IdempotencyConflict,
                 "this Idempotency-Key was already used with a different request",
-            ),
-            PoolError::Conflict(conflict) => {
-                ApiError::new(ErrorCode::Conflict, conflict.to_string())
-            }
-            PoolError::InsufficientInventory {
-                requested,
-                matching,
-            } => ApiError::new(
-                ErrorCode::InsufficientInventory,
-                format!(
-                    "all_or_nothing: {requested} requested, only {matching} matching proxies available"
-                ),
-            ),
-            PoolError::Unavailable(reason) => {
-                tracing::warn!(%reason, "activity pool unavailable");
-                ApiError::unavailable(
-                    "the proxy store could not decide; retry later",
-                    retry_after_secs,
-                )
-            }
+            );
+        }
+        let answer = proxypool_edge::from_pool(error);
+        let code = match answer.code {
+            Code::INVALID_REQUEST => ErrorCode::InvalidRequest,
+            Code::NOT_FOUND => ErrorCode::NotFound,
+            Code::INSUFFICIENT_INVENTORY => ErrorCode::InsufficientInventory,
+            Code::UNAVAILABLE => ErrorCode::Unavailable,
+            _ => ErrorCode::Conflict,
+        };
+        let mapped = ApiError::new(code, answer.message);
+        if answer.retry {
+            mapped.retry_after(retry_after_secs)
+        } else {
+            mapped
         }
     }
 }

@@ -21,7 +21,7 @@
 //!     .metrics(MetricsHandle::install_global()?)
 //!     .cordon(controller_cordon)                      // optional
 //!     .build()?;
-//! proxypool_api::serve(listener, proxypool_api::router(state), 1024, shutdown).await?;
+//! proxypool_api::serve(listener, proxypool_api::router(state), &ApiLimits::default(), shutdown).await?;
 //! ```
 //!
 //! # Routes
@@ -47,9 +47,9 @@
 //! | `body` | JSON bodies: content type, size cap, field-naming errors |
 //! | `completion` | admitted work runs to completion even when the client goes away |
 //! | `error` | [`ApiError`], [`ErrorCode`] |
-//! | `request_id` | [`RequestId`]: server-generated, unique across replicas |
+//! | `request_id` | [`RequestId`] (the edge's): server-generated, unique across replicas |
 //! | `metrics` | metric names and helpers; `metrics::text`: [`TextRecorder`], [`MetricsHandle`] |
-//! | `serve` | [`serve`]: the router behind a connection cap |
+//! | `serve` | [`serve`]: the router on the edge's server scaffold (caps per IP and in total at accept, header and idle timeouts, head size cap) |
 
 mod admission;
 mod body;
@@ -76,5 +76,5 @@ pub use metrics::text::{MetricsHandle, RecorderTaken, TextRecorder};
 pub use request_id::RequestId;
 pub use routes::meta::OPENAPI_JSON;
 pub use routes::{ROUTES, router};
-pub use serve::serve;
+pub use serve::{serve, serve_limits};
 pub use state::{ApiPorts, ApiState, ApiStateBuilder, ConfigReloader};

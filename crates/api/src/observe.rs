@@ -5,18 +5,16 @@
 //! leaves with the API's body shape and the request id, whether a route, a middleware or
 //! axum itself produced it.
 
-use crate::error::{ErrorCode, ErrorMark};
+use crate::error::ErrorMark;
 use crate::request_id::RequestId;
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use proxypool_core::control::{ErrorBody, ErrorDetail};
+use proxypool_edge::{Code, REQUEST_ID_HEADER};
 use std::time::Instant;
 use tracing::Instrument;
-
-pub(crate) const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// Standard methods by name, anything else as `other` (bounded metric labels).
 fn method_label(method: &Method) -> &'static str {
@@ -56,23 +54,13 @@ pub(crate) async fn observe(mut request: Request, next: Next) -> Response {
     let status = response.status();
     if mark.is_some() || status.is_client_error() || status.is_server_error() {
         let (code, message) = match mark {
-            Some(mark) => (mark.code, mark.message.into_owned()),
-            None => {
-                let code = ErrorCode::for_status(status);
-                (
-                    code,
-                    status.canonical_reason().unwrap_or("error").to_owned(),
-                )
-            }
+            Some(mark) => (mark.code.as_str(), mark.message.into_owned()),
+            None => (
+                Code::for_status(status).name,
+                status.canonical_reason().unwrap_or("error").to_owned(),
+            ),
         };
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: code.as_str().to_owned(),
-                message,
-            },
-            request_id: request_id.to_string(),
-        };
-        let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        let bytes = proxypool_edge::error_body(code, message, request_id.as_str());
         let headers = response.headers_mut();
         headers.remove(header::CONTENT_LENGTH);
         headers.insert(

@@ -1,124 +1,39 @@
-//! Serving the router with a cap on open connections.
-//!
-//! axum's `serve` accepts every connection it is offered. [`serve`] wraps the listener so
-//! that an accept first takes a permit (held by the connection until it closes): at the cap
-//! the server simply stops accepting and further peers wait in the kernel's backlog, which
-//! costs the server nothing. Accepted sockets get `TCP_NODELAY` (small JSON answers on
-//! kept-alive connections must not wait for Nagle), and the peer address is passed on as
-//! `ConnectInfo<SocketAddr>`, which the shield keys on.
+//! Serving the router: the edge's one server scaffold ([`proxypool_edge::serve`]) with the
+//! `[api.limits]` that concern connections: a per-IP and a global cap taken at accept
+//! (over either the socket is closed at once), the header-read and keep-alive timeouts,
+//! and the head size cap (431 in the API's error shape). Every request carries its peer
+//! address as a [`proxypool_edge::Peer`], which the shield keys on.
 
+use crate::config::ApiLimits;
 use axum::Router;
-use axum::serve::{Listener, ListenerExt};
+use proxypool_edge::{ServeLimits, TowerToHyperService};
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::net::TcpListener;
 
-/// Serves `router` on `listener` with at most `max_connections` open connections until
-/// `shutdown` completes (then in-flight requests finish).
-pub async fn serve(
+/// The scaffold's settings from `[api.limits]`.
+pub fn serve_limits(limits: &ApiLimits) -> ServeLimits {
+    ServeLimits {
+        max_connections: limits.max_connections,
+        max_connections_per_ip: limits.max_connections_per_ip,
+        header_read_timeout: limits.header_read_timeout.as_duration(),
+        keepalive_idle: limits.keepalive_idle.as_duration(),
+        max_header_bytes: limits.max_header_bytes,
+    }
+}
+
+/// Serves `router` on `listener` under `limits` until `shutdown` completes (then
+/// in-flight requests finish). The future owns what it needs, so it can be spawned.
+pub fn serve(
     listener: TcpListener,
     router: Router,
-    max_connections: usize,
+    limits: &ApiLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
-    let listener = CappedListener {
-        inner: listener,
-        permits: Arc::new(Semaphore::new(max_connections.max(1))),
-    }
-    .tap_io(|stream| {
-        // Best effort: a socket that refuses the option still works, just with Nagle.
-        let _ = stream.stream.set_nodelay(true);
-    });
-    axum::serve(
+) -> impl Future<Output = io::Result<()>> + Send + 'static {
+    proxypool_edge::serve(
         listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
+        TowerToHyperService::new(router),
+        serve_limits(limits),
+        shutdown,
     )
-    .with_graceful_shutdown(shutdown)
-    .await
-}
-
-/// A TCP listener that accepts only while it has connection permits.
-#[derive(Debug)]
-struct CappedListener {
-    inner: TcpListener,
-    permits: Arc<Semaphore>,
-}
-
-impl Listener for CappedListener {
-    type Io = CappedStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        // The semaphore is never closed, so acquiring only waits.
-        let permit = loop {
-            if let Ok(permit) = self.permits.clone().acquire_owned().await {
-                break permit;
-            }
-        };
-        let (stream, addr) = Listener::accept(&mut self.inner).await;
-        (
-            CappedStream {
-                stream,
-                _permit: permit,
-            },
-            addr,
-        )
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.inner.local_addr()
-    }
-}
-
-/// A connection holding its permit until it is dropped.
-#[derive(Debug)]
-struct CappedStream {
-    stream: TcpStream,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl AsyncRead for CappedStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for CappedStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
 }

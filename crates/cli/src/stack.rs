@@ -299,15 +299,13 @@ fn start_api(
     let (stop, mut stopped) = watch::channel(false);
     let state_handle = state.clone();
     let router = proxypool_api::router(state);
-    let max_connections = section.limits.max_connections;
-    let task = tokio::spawn(proxypool_api::serve(
-        listener,
-        router,
-        max_connections,
-        async move {
+    let limits = section.limits.clone();
+    let task = tokio::spawn(async move {
+        proxypool_api::serve(listener, router, &limits, async move {
             let _ = stopped.wait_for(|s| *s).await;
-        },
-    ));
+        })
+        .await
+    });
     Ok(RunningApi {
         state: state_handle,
         stop,

@@ -10,6 +10,9 @@ use crate::secret::SecretRef;
 use proxypool_core::extract::MAX_EXTRACT_COUNT;
 use serde::{Deserialize, Serialize};
 
+/// The smallest head cap a listener can enforce (hyper's smallest read buffer).
+pub const MIN_HEADER_BYTES: usize = 8192;
+
 /// The `[api]` table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -32,8 +35,20 @@ pub struct ApiSection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ApiLimits {
-    /// Open connections accepted at once; further peers wait in the kernel's backlog.
+    /// Open connections at once; more are closed on accept.
     pub max_connections: usize,
+    /// Open connections at once from one address; more are closed on accept, before a
+    /// byte is read, so one address cannot take the whole `max_connections`.
+    pub max_connections_per_ip: usize,
+    /// Time a client has to send a complete request head (also the longest a kept-alive
+    /// connection waits for its next request).
+    pub header_read_timeout: Millis,
+    /// A kept-alive connection with no traffic and no request in flight for this long is
+    /// closed.
+    pub keepalive_idle: Millis,
+    /// Largest request head (request line and headers); over it the answer is 431. At
+    /// least 8192 (hyper's smallest read buffer).
+    pub max_header_bytes: usize,
     /// Requests processed at once; beyond that a request is answered 503 at once instead
     /// of queueing (a queue only adds latency to an overloaded server).
     pub max_concurrent_requests: usize,
@@ -53,6 +68,10 @@ impl Default for ApiLimits {
     fn default() -> Self {
         ApiLimits {
             max_connections: 1024,
+            max_connections_per_ip: 128,
+            header_read_timeout: Millis::from_secs(10),
+            keepalive_idle: Millis::from_secs(60),
+            max_header_bytes: 16 * 1024,
             max_concurrent_requests: 256,
             request_timeout: Millis::from_secs(10),
             // An extraction request is a few hundred bytes.
@@ -119,6 +138,9 @@ impl ApiLimits {
         let mut out = Vec::new();
         for (key, value) in [
             ("max_connections", self.max_connections as u64),
+            ("max_connections_per_ip", self.max_connections_per_ip as u64),
+            ("header_read_timeout", self.header_read_timeout.as_ms()),
+            ("keepalive_idle", self.keepalive_idle.as_ms()),
             (
                 "max_concurrent_requests",
                 self.max_concurrent_requests as u64,
@@ -130,6 +152,12 @@ impl ApiLimits {
             if value == 0 {
                 out.push((key, "must be at least 1".to_owned()));
             }
+        }
+        if self.max_header_bytes < MIN_HEADER_BYTES {
+            out.push((
+                "max_header_bytes",
+                format!("must be at least {MIN_HEADER_BYTES} (hyper's smallest read buffer)"),
+            ));
         }
         let retry = self.unavailable_retry_after.as_ms();
         if retry == 0 || !retry.is_multiple_of(1000) {

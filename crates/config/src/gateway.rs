@@ -95,6 +95,13 @@ pub struct Listeners {
 pub struct Limits {
     /// Client connections open at once over all listeners; more are closed on accept.
     pub max_connections: usize,
+    /// Client connections open at once from one address over all listeners; more are
+    /// closed on accept, before the global cap is touched (so one address cannot hold
+    /// every connection). Applies live to the next accept.
+    pub max_connections_per_ip: usize,
+    /// Connections open at once on the admin listener (each address gets at most
+    /// `max_connections_per_ip` of them). Bound to the listener: needs a restart.
+    pub admin_max_connections: usize,
     /// Time a client has to send a complete request head (HTTP) or handshake (SOCKS5).
     pub header_read_timeout: Millis,
     /// Largest request head accepted (HTTP); at least 8192 (hyper's minimum buffer).
@@ -118,6 +125,8 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_connections: 10_000,
+            max_connections_per_ip: 1_000,
+            admin_max_connections: 64,
             header_read_timeout: Millis::from_secs(10),
             max_header_bytes: 16 * 1024,
             keepalive_idle: Millis::from_secs(60),
@@ -281,6 +290,14 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
     }
     for (key, value) in [
         ("limits.max_connections", g.limits.max_connections as u64),
+        (
+            "limits.max_connections_per_ip",
+            g.limits.max_connections_per_ip as u64,
+        ),
+        (
+            "limits.admin_max_connections",
+            g.limits.admin_max_connections as u64,
+        ),
         ("limits.header_read_timeout", g.limits.header_read_timeout.0),
         ("limits.keepalive_idle", g.limits.keepalive_idle.0),
         ("limits.tunnel_idle", g.limits.tunnel_idle.0),

@@ -27,6 +27,9 @@ pub struct Config {
     pub quota: QuotaStoreConfig,
     #[serde(default)]
     pub listen: ListenConfig,
+    /// The worker control API's listener limits.
+    #[serde(default)]
+    pub control: ControlSection,
     #[serde(default)]
     pub snapshot: SnapshotConfig,
     #[serde(default)]
@@ -192,6 +195,78 @@ impl Default for ListenConfig {
             control: default_control_addr(),
             api: default_api_addr(),
         }
+    }
+}
+
+/// The `[control]` table: the worker control API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlSection {
+    pub limits: ControlLimits,
+}
+
+/// Limits of the worker control API's listener, enforced before a worker token is
+/// checked (connections, heads) or before a body is read (bodies are read only after the
+/// token is checked, and only up to the route's cap). Bound to the listener: a change
+/// needs a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlLimits {
+    /// Open connections at once; more are closed on accept.
+    pub max_connections: usize,
+    /// Open connections at once from one address; more are closed on accept.
+    pub max_connections_per_ip: usize,
+    /// Time a client has to send a complete request head.
+    pub header_read_timeout: Millis,
+    /// A kept-alive connection with no traffic and no request in flight for this long is
+    /// closed (a long-poll in flight is not idle).
+    pub keepalive_idle: Millis,
+    /// Largest request head; over it the answer is 431 (at least 8192).
+    pub max_header_bytes: usize,
+    /// Largest body of a session registration or a snapshot acknowledgement.
+    pub max_body_bytes: usize,
+    /// Largest runtime report body (a report lists every tracked proxy of a worker).
+    pub max_report_bytes: usize,
+}
+
+impl Default for ControlLimits {
+    fn default() -> Self {
+        ControlLimits {
+            max_connections: 1024,
+            max_connections_per_ip: 64,
+            header_read_timeout: Millis::from_secs(10),
+            keepalive_idle: Millis::from_secs(60),
+            max_header_bytes: 16 * 1024,
+            max_body_bytes: 64 * 1024,
+            // 100,000 entries of about 100 bytes each, with room to spare.
+            max_report_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+impl ControlLimits {
+    /// Every problem, as `(key under [control.limits], message)`.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        for (key, value) in [
+            ("max_connections", self.max_connections as u64),
+            ("max_connections_per_ip", self.max_connections_per_ip as u64),
+            ("header_read_timeout", self.header_read_timeout.as_ms()),
+            ("keepalive_idle", self.keepalive_idle.as_ms()),
+            ("max_body_bytes", self.max_body_bytes as u64),
+            ("max_report_bytes", self.max_report_bytes as u64),
+        ] {
+            if value == 0 {
+                out.push((key, "must be at least 1".to_owned()));
+            }
+        }
+        if self.max_header_bytes < crate::api::MIN_HEADER_BYTES {
+            out.push((
+                "max_header_bytes",
+                "must be at least 8192 (hyper's smallest read buffer)".to_owned(),
+            ));
+        }
+        out
     }
 }
 

@@ -3,7 +3,7 @@
 //! restart".
 //!
 //! Keys that shape what a process has bound, opened or sized at start (listen addresses,
-//! the store and quota connections, the control API's session and snapshot contract, the
+//! the control API's listener limits, the store and quota connections, the control API's session and snapshot contract, the
 //! client API's transport limits and shield, a gateway's identity, listeners, limiter
 //! engine, tracked-proxy and sticky-session bounds and control pacing, adding or removing
 //! the `[gateway]` table) need a restart: a reload reports them and keeps the running
@@ -19,6 +19,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "store",
     "quota",
     "listen",
+    "control",
     "snapshot",
     "api.limits",
     "api.shield",
@@ -28,6 +29,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "gateway.worker_token",
     "gateway.listeners",
     "gateway.limiter",
+    "gateway.limits.admin_max_connections",
     "gateway.limits.max_tracked_proxies",
     "gateway.limits.max_sticky_sessions",
     "gateway.control",
@@ -73,6 +75,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
     config.store = running.store.clone();
     config.quota = running.quota.clone();
     config.listen = running.listen.clone();
+    config.control = running.control.clone();
     config.snapshot = running.snapshot.clone();
     config.api.limits = running.api.limits.clone();
     config.api.shield = running.api.shield.clone();
@@ -85,6 +88,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
             gateway.worker_token = old.worker_token.clone();
             gateway.listeners = old.listeners.clone();
             gateway.limiter = old.limiter.clone();
+            gateway.limits.admin_max_connections = old.limits.admin_max_connections;
             gateway.limits.max_tracked_proxies = old.limits.max_tracked_proxies;
             gateway.limits.max_sticky_sessions = old.limits.max_sticky_sessions;
             gateway.control = old.control.clone();
@@ -295,6 +299,37 @@ concurrency = 8
             error.contains("max_sticky_sessions_per_client") && error.contains("at least 1"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn listener_limits_need_a_restart_but_the_gateways_per_ip_cap_applies_live() {
+        let with = |control: u32, per_ip: u32, admin: u32| {
+            format!(
+                "{BASE}[control.limits]\nmax_connections_per_ip = {control}\n[gateway]\n\
+                 [gateway.listeners]\nhttp = \"127.0.0.1:1\"\n[gateway.limits]\n\
+                 max_connections_per_ip = {per_ip}\nadmin_max_connections = {admin}\n"
+            )
+        };
+        let running = load(&with(8, 100, 10));
+        let loaded = load(&with(9, 200, 20));
+        let plan = ReloadPlan::between(&running, &loaded);
+        assert_eq!(
+            plan.restart,
+            vec![
+                "control.limits.max_connections_per_ip".to_owned(),
+                "gateway.limits.admin_max_connections".to_owned(),
+            ]
+        );
+        assert_eq!(
+            plan.live,
+            vec!["gateway.limits.max_connections_per_ip".to_owned()]
+        );
+        let applied = with_restart_keys(&running, &loaded);
+        assert_eq!(applied.control.limits.max_connections_per_ip, 8);
+        let gateway = applied.gateway.as_ref().unwrap();
+        assert_eq!(gateway.limits.max_connections_per_ip, 200);
+        assert_eq!(gateway.limits.admin_max_connections, 10);
+        assert!(ReloadPlan::between(&applied, &loaded).live.is_empty());
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub(crate) fn validate(c: &mut Check<'_>, config: &mut Config, role: Role) {
         let upstream_ids = upstreams(c, &mut config.upstreams, config.checker.timeout);
         clients(c, &mut config.clients, &upstream_ids, &policy_ids);
         api::validate(c, &mut config.api);
+        for (key, message) in config.control.limits.problems() {
+            c.at(format!("control.limits.{key}"), message);
+        }
     }
     if gateway {
         match &mut config.gateway {

@@ -154,6 +154,34 @@ fn bad_values_name_the_file_the_key_and_the_reason() {
     let text = example().replace("rate_limit = \"standard\"", "rate_limit = \"premium\"");
     let err = load(&text, example_env(), &dir).unwrap_err();
     assert_eq!(err.problems()[0].path, "clients[0].rate_limit");
+
+    // Listener limits: a zero cap or a head cap under hyper's smallest buffer is refused.
+    for (from, to, path) in [
+        (
+            "max_connections_per_ip = 128",
+            "max_connections_per_ip = 0",
+            "api.limits.max_connections_per_ip",
+        ),
+        (
+            "max_header_bytes = 16384           # larger request heads get 431 in",
+            "max_header_bytes = 4096 # larger request heads get 431 in",
+            "api.limits.max_header_bytes",
+        ),
+        (
+            "max_connections_per_ip = 64",
+            "max_connections_per_ip = 0",
+            "control.limits.max_connections_per_ip",
+        ),
+        (
+            "max_body_bytes = 65536             # largest registration",
+            "max_body_bytes = 0 # largest registration",
+            "control.limits.max_body_bytes",
+        ),
+    ] {
+        assert!(example().contains(from), "{from}");
+        let err = load(&example().replace(from, to), example_env(), &dir).unwrap_err();
+        assert_eq!(err.problems()[0].path, path, "{err}");
+    }
 }
 
 #[test]

@@ -19,6 +19,7 @@
 use crate::api::{self, ControlState, WorkerTokens};
 use crate::checker::Checker;
 use crate::clock::{SharedClock, SystemClock};
+use crate::config::ControlLimits;
 use crate::config::ProviderKind;
 use crate::config::{Config, ConfigError};
 use crate::leadership::Leadership;
@@ -33,6 +34,7 @@ use arc_swap::ArcSwap;
 use axum::Router;
 use proxypool_core::ActivityPool;
 use proxypool_core::control::{GatewayClient, RateLimitSpec};
+use proxypool_edge::ServeLimits;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -152,6 +154,7 @@ impl Controller {
             publisher: self.publisher.clone(),
             tokens: self.tokens.clone(),
             snapshot: self.config().snapshot.clone(),
+            limits: self.config().control.limits.clone(),
             wake_ownership: self.wake_ownership.clone(),
         })
     }
@@ -268,15 +271,14 @@ impl Controller {
         let loops = self.spawn_loops();
 
         let router = self.control_router();
+        let limits = serve_limits(&self.config().control.limits);
         let mut server_shutdown = shutdown_rx.clone();
         let server = tokio::spawn(async move {
             let graceful = async move {
                 let _ = server_shutdown.wait_for(|stop| *stop).await;
             };
-            if let Err(e) = axum::serve(listener, router)
-                .with_graceful_shutdown(graceful)
-                .await
-            {
+            let service = proxypool_edge::TowerToHyperService::new(router);
+            if let Err(e) = proxypool_edge::serve(listener, service, limits, graceful).await {
                 tracing::error!("control API server failed: {e}");
             }
         });
@@ -322,6 +324,17 @@ impl Loops {
         for task in &self.tasks {
             task.abort();
         }
+    }
+}
+
+/// The edge scaffold's settings from `[control.limits]`.
+pub fn serve_limits(limits: &ControlLimits) -> ServeLimits {
+    ServeLimits {
+        max_connections: limits.max_connections,
+        max_connections_per_ip: limits.max_connections_per_ip,
+        header_read_timeout: limits.header_read_timeout.as_duration(),
+        keepalive_idle: limits.keepalive_idle.as_duration(),
+        max_header_bytes: limits.max_header_bytes,
     }
 }
 

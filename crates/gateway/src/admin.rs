@@ -1,48 +1,49 @@
 //! The admin listener: `/metrics` (Prometheus text), `/healthz` (200 while the snapshot
 //! is fresh, 503 when the gateway refuses traffic) and `/status` (JSON for operators).
 
+use crate::config::Limits;
 use crate::forward::body::ProxyBody;
 use crate::prometheus::PrometheusHandle;
 use crate::state::{Phase, Shared};
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use proxypool_edge::ServeLimits;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// Serves admin requests until the gateway stops.
+/// The admin listener's limits: the gateway's header and idle timeouts and head size,
+/// `limits.admin_max_connections` in total and a quarter of them (at least one) per
+/// address, so one address cannot shut operators out. Read when the listener starts: a
+/// reload changes the client listeners' timeouts, not the admin listener's.
+pub(crate) fn admin_limits(limits: &Limits) -> ServeLimits {
+    ServeLimits {
+        max_connections: limits.admin_max_connections,
+        max_connections_per_ip: (limits.admin_max_connections / 4).max(1),
+        header_read_timeout: limits.header_read_timeout.as_duration(),
+        keepalive_idle: limits.keepalive_idle.as_duration(),
+        max_header_bytes: limits.max_header_bytes,
+    }
+}
+
+/// Serves admin requests (on the edge's server scaffold) until the gateway stops.
 pub(crate) async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     metrics: Option<PrometheusHandle>,
 ) {
+    let limits = admin_limits(&shared.config().limits);
     let mut phase = shared.phase.clone();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = phase.wait_for(|p| *p == Phase::Stopped) => break,
-        };
-        let Ok((stream, _)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let shared = Arc::clone(&shared);
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: Request<Incoming>| {
-                let response = answer(&shared, metrics.as_ref(), request.uri().path());
-                async move { Ok::<_, std::convert::Infallible>(response) }
-            });
-            let _ = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
+    let stopped = async move {
+        let _ = phase.wait_for(|p| *p == Phase::Stopped).await;
+    };
+    let service = service_fn(move |request: Request<Incoming>| {
+        let response = answer(&shared, metrics.as_ref(), request.uri().path());
+        async move { Ok::<_, std::convert::Infallible>(response) }
+    });
+    if let Err(error) = proxypool_edge::serve(listener, service, limits, stopped).await {
+        tracing::warn!(%error, "admin listener failed");
     }
 }
 

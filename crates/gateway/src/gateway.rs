@@ -114,6 +114,7 @@ impl Gateway {
         let shared = Arc::new(Shared {
             connections: Arc::new(Semaphore::new(config.limits.max_connections)),
             connection_cap: AtomicUsize::new(config.limits.max_connections),
+            per_ip: proxypool_edge::PerIpLimit::new(config.limits.max_connections_per_ip),
             settings: ArcSwap::from_pointee(config),
             store,
             router,

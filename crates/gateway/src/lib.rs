@@ -12,6 +12,7 @@
 //!
 //! # Per request
 //!
+//! (at accept: per-IP connection cap → per-IP shield → global connection cap) →
 //! per-IP shield → snapshot (503 `gateway_stale` when the controller has been
 //! unreachable for longer than `max_staleness_ms`) → proxy credentials and username
 //! selectors → client policy limiter → destination policy (403 `destination_denied` for
@@ -26,6 +27,7 @@
 //! | --- | --- |
 //! | `gateway` | [`Gateway`]: bind, run, graceful shutdown |
 //! | `config` | [`GatewayConfig`] and its validation |
+//! | `accept` | the one accept loop of the HTTP and SOCKS5 listeners: per-IP cap, shield, global cap |
 //! | `http_proxy` | HTTP listener: requests, `CONNECT`, idle watchdog |
 //! | `socks` | SOCKS5 listener |
 //! | `forward` | plain HTTP forwarding, upstream connection pool, bodies |
@@ -40,10 +42,11 @@
 //! | `destination` | the destination policy: targets and ports refused before any dial |
 //! | `admission` | per-IP shield, per-client policy limiter, per-client connection cap |
 //! | `control` | control-API client and the loop (session, snapshots, acks, reports) |
-//! | `metrics`, `prometheus`, `admin` | metric handles, text exporter, admin listener |
+//! | `metrics`, `prometheus`, `admin` | metric handles, text exporter, admin listener (on the edge's server scaffold) |
 //! | `refusal` | every refusal with its status, code and SOCKS5 reply |
 //! | `io`, `state` | activity-stamped sockets, shared state (with the [`proxypool_core::Clock`]) |
 
+mod accept;
 mod admin;
 mod admission;
 mod auth;

@@ -28,6 +28,7 @@ pub(crate) struct GatewayMetrics {
     connections: [Counter; 2],
     open: [Gauge; 2],
     pub rejected_connection_cap: Counter,
+    pub rejected_per_ip_cap: Counter,
     pub http_requests: Counter,
     pub connect_requests: Counter,
     pub socks_requests: Counter,
@@ -62,6 +63,9 @@ impl GatewayMetrics {
             ],
             rejected_connection_cap: counter!(
                 "proxypool_gateway_connections_rejected_total", "reason" => "connection_cap"
+            ),
+            rejected_per_ip_cap: counter!(
+                "proxypool_gateway_connections_rejected_total", "reason" => "per_ip_cap"
             ),
             http_requests: counter!("proxypool_gateway_requests_total", "kind" => "http"),
             connect_requests: counter!("proxypool_gateway_requests_total", "kind" => "connect"),

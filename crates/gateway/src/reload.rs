@@ -1,9 +1,9 @@
 //! [`GatewayReload`]: applying reloaded settings to a running gateway without dropping a
 //! connection.
 //!
-//! What applies: connection limits (the cap, header and idle timeouts, header size),
-//! rotation, sticky-session lengths and the per-client sticky bound, dialing, the
-//! destination policy, the per-IP shield and the shutdown grace.
+//! What applies: connection limits (the cap, the per-IP cap, header and idle timeouts,
+//! header size), rotation, sticky-session lengths and the per-client sticky bound,
+//! dialing, the destination policy, the per-IP shield and the shutdown grace.
 //! A connection reads the settings when it needs them, so a change applies to what comes
 //! next; a connection keeps the shield it was admitted by. What needs a restart keeps its
 //! running value: identity and controller, listeners, the limiter engine, the bounds of
@@ -34,6 +34,7 @@ impl GatewayReload {
         let running = self.shared.config();
         let mut next = GatewayConfig::clone(&running);
         next.limits.max_connections = config.limits.max_connections;
+        next.limits.max_connections_per_ip = config.limits.max_connections_per_ip;
         next.limits.header_read_timeout = config.limits.header_read_timeout;
         next.limits.max_header_bytes = config.limits.max_header_bytes;
         next.limits.keepalive_idle = config.limits.keepalive_idle;
@@ -51,6 +52,9 @@ impl GatewayReload {
             self.shared.shield.store(shield.map(Arc::new));
         }
         self.resize(next.limits.max_connections);
+        self.shared
+            .per_ip
+            .set_cap(next.limits.max_connections_per_ip);
         self.shared.router.reconfigure(&next);
         self.shared.settings.store(Arc::new(next));
         tracing::info!("gateway settings applied");

@@ -1,12 +1,14 @@
 //! The SOCKS5 listener (RFC 1928 `CONNECT`, RFC 1929 username/password; IPv4, IPv6 and
 //! domain targets), on tokio with the `proxypool-proto` server steps.
 //!
-//! Order per connection: connection cap → per-IP shield → handshake (under the header
+//! Order per connection: admission at accept (per-IP cap → per-IP shield → connection
+//! cap: [`crate::accept`]) → handshake (under the header
 //! timeout) with the credentials checked between method negotiation and the request →
 //! client policy → destination policy → connection cap → route and dial → reply → relay. Refusals after
 //! authentication get the fitting reply code; bad credentials or selectors fail the
 //! RFC 1929 step (which has no room for a message) and the connection closes.
 
+use crate::accept::{Accepted, accept_loop};
 use crate::admission::{ClientPolicy, ConnectionPermit};
 use crate::auth::{Authenticated, authenticate};
 use crate::destination;
@@ -14,44 +16,26 @@ use crate::dial::TunnelDialer;
 use crate::http_proxy::run_tunnel;
 use crate::metrics::Listener;
 use crate::refusal::Refusal;
-use crate::state::{Phase, Shared};
+use crate::state::Shared;
 use proxypool_proto::socks5::{self, Reply};
 use proxypool_proto::{ProtoError, TargetAddr, with_timeout};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::OwnedSemaphorePermit;
 
-/// Accepts SOCKS5 connections until the gateway starts draining.
+/// Accepts SOCKS5 connections until the gateway starts draining (admission at accept:
+/// [`crate::accept`]).
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    let mut phase = shared.phase.clone();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = phase.wait_for(|p| *p != Phase::Running) => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "socks5 accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = Arc::clone(&shared.connections).try_acquire_owned() else {
-            shared.metrics.rejected_connection_cap.increment(1);
-            drop(stream);
-            continue;
-        };
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            shared.metrics.connection_opened(Listener::Socks5);
+    accept_loop(
+        listener,
+        shared,
+        Listener::Socks5,
+        |shared, accepted| async move {
             shared.metrics.socks_requests.increment(1);
-            serve_connection(&shared, stream, peer, permit).await;
-            shared.metrics.connection_closed(Listener::Socks5);
-        });
-    }
+            serve_connection(&shared, accepted).await;
+        },
+    )
+    .await;
 }
 
 /// What the handshake produced.
@@ -62,22 +46,16 @@ enum Handshake {
     Closed,
 }
 
-async fn serve_connection(
-    shared: &Arc<Shared>,
-    mut stream: TcpStream,
-    peer: SocketAddr,
-    permit: OwnedSemaphorePermit,
-) {
+async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
+    let Accepted {
+        mut stream,
+        peer,
+        admitted: permit,
+        shield,
+    } = accepted;
     let _ = stream.set_nodelay(true);
-    let shielded = match shared.shield.load_full() {
-        Some(shield) => {
-            let mut scopes = shield.connection(peer.ip());
-            shield.check(&mut scopes).inspect_err(|_| {
-                shared.metrics.shield_denials.increment(1);
-            })
-        }
-        None => Ok(()),
-    };
+    // The shield's verdict for this connection was charged at accept.
+    let shielded = shield.verdict;
     let handshake = with_timeout(
         shared.header_timeout(),
         handshake(shared, &mut stream, peer, shielded),

@@ -40,6 +40,9 @@ pub(crate) struct Shared {
     pub connections: Arc<Semaphore>,
     /// How many permits `connections` stands for (`limits.max_connections`).
     pub connection_cap: AtomicUsize,
+    /// Open client connections per address (all client listeners), taken before a
+    /// permit of `connections` (`limits.max_connections_per_ip`, resized on reload).
+    pub per_ip: Arc<proxypool_edge::PerIpLimit>,
     pub phase: watch::Receiver<Phase>,
     /// Wall time for leases and sessions, monotonic time for cooldowns and idle timers.
     pub clock: SharedClock,

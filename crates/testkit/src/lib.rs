@@ -25,6 +25,8 @@
 //! - `binaries`: where the server programs are found.
 //! - `scratch`, `url`: scratch directories and connection-URL parsing.
 //! - `error`: [`TestkitError`].
+//! - [`edge`]: real-socket clients for listener tests (idle floods, a client on another
+//!   loopback address, trickling and oversize requests); async, on tokio.
 //!
 //! Environment:
 //! - `PROXYPOOL_TEST_REDIS_URL`, `PROXYPOOL_TEST_POSTGRES_URL`: use an external server;
@@ -36,10 +38,11 @@
 //!   is a tmpfs with 1 GiB free, else the temp dir).
 //! - `CI=true`: a missing server fails the test instead of skipping it.
 //!
-//! Everything here is blocking (std only); calling it from an async test blocks that
+//! Everything but `edge` is blocking (std only); calling it from an async test blocks that
 //! test's thread for the server's startup, which is what a test wants anyway.
 
 mod binaries;
+pub mod edge;
 pub mod error;
 pub mod postgres;
 mod privilege;

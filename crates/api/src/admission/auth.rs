@@ -4,10 +4,8 @@
 use crate::clients::ApiClient;
 use crate::error::ApiError;
 use crate::state::ApiState;
-use axum::extract::{ConnectInfo, FromRequestParts};
-use axum::http::header;
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The authenticated client of a request.
@@ -22,17 +20,15 @@ impl FromRequestParts<ApiState> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
-        let token = bearer_token(parts).ok_or_else(ApiError::unauthenticated)?;
+        let token =
+            proxypool_edge::bearer_token(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
         let client = state
             .clients()
             .authenticate(token)
             .ok_or_else(ApiError::unauthenticated)?;
         // Checked after the token, so an address outside the list learns nothing about
         // which tokens exist; and before any route runs or any quota is charged.
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|info| info.0.ip());
+        let peer = crate::admission::shield::peer_of(&parts.extensions).map(|peer| peer.ip());
         if !client.ip_allowlist.is_empty() && peer.is_none_or(|ip| !client.may_call_from(ip)) {
             return Err(ApiError::forbidden(
                 "this client may not call from this address",
@@ -55,14 +51,4 @@ impl FromRequestParts<ApiState> for AdminPrincipal {
             Err(ApiError::forbidden("this route needs an admin token"))
         }
     }
-}
-
-/// The token of `Authorization: Bearer <token>` (scheme case-insensitive).
-pub(crate) fn bearer_token(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|token| !token.is_empty())
 }

@@ -1,18 +1,20 @@
 //! The client address behind a trusted load balancer: from a peer in `[api]
 //! trusted_proxies`, `X-Forwarded-For` names the client, and this middleware puts that
-//! address where the shield and the allowlist check look (`ConnectInfo`). From any other
+//! address where the shield and the allowlist check look (the scaffold's `Peer`). From any other
 //! peer the header is ignored: a client cannot pick its own address.
 //!
 //! The leftmost entry is whatever the client wrote; only what the trusted hops appended
 //! is believed. So the list is read from the right, skipping trusted hops, and the first
 //! address that is not one of them is the client.
 
+use crate::admission::shield::peer_of;
 use crate::clients::in_block;
 use crate::state::ApiState;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
+use proxypool_edge::Peer;
 use std::net::{IpAddr, SocketAddr};
 
 /// Most entries read from the right of the header(s); a longer chain stops there.
@@ -25,15 +27,13 @@ pub(crate) async fn client_address(
 ) -> Response {
     let trusted = state.trusted_proxies();
     if !trusted.is_empty()
-        && let Some(ConnectInfo(peer)) = request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .copied()
+        && let Some(peer) = peer_of(request.extensions())
         && let Some(client) = forwarded_client(peer.ip(), request.headers(), trusted)
     {
-        request
-            .extensions_mut()
-            .insert(ConnectInfo(SocketAddr::new(client, 0)));
+        // Both places the address is read from (the scaffold's and axum's).
+        let client = SocketAddr::new(client, 0);
+        request.extensions_mut().insert(Peer(client));
+        request.extensions_mut().insert(ConnectInfo(client));
     }
     next.run(request).await
 }

@@ -1,10 +1,9 @@
 //! Transport limits applied before authentication: concurrency, timeout and declared body
-//! size. (Open connections are capped by [`crate::serve`], which stops accepting.)
+//! size. (Open connections are capped per address and in total by [`crate::serve`], at accept.)
 
 use crate::error::{ApiError, ErrorCode};
 use crate::state::ApiState;
 use axum::extract::{Request, State};
-use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -40,12 +39,7 @@ pub(crate) async fn declared_body_size(
     next: Next,
 ) -> Response {
     let cap = state.limits().max_body_bytes;
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > cap as u64) {
+    if proxypool_edge::body::declared_over(request.headers(), cap) {
         return payload_too_large(cap).into_response();
     }
     next.run(request).await

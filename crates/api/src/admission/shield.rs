@@ -9,6 +9,7 @@ use crate::state::ApiState;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use proxypool_edge::Peer;
 use proxypool_throttle::{Clock, Decision, PolicyLimiter, Reason, Sweeper};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -70,14 +71,22 @@ impl Shield {
     }
 }
 
-/// The peer address of the connection. Servers started with [`crate::serve`] (or axum's
-/// `into_make_service_with_connect_info::<SocketAddr>`) provide it; without it every
-/// request shares one bucket, which fails closed rather than open.
+/// The peer address of the connection. Servers started with [`crate::serve`] provide it
+/// (as a [`Peer`]; axum's `into_make_service_with_connect_info::<SocketAddr>` as a
+/// `ConnectInfo`); without it every request shares one bucket, which fails closed rather
+/// than open.
 pub(crate) fn peer_ip(request: &Request) -> IpAddr {
-    request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |info| info.0.ip())
+    peer_of(request.extensions()).map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |peer| peer.ip())
+}
+
+/// The client's address as the request carries it (see [`peer_ip`]); behind a trusted
+/// load balancer, the one its `X-Forwarded-For` names (`admission::forwarded`).
+pub(crate) fn peer_of(extensions: &axum::http::Extensions) -> Option<SocketAddr> {
+    extensions.get::<Peer>().map(|peer| peer.0).or_else(|| {
+        extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|info| info.0)
+    })
 }
 
 /// Middleware: deny with 429 `rate_limited` and `Retry-After` when the peer's bucket is empty.

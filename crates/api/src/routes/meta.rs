@@ -16,8 +16,7 @@ pub(crate) async fn metrics(
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
     if let Some(token) = state.metrics_token() {
-        let (parts, _) = request.into_parts();
-        let presented = crate::admission::auth::bearer_token(&parts).unwrap_or_default();
+        let presented = proxypool_edge::bearer_token(request.headers()).unwrap_or_default();
         if !token.verify(presented) {
             return Err(ApiError::unauthenticated());
         }

@@ -342,16 +342,11 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (shutdown, stopped) = oneshot::channel::<()>();
-        let max_connections = setup.limits.max_connections;
+        let limits = setup.limits.clone();
         tokio::spawn(async move {
-            proxypool_api::serve(
-                listener,
-                proxypool_api::router(state),
-                max_connections,
-                async {
-                    let _ = stopped.await;
-                },
-            )
+            proxypool_api::serve(listener, proxypool_api::router(state), &limits, async {
+                let _ = stopped.await;
+            })
             .await
             .unwrap();
         });

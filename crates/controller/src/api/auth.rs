@@ -6,7 +6,7 @@ use super::error::ApiError;
 use super::request_id::RequestId;
 use crate::config::WorkerTokenConfig;
 use arc_swap::ArcSwap;
-use axum::http::{HeaderMap, header};
+use axum::http::HeaderMap;
 use proxypool_core::WorkerId;
 use std::sync::Arc;
 
@@ -29,22 +29,15 @@ impl WorkerTokens {
         self.tokens.store(Arc::new(tokens));
     }
 
-    /// Checks the bearer token and that it may act for `worker`.
-    pub fn authorize(
+    /// Checks the bearer token from the headers alone (before any body is read) and
+    /// returns what it may act for.
+    pub fn authenticate(
         &self,
         headers: &HeaderMap,
-        worker: &WorkerId,
         rid: &RequestId,
-    ) -> Result<(), ApiError> {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                let (scheme, token) = v.split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            })
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| ApiError::unauthenticated(rid))?;
+    ) -> Result<Authenticated, ApiError> {
+        let presented =
+            proxypool_edge::bearer_token(headers).ok_or_else(|| ApiError::unauthenticated(rid))?;
         // Check every token (no early exit) so timing does not tell which one matched.
         let mut matched: Option<&WorkerTokenConfig> = None;
         let tokens = self.tokens.load();
@@ -54,8 +47,36 @@ impl WorkerTokens {
             }
         }
         let token = matched.ok_or_else(|| ApiError::unauthenticated(rid))?;
-        if !token.workers.is_empty() && !token.workers.contains(worker) {
-            tracing::info!(token = %token.name, %worker, "worker token used for a worker it does not cover");
+        Ok(Authenticated {
+            name: token.name.clone(),
+            workers: token.workers.clone(),
+        })
+    }
+
+    /// Checks the bearer token and that it may act for `worker`.
+    pub fn authorize(
+        &self,
+        headers: &HeaderMap,
+        worker: &WorkerId,
+        rid: &RequestId,
+    ) -> Result<(), ApiError> {
+        self.authenticate(headers, rid)?.may_act_for(worker, rid)
+    }
+}
+
+/// A verified worker token.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    name: String,
+    /// Worker ids it may act for; empty = any.
+    workers: Vec<WorkerId>,
+}
+
+impl Authenticated {
+    /// Whether the token may act for `worker` (403 otherwise).
+    pub fn may_act_for(&self, worker: &WorkerId, rid: &RequestId) -> Result<(), ApiError> {
+        if !self.workers.is_empty() && !self.workers.contains(worker) {
+            tracing::info!(token = %self.name, %worker, "worker token used for a worker it does not cover");
             return Err(ApiError::forbidden(
                 "this token may not act for this worker id",
                 rid,

@@ -1,15 +1,18 @@
 //! API errors in the shared body (`{"error":{"code","message"},"request_id"}`) with the
-//! fixed codes of the client API (docs/ARCHITECTURE.md), plus `fenced` and `conflict` for the control API.
+//! shared codes of `proxypool_edge::Code`, plus the control API's own `fenced`.
 //!
-//! Store failures are mapped here once: "unavailable" never leaks the store's detail to
-//! the caller (it is logged for operators), and always carries `Retry-After`.
+//! Store failures are mapped once, by `proxypool_edge::from_pool`: "unavailable" never
+//! leaks the store's detail to the caller (it is logged for operators), and always carries
+//! `Retry-After`.
 
 use super::request_id::RequestId;
-use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use proxypool_core::control::{ErrorBody, ErrorDetail};
 use proxypool_core::{Conflict, PoolError};
+use proxypool_edge::Code;
+
+/// 409: the session is not the worker's current live one; register again.
+pub const FENCED: Code = Code::new(StatusCode::CONFLICT, "fenced");
 
 /// An error answer.
 #[derive(Debug, Clone)]
@@ -37,73 +40,51 @@ impl ApiError {
         }
     }
 
+    pub fn coded(code: Code, message: impl Into<String>, rid: &RequestId) -> Self {
+        ApiError::new(code.status, code.name, message, rid)
+    }
+
     pub fn invalid(message: impl Into<String>, rid: &RequestId) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message, rid)
+        ApiError::coded(Code::INVALID_REQUEST, message, rid)
     }
 
     pub fn unauthenticated(rid: &RequestId) -> Self {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthenticated",
+        ApiError::coded(
+            Code::UNAUTHENTICATED,
             "a valid worker token is required (Authorization: Bearer ...)",
             rid,
         )
     }
 
     pub fn forbidden(message: impl Into<String>, rid: &RequestId) -> Self {
-        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message, rid)
+        ApiError::coded(Code::FORBIDDEN, message, rid)
     }
 
     /// Maps a store error.
     pub fn from_pool(error: PoolError, rid: &RequestId) -> Self {
-        match error {
-            PoolError::InvalidInput(message) => ApiError::invalid(message, rid),
-            PoolError::NotFound => {
-                ApiError::new(StatusCode::NOT_FOUND, "not_found", "not found", rid)
-            }
-            PoolError::Conflict(Conflict::Fenced) => ApiError::new(
-                StatusCode::CONFLICT,
-                "fenced",
+        if let PoolError::Conflict(Conflict::Fenced) = error {
+            return ApiError::coded(
+                FENCED,
                 "this session is not the worker's current live session; register again",
                 rid,
-            ),
-            PoolError::Conflict(conflict) => {
-                ApiError::new(StatusCode::CONFLICT, "conflict", conflict.to_string(), rid)
-            }
-            e @ PoolError::InsufficientInventory { .. } => ApiError::new(
-                StatusCode::CONFLICT,
-                "insufficient_inventory",
-                e.to_string(),
-                rid,
-            ),
-            PoolError::Unavailable(detail) => {
-                tracing::warn!(request_id = %rid.0, "store unavailable: {detail}");
-                ApiError {
-                    retry_after_secs: Some(1),
-                    ..ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "unavailable",
-                        "the store is unavailable; retry later",
-                        rid,
-                    )
-                }
-            }
+            );
         }
+        let answer = proxypool_edge::from_pool(error);
+        let mut mapped = ApiError::coded(answer.code, answer.message, rid);
+        if answer.retry {
+            tracing::warn!(request_id = %rid.0, "store unavailable");
+            mapped.retry_after_secs = Some(1);
+        }
+        mapped
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code.to_owned(),
-                message: self.message,
-            },
-            request_id: self.request_id,
-        };
-        let mut response = (self.status, Json(body)).into_response();
+        let code = Code::new(self.status, self.code);
+        let mut response =
+            proxypool_edge::error_response(code, self.message, &self.request_id).into_response();
         let headers = response.headers_mut();
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         if let Some(secs) = self.retry_after_secs {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }

@@ -1,12 +1,13 @@
 //! The worker control API handlers (paths and semantics: `proxypool_core::control`).
 
 use super::ControlState;
-use super::body::JsonBody;
+use super::body::read_json;
 use super::error::ApiError;
 use super::request_id::RequestId;
 use crate::ownership::release_worker;
 use crate::snapshot::PollOutcome;
 use axum::Json;
+use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -30,9 +31,13 @@ pub(super) async fn register(
     State(state): State<ControlState>,
     rid: RequestId,
     headers: HeaderMap,
-    JsonBody(request): JsonBody<RegisterSession>,
+    body: Body,
 ) -> Result<Json<SessionGrant>, ApiError> {
-    state.tokens.authorize(&headers, &request.worker, &rid)?;
+    // The token first, from the headers: an unauthenticated body is never read.
+    let token = state.tokens.authenticate(&headers, &rid)?;
+    let request: RegisterSession =
+        read_json(&headers, body, state.limits.max_body_bytes, &rid).await?;
+    token.may_act_for(&request.worker, &rid)?;
     let ttl = state.snapshot.session_ttl.as_ms();
     let session = state
         .pool
@@ -104,10 +109,11 @@ pub(super) async fn ack(
     rid: RequestId,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
-    JsonBody(request): JsonBody<SnapshotAck>,
+    body: Body,
 ) -> Result<StatusCode, ApiError> {
     let worker = worker_from_path(path, &rid)?;
     state.tokens.authorize(&headers, &worker, &rid)?;
+    let request: SnapshotAck = read_json(&headers, body, state.limits.max_body_bytes, &rid).await?;
     state
         .pool
         .ack_snapshot(
@@ -128,10 +134,12 @@ pub(super) async fn report(
     rid: RequestId,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
-    JsonBody(report): JsonBody<RuntimeReport>,
+    body: Body,
 ) -> Result<Json<ReportAck>, ApiError> {
     let worker = worker_from_path(path, &rid)?;
     state.tokens.authorize(&headers, &worker, &rid)?;
+    let report: RuntimeReport =
+        read_json(&headers, body, state.limits.max_report_bytes, &rid).await?;
     if report.worker != worker {
         return Err(ApiError::invalid(
             "the report's worker does not match the path",
@@ -216,5 +224,5 @@ pub(super) async fn healthz() -> &'static str {
 
 /// Any other path.
 pub(super) async fn not_found(rid: RequestId) -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route", &rid)
+    ApiError::coded(proxypool_edge::Code::NOT_FOUND, "no such route", &rid)
 }

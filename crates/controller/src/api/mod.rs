@@ -3,10 +3,14 @@
 //! core.
 //!
 //! - [`handlers`]: one function per route.
-//! - [`auth`]: bearer worker tokens.
-//! - [`body`]: the JSON body extractor (content type, size cap, error format).
-//! - [`error`]: [`ApiError`], the shared error body and the store-error mapping.
+//! - [`auth`]: bearer worker tokens, checked from the headers before a body is read.
+//! - [`body`]: JSON bodies with the route's cap (`[control.limits]`), read after the token.
+//! - [`error`]: [`ApiError`] on the edge's error body, codes and store-error mapping.
 //! - [`request_id`]: per-request ids.
+//!
+//! Served by the edge's server scaffold (`proxypool_edge::serve`, see
+//! [`crate::Controller::start_on`]): caps per IP and in total at accept, header and idle
+//! timeouts, a head size cap.
 
 pub mod auth;
 pub mod body;
@@ -19,7 +23,7 @@ pub use error::ApiError;
 pub use request_id::RequestId;
 
 use crate::clock::SharedClock;
-use crate::config::SnapshotConfig;
+use crate::config::{ControlLimits, SnapshotConfig};
 use crate::snapshot::SnapshotPublisher;
 use axum::Router;
 use axum::routing::{delete, get, post};
@@ -36,6 +40,8 @@ pub struct ControlState {
     pub publisher: Arc<SnapshotPublisher>,
     pub tokens: Arc<WorkerTokens>,
     pub snapshot: SnapshotConfig,
+    /// Body caps per route.
+    pub limits: ControlLimits,
     /// Wakes the ownership manager (a new session should get proxies promptly).
     pub wake_ownership: Arc<Notify>,
 }
@@ -63,7 +69,7 @@ pub fn router(state: ControlState) -> Router {
         .route("/healthz", get(handlers::healthz))
         .fallback(handlers::not_found)
         .layer(axum::middleware::from_fn(request_id::assign))
-        // Our body extractor enforces its own cap with our error body.
+        // Handlers read bodies themselves, after the token, with the route's cap.
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(state)
 }

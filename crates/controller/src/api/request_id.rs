@@ -1,37 +1,22 @@
 //! Request ids: every answer (and every error body) names one, so an operator can find the
-//! request in the logs. A caller's `X-Request-Id` is kept when it is short and printable.
+//! request in the logs. A worker's `X-Request-Id` is kept when it is short and printable
+//! (the rule and the generator are `proxypool_edge::request_id`'s, shared with the client
+//! API).
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
+use proxypool_edge::REQUEST_ID_HEADER;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The request's id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestId(pub String);
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
 impl RequestId {
     fn generate() -> Self {
-        let prefix = crate::jitter::hex_id();
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        RequestId(format!("req_{}{n:x}", &prefix[..8]))
-    }
-
-    fn from_header(value: &HeaderValue) -> Option<Self> {
-        let text = value.to_str().ok()?;
-        let ok = !text.is_empty()
-            && text.len() <= 64
-            && text
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
-        ok.then(|| RequestId(text.to_owned()))
+        RequestId(proxypool_edge::RequestId::generate().to_string())
     }
 }
 
@@ -40,11 +25,11 @@ pub async fn assign(mut request: Request, next: Next) -> Response {
     let id = request
         .headers()
         .get(&REQUEST_ID_HEADER)
-        .and_then(RequestId::from_header)
-        .unwrap_or_else(RequestId::generate);
+        .and_then(proxypool_edge::RequestId::from_header)
+        .map_or_else(RequestId::generate, |id| RequestId(id.to_string()));
     request.extensions_mut().insert(id.clone());
     let mut response = next.run(request).await;
-    if let Ok(value) = HeaderValue::from_str(&id.0) {
+    if let Ok(value) = axum::http::HeaderValue::from_str(&id.0) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
     response

@@ -107,8 +107,13 @@ pub async fn serve_control(controller: &Controller) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let router = controller.control_router();
+    // The scaffold the controller serves with, at the configured limits.
+    let limits = proxypool_controller::serve_limits(&controller.config().control.limits);
     tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
+        let service = proxypool_edge::TowerToHyperService::new(router);
+        proxypool_edge::serve(listener, service, limits, std::future::pending())
+            .await
+            .unwrap();
     });
     addr
 }

@@ -2,7 +2,8 @@
 //! (each request authenticated, admitted and routed on its own, so rotation works on a
 //! kept-alive connection) and `CONNECT` tunnels.
 //!
-//! Per connection: a permit from the global connection cap, a header read timeout and
+//! Per connection: admission at accept (the per-IP cap, the shield's verdict, the global
+//! connection cap: [`crate::accept`]), a header read timeout and
 //! size cap (hyper answers 400/431 to malformed or oversized heads and closes), an idle
 //! watchdog for kept-alive connections, and a cache of the last verified credentials so a
 //! kept-alive client does not pay a hash per request.
@@ -13,6 +14,7 @@ mod service;
 
 pub(crate) use connect::run_tunnel;
 
+use crate::accept::{Accepted, accept_loop};
 use crate::io::ActivityIo;
 use crate::metrics::Listener;
 use crate::state::{Phase, Shared};
@@ -20,50 +22,32 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use service::ConnectionState;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::net::TcpListener;
 
-/// Accepts HTTP proxy connections until the gateway starts draining.
+/// Accepts HTTP proxy connections until the gateway starts draining (admission at
+/// accept: [`crate::accept`]).
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    let mut phase = shared.phase.clone();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = phase.wait_for(|p| *p != Phase::Running) => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // Out of descriptors and similar: back off instead of spinning.
-                tracing::warn!(%error, "http accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = Arc::clone(&shared.connections).try_acquire_owned() else {
-            shared.metrics.rejected_connection_cap.increment(1);
-            drop(stream);
-            continue;
-        };
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            shared.metrics.connection_opened(Listener::Http);
-            serve_connection(&shared, stream, peer, permit).await;
-            shared.metrics.connection_closed(Listener::Http);
-        });
-    }
+    accept_loop(
+        listener,
+        shared,
+        Listener::Http,
+        |shared, accepted| async move {
+            serve_connection(&shared, accepted).await;
+        },
+    )
+    .await;
 }
 
-async fn serve_connection(
-    shared: &Arc<Shared>,
-    stream: TcpStream,
-    peer: SocketAddr,
-    permit: OwnedSemaphorePermit,
-) {
+async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
+    let Accepted {
+        stream,
+        peer,
+        admitted,
+        shield,
+    } = accepted;
     let _ = stream.set_nodelay(true);
     let clock = Arc::clone(&shared.clock);
     let last_activity = Arc::new(AtomicU64::new(clock.monotonic_ms()));
@@ -72,7 +56,7 @@ async fn serve_connection(
         Arc::clone(&last_activity),
         Arc::clone(&clock),
     ));
-    let state = Arc::new(ConnectionState::new(shared, peer, permit));
+    let state = Arc::new(ConnectionState::new(peer, admitted, shield));
     let service = {
         let shared = Arc::clone(shared);
         let state = Arc::clone(&state);

@@ -1,8 +1,10 @@
-//! One HTTP proxy request: shield → snapshot (fail closed when stale) → authenticate →
+//! One HTTP proxy request: shield (the first request of a connection takes the verdict
+//! charged at accept) → snapshot (fail closed when stale) → authenticate →
 //! client policy → CONNECT tunnel or plain forward. Every refusal becomes a response with
 //! `X-Proxypool-Error`.
 
 use super::{connect, response};
+use crate::accept::{Admitted, ShieldAtAccept};
 use crate::admission::{ClientPolicy, Shield};
 use crate::auth::{Authenticated, authenticate};
 use crate::forward::{self, body::ProxyBody};
@@ -17,7 +19,6 @@ use proxypool_throttle::ConnectionScopes;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::OwnedSemaphorePermit;
 
 /// Per-connection state shared by the connection's requests.
 #[derive(Debug)]
@@ -25,11 +26,13 @@ pub(super) struct ConnectionState {
     peer: SocketAddr,
     /// The shield this connection was admitted by, and its scopes in it.
     shield: Option<(Arc<Shield>, Mutex<ConnectionScopes>)>,
+    /// The shield's verdict charged at accept, for the connection's first request.
+    prepaid: Mutex<Option<Result<(), Refusal>>>,
     /// The last credentials verified on this connection, for the view they were checked in.
     auth: Mutex<Option<CachedAuth>>,
     in_flight: AtomicUsize,
-    /// The global connection-cap permit; a CONNECT tunnel takes it along.
-    permit: Mutex<Option<OwnedSemaphorePermit>>,
+    /// The connection's per-IP and global slots; a CONNECT tunnel takes them along.
+    permit: Mutex<Option<Admitted>>,
 }
 
 #[derive(Debug)]
@@ -40,13 +43,13 @@ struct CachedAuth {
 }
 
 impl ConnectionState {
-    pub(super) fn new(shared: &Shared, peer: SocketAddr, permit: OwnedSemaphorePermit) -> Self {
+    pub(super) fn new(peer: SocketAddr, permit: Admitted, shield: ShieldAtAccept) -> Self {
         Self {
             peer,
-            shield: shared.shield.load_full().map(|shield| {
-                let scopes = Mutex::new(shield.connection(peer.ip()));
-                (shield, scopes)
-            }),
+            shield: shield
+                .shield
+                .map(|(shield, scopes)| (shield, Mutex::new(scopes))),
+            prepaid: Mutex::new(Some(shield.verdict)),
             auth: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
             permit: Mutex::new(Some(permit)),
@@ -57,7 +60,7 @@ impl ConnectionState {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    pub(super) fn take_permit(&self) -> Option<OwnedSemaphorePermit> {
+    pub(super) fn take_permit(&self) -> Option<Admitted> {
         self.permit.lock_or_recover().take()
     }
 }
@@ -93,7 +96,11 @@ async fn admit_and_route(
     state: &ConnectionState,
     request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Refusal> {
-    if let Some((shield, scopes)) = &state.shield {
+    // The first request was charged at accept; each later one is charged here.
+    let prepaid = state.prepaid.lock_or_recover().take();
+    if let Some(verdict) = prepaid {
+        verdict?;
+    } else if let Some((shield, scopes)) = &state.shield {
         let mut scopes = scopes.lock_or_recover();
         shield.check(&mut scopes).inspect_err(|_| {
             shared.metrics.shield_denials.increment(1);

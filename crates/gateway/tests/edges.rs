@@ -1,0 +1,159 @@
+//! The gateway's listeners (HTTP proxy, SOCKS5, admin) under hostile connections, over
+//! real sockets: an idle flood from one address does not stop a client on another (the
+//! per-IP cap is taken at accept, before the global cap, so the flood cannot hold every
+//! connection), idle and trickling connections are closed after the header timeout, and
+//! the admin listener answers an oversize head with 431 in the JSON error shape.
+
+mod common;
+
+use common::control::TestController;
+use common::*;
+use proxypool_testkit::edge::{
+    OTHER_SOURCE, connect_from, http_from, idle_flood, still_open, trickle,
+};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+/// Long enough that no flooding connection times out before the flood is complete (a
+/// freed slot would let the other address in even without the per-IP cap).
+const FLOOD_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+const FLOOD: usize = 2_000;
+
+async fn start() -> (Arc<TestController>, Running) {
+    start_with(HEADER_TIMEOUT).await
+}
+
+async fn start_with(header_timeout: Duration) -> (Arc<TestController>, Running) {
+    let controller = TestController::start(WORKER, 3_600_000).await;
+    let mut config = config(&controller);
+    // Fewer global connections than the flood opens: only the per-IP cap keeps room for
+    // everyone else.
+    config.limits.max_connections = 1_500;
+    config.limits.max_connections_per_ip = 64;
+    config.limits.admin_max_connections = 64;
+    config.limits.header_read_timeout = Millis(header_timeout.as_millis() as u64);
+    config.limits.keepalive_idle = Millis::from_secs(5);
+    let running = Running::start(config).await;
+    (controller, running)
+}
+
+/// Any HTTP answer from the other address within 1 s.
+async fn http_served(addr: SocketAddr, request: &str) {
+    let started = Instant::now();
+    let (head, _) = http_from(OTHER_SOURCE, addr, request, Duration::from_secs(1))
+        .await
+        .expect("another address is served within 1 s");
+    assert!(head.starts_with("HTTP/1.1 "), "{head}");
+    eprintln!(
+        "{addr}: {:?} in {:?}",
+        head.lines().next(),
+        started.elapsed()
+    );
+}
+
+/// The SOCKS5 method negotiation from the other address within 1 s.
+async fn socks_served(addr: SocketAddr) {
+    let served = async {
+        let mut stream = connect_from(OTHER_SOURCE, addr).await.unwrap();
+        stream.write_all(&[5, 1, 2]).await.unwrap();
+        let mut reply = [0u8; 2];
+        stream.read_exact(&mut reply).await.unwrap();
+        reply
+    };
+    let reply = tokio::time::timeout(Duration::from_secs(1), served)
+        .await
+        .expect("another address is served within 1 s");
+    assert_eq!(reply, [5, 2], "username/password selected");
+}
+
+async fn flood_then(addr: SocketAddr, served: impl std::future::Future<Output = ()>) {
+    let started = Instant::now();
+    let flood = idle_flood(addr, FLOOD).await;
+    assert!(
+        flood.len() > 1_500,
+        "the flood got {} connections",
+        flood.len()
+    );
+    let flooded = started.elapsed();
+    eprintln!("flood took {flooded:?}");
+    assert!(flooded < FLOOD_HEADER_TIMEOUT, "the flood took {flooded:?}");
+    served.await;
+    let open = still_open(flood, FLOOD_HEADER_TIMEOUT + Duration::from_millis(1_500)).await;
+    assert_eq!(open, 0, "idle connections outlived the header timeout");
+}
+
+const PROXY_GET: &str =
+    "GET http://origin.test/ HTTP/1.1\r\nHost: origin.test\r\nConnection: close\r\n\r\n";
+const ADMIN_GET: &str = "GET /healthz HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_flood_on_the_http_listener_does_not_stop_another_address() {
+    let (_controller, gateway) = start_with(FLOOD_HEADER_TIMEOUT).await;
+    flood_then(gateway.http, http_served(gateway.http, PROXY_GET)).await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_flood_on_the_socks5_listener_does_not_stop_another_address() {
+    let (_controller, gateway) = start_with(FLOOD_HEADER_TIMEOUT).await;
+    flood_then(gateway.socks5, socks_served(gateway.socks5)).await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_flood_on_the_admin_listener_does_not_stop_another_address() {
+    let (_controller, gateway) = start_with(FLOOD_HEADER_TIMEOUT).await;
+    flood_then(gateway.admin, http_served(gateway.admin, ADMIN_GET)).await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn trickling_clients_are_cut_off_on_every_listener() {
+    let (_controller, gateway) = start().await;
+    let socks_hello = [
+        5u8, 1, 2, 1, 5, b'u', b's', b'e', b'r', b'1', 4, b'p', b'a', b's', b's',
+    ];
+    let cases: [(&str, SocketAddr, &[u8]); 3] = [
+        ("http", gateway.http, PROXY_GET.as_bytes()),
+        ("socks5", gateway.socks5, &socks_hello),
+        ("admin", gateway.admin, ADMIN_GET.as_bytes()),
+    ];
+    for (name, addr, request) in cases {
+        let (took, cut) = trickle(addr, request, Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert!(
+            cut,
+            "{name}: the trickling client was served after {took:?}"
+        );
+        assert!(
+            took < HEADER_TIMEOUT + Duration::from_millis(1_500),
+            "{name}: {took:?}"
+        );
+    }
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_admin_listener_answers_an_oversize_head_with_json() {
+    let (_controller, gateway) = start().await;
+    let request = format!(
+        "GET /healthz HTTP/1.1\r\nHost: admin\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(1024 * 1024)
+    );
+    let (head, body) = http_from(
+        OTHER_SOURCE,
+        gateway.admin,
+        &request,
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert!(head.starts_with("HTTP/1.1 431"), "{head}");
+    let body: serde_json::Value = serde_json::from_slice(&body).expect("a JSON body");
+    assert_eq!(body["error"]["code"], "headers_too_large", "{body}");
+    gateway.shutdown().await;
+}
