@@ -306,3 +306,53 @@ async fn a_client_with_an_ip_allowlist_is_refused_from_another_address() {
         200
     );
 }
+
+#[tokio::test]
+async fn behind_a_trusted_balancer_the_forwarded_client_address_counts() {
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let token = "token-remote-0123456789";
+    let mut remote = client("remote", "p-remote", token);
+    remote.ip_allowlist = vec![(ip("203.0.113.0"), 24)];
+    let forwarded = |server: &TestServer, xff: &'static str| {
+        server
+            .http
+            .get(format!("{}/v1/me", server.base))
+            .bearer_auth(token)
+            .header("x-forwarded-for", xff)
+            .send()
+    };
+    // Loopback is the trusted balancer: the client it names is allowed, a forged
+    // leftmost entry is not believed.
+    let trusting = TestServer::memory(Setup {
+        clients: vec![remote.clone()],
+        trusted_proxies: vec![(ip("127.0.0.0"), 8)],
+        ..Setup::default()
+    })
+    .await;
+    assert_eq!(
+        forwarded(&trusting, "203.0.113.7").await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        forwarded(&trusting, "203.0.113.7, 198.51.100.1")
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(trusting.get("/v1/me", Some(token)).await.status, 403);
+    // Nobody trusted: the header means nothing, the peer (loopback) is not allowed.
+    let distrusting = TestServer::memory(Setup {
+        clients: vec![remote],
+        trusted_proxies: vec![(ip("10.0.0.0"), 8)],
+        ..Setup::default()
+    })
+    .await;
+    assert_eq!(
+        forwarded(&distrusting, "203.0.113.7")
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+}

@@ -264,6 +264,8 @@ pub struct Setup {
     /// `GET /metrics` then needs this bearer token.
     pub metrics_token: Option<&'static str>,
     pub cordon: Option<Arc<dyn WorkerCordon>>,
+    /// Load balancers whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
 }
 
 impl Setup {
@@ -287,6 +289,7 @@ impl Default for Setup {
             metrics: true,
             metrics_token: None,
             cordon: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -335,6 +338,7 @@ impl TestServer {
                 proxypool_core::SecretHash::derive(token, "metricssalt").unwrap(),
             ));
         }
+        builder = builder.trusted_proxies(setup.trusted_proxies);
         if let Some(cordon) = setup.cordon {
             builder = builder.cordon(cordon);
         }
