@@ -76,5 +76,5 @@ pub use metrics::text::{MetricsHandle, RecorderTaken, TextRecorder};
 pub use request_id::RequestId;
 pub use routes::meta::OPENAPI_JSON;
 pub use routes::{ROUTES, router};
-pub use serve::{serve, serve_limits};
+pub use serve::{serve, serve_limits, serve_with};
 pub use state::{ApiPorts, ApiState, ApiStateBuilder, ConfigReloader};

@@ -19,6 +19,7 @@ pub fn serve_limits(limits: &ApiLimits) -> ServeLimits {
         header_read_timeout: limits.header_read_timeout.as_duration(),
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,
+        proxy_protocol_from: Vec::new(),
     }
 }
 
@@ -30,10 +31,16 @@ pub fn serve(
     limits: &ApiLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> impl Future<Output = io::Result<()>> + Send + 'static {
-    proxypool_edge::serve(
-        listener,
-        TowerToHyperService::new(router),
-        serve_limits(limits),
-        shutdown,
-    )
+    serve_with(listener, router, serve_limits(limits), shutdown)
+}
+
+/// [`serve`] with the scaffold's settings as given (e.g. with the load balancers that
+/// speak the PROXY protocol).
+pub fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    limits: ServeLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = io::Result<()>> + Send + 'static {
+    proxypool_edge::serve(listener, TowerToHyperService::new(router), limits, shutdown)
 }

@@ -218,6 +218,15 @@ impl Stack {
     }
 }
 
+/// The load balancers of `[api] trusted_proxies` (validated at load: every entry parses).
+fn trusted_proxies(section: &ApiSection) -> Vec<(IpAddr, u8)> {
+    section
+        .trusted_proxies
+        .iter()
+        .filter_map(|cidr| proxypool_config::parse_cidr(cidr).ok())
+        .collect()
+}
+
 /// The hash `/metrics` checks tokens against, if the file sets one.
 fn metrics_token(section: &ApiSection) -> Option<SecretHash> {
     section
@@ -275,14 +284,7 @@ fn start_api(
         .extraction(section.extraction.clone())
         .shield_settings(ShieldSettings::from(&section.shield))
         .metrics_token(metrics_token(section))
-        // Validated at load: every entry parses.
-        .trusted_proxies(
-            section
-                .trusted_proxies
-                .iter()
-                .filter_map(|cidr| proxypool_config::parse_cidr(cidr).ok())
-                .collect(),
-        )
+        .trusted_proxies(trusted_proxies(section))
         .cordon(view);
     if let Some(reloader) = reloader {
         builder = builder.reloader(reloader);
@@ -299,9 +301,12 @@ fn start_api(
     let (stop, mut stopped) = watch::channel(false);
     let state_handle = state.clone();
     let router = proxypool_api::router(state);
-    let limits = section.limits.clone();
+    let mut limits = proxypool_api::serve_limits(&section.limits);
+    if section.proxy_protocol {
+        limits.proxy_protocol_from = trusted_proxies(section);
+    }
     let task = tokio::spawn(async move {
-        proxypool_api::serve(listener, router, &limits, async move {
+        proxypool_api::serve_with(listener, router, limits, async move {
             let _ = stopped.wait_for(|s| *s).await;
         })
         .await

@@ -29,6 +29,10 @@ pub struct ApiSection {
     /// the client address (for the shield and allowlists) is the rightmost entry that is
     /// not itself one of these; from anyone else the header is ignored. Empty = trust none.
     pub trusted_proxies: Vec<String>,
+    /// When set, a connection from one of `trusted_proxies` must start with a PROXY
+    /// protocol header (v1 or v2) naming the client, instead of (or before) any
+    /// `X-Forwarded-For` (restart).
+    pub proxy_protocol: bool,
 }
 
 /// Limits enforced before authentication, so an anonymous peer can only spend this much.

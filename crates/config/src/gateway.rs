@@ -54,6 +54,11 @@ pub struct GatewaySection {
     /// How long a graceful shutdown waits for in-flight requests and tunnels (and how long
     /// a removed client's tunnels may go on after a reload).
     pub shutdown_grace: Millis,
+    /// Load balancers (CIDR blocks) in front of the client listeners: a connection from
+    /// one must start with a PROXY protocol header (v1 or v2), whose source address is the
+    /// client for the per-IP cap, the shield and allowlists. From anyone else a PROXY
+    /// header is not believed. Empty = none (restart).
+    pub trusted_proxies: Vec<String>,
 }
 
 impl Default for GatewaySection {
@@ -73,6 +78,7 @@ impl Default for GatewaySection {
             limiter: LimiterConfig::default(),
             control: ControlConfig::default(),
             shutdown_grace: Millis::from_secs(10),
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -275,6 +281,11 @@ impl Default for ControlConfig {
 
 /// Checks every setting of a present `[gateway]`; `remote` adds what a split gateway needs.
 pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: bool) {
+    for (i, cidr) in gateway.trusted_proxies.iter().enumerate() {
+        if let Err(message) = crate::validate::parse_cidr(cidr) {
+            c.at(format!("gateway.trusted_proxies[{i}]"), message);
+        }
+    }
     let g = &*gateway;
     if g.listeners.http.is_none() && g.listeners.socks5.is_none() {
         c.at(

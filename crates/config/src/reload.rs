@@ -24,6 +24,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "api.limits",
     "api.shield",
     "api.trusted_proxies",
+    "api.proxy_protocol",
     "gateway.worker_id",
     "gateway.controller_url",
     "gateway.worker_token",
@@ -33,6 +34,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "gateway.limits.max_tracked_proxies",
     "gateway.limits.max_sticky_sessions",
     "gateway.control",
+    "gateway.trusted_proxies",
 ];
 
 /// The differences between two loads of a file.
@@ -80,6 +82,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
     config.api.limits = running.api.limits.clone();
     config.api.shield = running.api.shield.clone();
     config.api.trusted_proxies = running.api.trusted_proxies.clone();
+    config.api.proxy_protocol = running.api.proxy_protocol;
     config.gateway = match (&running.gateway, &loaded.gateway) {
         (Some(old), Some(new)) => {
             let mut gateway = new.clone();
@@ -92,6 +95,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
             gateway.limits.max_tracked_proxies = old.limits.max_tracked_proxies;
             gateway.limits.max_sticky_sessions = old.limits.max_sticky_sessions;
             gateway.control = old.control.clone();
+            gateway.trusted_proxies = old.trusted_proxies.clone();
             Some(gateway)
         }
         // Adding or removing the whole table needs a restart.

@@ -335,6 +335,7 @@ pub fn serve_limits(limits: &ControlLimits) -> ServeLimits {
         header_read_timeout: limits.header_read_timeout.as_duration(),
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,
+        proxy_protocol_from: Vec::new(),
     }
 }
 

@@ -37,9 +37,10 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use proxypool_proto::proxy_protocol::ProxiedFrom;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -66,6 +67,11 @@ pub struct ServeLimits {
     pub keepalive_idle: Duration,
     /// Largest request head; over it the answer is 431 (at least [`MIN_HEADER_BYTES`]).
     pub max_header_bytes: usize,
+    /// Load balancers (address, prefix length) whose connections start with a PROXY
+    /// protocol header: read within `header_read_timeout`, its client is the connection's
+    /// [`Peer`] and what the per-IP cap counts; without a valid one the connection is
+    /// closed. Empty = nobody's PROXY header is read.
+    pub proxy_protocol_from: Vec<(IpAddr, u8)>,
 }
 
 impl Default for ServeLimits {
@@ -76,6 +82,7 @@ impl Default for ServeLimits {
             header_read_timeout: Duration::from_secs(10),
             keepalive_idle: Duration::from_secs(60),
             max_header_bytes: 16 * 1024,
+            proxy_protocol_from: Vec::new(),
         }
     }
 }
@@ -103,7 +110,10 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let gate = ConnectionGate::new(limits.max_connections, limits.max_connections_per_ip);
+    let gate = Arc::new(ConnectionGate::new(
+        limits.max_connections,
+        limits.max_connections_per_ip,
+    ));
     let limits = Arc::new(limits);
     let (stop_tx, stop_rx) = watch::channel(false);
     // Each connection holds a sender; when all are dropped the drain is over.
@@ -122,6 +132,23 @@ where
             },
             () = &mut shutdown => break,
         };
+        if speaks_proxy_protocol(&limits.proxy_protocol_from, peer.ip()) {
+            let (gate, service, limits) = (Arc::clone(&gate), service.clone(), Arc::clone(&limits));
+            let (stop, open) = (stop_rx.clone(), open_tx.clone());
+            tokio::spawn(async move {
+                let Some((stream, client)) = unwrap_proxy_header(stream, peer, &limits).await
+                else {
+                    return;
+                };
+                let Ok(admitted) = gate.admit(client.ip()) else {
+                    tracing::debug!(%client, "connection refused at accept (behind a balancer)");
+                    return;
+                };
+                serve_connection(stream, client, service, &limits, stop).await;
+                drop((admitted, open));
+            });
+            continue;
+        }
         let admitted = match gate.admit(peer.ip()) {
             Ok(admitted) => admitted,
             Err(refused) => {
@@ -147,6 +174,46 @@ where
     drop(open_tx);
     let _ = open_rx.recv().await;
     Ok(())
+}
+
+/// Whether `peer` is a balancer that starts its connections with a PROXY header.
+fn speaks_proxy_protocol(from: &[(IpAddr, u8)], peer: IpAddr) -> bool {
+    let peer = peer.to_canonical();
+    from.iter()
+        .any(|(net, prefix)| in_block(peer, net.to_canonical(), *prefix))
+}
+
+/// Whether `ip` lies in `net`/`prefix` (same family).
+fn in_block(ip: IpAddr, net: IpAddr, prefix: u8) -> bool {
+    match (ip, net) {
+        (IpAddr::V4(ip), IpAddr::V4(net)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            u32::from(ip) & mask == u32::from(net) & mask
+        }
+        (IpAddr::V6(ip), IpAddr::V6(net)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            u128::from(ip) & mask == u128::from(net) & mask
+        }
+        _ => false,
+    }
+}
+
+/// Reads a balancer's PROXY header: the stream at the client's first byte and the
+/// client's address (the balancer's own for a `LOCAL`/`UNKNOWN` header), or `None`.
+async fn unwrap_proxy_header(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    limits: &ServeLimits,
+) -> Option<(TcpStream, SocketAddr)> {
+    let read = proxypool_proto::proxy_protocol::read_header(&mut stream);
+    match proxypool_proto::with_timeout(limits.header_read_timeout, read).await {
+        Ok(ProxiedFrom::Client(client)) => Some((stream, client)),
+        Ok(ProxiedFrom::Local) => Some((stream, peer)),
+        Err(error) => {
+            tracing::debug!(%peer, %error, "no valid PROXY header from a trusted balancer");
+            None
+        }
+    }
 }
 
 async fn serve_connection<S, B>(

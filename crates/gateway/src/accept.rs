@@ -9,12 +9,20 @@
 //! here (one token per connection) and handed to the listener, which delivers a denial in
 //! its protocol: a 429 to the connection's first HTTP request (later requests are charged
 //! one by one), the SOCKS5 reply after the request is read.
+//!
+//! A connection from a trusted load balancer (`trusted_proxies`) first reads its PROXY
+//! protocol header (within the header-read timeout, on its own task so a slow balancer
+//! holds up nobody) and is then admitted as the client the header names; without a valid
+//! header it is closed. From anyone else a PROXY header is just bytes the listener
+//! refuses as malformed.
 
 use crate::admission::Shield;
+use crate::cidr::Cidr;
 use crate::metrics::Listener;
 use crate::refusal::Refusal;
 use crate::state::{Phase, Shared};
 use proxypool_edge::IpTicket;
+use proxypool_proto::proxy_protocol::ProxiedFrom;
 use proxypool_throttle::ConnectionScopes;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -57,7 +65,7 @@ pub(crate) async fn accept_loop<F, Fut>(
     kind: Listener,
     serve: F,
 ) where
-    F: Fn(Arc<Shared>, Accepted) -> Fut,
+    F: Fn(Arc<Shared>, Accepted) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let mut phase = shared.phase.clone();
@@ -75,6 +83,23 @@ pub(crate) async fn accept_loop<F, Fut>(
                 continue;
             }
         };
+        if trusted(&shared, peer) {
+            let shared = Arc::clone(&shared);
+            let serve = serve.clone();
+            tokio::spawn(async move {
+                let Some((stream, client)) = unwrap_proxy_header(&shared, stream, peer).await
+                else {
+                    return;
+                };
+                if let Some(accepted) = admit(&shared, stream, client) {
+                    let served = serve(Arc::clone(&shared), accepted);
+                    shared.metrics.connection_opened(kind);
+                    served.await;
+                    shared.metrics.connection_closed(kind);
+                }
+            });
+            continue;
+        }
         let Some(accepted) = admit(&shared, stream, peer) else {
             continue;
         };
@@ -85,6 +110,36 @@ pub(crate) async fn accept_loop<F, Fut>(
             served.await;
             shared.metrics.connection_closed(kind);
         });
+    }
+}
+
+/// Whether `peer` is one of the load balancers that speak the PROXY protocol.
+fn trusted(shared: &Shared, peer: SocketAddr) -> bool {
+    let config = shared.config();
+    let ip = peer.ip().to_canonical();
+    config
+        .trusted_proxies
+        .iter()
+        .any(|(net, prefix)| Cidr::block(*net, *prefix).contains(ip))
+}
+
+/// Reads a trusted balancer's PROXY header; the stream (at the client's first byte) and
+/// the client's address, or `None` when the header is missing, malformed or late.
+async fn unwrap_proxy_header(
+    shared: &Shared,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+) -> Option<(TcpStream, SocketAddr)> {
+    let read = proxypool_proto::proxy_protocol::read_header(&mut stream);
+    match proxypool_proto::with_timeout(shared.header_timeout(), read).await {
+        Ok(ProxiedFrom::Client(client)) => Some((stream, client)),
+        // The balancer's own connection (a health check): it is the client.
+        Ok(ProxiedFrom::Local) => Some((stream, peer)),
+        Err(error) => {
+            tracing::debug!(%peer, %error, "no valid PROXY header from a trusted balancer");
+            shared.metrics.rejected_proxy_header.increment(1);
+            None
+        }
     }
 }
 

@@ -24,6 +24,7 @@ pub(crate) fn admin_limits(limits: &Limits) -> ServeLimits {
         header_read_timeout: limits.header_read_timeout.as_duration(),
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,
+        proxy_protocol_from: Vec::new(),
     }
 }
 

@@ -17,13 +17,18 @@ impl Cidr {
     /// Parses `addr/prefix` or a bare address (a single host).
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let (network, prefix) = proxypool_config::parse_cidr(text.trim())?;
+        Ok(Self::block(network, prefix))
+    }
+
+    /// The block `network`/`prefix` as the configuration parsed it.
+    pub(crate) fn block(network: IpAddr, prefix: u8) -> Self {
         if let IpAddr::V6(v6) = network
             && prefix >= 96
             && let Some(v4) = v6.to_ipv4_mapped()
         {
-            return Ok(Self::v4(v4, prefix - 96));
+            return Self::v4(v4, prefix - 96);
         }
-        Ok(Self { network, prefix })
+        Self { network, prefix }
     }
 
     /// An IPv4 block (`prefix` at most 32).

@@ -35,6 +35,9 @@ pub struct GatewayConfig {
     pub control: ControlConfig,
     /// How long a graceful shutdown waits for in-flight requests and tunnels.
     pub shutdown_grace: Duration,
+    /// Load balancers (address, prefix length) whose connections start with a PROXY
+    /// protocol header naming the client.
+    pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
 }
 
 /// A setting that cannot be used.
@@ -75,6 +78,12 @@ impl GatewayConfig {
             limiter: section.limiter.to_engine_options(),
             control: section.control.clone(),
             shutdown_grace: section.shutdown_grace.as_duration(),
+            // Validated at load: every entry parses.
+            trusted_proxies: section
+                .trusted_proxies
+                .iter()
+                .filter_map(|cidr| proxypool_config::parse_cidr(cidr).ok())
+                .collect(),
         }
     }
 

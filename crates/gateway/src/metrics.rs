@@ -29,6 +29,8 @@ pub(crate) struct GatewayMetrics {
     open: [Gauge; 2],
     pub rejected_connection_cap: Counter,
     pub rejected_per_ip_cap: Counter,
+    /// A trusted balancer's connection without a valid PROXY header.
+    pub rejected_proxy_header: Counter,
     pub http_requests: Counter,
     pub connect_requests: Counter,
     pub socks_requests: Counter,
@@ -66,6 +68,9 @@ impl GatewayMetrics {
             ),
             rejected_per_ip_cap: counter!(
                 "proxypool_gateway_connections_rejected_total", "reason" => "per_ip_cap"
+            ),
+            rejected_proxy_header: counter!(
+                "proxypool_gateway_connections_rejected_total", "reason" => "proxy_header"
             ),
             http_requests: counter!("proxypool_gateway_requests_total", "kind" => "http"),
             connect_requests: counter!("proxypool_gateway_requests_total", "kind" => "connect"),
