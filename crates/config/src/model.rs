@@ -203,6 +203,10 @@ impl Default for ListenConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ControlSection {
     pub limits: ControlLimits,
+    /// Load balancers (CIDR blocks) in front of the control API: their connections must
+    /// start with a PROXY protocol header (v1 or v2), whose client is what the per-IP cap
+    /// counts; a connection from one without it is closed. Empty = none (restart).
+    pub trusted_proxies: Vec<String>,
 }
 
 /// Limits of the worker control API's listener, enforced before a worker token is

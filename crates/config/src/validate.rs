@@ -38,6 +38,11 @@ pub(crate) fn validate(c: &mut Check<'_>, config: &mut Config, role: Role) {
         for (key, message) in config.control.limits.problems() {
             c.at(format!("control.limits.{key}"), message);
         }
+        for (i, cidr) in config.control.trusted_proxies.iter().enumerate() {
+            if let Err(message) = parse_cidr(cidr) {
+                c.at(format!("control.trusted_proxies[{i}]"), message);
+            }
+        }
     }
     if gateway {
         match &mut config.gateway {

@@ -520,3 +520,26 @@ fn a_bad_destination_block_or_port_list_names_the_file_the_line_and_the_key() {
     let message = load(&text, example_env(), &dir).unwrap_err().to_string();
     assert!(message.contains("gateway.destinations.ports"), "{message}");
 }
+
+#[test]
+fn balancer_lists_are_cidrs_named_by_key() {
+    let dir = secret_dir();
+    for (table, key) in [
+        ("[control]", "control.trusted_proxies[1]"),
+        ("[api]", "api.trusted_proxies[1]"),
+    ] {
+        let example = example();
+        let table_at = example.find(&format!("\n{table}\n")).unwrap();
+        let at = table_at
+            + example[table_at..]
+                .find("trusted_proxies = []")
+                .expect("the example lists the table's balancers");
+        let text = format!(
+            "{}trusted_proxies = [\"10.0.0.0/8\", \"not-a-block\"]{}",
+            &example[..at],
+            &example[at + "trusted_proxies = []".len()..]
+        );
+        let err = load(&text, example_env(), &dir).unwrap_err();
+        assert!(err.problems().iter().any(|p| p.path == key), "{key}: {err}");
+    }
+}

@@ -271,7 +271,15 @@ impl Controller {
         let loops = self.spawn_loops();
 
         let router = self.control_router();
-        let limits = serve_limits(&self.config().control.limits);
+        let config = self.config();
+        let mut limits = serve_limits(&config.control.limits);
+        // Validated at load: every entry parses.
+        limits.proxy_protocol_from = config
+            .control
+            .trusted_proxies
+            .iter()
+            .filter_map(|cidr| crate::config::parse_cidr(cidr).ok())
+            .collect();
         let mut server_shutdown = shutdown_rx.clone();
         let server = tokio::spawn(async move {
             let graceful = async move {
