@@ -55,12 +55,11 @@ impl ApiClient {
     /// Whether the client may call from `ip` (an IPv4-mapped IPv6 address counts as its
     /// IPv4 address).
     pub fn may_call_from(&self, ip: IpAddr) -> bool {
-        let ip = ip.to_canonical();
         self.ip_allowlist.is_empty()
             || self
                 .ip_allowlist
                 .iter()
-                .any(|(net, prefix)| in_block(ip, net.to_canonical(), *prefix))
+                .any(|(net, prefix)| proxypool_core::in_block(ip, *net, *prefix))
     }
 
     /// Whether the client may use `region`.
@@ -155,21 +154,6 @@ impl ClientDirectory {
 
     pub fn is_empty(&self) -> bool {
         self.clients.is_empty()
-    }
-}
-
-/// Whether `ip` lies in `net`/`prefix` (both canonical; families must match).
-pub(crate) fn in_block(ip: IpAddr, net: IpAddr, prefix: u8) -> bool {
-    match (ip, net) {
-        (IpAddr::V4(ip), IpAddr::V4(net)) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-            u32::from(ip) & mask == u32::from(net) & mask
-        }
-        (IpAddr::V6(ip), IpAddr::V6(net)) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-            u128::from(ip) & mask == u128::from(net) & mask
-        }
-        _ => false,
     }
 }
 

@@ -22,6 +22,7 @@
 //!
 //! This crate depends on nothing else of ours.
 
+pub mod address_block;
 pub mod clock;
 pub mod control;
 pub mod error;
@@ -41,6 +42,7 @@ pub mod sync;
 pub mod time;
 pub mod upsert;
 
+pub use address_block::in_block;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use error::{Conflict, PoolError, PoolResult, Unavailable};
 pub use extract::{

@@ -178,24 +178,8 @@ where
 
 /// Whether `peer` is a balancer that starts its connections with a PROXY header.
 fn speaks_proxy_protocol(from: &[(IpAddr, u8)], peer: IpAddr) -> bool {
-    let peer = peer.to_canonical();
     from.iter()
-        .any(|(net, prefix)| in_block(peer, net.to_canonical(), *prefix))
-}
-
-/// Whether `ip` lies in `net`/`prefix` (same family).
-fn in_block(ip: IpAddr, net: IpAddr, prefix: u8) -> bool {
-    match (ip, net) {
-        (IpAddr::V4(ip), IpAddr::V4(net)) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-            u32::from(ip) & mask == u32::from(net) & mask
-        }
-        (IpAddr::V6(ip), IpAddr::V6(net)) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-            u128::from(ip) & mask == u128::from(net) & mask
-        }
-        _ => false,
-    }
+        .any(|(net, prefix)| proxypool_core::in_block(peer, *net, *prefix))
 }
 
 /// Reads a balancer's PROXY header: the stream at the client's first byte and the

@@ -50,27 +50,7 @@ impl Cidr {
     /// Whether `ip` lies in the block. An IPv4 block holds the IPv4-mapped IPv6 forms of
     /// its addresses; an IPv6 block sees an IPv4 address as its mapped form.
     pub(crate) fn contains(&self, ip: IpAddr) -> bool {
-        match self.network {
-            IpAddr::V4(net) => match ip.to_canonical() {
-                IpAddr::V4(ip) => {
-                    let mask = u32::MAX
-                        .checked_shl(32 - u32::from(self.prefix))
-                        .unwrap_or(0);
-                    u32::from(net) & mask == u32::from(ip) & mask
-                }
-                IpAddr::V6(_) => false,
-            },
-            IpAddr::V6(net) => {
-                let ip = match ip {
-                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-                    IpAddr::V6(v6) => v6,
-                };
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-        }
+        proxypool_core::in_block(ip, self.network, self.prefix)
     }
 }
 

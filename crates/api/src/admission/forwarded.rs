@@ -8,12 +8,12 @@
 //! address that is not one of them is the client.
 
 use crate::admission::shield::peer_of;
-use crate::clients::in_block;
 use crate::state::ApiState;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
+use proxypool_core::in_block;
 use proxypool_edge::Peer;
 use std::net::{IpAddr, SocketAddr};
 
@@ -47,7 +47,7 @@ pub(crate) fn forwarded_client(
     let is_trusted = |ip: IpAddr| {
         trusted
             .iter()
-            .any(|(net, prefix)| in_block(ip.to_canonical(), net.to_canonical(), *prefix))
+            .any(|(net, prefix)| in_block(ip, *net, *prefix))
     };
     if !is_trusted(peer) {
         return None;
