@@ -78,6 +78,8 @@ fn main() {
         );
         config.listeners.http = Some(listen);
         config.limits.max_connections = 100_000;
+        // One load generator on one address: the per-IP cap would be the benchmark too.
+        config.limits.max_connections_per_ip = 100_000;
         config.limits.tunnel_idle = proxypool_config::Millis(600_000);
         config.dial.pool_idle_per_proxy = 512;
         for origin in origins {
