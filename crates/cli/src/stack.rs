@@ -10,6 +10,7 @@
 
 use crate::adapters::ControllerView;
 use crate::failure::Failure;
+use crate::gateway_section::{self, Placement};
 use crate::quota::{self, OpenedQuota};
 use crate::random;
 use proxypool_api::{ApiClient, ApiPorts, ApiState, ConfigReloader, MetricsHandle, ShieldSettings};
@@ -32,25 +33,38 @@ pub(crate) struct LoopbackWorker {
 }
 
 impl LoopbackWorker {
-    /// A fresh token for `worker` (the file's `[gateway] worker_id`, or `local`).
-    pub(crate) fn new(worker: WorkerId) -> Self {
-        LoopbackWorker {
-            worker,
+    /// The worker of `config`'s in-process `[gateway]` (its `worker_id`, or `local`) with
+    /// a fresh token, let in by a token entry made up for this run and added to `config`
+    /// (so no token has to be configured for a gateway in the same process). Returns the
+    /// worker and that entry.
+    pub(crate) fn authorized_in(
+        config: &mut Config,
+    ) -> Result<(LoopbackWorker, WorkerTokenConfig), Failure> {
+        let section = config
+            .gateway
+            .as_ref()
+            .ok_or_else(|| Failure::config("gateway: missing"))?;
+        let worker = LoopbackWorker {
+            worker: gateway_section::worker_id(section)?,
             token: Secret::new(random::token(40)),
-        }
-    }
-
-    /// Lets this worker (and only it) in: a token entry made up for this run, so no
-    /// token has to be configured for a gateway in the same process.
-    pub(crate) fn authorize(&self, config: &mut Config) -> Result<(), Failure> {
-        let hash = SecretHash::derive(self.token.expose(), &random::token(16))
+        };
+        let hash = SecretHash::derive(worker.token.expose(), &random::token(16))
             .map_err(|e| Failure::runtime(format!("worker token: {e}")))?;
-        config.worker_tokens.push(WorkerTokenConfig {
+        let entry = WorkerTokenConfig {
             name: "in-process-gateway".into(),
             token: SecretRef::hash(hash),
-            workers: vec![self.worker.clone()],
-        });
-        Ok(())
+            workers: vec![worker.worker.clone()],
+        };
+        config.worker_tokens.push(entry.clone());
+        Ok((worker, entry))
+    }
+
+    /// Where the in-process gateway finds this process's controller.
+    pub(crate) fn placement(&self, controller_url: String) -> Placement {
+        Placement::InProcess {
+            controller_url,
+            token: self.token.clone(),
+        }
     }
 }
 

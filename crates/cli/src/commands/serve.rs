@@ -4,7 +4,7 @@
 
 use crate::args::ConfigArg;
 use crate::failure::Failure;
-use crate::gateway_section::{self, Placement, gateway_config};
+use crate::gateway_section::gateway_config;
 use crate::reload::{Reloader, serve_until_shutdown};
 use crate::settings;
 use crate::signal::Shutdown;
@@ -16,17 +16,12 @@ pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
     let shutdown = Shutdown::install().map_err(|e| Failure::runtime(format!("signals: {e}")))?;
     let mut config = settings::load(&args.config, Role::Serve)?;
     let (mut reloader, requests) = Reloader::new(args.config.clone(), Role::Serve, config.clone());
-    let section = config
-        .gateway
-        .as_ref()
-        .ok_or_else(|| Failure::config("gateway: missing"))?;
-    let worker = LoopbackWorker::new(gateway_section::worker_id(section)?);
-    worker.authorize(&mut config)?;
-    reloader.keep_tokens(config.worker_tokens.last().cloned().into_iter().collect());
+    let (worker, token) = LoopbackWorker::authorized_in(&mut config)?;
+    reloader.keep_tokens(vec![token]);
     // Checked before anything starts, with a placeholder controller URL.
-    gateway_config(&config, &placement(&worker, "http://127.0.0.1:1".into()))?;
+    gateway_config(&config, &worker.placement("http://127.0.0.1:1".into()))?;
     let file = config.clone();
-    let build = |url: String| gateway_config(&file, &placement(&worker, url));
+    let build = |url: String| gateway_config(&file, &worker.placement(url));
     let mut stack = Stack::start(config, Some(&build), Some(Arc::new(requests))).await?;
     tracing::info!(
         api = %stack.api_addr,
@@ -40,11 +35,4 @@ pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
     stack.shutdown().await;
     tracing::info!("proxypool serve stopped");
     Ok(())
-}
-
-fn placement(worker: &LoopbackWorker, controller_url: String) -> Placement {
-    Placement::InProcess {
-        controller_url,
-        token: worker.token.clone(),
-    }
 }

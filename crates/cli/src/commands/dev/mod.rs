@@ -22,11 +22,9 @@ mod setup;
 
 use crate::args::DevArgs;
 use crate::failure::Failure;
-use crate::gateway_section::{Placement, gateway_config};
+use crate::gateway_section::gateway_config;
 use crate::signal::Shutdown;
 use crate::stack::{LoopbackWorker, Stack};
-use proxypool_config::LOCAL_WORKER;
-use proxypool_core::WorkerId;
 use proxypool_gateway::GatewayConfig;
 use proxypool_sim::SimVendor;
 use std::time::{Duration, Instant};
@@ -41,17 +39,10 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;
     let credentials = setup::Credentials::generate();
     let mut config = setup::controller_config(&args, &sim, &credentials)?;
-    let worker = LoopbackWorker::new(
-        WorkerId::new(LOCAL_WORKER).map_err(|e| Failure::runtime(format!("worker id: {e}")))?,
-    );
-    worker.authorize(&mut config)?;
+    let (worker, _) = LoopbackWorker::authorized_in(&mut config)?;
     let file = config.clone();
-    let build = |controller_url: String| -> Result<GatewayConfig, Failure> {
-        let placement = Placement::InProcess {
-            controller_url,
-            token: worker.token.clone(),
-        };
-        gateway_config(&file, &placement)
+    let build = |url: String| -> Result<GatewayConfig, Failure> {
+        gateway_config(&file, &worker.placement(url))
     };
     let stack = Stack::start(config, Some(&build), None)
         .await
