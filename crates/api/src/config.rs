@@ -4,7 +4,6 @@
 
 use proxypool_config::api::ApiShield;
 pub use proxypool_config::api::{ApiLimits, ExtractionSettings};
-use proxypool_core::extract::MAX_EXTRACT_COUNT;
 use proxypool_throttle::{EngineOptions, Policy};
 use std::time::Duration;
 
@@ -41,8 +40,6 @@ pub enum ApiConfigError {
         setting: &'static str,
         problem: String,
     },
-    #[error("extraction max_count must be in 1..={MAX_EXTRACT_COUNT}, got {0}")]
-    MaxCount(u32),
     #[error("client {client}: {problem}")]
     Client { client: String, problem: String },
     #[error("two clients have the id {0}")]
@@ -65,6 +62,7 @@ pub(crate) fn first_problem(problems: Vec<(&'static str, String)>) -> Result<(),
 mod tests {
     use super::*;
     use proxypool_config::Millis;
+    use proxypool_core::extract::MAX_EXTRACT_COUNT;
 
     #[test]
     fn defaults_validate_and_zeroes_are_named() {

@@ -232,15 +232,6 @@ impl Stack {
     }
 }
 
-/// The load balancers of `[api] trusted_proxies` (validated at load: every entry parses).
-fn trusted_proxies(section: &ApiSection) -> Vec<(IpAddr, u8)> {
-    section
-        .trusted_proxies
-        .iter()
-        .filter_map(|cidr| proxypool_config::parse_cidr(cidr).ok())
-        .collect()
-}
-
 /// The hash `/metrics` checks tokens against, if the file sets one.
 fn metrics_token(section: &ApiSection) -> Option<SecretHash> {
     section
@@ -264,12 +255,7 @@ fn api_clients(config: &Config, quota: &OpenedQuota) -> Vec<ApiClient> {
                 allowed_upstreams: client.allowed_upstreams.clone(),
                 allowed_regions: client.allowed_regions.clone(),
                 quota: quota.limits_for(&client.project, client.id.as_str()),
-                // Validated at load: every entry parses.
-                ip_allowlist: client
-                    .ip_allowlist
-                    .iter()
-                    .filter_map(|cidr| proxypool_config::parse_cidr(cidr).ok())
-                    .collect(),
+                ip_allowlist: proxypool_config::parse_cidrs(&client.ip_allowlist),
             })
         })
         .collect()
@@ -298,7 +284,7 @@ fn start_api(
         .extraction(section.extraction.clone())
         .shield_settings(ShieldSettings::from(&section.shield))
         .metrics_token(metrics_token(section))
-        .trusted_proxies(trusted_proxies(section))
+        .trusted_proxies(proxypool_config::parse_cidrs(&section.trusted_proxies))
         .cordon(view);
     if let Some(reloader) = reloader {
         builder = builder.reloader(reloader);
@@ -317,7 +303,7 @@ fn start_api(
     let router = proxypool_api::router(state);
     let mut limits = proxypool_api::serve_limits(&section.limits);
     if section.proxy_protocol {
-        limits.proxy_protocol_from = trusted_proxies(section);
+        limits.proxy_protocol_from = proxypool_config::parse_cidrs(&section.trusted_proxies);
     }
     let task = tokio::spawn(async move {
         proxypool_api::serve_with(listener, router, limits, async move {

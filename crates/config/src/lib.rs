@@ -51,4 +51,4 @@ pub use reload::{ReloadPlan, with_restart_keys};
 pub use secret::{SecretRef, SecretSource};
 pub use target::TargetUrl;
 pub use upstream::*;
-pub use validate::parse_cidr;
+pub use validate::{parse_cidr, parse_cidrs};

@@ -638,6 +638,14 @@ fn clients(
     }
 }
 
+/// The blocks of a CIDR list of a loaded configuration (every entry was checked with
+/// [`parse_cidr`] at load, so none is dropped here).
+pub fn parse_cidrs(list: &[String]) -> Vec<(std::net::IpAddr, u8)> {
+    list.iter()
+        .filter_map(|cidr| parse_cidr(cidr).ok())
+        .collect()
+}
+
 /// `addr/prefix` (a bare address means a single host). The one CIDR parser: the
 /// configuration checks with it and the gateway builds its blocks with it.
 pub fn parse_cidr(text: &str) -> Result<(std::net::IpAddr, u8), String> {

@@ -273,13 +273,7 @@ impl Controller {
         let router = self.control_router();
         let config = self.config();
         let mut limits = serve_limits(&config.control.limits);
-        // Validated at load: every entry parses.
-        limits.proxy_protocol_from = config
-            .control
-            .trusted_proxies
-            .iter()
-            .filter_map(|cidr| crate::config::parse_cidr(cidr).ok())
-            .collect();
+        limits.proxy_protocol_from = crate::config::parse_cidrs(&config.control.trusted_proxies);
         let mut server_shutdown = shutdown_rx.clone();
         let server = tokio::spawn(async move {
             let graceful = async move {

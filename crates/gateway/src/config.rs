@@ -78,12 +78,7 @@ impl GatewayConfig {
             limiter: section.limiter.to_engine_options(),
             control: section.control.clone(),
             shutdown_grace: section.shutdown_grace.as_duration(),
-            // Validated at load: every entry parses.
-            trusted_proxies: section
-                .trusted_proxies
-                .iter()
-                .filter_map(|cidr| proxypool_config::parse_cidr(cidr).ok())
-                .collect(),
+            trusted_proxies: proxypool_config::parse_cidrs(&section.trusted_proxies),
         }
     }
 
