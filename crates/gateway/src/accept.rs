@@ -17,7 +17,6 @@
 //! refuses as malformed.
 
 use crate::admission::Shield;
-use crate::cidr::Cidr;
 use crate::metrics::Listener;
 use crate::refusal::Refusal;
 use crate::state::{Phase, Shared};
@@ -116,11 +115,10 @@ pub(crate) async fn accept_loop<F, Fut>(
 /// Whether `peer` is one of the load balancers that speak the PROXY protocol.
 fn trusted(shared: &Shared, peer: SocketAddr) -> bool {
     let config = shared.config();
-    let ip = peer.ip().to_canonical();
     config
         .trusted_proxies
         .iter()
-        .any(|(net, prefix)| Cidr::block(*net, *prefix).contains(ip))
+        .any(|(net, prefix)| proxypool_core::in_block(peer.ip(), *net, *prefix))
 }
 
 /// Reads a trusted balancer's PROXY header; the stream (at the client's first byte) and

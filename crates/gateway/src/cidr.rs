@@ -20,8 +20,8 @@ impl Cidr {
         Ok(Self::block(network, prefix))
     }
 
-    /// The block `network`/`prefix` as the configuration parsed it.
-    pub(crate) fn block(network: IpAddr, prefix: u8) -> Self {
+    /// The block `network`/`prefix`, an IPv4-mapped one as the IPv4 block it maps.
+    fn block(network: IpAddr, prefix: u8) -> Self {
         if let IpAddr::V6(v6) = network
             && prefix >= 96
             && let Some(v4) = v6.to_ipv4_mapped()
