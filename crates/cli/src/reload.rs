@@ -149,13 +149,22 @@ impl Reloader {
             Err(failure) => self.refuse(failure.message),
             Ok(loaded) => {
                 let plan = ReloadPlan::between(&self.running, &loaded);
+                if !plan.restart.is_empty() {
+                    tracing::warn!(keys = ?plan.restart, "changed keys need a restart and were not applied");
+                }
                 if plan.live.is_empty() {
                     self.report("unchanged", &plan, None)
                 } else {
-                    match target.apply(self.live_part(&loaded)).await {
+                    // What is in force after it: the live keys of the file, the rest as running.
+                    let next = with_restart_keys(&self.running, &loaded);
+                    let mut applied = next.clone();
+                    applied
+                        .worker_tokens
+                        .extend(self.own_tokens.iter().cloned());
+                    match target.apply(applied).await {
                         Ok(()) => {
                             self.applied += 1;
-                            self.running = with_restart_keys(&self.running, &loaded);
+                            self.running = next;
                             metrics::counter!("proxypool_config_reloads_total", "result" => "applied")
                                 .increment(1);
                             tracing::info!(live = ?plan.live, restart_required = ?plan.restart, "configuration reloaded");
@@ -166,31 +175,16 @@ impl Reloader {
                 }
             }
         };
-        if let Some(restart) = report.get("restart_required").and_then(Value::as_array)
-            && !restart.is_empty()
-        {
-            tracing::warn!(keys = ?restart, "changed keys need a restart and were not applied");
-        }
         *self.last.lock_or_recover() = report.clone();
         target.show(&report);
         report
-    }
-
-    /// The running configuration with the live keys of `loaded`, and this process's own
-    /// worker tokens.
-    fn live_part(&self, loaded: &Config) -> Config {
-        let mut config = with_restart_keys(&self.running, loaded);
-        config.worker_tokens.extend(self.own_tokens.iter().cloned());
-        config
     }
 
     fn refuse(&mut self, error: String) -> Value {
         self.refused += 1;
         metrics::counter!("proxypool_config_reloads_total", "result" => "refused").increment(1);
         tracing::error!("configuration reload refused, the running configuration stays:\n{error}");
-        let mut report = self.report("refused", &ReloadPlan::default(), Some(error));
-        report["file"] = json!(self.path.display().to_string());
-        report
+        self.report("refused", &ReloadPlan::default(), Some(error))
     }
 
     fn report(&self, result: &str, plan: &ReloadPlan, error: Option<String>) -> Value {
