@@ -68,7 +68,7 @@ pub struct QuotaCommand {
     /// What is charged.
     pub operation: Operation,
     /// The idempotency identity of the request (for an extraction, its idempotency key):
-    /// `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,254}$`. The same receipt inside one window is charged
+    /// `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,263}$`. The same receipt inside one window is charged
     /// once.
     pub receipt_id: String,
 }

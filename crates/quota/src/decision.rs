@@ -16,6 +16,10 @@ use crate::config::{OperationLimits, QuotaPolicy};
 pub enum QuotaDecision {
     /// Go ahead. A replayed receipt is admitted again without a second charge.
     Admitted {
+        /// Whether this decision charged the receipt (false: a replay of a receipt already
+        /// charged in the window). Only a decision that charged may settle the charge
+        /// ([`crate::QuotaPort::settle`]); settling a replay would undo someone else's.
+        charged: bool,
         /// Admissions left in this window after this one.
         remaining: u32,
         /// When the window ends (store clock, ms since the Unix epoch).
@@ -54,6 +58,24 @@ impl QuotaDecision {
             QuotaDecision::Admitted { reset_at_ms, .. }
             | QuotaDecision::Exceeded { reset_at_ms, .. } => Some(reset_at_ms),
             QuotaDecision::Unavailable { .. } => None,
+        }
+    }
+
+    /// The charge this decision made, for [`crate::QuotaPort::settle`]: `None` for a replay,
+    /// a denial or an unavailable store.
+    pub fn charge(&self, command: &crate::QuotaCommand) -> Option<crate::Charge> {
+        match *self {
+            QuotaDecision::Admitted {
+                charged: true,
+                reset_at_ms,
+                policy,
+                ..
+            } => Some(crate::Charge {
+                command: command.clone(),
+                window_started_at_ms: reset_at_ms.saturating_sub(policy.limits.window_ms()),
+                limits: policy.limits,
+            }),
+            _ => None,
         }
     }
 
@@ -118,11 +140,12 @@ fn malformed() -> QuotaDecision {
     QuotaDecision::unavailable(UnavailableReason::MalformedResult)
 }
 
-/// Invariants every reported row must hold whatever the path.
+/// Invariants every reported row must hold whatever the path. A count of 0 is sound: a
+/// settled charge can leave a bucket empty within its window.
 fn sound(row: &BucketRow, window_ms: i64) -> bool {
     let max = i64::from(OperationLimits::MAX_LIMIT);
     row.consumed_count == row.receipt_count
-        && (1..=max).contains(&row.consumed_count)
+        && (0..=max).contains(&row.consumed_count)
         && row.observed_at_ms >= 0
         && row.reset_at_ms <= row.observed_at_ms.saturating_add(window_ms)
 }
@@ -136,10 +159,11 @@ fn sound(row: &BucketRow, window_ms: i64) -> bool {
 /// new receipt below the call's limit, so such a row is a replay, admitted with nothing
 /// remaining; the hard cap (which no limit exceeds, and the tables' CHECK enforces) is
 /// what still tells a corrupt count apart.
-pub(crate) fn admitted(row: BucketRow, policy: QuotaPolicy) -> QuotaDecision {
+pub(crate) fn admitted(row: BucketRow, policy: QuotaPolicy, charged: bool) -> QuotaDecision {
     let limit = i64::from(policy.limits.limit());
     let window_ms = i64::try_from(policy.limits.window_ms()).unwrap_or(i64::MAX);
-    if !sound(&row, window_ms) || row.reset_at_ms <= row.observed_at_ms {
+    // The row holds the receipt just admitted, so it holds at least one.
+    if !sound(&row, window_ms) || row.consumed_count < 1 || row.reset_at_ms <= row.observed_at_ms {
         return malformed();
     }
     // All conversions hold after the checks above (0 <= remaining <= 1000, times >= 0).
@@ -151,6 +175,7 @@ pub(crate) fn admitted(row: BucketRow, policy: QuotaPolicy) -> QuotaDecision {
         return malformed();
     };
     QuotaDecision::Admitted {
+        charged,
         remaining,
         reset_at_ms,
         observed_at_ms,
@@ -206,10 +231,11 @@ mod tests {
 
     #[test]
     fn admitted_row_within_bounds() {
-        let decision = admitted(row(3, 120_000, 61_000), policy(5));
+        let decision = admitted(row(3, 120_000, 61_000), policy(5), true);
         assert_eq!(
             decision,
             QuotaDecision::Admitted {
+                charged: true,
                 remaining: 2,
                 reset_at_ms: 120_000,
                 observed_at_ms: 61_000,
@@ -218,7 +244,7 @@ mod tests {
         );
         // The last admission of a window leaves 0.
         assert!(matches!(
-            admitted(row(5, 120_000, 119_999), policy(5)),
+            admitted(row(5, 120_000, 119_999), policy(5), true),
             QuotaDecision::Admitted { remaining: 0, .. }
         ));
     }
@@ -227,7 +253,7 @@ mod tests {
     fn admitted_rejects_broken_rows() {
         let unavailable = malformed();
         for bad in [
-            row(0, 120_000, 61_000),    // count below 1
+            row(0, 120_000, 61_000),    // count below 1 (the admitted receipt is missing)
             row(1001, 120_000, 61_000), // count above the hard cap
             row(3, 61_000, 61_000),     // reset not after observed
             row(3, 181_001, 121_000),   // reset more than a window ahead
@@ -237,7 +263,7 @@ mod tests {
                 ..row(3, 120_000, 61_000)
             }, // receipts disagree with the count
         ] {
-            assert_eq!(admitted(bad, policy(5)), unavailable, "{bad:?}");
+            assert_eq!(admitted(bad, policy(5), true), unavailable, "{bad:?}");
         }
     }
 
@@ -245,8 +271,9 @@ mod tests {
     fn admitted_over_a_lowered_limit_is_a_replay_with_nothing_remaining() {
         // Six charged under an earlier, higher limit; this call's limit is 5.
         assert_eq!(
-            admitted(row(6, 120_000, 61_000), policy(5)),
+            admitted(row(6, 120_000, 61_000), policy(5), false),
             QuotaDecision::Admitted {
+                charged: false,
                 remaining: 0,
                 reset_at_ms: 120_000,
                 observed_at_ms: 61_000,
@@ -254,7 +281,7 @@ mod tests {
             }
         );
         assert!(matches!(
-            admitted(row(1000, 120_000, 61_000), policy(1)),
+            admitted(row(1000, 120_000, 61_000), policy(1), false),
             QuotaDecision::Admitted { remaining: 0, .. }
         ));
     }
@@ -276,6 +303,11 @@ mod tests {
         );
         assert_eq!(
             full(row(1, 180_000, 121_000), policy(5)),
+            FullBucket::Changed
+        );
+        // Emptied by refunds since the decision: sound, and no longer full.
+        assert_eq!(
+            full(row(0, 120_000, 100_000), policy(5)),
             FullBucket::Changed
         );
         // Over the limit (the limit was lowered mid-window) is still just full.

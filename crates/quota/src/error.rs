@@ -20,6 +20,8 @@ pub enum CommandField {
     Operation,
     /// `receipt_id`.
     ReceiptId,
+    /// The receipt a settled charge is kept under ([`crate::Settlement::Spend`]).
+    SpentAs,
 }
 
 impl fmt::Display for CommandField {
@@ -29,6 +31,7 @@ impl fmt::Display for CommandField {
             CommandField::Subject => "subject",
             CommandField::Operation => "operation",
             CommandField::ReceiptId => "receipt_id",
+            CommandField::SpentAs => "spent_as",
         })
     }
 }
@@ -46,6 +49,8 @@ pub enum InputProblem {
     ForbiddenCharacter,
     /// Not a known operation name.
     Unknown,
+    /// It repeats the receipt it should replace.
+    SameAsReceipt,
 }
 
 impl fmt::Display for InputProblem {
@@ -56,6 +61,7 @@ impl fmt::Display for InputProblem {
             InputProblem::BadFirstCharacter => "must start with an ASCII letter or digit",
             InputProblem::ForbiddenCharacter => "contains a forbidden character",
             InputProblem::Unknown => "is not a known operation",
+            InputProblem::SameAsReceipt => "must differ from the receipt it replaces",
         })
     }
 }

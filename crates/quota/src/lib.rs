@@ -14,6 +14,9 @@
 //!   without a second charge (a replay after a lost response is never charged twice); under
 //!   the limit the count grows by one and the receipt is appended; a full bucket is not
 //!   touched and the caller learns how long to wait;
+//! - a decision says whether it charged or replayed, and only one that charged may settle
+//!   its charge afterwards: refund it (the service failed the request) or spend it (keep the
+//!   charge under another receipt, so the original is charged again when it returns);
 //! - anything the backend cannot vouch for (store down, timeout, malformed row) is
 //!   [`QuotaDecision::Unavailable`]: fail closed, never a silent allow.
 //!
@@ -55,6 +58,8 @@
 //! - `decision`: [`QuotaDecision`], [`UnavailableReason`] and the strict validation of what a
 //!   store returned, shared by the SQL backends and the memory backend.
 //! - `port`: the [`QuotaPort`] trait callers depend on.
+//! - `settle`: [`Charge`], [`Settlement`], [`SettleOutcome`]: undoing a charge the service
+//!   could not earn, or keeping it while freeing a receipt the client must pay again for.
 //! - [`memory`]: [`MemoryQuota`], for tests and ephemeral runs (injectable clock).
 //! - `sqlite` (feature `sqlite`): `SqliteQuota`, the embedded default (one file, survives
 //!   restarts).
@@ -80,6 +85,7 @@ pub mod memory;
 mod port;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod settle;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_decision;
 #[cfg(feature = "sqlite")]
@@ -98,5 +104,6 @@ pub use memory::{ManualClock, MemoryQuota, QuotaClock, SystemClock};
 pub use port::QuotaPort;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresQuota, PostgresSettings};
+pub use settle::{Charge, SettleOutcome, Settlement};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteQuota, SqliteSettings};

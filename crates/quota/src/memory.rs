@@ -23,6 +23,7 @@ use crate::config::{OperationLimits, QuotaPolicy};
 use crate::decision::{self, BucketRow, FullBucket, QuotaDecision, UnavailableReason};
 use crate::error::InvalidCommand;
 use crate::port::QuotaPort;
+use crate::settle::{Charge, SettleOutcome, Settlement};
 
 /// Where [`MemoryQuota`] reads the time (ms since the Unix epoch).
 pub trait QuotaClock: Send + Sync + Debug {
@@ -225,18 +226,19 @@ impl MemoryQuota {
         });
         bucket.window_ms = window_ms;
 
-        let admitted = if bucket.window_started_at_ms < window_start {
+        // (admitted, charged)
+        let (admitted, charged) = if bucket.window_started_at_ms < window_start {
             bucket.window_started_at_ms = window_start;
             bucket.receipt_ids.clear();
             bucket.receipt_ids.push(receipt);
-            true
+            (true, true)
         } else if bucket.receipt_ids.contains(&receipt) {
-            true
+            (true, false)
         } else if bucket.receipt_ids.len() < limit {
             bucket.receipt_ids.push(receipt);
-            true
+            (true, true)
         } else {
-            false
+            (false, false)
         };
         if admitted {
             bucket.updated_at_ms = bucket.updated_at_ms.max(now_ms);
@@ -250,13 +252,63 @@ impl MemoryQuota {
             observed_at_ms: to_i64(now_ms),
         };
         if admitted {
-            return decision::admitted(row, policy);
+            return decision::admitted(row, policy, charged);
         }
         match decision::full(row, policy) {
             FullBucket::Decided(decision) => decision,
             // Under the lock nothing can change between deciding and reading.
             FullBucket::Changed => QuotaDecision::unavailable(UnavailableReason::Contended),
         }
+    }
+}
+
+impl MemoryQuota {
+    fn settle_now(&self, charge: &Charge, settlement: &Settlement) -> SettleOutcome {
+        let command = &charge.command;
+        let key = BucketKey {
+            project: command.project.clone(),
+            subject: command.subject.clone(),
+            operation: command.operation,
+        };
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now_ms = self.clock.now_ms();
+        let Some(bucket) = state.buckets.get_mut(&key) else {
+            return SettleOutcome::NotFound;
+        };
+        if bucket.window_started_at_ms != charge.window_started_at_ms
+            || !charge.window_is_current(now_ms)
+        {
+            return SettleOutcome::NotFound;
+        }
+        let Some(position) = bucket
+            .receipt_ids
+            .iter()
+            .position(|receipt| **receipt == *command.receipt_id)
+        else {
+            return SettleOutcome::NotFound;
+        };
+        match settlement {
+            Settlement::Refund => {
+                bucket.receipt_ids.remove(position);
+            }
+            Settlement::Spend { spent_as } => {
+                if bucket
+                    .receipt_ids
+                    .iter()
+                    .any(|receipt| **receipt == **spent_as)
+                {
+                    return SettleOutcome::NotFound;
+                }
+                // Kept in admission order like the SQL arrays: the renamed charge goes last.
+                bucket.receipt_ids.remove(position);
+                bucket.receipt_ids.push(spent_as.as_str().into());
+            }
+        }
+        bucket.updated_at_ms = bucket.updated_at_ms.max(now_ms);
+        SettleOutcome::Settled
     }
 }
 
@@ -268,6 +320,15 @@ fn to_i64(value: u64) -> i64 {
 impl QuotaPort for MemoryQuota {
     async fn ready(&self) -> bool {
         true
+    }
+
+    async fn settle(
+        &self,
+        charge: &Charge,
+        settlement: &Settlement,
+    ) -> Result<SettleOutcome, InvalidCommand> {
+        charge.validate(settlement)?;
+        Ok(self.settle_now(charge, settlement))
     }
 
     async fn consume(

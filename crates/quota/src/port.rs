@@ -9,6 +9,7 @@ use crate::command::QuotaCommand;
 use crate::config::OperationLimits;
 use crate::decision::QuotaDecision;
 use crate::error::InvalidCommand;
+use crate::settle::{Charge, SettleOutcome, Settlement};
 
 /// Consumes quota for one command. Call it after authentication and authorization and
 /// before any mutation; a denial must leave the request without side effects.
@@ -33,6 +34,21 @@ pub trait QuotaPort: Send + Sync + Debug {
         limits: OperationLimits,
     ) -> Result<QuotaDecision, InvalidCommand>;
 
+    /// Settles a charge a decision made ([`crate::QuotaDecision::charge`]) once the request
+    /// has run: [`Settlement::Refund`] undoes it, [`Settlement::Spend`] keeps it under
+    /// another receipt and frees the original (see `settle.rs`). Atomic: either the bucket
+    /// changes as described or not at all. Applies only while the charge's window is the
+    /// store's current window and the receipt is still in it; otherwise
+    /// [`SettleOutcome::NotFound`], and nothing changes.
+    ///
+    /// `Err` only for invalid input (nothing is written); every store problem is
+    /// `Ok(SettleOutcome::Unavailable { .. })` within the backend's time bound.
+    async fn settle(
+        &self,
+        charge: &Charge,
+        settlement: &Settlement,
+    ) -> Result<SettleOutcome, InvalidCommand>;
+
     /// Whether the store answers, by a read that changes nothing (readiness probes must
     /// not write), within the backend's time bound.
     async fn ready(&self) -> bool;
@@ -46,6 +62,14 @@ impl<T: QuotaPort + ?Sized> QuotaPort for Arc<T> {
         limits: OperationLimits,
     ) -> Result<QuotaDecision, InvalidCommand> {
         (**self).consume(command, limits).await
+    }
+
+    async fn settle(
+        &self,
+        charge: &Charge,
+        settlement: &Settlement,
+    ) -> Result<SettleOutcome, InvalidCommand> {
+        (**self).settle(charge, settlement).await
     }
 
     async fn ready(&self) -> bool {

@@ -11,19 +11,26 @@ use crate::attempt::{Attempt, Checkout};
 use crate::command::QuotaCommand;
 use crate::config::QuotaPolicy;
 use crate::decision::{self, BucketRow, FullBucket, UnavailableReason};
-use crate::sqlx_error::Store;
+use crate::settle::{Charge, SettleOutcome, Settlement};
+use crate::sqlx_error::{self, Store};
 
 /// What a SQL backend runs, as integers throughout:
 /// - `decide` takes (project, subject, operation, receipt, window_ms, limit) and returns
-///   `(admitted, count, receipts, reset, observed)`: `admitted = 1` for the bucket it just
-///   admitted into, `0` for a full bucket it read instead, or no row (full, not read);
+///   `(admitted, charged, count, receipts, reset, observed)`: `admitted = 1` for the bucket
+///   it just admitted into (`charged = 1` for a new charge, `0` for a replay), `0` for a
+///   full bucket it read instead, or no row (full, not read);
 /// - `read` takes (project, subject, operation, window_ms) and returns
-///   `(count, receipts, reset, observed)`.
+///   `(count, receipts, reset, observed)`;
+/// - `refund` takes (project, subject, operation, receipt, window start, window_ms) and
+///   `spend` the same plus the new receipt; each returns one row when it applied, none
+///   otherwise.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Statements {
     pub(crate) store: Store,
     pub(crate) decide: &'static str,
     pub(crate) read: &'static str,
+    pub(crate) refund: &'static str,
+    pub(crate) spend: &'static str,
 }
 
 /// One try: a connection from `pool`, closed rather than returned if the try is abandoned.
@@ -87,8 +94,10 @@ where
         };
     };
     match decided_row(row) {
-        Some((1, bucket)) => Attempt::Decided(decision::admitted(bucket, policy)),
-        Some((0, bucket)) => full(bucket, policy),
+        Some((1, charged @ (0 | 1), bucket)) => {
+            Attempt::Decided(decision::admitted(bucket, policy, charged == 1))
+        }
+        Some((0, 0, bucket)) => full(bucket, policy),
         _ => Attempt::unavailable(UnavailableReason::MalformedResult),
     }
 }
@@ -138,17 +147,21 @@ where
     }
 }
 
-/// Decodes `decide`'s five integer columns; a wrong shape, NULL or other type is `None`.
-fn decided_row<R>(row: &R) -> Option<(i64, BucketRow)>
+/// Decodes `decide`'s six integer columns; a wrong shape, NULL or other type is `None`.
+fn decided_row<R>(row: &R) -> Option<(i64, i64, BucketRow)>
 where
     R: Row,
     for<'a> i64: Decode<'a, R::Database> + Type<R::Database>,
     usize: ColumnIndex<R>,
 {
-    if row.len() != 5 {
+    if row.len() != 6 {
         return None;
     }
-    Some((row.try_get(0).ok()?, bucket_row(row, 1)?))
+    Some((
+        row.try_get(0).ok()?,
+        row.try_get(1).ok()?,
+        bucket_row(row, 2)?,
+    ))
 }
 
 /// Decodes four integer columns from `first` on; a wrong shape, NULL or other type is
@@ -168,4 +181,83 @@ where
         reset_at_ms: row.try_get(first + 2).ok()?,
         observed_at_ms: row.try_get(first + 3).ok()?,
     })
+}
+
+/// Settles `charge` on a connection from `pool`: one statement, tried once more after a
+/// broken connection. Repeating is safe: a settlement that committed but whose reply was
+/// lost finds its receipt gone the second time and changes nothing.
+pub(crate) async fn settle<DB>(
+    pool: &Pool<DB>,
+    statements: &Statements,
+    charge: &Charge,
+    settlement: &Settlement,
+) -> SettleOutcome
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+{
+    let mut last = UnavailableReason::Connection;
+    for _ in 0..2 {
+        let connection = match pool.acquire().await {
+            Ok(connection) => connection,
+            Err(error) => match sqlx_error::reason(statements.store, &error) {
+                UnavailableReason::Connection => continue,
+                reason => return SettleOutcome::Unavailable { reason },
+            },
+        };
+        let mut checkout = Checkout::new(connection);
+        let outcome = settle_on(checkout.connection(), statements, charge, settlement).await;
+        checkout.finish();
+        match outcome {
+            Ok(outcome) => return outcome,
+            Err(UnavailableReason::Connection) => last = UnavailableReason::Connection,
+            Err(reason) => return SettleOutcome::Unavailable { reason },
+        }
+    }
+    SettleOutcome::Unavailable { reason: last }
+}
+
+async fn settle_on<DB>(
+    connection: &mut DB::Connection,
+    statements: &Statements,
+    charge: &Charge,
+    settlement: &Settlement,
+) -> Result<SettleOutcome, UnavailableReason>
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+{
+    let command = &charge.command;
+    let (Ok(window_start), Ok(window_ms)) = (
+        i64::try_from(charge.window_started_at_ms),
+        i64::try_from(charge.limits.window_ms()),
+    ) else {
+        return Ok(SettleOutcome::NotFound);
+    };
+    let statement = match settlement {
+        Settlement::Refund => statements.refund,
+        Settlement::Spend { .. } => statements.spend,
+    };
+    let mut query = sqlx::query::<DB>(statement)
+        .bind(command.project.as_str())
+        .bind(command.subject.as_str())
+        .bind(command.operation.as_str())
+        .bind(command.receipt_id.as_str())
+        .bind(window_start)
+        .bind(window_ms);
+    if let Settlement::Spend { spent_as } = settlement {
+        query = query.bind(spent_as.as_str());
+    }
+    match query.fetch_all(&mut *connection).await {
+        Ok(rows) if rows.len() == 1 => Ok(SettleOutcome::Settled),
+        Ok(rows) if rows.is_empty() => Ok(SettleOutcome::NotFound),
+        Ok(_) => Err(UnavailableReason::MalformedResult),
+        Err(error) => Err(sqlx_error::reason(statements.store, &error)),
+    }
 }

@@ -11,8 +11,9 @@ use crate::error::{CommandField, InputProblem, InvalidCommand};
 pub(crate) const PROJECT_MAX_LEN: usize = 128;
 /// Longest subject, in characters.
 pub(crate) const SUBJECT_MAX_CHARS: usize = 255;
-/// Longest receipt id, in bytes (all allowed characters are ASCII).
-pub(crate) const RECEIPT_MAX_LEN: usize = 255;
+/// Longest receipt id, in bytes (all allowed characters are ASCII): room for a caller's
+/// namespace prefix (`key:`) in front of a 255-byte idempotency key.
+pub(crate) const RECEIPT_MAX_LEN: usize = 264;
 
 fn invalid(field: CommandField, problem: InputProblem) -> InvalidCommand {
     InvalidCommand { field, problem }
@@ -50,7 +51,7 @@ pub(crate) fn project(value: &str) -> Result<(), InvalidCommand> {
     ascii_identifier(value, CommandField::Project, PROJECT_MAX_LEN, b"._:-")
 }
 
-/// `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,254}$`
+/// `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,263}$`
 pub(crate) fn receipt_id(value: &str) -> Result<(), InvalidCommand> {
     ascii_identifier(value, CommandField::ReceiptId, RECEIPT_MAX_LEN, b"._:/-")
 }

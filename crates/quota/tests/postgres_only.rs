@@ -512,7 +512,7 @@ async fn migrations_and_role_setup_are_idempotent() {
         .fetch_one(&database.admin)
         .await
         .unwrap();
-    assert_eq!(applied, 1);
+    assert_eq!(applied, 2);
     let privileges: Vec<String> = sqlx::query_scalar(
         "SELECT privilege_type FROM information_schema.role_table_grants \
          WHERE grantee = $1 AND table_schema = 'proxypool_quota' ORDER BY privilege_type",
@@ -547,9 +547,10 @@ async fn check_constraints_reject_rows_that_break_the_invariants() {
              ('{project}', {subject}, '{operation}', {start}, {count}, {receipts}, {updated})"
         )
     };
-    let huge = format!("jsonb_build_array(repeat('x', {}))", 262_144);
+    let huge = format!("jsonb_build_array(repeat('x', {}))", 327_680);
     let broken = [
-        insert("p", "'s'", "extract", "0", "0", "'[]'", "0"),
+        insert("p", "'s'", "extract", "0", "-1", "'[]'", "0"),
+        insert("p", "'s'", "extract", "0", "0", "'[\"a\"]'", "0"),
         insert(
             "p",
             "'s'",
@@ -597,18 +598,15 @@ async fn check_constraints_reject_rows_that_break_the_invariants() {
         assert_eq!(code.as_deref(), Some("23514"), "{statement}: {error}");
     }
     // The same shape with valid values is accepted: the constraints are not just refusing.
-    sqlx::query(sqlx::AssertSqlSafe(insert(
-        "p",
-        "'s'",
-        "extract",
-        "0",
-        "1",
-        "'[\"a\"]'",
-        "0",
-    )))
-    .execute(&database.admin)
-    .await
-    .expect("a valid row");
+    // An empty bucket is valid too: a refund can leave one.
+    for (subject, count, receipts) in [("'s'", "1", "'[\"a\"]'"), ("'empty'", "0", "'[]'")] {
+        sqlx::query(sqlx::AssertSqlSafe(insert(
+            "p", subject, "extract", "0", count, receipts, "0",
+        )))
+        .execute(&database.admin)
+        .await
+        .expect("a valid row");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

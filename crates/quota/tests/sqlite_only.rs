@@ -82,15 +82,17 @@ async fn check_constraints_reject_rows_that_break_the_invariants() {
                   receipts: &str,
                   updated: i64| {
         format!(
-            "INSERT INTO quota_buckets VALUES \
+            "INSERT INTO quota_buckets (project_id, subject_id, operation, window_started_at_ms, \
+             consumed_count, receipt_ids, updated_at_ms) VALUES \
              ('{project}', {subject}, '{operation}', {start}, {count}, {receipts}, {updated})"
         )
     };
-    let huge = "jsonb_array(printf('%.*c', 262144, 'x'))";
+    let huge = "jsonb_array(printf('%.*c', 327680, 'x'))";
     let thousand_and_one = "(WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1001) \
           SELECT jsonb_group_array(i) FROM n)";
     let broken = [
-        insert("p", "'s'", "extract", 0, 0, "jsonb_array()", 0),
+        insert("p", "'s'", "extract", 0, -1, "jsonb_array()", 0),
+        insert("p", "'s'", "extract", 0, 0, "jsonb_array('a')", 0),
         insert("p", "'s'", "extract", 0, 1001, thousand_and_one, 0),
         insert("p", "'s'", "extract", 0, 2, "jsonb_array('a')", 0),
         insert("p", "'s'", "extract", 0, 1, "jsonb('{\"a\": 1}')", 0),
@@ -143,6 +145,19 @@ async fn check_constraints_reject_rows_that_break_the_invariants() {
     .execute(quota.pool())
     .await
     .expect("a valid row is accepted");
+    // An empty bucket is valid too: a refund can leave one.
+    sqlx::query(sqlx::AssertSqlSafe(insert(
+        "p",
+        "'empty'",
+        "extract",
+        0,
+        0,
+        "jsonb_array()",
+        0,
+    )))
+    .execute(quota.pool())
+    .await
+    .expect("an empty bucket is accepted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,7 @@
 //!
 //! Modules: `admission` (limits, retry-after, concurrency), `per_call` (limits that differ
 //! between callers or change between calls, on one instance), `replay` (receipts),
+//! `settle` (charged or replayed, refunds and spends, under concurrency too),
 //! `window` (alignment and expiry), `isolation` (bucket keys), `validation` (input rules,
 //! boundary sizes), `fixtures` (the memory factory and helpers).
 
@@ -19,6 +20,7 @@ pub mod fixtures;
 pub mod isolation;
 pub mod per_call;
 pub mod replay;
+pub mod settle;
 pub mod validation;
 pub mod window;
 
@@ -97,6 +99,14 @@ macro_rules! contract_suite {
             validation::invalid_input_is_rejected_and_writes_nothing,
             validation::longest_valid_inputs_are_stored_intact,
             validation::full_bucket_holds_a_thousand_longest_receipts,
+            settle::decisions_say_whether_they_charged,
+            settle::refund_undoes_exactly_one_charge,
+            settle::refund_makes_room_and_can_empty_a_bucket,
+            settle::spend_keeps_the_charge_and_frees_the_receipt,
+            settle::settling_after_the_window_ended_changes_nothing,
+            settle::invalid_settlements_are_rejected_and_write_nothing,
+            settle::concurrent_charges_and_refunds_stay_exact,
+            settle::concurrent_same_receipt_is_charged_once,
         );
     };
     (@each $factory:expr; $($module:ident :: $name:ident),* $(,)?) => {

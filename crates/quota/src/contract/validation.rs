@@ -26,7 +26,7 @@ fn invalid_commands() -> Vec<(QuotaCommand, CommandField)> {
         (ok("proj", "s", "with space"), CommandField::ReceiptId),
         (ok("proj", "s", "quote\"d"), CommandField::ReceiptId),
         (ok("proj", "s", "json\\escape"), CommandField::ReceiptId),
-        (ok("proj", "s", &"r".repeat(256)), CommandField::ReceiptId),
+        (ok("proj", "s", &"r".repeat(265)), CommandField::ReceiptId),
         (ok("proj", "s", "r\u{e9}"), CommandField::ReceiptId),
     ]
 }
@@ -62,7 +62,7 @@ pub async fn invalid_input_is_rejected_and_writes_nothing<F: QuotaFactory>(facto
     assert_eq!(harness.bucket_count().await, 1);
 }
 
-/// The longest valid project (128), subject (255 non-ASCII characters) and receipt (255,
+/// The longest valid project (128), subject (255 non-ASCII characters) and receipt (264,
 /// every allowed punctuation) are admitted, stored byte for byte, and replay.
 pub async fn longest_valid_inputs_are_stored_intact<F: QuotaFactory>(factory: &F) {
     let limits = limits(5);
@@ -72,11 +72,11 @@ pub async fn longest_valid_inputs_are_stored_intact<F: QuotaFactory>(factory: &F
         .chars()
         .take(128)
         .collect::<String>();
-    let receipt = format!("R{}", "z._:/-0".repeat(37))
+    let receipt = format!("R{}", "z._:/-0".repeat(38))
         .chars()
-        .take(255)
+        .take(264)
         .collect::<String>();
-    assert_eq!((project.len(), receipt.len()), (128, 255));
+    assert_eq!((project.len(), receipt.len()), (128, 264));
     in_one_window(async |attempt| {
         let subject: String = format!("{attempt}{}", "ü 客/\"'\\;".repeat(40))
             .chars()
@@ -100,13 +100,13 @@ pub async fn longest_valid_inputs_are_stored_intact<F: QuotaFactory>(factory: &F
     .await;
 }
 
-/// Limit 1000 with 255-byte receipts: all 1000 are admitted (the bucket reaches its largest
-/// size, under the 256 KiB bound), the 1001st is exceeded, and any of them replays.
+/// Limit 1000 with 264-byte receipts: all 1000 are admitted (the bucket reaches its largest
+/// size, under the 320 KiB bound), the 1001st is exceeded, and any of them replays.
 pub async fn full_bucket_holds_a_thousand_longest_receipts<F: QuotaFactory>(factory: &F) {
     let limits = limits(1000);
     let harness = crate::fresh_quota!(factory);
     let quota = harness.quota();
-    let receipt = |index: usize| format!("{index:04}{}", "x".repeat(251));
+    let receipt = |index: usize| format!("{index:04}{}", "x".repeat(260));
     in_one_window(async |attempt| {
         let subject = format!("client-{attempt}");
         let mut window = OneWindow::default();

@@ -30,6 +30,7 @@ use crate::config::{OperationLimits, QuotaPolicy};
 use crate::decision::{QuotaDecision, UnavailableReason};
 use crate::error::{InvalidCommand, SetupError};
 use crate::port::QuotaPort;
+use crate::settle::{Charge, SettleOutcome, Settlement};
 use crate::sql_decision::{self, Statements};
 use crate::sqlx_error::Store;
 
@@ -43,6 +44,8 @@ const STATEMENTS: Statements = Statements {
     store: Store::Postgres,
     decide: sql::DECIDE,
     read: sql::READ_BUCKET,
+    refund: sql::REFUND,
+    spend: sql::SPEND,
 };
 
 /// Connection settings of [`PostgresQuota`].
@@ -161,6 +164,22 @@ impl PostgresQuota {
 
 #[async_trait]
 impl QuotaPort for PostgresQuota {
+    async fn settle(
+        &self,
+        charge: &Charge,
+        settlement: &Settlement,
+    ) -> Result<SettleOutcome, InvalidCommand> {
+        charge.validate(settlement)?;
+        Ok(tokio::time::timeout(
+            self.decision_timeout,
+            sql_decision::settle(&self.pool, &STATEMENTS, charge, settlement),
+        )
+        .await
+        .unwrap_or(SettleOutcome::Unavailable {
+            reason: UnavailableReason::Timeout,
+        }))
+    }
+
     async fn ready(&self) -> bool {
         let probe = sqlx::query("SELECT 1").execute(&self.pool);
         matches!(

@@ -22,11 +22,18 @@ const MIGRATIONS_TABLE: &str = "proxypool_quota._sqlx_migrations";
 
 /// (version, description, SQL) of every file in `migrations/postgres`, in order. A unit test
 /// checks that the directory and this list agree.
-pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "quota buckets",
-    include_str!("../../migrations/postgres/0001_quota_buckets.sql"),
-)];
+pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "quota buckets",
+        include_str!("../../migrations/postgres/0001_quota_buckets.sql"),
+    ),
+    (
+        2,
+        "settled receipts",
+        include_str!("../../migrations/postgres/0002_settled_receipts.sql"),
+    ),
+];
 
 /// How long [`migrate_url`] waits for a connection.
 const ADMIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

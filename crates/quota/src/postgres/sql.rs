@@ -1,8 +1,9 @@
 //! The SQL the PostgreSQL backend runs, in one place so it can be read (and quoted) whole.
 //!
-//! Parameters of both statements: `$1` project, `$2` subject, `$3` operation, `$4` receipt,
-//! `$5` window length in ms, `$6` limit (the read uses `$1..$3` and `$4` = window).
-//! Every number comes back as `bigint` so the row decodes the same way on any path.
+//! Parameters of the decision: `$1` project, `$2` subject, `$3` operation, `$4` receipt,
+//! `$5` window length in ms, `$6` limit (the read uses `$1..$3` and `$4` = window; the
+//! settlements are described with them). Every number comes back as `bigint` so the row
+//! decodes the same way on any path.
 
 /// The decision: one statement around one `INSERT … ON CONFLICT DO UPDATE … WHERE …
 /// RETURNING`, an implicit transaction of its own.
@@ -33,8 +34,12 @@
 /// - the second branch returns that snapshot row (`admitted = 0`), so a denial is one round
 ///   trip, not a decision plus a separate read.
 ///
-/// Output: one row `(admitted, count, receipts, reset_at_ms, observed_at_ms)`: the upsert's
-/// `RETURNING` (`admitted = 1`), or the snapshot row (`admitted = 0`), or no row. The
+/// Whether the decision charged the receipt or replayed it is known only under the row
+/// lock, so the upsert writes it into `last_decision_charged` and its `RETURNING` reads it
+/// back: the row as this very statement wrote it, whatever ran before or after.
+///
+/// Output: one row `(admitted, charged, count, receipts, reset_at_ms, observed_at_ms)`: the
+/// upsert's `RETURNING` (`admitted = 1`), or the snapshot row (`admitted = 0`), or no row. The
 /// snapshot may predate the version the upsert locked: a bucket inserted concurrently is
 /// invisible (no row: the caller falls back to [`READ_BUCKET`]) and one changed
 /// concurrently shows its older version, which can only look less full or older than the
@@ -51,10 +56,11 @@ snapshot AS MATERIALIZED (
 decided AS (
     INSERT INTO proxypool_quota.quota_buckets AS bucket
         (project_id, subject_id, operation,
-         window_started_at_ms, consumed_count, receipt_ids, updated_at_ms)
+         window_started_at_ms, consumed_count, receipt_ids, updated_at_ms,
+         last_decision_charged)
     SELECT $1, $2, $3,
            clock.now_ms - clock.now_ms % $5::bigint, 1, jsonb_build_array($4::text),
-           clock.now_ms
+           clock.now_ms, true
     FROM clock
     WHERE NOT EXISTS (
         SELECT 1 FROM snapshot
@@ -75,15 +81,21 @@ decided AS (
                 THEN excluded.receipt_ids
             WHEN bucket.receipt_ids ? $4::text THEN bucket.receipt_ids
             ELSE bucket.receipt_ids || excluded.receipt_ids END,
-        updated_at_ms = GREATEST(bucket.updated_at_ms, excluded.updated_at_ms)
+        updated_at_ms = GREATEST(bucket.updated_at_ms, excluded.updated_at_ms),
+        last_decision_charged = CASE
+            WHEN bucket.window_started_at_ms < excluded.window_started_at_ms THEN true
+            WHEN bucket.receipt_ids ? $4::text THEN false
+            ELSE true END
     WHERE bucket.window_started_at_ms < excluded.window_started_at_ms
        OR bucket.receipt_ids ? $4::text
        OR bucket.consumed_count < $6::bigint
     RETURNING bucket.consumed_count,
               jsonb_array_length(bucket.receipt_ids) AS receipt_count,
-              bucket.window_started_at_ms
+              bucket.window_started_at_ms,
+              bucket.last_decision_charged
 )
 SELECT 1::bigint,
+       CASE WHEN decided.last_decision_charged THEN 1 ELSE 0 END::bigint,
        decided.consumed_count::bigint,
        decided.receipt_count::bigint,
        (decided.window_started_at_ms + $5::bigint)::bigint,
@@ -91,6 +103,7 @@ SELECT 1::bigint,
 FROM decided, clock
 UNION ALL
 SELECT 0::bigint,
+       0::bigint,
        snapshot.consumed_count::bigint,
        jsonb_array_length(snapshot.receipt_ids)::bigint,
        (snapshot.window_started_at_ms + $5::bigint)::bigint,
@@ -110,4 +123,43 @@ SELECT consumed_count::bigint,
        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 FROM proxypool_quota.quota_buckets
 WHERE project_id = $1 AND subject_id = $2 AND operation = $3
+"#;
+
+/// Refunds a charge: removes the receipt and lowers the count by one, in one `UPDATE` that
+/// takes the bucket's row lock (so it serializes with decisions) and applies only while
+/// the charge's window is the current one on the database clock and still holds the
+/// receipt. Parameters: `$1..$3` the bucket, `$4` receipt, `$5` the charge's window start,
+/// `$6` window length in ms. Returns one row when it applied, none otherwise.
+pub(crate) const REFUND: &str = r#"
+WITH clock AS MATERIALIZED (
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+)
+UPDATE proxypool_quota.quota_buckets AS bucket SET
+    consumed_count = bucket.consumed_count - 1,
+    receipt_ids = bucket.receipt_ids - $4::text,
+    updated_at_ms = GREATEST(bucket.updated_at_ms, clock.now_ms)
+FROM clock
+WHERE bucket.project_id = $1 AND bucket.subject_id = $2 AND bucket.operation = $3
+  AND bucket.window_started_at_ms = $5::bigint
+  AND clock.now_ms - clock.now_ms % $6::bigint = $5::bigint
+  AND bucket.receipt_ids ? $4::text
+RETURNING 1::bigint
+"#;
+
+/// Spends a charge: the receipt is replaced by `$7` (appended last, like any charge), the
+/// count stays. Same conditions as [`REFUND`], and `$7` must not be charged already.
+pub(crate) const SPEND: &str = r#"
+WITH clock AS MATERIALIZED (
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+)
+UPDATE proxypool_quota.quota_buckets AS bucket SET
+    receipt_ids = (bucket.receipt_ids - $4::text) || jsonb_build_array($7::text),
+    updated_at_ms = GREATEST(bucket.updated_at_ms, clock.now_ms)
+FROM clock
+WHERE bucket.project_id = $1 AND bucket.subject_id = $2 AND bucket.operation = $3
+  AND bucket.window_started_at_ms = $5::bigint
+  AND clock.now_ms - clock.now_ms % $6::bigint = $5::bigint
+  AND bucket.receipt_ids ? $4::text
+  AND NOT bucket.receipt_ids ? $7::text
+RETURNING 1::bigint
 "#;

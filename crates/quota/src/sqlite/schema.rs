@@ -10,11 +10,18 @@ use crate::error::SetupError;
 
 /// (version, description, SQL) of every file in `migrations/sqlite`, in order. A unit test
 /// checks that the directory and this list agree.
-pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "quota buckets",
-    include_str!("../../migrations/sqlite/0001_quota_buckets.sql"),
-)];
+pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "quota buckets",
+        include_str!("../../migrations/sqlite/0001_quota_buckets.sql"),
+    ),
+    (
+        2,
+        "settled receipts",
+        include_str!("../../migrations/sqlite/0002_settled_receipts.sql"),
+    ),
+];
 
 fn migrator() -> Migrator {
     Migrator::with_migrations(

@@ -19,8 +19,11 @@
 /// under a higher limit is full under a lower one and its receipts still replay.
 ///
 /// Differences, all SQLite's: receipts are JSONB (`jsonb_array`, `jsonb_insert`); whether
-/// the receipt is already stored is computed once, in the `seen` CTE, rather than in each
-/// `CASE` (the statement holds the write lock from its start, so that read cannot go stale);
+/// the receipt is already stored in the current window is computed once, in the `seen`
+/// CTE, rather than in each `CASE` (the statement holds the write lock from its start, so
+/// that read cannot go stale), which is also what tells a replay from a new charge: the
+/// upsert records it in `last_decision_charged` and `RETURNING` reads it back (a subquery
+/// in `RETURNING` would already see the row this statement wrote);
 /// and `WHERE true` is SQLite's required disambiguation between `INSERT … SELECT` and its
 /// `ON CONFLICT`.
 pub(crate) const DECIDE: &str = r#"
@@ -29,14 +32,15 @@ WITH clock(now_ms) AS MATERIALIZED (
 ),
 seen(present) AS MATERIALIZED (
     SELECT EXISTS (
-        SELECT 1 FROM quota_buckets AS stored, json_each(stored.receipt_ids) AS receipt
+        SELECT 1 FROM quota_buckets AS stored, json_each(stored.receipt_ids) AS receipt, clock
         WHERE stored.project_id = ?1 AND stored.subject_id = ?2 AND stored.operation = ?3
+          AND stored.window_started_at_ms = clock.now_ms - clock.now_ms % ?5
           AND receipt.value = ?4)
 )
 INSERT INTO quota_buckets AS bucket
     (project_id, subject_id, operation,
-     window_started_at_ms, consumed_count, receipt_ids, updated_at_ms)
-SELECT ?1, ?2, ?3, now_ms - now_ms % ?5, 1, jsonb_array(?4), now_ms
+     window_started_at_ms, consumed_count, receipt_ids, updated_at_ms, last_decision_charged)
+SELECT ?1, ?2, ?3, now_ms - now_ms % ?5, 1, jsonb_array(?4), now_ms, 1
 FROM clock WHERE true
 ON CONFLICT (project_id, subject_id, operation) DO UPDATE SET
     window_started_at_ms = CASE
@@ -52,11 +56,16 @@ ON CONFLICT (project_id, subject_id, operation) DO UPDATE SET
             THEN excluded.receipt_ids
         WHEN (SELECT present FROM seen) THEN bucket.receipt_ids
         ELSE jsonb_insert(bucket.receipt_ids, '$[#]', ?4) END,
-    updated_at_ms = max(bucket.updated_at_ms, excluded.updated_at_ms)
+    updated_at_ms = max(bucket.updated_at_ms, excluded.updated_at_ms),
+    last_decision_charged = CASE
+        WHEN bucket.window_started_at_ms < excluded.window_started_at_ms THEN 1
+        WHEN (SELECT present FROM seen) THEN 0
+        ELSE 1 END
 WHERE bucket.window_started_at_ms < excluded.window_started_at_ms
    OR bucket.consumed_count < ?6
    OR (SELECT present FROM seen)
 RETURNING 1,
+          last_decision_charged,
           consumed_count,
           json_array_length(receipt_ids),
           window_started_at_ms + ?5,
@@ -71,4 +80,44 @@ SELECT consumed_count,
        CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
 FROM quota_buckets
 WHERE project_id = ?1 AND subject_id = ?2 AND operation = ?3
+"#;
+
+/// Refunds a charge (see `crate::postgres` for the rules): the receipt is removed, keeping
+/// the others in order, and the count drops by one. (`jsonb_group_array` over no rows
+/// gives the text `[]`, which the STRICT BLOB column refuses: hence the `jsonb()`.) Parameters: `?1..?3` the bucket, `?4`
+/// receipt, `?5` the charge's window start, `?6` window length in ms. One row when it
+/// applied, none otherwise.
+pub(crate) const REFUND: &str = r#"
+UPDATE quota_buckets SET
+    consumed_count = consumed_count - 1,
+    receipt_ids = jsonb((
+        SELECT jsonb_group_array(receipt.value ORDER BY receipt.key)
+        FROM json_each(quota_buckets.receipt_ids) AS receipt
+        WHERE receipt.value <> ?4)),
+    updated_at_ms = max(updated_at_ms, CAST(round(unixepoch('subsec') * 1000) AS INTEGER))
+WHERE project_id = ?1 AND subject_id = ?2 AND operation = ?3
+  AND window_started_at_ms = ?5
+  AND CAST(round(unixepoch('subsec') * 1000) AS INTEGER) % ?6
+      = CAST(round(unixepoch('subsec') * 1000) AS INTEGER) - ?5
+  AND EXISTS (SELECT 1 FROM json_each(quota_buckets.receipt_ids) WHERE value = ?4)
+RETURNING 1
+"#;
+
+/// Spends a charge: the receipt is replaced by `?7`, appended last; the count stays. Same
+/// conditions as [`REFUND`], and `?7` must not be charged already.
+pub(crate) const SPEND: &str = r#"
+UPDATE quota_buckets SET
+    receipt_ids = jsonb_insert(
+        (SELECT jsonb_group_array(receipt.value ORDER BY receipt.key)
+         FROM json_each(quota_buckets.receipt_ids) AS receipt
+         WHERE receipt.value <> ?4),
+        '$[#]', ?7),
+    updated_at_ms = max(updated_at_ms, CAST(round(unixepoch('subsec') * 1000) AS INTEGER))
+WHERE project_id = ?1 AND subject_id = ?2 AND operation = ?3
+  AND window_started_at_ms = ?5
+  AND CAST(round(unixepoch('subsec') * 1000) AS INTEGER) % ?6
+      = CAST(round(unixepoch('subsec') * 1000) AS INTEGER) - ?5
+  AND EXISTS (SELECT 1 FROM json_each(quota_buckets.receipt_ids) WHERE value = ?4)
+  AND NOT EXISTS (SELECT 1 FROM json_each(quota_buckets.receipt_ids) WHERE value = ?7)
+RETURNING 1
 "#;
