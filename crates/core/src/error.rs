@@ -14,6 +14,9 @@ pub enum Conflict {
     Fenced,
     /// The idempotency key was used before with a different request body.
     IdempotencyDigest,
+    /// The idempotency key was used before for an extraction that can no longer be
+    /// replayed (its proxies expired), and the key is still held for it.
+    IdempotencyExpired,
     /// The proxy is owned by someone else, or the worker/epoch does not match.
     Ownership,
     /// The lease ran out (or was cut at `usable_until`) before it was renewed.
@@ -33,6 +36,9 @@ impl fmt::Display for Conflict {
         f.write_str(match self {
             Conflict::Fenced => "worker session was replaced (fenced)",
             Conflict::IdempotencyDigest => "idempotency key reused with a different request",
+            Conflict::IdempotencyExpired => {
+                "idempotency key already used for an extraction that can no longer be replayed"
+            }
             Conflict::Ownership => "ownership does not match (worker or epoch)",
             Conflict::LeaseExpired => "ownership lease expired",
             Conflict::NotDrained => "proxy still has active or reserved sessions",

@@ -14,6 +14,8 @@ pub const MAX_EXTRACT_COUNT: u32 = 1_000;
 /// minutes to hours, so a longer window means "any checked proxy" and is refused as a
 /// likely mistake rather than silently accepted.
 pub const MAX_HEALTH_FRESHNESS_MS: u64 = 86_400_000;
+/// The longest an idempotency key may be held past its replay (one day).
+pub const MAX_KEY_HELD_MS: u64 = 86_400_000;
 const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
 /// Which proxies an extraction (or a gateway selection) may take. Unset fields match all.
@@ -67,6 +69,13 @@ pub struct ExtractRequest {
     pub reserve_for_gateway: u32,
     /// How long the response stays replayable (capped by the earliest hard expiry in it).
     pub idempotency_ttl_ms: u64,
+    /// With an idempotency key: how long, from now, the key stays bound to this request
+    /// even after its response can no longer be replayed. Within it a reuse of the key is
+    /// refused (`Conflict::IdempotencyExpired`, or `IdempotencyDigest` for another body),
+    /// never extracted afresh. The API sets it to the client's quota window, the longest a
+    /// quota receipt for the key lives: a key admitted as a replay can then never buy a
+    /// second extraction. 0 = only as long as the replay.
+    pub key_held_ms: u64,
 }
 
 impl ExtractRequest {
@@ -99,6 +108,11 @@ impl ExtractRequest {
         if self.idempotency_ttl_ms == 0 {
             return Err(PoolError::invalid("idempotency_ttl_ms must be at least 1"));
         }
+        if self.key_held_ms > MAX_KEY_HELD_MS {
+            return Err(PoolError::invalid(format!(
+                "key_held_ms must be at most {MAX_KEY_HELD_MS} (one day)"
+            )));
+        }
         Ok(())
     }
 
@@ -111,6 +125,16 @@ impl ExtractRequest {
             "min_health_freshness_ms": self.min_health_freshness_ms,
         });
         digest_hex(&[body.to_string().as_bytes()], 16)
+    }
+
+    /// Until when the stored extraction answers for its id: the replay's end, or, with an
+    /// idempotency key, `now + key_held_ms` if that is later.
+    pub fn held_until(&self, now: UnixMillis, replay_expires_at_ms: UnixMillis) -> UnixMillis {
+        if self.idempotency_key.is_some() {
+            replay_expires_at_ms.max(now.saturating_add(self.key_held_ms))
+        } else {
+            replay_expires_at_ms
+        }
     }
 
     pub fn extraction_id(&self) -> ExtractionId {
@@ -223,6 +247,7 @@ mod tests {
             min_health_freshness_ms: freshness,
             reserve_for_gateway: 0,
             idempotency_ttl_ms: 1_000,
+            key_held_ms: 0,
         }
     }
 

@@ -147,6 +147,7 @@ fn request(filter: ProxyFilter) -> ExtractRequest {
         min_health_freshness_ms: None,
         reserve_for_gateway: 0,
         idempotency_ttl_ms: 60_000,
+        key_held_ms: 0,
     }
 }
 

@@ -47,6 +47,7 @@ fn conflict(kind: &str) -> PoolResult<Conflict> {
     Ok(match kind {
         "fenced" => Conflict::Fenced,
         "digest" => Conflict::IdempotencyDigest,
+        "expired" => Conflict::IdempotencyExpired,
         "ownership" => Conflict::Ownership,
         "lease_expired" => Conflict::LeaseExpired,
         "not_drained" => Conflict::NotDrained,

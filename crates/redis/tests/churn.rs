@@ -157,6 +157,7 @@ async fn ttl_churn_keeps_keys_and_fields_bounded() {
             min_health_freshness_ms: None,
             reserve_for_gateway: 2,
             idempotency_ttl_ms: 60_000,
+            key_held_ms: 0,
         };
         pool.extract(now, request).await.unwrap();
 

@@ -71,6 +71,7 @@ fn request(key: &str, count: u32) -> ExtractRequest {
         min_health_freshness_ms: None,
         reserve_for_gateway: 0,
         idempotency_ttl_ms: 600_000,
+        key_held_ms: 0,
     }
 }
 

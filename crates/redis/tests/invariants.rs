@@ -201,6 +201,7 @@ async fn incremental_indexes_equal_a_full_recomputation() {
             min_health_freshness_ms: None,
             reserve_for_gateway: 1,
             idempotency_ttl_ms: 10_000,
+            key_held_ms: 0,
         };
         pool.extract(now, request).await.unwrap();
         check(server, &pool, &format!("round {round} extract"));

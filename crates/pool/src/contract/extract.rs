@@ -288,6 +288,68 @@ pub async fn extract_replay_ttl_capped_by_earliest_expiry<F: PoolFactory>(factor
     assert_eq!(again.response.returned, 0);
 }
 
+/// With `key_held_ms`, a key outlives its replay: once the response can no longer be
+/// replayed, the same request is refused as expired and another body as a conflict (never
+/// a fresh extraction, and a sweep keeps the hold); after the hold the key is free again.
+pub async fn extract_held_key_is_refused_after_its_replay_ends<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    seed_range(&pool, T0, "acme", 0, 3).await;
+    let mut request = extract_request("c1", 2, ExtractMode::Partial);
+    request.idempotency_key = Some("held".into());
+    request.idempotency_ttl_ms = 12_000;
+    request.key_held_ms = 20_000;
+    let first = pool.extract(T0 + 1, request.clone()).await.unwrap();
+    assert_eq!(first.response.returned, 2);
+    let unextracted = async |at| {
+        pool.inventory(at, &upstream("acme"))
+            .await
+            .unwrap()
+            .unextracted
+    };
+    assert_eq!(unextracted(T0 + 2).await, 1);
+
+    let replay = pool.extract(T0 + 12_000, request.clone()).await.unwrap();
+    assert!(replay.replayed);
+    let expired = pool.extract(T0 + 12_001, request.clone()).await;
+    assert_eq!(
+        expired.unwrap_err(),
+        PoolError::Conflict(Conflict::IdempotencyExpired),
+        "the replay ended; the key is still held"
+    );
+    let mut other = request.clone();
+    other.count = 1;
+    let conflict = pool.extract(T0 + 12_001, other.clone()).await;
+    assert_eq!(
+        conflict.unwrap_err(),
+        PoolError::Conflict(Conflict::IdempotencyDigest)
+    );
+    let shown = pool
+        .get_extraction(T0 + 12_001, &client("c1"), &first.response.id)
+        .await;
+    assert_eq!(
+        shown.unwrap_err(),
+        PoolError::NotFound,
+        "nothing to show once the replay ended"
+    );
+    pool.sweep(T0 + 15_000, 100).await.unwrap();
+    let still = pool.extract(T0 + 20_000, request.clone()).await;
+    assert_eq!(
+        still.unwrap_err(),
+        PoolError::Conflict(Conflict::IdempotencyExpired),
+        "a sweep keeps a held key"
+    );
+    assert_eq!(
+        unextracted(T0 + 20_000).await,
+        1,
+        "refusals extract nothing"
+    );
+
+    // The hold ends 20 s after the extraction: the key buys a new extraction.
+    let again = pool.extract(T0 + 20_001, other).await.unwrap();
+    assert!(!again.replayed);
+    assert_eq!(again.response.returned, 1);
+}
+
 pub async fn extract_lookup_is_scoped_to_client<F: PoolFactory>(factory: &F) {
     let pool = fresh_pool!(factory);
     seed_range(&pool, T0, "acme", 0, 1).await;

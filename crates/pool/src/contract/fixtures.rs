@@ -194,6 +194,7 @@ pub fn extract_request(client_name: &str, count: u32, mode: ExtractMode) -> Extr
         min_health_freshness_ms: None,
         reserve_for_gateway: 0,
         idempotency_ttl_ms: 600_000,
+        key_held_ms: 0,
     }
 }
 

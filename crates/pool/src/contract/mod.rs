@@ -76,6 +76,7 @@ macro_rules! contract_suite {
             extract::extract_replay_is_identical,
             extract::extract_key_reuse_with_other_body_conflicts,
             extract::extract_replay_ttl_capped_by_earliest_expiry,
+            extract::extract_held_key_is_refused_after_its_replay_ends,
             extract::extract_lookup_is_scoped_to_client,
             extract::extract_scan_budget_exhausted_is_unavailable,
             extract::extract_concurrent_rounds_never_intersect,

@@ -98,9 +98,12 @@ impl Extractor for MemoryPool {
         let digest = request.digest();
         let mut state = self.lock_for_write(now)?;
 
-        if let Some(stored) = state.extractions.get(&id).filter(|s| now < s.expires_at_ms) {
+        if let Some(stored) = state.extractions.get(&id).filter(|s| now < s.held_until_ms) {
             if stored.client != request.client || stored.digest != digest {
                 return Err(PoolError::Conflict(Conflict::IdempotencyDigest));
+            }
+            if now >= stored.expires_at_ms {
+                return Err(PoolError::Conflict(Conflict::IdempotencyExpired));
             }
             return Ok(ExtractOutcome {
                 response: stored.response.clone(),
@@ -140,7 +143,13 @@ impl Extractor for MemoryPool {
         };
         let expires_at_ms =
             now.saturating_add(response.replay_ttl_ms(now, request.idempotency_ttl_ms));
-        state.extraction_expiry.insert((expires_at_ms, id.clone()));
+        let held_until_ms = request.held_until(now, expires_at_ms);
+        // A stale entry (a held key that lapsed) is replaced: drop its expiry entry too.
+        if let Some(previous) = state.extractions.get(&id) {
+            let entry = (previous.held_until_ms, id.clone());
+            state.extraction_expiry.remove(&entry);
+        }
+        state.extraction_expiry.insert((held_until_ms, id.clone()));
         state.extractions.insert(
             id,
             StoredExtraction {
@@ -148,6 +157,7 @@ impl Extractor for MemoryPool {
                 digest,
                 response: response.clone(),
                 expires_at_ms,
+                held_until_ms,
             },
         );
         Ok(ExtractOutcome {

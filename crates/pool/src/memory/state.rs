@@ -81,6 +81,9 @@ pub(crate) struct StoredExtraction {
     pub(crate) digest: String,
     pub(crate) response: ExtractResponse,
     pub(crate) expires_at_ms: UnixMillis,
+    /// Until when the id stays taken (`ExtractRequest::held_until`): after the replay ends,
+    /// a reuse of the key is refused until then. The expiry index is ordered by it.
+    pub(crate) held_until_ms: UnixMillis,
 }
 
 /// A stored upsert result, keyed by (upstream, operation id).

@@ -1,5 +1,6 @@
 //! Stored extraction responses (`idem:<extraction id>`): a header line `client \t digest \t
-//! expires_at \t requested \t created_at`, then one record line per proxy handed out (the
+//! expires_at \t requested \t created_at \t held_until` (responses stored before
+//! `held_until` existed have the first five), then one record line per proxy handed out (the
 //! record as it was stored at extraction, credentials included, so a replay needs nothing
 //! that may have expired since).
 
@@ -20,7 +21,7 @@ pub(crate) fn decode(id: &ExtractionId, value: &str) -> PoolResult<StoredExtract
     let what = "extraction";
     let mut lines = value.split('\n');
     let header: Vec<&str> = lines.next().unwrap_or_default().split('\t').collect();
-    if header.len() != 5 {
+    if header.len() != 5 && header.len() != 6 {
         return Err(corrupt(what));
     }
     let client = ClientId::new(header[0]).map_err(|_| corrupt(what))?;

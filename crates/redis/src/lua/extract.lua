@@ -3,11 +3,14 @@
 -- ARGV[4] stored-response key ("idem:<extraction id>"), ARGV[5] client, ARGV[6] request
 -- digest, ARGV[7] count, ARGV[8] mode ('partial' | 'all'), ARGV[9] reserve_for_gateway,
 -- ARGV[10] min health freshness ms ('' = none), ARGV[11] idempotency TTL ms,
--- ARGV[12..15] filter protocol, region, carrier, upstream ('' = any), ARGV[16] scan budget.
+-- ARGV[12..15] filter protocol, region, carrier, upstream ('' = any), ARGV[16] scan budget,
+-- ARGV[17] how long the key stays held past now ('' or 0 = only while replayable; only
+-- sent with an idempotency key: ExtractRequest::held_until).
 --
 -- Reply: {'ok', response} | {'replay', response} | {'conflict', 'digest'} |
--- {'insufficient', matching} | {'scan_budget'}, where response is
--- "client\tdigest\texpires_at\trequested\tcreated_at" followed by one line per record.
+-- {'conflict', 'expired'} | {'insufficient', matching} | {'scan_budget'}, where response is
+-- "client\tdigest\texpires_at\trequested\tcreated_at\theld_until" followed by one line per
+-- record (a response stored before held_until existed has five fields: held until expiry).
 -- Work bound: the scan budget (candidates examined) plus count writes plus cleanup.
 
 local function main()
@@ -20,12 +23,17 @@ local function main()
   local stored = redis.call('GET', B .. key)
   if stored then
     local header = P.split(string.match(stored, '^[^\n]*'), '\t')
-    if #header ~= 5 then
+    if #header ~= 5 and #header ~= 6 then
       P.corrupt('extraction')
     end
-    if NOW < P.num(header[3]) then
+    local replayable_until = P.num(header[3])
+    local held_until = P.num(header[6] or header[3])
+    if NOW < held_until then
       if header[1] ~= client or header[2] ~= digest then
         return { 'conflict', 'digest' }
+      end
+      if NOW >= replayable_until then
+        return { 'conflict', 'expired' }
       end
       return { 'replay', stored }
     end
@@ -113,14 +121,15 @@ local function main()
   end
   replay_ttl = math.max(1, replay_ttl)
   local expires_at = NOW + replay_ttl
-  local header = table.concat({ client, digest, P.fmt(expires_at), ARGV[7], P.fmt(NOW) }, '\t')
+  local held_until = math.max(expires_at, NOW + (P.num(ARGV[17]) or 0))
+  local header = table.concat({ client, digest, P.fmt(expires_at), ARGV[7], P.fmt(NOW), P.fmt(held_until) }, '\t')
   local response = header
   if #lines > 0 then
     response = header .. '\n' .. table.concat(lines, '\n')
   end
-  redis.call('SET', B .. key, response, 'PX', P.fmt(replay_ttl + SLACK))
-  redis.call('ZADD', B .. 'idem-expiry', P.fmt(expires_at), key)
-  P.touch_key(B .. 'idem-expiry', expires_at)
+  redis.call('SET', B .. key, response, 'PX', P.fmt(held_until - NOW + SLACK))
+  redis.call('ZADD', B .. 'idem-expiry', P.fmt(held_until), key)
+  P.touch_key(B .. 'idem-expiry', held_until)
   return { 'ok', response }
 end
 

@@ -54,6 +54,11 @@ impl Extractor for RedisPool {
                 .map(|u| u.to_string())
                 .unwrap_or_default(),
             self.options.extract_scan_budget.to_string(),
+            if request.idempotency_key.is_some() {
+                clamp_ms(request.key_held_ms).to_string()
+            } else {
+                String::new()
+            },
         ];
         let value = self
             .eval(&self.scripts.extract, now, Side::Write, args)
