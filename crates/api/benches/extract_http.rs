@@ -192,6 +192,7 @@ fn main() {
                 allowed_regions: vec![],
                 quota: QuotaConfig::uniform(limits),
                 ip_allowlist: vec![],
+                rate_limit: None,
             })
             .collect();
         let state = ApiState::builder(

@@ -44,6 +44,10 @@ pub struct ApiClient {
     /// Source addresses (address, prefix length) the client may call from. Empty = any.
     #[serde(skip)]
     pub ip_allowlist: Vec<(IpAddr, u8)>,
+    /// The client's rate-limit policy (the one the gateway applies to it too), checked on
+    /// every authenticated request before the quota. `None` = no policy limit.
+    #[serde(skip)]
+    pub rate_limit: Option<proxypool_throttle::Policy>,
 }
 
 impl ApiClient {
@@ -152,6 +156,11 @@ impl ClientDirectory {
         self.clients.len()
     }
 
+    /// Every configured client.
+    pub(crate) fn clients(&self) -> &[Arc<ApiClient>] {
+        &self.clients
+    }
+
     pub fn is_empty(&self) -> bool {
         self.clients.is_empty()
     }
@@ -171,6 +180,7 @@ mod tests {
             allowed_regions: vec![],
             quota: QuotaConfig::default(),
             ip_allowlist: vec![],
+            rate_limit: None,
         }
     }
 

@@ -48,6 +48,8 @@ pub enum ApiConfigError {
     Shield(#[from] proxypool_throttle::ConfigError),
     #[error("shield sweeper thread: {0}")]
     Sweeper(String),
+    #[error("client rate-limit policies: {0}")]
+    ClientPolicy(String),
 }
 
 /// The first problem of `problems` (from the configuration crate's checks), if any.

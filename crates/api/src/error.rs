@@ -28,6 +28,9 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// 409: the idempotency key was used with a different request.
     IdempotencyConflict,
+    /// 409: the idempotency key was used for an extraction that can no longer be replayed
+    /// (its proxies expired) and is still held for it: use a new key.
+    IdempotencyExpired,
     /// 409: an all-or-nothing extraction could not be satisfied.
     InsufficientInventory,
     /// 409: the request conflicts with the object's current state (admin operations).
@@ -54,6 +57,7 @@ impl ErrorCode {
             ErrorCode::NotFound => Code::NOT_FOUND,
             ErrorCode::MethodNotAllowed => Code::METHOD_NOT_ALLOWED,
             ErrorCode::IdempotencyConflict => IDEMPOTENCY_CONFLICT,
+            ErrorCode::IdempotencyExpired => IDEMPOTENCY_EXPIRED,
             ErrorCode::InsufficientInventory => Code::INSUFFICIENT_INVENTORY,
             ErrorCode::Conflict => Code::CONFLICT,
             ErrorCode::PayloadTooLarge => Code::PAYLOAD_TOO_LARGE,
@@ -75,6 +79,7 @@ impl ErrorCode {
 
 /// The client API's own codes (beside the shared ones).
 const IDEMPOTENCY_CONFLICT: Code = Code::new(StatusCode::CONFLICT, "idempotency_conflict");
+const IDEMPOTENCY_EXPIRED: Code = Code::new(StatusCode::CONFLICT, "idempotency_key_expired");
 const QUOTA_EXCEEDED: Code = Code::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded");
 
 /// An error answer: a fixed code, a message safe to show the client, and extra headers.
@@ -143,11 +148,20 @@ impl ApiError {
     /// reused idempotency key). Store details go to the operator's log, never to the
     /// client.
     pub fn from_pool(error: PoolError, retry_after_secs: u64) -> Self {
-        if let PoolError::Conflict(Conflict::IdempotencyDigest) = error {
-            return ApiError::new(
-                ErrorCode::IdempotencyConflict,
-                "this Idempotency-Key was already used with a different request",
-            );
+        match error {
+            PoolError::Conflict(Conflict::IdempotencyDigest) => {
+                return ApiError::new(
+                    ErrorCode::IdempotencyConflict,
+                    "this Idempotency-Key was already used with a different request",
+                );
+            }
+            PoolError::Conflict(Conflict::IdempotencyExpired) => {
+                return ApiError::new(
+                    ErrorCode::IdempotencyExpired,
+                    "this Idempotency-Key was already used for an extraction that can no longer be replayed; use a new key",
+                );
+            }
+            _ => {}
         }
         let answer = proxypool_edge::from_pool(error);
         let code = match answer.code {
@@ -207,6 +221,11 @@ mod tests {
             (
                 PoolError::Conflict(Conflict::IdempotencyDigest),
                 ErrorCode::IdempotencyConflict,
+                409,
+            ),
+            (
+                PoolError::Conflict(Conflict::IdempotencyExpired),
+                ErrorCode::IdempotencyExpired,
                 409,
             ),
             (

@@ -4,6 +4,7 @@
 //! [`QuotaPort`], and the controller through [`UpstreamStatusSource`] (and optionally
 //! [`WorkerCordon`]). The controller or the CLI builds these and mounts [`crate::router`].
 
+use crate::admission::policy::{ClientPolicies, InFlight};
 use crate::admission::shield::Shield;
 use crate::clients::{ApiClient, ClientDirectory};
 use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
@@ -58,6 +59,8 @@ struct Inner {
     ports: ApiPorts,
     // Swapped whole on a configuration reload; requests read a consistent copy.
     clients: ArcSwap<ClientDirectory>,
+    policies: ArcSwap<ClientPolicies>,
+    in_flight: InFlight,
     shield: Shield,
     limits: ApiLimits,
     extraction: ArcSwap<ExtractionSettings>,
@@ -169,6 +172,7 @@ impl ApiStateBuilder {
         crate::config::first_problem(self.limits.problems())?;
         crate::config::first_problem(self.extraction.problems())?;
         let clients = ClientDirectory::new(self.clients)?;
+        let policies = client_policies(&clients, None)?;
         let shield = match self.shield {
             ShieldChoice::Settings(settings) => Shield::from_settings(&settings)?,
             ShieldChoice::Ready(shield) => shield,
@@ -178,6 +182,8 @@ impl ApiStateBuilder {
                 concurrency: Arc::new(Semaphore::new(self.limits.max_concurrent_requests)),
                 ports: self.ports,
                 clients: ArcSwap::from_pointee(clients),
+                policies: ArcSwap::new(policies),
+                in_flight: InFlight::default(),
                 shield,
                 limits: self.limits,
                 extraction: ArcSwap::from_pointee(self.extraction),
@@ -214,8 +220,20 @@ impl ApiState {
     /// see the new set; a request already past authentication finishes as it started.
     pub fn replace_clients(&self, clients: Vec<ApiClient>) -> Result<(), ApiConfigError> {
         let directory = ClientDirectory::new(clients)?;
+        let policies = client_policies(&directory, Some(&self.inner.policies.load_full()))?;
+        self.inner.in_flight.retain(directory.clients());
+        // Policies first: a request that sees the new clients finds their policies too.
+        self.inner.policies.store(policies);
         self.inner.clients.store(Arc::new(directory));
         Ok(())
+    }
+
+    pub(crate) fn policies(&self) -> Arc<ClientPolicies> {
+        self.inner.policies.load_full()
+    }
+
+    pub(crate) fn in_flight(&self) -> &InFlight {
+        &self.inner.in_flight
     }
 
     /// Replaces the extraction settings (a configuration reload).
@@ -282,4 +300,12 @@ impl ApiState {
     pub(crate) fn retry_after(&self) -> u64 {
         self.inner.limits.unavailable_retry_after.as_secs_ceil()
     }
+}
+
+fn client_policies(
+    clients: &ClientDirectory,
+    previous: Option<&Arc<ClientPolicies>>,
+) -> Result<Arc<ClientPolicies>, ApiConfigError> {
+    ClientPolicies::build(clients.clients(), previous)
+        .map_err(|error| ApiConfigError::ClientPolicy(error.to_string()))
 }

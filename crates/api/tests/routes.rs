@@ -47,6 +47,7 @@ fn openapi_lists_every_error_code_and_the_headers() {
         "not_found",
         "method_not_allowed",
         "idempotency_conflict",
+        "idempotency_key_expired",
         "insufficient_inventory",
         "conflict",
         "payload_too_large",

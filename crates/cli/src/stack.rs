@@ -256,6 +256,11 @@ fn api_clients(config: &Config, quota: &OpenedQuota) -> Vec<ApiClient> {
                 allowed_regions: client.allowed_regions.clone(),
                 quota: quota.limits_for(&client.project, client.id.as_str()),
                 ip_allowlist: proxypool_config::parse_cidrs(&client.ip_allowlist),
+                rate_limit: client
+                    .rate_limit
+                    .as_ref()
+                    .and_then(|id| config.policy(id))
+                    .map(proxypool_config::RatePolicy::to_throttle),
             })
         })
         .collect()

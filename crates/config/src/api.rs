@@ -100,6 +100,9 @@ pub struct ExtractionSettings {
     pub drain_batch: usize,
     /// Most workers the admin listing returns.
     pub max_workers_listed: usize,
+    /// Most extractions one client may have running at once (each may scan up to the
+    /// store's scan budget); one more is refused with 429 at once.
+    pub max_in_flight_per_client: u32,
 }
 
 impl Default for ExtractionSettings {
@@ -110,6 +113,7 @@ impl Default for ExtractionSettings {
             idempotency_ttl: Millis::from_secs(10 * 60),
             drain_batch: 10_000,
             max_workers_listed: 1_000,
+            max_in_flight_per_client: 4,
         }
     }
 }
@@ -174,6 +178,9 @@ impl ApiLimits {
     }
 }
 
+/// The most concurrent extractions one client may be allowed.
+const MAX_IN_FLIGHT_PER_CLIENT: u32 = 1024;
+
 impl ExtractionSettings {
     /// Every problem, as `(key under [api.extraction], message)`.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
@@ -185,10 +192,20 @@ impl ExtractionSettings {
             ("idempotency_ttl", self.idempotency_ttl.as_ms()),
             ("drain_batch", self.drain_batch as u64),
             ("max_workers_listed", self.max_workers_listed as u64),
+            (
+                "max_in_flight_per_client",
+                u64::from(self.max_in_flight_per_client),
+            ),
         ] {
             if value == 0 {
                 out.push((key, "must be at least 1".to_owned()));
             }
+        }
+        if self.max_in_flight_per_client > MAX_IN_FLIGHT_PER_CLIENT {
+            out.push((
+                "max_in_flight_per_client",
+                format!("must be at most {MAX_IN_FLIGHT_PER_CLIENT}"),
+            ));
         }
         out
     }

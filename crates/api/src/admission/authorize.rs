@@ -80,6 +80,7 @@ mod tests {
             allowed_regions: regions.iter().map(|r| Label::new(r).unwrap()).collect(),
             quota: proxypool_quota::QuotaConfig::default(),
             ip_allowlist: vec![],
+            rate_limit: None,
         }
     }
 

@@ -5,19 +5,25 @@
 //! 2. [`shield`]: the per-IP token bucket, still before authentication;
 //! 3. [`auth`]: bearer token → client (hashed tokens, constant-time comparison);
 //! 4. [`authorize`]: the client's allowed upstreams and regions (403 never touches quota);
-//! 5. [`quota`]: the durable per-(project, client, operation) quota, whose receipt is the
-//!    idempotency key (or the request id), so a replay is never charged twice; its answers
-//!    become statuses and headers in [`quota_http`];
-//! 6. the mutation itself (the routes).
+//! 5. [`policy`]: the client's rate-limit policy (429 `rate_limited`, charges nothing) and,
+//!    for extractions, its cap on extractions in flight;
+//! 6. [`quota`]: the durable per-(project, client, operation) quota, whose receipt is the
+//!    idempotency key (or the request id, in another namespace), so a replay is never
+//!    charged twice; its answers become statuses and headers in [`quota_http`]; once the
+//!    work has run, its charge is settled: refunded when the service failed the request,
+//!    spent when an extraction found nothing for a keyed request;
+//! 7. the mutation itself (the routes).
 //!
-//! Layers 1-2 are middleware; 3 is an extractor every protected route takes; 4-5 are
-//! calls the routes make in this order before touching a store. A denial at any layer
+//! Layers 1-2 are middleware; 3 is an extractor every protected route takes; 4-6 are
+//! calls the routes make in this order before touching a store (the policy check is the
+//! first thing `quota::charge` does). A denial at any layer
 //! returns before the next one runs, which the integration tests check layer by layer.
 
 pub(crate) mod auth;
 pub(crate) mod authorize;
 pub(crate) mod forwarded;
 pub(crate) mod limits;
+pub(crate) mod policy;
 pub(crate) mod quota;
 pub(crate) mod quota_http;
 pub(crate) mod shield;

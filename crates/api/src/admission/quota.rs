@@ -1,34 +1,61 @@
-//! The durable quota gate (`proxypool-quota`), the last layer before a mutation.
+//! The durable quota gate (`proxypool-quota`), the last layer before a mutation, and the
+//! settling of its charge once the mutation has run.
 //!
 //! One bucket per (project, client, operation), charged under that client's limits
-//! ([`ApiClient::quota`]). The receipt is the request's
-//! `Idempotency-Key` when it has one, else the server-generated request id, so a replay
-//! after a lost response is admitted without a second charge and a request without a key
-//! is charged every time. Answers follow the HTTP mapping in `quota_http`: 429
-//! `quota_exceeded` with `Retry-After` and the draft `RateLimit-Policy`/`RateLimit` headers,
-//! 503 `unavailable` when the store cannot decide (fail closed).
+//! ([`ApiClient::quota`]), after the client's rate-limit policy (`policy`). The receipt
+//! is the request's `Idempotency-Key` when it has one, else the server-generated request
+//! id, each in a namespace of its own ([`key_receipt`], [`request_receipt`]), so a key can
+//! never pre-spend the receipt of a later request without one. A replay after a lost
+//! response is admitted without a second charge; a request without a key is charged every
+//! time. Answers follow the HTTP mapping in `quota_http`: 429 `quota_exceeded` with
+//! `Retry-After` and the draft `RateLimit-Policy`/`RateLimit` headers, 503 `unavailable`
+//! when the store cannot decide (fail closed).
+//!
+//! Once the work has run, [`settle`] settles what this request was charged (only a
+//! request that charged its receipt may; a replay never does): a request the service
+//! could not serve is refunded, and a keyed extraction that found nothing has its charge
+//! spent under its request id, so the same key is charged again next time instead of
+//! buying free scans.
 
 use crate::admission::quota_http::{Header, HttpRejection, QuotaHttp, for_decision, for_invalid};
 use crate::clients::ApiClient;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::ApiState;
 use axum::http::{HeaderName, HeaderValue};
-use proxypool_quota::{Operation, QuotaCommand, QuotaDecision};
+use proxypool_quota::{Charge, Operation, QuotaCommand, QuotaDecision, SettleOutcome, Settlement};
 
-/// An admission: the rate-limit headers to put on the response.
+/// An admission: the rate-limit headers to put on the response, and the charge it made
+/// (none for a replay).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct QuotaGrant {
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    charge: Option<Charge>,
 }
 
-/// Consumes one unit of `operation` for `client` under `receipt`, within the client's own
-/// limits for that operation.
+/// The receipt of a request with an `Idempotency-Key`.
+pub(crate) fn key_receipt(key: &str) -> String {
+    format!("key:{key}")
+}
+
+/// The receipt of a request without one: its server-generated request id.
+pub(crate) fn request_receipt(request_id: &str) -> String {
+    format!("req:{request_id}")
+}
+
+/// The receipt a spent charge is kept under: the request id that spent it.
+pub(crate) fn spent_receipt(request_id: &str) -> String {
+    format!("spent:{request_id}")
+}
+
+/// Applies the client's rate-limit policy, then consumes one unit of `operation` for
+/// `client` under `receipt`, within the client's own limits for that operation.
 pub(crate) async fn charge(
     state: &ApiState,
     client: &ApiClient,
     operation: Operation,
     receipt: &str,
 ) -> Result<QuotaGrant, ApiError> {
+    state.policies().check(&client.id)?;
     let command = QuotaCommand::new(
         client.project.clone(),
         client.id.as_str(),
@@ -51,6 +78,7 @@ pub(crate) async fn charge(
     match for_decision(&decision) {
         QuotaHttp::Proceed { headers } => Ok(QuotaGrant {
             headers: convert(&headers),
+            charge: decision.charge(&command),
         }),
         QuotaHttp::Reject(rejection_answer) => {
             match decision {
@@ -63,6 +91,51 @@ pub(crate) async fn charge(
             Err(rejection(rejection_answer))
         }
     }
+}
+
+/// Settles what `grant` charged, if it charged anything. Best effort: a store that cannot
+/// settle leaves the charge as it was (logged and counted), which errs on the client's
+/// side only by the one request.
+pub(crate) async fn settle(state: &ApiState, grant: &QuotaGrant, settlement: Settlement) {
+    let Some(charge) = &grant.charge else {
+        return;
+    };
+    let operation = charge.command.operation.as_str();
+    let kind = settlement.as_str();
+    let settled = crate::metrics::timed(
+        "quota",
+        "settle",
+        state.ports().quota.settle(charge, &settlement),
+    )
+    .await;
+    let outcome = match settled {
+        Ok(SettleOutcome::Settled) => "settled",
+        Ok(SettleOutcome::NotFound) => "not_found",
+        Ok(SettleOutcome::Unavailable { reason }) => {
+            tracing::warn!(%reason, operation, settlement = kind, "quota charge could not be settled");
+            "unavailable"
+        }
+        Err(invalid) => {
+            tracing::error!(%invalid, operation, settlement = kind, "quota settlement rejected");
+            "invalid"
+        }
+    };
+    crate::metrics::quota_settled(charge.command.operation.as_str(), kind, outcome);
+}
+
+/// `result`, after refunding `grant` when the service could not serve the request (the
+/// client must not pay for the service's own failures).
+pub(crate) async fn refund_unserved<T>(
+    state: &ApiState,
+    grant: &QuotaGrant,
+    result: Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    if let Err(error) = &result
+        && error.code == ErrorCode::Unavailable
+    {
+        settle(state, grant, Settlement::Refund).await;
+    }
+    result
 }
 
 fn rejection(answer: HttpRejection) -> ApiError {

@@ -77,6 +77,7 @@ pub(crate) fn for_decision(decision: &QuotaDecision) -> QuotaHttp {
             reset_at_ms,
             observed_at_ms,
             policy,
+            ..
         } => QuotaHttp::Proceed {
             headers: vec![
                 ("RateLimit-Policy", rate_limit_policy(&policy)),
@@ -128,6 +129,7 @@ pub(crate) fn for_invalid(error: &InvalidCommand) -> HttpRejection {
         CommandField::Subject => "invalid subject",
         CommandField::Operation => "invalid operation",
         CommandField::ReceiptId => "invalid idempotency key",
+        CommandField::SpentAs => "invalid request id",
     };
     HttpRejection {
         status: 400,
@@ -197,6 +199,7 @@ mod tests {
     #[test]
     fn admitted_proceeds_with_remaining_and_reset() {
         let decision = QuotaDecision::Admitted {
+            charged: true,
             remaining: 599,
             reset_at_ms: 1_700_000_060_000,
             observed_at_ms: 1_700_000_018_001,

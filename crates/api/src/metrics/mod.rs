@@ -16,6 +16,8 @@ pub(crate) const SHIELD_DENIALS: &str = "proxypool_api_rate_limited_total";
 pub(crate) const QUOTA_DENIALS: &str = "proxypool_api_quota_denials_total";
 pub(crate) const STORE_SECONDS: &str = "proxypool_api_store_duration_seconds";
 pub(crate) const OVERLOAD: &str = "proxypool_api_overload_total";
+pub(crate) const POLICY_DENIALS: &str = "proxypool_api_policy_denials_total";
+pub(crate) const QUOTA_SETTLEMENTS: &str = "proxypool_api_quota_settlements_total";
 
 /// Registers the help texts (called when the API's recorder is installed).
 pub(crate) fn describe() {
@@ -26,7 +28,7 @@ pub(crate) fn describe() {
     metrics::describe_histogram!(REQUEST_SECONDS, "HTTP request latency by route template.");
     metrics::describe_counter!(
         EXTRACTIONS,
-        "Extraction requests by outcome (created, replayed, insufficient, conflict, unavailable)."
+        "Extraction requests by outcome (created, replayed, insufficient, conflict, expired, unavailable, rejected)."
     );
     metrics::describe_counter!(EXTRACTED_PROXIES, "Proxies handed out by new extractions.");
     metrics::describe_counter!(
@@ -40,6 +42,14 @@ pub(crate) fn describe() {
     metrics::describe_histogram!(
         STORE_SECONDS,
         "Latency of calls into the stores (activity pool ports, quota) by port and call."
+    );
+    metrics::describe_counter!(
+        POLICY_DENIALS,
+        "Authenticated requests denied by the client's rate-limit policy or its cap on extractions in flight, by reason (soft_throttle, hard_lockout, in_flight)."
+    );
+    metrics::describe_counter!(
+        QUOTA_SETTLEMENTS,
+        "Quota charges settled after the request ran, by operation, settlement (refund: the service failed it; spend: a keyed extraction found nothing) and outcome (settled, not_found, unavailable)."
     );
     metrics::describe_counter!(
         OVERLOAD,
@@ -66,6 +76,19 @@ pub(crate) fn shield_denied(reason: &'static str) {
 
 pub(crate) fn quota_denied(operation: &'static str, reason: &'static str) {
     metrics::counter!(QUOTA_DENIALS, "operation" => operation, "reason" => reason).increment(1);
+}
+
+pub(crate) fn policy_denied(reason: &'static str) {
+    metrics::counter!(POLICY_DENIALS, "reason" => reason).increment(1);
+}
+
+pub(crate) fn quota_settled(
+    operation: &'static str,
+    settlement: &'static str,
+    outcome: &'static str,
+) {
+    metrics::counter!(QUOTA_SETTLEMENTS, "operation" => operation, "settlement" => settlement, "outcome" => outcome)
+        .increment(1);
 }
 
 pub(crate) fn store_call(port: &'static str, call: &'static str, elapsed: Duration) {

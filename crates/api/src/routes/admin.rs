@@ -9,7 +9,7 @@
 //! worker new proxies. One call drains at most `drain_batch` assignments and says `more`.
 
 use crate::admission::auth::AdminPrincipal;
-use crate::admission::quota::{QuotaGrant, charge};
+use crate::admission::quota::{QuotaGrant, charge, key_receipt, refund_unserved, request_receipt};
 use crate::error::ApiError;
 use crate::request_id::RequestId;
 use crate::routes::extractions::idempotency_key;
@@ -27,8 +27,14 @@ pub(crate) async fn list_workers(
     AdminPrincipal(client): AdminPrincipal,
     Extension(request_id): Extension<RequestId>,
 ) -> Result<Response, ApiError> {
-    let grant = charge(&state, &client, Operation::Inspect, request_id.as_str()).await?;
-    let fail = |error| failed(&state, &grant, error);
+    let receipt = request_receipt(request_id.as_str());
+    let grant = charge(&state, &client, Operation::Inspect, &receipt).await?;
+    let listed = list_charged(&state, &grant).await;
+    refund_unserved(&state, &grant, listed).await
+}
+
+async fn list_charged(state: &ApiState, grant: &QuotaGrant) -> Result<Response, ApiError> {
+    let fail = |error| failed(state, grant, error);
     let now = state.now();
     let limit = state.extraction().max_workers_listed;
     let runtime = &state.ports().runtime;
@@ -50,7 +56,10 @@ pub(crate) async fn list_workers(
                 .map_err(fail)?;
         workers.push(WorkerBody::new(session, report.as_ref()));
     }
-    Ok(with_grant(Json(WorkersBody { workers, truncated }), grant))
+    Ok(with_grant(
+        Json(WorkersBody { workers, truncated }),
+        grant.clone(),
+    ))
 }
 
 /// Re-reads the configuration of this process: the answer is the reload's report (what
@@ -60,7 +69,13 @@ pub(crate) async fn reload(
     AdminPrincipal(client): AdminPrincipal,
     Extension(request_id): Extension<RequestId>,
 ) -> Result<Response, ApiError> {
-    let grant = charge(&state, &client, Operation::Admin, request_id.as_str()).await?;
+    let grant = charge(
+        &state,
+        &client,
+        Operation::Admin,
+        &request_receipt(request_id.as_str()),
+    )
+    .await?;
     let reloader = state
         .reloader()
         .ok_or_else(|| ApiError::not_found("this process has no configuration file to reload"))?;
@@ -74,7 +89,13 @@ pub(crate) async fn last_reload(
     AdminPrincipal(client): AdminPrincipal,
     Extension(request_id): Extension<RequestId>,
 ) -> Result<Response, ApiError> {
-    let grant = charge(&state, &client, Operation::Inspect, request_id.as_str()).await?;
+    let grant = charge(
+        &state,
+        &client,
+        Operation::Inspect,
+        &request_receipt(request_id.as_str()),
+    )
+    .await?;
     let reloader = state
         .reloader()
         .ok_or_else(|| ApiError::not_found("this process has no configuration file to reload"))?;
@@ -89,9 +110,21 @@ pub(crate) async fn drain_worker(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let worker = WorkerId::new(&raw_id).map_err(|_| no_such_worker())?;
-    let receipt = idempotency_key(&headers)?.unwrap_or_else(|| request_id.to_string());
+    let receipt = match idempotency_key(&headers)? {
+        Some(key) => key_receipt(&key),
+        None => request_receipt(request_id.as_str()),
+    };
     let grant = charge(&state, &client, Operation::Admin, &receipt).await?;
-    let fail = |error| failed(&state, &grant, error);
+    let drained = drain_charged(&state, &grant, worker).await;
+    refund_unserved(&state, &grant, drained).await
+}
+
+async fn drain_charged(
+    state: &ApiState,
+    grant: &QuotaGrant,
+    worker: WorkerId,
+) -> Result<Response, ApiError> {
+    let fail = |error| failed(state, grant, error);
     let now = state.now();
     let batch = state.extraction().drain_batch;
     let ownership = &state.ports().ownership;
@@ -119,7 +152,7 @@ pub(crate) async fn drain_worker(
     .await
     .map_err(fail)?;
     if session.is_none() && owned.is_empty() && already.is_empty() {
-        return Err(no_such_worker().with_headers(grant.headers));
+        return Err(no_such_worker().with_headers(grant.headers.clone()));
     }
 
     let cordoned = match state.cordon() {
@@ -164,7 +197,7 @@ pub(crate) async fn drain_worker(
             more,
             cordoned,
         }),
-        grant,
+        grant.clone(),
     ))
 }
 

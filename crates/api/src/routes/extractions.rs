@@ -2,14 +2,24 @@
 //!
 //! Creating runs the whole chain: authentication (the `Principal` extractor), input checks
 //! (the `Idempotency-Key` header, the JSON body, `count`), authorization of the filters, the
-//! `extract` quota and the atomic extraction. Once a request is admitted, the quota charge
-//! and the extraction run to completion ([`RunToCompletion`]): a client that drops the
-//! connection (or a request that times out) cannot cancel them halfway, so the stored
+//! client's rate-limit policy and its cap on extractions in flight, the `extract` quota and
+//! the atomic extraction. Once a request is admitted, the quota charge, the extraction and
+//! the settling of the charge run to completion ([`RunToCompletion`]): a client that drops
+//! the connection (or a request that times out) cannot cancel them halfway, so the stored
 //! result is there for the replay with the same key, which the quota does not charge again.
+//!
+//! How a charge is settled (`admission::quota`): an extraction the service could not make
+//! (store unavailable, scan budget exhausted) is refunded; a keyed one that found too little
+//! is spent, so the next try with the key is charged again instead of scanning for free. A
+//! key stays held in the pool for the client's quota window, so once its response can no
+//! longer be replayed a reuse is refused (`idempotency_key_expired`) rather than bought
+//! again as a replay.
 
 use crate::admission::auth::Principal;
 use crate::admission::authorize::authorize_filter;
-use crate::admission::quota::{QuotaGrant, charge};
+use crate::admission::quota::{
+    QuotaGrant, charge, key_receipt, refund_unserved, request_receipt, settle, spent_receipt,
+};
 use crate::body::read_json;
 use crate::clients::ApiClient;
 use crate::completion::RunToCompletion;
@@ -23,8 +33,8 @@ use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use proxypool_core::extract::validate_idempotency_key;
-use proxypool_core::{ExtractOutcome, ExtractRequest, ExtractionId};
-use proxypool_quota::Operation;
+use proxypool_core::{ExtractOutcome, ExtractRequest, ExtractionId, PoolError};
+use proxypool_quota::{Operation, Settlement};
 use std::sync::Arc;
 
 pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -80,15 +90,27 @@ pub(crate) async fn create(
         min_health_freshness_ms: body.min_health_freshness_ms,
         reserve_for_gateway: settings.reserve_for_gateway,
         idempotency_ttl_ms: settings.idempotency_ttl.as_ms(),
+        // A quota receipt lives at most one window: holding the key as long means a key the
+        // quota admits as a replay can never buy a second extraction.
+        key_held_ms: client.quota.limits(Operation::Extract).window_ms(),
     };
     // Input errors are the client's and must not cost quota.
     request
         .validate()
         .map_err(|error| ApiError::from_pool(error, state.retry_after()))?;
-    let receipt = key.unwrap_or_else(|| request_id.to_string());
+    let receipt = match &key {
+        Some(key) => key_receipt(key),
+        None => request_receipt(request_id.as_str()),
+    };
+    let slot = state
+        .in_flight()
+        .acquire(&client.id, settings.max_in_flight_per_client)?;
 
-    let (grant, outcome) =
-        RunToCompletion::new(admit_and_extract(state.clone(), client, receipt, request)).await?;
+    let (grant, outcome) = RunToCompletion::new(async move {
+        let _slot = slot;
+        admit_and_extract(state.clone(), client, receipt, request).await
+    })
+    .await?;
 
     let replayed = outcome.replayed;
     let view = ExtractionView::from(&outcome.response);
@@ -112,8 +134,8 @@ pub(crate) async fn create(
     Ok(response)
 }
 
-/// Quota, then the extraction. Errors after the admission carry the rate-limit headers
-/// too: the response is quota-governed either way.
+/// Quota, then the extraction, then the settling of the charge. Errors after the admission
+/// carry the rate-limit headers too: the response is quota-governed either way.
 async fn admit_and_extract(
     state: ApiState,
     client: Arc<ApiClient>,
@@ -121,6 +143,8 @@ async fn admit_and_extract(
     request: ExtractRequest,
 ) -> Result<(QuotaGrant, ExtractOutcome), ApiError> {
     let grant = charge(&state, &client, Operation::Extract, &receipt).await?;
+    let keyed = request.idempotency_key.is_some();
+    let request_id = request.request_id.clone();
     let now = state.now();
     let extracted = crate::metrics::timed(
         "extractor",
@@ -131,11 +155,15 @@ async fn admit_and_extract(
     match extracted {
         Ok(outcome) => Ok((grant, outcome)),
         Err(error) => {
+            if let Some(settlement) = settlement_for(&error, &request_id, keyed) {
+                settle(&state, &grant, settlement).await;
+            }
             let error = ApiError::from_pool(error, state.retry_after());
             crate::metrics::extraction(
                 match error.code {
                     ErrorCode::InsufficientInventory => "insufficient",
                     ErrorCode::IdempotencyConflict => "conflict",
+                    ErrorCode::IdempotencyExpired => "expired",
                     ErrorCode::Unavailable => "unavailable",
                     _ => "rejected",
                 },
@@ -143,6 +171,19 @@ async fn admit_and_extract(
             );
             Err(error.with_headers(grant.headers))
         }
+    }
+}
+
+/// What a failed extraction's charge becomes: the service's failures are refunded; a keyed
+/// request that found too little keeps its charge under its request id, freeing the key.
+/// (Without a key the receipt is the request id itself, which never comes back.)
+fn settlement_for(error: &PoolError, request_id: &str, keyed: bool) -> Option<Settlement> {
+    match error {
+        PoolError::Unavailable(_) => Some(Settlement::Refund),
+        PoolError::InsufficientInventory { .. } if keyed => Some(Settlement::Spend {
+            spent_as: spent_receipt(request_id),
+        }),
+        _ => None,
     }
 }
 
@@ -154,7 +195,8 @@ pub(crate) async fn get(
 ) -> Result<Response, ApiError> {
     // A malformed id is as unknown as a well-formed one that is not ours: same answer.
     let id = ExtractionId::new(&raw_id).map_err(|_| not_found())?;
-    let grant = charge(&state, &client, Operation::Inspect, request_id.as_str()).await?;
+    let receipt = request_receipt(request_id.as_str());
+    let grant = charge(&state, &client, Operation::Inspect, &receipt).await?;
     let now = state.now();
     let found = crate::metrics::timed(
         "extractor",
@@ -162,15 +204,13 @@ pub(crate) async fn get(
         state.ports().extractor.get_extraction(now, &client.id, &id),
     )
     .await;
-    let response = match found {
-        Ok(response) => response,
-        Err(proxypool_core::PoolError::NotFound) => {
-            return Err(not_found().with_headers(grant.headers));
+    let found = found.map_err(|error| match error {
+        PoolError::NotFound => not_found().with_headers(grant.headers.clone()),
+        error => {
+            ApiError::from_pool(error, state.retry_after()).with_headers(grant.headers.clone())
         }
-        Err(error) => {
-            return Err(ApiError::from_pool(error, state.retry_after()).with_headers(grant.headers));
-        }
-    };
+    });
+    let response = refund_unserved(&state, &grant, found).await?;
     let mut http = Json(ExtractionView::from(&response)).into_response();
     for (name, value) in grant.headers {
         http.headers_mut().insert(name, value);

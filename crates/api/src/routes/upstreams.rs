@@ -6,7 +6,7 @@
 
 use crate::admission::auth::Principal;
 use crate::admission::authorize::authorize_upstream;
-use crate::admission::quota::charge;
+use crate::admission::quota::{charge, refund_unserved, request_receipt};
 use crate::error::ApiError;
 use crate::request_id::RequestId;
 use crate::state::ApiState;
@@ -66,7 +66,8 @@ pub(crate) async fn inventory(
     if known.is_none() {
         return Err(unknown());
     }
-    let grant = charge(&state, &client, Operation::Inspect, request_id.as_str()).await?;
+    let receipt = request_receipt(request_id.as_str());
+    let grant = charge(&state, &client, Operation::Inspect, &receipt).await?;
     let now = state.now();
     let view = crate::metrics::timed(
         "inventory",
@@ -76,7 +77,8 @@ pub(crate) async fn inventory(
     .await
     .map_err(|error| {
         ApiError::from_pool(error, state.retry_after()).with_headers(grant.headers.clone())
-    })?;
+    });
+    let view = refund_unserved(&state, &grant, view).await?;
     let mut response = Json(InventoryBody::from(view)).into_response();
     for (name, value) in grant.headers {
         response.headers_mut().insert(name, value);

@@ -44,6 +44,7 @@ pub fn client(id: &str, project: &str, token: &str) -> ApiClient {
         allowed_regions: vec![],
         quota: QuotaConfig::default(),
         ip_allowlist: vec![],
+        rate_limit: None,
     }
 }
 

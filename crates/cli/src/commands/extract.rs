@@ -160,7 +160,7 @@ fn request_body(args: &ExtractArgs) -> serde_json::Value {
 fn exit_code(status: u16, error: &str) -> u8 {
     match (status, error) {
         (_, "insufficient_inventory") => code::INSUFFICIENT,
-        (_, "idempotency_conflict") => code::CONFLICT,
+        (_, "idempotency_conflict" | "idempotency_key_expired") => code::CONFLICT,
         (401 | 403, _) => code::DENIED,
         (429, _) => code::LIMITED,
         (503, _) => code::UNAVAILABLE,
@@ -262,6 +262,7 @@ mod tests {
         );
         assert_eq!(exit_code(409, "insufficient_inventory"), code::INSUFFICIENT);
         assert_eq!(exit_code(409, "idempotency_conflict"), code::CONFLICT);
+        assert_eq!(exit_code(409, "idempotency_key_expired"), code::CONFLICT);
         assert_eq!(exit_code(401, "unauthenticated"), code::DENIED);
         assert_eq!(exit_code(429, "quota_exceeded"), code::LIMITED);
         assert_eq!(exit_code(503, "unavailable"), code::UNAVAILABLE);
