@@ -2,7 +2,8 @@
 //! (`proxypool_redis::RedisPool`) and the quota in a private PostgreSQL (least-privilege
 //! role). Covers the backend-dependent error codes, bad inputs changing nothing, 50
 //! concurrent clients, the replay after a dropped connection, Redis stopped mid-test (503
-//! with `Retry-After` within the call timeout, 200 again after the restart), and two API
+//! with `Retry-After` within the call timeout, and charged nothing; 200 again after the
+//! restart), the free-scan loop charged in PostgreSQL, and two API
 //! instances sharing one PostgreSQL holding the quota exactly.
 //!
 //! Without the server binaries these tests skip with the testkit's banner (and fail under
@@ -303,6 +304,23 @@ async fn redis_stopped_is_503_within_the_timeout_and_200_after_restart() {
         .get("/v1/upstreams/acme/inventory", Some(ALICE))
         .await;
     inventory.assert_error(503, "unavailable");
+    for _ in 0..3 {
+        stack
+            .server
+            .extract(ALICE, None, &body(1))
+            .await
+            .assert_error(503, "unavailable");
+    }
+    // The service's failures are not the client's to pay: every charge was refunded.
+    let quota = &stack.server.quota;
+    assert_eq!(
+        quota.consumed("p-alice", "alice", Operation::Extract).await,
+        1
+    );
+    assert_eq!(
+        quota.consumed("p-alice", "alice", Operation::Inspect).await,
+        0
+    );
 
     stack.redis.start_again().unwrap();
     // Readiness comes back first (the first call on a connection that died with the old
@@ -321,7 +339,7 @@ async fn redis_stopped_is_503_within_the_timeout_and_200_after_restart() {
     let back = stack.server.extract(ALICE, Some("during"), &body(1)).await;
     assert_eq!(back.status, 200, "{}", back.text());
     assert_eq!(back.json()["returned"], 1);
-    // The retry of "during" carried the same receipt: charged once over both attempts.
+    // The failed "during" was refunded; its retry is charged once.
     assert_eq!(
         stack
             .server
@@ -330,6 +348,50 @@ async fn redis_stopped_is_503_within_the_timeout_and_200_after_restart() {
             .await,
         2
     );
+}
+
+/// The free-scan loop on the scale-out stores: one key, an all-or-nothing request nothing
+/// can satisfy, repeated. Each try is charged in PostgreSQL and scans Redis once; at the
+/// limit the tries stop before they reach Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_impossible_request_is_charged_on_postgres() {
+    let Some(stack) = stack(3, Setup::default()).await else {
+        return;
+    };
+    let server = &stack.server;
+    server.seed("acme", 0, 2).await;
+    let impossible = json!({"count": 5, "mode": "all_or_nothing"});
+    for _ in 0..3 {
+        server
+            .extract(ALICE, Some("scan-loop"), &impossible)
+            .await
+            .assert_error(409, "insufficient_inventory");
+    }
+    server
+        .extract(ALICE, Some("scan-loop"), &impossible)
+        .await
+        .assert_error(429, "quota_exceeded");
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-alice", "alice", Operation::Extract)
+            .await,
+        3
+    );
+    // The charges are kept under the request ids that spent them; the key is free.
+    let receipts: Vec<String> = sqlx::query_scalar(
+        "SELECT jsonb_array_elements_text(receipt_ids) FROM proxypool_quota.quota_buckets \
+         WHERE subject_id = 'alice' AND operation = 'extract'",
+    )
+    .fetch_all(&stack.admin)
+    .await
+    .unwrap();
+    assert_eq!(receipts.len(), 3);
+    assert!(
+        receipts.iter().all(|r| r.starts_with("spent:")),
+        "{receipts:?}"
+    );
+    assert_eq!(server.unextracted("acme").await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

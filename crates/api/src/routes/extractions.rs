@@ -39,6 +39,9 @@ use std::sync::Arc;
 
 pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
 const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+/// How far this host's clock (the pool's time) may trail the quota store's, whose clock
+/// decides when a receipt's window ends.
+const KEY_HOLD_SKEW_MS: u64 = 10_000;
 
 /// The validated `Idempotency-Key`, if the request has one.
 pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
@@ -90,9 +93,10 @@ pub(crate) async fn create(
         min_health_freshness_ms: body.min_health_freshness_ms,
         reserve_for_gateway: settings.reserve_for_gateway,
         idempotency_ttl_ms: settings.idempotency_ttl.as_ms(),
-        // A quota receipt lives at most one window: holding the key as long means a key the
-        // quota admits as a replay can never buy a second extraction.
-        key_held_ms: client.quota.limits(Operation::Extract).window_ms(),
+        // A quota receipt lives at most one window: holding the key as long (plus the clock
+        // skew allowed between this host and the quota store) means a key the quota admits
+        // as a replay can never buy a second extraction.
+        key_held_ms: client.quota.limits(Operation::Extract).window_ms() + KEY_HOLD_SKEW_MS,
     };
     // Input errors are the client's and must not cost quota.
     request

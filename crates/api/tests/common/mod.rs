@@ -11,9 +11,9 @@ use proxypool_api::{
     ShieldSettings, UpstreamStatus, UpstreamStatusSource, WorkerCordon,
 };
 use proxypool_core::{
-    ActivityPool, Candidate, CheckOutcome, ClientId, Credentials, FetchedBatch, HealthBatch,
-    HealthObservation, Label, PoolResult, Protocol, ProxyId, SecretHash, UnixMillis, UpstreamId,
-    now_millis, proxy_id_for,
+    ActivityPool, Candidate, CheckOutcome, ClientId, Credentials, ExtractOutcome, ExtractRequest,
+    ExtractResponse, ExtractionId, Extractor, FetchedBatch, HealthBatch, HealthObservation, Label,
+    PoolResult, Protocol, ProxyId, SecretHash, UnixMillis, UpstreamId, now_millis, proxy_id_for,
 };
 use proxypool_pool::MemoryPool;
 use proxypool_quota::{
@@ -267,6 +267,10 @@ pub struct Setup {
     pub cordon: Option<Arc<dyn WorkerCordon>>,
     /// Load balancers whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
+    /// Serves extractions instead of the pool itself (e.g. [`CountingExtractor`] around it).
+    pub extractor: Option<Arc<dyn Extractor>>,
+    /// The API's clock (default: the wall clock).
+    pub clock: Option<fn() -> UnixMillis>,
 }
 
 impl Setup {
@@ -291,7 +295,71 @@ impl Default for Setup {
             metrics_token: None,
             cordon: None,
             trusted_proxies: Vec::new(),
+            extractor: None,
+            clock: None,
         }
+    }
+}
+
+/// An [`Extractor`] that forwards to a real store, counts the calls that reached it, and
+/// can hold them at a gate (to keep extractions in flight).
+#[derive(Debug)]
+pub struct CountingExtractor {
+    inner: Arc<dyn Extractor>,
+    pub extract_calls: AtomicUsize,
+    gate: Option<tokio::sync::Semaphore>,
+}
+
+impl CountingExtractor {
+    pub fn new(inner: Arc<dyn Extractor>) -> Arc<CountingExtractor> {
+        Arc::new(CountingExtractor {
+            inner,
+            extract_calls: AtomicUsize::new(0),
+            gate: None,
+        })
+    }
+
+    /// Extractions wait until [`CountingExtractor::open`] lets them through.
+    pub fn gated(inner: Arc<dyn Extractor>) -> Arc<CountingExtractor> {
+        Arc::new(CountingExtractor {
+            inner,
+            extract_calls: AtomicUsize::new(0),
+            gate: Some(tokio::sync::Semaphore::new(0)),
+        })
+    }
+
+    pub fn open(&self, calls: usize) {
+        if let Some(gate) = &self.gate {
+            gate.add_permits(calls);
+        }
+    }
+
+    pub fn calls(&self) -> usize {
+        self.extract_calls.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Extractor for CountingExtractor {
+    async fn extract(
+        &self,
+        now: UnixMillis,
+        request: ExtractRequest,
+    ) -> PoolResult<ExtractOutcome> {
+        self.extract_calls.fetch_add(1, Ordering::SeqCst);
+        if let Some(gate) = &self.gate {
+            gate.acquire().await.expect("gate open").forget();
+        }
+        self.inner.extract(now, request).await
+    }
+
+    async fn get_extraction(
+        &self,
+        now: UnixMillis,
+        client: &ClientId,
+        id: &ExtractionId,
+    ) -> PoolResult<ExtractResponse> {
+        self.inner.get_extraction(now, client, id).await
     }
 }
 
@@ -304,6 +372,8 @@ pub struct TestServer {
     pub quota: Quota,
     pub upstreams: Arc<StaticUpstreams>,
     pub http: reqwest::Client,
+    /// The server's state (to reload its clients as a configuration reload would).
+    pub state: ApiState,
     shutdown: Option<oneshot::Sender<()>>,
 }
 
@@ -326,7 +396,10 @@ impl TestServer {
 
     /// A server over any activity pool.
     pub async fn start_on<P: ActivityPool>(setup: Setup, pool: Arc<P>, quota: Quota) -> TestServer {
-        let ports = ApiPorts::from_pool(pool.clone(), quota.port(), setup.upstreams.clone());
+        let mut ports = ApiPorts::from_pool(pool.clone(), quota.port(), setup.upstreams.clone());
+        if let Some(extractor) = setup.extractor {
+            ports.extractor = extractor;
+        }
         let mut builder = ApiState::builder(ports, setup.clients)
             .limits(setup.limits.clone())
             .extraction(setup.extraction)
@@ -343,13 +416,17 @@ impl TestServer {
         if let Some(cordon) = setup.cordon {
             builder = builder.cordon(cordon);
         }
+        if let Some(clock) = setup.clock {
+            builder = builder.clock(clock);
+        }
         let state = builder.build().unwrap();
+        let router = proxypool_api::router(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (shutdown, stopped) = oneshot::channel::<()>();
         let limits = setup.limits.clone();
         tokio::spawn(async move {
-            proxypool_api::serve(listener, proxypool_api::router(state), &limits, async {
+            proxypool_api::serve(listener, router, &limits, async {
                 let _ = stopped.await;
             })
             .await
@@ -366,6 +443,7 @@ impl TestServer {
                 .pool_max_idle_per_host(64)
                 .build()
                 .unwrap(),
+            state,
             shutdown: Some(shutdown),
         }
     }
