@@ -85,11 +85,15 @@ pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
                     Failure::runtime(format!("quota: cannot create {}: {e}", dir.display()))
                 })?;
             }
-            let quota = SqliteQuota::open(&SqliteSettings::new(path))
-                .await
-                .map_err(|e| {
-                    Failure::runtime(format!("quota: cannot open {}: {e}", path.display()))
-                })?;
+            let mut settings = SqliteSettings::new(path);
+            let store = &config.quota;
+            settings.max_connections = store.max_connections.unwrap_or(settings.max_connections);
+            settings.acquire_timeout = store.acquire_timeout.as_duration();
+            settings.busy_timeout = store.statement_timeout.as_duration();
+            settings.decision_timeout = store.decision_timeout.as_duration();
+            let quota = SqliteQuota::open(&settings).await.map_err(|e| {
+                Failure::runtime(format!("quota: cannot open {}: {e}", path.display()))
+            })?;
             opened.port = Arc::new(quota.clone());
             opened.sqlite = Some(quota);
         }
@@ -102,6 +106,11 @@ pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
                 .map(|p| p.expose().to_owned());
             let mut settings = PostgresSettings::new(url.clone());
             settings.password = password;
+            let store = &config.quota;
+            settings.max_connections = store.max_connections.unwrap_or(settings.max_connections);
+            settings.acquire_timeout = store.acquire_timeout.as_duration();
+            settings.statement_timeout = store.statement_timeout.as_duration();
+            settings.decision_timeout = store.decision_timeout.as_duration();
             let quota = PostgresQuota::connect_lazy(&settings)
                 .map_err(|e| Failure::config(format!("quota.url: {e}")))?;
             opened.port = Arc::new(quota.clone());

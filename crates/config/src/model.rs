@@ -144,8 +144,35 @@ pub struct QuotaStoreConfig {
     /// PostgreSQL only: the password of the URL's user (never written into the URL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<SecretRef>,
+    /// Pooled connections per process (default: PostgreSQL 4, SQLite 1, since SQLite
+    /// writes one at a time anyway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u32>,
+    /// How long a decision waits for a pooled connection, connecting included.
+    #[serde(default = "default_quota_acquire_timeout")]
+    pub acquire_timeout: Millis,
+    /// PostgreSQL's `statement_timeout` for every quota statement (row-lock waits
+    /// included); SQLite's busy timeout (waiting for another connection's write lock).
+    #[serde(default = "default_quota_statement_timeout")]
+    pub statement_timeout: Millis,
+    /// The bound on one whole decision (or settlement), whatever hangs; past it the
+    /// answer is 503 and nothing is charged. Longer than the two above.
+    #[serde(default = "default_quota_decision_timeout")]
+    pub decision_timeout: Millis,
     #[serde(skip)]
     pub kind: QuotaKind,
+}
+
+fn default_quota_acquire_timeout() -> Millis {
+    Millis::from_secs(2)
+}
+
+fn default_quota_statement_timeout() -> Millis {
+    Millis::from_secs(2)
+}
+
+fn default_quota_decision_timeout() -> Millis {
+    Millis::from_secs(3)
 }
 
 impl Default for QuotaStoreConfig {
@@ -153,6 +180,10 @@ impl Default for QuotaStoreConfig {
         QuotaStoreConfig {
             url: "memory".into(),
             password: None,
+            max_connections: None,
+            acquire_timeout: default_quota_acquire_timeout(),
+            statement_timeout: default_quota_statement_timeout(),
+            decision_timeout: default_quota_decision_timeout(),
             kind: QuotaKind::Memory,
         }
     }

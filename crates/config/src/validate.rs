@@ -193,6 +193,30 @@ fn quota(c: &mut Check<'_>, quota: &mut QuotaStoreConfig) {
     if !matches!(quota.kind, QuotaKind::Postgres { .. }) && quota.password.is_some() {
         c.at("quota.password", "only a postgres quota takes a password");
     }
+    if let Some(connections) = quota.max_connections {
+        c.require(
+            (1..=256).contains(&connections),
+            "quota.max_connections",
+            "must be in 1..=256",
+        );
+    }
+    let (min, max) = (Millis(1), Millis::from_secs(60));
+    c.duration("quota.acquire_timeout", quota.acquire_timeout, min, max);
+    c.duration("quota.statement_timeout", quota.statement_timeout, min, max);
+    c.duration("quota.decision_timeout", quota.decision_timeout, min, max);
+    // The decision bound covers waiting for a connection and running the statement; one
+    // shorter than either would cut every slow-but-healthy decision into a 503.
+    for (key, part) in [
+        ("acquire_timeout", quota.acquire_timeout),
+        ("statement_timeout", quota.statement_timeout),
+    ] {
+        if quota.decision_timeout <= part {
+            c.at(
+                "quota.decision_timeout",
+                format!("must be longer than quota.{key} ({part}): it bounds the whole decision"),
+            );
+        }
+    }
 }
 
 /// PostgreSQL URLs name a user (`postgres://proxypool@db/...`) but never a password.

@@ -324,6 +324,51 @@ fn store_tuning_is_checked_and_named() {
 }
 
 #[test]
+fn quota_timeouts_and_limits_of_every_operation_are_configuration() {
+    let dir = secret_dir();
+    let config = load(&example(), example_env(), &dir).unwrap();
+    assert_eq!(config.quota.decision_timeout.as_ms(), 3_000);
+    let scraper = &config.clients[0];
+    for operation in ["extract", "inspect", "admin"] {
+        assert!(scraper.quota.contains_key(operation), "{operation}");
+    }
+
+    let mut env = example_env();
+    env.push(("PROXYPOOL__QUOTA__ACQUIRE_TIMEOUT", "250ms"));
+    env.push(("PROXYPOOL__QUOTA__DECISION_TIMEOUT", "1s"));
+    env.push(("PROXYPOOL__QUOTA__STATEMENT_TIMEOUT", "500ms"));
+    env.push(("PROXYPOOL__QUOTA__MAX_CONNECTIONS", "8"));
+    let config = load(&example(), env, &dir).unwrap();
+    assert_eq!(
+        (
+            config.quota.acquire_timeout.as_ms(),
+            config.quota.statement_timeout.as_ms(),
+            config.quota.decision_timeout.as_ms(),
+            config.quota.max_connections
+        ),
+        (250, 500, 1_000, Some(8))
+    );
+
+    // The decision bound must cover its parts; the error explains the rule.
+    let text = example().replace("decision_timeout = \"3s\"", "decision_timeout = \"2s\"");
+    let err = load(&text, example_env(), &dir).unwrap_err();
+    assert_eq!(err.problems()[0].path, "quota.decision_timeout");
+    assert!(
+        err.to_string().contains("bounds the whole decision"),
+        "{err}"
+    );
+    let text = example().replace("acquire_timeout = \"2s\"", "acquire_timeout = \"0s\"");
+    let err = load(&text, example_env(), &dir).unwrap_err();
+    assert_eq!(err.problems()[0].path, "quota.acquire_timeout");
+    let text = example().replace(
+        "[clients.quota.inspect]\nlimit = 1000",
+        "[clients.quota.inspect]\nlimit = 1001",
+    );
+    let err = load(&text, example_env(), &dir).unwrap_err();
+    assert_eq!(err.problems()[0].path, "clients[0].quota.inspect.limit");
+}
+
+#[test]
 fn problems_name_the_line_of_the_key() {
     let dir = secret_dir();
     let text = example().replace("renew_before = \"10s\"", "renew_before = \"40s\"");
