@@ -25,14 +25,18 @@
 /// Concurrent decisions on one bucket serialize on its row lock, and `ON CONFLICT DO
 /// UPDATE` re-evaluates against the latest committed row, so replicas cannot over-admit.
 ///
-/// Two additions keep a bucket under pressure cheap, both resting on one fact: *within a
-/// window a full bucket stays full and its receipts stay as they are* (only a new window
-/// changes them). So when the statement's snapshot already shows the bucket full in the
-/// current window without this receipt, the answer is "exceeded" whatever happened since:
+/// Two additions keep a bucket under pressure cheap. When the statement's snapshot (taken
+/// as the statement starts) already shows the bucket full in the current window without
+/// this receipt, the answer is "exceeded" as of that moment:
 /// - the upsert is skipped (`WHERE NOT EXISTS` on its `SELECT`), so a denial takes no row
 ///   lock and writes nothing;
 /// - the second branch returns that snapshot row (`admitted = 0`), so a denial is one round
 ///   trip, not a decision plus a separate read.
+///
+/// Within a window a full bucket changes only by a settlement ([`REFUND`], [`SPEND`]) or
+/// by replays, which change nothing; a refund that commits after the snapshot frees a slot
+/// for the next decision, and this one is ordered before it, as a decision that started
+/// first may be.
 ///
 /// Whether the decision charged the receipt or replayed it is known only under the row
 /// lock, so the upsert writes it into `last_decision_charged` and its `RETURNING` reads it
