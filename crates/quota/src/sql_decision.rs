@@ -183,10 +183,36 @@ where
     })
 }
 
+/// A backend's `QuotaPort::settle`: the input checked, then [`settle`] within
+/// `timeout` (past it: Unavailable, the charge as it was or settled, never half).
+pub(crate) async fn settle_within<DB>(
+    pool: &Pool<DB>,
+    statements: &Statements,
+    timeout: std::time::Duration,
+    charge: &Charge,
+    settlement: &Settlement,
+) -> Result<SettleOutcome, crate::error::InvalidCommand>
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+{
+    charge.validate(settlement)?;
+    Ok(
+        tokio::time::timeout(timeout, settle(pool, statements, charge, settlement))
+            .await
+            .unwrap_or(SettleOutcome::Unavailable {
+                reason: UnavailableReason::Timeout,
+            }),
+    )
+}
+
 /// Settles `charge` on a connection from `pool`: one statement, tried once more after a
 /// broken connection. Repeating is safe: a settlement that committed but whose reply was
 /// lost finds its receipt gone the second time and changes nothing.
-pub(crate) async fn settle<DB>(
+async fn settle<DB>(
     pool: &Pool<DB>,
     statements: &Statements,
     charge: &Charge,

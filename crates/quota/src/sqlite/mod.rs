@@ -123,15 +123,14 @@ impl QuotaPort for SqliteQuota {
         charge: &Charge,
         settlement: &Settlement,
     ) -> Result<SettleOutcome, InvalidCommand> {
-        charge.validate(settlement)?;
-        Ok(tokio::time::timeout(
+        sql_decision::settle_within(
+            &self.pool,
+            &STATEMENTS,
             self.decision_timeout,
-            sql_decision::settle(&self.pool, &STATEMENTS, charge, settlement),
+            charge,
+            settlement,
         )
         .await
-        .unwrap_or(SettleOutcome::Unavailable {
-            reason: UnavailableReason::Timeout,
-        }))
     }
 
     async fn ready(&self) -> bool {
