@@ -92,14 +92,14 @@ pub(crate) fn number(value: f64) -> String {
     }
 }
 
-/// `{a="1",b="2"}` sorted by label name (plus `le` last for a bucket), or nothing
-/// without labels.
+/// `{a="1",b="2"}` in the order the caller gave the labels (plus `le` last for a
+/// bucket), or nothing without labels. Each call site names its labels in one order, so
+/// one label set is one series.
 fn labels(key: &Key, le: Option<&str>) -> String {
     let mut pairs: Vec<(String, &str)> = key
         .labels()
         .map(|label| (sanitize(label.key()), label.value()))
         .collect();
-    pairs.sort();
     if let Some(le) = le {
         pairs.push(("le".to_owned(), le));
     }
@@ -176,12 +176,12 @@ mod tests {
             text.contains("# HELP t_requests_total Requests by route.\\nSecond line \\\\ end\n"),
             "{text}"
         );
-        // Labels sorted by name; one line per label set, summed.
+        // Labels in the caller's order; one line per label set, summed.
         assert!(
-            text.contains("t_requests_total{route=\"/v1/x\",status=\"200\"} 3\n"),
+            text.contains("t_requests_total{status=\"200\",route=\"/v1/x\"} 3\n"),
             "{text}"
         );
-        assert!(text.contains("t_requests_total{route=\"/v1/x\",status=\"503\"} 1\n"));
+        assert!(text.contains("t_requests_total{status=\"503\",route=\"/v1/x\"} 1\n"));
         assert!(text.contains("# HELP t_open Open.\n# TYPE t_open gauge\nt_open 2.5\n"));
         assert!(text.contains("t_whole 3\n"), "{text}");
         assert!(text.contains("t_inf +Inf\n"), "{text}");

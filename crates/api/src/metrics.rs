@@ -1,10 +1,9 @@
 //! The API's metrics: names, help texts and the few helpers the routes call.
 //!
-//! Everything goes through the `metrics` facade, so whichever recorder the process
-//! installed collects it; [`text`] is the recorder the API renders on `GET /metrics`.
-//! Label values are bounded: route templates (never raw paths), fixed outcomes, status codes.
-
-pub mod text;
+//! Everything goes through the `metrics` facade into the process's one recorder
+//! (`proxypool_metrics::install`), which `GET /metrics` renders with every other role's
+//! metrics in the process. Label values are bounded: route templates (never raw paths),
+//! fixed outcomes, status codes.
 
 use std::time::Duration;
 
@@ -17,7 +16,8 @@ pub(crate) const QUOTA_DENIALS: &str = "proxypool_api_quota_denials_total";
 pub(crate) const STORE_SECONDS: &str = "proxypool_api_store_duration_seconds";
 pub(crate) const OVERLOAD: &str = "proxypool_api_overload_total";
 
-/// Registers the help texts (called when the API's recorder is installed).
+/// Registers the help texts (called when the state is built: after the recorder is
+/// installed, or the texts go nowhere).
 pub(crate) fn describe() {
     metrics::describe_counter!(
         REQUESTS,
