@@ -59,7 +59,8 @@ pub(crate) struct Registry {
     /// Gauges hold `f64` bits (what `metrics` implements `GaugeFn` for).
     pub(crate) gauges: RwLock<HashMap<Key, Arc<AtomicU64>>>,
     pub(crate) histograms: RwLock<HashMap<Key, Arc<AtomicHistogram>>>,
-    pub(crate) help: RwLock<BTreeMap<String, String>>,
+    /// Help texts by family name, with the type the family was described as.
+    pub(crate) help: RwLock<BTreeMap<String, (&'static str, String)>>,
 }
 
 // A panic while a lock is held cannot leave a map half-written (inserts are single
@@ -99,22 +100,23 @@ impl TextRecorder {
         }
     }
 
-    fn describe(&self, key: KeyName, description: SharedString) {
-        write(&self.registry.help).insert(key.as_str().to_owned(), description.into_owned());
+    fn describe(&self, key: KeyName, kind: &'static str, description: SharedString) {
+        write(&self.registry.help)
+            .insert(key.as_str().to_owned(), (kind, description.into_owned()));
     }
 }
 
 impl Recorder for TextRecorder {
     fn describe_counter(&self, key: KeyName, _unit: Option<Unit>, description: SharedString) {
-        self.describe(key, description);
+        self.describe(key, "counter", description);
     }
 
     fn describe_gauge(&self, key: KeyName, _unit: Option<Unit>, description: SharedString) {
-        self.describe(key, description);
+        self.describe(key, "gauge", description);
     }
 
     fn describe_histogram(&self, key: KeyName, _unit: Option<Unit>, description: SharedString) {
-        self.describe(key, description);
+        self.describe(key, "histogram", description);
     }
 
     fn register_counter(&self, key: &Key, _metadata: &Metadata<'_>) -> Counter {

@@ -1,6 +1,7 @@
 //! The Prometheus text exposition format (version 0.0.4): one `# HELP` and `# TYPE` per
-//! family, families and series in a stable order (by name, then by label set), label
-//! values escaped, histogram buckets cumulative in ascending `le` order ending at `+Inf`.
+//! family (a described family without series yet shows just those two lines), families
+//! and series in a stable order (by name, then by label set), label values escaped,
+//! histogram buckets cumulative in ascending `le` order ending at `+Inf`.
 
 use crate::recorder::{BUCKETS, Registry, read};
 use metrics::Key;
@@ -57,9 +58,17 @@ pub(crate) fn render(registry: &Registry) -> String {
         lines.push(format!("{name}_count{} {count}", labels(&key, None)));
         add(&key, "histogram", lines);
     }
+    // A described family with no series yet is rendered with its help and type and no
+    // samples, so a scrape shows every family a role exports from its start (an error
+    // counter that never fired included).
+    for (name, (kind, _)) in &help {
+        families
+            .entry(sanitize(name))
+            .or_insert_with(|| (kind, BTreeMap::new()));
+    }
     let mut out = String::new();
     for (name, (kind, series)) in families {
-        if let Some(text) = help.get(&name) {
+        if let Some((_, text)) = help.get(&name) {
             let _ = writeln!(out, "# HELP {name} {}", escape_help(text));
         }
         let _ = writeln!(out, "# TYPE {name} {kind}");
@@ -166,6 +175,7 @@ mod tests {
             metrics::gauge!("t_open").set(2.5);
             metrics::gauge!("t_whole").set(3.0);
             metrics::gauge!("t_inf").set(f64::INFINITY);
+            metrics::describe_counter!("t_never_total", "Never.");
         });
         assert_eq!(
             text.matches("# TYPE t_requests_total counter\n").count(),
@@ -185,6 +195,12 @@ mod tests {
         assert!(text.contains("# HELP t_open Open.\n# TYPE t_open gauge\nt_open 2.5\n"));
         assert!(text.contains("t_whole 3\n"), "{text}");
         assert!(text.contains("t_inf +Inf\n"), "{text}");
+        // Described, never recorded: help and type, no sample.
+        assert!(
+            text.contains("# HELP t_never_total Never.\n# TYPE t_never_total counter\n# "),
+            "{text}"
+        );
+        assert!(!text.contains("\nt_never_total"), "{text}");
         // Families in name order, help before type before samples.
         let a = text.find("# HELP t_open").unwrap();
         let b = text.find("# HELP t_requests_total").unwrap();

@@ -189,8 +189,14 @@ pub(crate) fn provider_round(
             ("extracted".to_owned(), report.extracted_ignored),
         ]);
     for (reason, n) in refused {
-        // A reason that never happened gets no series until it does.
-        if n > 0 {
+        // The pool's own reasons are registered at 0 from the first round; a parse or
+        // validation reason gets a series when it first happens.
+        if n > 0
+            || matches!(
+                reason.as_str(),
+                "over_max_size" | "foreign_duplicate" | "extracted"
+            )
+        {
             metrics::counter!(ENTRIES_REFUSED, "upstream" => upstream.clone(), "reason" => reason)
                 .increment(u64::from(n));
         }
