@@ -16,8 +16,7 @@
 //! ratio is the result.
 
 use proxypool_api::{
-    ApiClient, ApiPorts, ApiState, MetricsHandle, ShieldSettings, UpstreamStatus,
-    UpstreamStatusSource,
+    ApiClient, ApiPorts, ApiState, ShieldSettings, UpstreamStatus, UpstreamStatusSource,
 };
 use proxypool_core::{
     Candidate, CheckOutcome, ClientId, Credentials, FetchedBatch, HealthBatch, HealthObservation,
@@ -204,7 +203,7 @@ fn main() {
             policy: Policy::new(1_000_000.0, 1_000_000.0),
             ..ShieldSettings::default()
         })
-        .metrics(MetricsHandle::install_global().unwrap())
+        .metrics(proxypool_metrics::install().unwrap())
         .build()
         .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -18,7 +18,7 @@
 //!     .limits(ApiLimits::default())
 //!     .extraction(ExtractionSettings { reserve_for_gateway: 2, ..Default::default() })
 //!     .shield_settings(ShieldSettings::default())
-//!     .metrics(MetricsHandle::install_global()?)
+//!     .metrics(proxypool_metrics::install()?)
 //!     .cordon(controller_cordon)                      // optional
 //!     .build()?;
 //! proxypool_api::serve(listener, proxypool_api::router(state), &ApiLimits::default(), shutdown).await?;
@@ -48,7 +48,7 @@
 //! | `completion` | admitted work runs to completion even when the client goes away |
 //! | `error` | [`ApiError`], [`ErrorCode`] |
 //! | `request_id` | [`RequestId`] (the edge's): server-generated, unique across replicas |
-//! | `metrics` | metric names and helpers; `metrics::text`: [`TextRecorder`], [`MetricsHandle`] |
+//! | `metrics` | metric names, help texts and the helpers the routes call (the recorder is `proxypool-metrics`) |
 //! | `serve` | [`serve`]: the router on the edge's server scaffold (caps per IP and in total at accept, header and idle timeouts, head size cap) |
 
 mod admission;
@@ -58,7 +58,7 @@ mod completion;
 mod config;
 mod controller_view;
 mod error;
-pub mod metrics;
+mod metrics;
 mod observe;
 mod request_id;
 mod routes;
@@ -72,7 +72,7 @@ pub use clients::{ApiClient, ClientDirectory};
 pub use config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
 pub use controller_view::{FetchHealth, UpstreamStatus, UpstreamStatusSource, WorkerCordon};
 pub use error::{ApiError, ErrorCode};
-pub use metrics::text::{MetricsHandle, RecorderTaken, TextRecorder};
+pub use proxypool_metrics::MetricsHandle;
 pub use request_id::RequestId;
 pub use routes::meta::OPENAPI_JSON;
 pub use routes::{ROUTES, router};

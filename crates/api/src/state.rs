@@ -9,12 +9,12 @@ use crate::admission::shield::Shield;
 use crate::clients::{ApiClient, ClientDirectory};
 use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
 use crate::controller_view::{UpstreamStatusSource, WorkerCordon};
-use crate::metrics::text::MetricsHandle;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{
     ActivityPool, Extractor, InventoryReader, OwnershipRepository, SecretHash, UnixMillis,
     WorkerRuntimeStore,
 };
+use proxypool_metrics::MetricsHandle;
 use proxypool_quota::QuotaPort;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -130,7 +130,7 @@ impl ApiStateBuilder {
         self
     }
 
-    /// Serves `GET /metrics` from this handle (see [`MetricsHandle::install_global`]).
+    /// Serves `GET /metrics` from this handle (see `proxypool_metrics::install`).
     /// Without one, `/metrics` answers 404.
     pub fn metrics(mut self, handle: MetricsHandle) -> Self {
         self.metrics = Some(handle);
@@ -173,6 +173,7 @@ impl ApiStateBuilder {
         crate::config::first_problem(self.extraction.problems())?;
         let clients = ClientDirectory::new(self.clients)?;
         let policies = client_policies(&clients, None)?;
+        crate::metrics::describe();
         let shield = match self.shield {
             ShieldChoice::Settings(settings) => Shield::from_settings(&settings)?,
             ShieldChoice::Ready(shield) => shield,

@@ -13,7 +13,7 @@ use crate::failure::Failure;
 use crate::gateway_section::{self, Placement};
 use crate::quota::{self, OpenedQuota};
 use crate::random;
-use proxypool_api::{ApiClient, ApiPorts, ApiState, ConfigReloader, MetricsHandle, ShieldSettings};
+use proxypool_api::{ApiClient, ApiPorts, ApiState, ConfigReloader, ShieldSettings};
 use proxypool_config::{ApiSection, Config, SecretRef, WorkerTokenConfig};
 use proxypool_controller::{Controller, RunningController};
 use proxypool_core::{Secret, SecretHash, WorkerId};
@@ -294,9 +294,9 @@ fn start_api(
     if let Some(reloader) = reloader {
         builder = builder.reloader(reloader);
     }
-    // First come, first served: in one process the API's recorder also collects the
-    // gateway's metrics, so `/metrics` on the API shows both.
-    match MetricsHandle::install_global() {
+    // One recorder per process, whichever role installs it first: the API's `/metrics`
+    // shows the controller's and (in `serve`/`dev`) the gateway's metrics too.
+    match proxypool_metrics::install() {
         Ok(handle) => builder = builder.metrics(handle),
         Err(_) => tracing::warn!("another metrics recorder is installed; /metrics is off"),
     }

@@ -25,6 +25,8 @@ use crate::config::{Config, ConfigError};
 use crate::leadership::Leadership;
 use crate::leadership::job::run_leader_job;
 use crate::maintenance::Sweeper;
+use crate::metrics::metered::MeteredPool;
+use crate::metrics::pool::PoolGauges;
 use crate::ownership::{Cordons, OwnershipManager};
 use crate::provider::status::UpstreamOverview;
 use crate::provider::{Reconciler, StatusBoard, VendorClient};
@@ -64,6 +66,9 @@ pub struct Controller {
     config: Arc<ArcSwap<Config>>,
     tokens: Arc<WorkerTokens>,
     pool: Arc<dyn ActivityPool>,
+    /// The same pool with every call timed (`crate::metrics::metered`): what the loops,
+    /// the publisher and the control API use. [`Controller::pool`] hands out the plain one.
+    metered: Arc<dyn ActivityPool>,
     leadership: Arc<dyn Leadership>,
     clock: SharedClock,
     board: Arc<StatusBoard>,
@@ -82,9 +87,12 @@ impl Controller {
     /// Assembles a controller over an already opened store and a clock (tests, or a
     /// process that shares one store between components).
     pub fn with_store(config: Config, store: OpenedStore, clock: SharedClock) -> Controller {
+        // Before anything records: the recorder must be in place, and the help texts in it.
+        crate::metrics::install();
+        let metered: Arc<dyn ActivityPool> = Arc::new(MeteredPool::new(store.pool.clone()));
         let changes = ChangeSignal::default();
         let publisher = Arc::new(SnapshotPublisher::new(
-            store.pool.clone(),
+            metered.clone(),
             clock.clone(),
             config.snapshot.clone(),
             gateway_clients(&config),
@@ -94,6 +102,7 @@ impl Controller {
             tokens: Arc::new(WorkerTokens::new(config.worker_tokens.clone())),
             config: Arc::new(ArcSwap::from_pointee(config)),
             pool: store.pool,
+            metered,
             leadership: store.leadership,
             clock,
             board: Arc::new(StatusBoard::default()),
@@ -149,7 +158,7 @@ impl Controller {
     /// The worker control API routes, to mount on any listener.
     pub fn control_router(&self) -> Router {
         api::router(ControlState {
-            pool: self.pool.clone(),
+            pool: self.metered.clone(),
             clock: self.clock.clone(),
             publisher: self.publisher.clone(),
             tokens: self.tokens.clone(),
@@ -168,7 +177,7 @@ impl Controller {
             .map(|u| {
                 Reconciler::new(
                     Arc::new(u.clone()),
-                    self.pool.clone(),
+                    self.metered.clone(),
                     self.clock.clone(),
                     client.clone(),
                     self.board.clone(),
@@ -179,7 +188,7 @@ impl Controller {
 
     pub fn checker(&self) -> Checker {
         Checker::new(
-            self.pool.clone(),
+            self.metered.clone(),
             self.clock.clone(),
             self.config().checker.clone(),
             &self.config().upstreams,
@@ -188,7 +197,7 @@ impl Controller {
 
     pub fn ownership_manager(&self) -> OwnershipManager {
         OwnershipManager::new(
-            self.pool.clone(),
+            self.metered.clone(),
             self.clock.clone(),
             self.config().ownership.clone(),
             self.publisher.changes().clone(),
@@ -213,15 +222,16 @@ impl Controller {
 
     pub fn sweeper(&self) -> Sweeper {
         Sweeper::new(
-            self.pool.clone(),
+            self.metered.clone(),
             self.clock.clone(),
             self.config().maintenance.clone(),
         )
     }
 
     /// Spawns the leader-only loops (one reconciler per upstream, the checker, the
-    /// ownership manager, the sweeper) with the configuration in force. Each waits for
-    /// this controller to lead and drops its round when the term ends.
+    /// ownership manager, the sweeper) with the configuration in force, and the metrics
+    /// gauges' reader. Each leader-only loop waits for this controller to lead and drops
+    /// its round when the term ends.
     fn spawn_loops(&self) -> Loops {
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -245,8 +255,22 @@ impl Controller {
         tasks.push(tokio::spawn(run_leader_job(
             self.sweeper(),
             self.leadership.watch(),
-            stopped,
+            stopped.clone(),
         )));
+        // Not leader-only: every controller's `/metrics` shows the pool and its term.
+        let gauges = PoolGauges {
+            pool: self.metered.clone(),
+            clock: self.clock.clone(),
+            upstreams: self
+                .config()
+                .upstreams
+                .iter()
+                .map(|u| u.id.clone())
+                .collect(),
+            publisher: self.publisher.clone(),
+            leadership: self.leadership.watch(),
+        };
+        tasks.push(tokio::spawn(gauges.run(stopped)));
         Loops { stop, tasks }
     }
 

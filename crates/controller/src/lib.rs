@@ -13,6 +13,8 @@
 //! - [`snapshot`]: the snapshot publisher (per-session versions, long-poll).
 //! - [`api`]: the worker control API (axum).
 //! - [`maintenance`]: the bounded sweep of expired state.
+//! - [`metrics`]: the controller's metric names and helpers, the pool/worker/leadership
+//!   gauges, and the activity pool timed per call ([`metrics::metered::MeteredPool`]).
 //!
 //! No lock is held across an `.await`; shared status lives in small std-mutex maps that are
 //! copied out, and change notifications go through watch channels.
@@ -25,6 +27,7 @@ pub mod controller;
 mod jitter;
 pub mod leadership;
 pub mod maintenance;
+pub mod metrics;
 pub mod ownership;
 pub mod provider;
 pub mod snapshot;

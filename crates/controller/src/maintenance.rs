@@ -36,6 +36,8 @@ impl Sweeper {
                 .store
                 .sweep(self.clock.now(), self.config.batch)
                 .await?;
+            // Per call, so what a round removed before a failing call is still counted.
+            crate::metrics::sweep_removed(&report);
             total.records_removed += report.records_removed;
             total.assignments_removed += report.assignments_removed;
             total.sessions_removed += report.sessions_removed;
@@ -53,7 +55,9 @@ impl LeaderJob for Sweeper {
     const NAME: &'static str = "maintenance";
 
     async fn round(&mut self) -> std::time::Duration {
-        if let Err(e) = self.sweep_round().await {
+        let result = self.sweep_round().await;
+        crate::metrics::sweep_round(result.is_ok());
+        if let Err(e) = result {
             tracing::warn!("maintenance sweep failed: {e}");
         }
         self.config.interval.as_duration()

@@ -3,13 +3,13 @@
 
 use crate::config::Limits;
 use crate::forward::body::ProxyBody;
-use crate::prometheus::PrometheusHandle;
 use crate::state::{Phase, Shared};
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use proxypool_edge::ServeLimits;
+use proxypool_metrics::MetricsHandle;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
@@ -32,7 +32,7 @@ pub(crate) fn admin_limits(limits: &Limits) -> ServeLimits {
 pub(crate) async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
-    metrics: Option<PrometheusHandle>,
+    metrics: Option<MetricsHandle>,
 ) {
     let limits = admin_limits(&shared.config().limits);
     let mut phase = shared.phase.clone();
@@ -48,7 +48,7 @@ pub(crate) async fn serve(
     }
 }
 
-fn answer(shared: &Shared, metrics: Option<&PrometheusHandle>, path: &str) -> Response<ProxyBody> {
+fn answer(shared: &Shared, metrics: Option<&MetricsHandle>, path: &str) -> Response<ProxyBody> {
     let (status, content_type, body) = match path {
         "/metrics" => {
             if let Some(age) = shared.store.since_fresh_ms() {
@@ -56,9 +56,9 @@ fn answer(shared: &Shared, metrics: Option<&PrometheusHandle>, path: &str) -> Re
             }
             let text = metrics.map_or_else(
                 || "# the process has another metrics recorder installed\n".to_owned(),
-                PrometheusHandle::render,
+                MetricsHandle::render,
             );
-            (StatusCode::OK, "text/plain; version=0.0.4", text)
+            (StatusCode::OK, proxypool_metrics::CONTENT_TYPE, text)
         }
         "/healthz" => match shared.store.current() {
             Ok(_) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),

@@ -7,7 +7,6 @@ use crate::admission::{LimiterClock, Shield};
 use crate::config::{ConfigError, GatewayConfig};
 use crate::control::{ControlClient, ControlLoop, ControllerAddr, runner::Backoff};
 use crate::metrics::GatewayMetrics;
-use crate::prometheus::PrometheusHandle;
 use crate::reload::GatewayReload;
 use crate::route::{RouteSettings, Router};
 use crate::select::Picker;
@@ -17,6 +16,7 @@ use crate::sticky::StickyTable;
 use crate::{admin, http_proxy, socks};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{SharedClock, SystemClock};
+use proxypool_metrics::MetricsHandle;
 use proxypool_throttle::CoarseClock;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -48,7 +48,7 @@ pub struct Gateway {
     phase: watch::Sender<Phase>,
     control: Arc<ControlLoop>,
     control_client: ControlClient,
-    metrics_handle: Option<PrometheusHandle>,
+    metrics_handle: Option<MetricsHandle>,
     http: Option<TcpListener>,
     socks5: Option<TcpListener>,
     admin: Option<TcpListener>,
@@ -70,8 +70,16 @@ impl Gateway {
         clock: SharedClock,
     ) -> Result<Self, GatewayError> {
         config.validate()?;
-        // Install the Prometheus recorder before any metric handle is created.
-        let metrics_handle = PrometheusHandle::global();
+        // Install the process's recorder before any metric handle is created (handles made
+        // before it would record nowhere). In `serve`/`dev` another role may have
+        // installed it already: the same registry comes back.
+        let metrics_handle = match proxypool_metrics::install() {
+            Ok(handle) => Some(handle),
+            Err(error) => {
+                tracing::warn!(%error, "admin /metrics is off");
+                None
+            }
+        };
         let metrics = Arc::new(GatewayMetrics::new());
         let limiter_clock: LimiterClock =
             Arc::new(CoarseClock::new().map_err(GatewayError::Clock)?);

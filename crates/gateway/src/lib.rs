@@ -42,7 +42,7 @@
 //! | `destination` | the destination policy: targets and ports refused before any dial |
 //! | `admission` | per-IP shield, per-client policy limiter, per-client connection cap |
 //! | `control` | control-API client and the loop (session, snapshots, acks, reports) |
-//! | `metrics`, `prometheus`, `admin` | metric handles, text exporter, admin listener (on the edge's server scaffold) |
+//! | `metrics`, `admin` | metric handles (the recorder is `proxypool-metrics`), admin listener (on the edge's server scaffold) |
 //! | `refusal` | every refusal with its status, code and SOCKS5 reply |
 //! | `io`, `state` | activity-stamped sockets, shared state (with the [`proxypool_core::Clock`]) |
 
@@ -61,7 +61,6 @@ mod gateway;
 mod http_proxy;
 mod io;
 mod metrics;
-mod prometheus;
 mod refusal;
 mod reload;
 mod route;
@@ -79,7 +78,6 @@ pub use config::{
 };
 pub use destination::DestinationPolicy;
 pub use gateway::{Gateway, GatewayError, shutdown_signal};
-pub use prometheus::{PrometheusHandle, PrometheusRecorder};
 pub use refusal::{ERROR_HEADER, Refusal};
 pub use reload::GatewayReload;
 pub use route::SESSION_HEADER;

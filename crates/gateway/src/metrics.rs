@@ -7,7 +7,7 @@
 //! `requests_total{kind}`, `refusals_total{code}`, `bytes_total{direction}`,
 //! `upstream_failures_total{reason}`, `selection_misses_total`,
 //! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`, `snapshot_age_seconds`,
-//! `snapshot_version`, `snapshot_proxies`, `upstream_dial_seconds` (sum/count).
+//! `snapshot_version`, `snapshot_proxies`, `upstream_dial_seconds` (histogram).
 
 use crate::refusal::Refusal;
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
@@ -213,8 +213,8 @@ fn describe() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prometheus::PrometheusHandle;
     use crate::refusal::socks_reply;
+    use proxypool_metrics::MetricsHandle;
 
     fn every_refusal() -> Vec<Refusal> {
         vec![
@@ -250,7 +250,7 @@ mod tests {
         codes.sort_unstable();
         codes.dedup();
         assert_eq!(codes.len(), Refusal::CODES.len(), "each code once");
-        let (recorder, handle) = PrometheusHandle::local();
+        let (recorder, handle) = MetricsHandle::local();
         let metrics = metrics::with_local_recorder(&recorder, GatewayMetrics::new);
         // Every series exists before the first refusal.
         let text = handle.render();

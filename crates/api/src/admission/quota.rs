@@ -73,8 +73,20 @@ pub(crate) async fn charge(
     .await;
     let decision = match decided {
         Ok(decision) => decision,
-        Err(invalid) => return Err(rejection(for_invalid(&invalid))),
+        Err(invalid) => {
+            crate::metrics::quota_decided(operation.as_str(), "invalid");
+            return Err(rejection(for_invalid(&invalid)));
+        }
     };
+    crate::metrics::quota_decided(
+        operation.as_str(),
+        match decision {
+            QuotaDecision::Admitted { charged: true, .. } => "charged",
+            QuotaDecision::Admitted { charged: false, .. } => "replayed",
+            QuotaDecision::Exceeded { .. } => "exceeded",
+            QuotaDecision::Unavailable { .. } => "unavailable",
+        },
+    );
     match for_decision(&decision) {
         QuotaHttp::Proceed { headers } => Ok(QuotaGrant {
             headers: convert(&headers),

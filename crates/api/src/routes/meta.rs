@@ -27,7 +27,7 @@ pub(crate) async fn metrics(
     let mut response = handle.render().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        HeaderValue::from_static(proxypool_metrics::CONTENT_TYPE),
     );
     Ok(response)
 }

@@ -7,8 +7,8 @@
 
 use async_trait::async_trait;
 use proxypool_api::{
-    ApiClient, ApiLimits, ApiPorts, ApiState, ExtractionSettings, FetchHealth, MetricsHandle,
-    ShieldSettings, UpstreamStatus, UpstreamStatusSource, WorkerCordon,
+    ApiClient, ApiLimits, ApiPorts, ApiState, ExtractionSettings, FetchHealth, ShieldSettings,
+    UpstreamStatus, UpstreamStatusSource, WorkerCordon,
 };
 use proxypool_core::{
     ActivityPool, Candidate, CheckOutcome, ClientId, Credentials, ExtractOutcome, ExtractRequest,
@@ -405,7 +405,7 @@ impl TestServer {
             .extraction(setup.extraction)
             .shield_settings(setup.shield);
         if setup.metrics {
-            builder = builder.metrics(MetricsHandle::install_global().unwrap());
+            builder = builder.metrics(proxypool_metrics::install().unwrap());
         }
         if let Some(token) = setup.metrics_token {
             builder = builder.metrics_token(Some(

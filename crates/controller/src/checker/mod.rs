@@ -13,7 +13,8 @@ use crate::config::{CheckerConfig, UpstreamConfig};
 use crate::leadership::job::LeaderJob;
 use probe::{ProbePlan, probe};
 use proxypool_core::{
-    DueQuery, HealthBatch, HealthObservation, HealthStore, PoolResult, ProxyStatus, UpstreamId,
+    CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthStore, PoolResult, ProxyStatus,
+    UpstreamId,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -121,7 +122,13 @@ impl Checker {
                 // Closed only if the checker is gone; then the check is moot.
                 let _permit = semaphore.acquire_owned().await.ok()?;
                 let checked_at_ms = clock.now();
+                let started = std::time::Instant::now();
                 let outcome = probe(&record, &plan, timeout).await;
+                crate::metrics::health_check(
+                    &record.upstream,
+                    matches!(outcome, CheckOutcome::Success { .. }),
+                    started.elapsed(),
+                );
                 Some((
                     record.upstream.clone(),
                     HealthObservation {

@@ -26,10 +26,11 @@ use crate::leadership::job::LeaderJob;
 use crate::snapshot::ChangeSignal;
 use plan::{Free, Held, WorkerLoad};
 use proxypool_core::{
-    ActivityPool, Assignment, AssignmentState, Conflict, PoolError, PoolResult, StoredRuntime,
-    UnixMillis, WorkerSession,
+    ActivityPool, Assignment, AssignmentState, Conflict, LockExt, PoolError, PoolResult,
+    StoredRuntime, UnixMillis, WorkerId, WorkerSession,
 };
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 /// Most worker sessions considered per round.
@@ -64,6 +65,8 @@ pub struct OwnershipManager {
     changes: ChangeSignal,
     wake: Arc<Notify>,
     cordons: Arc<Cordons>,
+    /// Workers with a leases gauge, so one whose session ended is set back to 0.
+    gauged: Mutex<BTreeSet<WorkerId>>,
 }
 
 impl OwnershipManager {
@@ -82,7 +85,19 @@ impl OwnershipManager {
             changes,
             wake,
             cordons,
+            gauged: Mutex::new(BTreeSet::new()),
         }
+    }
+
+    /// Sets the leases gauge of workers that no longer have a live session to 0 (their
+    /// proxies come back through expiry or a release, not through this manager).
+    fn zero_gone_workers(&self, sessions: &[WorkerSession]) {
+        let live: BTreeSet<WorkerId> = sessions.iter().map(|s| s.worker.clone()).collect();
+        let mut gauged = self.gauged.lock_or_recover();
+        for gone in gauged.difference(&live) {
+            crate::metrics::worker_leases(gone, 0);
+        }
+        *gauged = live;
     }
 
     /// One round (see the module doc).
@@ -99,6 +114,7 @@ impl OwnershipManager {
 
         let sessions = self.pool.live_sessions(now, MAX_WORKERS).await?;
         round.workers = sessions.len();
+        self.zero_gone_workers(&sessions);
         let mut loads = Vec::with_capacity(sessions.len());
         for session in &sessions {
             loads.push(self.tend_worker(now, session, &mut round).await?);
@@ -150,6 +166,7 @@ impl OwnershipManager {
         let limit = self.config.per_worker_target.saturating_mul(2).max(16);
         let owned = self.pool.owned_by(now, worker, limit).await?;
         let draining = self.pool.draining_of(now, worker, limit).await?;
+        crate::metrics::worker_leases(worker, owned.len() + draining.len());
         let lease = self.config.lease.as_ms();
         let renew_before = self.config.renew_before.as_ms();
 

@@ -104,7 +104,32 @@ impl Reconciler {
     pub async fn reconcile_once(&self) -> Result<RoundOutcome, RoundError> {
         let id = &self.upstream.id;
         let attempt = self.clock.now();
+        let started = std::time::Instant::now();
         let result = self.round_inner().await;
+        let elapsed = started.elapsed();
+        // Parse and validation drops together, by reason (the board and the metrics
+        // show the same names).
+        let dropped = result.as_ref().ok().map(|outcome| {
+            let mut dropped = outcome.parse_dropped.clone();
+            for (reason, n) in &outcome.report.dropped {
+                let name = serde_json::to_value(reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| format!("{reason:?}"));
+                *dropped.entry(name).or_default() += n;
+            }
+            dropped
+        });
+        match (&result, &dropped) {
+            (Ok(outcome), Some(dropped)) => crate::metrics::provider_round(
+                id,
+                "success",
+                elapsed,
+                Some((&outcome.report, dropped)),
+            ),
+            (Err(e), _) => crate::metrics::provider_round(id, e.kind(), elapsed, None),
+            (Ok(_), None) => {}
+        }
         self.board.update(id, |s| {
             s.last_attempt_ms = Some(attempt);
             s.total_fetches += 1;
@@ -118,14 +143,7 @@ impl Reconciler {
                     s.last_refreshed = outcome.report.refreshed;
                     s.last_over_max_size = outcome.report.over_max_size;
                     s.last_foreign_duplicates = outcome.report.foreign_duplicates;
-                    let mut dropped = outcome.parse_dropped.clone();
-                    for (reason, n) in &outcome.report.dropped {
-                        let name = serde_json::to_value(reason)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_else(|| format!("{reason:?}"));
-                        *dropped.entry(name).or_default() += n;
-                    }
+                    let dropped = dropped.clone().unwrap_or_default();
                     s.total_inserted += u64::from(outcome.report.inserted);
                     s.total_dropped += u64::from(dropped.values().sum::<u32>());
                     s.last_dropped = dropped;

@@ -17,10 +17,11 @@ use crate::clock::SharedClock;
 use crate::config::SnapshotConfig;
 use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot, snapshot_checksum};
 use proxypool_core::{
-    ActivityPool, AssignmentState, Conflict, OwnedProxy, PoolError, PoolResult, SnapshotRef,
-    WorkerId, WorkerSession,
+    ActivityPool, AssignmentState, Conflict, LockExt, OwnedProxy, PoolError, PoolResult,
+    SnapshotRef, UnixMillis, WorkerId, WorkerSession,
 };
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -41,6 +42,18 @@ pub struct SnapshotPublisher {
     // Swapped whole on a configuration reload; every snapshot after it carries the new set.
     clients: ArcSwap<Vec<GatewayClient>>,
     changes: ChangeSignal,
+    /// When this controller built the latest snapshot it served each worker, for the
+    /// snapshot-age gauge (`crate::metrics::pool`). One entry per worker with a session;
+    /// held only to copy in or out, never across an `.await`.
+    built: Mutex<HashMap<WorkerId, Built>>,
+}
+
+/// The latest snapshot served to a worker's session, and when it was built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Built {
+    session_id: String,
+    version: u64,
+    at_ms: UnixMillis,
 }
 
 impl SnapshotPublisher {
@@ -57,6 +70,45 @@ impl SnapshotPublisher {
             config,
             clients: ArcSwap::from_pointee(clients),
             changes,
+            built: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// When this controller built version `version` of the session's snapshot (`None`
+    /// when it did not: another controller did, or it was not the latest served).
+    pub fn built_at(
+        &self,
+        worker: &WorkerId,
+        session_id: &str,
+        version: u64,
+    ) -> Option<UnixMillis> {
+        self.built
+            .lock_or_recover()
+            .get(worker)
+            .filter(|b| b.session_id == session_id && b.version == version)
+            .map(|b| b.at_ms)
+    }
+
+    /// Drops what is remembered for workers not in `live` (their sessions ended).
+    pub(crate) fn forget_other_workers(&self, live: &BTreeSet<WorkerId>) {
+        self.built.lock_or_recover().retain(|w, _| live.contains(w));
+    }
+
+    /// Remembers a served snapshot; serving the same version again keeps its build time.
+    fn remember(&self, worker: &WorkerId, session_id: &str, version: u64, now: UnixMillis) {
+        let mut built = self.built.lock_or_recover();
+        let same = built
+            .get(worker)
+            .is_some_and(|b| b.session_id == session_id && b.version == version);
+        if !same {
+            built.insert(
+                worker.clone(),
+                Built {
+                    session_id: session_id.to_owned(),
+                    version,
+                    at_ms: now,
+                },
+            );
         }
     }
 
@@ -161,6 +213,7 @@ impl SnapshotPublisher {
                 reference
             }
         };
+        self.remember(worker, session_id, reference.version, now);
         Ok(Some(WorkerSnapshot {
             worker: worker.clone(),
             session_id: session_id.to_owned(),

@@ -1,10 +1,9 @@
 //! The API's metrics: names, help texts and the few helpers the routes call.
 //!
-//! Everything goes through the `metrics` facade, so whichever recorder the process
-//! installed collects it; [`text`] is the recorder the API renders on `GET /metrics`.
-//! Label values are bounded: route templates (never raw paths), fixed outcomes, status codes.
-
-pub mod text;
+//! Everything goes through the `metrics` facade into the process's one recorder
+//! (`proxypool_metrics::install`), which `GET /metrics` renders with every other role's
+//! metrics in the process. Label values are bounded: route templates (never raw paths),
+//! fixed outcomes, status codes.
 
 use std::time::Duration;
 
@@ -18,8 +17,10 @@ pub(crate) const STORE_SECONDS: &str = "proxypool_api_store_duration_seconds";
 pub(crate) const OVERLOAD: &str = "proxypool_api_overload_total";
 pub(crate) const POLICY_DENIALS: &str = "proxypool_api_policy_denials_total";
 pub(crate) const QUOTA_SETTLEMENTS: &str = "proxypool_api_quota_settlements_total";
+pub(crate) const QUOTA_DECISIONS: &str = "proxypool_quota_decisions_total";
 
-/// Registers the help texts (called when the API's recorder is installed).
+/// Registers the help texts (called when the state is built: after the recorder is
+/// installed, or the texts go nowhere).
 pub(crate) fn describe() {
     metrics::describe_counter!(
         REQUESTS,
@@ -46,6 +47,10 @@ pub(crate) fn describe() {
     metrics::describe_counter!(
         POLICY_DENIALS,
         "Authenticated requests denied by the client's rate-limit policy or its cap on extractions in flight, by reason (soft_throttle, hard_lockout, in_flight)."
+    );
+    metrics::describe_counter!(
+        QUOTA_DECISIONS,
+        "Durable quota decisions by operation and outcome (charged, replayed, exceeded, unavailable, invalid)."
     );
     metrics::describe_counter!(
         QUOTA_SETTLEMENTS,
@@ -80,6 +85,10 @@ pub(crate) fn quota_denied(operation: &'static str, reason: &'static str) {
 
 pub(crate) fn policy_denied(reason: &'static str) {
     metrics::counter!(POLICY_DENIALS, "reason" => reason).increment(1);
+}
+
+pub(crate) fn quota_decided(operation: &'static str, outcome: &'static str) {
+    metrics::counter!(QUOTA_DECISIONS, "operation" => operation, "outcome" => outcome).increment(1);
 }
 
 pub(crate) fn quota_settled(

@@ -1,0 +1,237 @@
+//! The controller's metrics: names, help texts and the helpers its loops call.
+//!
+//! Everything goes through the `metrics` facade into the process's one recorder
+//! (`proxypool_metrics`, installed by [`install`]), so the client API's `GET /metrics`
+//! (and, in `serve`/`dev`, the gateway admin's) shows them. The controller is not a hot
+//! path: helpers look their series up per call rather than caching handles.
+//!
+//! Label values are bounded: upstream ids and worker ids come from the configuration
+//! (upstreams, worker tokens), states are [`ProxyStatus::ALL`], outcomes and reasons are
+//! fixed names (error kinds, enum variants), store calls are the port methods.
+//!
+//! - [`pool`]: the periodic read that sets the pool, worker and leadership gauges.
+//! - [`metered`]: the activity pool as the controller calls it, timed per call.
+
+pub mod metered;
+pub mod pool;
+
+use proxypool_core::{PoolError, ProxyStatus, SweepReport, UpsertReport, UpstreamId, WorkerId};
+use std::time::Duration;
+
+pub const PROXIES: &str = "proxypool_pool_proxies";
+pub const FETCHES: &str = "proxypool_controller_fetches_total";
+pub const FETCH_SECONDS: &str = "proxypool_controller_fetch_duration_seconds";
+pub const ENTRIES_ACCEPTED: &str = "proxypool_controller_entries_accepted_total";
+pub const ENTRIES_REFUSED: &str = "proxypool_controller_entries_refused_total";
+pub const HEALTH_CHECKS: &str = "proxypool_controller_health_checks_total";
+pub const HEALTH_SECONDS: &str = "proxypool_controller_health_check_duration_seconds";
+pub const WORKER_LEASES: &str = "proxypool_controller_worker_leases";
+pub const WORKER_SESSIONS: &str = "proxypool_controller_worker_sessions";
+pub const SNAPSHOT_AGE: &str = "proxypool_controller_worker_snapshot_age_seconds";
+pub const LEADER: &str = "proxypool_controller_leader";
+pub const LEADER_TERM: &str = "proxypool_controller_leader_term";
+pub const SWEEPS: &str = "proxypool_controller_sweeps_total";
+pub const SWEEP_REMOVED: &str = "proxypool_controller_sweep_removed_total";
+pub const STORE_SECONDS: &str = "proxypool_controller_store_duration_seconds";
+pub const STORE_ERRORS: &str = "proxypool_controller_store_errors_total";
+
+/// Every family the controller exports (for tests that look for all of them).
+pub const FAMILIES: [&str; 16] = [
+    PROXIES,
+    FETCHES,
+    FETCH_SECONDS,
+    ENTRIES_ACCEPTED,
+    ENTRIES_REFUSED,
+    HEALTH_CHECKS,
+    HEALTH_SECONDS,
+    WORKER_LEASES,
+    WORKER_SESSIONS,
+    SNAPSHOT_AGE,
+    LEADER,
+    LEADER_TERM,
+    SWEEPS,
+    SWEEP_REMOVED,
+    STORE_SECONDS,
+    STORE_ERRORS,
+];
+
+/// Installs the process's recorder (or finds it installed) and registers the help texts.
+/// Called when a controller is assembled, before any of its metrics is recorded.
+pub fn install() {
+    if let Err(error) = proxypool_metrics::install() {
+        tracing::warn!(%error, "controller metrics go to the foreign recorder");
+    }
+    describe();
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_gauge!(
+        PROXIES,
+        "Proxies in the activity pool by upstream and state, read every few seconds; the \
+         states of one upstream sum to its records in the pool."
+    );
+    describe_counter!(
+        FETCHES,
+        "Provider rounds (vendor fetch or static list, then upsert) by upstream and outcome \
+         (success, or the error kind: connect, timeout, http_status, too_large, body, \
+         request, malformed_body, store_unavailable, store_rejected)."
+    );
+    describe_histogram!(
+        FETCH_SECONDS,
+        "Duration of provider rounds (fetch, parse and upsert) by upstream."
+    );
+    describe_counter!(
+        ENTRIES_ACCEPTED,
+        "Vendor entries upserted into the pool (inserted or refreshed), by upstream."
+    );
+    describe_counter!(
+        ENTRIES_REFUSED,
+        "Vendor entries not taken into the pool, by upstream and reason (a parse or \
+         validation reason, over_max_size, foreign_duplicate, extracted)."
+    );
+    describe_counter!(
+        HEALTH_CHECKS,
+        "Health checks through proxies by upstream and outcome (success, failure)."
+    );
+    describe_histogram!(
+        HEALTH_SECONDS,
+        "Duration of health checks through proxies (either outcome), by upstream."
+    );
+    describe_gauge!(
+        WORKER_LEASES,
+        "Proxies leased to each gateway worker (serving and draining), as of the last \
+         ownership round; 0 once the worker has no live session."
+    );
+    describe_gauge!(WORKER_SESSIONS, "Live gateway worker sessions.");
+    describe_gauge!(
+        SNAPSHOT_AGE,
+        "Seconds since the snapshot a worker last acknowledged was built by this \
+         controller; 0 when this controller did not build it or the worker has no session."
+    );
+    describe_gauge!(
+        LEADER,
+        "1 while this controller leads (runs the reconcilers, checker, ownership and \
+         maintenance loops), else 0."
+    );
+    describe_gauge!(
+        LEADER_TERM,
+        "The leadership term this controller holds or last held (0 before the first)."
+    );
+    describe_counter!(
+        SWEEPS,
+        "Maintenance sweep rounds by outcome (success, failure)."
+    );
+    describe_counter!(
+        SWEEP_REMOVED,
+        "Expired state removed by maintenance sweeps, by kind (records, assignments, \
+         sessions, results)."
+    );
+    describe_histogram!(
+        STORE_SECONDS,
+        "Latency of the controller's calls into the activity pool, by call."
+    );
+    describe_counter!(
+        STORE_ERRORS,
+        "Failed activity-pool calls of the controller, by call and error (unavailable, \
+         conflict, not_found, invalid_input, insufficient_inventory)."
+    );
+}
+
+/// A proxy state as a label value.
+pub(crate) fn state_label(status: ProxyStatus) -> &'static str {
+    match status {
+        ProxyStatus::Fetched => "fetched",
+        ProxyStatus::Checking => "checking",
+        ProxyStatus::Available => "available",
+        ProxyStatus::Suspect => "suspect",
+        ProxyStatus::Unhealthy => "unhealthy",
+        ProxyStatus::Extracted => "extracted",
+        ProxyStatus::Expired => "expired",
+        ProxyStatus::Removed => "removed",
+    }
+}
+
+/// An activity-pool error as a label value.
+pub(crate) fn error_label(error: &PoolError) -> &'static str {
+    match error {
+        PoolError::Unavailable(_) => "unavailable",
+        PoolError::Conflict(_) => "conflict",
+        PoolError::NotFound => "not_found",
+        PoolError::InvalidInput(_) => "invalid_input",
+        PoolError::InsufficientInventory { .. } => "insufficient_inventory",
+    }
+}
+
+/// One provider round: its outcome and duration; after a success, what was taken in and
+/// what was refused. `refused` holds parse and validation drops by reason.
+pub(crate) fn provider_round(
+    upstream: &UpstreamId,
+    outcome: &'static str,
+    elapsed: Duration,
+    report: Option<(&UpsertReport, &std::collections::BTreeMap<String, u32>)>,
+) {
+    let upstream = upstream.to_string();
+    metrics::counter!(FETCHES, "upstream" => upstream.clone(), "outcome" => outcome).increment(1);
+    metrics::histogram!(FETCH_SECONDS, "upstream" => upstream.clone())
+        .record(elapsed.as_secs_f64());
+    let Some((report, dropped)) = report else {
+        return;
+    };
+    let accepted = u64::from(report.inserted) + u64::from(report.refreshed);
+    metrics::counter!(ENTRIES_ACCEPTED, "upstream" => upstream.clone()).increment(accepted);
+    let refused = dropped
+        .iter()
+        .map(|(reason, n)| (reason.clone(), *n))
+        .chain([
+            ("over_max_size".to_owned(), report.over_max_size),
+            ("foreign_duplicate".to_owned(), report.foreign_duplicates),
+            ("extracted".to_owned(), report.extracted_ignored),
+        ]);
+    for (reason, n) in refused {
+        // The pool's own reasons are registered at 0 from the first round; a parse or
+        // validation reason gets a series when it first happens.
+        if n > 0
+            || matches!(
+                reason.as_str(),
+                "over_max_size" | "foreign_duplicate" | "extracted"
+            )
+        {
+            metrics::counter!(ENTRIES_REFUSED, "upstream" => upstream.clone(), "reason" => reason)
+                .increment(u64::from(n));
+        }
+    }
+}
+
+/// One health check through a proxy.
+pub(crate) fn health_check(upstream: &UpstreamId, success: bool, elapsed: Duration) {
+    let upstream = upstream.to_string();
+    let outcome = if success { "success" } else { "failure" };
+    metrics::counter!(HEALTH_CHECKS, "upstream" => upstream.clone(), "outcome" => outcome)
+        .increment(1);
+    metrics::histogram!(HEALTH_SECONDS, "upstream" => upstream).record(elapsed.as_secs_f64());
+}
+
+/// One maintenance round finished (or failed).
+pub(crate) fn sweep_round(success: bool) {
+    let outcome = if success { "success" } else { "failure" };
+    metrics::counter!(SWEEPS, "outcome" => outcome).increment(1);
+}
+
+/// What one sweep call removed.
+pub(crate) fn sweep_removed(report: &SweepReport) {
+    for (kind, n) in [
+        ("records", report.records_removed),
+        ("assignments", report.assignments_removed),
+        ("sessions", report.sessions_removed),
+        ("results", report.results_removed),
+    ] {
+        // Registered even at 0, so every kind is there from the first sweep.
+        metrics::counter!(SWEEP_REMOVED, "kind" => kind).increment(u64::from(n));
+    }
+}
+
+/// Proxies leased to one worker.
+pub(crate) fn worker_leases(worker: &WorkerId, leases: usize) {
+    metrics::gauge!(WORKER_LEASES, "worker" => worker.to_string()).set(leases as f64);
+}

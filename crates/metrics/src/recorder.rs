@@ -1,0 +1,152 @@
+//! The recorder: a registry of series, each an `Arc` of atomics the `metrics` handles
+//! point at, so recording is one atomic operation and never takes a lock.
+//!
+//! Series are created under a write lock the first time a key is seen and looked up under
+//! a read lock afterwards (the `metrics` macros register on every call; handles kept by a
+//! hot path skip even that).
+
+use crate::MetricsHandle;
+use metrics::{
+    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Upper bounds (seconds) of every histogram's buckets: 0.5 ms to 10 s covers an
+/// in-memory store call, an upstream dial and a slow vendor fetch alike. Every histogram
+/// in proxypool measures seconds; one fixed set keeps recording a single bucket search.
+pub const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Per-bucket counts (not cumulative: each value lands in one bucket; the render adds
+/// them up), a count and a sum.
+#[derive(Debug, Default)]
+pub(crate) struct AtomicHistogram {
+    pub(crate) buckets: [AtomicU64; BUCKETS.len()],
+    pub(crate) count: AtomicU64,
+    pub(crate) sum_bits: AtomicU64,
+}
+
+impl HistogramFn for AtomicHistogram {
+    fn record(&self, value: f64) {
+        // Above the last bound only `+Inf` (the count) holds it.
+        if let Some(i) = BUCKETS.iter().position(|bound| value <= *bound) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let mut current = self.sum_bits.load(Ordering::Relaxed);
+        loop {
+            let next = (f64::from_bits(current) + value).to_bits();
+            match self.sum_bits.compare_exchange_weak(
+                current,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+}
+
+/// Every series and help text of one recorder.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    pub(crate) counters: RwLock<HashMap<Key, Arc<AtomicU64>>>,
+    /// Gauges hold `f64` bits (what `metrics` implements `GaugeFn` for).
+    pub(crate) gauges: RwLock<HashMap<Key, Arc<AtomicU64>>>,
+    pub(crate) histograms: RwLock<HashMap<Key, Arc<AtomicHistogram>>>,
+    /// Help texts by family name, with the type the family was described as.
+    pub(crate) help: RwLock<BTreeMap<String, (&'static str, String)>>,
+}
+
+// A panic while a lock is held cannot leave a map half-written (inserts are single
+// calls), so a poisoned lock is still good: metrics must never take a role down.
+pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Looks a series up under the read lock, inserting it under the write lock when new.
+fn series<T: Default>(map: &RwLock<HashMap<Key, Arc<T>>>, key: &Key) -> Arc<T> {
+    if let Some(found) = read(map).get(key) {
+        return found.clone();
+    }
+    write(map).entry(key.clone()).or_default().clone()
+}
+
+/// The recorder; install it process-wide with [`crate::install`], or use it locally
+/// (tests) with [`MetricsHandle::local`].
+#[derive(Debug, Clone, Default)]
+pub struct TextRecorder {
+    registry: Arc<Registry>,
+}
+
+impl TextRecorder {
+    pub fn new() -> Self {
+        TextRecorder::default()
+    }
+
+    /// A handle that renders what this recorder collects.
+    pub fn handle(&self) -> MetricsHandle {
+        MetricsHandle {
+            registry: self.registry.clone(),
+        }
+    }
+
+    fn describe(&self, key: KeyName, kind: &'static str, description: SharedString) {
+        write(&self.registry.help)
+            .insert(key.as_str().to_owned(), (kind, description.into_owned()));
+    }
+}
+
+impl Recorder for TextRecorder {
+    fn describe_counter(&self, key: KeyName, _unit: Option<Unit>, description: SharedString) {
+        self.describe(key, "counter", description);
+    }
+
+    fn describe_gauge(&self, key: KeyName, _unit: Option<Unit>, description: SharedString) {
+        self.describe(key, "gauge", description);
+    }
+
+    fn describe_histogram(&self, key: KeyName, _unit: Option<Unit>, description: SharedString) {
+        self.describe(key, "histogram", description);
+    }
+
+    fn register_counter(&self, key: &Key, _metadata: &Metadata<'_>) -> Counter {
+        Counter::from_arc(series(&self.registry.counters, key))
+    }
+
+    fn register_gauge(&self, key: &Key, _metadata: &Metadata<'_>) -> Gauge {
+        Gauge::from_arc(series(&self.registry.gauges, key))
+    }
+
+    fn register_histogram(&self, key: &Key, _metadata: &Metadata<'_>) -> Histogram {
+        Histogram::from_arc(series(&self.registry.histograms, key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_kept_records_without_the_registry() {
+        let (recorder, handle) = MetricsHandle::local();
+        let counter = metrics::with_local_recorder(&recorder, || metrics::counter!("t_kept"));
+        // Outside the recorder's scope a lookup would find no recorder: the kept handle
+        // reaches the series directly.
+        counter.increment(5);
+        assert!(
+            handle.render().contains("t_kept 5\n"),
+            "{}",
+            handle.render()
+        );
+    }
+}
