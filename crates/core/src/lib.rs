@@ -19,6 +19,7 @@
 //! - [`time`]: explicit milliseconds since the epoch.
 //! - [`clock`]: the injectable wall and monotonic clock ([`SystemClock`], [`ManualClock`]).
 //! - [`sync`]: the poisoned-lock policy ([`LockExt`]).
+//! - [`usage`]: usage per (client, upstream): gateway counters, deltas, stored buckets.
 //!
 //! This crate depends on nothing else of ours.
 
@@ -41,6 +42,7 @@ pub mod secret_hash;
 pub mod sync;
 pub mod time;
 pub mod upsert;
+pub mod usage;
 
 pub use address_block::in_block;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
@@ -56,7 +58,7 @@ pub use ownership::{Assignment, AssignmentState, OwnedProxy};
 pub use port_set::PortSet;
 pub use ports::{
     ActivityPool, Extractor, HealthStore, InventoryReader, Maintenance, OwnershipRepository,
-    Upserter, WorkerRuntimeStore,
+    Upserter, UsageReader, WorkerRuntimeStore,
 };
 pub use proxy::{Health, Protocol, ProxyRecord, ProxyStatus, proxy_id_for};
 pub use runtime::{

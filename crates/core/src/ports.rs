@@ -17,6 +17,7 @@ use crate::proxy::ProxyRecord;
 use crate::runtime::{ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession};
 use crate::time::UnixMillis;
 use crate::upsert::{FetchedBatch, UpsertReport};
+use crate::usage::ClientUsage;
 use async_trait::async_trait;
 use std::fmt::Debug;
 
@@ -225,6 +226,16 @@ pub trait Maintenance: Send + Sync + Debug {
 }
 
 /// Everything an activity-pool adapter implements.
+/// Usage per client and upstream (`crate::usage`): accounted by the store itself when it
+/// accepts a runtime report (the gateways' counters) and when it extracts (proxies handed
+/// out); this port reads it.
+#[async_trait]
+pub trait UsageReader: Send + Sync + Debug {
+    /// The usage of each of `clients`, in order: totals, the last hour by minute and the
+    /// last day by hour, as of `now`. A client with no usage gets empty lists.
+    async fn usage(&self, now: UnixMillis, clients: &[ClientId]) -> PoolResult<Vec<ClientUsage>>;
+}
+
 pub trait ActivityPool:
     Upserter
     + HealthStore
@@ -233,6 +244,7 @@ pub trait ActivityPool:
     + WorkerRuntimeStore
     + InventoryReader
     + Maintenance
+    + UsageReader
     + 'static
 {
 }
@@ -245,6 +257,7 @@ impl<T> ActivityPool for T where
         + WorkerRuntimeStore
         + InventoryReader
         + Maintenance
+        + UsageReader
         + 'static
 {
 }

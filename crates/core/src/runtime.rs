@@ -8,6 +8,7 @@
 use crate::error::PoolError;
 use crate::ids::{ProxyId, WorkerId, digest_hex};
 use crate::time::UnixMillis;
+use crate::usage::GatewayUsage;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -64,6 +65,10 @@ pub struct RuntimeReport {
     /// Must be exactly the snapshot the session acknowledged.
     pub snapshot: SnapshotRef,
     pub entries: Vec<ProxyRuntime>,
+    /// The gateway's cumulative usage per (client, upstream), accounted by the store when
+    /// it accepts the report (`crate::usage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<GatewayUsage>,
 }
 
 impl RuntimeReport {
@@ -82,6 +87,9 @@ impl RuntimeReport {
                     entry.proxy_id
                 )));
             }
+        }
+        if let Some(usage) = &self.usage {
+            usage.validate()?;
         }
         Ok(())
     }

@@ -13,6 +13,7 @@ use crate::select::Picker;
 use crate::snapshot::SnapshotStore;
 use crate::state::{Phase, Shared};
 use crate::sticky::StickyTable;
+use crate::usage::UsageTable;
 use crate::{admin, http_proxy, socks};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{SharedClock, SystemClock};
@@ -105,10 +106,15 @@ impl Gateway {
             config.worker_id.clone(),
             config.control.request_timeout.as_duration(),
         );
+        let usage = Arc::new(UsageTable::new(
+            metrics.bytes_up.clone(),
+            metrics.bytes_down.clone(),
+        ));
         let control = Arc::new(ControlLoop::new(
             control_client.clone(),
             Arc::clone(&store),
             Arc::clone(&metrics),
+            Arc::clone(&usage),
             config.worker_id.clone(),
             Backoff {
                 initial: config.control.initial_backoff.as_duration(),
@@ -128,6 +134,7 @@ impl Gateway {
             router,
             shield: ArcSwapOption::new(shield.map(Arc::new)),
             metrics,
+            usage,
             phase: phase_rx,
             clock,
             last_reload: ArcSwapOption::empty(),

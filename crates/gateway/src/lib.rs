@@ -71,6 +71,7 @@ mod socks;
 mod state;
 mod sticky;
 mod tunnel;
+mod usage;
 
 pub use config::{
     ConfigError, ControlConfig, Destinations, DialConfig, GatewayConfig, Limits, Listeners,

@@ -17,6 +17,7 @@ use crate::http_proxy::run_tunnel;
 use crate::metrics::Listener;
 use crate::refusal::Refusal;
 use crate::state::Shared;
+use crate::usage::UsageCell;
 use proxypool_proto::socks5::{self, Reply};
 use proxypool_proto::{ProtoError, TargetAddr, with_timeout};
 use std::net::SocketAddr;
@@ -77,7 +78,7 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
         Err(refusal) => (Err(refusal), String::new()),
     };
     match outcome {
-        Ok((upstream, lease, client_permit)) => {
+        Ok((upstream, lease, client_permit, usage)) => {
             let bound = upstream
                 .local_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -85,7 +86,7 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
                 .await
                 .is_ok()
             {
-                run_tunnel(shared, &client, stream, upstream, &[]).await;
+                run_tunnel(shared, &client, &usage, stream, upstream, &[]).await;
             }
             drop((lease, client_permit, permit));
         }
@@ -155,7 +156,15 @@ async fn route(
     auth: &Authenticated,
     target: TargetAddr,
     peer: SocketAddr,
-) -> Result<(TcpStream, crate::capacity::Lease, ConnectionPermit), Refusal> {
+) -> Result<
+    (
+        TcpStream,
+        crate::capacity::Lease,
+        ConnectionPermit,
+        Arc<UsageCell>,
+    ),
+    Refusal,
+> {
     // Re-read the view: the handshake may have spanned a snapshot swap.
     let view = shared.store.current()?;
     if let ClientPolicy::Limited(handle) = auth.client.policy {
@@ -171,5 +180,10 @@ async fn route(
         timeouts: shared.timeouts(),
     };
     let routed = shared.router.route(&view, auth, &dialer).await?;
-    Ok((routed.value, routed.lease, permit))
+    let usage = shared.usage.cell(
+        &auth.client.id,
+        &view.proxies[routed.index as usize].upstream,
+    );
+    usage.routed();
+    Ok((routed.value, routed.lease, permit, usage))
 }

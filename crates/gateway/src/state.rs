@@ -7,6 +7,7 @@ use crate::dial::DialTimeouts;
 use crate::metrics::GatewayMetrics;
 use crate::route::Router;
 use crate::snapshot::SnapshotStore;
+use crate::usage::UsageTable;
 use arc_swap::{ArcSwap, ArcSwapOption, Guard};
 use proxypool_core::SharedClock;
 use std::sync::Arc;
@@ -36,6 +37,8 @@ pub(crate) struct Shared {
     /// keep the one they were admitted by).
     pub shield: ArcSwapOption<Shield>,
     pub metrics: Arc<GatewayMetrics>,
+    /// Usage per (client, upstream), for the runtime reports.
+    pub usage: Arc<UsageTable>,
     /// One permit per open client connection (all listeners).
     pub connections: Arc<Semaphore>,
     /// How many permits `connections` stands for (`limits.max_connections`).

@@ -9,6 +9,7 @@ use std::fmt;
 const LIB: &str = include_str!("lua/lib.lua");
 const OWNED: &str = include_str!("lua/owned.lua");
 const WORKERS: &str = include_str!("lua/workers.lua");
+const USAGE: &str = include_str!("lua/usage.lua");
 
 fn compose(parts: &[&str]) -> Script {
     Script::new(&parts.join("\n"))
@@ -49,6 +50,7 @@ pub(crate) struct Scripts {
     pub(crate) snapshot_issue: Script,
     pub(crate) snapshot_ack: Script,
     pub(crate) report: Script,
+    pub(crate) usage_read: Script,
     pub(crate) runtime_get: Script,
     pub(crate) inventory: Script,
     pub(crate) sweep: Script,
@@ -66,7 +68,7 @@ impl Scripts {
             upsert: with_lib(include_str!("lua/upsert.lua")),
             health: with_lib(include_str!("lua/health.lua")),
             due: with_lib(include_str!("lua/due.lua")),
-            extract: with_lib(include_str!("lua/extract.lua")),
+            extract: compose(&[LIB, USAGE, include_str!("lua/extract.lua")]),
             assign: with_lib(include_str!("lua/assign.lua")),
             renew: with_owned(include_str!("lua/renew.lua")),
             drain: with_owned(include_str!("lua/drain.lua")),
@@ -83,7 +85,8 @@ impl Scripts {
             sessions_live: with_workers(include_str!("lua/sessions_live.lua")),
             snapshot_issue: with_workers(include_str!("lua/snapshot_issue.lua")),
             snapshot_ack: with_workers(include_str!("lua/snapshot_ack.lua")),
-            report: with_workers(include_str!("lua/report.lua")),
+            report: compose(&[LIB, WORKERS, USAGE, include_str!("lua/report.lua")]),
+            usage_read: with_lib(include_str!("lua/usage_read.lua")),
             runtime_get: with_workers(include_str!("lua/runtime_get.lua")),
             inventory: with_workers(include_str!("lua/inventory.lua")),
             sweep: with_workers(include_str!("lua/sweep.lua")),
@@ -98,6 +101,6 @@ impl Scripts {
 
 impl fmt::Debug for Scripts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Scripts(29 Lua scripts)")
+        f.write_str("Scripts(30 Lua scripts)")
     }
 }

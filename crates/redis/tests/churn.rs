@@ -188,6 +188,7 @@ async fn ttl_churn_keeps_keys_and_fields_bounded() {
             })
             .collect();
         let report = RuntimeReport {
+            usage: None,
             worker: worker.clone(),
             session_id: "s1".into(),
             sequence: tick + 1,

@@ -285,6 +285,17 @@ impl Maintenance for MeteredPool {
     }
 }
 
+#[async_trait]
+impl proxypool_core::UsageReader for MeteredPool {
+    async fn usage(
+        &self,
+        now: UnixMillis,
+        clients: &[proxypool_core::ClientId],
+    ) -> PoolResult<Vec<proxypool_core::usage::ClientUsage>> {
+        timed("usage", self.inner.usage(now, clients)).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

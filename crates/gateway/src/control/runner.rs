@@ -8,6 +8,7 @@
 use super::client::{ControlClient, ControlError};
 use crate::metrics::GatewayMetrics;
 use crate::snapshot::SnapshotStore;
+use crate::usage::UsageTable;
 use proxypool_core::control::{RegisterSession, SessionGrant, SnapshotAck};
 use proxypool_core::{LockExt, RuntimeReport, SnapshotRef, WorkerId};
 use std::collections::hash_map::RandomState;
@@ -30,6 +31,8 @@ pub(crate) struct ControlLoop {
     client: ControlClient,
     store: Arc<SnapshotStore>,
     metrics: Arc<GatewayMetrics>,
+    /// Usage per (client, upstream), sent cumulatively in every report.
+    usage: Arc<UsageTable>,
     worker: WorkerId,
     backoff: Backoff,
     /// Strictly increasing across every session of this process.
@@ -50,6 +53,7 @@ impl ControlLoop {
         client: ControlClient,
         store: Arc<SnapshotStore>,
         metrics: Arc<GatewayMetrics>,
+        usage: Arc<UsageTable>,
         worker: WorkerId,
         backoff: Backoff,
     ) -> Self {
@@ -57,6 +61,7 @@ impl ControlLoop {
             client,
             store,
             metrics,
+            usage,
             worker,
             backoff,
             sequence: AtomicU64::new(0),
@@ -192,6 +197,7 @@ impl ControlLoop {
                 sequence: self.sequence.fetch_add(1, Ordering::Relaxed) + 1,
                 snapshot,
                 entries: self.store.registry().runtime_entries(),
+                usage: Some(self.usage.report()),
             };
             match self.client.report(&report).await {
                 Ok(_) => self.store.mark_fresh(),

@@ -51,8 +51,15 @@ pub(crate) async fn forward(
     let routed = shared.router.route(view, auth, &dialer).await?;
     let proxy = &view.proxies[routed.index as usize];
     let (mut sender, key, reused) = routed.value;
+    let usage = shared.usage.cell(&auth.client.id, &proxy.upstream);
+    usage.routed();
+    // Every failure from here on is the upstream's, charged to this pair.
+    let fail = |failure| {
+        usage.failed();
+        fail(shared, proxy, failure)
+    };
     prepare(proxy, &mut request, &target);
-    let mut request = request.map(|b| CountingBody::new(b, shared.metrics.bytes_up.clone()));
+    let mut request = request.map(|b| CountingBody::new(b, usage.bytes_up.clone()));
 
     let mut attempt_fresh = reused;
     let response = loop {
@@ -66,22 +73,14 @@ pub(crate) async fn forward(
                     request = unsent;
                     sender = open(proxy, &target, timeouts)
                         .await
-                        .map_err(|failure| fail(shared, proxy, failure))?;
+                        .map_err(&fail)?;
                 }
                 _ => {
-                    return Err(fail(
-                        shared,
-                        proxy,
-                        DialFailure::upstream("upstream_request_failed"),
-                    ));
+                    return Err(fail(DialFailure::upstream("upstream_request_failed")));
                 }
             },
             Err(_) => {
-                return Err(fail(
-                    shared,
-                    proxy,
-                    DialFailure::upstream("upstream_response_timeout"),
-                ));
+                return Err(fail(DialFailure::upstream("upstream_response_timeout")));
             }
         }
     };
@@ -90,11 +89,7 @@ pub(crate) async fn forward(
     {
         // The upstream refused our credentials: never pass its 407 on (the client would
         // think the gateway wants other credentials).
-        return Err(fail(
-            shared,
-            proxy,
-            DialFailure::upstream("proxy_auth_rejected"),
-        ));
+        return Err(fail(DialFailure::upstream("proxy_auth_rejected")));
     }
     let (mut parts, body) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -112,7 +107,7 @@ pub(crate) async fn forward(
     };
     Ok(Response::from_parts(
         parts,
-        ProxyBody::upstream(body, shared.metrics.bytes_down.clone(), release),
+        ProxyBody::upstream(body, usage.bytes_down.clone(), release),
     ))
 }
 

@@ -13,6 +13,7 @@ use crate::route::SESSION_HEADER;
 use crate::snapshot::SnapshotView;
 use crate::state::{Phase, Shared};
 use crate::tunnel;
+use crate::usage::UsageCell;
 use http::header::{HeaderName, HeaderValue};
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -46,6 +47,11 @@ pub(super) async fn connect(
         .router
         .route(view, auth, &TunnelDialer { target, timeouts })
         .await?;
+    let usage = shared.usage.cell(
+        &auth.client.id,
+        &view.proxies[routed.index as usize].upstream,
+    );
+    usage.routed();
     let upstream = routed.value;
     let lease = routed.lease;
     // The tunnel outlives the HTTP connection task: it carries the connection's place.
@@ -63,7 +69,15 @@ pub(super) async fn connect(
             Ok(parts) => (parts.io.into_inner().into_inner(), parts.read_buf.to_vec()),
             Err(_) => return,
         };
-        run_tunnel(&shared_for_tunnel, &client_id, client, upstream, &leftover).await;
+        run_tunnel(
+            &shared_for_tunnel,
+            &client_id,
+            &usage,
+            client,
+            upstream,
+            &leftover,
+        )
+        .await;
         drop((lease, permit, connection_permit));
     });
     let mut response = Response::new(ProxyBody::empty());
@@ -82,6 +96,7 @@ pub(super) async fn connect(
 pub(crate) async fn run_tunnel(
     shared: &Shared,
     client_id: &str,
+    usage: &UsageCell,
     client: TcpStream,
     mut upstream: TcpStream,
     early: &[u8],
@@ -101,11 +116,9 @@ pub(crate) async fn run_tunnel(
             tunnel::Relayed::default()
         }
     };
-    shared
-        .metrics
-        .bytes_up
-        .increment(relayed.up + early.len() as u64);
-    shared.metrics.bytes_down.increment(relayed.down);
+    // The usage counters feed the gateway's byte metrics too.
+    usage.bytes_up.increment(relayed.up + early.len() as u64);
+    usage.bytes_down.increment(relayed.down);
     shared.metrics.tunnels_open.decrement(1.0);
 }
 

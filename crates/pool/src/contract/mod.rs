@@ -14,6 +14,7 @@ pub mod maintenance;
 pub mod ownership;
 pub mod runtime;
 pub mod upsert;
+pub mod usage;
 
 use async_trait::async_trait;
 use proxypool_core::ActivityPool;
@@ -88,6 +89,10 @@ macro_rules! contract_suite {
             ownership::ownership_ack_requires_idle,
             ownership::ownership_expire_is_batched_and_returns_to_pool,
             ownership::ownership_owned_by_lists_serving_only,
+            usage::usage_counts_cumulative_totals_once,
+            usage::usage_counts_extracted_proxies_per_upstream,
+            usage::usage_buckets_age_out_and_totals_stay,
+            usage::usage_invalid_report_counts_nothing,
             runtime::runtime_new_session_fences_old,
             runtime::runtime_report_sequence_replay_and_conflict,
             runtime::runtime_report_requires_acked_snapshot,

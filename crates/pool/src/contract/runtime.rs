@@ -46,6 +46,7 @@ fn report(
     entries: Vec<ProxyRuntime>,
 ) -> RuntimeReport {
     RuntimeReport {
+        usage: None,
         worker: worker.clone(),
         session_id: session.into(),
         sequence,

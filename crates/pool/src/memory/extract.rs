@@ -131,6 +131,9 @@ impl Extractor for MemoryPool {
             let mut record = current.clone();
             record.status = ProxyStatus::Extracted;
             proxies.push(ExtractedProxy::from(&record));
+            state
+                .usage
+                .record_extracted(now, &request.client, &record.upstream, 1);
             state.replace_record(record);
         }
         let response = ExtractResponse {

@@ -68,6 +68,7 @@ impl InventoryReader for MemoryPool {
 impl Maintenance for MemoryPool {
     async fn sweep(&self, now: UnixMillis, limit: usize) -> PoolResult<SweepReport> {
         let mut state = self.lock()?;
+        state.usage.prune(now);
         let (records_removed, assignments_removed, more_records) =
             state.remove_expired_records(now, limit);
         let (results_removed, more_results) = state.remove_expired_results(now, limit);

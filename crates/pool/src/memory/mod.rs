@@ -13,6 +13,7 @@ mod ownership;
 mod runtime;
 mod state;
 mod upsert;
+mod usage;
 
 use proxypool_core::{PoolError, PoolResult, UnixMillis};
 use state::State;

@@ -204,6 +204,12 @@ impl WorkerRuntimeStore for MemoryPool {
 
         let worker = report.worker.clone();
         let sequence = report.sequence;
+        let mut report = report;
+        // Accounted here, in the step that accepts the report; the stored runtime does not
+        // need to carry it.
+        if let Some(usage) = report.usage.take() {
+            state.usage.record_gateway(now, &worker, &usage);
+        }
         state.runtimes.insert(
             worker.clone(),
             StoredRuntime {

@@ -20,8 +20,31 @@ pub(crate) fn busy_map(report: &RuntimeReport) -> String {
     Value::Object(busy).to_string()
 }
 
+/// The report as stored: its usage is accounted when it is accepted, not kept with it.
 pub(crate) fn report_json(report: &RuntimeReport) -> String {
-    serde_json::to_string(report).unwrap_or_default()
+    let stored = RuntimeReport {
+        usage: None,
+        ..report.clone()
+    };
+    serde_json::to_string(&stored).unwrap_or_default()
+}
+
+/// The report's usage as `usage.lua` reads it: the instance, then one line per pair
+/// (`client\tupstream\trequests\tfailures\tbytes_up\tbytes_down`); empty without usage.
+/// Ids are validated to an alphabet without tabs or newlines.
+pub(crate) fn usage_text(report: &RuntimeReport) -> String {
+    let Some(usage) = &report.usage else {
+        return String::new();
+    };
+    let mut text = usage.instance.clone();
+    for entry in &usage.entries {
+        let c = entry.counters;
+        text.push_str(&format!(
+            "\n{}\t{}\t{}\t{}\t{}\t{}",
+            entry.client, entry.upstream, c.requests, c.failures, c.bytes_up, c.bytes_down
+        ));
+    }
+    text
 }
 
 pub(crate) fn decode(

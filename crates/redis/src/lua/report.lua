@@ -5,7 +5,8 @@
 --
 -- ARGV[4] worker, ARGV[5] session id, ARGV[6] sequence, ARGV[7] digest, ARGV[8] snapshot
 -- (canonical JSON), ARGV[9] snapshot epoch, ARGV[10] expires_at, ARGV[11] busy map
--- (JSON), ARGV[12] report (JSON), ARGV[13..] ids with non-zero counts.
+-- (JSON), ARGV[12] report (JSON, without its usage), ARGV[13] the gateway's usage
+-- (usage.lua's text; '' = none), ARGV[14..] ids with non-zero counts.
 -- Reply: {'accepted'} | {'replayed'} | {'conflict', kind}. Work bound: the report size.
 
 local function main()
@@ -27,7 +28,7 @@ local function main()
   if s[S_ACKED] ~= snapshot then
     return { 'conflict', 'snapshot' }
   end
-  for i = 13, #ARGV do
+  for i = 14, #ARGV do
     local a = P.get_assignment(ARGV[i])
     if not a or a[A_WORKER] ~= worker or P.ucmp(a[A_EPOCH], snapshot_epoch) > 0 then
       return { 'conflict', 'ownership' }
@@ -41,6 +42,7 @@ local function main()
   P.touch(B .. 'worker-runtime-expiry', expires)
   s[S_SEQ], s[S_DIGEST] = sequence, digest
   P.save_session(worker, s)
+  P.usage_record_gateway(worker, ARGV[13])
   return { 'accepted' }
 end
 

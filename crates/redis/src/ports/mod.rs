@@ -9,3 +9,4 @@ mod maintenance;
 mod ownership;
 mod runtime;
 mod upsert;
+mod usage;

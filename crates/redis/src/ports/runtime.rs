@@ -185,6 +185,7 @@ impl WorkerRuntimeStore for RedisPool {
             clamp_ms(now.saturating_add(ttl_ms)).to_string(),
             runtime::busy_map(&report),
             runtime::report_json(&report),
+            runtime::usage_text(&report),
         ];
         args.extend(
             report

@@ -1,0 +1,210 @@
+//! Usage per (client, upstream): what this gateway process routed, counted locally and
+//! sent, as cumulative totals, in every runtime report (`proxypool_core::usage` says how
+//! the store turns them into exact deltas).
+//!
+//! The hot path takes one cell per routed request or tunnel (a read-locked map lookup,
+//! written only the first time a pair is seen) and adds to its atomics. The pairs are
+//! bounded by the configured clients and the upstreams of the snapshot, never by what a
+//! client sends. The byte counters feed the gateway's `bytes_total` metric and the cell in
+//! one `increment`, so the relay paths count once.
+
+use metrics::{Counter, CounterFn};
+use proxypool_core::usage::{GatewayCounters, GatewayUsage, GatewayUsageEntry};
+use proxypool_core::{ClientId, RwLockExt, UpstreamId};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// One (client, upstream)'s counters.
+#[derive(Debug)]
+pub(crate) struct UsageCell {
+    requests: AtomicU64,
+    failures: AtomicU64,
+    up: Arc<AtomicU64>,
+    down: Arc<AtomicU64>,
+    /// Payload bytes client → upstream: the gateway's metric and this cell.
+    pub bytes_up: Counter,
+    /// Payload bytes upstream → client.
+    pub bytes_down: Counter,
+}
+
+impl UsageCell {
+    fn new(bytes_up: Counter, bytes_down: Counter) -> UsageCell {
+        let up = Arc::new(AtomicU64::new(0));
+        let down = Arc::new(AtomicU64::new(0));
+        UsageCell {
+            requests: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            bytes_up: Counter::from_arc(Arc::new(Tee {
+                total: bytes_up,
+                cell: up.clone(),
+            })),
+            bytes_down: Counter::from_arc(Arc::new(Tee {
+                total: bytes_down,
+                cell: down.clone(),
+            })),
+            up,
+            down,
+        }
+    }
+
+    /// A request or tunnel routed through an upstream proxy of this pair.
+    pub(crate) fn routed(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The upstream of a routed request failed before answering.
+    pub(crate) fn failed(&self) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn counters(&self) -> GatewayCounters {
+        // Failures are read first: a request counted after this read cannot make the
+        // failures seen exceed the requests seen.
+        let failures = self.failures.load(Ordering::Acquire);
+        GatewayCounters {
+            requests: self.requests.load(Ordering::Acquire).max(failures),
+            failures,
+            bytes_up: self.up.load(Ordering::Relaxed),
+            bytes_down: self.down.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A counter that adds to the gateway's metric and to one cell.
+#[derive(Debug)]
+struct Tee {
+    total: Counter,
+    cell: Arc<AtomicU64>,
+}
+
+impl CounterFn for Tee {
+    fn increment(&self, value: u64) {
+        self.total.increment(value);
+        self.cell.fetch_add(value, Ordering::Relaxed);
+    }
+
+    fn absolute(&self, value: u64) {
+        self.total.absolute(value);
+        self.cell.fetch_max(value, Ordering::Relaxed);
+    }
+}
+
+/// Every pair this process has routed, since it started.
+#[derive(Debug)]
+pub(crate) struct UsageTable {
+    instance: String,
+    cells: RwLock<HashMap<(ClientId, UpstreamId), Arc<UsageCell>>>,
+    bytes_up: Counter,
+    bytes_down: Counter,
+}
+
+impl UsageTable {
+    /// A table whose byte counters also feed `bytes_up` and `bytes_down`.
+    pub(crate) fn new(bytes_up: Counter, bytes_down: Counter) -> UsageTable {
+        UsageTable {
+            instance: new_instance_id(),
+            cells: RwLock::new(HashMap::new()),
+            bytes_up,
+            bytes_down,
+        }
+    }
+
+    /// The cell of (`client`, `upstream`), made the first time the pair is routed.
+    pub(crate) fn cell(&self, client: &ClientId, upstream: &UpstreamId) -> Arc<UsageCell> {
+        let key = (client.clone(), upstream.clone());
+        if let Some(cell) = self.cells.read_or_recover().get(&key) {
+            return cell.clone();
+        }
+        self.cells
+            .write_or_recover()
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(UsageCell::new(
+                    self.bytes_up.clone(),
+                    self.bytes_down.clone(),
+                ))
+            })
+            .clone()
+    }
+
+    /// The cumulative totals, for a runtime report (pairs with nothing yet left out).
+    pub(crate) fn report(&self) -> GatewayUsage {
+        let mut entries: Vec<GatewayUsageEntry> = self
+            .cells
+            .read_or_recover()
+            .iter()
+            .map(|((client, upstream), cell)| GatewayUsageEntry {
+                client: client.clone(),
+                upstream: upstream.clone(),
+                counters: cell.counters(),
+            })
+            .filter(|entry| !entry.counters.is_zero())
+            .collect();
+        entries.sort_by(|a, b| (&a.client, &a.upstream).cmp(&(&b.client, &b.upstream)));
+        GatewayUsage {
+            instance: self.instance.clone(),
+            entries,
+        }
+    }
+}
+
+/// 32 hex digits, different for every gateway process.
+fn new_instance_id() -> String {
+    let mut id = String::with_capacity(32);
+    for part in 0..2u64 {
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        hasher.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        hasher.write_u64(part);
+        id.push_str(&format!("{:016x}", hasher.finish()));
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_count_per_pair_and_report_cumulative_totals() {
+        let table = UsageTable::new(Counter::noop(), Counter::noop());
+        let (a, b) = (ClientId::new("a").unwrap(), ClientId::new("b").unwrap());
+        let up = UpstreamId::new("u").unwrap();
+        let cell = table.cell(&a, &up);
+        cell.routed();
+        cell.routed();
+        cell.failed();
+        cell.bytes_up.increment(10);
+        cell.bytes_down.increment(70);
+        table.cell(&a, &up).bytes_up.increment(5);
+        table.cell(&b, &up);
+        let report = table.report();
+        proxypool_core::usage::GatewayUsage::validate(&report).unwrap();
+        assert_eq!(
+            report.entries.len(),
+            1,
+            "a pair with nothing yet is left out"
+        );
+        assert_eq!(
+            report.entries[0].counters,
+            GatewayCounters {
+                requests: 2,
+                failures: 1,
+                bytes_up: 15,
+                bytes_down: 70
+            }
+        );
+        assert_eq!(
+            table.report(),
+            report,
+            "cumulative: reading changes nothing"
+        );
+        assert_ne!(new_instance_id(), report.instance);
+    }
+}
