@@ -5,54 +5,13 @@
 
 mod common;
 
+use common::exposition::{families, samples, scrape, total};
 use common::{
-    Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, free_port, gateway_proxies,
+    Proc, Scratch, allow_sim_origin, curl_or_skip, eventually, free_port, gateway_proxies,
     sim_upstream, sim_vendor, start_dev,
 };
 use proxypool_controller::metrics::FAMILIES;
-use std::collections::BTreeSet;
 use std::time::Duration;
-
-/// `GET url`; the body, or `None` when it did not answer.
-fn scrape(url: &str) -> Option<String> {
-    let (code, body) = curl(&["-f", url]);
-    (code == 0).then_some(body)
-}
-
-/// The families a scrape declares (its `# TYPE` lines).
-fn families(text: &str) -> BTreeSet<String> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.split(' ').next())
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Every sample of `name` (exactly that name, not its `_bucket`/`_sum` siblings) as
-/// (label text, value).
-fn samples(text: &str, name: &str) -> Vec<(String, f64)> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let labels = match series.strip_prefix(name)? {
-                "" => "",
-                rest if rest.starts_with('{') => rest,
-                _ => return None,
-            };
-            Some((labels.to_owned(), value.parse().ok()?))
-        })
-        .collect()
-}
-
-/// The sum of the samples of `name` whose labels contain every one of `with`.
-fn total(text: &str, name: &str, with: &[&str]) -> f64 {
-    samples(text, name)
-        .iter()
-        .filter(|(labels, _)| with.iter().all(|w| labels.contains(w)))
-        .map(|(_, v)| v)
-        .sum()
-}
 
 #[test]
 fn serve_renders_every_roles_families_on_both_metrics_endpoints() {

@@ -6,6 +6,8 @@
 //! running.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod exposition;
+
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
