@@ -18,6 +18,7 @@ pub(crate) const OVERLOAD: &str = "proxypool_api_overload_total";
 pub(crate) const POLICY_DENIALS: &str = "proxypool_api_policy_denials_total";
 pub(crate) const QUOTA_SETTLEMENTS: &str = "proxypool_api_quota_settlements_total";
 pub(crate) const QUOTA_DECISIONS: &str = "proxypool_quota_decisions_total";
+pub(crate) const USAGE_EXTRACTED: &str = "proxypool_usage_extracted_total";
 
 /// Registers the help texts (called when the state is built: after the recorder is
 /// installed, or the texts go nowhere).
@@ -47,6 +48,10 @@ pub(crate) fn describe() {
     metrics::describe_counter!(
         POLICY_DENIALS,
         "Authenticated requests denied by the client's rate-limit policy or its cap on extractions in flight, by reason (soft_throttle, hard_lockout, in_flight)."
+    );
+    metrics::describe_counter!(
+        USAGE_EXTRACTED,
+        "Proxies handed out by new extractions, by client and upstream."
     );
     metrics::describe_counter!(
         QUOTA_DECISIONS,
@@ -85,6 +90,15 @@ pub(crate) fn quota_denied(operation: &'static str, reason: &'static str) {
 
 pub(crate) fn policy_denied(reason: &'static str) {
     metrics::counter!(POLICY_DENIALS, "reason" => reason).increment(1);
+}
+
+/// Proxies a new extraction handed out, per upstream (labels: a configured client and the
+/// upstreams of the proxies the store returned).
+pub(crate) fn extracted_by_upstream(client: &str, response: &proxypool_core::ExtractResponse) {
+    for proxy in &response.proxies {
+        metrics::counter!(USAGE_EXTRACTED, "client" => client.to_owned(), "upstream" => proxy.upstream.to_string())
+            .increment(1);
+    }
 }
 
 pub(crate) fn quota_decided(operation: &'static str, outcome: &'static str) {

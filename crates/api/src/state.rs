@@ -12,7 +12,7 @@ use crate::controller_view::{UpstreamStatusSource, WorkerCordon};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{
     ActivityPool, Extractor, InventoryReader, OwnershipRepository, SecretHash, UnixMillis,
-    WorkerRuntimeStore,
+    UsageReader, WorkerRuntimeStore,
 };
 use proxypool_metrics::MetricsHandle;
 use proxypool_quota::QuotaPort;
@@ -28,6 +28,7 @@ pub struct ApiPorts {
     pub ownership: Arc<dyn OwnershipRepository>,
     pub quota: Arc<dyn QuotaPort>,
     pub upstreams: Arc<dyn UpstreamStatusSource>,
+    pub usage: Arc<dyn UsageReader>,
 }
 
 impl ApiPorts {
@@ -41,7 +42,8 @@ impl ApiPorts {
             extractor: pool.clone(),
             inventory: pool.clone(),
             runtime: pool.clone(),
-            ownership: pool,
+            ownership: pool.clone(),
+            usage: pool,
             quota,
             upstreams,
         }

@@ -280,7 +280,8 @@ fn start_api(
         extractor: pool.clone(),
         inventory: pool.clone(),
         runtime: pool.clone(),
-        ownership: pool,
+        ownership: pool.clone(),
+        usage: pool,
         quota: quota.port.clone(),
         upstreams: view.clone(),
     };

@@ -173,6 +173,18 @@ fn describe() {
     );
     describe_counter!("proxypool_gateway_bytes_total", "Payload bytes relayed.");
     describe_counter!(
+        crate::usage::USAGE_REQUESTS,
+        "Requests and tunnels routed through an upstream proxy, by client and upstream."
+    );
+    describe_counter!(
+        crate::usage::USAGE_FAILURES,
+        "Routed requests whose upstream failed before answering, by client and upstream."
+    );
+    describe_counter!(
+        crate::usage::USAGE_BYTES,
+        "Payload bytes relayed, by client, upstream and direction."
+    );
+    describe_counter!(
         "proxypool_gateway_upstream_failures_total",
         "Failed upstream dials, by reason."
     );

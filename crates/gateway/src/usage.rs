@@ -16,11 +16,14 @@ use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-/// One (client, upstream)'s counters.
+/// One (client, upstream)'s counters, also exported as `proxypool_usage_*_total{client,
+/// upstream}` (labels from the configured clients and the snapshot's upstreams).
 #[derive(Debug)]
 pub(crate) struct UsageCell {
     requests: AtomicU64,
     failures: AtomicU64,
+    requests_metric: Counter,
+    failures_metric: Counter,
     up: Arc<AtomicU64>,
     down: Arc<AtomicU64>,
     /// Payload bytes client → upstream: the gateway's metric and this cell.
@@ -30,18 +33,34 @@ pub(crate) struct UsageCell {
 }
 
 impl UsageCell {
-    fn new(bytes_up: Counter, bytes_down: Counter) -> UsageCell {
+    fn new(
+        client: &ClientId,
+        upstream: &UpstreamId,
+        bytes_up: Counter,
+        bytes_down: Counter,
+    ) -> UsageCell {
         let up = Arc::new(AtomicU64::new(0));
         let down = Arc::new(AtomicU64::new(0));
+        let labels = [
+            ("client", client.to_string()),
+            ("upstream", upstream.to_string()),
+        ];
+        let bytes = |direction: &'static str| {
+            let mut labels = labels.to_vec();
+            labels.push(("direction", direction.to_owned()));
+            metrics::counter!(USAGE_BYTES, &labels)
+        };
         UsageCell {
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            requests_metric: metrics::counter!(USAGE_REQUESTS, &labels),
+            failures_metric: metrics::counter!(USAGE_FAILURES, &labels),
             bytes_up: Counter::from_arc(Arc::new(Tee {
-                total: bytes_up,
+                totals: [bytes_up, bytes("client_to_upstream")],
                 cell: up.clone(),
             })),
             bytes_down: Counter::from_arc(Arc::new(Tee {
-                total: bytes_down,
+                totals: [bytes_down, bytes("upstream_to_client")],
                 cell: down.clone(),
             })),
             up,
@@ -52,11 +71,13 @@ impl UsageCell {
     /// A request or tunnel routed through an upstream proxy of this pair.
     pub(crate) fn routed(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
+        self.requests_metric.increment(1);
     }
 
     /// The upstream of a routed request failed before answering.
     pub(crate) fn failed(&self) {
         self.failures.fetch_add(1, Ordering::Relaxed);
+        self.failures_metric.increment(1);
     }
 
     fn counters(&self) -> GatewayCounters {
@@ -72,21 +93,31 @@ impl UsageCell {
     }
 }
 
-/// A counter that adds to the gateway's metric and to one cell.
+/// The usage metric names (the gateway describes them with its others).
+pub(crate) const USAGE_REQUESTS: &str = "proxypool_usage_requests_total";
+pub(crate) const USAGE_FAILURES: &str = "proxypool_usage_failures_total";
+pub(crate) const USAGE_BYTES: &str = "proxypool_usage_bytes_total";
+
+/// A counter that adds to the gateway's byte metrics (in total and per pair) and to one
+/// cell.
 #[derive(Debug)]
 struct Tee {
-    total: Counter,
+    totals: [Counter; 2],
     cell: Arc<AtomicU64>,
 }
 
 impl CounterFn for Tee {
     fn increment(&self, value: u64) {
-        self.total.increment(value);
+        for total in &self.totals {
+            total.increment(value);
+        }
         self.cell.fetch_add(value, Ordering::Relaxed);
     }
 
     fn absolute(&self, value: u64) {
-        self.total.absolute(value);
+        for total in &self.totals {
+            total.absolute(value);
+        }
         self.cell.fetch_max(value, Ordering::Relaxed);
     }
 }
@@ -122,6 +153,8 @@ impl UsageTable {
             .entry(key)
             .or_insert_with(|| {
                 Arc::new(UsageCell::new(
+                    client,
+                    upstream,
                     self.bytes_up.clone(),
                     self.bytes_down.clone(),
                 ))

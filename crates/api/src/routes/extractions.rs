@@ -117,6 +117,9 @@ pub(crate) async fn create(
     .await?;
 
     let replayed = outcome.replayed;
+    if !replayed {
+        crate::metrics::extracted_by_upstream(outcome.response.client.as_str(), &outcome.response);
+    }
     let view = ExtractionView::from(&outcome.response);
     crate::metrics::extraction(
         if replayed { "replayed" } else { "created" },

@@ -5,6 +5,7 @@ pub(crate) mod extractions;
 pub(crate) mod health;
 pub(crate) mod meta;
 mod upstreams;
+mod usage;
 
 use crate::admission::{forwarded, limits, shield};
 use crate::error::{ApiError, ErrorCode};
@@ -21,6 +22,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/me"),
     ("GET", "/v1/upstreams"),
     ("GET", "/v1/upstreams/{id}/inventory"),
+    ("GET", "/v1/usage"),
     ("GET", "/v1/admin/workers"),
     ("POST", "/v1/admin/workers/{id}/drain"),
     ("GET", "/v1/admin/reload"),
@@ -42,6 +44,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/me", get(upstreams::me))
         .route("/v1/upstreams", get(upstreams::list))
         .route("/v1/upstreams/{id}/inventory", get(upstreams::inventory))
+        .route("/v1/usage", get(usage::usage))
         .route("/v1/admin/workers", get(admin::list_workers))
         .route("/v1/admin/workers/{id}/drain", post(admin::drain_worker))
         .route(
