@@ -6,9 +6,10 @@
 
 mod common;
 
+use common::split::{controller_config, gateway_config};
 use common::{
-    Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, exit_of, free_port,
-    gateway_proxies, run, sim_upstream, sim_vendor, try_exit_via,
+    Proc, Scratch, curl, curl_or_skip, eventually, exit_of, free_port, gateway_proxies, run,
+    sim_upstream, sim_vendor, try_exit_via,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -17,85 +18,6 @@ use std::time::Duration;
 
 const PROXIES: usize = 10;
 const EXTRACTED: usize = 2;
-
-fn controller_config(
-    redis_port: u16,
-    pg_port: u16,
-    control: u16,
-    api: u16,
-    sim: &proxypool_sim::SimVendor,
-) -> String {
-    format!(
-        r#"
-[store]
-url = "redis://127.0.0.1:{redis_port}/0"
-call_timeout = "250ms"
-leader_lease = "2s"
-
-[quota]
-url = "postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"
-password = {{ env = "QUOTA_PASSWORD" }}
-
-[listen]
-control = "127.0.0.1:{control}"
-api = "127.0.0.1:{api}"
-
-[snapshot]
-long_poll_wait = "2s"
-session_ttl = "3s"
-report_interval = "1s"
-poll_interval = "100ms"
-
-[ownership]
-lease = "3s"
-renew_before = "1s"
-interval = "200ms"
-per_worker_target = {PROXIES}
-
-[checker]
-interval = "200ms"
-
-[[worker_tokens]]
-name = "gateways"
-token = {{ env = "WORKER_TOKEN" }}
-workers = ["gw-a", "gw-b"]
-
-{sim_upstream}
-
-[[clients]]
-id = "acme"
-project = "acme"
-api_token = {{ env = "ACME_TOKEN" }}
-gateway_password = {{ env = "ACME_PASSWORD" }}
-"#,
-        sim_upstream = sim_upstream(sim),
-    )
-}
-
-fn gateway_config(
-    worker: &str,
-    control: u16,
-    http: u16,
-    admin: u16,
-    sim: &proxypool_sim::SimVendor,
-) -> String {
-    let destinations = allow_sim_origin(sim);
-    format!(
-        r#"
-[gateway]
-worker_id = "{worker}"
-controller_url = "http://127.0.0.1:{control}"
-worker_token = {{ env = "WORKER_TOKEN" }}
-shutdown_grace = "2000ms"
-[gateway.listeners]
-http = "127.0.0.1:{http}"
-admin = "127.0.0.1:{admin}"
-[gateway.control]
-max_backoff = "500ms"
-{destinations}
-"#
-    )
-}
 
 /// The exits seen through `proxy` over `n` requests.
 fn exits(proxy: &str, origin: &str, n: usize) -> BTreeSet<String> {
@@ -119,7 +41,14 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
     let (control, api) = (free_port(), free_port());
     let config = scratch.write(
         "controller.toml",
-        &controller_config(redis.port(), pg.port(), control, api, &sim),
+        &controller_config(
+            redis.port(),
+            pg.port(),
+            control,
+            api,
+            PROXIES,
+            &sim_upstream(&sim),
+        ),
     );
     let config = config.to_str().unwrap();
     let env = [

@@ -41,6 +41,9 @@ pub(crate) struct GatewayMetrics {
     pub client_denials: Counter,
     pub tunnels_open: Gauge,
     pub snapshot_age: Gauge,
+    /// Runtime reports the controller accepted, and the ones that failed.
+    pub reports_accepted: Counter,
+    pub reports_failed: Counter,
     pub snapshot_version: Gauge,
     pub snapshot_proxies: Gauge,
     pub dial_seconds: Histogram,
@@ -78,6 +81,8 @@ impl GatewayMetrics {
             bytes_up: counter!("proxypool_gateway_bytes_total", "direction" => "client_to_upstream"),
             bytes_down: counter!("proxypool_gateway_bytes_total", "direction" => "upstream_to_client"),
             selection_misses: counter!("proxypool_gateway_selection_misses_total"),
+            reports_accepted: counter!("proxypool_gateway_reports_total", "outcome" => "accepted"),
+            reports_failed: counter!("proxypool_gateway_reports_total", "outcome" => "failed"),
             shield_denials: counter!("proxypool_gateway_limiter_denials_total", "limiter" => "shield"),
             client_denials: counter!("proxypool_gateway_limiter_denials_total", "limiter" => "client"),
             tunnels_open: gauge!("proxypool_gateway_tunnels_open"),
@@ -172,6 +177,10 @@ fn describe() {
         "Requests refused, by error code."
     );
     describe_counter!("proxypool_gateway_bytes_total", "Payload bytes relayed.");
+    describe_counter!(
+        "proxypool_gateway_reports_total",
+        "Runtime reports sent to the controller, by outcome (accepted, failed)."
+    );
     describe_counter!(
         crate::usage::USAGE_REQUESTS,
         "Requests and tunnels routed through an upstream proxy, by client and upstream."

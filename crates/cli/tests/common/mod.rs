@@ -7,6 +7,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod exposition;
+pub mod split;
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -371,8 +372,13 @@ pub fn free_port() -> u16 {
 /// The `[[upstreams]]` entry `sim` for `sim`'s vendor list, fetched every 2 s and checked
 /// against its origin.
 pub fn sim_upstream(sim: &proxypool_sim::SimVendor) -> String {
+    sim_upstream_named("sim", sim)
+}
+
+/// [`sim_upstream`] under another upstream id.
+pub fn sim_upstream_named(id: &str, sim: &proxypool_sim::SimVendor) -> String {
     format!(
-        "[[upstreams]]\nid = \"sim\"\nttl = \"10m\"\nmax_size = 100\n[upstreams.provider]\nkind = \"http\"\nurl = \"{}\"\nformat = \"json\"\ninterval = \"2s\"\n[[upstreams.health.targets]]\nurl = \"{}\"\n",
+        "[[upstreams]]\nid = \"{id}\"\nttl = \"10m\"\nmax_size = 100\n[upstreams.provider]\nkind = \"http\"\nurl = \"{}\"\nformat = \"json\"\ninterval = \"2s\"\n[[upstreams.health.targets]]\nurl = \"{}\"\n",
         sim.list_url(),
         sim.origin().url("/health"),
     )

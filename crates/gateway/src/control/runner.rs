@@ -200,9 +200,16 @@ impl ControlLoop {
                 usage: Some(self.usage.report()),
             };
             match self.client.report(&report).await {
-                Ok(_) => self.store.mark_fresh(),
-                Err(ControlError::Fenced) => return Ended::Fenced,
+                Ok(_) => {
+                    self.metrics.reports_accepted.increment(1);
+                    self.store.mark_fresh();
+                }
+                Err(ControlError::Fenced) => {
+                    self.metrics.reports_failed.increment(1);
+                    return Ended::Fenced;
+                }
                 Err(error) => {
+                    self.metrics.reports_failed.increment(1);
                     tracing::warn!(%error, sequence = report.sequence, "runtime report failed")
                 }
             }

@@ -71,9 +71,7 @@ pub(crate) async fn forward(
                 Some(unsent) if attempt_fresh => {
                     attempt_fresh = false;
                     request = unsent;
-                    sender = open(proxy, &target, timeouts)
-                        .await
-                        .map_err(&fail)?;
+                    sender = open(proxy, &target, timeouts).await.map_err(&fail)?;
                 }
                 _ => {
                     return Err(fail(DialFailure::upstream("upstream_request_failed")));
