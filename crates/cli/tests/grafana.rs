@@ -26,7 +26,7 @@ const DASHBOARD: &str = concat!(
 const DATASOURCE: &str = "${datasource}";
 
 /// The rows, in order.
-const ROWS: [&str; 4] = ["Overview", "Gateway", "Controller", "Quota"];
+const ROWS: [&str; 5] = ["Overview", "Gateway", "Controller", "Quota", "Usage"];
 
 /// Families that get their first series only when something fails or is denied: in a
 /// healthy `dev` they are declared (`# TYPE`) but have no sample, so only their
@@ -273,7 +273,7 @@ struct Query {
     parsed: Parsed,
 }
 
-/// Reads the dashboard and checks its shape: valid JSON, the four rows, the
+/// Reads the dashboard and checks its shape: valid JSON, the five rows, the
 /// `${datasource}`, `job` and `instance` variables, a 10 s refresh, and on every panel the
 /// data-source variable, a unit, a description and at least one query. Returns every
 /// expression, parsed.

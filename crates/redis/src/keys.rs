@@ -28,6 +28,9 @@
 //! keys                    SET   names of the dynamic index keys (for footprint/sweeps)
 //! leases                  HASH  lease name -> holder, token, acquired_at, expires_at
 //! lease-tokens            HASH  lease name -> last fencing token (no TTL: tokens only grow)
+//! usage-seen:<w>          HASH  client\tupstream -> a gateway's last accounted totals
+//! usage-total:<c>         HASH  upstream\tkind -> amount (kept a year after the last use)
+//! usage-m:<c> usage-h:<c> HASH  period\tupstream\tkind -> amount (pruned to an hour / a day)
 //! ```
 //!
 //! The seed's `unique` (unique-key digest -> proxy id) and `idkeys` (proxy id -> digest)

@@ -1,15 +1,39 @@
 -- usage.lua: usage accounting helpers (MemoryPool: memory/usage.rs; rules: core usage.rs),
 -- composed into report.lua and extract.lua.
 --
--- usage-seen:<worker>        HASH client\tupstream -> instance\trequests\tfailures\tup\tdown
--- usage-total:<client>       HASH upstream\tkind -> amount   (since the store began)
--- usage-m:<client>:<minute>  HASH upstream\tkind -> amount   (kept an hour)
--- usage-h:<client>:<hour>    HASH upstream\tkind -> amount   (kept a day)
+-- usage-seen:<worker>   HASH client\tupstream -> instance\trequests\tfailures\tup\tdown\tat
+-- usage-total:<client>  HASH upstream\tkind -> amount          (until a year unused)
+-- usage-m:<client>      HASH minute\tupstream\tkind -> amount   (the last hour)
+-- usage-h:<client>      HASH hour\tupstream\tkind -> amount     (the last day)
 -- kinds: requests, failures, bytes_up, bytes_down, extracted
+--
+-- The buckets of a client live in one hash per period length, so the key count is fixed
+-- per client; each hash drops its fields older than its horizon once per new period
+-- (`pruned` holds the period it last pruned at), so its size is bounded too.
 
 local USAGE_MINUTE, USAGE_HOUR = 60000, 3600000
 local USAGE_SEEN_TTL = 24 * USAGE_HOUR
+-- Every key carries a TTL, so an abandoned pool frees itself: a client's totals go a year
+-- after its last use.
+local USAGE_TOTAL_TTL = 366 * 24 * USAGE_HOUR
 local USAGE_KINDS = { 'requests', 'failures', 'bytes_up', 'bytes_down' }
+
+-- Adds to the bucket hash `key` for `period` (kept `keep` periods of `length` ms).
+local function usage_bucket(key, period, keep, length, field, amount_text)
+  local pruned = P.num(redis.call('HGET', key, 'pruned') or '-1')
+  if period > pruned then
+    local first = period - keep + 1
+    for _, name in ipairs(redis.call('HKEYS', key)) do
+      local at = P.num(string.match(name, '^(%d+)\t'))
+      if at and at < first then
+        redis.call('HDEL', key, name)
+      end
+    end
+    redis.call('HSET', key, 'pruned', P.fmt(period))
+  end
+  redis.call('HINCRBY', key, P.fmt(period) .. '\t' .. field, amount_text)
+  P.touch_key(key, (period + keep + 1) * length)
+end
 
 -- Adds `amount` of `kind` for (client, upstream) to the totals and the current buckets.
 function P.usage_add(client, upstream, kind, amount)
@@ -18,15 +42,11 @@ function P.usage_add(client, upstream, kind, amount)
   end
   local field = upstream .. '\t' .. kind
   local amount_text = P.fmt(amount)
-  redis.call('HINCRBY', B .. 'usage-total:' .. client, field, amount_text)
-  local minute = math.floor(NOW / USAGE_MINUTE)
-  local minute_key = B .. 'usage-m:' .. client .. ':' .. P.fmt(minute)
-  redis.call('HINCRBY', minute_key, field, amount_text)
-  P.touch_key(minute_key, (minute + 61) * USAGE_MINUTE)
-  local hour = math.floor(NOW / USAGE_HOUR)
-  local hour_key = B .. 'usage-h:' .. client .. ':' .. P.fmt(hour)
-  redis.call('HINCRBY', hour_key, field, amount_text)
-  P.touch_key(hour_key, (hour + 25) * USAGE_HOUR)
+  local total_key = B .. 'usage-total:' .. client
+  redis.call('HINCRBY', total_key, field, amount_text)
+  P.touch_key(total_key, NOW + USAGE_TOTAL_TTL)
+  usage_bucket(B .. 'usage-m:' .. client, math.floor(NOW / USAGE_MINUTE), 60, USAGE_MINUTE, field, amount_text)
+  usage_bucket(B .. 'usage-h:' .. client, math.floor(NOW / USAGE_HOUR), 24, USAGE_HOUR, field, amount_text)
 end
 
 -- Accounts a gateway's cumulative usage (core usage_delta): `text` is
