@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::split::{controller_config, gateway_config};
+use common::split::{controller_config, gateway_config, migrate_quota};
 use common::{
     Proc, Scratch, curl, curl_or_skip, eventually, exit_of, free_port, gateway_proxies, run,
     sim_upstream, sim_vendor, try_exit_via,
@@ -60,21 +60,7 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
     ];
 
     // The quota tables and the least-privilege role, as an operator would set them up.
-    let (code, stdout, stderr) = run(
-        &[
-            "migrate",
-            "--config",
-            config,
-            "--admin-url-env",
-            "PG_ADMIN_URL",
-            "--create-role",
-            "proxypool_quota",
-            "--role-password-env",
-            "QUOTA_PASSWORD",
-        ],
-        &env,
-    );
-    assert_eq!(code, 0, "{stderr}");
+    let stdout = migrate_quota(config, &env);
     assert!(stdout.contains("role proxypool_quota"), "{stdout}");
 
     let mut controller = Proc::start(

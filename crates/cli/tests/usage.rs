@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::split::{controller_config, gateway_config};
+use common::split::{controller_config, gateway_config, migrate_quota};
 use common::{
     Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies, run,
     sim_upstream_named, sim_vendor,
@@ -136,21 +136,7 @@ fn usage_is_exact_per_upstream_and_the_same_from_every_controller() {
         ("QUOTA_PASSWORD", "quota-role-password"),
         ("PG_ADMIN_URL", admin_url.as_str()),
     ];
-    let (code, _, stderr) = run(
-        &[
-            "migrate",
-            "--config",
-            config,
-            "--admin-url-env",
-            "PG_ADMIN_URL",
-            "--create-role",
-            "proxypool_quota",
-            "--role-password-env",
-            "QUOTA_PASSWORD",
-        ],
-        &env,
-    );
-    assert_eq!(code, 0, "{stderr}");
+    migrate_quota(config, &env);
     let _controller = Proc::start(
         "controller",
         &["controller", "--config", config],

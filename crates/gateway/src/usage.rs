@@ -12,7 +12,6 @@ use metrics::{Counter, CounterFn};
 use proxypool_core::usage::{GatewayCounters, GatewayUsage, GatewayUsageEntry};
 use proxypool_core::{ClientId, RwLockExt, UpstreamId};
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -135,7 +134,7 @@ impl UsageTable {
     /// A table whose byte counters also feed `bytes_up` and `bytes_down`.
     pub(crate) fn new(bytes_up: Counter, bytes_down: Counter) -> UsageTable {
         UsageTable {
-            instance: new_instance_id(),
+            instance: crate::control::new_session_id(),
             cells: RwLock::new(HashMap::new()),
             bytes_up,
             bytes_down,
@@ -183,23 +182,6 @@ impl UsageTable {
     }
 }
 
-/// 32 hex digits, different for every gateway process.
-fn new_instance_id() -> String {
-    let mut id = String::with_capacity(32);
-    for part in 0..2u64 {
-        let mut hasher = RandomState::new().build_hasher();
-        hasher.write_u32(std::process::id());
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        hasher.write_u64(part);
-        id.push_str(&format!("{:016x}", hasher.finish()));
-    }
-    id
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,6 +220,6 @@ mod tests {
             report,
             "cumulative: reading changes nothing"
         );
-        assert_ne!(new_instance_id(), report.instance);
+        assert_ne!(crate::control::new_session_id(), report.instance);
     }
 }

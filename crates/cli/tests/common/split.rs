@@ -84,3 +84,25 @@ max_backoff = "500ms"
 "#
     )
 }
+
+/// `proxypool migrate` as an operator runs it once: the quota tables and the
+/// least-privilege role `proxypool_quota` with the password in `$QUOTA_PASSWORD`, as the
+/// admin in `$PG_ADMIN_URL` (both in `env`).
+pub fn migrate_quota(config: &str, env: &[(&str, &str)]) -> String {
+    let (code, stdout, stderr) = super::run(
+        &[
+            "migrate",
+            "--config",
+            config,
+            "--admin-url-env",
+            "PG_ADMIN_URL",
+            "--create-role",
+            "proxypool_quota",
+            "--role-password-env",
+            "QUOTA_PASSWORD",
+        ],
+        env,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    stdout
+}

@@ -6,4 +6,4 @@ pub(crate) mod client;
 pub(crate) mod runner;
 
 pub(crate) use client::{ControlClient, ControllerAddr};
-pub(crate) use runner::ControlLoop;
+pub(crate) use runner::{ControlLoop, new_session_id};

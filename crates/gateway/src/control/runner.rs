@@ -217,8 +217,9 @@ impl ControlLoop {
     }
 }
 
-/// 32 hex digits, different for every registration of every process.
-fn new_session_id() -> String {
+/// 32 hex digits, different for every registration of every process (also the usage
+/// table's instance id: one per process).
+pub(crate) fn new_session_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut id = String::with_capacity(32);
     for part in 0..2u64 {
