@@ -212,6 +212,7 @@ impl Gateway {
         let _ = stop_control.send(true);
         let session = control_task.await.ok().flatten();
         if let Some(session) = session {
+            control.final_report(&session).await;
             match control_client.end_session(&session).await {
                 Ok(()) => tracing::info!(%session, "control session ended"),
                 Err(error) => tracing::warn!(%error, "ending the control session failed"),

@@ -73,6 +73,36 @@ async fn registers_acks_reports_survives_fencing_and_ends_its_session() {
     );
 }
 
+/// A clean stop sends one last report (with the usage counted since the previous one)
+/// before it ends the session, even when the next periodic report is far away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_reports_once_more_before_ending_the_session() {
+    let controller = TestController::start(WORKER, 60_000).await;
+    controller.state.lock().unwrap().report_interval_ms = 60_000;
+    controller.publish(vec![], vec![client("alice")]);
+    let gateway = Running::start(config(&controller)).await;
+    acked(&controller, 1).await;
+    // The interval's first tick came at registration, before the acknowledgement; the next
+    // is a minute away.
+    let before = controller.state.lock().unwrap().reports.len();
+    gateway.shutdown().await;
+    let state = controller.state.lock().unwrap();
+    assert_eq!(state.reports.len(), before + 1, "one report at the stop");
+    let last = state.reports.last().unwrap();
+    assert!(last.usage.is_some(), "usage rides in every report");
+    let last_calls: Vec<&str> = state
+        .calls
+        .iter()
+        .rev()
+        .take(2)
+        .map(String::as_str)
+        .collect();
+    assert!(
+        last_calls[0].contains("/sessions/") && last_calls[1].ends_with("/reports"),
+        "{last_calls:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refuses_clearly_without_touching_an_upstream() {
     let controller = TestController::start(WORKER, 60_000).await;

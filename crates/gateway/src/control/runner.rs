@@ -48,6 +48,16 @@ enum Ended {
     Stopped,
 }
 
+/// What one runtime report came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reported {
+    Accepted,
+    Failed,
+    Fenced,
+    /// No acknowledged snapshot yet: nothing was sent.
+    Nothing,
+}
+
 impl ControlLoop {
     pub(crate) fn new(
         client: ControlClient,
@@ -188,32 +198,49 @@ impl ControlLoop {
             if let Some(age) = self.store.since_fresh_ms() {
                 self.metrics.snapshot_age.set(age as f64 / 1000.0);
             }
-            let Some(snapshot) = self.acked.lock_or_recover().clone() else {
-                continue;
-            };
-            let report = RuntimeReport {
-                worker: self.worker.clone(),
-                session_id: grant.session_id.clone(),
-                sequence: self.sequence.fetch_add(1, Ordering::Relaxed) + 1,
-                snapshot,
-                entries: self.store.registry().runtime_entries(),
-                usage: Some(self.usage.report()),
-            };
-            match self.client.report(&report).await {
-                Ok(_) => {
-                    self.metrics.reports_accepted.increment(1);
-                    self.store.mark_fresh();
-                }
-                Err(ControlError::Fenced) => {
-                    self.metrics.reports_failed.increment(1);
-                    return Ended::Fenced;
-                }
-                Err(error) => {
-                    self.metrics.reports_failed.increment(1);
-                    tracing::warn!(%error, sequence = report.sequence, "runtime report failed")
-                }
+            if self.report(&grant.session_id).await == Reported::Fenced {
+                return Ended::Fenced;
             }
         }
+    }
+
+    /// Sends one runtime report of `session_id` (counts, and the usage totals), if a
+    /// snapshot was acknowledged to report against.
+    async fn report(&self, session_id: &str) -> Reported {
+        let Some(snapshot) = self.acked.lock_or_recover().clone() else {
+            return Reported::Nothing;
+        };
+        let report = RuntimeReport {
+            worker: self.worker.clone(),
+            session_id: session_id.to_owned(),
+            sequence: self.sequence.fetch_add(1, Ordering::Relaxed) + 1,
+            snapshot,
+            entries: self.store.registry().runtime_entries(),
+            usage: Some(self.usage.report()),
+        };
+        match self.client.report(&report).await {
+            Ok(_) => {
+                self.metrics.reports_accepted.increment(1);
+                self.store.mark_fresh();
+                Reported::Accepted
+            }
+            Err(ControlError::Fenced) => {
+                self.metrics.reports_failed.increment(1);
+                Reported::Fenced
+            }
+            Err(error) => {
+                self.metrics.reports_failed.increment(1);
+                tracing::warn!(%error, sequence = report.sequence, "runtime report failed");
+                Reported::Failed
+            }
+        }
+    }
+
+    /// The last report before a clean stop (after in-flight work finished), so the usage
+    /// counted since the previous report reaches the store before the session ends.
+    pub(crate) async fn final_report(&self, session_id: &str) {
+        let reported = self.report(session_id).await;
+        tracing::debug!(?reported, "final runtime report");
     }
 }
 

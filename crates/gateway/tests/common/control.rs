@@ -33,6 +33,8 @@ pub struct ControlState {
     pub acks: Vec<SnapshotAck>,
     pub reports: Vec<RuntimeReport>,
     pub ended: Vec<String>,
+    /// The report interval granted to sessions (0: the default 200 ms).
+    pub report_interval_ms: u64,
     /// Every request path seen (to prove what the gateway calls).
     pub calls: Vec<String>,
 }
@@ -173,7 +175,11 @@ impl TestController {
                     session_id: register.session_id,
                     expires_at_ms: now_millis() + 30_000,
                     session_ttl_ms: 30_000,
-                    report_interval_ms: 200,
+                    report_interval_ms: if state.report_interval_ms == 0 {
+                        200
+                    } else {
+                        state.report_interval_ms
+                    },
                     snapshot_wait_ms: 300,
                 })
             }
