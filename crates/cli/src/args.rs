@@ -36,6 +36,19 @@ pub(crate) enum Command {
     CheckConfig(CheckConfigArgs),
     /// Apply the quota store's migrations (and optionally create the PostgreSQL role).
     Migrate(MigrateArgs),
+    /// The simulated vendor on its own: upstream proxies, a list endpoint and an origin on
+    /// loopback, to point a controller at by hand.
+    Sim(SimArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SimArgs {
+    /// How many simulated upstream proxies the vendor lists.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=200))]
+    pub proxies: u16,
+    /// Lifetime of each simulated proxy in seconds; 0 = no rotation.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub proxy_ttl: u64,
 }
 
 #[derive(Debug, Args)]

@@ -3,7 +3,7 @@
 //! Subcommands (see `proxypool --help`): `dev` (everything on loopback with a simulated
 //! vendor), `serve` (controller + client API + gateway in one process), `controller` and
 //! `gateway` (split deployment on Redis + PostgreSQL), `extract` (an API client),
-//! `check-config` and `migrate`.
+//! `check-config`, `migrate` and `sim` (the simulated vendor on its own).
 //!
 //! Module map:
 //! - `args`: the command line (clap derive).
@@ -40,7 +40,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `dev` keeps the terminal for its banner: only warnings unless asked for more.
     let default_filter = match cli.command {
-        Command::Dev(_) => "warn",
+        Command::Dev(_) | Command::Sim(_) => "warn",
         Command::Extract(_) | Command::CheckConfig(_) | Command::Migrate(_) => "warn",
         _ => "info",
     };
@@ -64,6 +64,7 @@ fn main() -> ExitCode {
             Command::Extract(args) => commands::extract::run(args).await,
             Command::CheckConfig(args) => commands::check_config::run(args).await,
             Command::Migrate(args) => commands::migrate::run(args).await,
+            Command::Sim(args) => commands::sim::run(args).await,
         }
     });
     // Tasks still running (idle keep-alive connections, the signal watcher) are dropped

@@ -7,3 +7,4 @@ pub(crate) mod extract;
 pub(crate) mod gateway;
 pub(crate) mod migrate;
 pub(crate) mod serve;
+pub(crate) mod sim;

@@ -1,0 +1,87 @@
+//! `proxypool sim`: the simulated vendor on its own (the one `dev` runs inside), so split
+//! mode can be tried and tested by hand without writing a vendor: it prints its list URL,
+//! its proxies, its origin and a ready `[[upstreams]]` entry, then serves until a signal.
+
+use crate::args::SimArgs;
+use crate::failure::Failure;
+use crate::signal::Shutdown;
+use proxypool_sim::{ListFormat, ProxyKind, SimConfig, SimVendor};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+pub(crate) async fn run(args: SimArgs) -> Result<(), Failure> {
+    let shutdown =
+        Shutdown::install().map_err(|e| Failure::runtime(format!("signal handlers: {e}")))?;
+    let sim = SimVendor::start(SimConfig {
+        proxies: usize::from(args.proxies),
+        kinds: vec![ProxyKind::Http, ProxyKind::Socks5],
+        regions: vec!["us".into(), "de".into(), "jp".into()],
+        carriers: vec!["simnet".into()],
+        ttl: (args.proxy_ttl > 0).then(|| Duration::from_secs(args.proxy_ttl)),
+        format: ListFormat::Json,
+        ..SimConfig::default()
+    })
+    .await
+    .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;
+    print!("{}", banner(&sim, args.proxy_ttl));
+    shutdown.wait().await;
+    Ok(())
+}
+
+/// What `sim` prints: every line a person (or a test) needs to point a controller at it.
+fn banner(sim: &SimVendor, ttl: u64) -> String {
+    let mut out = String::new();
+    let rotation = if ttl > 0 {
+        format!("each lives up to {ttl}s, then the vendor replaces it")
+    } else {
+        "no rotation".to_owned()
+    };
+    let _ = writeln!(out, "proxypool sim is ready\n");
+    let _ = writeln!(
+        out,
+        "  vendor list   {}   (JSON; {rotation})",
+        sim.list_url()
+    );
+    let _ = writeln!(
+        out,
+        "  origin        {}   (answers with the exit address it saw)",
+        sim.origin().url("/")
+    );
+    let _ = writeln!(out, "  proxies       {}", sim.proxies().len());
+    for proxy in sim.proxies() {
+        let kind = match proxy.kind() {
+            ProxyKind::Http => "http",
+            ProxyKind::Socks5 => "socks5",
+        };
+        let credentials = proxy
+            .credentials()
+            .map(|(user, pass)| format!("  {user}:{pass}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "    {kind:<6} {}  exit {}{credentials}",
+            proxy.addr(),
+            proxy.exit_ip()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nAn upstream entry for the controller's file (the origin serves the health check):\n"
+    );
+    let _ = writeln!(
+        out,
+        "[[upstreams]]\nid = \"sim\"\nttl = \"{}s\"\nmax_size = 1000\n[upstreams.provider]\nkind = \"http\"\nurl = \"{}\"\nformat = \"json\"\ninterval = \"2s\"\n[[upstreams.health.targets]]\nurl = \"{}\"",
+        // A record lives as long as the vendor keeps a proxy (ten minutes without rotation).
+        if ttl > 0 { ttl } else { 600 },
+        sim.list_url(),
+        sim.origin().url("/health"),
+    );
+    let _ = writeln!(
+        out,
+        "\nThe origin is on loopback: let the gateways reach it with\n[gateway.destinations] allow_cidrs = [\"{}/32\"] and a ports list with {}.",
+        sim.origin().addr().ip(),
+        sim.origin().addr().port()
+    );
+    let _ = writeln!(out, "Stop with Ctrl-C.");
+    out
+}
