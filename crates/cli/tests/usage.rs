@@ -216,6 +216,7 @@ fn usage_is_exact_per_upstream_and_the_same_from_every_controller() {
         }
         expected.insert(upstream.to_owned(), sums);
     }
+    eprintln!("sent per upstream [requests, failures, up, down, extracted]: {expected:?}");
     // The gateway reports every second; the numbers then stop changing.
     let first_api = format!("127.0.0.1:{api}");
     let mut seen = None;
