@@ -25,6 +25,7 @@ pub(crate) fn admin_limits(limits: &Limits) -> ServeLimits {
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,
         proxy_protocol_from: Vec::new(),
+        tls: None,
     }
 }
 
