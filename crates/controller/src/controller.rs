@@ -49,6 +49,8 @@ pub enum ControllerError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Store(#[from] StoreOpenError),
+    #[error("control.tls: {0}")]
+    Tls(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -161,7 +163,6 @@ impl Controller {
 
     /// One reconciler per upstream (to drive rounds by hand in tests).
     pub fn reconcilers(&self) -> Vec<Reconciler> {
-        let client = VendorClient::new();
         self.config()
             .upstreams
             .iter()
@@ -170,7 +171,7 @@ impl Controller {
                     Arc::new(u.clone()),
                     self.pool.clone(),
                     self.clock.clone(),
-                    client.clone(),
+                    VendorClient::for_upstream(&u.id, u.provider.tls.as_ref()),
                     self.board.clone(),
                 )
             })
@@ -267,6 +268,11 @@ impl Controller {
                 addr: self.config().listen.control,
                 source,
             })?;
+        // Before any loop is spawned, so a bad certificate leaves nothing running.
+        let control_tls = match &self.config().control.tls {
+            Some(tls) => Some(server_tls(tls).map_err(|e| ControllerError::Tls(e.to_string()))?),
+            None => None,
+        };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let loops = self.spawn_loops();
 
@@ -274,6 +280,7 @@ impl Controller {
         let config = self.config();
         let mut limits = serve_limits(&config.control.limits);
         limits.proxy_protocol_from = crate::config::parse_cidrs(&config.control.trusted_proxies);
+        limits.tls = control_tls;
         let mut server_shutdown = shutdown_rx.clone();
         let server = tokio::spawn(async move {
             let graceful = async move {
@@ -327,6 +334,20 @@ impl Loops {
             task.abort();
         }
     }
+}
+
+/// A listener's TLS from its `[*.tls]` table (the client API's uses it too).
+pub fn server_tls(
+    tls: &proxypool_config::ServerTlsConfig,
+) -> Result<proxypool_edge::ServerTls, proxypool_edge::TlsError> {
+    proxypool_edge::ServerTls::load_polling(
+        proxypool_edge::ServerTlsFiles {
+            cert: tls.cert.clone(),
+            key: tls.key.clone(),
+            client_ca: tls.client_ca.clone(),
+        },
+        tls.poll_interval.as_duration(),
+    )
 }
 
 /// The edge scaffold's settings from `[control.limits]`.
