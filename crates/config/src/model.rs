@@ -92,12 +92,12 @@ pub struct StoreConfig {
     /// and maintenance loops; a standby takes over within this long after the holder dies.
     #[serde(default = "default_leader_lease")]
     pub leader_lease: Millis,
-    /// Redis only, with `rediss://` (or a Sentinel setup over TLS): the CA bundle the
-    /// server must chain to (unset = the system roots) and a client certificate if Redis
-    /// asks for one (`tls-auth-clients`).
+    /// Redis only, with `rediss://`: the CA bundle the server must chain to (unset = the
+    /// system roots) and a client certificate if Redis asks for one (`tls-auth-clients`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::ClientTlsConfig>,
-    /// Redis Sentinel only: the sentinels and the master speak TLS.
+    /// Redis Sentinel only: the sentinels and the master speak TLS (verified against the
+    /// system roots).
     #[serde(default)]
     pub sentinel_tls: bool,
     #[serde(skip)]

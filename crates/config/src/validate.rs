@@ -104,11 +104,10 @@ fn store(c: &mut Check<'_>, store: &mut StoreConfig) {
     }
     if let Some(tls) = &mut store.tls {
         crate::tls::check_client(c, "store.tls", tls);
-        let speaks_tls = store.url.starts_with("rediss://") || store.sentinel_tls;
         c.require(
-            speaks_tls,
+            store.url.starts_with("rediss://"),
             "store.tls",
-            "needs a rediss:// URL (or sentinel_tls = true)",
+            "needs a rediss:// URL (Sentinel over TLS trusts the system roots)",
         );
     }
     c.require(

@@ -59,6 +59,7 @@ pub use postgres::wire::Rows;
 pub use postgres::{POSTGRES_URL_ENV, PostgresServer};
 pub use redis::{REDIS_URL_ENV, RedisServer, RespConnection, RespValue};
 pub use skip::{
-    postgres_or_skip, private_postgres_or_skip, private_redis_or_skip, redis_or_skip, running_in_ci,
+    postgres_or_skip, private_postgres_or_skip, private_postgres_tls_or_skip,
+    private_redis_or_skip, private_redis_tls_or_skip, redis_or_skip, running_in_ci,
 };
 pub use tls::{CertFiles, TestCa};
