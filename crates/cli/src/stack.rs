@@ -143,7 +143,15 @@ impl Stack {
             socks5_addr: None,
         };
         if let Some(build) = gateway {
-            let url = format!("http://{}", dialable(stack.controller.control_addr()));
+            // With [control.tls] the in-process gateway speaks TLS on loopback too (one
+            // code path): the certificate must name 127.0.0.1 (or the listen address),
+            // and [gateway.controller_tls] names its CA unless a public one signed it.
+            let scheme = if stack.controller.controller().config().control.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            let url = format!("{scheme}://{}", dialable(stack.controller.control_addr()));
             let started = match build(url) {
                 Ok(config) => start_gateway(config).await,
                 Err(failure) => Err(failure),
@@ -309,6 +317,12 @@ fn start_api(
     let mut limits = proxypool_api::serve_limits(&section.limits);
     if section.proxy_protocol {
         limits.proxy_protocol_from = proxypool_config::parse_cidrs(&section.trusted_proxies);
+    }
+    if let Some(tls) = &section.tls {
+        limits.tls = Some(
+            proxypool_controller::server_tls(tls)
+                .map_err(|e| Failure::config(format!("api.tls: {e}")))?,
+        );
     }
     let task = tokio::spawn(async move {
         proxypool_api::serve_with(listener, router, limits, async move {

@@ -293,6 +293,16 @@ impl Default for ControlConfig {
 pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: bool) {
     if let Some(tls) = &mut gateway.controller_tls {
         crate::tls::check_client(c, "gateway.controller_tls", tls);
+        if gateway
+            .controller_url
+            .as_deref()
+            .is_some_and(|url| url.starts_with("http://"))
+        {
+            c.at(
+                "gateway.controller_tls",
+                "only for an https:// controller_url",
+            );
+        }
     }
     if let Some(tls) = &mut gateway.admin_tls {
         crate::tls::check_server(c, "gateway.admin_tls", tls);
@@ -406,17 +416,18 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
     }
 }
 
-/// `http://host:port` with nothing after it but an optional `/`.
+/// `https://host:port` (or `http://host:port`) with nothing after it but an optional `/`.
 fn controller_url(url: &str) -> Result<(), String> {
     let rest = url
-        .strip_prefix("http://")
-        .ok_or("must look like http://host:port")?;
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or("must look like https://host:port (or http://host:port)")?;
     let authority = rest.strip_suffix('/').unwrap_or(rest);
     if authority.contains(['/', '?', '@']) {
-        return Err("must look like http://host:port (no path, no credentials)".into());
+        return Err("must look like https://host:port (no path, no credentials)".into());
     }
     match split_host_port(authority)? {
         (_, Some(_)) => Ok(()),
-        (_, None) => Err("must name the port: http://host:port".into()),
+        (_, None) => Err("must name the port: https://host:port".into()),
     }
 }
