@@ -87,6 +87,8 @@ struct RunningApi {
     task: JoinHandle<std::io::Result<()>>,
     /// How long in-flight requests may take once the listener stops.
     grace: Duration,
+    /// The listener's TLS, re-read on reload (the files are polled as well).
+    tls: Option<proxypool_edge::ServerTls>,
 }
 
 #[derive(Debug)]
@@ -185,6 +187,9 @@ impl Stack {
             .replace_extraction(config.api.extraction.clone())
             .map_err(|e| Failure::config(format!("api: {e}")))?;
         state.replace_metrics_token(metrics_token(&config.api));
+        if let Some(tls) = &self.api.tls {
+            tls.reload_or_keep();
+        }
         if let (Some(gateway), Some(section)) = (&self.gateway, &config.gateway) {
             let running = &gateway.config;
             let settings = GatewayConfig::from_section(
@@ -324,6 +329,7 @@ fn start_api(
                 .map_err(|e| Failure::config(format!("api.tls: {e}")))?,
         );
     }
+    let tls = limits.tls.clone();
     let task = tokio::spawn(async move {
         proxypool_api::serve_with(listener, router, limits, async move {
             let _ = stopped.wait_for(|s| *s).await;
@@ -335,6 +341,7 @@ fn start_api(
         stop,
         task,
         grace: section.limits.request_timeout.as_duration() + Duration::from_secs(1),
+        tls,
     })
 }
 

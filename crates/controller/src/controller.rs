@@ -280,7 +280,7 @@ impl Controller {
         let config = self.config();
         let mut limits = serve_limits(&config.control.limits);
         limits.proxy_protocol_from = crate::config::parse_cidrs(&config.control.trusted_proxies);
-        limits.tls = control_tls;
+        limits.tls = control_tls.clone();
         let mut server_shutdown = shutdown_rx.clone();
         let server = tokio::spawn(async move {
             let graceful = async move {
@@ -298,6 +298,7 @@ impl Controller {
             shutdown: shutdown_tx,
             loops,
             server,
+            tls: control_tls,
         })
     }
 }
@@ -310,6 +311,8 @@ pub struct RunningController {
     shutdown: watch::Sender<bool>,
     loops: Loops,
     server: JoinHandle<()>,
+    /// The control API's TLS, re-read on reload (the files are polled as well).
+    tls: Option<proxypool_edge::ServerTls>,
 }
 
 /// The running leader-only loops and their own stop signal (a reload restarts them
@@ -388,6 +391,9 @@ impl RunningController {
             .publisher
             .replace_clients(gateway_clients(&config));
         controller.config.store(Arc::new(config));
+        if let Some(tls) = &self.tls {
+            tls.reload_or_keep();
+        }
         // The old loops finish their rounds before the new ones start: never two of one
         // loop at once.
         let idle = Loops {

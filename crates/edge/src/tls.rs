@@ -227,6 +227,21 @@ impl ServerTls {
         Ok(())
     }
 
+    /// [`reload`](Self::reload) for a configuration reload (SIGHUP): a failure is logged
+    /// and the running configuration stays, like any refused part of a reload.
+    pub fn reload_or_keep(&self) {
+        match self.reload() {
+            Ok(()) => tracing::info!(
+                cert = %self.inner.files.cert.display(),
+                "TLS certificate files re-read"
+            ),
+            Err(error) => tracing::warn!(
+                %error,
+                "TLS certificate files cannot be loaded; still serving the previous ones"
+            ),
+        }
+    }
+
     /// Re-reads the files if any changed since the last load; `Ok(true)` if it swapped.
     pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
         let now = self.inner.files.stamps();

@@ -243,3 +243,29 @@ async fn a_stalled_handshake_is_cut_at_the_header_timeout_and_frees_its_slot() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_re_reads_the_files_without_waiting_for_the_poll() {
+    let (old_ca, new_ca) = (TestCa::new("old").unwrap(), TestCa::new("new").unwrap());
+    let served = old_ca.server("srv").unwrap();
+    let tls = ServerTls::load_polling(
+        ServerTlsFiles {
+            cert: served.cert.clone(),
+            key: served.key.clone(),
+            client_ca: None,
+        },
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let addr = start(tls.clone(), ServeLimits::default()).await;
+    let rotated = new_ca.server("srv").unwrap();
+    replace(&rotated.key, &served.key);
+    replace(&rotated.cert, &served.cert);
+    assert!(
+        connect(addr, &client(&new_ca, None)).await.is_err(),
+        "swapped before the reload"
+    );
+    tls.reload_or_keep();
+    let mut sender = connect(addr, &client(&new_ca, None)).await.unwrap();
+    assert_eq!(get(&mut sender).await.unwrap(), "ok");
+}
