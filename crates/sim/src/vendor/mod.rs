@@ -175,12 +175,7 @@ impl VendorEndpoint {
         let addr = listener.local_addr()?;
         let inner = Arc::clone(&self.inner);
         let handler = move |_req, _peer| answer(Arc::clone(&inner));
-        tokio::spawn(serve_tls(
-            listener,
-            self.shutdown.signal(),
-            config,
-            handler,
-        ));
+        tokio::spawn(serve_tls(listener, self.shutdown.signal(), config, handler));
         Ok(format!("https://{addr}/proxies"))
     }
 
