@@ -151,5 +151,22 @@ if [[ -n $forbidden ]]; then
 fi
 echo "ok: the gateway's normal dependency tree holds no store crate"
 
+# TLS is rustls with ring everywhere: no OpenSSL library, no native-tls, no second
+# crypto provider. (`openssl-probe`, which rustls-native-certs uses to find the system's
+# certificate files, is plain Rust and links nothing; it is allowed by name.)
+step "TLS rule: no openssl, openssl-sys, native-tls or aws-lc in the workspace"
+tls_forbidden=$(cargo tree --workspace -e normal,build,dev --prefix none \
+  | grep -E '^(openssl|openssl-sys|native-tls|tokio-native-tls|aws-lc-rs|aws-lc-sys) v' \
+  | awk '{ print $1, $2 }' | sort -u || true)
+if [[ -n $tls_forbidden ]]; then
+  {
+    echo "error: a crate brings another TLS stack or crypto provider:"
+    sed 's/^/  /' <<<"$tls_forbidden"
+    echo "Find the path with: cargo tree --workspace -i <crate>"
+  } >&2
+  exit 1
+fi
+echo "ok: one TLS stack (rustls) and one provider (ring)"
+
 step "cargo test --workspace"
 cargo test --workspace

@@ -20,6 +20,7 @@ pub fn serve_limits(limits: &ApiLimits) -> ServeLimits {
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,
         proxy_protocol_from: Vec::new(),
+        tls: None,
     }
 }
 

@@ -95,6 +95,10 @@ pub(crate) struct ExtractArgs {
     /// Environment variable holding the API token.
     #[arg(long, value_name = "VAR", default_value = "PROXYPOOL_TOKEN")]
     pub token_env: String,
+    /// CA bundle (PEM) the API's certificate must chain to, for an https:// URL with a
+    /// private CA (default: the public roots).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<std::path::PathBuf>,
     /// How many proxies to extract.
     #[arg(long, short = 'n', default_value_t = 1)]
     pub count: u32,

@@ -1,16 +1,16 @@
 //! A one-request HTTP/1.1 client for `proxypool extract`, on hyper's connection API.
 //!
-//! The client API is plain HTTP on a private network or behind a TLS terminator, so the
-//! binary needs no TLS stack and no pooled client: one connection, one request, read the
-//! whole answer. A base URL may carry a path prefix (`http://host/proxypool`).
+//! One connection, one request, read the whole answer; no pooled client. Over `https://`
+//! the server is verified against the public roots or a CA bundle (`--ca`), on the edge's
+//! rustls dial. A base URL may carry a path prefix (`https://host/proxypool`).
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
+use proxypool_edge::{ClientTls, Target};
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// An answer read whole.
 #[derive(Debug)]
@@ -20,76 +20,62 @@ pub(crate) struct Answer {
     pub body: Bytes,
 }
 
-/// A parsed `http://host[:port][/prefix]`.
+/// A parsed `http(s)://host[:port][/prefix]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BaseUrl {
     /// `host:port`, as dialed and sent in `Host`.
     pub authority: String,
     /// Without a trailing `/` (empty for none).
     pub prefix: String,
+    /// Where to dial, and whether over TLS.
+    target: Target,
 }
 
 impl BaseUrl {
     pub(crate) fn parse(url: &str) -> Result<BaseUrl, String> {
-        let rest = if let Some(rest) = url.strip_prefix("http://") {
-            rest
-        } else if url.starts_with("https://") {
-            return Err(format!(
-                "{url}: https is not supported by this client; reach the API over plain \
-                 HTTP (loopback, private network) or use curl"
-            ));
-        } else {
-            return Err(format!("{url}: the API URL must start with http://"));
-        };
-        let (authority, prefix) = match rest.find('/') {
-            Some(slash) => (&rest[..slash], rest[slash..].trim_end_matches('/')),
-            None => (rest, ""),
-        };
-        if authority.is_empty() || authority.contains('@') {
-            return Err(format!("{url}: expected http://host[:port][/path]"));
-        }
-        let has_port = match authority.rfind(':') {
-            // An IPv6 literal's colons are inside brackets.
-            Some(colon) => !authority[colon..].contains(']'),
-            None => false,
-        };
-        let authority = if has_port {
-            authority.to_owned()
-        } else {
-            format!("{authority}:80")
-        };
+        let target = Target::parse(url)
+            .map_err(|_| format!("{url}: expected http(s)://host[:port][/path]"))?;
         Ok(BaseUrl {
-            authority,
-            prefix: prefix.to_owned(),
+            authority: target.authority.clone(),
+            prefix: target.path.trim_end_matches('/').to_owned(),
+            target,
         })
+    }
+
+    /// Whether the API is reached over TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.target.tls
     }
 }
 
 /// Sends one request and reads the answer, all within `timeout`.
 pub(crate) async fn send(
     base: &BaseUrl,
+    tls: Option<&ClientTls>,
     method: Method,
     path: &str,
     headers: &[(&str, String)],
     body: Option<Vec<u8>>,
     timeout: Duration,
 ) -> Result<Answer, String> {
-    tokio::time::timeout(timeout, exchange(base, method, path, headers, body))
+    tokio::time::timeout(timeout, exchange(base, tls, method, path, headers, body))
         .await
         .map_err(|_| format!("no answer from {} within {timeout:?}", base.authority))?
 }
 
 async fn exchange(
     base: &BaseUrl,
+    tls: Option<&ClientTls>,
     method: Method,
     path: &str,
     headers: &[(&str, String)],
     body: Option<Vec<u8>>,
 ) -> Result<Answer, String> {
-    let stream = TcpStream::connect(&base.authority)
+    let stream = base
+        .target
+        .dial(tls)
         .await
         .map_err(|e| format!("cannot connect to {}: {e}", base.authority))?;
-    let _ = stream.set_nodelay(true);
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| format!("{}: {e}", base.authority))?;
@@ -133,12 +119,23 @@ mod tests {
 
     #[test]
     fn parses_base_urls() {
+        let plain = BaseUrl::parse("http://127.0.0.1:17080").unwrap();
         assert_eq!(
-            BaseUrl::parse("http://127.0.0.1:17080").unwrap(),
-            BaseUrl {
-                authority: "127.0.0.1:17080".into(),
-                prefix: String::new()
-            }
+            (
+                plain.authority.as_str(),
+                plain.prefix.as_str(),
+                plain.is_tls()
+            ),
+            ("127.0.0.1:17080", "", false)
+        );
+        let secure = BaseUrl::parse("https://api.example/pp").unwrap();
+        assert_eq!(
+            (
+                secure.authority.as_str(),
+                secure.prefix.as_str(),
+                secure.is_tls()
+            ),
+            ("api.example:443", "/pp", true)
         );
         let prefixed = BaseUrl::parse("http://api.internal/pp/").unwrap();
         assert_eq!(
@@ -149,7 +146,6 @@ mod tests {
             BaseUrl::parse("http://[::1]").unwrap().authority,
             "[::1]:80"
         );
-        assert!(BaseUrl::parse("https://x").unwrap_err().contains("https"));
         assert!(BaseUrl::parse("ftp://x").is_err());
     }
 }

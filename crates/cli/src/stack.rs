@@ -87,6 +87,8 @@ struct RunningApi {
     task: JoinHandle<std::io::Result<()>>,
     /// How long in-flight requests may take once the listener stops.
     grace: Duration,
+    /// The listener's TLS, re-read on reload (the files are polled as well).
+    tls: Option<proxypool_edge::ServerTls>,
 }
 
 #[derive(Debug)]
@@ -143,7 +145,15 @@ impl Stack {
             socks5_addr: None,
         };
         if let Some(build) = gateway {
-            let url = format!("http://{}", dialable(stack.controller.control_addr()));
+            // With [control.tls] the in-process gateway speaks TLS on loopback too (one
+            // code path): the certificate must name 127.0.0.1 (or the listen address),
+            // and [gateway.controller_tls] names its CA unless a public one signed it.
+            let scheme = if stack.controller.controller().config().control.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            let url = format!("{scheme}://{}", dialable(stack.controller.control_addr()));
             let started = match build(url) {
                 Ok(config) => start_gateway(config).await,
                 Err(failure) => Err(failure),
@@ -177,6 +187,9 @@ impl Stack {
             .replace_extraction(config.api.extraction.clone())
             .map_err(|e| Failure::config(format!("api: {e}")))?;
         state.replace_metrics_token(metrics_token(&config.api));
+        if let Some(tls) = &self.api.tls {
+            tls.reload_or_keep();
+        }
         if let (Some(gateway), Some(section)) = (&self.gateway, &config.gateway) {
             let running = &gateway.config;
             let settings = GatewayConfig::from_section(
@@ -311,6 +324,13 @@ fn start_api(
     if section.proxy_protocol {
         limits.proxy_protocol_from = proxypool_config::parse_cidrs(&section.trusted_proxies);
     }
+    if let Some(tls) = &section.tls {
+        limits.tls = Some(
+            proxypool_controller::server_tls(tls)
+                .map_err(|e| Failure::config(format!("api.tls: {e}")))?,
+        );
+    }
+    let tls = limits.tls.clone();
     let task = tokio::spawn(async move {
         proxypool_api::serve_with(listener, router, limits, async move {
             let _ = stopped.wait_for(|s| *s).await;
@@ -322,6 +342,7 @@ fn start_api(
         stop,
         task,
         grace: section.limits.request_timeout.as_duration() + Duration::from_secs(1),
+        tls,
     })
 }
 

@@ -3,13 +3,16 @@
 //! (quota, migrated by `proxypool migrate` with a least-privilege role), against a
 //! simulated vendor. A gateway killed with SIGKILL says goodbye to nobody; once its
 //! lease lapses, its proxies go to the surviving gateway.
+//!
+//! Run twice: with TLS on every link (client API and control API over https with
+//! gateway client certificates, Redis over TLS, PostgreSQL with `sslmode=verify-full`, the
+//! vendor list over https; certificates from a test CA), and in plain text.
 
 mod common;
 
-use common::split::{controller_config, gateway_config, migrate_quota};
 use common::{
-    Proc, Scratch, curl, curl_or_skip, eventually, exit_of, free_port, gateway_proxies, run,
-    sim_upstream, sim_vendor, try_exit_via,
+    Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, exit_of, free_port,
+    gateway_proxies, run, sim_upstream, sim_vendor, try_exit_via,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -19,40 +22,244 @@ use std::time::Duration;
 const PROXIES: usize = 10;
 const EXTRACTED: usize = 2;
 
+/// The TLS files of one run: a CA for every server certificate and the gateways' own.
+struct Tls {
+    ca: proxypool_testkit::TestCa,
+}
+
+impl Tls {
+    fn ca(&self) -> String {
+        self.ca.ca_path().display().to_string()
+    }
+
+    /// A `[table]` with a server certificate for 127.0.0.1 (and `extra` lines).
+    fn server_table(&self, table: &str, stem: &str, extra: &str) -> String {
+        let files = self.ca.server(stem).unwrap();
+        format!(
+            "[{table}]\ncert = \"{}\"\nkey = \"{}\"\n{extra}",
+            files.cert.display(),
+            files.key.display()
+        )
+    }
+
+    /// `sslmode=verify-full` against the CA, appended to a PostgreSQL URL.
+    fn pg(&self, url: &str) -> String {
+        format!("{url}?sslmode=verify-full&sslrootcert={}", self.ca())
+    }
+}
+
+/// The simulated vendor's list behind https (a certificate of the run's CA), as an
+/// upstream that trusts that CA: no allow_plaintext.
+fn sim_upstream_tls(list_url: &str, sim: &proxypool_sim::SimVendor, tls: &Tls) -> String {
+    format!(
+        "[[upstreams]]\nid = \"sim\"\nttl = \"10m\"\nmax_size = 100\n[upstreams.provider]\nkind = \"http\"\nallow_private_hosts = true\nurl = \"{list_url}\"\nformat = \"json\"\ninterval = \"2s\"\n[upstreams.provider.tls]\nca = \"{}\"\n[[upstreams.health.targets]]\nurl = \"{}\"\n",
+        tls.ca(),
+        sim.origin().url("/health"),
+    )
+}
+
+fn controller_config(
+    redis: &proxypool_testkit::RedisServer,
+    pg_port: u16,
+    control: u16,
+    api: u16,
+    upstream: &str,
+    tls: Option<&Tls>,
+) -> String {
+    let (store_url, quota_url) = match tls {
+        Some(tls) => (
+            redis.tls_url().unwrap().to_owned(),
+            tls.pg(&format!(
+                "postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"
+            )),
+        ),
+        None => (
+            format!("redis://127.0.0.1:{}/0", redis.port()),
+            format!("postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"),
+        ),
+    };
+    let tls_tables = match tls {
+        Some(tls) => format!(
+            "[store.tls]\nca = \"{}\"\n\n{}\n{}",
+            tls.ca(),
+            tls.server_table(
+                "control.tls",
+                "control",
+                &format!("client_ca = \"{}\"\n", tls.ca())
+            ),
+            tls.server_table("api.tls", "api", ""),
+        ),
+        None => String::new(),
+    };
+    format!(
+        r#"
+[store]
+url = "{store_url}"
+call_timeout = "250ms"
+leader_lease = "2s"
+
+[quota]
+url = "{quota_url}"
+password = {{ env = "QUOTA_PASSWORD" }}
+
+[listen]
+control = "127.0.0.1:{control}"
+api = "127.0.0.1:{api}"
+
+[snapshot]
+long_poll_wait = "2s"
+session_ttl = "3s"
+report_interval = "1s"
+poll_interval = "100ms"
+
+[ownership]
+lease = "3s"
+renew_before = "1s"
+interval = "200ms"
+per_worker_target = {PROXIES}
+
+[checker]
+interval = "200ms"
+
+[[worker_tokens]]
+name = "gw-a"
+token = {{ env = "WORKER_TOKEN_A" }}
+workers = ["gw-a"]
+
+[[worker_tokens]]
+name = "gw-b"
+token = {{ env = "WORKER_TOKEN_B" }}
+workers = ["gw-b"]
+
+{upstream}
+
+[[clients]]
+id = "acme"
+project = "acme"
+api_token = {{ env = "ACME_TOKEN" }}
+gateway_password = {{ env = "ACME_PASSWORD" }}
+
+{tls_tables}
+"#,
+    )
+}
+
+fn gateway_config(
+    worker: &str,
+    control: u16,
+    http: u16,
+    admin: u16,
+    sim: &proxypool_sim::SimVendor,
+    tls: Option<&Tls>,
+) -> String {
+    let destinations = allow_sim_origin(sim);
+    let token_var = if worker == "gw-a" {
+        "WORKER_TOKEN_A"
+    } else {
+        "WORKER_TOKEN_B"
+    };
+    let (scheme, controller_tls) = match tls {
+        Some(tls) => {
+            let identity = tls.ca.client(worker, worker).unwrap();
+            (
+                "https",
+                format!(
+                    "[gateway.controller_tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n",
+                    tls.ca(),
+                    identity.cert.display(),
+                    identity.key.display()
+                ),
+            )
+        }
+        None => ("http", String::new()),
+    };
+    format!(
+        r#"
+[gateway]
+worker_id = "{worker}"
+controller_url = "{scheme}://127.0.0.1:{control}"
+worker_token = {{ env = "{token_var}" }}
+shutdown_grace = "2000ms"
+[gateway.listeners]
+http = "127.0.0.1:{http}"
+admin = "127.0.0.1:{admin}"
+[gateway.control]
+max_backoff = "500ms"
+{controller_tls}
+{destinations}
+"#
+    )
+}
+
 /// The exits seen through `proxy` over `n` requests.
 fn exits(proxy: &str, origin: &str, n: usize) -> BTreeSet<String> {
     (0..n).filter_map(|_| try_exit_via(proxy, origin)).collect()
 }
 
 #[test]
-fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other() {
+fn over_tls_one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other() {
+    split(true);
+}
+
+#[test]
+fn in_plain_text_one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other() {
+    split(false);
+}
+
+fn split(with_tls: bool) {
     if !curl_or_skip() {
         return;
     }
-    let Some(redis) = proxypool_testkit::private_redis_or_skip() else {
+    let tls = with_tls.then(|| Tls {
+        ca: proxypool_testkit::TestCa::new("split test ca").unwrap(),
+    });
+    let redis = match &tls {
+        Some(tls) => proxypool_testkit::private_redis_tls_or_skip(&tls.ca),
+        None => proxypool_testkit::private_redis_or_skip(),
+    };
+    let Some(redis) = redis else {
         return;
     };
-    let Some(pg) = proxypool_testkit::private_postgres_or_skip() else {
+    let pg = match &tls {
+        Some(tls) => proxypool_testkit::private_postgres_tls_or_skip(&tls.ca),
+        None => proxypool_testkit::private_postgres_or_skip(),
+    };
+    let Some(pg) = pg else {
         return;
     };
     let admin_url = pg.create_database("proxypool_split").unwrap();
-    let (_runtime, sim) = sim_vendor(PROXIES);
+    let admin_url = match &tls {
+        Some(tls) => tls.pg(&admin_url),
+        None => admin_url,
+    };
+    let (runtime, sim) = sim_vendor(PROXIES);
+    let upstream = match &tls {
+        Some(tls) => {
+            let files = tls.ca.server("vendor").unwrap();
+            let server = proxypool_edge::ServerTls::load(proxypool_edge::ServerTlsFiles {
+                cert: files.cert,
+                key: files.key,
+                client_ca: None,
+            })
+            .unwrap();
+            let list = runtime
+                .block_on(sim.serve_list_tls(server.current()))
+                .unwrap();
+            assert!(list.starts_with("https://"));
+            sim_upstream_tls(&list, &sim, tls)
+        }
+        None => sim_upstream(&sim),
+    };
     let scratch = Scratch::new("split");
     let (control, api) = (free_port(), free_port());
     let config = scratch.write(
         "controller.toml",
-        &controller_config(
-            redis.port(),
-            pg.port(),
-            control,
-            api,
-            PROXIES,
-            &sim_upstream(&sim),
-        ),
+        &controller_config(&redis, pg.port(), control, api, &upstream, tls.as_ref()),
     );
     let config = config.to_str().unwrap();
     let env = [
-        ("WORKER_TOKEN", "split-worker-token"),
+        ("WORKER_TOKEN_A", "split-worker-token-a"),
+        ("WORKER_TOKEN_B", "split-worker-token-b"),
         ("ACME_TOKEN", "acme-api-token-0001"),
         ("ACME_PASSWORD", "acme-gateway-password"),
         ("QUOTA_PASSWORD", "quota-role-password"),
@@ -60,7 +267,21 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
     ];
 
     // The quota tables and the least-privilege role, as an operator would set them up.
-    let stdout = migrate_quota(config, &env);
+    let (code, stdout, stderr) = run(
+        &[
+            "migrate",
+            "--config",
+            config,
+            "--admin-url-env",
+            "PG_ADMIN_URL",
+            "--create-role",
+            "proxypool_quota",
+            "--role-password-env",
+            "QUOTA_PASSWORD",
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("role proxypool_quota"), "{stdout}");
 
     let mut controller = Proc::start(
@@ -72,27 +293,31 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
 
     // Before any gateway registers, every proxy is unowned: extract two through the API
     // (PostgreSQL quota, Redis pool). They must never be routed by a gateway later.
-    let api_url = format!("http://127.0.0.1:{api}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let api_url = format!("{scheme}://127.0.0.1:{api}");
     let token = [("PROXYPOOL_TOKEN", "acme-api-token-0001")];
     let count = EXTRACTED.to_string();
+    let ca_flag: Vec<String> = match &tls {
+        Some(tls) => vec!["--ca".into(), tls.ca()],
+        None => Vec::new(),
+    };
     let mut extracted = Value::Null;
     eventually(
         "the controller has checked proxies to extract",
         Duration::from_secs(30),
         || {
-            let (code, stdout, _) = run(
-                &[
-                    "extract",
-                    "--api",
-                    &api_url,
-                    "--count",
-                    &count,
-                    "--mode",
-                    "all-or-nothing",
-                    "--json",
-                ],
-                &token,
-            );
+            let mut args = vec![
+                "extract",
+                "--api",
+                &api_url,
+                "--count",
+                &count,
+                "--mode",
+                "all-or-nothing",
+                "--json",
+            ];
+            args.extend(ca_flag.iter().map(String::as_str));
+            let (code, stdout, _) = run(&args, &token);
             if code == 0 {
                 extracted = serde_json::from_str(&stdout).unwrap();
             }
@@ -123,17 +348,24 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
         })
         .collect();
     assert_eq!(extracted_exits.len(), EXTRACTED);
+    if tls.is_some() {
+        // The TLS-only client API refuses plain HTTP readably, and so does the control API.
+        for port in [api, control] {
+            let (_, body) = curl(&[&format!("http://127.0.0.1:{port}/")]);
+            assert!(body.contains("tls_required"), "{port}: {body}");
+        }
+    }
 
     // Two gateways, separate processes.
     let ports_a = (free_port(), free_port());
     let ports_b = (free_port(), free_port());
     let file_a = scratch.write(
         "gw-a.toml",
-        &gateway_config("gw-a", control, ports_a.0, ports_a.1, &sim),
+        &gateway_config("gw-a", control, ports_a.0, ports_a.1, &sim, tls.as_ref()),
     );
     let file_b = scratch.write(
         "gw-b.toml",
-        &gateway_config("gw-b", control, ports_b.0, ports_b.1, &sim),
+        &gateway_config("gw-b", control, ports_b.0, ports_b.1, &sim, tls.as_ref()),
     );
     let mut gateway_a = Proc::start(
         "gw-a",
@@ -206,7 +438,8 @@ fn one_controller_two_gateways_and_a_killed_gateway_s_proxies_move_to_the_other(
     );
     let logs = controller.stderr_tail();
     for secret in [
-        "split-worker-token",
+        "split-worker-token-a",
+        "split-worker-token-b",
         "acme-api-token-0001",
         "acme-gateway-password",
         "quota-role-password",

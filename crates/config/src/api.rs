@@ -33,6 +33,9 @@ pub struct ApiSection {
     /// protocol header (v1 or v2) naming the client, instead of (or before) any
     /// `X-Forwarded-For` (restart).
     pub proxy_protocol: bool,
+    /// Serve the client API over TLS (restart; the files are re-read when they change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::ServerTlsConfig>,
 }
 
 /// Limits enforced before authentication, so an anonymous peer can only spend this much.
@@ -212,6 +215,9 @@ impl ExtractionSettings {
 }
 
 pub(crate) fn validate(c: &mut Check<'_>, api: &mut ApiSection) {
+    if let Some(tls) = &mut api.tls {
+        crate::tls::check_server(c, "api.tls", tls);
+    }
     for (i, cidr) in api.trusted_proxies.iter().enumerate() {
         if let Err(message) = crate::validate::parse_cidr(cidr) {
             c.at(format!("api.trusted_proxies[{i}]"), message);

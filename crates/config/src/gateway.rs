@@ -32,13 +32,21 @@ pub struct GatewaySection {
     /// This worker's stable id (the controller leases proxies to it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_id: Option<WorkerId>,
-    /// Base URL of the controller's worker control API, `http://host:port`.
+    /// Base URL of the controller's worker control API, `https://host:port` (or
+    /// `http://host:port` on a trusted network).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub controller_url: Option<String>,
     /// The bearer token the controller expects (a split gateway sends it, so it resolves
     /// to the secret itself).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_token: Option<SecretRef>,
+    /// With an `https://` controller URL: the CA bundle the controller must chain to
+    /// (unset = the public roots) and this worker's client certificate (mutual TLS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller_tls: Option<crate::tls::ClientTlsConfig>,
+    /// Serve the admin listener over TLS (restart; the files are re-read when they change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_tls: Option<crate::tls::ServerTlsConfig>,
     pub listeners: Listeners,
     pub limits: Limits,
     pub rotation: Rotation,
@@ -67,6 +75,8 @@ impl Default for GatewaySection {
             worker_id: None,
             controller_url: None,
             worker_token: None,
+            controller_tls: None,
+            admin_tls: None,
             listeners: Listeners::default(),
             limits: Limits::default(),
             rotation: Rotation::default(),
@@ -281,6 +291,22 @@ impl Default for ControlConfig {
 
 /// Checks every setting of a present `[gateway]`; `remote` adds what a split gateway needs.
 pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: bool) {
+    if let Some(tls) = &mut gateway.controller_tls {
+        crate::tls::check_client(c, "gateway.controller_tls", tls);
+        if gateway
+            .controller_url
+            .as_deref()
+            .is_some_and(|url| url.starts_with("http://"))
+        {
+            c.at(
+                "gateway.controller_tls",
+                "only for an https:// controller_url",
+            );
+        }
+    }
+    if let Some(tls) = &mut gateway.admin_tls {
+        crate::tls::check_server(c, "gateway.admin_tls", tls);
+    }
     for (i, cidr) in gateway.trusted_proxies.iter().enumerate() {
         if let Err(message) = crate::validate::parse_cidr(cidr) {
             c.at(format!("gateway.trusted_proxies[{i}]"), message);
@@ -390,17 +416,18 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
     }
 }
 
-/// `http://host:port` with nothing after it but an optional `/`.
+/// `https://host:port` (or `http://host:port`) with nothing after it but an optional `/`.
 fn controller_url(url: &str) -> Result<(), String> {
     let rest = url
-        .strip_prefix("http://")
-        .ok_or("must look like http://host:port")?;
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or("must look like https://host:port (or http://host:port)")?;
     let authority = rest.strip_suffix('/').unwrap_or(rest);
     if authority.contains(['/', '?', '@']) {
-        return Err("must look like http://host:port (no path, no credentials)".into());
+        return Err("must look like https://host:port (no path, no credentials)".into());
     }
     match split_host_port(authority)? {
         (_, Some(_)) => Ok(()),
-        (_, None) => Err("must name the port: http://host:port".into()),
+        (_, None) => Err("must name the port: https://host:port".into()),
     }
 }

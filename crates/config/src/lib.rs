@@ -35,6 +35,7 @@ pub mod model;
 pub mod reload;
 pub mod secret;
 pub mod target;
+pub mod tls;
 pub mod upstream;
 mod validate;
 
@@ -50,5 +51,6 @@ pub use model::*;
 pub use reload::{ReloadPlan, with_restart_keys};
 pub use secret::{SecretRef, SecretSource};
 pub use target::TargetUrl;
+pub use tls::{ClientTlsConfig, ServerTlsConfig};
 pub use upstream::*;
 pub use validate::{parse_cidr, parse_cidrs};

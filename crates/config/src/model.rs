@@ -92,6 +92,14 @@ pub struct StoreConfig {
     /// and maintenance loops; a standby takes over within this long after the holder dies.
     #[serde(default = "default_leader_lease")]
     pub leader_lease: Millis,
+    /// Redis only, with `rediss://`: the CA bundle the server must chain to (unset = the
+    /// system roots) and a client certificate if Redis asks for one (`tls-auth-clients`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::ClientTlsConfig>,
+    /// Redis Sentinel only: the sentinels and the master speak TLS (verified against the
+    /// system roots).
+    #[serde(default)]
+    pub sentinel_tls: bool,
     #[serde(skip)]
     pub kind: StoreKind,
 }
@@ -116,6 +124,8 @@ impl Default for StoreConfig {
             key_prefix: default_key_prefix(),
             call_timeout: default_call_timeout(),
             leader_lease: default_leader_lease(),
+            tls: None,
+            sentinel_tls: false,
             kind: StoreKind::Memory,
         }
     }
@@ -238,6 +248,11 @@ pub struct ControlSection {
     /// start with a PROXY protocol header (v1 or v2), whose client is what the per-IP cap
     /// counts; a connection from one without it is closed. Empty = none (restart).
     pub trusted_proxies: Vec<String>,
+    /// Serve the control API over TLS (restart; the files are re-read when they change).
+    /// With `client_ca`, every gateway must present a certificate from that CA (mutual
+    /// TLS, in addition to its worker token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::ServerTlsConfig>,
 }
 
 /// Limits of the worker control API's listener, enforced before a worker token is

@@ -45,6 +45,23 @@ impl TargetUrl {
         })
     }
 
+    /// A vendor list URL: `https://` (port 443 by default) or `http://`; the flag says
+    /// whether it is TLS.
+    pub fn parse_list(url: &str) -> Result<(bool, Self), String> {
+        if let Some(rest) = url.strip_prefix("https://") {
+            let mut target = Self::parse(&format!("http://{rest}"))?;
+            let authority = rest.split(['/', '?']).next().unwrap_or_default();
+            if split_host_port(authority)?.1.is_none() {
+                target.port = 443;
+            }
+            Ok((true, target))
+        } else {
+            Self::parse(url)
+                .map(|t| (false, t))
+                .map_err(|_| "must be an https:// (or, with allow_plaintext, http://) URL".into())
+        }
+    }
+
     /// The `Host` header value.
     pub fn host_header(&self) -> String {
         let host = if self.host.contains(':') {

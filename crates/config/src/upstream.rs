@@ -76,9 +76,30 @@ pub struct CredentialsConfig {
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
     pub kind: ProviderKind,
-    /// `http` only: the list URL (`http://`).
+    /// `http` only: the list URL (`https://`; `http://` only with `allow_plaintext`).
     #[serde(default)]
     pub url: Option<String>,
+    /// `http` only: allow an `http://` list URL. On-path attackers then see the
+    /// `authorization` and can add entries, so only for a vendor on the same host or a
+    /// trusted network (`dev` and the simulated vendor); a warning is logged at start.
+    #[serde(default)]
+    pub allow_plaintext: bool,
+    /// `http` only, for an `https://` list: the CA bundle the vendor must chain to (unset =
+    /// the public roots); a client certificate if the vendor wants one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::ClientTlsConfig>,
+    /// `http` only: where a listed entry may point to get the upstream's `credentials`:
+    /// domain suffixes (`vendor.example` matches it and `*.vendor.example`) and CIDR blocks
+    /// (`203.0.113.0/24`). An entry with no credentials of its own on a host outside them
+    /// is refused (counted in the upstream's status), so a tampered list cannot collect
+    /// the vendor account's credentials. Required when `credentials` is set.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// `http` only: accept entries on loopback, private (RFC 1918, unique-local), CGNAT or
+    /// link-local addresses. Off: such entries are refused and counted. `dev` and tests
+    /// with the simulated vendor (which lists loopback proxies) set it.
+    #[serde(default)]
+    pub allow_private_hosts: bool,
     /// `http` only: how the list is written.
     #[serde(default)]
     pub format: Option<ListFormat>,

@@ -38,6 +38,9 @@ pub(crate) fn validate(c: &mut Check<'_>, config: &mut Config, role: Role) {
         for (key, message) in config.control.limits.problems() {
             c.at(format!("control.limits.{key}"), message);
         }
+        if let Some(tls) = &mut config.control.tls {
+            crate::tls::check_server(c, "control.tls", tls);
+        }
         for (i, cidr) in config.control.trusted_proxies.iter().enumerate() {
             if let Err(message) = parse_cidr(cidr) {
                 c.at(format!("control.trusted_proxies[{i}]"), message);
@@ -99,6 +102,19 @@ fn store(c: &mut Check<'_>, store: &mut StoreConfig) {
     if store.kind == StoreKind::Memory && store.password.is_some() {
         c.at("store.password", "the memory store takes no password");
     }
+    if let Some(tls) = &mut store.tls {
+        crate::tls::check_client(c, "store.tls", tls);
+        c.require(
+            store.url.starts_with("rediss://"),
+            "store.tls",
+            "needs a rediss:// URL (Sentinel over TLS trusts the system roots)",
+        );
+    }
+    c.require(
+        !store.sentinel_tls || matches!(store.kind, StoreKind::Sentinel { .. }),
+        "store.sentinel_tls",
+        "only for a redis+sentinel:// URL",
+    );
     store_tuning(c, store);
 }
 
@@ -458,12 +474,34 @@ fn provider(c: &mut Check<'_>, upstream_path: &str, upstream: &mut UpstreamConfi
         ProviderKind::Http => {
             match &p.url {
                 None => c.at(format!("{path}.url"), "an http provider needs a url"),
-                Some(url) => {
-                    if let Err(message) = TargetUrl::parse(url) {
-                        c.at(format!("{path}.url"), message);
+                Some(url) => match TargetUrl::parse_list(url) {
+                    Err(message) => c.at(format!("{path}.url"), message),
+                    Ok((false, _)) if !p.allow_plaintext => c.at(
+                        format!("{path}.url"),
+                        "an http:// list exposes the vendor's authorization and lets anyone \
+                         on the path add entries: use https://, or set allow_plaintext = true \
+                         for a vendor on a trusted network",
+                    ),
+                    Ok((false, _)) if p.tls.is_some() => {
+                        c.at(format!("{path}.tls"), "only for an https:// list")
                     }
+                    Ok(_) => {}
+                },
+            }
+            if let Some(tls) = &mut p.tls {
+                crate::tls::check_client(c, &format!("{path}.tls"), tls);
+            }
+            for (j, host) in p.allowed_hosts.iter().enumerate() {
+                if let Err(message) = allowed_host(host) {
+                    c.at(format!("{path}.allowed_hosts[{j}]"), message);
                 }
             }
+            c.require(
+                upstream.credentials.is_none() || !p.allowed_hosts.is_empty(),
+                format!("{path}.allowed_hosts"),
+                "required with credentials: the vendor's hosts (domain suffixes or CIDRs) that \
+                 may receive them, so a tampered list cannot collect them",
+            );
             c.require(
                 p.format.is_some(),
                 format!("{path}.format"),
@@ -479,6 +517,14 @@ fn provider(c: &mut Check<'_>, upstream_path: &str, upstream: &mut UpstreamConfi
             }
         }
         ProviderKind::Static => {
+            c.require(
+                !p.allow_plaintext
+                    && p.tls.is_none()
+                    && p.allowed_hosts.is_empty()
+                    && !p.allow_private_hosts,
+                format!("{path}.allowed_hosts"),
+                "allow_plaintext, tls, allowed_hosts and allow_private_hosts are for an http provider",
+            );
             c.require(
                 p.url.is_none() && p.format.is_none(),
                 format!("{path}.url"),
@@ -500,6 +546,33 @@ fn provider(c: &mut Check<'_>, upstream_path: &str, upstream: &mut UpstreamConfi
                 }
             }
         }
+    }
+}
+
+/// An `allowed_hosts` entry: a CIDR block or a domain suffix (letters, digits, `-`, `.`).
+fn allowed_host(entry: &str) -> Result<(), String> {
+    if entry.contains('/') || entry.parse::<std::net::IpAddr>().is_ok() {
+        let cidr = if entry.contains('/') {
+            entry.to_owned()
+        } else if entry.contains(':') {
+            format!("{entry}/128")
+        } else {
+            format!("{entry}/32")
+        };
+        return parse_cidr(&cidr).map(drop);
+    }
+    let name = entry.strip_prefix("*.").unwrap_or(entry);
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .split('.')
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "{entry:?} is neither a domain suffix nor a CIDR block"
+        ))
     }
 }
 

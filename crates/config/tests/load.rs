@@ -588,3 +588,75 @@ fn balancer_lists_are_cidrs_named_by_key() {
         assert!(err.problems().iter().any(|p| p.path == key), "{key}: {err}");
     }
 }
+
+fn problems(result: Result<Config, ConfigError>) -> Vec<(String, String)> {
+    match result {
+        Err(ConfigError::Invalid { problems, .. }) => {
+            problems.into_iter().map(|p| (p.path, p.message)).collect()
+        }
+        other => panic!("expected an invalid configuration, got {other:?}"),
+    }
+}
+
+#[test]
+fn tls_files_are_anchored_at_the_file_and_a_missing_one_is_named_by_key() {
+    let dir = secret_dir();
+    std::fs::create_dir_all(dir.join("tls")).unwrap();
+    for name in ["api.pem", "api.key", "gw-ca.pem"] {
+        std::fs::write(dir.join("tls").join(name), "-----BEGIN X-----\n").unwrap();
+    }
+    let text = example().replace(
+        "\n[api.limits]\n",
+        "\n[api.tls]\ncert = \"tls/api.pem\"\nkey = \"tls/api.key\"\n\n[control.tls]\ncert = \"tls/missing.pem\"\nkey = \"tls/api.key\"\nclient_ca = \"tls/gw-ca.pem\"\n\n[api.limits]\n",
+    );
+    let found = problems(load(&text, example_env(), &dir));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "control.tls.cert");
+    assert!(found[0].1.contains("missing.pem"), "{found:?}");
+
+    let text = text.replace("tls/missing.pem", "tls/api.pem");
+    let config = load(&text, example_env(), &dir).unwrap();
+    let tls = config.api.tls.unwrap();
+    assert_eq!(tls.cert, dir.join("tls/api.pem"));
+    assert_eq!(
+        config.control.tls.unwrap().client_ca,
+        Some(dir.join("tls/gw-ca.pem"))
+    );
+}
+
+#[test]
+fn vendor_lists_need_https_or_allow_plaintext_and_credentials_need_allowed_hosts() {
+    let dir = secret_dir();
+    let plaintext = example().replace(
+        "url = \"https://vendor.example/",
+        "url = \"http://vendor.example/",
+    );
+    let found = problems(load(&plaintext, example_env(), &dir));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "upstreams[0].provider.url");
+    assert!(found[0].1.contains("allow_plaintext"), "{found:?}");
+    let allowed = plaintext.replace("# allow_plaintext = false", "allow_plaintext = true");
+    assert!(load(&allowed, example_env(), &dir).is_ok());
+
+    let open = example().replace("allowed_hosts = [\"vendor.example\"]", "allowed_hosts = []");
+    let found = problems(load(&open, example_env(), &dir));
+    assert_eq!(
+        found[0].0, "upstreams[0].provider.allowed_hosts",
+        "{found:?}"
+    );
+    let bad = example().replace(
+        "allowed_hosts = [\"vendor.example\"]",
+        "allowed_hosts = [\"vendor.example\", \"10.0.0.0/33\", \"bad host\"]",
+    );
+    let found: Vec<String> = problems(load(&bad, example_env(), &dir))
+        .into_iter()
+        .map(|p| p.0)
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "upstreams[0].provider.allowed_hosts[1]",
+            "upstreams[0].provider.allowed_hosts[2]"
+        ]
+    );
+}

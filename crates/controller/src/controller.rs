@@ -51,6 +51,8 @@ pub enum ControllerError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Store(#[from] StoreOpenError),
+    #[error("control.tls: {0}")]
+    Tls(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -170,7 +172,6 @@ impl Controller {
 
     /// One reconciler per upstream (to drive rounds by hand in tests).
     pub fn reconcilers(&self) -> Vec<Reconciler> {
-        let client = VendorClient::new();
         self.config()
             .upstreams
             .iter()
@@ -179,7 +180,7 @@ impl Controller {
                     Arc::new(u.clone()),
                     self.metered.clone(),
                     self.clock.clone(),
-                    client.clone(),
+                    VendorClient::for_upstream(&u.id, u.provider.tls.as_ref()),
                     self.board.clone(),
                 )
             })
@@ -291,6 +292,11 @@ impl Controller {
                 addr: self.config().listen.control,
                 source,
             })?;
+        // Before any loop is spawned, so a bad certificate leaves nothing running.
+        let control_tls = match &self.config().control.tls {
+            Some(tls) => Some(server_tls(tls).map_err(|e| ControllerError::Tls(e.to_string()))?),
+            None => None,
+        };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let loops = self.spawn_loops();
 
@@ -298,6 +304,7 @@ impl Controller {
         let config = self.config();
         let mut limits = serve_limits(&config.control.limits);
         limits.proxy_protocol_from = crate::config::parse_cidrs(&config.control.trusted_proxies);
+        limits.tls = control_tls.clone();
         let mut server_shutdown = shutdown_rx.clone();
         let server = tokio::spawn(async move {
             let graceful = async move {
@@ -315,6 +322,7 @@ impl Controller {
             shutdown: shutdown_tx,
             loops,
             server,
+            tls: control_tls,
         })
     }
 }
@@ -327,6 +335,8 @@ pub struct RunningController {
     shutdown: watch::Sender<bool>,
     loops: Loops,
     server: JoinHandle<()>,
+    /// The control API's TLS, re-read on reload (the files are polled as well).
+    tls: Option<proxypool_edge::ServerTls>,
 }
 
 /// The running leader-only loops and their own stop signal (a reload restarts them
@@ -353,6 +363,20 @@ impl Loops {
     }
 }
 
+/// A listener's TLS from its `[*.tls]` table (the client API's uses it too).
+pub fn server_tls(
+    tls: &proxypool_config::ServerTlsConfig,
+) -> Result<proxypool_edge::ServerTls, proxypool_edge::TlsError> {
+    proxypool_edge::ServerTls::load_polling(
+        proxypool_edge::ServerTlsFiles {
+            cert: tls.cert.clone(),
+            key: tls.key.clone(),
+            client_ca: tls.client_ca.clone(),
+        },
+        tls.poll_interval.as_duration(),
+    )
+}
+
 /// The edge scaffold's settings from `[control.limits]`.
 pub fn serve_limits(limits: &ControlLimits) -> ServeLimits {
     ServeLimits {
@@ -362,6 +386,7 @@ pub fn serve_limits(limits: &ControlLimits) -> ServeLimits {
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,
         proxy_protocol_from: Vec::new(),
+        tls: None,
     }
 }
 
@@ -390,6 +415,9 @@ impl RunningController {
             .publisher
             .replace_clients(gateway_clients(&config));
         controller.config.store(Arc::new(config));
+        if let Some(tls) = &self.tls {
+            tls.reload_or_keep();
+        }
         // The old loops finish their rounds before the new ones start: never two of one
         // loop at once.
         let idle = Loops {

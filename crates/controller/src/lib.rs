@@ -35,6 +35,6 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{Config, ConfigError, Env};
-pub use controller::{Controller, ControllerError, RunningController, serve_limits};
+pub use controller::{Controller, ControllerError, RunningController, serve_limits, server_tls};
 pub use leadership::{AlwaysLeader, Leadership, LeaseLeadership, LeaseOptions, Term};
 pub use store::{OpenedStore, StoreOpenError, open_store};

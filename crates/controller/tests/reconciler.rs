@@ -43,6 +43,9 @@ safety_margin = "5s"
 max_size = 1000
 [upstreams.provider]
 kind = "http"
+# the simulated vendor: plain HTTP on loopback, listing loopback proxies
+allow_plaintext = true
+allow_private_hosts = true
 url = "{url}"
 format = "{list_format}"
 timeout = "500ms"

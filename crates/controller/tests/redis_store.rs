@@ -49,6 +49,9 @@ max_size = 100
 
 [upstreams.provider]
 kind = "http"
+# the simulated vendor: plain HTTP on loopback, listing loopback proxies
+allow_plaintext = true
+allow_private_hosts = true
 url = "VENDOR_URL"
 format = "text"
 interval = "200ms"

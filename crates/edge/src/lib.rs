@@ -12,8 +12,11 @@
 //! - [`request_id`]: request id generation and the `X-Request-Id` header.
 //! - [`body`]: JSON request bodies with a cap enforced while reading.
 //! - [`auth`]: the bearer token of a request, from its headers alone.
+//! - [`tls`]: TLS on rustls (ring): the listeners' certificates (reloaded when the files
+//!   change) and optional client-certificate check, the outbound links' roots and client
+//!   certificate, one stream type for plain and TLS connections.
 //!
-//! It depends on `proxypool-core` and hyper/tokio only (no axum, no store), so the gateway
+//! It depends on `proxypool-core`, hyper/tokio and rustls only (no axum, no store), so the gateway
 //! can use it.
 
 pub mod auth;
@@ -22,6 +25,7 @@ pub mod error;
 pub mod gate;
 pub mod request_id;
 pub mod serve;
+pub mod tls;
 
 pub use auth::bearer_token;
 pub use body::{BodyError, read_json};
@@ -31,3 +35,4 @@ pub use gate::{Admitted, ConnectionGate, IpTicket, PerIpLimit, Refused};
 pub use hyper_util::service::TowerToHyperService;
 pub use request_id::{REQUEST_ID_HEADER, RequestId};
 pub use serve::{MIN_HEADER_BYTES, Peer, ServeLimits, serve};
+pub use tls::{ClientTls, ClientTlsFiles, Conn, ServerTls, ServerTlsFiles, Target, TlsError};

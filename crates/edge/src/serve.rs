@@ -7,13 +7,21 @@
 //! 1. **Admission at accept**, before a byte is read ([`ConnectionGate`]): the peer's
 //!    address must be under `max_connections_per_ip`, then the listener under
 //!    `max_connections`. Over either cap the socket is closed at once.
-//! 2. **hyper HTTP/1.1 with a timer**: the request head must arrive within
+//! 2. **TLS**, when the listener has a [`ServerTls`]: the handshake runs after admission
+//!    (so a slow handshake holds a capped slot, never an uncapped one) and must finish
+//!    within `header_read_timeout`, so a client cannot hold its slot by trickling a
+//!    handshake. A client that speaks plain HTTP to a TLS listener gets a plain `400` in
+//!    the JSON error shape (`tls_required`) and is closed, instead of a handshake error it
+//!    cannot read. Each handshake takes the configuration current at that moment, so a
+//!    certificate replaced on disk (the files are polled while the listener serves) is
+//!    served to new connections and open ones keep theirs.
+//! 3. **hyper HTTP/1.1 with a timer**: the request head must arrive within
 //!    `header_read_timeout` (hyper's timer runs from the moment the connection waits for a
 //!    head, so it also bounds a kept-alive connection's wait for its next request and cuts
 //!    off a client that trickles its head a byte at a time); a kept-alive connection with
 //!    no traffic and no request in flight is closed after `keepalive_idle` (so in effect a
 //!    kept-alive connection waits at most the smaller of the two for its next request).
-//! 3. **Head size**: hyper refuses a head over `max_header_bytes` (its read buffer is
+//! 4. **Head size**: hyper refuses a head over `max_header_bytes` (its read buffer is
 //!    capped at that size, at least hyper's minimum of 8192) and answers 431 itself, with
 //!    an empty body. hyper offers no hook for that answer, so the connection's IO writes
 //!    the JSON error body in its place: [`HeadGuard`] recognises hyper's own empty 431 (the
@@ -24,7 +32,7 @@
 //!    under the answer. Rejected alternatives: counting head bytes in a
 //!    pre-read layer needs an HTTP/1 parser of its own to find where the next head starts
 //!    after a body, and checking the size in the service only works below hyper's cap.
-//! 4. **Graceful shutdown**: when `shutdown` completes the listener stops accepting, every
+//! 5. **Graceful shutdown**: when `shutdown` completes the listener stops accepting, every
 //!    connection finishes the request in flight and closes, and `serve` returns when the
 //!    last one is gone (the caller bounds that wait).
 //!
@@ -32,6 +40,7 @@
 
 use crate::gate::{ConnectionGate, Refused};
 use crate::request_id::RequestId;
+use crate::tls::{Conn, ServerTls};
 use bytes::Bytes;
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -46,7 +55,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
@@ -72,6 +81,8 @@ pub struct ServeLimits {
     /// [`Peer`] and what the per-IP cap counts; without a valid one the connection is
     /// closed. Empty = nobody's PROXY header is read.
     pub proxy_protocol_from: Vec<(IpAddr, u8)>,
+    /// TLS on this listener (`None` = plain HTTP).
+    pub tls: Option<ServerTls>,
 }
 
 impl Default for ServeLimits {
@@ -83,6 +94,7 @@ impl Default for ServeLimits {
             keepalive_idle: Duration::from_secs(60),
             max_header_bytes: 16 * 1024,
             proxy_protocol_from: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -118,6 +130,9 @@ where
     let (stop_tx, stop_rx) = watch::channel(false);
     // Each connection holds a sender; when all are dropped the drain is over.
     let (open_tx, mut open_rx) = mpsc::channel::<()>(1);
+    if let Some(tls) = limits.tls.clone() {
+        tokio::spawn(tls.watch(stop_rx.clone()));
+    }
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -144,7 +159,9 @@ where
                     tracing::debug!(%client, "connection refused at accept (behind a balancer)");
                     return;
                 };
-                serve_connection(stream, client, service, &limits, stop).await;
+                if let Some(stream) = secure(stream, client, &limits).await {
+                    serve_connection(stream, client, service, &limits, stop).await;
+                }
                 drop((admitted, open));
             });
             continue;
@@ -165,7 +182,9 @@ where
         let stop = stop_rx.clone();
         let open = open_tx.clone();
         tokio::spawn(async move {
-            serve_connection(stream, peer, service, &limits, stop).await;
+            if let Some(stream) = secure(stream, peer, &limits).await {
+                serve_connection(stream, peer, service, &limits, stop).await;
+            }
             drop((admitted, open));
         });
     }
@@ -200,8 +219,70 @@ async fn unwrap_proxy_header(
     }
 }
 
+/// The TLS record type of a handshake: the first byte of every TLS client's first flight.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// Runs the TLS handshake when the listener has TLS, under `header_read_timeout`; `None`
+/// when the connection is to be closed (timeout, failed handshake, plain HTTP).
+async fn secure(stream: TcpStream, peer: SocketAddr, limits: &ServeLimits) -> Option<Conn> {
+    // Best effort: a socket that refuses the option still works, just with Nagle.
+    let _ = stream.set_nodelay(true);
+    let Some(tls) = &limits.tls else {
+        return Some(Conn::Plain(stream));
+    };
+    let deadline = tokio::time::Instant::now() + limits.header_read_timeout;
+    let mut first = [0u8; 1];
+    match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => {}
+        Ok(Ok(1)) => {
+            tokio::time::timeout_at(deadline, refuse_plaintext(stream))
+                .await
+                .ok();
+            tracing::debug!(%peer, "plain HTTP on a TLS listener: refused");
+            return None;
+        }
+        _ => return None,
+    }
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
+    match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => Some(Conn::Server(Box::new(stream))),
+        Ok(Err(error)) => {
+            tracing::debug!(%peer, %error, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
+/// Answers a plain-HTTP client of a TLS listener with a readable 400 and closes.
+async fn refuse_plaintext(mut stream: TcpStream) {
+    // Read what the client sent first, so closing does not reset the answer away.
+    let mut scratch = [0u8; 8192];
+    let _ = stream.read(&mut scratch).await;
+    let request_id = RequestId::generate();
+    let body = crate::error::error_body(
+        "tls_required",
+        "this listener speaks HTTPS only: use an https:// URL".to_owned(),
+        request_id.as_str(),
+    );
+    let mut answer = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+         cache-control: no-store\r\nx-request-id: {request_id}\r\nconnection: close\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(&body);
+    if stream.write_all(&answer).await.is_ok() {
+        let _ = stream.shutdown().await;
+    }
+}
+
 async fn serve_connection<S, B>(
-    stream: TcpStream,
+    stream: Conn,
     peer: SocketAddr,
     service: S,
     limits: &ServeLimits,
@@ -213,8 +294,6 @@ async fn serve_connection<S, B>(
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    // Best effort: a socket that refuses the option still works, just with Nagle.
-    let _ = stream.set_nodelay(true);
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(HeadGuard::new(
         stream,
@@ -336,7 +415,7 @@ where
 /// hyper's own empty 431 (see the module docs).
 #[derive(Debug)]
 struct HeadGuard {
-    stream: TcpStream,
+    stream: Conn,
     activity: Arc<Activity>,
     max_header_bytes: usize,
     /// The replacement answer being written, and how much of it is out.
@@ -360,7 +439,7 @@ const LINGER_BYTES: usize = 2 * 1024 * 1024;
 const LINGER_FOR: Duration = Duration::from_secs(1);
 
 impl HeadGuard {
-    fn new(stream: TcpStream, activity: Arc<Activity>, max_header_bytes: usize) -> Self {
+    fn new(stream: Conn, activity: Arc<Activity>, max_header_bytes: usize) -> Self {
         activity.touch();
         HeadGuard {
             stream,

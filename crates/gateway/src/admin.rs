@@ -25,6 +25,7 @@ pub(crate) fn admin_limits(limits: &Limits) -> ServeLimits {
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,
         proxy_protocol_from: Vec::new(),
+        tls: None,
     }
 }
 
@@ -34,7 +35,8 @@ pub(crate) async fn serve(
     shared: Arc<Shared>,
     metrics: Option<MetricsHandle>,
 ) {
-    let limits = admin_limits(&shared.config().limits);
+    let mut limits = admin_limits(&shared.config().limits);
+    limits.tls = shared.admin_tls.clone();
     let mut phase = shared.phase.clone();
     let stopped = async move {
         let _ = phase.wait_for(|p| *p == Phase::Stopped).await;
@@ -90,6 +92,7 @@ fn status_json(shared: &Shared) -> String {
         "phase": format!("{:?}", *shared.phase.borrow()).to_lowercase(),
         "serving": shared.store.current().is_ok(),
         "since_controller_ms": shared.store.since_fresh_ms(),
+        "control_error": shared.control_error.load().as_deref().map(String::as_str),
         "snapshot": view.as_ref().map(|v| serde_json::json!({
             "session_id": v.session_id,
             "version": v.reference.version,

@@ -4,10 +4,10 @@
 //! running gateway on reload ([`crate::Gateway`]'s reload handle).
 
 use crate::destination::DestinationPolicy;
-use proxypool_config::GatewaySection;
 pub use proxypool_config::gateway::{
     ControlConfig, Destinations, DialConfig, Limits, Listeners, Rotation, StickySessions,
 };
+use proxypool_config::{ClientTlsConfig, GatewaySection, ServerTlsConfig};
 use proxypool_core::{Secret, WorkerId};
 use proxypool_throttle::{EngineOptions, Policy};
 use std::time::Duration;
@@ -17,8 +17,14 @@ use std::time::Duration;
 pub struct GatewayConfig {
     /// This worker's stable id (the controller assigns proxies to it).
     pub worker_id: WorkerId,
-    /// Base URL of the controller's worker control API, `http://host:port`.
+    /// Base URL of the controller's worker control API, `https://host:port` (or
+    /// `http://host:port`).
     pub controller_url: String,
+    /// Trust and identity for an `https://` controller (`None` = the public roots, no
+    /// client certificate).
+    pub controller_tls: Option<ClientTlsConfig>,
+    /// TLS on the admin listener.
+    pub admin_tls: Option<ServerTlsConfig>,
     /// Bearer token the controller expects from this worker.
     pub worker_token: Secret,
     pub listeners: Listeners,
@@ -67,6 +73,8 @@ impl GatewayConfig {
         GatewayConfig {
             worker_id,
             controller_url,
+            controller_tls: section.controller_tls.clone(),
+            admin_tls: section.admin_tls.clone(),
             worker_token,
             listeners: section.listeners.clone(),
             limits: section.limits.clone(),
@@ -88,7 +96,7 @@ impl GatewayConfig {
         let fail = |message: String| Err(ConfigError(message));
         if crate::control::ControllerAddr::parse(&self.controller_url).is_err() {
             return fail(format!(
-                "controller_url must look like http://host:port, got {:?}",
+                "controller_url must look like https://host:port or http://host:port, got {:?}",
                 self.controller_url
             ));
         }

@@ -99,7 +99,39 @@ impl Gateway {
             Arc::clone(&metrics),
             Arc::clone(&clock),
         );
-        let addr = ControllerAddr::parse(&config.controller_url).map_err(ConfigError)?;
+        let mut addr = ControllerAddr::parse(&config.controller_url).map_err(ConfigError)?;
+        if addr.target.tls {
+            let files = config
+                .controller_tls
+                .as_ref()
+                .map_or_else(Default::default, |t| proxypool_edge::ClientTlsFiles {
+                    ca: t.ca.clone(),
+                    cert: t.cert.clone(),
+                    key: t.key.clone(),
+                });
+            let tls = proxypool_edge::ClientTls::load(&files)
+                .map_err(|e| ConfigError(format!("controller_tls: {e}")))?;
+            addr = addr.with_tls(tls);
+        } else if config.controller_tls.is_some() {
+            return Err(ConfigError(
+                "controller_tls is set but controller_url is not https://".into(),
+            )
+            .into());
+        }
+        let admin_tls = match &config.admin_tls {
+            Some(t) => Some(
+                proxypool_edge::ServerTls::load_polling(
+                    proxypool_edge::ServerTlsFiles {
+                        cert: t.cert.clone(),
+                        key: t.key.clone(),
+                        client_ca: t.client_ca.clone(),
+                    },
+                    t.poll_interval.as_duration(),
+                )
+                .map_err(|e| ConfigError(format!("admin_tls: {e}")))?,
+            ),
+            None => None,
+        };
         let control_client = ControlClient::new(
             addr,
             config.worker_token.clone(),
@@ -139,6 +171,8 @@ impl Gateway {
             clock,
             last_reload: ArcSwapOption::empty(),
             limiter_clock,
+            admin_tls,
+            control_error: control_client.last_error(),
         });
         Ok(Self {
             shared,

@@ -31,6 +31,10 @@ impl GatewayReload {
 
     /// Applies what of `config` may change while running (see the module docs).
     pub fn apply(&self, config: &GatewayConfig) -> Result<(), ConfigError> {
+        // Same paths, possibly new files (the listener polls them too).
+        if let Some(tls) = &self.shared.admin_tls {
+            tls.reload_or_keep();
+        }
         let running = self.shared.config();
         let mut next = GatewayConfig::clone(&running);
         next.limits.max_connections = config.limits.max_connections;

@@ -53,6 +53,10 @@ pub(crate) struct Shared {
     pub last_reload: ArcSwapOption<serde_json::Value>,
     /// The limiters' clock (a reloaded shield runs on it too).
     pub limiter_clock: LimiterClock,
+    /// TLS of the admin listener, loaded at start (its files are polled while it serves).
+    pub admin_tls: Option<proxypool_edge::ServerTls>,
+    /// Why the last control call failed (cleared by one that succeeds), for `/status`.
+    pub control_error: Arc<ArcSwapOption<String>>,
 }
 
 impl Shared {

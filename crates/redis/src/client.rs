@@ -70,6 +70,17 @@ impl RedisClient {
         service: &str,
         master: RedisConnectionInfo,
     ) -> Result<RedisClient, PoolError> {
+        Self::sentinel_with(sentinels, service, master, false)
+    }
+
+    /// As [`sentinel`](Self::sentinel); with `tls` the Sentinels and the master are
+    /// reached over TLS (`rediss://`), verified against the system roots.
+    pub fn sentinel_with(
+        sentinels: &[(String, u16)],
+        service: &str,
+        master: RedisConnectionInfo,
+        tls: bool,
+    ) -> Result<RedisClient, PoolError> {
         if sentinels.is_empty() || service.is_empty() {
             return Err(PoolError::invalid(
                 "a sentinel target needs at least one sentinel and a service name",
@@ -79,10 +90,21 @@ impl RedisClient {
             target: Target::Sentinel(SentinelTarget {
                 nodes: sentinels
                     .iter()
-                    .map(|(host, port)| format!("redis://{host}:{port}/"))
+                    .map(|(host, port)| {
+                        let scheme = if tls { "rediss" } else { "redis" };
+                        format!("{scheme}://{host}:{port}/")
+                    })
                     .collect(),
                 service: service.to_owned(),
-                master: SentinelNodeConnectionInfo::default().set_redis_connection_info(master),
+                master: {
+                    let info =
+                        SentinelNodeConnectionInfo::default().set_redis_connection_info(master);
+                    if tls {
+                        info.set_tls_mode(redis::TlsMode::Secure)
+                    } else {
+                        info
+                    }
+                },
             }),
         })
     }

@@ -103,6 +103,47 @@ pub(crate) async fn serve<H, F, A>(
     }
 }
 
+/// As [`serve`], over TLS with `config` (no upgrades: the list endpoint has none). A
+/// failed handshake closes that connection only.
+pub(crate) async fn serve_tls<H, F>(
+    listener: TcpListener,
+    mut signal: ShutdownSignal,
+    config: std::sync::Arc<rustls::ServerConfig>,
+    handler: H,
+) where
+    H: Fn(Request<Incoming>, std::net::SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    loop {
+        let accepted = tokio::select! {
+            () = signal.wait() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(err) => {
+                accept_error_pause(&err).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (handler, acceptor) = (handler.clone(), acceptor.clone());
+        spawn_until(&signal, async move {
+            let Ok(stream) = acceptor.accept(stream).await else {
+                return;
+            };
+            let service = service_fn(move |req| {
+                let response = handler(req, peer);
+                async move { Ok::<_, Infallible>(response.await) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
 /// Out of file descriptors and friends: back off briefly instead of spinning.
 pub(crate) async fn accept_error_pause(_err: &io::Error) {
     tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -100,6 +100,14 @@ impl SimVendor {
         &self.origin
     }
 
+    /// Serves the list over https too (see [`VendorEndpoint::serve_tls`]); its URL.
+    pub async fn serve_list_tls(
+        &self,
+        config: std::sync::Arc<rustls::ServerConfig>,
+    ) -> io::Result<String> {
+        self.vendor.serve_tls(config).await
+    }
+
     /// The list URL.
     pub fn list_url(&self) -> String {
         self.vendor.url()

@@ -25,6 +25,7 @@
 //! - `binaries`: where the server programs are found.
 //! - `scratch`, `url`: scratch directories and connection-URL parsing.
 //! - `error`: [`TestkitError`].
+//! - [`tls`]: [`TestCa`], a private CA writing server and client certificates as PEM files.
 //! - [`edge`]: real-socket clients for listener tests (idle floods, a client on another
 //!   loopback address, trickling and oversize requests); async, on tokio.
 //!
@@ -50,6 +51,7 @@ mod process;
 pub mod redis;
 mod scratch;
 mod skip;
+pub mod tls;
 mod url;
 
 pub use error::TestkitError;
@@ -57,5 +59,7 @@ pub use postgres::wire::Rows;
 pub use postgres::{POSTGRES_URL_ENV, PostgresServer};
 pub use redis::{REDIS_URL_ENV, RedisServer, RespConnection, RespValue};
 pub use skip::{
-    postgres_or_skip, private_postgres_or_skip, private_redis_or_skip, redis_or_skip, running_in_ci,
+    postgres_or_skip, private_postgres_or_skip, private_postgres_tls_or_skip,
+    private_redis_or_skip, private_redis_tls_or_skip, redis_or_skip, running_in_ci,
 };
+pub use tls::{CertFiles, TestCa};

@@ -17,6 +17,7 @@ use crate::binaries;
 use crate::error::{Result, TestkitError};
 use crate::process::{self, Launch, ServerProcess, StartFailure};
 use crate::scratch::{ScratchDir, scratch_base};
+use crate::tls::{CertFiles, TestCa};
 use crate::url::{ConnectionUrl, redact};
 
 /// Points the guards at an external Redis instead of starting one.
@@ -204,7 +205,17 @@ struct PrivateRedis {
     binary: PathBuf,
     config: PathBuf,
     log: PathBuf,
+    /// Also serve TLS on this port with these files (`--tls-port`).
+    tls: Option<RedisTls>,
     dir: ScratchDir,
+}
+
+/// The TLS side of a private server: its port and the files of a [`TestCa`].
+#[derive(Debug, Clone)]
+struct RedisTls {
+    port: u16,
+    server: CertFiles,
+    ca: PathBuf,
 }
 
 /// Credentials and database of an external server, from its URL.
@@ -224,6 +235,8 @@ pub struct RedisServer {
     port: u16,
     private: Option<PrivateRedis>,
     external: Option<ExternalRedis>,
+    /// `rediss://127.0.0.1:TLS_PORT/` when the server also speaks TLS.
+    tls_url: Option<String>,
 }
 
 /// Quotes a value for redis.conf (double quotes, backslash escapes).
@@ -265,11 +278,30 @@ impl PrivateRedis {
         let launch = Launch {
             server: SERVER,
             program: &self.binary,
-            args: vec![
-                self.config.clone().into_os_string(),
-                "--port".into(),
-                port.to_string().into(),
-            ],
+            args: {
+                let mut args: Vec<std::ffi::OsString> = vec![
+                    self.config.clone().into_os_string(),
+                    "--port".into(),
+                    port.to_string().into(),
+                ];
+                // The plain port stays for the readiness check; clients under test use TLS.
+                if let Some(tls) = &self.tls {
+                    args.extend([
+                        "--tls-port".into(),
+                        tls.port.to_string().into(),
+                        "--tls-cert-file".into(),
+                        tls.server.cert.clone().into_os_string(),
+                        "--tls-key-file".into(),
+                        tls.server.key.clone().into_os_string(),
+                        "--tls-ca-cert-file".into(),
+                        tls.ca.clone().into_os_string(),
+                        // A client certificate is checked when presented, not required.
+                        "--tls-auth-clients".into(),
+                        "optional".into(),
+                    ]);
+                }
+                args
+            },
             log: &self.log,
             working_dir: self.dir.path(),
             user: None,
@@ -296,6 +328,26 @@ impl RedisServer {
     /// Starts a private server even when `PROXYPOOL_TEST_REDIS_URL` is set (for tests that
     /// must stop and restart it).
     pub fn start_private() -> Result<Self> {
+        Self::start_private_with(None)
+    }
+
+    /// A private server that also serves TLS with a server certificate of `ca`
+    /// ([`tls_url`](Self::tls_url) is its `rediss://` URL).
+    pub fn start_private_tls(ca: &TestCa) -> Result<Self> {
+        let tls = RedisTls {
+            port: process::free_loopback_port()?,
+            server: ca.server("redis")?,
+            ca: ca.ca_path().to_owned(),
+        };
+        Self::start_private_with(Some(tls))
+    }
+
+    /// The `rediss://` URL of a server started with [`start_private_tls`](Self::start_private_tls).
+    pub fn tls_url(&self) -> Option<&str> {
+        self.tls_url.as_deref()
+    }
+
+    fn start_private_with(tls: Option<RedisTls>) -> Result<Self> {
         let binary = binaries::redis_server()?;
         let dir = ScratchDir::create(&scratch_base(None), "redis")?;
         let config = write_config(dir.path())?;
@@ -304,6 +356,7 @@ impl RedisServer {
             binary,
             config,
             log: dir.path().join("redis.log"),
+            tls,
             dir,
         };
         let mut attempt = 0;
@@ -320,6 +373,10 @@ impl RedisServer {
             url: format!("redis://127.0.0.1:{port}/"),
             host: "127.0.0.1".to_owned(),
             port,
+            tls_url: private
+                .tls
+                .as_ref()
+                .map(|tls| format!("rediss://127.0.0.1:{}/", tls.port)),
             private: Some(private),
             external: None,
         })
@@ -340,6 +397,7 @@ impl RedisServer {
             host: parsed.host,
             port: parsed.port.unwrap_or(6379),
             private: None,
+            tls_url: None,
             external: Some(ExternalRedis {
                 user: parsed.user,
                 password: parsed.password,

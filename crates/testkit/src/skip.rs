@@ -75,6 +75,24 @@ pub fn private_redis_or_skip() -> Option<RedisServer> {
     skip_or_fail("redis-server", REDIS_URL_ENV, RedisServer::start_private())
 }
 
+/// A private `redis-server` that also serves TLS with a certificate of `ca`.
+pub fn private_redis_tls_or_skip(ca: &crate::TestCa) -> Option<RedisServer> {
+    skip_or_fail(
+        "redis-server",
+        REDIS_URL_ENV,
+        RedisServer::start_private_tls(ca),
+    )
+}
+
+/// A private PostgreSQL with `ssl = on` and a certificate of `ca`.
+pub fn private_postgres_tls_or_skip(ca: &crate::TestCa) -> Option<PostgresServer> {
+    skip_or_fail(
+        "PostgreSQL (initdb/postgres)",
+        POSTGRES_URL_ENV,
+        PostgresServer::start_private_tls(ca),
+    )
+}
+
 /// Like [`postgres_or_skip`], but always a private cluster (for fault-injection tests).
 pub fn private_postgres_or_skip() -> Option<PostgresServer> {
     skip_or_fail(

@@ -64,6 +64,22 @@ pub(crate) async fn run(args: ExtractArgs) -> Result<(), Failure> {
             )
         })?;
     let base = BaseUrl::parse(&args.api).map_err(|e| Failure::new(code::INVALID, e))?;
+    let tls = match &args.ca {
+        Some(_) if !base.is_tls() => {
+            return Err(Failure::new(
+                code::INVALID,
+                "--ca needs an https:// API URL",
+            ));
+        }
+        Some(ca) => Some(
+            proxypool_edge::ClientTls::load(&proxypool_edge::ClientTlsFiles {
+                ca: Some(ca.clone()),
+                ..Default::default()
+            })
+            .map_err(|e| Failure::new(code::INVALID, format!("--ca: {e}")))?,
+        ),
+        None => None,
+    };
     let mut headers = vec![
         ("authorization", format!("Bearer {token}")),
         ("content-type", "application/json".to_owned()),
@@ -74,6 +90,7 @@ pub(crate) async fn run(args: ExtractArgs) -> Result<(), Failure> {
     }
     let answer = http_client::send(
         &base,
+        tls.as_ref(),
         Method::POST,
         "/v1/extractions",
         &headers,
@@ -244,6 +261,7 @@ mod tests {
         let args = ExtractArgs {
             api: "http://x".into(),
             token_env: "T".into(),
+            ca: None,
             count: 3,
             mode: Mode::AllOrNothing,
             protocol: Some("socks5".into()),

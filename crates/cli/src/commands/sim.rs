@@ -66,11 +66,11 @@ fn banner(sim: &SimVendor, ttl: u64) -> String {
     }
     let _ = writeln!(
         out,
-        "\nAn upstream entry for the controller's file (the origin serves the health check):\n"
+        "\nAn upstream entry for the controller's file (the origin serves the health check; the\nlist is plain http on loopback, hence allow_plaintext and allow_private_hosts):\n"
     );
     let _ = writeln!(
         out,
-        "[[upstreams]]\nid = \"sim\"\nttl = \"{}s\"\nmax_size = 1000\n[upstreams.provider]\nkind = \"http\"\nurl = \"{}\"\nformat = \"json\"\ninterval = \"2s\"\n[[upstreams.health.targets]]\nurl = \"{}\"",
+        "[[upstreams]]\nid = \"sim\"\nttl = \"{}s\"\nmax_size = 1000\n[upstreams.provider]\nkind = \"http\"\nallow_plaintext = true\nallow_private_hosts = true\nurl = \"{}\"\nformat = \"json\"\ninterval = \"2s\"\n[[upstreams.health.targets]]\nurl = \"{}\"",
         // A record lives as long as the vendor keeps a proxy (ten minutes without rotation).
         if ttl > 0 { ttl } else { 600 },
         sim.list_url(),

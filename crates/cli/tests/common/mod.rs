@@ -378,7 +378,7 @@ pub fn sim_upstream(sim: &proxypool_sim::SimVendor) -> String {
 /// [`sim_upstream`] under another upstream id.
 pub fn sim_upstream_named(id: &str, sim: &proxypool_sim::SimVendor) -> String {
     format!(
-        "[[upstreams]]\nid = \"{id}\"\nttl = \"10m\"\nmax_size = 100\n[upstreams.provider]\nkind = \"http\"\nurl = \"{}\"\nformat = \"json\"\ninterval = \"2s\"\n[[upstreams.health.targets]]\nurl = \"{}\"\n",
+        "[[upstreams]]\nid = \"{id}\"\nttl = \"10m\"\nmax_size = 100\n[upstreams.provider]\nkind = \"http\"\nallow_plaintext = true\nallow_private_hosts = true\nurl = \"{}\"\nformat = \"json\"\ninterval = \"2s\"\n[[upstreams.health.targets]]\nurl = \"{}\"\n",
         sim.list_url(),
         sim.origin().url("/health"),
     )

@@ -4,6 +4,7 @@
 //! the list. Host, credential and label checks happen later, in the store's shared batch
 //! validation (`proxypool_core::prepare_batch`), so every adapter drops the same things.
 
+use super::hygiene::{HostPolicy, Refusal};
 use proxypool_core::{Candidate, Credentials, Label, Protocol};
 use std::collections::BTreeMap;
 
@@ -16,6 +17,11 @@ pub enum EntryError {
     UnknownScheme,
     /// A TTL or expiry that is not a non-negative number.
     InvalidExpiry,
+    /// Refused by the upstream's [`HostPolicy`]: it would get the default credentials on a
+    /// host outside `allowed_hosts`.
+    HostNotAllowed,
+    /// Refused by the upstream's [`HostPolicy`]: a loopback, private or link-local host.
+    PrivateHost,
 }
 
 impl EntryError {
@@ -25,7 +31,14 @@ impl EntryError {
             EntryError::InvalidPort => "invalid_port",
             EntryError::UnknownScheme => "unknown_scheme",
             EntryError::InvalidExpiry => "invalid_expiry",
+            EntryError::HostNotAllowed => "host_not_allowed",
+            EntryError::PrivateHost => "private_host",
         }
+    }
+
+    /// Whether the host policy refused the entry (rather than its shape).
+    pub fn is_refusal(self) -> bool {
+        matches!(self, EntryError::HostNotAllowed | EntryError::PrivateHost)
     }
 }
 
@@ -36,6 +49,8 @@ pub struct EntryDefaults {
     pub region: Option<Label>,
     pub carrier: Option<Label>,
     pub credentials: Option<Credentials>,
+    /// The entry rules of a fetched list (`None` for a static list, which is our own).
+    pub hosts: Option<HostPolicy>,
 }
 
 impl EntryDefaults {
@@ -45,12 +60,22 @@ impl EntryDefaults {
         host: &str,
         port: u16,
         credentials: Option<Credentials>,
-    ) -> Candidate {
+    ) -> Result<Candidate, EntryError> {
+        // Checked before the credentials are attached: a refused entry never holds them.
+        if let Some(hosts) = &self.hosts {
+            let defaulted = credentials.is_none() && self.credentials.is_some();
+            hosts
+                .check(host, defaulted)
+                .map_err(|refusal| match refusal {
+                    Refusal::HostNotAllowed => EntryError::HostNotAllowed,
+                    Refusal::PrivateHost => EntryError::PrivateHost,
+                })?;
+        }
         let mut candidate = Candidate::new(protocol.unwrap_or(self.protocol), host, port);
         candidate.credentials = credentials.or_else(|| self.credentials.clone());
         candidate.region = self.region.as_ref().map(|l| l.as_str().to_owned());
         candidate.carrier = self.carrier.as_ref().map(|l| l.as_str().to_owned());
-        candidate
+        Ok(candidate)
     }
 }
 

@@ -1,17 +1,18 @@
-//! Fetching a vendor's list over HTTP with a deadline and a size cap.
+//! Fetching a vendor's list over HTTPS (or, where allowed, HTTP) with a deadline and a
+//! size cap.
 //!
-//! hyper's own client over plain TCP: the whole fetch (connect, headers, body) shares one
+//! hyper's own client over the edge's TLS dial (rustls): the whole fetch (connect, headers, body) shares one
 //! timeout, a declared or actual body over the cap fails the fetch without buffering the
 //! rest, and the `Authorization` value is marked sensitive so it never reaches a log.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
-use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, HeaderValue, USER_AGENT};
-use hyper::{Request, StatusCode, Uri};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use proxypool_core::Secret;
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, HOST, HeaderValue, USER_AGENT};
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use proxypool_config::ClientTlsConfig;
+use proxypool_core::{Secret, UpstreamId};
+use proxypool_edge::{ClientTls, ClientTlsFiles, Target};
 use std::time::Duration;
 
 /// Why a fetch failed; the kind is what the status API shows.
@@ -19,6 +20,10 @@ use std::time::Duration;
 pub enum FetchError {
     #[error("cannot connect to the vendor")]
     Connect,
+    /// The TLS handshake failed (the vendor's certificate is not trusted, or the TLS
+    /// settings could not be loaded).
+    #[error("TLS with the vendor failed: {0}")]
+    Tls(String),
     #[error("the vendor did not answer in time")]
     Timeout,
     #[error("the vendor answered HTTP {0}")]
@@ -35,6 +40,7 @@ impl FetchError {
     pub fn kind(&self) -> &'static str {
         match self {
             FetchError::Connect => "connect",
+            FetchError::Tls(_) => "tls",
             FetchError::Timeout => "timeout",
             FetchError::Status(_) => "http_status",
             FetchError::TooLarge => "too_large",
@@ -44,10 +50,15 @@ impl FetchError {
     }
 }
 
-/// A shared HTTP client for vendor lists.
+/// The HTTP client of one upstream's vendor list: plain `http://` or `https://` with the
+/// upstream's CA bundle (or the public roots) and optional client certificate.
+///
+/// One connection per fetch: a list is fetched every few seconds at most, so a pool
+/// would save little and would keep a socket (and a TLS session) open to every vendor.
 #[derive(Debug, Clone)]
 pub struct VendorClient {
-    client: Client<HttpConnector, Empty<Bytes>>,
+    /// `Err` when the upstream's TLS files could not be loaded: every fetch fails with it.
+    tls: Result<ClientTls, String>,
 }
 
 impl Default for VendorClient {
@@ -57,14 +68,37 @@ impl Default for VendorClient {
 }
 
 impl VendorClient {
+    /// `https://` against the public roots.
     pub fn new() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.enforce_http(true);
-        connector.set_nodelay(true);
         VendorClient {
-            client: Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(30))
-                .build(connector),
+            tls: Ok(ClientTls::public_roots()),
+        }
+    }
+
+    /// `https://` with these trust settings.
+    pub fn with_tls(tls: ClientTls) -> Self {
+        VendorClient { tls: Ok(tls) }
+    }
+
+    /// The client of an upstream's `provider.tls` (the public roots when unset). Files that
+    /// cannot be loaded are logged now and fail every fetch, so the status shows `tls`.
+    pub fn for_upstream(upstream: &UpstreamId, tls: Option<&ClientTlsConfig>) -> Self {
+        let Some(tls) = tls else {
+            return VendorClient::new();
+        };
+        let files = ClientTlsFiles {
+            ca: tls.ca.clone(),
+            cert: tls.cert.clone(),
+            key: tls.key.clone(),
+        };
+        match ClientTls::load(&files) {
+            Ok(tls) => VendorClient::with_tls(tls),
+            Err(error) => {
+                tracing::error!(%upstream, %error, "the vendor list's TLS settings cannot be loaded");
+                VendorClient {
+                    tls: Err(error.to_string()),
+                }
+            }
         }
     }
 
@@ -87,8 +121,29 @@ impl VendorClient {
         authorization: Option<&Secret>,
         max_bytes: usize,
     ) -> Result<Bytes, FetchError> {
-        let uri: Uri = url.parse().map_err(|_| FetchError::Request)?;
-        let mut request = Request::get(uri)
+        let target = Target::parse(url).map_err(|_| FetchError::Request)?;
+        let tls = match (&self.tls, target.tls) {
+            (Ok(tls), true) => Some(tls),
+            (Err(error), true) => return Err(FetchError::Tls(error.clone())),
+            (_, false) => None,
+        };
+        let stream = target.dial(tls).await.map_err(|error| {
+            // A refused certificate is worth its own kind: the operator must act on it.
+            if target.tls && error.get_ref().is_some_and(|e| e.is::<rustls::Error>()) {
+                FetchError::Tls(error.to_string())
+            } else {
+                FetchError::Connect
+            }
+        })?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+                .await
+                .map_err(|_| FetchError::Connect)?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let mut request = Request::get(target.path.as_str())
+            .header(HOST, target.authority.as_str())
             .header(USER_AGENT, "proxypool-controller")
             .header(ACCEPT, "application/json, text/plain;q=0.9, */*;q=0.5")
             .body(Empty::new())
@@ -99,9 +154,8 @@ impl VendorClient {
             value.set_sensitive(true);
             request.headers_mut().insert(AUTHORIZATION, value);
         }
-        let response = self
-            .client
-            .request(request)
+        let response = sender
+            .send_request(request)
             .await
             .map_err(|_| FetchError::Connect)?;
         if response.status() != StatusCode::OK {

@@ -73,7 +73,7 @@ fn parse_entry(
         (Some(user), Some(pass)) if !user.is_empty() => Some(Credentials::new(user, pass)),
         _ => return Err(EntryError::Malformed),
     };
-    let mut candidate = defaults.candidate(protocol, host, port, credentials);
+    let mut candidate = defaults.candidate(protocol, host, port, credentials)?;
     if let Some(region) = text(&["region", "country"])? {
         candidate.region = Some(region.to_owned());
     }
@@ -136,6 +136,7 @@ mod tests {
             region: None,
             carrier: None,
             credentials: None,
+            hosts: None,
         }
     }
 

@@ -1,13 +1,16 @@
 //! The provider reconciler: brings each vendor's proxies into the pool.
 //!
 //! - [`reconciler`]: one upstream's loop (fetch → parse → chunked upsert → status).
-//! - [`fetch`]: the HTTP fetch with timeout and size cap.
+//! - [`fetch`]: the HTTPS (or allowed HTTP) fetch with timeout and size cap.
 //! - [`text`], [`json`]: the two list formats; [`entry`]: what they produce and why an
 //!   entry is dropped.
+//! - [`hygiene`]: which fetched entries are accepted (`allowed_hosts` for the default
+//!   credentials, no internal addresses).
 //! - [`status`]: per-upstream status for the API.
 
 pub mod entry;
 pub mod fetch;
+pub mod hygiene;
 pub mod json;
 pub mod reconciler;
 pub mod status;

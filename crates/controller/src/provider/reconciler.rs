@@ -3,6 +3,7 @@
 
 use super::entry::{EntryDefaults, ParsedList};
 use super::fetch::{FetchError, VendorClient};
+use super::hygiene::HostPolicy;
 use super::json::parse_json;
 use super::status::StatusBoard;
 use super::text::{parse_line, parse_text};
@@ -30,6 +31,8 @@ pub struct RoundOutcome {
     pub report: UpsertReport,
     /// Entries dropped while parsing, by reason.
     pub parse_dropped: BTreeMap<String, u32>,
+    /// Of those, the entries the host policy refused (`host_not_allowed`, `private_host`).
+    pub refused: u32,
 }
 
 /// Why a round failed (nothing was upserted, or the store refused).
@@ -86,7 +89,26 @@ impl Reconciler {
                     .plain()
                     .map(|p| Credentials::new(c.username.clone(), p.expose()))
             }),
+            hosts: (upstream.provider.kind == ProviderKind::Http).then(|| {
+                HostPolicy::new(
+                    &upstream.provider.allowed_hosts,
+                    upstream.provider.allow_private_hosts,
+                )
+            }),
         };
+        if upstream.provider.kind == ProviderKind::Http
+            && upstream
+                .provider
+                .url
+                .as_deref()
+                .is_some_and(|url| url.starts_with("http://"))
+        {
+            tracing::warn!(
+                upstream = %upstream.id,
+                "vendor list over plain http:// (allow_plaintext): its authorization and \
+                 entries cross the network in clear"
+            );
+        }
         Reconciler {
             upstream,
             store,
@@ -146,6 +168,8 @@ impl Reconciler {
                     let dropped = dropped.clone().unwrap_or_default();
                     s.total_inserted += u64::from(outcome.report.inserted);
                     s.total_dropped += u64::from(dropped.values().sum::<u32>());
+                    s.last_refused = outcome.refused;
+                    s.total_refused += u64::from(outcome.refused);
                     s.last_dropped = dropped;
                 }
                 Err(e) => {
@@ -207,6 +231,19 @@ impl Reconciler {
         };
         let fetched =
             (parsed.candidates.len() + parsed.dropped.values().sum::<u32>() as usize) as u32;
+        let refused = parsed
+            .dropped
+            .iter()
+            .filter(|(reason, _)| reason.is_refusal())
+            .map(|(_, n)| n)
+            .sum();
+        if refused > 0 {
+            tracing::warn!(
+                upstream = %self.upstream.id,
+                refused,
+                "vendor list entries refused by allowed_hosts / allow_private_hosts"
+            );
+        }
         let parse_dropped = parsed
             .dropped
             .iter()
@@ -217,6 +254,7 @@ impl Reconciler {
             fetched,
             report,
             parse_dropped,
+            refused,
         })
     }
 

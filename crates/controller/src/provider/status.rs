@@ -26,6 +26,10 @@ pub struct UpstreamStatus {
     pub last_dropped: BTreeMap<String, u32>,
     pub last_over_max_size: u32,
     pub last_foreign_duplicates: u32,
+    /// Entries of the last list refused by the host policy (also in `last_dropped`, as
+    /// `host_not_allowed` and `private_host`): never upserted, never given credentials.
+    pub last_refused: u32,
+    pub total_refused: u64,
     pub total_fetches: u64,
     pub total_failures: u64,
     pub total_inserted: u64,

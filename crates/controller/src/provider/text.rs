@@ -45,7 +45,7 @@ fn parse_entry(line: &str, defaults: &EntryDefaults) -> Result<Candidate, EntryE
         if !tail.is_empty() {
             return Err(EntryError::Malformed);
         }
-        return Ok(defaults.candidate(protocol, host, port, credentials(user, pass)?));
+        return defaults.candidate(protocol, host, port, credentials(user, pass)?);
     }
     let (host, port, tail) = split_host_port(rest)?;
     let creds = match tail {
@@ -55,7 +55,7 @@ fn parse_entry(line: &str, defaults: &EntryDefaults) -> Result<Candidate, EntryE
             credentials(user, pass)?
         }
     };
-    Ok(defaults.candidate(protocol, host, port, creds))
+    defaults.candidate(protocol, host, port, creds)
 }
 
 fn credentials(user: &str, pass: &str) -> Result<Option<Credentials>, EntryError> {
@@ -94,6 +94,7 @@ mod tests {
             region: None,
             carrier: None,
             credentials: None,
+            hosts: None,
         }
     }
 

@@ -5,10 +5,14 @@
 //! one) and goes straight into the connection settings: it is never formatted into a URL,
 //! an error or a log line. For Sentinel it is the master's password; the Sentinels
 //! themselves are asked without one.
+//!
+//! TLS: a `rediss://` URL connects over rustls, verifying the server against
+//! `[store.tls] ca` (else the system roots) and presenting `[store.tls] cert`/`key` when
+//! set; `sentinel_tls` reaches the Sentinels and the master over TLS.
 
 use super::{OpenedStore, StoreOpenError};
 use crate::clock::SystemClock;
-use crate::config::{StoreConfig, StoreKind};
+use crate::config::{ClientTlsConfig, StoreConfig, StoreKind};
 use crate::leadership::{LeaseLeadership, LeaseOptions};
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
 use redis::{IntoConnectionInfo, RedisConnectionInfo};
@@ -61,9 +65,12 @@ fn client(config: &StoreConfig) -> Result<RedisClient, StoreOpenError> {
                 let settings = info.redis_settings().clone().set_password(password);
                 info = info.set_redis_settings(settings);
             }
-            redis::Client::open(info)
-                .map(RedisClient::from)
-                .map_err(invalid)
+            match &config.tls {
+                Some(tls) => redis::Client::build_with_tls(info, certificates(tls)?),
+                None => redis::Client::open(info),
+            }
+            .map(RedisClient::from)
+            .map_err(invalid)
         }
         StoreKind::Sentinel {
             sentinels,
@@ -78,11 +85,30 @@ fn client(config: &StoreConfig) -> Result<RedisClient, StoreOpenError> {
             if let Some(password) = password {
                 settings = settings.set_password(password);
             }
-            RedisClient::sentinel(&nodes, master, settings)
+            RedisClient::sentinel_with(&nodes, master, settings, config.sentinel_tls)
                 .map_err(|e| StoreOpenError::Open(e.to_string()))
         }
         StoreKind::Memory => Err(StoreOpenError::Open("not a redis store".into())),
     }
+}
+
+/// The CA bundle and client certificate of `[store.tls]`, read as PEM for the redis crate.
+fn certificates(tls: &ClientTlsConfig) -> Result<redis::TlsCertificates, StoreOpenError> {
+    let read = |path: &std::path::Path| {
+        std::fs::read(path)
+            .map_err(|e| StoreOpenError::Open(format!("store.tls: {}: {e}", path.display())))
+    };
+    let client_tls = match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+            client_cert: read(cert)?,
+            client_key: read(key)?,
+        }),
+        _ => None,
+    };
+    Ok(redis::TlsCertificates {
+        client_tls,
+        root_cert: tls.ca.as_deref().map(read).transpose()?,
+    })
 }
 
 /// `host:port` as validated by the config (an IPv6 host comes without brackets, and goes

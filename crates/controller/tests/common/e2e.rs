@@ -51,6 +51,9 @@ max_sessions = 8
 
 [upstreams.provider]
 kind = "http"
+# the simulated vendor: plain HTTP on loopback, listing loopback proxies
+allow_plaintext = true
+allow_private_hosts = true
 url = "VENDOR_URL"
 format = "json"
 interval = "1s"

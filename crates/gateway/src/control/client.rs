@@ -2,8 +2,13 @@
 //!
 //! One short-lived HTTP/1.1 connection per call: calls are rare (a long poll, a report
 //! every few seconds), and a fresh connection never inherits a half-dead socket after the
-//! controller restarts. Every call has a deadline.
+//! controller restarts. Every call has a deadline. Over `https://` each call runs a TLS
+//! handshake (the configured CA bundle or the public roots, and the worker's client
+//! certificate if it has one); a controller the roots do not vouch for is refused, and the
+//! reason (rustls's, e.g. an unknown issuer) is the call's error, logged by the control
+//! loop and shown as `control_error` on the admin `/status`.
 
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, StatusCode};
@@ -14,38 +19,49 @@ use proxypool_core::control::{
     WorkerSnapshot, ack_path, report_path, session_path, snapshot_path,
 };
 use proxypool_core::{RuntimeReport, Secret, WorkerId};
+use proxypool_edge::{ClientTls, Target};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// Largest control response accepted (a snapshot with many proxies and clients).
 const MAX_RESPONSE: usize = 64 * 1024 * 1024;
 
-/// `host:port` of the controller, from `http://host:port[/]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The controller's base URL: `https://host:port` (or `http://` on a trusted network),
+/// and the TLS settings to reach it with.
+#[derive(Debug, Clone)]
 pub(crate) struct ControllerAddr {
-    pub authority: String,
+    pub target: Target,
+    tls: Option<ClientTls>,
 }
 
 impl ControllerAddr {
+    /// Parses the URL (no path but `/`); the trust settings come with [`with_tls`](Self::with_tls).
     pub(crate) fn parse(url: &str) -> Result<Self, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| "only http:// controller URLs are supported".to_owned())?;
-        let authority = rest.trim_end_matches('/');
-        let valid = !authority.is_empty()
-            && !authority.contains('/')
-            && authority
-                .rsplit_once(':')
-                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-        if valid {
-            Ok(Self {
-                authority: authority.to_owned(),
-            })
-        } else {
-            Err(format!("controller URL {url:?} must be http://host:port"))
+        let target = Target::parse(url).map_err(|_| {
+            format!("controller URL {url:?} must be https://host:port or http://host:port")
+        })?;
+        let explicit_port = url
+            .split_once("://")
+            .map(|(_, rest)| rest.trim_end_matches('/'))
+            .is_some_and(|authority| {
+                authority
+                    .rsplit_once(':')
+                    .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
+            });
+        if target.path != "/" || !explicit_port {
+            return Err(format!(
+                "controller URL {url:?} must be https://host:port or http://host:port"
+            ));
         }
+        Ok(Self { target, tls: None })
+    }
+
+    /// The CA bundle and client certificate for an `https://` controller.
+    pub(crate) fn with_tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 }
 
@@ -76,6 +92,8 @@ pub(crate) struct ControlClient {
     token: Secret,
     worker: WorkerId,
     timeout: Duration,
+    /// The last failed call's reason (cleared by a call that succeeds), for `/status`.
+    last_error: Arc<ArcSwapOption<String>>,
 }
 
 impl ControlClient {
@@ -90,7 +108,13 @@ impl ControlClient {
             token,
             worker,
             timeout,
+            last_error: Arc::new(ArcSwapOption::empty()),
         }
+    }
+
+    /// The last failed call's reason, shared (the admin `/status` reads it).
+    pub(crate) fn last_error(&self) -> Arc<ArcSwapOption<String>> {
+        Arc::clone(&self.last_error)
     }
 
     pub(crate) async fn register(
@@ -171,10 +195,16 @@ impl ControlClient {
         body: Option<Vec<u8>>,
         deadline: Duration,
     ) -> Result<(StatusCode, Bytes), ControlError> {
-        match tokio::time::timeout(deadline, self.exchange(method, path, body)).await {
+        let result = match tokio::time::timeout(deadline, self.exchange(method, path, body)).await {
             Ok(result) => result,
             Err(_) => Err(ControlError::Timeout),
+        };
+        match &result {
+            // Fenced is the protocol working, not a failure to show.
+            Ok(_) | Err(ControlError::Fenced) => self.last_error.store(None),
+            Err(error) => self.last_error.store(Some(Arc::new(error.to_string()))),
         }
+        result
     }
 
     async fn exchange(
@@ -184,10 +214,12 @@ impl ControlClient {
         body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, Bytes), ControlError> {
         let transport = |error: &dyn std::fmt::Display| ControlError::Transport(error.to_string());
-        let stream = TcpStream::connect(self.addr.authority.as_str())
+        let stream = self
+            .addr
+            .target
+            .dial(self.addr.tls.as_ref())
             .await
             .map_err(|e| transport(&e))?;
-        let _ = stream.set_nodelay(true);
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream))
                 .await
@@ -201,7 +233,7 @@ impl ControlClient {
         let mut request = Request::builder()
             .method(method)
             .uri(path)
-            .header(header::HOST, self.addr.authority.as_str())
+            .header(header::HOST, self.addr.target.authority.as_str())
             .header(header::AUTHORIZATION, bearer);
         if body.is_some() {
             request = request.header(header::CONTENT_TYPE, "application/json");
@@ -256,19 +288,17 @@ mod tests {
 
     #[test]
     fn parses_controller_urls() {
+        let addr = ControllerAddr::parse("http://127.0.0.1:9000/").unwrap();
         assert_eq!(
-            ControllerAddr::parse("http://127.0.0.1:9000/")
-                .unwrap()
-                .authority,
-            "127.0.0.1:9000"
+            (addr.target.tls, addr.target.authority.as_str()),
+            (false, "127.0.0.1:9000")
         );
+        let addr = ControllerAddr::parse("https://ctl.local:8443").unwrap();
         assert_eq!(
-            ControllerAddr::parse("http://ctl.local:80")
-                .unwrap()
-                .authority,
-            "ctl.local:80"
+            (addr.target.tls, addr.target.host.as_str()),
+            (true, "ctl.local")
         );
-        assert!(ControllerAddr::parse("https://x:1").is_err());
+        assert!(ControllerAddr::parse("ftp://x:1").is_err());
         assert!(ControllerAddr::parse("http://x").is_err());
         assert!(ControllerAddr::parse("http://x:1/api").is_err());
     }

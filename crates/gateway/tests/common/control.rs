@@ -46,10 +46,29 @@ pub struct TestController {
     pub state: Arc<Mutex<ControlState>>,
     changed: Arc<Notify>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// Serves the control API over TLS with this when set.
+    tls: Option<proxypool_edge::ServerTls>,
 }
 
 impl TestController {
     pub async fn start(worker: &str, max_staleness_ms: u64) -> Arc<Self> {
+        Self::start_with(worker, max_staleness_ms, None).await
+    }
+
+    /// A controller serving over TLS (`https://` URL).
+    pub async fn start_tls(
+        worker: &str,
+        max_staleness_ms: u64,
+        tls: proxypool_edge::ServerTls,
+    ) -> Arc<Self> {
+        Self::start_with(worker, max_staleness_ms, Some(tls)).await
+    }
+
+    async fn start_with(
+        worker: &str,
+        max_staleness_ms: u64,
+        tls: Option<proxypool_edge::ServerTls>,
+    ) -> Arc<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let controller = Arc::new(Self {
@@ -61,13 +80,15 @@ impl TestController {
             })),
             changed: Arc::new(Notify::new()),
             task: Mutex::new(None),
+            tls,
         });
         controller.serve(listener);
         controller
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     fn serve(self: &Arc<Self>, listener: TcpListener) {
@@ -80,6 +101,16 @@ impl TestController {
                 };
                 let this = Arc::clone(&this);
                 connections.spawn(async move {
+                    let stream = match &this.tls {
+                        None => proxypool_edge::Conn::Plain(stream),
+                        Some(tls) => {
+                            let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
+                            match acceptor.accept(stream).await {
+                                Ok(stream) => proxypool_edge::Conn::Server(Box::new(stream)),
+                                Err(_) => return,
+                            }
+                        }
+                    };
                     let service = service_fn(move |request| {
                         let this = Arc::clone(&this);
                         async move { Ok::<_, std::convert::Infallible>(this.handle(request).await) }

@@ -22,7 +22,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 use tokio::net::TcpListener;
 
-use crate::http::{Body, chunked, full, respond, serve};
+use crate::http::{Body, chunked, full, respond, serve, serve_tls};
 use crate::shutdown::{Shutdown, ShutdownSignal};
 use crate::upstream::{ProxyKind, UpstreamProxy};
 use fleet::Fleet;
@@ -130,7 +130,7 @@ struct Inner {
 pub struct VendorEndpoint {
     addr: SocketAddr,
     inner: Arc<Inner>,
-    _shutdown: Shutdown,
+    shutdown: Shutdown,
 }
 
 impl VendorEndpoint {
@@ -158,13 +158,25 @@ impl VendorEndpoint {
         Ok(Self {
             addr,
             inner,
-            _shutdown: shutdown,
+            shutdown,
         })
     }
 
     /// Where the endpoint listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Serves the same list over TLS with `config` on another loopback port (until the
+    /// endpoint drops); returns its `https://127.0.0.1:port/proxies` URL, so the
+    /// certificate must name 127.0.0.1.
+    pub async fn serve_tls(&self, config: Arc<rustls::ServerConfig>) -> io::Result<String> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let addr = listener.local_addr()?;
+        let inner = Arc::clone(&self.inner);
+        let handler = move |_req, _peer| answer(Arc::clone(&inner));
+        tokio::spawn(serve_tls(listener, self.shutdown.signal(), config, handler));
+        Ok(format!("https://{addr}/proxies"))
     }
 
     /// The list URL: `http://127.0.0.1:port/proxies`.

@@ -25,6 +25,7 @@ use crate::error::{Result, TestkitError};
 use crate::privilege::{self, ServerUser, chown_tree};
 use crate::process::{self, Launch, ServerProcess, StartFailure};
 use crate::scratch::{ScratchDir, scratch_base};
+use crate::tls::{CertFiles, TestCa};
 use crate::url::{ConnectionUrl, percent_encode, redact};
 use template::SUPERUSER;
 use wire::{CANNOT_CONNECT_NOW, ConnectParams, Rows, WireConnection};
@@ -52,6 +53,8 @@ struct PrivatePostgres {
     user: Option<ServerUser>,
     data_dir: PathBuf,
     log: PathBuf,
+    /// `ssl = on` with this certificate and key (copies owned by the server account).
+    ssl: Option<(PathBuf, PathBuf)>,
     dir: ScratchDir,
 }
 
@@ -64,6 +67,8 @@ pub struct PostgresServer {
     parsed: ConnectionUrl,
     port: u16,
     private: Option<PrivatePostgres>,
+    /// The CA of a server started with [`start_private_tls`](Self::start_private_tls).
+    tls_ca: Option<PathBuf>,
 }
 
 fn probe(port: u16) -> std::result::Result<(), String> {
@@ -91,7 +96,7 @@ impl PrivatePostgres {
         } else {
             String::new()
         };
-        let settings = [
+        let mut settings = vec![
             "listen_addresses=127.0.0.1".to_owned(),
             format!("unix_socket_directories={socket_dir}"),
             // Throwaway clusters: durability costs time and buys nothing.
@@ -103,6 +108,13 @@ impl PrivatePostgres {
             "shared_buffers=32MB".to_owned(),
             "dynamic_shared_memory_type=mmap".to_owned(),
         ];
+        // TLS is offered, not forced: the readiness probe speaks plain; clients under test
+        // ask for `sslmode=verify-full`.
+        if let Some((cert, key)) = &self.ssl {
+            settings.push("ssl=on".to_owned());
+            settings.push(format!("ssl_cert_file={}", cert.display()));
+            settings.push(format!("ssl_key_file={}", key.display()));
+        }
         let mut args = vec![
             "-D".into(),
             self.data_dir.clone().into_os_string(),
@@ -157,9 +169,56 @@ impl PostgresServer {
     /// Starts a private cluster even when `PROXYPOOL_TEST_POSTGRES_URL` is set (for tests
     /// that must stop and restart it).
     pub fn start_private() -> Result<Self> {
+        Self::start_private_with(None)
+    }
+
+    /// A private cluster with `ssl = on` and a server certificate of `ca` for 127.0.0.1
+    /// ([`tls_url`](Self::tls_url) asks for `sslmode=verify-full` against `ca`).
+    pub fn start_private_tls(ca: &TestCa) -> Result<Self> {
+        let mut server = Self::start_private_with(Some(ca.server("postgres")?))?;
+        server.tls_ca = Some(ca.ca_path().to_owned());
+        Ok(server)
+    }
+
+    /// The superuser URL over TLS with `sslmode=verify-full` against the CA the server was
+    /// started with; `None` for a server without TLS.
+    pub fn tls_url(&self) -> Option<String> {
+        let ca = self.tls_ca.as_ref()?;
+        Some(format!(
+            "{}?sslmode=verify-full&sslrootcert={}",
+            self.url,
+            ca.display()
+        ))
+    }
+
+    fn start_private_with(server_cert: Option<CertFiles>) -> Result<Self> {
         let binaries = binaries::postgres()?;
         let user = privilege::postgres_server_user()?;
         let dir = ScratchDir::create(&scratch_base(user.as_ref()), "postgres")?;
+        // The server reads its key as its own account, and refuses a key others can read:
+        // copies inside its directory, chowned with it below.
+        let ssl = match server_cert {
+            Some(files) => {
+                let tls_dir = dir.path().join("tls");
+                let copy = |from: &Path, name: &str| -> Result<PathBuf> {
+                    let to = tls_dir.join(name);
+                    std::fs::copy(from, &to).map_err(|error| {
+                        TestkitError::io(format!("copying {}", from.display()), error)
+                    })?;
+                    Ok(to)
+                };
+                std::fs::create_dir(&tls_dir).map_err(|error| {
+                    TestkitError::io(format!("creating {}", tls_dir.display()), error)
+                })?;
+                let cert = copy(&files.cert, "server.pem")?;
+                let key = copy(&files.key, "server.key")?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|error| TestkitError::io(format!("chmod {}", key.display()), error))?;
+                Some((cert, key))
+            }
+            None => None,
+        };
         // The server account owns the socket directory; the log is opened by us.
         chown_tree(dir.path(), user.as_ref())?;
         let data_dir = dir.path().join("data");
@@ -170,6 +229,7 @@ impl PostgresServer {
             user,
             data_dir,
             log: dir.path().join("postgres.log"),
+            ssl,
             dir,
         };
         let mut attempt = 0;
@@ -188,6 +248,7 @@ impl PostgresServer {
             url,
             port,
             private: Some(private),
+            tls_ca: None,
         })
     }
 
@@ -215,6 +276,7 @@ impl PostgresServer {
             parsed,
             port,
             private: None,
+            tls_ca: None,
         })
     }
 

@@ -102,6 +102,9 @@ max_sessions = 32
 
 [upstreams.provider]
 kind = "http"
+# the simulated vendor: plain HTTP on loopback, listing loopback proxies
+allow_plaintext = true
+allow_private_hosts = true
 url = "{list}"
 format = "json"
 interval = "2s"

@@ -1,0 +1,193 @@
+//! [`HostPolicy`]: which entries of a fetched vendor list are accepted, so a list altered
+//! on the way (or by a compromised vendor endpoint) cannot point the checker and the
+//! gateways at a host of the attacker's choosing with the vendor account's credentials.
+//!
+//! Two rules, for `http` providers only (a static list is written in our own file):
+//!
+//! - An entry that would get the upstream's default `credentials` (it has none of its own)
+//!   must be on a host in `allowed_hosts`: a domain suffix (the name itself or any name
+//!   under it) or a CIDR block. Otherwise it is refused whole, so the credentials are
+//!   never attached to it.
+//! - An entry on a loopback, private (RFC 1918, unique-local), CGNAT, link-local or
+//!   unspecified address (IPv4-mapped forms included), or named `localhost`, is refused
+//!   unless `allow_private_hosts` is set: such a "proxy" would make the checker and the
+//!   gateways connect into our own network.
+//!
+//! Refused entries are counted by reason (`host_not_allowed`, `private_host`) with the
+//! other dropped entries on the upstream's status (`GET /v1/upstreams`).
+
+use proxypool_core::in_block;
+use std::net::IpAddr;
+
+/// Blocks that are never a vendor's public proxy.
+const INTERNAL: &[(&str, u8)] = &[
+    ("0.0.0.0", 8),
+    ("10.0.0.0", 8),
+    ("100.64.0.0", 10),
+    ("127.0.0.0", 8),
+    ("169.254.0.0", 16),
+    ("172.16.0.0", 12),
+    ("192.168.0.0", 16),
+    ("::", 128),
+    ("::1", 128),
+    ("fc00::", 7),
+    ("fe80::", 10),
+];
+
+/// One `allowed_hosts` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Allowed {
+    /// Lower-case, without a leading `*.`.
+    Suffix(String),
+    Block(IpAddr, u8),
+}
+
+/// Why an entry was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It would get the default credentials but its host is not in `allowed_hosts`.
+    HostNotAllowed,
+    /// It points into a loopback, private or link-local range.
+    PrivateHost,
+}
+
+/// The entry rules of one upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPolicy {
+    allowed: Vec<Allowed>,
+    allow_private: bool,
+}
+
+impl HostPolicy {
+    /// From the (validated) `allowed_hosts` and `allow_private_hosts`.
+    pub fn new(allowed_hosts: &[String], allow_private: bool) -> Self {
+        let allowed = allowed_hosts
+            .iter()
+            .filter_map(|entry| parse_allowed(entry))
+            .collect();
+        HostPolicy {
+            allowed,
+            allow_private,
+        }
+    }
+
+    /// Checks an entry on `host`; `defaulted` = it would get the upstream's credentials.
+    pub fn check(&self, host: &str, defaulted: bool) -> Result<(), Refusal> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let ip = bare.parse::<IpAddr>().ok();
+        if !self.allow_private && is_internal(bare, ip) {
+            return Err(Refusal::PrivateHost);
+        }
+        if defaulted && !self.allows(bare, ip) {
+            return Err(Refusal::HostNotAllowed);
+        }
+        Ok(())
+    }
+
+    fn allows(&self, host: &str, ip: Option<IpAddr>) -> bool {
+        let name = host.trim_end_matches('.').to_ascii_lowercase();
+        self.allowed.iter().any(|allowed| match (allowed, ip) {
+            (Allowed::Block(net, prefix), Some(ip)) => in_block(ip, *net, *prefix),
+            (Allowed::Suffix(suffix), None) => {
+                name == *suffix
+                    || name
+                        .strip_suffix(suffix.as_str())
+                        .is_some_and(|head| head.ends_with('.'))
+            }
+            _ => false,
+        })
+    }
+}
+
+/// One validated `allowed_hosts` entry (the configuration checked its shape).
+fn parse_allowed(entry: &str) -> Option<Allowed> {
+    let entry = entry.trim();
+    if let Some((ip, prefix)) = entry.split_once('/') {
+        return Some(Allowed::Block(ip.parse().ok()?, prefix.parse().ok()?));
+    }
+    if let Ok(ip) = entry.parse::<IpAddr>() {
+        return Some(Allowed::Block(ip, if ip.is_ipv4() { 32 } else { 128 }));
+    }
+    let name = entry.strip_prefix("*.").unwrap_or(entry);
+    Some(Allowed::Suffix(
+        name.trim_end_matches('.').to_ascii_lowercase(),
+    ))
+}
+
+fn is_internal(host: &str, ip: Option<IpAddr>) -> bool {
+    match ip {
+        Some(ip) => INTERNAL.iter().any(|(net, prefix)| {
+            net.parse()
+                .is_ok_and(|net: IpAddr| in_block(ip, net, *prefix))
+        }),
+        None => {
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(hosts: &[&str], allow_private: bool) -> HostPolicy {
+        let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
+        HostPolicy::new(&hosts, allow_private)
+    }
+
+    #[test]
+    fn default_credentials_go_only_to_allowed_hosts() {
+        let p = policy(
+            &["vendor.example", "203.0.113.0/24", "*.edge.example"],
+            false,
+        );
+        for host in [
+            "vendor.example",
+            "gw1.vendor.example",
+            "VENDOR.example.",
+            "203.0.113.9",
+            "a.edge.example",
+        ] {
+            assert_eq!(p.check(host, true), Ok(()), "{host}");
+        }
+        for host in [
+            "attacker.example",
+            "evilvendor.example",
+            "vendor.example.attacker.example",
+            "198.51.100.1",
+            "[2001:db8::1]",
+        ] {
+            assert_eq!(p.check(host, true), Err(Refusal::HostNotAllowed), "{host}");
+        }
+        // An entry with credentials of its own may be anywhere public.
+        assert_eq!(p.check("attacker.example", false), Ok(()));
+    }
+
+    #[test]
+    fn internal_hosts_are_refused_unless_allowed() {
+        let p = policy(&["0.0.0.0/0", "::/0", "localhost"], false);
+        for host in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "[::1]",
+            "[fd00::1]",
+            "[fe80::1]",
+            "[::ffff:127.0.0.1]",
+            "localhost",
+            "x.localhost",
+        ] {
+            assert_eq!(p.check(host, false), Err(Refusal::PrivateHost), "{host}");
+        }
+        assert_eq!(p.check("8.8.8.8", true), Ok(()));
+        let open = policy(&["127.0.0.0/8"], true);
+        assert_eq!(open.check("127.0.0.5", true), Ok(()));
+        assert_eq!(open.check("10.0.0.1", true), Err(Refusal::HostNotAllowed));
+        assert_eq!(open.check("10.0.0.1", false), Ok(()));
+    }
+}

@@ -1,0 +1,192 @@
+//! Vendor lists over https and the entry rules: a list served with a certificate of the
+//! configured CA is fetched, one from another CA fails as `tls` on the status; an entry
+//! that would get the upstream's credentials on a host outside `allowed_hosts`, or on an
+//! internal address, is refused, counted, and never stored with the credentials.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use proxypool_controller::provider::{Reconciler, StatusBoard, VendorClient};
+use proxypool_controller::{Clock, ManualClock};
+use proxypool_core::{DueQuery, HealthStore, ProxyRecord, UpstreamId};
+use proxypool_edge::{ServeLimits, ServerTls, ServerTlsFiles};
+use proxypool_pool::{MemoryPool, MemoryPoolOptions};
+use proxypool_testkit::TestCa;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// A vendor list endpoint answering `body` at any path, over TLS when given.
+async fn list_endpoint(body: &'static str, tls: Option<ServerTls>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = hyper::service::service_fn(move |_: Request<Incoming>| async move {
+        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from_static(
+            body.as_bytes(),
+        ))))
+    });
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let limits = ServeLimits {
+        tls,
+        ..ServeLimits::default()
+    };
+    tokio::spawn(proxypool_edge::serve(
+        listener,
+        service,
+        limits,
+        std::future::pending(),
+    ));
+    format!("{scheme}://127.0.0.1:{}/list", addr.port())
+}
+
+struct Rig {
+    pool: Arc<MemoryPool>,
+    clock: Arc<ManualClock>,
+    board: Arc<StatusBoard>,
+    reconciler: Reconciler,
+}
+
+fn rig(url: &str, provider_extra: &str, upstream_extra: &str) -> Rig {
+    let text = config_text(&format!(
+        r#"
+[[upstreams]]
+id = "acme"
+ttl = "5m"
+max_size = 1000
+{upstream_extra}
+[upstreams.provider]
+kind = "http"
+url = "{url}"
+format = "text"
+timeout = "2s"
+{provider_extra}
+[[upstreams.health.targets]]
+url = "http://127.0.0.1:9/"
+"#
+    ));
+    let config = parse_config(&text);
+    let upstream = config.upstreams[0].clone();
+    let pool = Arc::new(MemoryPool::new(MemoryPoolOptions::default()));
+    let clock = ManualClock::new(proxypool_core::now_millis());
+    let board = Arc::new(StatusBoard::default());
+    let reconciler = Reconciler::new(
+        Arc::new(upstream.clone()),
+        pool.clone(),
+        clock.clone(),
+        VendorClient::for_upstream(&upstream.id, upstream.provider.tls.as_ref()),
+        board.clone(),
+    );
+    Rig {
+        pool,
+        clock,
+        board,
+        reconciler,
+    }
+}
+
+async fn records(rig: &Rig) -> Vec<ProxyRecord> {
+    rig.pool
+        .due_for_check(
+            rig.clock.now(),
+            DueQuery {
+                limit: 10_000,
+                recheck_after_ms: 0,
+            },
+        )
+        .await
+        .unwrap()
+}
+
+fn acme() -> UpstreamId {
+    UpstreamId::new("acme").unwrap()
+}
+
+fn tls_of(ca: &TestCa) -> ServerTls {
+    let files = ca.server("vendor").unwrap();
+    ServerTls::load(ServerTlsFiles {
+        cert: files.cert,
+        key: files.key,
+        client_ca: None,
+    })
+    .unwrap()
+}
+
+const PUBLIC_LIST: &str = "198.51.100.7:3128:own-user:own-pass\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_over_https_from_the_configured_ca_is_fetched() {
+    let ca = TestCa::new("vendor ca").unwrap();
+    let url = list_endpoint(PUBLIC_LIST, Some(tls_of(&ca))).await;
+    let extra = format!(
+        "[upstreams.provider.tls]\nca = \"{}\"\n",
+        ca.ca_path().display()
+    );
+    let rig = rig(&url, &extra, "");
+    let outcome = rig.reconciler.reconcile_once().await.unwrap();
+    assert_eq!((outcome.fetched, outcome.report.inserted), (1, 1));
+    assert_eq!(records(&rig).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vendor_certificate_from_another_ca_fails_the_fetch_as_tls() {
+    let ca = TestCa::new("vendor ca").unwrap();
+    let other = TestCa::new("not the vendor's").unwrap();
+    let url = list_endpoint(PUBLIC_LIST, Some(tls_of(&ca))).await;
+    let extra = format!(
+        "[upstreams.provider.tls]\nca = \"{}\"\n",
+        other.ca_path().display()
+    );
+    let rig = rig(&url, &extra, "");
+    let error = rig.reconciler.reconcile_once().await.unwrap_err();
+    assert_eq!(error.kind(), "tls", "{error}");
+    assert!(error.to_string().contains("UnknownIssuer"), "{error}");
+    let status = rig.board.get(&acme()).unwrap();
+    assert_eq!(status.last_error.as_deref(), Some("tls"));
+    assert!(records(&rig).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_outside_the_allowed_hosts_or_on_internal_addresses_are_refused() {
+    // One list, as an attacker on the path might have rewritten it.
+    let list = "203.0.113.5:3128\n\
+                gw1.vendor.example:3128\n\
+                attacker.example:3128\n\
+                198.51.100.7:3128:own-user:own-pass\n\
+                127.0.0.1:3128:own-user:own-pass\n\
+                10.0.0.1:3128\n";
+    let url = list_endpoint(list, None).await;
+    let password = std::env::temp_dir().join(format!("vendor-pw-{}", std::process::id()));
+    std::fs::write(&password, "vendor-account-password").unwrap();
+    let credentials = format!(
+        "[upstreams.credentials]\nusername = \"acme-account\"\npassword = {{ file = \"{}\" }}\n",
+        password.display()
+    );
+    let rig = rig(
+        &url,
+        "allow_plaintext = true\nallowed_hosts = [\"vendor.example\", \"203.0.113.0/24\"]\n",
+        &credentials,
+    );
+    let outcome = rig.reconciler.reconcile_once().await.unwrap();
+    assert_eq!(outcome.fetched, 6);
+    assert_eq!(outcome.refused, 3);
+    let stored = records(&rig).await;
+    let mut hosts: Vec<&str> = stored.iter().map(|r| r.host.as_str()).collect();
+    hosts.sort_unstable();
+    assert_eq!(hosts, ["198.51.100.7", "203.0.113.5", "gw1.vendor.example"]);
+    for record in &stored {
+        let username = &record.credentials.as_ref().unwrap().username;
+        let expected = if record.host == "198.51.100.7" {
+            "own-user"
+        } else {
+            "acme-account"
+        };
+        assert_eq!(username, expected, "{}", record.host);
+    }
+    let status = rig.board.get(&acme()).unwrap();
+    assert_eq!((status.last_refused, status.total_refused), (3, 3));
+    assert_eq!(status.last_dropped.get("host_not_allowed"), Some(&1));
+    assert_eq!(status.last_dropped.get("private_host"), Some(&2));
+}
