@@ -10,9 +10,10 @@
 
 mod common;
 
+use common::split::{Tls, controller_config, gateway_config, migrate_quota, sim_upstream_tls};
 use common::{
-    Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, exit_of, free_port,
-    gateway_proxies, run, sim_upstream, sim_vendor, try_exit_via,
+    Proc, Scratch, curl, curl_or_skip, eventually, exit_of, free_port, gateway_proxies, run,
+    sim_upstream, sim_vendor, try_exit_via,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -21,175 +22,6 @@ use std::time::Duration;
 
 const PROXIES: usize = 10;
 const EXTRACTED: usize = 2;
-
-/// The TLS files of one run: a CA for every server certificate and the gateways' own.
-struct Tls {
-    ca: proxypool_testkit::TestCa,
-}
-
-impl Tls {
-    fn ca(&self) -> String {
-        self.ca.ca_path().display().to_string()
-    }
-
-    /// A `[table]` with a server certificate for 127.0.0.1 (and `extra` lines).
-    fn server_table(&self, table: &str, stem: &str, extra: &str) -> String {
-        let files = self.ca.server(stem).unwrap();
-        format!(
-            "[{table}]\ncert = \"{}\"\nkey = \"{}\"\n{extra}",
-            files.cert.display(),
-            files.key.display()
-        )
-    }
-
-    /// `sslmode=verify-full` against the CA, appended to a PostgreSQL URL.
-    fn pg(&self, url: &str) -> String {
-        format!("{url}?sslmode=verify-full&sslrootcert={}", self.ca())
-    }
-}
-
-/// The simulated vendor's list behind https (a certificate of the run's CA), as an
-/// upstream that trusts that CA: no allow_plaintext.
-fn sim_upstream_tls(list_url: &str, sim: &proxypool_sim::SimVendor, tls: &Tls) -> String {
-    format!(
-        "[[upstreams]]\nid = \"sim\"\nttl = \"10m\"\nmax_size = 100\n[upstreams.provider]\nkind = \"http\"\nallow_private_hosts = true\nurl = \"{list_url}\"\nformat = \"json\"\ninterval = \"2s\"\n[upstreams.provider.tls]\nca = \"{}\"\n[[upstreams.health.targets]]\nurl = \"{}\"\n",
-        tls.ca(),
-        sim.origin().url("/health"),
-    )
-}
-
-fn controller_config(
-    redis: &proxypool_testkit::RedisServer,
-    pg_port: u16,
-    control: u16,
-    api: u16,
-    upstream: &str,
-    tls: Option<&Tls>,
-) -> String {
-    let (store_url, quota_url) = match tls {
-        Some(tls) => (
-            redis.tls_url().unwrap().to_owned(),
-            tls.pg(&format!(
-                "postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"
-            )),
-        ),
-        None => (
-            format!("redis://127.0.0.1:{}/0", redis.port()),
-            format!("postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"),
-        ),
-    };
-    let tls_tables = match tls {
-        Some(tls) => format!(
-            "[store.tls]\nca = \"{}\"\n\n{}\n{}",
-            tls.ca(),
-            tls.server_table(
-                "control.tls",
-                "control",
-                &format!("client_ca = \"{}\"\n", tls.ca())
-            ),
-            tls.server_table("api.tls", "api", ""),
-        ),
-        None => String::new(),
-    };
-    format!(
-        r#"
-[store]
-url = "{store_url}"
-call_timeout = "250ms"
-leader_lease = "2s"
-
-[quota]
-url = "{quota_url}"
-password = {{ env = "QUOTA_PASSWORD" }}
-
-[listen]
-control = "127.0.0.1:{control}"
-api = "127.0.0.1:{api}"
-
-[snapshot]
-long_poll_wait = "2s"
-session_ttl = "3s"
-report_interval = "1s"
-poll_interval = "100ms"
-
-[ownership]
-lease = "3s"
-renew_before = "1s"
-interval = "200ms"
-per_worker_target = {PROXIES}
-
-[checker]
-interval = "200ms"
-
-[[worker_tokens]]
-name = "gw-a"
-token = {{ env = "WORKER_TOKEN_A" }}
-workers = ["gw-a"]
-
-[[worker_tokens]]
-name = "gw-b"
-token = {{ env = "WORKER_TOKEN_B" }}
-workers = ["gw-b"]
-
-{upstream}
-
-[[clients]]
-id = "acme"
-project = "acme"
-api_token = {{ env = "ACME_TOKEN" }}
-gateway_password = {{ env = "ACME_PASSWORD" }}
-
-{tls_tables}
-"#,
-    )
-}
-
-fn gateway_config(
-    worker: &str,
-    control: u16,
-    http: u16,
-    admin: u16,
-    sim: &proxypool_sim::SimVendor,
-    tls: Option<&Tls>,
-) -> String {
-    let destinations = allow_sim_origin(sim);
-    let token_var = if worker == "gw-a" {
-        "WORKER_TOKEN_A"
-    } else {
-        "WORKER_TOKEN_B"
-    };
-    let (scheme, controller_tls) = match tls {
-        Some(tls) => {
-            let identity = tls.ca.client(worker, worker).unwrap();
-            (
-                "https",
-                format!(
-                    "[gateway.controller_tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n",
-                    tls.ca(),
-                    identity.cert.display(),
-                    identity.key.display()
-                ),
-            )
-        }
-        None => ("http", String::new()),
-    };
-    format!(
-        r#"
-[gateway]
-worker_id = "{worker}"
-controller_url = "{scheme}://127.0.0.1:{control}"
-worker_token = {{ env = "{token_var}" }}
-shutdown_grace = "2000ms"
-[gateway.listeners]
-http = "127.0.0.1:{http}"
-admin = "127.0.0.1:{admin}"
-[gateway.control]
-max_backoff = "500ms"
-{controller_tls}
-{destinations}
-"#
-    )
-}
 
 /// The exits seen through `proxy` over `n` requests.
 fn exits(proxy: &str, origin: &str, n: usize) -> BTreeSet<String> {
@@ -254,7 +86,15 @@ fn split(with_tls: bool) {
     let (control, api) = (free_port(), free_port());
     let config = scratch.write(
         "controller.toml",
-        &controller_config(&redis, pg.port(), control, api, &upstream, tls.as_ref()),
+        &controller_config(
+            &redis,
+            pg.port(),
+            control,
+            api,
+            PROXIES,
+            &upstream,
+            tls.as_ref(),
+        ),
     );
     let config = config.to_str().unwrap();
     let env = [
@@ -267,21 +107,7 @@ fn split(with_tls: bool) {
     ];
 
     // The quota tables and the least-privilege role, as an operator would set them up.
-    let (code, stdout, stderr) = run(
-        &[
-            "migrate",
-            "--config",
-            config,
-            "--admin-url-env",
-            "PG_ADMIN_URL",
-            "--create-role",
-            "proxypool_quota",
-            "--role-password-env",
-            "QUOTA_PASSWORD",
-        ],
-        &env,
-    );
-    assert_eq!(code, 0, "{stderr}");
+    let stdout = migrate_quota(config, &env);
     assert!(stdout.contains("role proxypool_quota"), "{stdout}");
 
     let mut controller = Proc::start(

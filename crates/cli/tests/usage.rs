@@ -120,17 +120,19 @@ fn usage_is_exact_per_upstream_and_the_same_from_every_controller() {
     let config = scratch.write(
         "controller.toml",
         &controller_config(
-            redis.port(),
+            &redis,
             pg.port(),
             control,
             api,
             2 * PROXIES,
             &upstreams,
+            None,
         ),
     );
     let config = config.to_str().unwrap();
     let env = [
-        ("WORKER_TOKEN", "split-worker-token"),
+        ("WORKER_TOKEN_A", "split-worker-token-a"),
+        ("WORKER_TOKEN_B", "split-worker-token-b"),
         ("ACME_TOKEN", API_TOKEN),
         ("ACME_PASSWORD", "acme-gateway-password"),
         ("QUOTA_PASSWORD", "quota-role-password"),
@@ -186,7 +188,7 @@ fn usage_is_exact_per_upstream_and_the_same_from_every_controller() {
     let (http, admin) = (free_port(), free_port());
     let gateway_file = scratch.write(
         "gw-a.toml",
-        &gateway_config("gw-a", control, http, admin, &sim),
+        &gateway_config("gw-a", control, http, admin, &sim, None),
     );
     let _gateway = Proc::start(
         "gw-a",

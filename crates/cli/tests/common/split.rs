@@ -1,27 +1,88 @@
 //! Configuration files of the split-mode tests: controllers on a private Redis and
-//! PostgreSQL, and the gateways that register with them.
+//! PostgreSQL (optionally with TLS on every link), and the gateways that register with
+//! them (`gw-a` with `$WORKER_TOKEN_A`, `gw-b` with `$WORKER_TOKEN_B`).
 
 use super::allow_sim_origin;
 
-/// A controller on Redis and PostgreSQL with fast split-mode timings, the worker token
-/// for `gw-a` and `gw-b`, the client `acme`, and `upstreams` (`[[upstreams]]` entries).
+/// The TLS files of one run: a CA for every server certificate and the gateways' own.
+pub struct Tls {
+    pub ca: proxypool_testkit::TestCa,
+}
+
+impl Tls {
+    pub fn ca(&self) -> String {
+        self.ca.ca_path().display().to_string()
+    }
+
+    /// A `[table]` with a server certificate for 127.0.0.1 (and `extra` lines).
+    pub fn server_table(&self, table: &str, stem: &str, extra: &str) -> String {
+        let files = self.ca.server(stem).unwrap();
+        format!(
+            "[{table}]\ncert = \"{}\"\nkey = \"{}\"\n{extra}",
+            files.cert.display(),
+            files.key.display()
+        )
+    }
+
+    /// `sslmode=verify-full` against the CA, appended to a PostgreSQL URL.
+    pub fn pg(&self, url: &str) -> String {
+        format!("{url}?sslmode=verify-full&sslrootcert={}", self.ca())
+    }
+}
+
+/// The simulated vendor's list behind https (a certificate of the run's CA), as an
+/// upstream that trusts that CA: no allow_plaintext.
+pub fn sim_upstream_tls(list_url: &str, sim: &proxypool_sim::SimVendor, tls: &Tls) -> String {
+    format!(
+        "[[upstreams]]\nid = \"sim\"\nttl = \"10m\"\nmax_size = 100\n[upstreams.provider]\nkind = \"http\"\nallow_private_hosts = true\nurl = \"{list_url}\"\nformat = \"json\"\ninterval = \"2s\"\n[upstreams.provider.tls]\nca = \"{}\"\n[[upstreams.health.targets]]\nurl = \"{}\"\n",
+        tls.ca(),
+        sim.origin().url("/health"),
+    )
+}
+
 pub fn controller_config(
-    redis_port: u16,
+    redis: &proxypool_testkit::RedisServer,
     pg_port: u16,
     control: u16,
     api: u16,
     per_worker_target: usize,
-    upstreams: &str,
+    upstream: &str,
+    tls: Option<&Tls>,
 ) -> String {
+    let (store_url, quota_url) = match tls {
+        Some(tls) => (
+            redis.tls_url().unwrap().to_owned(),
+            tls.pg(&format!(
+                "postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"
+            )),
+        ),
+        None => (
+            format!("redis://127.0.0.1:{}/0", redis.port()),
+            format!("postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"),
+        ),
+    };
+    let tls_tables = match tls {
+        Some(tls) => format!(
+            "[store.tls]\nca = \"{}\"\n\n{}\n{}",
+            tls.ca(),
+            tls.server_table(
+                "control.tls",
+                "control",
+                &format!("client_ca = \"{}\"\n", tls.ca())
+            ),
+            tls.server_table("api.tls", "api", ""),
+        ),
+        None => String::new(),
+    };
     format!(
         r#"
 [store]
-url = "redis://127.0.0.1:{redis_port}/0"
+url = "{store_url}"
 call_timeout = "250ms"
 leader_lease = "2s"
 
 [quota]
-url = "postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"
+url = "{quota_url}"
 password = {{ env = "QUOTA_PASSWORD" }}
 
 [listen]
@@ -44,42 +105,70 @@ per_worker_target = {per_worker_target}
 interval = "200ms"
 
 [[worker_tokens]]
-name = "gateways"
-token = {{ env = "WORKER_TOKEN" }}
-workers = ["gw-a", "gw-b"]
+name = "gw-a"
+token = {{ env = "WORKER_TOKEN_A" }}
+workers = ["gw-a"]
 
-{upstreams}
+[[worker_tokens]]
+name = "gw-b"
+token = {{ env = "WORKER_TOKEN_B" }}
+workers = ["gw-b"]
+
+{upstream}
 
 [[clients]]
 id = "acme"
 project = "acme"
 api_token = {{ env = "ACME_TOKEN" }}
 gateway_password = {{ env = "ACME_PASSWORD" }}
-"#
+
+{tls_tables}
+"#,
     )
 }
 
-/// A split gateway `worker` of the controller at `control`, allowed to reach `sim`'s origin.
 pub fn gateway_config(
     worker: &str,
     control: u16,
     http: u16,
     admin: u16,
     sim: &proxypool_sim::SimVendor,
+    tls: Option<&Tls>,
 ) -> String {
     let destinations = allow_sim_origin(sim);
+    let token_var = if worker == "gw-a" {
+        "WORKER_TOKEN_A"
+    } else {
+        "WORKER_TOKEN_B"
+    };
+    let (scheme, controller_tls) = match tls {
+        Some(tls) => {
+            let identity = tls.ca.client(worker, worker).unwrap();
+            (
+                "https",
+                format!(
+                    "[gateway.controller_tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n",
+                    tls.ca(),
+                    identity.cert.display(),
+                    identity.key.display()
+                ),
+            )
+        }
+        None => ("http", String::new()),
+    };
     format!(
         r#"
 [gateway]
 worker_id = "{worker}"
-controller_url = "http://127.0.0.1:{control}"
-worker_token = {{ env = "WORKER_TOKEN" }}
+controller_url = "{scheme}://127.0.0.1:{control}"
+worker_token = {{ env = "{token_var}" }}
 shutdown_grace = "2000ms"
 [gateway.listeners]
 http = "127.0.0.1:{http}"
 admin = "127.0.0.1:{admin}"
 [gateway.control]
 max_backoff = "500ms"
+{controller_tls}
 {destinations}
 "#
     )
