@@ -158,6 +158,11 @@ pub struct ReportAck {
     /// `accepted` or `replayed`.
     pub outcome: String,
     pub session_expires_at_ms: UnixMillis,
+    /// Entries of the report the store did not take because the worker no longer owns
+    /// their proxy (its lease lapsed, or the proxy moved on). The rest of the report was
+    /// applied; the gateway stops relaying through these proxies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_proxies: Vec<ProxyId>,
 }
 
 /// The API error body shared by the client API and the control API.

@@ -165,6 +165,7 @@ pub(super) async fn report(
         }
         .to_owned(),
         session_expires_at_ms: session.expires_at_ms,
+        stale_proxies: Vec::new(),
     }))
 }
 

@@ -271,6 +271,7 @@ impl TestController {
                 json(&ReportAck {
                     outcome: "accepted".into(),
                     session_expires_at_ms: now_millis() + 30_000,
+                    stale_proxies: Vec::new(),
                 })
             }
             (Method::DELETE, p) if p.starts_with(&format!("{worker}/sessions/")) => {
