@@ -29,6 +29,9 @@ pub enum Conflict {
     Snapshot,
     /// The proxy is not in a state that allows the operation (e.g. not AVAILABLE).
     Status,
+    /// A leader's write carried a term (a lease fencing token) that is no longer the live
+    /// one: another controller leads now, or the lease lapsed.
+    StaleTerm,
 }
 
 impl fmt::Display for Conflict {
@@ -45,6 +48,7 @@ impl fmt::Display for Conflict {
             Conflict::Sequence => "report sequence is not strictly increasing",
             Conflict::Snapshot => "snapshot reference does not match",
             Conflict::Status => "proxy is not in a state that allows this operation",
+            Conflict::StaleTerm => "the writer's leader term is over (fenced write)",
         })
     }
 }

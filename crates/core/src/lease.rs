@@ -4,6 +4,12 @@
 //! only on the controller holding the `controller` lease, so vendor fetches and checks are
 //! not multiplied. Correctness never depends on the lease (every pool operation is atomic
 //! on its own); it saves work. A standby takes over once the holder stops renewing.
+//!
+//! The leader's own writes are fenced as well: a [`Fence`] names the lease and the token
+//! of the term the writer believes it holds, and a store handle made with
+//! [`crate::Fencing::fenced`] refuses every call, atomically with the call itself, unless
+//! that lease is live with that token (`Conflict::StaleTerm`). A leader paused past its
+//! lease (a stopped process, a long GC-like stall) cannot write once a standby took over.
 
 use crate::error::{PoolError, PoolResult};
 use crate::time::UnixMillis;
@@ -21,6 +27,28 @@ pub struct Lease {
     pub token: u64,
     pub acquired_at_ms: UnixMillis,
     pub expires_at_ms: UnixMillis,
+}
+
+/// The term a leader's write is made in: the lease's name and the token it held.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Fence {
+    pub lease: String,
+    pub token: u64,
+}
+
+impl Fence {
+    pub fn new(lease: impl Into<String>, token: u64) -> Self {
+        Fence {
+            lease: lease.into(),
+            token,
+        }
+    }
+
+    /// Whether `lease` (the live lease of this name at `now`, if any) is this term.
+    pub fn admits(&self, lease: Option<&Lease>, now: UnixMillis) -> bool {
+        lease
+            .is_some_and(|l| l.name == self.lease && l.token == self.token && now < l.expires_at_ms)
+    }
 }
 
 /// Stores leases (implemented by every activity-pool adapter).

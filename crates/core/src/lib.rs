@@ -9,8 +9,10 @@
 //! - [`extract`]: extraction requests, responses, filters and the request digest.
 //! - [`ownership`]: worker leases fenced by a global epoch.
 //! - [`runtime`]: worker sessions, snapshot references and runtime reports.
-//! - [`lease`]: named leader leases with fencing tokens (one active controller).
+//! - [`lease`]: named leader leases with fencing tokens (one active controller), and the
+//!   [`Fence`] a leader's writes carry.
 //! - [`inventory`]: inventory views and maintenance reports.
+//! - [`admin`]: operator state shared by every controller (worker modes, provider status).
 //! - [`ports`]: the async port traits the adapters implement.
 //! - [`port_set`]: destination ports a gateway client may reach (`"*"` or a list).
 //! - [`control`]: the worker control API messages (gateway ⇄ controller).
@@ -24,6 +26,7 @@
 //! This crate depends on nothing else of ours.
 
 pub mod address_block;
+pub mod admin;
 pub mod clock;
 pub mod control;
 pub mod error;
@@ -45,6 +48,7 @@ pub mod upsert;
 pub mod usage;
 
 pub use address_block::in_block;
+pub use admin::{AdminStore, ProviderStatus, WorkerMode, WorkerModeRecord};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use error::{Conflict, PoolError, PoolResult, Unavailable};
 pub use extract::{
@@ -53,12 +57,12 @@ pub use extract::{
 pub use health::{CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthReport};
 pub use ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, WorkerId};
 pub use inventory::{Footprint, InventoryView, SweepReport};
-pub use lease::{Lease, LeaseStore};
+pub use lease::{Fence, Lease, LeaseStore};
 pub use ownership::{Assignment, AssignmentState, OwnedProxy};
 pub use port_set::PortSet;
 pub use ports::{
-    ActivityPool, Extractor, HealthStore, InventoryReader, Maintenance, OwnershipRepository,
-    Upserter, UsageReader, WorkerRuntimeStore,
+    ActivityPool, Extractor, Fencing, HealthStore, InventoryReader, Maintenance,
+    OwnershipRepository, Upserter, UsageReader, WorkerRuntimeStore,
 };
 pub use proxy::{Health, Protocol, ProxyRecord, ProxyStatus, proxy_id_for};
 pub use runtime::{

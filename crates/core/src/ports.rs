@@ -7,11 +7,13 @@
 //!
 //! Every port is `Debug`, so a component holding `Arc<dyn Port>` can derive `Debug`.
 
+use crate::admin::AdminStore;
 use crate::error::PoolResult;
 use crate::extract::{ExtractOutcome, ExtractRequest, ExtractResponse};
 use crate::health::{DueQuery, HealthBatch, HealthReport};
 use crate::ids::{ClientId, ExtractionId, ProxyId, UpstreamId, WorkerId};
 use crate::inventory::{Footprint, InventoryView, SweepReport};
+use crate::lease::Fence;
 use crate::ownership::{Assignment, OwnedProxy};
 use crate::proxy::ProxyRecord;
 use crate::runtime::{ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession};
@@ -236,6 +238,13 @@ pub trait UsageReader: Send + Sync + Debug {
     async fn usage(&self, now: UnixMillis, clients: &[ClientId]) -> PoolResult<Vec<ClientUsage>>;
 }
 
+/// A handle on the same store whose every call is fenced by a leader term (see
+/// [`crate::lease`]): the call is refused, atomically and with nothing changed, with
+/// `Conflict::StaleTerm` unless the named lease is live with the fence's token.
+pub trait Fencing {
+    fn fenced(&self, fence: Fence) -> std::sync::Arc<dyn ActivityPool>;
+}
+
 pub trait ActivityPool:
     Upserter
     + HealthStore
@@ -245,6 +254,8 @@ pub trait ActivityPool:
     + InventoryReader
     + Maintenance
     + UsageReader
+    + AdminStore
+    + Fencing
     + 'static
 {
 }
@@ -258,6 +269,8 @@ impl<T> ActivityPool for T where
         + InventoryReader
         + Maintenance
         + UsageReader
+        + AdminStore
+        + Fencing
         + 'static
 {
 }

@@ -28,6 +28,8 @@
 //! keys                    SET   names of the dynamic index keys (for footprint/sweeps)
 //! leases                  HASH  lease name -> holder, token, acquired_at, expires_at
 //! lease-tokens            HASH  lease name -> last fencing token (no TTL: tokens only grow)
+//! worker-modes            HASH  worker -> mode, since        (cordoned or draining only)
+//! provider-status         HASH  upstream -> provider status (JSON, the leader's reconciler)
 //! usage-seen:<w>          HASH  client\tupstream -> a gateway's last accounted totals
 //! usage-total:<c>         HASH  upstream\tkind -> amount (kept a year after the last use)
 //! usage-m:<c> usage-h:<c> HASH  period\tupstream\tkind -> amount (pruned to an hour / a day)

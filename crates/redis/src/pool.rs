@@ -6,16 +6,20 @@ use crate::connection::Connector;
 use crate::keys;
 use crate::options::RedisPoolOptions;
 use crate::scripts::Scripts;
-use proxypool_core::{PoolResult, UnixMillis};
+use proxypool_core::{ActivityPool, Conflict, Fence, Fencing, PoolError, PoolResult, UnixMillis};
 use redis::{Script, Value};
+use std::sync::Arc;
 
 /// The activity pool in Redis: every port call is one atomic Lua script (or one read).
 #[derive(Debug)]
 pub struct RedisPool {
     pub(crate) options: RedisPoolOptions,
     base: String,
-    conn: Connector,
-    pub(crate) scripts: Scripts,
+    conn: Arc<Connector>,
+    pub(crate) scripts: Arc<Scripts>,
+    /// The leader term of a handle made by [`Fencing::fenced`], as the scripts read it
+    /// (`"<lease name>\t<token>"`); empty for an unfenced handle.
+    fence: String,
 }
 
 // RedisPool is a complete activity pool (and a lease store), like MemoryPool.
@@ -40,8 +44,9 @@ impl RedisPool {
         options.validate()?;
         Ok(RedisPool {
             base: keys::base(&options.key_prefix),
-            conn: Connector::new(client.into(), options.call_timeout),
-            scripts: Scripts::load(),
+            conn: Arc::new(Connector::new(client.into(), options.call_timeout)),
+            scripts: Arc::new(Scripts::load()),
+            fence: String::new(),
             options,
         })
     }
@@ -67,7 +72,9 @@ impl RedisPool {
             .map(|_| ())
     }
 
-    /// Runs a script with the common leading arguments (now, cleanup count, TTL slack).
+    /// Runs a script with the common leading arguments (now, cleanup count, TTL slack, the
+    /// handle's fence). A fenced call the script refused is `Conflict::StaleTerm` whatever
+    /// the script, so no reply parser needs to know about fencing.
     pub(crate) async fn eval(
         &self,
         script: &Script,
@@ -79,16 +86,44 @@ impl RedisPool {
             Side::Write => self.options.opportunistic_cleanup,
             Side::Read => 0,
         };
-        let mut all = Vec::with_capacity(args.len() + 3);
+        let mut all = Vec::with_capacity(args.len() + 4);
         all.push(clamp_ms(now).to_string());
         all.push(cleanup.to_string());
         all.push(self.options.key_ttl_slack_ms.to_string());
+        all.push(self.fence.clone());
         all.extend(args);
-        self.conn.eval(script, &self.base, &all).await
+        let value = self.conn.eval(script, &self.base, &all).await?;
+        if !self.fence.is_empty() && is_stale_term(&value) {
+            return Err(PoolError::Conflict(Conflict::StaleTerm));
+        }
+        Ok(value)
     }
 
     /// `GET` of a key under this pool's base.
     pub(crate) async fn get(&self, name: &str) -> PoolResult<Option<Vec<u8>>> {
         self.conn.get(&format!("{}{name}", self.base)).await
+    }
+}
+
+/// The reply `lib.lua`'s `P.run` gives instead of running a fenced script.
+fn is_stale_term(value: &Value) -> bool {
+    match value {
+        Value::Array(items) => matches!(
+            items.first(),
+            Some(Value::BulkString(word)) if word == b"stale_term"
+        ),
+        _ => false,
+    }
+}
+
+impl Fencing for RedisPool {
+    fn fenced(&self, fence: Fence) -> Arc<dyn ActivityPool> {
+        Arc::new(RedisPool {
+            options: self.options.clone(),
+            base: self.base.clone(),
+            conn: self.conn.clone(),
+            scripts: self.scripts.clone(),
+            fence: format!("{}\t{}", fence.lease, fence.token),
+        })
     }
 }

@@ -58,6 +58,10 @@ pub(crate) struct Scripts {
     pub(crate) lease_acquire: Script,
     pub(crate) lease_release: Script,
     pub(crate) lease_current: Script,
+    pub(crate) worker_mode_set: Script,
+    pub(crate) worker_modes: Script,
+    pub(crate) provider_status_put: Script,
+    pub(crate) provider_statuses: Script,
     /// `return 1`, without the helpers: the cheapest possible round trip.
     pub(crate) probe: Script,
 }
@@ -94,6 +98,10 @@ impl Scripts {
             lease_acquire: with_lib(include_str!("lua/lease_acquire.lua")),
             lease_release: with_lib(include_str!("lua/lease_release.lua")),
             lease_current: with_lib(include_str!("lua/lease_current.lua")),
+            worker_mode_set: with_lib(include_str!("lua/worker_mode_set.lua")),
+            worker_modes: with_lib(include_str!("lua/worker_modes.lua")),
+            provider_status_put: with_lib(include_str!("lua/provider_status_put.lua")),
+            provider_statuses: with_lib(include_str!("lua/provider_statuses.lua")),
             probe: Script::new(include_str!("lua/probe.lua")),
         }
     }
@@ -101,6 +109,6 @@ impl Scripts {
 
 impl fmt::Debug for Scripts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Scripts(30 Lua scripts)")
+        f.write_str("Scripts(34 Lua scripts)")
     }
 }

@@ -108,7 +108,7 @@ pub fn batch(upstream_name: &str, candidates: Vec<Candidate>) -> FetchedBatch {
 }
 
 /// Marks every id healthy at `now`.
-pub async fn mark_healthy<P: ActivityPool>(pool: &P, now: UnixMillis, ids: &[ProxyId]) {
+pub async fn mark_healthy<P: ActivityPool + ?Sized>(pool: &P, now: UnixMillis, ids: &[ProxyId]) {
     let observations = ids
         .iter()
         .map(|id| HealthObservation {
@@ -135,7 +135,7 @@ pub async fn mark_healthy<P: ActivityPool>(pool: &P, now: UnixMillis, ids: &[Pro
 }
 
 /// Upserts the candidates into `upstream_name` and marks them healthy; returns their ids.
-pub async fn seed_available<P: ActivityPool>(
+pub async fn seed_available<P: ActivityPool + ?Sized>(
     pool: &P,
     now: UnixMillis,
     upstream_name: &str,
@@ -166,7 +166,7 @@ pub async fn seed_available<P: ActivityPool>(
 }
 
 /// `n` available proxies `candidate(first..first+n)` in `upstream_name`.
-pub async fn seed_range<P: ActivityPool>(
+pub async fn seed_range<P: ActivityPool + ?Sized>(
     pool: &P,
     now: UnixMillis,
     upstream_name: &str,
@@ -206,7 +206,7 @@ fn next_request_number() -> u64 {
 
 /// The live, checkable record `id` (FETCHED, SUSPECT, AVAILABLE or UNHEALTHY), read through
 /// the public ports.
-pub async fn find_record<P: ActivityPool>(
+pub async fn find_record<P: ActivityPool + ?Sized>(
     pool: &P,
     now: UnixMillis,
     id: &ProxyId,

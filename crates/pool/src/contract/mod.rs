@@ -5,7 +5,9 @@
 //! test file; the macro lists every function once, so every adapter runs the same suite,
 //! never a copy. All time is explicit (`now`), so the suite time-travels any store.
 
+pub mod admin;
 pub mod extract;
+pub mod fencing;
 pub mod fixtures;
 pub mod health;
 pub mod inventory;
@@ -102,6 +104,9 @@ macro_rules! contract_suite {
             inventory::inventory_over_scan_budget_is_unavailable,
             maintenance::maintenance_sweep_is_bounded,
             maintenance::maintenance_ttl_churn_stays_bounded,
+            admin::admin_worker_modes_round_trip,
+            admin::admin_provider_status_replaces_per_upstream,
+            admin::admin_bad_provider_status_changes_nothing,
         );
     };
     (@each $factory:expr; $($module:ident :: $name:ident),* $(,)?) => {
@@ -123,6 +128,8 @@ macro_rules! lease_contract_suite {
             lease::lease_one_holder_at_a_time,
             lease::lease_renewal_keeps_token_and_takeover_bumps_it,
             lease::lease_concurrent_acquire_has_one_winner,
+            fencing::fencing_refuses_every_write_of_an_older_term,
+            fencing::fencing_refuses_a_lapsed_term_and_another_lease_s_token,
         );
     };
 }

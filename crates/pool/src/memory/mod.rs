@@ -5,6 +5,7 @@
 //! this the executable specification the contract suite checks other adapters against, and
 //! the embedded store for one machine.
 
+mod admin;
 mod extract;
 mod health;
 mod inventory;
@@ -15,9 +16,9 @@ mod state;
 mod upsert;
 mod usage;
 
-use proxypool_core::{PoolError, PoolResult, UnixMillis};
+use proxypool_core::{ActivityPool, Conflict, Fence, Fencing, PoolError, PoolResult, UnixMillis};
 use state::State;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Work bounds and retention of a MemoryPool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +49,10 @@ impl Default for MemoryPoolOptions {
 #[derive(Default)]
 pub struct MemoryPool {
     options: MemoryPoolOptions,
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
+    /// Set on a handle made by [`Fencing::fenced`]: every call first checks, under the same
+    /// lock, that this term's lease is the live one.
+    fence: Option<Fence>,
 }
 
 // Hand-written on purpose: components holding the pool derive `Debug`, and printing them
@@ -57,6 +61,7 @@ impl std::fmt::Debug for MemoryPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryPool")
             .field("options", &self.options)
+            .field("fence", &self.fence)
             .finish_non_exhaustive()
     }
 }
@@ -65,7 +70,8 @@ impl MemoryPool {
     pub fn new(options: MemoryPoolOptions) -> Self {
         MemoryPool {
             options,
-            state: Mutex::new(State::default()),
+            state: Arc::default(),
+            fence: None,
         }
     }
 
@@ -74,15 +80,40 @@ impl MemoryPool {
         // (`proxypool_core::sync`): a port call is one long critical section over several
         // indexes, so a panic inside it may have left them half-updated. Refuse to serve
         // from that state rather than answer wrongly.
-        self.state
+        let state = self
+            .state
             .lock()
-            .map_err(|_| PoolError::corrupt("memory pool lock poisoned by an earlier panic"))
+            .map_err(|_| PoolError::corrupt("memory pool lock poisoned by an earlier panic"))?;
+        // Reads carry no `now`: a read through a fenced handle only needs the token to be
+        // the last one handed out under the lease's name.
+        if let Some(fence) = &self.fence
+            && state.leases.get(&fence.lease).map(|l| l.token) != Some(fence.token)
+        {
+            return Err(PoolError::Conflict(Conflict::StaleTerm));
+        }
+        Ok(state)
     }
 
-    /// Locks the state and removes a few expired records first, as every write does.
+    /// Locks the state and removes a few expired records first, as every write does. A
+    /// fenced handle's write also needs its lease to be live at `now`.
     fn lock_for_write(&self, now: UnixMillis) -> PoolResult<MutexGuard<'_, State>> {
         let mut state = self.lock()?;
+        if let Some(fence) = &self.fence
+            && !fence.admits(state.leases.get(&fence.lease), now)
+        {
+            return Err(PoolError::Conflict(Conflict::StaleTerm));
+        }
         state.remove_expired_records(now, self.options.opportunistic_cleanup);
         Ok(state)
+    }
+}
+
+impl Fencing for MemoryPool {
+    fn fenced(&self, fence: Fence) -> Arc<dyn ActivityPool> {
+        Arc::new(MemoryPool {
+            options: self.options,
+            state: self.state.clone(),
+            fence: Some(fence),
+        })
     }
 }

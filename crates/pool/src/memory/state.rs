@@ -124,6 +124,10 @@ pub(crate) struct State {
     /// The last fencing token handed out per lease name (kept after release, so tokens
     /// only ever grow).
     pub(crate) lease_tokens: HashMap<String, u64>,
+    /// Workers whose mode is not `Active`.
+    pub(crate) worker_modes: std::collections::BTreeMap<WorkerId, proxypool_core::WorkerModeRecord>,
+    pub(crate) provider_statuses:
+        std::collections::BTreeMap<UpstreamId, proxypool_core::ProviderStatus>,
 }
 
 impl State {

@@ -3,7 +3,9 @@
 -- Calling convention: KEYS[1] is the keyspace base "<prefix>:{activity}:" (declared as a key
 -- so a cluster-aware client routes the call to the one slot of the {activity} hash tag);
 -- ARGV[1] = logical now (ms), ARGV[2] = expired records to remove on the side (0 in read
--- scripts), ARGV[3] = slack (ms) added to native key TTLs. Script arguments follow.
+-- scripts), ARGV[3] = slack (ms) added to native key TTLs, ARGV[4] = the caller's leader
+-- term ("<lease name>\t<token>", or "" when the call is not fenced). ARGV[4] is taken out
+-- below, so each script's own arguments start at ARGV[4].
 --
 -- Every time decision compares with ARGV now, never with the server clock: native TTLs are
 -- only a memory safety net, so a store that time-travels (the contract suite) stays exact.
@@ -23,6 +25,8 @@ local B = KEYS[1]
 local NOW = tonumber(ARGV[1])
 local CLEANUP = tonumber(ARGV[2])
 local SLACK = tonumber(ARGV[3])
+local FENCE = ARGV[4]
+table.remove(ARGV, 4)
 
 -- Record fields (tab separated; hot fields first). Mirrors src/codec/record.rs.
 local ST, HARD, USABLE, SUCC, PROTO, UP, REGION, CARRIER, MAXS = 1, 2, 3, 4, 5, 6, 7, 8, 9
@@ -443,7 +447,28 @@ end
 
 -- Runs a script body: corrupt state becomes a {'corrupt', what} reply, TTLs are extended
 -- once at the end, Redis errors propagate unchanged.
+-- Whether the caller's term is the live one: the lease exists, carries the fence's token,
+-- and has not lapsed at NOW. Checked before the script touches anything.
+function P.term_is_live()
+  if FENCE == '' then
+    return true
+  end
+  local tab = string.find(FENCE, '\t', 1, true)
+  if not tab then
+    return false
+  end
+  local v = redis.call('HGET', B .. 'leases', string.sub(FENCE, 1, tab - 1))
+  if not v then
+    return false
+  end
+  local l = P.split(v, '\t')
+  return #l == 4 and l[2] == string.sub(FENCE, tab + 1) and NOW < P.num(l[4])
+end
+
 function P.run(main)
+  if not P.term_is_live() then
+    return { 'stale_term' }
+  end
   local ok, res = pcall(main)
   if ok then
     P.flush_ttls()

@@ -1,6 +1,7 @@
 //! The Rust half of every port: validation (shared with MemoryPool through core), the
 //! script call, and decoding of the reply. One file per port family.
 
+mod admin;
 mod extract;
 mod health;
 mod inventory;

@@ -1,0 +1,119 @@
+//! Contract: AdminStore (worker modes and provider status are shared state: whatever one
+//! handle writes, every handle on the same store reads; bad input changes nothing).
+
+use super::PoolFactory;
+use super::fixtures::{T0, upstream, worker};
+use crate::fresh_pool;
+use proxypool_core::admin::MAX_PROVIDER_STATUS_BYTES;
+use proxypool_core::{AdminStore, PoolError, ProviderStatus, WorkerMode};
+
+pub async fn admin_worker_modes_round_trip<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    assert!(pool.worker_modes().await.unwrap().is_empty());
+
+    let cordoned = pool
+        .set_worker_mode(T0, &worker("w2"), WorkerMode::Cordoned)
+        .await
+        .unwrap();
+    assert_eq!(
+        (cordoned.mode, cordoned.since_ms),
+        (WorkerMode::Cordoned, T0)
+    );
+    // The same mode again keeps the time it was first set.
+    let again = pool
+        .set_worker_mode(T0 + 500, &worker("w2"), WorkerMode::Cordoned)
+        .await
+        .unwrap();
+    assert_eq!(again.since_ms, T0);
+    pool.set_worker_mode(T0 + 10, &worker("w1"), WorkerMode::Draining)
+        .await
+        .unwrap();
+    let modes = pool.worker_modes().await.unwrap();
+    let listed: Vec<_> = modes
+        .iter()
+        .map(|m| (m.worker.as_str(), m.mode, m.since_ms))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("w1", WorkerMode::Draining, T0 + 10),
+            ("w2", WorkerMode::Cordoned, T0)
+        ],
+        "ordered by worker"
+    );
+
+    // A new mode restarts the clock; `Active` forgets the record.
+    let drained = pool
+        .set_worker_mode(T0 + 20, &worker("w2"), WorkerMode::Draining)
+        .await
+        .unwrap();
+    assert_eq!(drained.since_ms, T0 + 20);
+    pool.set_worker_mode(T0 + 30, &worker("w1"), WorkerMode::Active)
+        .await
+        .unwrap();
+    let modes = pool.worker_modes().await.unwrap();
+    assert_eq!(modes.len(), 1);
+    assert_eq!(
+        (modes[0].worker.as_str(), modes[0].mode),
+        ("w2", WorkerMode::Draining)
+    );
+}
+
+fn status(name: &str, fetched: u32) -> ProviderStatus {
+    ProviderStatus {
+        upstream: Some(upstream(name)),
+        last_attempt_ms: Some(T0),
+        last_success_ms: Some(T0),
+        last_fetched: fetched,
+        total_fetches: 3,
+        last_dropped: [("malformed".to_owned(), 2)].into_iter().collect(),
+        ..ProviderStatus::default()
+    }
+}
+
+pub async fn admin_provider_status_replaces_per_upstream<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    assert!(pool.provider_statuses().await.unwrap().is_empty());
+    pool.put_provider_status(T0, &status("zeta", 4))
+        .await
+        .unwrap();
+    pool.put_provider_status(T0, &status("alpha", 7))
+        .await
+        .unwrap();
+    let mut newer = status("zeta", 9);
+    newer.last_error = Some("timeout".into());
+    newer.consecutive_failures = 1;
+    pool.put_provider_status(T0 + 1, &newer).await.unwrap();
+    assert_eq!(
+        pool.provider_statuses().await.unwrap(),
+        vec![status("alpha", 7), newer],
+        "one status per upstream, ordered by upstream, exactly as written"
+    );
+}
+
+pub async fn admin_bad_provider_status_changes_nothing<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    pool.put_provider_status(T0, &status("sim", 4))
+        .await
+        .unwrap();
+    let nameless = ProviderStatus {
+        upstream: None,
+        ..status("sim", 5)
+    };
+    assert!(matches!(
+        pool.put_provider_status(T0, &nameless).await,
+        Err(PoolError::InvalidInput(_))
+    ));
+    let mut huge = status("sim", 6);
+    huge.last_dropped = (0..MAX_PROVIDER_STATUS_BYTES / 8)
+        .map(|i| (format!("reason-{i}"), 1))
+        .collect();
+    assert!(matches!(
+        pool.put_provider_status(T0, &huge).await,
+        Err(PoolError::InvalidInput(_))
+    ));
+    assert_eq!(
+        pool.provider_statuses().await.unwrap(),
+        vec![status("sim", 4)]
+    );
+}
