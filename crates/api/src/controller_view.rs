@@ -1,12 +1,12 @@
 //! What the API needs from the controller beyond the activity-pool ports: the upstreams'
-//! provider status (the reconciler's state) and, optionally, a way to stop assigning new
-//! proxies to a worker being drained.
+//! provider status (the reconcilers' state, shared through the store) and, optionally, a
+//! nudge for the ownership manager when an operator changes a worker's mode.
 //!
 //! The controller implements these from its in-process state; tests implement them in test
 //! code. They are traits rather than data so the API always shows the current state.
 
 use async_trait::async_trait;
-use proxypool_core::{PoolResult, UnixMillis, UpstreamId, WorkerId};
+use proxypool_core::{PoolResult, UnixMillis, UpstreamId};
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
 
@@ -55,11 +55,9 @@ pub trait UpstreamStatusSource: Send + Sync + Debug {
     }
 }
 
-/// Keeps a drained worker drained: without it the ownership manager would hand the worker
-/// new proxies on its next pass. Optional; the admin drain works without it but then only
-/// drains what the worker owns at that moment.
-#[async_trait]
-pub trait WorkerCordon: Send + Sync + Debug {
-    /// Stop assigning proxies to `worker` (idempotent).
-    async fn cordon(&self, worker: &WorkerId) -> PoolResult<()>;
+/// Tells the controller in this process that an operator changed a worker's mode, so its
+/// ownership manager runs now instead of at its next interval. Optional: the mode lives in
+/// the store, and the leading controller acts on it within one ownership interval anyway.
+pub trait OwnershipWake: Send + Sync + Debug {
+    fn wake(&self);
 }

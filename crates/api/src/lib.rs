@@ -19,7 +19,7 @@
 //!     .extraction(ExtractionSettings { reserve_for_gateway: 2, ..Default::default() })
 //!     .shield_settings(ShieldSettings::default())
 //!     .metrics(proxypool_metrics::install()?)
-//!     .cordon(controller_cordon)                      // optional
+//!     .ownership_wake(controller)                     // optional
 //!     .build()?;
 //! proxypool_api::serve(listener, proxypool_api::router(state), &ApiLimits::default(), shutdown).await?;
 //! ```
@@ -42,7 +42,7 @@
 //! | `state` | [`ApiState`], [`ApiStateBuilder`], [`ApiPorts`] |
 //! | `config` | [`ApiLimits`], [`ExtractionSettings`], [`ShieldSettings`], [`ApiConfigError`] |
 //! | `clients` | [`ApiClient`], [`ClientDirectory`]: hashed bearer tokens |
-//! | `controller_view` | [`UpstreamStatusSource`], [`UpstreamStatus`], [`WorkerCordon`]: what the controller provides |
+//! | `controller_view` | [`UpstreamStatusSource`], [`UpstreamStatus`], [`OwnershipWake`]: what the controller provides |
 //! | `wire` | the JSON shapes |
 //! | `body` | JSON bodies: content type, size cap, field-naming errors |
 //! | `completion` | admitted work runs to completion even when the client goes away |
@@ -70,7 +70,7 @@ pub use admission::auth::{AdminPrincipal, Principal};
 pub use admission::shield::Shield;
 pub use clients::{ApiClient, ClientDirectory};
 pub use config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
-pub use controller_view::{FetchHealth, UpstreamStatus, UpstreamStatusSource, WorkerCordon};
+pub use controller_view::{FetchHealth, OwnershipWake, UpstreamStatus, UpstreamStatusSource};
 pub use error::{ApiError, ErrorCode};
 pub use proxypool_metrics::MetricsHandle;
 pub use request_id::RequestId;

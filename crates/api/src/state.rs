@@ -2,17 +2,17 @@
 //!
 //! The API sees the activity pool only through the four ports it calls, the quota through
 //! [`QuotaPort`], and the controller through [`UpstreamStatusSource`] (and optionally
-//! [`WorkerCordon`]). The controller or the CLI builds these and mounts [`crate::router`].
+//! [`OwnershipWake`]). The controller or the CLI builds these and mounts [`crate::router`].
 
 use crate::admission::policy::{ClientPolicies, InFlight};
 use crate::admission::shield::Shield;
 use crate::clients::{ApiClient, ClientDirectory};
 use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
-use crate::controller_view::{UpstreamStatusSource, WorkerCordon};
+use crate::controller_view::{OwnershipWake, UpstreamStatusSource};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{
-    ActivityPool, Extractor, InventoryReader, OwnershipRepository, SecretHash, UnixMillis,
-    UsageReader, WorkerRuntimeStore,
+    ActivityPool, AdminStore, Extractor, InventoryReader, OwnershipRepository, SecretHash,
+    UnixMillis, UsageReader, WorkerRuntimeStore,
 };
 use proxypool_metrics::MetricsHandle;
 use proxypool_quota::QuotaPort;
@@ -29,6 +29,8 @@ pub struct ApiPorts {
     pub quota: Arc<dyn QuotaPort>,
     pub upstreams: Arc<dyn UpstreamStatusSource>,
     pub usage: Arc<dyn UsageReader>,
+    /// Worker modes (cordon, drain) shared by every controller.
+    pub admin: Arc<dyn AdminStore>,
 }
 
 impl ApiPorts {
@@ -43,7 +45,8 @@ impl ApiPorts {
             inventory: pool.clone(),
             runtime: pool.clone(),
             ownership: pool.clone(),
-            usage: pool,
+            usage: pool.clone(),
+            admin: pool,
             quota,
             upstreams,
         }
@@ -72,7 +75,7 @@ struct Inner {
     metrics: Option<MetricsHandle>,
     /// The hash `GET /metrics` checks bearer tokens against (none: open); swapped on reload.
     metrics_token: ArcSwapOption<SecretHash>,
-    cordon: Option<Arc<dyn WorkerCordon>>,
+    ownership_wake: Option<Arc<dyn OwnershipWake>>,
     clock: fn() -> UnixMillis,
 }
 
@@ -97,7 +100,7 @@ pub struct ApiStateBuilder {
     shield: ShieldChoice,
     metrics: Option<MetricsHandle>,
     metrics_token: Option<SecretHash>,
-    cordon: Option<Arc<dyn WorkerCordon>>,
+    ownership_wake: Option<Arc<dyn OwnershipWake>>,
     reloader: Option<Arc<dyn ConfigReloader>>,
     trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     clock: fn() -> UnixMillis,
@@ -139,9 +142,9 @@ impl ApiStateBuilder {
         self
     }
 
-    /// Lets the admin drain keep the worker from getting new proxies.
-    pub fn cordon(mut self, cordon: Arc<dyn WorkerCordon>) -> Self {
-        self.cordon = Some(cordon);
+    /// Lets a worker mode change run the controller's ownership manager at once.
+    pub fn ownership_wake(mut self, wake: Arc<dyn OwnershipWake>) -> Self {
+        self.ownership_wake = Some(wake);
         self
     }
 
@@ -194,7 +197,7 @@ impl ApiStateBuilder {
                 trusted_proxies: self.trusted_proxies,
                 metrics: self.metrics,
                 metrics_token: ArcSwapOption::new(self.metrics_token.map(Arc::new)),
-                cordon: self.cordon,
+                ownership_wake: self.ownership_wake,
                 clock: self.clock,
             }),
         })
@@ -212,7 +215,7 @@ impl ApiState {
             shield: ShieldChoice::Settings(ShieldSettings::default()),
             metrics: None,
             metrics_token: None,
-            cordon: None,
+            ownership_wake: None,
             reloader: None,
             trusted_proxies: Vec::new(),
             clock: proxypool_core::now_millis,
@@ -291,8 +294,8 @@ impl ApiState {
         self.inner.metrics.as_ref()
     }
 
-    pub(crate) fn cordon(&self) -> Option<&Arc<dyn WorkerCordon>> {
-        self.inner.cordon.as_ref()
+    pub(crate) fn ownership_wake(&self) -> Option<&Arc<dyn OwnershipWake>> {
+        self.inner.ownership_wake.as_ref()
     }
 
     pub(crate) fn now(&self) -> UnixMillis {

@@ -214,11 +214,18 @@ pub struct WorkerBody {
     pub issued_snapshot: Option<SnapshotBody>,
     pub acked_snapshot: Option<SnapshotBody>,
     pub last_report: Option<ReportBody>,
+    /// What operators set: `active`, `cordoned` or `draining`.
+    pub mode: proxypool_core::WorkerMode,
 }
 
 impl WorkerBody {
-    pub fn new(session: &WorkerSession, runtime: Option<&StoredRuntime>) -> Self {
+    pub fn new(
+        session: &WorkerSession,
+        runtime: Option<&StoredRuntime>,
+        mode: proxypool_core::WorkerMode,
+    ) -> Self {
         WorkerBody {
+            mode,
             worker: session.worker.clone(),
             session_id: session.session_id.clone(),
             opened_at: session.opened_at_ms,
@@ -238,18 +245,18 @@ pub struct WorkersBody {
     pub truncated: bool,
 }
 
-/// `POST /v1/admin/workers/{id}/drain`.
+/// `POST /v1/admin/workers/{id}/cordon|drain|uncordon`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DrainBody {
+pub struct WorkerModeBody {
     pub worker: WorkerId,
-    /// Assignments this call moved to draining.
-    pub drained: u64,
-    /// Assignments draining on the worker after this call (at most the batch size).
+    /// `active`, `cordoned` or `draining`.
+    pub mode: proxypool_core::WorkerMode,
+    /// When the worker entered this mode.
+    pub since: UnixMillis,
+    /// Leases the worker serves with (at most the drain batch), as of this call.
+    pub serving: u64,
+    /// Leases being handed back (at most the drain batch), as of this call.
     pub draining: u64,
-    /// The worker owns more active assignments than one call drains: call again.
-    pub more: bool,
-    /// The controller was told to stop assigning to this worker.
-    pub cordoned: bool,
 }
 
 #[cfg(test)]

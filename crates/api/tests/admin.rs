@@ -1,15 +1,15 @@
-//! Admin routes: listing workers (session, snapshot versions, last report) and draining a
-//! worker through the ownership port, with and without a cordon.
+//! Admin routes: listing workers (session, snapshot versions, last report, mode) and
+//! cordoning, draining and uncordoning a worker (a mode in the store).
 
 mod common;
 
-use async_trait::async_trait;
 use common::*;
-use proxypool_api::{ExtractionSettings, WorkerCordon};
+use proxypool_api::{ExtractionSettings, OwnershipWake};
 use proxypool_core::{
-    PoolResult, ProxyId, ProxyRuntime, RuntimeReport, SnapshotRef, WorkerId, now_millis,
+    ProxyId, ProxyRuntime, RuntimeReport, SnapshotRef, WorkerId, WorkerMode, now_millis,
 };
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn worker(name: &str) -> WorkerId {
     WorkerId::new(name).unwrap()
@@ -80,21 +80,19 @@ async fn lists_workers_with_session_snapshot_and_last_report() {
 }
 
 #[derive(Debug, Default)]
-struct RecordingCordon(Mutex<Vec<WorkerId>>);
+struct CountingWake(AtomicUsize);
 
-#[async_trait]
-impl WorkerCordon for RecordingCordon {
-    async fn cordon(&self, worker: &WorkerId) -> PoolResult<()> {
-        self.0.lock().unwrap().push(worker.clone());
-        Ok(())
+impl OwnershipWake for CountingWake {
+    fn wake(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
 
-async fn drain(server: &TestServer, name: &str) -> Reply {
+async fn set_mode(server: &TestServer, name: &str, verb: &str) -> Reply {
     Reply::from(
         server
             .http
-            .post(server.url(&format!("/v1/admin/workers/{name}/drain")))
+            .post(server.url(&format!("/v1/admin/workers/{name}/{verb}")))
             .bearer_auth(ADMIN)
             .send()
             .await
@@ -103,72 +101,131 @@ async fn drain(server: &TestServer, name: &str) -> Reply {
     .await
 }
 
+async fn modes(server: &TestServer) -> Vec<(String, WorkerMode)> {
+    server
+        .pool
+        .worker_modes()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.worker.to_string(), m.mode))
+        .collect()
+}
+
 #[tokio::test]
-async fn drains_a_worker_in_batches_and_idempotently() {
-    let cordon = Arc::new(RecordingCordon::default());
+async fn cordon_drain_and_uncordon_are_stored_modes_and_wake_the_ownership_manager() {
+    let wake = Arc::new(CountingWake::default());
     let server = TestServer::memory(Setup {
         extraction: ExtractionSettings {
             drain_batch: 2,
             ..ExtractionSettings::default()
         },
-        cordon: Some(cordon.clone()),
+        ownership_wake: Some(wake.clone()),
         ..Setup::default()
     })
     .await;
     let ids = server.seed("acme", 0, 4).await;
     live_worker(&server, "gw-2", &ids[..3]).await;
 
-    let first = drain(&server, "gw-2").await;
-    assert_eq!(first.status, 200, "{}", first.text());
-    let first = first.json();
+    let cordoned = set_mode(&server, "gw-2", "cordon").await;
+    assert_eq!(cordoned.status, 200, "{}", cordoned.text());
+    let body = cordoned.json();
     assert_eq!(
         (
-            &first["drained"],
-            &first["draining"],
-            &first["more"],
-            &first["cordoned"]
+            &body["worker"],
+            &body["mode"],
+            &body["serving"],
+            &body["draining"]
         ),
-        (&2.into(), &2.into(), &true.into(), &true.into())
+        (&"gw-2".into(), &"cordoned".into(), &2.into(), &0.into()),
+        "counts are capped at the drain batch"
     );
-    let second = drain(&server, "gw-2").await.json();
+    let since = body["since"].clone();
     assert_eq!(
-        (&second["drained"], &second["more"]),
-        (&1.into(), &false.into())
+        modes(&server).await,
+        vec![("gw-2".into(), WorkerMode::Cordoned)]
     );
-    let third = drain(&server, "gw-2").await.json();
-    assert_eq!(third["drained"], 0, "nothing left to drain");
-    assert_eq!(third["draining"], 2, "listing is capped at the batch size");
+    // Cordoning again is idempotent: same mode, same time.
+    assert_eq!(
+        set_mode(&server, "gw-2", "cordon").await.json()["since"],
+        since
+    );
+
+    // The route records the mode; it does not drain by itself (the ownership manager does).
+    let drained = set_mode(&server, "gw-2", "drain").await.json();
+    assert_eq!(drained["mode"], "draining");
+    assert_eq!(
+        modes(&server).await,
+        vec![("gw-2".into(), WorkerMode::Draining)]
+    );
     let now = now_millis();
-    for id in &ids[..3] {
-        let assignment = server.pool.get(now, id).await.unwrap().unwrap();
-        assert!(assignment.is_draining(), "{id:?}");
-    }
-    assert_eq!(cordon.0.lock().unwrap().len(), 3);
-    // Draining is a mutation of its own quota operation.
+    assert!(
+        !server
+            .pool
+            .get(now, &ids[0])
+            .await
+            .unwrap()
+            .unwrap()
+            .is_draining()
+    );
+
+    let listed = server.get("/v1/admin/workers", Some(ADMIN)).await.json();
+    assert_eq!(listed["workers"][0]["mode"], "draining");
+
+    let active = set_mode(&server, "gw-2", "uncordon").await.json();
+    assert_eq!(active["mode"], "active");
+    assert!(
+        modes(&server).await.is_empty(),
+        "active is the default, not stored"
+    );
+    assert_eq!(
+        wake.0.load(Ordering::SeqCst),
+        4,
+        "every change nudges the manager"
+    );
+    // Each change is a mutation of its own quota operation.
     assert_eq!(
         server
             .quota
             .consumed("platform", "ops", proxypool_quota::Operation::Admin)
             .await,
-        3
+        4
     );
 }
 
 #[tokio::test]
-async fn a_worker_known_only_by_its_assignments_can_be_drained() {
+async fn unknown_workers_and_non_admins_change_nothing() {
     let server = TestServer::memory(Setup::default()).await;
     let ids = server.seed("acme", 0, 1).await;
-    let now = now_millis();
     server
         .pool
-        .assign(now, &ids[0], &worker("gw-3"), 30_000)
+        .assign(now_millis(), &ids[0], &worker("gw-3"), 30_000)
         .await
         .unwrap();
-    let reply = drain(&server, "gw-3").await;
+    // Known by its assignment only: fine.
+    let reply = set_mode(&server, "gw-3", "drain").await;
     assert_eq!(reply.status, 200, "{}", reply.text());
-    assert_eq!(reply.json()["drained"], 1);
-    assert_eq!(reply.json()["cordoned"], false);
-    drain(&server, "gw-none")
+    assert_eq!(reply.json()["serving"], 1);
+    // Never heard of: a typo, refused.
+    set_mode(&server, "gw-none", "cordon")
         .await
         .assert_error(404, "not_found");
+    set_mode(&server, "bad id!", "cordon")
+        .await
+        .assert_error(404, "not_found");
+    let reply = Reply::from(
+        server
+            .http
+            .post(server.url("/v1/admin/workers/gw-3/uncordon"))
+            .bearer_auth(ALICE)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(reply.status, 403, "{}", reply.text());
+    assert_eq!(
+        modes(&server).await,
+        vec![("gw-3".into(), WorkerMode::Draining)]
+    );
 }

@@ -1,16 +1,15 @@
 //! What the client API needs from the controller, implemented over a [`Controller`] in the
-//! same process: the upstreams' provider status ([`UpstreamStatusSource`]) and the cordon
-//! that keeps a drained worker drained ([`WorkerCordon`]).
+//! same process: the upstreams' provider status ([`UpstreamStatusSource`]) and a nudge of
+//! the ownership manager when an operator changes a worker's mode ([`OwnershipWake`]).
 //!
-//! Both read the controller's in-process state. With several controllers on one store
-//! (split mode), the provider status is that of the controller which leads (the others
-//! show `pending`), and a cordon holds in the controller whose API received it.
+//! The provider status is read from the store, where the leading controller's reconcilers
+//! write it, so with several controllers on one store every one answers the same.
 
 use async_trait::async_trait;
-use proxypool_api::{FetchHealth, UpstreamStatus, UpstreamStatusSource, WorkerCordon};
+use proxypool_api::{FetchHealth, OwnershipWake, UpstreamStatus, UpstreamStatusSource};
 use proxypool_controller::Controller;
 use proxypool_controller::provider::status::UpstreamOverview;
-use proxypool_core::{PoolResult, WorkerId};
+use proxypool_core::PoolResult;
 
 /// The controller, seen by the client API.
 #[derive(Debug, Clone)]
@@ -30,17 +29,16 @@ impl UpstreamStatusSource for ControllerView {
         Ok(self
             .controller
             .upstream_overviews()
+            .await?
             .into_iter()
             .map(to_status)
             .collect())
     }
 }
 
-#[async_trait]
-impl WorkerCordon for ControllerView {
-    async fn cordon(&self, worker: &WorkerId) -> PoolResult<()> {
-        self.controller.cordon(worker);
-        Ok(())
+impl OwnershipWake for ControllerView {
+    fn wake(&self) {
+        self.controller.wake_ownership();
     }
 }
 

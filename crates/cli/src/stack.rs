@@ -294,7 +294,8 @@ fn start_api(
         inventory: pool.clone(),
         runtime: pool.clone(),
         ownership: pool.clone(),
-        usage: pool,
+        usage: pool.clone(),
+        admin: pool,
         quota: quota.port.clone(),
         upstreams: view.clone(),
     };
@@ -304,7 +305,7 @@ fn start_api(
         .shield_settings(ShieldSettings::from(&section.shield))
         .metrics_token(metrics_token(section))
         .trusted_proxies(proxypool_config::parse_cidrs(&section.trusted_proxies))
-        .cordon(view);
+        .ownership_wake(view);
     if let Some(reloader) = reloader {
         builder = builder.reloader(reloader);
     }

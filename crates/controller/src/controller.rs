@@ -23,11 +23,12 @@ use crate::config::ControlLimits;
 use crate::config::ProviderKind;
 use crate::config::{Config, ConfigError};
 use crate::leadership::Leadership;
+use crate::leadership::TermStore;
 use crate::leadership::job::run_leader_job;
 use crate::maintenance::Sweeper;
 use crate::metrics::metered::MeteredPool;
 use crate::metrics::pool::PoolGauges;
-use crate::ownership::{Cordons, OwnershipManager};
+use crate::ownership::OwnershipManager;
 use crate::provider::status::UpstreamOverview;
 use crate::provider::{Reconciler, StatusBoard, VendorClient};
 use crate::snapshot::{ChangeSignal, SnapshotPublisher};
@@ -76,7 +77,6 @@ pub struct Controller {
     board: Arc<StatusBoard>,
     publisher: Arc<SnapshotPublisher>,
     wake_ownership: Arc<Notify>,
-    cordons: Arc<Cordons>,
 }
 
 impl Controller {
@@ -110,7 +110,6 @@ impl Controller {
             board: Arc::new(StatusBoard::default()),
             publisher,
             wake_ownership: Arc::new(Notify::new()),
-            cordons: Arc::new(Cordons::default()),
         }
     }
 
@@ -138,9 +137,19 @@ impl Controller {
         self.board.clone()
     }
 
-    /// Every configured upstream with its provider status (config order).
-    pub fn upstream_overviews(&self) -> Vec<UpstreamOverview> {
-        self.config()
+    /// Every configured upstream with its provider status (config order), as the store
+    /// holds it: the leader's reconcilers write it after every round, so every controller
+    /// answers the same, and an upstream nobody fetched yet has none.
+    pub async fn upstream_overviews(&self) -> proxypool_core::PoolResult<Vec<UpstreamOverview>> {
+        let mut stored: std::collections::HashMap<_, _> = self
+            .metered
+            .provider_statuses()
+            .await?
+            .into_iter()
+            .filter_map(|s| Some((s.upstream.clone()?, s)))
+            .collect();
+        Ok(self
+            .config()
             .upstreams
             .iter()
             .map(|u| UpstreamOverview {
@@ -152,9 +161,9 @@ impl Controller {
                 fetch_interval_ms: u.provider.interval.as_ms(),
                 proxy_ttl_ms: u.ttl.as_ms(),
                 max_size: u.max_size,
-                status: self.board.get(&u.id),
+                status: stored.remove(&u.id),
             })
-            .collect()
+            .collect())
     }
 
     /// The worker control API routes, to mount on any listener.
@@ -203,21 +212,13 @@ impl Controller {
             self.config().ownership.clone(),
             self.publisher.changes().clone(),
             self.wake_ownership.clone(),
-            self.cordons.clone(),
         )
     }
 
-    /// Workers an operator cordoned (the client API's admin drain implements its
-    /// `WorkerCordon` with [`Cordons::cordon`] and a wake of the ownership manager).
-    pub fn cordons(&self) -> Arc<Cordons> {
-        self.cordons.clone()
-    }
-
-    /// Cordons `worker` and runs the ownership manager soon, so its drains start now.
-    pub fn cordon(&self, worker: &proxypool_core::WorkerId) {
-        if self.cordons.cordon(worker) {
-            tracing::info!(%worker, "worker cordoned");
-        }
+    /// Runs the ownership manager soon (an operator changed a worker's mode: on the
+    /// leader its drains start now; elsewhere the leader picks the mode up from the store
+    /// on its next round).
+    pub fn wake_ownership(&self) {
         self.wake_ownership.notify_one();
     }
 
@@ -236,25 +237,30 @@ impl Controller {
     fn spawn_loops(&self) -> Loops {
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
+        let terms = TermStore::new(self.metered.clone(), self.leadership.as_ref());
         for reconciler in self.reconcilers() {
             tasks.push(tokio::spawn(run_leader_job(
                 reconciler,
+                terms.clone(),
                 self.leadership.watch(),
                 stopped.clone(),
             )));
         }
         tasks.push(tokio::spawn(run_leader_job(
             self.checker(),
+            terms.clone(),
             self.leadership.watch(),
             stopped.clone(),
         )));
         tasks.push(tokio::spawn(run_leader_job(
             self.ownership_manager(),
+            terms.clone(),
             self.leadership.watch(),
             stopped.clone(),
         )));
         tasks.push(tokio::spawn(run_leader_job(
             self.sweeper(),
+            terms.clone(),
             self.leadership.watch(),
             stopped.clone(),
         )));

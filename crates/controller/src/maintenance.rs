@@ -54,6 +54,10 @@ impl Sweeper {
 impl LeaderJob for Sweeper {
     const NAME: &'static str = "maintenance";
 
+    fn begin_term(&mut self, store: Arc<dyn proxypool_core::ActivityPool>) {
+        self.store = store;
+    }
+
     async fn round(&mut self) -> std::time::Duration {
         let result = self.sweep_round().await;
         crate::metrics::sweep_round(result.is_ok());

@@ -7,7 +7,10 @@ mod common;
 use common::*;
 use hyper::StatusCode;
 use proxypool_controller::Clock;
-use proxypool_core::{ActivityPool, OwnershipRepository, ProxyId, WorkerId, WorkerRuntimeStore};
+use proxypool_core::{
+    ActivityPool, AdminStore, OwnershipRepository, ProxyId, WorkerId, WorkerMode,
+    WorkerRuntimeStore,
+};
 use std::collections::HashSet;
 
 #[tokio::test]
@@ -135,7 +138,7 @@ async fn per_worker_target_leaves_proxies_for_extraction() {
 }
 
 #[tokio::test]
-async fn a_cordoned_worker_hands_its_proxies_over_after_its_connections_end() {
+async fn a_draining_worker_hands_its_proxies_over_after_its_connections_end() {
     let config = parse_config(&config_text(&static_upstream("acme")));
     let (controller, pool, _clock) = controller(config);
     let addr = serve_control(&controller).await;
@@ -148,7 +151,10 @@ async fn a_cordoned_worker_hands_its_proxies_over_after_its_connections_end() {
     let (_, owned_a) = client.sync("gw-a", "a1", 0).await;
     assert_eq!(owned_a.len(), 2);
 
-    controller.cordon(&WorkerId::new("gw-a").unwrap());
+    // Set through the store (as any controller's admin route does), not this process.
+    pool.set_worker_mode(T0, &WorkerId::new("gw-a").unwrap(), WorkerMode::Draining)
+        .await
+        .unwrap();
     let round = manager.round().await.unwrap();
     assert_eq!((round.drains_started, round.assigned), (2, 0));
     let (reference, owned_a) = client.sync("gw-a", "a1", 1).await;
@@ -158,9 +164,47 @@ async fn a_cordoned_worker_hands_its_proxies_over_after_its_connections_end() {
     assert_eq!((round.drains_acknowledged, round.assigned), (2, 2));
     let b = WorkerId::new("gw-b").unwrap();
     assert_eq!(pool.owned_by(T0, &b, 100).await.unwrap().len(), 4);
+    let modes = pool.worker_modes().await.unwrap();
+    assert_eq!(modes.len(), 1);
+    assert_eq!(modes[0].mode, WorkerMode::Draining);
+}
+
+#[tokio::test]
+async fn a_cordoned_worker_keeps_its_proxies_gets_no_new_ones_and_an_uncordon_lifts_it() {
+    let config = parse_config(&config_text(&static_upstream("acme")));
+    let (controller, pool, _clock) = controller(config);
+    let addr = serve_control(&controller).await;
+    let client = ControlClient::new(addr, Some(WORKER_TOKEN));
+    let manager = controller.ownership_manager();
+    let a = WorkerId::new("gw-a").unwrap();
+    let b = WorkerId::new("gw-b").unwrap();
+    seed_available(pool.as_ref(), T0, "acme", 2).await;
+    client.register("gw-a", "a1").await;
+    manager.round().await.unwrap();
+    assert_eq!(pool.owned_by(T0, &a, 100).await.unwrap().len(), 2);
+
+    pool.set_worker_mode(T0, &a, WorkerMode::Cordoned)
+        .await
+        .unwrap();
+    client.register("gw-b", "b1").await;
+    seed_more(pool.as_ref(), T0, "acme", 2, 4).await;
+    let round = manager.round().await.unwrap();
+    assert_eq!(round.drains_started, 0, "a cordon takes nothing away");
+    assert_eq!(pool.owned_by(T0, &a, 100).await.unwrap().len(), 2);
     assert_eq!(
-        controller.cordons().list(),
-        vec![WorkerId::new("gw-a").unwrap()]
+        pool.owned_by(T0, &b, 100).await.unwrap().len(),
+        4,
+        "new ones go elsewhere"
+    );
+
+    pool.set_worker_mode(T0, &a, WorkerMode::Active)
+        .await
+        .unwrap();
+    seed_more(pool.as_ref(), T0, "acme", 6, 2).await;
+    manager.round().await.unwrap();
+    assert!(
+        pool.owned_by(T0, &a, 100).await.unwrap().len() > 2,
+        "uncordoned: takes leases again"
     );
 }
 
@@ -192,12 +236,15 @@ async fn a_clean_session_close_hands_the_workers_proxies_back_at_once() {
 
     // One of gw-a's proxies is already draining (an operator cordon) when it stops, and its
     // last report still shows a connection: a worker that says it is gone has none.
-    controller.cordon(&WorkerId::new("gw-a").unwrap());
+    let a = WorkerId::new("gw-a").unwrap();
+    pool.set_worker_mode(T0, &a, WorkerMode::Draining)
+        .await
+        .unwrap();
     let round = manager.round().await.unwrap();
     assert_eq!(round.drains_started, 3);
-    controller
-        .cordons()
-        .uncordon(&WorkerId::new("gw-a").unwrap());
+    pool.set_worker_mode(T0, &a, WorkerMode::Active)
+        .await
+        .unwrap();
     let busy = owned_a[0].as_str();
     let report = client
         .report("gw-a", "a1", 1, &reference, &[(busy, 1, 0)])

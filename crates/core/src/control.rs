@@ -142,6 +142,18 @@ pub struct WorkerSnapshot {
     pub max_staleness_ms: u64,
     pub proxies: Vec<SnapshotProxy>,
     pub clients: Vec<GatewayClient>,
+    /// Proxies the worker still holds but must not route new traffic through (they are
+    /// being drained, often because a health check failed), with their current lease end:
+    /// open connections through them may go on until then, and no longer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<HeldLease>,
+}
+
+/// A draining proxy's lease, as a snapshot carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldLease {
+    pub id: ProxyId,
+    pub lease_until_ms: UnixMillis,
 }
 
 /// The worker applied a snapshot.
@@ -182,7 +194,21 @@ pub struct ErrorDetail {
 /// including a client's `allowed_ports`), so a worker and the controller can agree on
 /// exactly what was applied.
 pub fn snapshot_checksum(proxies: &[SnapshotProxy], clients: &[GatewayClient]) -> String {
-    let body = serde_json::json!({ "proxies": proxies, "clients": clients });
+    snapshot_checksum_with_held(proxies, &[], clients)
+}
+
+/// The checksum of a snapshot that also holds draining leases; with none it is
+/// [`snapshot_checksum`], so snapshots without drains keep the checksum they always had.
+pub fn snapshot_checksum_with_held(
+    proxies: &[SnapshotProxy],
+    held: &[HeldLease],
+    clients: &[GatewayClient],
+) -> String {
+    let body = if held.is_empty() {
+        serde_json::json!({ "proxies": proxies, "clients": clients })
+    } else {
+        serde_json::json!({ "proxies": proxies, "clients": clients, "held": held })
+    };
     crate::ids::digest_hex(&[body.to_string().as_bytes()], 16)
 }
 

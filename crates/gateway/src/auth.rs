@@ -144,6 +144,7 @@ pub(crate) mod tests {
                 max_staleness_ms: 60_000,
                 proxies: Vec::new(),
                 clients,
+                held: Vec::new(),
             })
             .unwrap();
         store.view().unwrap()

@@ -1,12 +1,13 @@
 //! Admin routes (admin tokens only): `GET /v1/admin/workers`,
-//! `POST /v1/admin/workers/{id}/drain`, and `POST /v1/admin/reload` (re-read the
-//! configuration file now) / `GET /v1/admin/reload` (how the last reload went).
+//! `POST /v1/admin/workers/{id}/cordon|drain|uncordon`, and `POST /v1/admin/reload`
+//! (re-read the configuration file now) / `GET /v1/admin/reload` (how the last reload
+//! went).
 //!
-//! Draining moves every active assignment of the worker to DRAINING (the ownership port's
-//! `begin_drain`): the worker's next snapshot no longer lists those proxies, its open
-//! connections finish, and the ownership manager releases each proxy once the worker
-//! reports it idle. With a [`crate::WorkerCordon`] the controller also stops assigning the
-//! worker new proxies. One call drains at most `drain_batch` assignments and says `more`.
+//! A worker's mode is stored (`AdminStore`), shared by every controller: `cordoned` gets no
+//! new leases, `draining` also hands every lease back through the drain protocol (the
+//! worker's next snapshot no longer lists them, its open connections finish, and the
+//! ownership manager releases each proxy once the worker reports it idle), `active` is the
+//! default. The leader's ownership manager does the work; the route only records the mode.
 
 use crate::admission::auth::AdminPrincipal;
 use crate::admission::quota::{QuotaGrant, charge, key_receipt, refund_unserved, request_receipt};
@@ -14,12 +15,12 @@ use crate::error::ApiError;
 use crate::request_id::RequestId;
 use crate::routes::extractions::idempotency_key;
 use crate::state::ApiState;
-use crate::wire::{DrainBody, WorkerBody, WorkersBody};
+use crate::wire::{WorkerBody, WorkerModeBody, WorkersBody};
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use proxypool_core::{Conflict, PoolError, WorkerId};
+use proxypool_core::{PoolError, WorkerId, WorkerMode};
 use proxypool_quota::Operation;
 
 pub(crate) async fn list_workers(
@@ -48,13 +49,26 @@ async fn list_charged(state: &ApiState, grant: &QuotaGrant) -> Result<Response, 
     .map_err(fail)?;
     let truncated = sessions.len() > limit;
     sessions.truncate(limit);
+    let modes = crate::metrics::timed("admin", "worker_modes", state.ports().admin.worker_modes())
+        .await
+        .map_err(fail)?;
+    let mode_of = |worker: &WorkerId| {
+        modes
+            .iter()
+            .find(|m| &m.worker == worker)
+            .map_or(WorkerMode::Active, |m| m.mode)
+    };
     let mut workers = Vec::with_capacity(sessions.len());
     for session in &sessions {
         let report =
             crate::metrics::timed("runtime", "runtime", runtime.runtime(now, &session.worker))
                 .await
                 .map_err(fail)?;
-        workers.push(WorkerBody::new(session, report.as_ref()));
+        workers.push(WorkerBody::new(
+            session,
+            report.as_ref(),
+            mode_of(&session.worker),
+        ));
     }
     Ok(with_grant(
         Json(WorkersBody { workers, truncated }),
@@ -102,12 +116,50 @@ pub(crate) async fn last_reload(
     Ok(with_grant(Json(reloader.last()), grant))
 }
 
+/// `POST /v1/admin/workers/{id}/cordon`: no new leases; the worker keeps what it holds.
+pub(crate) async fn cordon_worker(
+    state: State<ApiState>,
+    admin: AdminPrincipal,
+    request_id: Extension<RequestId>,
+    id: Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    set_mode(state, admin, request_id, id, headers, WorkerMode::Cordoned).await
+}
+
+/// `POST /v1/admin/workers/{id}/drain`: no new leases, and every lease goes back through
+/// the drain protocol (open connections finish first).
 pub(crate) async fn drain_worker(
+    state: State<ApiState>,
+    admin: AdminPrincipal,
+    request_id: Extension<RequestId>,
+    id: Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    set_mode(state, admin, request_id, id, headers, WorkerMode::Draining).await
+}
+
+/// `POST /v1/admin/workers/{id}/uncordon`: the worker takes new leases again.
+pub(crate) async fn uncordon_worker(
+    state: State<ApiState>,
+    admin: AdminPrincipal,
+    request_id: Extension<RequestId>,
+    id: Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    set_mode(state, admin, request_id, id, headers, WorkerMode::Active).await
+}
+
+/// The mode lives in the store, so every controller answers the same and a failover keeps
+/// it; the leading controller's ownership manager acts on it (the drain logic is there,
+/// not here) within one ownership interval, at once when it runs in this process.
+async fn set_mode(
     State(state): State<ApiState>,
     AdminPrincipal(client): AdminPrincipal,
     Extension(request_id): Extension<RequestId>,
     Path(raw_id): Path<String>,
     headers: HeaderMap,
+    mode: WorkerMode,
 ) -> Result<Response, ApiError> {
     let worker = WorkerId::new(&raw_id).map_err(|_| no_such_worker())?;
     let receipt = match idempotency_key(&headers)? {
@@ -115,19 +167,22 @@ pub(crate) async fn drain_worker(
         None => request_receipt(request_id.as_str()),
     };
     let grant = charge(&state, &client, Operation::Admin, &receipt).await?;
-    let drained = drain_charged(&state, &grant, worker).await;
-    refund_unserved(&state, &grant, drained).await
+    let changed = set_mode_charged(&state, &grant, worker, mode).await;
+    refund_unserved(&state, &grant, changed).await
 }
 
-async fn drain_charged(
+async fn set_mode_charged(
     state: &ApiState,
     grant: &QuotaGrant,
     worker: WorkerId,
+    mode: WorkerMode,
 ) -> Result<Response, ApiError> {
     let fail = |error| failed(state, grant, error);
     let now = state.now();
-    let batch = state.extraction().drain_batch;
+    let limit = state.extraction().drain_batch;
     let ownership = &state.ports().ownership;
+    let known =
+        |modes: &[proxypool_core::WorkerModeRecord]| modes.iter().any(|m| m.worker == worker);
 
     let session = crate::metrics::timed(
         "runtime",
@@ -136,66 +191,51 @@ async fn drain_charged(
     )
     .await
     .map_err(fail)?;
-    // One more than the batch tells whether a second call is needed.
-    let owned = crate::metrics::timed(
+    let serving = crate::metrics::timed(
         "ownership",
         "owned_by",
-        ownership.owned_by(now, &worker, batch + 1),
-    )
-    .await
-    .map_err(fail)?;
-    let already = crate::metrics::timed(
-        "ownership",
-        "draining_of",
-        ownership.draining_of(now, &worker, batch),
-    )
-    .await
-    .map_err(fail)?;
-    if session.is_none() && owned.is_empty() && already.is_empty() {
-        return Err(no_such_worker().with_headers(grant.headers.clone()));
-    }
-
-    let cordoned = match state.cordon() {
-        Some(cordon) => {
-            cordon.cordon(&worker).await.map_err(fail)?;
-            true
-        }
-        None => false,
-    };
-    let more = owned.len() > batch;
-    let mut drained = 0u64;
-    for owned_proxy in owned.iter().take(batch) {
-        let assignment = &owned_proxy.assignment;
-        let started = crate::metrics::timed(
-            "ownership",
-            "begin_drain",
-            ownership.begin_drain(now, &assignment.proxy_id, &worker, assignment.epoch),
-        )
-        .await;
-        match started {
-            Ok(_) => drained += 1,
-            // The lease lapsed or moved between the listing and this call: nothing to drain.
-            Err(PoolError::Conflict(Conflict::Ownership | Conflict::LeaseExpired))
-            | Err(PoolError::NotFound) => {}
-            Err(error) => return Err(fail(error)),
-        }
-    }
-    let draining = crate::metrics::timed(
-        "ownership",
-        "draining_of",
-        ownership.draining_of(now, &worker, batch),
+        ownership.owned_by(now, &worker, limit),
     )
     .await
     .map_err(fail)?
     .len() as u64;
-    tracing::info!(worker = %worker, drained, draining, more, cordoned, "worker drain requested");
+    let draining = crate::metrics::timed(
+        "ownership",
+        "draining_of",
+        ownership.draining_of(now, &worker, limit),
+    )
+    .await
+    .map_err(fail)?
+    .len() as u64;
+    // A worker nobody has heard of is most likely a typo: refuse rather than remember it.
+    // One that has a mode already may always be changed (e.g. uncordoned while stopped).
+    if session.is_none() && serving == 0 && draining == 0 {
+        let modes =
+            crate::metrics::timed("admin", "worker_modes", state.ports().admin.worker_modes())
+                .await
+                .map_err(fail)?;
+        if !known(&modes) {
+            return Err(no_such_worker().with_headers(grant.headers.clone()));
+        }
+    }
+    let record = crate::metrics::timed(
+        "admin",
+        "set_worker_mode",
+        state.ports().admin.set_worker_mode(now, &worker, mode),
+    )
+    .await
+    .map_err(fail)?;
+    if let Some(wake) = state.ownership_wake() {
+        wake.wake();
+    }
+    tracing::info!(worker = %worker, mode = mode.as_str(), serving, draining, "worker mode set");
     Ok(with_grant(
-        Json(DrainBody {
+        Json(WorkerModeBody {
             worker,
-            drained,
+            mode,
+            since: record.since_ms,
+            serving,
             draining,
-            more,
-            cordoned,
         }),
         grant.clone(),
     ))

@@ -24,7 +24,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/upstreams/{id}/inventory"),
     ("GET", "/v1/usage"),
     ("GET", "/v1/admin/workers"),
+    ("POST", "/v1/admin/workers/{id}/cordon"),
     ("POST", "/v1/admin/workers/{id}/drain"),
+    ("POST", "/v1/admin/workers/{id}/uncordon"),
     ("GET", "/v1/admin/reload"),
     ("POST", "/v1/admin/reload"),
     ("GET", "/healthz"),
@@ -46,7 +48,12 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/upstreams/{id}/inventory", get(upstreams::inventory))
         .route("/v1/usage", get(usage::usage))
         .route("/v1/admin/workers", get(admin::list_workers))
+        .route("/v1/admin/workers/{id}/cordon", post(admin::cordon_worker))
         .route("/v1/admin/workers/{id}/drain", post(admin::drain_worker))
+        .route(
+            "/v1/admin/workers/{id}/uncordon",
+            post(admin::uncordon_worker),
+        )
         .route(
             "/v1/admin/reload",
             get(admin::last_reload).post(admin::reload),

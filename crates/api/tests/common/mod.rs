@@ -7,8 +7,8 @@
 
 use async_trait::async_trait;
 use proxypool_api::{
-    ApiClient, ApiLimits, ApiPorts, ApiState, ExtractionSettings, FetchHealth, ShieldSettings,
-    UpstreamStatus, UpstreamStatusSource, WorkerCordon,
+    ApiClient, ApiLimits, ApiPorts, ApiState, ExtractionSettings, FetchHealth, OwnershipWake,
+    ShieldSettings, UpstreamStatus, UpstreamStatusSource,
 };
 use proxypool_core::{
     ActivityPool, Candidate, CheckOutcome, ClientId, Credentials, ExtractOutcome, ExtractRequest,
@@ -264,7 +264,7 @@ pub struct Setup {
     pub metrics: bool,
     /// `GET /metrics` then needs this bearer token.
     pub metrics_token: Option<&'static str>,
-    pub cordon: Option<Arc<dyn WorkerCordon>>,
+    pub ownership_wake: Option<Arc<dyn OwnershipWake>>,
     /// Load balancers whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     /// Serves extractions instead of the pool itself (e.g. [`CountingExtractor`] around it).
@@ -293,7 +293,7 @@ impl Default for Setup {
             upstreams: Arc::new(standard_upstreams()),
             metrics: true,
             metrics_token: None,
-            cordon: None,
+            ownership_wake: None,
             trusted_proxies: Vec::new(),
             extractor: None,
             clock: None,
@@ -413,8 +413,8 @@ impl TestServer {
             ));
         }
         builder = builder.trusted_proxies(setup.trusted_proxies);
-        if let Some(cordon) = setup.cordon {
-            builder = builder.cordon(cordon);
+        if let Some(wake) = setup.ownership_wake {
+            builder = builder.ownership_wake(wake);
         }
         if let Some(clock) = setup.clock {
             builder = builder.clock(clock);

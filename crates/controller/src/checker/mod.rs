@@ -191,6 +191,10 @@ impl Checker {
 impl LeaderJob for Checker {
     const NAME: &'static str = "checker";
 
+    fn begin_term(&mut self, store: Arc<dyn proxypool_core::ActivityPool>) {
+        self.store = store;
+    }
+
     /// A round that checked something is followed at once by the next (more may be due);
     /// an empty or failed one waits `interval`.
     async fn round(&mut self) -> std::time::Duration {

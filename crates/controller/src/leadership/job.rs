@@ -3,7 +3,8 @@
 //! term ends), pause, and stop when asked. Each loop only says what a round is and how
 //! long to pause after it ([`LeaderJob`]).
 
-use super::{Term, wait_for_term, while_leading};
+use super::{Term, TermStore, wait_for_term, while_leading};
+use proxypool_core::ActivityPool;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,10 @@ use tokio::sync::{Notify, watch};
 pub(crate) trait LeaderJob: Send + 'static {
     /// For logs.
     const NAME: &'static str;
+
+    /// A new term begins: from now on every store call goes through `store`, which is
+    /// fenced with the term (see [`TermStore`]).
+    fn begin_term(&mut self, store: Arc<dyn ActivityPool>);
 
     /// One round; returns the pause before the next one.
     fn round(&mut self) -> impl Future<Output = Duration> + Send;
@@ -31,10 +36,16 @@ pub(crate) trait LeaderJob: Send + 'static {
 /// finishes first).
 pub(crate) async fn run_leader_job<J: LeaderJob>(
     mut job: J,
+    store: TermStore,
     mut leadership: watch::Receiver<Option<Term>>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let mut current = None;
     while let Some(term) = wait_for_term(&mut leadership, &mut stop).await {
+        if current != Some(term) {
+            job.begin_term(store.for_term(term));
+            current = Some(term);
+        }
         let Some(pause) = while_leading(term, &mut leadership, job.round()).await else {
             tracing::debug!(job = J::NAME, "round dropped: no longer leading");
             job.dropped();
@@ -63,11 +74,16 @@ mod tests {
     #[derive(Debug)]
     struct Counting {
         rounds: Arc<AtomicU32>,
+        terms: Arc<AtomicU32>,
         wake: Arc<Notify>,
     }
 
     impl LeaderJob for Counting {
         const NAME: &'static str = "counting";
+
+        fn begin_term(&mut self, _store: Arc<dyn ActivityPool>) {
+            self.terms.fetch_add(1, Ordering::SeqCst);
+        }
 
         async fn round(&mut self) -> Duration {
             self.rounds.fetch_add(1, Ordering::SeqCst);
@@ -85,11 +101,17 @@ mod tests {
         let wake = Arc::new(Notify::new());
         let (term, leadership) = watch::channel(None);
         let (stop, stopped) = watch::channel(false);
+        let terms = Arc::new(AtomicU32::new(0));
         let job = Counting {
             rounds: rounds.clone(),
+            terms: terms.clone(),
             wake: wake.clone(),
         };
-        let task = tokio::spawn(run_leader_job(job, leadership, stopped));
+        let store = TermStore::new(
+            Arc::new(proxypool_pool::MemoryPool::default()),
+            &crate::leadership::AlwaysLeader::new(),
+        );
+        let task = tokio::spawn(run_leader_job(job, store, leadership, stopped));
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(rounds.load(Ordering::SeqCst), 0, "no term, no round");
         term.send_replace(Some(Term(1)));
@@ -102,8 +124,21 @@ mod tests {
             2,
             "a wake cuts the pause short"
         );
+        assert_eq!(
+            terms.load(Ordering::SeqCst),
+            1,
+            "one term, one fenced store"
+        );
+        term.send_replace(Some(Term(2)));
+        wake.notify_one();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            terms.load(Ordering::SeqCst),
+            2,
+            "a new term, a new fenced store"
+        );
         stop.send_replace(true);
         task.await.unwrap();
-        assert_eq!(rounds.load(Ordering::SeqCst), 2);
+        assert_eq!(rounds.load(Ordering::SeqCst), 3);
     }
 }

@@ -147,6 +147,10 @@ impl Leadership for LeaseLeadership {
         self.term.subscribe()
     }
 
+    fn lease_name(&self) -> Option<&str> {
+        Some(&self.options.name)
+    }
+
     async fn resign(&self) {
         // Fails only when the renewer is already gone; then there is nothing to release.
         let _ = self.stop.send(true);

@@ -21,8 +21,10 @@ pub mod lease;
 pub use lease::{CONTROLLER_LEASE, LeaseLeadership, LeaseOptions};
 
 use async_trait::async_trait;
+use proxypool_core::{ActivityPool, Fence};
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::Arc;
 use tokio::sync::watch;
 
 /// A leadership term. Terms grow each time leadership is (re)acquired, so a store write
@@ -36,6 +38,12 @@ pub trait Leadership: Send + Sync + Debug + 'static {
     /// `Some(term)` while this controller leads; updates when that changes.
     fn watch(&self) -> watch::Receiver<Option<Term>>;
 
+    /// The store lease whose token a term is, so the leader's writes can be fenced with
+    /// it; `None` when nothing can contest the term (one controller per memory store).
+    fn lease_name(&self) -> Option<&str> {
+        None
+    }
+
     /// Clean shutdown: stop leading and hand the term over at once (a lease is released,
     /// so a standby need not wait for it to lapse). Call after the loops have stopped.
     async fn resign(&self) {}
@@ -43,6 +51,32 @@ pub trait Leadership: Send + Sync + Debug + 'static {
     /// Stops leading without handing anything over, as a crash would: a lease is left to
     /// lapse. For [`crate::RunningController::abort`].
     fn abandon(&self) {}
+}
+
+/// The store as a leader-only loop sees it in one term: every call fenced with the term's
+/// token when the term is a store lease, so a controller that lost the lease (paused past
+/// it, say) has its writes refused by the store itself, not only by its own clock.
+#[derive(Debug, Clone)]
+pub struct TermStore {
+    base: Arc<dyn ActivityPool>,
+    lease: Option<String>,
+}
+
+impl TermStore {
+    pub fn new(base: Arc<dyn ActivityPool>, leadership: &dyn Leadership) -> Self {
+        TermStore {
+            base,
+            lease: leadership.lease_name().map(str::to_owned),
+        }
+    }
+
+    /// The handle for `term`'s rounds.
+    pub fn for_term(&self, term: Term) -> Arc<dyn ActivityPool> {
+        match &self.lease {
+            Some(lease) => self.base.fenced(Fence::new(lease.clone(), term.0)),
+            None => self.base.clone(),
+        }
+    }
 }
 
 /// Always the leader, in term 1 (one controller per memory store).

@@ -296,6 +296,48 @@ impl proxypool_core::UsageReader for MeteredPool {
     }
 }
 
+#[async_trait]
+impl proxypool_core::AdminStore for MeteredPool {
+    async fn set_worker_mode(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        mode: proxypool_core::WorkerMode,
+    ) -> PoolResult<proxypool_core::WorkerModeRecord> {
+        timed(
+            "set_worker_mode",
+            self.inner.set_worker_mode(now, worker, mode),
+        )
+        .await
+    }
+
+    async fn worker_modes(&self) -> PoolResult<Vec<proxypool_core::WorkerModeRecord>> {
+        timed("worker_modes", self.inner.worker_modes()).await
+    }
+
+    async fn put_provider_status(
+        &self,
+        now: UnixMillis,
+        status: &proxypool_core::ProviderStatus,
+    ) -> PoolResult<()> {
+        timed(
+            "put_provider_status",
+            self.inner.put_provider_status(now, status),
+        )
+        .await
+    }
+
+    async fn provider_statuses(&self) -> PoolResult<Vec<proxypool_core::ProviderStatus>> {
+        timed("provider_statuses", self.inner.provider_statuses()).await
+    }
+}
+
+impl proxypool_core::Fencing for MeteredPool {
+    fn fenced(&self, fence: proxypool_core::Fence) -> Arc<dyn ActivityPool> {
+        Arc::new(MeteredPool::new(self.inner.fenced(fence)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

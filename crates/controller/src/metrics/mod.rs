@@ -156,6 +156,9 @@ pub(crate) fn state_label(status: ProxyStatus) -> &'static str {
 pub(crate) fn error_label(error: &PoolError) -> &'static str {
     match error {
         PoolError::Unavailable(_) => "unavailable",
+        // A leader's write refused because its term is over: counted apart, since it is
+        // the fencing doing its job, not a store failure.
+        PoolError::Conflict(proxypool_core::Conflict::StaleTerm) => "stale_term",
         PoolError::Conflict(_) => "conflict",
         PoolError::NotFound => "not_found",
         PoolError::InvalidInput(_) => "invalid_input",

@@ -4,20 +4,24 @@
 //! 1. release lapsed assignments in bounded batches (`expire`);
 //! 2. for each live worker session: renew its leases before they end, and acknowledge the
 //!    drains its runtime report proves finished;
-//! 3. plan ([`plan`]) and apply new assignments and rebalancing drains (a cordoned worker,
-//!    see [`Cordons`], gets nothing new and drains everything).
+//! 3. plan ([`plan`]) and apply new assignments and rebalancing drains, with each worker's
+//!    mode as operators set it in the store (`AdminStore::worker_modes`: a cordoned worker
+//!    gets nothing new, a draining one gives everything back through the drain protocol).
 //!
 //! A worker that closes its session cleanly hands its proxies back at once
 //! ([`release_worker`], called by the control API). Proxies of a worker whose session
-//! lapsed (a crash) are not renewed, so they come back through expiry; a proxy that turns unhealthy drops out of the worker's snapshot at once (the
-//! store only lists usable proxies) and its lease is left to lapse. Any change wakes the
-//! snapshot publisher.
+//! lapsed (a crash) are not renewed, so they come back through expiry. A proxy that turns
+//! SUSPECT or UNHEALTHY drops out of the worker's snapshot at once (the store only lists
+//! usable proxies); if the worker's runtime report still shows connections on it, its
+//! assignment moves to draining, which is renewed while the connections last, so the proxy
+//! stays exclusively the worker's until they end. Any change wakes the snapshot publisher.
+//!
+//! Every store call of a round goes through the term's fenced handle
+//! ([`crate::leadership::TermStore`]).
 
-mod cordon;
 pub mod plan;
 mod release;
 
-pub use cordon::Cordons;
 pub use release::{MAX_BATCHES, RELEASE_BATCH, Released, release_worker};
 
 use crate::clock::SharedClock;
@@ -27,9 +31,9 @@ use crate::snapshot::ChangeSignal;
 use plan::{Free, Held, WorkerLoad};
 use proxypool_core::{
     ActivityPool, Assignment, AssignmentState, Conflict, LockExt, PoolError, PoolResult,
-    StoredRuntime, UnixMillis, WorkerId, WorkerSession,
+    StoredRuntime, UnixMillis, WorkerId, WorkerMode, WorkerSession,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
@@ -64,7 +68,6 @@ pub struct OwnershipManager {
     config: OwnershipConfig,
     changes: ChangeSignal,
     wake: Arc<Notify>,
-    cordons: Arc<Cordons>,
     /// Workers with a leases gauge, so one whose session ended is set back to 0.
     gauged: Mutex<BTreeSet<WorkerId>>,
 }
@@ -76,7 +79,6 @@ impl OwnershipManager {
         config: OwnershipConfig,
         changes: ChangeSignal,
         wake: Arc<Notify>,
-        cordons: Arc<Cordons>,
     ) -> Self {
         OwnershipManager {
             pool,
@@ -84,7 +86,6 @@ impl OwnershipManager {
             config,
             changes,
             wake,
-            cordons,
             gauged: Mutex::new(BTreeSet::new()),
         }
     }
@@ -115,9 +116,20 @@ impl OwnershipManager {
         let sessions = self.pool.live_sessions(now, MAX_WORKERS).await?;
         round.workers = sessions.len();
         self.zero_gone_workers(&sessions);
+        let modes: BTreeMap<WorkerId, WorkerMode> = self
+            .pool
+            .worker_modes()
+            .await?
+            .into_iter()
+            .map(|m| (m.worker, m.mode))
+            .collect();
         let mut loads = Vec::with_capacity(sessions.len());
         for session in &sessions {
-            loads.push(self.tend_worker(now, session, &mut round).await?);
+            let mode = modes
+                .get(&session.worker)
+                .copied()
+                .unwrap_or(WorkerMode::Active);
+            loads.push(self.tend_worker(now, session, mode, &mut round).await?);
         }
 
         let free: Vec<Free> = self
@@ -160,11 +172,16 @@ impl OwnershipManager {
         &self,
         now: UnixMillis,
         session: &WorkerSession,
+        mode: WorkerMode,
         round: &mut OwnershipRound,
     ) -> PoolResult<WorkerLoad> {
         let worker = &session.worker;
         let limit = self.config.per_worker_target.saturating_mul(2).max(16);
         let owned = self.pool.owned_by(now, worker, limit).await?;
+        let runtime = self.pool.runtime(now, worker).await?;
+        round.drains_started += self
+            .drain_busy_unusable(now, session, runtime.as_ref(), &owned)
+            .await?;
         let draining = self.pool.draining_of(now, worker, limit).await?;
         crate::metrics::worker_leases(worker, owned.len() + draining.len());
         let lease = self.config.lease.as_ms();
@@ -203,7 +220,6 @@ impl OwnershipManager {
             });
         }
 
-        let runtime = self.pool.runtime(now, worker).await?;
         for assignment in &draining {
             if drain_finished(session, runtime.as_ref(), assignment) {
                 match self
@@ -236,8 +252,58 @@ impl OwnershipManager {
         Ok(WorkerLoad {
             worker: worker.clone(),
             held,
-            cordoned: self.cordons.is_cordoned(worker),
+            mode,
         })
+    }
+
+    /// Moves to draining the assignments the worker's live report shows busy but that no
+    /// longer serve (the proxy turned SUSPECT or UNHEALTHY, so `owned_by` left them out):
+    /// left alone their leases would lapse under open connections, and the proxy could be
+    /// extracted or leased to another worker while the first still relays through it.
+    /// Draining keeps them renewed until the connections end. Returns the drains started.
+    async fn drain_busy_unusable(
+        &self,
+        now: UnixMillis,
+        session: &WorkerSession,
+        runtime: Option<&StoredRuntime>,
+        serving: &[proxypool_core::OwnedProxy],
+    ) -> PoolResult<usize> {
+        let Some(runtime) = runtime.filter(|r| r.report.session_id == session.session_id) else {
+            return Ok(0);
+        };
+        let serving: BTreeSet<_> = serving.iter().map(|o| &o.record.id).collect();
+        let mut started = 0;
+        for entry in &runtime.report.entries {
+            if entry.draining
+                || entry.active + entry.reserved == 0
+                || serving.contains(&entry.proxy_id)
+            {
+                continue;
+            }
+            let Some(assignment) = self.pool.get(now, &entry.proxy_id).await? else {
+                continue;
+            };
+            if assignment.worker != session.worker || assignment.is_draining() {
+                continue;
+            }
+            match self
+                .pool
+                .begin_drain(now, &assignment.proxy_id, &session.worker, assignment.epoch)
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(
+                        proxy = %assignment.proxy_id,
+                        worker = %session.worker,
+                        "busy proxy no longer serves: draining it so its connections stay exclusive"
+                    );
+                    started += 1;
+                }
+                Err(PoolError::Conflict(_) | PoolError::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(started)
     }
 }
 
@@ -269,6 +335,10 @@ pub fn drain_finished(
 
 impl LeaderJob for OwnershipManager {
     const NAME: &'static str = "ownership";
+
+    fn begin_term(&mut self, store: Arc<dyn ActivityPool>) {
+        self.pool = store;
+    }
 
     async fn round(&mut self) -> std::time::Duration {
         match OwnershipManager::round(self).await {

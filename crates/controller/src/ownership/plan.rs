@@ -4,9 +4,10 @@
 //! more than `per_worker_target` proxies. New proxies go to the least loaded worker under
 //! its share; a worker that owns clearly more than its share (by more than one proxy, so
 //! the plan does not flap) drains the excess, which returns to the pool once the worker
-//! has let go of it and then goes to the others.
+//! has let go of it and then goes to the others. A cordoned worker keeps what it holds and
+//! gets nothing new; a draining one gives everything back.
 
-use proxypool_core::{ProxyId, WorkerId};
+use proxypool_core::{ProxyId, WorkerId, WorkerMode};
 
 /// One serving proxy a worker owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,8 +22,9 @@ pub struct Held {
 pub struct WorkerLoad {
     pub worker: WorkerId,
     pub held: Vec<Held>,
-    /// An operator cordoned it: it gets nothing new and drains everything it holds.
-    pub cordoned: bool,
+    /// What an operator said: `Cordoned` gets nothing new, `Draining` also gives back
+    /// everything it holds.
+    pub mode: WorkerMode,
 }
 
 /// A proxy that may be assigned.
@@ -43,8 +45,14 @@ pub struct Plan {
 /// Plans assignments and drains for `workers` given `free` proxies.
 pub fn plan(workers: &[WorkerLoad], free: &[Free], per_worker_target: usize) -> Plan {
     let mut result = Plan::default();
-    let serving = workers.iter().filter(|w| !w.cordoned).count();
-    let held_total: usize = workers.iter().map(|w| w.held.len()).sum();
+    let active = |w: &WorkerLoad| w.mode == WorkerMode::Active;
+    let serving = workers.iter().filter(|w| active(w)).count();
+    // What a cordoned worker keeps is not there to share among the others.
+    let held_total: usize = workers
+        .iter()
+        .filter(|w| w.mode != WorkerMode::Cordoned)
+        .map(|w| w.held.len())
+        .sum();
     let share = (held_total + free.len())
         .div_ceil(serving.max(1))
         .min(per_worker_target);
@@ -54,9 +62,14 @@ pub fn plan(workers: &[WorkerLoad], free: &[Free], per_worker_target: usize) -> 
     let mut loads: Vec<u64> = Vec::with_capacity(workers.len());
     for worker in workers {
         let mut held: Vec<&Held> = worker.held.iter().collect();
-        let keep = if worker.cordoned { 0 } else { share };
+        let keep = match worker.mode {
+            WorkerMode::Active => share,
+            WorkerMode::Cordoned => held.len().min(per_worker_target),
+            WorkerMode::Draining => 0,
+        };
         let over_target = held.len() > per_worker_target;
-        if worker.cordoned || over_target || held.len() > share + 1 {
+        let over_share = worker.mode == WorkerMode::Active && held.len() > share + 1;
+        if worker.mode == WorkerMode::Draining || over_target || over_share {
             // Keep the largest proxies (fewest moves for the capacity kept), drain the rest.
             held.sort_by(|a, b| {
                 b.max_sessions
@@ -81,7 +94,7 @@ pub fn plan(workers: &[WorkerLoad], free: &[Free], per_worker_target: usize) -> 
     });
     for candidate in free {
         let target = (0..workers.len())
-            .filter(|&i| !workers[i].cordoned && counts[i] < share)
+            .filter(|&i| active(&workers[i]) && counts[i] < share)
             .min_by_key(|&i| (loads[i], counts[i], &workers[i].worker));
         let Some(i) = target else { break };
         counts[i] += 1;
@@ -113,7 +126,7 @@ mod tests {
                     max_sessions: 4,
                 })
                 .collect(),
-            cordoned: false,
+            mode: WorkerMode::Active,
         }
     }
 
@@ -160,13 +173,26 @@ mod tests {
     }
 
     #[test]
-    fn a_cordoned_worker_drains_everything_and_gets_nothing() {
+    fn a_draining_worker_gives_everything_back_and_gets_nothing() {
         let mut a = worker("a", &[1, 2, 3]);
-        a.cordoned = true;
+        a.mode = WorkerMode::Draining;
         let p = plan(&[a, worker("b", &[])], &free(4..6), 100);
         assert_eq!(p.drain.len(), 3);
         assert!(p.assign.iter().all(|(_, w)| w.as_str() == "b"));
         assert_eq!(p.assign.len(), 2);
+    }
+
+    #[test]
+    fn a_cordoned_worker_keeps_what_it_holds_and_gets_nothing() {
+        let mut a = worker("a", &[1, 2, 3, 4, 5, 6]);
+        a.mode = WorkerMode::Cordoned;
+        let p = plan(&[a, worker("b", &[])], &free(10..14), 100);
+        assert!(
+            p.drain.is_empty(),
+            "no rebalancing drains off a cordoned worker"
+        );
+        assert_eq!(p.assign.len(), 4);
+        assert!(p.assign.iter().all(|(_, w)| w.as_str() == "b"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::config::{ListFormat, ProviderKind, UpstreamConfig};
 use crate::jitter;
 use crate::leadership::job::LeaderJob;
 use proxypool_core::{
-    Candidate, Credentials, FetchedBatch, PoolError, UnixMillis, UpsertReport, Upserter,
+    ActivityPool, Candidate, Credentials, FetchedBatch, PoolError, UnixMillis, UpsertReport,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,10 +61,12 @@ impl RoundError {
 #[derive(Debug)]
 pub struct Reconciler {
     upstream: Arc<UpstreamConfig>,
-    store: Arc<dyn Upserter>,
+    store: Arc<dyn ActivityPool>,
     clock: SharedClock,
     client: VendorClient,
     board: Arc<StatusBoard>,
+    /// A term began and the board has not yet taken the store's copy of the status.
+    adopt_stored: bool,
     defaults: EntryDefaults,
     run_id: String,
     round: AtomicU64,
@@ -75,7 +77,7 @@ pub struct Reconciler {
 impl Reconciler {
     pub fn new(
         upstream: Arc<UpstreamConfig>,
-        store: Arc<dyn Upserter>,
+        store: Arc<dyn ActivityPool>,
         clock: SharedClock,
         client: VendorClient,
         board: Arc<StatusBoard>,
@@ -115,6 +117,7 @@ impl Reconciler {
             clock,
             client,
             board,
+            adopt_stored: true,
             defaults,
             run_id: jitter::hex_id(),
             round: AtomicU64::new(0),
@@ -122,7 +125,28 @@ impl Reconciler {
         }
     }
 
-    /// One round: fetch, parse, upsert; the status board records the outcome either way.
+    /// Takes the stored status of this upstream into the board once per term, so totals
+    /// and the last outcome survive a change of leader.
+    async fn adopt_stored_status(&mut self) {
+        if !self.adopt_stored {
+            return;
+        }
+        match self.store.provider_statuses().await {
+            Ok(statuses) => {
+                if let Some(stored) = statuses
+                    .into_iter()
+                    .find(|s| s.upstream.as_ref() == Some(&self.upstream.id))
+                {
+                    self.board.adopt(stored);
+                }
+                self.adopt_stored = false;
+            }
+            Err(e) => tracing::debug!(upstream = %self.upstream.id, "stored status unread: {e}"),
+        }
+    }
+
+    /// One round: fetch, parse, upsert; the status board records the outcome either way,
+    /// and the store gets the board's entry (what every controller shows).
     pub async fn reconcile_once(&self) -> Result<RoundOutcome, RoundError> {
         let id = &self.upstream.id;
         let attempt = self.clock.now();
@@ -152,7 +176,7 @@ impl Reconciler {
             (Err(e), _) => crate::metrics::provider_round(id, e.kind(), elapsed, None),
             (Ok(_), None) => {}
         }
-        self.board.update(id, |s| {
+        let status = self.board.update(id, |s| {
             s.last_attempt_ms = Some(attempt);
             s.total_fetches += 1;
             match &result {
@@ -179,6 +203,13 @@ impl Reconciler {
                 }
             }
         });
+        if let Err(e) = self
+            .store
+            .put_provider_status(self.clock.now(), &status)
+            .await
+        {
+            tracing::warn!(upstream = %id, "provider status not stored: {e}");
+        }
         match &result {
             Ok(outcome) => tracing::debug!(
                 upstream = %id,
@@ -316,9 +347,15 @@ fn merge(total: &mut UpsertReport, report: UpsertReport) {
 impl LeaderJob for Reconciler {
     const NAME: &'static str = "reconciler";
 
+    fn begin_term(&mut self, store: Arc<dyn ActivityPool>) {
+        self.store = store;
+        self.adopt_stored = true;
+    }
+
     /// After a success the next fetch is an interval (plus jitter) away; after failures
     /// it backs off from 1 s up to the interval.
     async fn round(&mut self) -> Duration {
+        self.adopt_stored_status().await;
         let interval = self.upstream.provider.interval.as_duration();
         let jitter_max = self.upstream.provider.jitter.as_duration();
         match self.reconcile_once().await {

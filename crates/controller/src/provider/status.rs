@@ -1,40 +1,19 @@
 //! Per-upstream provider status, for the client API and operators.
 //!
-//! The board is a small map behind a std mutex: writers (one reconciler task per upstream)
-//! and readers (API handlers) hold it for a copy, never across an `.await`.
+//! The board is the leader's working copy: a small map behind a std mutex that the
+//! reconcilers update (held for a copy, never across an `.await`). After every round the
+//! reconciler writes its upstream's entry to the store (fenced with its term), and every
+//! controller answers `/v1/upstreams` from the store, so all of them say the same and a
+//! new leader carries on the totals.
 
-use proxypool_core::{LockExt, UnixMillis, UpstreamId};
+use proxypool_core::{LockExt, UpstreamId};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// What the last fetch of one upstream did, and running totals.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct UpstreamStatus {
-    pub upstream: Option<UpstreamId>,
-    pub last_attempt_ms: Option<UnixMillis>,
-    pub last_success_ms: Option<UnixMillis>,
-    /// A short kind (`connect`, `timeout`, `http_status`, `too_large`, `malformed_body`,
-    /// `store_unavailable`, `store_rejected`); `None` after a success.
-    pub last_error: Option<String>,
-    pub consecutive_failures: u32,
-    /// Entries in the last successful list.
-    pub last_fetched: u32,
-    pub last_inserted: u32,
-    pub last_refreshed: u32,
-    /// Dropped entries of the last successful list, by reason (parse and validation).
-    pub last_dropped: BTreeMap<String, u32>,
-    pub last_over_max_size: u32,
-    pub last_foreign_duplicates: u32,
-    /// Entries of the last list refused by the host policy (also in `last_dropped`, as
-    /// `host_not_allowed` and `private_host`): never upserted, never given credentials.
-    pub last_refused: u32,
-    pub total_refused: u64,
-    pub total_fetches: u64,
-    pub total_failures: u64,
-    pub total_inserted: u64,
-    pub total_dropped: u64,
-}
+/// What the last fetches of one upstream did, and running totals: the store's type, so
+/// the board and the shared copy are the same thing.
+pub type UpstreamStatus = proxypool_core::ProviderStatus;
 
 /// Status of every upstream.
 #[derive(Debug, Default)]
@@ -55,7 +34,27 @@ impl StatusBoard {
         all
     }
 
-    pub(crate) fn update(&self, upstream: &UpstreamId, change: impl FnOnce(&mut UpstreamStatus)) {
+    /// Takes the stored copy when it is at least as recent as this board's (a new term:
+    /// another controller may have fetched since this one last led).
+    pub(crate) fn adopt(&self, stored: UpstreamStatus) {
+        let Some(upstream) = stored.upstream.clone() else {
+            return;
+        };
+        let mut entries = self.entries.lock_or_recover();
+        let newer = entries
+            .get(&upstream)
+            .is_none_or(|local| stored.last_attempt_ms >= local.last_attempt_ms);
+        if newer {
+            entries.insert(upstream, stored);
+        }
+    }
+
+    /// Updates one upstream's entry and returns the result.
+    pub(crate) fn update(
+        &self,
+        upstream: &UpstreamId,
+        change: impl FnOnce(&mut UpstreamStatus),
+    ) -> UpstreamStatus {
         let mut entries = self.entries.lock_or_recover();
         let entry = entries
             .entry(upstream.clone())
@@ -64,6 +63,7 @@ impl StatusBoard {
                 ..UpstreamStatus::default()
             });
         change(entry);
+        entry.clone()
     }
 }
 

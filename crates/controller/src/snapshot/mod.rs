@@ -15,7 +15,9 @@ pub use signal::ChangeSignal;
 
 use crate::clock::SharedClock;
 use crate::config::SnapshotConfig;
-use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot, snapshot_checksum};
+use proxypool_core::control::{
+    GatewayClient, HeldLease, SnapshotProxy, WorkerSnapshot, snapshot_checksum_with_held,
+};
 use proxypool_core::{
     ActivityPool, AssignmentState, Conflict, LockExt, OwnedProxy, PoolError, PoolResult,
     SnapshotRef, UnixMillis, WorkerId, WorkerSession,
@@ -169,11 +171,20 @@ impl SnapshotPublisher {
             .await?;
         let proxies: Vec<SnapshotProxy> = owned.iter().map(snapshot_proxy).collect();
         let clients = self.clients.load_full();
-        let checksum = snapshot_checksum(&proxies, &clients);
-        let needed_epoch = self
+        let draining = self
             .pool
             .draining_of(now, worker, self.config.max_proxies)
-            .await?
+            .await?;
+        let mut held: Vec<HeldLease> = draining
+            .iter()
+            .map(|a| HeldLease {
+                id: a.proxy_id.clone(),
+                lease_until_ms: a.lease_until_ms,
+            })
+            .collect();
+        held.sort_by(|a, b| a.id.cmp(&b.id));
+        let checksum = snapshot_checksum_with_held(&proxies, &held, &clients);
+        let needed_epoch = draining
             .iter()
             .filter_map(|a| match a.state {
                 AssignmentState::Draining { drain_epoch } => Some(drain_epoch),
@@ -222,6 +233,7 @@ impl SnapshotPublisher {
             max_staleness_ms: self.config.max_staleness.as_ms(),
             proxies,
             clients: clients.as_ref().clone(),
+            held,
         }))
     }
 

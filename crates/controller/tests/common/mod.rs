@@ -125,7 +125,18 @@ pub async fn seed_available(
     upstream: &str,
     n: u16,
 ) -> Vec<ProxyId> {
-    let candidates: Vec<Candidate> = (0..n)
+    seed_more(pool, now, upstream, 0, n).await
+}
+
+/// `n` more available proxies, numbered from `first` (ports `20_000 + first ..`).
+pub async fn seed_more(
+    pool: &dyn ActivityPool,
+    now: u64,
+    upstream: &str,
+    first: u16,
+    n: u16,
+) -> Vec<ProxyId> {
+    let candidates: Vec<Candidate> = (first..first + n)
         .map(|i| Candidate::new(Protocol::Http, "127.0.0.1", 20_000 + i))
         .collect();
     pool.upsert(

@@ -12,7 +12,7 @@ use crate::admission::{ClientCounters, ClientLimiter, LimiterClock};
 use crate::capacity::{CapacityRegistry, RegistryFull};
 use crate::refusal::Refusal;
 use arc_swap::ArcSwapOption;
-use proxypool_core::control::{WorkerSnapshot, snapshot_checksum};
+use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_with_held};
 use proxypool_core::{LockExt, ProxyId, SharedClock, SnapshotRef, WorkerId};
 use proxypool_throttle::EngineOptions;
 use std::collections::HashSet;
@@ -125,7 +125,9 @@ impl SnapshotStore {
         if snapshot.worker != self.worker {
             return Err(ApplyError::WrongWorker(snapshot.worker));
         }
-        if snapshot_checksum(&snapshot.proxies, &snapshot.clients) != snapshot.reference.checksum {
+        if snapshot_checksum_with_held(&snapshot.proxies, &snapshot.held, &snapshot.clients)
+            != snapshot.reference.checksum
+        {
             return Err(ApplyError::Checksum);
         }
         if let Some(current) = self.view.load().as_ref()

@@ -174,6 +174,7 @@ impl TestController {
             max_staleness_ms: state.max_staleness_ms,
             proxies: state.proxies.clone(),
             clients: state.clients.clone(),
+            held: Vec::new(),
         }
     }
 
