@@ -1,8 +1,10 @@
-//! The admin listener: `/metrics` (Prometheus text), `/healthz` (200 while the snapshot
-//! is fresh, 503 when the gateway refuses traffic) and `/status` (JSON for operators).
+//! The admin listener: `/metrics` (Prometheus text), `/healthz` (liveness: 200 while the
+//! process answers), `/readyz` (readiness: 200 while the gateway can route, else 503 with
+//! the reason, see [`crate::readiness`]) and `/status` (JSON for operators).
 
 use crate::config::Limits;
 use crate::forward::body::ProxyBody;
+use crate::readiness::{self, LeaseSummary};
 use crate::state::{Phase, Shared};
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
@@ -56,18 +58,26 @@ fn answer(shared: &Shared, metrics: Option<&MetricsHandle>, path: &str) -> Respo
             if let Some(age) = shared.store.since_fresh_ms() {
                 shared.metrics.snapshot_age.set(age as f64 / 1000.0);
             }
+            readiness::publish(&shared.store, &shared.metrics, shared.clock.now());
             let text = metrics.map_or_else(
                 || "# the process has another metrics recorder installed\n".to_owned(),
                 MetricsHandle::render,
             );
             (StatusCode::OK, proxypool_metrics::CONTENT_TYPE, text)
         }
-        "/healthz" => match shared.store.current() {
-            Ok(_) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-            Err(refusal) => (
+        // Liveness only: an outage of the controller or its store is not a reason to
+        // restart a gateway (it would lose the snapshot it still serves from).
+        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/readyz" => match readiness::readiness(&shared.store, shared.clock.now()) {
+            Ok(_) => (
+                StatusCode::OK,
+                "application/json",
+                serde_json::json!({ "ready": true }).to_string(),
+            ),
+            Err(why) => (
                 StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                format!("{}\n", refusal.code()),
+                "application/json",
+                serde_json::json!({ "ready": false, "reason": why.reason() }).to_string(),
             ),
         },
         "/status" => (StatusCode::OK, "application/json", status_json(shared)),
@@ -87,11 +97,25 @@ fn answer(shared: &Shared, metrics: Option<&MetricsHandle>, path: &str) -> Respo
 
 fn status_json(shared: &Shared) -> String {
     let view = shared.store.view();
+    let now = shared.clock.now();
+    let ready = readiness::readiness(&shared.store, now);
+    let leases = view.as_ref().map(|v| LeaseSummary::of(v, now));
     serde_json::json!({
         "worker": shared.config().worker_id,
         "phase": format!("{:?}", *shared.phase.borrow()).to_lowercase(),
+        // Within max_staleness of the controller's last answer.
         "serving": shared.store.current().is_ok(),
+        // Serving, and at least one proxy with a live lease.
+        "ready": ready.is_ok(),
+        "not_ready_reason": ready.err().map(|why| why.reason()),
         "since_controller_ms": shared.store.since_fresh_ms(),
+        "snapshot_age_ms": view.as_ref().map(|v| now.saturating_sub(v.generated_at_ms)),
+        "leases": leases.map(|l| serde_json::json!({
+            "proxies": l.proxies,
+            "leased": l.leased,
+            "earliest_end_ms": l.earliest_end_ms,
+            "latest_end_ms": l.latest_end_ms,
+        })),
         "control_error": shared.control_error.load().as_deref().map(String::as_str),
         "snapshot": view.as_ref().map(|v| serde_json::json!({
             "session_id": v.session_id,

@@ -5,8 +5,10 @@
 //! reservation checks `active + reserved < max_sessions` and takes a slot in one CAS, and a
 //! runtime report reads both at the same instant, as the seed's packed read does. Counters
 //! outlive the snapshot that listed the proxy: a proxy removed while busy stays in the
-//! registry and is reported as draining until both counts are zero.
+//! registry and is reported as draining until both counts are zero. Each slot also carries
+//! the proxy's [`Cutoff`]: when the gateway must stop relaying through it.
 
+use crate::cutoff::Cutoff;
 use crate::forward::pool::IdlePool;
 use proxypool_core::{LockExt, ProxyId, ProxyRuntime};
 use std::collections::HashMap;
@@ -30,6 +32,9 @@ pub(crate) struct ProxySlot {
     last_failure_ms: AtomicU64,
     /// Kept-alive upstream connections for plain HTTP.
     pub(crate) idle: IdlePool,
+    /// The end of the lease this gateway holds on the proxy, and the signal that closes
+    /// its tunnels and upstream connections when the lease goes.
+    pub(crate) cutoff: Cutoff,
 }
 
 /// Active and reserved at one instant.
@@ -83,6 +88,32 @@ impl ProxySlot {
     pub(crate) fn record_failure(&self, now_ms: u64) {
         self.consecutive_failures.fetch_add(1, Ordering::Relaxed);
         self.last_failure_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// Whether anything is open through the proxy: an active or reserved use, or an upstream
+    /// connection (idle or busy) waiting on the cutoff.
+    pub(crate) fn in_use(&self) -> bool {
+        self.load().total() > 0 || self.cutoff.watched()
+    }
+
+    /// The lease lapsed (the lease keeper): cuts once and drops the idle connections.
+    /// Returns whether this call cut.
+    pub(crate) fn lapse_if_due(&self, now_ms: u64) -> bool {
+        let cut = self.cutoff.lapse_if_due(now_ms);
+        if cut {
+            self.idle.clear();
+        }
+        cut
+    }
+
+    /// The store disowned the proxy: cuts at once and drops the idle connections. Returns
+    /// whether it was still open.
+    pub(crate) fn revoke(&self) -> bool {
+        let cut = self.cutoff.revoke();
+        if cut {
+            self.idle.clear();
+        }
+        cut
     }
 
     pub(crate) fn record_success(&self) {
@@ -233,6 +264,23 @@ impl CapacityRegistry {
             .collect();
         entries.sort_by(|a, b| a.proxy_id.cmp(&b.proxy_id));
         entries
+    }
+
+    /// Every tracked proxy's slot (current and draining), copied out of the lock.
+    pub(crate) fn slots(&self) -> Vec<(ProxyId, Arc<ProxySlot>)> {
+        self.tracked
+            .lock_or_recover()
+            .iter()
+            .map(|(id, entry)| (id.clone(), Arc::clone(&entry.slot)))
+            .collect()
+    }
+
+    /// The slot of a tracked proxy.
+    pub(crate) fn slot(&self, id: &ProxyId) -> Option<Arc<ProxySlot>> {
+        self.tracked
+            .lock_or_recover()
+            .get(id)
+            .map(|entry| Arc::clone(&entry.slot))
     }
 
     /// How many proxies are tracked (current + draining).

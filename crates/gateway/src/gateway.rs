@@ -14,7 +14,7 @@ use crate::snapshot::SnapshotStore;
 use crate::state::{Phase, Shared};
 use crate::sticky::StickyTable;
 use crate::usage::UsageTable;
-use crate::{admin, http_proxy, socks};
+use crate::{admin, http_proxy, keeper, readiness, socks};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{SharedClock, SystemClock};
 use proxypool_metrics::MetricsHandle;
@@ -226,6 +226,7 @@ impl Gateway {
             tasks.spawn(admin::serve(listener, Arc::clone(&shared), metrics_handle));
         }
         tasks.spawn(maintenance(Arc::clone(&shared)));
+        tasks.spawn(keeper::run(Arc::clone(&shared)));
         let (stop_control, stop_rx) = watch::channel(false);
         let control_task = {
             let control = Arc::clone(&control);
@@ -276,7 +277,8 @@ async fn bind(
     }
 }
 
-/// Periodic bounded cleanups: sticky sessions, limiter keys, gauges.
+/// Periodic bounded cleanups: sticky sessions, limiter keys, gauges (also for a `/metrics`
+/// rendered by another role of the process, which does not refresh the gateway's).
 async fn maintenance(shared: Arc<Shared>) {
     let mut ticker = tokio::time::interval(Duration::from_secs(10));
     loop {
@@ -289,6 +291,7 @@ async fn maintenance(shared: Arc<Shared>) {
         if let Some(age) = shared.store.since_fresh_ms() {
             shared.metrics.snapshot_age.set(age as f64 / 1000.0);
         }
+        readiness::publish(&shared.store, &shared.metrics, shared.clock.now());
     }
 }
 

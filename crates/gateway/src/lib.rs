@@ -17,7 +17,10 @@
 //! unreachable for longer than `max_staleness_ms`) → proxy credentials and username
 //! selectors → client policy limiter → destination policy (403 `destination_denied` for
 //! internal IP literals and ports outside the list) → connection cap → pick a proxy (rotation or
-//! sticky session; reserve a slot) → dial (retry elsewhere on proxy faults) → relay.
+//! sticky session; reserve a slot; only proxies before their lease cutoff; 503
+//! `no_leased_proxies` when none the request could use has a live lease, `no_eligible_proxy`
+//! when the selectors match nothing free) → dial (retry elsewhere on proxy faults) → relay
+//! (closed when the proxy's lease goes).
 //! Nothing on that path is remote: an atomically swapped immutable view plus local
 //! atomics. Refusals carry `X-Proxypool-Error` (HTTP) or the fitting SOCKS5 reply.
 //!
@@ -37,6 +40,9 @@
 //! | `select` | candidate indexes, eligibility, rotation strategies |
 //! | `sticky` | the sticky-session table |
 //! | `capacity` | packed active/reserved counters, failure counts, registry |
+//! | `cutoff` | per proxy: when the gateway must stop relaying through it (lease end less a skew margin, or the store's "no longer yours") and the signal that closes its tunnels and connections |
+//! | `keeper` | the task that cuts proxies whose lease passed unextended |
+//! | `readiness` | ready or why not (`/readyz`, `/status`, gauges) |
 //! | `snapshot` | the immutable indexed view and its atomic store (staleness) |
 //! | `auth`, `selector`, `cidr` | credentials, username selectors, IP allowlists |
 //! | `destination` | the destination policy: targets and ports refused before any dial |
@@ -54,13 +60,16 @@ mod capacity;
 mod cidr;
 mod config;
 mod control;
+mod cutoff;
 mod destination;
 mod dial;
 mod forward;
 mod gateway;
 mod http_proxy;
 mod io;
+mod keeper;
 mod metrics;
+mod readiness;
 mod refusal;
 mod reload;
 mod route;

@@ -6,9 +6,12 @@
 //! `connections_open{listener}`, `connections_rejected_total{reason}`,
 //! `requests_total{kind}`, `refusals_total{code}`, `bytes_total{direction}`,
 //! `upstream_failures_total{reason}`, `selection_misses_total`,
-//! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`, `snapshot_age_seconds`,
-//! `snapshot_version`, `snapshot_proxies`, `upstream_dial_seconds` (histogram).
+//! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`,
+//! `tunnels_closed_total{reason}` (closed because the proxy's lease went: `lease_lapsed`,
+//! `stale`), `snapshot_age_seconds`, `snapshot_version`, `snapshot_proxies`,
+//! `leased_proxies`, `ready`, `upstream_dial_seconds` (histogram).
 
+use crate::cutoff::CutReason;
 use crate::refusal::Refusal;
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use proxypool_core::LockExt;
@@ -40,7 +43,13 @@ pub(crate) struct GatewayMetrics {
     pub shield_denials: Counter,
     pub client_denials: Counter,
     pub tunnels_open: Gauge,
+    /// One counter per [`CutReason`], in the order of [`CutReason::ALL`].
+    tunnels_closed: [Counter; CutReason::ALL.len()],
     pub snapshot_age: Gauge,
+    /// 1 while the gateway can route (see `crate::readiness`), else 0.
+    pub ready: Gauge,
+    /// Proxies of the snapshot the gateway may relay through now.
+    pub leased_proxies: Gauge,
     /// Runtime reports the controller accepted, and the ones that failed.
     pub reports_accepted: Counter,
     pub reports_failed: Counter,
@@ -86,6 +95,11 @@ impl GatewayMetrics {
             shield_denials: counter!("proxypool_gateway_limiter_denials_total", "limiter" => "shield"),
             client_denials: counter!("proxypool_gateway_limiter_denials_total", "limiter" => "client"),
             tunnels_open: gauge!("proxypool_gateway_tunnels_open"),
+            tunnels_closed: CutReason::ALL.map(|reason| {
+                counter!("proxypool_gateway_tunnels_closed_total", "reason" => reason.label())
+            }),
+            ready: gauge!("proxypool_gateway_ready"),
+            leased_proxies: gauge!("proxypool_gateway_leased_proxies"),
             snapshot_age: gauge!("proxypool_gateway_snapshot_age_seconds"),
             snapshot_version: gauge!("proxypool_gateway_snapshot_version"),
             snapshot_proxies: gauge!("proxypool_gateway_snapshot_proxies"),
@@ -113,6 +127,11 @@ impl GatewayMetrics {
             Some(index) => self.refusals[index].increment(1),
             None => debug_assert!(false, "unknown refusal code {code}"),
         }
+    }
+
+    /// A tunnel closed because its proxy's lease went.
+    pub(crate) fn tunnel_closed(&self, reason: CutReason) {
+        self.tunnels_closed[reason as usize].increment(1);
     }
 
     /// A target the destination policy refused; `reason` is `port`, `deny_cidrs`, a
@@ -213,6 +232,18 @@ fn describe() {
         "proxypool_gateway_tunnels_open",
         "CONNECT and SOCKS5 tunnels open."
     );
+    describe_counter!(
+        "proxypool_gateway_tunnels_closed_total",
+        "Tunnels closed because the gateway no longer held their proxy's lease: lease_lapsed (it ended unrenewed), stale (the store said the worker no longer owns the proxy)."
+    );
+    describe_gauge!(
+        "proxypool_gateway_ready",
+        "1 while the gateway can route (a fresh snapshot with at least one leased proxy), else 0."
+    );
+    describe_gauge!(
+        "proxypool_gateway_leased_proxies",
+        "Proxies of the applied snapshot whose lease the gateway holds now."
+    );
     describe_gauge!(
         "proxypool_gateway_snapshot_age_seconds",
         "Seconds since the controller last answered."
@@ -254,6 +285,7 @@ mod tests {
             },
             Refusal::TooManyConnections,
             Refusal::NoEligibleProxy,
+            Refusal::NoLeasedProxies,
             Refusal::Stale,
             Refusal::SessionTableFull,
             Refusal::UpstreamFailed {

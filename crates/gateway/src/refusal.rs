@@ -37,8 +37,13 @@ pub enum Refusal {
     RateLimited { retry_after_ms: u64, lockout: bool },
     /// The client already holds its maximum of concurrent connections.
     TooManyConnections,
-    /// No proxy in the snapshot matches the selectors with free capacity.
+    /// No proxy in the snapshot matches the selectors with free capacity (while proxies
+    /// that match have live leases, or none matches at all).
     NoEligibleProxy,
+    /// The snapshot has no proxy with a live lease (every lease lapsed unrenewed, the store
+    /// disowned them, or the controller assigned none), or none of those the selectors
+    /// match has one: the gateway cannot route anything, whatever the selectors say.
+    NoLeasedProxies,
     /// The snapshot is older than `max_staleness_ms` and the controller is unreachable
     /// (or no snapshot arrived yet).
     Stale,
@@ -60,6 +65,7 @@ impl Refusal {
             Refusal::RateLimited { .. } | Refusal::TooManyConnections => 429,
             Refusal::UpstreamFailed { .. } => 502,
             Refusal::NoEligibleProxy
+            | Refusal::NoLeasedProxies
             | Refusal::Stale
             | Refusal::SessionTableFull
             | Refusal::Unavailable => 503,
@@ -67,7 +73,7 @@ impl Refusal {
     }
 
     /// Every code [`Refusal::code`] can return, once; metrics register one counter each.
-    pub const CODES: [&'static str; 13] = [
+    pub const CODES: [&'static str; 14] = [
         "bad_request",
         "auth_required",
         "bad_selector",
@@ -81,6 +87,7 @@ impl Refusal {
         "upstream_failed",
         "unavailable",
         "destination_denied",
+        "no_leased_proxies",
     ];
 
     /// The stable code in `X-Proxypool-Error` (and in metrics).
@@ -104,6 +111,7 @@ impl Refusal {
             Refusal::UpstreamFailed { .. } => 10,
             Refusal::Unavailable => 11,
             Refusal::DestinationDenied(_) => 12,
+            Refusal::NoLeasedProxies => 13,
         }
     }
 
@@ -115,6 +123,7 @@ impl Refusal {
             }
             Refusal::TooManyConnections
             | Refusal::NoEligibleProxy
+            | Refusal::NoLeasedProxies
             | Refusal::Stale
             | Refusal::Unavailable => Some(1),
             _ => None,
@@ -132,6 +141,8 @@ impl Refusal {
             | Refusal::RateLimited { .. }
             | Refusal::TooManyConnections => socks_reply::NOT_ALLOWED,
             Refusal::UpstreamFailed { socks, .. } => *socks,
+            // No route out at all: the gateway has no upstream it may use.
+            Refusal::NoLeasedProxies => socks_reply::NETWORK_UNREACHABLE,
             Refusal::NoEligibleProxy
             | Refusal::Stale
             | Refusal::SessionTableFull
@@ -166,6 +177,9 @@ impl fmt::Display for Refusal {
             Refusal::NoEligibleProxy => {
                 f.write_str("no upstream proxy matches the selectors with free capacity")
             }
+            Refusal::NoLeasedProxies => f.write_str(
+                "no upstream proxy has a live lease on this gateway (the controller or its store is unreachable, or assigned none); refusing new traffic",
+            ),
             Refusal::Stale => f.write_str(
                 "gateway snapshot is stale (controller unreachable); refusing new traffic",
             ),
@@ -205,5 +219,14 @@ mod tests {
         assert_eq!(denied.code(), "destination_denied");
         assert_eq!(denied.socks_reply(), socks_reply::NOT_ALLOWED);
         assert_eq!(denied.retry_after_secs(), None);
+        // An outage is not the selectors' fault: its own code and reply.
+        let unleased = Refusal::NoLeasedProxies;
+        assert_eq!(
+            (unleased.status(), unleased.code()),
+            (503, "no_leased_proxies")
+        );
+        assert_eq!(unleased.socks_reply(), socks_reply::NETWORK_UNREACHABLE);
+        assert_ne!(unleased.code(), Refusal::NoEligibleProxy.code());
+        assert_eq!(unleased.retry_after_secs(), Some(1));
     }
 }

@@ -226,6 +226,13 @@ impl Router {
                 reason: failure.reason,
                 socks: failure.socks,
             }),
+            // During an outage the answer must say so, never blame the selectors.
+            None if self
+                .picker
+                .lease_miss(view, client, selectors, self.clock.now()) =>
+            {
+                Err(Refusal::NoLeasedProxies)
+            }
             None => {
                 self.metrics.selection_misses.increment(1);
                 Err(Refusal::NoEligibleProxy)

@@ -120,6 +120,35 @@ impl Picker {
         }
     }
 
+    /// After a pick found nothing: whether that is for want of leases rather than for the
+    /// selectors. True when no proxy of the view has a live lease, or when proxies match
+    /// the client and selectors but none of them has one. Only refusals pay for the scan.
+    pub(crate) fn lease_miss(
+        &self,
+        view: &SnapshotView,
+        client: &ClientEntry,
+        selectors: &Selectors,
+        now_ms: u64,
+    ) -> bool {
+        if !view.has_lease(now_ms) {
+            return true;
+        }
+        let mut matched = false;
+        for index in candidate_sources(view, client, selectors)
+            .into_iter()
+            .flatten()
+        {
+            let proxy = &view.proxies[*index as usize];
+            if matches(proxy, client, selectors) {
+                if proxy.is_live(now_ms) {
+                    return false;
+                }
+                matched = true;
+            }
+        }
+        matched
+    }
+
     /// xorshift64*: cheap, lock-free, good enough to spread load.
     fn next_random(&self) -> u64 {
         let mut x = self.random.load(Ordering::Relaxed);
@@ -163,7 +192,7 @@ fn nth(sources: &[&[u32]], mut n: usize) -> u32 {
     unreachable!("n is below the total length")
 }
 
-/// Lease, `usable_until`, free capacity and no failure cooldown.
+/// Lease (its cutoff), free capacity and no failure cooldown.
 fn available(proxy: &ViewProxy, when: Eligibility) -> bool {
     proxy.is_live(when.now_ms)
         && proxy.slot.load().total() < u64::from(proxy.max_sessions)

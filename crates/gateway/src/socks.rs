@@ -86,7 +86,7 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
                 .await
                 .is_ok()
             {
-                run_tunnel(shared, &client, &usage, stream, upstream, &[]).await;
+                run_tunnel(shared, &client, &usage, &lease, stream, upstream, &[]).await;
             }
             drop((lease, client_permit, permit));
         }

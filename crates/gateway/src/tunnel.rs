@@ -18,7 +18,9 @@
 //!   are enough to keep it open);
 //! - a write that makes no progress for `idle` (a peer that stopped reading) ends the
 //!   tunnel, even while the other direction is busy;
-//! - an error on either side ends both directions.
+//! - an error on either side ends both directions;
+//! - the caller's `stop` future completing ends it at once (shutdown, a removed client, the
+//!   proxy's lease gone), with the bytes moved so far still counted.
 
 use std::future::poll_fn;
 use std::io;
@@ -44,31 +46,37 @@ pub(crate) struct Relayed {
     pub down: u64,
 }
 
-/// Relays until both directions ended, an error, `idle` without traffic either way, or a
-/// write that made no progress for `idle`.
+/// Relays until both directions ended, an error, `idle` without traffic either way, a
+/// write that made no progress for `idle`, or `stop` completing (its output is returned
+/// then).
 ///
 /// One hand-written state machine rather than two joined `async` pumps: its state is a
 /// few words per direction and one timer (a few hundred bytes per tunnel), where nested
 /// readiness and timeout futures would take several times that in every idle tunnel.
-pub(crate) async fn relay(
+pub(crate) async fn relay<S: Future>(
     mut client: TcpStream,
     mut upstream: TcpStream,
     idle: Duration,
-) -> Relayed {
+    stop: S,
+) -> (Relayed, Option<S::Output>) {
     let started = Instant::now();
     let mut up = Direction::new(started);
     let mut down = Direction::new(started);
     // One timer for the idle limit and both write deadlines.
     let timer = tokio::time::sleep_until(started + idle);
     tokio::pin!(timer);
-    poll_fn(|cx| {
+    tokio::pin!(stop);
+    let stopped = poll_fn(|cx| {
+        if let Poll::Ready(output) = stop.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
         let up_state = up.poll(&client, &mut upstream, cx);
         let down_state = down.poll(&upstream, &mut client, cx);
         if matches!(up_state, State::Failed) || matches!(down_state, State::Failed) {
-            return Poll::Ready(());
+            return Poll::Ready(None);
         }
         if up.finished && down.finished {
-            return Poll::Ready(());
+            return Poll::Ready(None);
         }
         if matches!(up_state, State::Yielded) || matches!(down_state, State::Yielded) {
             cx.waker().wake_by_ref();
@@ -83,7 +91,7 @@ pub(crate) async fn relay(
         };
         let deadline = since + idle;
         if deadline <= Instant::now() {
-            return Poll::Ready(());
+            return Poll::Ready(None);
         }
         if timer.deadline() != deadline {
             timer.as_mut().reset(deadline);
@@ -95,10 +103,11 @@ pub(crate) async fn relay(
         Poll::Pending
     })
     .await;
-    Relayed {
+    let relayed = Relayed {
         up: up.moved,
         down: down.moved,
-    }
+    };
+    (relayed, stopped)
 }
 
 /// What one poll of a direction left it in.
@@ -221,7 +230,16 @@ mod tests {
     async fn tunnel(idle: Duration) -> (TcpStream, TcpStream, tokio::task::JoinHandle<Relayed>) {
         let (client, gateway_client) = pair().await;
         let (gateway_upstream, server) = pair().await;
-        let relay = tokio::spawn(relay(gateway_client, gateway_upstream, idle));
+        let relay = tokio::spawn(async move {
+            relay(
+                gateway_client,
+                gateway_upstream,
+                idle,
+                std::future::pending::<()>(),
+            )
+            .await
+            .0
+        });
         (client, server, relay)
     }
 
@@ -371,12 +389,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn stop_ends_the_tunnel_at_once_and_keeps_the_counts() {
+        let (mut client, gateway_client) = pair().await;
+        let (gateway_upstream, mut server) = pair().await;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<&str>();
+        let relay = tokio::spawn(relay(
+            gateway_client,
+            gateway_upstream,
+            Duration::from_secs(30),
+            async move { stopped.await.unwrap() },
+        ));
+        client.write_all(b"hello").await.unwrap();
+        let mut hello = [0u8; 5];
+        server.read_exact(&mut hello).await.unwrap();
+        stop.send("cut").unwrap();
+        let (relayed, why) = tokio::time::timeout(Duration::from_secs(5), relay)
+            .await
+            .expect("stop ends the relay")
+            .unwrap();
+        assert_eq!((relayed, why), (Relayed { up: 5, down: 0 }, Some("cut")));
+        // Both sockets were closed by the relay.
+        let mut rest = Vec::new();
+        assert_eq!(server.read_to_end(&mut rest).await.unwrap(), 0);
+        assert_eq!(client.read_to_end(&mut rest).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
     async fn an_idle_tunnel_holds_no_buffer() {
         let (_client, gateway_client) = pair().await;
         let (gateway_upstream, _server) = pair().await;
         // The relay's whole state lives in its task: it must not carry a buffer inline
         // (a stack array would cost its size in every idle tunnel).
-        let relay = relay(gateway_client, gateway_upstream, Duration::from_secs(1));
+        let relay = relay(
+            gateway_client,
+            gateway_upstream,
+            Duration::from_secs(1),
+            std::future::pending::<()>(),
+        );
         let size = std::mem::size_of_val(&relay);
         eprintln!("relay future: {size} bytes");
         assert!(size <= 512, "relay future is {size} bytes");

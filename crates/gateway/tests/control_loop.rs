@@ -157,7 +157,8 @@ async fn refuses_clearly_without_touching_an_upstream() {
         Some("forbidden")
     );
 
-    // A client id with '-' still parses, and an empty snapshot means "no proxy", 503.
+    // A client id with '-' still parses, and a snapshot the controller gave no proxies is
+    // "no leased proxies", 503: not the selectors' fault.
     let none = curl(&[
         "-x",
         &http_proxy_url("team-b-region-us", gateway.http),
@@ -165,7 +166,7 @@ async fn refuses_clearly_without_touching_an_upstream() {
     ])
     .await;
     assert_eq!(none.status, 503);
-    assert_eq!(none.header("x-proxypool-error"), Some("no_eligible_proxy"));
+    assert_eq!(none.header("x-proxypool-error"), Some("no_leased_proxies"));
     assert!(none.header("retry-after").is_some());
 
     let https = curl(&[
@@ -190,7 +191,7 @@ async fn refuses_clearly_without_touching_an_upstream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_snapshot_yet_is_gateway_stale_and_unhealthy() {
+async fn no_snapshot_yet_is_gateway_stale_and_not_ready_but_alive() {
     let controller = TestController::start(WORKER, 60_000).await;
     let gateway = Running::start(config(&controller)).await;
     let response = curl(&[
@@ -201,11 +202,27 @@ async fn no_snapshot_yet_is_gateway_stale_and_unhealthy() {
     .await;
     assert_eq!(response.status, 503);
     assert_eq!(response.header("x-proxypool-error"), Some("gateway_stale"));
+    let ready = curl(&[&format!("http://{}/readyz", gateway.admin)]).await;
+    assert_eq!(ready.status, 503);
+    assert!(
+        ready.body.contains("\"reason\":\"no_snapshot\""),
+        "{}",
+        ready.body
+    );
+    // Liveness is not readiness: the process answers, so it is not to be restarted.
     let health = curl(&[&format!("http://{}/healthz", gateway.admin)]).await;
-    assert_eq!(health.status, 503);
+    assert_eq!(health.status, 200);
 
+    // A snapshot without proxies: serving (fresh), but not ready (nothing leased).
     controller.publish(vec![], vec![client("alice")]);
     acked(&controller, 1).await;
+    let ready = curl(&[&format!("http://{}/readyz", gateway.admin)]).await;
+    assert_eq!(ready.status, 503);
+    assert!(
+        ready.body.contains("\"reason\":\"no_leased_proxies\""),
+        "{}",
+        ready.body
+    );
     let health = curl(&[&format!("http://{}/healthz", gateway.admin)]).await;
     assert_eq!(health.status, 200);
     let metrics = curl(&[&format!("http://{}/metrics", gateway.admin)]).await;
@@ -222,7 +239,11 @@ async fn no_snapshot_yet_is_gateway_stale_and_unhealthy() {
         metrics.body
     );
     let status = curl(&[&format!("http://{}/status", gateway.admin)]).await;
-    assert!(status.body.contains("\"serving\":true"), "{}", status.body);
+    let status: serde_json::Value = serde_json::from_str(&status.body).unwrap();
+    assert_eq!(status["serving"], true, "{status}");
+    assert_eq!(status["ready"], false, "{status}");
+    assert_eq!(status["not_ready_reason"], "no_leased_proxies", "{status}");
+    assert_eq!(status["leases"]["proxies"], 0, "{status}");
     gateway.shutdown().await;
 }
 

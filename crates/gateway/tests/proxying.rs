@@ -239,7 +239,8 @@ async fn a_manual_clock_ends_sticky_sessions_and_leases_without_sleeping() {
     let renewed = curl(&["-x", &user, &origin.url("/")]).await;
     assert_eq!(session(&renewed).as_deref(), Some("new"));
 
-    // Past the proxy's lease (by the gateway's wall clock) it is no longer used.
+    // Past the proxy's lease (by the gateway's wall clock) it is no longer used, and the
+    // refusal says why: no lease, not the selectors.
     clock.set(lease_until_ms);
     let lapsed = curl(&[
         "-x",
@@ -250,7 +251,7 @@ async fn a_manual_clock_ends_sticky_sessions_and_leases_without_sleeping() {
     assert_eq!(lapsed.status, 503, "{lapsed:?}");
     assert_eq!(
         lapsed.header("x-proxypool-error"),
-        Some("no_eligible_proxy")
+        Some("no_leased_proxies")
     );
     gateway.shutdown().await;
 }

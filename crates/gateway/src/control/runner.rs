@@ -3,14 +3,17 @@
 //! Register → (long-poll snapshots ∥ post runtime reports) until the controller says the
 //! session is fenced (register again with a new id) or the gateway stops (the caller then
 //! ends the session). Unreachable controller: back off and retry; the hot path keeps
-//! serving from the last snapshot until the store's staleness rule refuses traffic.
+//! serving from the last snapshot until the store's staleness rule refuses traffic, each
+//! proxy only until its lease ends ([`crate::cutoff`]). A report's answer naming proxies
+//! the store no longer has this worker owning (`stale_proxies`) closes what is open through
+//! them at once.
 
 use super::client::{ControlClient, ControlError};
 use crate::metrics::GatewayMetrics;
 use crate::snapshot::SnapshotStore;
 use crate::usage::UsageTable;
 use proxypool_core::control::{RegisterSession, SessionGrant, SnapshotAck};
-use proxypool_core::{LockExt, RuntimeReport, SnapshotRef, WorkerId};
+use proxypool_core::{LockExt, ProxyId, RuntimeReport, SnapshotRef, WorkerId};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -219,9 +222,10 @@ impl ControlLoop {
             usage: Some(self.usage.report()),
         };
         match self.client.report(&report).await {
-            Ok(_) => {
+            Ok(ack) => {
                 self.metrics.reports_accepted.increment(1);
                 self.store.mark_fresh();
+                self.revoke(&ack.stale_proxies);
                 Reported::Accepted
             }
             Err(ControlError::Fenced) => {
@@ -233,6 +237,21 @@ impl ControlLoop {
                 tracing::warn!(%error, sequence = report.sequence, "runtime report failed");
                 Reported::Failed
             }
+        }
+    }
+
+    /// Stops relaying through the proxies the store says this worker no longer owns (their
+    /// lease lapsed there, or they moved on), logging each once.
+    fn revoke(&self, stale: &[ProxyId]) {
+        if stale.is_empty() {
+            return;
+        }
+        for (proxy, slot) in self.store.revoke(stale) {
+            tracing::warn!(
+                %proxy,
+                active = slot.load().active,
+                "the store no longer has this worker owning the proxy; closing what is open through it"
+            );
         }
     }
 

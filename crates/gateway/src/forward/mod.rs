@@ -5,6 +5,10 @@
 //! credentials; through a SOCKS5 proxy it goes in origin form over a tunnel to the target.
 //! Failures before the request is sent retry on another proxy (the router's bound);
 //! failures after it are a 502, since the request body may be gone.
+//!
+//! Every upstream connection closes when its proxy's lease goes ([`crate::cutoff`]): kept
+//! alive in the pool or busy with a response (which then ends short), it is never used
+//! past the lease.
 
 pub(crate) mod body;
 pub(crate) mod pool;
@@ -24,7 +28,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self as client_http1, SendRequest};
 use hyper_util::rt::TokioIo;
 use pool::PoolKey;
-use proxypool_core::Protocol;
+use proxypool_core::{Clock, Protocol};
 use proxypool_proto::TargetAddr;
 use std::time::Duration;
 
@@ -47,6 +51,7 @@ pub(crate) async fn forward(
         target: target.clone(),
         timeouts,
         pool_idle: shared.pool_idle(),
+        clock: &*shared.clock,
     };
     let routed = shared.router.route(view, auth, &dialer).await?;
     let proxy = &view.proxies[routed.index as usize];
@@ -71,7 +76,9 @@ pub(crate) async fn forward(
                 Some(unsent) if attempt_fresh => {
                     attempt_fresh = false;
                     request = unsent;
-                    sender = open(proxy, &target, timeouts).await.map_err(&fail)?;
+                    sender = open(proxy, &target, timeouts, &*shared.clock)
+                        .await
+                        .map_err(&fail)?;
                 }
                 _ => {
                     return Err(fail(DialFailure::upstream("upstream_request_failed")));
@@ -110,14 +117,15 @@ pub(crate) async fn forward(
 }
 
 /// Finds or opens a forwarding connection through one proxy.
-struct ForwardDialer {
+struct ForwardDialer<'c> {
     target: TargetAddr,
     target_key: String,
     timeouts: DialTimeouts,
     pool_idle: Duration,
+    clock: &'c dyn Clock,
 }
 
-impl Dialer for ForwardDialer {
+impl Dialer for ForwardDialer<'_> {
     /// The connection, what it may be pooled for, and whether it came from the pool.
     type Output = (SendRequest<CountingBody>, PoolKey, bool);
 
@@ -129,7 +137,7 @@ impl Dialer for ForwardDialer {
         if let Some(sender) = pooled(proxy, &key, self.pool_idle).await {
             return Ok((sender, key, true));
         }
-        let sender = open(proxy, &self.target, self.timeouts).await?;
+        let sender = open(proxy, &self.target, self.timeouts, self.clock).await?;
         Ok((sender, key, false))
     }
 }
@@ -189,10 +197,12 @@ async fn pooled(
 }
 
 /// A new upstream connection: to the HTTP proxy itself, or a SOCKS5 tunnel to the target.
+/// It lives until its sender is dropped, the peer closes, or the proxy's lease goes.
 async fn open(
     proxy: &ViewProxy,
     target: &TargetAddr,
     timeouts: DialTimeouts,
+    clock: &dyn Clock,
 ) -> Result<SendRequest<CountingBody>, DialFailure> {
     let stream = match proxy.protocol {
         Protocol::Http | Protocol::Https => dial::connect_proxy(proxy, timeouts.connect).await?,
@@ -202,9 +212,15 @@ async fn open(
         .handshake::<_, CountingBody>(TokioIo::new(stream))
         .await
         .map_err(|_| DialFailure::upstream("proxy_io_error"))?;
+    // Watched before the connection is used, so a cut from here on reaches it.
+    let cut = proxy.slot.cutoff.watch(clock);
     tokio::spawn(async move {
-        // Ends when the sender is dropped or the peer closes; errors are the request's.
-        let _ = connection.await;
+        // Errors are the request's. Dropping the connection on a cut closes the socket; a
+        // response in flight on it ends with an error, so the client sees it cut short.
+        tokio::select! {
+            _ = connection => {}
+            _ = cut.closed() => {}
+        }
     });
     Ok(sender)
 }

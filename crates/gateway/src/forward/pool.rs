@@ -48,6 +48,11 @@ impl IdlePool {
         Some(idle.remove(position).sender)
     }
 
+    /// Drops every idle connection (the proxy's lease is gone).
+    pub(crate) fn clear(&self) {
+        self.idle.lock_or_recover().clear();
+    }
+
     /// Returns a connection that finished a response; the oldest goes beyond `cap`.
     pub(crate) fn put(&self, key: PoolKey, sender: SendRequest<CountingBody>, cap: usize) {
         if cap == 0 || sender.is_closed() {

@@ -4,6 +4,8 @@
 use super::service::ConnectionState;
 use crate::admission::ConnectionPermit;
 use crate::auth::Authenticated;
+use crate::capacity::Lease;
+use crate::cutoff::CutReason;
 use crate::destination;
 use crate::dial::TunnelDialer;
 use crate::forward::body::ProxyBody;
@@ -73,6 +75,7 @@ pub(super) async fn connect(
             &shared_for_tunnel,
             &client_id,
             &usage,
+            &lease,
             client,
             upstream,
             &leftover,
@@ -90,32 +93,60 @@ pub(super) async fn connect(
     Ok(response)
 }
 
-/// Relays a tunnel of `client_id`, sending bytes the client sent early (with its CONNECT)
-/// first. The tunnel ends when either side does, when it idles, when the gateway stops, or
-/// a shutdown grace after a configuration reload removed its client.
+/// Why a tunnel was ended from outside.
+enum Ended {
+    Stopped,
+    ClientRemoved,
+    Cut(CutReason),
+}
+
+/// Relays a tunnel of `client_id` through the proxy of `lease`, sending bytes the client
+/// sent early (with its CONNECT) first. The tunnel ends when either side does, when it
+/// idles, when the gateway stops, a shutdown grace after a configuration reload removed its
+/// client, or as soon as the gateway no longer holds the proxy's lease ([`crate::cutoff`]).
 pub(crate) async fn run_tunnel(
     shared: &Shared,
     client_id: &str,
     usage: &UsageCell,
+    lease: &Lease,
     client: TcpStream,
     mut upstream: TcpStream,
     early: &[u8],
 ) {
+    // Watch from before the first byte: a cut from now on closes the tunnel.
+    let cut = lease.slot().cutoff.watch(&*shared.clock);
     shared.metrics.tunnels_open.increment(1.0);
     if !early.is_empty() && upstream.write_all(early).await.is_err() {
         shared.metrics.tunnels_open.decrement(1.0);
         return;
     }
     let mut phase = shared.phase.clone();
-    let stopped = phase.wait_for(|p| *p == Phase::Stopped);
-    let relayed = tokio::select! {
-        relayed = tunnel::relay(client, upstream, shared.tunnel_idle()) => relayed,
-        _ = stopped => tunnel::Relayed::default(),
-        () = client_removed(shared, client_id) => {
-            tracing::info!(client = client_id, "closing a tunnel of a client the configuration no longer has");
-            tunnel::Relayed::default()
+    let ended = async {
+        tokio::select! {
+            _ = phase.wait_for(|p| *p == Phase::Stopped) => Ended::Stopped,
+            () = client_removed(shared, client_id) => Ended::ClientRemoved,
+            reason = cut.closed() => Ended::Cut(reason),
         }
     };
+    let (relayed, ended) = tunnel::relay(client, upstream, shared.tunnel_idle(), ended).await;
+    match ended {
+        Some(Ended::ClientRemoved) => {
+            tracing::info!(
+                client = client_id,
+                "closing a tunnel of a client the configuration no longer has"
+            );
+        }
+        Some(Ended::Cut(reason)) => {
+            // The keeper or the control loop logged the proxy once; count each tunnel.
+            tracing::debug!(
+                client = client_id,
+                reason = reason.label(),
+                "tunnel closed: the proxy's lease is gone"
+            );
+            shared.metrics.tunnel_closed(reason);
+        }
+        Some(Ended::Stopped) | None => {}
+    }
     // The usage counters feed the gateway's byte metrics too.
     usage.bytes_up.increment(relayed.up + early.len() as u64);
     usage.bytes_down.increment(relayed.down);

@@ -9,7 +9,7 @@
 
 use super::view::{SnapshotView, ViewParts};
 use crate::admission::{ClientCounters, ClientLimiter, LimiterClock};
-use crate::capacity::{CapacityRegistry, RegistryFull};
+use crate::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
 use crate::refusal::Refusal;
 use arc_swap::ArcSwapOption;
 use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_with_held};
@@ -154,6 +154,12 @@ impl SnapshotStore {
         let limiter = self.limiter_for(&snapshot)?;
         let ids: Vec<&ProxyId> = snapshot.proxies.iter().map(|p| &p.id).collect();
         let slots = self.registry.prepare(&ids)?;
+        // Nothing fails from here on. The new lease ends go into the slots before the view
+        // swaps: the snapshot is the controller's word, also for the old view's requests.
+        for (proxy, slot) in snapshot.proxies.iter().zip(&slots) {
+            slot.cutoff
+                .set_lease_end(proxy.lease_until_ms.min(proxy.usable_until_ms));
+        }
         let client_ids: Vec<_> = snapshot.clients.iter().map(|c| &c.id).collect();
         let connections = self.clients.prepare(&client_ids);
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
@@ -204,6 +210,23 @@ impl SnapshotStore {
         let limiter = Arc::new(limiter);
         *cached = Some(Arc::clone(&limiter));
         Ok(limiter)
+    }
+
+    /// The store answered that the worker no longer owns these proxies: closes what is open
+    /// through each at once and keeps it out of picks until a snapshot renews its lease.
+    /// Returns the ones that were still open (each revoked once).
+    pub(crate) fn revoke(&self, proxies: &[ProxyId]) -> Vec<(ProxyId, Arc<ProxySlot>)> {
+        let revoked: Vec<_> = proxies
+            .iter()
+            .filter_map(|id| self.registry.slot(id).map(|slot| (id.clone(), slot)))
+            .filter(|(_, slot)| slot.revoke())
+            .collect();
+        if !revoked.is_empty()
+            && let Some(view) = self.view.load().as_ref()
+        {
+            view.refresh_leases();
+        }
+        revoked
     }
 
     /// Sweeps the client limiter's idle keys (bounded).

@@ -17,7 +17,7 @@ use proxypool_proto::TargetAddr;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicUsize};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// One proxy the worker may route through.
 #[derive(Debug)]
@@ -39,9 +39,16 @@ pub(crate) struct ViewProxy {
 }
 
 impl ViewProxy {
-    /// Whether the lease and `usable_until` still hold at `now_ms` (wall clock).
+    /// Whether the gateway may relay through the proxy at `now_ms` (wall clock): before
+    /// its cutoff, the end of its lease and `usable_until` less the skew margin, unless the
+    /// store disowned it since ([`crate::cutoff`]).
     pub(crate) fn is_live(&self, now_ms: UnixMillis) -> bool {
-        now_ms < self.lease_until_ms && now_ms < self.usable_until_ms
+        self.slot.cutoff.is_open(now_ms)
+    }
+
+    /// Where the lease really ends: the lease, never past the proxy's own `usable_until`.
+    pub(crate) fn lease_end_ms(&self) -> UnixMillis {
+        self.lease_until_ms.min(self.usable_until_ms)
     }
 
     /// `(username, password)` for the upstream handshake.
@@ -105,6 +112,10 @@ pub(crate) struct SnapshotView {
     clients: HashMap<String, Arc<ClientEntry>>,
     /// Round-robin cursor.
     pub(crate) cursor: AtomicUsize,
+    /// The latest cutoff of any proxy in the view: before it at least one proxy can be
+    /// relayed through, from it none can (readiness, and refusals that say why, in one
+    /// atomic load). Lowered when the store disowns proxies.
+    leased_until: AtomicU64,
 }
 
 /// What the view needs besides the snapshot: counters that outlive views.
@@ -149,8 +160,10 @@ impl SnapshotView {
             clients: HashMap::with_capacity(snapshot.clients.len()),
             limiter: Arc::clone(&parts.limiter),
             cursor: AtomicUsize::new(0),
+            leased_until: AtomicU64::new(0),
             proxies,
         };
+        view.refresh_leases();
         for (index, proxy) in view.proxies.iter().enumerate() {
             let index = index as u32;
             view.by_id.insert(proxy.id.clone(), index);
@@ -187,6 +200,23 @@ impl SnapshotView {
 
     pub(crate) fn client_count(&self) -> usize {
         self.clients.len()
+    }
+
+    /// Whether any proxy of the view can be relayed through at `now_ms`.
+    pub(crate) fn has_lease(&self, now_ms: UnixMillis) -> bool {
+        now_ms < self.leased_until.load(Ordering::Acquire)
+    }
+
+    /// Recomputes the latest cutoff from the proxies' slots (after the view is built and
+    /// after a revocation; off the hot path).
+    pub(crate) fn refresh_leases(&self) {
+        let latest = self
+            .proxies
+            .iter()
+            .map(|p| p.slot.cutoff.until_ms())
+            .max()
+            .unwrap_or(0);
+        self.leased_until.store(latest, Ordering::Release);
     }
 }
 

@@ -1,5 +1,6 @@
 //! A small test controller: the server side of the worker control API, in memory, with
-//! knobs the tests turn (publish a snapshot, fence the session, go away entirely).
+//! knobs the tests turn (publish a snapshot, fence the session, name proxies stale in its
+//! report answers, go away entirely).
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -12,7 +13,7 @@ use proxypool_core::control::{
     ErrorBody, ErrorDetail, GatewayClient, RegisterSession, ReportAck, SessionGrant, SnapshotAck,
     SnapshotProxy, WorkerSnapshot, snapshot_checksum,
 };
-use proxypool_core::{RuntimeReport, SnapshotRef, WorkerId, now_millis};
+use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, WorkerId, now_millis};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,6 +38,9 @@ pub struct ControlState {
     pub report_interval_ms: u64,
     /// Every request path seen (to prove what the gateway calls).
     pub calls: Vec<String>,
+    /// Named in every report's answer as entries the store did not take (the worker no
+    /// longer owns these proxies).
+    pub stale_proxies: Vec<ProxyId>,
 }
 
 #[derive(Debug)]
@@ -272,7 +276,7 @@ impl TestController {
                 json(&ReportAck {
                     outcome: "accepted".into(),
                     session_expires_at_ms: now_millis() + 30_000,
-                    stale_proxies: Vec::new(),
+                    stale_proxies: state.stale_proxies.clone(),
                 })
             }
             (Method::DELETE, p) if p.starts_with(&format!("{worker}/sessions/")) => {

@@ -294,3 +294,51 @@ pub async fn acked(controller: &Arc<TestController>, version: u64) {
     })
     .await;
 }
+
+/// `proxy` with its lease ending at `lease_until_ms` (wall clock).
+pub fn leased_until(mut proxy: SnapshotProxy, lease_until_ms: u64) -> SnapshotProxy {
+    proxy.lease_until_ms = lease_until_ms;
+    proxy
+}
+
+/// An admin route's status and JSON body.
+pub async fn admin_json(gateway: &Running, path: &str) -> (u16, serde_json::Value) {
+    let response = curl(&[&format!("http://{}{path}", gateway.admin)]).await;
+    let body = serde_json::from_str(&response.body)
+        .unwrap_or_else(|e| panic!("{path} answers JSON ({e}): {}", response.body));
+    (response.status, body)
+}
+
+/// The value of one series on the admin `/metrics` (its full name with labels).
+pub async fn metric(gateway: &Running, series: &str) -> Option<f64> {
+    let text = curl(&[&format!("http://{}/metrics", gateway.admin)])
+        .await
+        .body;
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The reply a SOCKS5 CONNECT to `target` as `user` gets (`Succeeded` when it went through).
+pub async fn socks_reply(
+    gateway: &Running,
+    user: &str,
+    target: SocketAddr,
+) -> proxypool_proto::socks5::Reply {
+    use proxypool_proto::socks5::Reply;
+    let mut stream = tokio::net::TcpStream::connect(gateway.socks5)
+        .await
+        .unwrap();
+    let target = proxypool_proto::TargetAddr::from(target);
+    match proxypool_proto::socks5::connect(&mut stream, &target, Some((user, PASSWORD))).await {
+        Ok(_) => Reply::Succeeded,
+        Err(proxypool_proto::ProtoError::SocksRejected { reply }) => reply,
+        Err(other) => panic!("SOCKS5 exchange failed: {other}"),
+    }
+}
+
+/// Serializes the tests of one test binary that read metric values: every gateway of a
+/// process records into one registry, so concurrent tests would count into each other.
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
+}
