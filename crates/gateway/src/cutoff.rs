@@ -11,7 +11,9 @@
 //! worker no longer owns the proxy ([`Cutoff::revoke`]).
 //!
 //! A proxy a new snapshot no longer lists keeps its cutoff: it is draining, and what is
-//! open on it may finish while the lease the gateway knows of lasts, but not past it.
+//! open on it may finish while the lease the gateway knows of lasts, but not past it. The
+//! controller keeps renewing a busy draining lease and lists the new end in the snapshot's
+//! `held` leases, which move the cutoff on like a listed proxy's lease end does.
 
 use proxypool_core::{Clock, UnixMillis};
 use std::sync::atomic::{AtomicU64, Ordering};

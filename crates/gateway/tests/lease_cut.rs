@@ -10,7 +10,7 @@ mod common;
 use common::control::TestController;
 use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
 use common::*;
-use proxypool_core::control::SnapshotProxy;
+use proxypool_core::control::{HeldLease, SnapshotProxy};
 use proxypool_core::{Clock, ManualClock, Protocol, now_millis};
 use proxypool_proto::{TargetAddr, http_connect, socks5};
 use proxypool_sim::ProxyKind;
@@ -279,6 +279,40 @@ async fn a_draining_proxy_keeps_its_tunnels_while_its_lease_lives() {
             .is_some_and(|r| r.entries.iter().all(|e| e.proxy_id != draining))
     })
     .await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_proxy_s_renewed_lease_keeps_its_tunnels_past_the_first_lease_end() {
+    let _serial = serial().await;
+    let (controller, gateway, clock, target, up) = setup(126).await;
+    let other = sim_upstream(ProxyKind::Http, Ipv4Addr::new(127, 0, 0, 127)).await;
+    let draining = listed(up.addr(), 1, 0).id;
+    let mut connect = connect_tunnel(&gateway, target).await;
+    let others = vec![listed(other.addr(), 2, clock.now() + 3_600_000)];
+    // Drained (no longer listed), but the controller keeps renewing its lease while the
+    // tunnel lasts and says so in each snapshot.
+    let mut version = 1;
+    for round in 1..=3u64 {
+        controller.publish_with_held(
+            others.clone(),
+            vec![HeldLease {
+                id: draining.clone(),
+                lease_until_ms: clock.now() + LEASE_MS,
+            }],
+            vec![client("alice")],
+        );
+        version += 1;
+        acked(&controller, version).await;
+        clock.advance(LEASE_MS - 1_000);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_open(&mut connect, &format!("draining CONNECT, renewal {round}")).await;
+    }
+    // Renewals stop (the store no longer extends it): cut at the last lease end.
+    controller.publish_with_held(others, Vec::new(), vec![client("alice")]);
+    acked(&controller, version + 1).await;
+    clock.advance(1_000);
+    assert_closed(&mut connect, "draining CONNECT past its last renewed lease").await;
     gateway.shutdown().await;
 }
 

@@ -160,6 +160,15 @@ impl SnapshotStore {
             slot.cutoff
                 .set_lease_end(proxy.lease_until_ms.min(proxy.usable_until_ms));
         }
+        // A draining proxy is not listed (nothing new may go through it), but its renewed
+        // lease end is: what is still open through it may go on until then.
+        for held in &snapshot.held {
+            if !seen.contains(&held.id)
+                && let Some(slot) = self.registry.slot(&held.id)
+            {
+                slot.cutoff.set_lease_end(held.lease_until_ms);
+            }
+        }
         let client_ids: Vec<_> = snapshot.clients.iter().map(|c| &c.id).collect();
         let connections = self.clients.prepare(&client_ids);
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;

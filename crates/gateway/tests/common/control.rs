@@ -10,8 +10,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use proxypool_core::control::{
-    ErrorBody, ErrorDetail, GatewayClient, RegisterSession, ReportAck, SessionGrant, SnapshotAck,
-    SnapshotProxy, WorkerSnapshot, snapshot_checksum,
+    ErrorBody, ErrorDetail, GatewayClient, HeldLease, RegisterSession, ReportAck, SessionGrant,
+    SnapshotAck, SnapshotProxy, WorkerSnapshot, snapshot_checksum_with_held,
 };
 use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, WorkerId, now_millis};
 use std::net::SocketAddr;
@@ -41,6 +41,8 @@ pub struct ControlState {
     /// Named in every report's answer as entries the store did not take (the worker no
     /// longer owns these proxies).
     pub stale_proxies: Vec<ProxyId>,
+    /// Draining leases the snapshot carries.
+    pub held: Vec<HeldLease>,
 }
 
 #[derive(Debug)]
@@ -159,6 +161,17 @@ impl TestController {
         self.changed.notify_waiters();
     }
 
+    /// Publishes a new snapshot version that also carries draining leases.
+    pub fn publish_with_held(
+        &self,
+        proxies: Vec<SnapshotProxy>,
+        held: Vec<HeldLease>,
+        clients: Vec<GatewayClient>,
+    ) {
+        self.state.lock().unwrap().held = held;
+        self.publish(proxies, clients);
+    }
+
     /// Invalidates the current session (as if another instance registered).
     pub fn fence(&self) {
         self.state.lock().unwrap().session = Some("someone-else".into());
@@ -172,13 +185,13 @@ impl TestController {
             reference: SnapshotRef {
                 version: state.version,
                 epoch: 1,
-                checksum: snapshot_checksum(&state.proxies, &state.clients),
+                checksum: snapshot_checksum_with_held(&state.proxies, &state.held, &state.clients),
             },
             generated_at_ms: now_millis(),
             max_staleness_ms: state.max_staleness_ms,
             proxies: state.proxies.clone(),
             clients: state.clients.clone(),
-            held: Vec::new(),
+            held: state.held.clone(),
         }
     }
 
