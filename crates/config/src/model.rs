@@ -100,8 +100,23 @@ pub struct StoreConfig {
     /// system roots).
     #[serde(default)]
     pub sentinel_tls: bool,
+    /// Redis only: what the controller does when the server would forget the pool's state
+    /// (AOF off, or a `maxmemory-policy` that evicts keys): `warn` (log each risk once the
+    /// server answers) or `refuse` (fail the start, also when the server cannot be reached
+    /// to tell).
+    #[serde(default)]
+    pub durability: DurabilityPolicy,
     #[serde(skip)]
     pub kind: StoreKind,
+}
+
+/// See [`StoreConfig::durability`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DurabilityPolicy {
+    #[default]
+    Warn,
+    Refuse,
 }
 
 fn default_key_prefix() -> String {
@@ -126,6 +141,7 @@ impl Default for StoreConfig {
             leader_lease: default_leader_lease(),
             tls: None,
             sentinel_tls: false,
+            durability: DurabilityPolicy::Warn,
             kind: StoreKind::Memory,
         }
     }

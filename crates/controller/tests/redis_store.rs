@@ -340,3 +340,44 @@ async fn a_controller_on_a_private_redis_serves_a_worker_checked_proxies() {
     e2e::serves_a_worker_checked_proxies(&running, &vendor).await;
     running.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durability_refuse_fails_the_start_until_redis_keeps_its_data_and_never_evicts() {
+    let Some(redis) = private_redis_or_skip() else {
+        return;
+    };
+    let vendor = vendor(Ipv4Addr::new(127, 0, 4, 61)).await;
+    let mut config = failover_config(&redis, &vendor, "2s");
+    config.store.durability = proxypool_controller::config::DurabilityPolicy::Refuse;
+
+    // The test server runs without AOF: refused, saying why.
+    let refused = open_store(&config.store).await.unwrap_err().to_string();
+    assert!(refused.contains("appendonly is off"), "{refused}");
+
+    redis
+        .command(&["CONFIG", "SET", "appendonly", "yes"])
+        .unwrap();
+    redis
+        .command(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"])
+        .unwrap();
+    let refused = open_store(&config.store).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("maxmemory-policy is allkeys-lru"),
+        "{refused}"
+    );
+    assert!(!refused.contains("appendonly"), "{refused}");
+
+    redis
+        .command(&["CONFIG", "SET", "maxmemory-policy", "noeviction"])
+        .unwrap();
+    open_store(&config.store)
+        .await
+        .expect("AOF on and noeviction: durable");
+
+    // `warn` (the default) never fails the start, even on a server that would forget.
+    redis
+        .command(&["CONFIG", "SET", "appendonly", "no"])
+        .unwrap();
+    config.store.durability = proxypool_controller::config::DurabilityPolicy::Warn;
+    open_store(&config.store).await.expect("warn only");
+}

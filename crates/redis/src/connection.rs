@@ -136,6 +136,28 @@ impl Connector {
         .await
     }
 
+    /// `CONFIG GET name`: the value, or `None` when the server has no such setting or
+    /// refuses the command (managed services often rename `CONFIG` away).
+    pub(crate) async fn config_get(&self, name: &str) -> PoolResult<Option<String>> {
+        self.bounded(async {
+            let mut manager = self.manager().await?;
+            let reply = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg(name)
+                .query_async::<Vec<String>>(&mut manager)
+                .await;
+            match reply {
+                Ok(pairs) => Ok(pairs.into_iter().nth(1)),
+                Err(e) if matches!(e.kind(), ErrorKind::Server(_)) => Ok(None),
+                Err(e) => {
+                    self.on_error(&e);
+                    Err(store_down(&e))
+                }
+            }
+        })
+        .await
+    }
+
     /// `GET key` (for reads that need no script).
     pub(crate) async fn get(&self, key: &str) -> PoolResult<Option<Vec<u8>>> {
         self.bounded(async {

@@ -22,6 +22,7 @@
 pub mod client;
 mod codec;
 mod connection;
+pub mod durability;
 mod keys;
 pub mod options;
 pub mod pool;
@@ -30,5 +31,6 @@ mod reply;
 mod scripts;
 
 pub use client::RedisClient;
+pub use durability::Durability;
 pub use options::RedisPoolOptions;
 pub use pool::RedisPool;

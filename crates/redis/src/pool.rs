@@ -51,6 +51,10 @@ impl RedisPool {
         })
     }
 
+    pub(crate) fn conn(&self) -> &Connector {
+        &self.conn
+    }
+
     /// The options the pool runs with.
     pub fn options(&self) -> &RedisPoolOptions {
         &self.options

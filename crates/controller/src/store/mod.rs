@@ -37,6 +37,6 @@ pub async fn open_store(config: &StoreConfig) -> Result<OpenedStore, StoreOpenEr
             pool: Arc::new(MemoryPool::new(MemoryPoolOptions::default())),
             leadership: Arc::new(AlwaysLeader::new()),
         }),
-        StoreKind::Redis { .. } | StoreKind::Sentinel { .. } => redis::open(config),
+        StoreKind::Redis { .. } | StoreKind::Sentinel { .. } => redis::open(config).await,
     }
 }

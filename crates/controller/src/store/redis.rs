@@ -12,14 +12,15 @@
 
 use super::{OpenedStore, StoreOpenError};
 use crate::clock::SystemClock;
-use crate::config::{ClientTlsConfig, StoreConfig, StoreKind};
+use crate::config::{ClientTlsConfig, DurabilityPolicy, StoreConfig, StoreKind};
 use crate::leadership::{LeaseLeadership, LeaseOptions};
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
 use redis::{IntoConnectionInfo, RedisConnectionInfo};
 use std::sync::Arc;
 
-/// Builds the pool and starts competing for the controller lease.
-pub(super) fn open(config: &StoreConfig) -> Result<OpenedStore, StoreOpenError> {
+/// Builds the pool, checks what the server keeps (see [`check_durability`]) and starts
+/// competing for the controller lease.
+pub(super) async fn open(config: &StoreConfig) -> Result<OpenedStore, StoreOpenError> {
     let client = client(config)?;
     let options = RedisPoolOptions {
         key_prefix: config.key_prefix.clone(),
@@ -29,6 +30,7 @@ pub(super) fn open(config: &StoreConfig) -> Result<OpenedStore, StoreOpenError> 
     tracing::info!(redis = ?client, key_prefix = %options.key_prefix, "opening the redis store");
     let pool =
         Arc::new(RedisPool::new(client, options).map_err(|e| StoreOpenError::Open(e.to_string()))?);
+    check_durability(&pool, config.durability).await?;
     let leadership = LeaseLeadership::start(
         pool.clone(),
         Arc::new(SystemClock),
@@ -45,6 +47,54 @@ pub(super) fn open(config: &StoreConfig) -> Result<OpenedStore, StoreOpenError> 
         pool,
         leadership: Arc::new(leadership),
     })
+}
+
+/// Exclusivity needs a Redis that keeps its data across a restart (AOF) and never evicts
+/// (`noeviction`). `refuse`: the start fails unless the server is reachable and says so.
+/// `warn`: a background task reads the settings once the server answers and logs each risk
+/// (a Redis that is down at start must not fail the start).
+async fn check_durability(
+    pool: &Arc<RedisPool>,
+    policy: DurabilityPolicy,
+) -> Result<(), StoreOpenError> {
+    match policy {
+        DurabilityPolicy::Refuse => {
+            let durability = pool.durability().await.map_err(|e| {
+                StoreOpenError::Open(format!(
+                    "store.durability = \"refuse\" needs the Redis settings at start: {e}"
+                ))
+            })?;
+            let risks = durability.risks();
+            if !risks.is_empty() {
+                return Err(StoreOpenError::Open(format!(
+                    "store.durability = \"refuse\": {}",
+                    risks.join("; ")
+                )));
+            }
+            Ok(())
+        }
+        DurabilityPolicy::Warn => {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                loop {
+                    match pool.durability().await {
+                        Ok(durability) => {
+                            for risk in durability.risks() {
+                                tracing::warn!(
+                                    "redis store: {risk}; exclusivity needs appendonly yes and \
+                                     maxmemory-policy noeviction (set store.durability = \
+                                     \"refuse\" to make this fatal)"
+                                );
+                            }
+                            return;
+                        }
+                        Err(_) => tokio::time::sleep(std::time::Duration::from_secs(5)).await,
+                    }
+                }
+            });
+            Ok(())
+        }
+    }
 }
 
 /// The connection target with the password (if any) set in its settings.
