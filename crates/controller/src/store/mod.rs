@@ -37,6 +37,8 @@ pub async fn open_store(config: &StoreConfig) -> Result<OpenedStore, StoreOpenEr
             pool: Arc::new(MemoryPool::new(MemoryPoolOptions::default())),
             leadership: Arc::new(AlwaysLeader::new()),
         }),
-        StoreKind::Redis { .. } | StoreKind::Sentinel { .. } => redis::open(config).await,
+        // Boxed: the durability check makes this future deep, and every embedding
+        // future (the binary's, a doc example's) would carry it inline.
+        StoreKind::Redis { .. } | StoreKind::Sentinel { .. } => Box::pin(redis::open(config)).await,
     }
 }

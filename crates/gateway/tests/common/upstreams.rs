@@ -97,6 +97,20 @@ pub fn dead_addr() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
+/// Waits up to 10 s for `addr` to accept, giving up early when `child` exits.
+async fn listening_while_alive(addr: SocketAddr, child: &mut Child) -> bool {
+    for _ in 0..500 {
+        if TcpStream::connect(addr).await.is_ok() {
+            return true;
+        }
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
 async fn wait_listening(addr: SocketAddr) {
     // Up to 10 s: a third-party daemon starting on a loaded 2-core machine can be slow.
     for _ in 0..500 {
@@ -276,28 +290,35 @@ impl TlsOrigin {
             .status()
             .expect("openssl runs");
         assert!(made.success(), "self-signed certificate");
-        let port = free_port();
-        let child = Command::new("openssl")
-            .args([
-                "s_server",
-                "-quiet",
-                "-www",
-                "-accept",
-                &port.to_string(),
-                "-cert",
-            ])
-            .arg(&cert)
-            .arg("-key")
-            .arg(&key)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("openssl s_server starts");
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        wait_listening(addr).await;
-        Self { addr, child, dir }
+        // A port picked free can be taken by a parallel test before s_server binds it, and
+        // then s_server exits: start it again on another port.
+        for _ in 0..3 {
+            let port = free_port();
+            let mut child = Command::new("openssl")
+                .args([
+                    "s_server",
+                    "-quiet",
+                    "-www",
+                    "-accept",
+                    &port.to_string(),
+                    "-cert",
+                ])
+                .arg(&cert)
+                .arg("-key")
+                .arg(&key)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("openssl s_server starts");
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            if listening_while_alive(addr, &mut child).await {
+                return Self { addr, child, dir };
+            }
+            let _ = child.kill().await;
+        }
+        panic!("openssl s_server never started listening");
     }
 }
 
