@@ -12,7 +12,6 @@ use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
 use common::*;
 use proxypool_core::control::{HeldLease, SnapshotProxy};
 use proxypool_core::{Clock, ManualClock, Protocol, now_millis};
-use proxypool_proto::{TargetAddr, http_connect, socks5};
 use proxypool_sim::ProxyKind;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -42,23 +41,11 @@ async fn echo_server() -> SocketAddr {
 }
 
 async fn connect_tunnel(gateway: &Running, target: SocketAddr) -> TcpStream {
-    let mut stream = TcpStream::connect(gateway.http).await.unwrap();
-    http_connect::connect(&mut stream, &target.to_string(), Some(("alice", PASSWORD)))
-        .await
-        .expect("CONNECT through the gateway");
-    stream
+    connect_as_alice(TcpStream::connect(gateway.http).await.unwrap(), target).await
 }
 
 async fn socks_tunnel(gateway: &Running, target: SocketAddr) -> TcpStream {
-    let mut stream = TcpStream::connect(gateway.socks5).await.unwrap();
-    socks5::connect(
-        &mut stream,
-        &TargetAddr::from(target),
-        Some(("alice", PASSWORD)),
-    )
-    .await
-    .expect("SOCKS5 through the gateway");
-    stream
+    socks_as_alice(TcpStream::connect(gateway.socks5).await.unwrap(), target).await
 }
 
 /// The tunnel still carries bytes both ways.

@@ -9,7 +9,6 @@ use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
 use common::*;
 use proxypool_core::Protocol;
 use proxypool_core::control::{GatewayClient, SnapshotProxy};
-use proxypool_proto::{TargetAddr, http_connect, socks5};
 use proxypool_sim::ProxyKind;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -108,23 +107,11 @@ async fn dial(gateway: SocketAddr) -> TcpStream {
 }
 
 async fn connect_tunnel(gateway: &Running, target: SocketAddr) -> TcpStream {
-    let mut stream = dial(gateway.http).await;
-    http_connect::connect(&mut stream, &target.to_string(), Some(("alice", PASSWORD)))
-        .await
-        .expect("CONNECT through the gateway");
-    stream
+    connect_as_alice(dial(gateway.http).await, target).await
 }
 
 async fn socks_tunnel(gateway: &Running, target: SocketAddr) -> TcpStream {
-    let mut stream = dial(gateway.socks5).await;
-    socks5::connect(
-        &mut stream,
-        &TargetAddr::from(target),
-        Some(("alice", PASSWORD)),
-    )
-    .await
-    .expect("SOCKS5 through the gateway");
-    stream
+    socks_as_alice(dial(gateway.socks5).await, target).await
 }
 
 /// The client streams its bytes while it reads the server's; both must arrive whole.

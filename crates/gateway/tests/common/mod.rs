@@ -342,3 +342,35 @@ pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     SERIAL.lock().await
 }
+
+/// CONNECT to `target` as `alice` over `stream`, a fresh connection to the gateway's HTTP
+/// listener (callers dial it their own way, e.g. with small socket buffers).
+pub async fn connect_as_alice(
+    mut stream: tokio::net::TcpStream,
+    target: SocketAddr,
+) -> tokio::net::TcpStream {
+    proxypool_proto::http_connect::connect(
+        &mut stream,
+        &target.to_string(),
+        Some(("alice", PASSWORD)),
+    )
+    .await
+    .expect("CONNECT through the gateway");
+    stream
+}
+
+/// A SOCKS5 CONNECT to `target` as `alice` over `stream`, a fresh connection to the
+/// gateway's SOCKS5 listener.
+pub async fn socks_as_alice(
+    mut stream: tokio::net::TcpStream,
+    target: SocketAddr,
+) -> tokio::net::TcpStream {
+    proxypool_proto::socks5::connect(
+        &mut stream,
+        &proxypool_proto::TargetAddr::from(target),
+        Some(("alice", PASSWORD)),
+    )
+    .await
+    .expect("SOCKS5 through the gateway");
+    stream
+}
