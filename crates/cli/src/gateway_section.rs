@@ -45,7 +45,7 @@ pub(crate) fn gateway_config(
                     "gateway: a split gateway needs worker_id, controller_url and worker_token",
                 ));
             };
-            GatewayConfig::from_section(section, worker, url, token)
+            GatewayConfig::from_section(section, worker, url.0, token)
         }
         Placement::InProcess {
             controller_url,
@@ -60,7 +60,7 @@ pub(crate) fn gateway_config(
             GatewayConfig::from_section(
                 section,
                 worker_id(section)?,
-                controller_url.clone(),
+                vec![controller_url.clone()],
                 token.clone(),
             )
         }

@@ -195,7 +195,7 @@ impl Stack {
             let settings = GatewayConfig::from_section(
                 section,
                 running.worker_id.clone(),
-                running.controller_url.clone(),
+                running.controller_urls.clone(),
                 running.worker_token.clone(),
             );
             gateway

@@ -187,11 +187,11 @@ fn split(with_tls: bool) {
     let ports_b = (free_port(), free_port());
     let file_a = scratch.write(
         "gw-a.toml",
-        &gateway_config("gw-a", control, ports_a.0, ports_a.1, &sim, tls.as_ref()),
+        &gateway_config("gw-a", &[control], ports_a.0, ports_a.1, &sim, tls.as_ref()),
     );
     let file_b = scratch.write(
         "gw-b.toml",
-        &gateway_config("gw-b", control, ports_b.0, ports_b.1, &sim, tls.as_ref()),
+        &gateway_config("gw-b", &[control], ports_b.0, ports_b.1, &sim, tls.as_ref()),
     );
     let mut gateway_a = Proc::start(
         "gw-a",
@@ -227,8 +227,8 @@ fn split(with_tls: bool) {
     assert!(exits_a.is_disjoint(&exits_b), "{exits_a:?} / {exits_b:?}");
     assert!(exits_a.is_disjoint(&extracted_exits) && exits_b.is_disjoint(&extracted_exits));
 
-    // Gateway B crashes: no clean shutdown, no session end. Its leases lapse (3 s) and
-    // the surviving gateway gets its proxies.
+    // Gateway B crashes: no clean shutdown, no session end. Its session (3 s) or its
+    // leases (6 s) lapse and the surviving gateway gets its proxies.
     gateway_b.signal("KILL");
     gateway_b.wait(Duration::from_secs(10));
     let moved = eventually(
@@ -236,9 +236,8 @@ fn split(with_tls: bool) {
         Duration::from_secs(45),
         || gateway_proxies(&admin_a) == 2 * half,
     );
-    eprintln!("reassigned {moved:?} after the kill (lease 3s, session ttl 3s)");
-    // Not at once: nobody told the controller; it waited for the lease (renewed with at
-    // least `renew_before` = 1 s left) to lapse.
+    eprintln!("reassigned {moved:?} after the kill (lease 6s, session ttl 3s)");
+    // Not at once: nobody told the controller; it waited for the session or the lease.
     assert!(moved >= Duration::from_millis(500), "{moved:?}");
     let after: BTreeSet<String> = exits(&proxy_a, &origin, 24);
     assert!(

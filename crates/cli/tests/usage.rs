@@ -188,7 +188,7 @@ fn usage_is_exact_per_upstream_and_the_same_from_every_controller() {
     let (http, admin) = (free_port(), free_port());
     let gateway_file = scratch.write(
         "gw-a.toml",
-        &gateway_config("gw-a", control, http, admin, &sim, None),
+        &gateway_config("gw-a", &[control], http, admin, &sim, None),
     );
     let _gateway = Proc::start(
         "gw-a",

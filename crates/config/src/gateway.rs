@@ -1,7 +1,8 @@
 //! `[gateway]`: a gateway worker, in the file of a split gateway (`proxypool gateway`) or
 //! beside the controller's sections in a `serve` file.
 //!
-//! A split gateway needs `worker_id`, `controller_url` and `worker_token`; the in-process
+//! A split gateway needs `worker_id`, `controller_url` (one URL, or a list of every
+//! controller to fail over between) and `worker_token`; the in-process
 //! gateway of `serve` talks to its own controller over loopback with a token made up at
 //! start, so those keys are ignored there (and `worker_id` defaults to `local`).
 //! Listeners and identity need a restart to change; everything else applies on a reload.
@@ -20,6 +21,7 @@ use crate::target::split_host_port;
 use crate::validate::parse_cidr;
 use proxypool_core::{PortSet, WorkerId};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 
 /// The worker id an in-process gateway gets when the file names none.
@@ -32,10 +34,11 @@ pub struct GatewaySection {
     /// This worker's stable id (the controller leases proxies to it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_id: Option<WorkerId>,
-    /// Base URL of the controller's worker control API, `https://host:port` (or
-    /// `http://host:port` on a trusted network).
+    /// Base URL of the controllers' worker control API, `https://host:port` (or
+    /// `http://host:port` on a trusted network): one, or a list of every controller, which
+    /// the gateway moves along when the one it talks to stops answering.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub controller_url: Option<String>,
+    pub controller_url: Option<ControllerUrls>,
     /// The bearer token the controller expects (a split gateway sends it, so it resolves
     /// to the secret itself).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -282,7 +285,7 @@ pub struct ControlConfig {
 impl Default for ControlConfig {
     fn default() -> Self {
         Self {
-            request_timeout: Millis::from_secs(10),
+            request_timeout: Millis::from_secs(5),
             initial_backoff: Millis(200),
             max_backoff: Millis::from_secs(5),
         }
@@ -295,8 +298,8 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
         crate::tls::check_client(c, "gateway.controller_tls", tls);
         if gateway
             .controller_url
-            .as_deref()
-            .is_some_and(|url| url.starts_with("http://"))
+            .as_ref()
+            .is_some_and(|urls| urls.0.iter().any(|url| url.starts_with("http://")))
         {
             c.at(
                 "gateway.controller_tls",
@@ -406,13 +409,76 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
             c.at(format!("gateway.{key}"), "is required for a split gateway");
         }
     }
-    if let Some(url) = &g.controller_url
-        && let Err(message) = controller_url(url)
-    {
-        c.at("gateway.controller_url", message);
+    if let Some(urls) = &g.controller_url {
+        if urls.0.is_empty() {
+            c.at(
+                "gateway.controller_url",
+                "must name at least one controller",
+            );
+        }
+        if urls.0.len() > MAX_CONTROLLER_URLS {
+            c.at(
+                "gateway.controller_url",
+                format!("at most {MAX_CONTROLLER_URLS} controllers"),
+            );
+        }
+        for (i, url) in urls.0.iter().enumerate() {
+            if let Err(message) = controller_url(url) {
+                let path = match urls.0.len() {
+                    1 => "gateway.controller_url".to_owned(),
+                    _ => format!("gateway.controller_url[{i}]"),
+                };
+                c.at(path, message);
+            }
+        }
+        let schemes: HashSet<bool> = urls.0.iter().map(|u| u.starts_with("https://")).collect();
+        if schemes.len() > 1 {
+            c.at(
+                "gateway.controller_url",
+                "mixes https:// and http://: every controller is reached the same way",
+            );
+        }
     }
     if let Some(token) = &mut gateway.worker_token {
         c.resolve_plain("gateway.worker_token", token);
+    }
+}
+
+/// Most controllers one gateway lists.
+pub const MAX_CONTROLLER_URLS: usize = 16;
+
+/// `[gateway] controller_url`: one URL (`"https://a:7001"`) or a list of them, kept in the
+/// order given (the gateway starts with the first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerUrls(pub Vec<String>);
+
+impl ControllerUrls {
+    pub fn one(url: impl Into<String>) -> Self {
+        ControllerUrls(vec![url.into()])
+    }
+}
+
+impl Serialize for ControllerUrls {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => serializer.serialize_str(one),
+            many => many.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ControllerUrls {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged, expecting = "a URL or a list of URLs")]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        Ok(match OneOrMany::deserialize(deserializer)? {
+            OneOrMany::One(url) => ControllerUrls(vec![url]),
+            OneOrMany::Many(urls) => ControllerUrls(urls),
+        })
     }
 }
 

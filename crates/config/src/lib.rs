@@ -14,6 +14,8 @@
 //! - [`api`], [`gateway`]: the client API's and a gateway worker's tables.
 //! - [`limiter`]: token-bucket policies and engine settings, as the throttle crate takes them.
 //! - [`target`]: plain-HTTP URLs the controller dials (check targets, vendor lists).
+//! - [`timing`]: the rule between the lease timings that keeps gateways serving through a
+//!   leader failover.
 //! - [`reload`]: what differs between two loads, and what of it needs a restart.
 //! - [`effective`]: the resolved configuration as TOML, every secret redacted.
 //!
@@ -35,6 +37,7 @@ pub mod model;
 pub mod reload;
 pub mod secret;
 pub mod target;
+pub mod timing;
 pub mod tls;
 pub mod upstream;
 mod validate;

@@ -391,7 +391,7 @@ impl Default for OwnershipConfig {
     fn default() -> Self {
         OwnershipConfig {
             lease: Millis::from_secs(30),
-            renew_before: Millis::from_secs(10),
+            renew_before: Millis::from_secs(20),
             per_worker_target: 500,
             interval: Millis(1_000),
             expire_batch: 256,

@@ -299,10 +299,15 @@ fn tuning(c: &mut Check<'_>, config: &Config) {
         Millis::from_secs(3600),
     );
     c.require(
-        o.renew_before < o.lease && o.renew_before > o.interval,
+        o.renew_before > o.interval && o.renew_before.0.saturating_add(o.interval.0) < o.lease.0,
         "ownership.renew_before",
-        "must be shorter than ownership.lease and longer than ownership.interval (or leases lapse between rounds)",
+        "must be longer than ownership.interval (or leases lapse between rounds) and shorter than ownership.lease by more than ownership.interval (or every round renews every lease)",
     );
+    if config.store.kind != StoreKind::Memory
+        && let Some(message) = crate::timing::failover_problem(config)
+    {
+        c.at("ownership.renew_before", message);
+    }
     c.duration(
         "ownership.interval",
         o.interval,

@@ -147,7 +147,7 @@ fn bad_values_name_the_file_the_key_and_the_reason() {
     );
     assert!(message.contains("unit"), "{message}");
 
-    let text = example().replace("renew_before = \"10s\"", "renew_before = \"40s\"");
+    let text = example().replace("renew_before = \"20s\"", "renew_before = \"40s\"");
     let err = load(&text, example_env(), &dir).unwrap_err();
     assert_eq!(err.problems()[0].path, "ownership.renew_before");
 
@@ -292,6 +292,29 @@ fn redis_stores_parse_their_url_and_tuning_and_open_without_connecting() {
 }
 
 #[test]
+fn with_a_shared_store_renew_before_must_cover_a_leader_failover() {
+    let dir = secret_dir();
+    let short = example().replace("renew_before = \"20s\"", "renew_before = \"12s\"");
+    // One embedded controller: nothing to fail over to, so 12 s is fine.
+    load(&short, example_env(), &dir).unwrap();
+
+    let redis = short.replace("url = \"memory\"", "url = \"redis://127.0.0.1:6379/0\"");
+    let err = load(&redis, example_env(), &dir).unwrap_err();
+    assert_eq!(err.problems().len(), 1, "{err}");
+    let problem = &err.problems()[0];
+    assert_eq!(problem.path, "ownership.renew_before");
+    assert!(problem.message.contains("at least 15s"), "{err}");
+    assert!(problem.message.contains("store.leader_lease"), "{err}");
+
+    // Shortening the leader lease is the other way to satisfy it.
+    let faster = redis.replace("leader_lease = \"10s\"", "leader_lease = \"5s\"");
+    load(&faster, example_env(), &dir).unwrap();
+    // And the shipped defaults pass with Redis.
+    let defaults = example().replace("url = \"memory\"", "url = \"redis://127.0.0.1:6379/0\"");
+    load(&defaults, example_env(), &dir).unwrap();
+}
+
+#[test]
 fn store_tuning_is_checked_and_named() {
     let dir = secret_dir();
     let text = example().replace("key_prefix = \"pp\"", "key_prefix = \"a{b}\"");
@@ -371,7 +394,7 @@ fn quota_timeouts_and_limits_of_every_operation_are_configuration() {
 #[test]
 fn problems_name_the_line_of_the_key() {
     let dir = secret_dir();
-    let text = example().replace("renew_before = \"10s\"", "renew_before = \"40s\"");
+    let text = example().replace("renew_before = \"20s\"", "renew_before = \"40s\"");
     let line = text
         .lines()
         .position(|l| l.starts_with("renew_before"))
@@ -460,6 +483,60 @@ fn the_gateway_example_loads_as_a_split_gateway_and_needs_its_token() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("gateway"), "{err}");
+}
+
+#[test]
+fn a_gateway_lists_one_controller_or_several() {
+    let dir = secret_dir();
+    let env = Env::from_pairs([("PROXYPOOL_WORKER_TOKEN", "worker-token-value")]);
+    let load_gateway =
+        |text: &str| Config::from_toml_str(text, "gateway.toml", &dir, Role::Gateway, &env);
+    let one = "controller_url = \"http://127.0.0.1:7070\"";
+    let config = load_gateway(GATEWAY_EXAMPLE).unwrap();
+    let urls = &config
+        .gateway
+        .as_ref()
+        .unwrap()
+        .controller_url
+        .as_ref()
+        .unwrap()
+        .0;
+    assert_eq!(urls, &["http://127.0.0.1:7070"]);
+
+    let two = GATEWAY_EXAMPLE.replace(
+        one,
+        "controller_url = [\"http://127.0.0.1:7070\", \"http://127.0.0.2:7070\"]",
+    );
+    let config = load_gateway(&two).unwrap();
+    let urls = &config
+        .gateway
+        .as_ref()
+        .unwrap()
+        .controller_url
+        .as_ref()
+        .unwrap()
+        .0;
+    assert_eq!(urls, &["http://127.0.0.1:7070", "http://127.0.0.2:7070"]);
+
+    for (list, path, says) in [
+        ("[]", "gateway.controller_url", "at least one"),
+        (
+            "[\"http://127.0.0.1:7070\", \"http://127.0.0.2\"]",
+            "gateway.controller_url[1]",
+            "port",
+        ),
+        (
+            "[\"http://127.0.0.1:7070\", \"https://ctl:7070\"]",
+            "gateway.controller_url",
+            "mixes",
+        ),
+        ("7070", "gateway.controller_url", "a URL or a list of URLs"),
+    ] {
+        let text = GATEWAY_EXAMPLE.replace(one, &format!("controller_url = {list}"));
+        let err = load_gateway(&text).unwrap_err();
+        assert_eq!(err.problems()[0].path, path, "{list}: {err}");
+        assert!(err.to_string().contains(says), "{list}: {err}");
+    }
 }
 
 #[test]

@@ -14,7 +14,7 @@ fn store_section(url: &str, ca: Option<&std::path::Path>) -> String {
         format!("[store.tls]\nca = \"{}\"\n", ca.display())
     });
     format!(
-        "[store]\nurl = \"{url}\"\ncall_timeout = \"1s\"\n{tls}\n{}",
+        "[store]\nurl = \"{url}\"\ncall_timeout = \"1s\"\nleader_lease = \"5s\"\n{tls}\n{}",
         static_upstream("s")
     )
 }

@@ -116,7 +116,8 @@ fn status_json(shared: &Shared) -> String {
             "earliest_end_ms": l.earliest_end_ms,
             "latest_end_ms": l.latest_end_ms,
         })),
-        "control_error": shared.control_error.load().as_deref().map(String::as_str),
+        "controller": shared.control.current_controller(),
+        "control_error": shared.control.last_error().as_deref().map(String::as_str),
         "snapshot": view.as_ref().map(|v| serde_json::json!({
             "session_id": v.session_id,
             "version": v.reference.version,

@@ -17,9 +17,10 @@ use std::time::Duration;
 pub struct GatewayConfig {
     /// This worker's stable id (the controller assigns proxies to it).
     pub worker_id: WorkerId,
-    /// Base URL of the controller's worker control API, `https://host:port` (or
-    /// `http://host:port`).
-    pub controller_url: String,
+    /// Base URLs of the controllers' worker control API, `https://host:port` (or
+    /// `http://host:port`), at least one: the control loop starts with the first and moves
+    /// to the next when the one it talks to stops answering.
+    pub controller_urls: Vec<String>,
     /// Trust and identity for an `https://` controller (`None` = the public roots, no
     /// client certificate).
     pub controller_tls: Option<ClientTlsConfig>,
@@ -57,7 +58,7 @@ impl GatewayConfig {
         Self::from_section(
             &GatewaySection::default(),
             worker_id,
-            controller_url.into(),
+            vec![controller_url.into()],
             token,
         )
     }
@@ -67,12 +68,12 @@ impl GatewayConfig {
     pub fn from_section(
         section: &GatewaySection,
         worker_id: WorkerId,
-        controller_url: String,
+        controller_urls: Vec<String>,
         worker_token: Secret,
     ) -> Self {
         GatewayConfig {
             worker_id,
-            controller_url,
+            controller_urls,
             controller_tls: section.controller_tls.clone(),
             admin_tls: section.admin_tls.clone(),
             worker_token,
@@ -94,11 +95,15 @@ impl GatewayConfig {
     /// the controller URL's form, the listeners, the shield against its engine.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let fail = |message: String| Err(ConfigError(message));
-        if crate::control::ControllerAddr::parse(&self.controller_url).is_err() {
-            return fail(format!(
-                "controller_url must look like https://host:port or http://host:port, got {:?}",
-                self.controller_url
-            ));
+        if self.controller_urls.is_empty() {
+            return fail("controller_url must name at least one controller".into());
+        }
+        for url in &self.controller_urls {
+            if crate::control::ControllerAddr::parse(url).is_err() {
+                return fail(format!(
+                    "controller_url must look like https://host:port or http://host:port, got {url:?}"
+                ));
+            }
         }
         if self.worker_token.expose().is_empty() {
             return fail("worker_token must not be empty".into());
@@ -169,7 +174,7 @@ mod tests {
                 .contains("dial.max_attempts")
         );
         let mut config = base();
-        config.controller_url = "ftp://x".into();
+        config.controller_urls = vec!["http://127.0.0.1:1".into(), "ftp://x".into()];
         assert!(config.validate().unwrap_err().0.contains("controller_url"));
         let mut config = base();
         config.listeners.http = None;

@@ -99,25 +99,7 @@ impl Gateway {
             Arc::clone(&metrics),
             Arc::clone(&clock),
         );
-        let mut addr = ControllerAddr::parse(&config.controller_url).map_err(ConfigError)?;
-        if addr.target.tls {
-            let files = config
-                .controller_tls
-                .as_ref()
-                .map_or_else(Default::default, |t| proxypool_edge::ClientTlsFiles {
-                    ca: t.ca.clone(),
-                    cert: t.cert.clone(),
-                    key: t.key.clone(),
-                });
-            let tls = proxypool_edge::ClientTls::load(&files)
-                .map_err(|e| ConfigError(format!("controller_tls: {e}")))?;
-            addr = addr.with_tls(tls);
-        } else if config.controller_tls.is_some() {
-            return Err(ConfigError(
-                "controller_tls is set but controller_url is not https://".into(),
-            )
-            .into());
-        }
+        let addrs = controller_addrs(&config)?;
         let admin_tls = match &config.admin_tls {
             Some(t) => Some(
                 proxypool_edge::ServerTls::load_polling(
@@ -133,7 +115,7 @@ impl Gateway {
             None => None,
         };
         let control_client = ControlClient::new(
-            addr,
+            addrs,
             config.worker_token.clone(),
             config.worker_id.clone(),
             config.control.request_timeout.as_duration(),
@@ -172,7 +154,7 @@ impl Gateway {
             last_reload: ArcSwapOption::empty(),
             limiter_clock,
             admin_tls,
-            control_error: control_client.last_error(),
+            control: control_client.clone(),
         });
         Ok(Self {
             shared,
@@ -279,6 +261,40 @@ async fn bind(
 
 /// Periodic bounded cleanups: sticky sessions, limiter keys, gauges (also for a `/metrics`
 /// rendered by another role of the process, which does not refresh the gateway's).
+/// Every configured controller's address, with the TLS settings to reach it.
+fn controller_addrs(config: &GatewayConfig) -> Result<Vec<ControllerAddr>, GatewayError> {
+    let mut tls = None;
+    let mut addrs = Vec::with_capacity(config.controller_urls.len());
+    for url in &config.controller_urls {
+        let addr = ControllerAddr::parse(url).map_err(ConfigError)?;
+        if addr.target.tls {
+            if tls.is_none() {
+                let files = config
+                    .controller_tls
+                    .as_ref()
+                    .map_or_else(Default::default, |t| proxypool_edge::ClientTlsFiles {
+                        ca: t.ca.clone(),
+                        cert: t.cert.clone(),
+                        key: t.key.clone(),
+                    });
+                tls = Some(
+                    proxypool_edge::ClientTls::load(&files)
+                        .map_err(|e| ConfigError(format!("controller_tls: {e}")))?,
+                );
+            }
+            addrs.push(addr.with_tls(tls.clone().expect("loaded above")));
+        } else if config.controller_tls.is_some() {
+            return Err(ConfigError(format!(
+                "controller_tls is set but controller_url {url:?} is not https://"
+            ))
+            .into());
+        } else {
+            addrs.push(addr);
+        }
+    }
+    Ok(addrs)
+}
+
 async fn maintenance(shared: Arc<Shared>) {
     let mut ticker = tokio::time::interval(Duration::from_secs(10));
     loop {

@@ -55,8 +55,9 @@ pub(crate) struct Shared {
     pub limiter_clock: LimiterClock,
     /// TLS of the admin listener, loaded at start (its files are polled while it serves).
     pub admin_tls: Option<proxypool_edge::ServerTls>,
-    /// Why the last control call failed (cleared by one that succeeds), for `/status`.
-    pub control_error: Arc<ArcSwapOption<String>>,
+    /// The control client (which controller it talks to and why its last call failed,
+    /// for `/status`).
+    pub control: crate::control::ControlClient,
 }
 
 impl Shared {

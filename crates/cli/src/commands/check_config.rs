@@ -143,7 +143,7 @@ fn summarize_gateway(gateway: &GatewayConfig, remote: bool, lines: &mut Vec<Stri
         on.push(format!("admin {addr}"));
     }
     let controller = if remote {
-        format!("controller {}", gateway.controller_url)
+        format!("controller {}", gateway.controller_urls.join(", "))
     } else {
         "in-process controller".to_owned()
     };

@@ -18,7 +18,7 @@ pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
     let file = settings::load(&args.config, Role::Gateway)?;
     let config = gateway_config(&file, &Placement::Remote)?;
     let (mut reloader, _requests) = Reloader::new(args.config.clone(), Role::Gateway, file);
-    let (worker, controller) = (config.worker_id.clone(), config.controller_url.clone());
+    let (worker, controller) = (config.worker_id.clone(), config.controller_urls.join(", "));
     let gateway = Gateway::bind(config)
         .await
         .map_err(|e| Failure::runtime(format!("gateway: {e}")))?;

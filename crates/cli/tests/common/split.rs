@@ -96,8 +96,9 @@ report_interval = "1s"
 poll_interval = "100ms"
 
 [ownership]
-lease = "3s"
-renew_before = "1s"
+# The failover rule: 2 s x 1.1 + 200 ms + 2 x 250 ms + 100 ms + 1 s = 4 s.
+lease = "6s"
+renew_before = "4s"
 interval = "200ms"
 per_worker_target = {per_worker_target}
 
@@ -127,9 +128,10 @@ gateway_password = {{ env = "ACME_PASSWORD" }}
     )
 }
 
+/// A split gateway's file; it lists the controllers on the `controls` ports in that order.
 pub fn gateway_config(
     worker: &str,
-    control: u16,
+    controls: &[u16],
     http: u16,
     admin: u16,
     sim: &proxypool_sim::SimVendor,
@@ -156,11 +158,16 @@ pub fn gateway_config(
         }
         None => ("http", String::new()),
     };
+    let controllers = controls
+        .iter()
+        .map(|port| format!("\"{scheme}://127.0.0.1:{port}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         r#"
 [gateway]
 worker_id = "{worker}"
-controller_url = "{scheme}://127.0.0.1:{control}"
+controller_url = [{controllers}]
 worker_token = {{ env = "{token_var}" }}
 shutdown_grace = "2000ms"
 [gateway.listeners]
@@ -194,4 +201,49 @@ pub fn migrate_quota(config: &str, env: &[(&str, &str)]) -> String {
     );
     assert_eq!(code, 0, "{stderr}");
     stdout
+}
+
+/// A controller of a failover pair: plain text, every timing of the store, snapshots and
+/// ownership at its default, `acme` an admin client (so the tests can cordon and drain).
+pub fn failover_controller_config(
+    redis: &proxypool_testkit::RedisServer,
+    pg_port: u16,
+    control: u16,
+    api: u16,
+    upstream: &str,
+) -> String {
+    format!(
+        r#"
+[store]
+url = "redis://127.0.0.1:{redis_port}/0"
+
+[quota]
+url = "postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"
+password = {{ env = "QUOTA_PASSWORD" }}
+
+[listen]
+control = "127.0.0.1:{control}"
+api = "127.0.0.1:{api}"
+
+[[worker_tokens]]
+name = "gw-a"
+token = {{ env = "WORKER_TOKEN_A" }}
+workers = ["gw-a"]
+
+[[worker_tokens]]
+name = "gw-b"
+token = {{ env = "WORKER_TOKEN_B" }}
+workers = ["gw-b"]
+
+{upstream}
+
+[[clients]]
+id = "acme"
+project = "acme"
+admin = true
+api_token = {{ env = "ACME_TOKEN" }}
+gateway_password = {{ env = "ACME_PASSWORD" }}
+"#,
+        redis_port = redis.port(),
+    )
 }

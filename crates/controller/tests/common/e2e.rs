@@ -30,7 +30,7 @@ poll_interval = "100ms"
 
 [ownership]
 lease = "10s"
-renew_before = "3s"
+renew_before = "4s"
 interval = "100ms"
 
 [checker]

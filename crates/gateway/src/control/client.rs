@@ -7,6 +7,12 @@
 //! certificate if it has one); a controller the roots do not vouch for is refused, and the
 //! reason (rustls's, e.g. an unknown issuer) is the call's error, logged by the control
 //! loop and shown as `control_error` on the admin `/status`.
+//!
+//! **Several controllers.** The client knows every controller of the deployment and talks
+//! to one at a time. A call that cannot reach it (refused, reset, timed out) moves the
+//! client on to the next, and a long-poll waiting on the old one is cut short, so a
+//! controller that died (or hangs) costs the gateway one retry, not its leases: any
+//! controller serves any worker's session from the shared store.
 
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
@@ -23,7 +29,9 @@ use proxypool_edge::{ClientTls, Target};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tokio::sync::watch;
 
 /// Largest control response accepted (a snapshot with many proxies and clients).
 const MAX_RESPONSE: usize = 64 * 1024 * 1024;
@@ -81,14 +89,21 @@ pub(crate) enum ControlError {
     Transport(String),
     #[error("control call timed out")]
     Timeout,
+    /// The client moved to another controller while this call waited on the old one.
+    #[error("moved to another controller")]
+    Moved,
     #[error("bad controller response: {0}")]
     Decode(String),
 }
 
-/// Client of one controller for one worker.
+/// Client of the controllers for one worker (one at a time; see the module doc).
 #[derive(Debug, Clone)]
 pub(crate) struct ControlClient {
-    addr: ControllerAddr,
+    addrs: Arc<[ControllerAddr]>,
+    /// Index into `addrs` of the controller calls go to.
+    current: Arc<AtomicUsize>,
+    /// Bumped each time `current` moves, so a waiting long-poll can give up the old one.
+    moves: Arc<watch::Sender<u64>>,
     token: Secret,
     worker: WorkerId,
     timeout: Duration,
@@ -97,14 +112,18 @@ pub(crate) struct ControlClient {
 }
 
 impl ControlClient {
+    /// A client of `addrs` (at least one), starting with the first.
     pub(crate) fn new(
-        addr: ControllerAddr,
+        addrs: Vec<ControllerAddr>,
         token: Secret,
         worker: WorkerId,
         timeout: Duration,
     ) -> Self {
+        assert!(!addrs.is_empty(), "a gateway needs a controller");
         Self {
-            addr,
+            addrs: addrs.into(),
+            current: Arc::new(AtomicUsize::new(0)),
+            moves: Arc::new(watch::Sender::new(0)),
             token,
             worker,
             timeout,
@@ -112,9 +131,38 @@ impl ControlClient {
         }
     }
 
-    /// The last failed call's reason, shared (the admin `/status` reads it).
-    pub(crate) fn last_error(&self) -> Arc<ArcSwapOption<String>> {
-        Arc::clone(&self.last_error)
+    /// The last failed call's reason (the admin `/status` shows it).
+    pub(crate) fn last_error(&self) -> Option<Arc<String>> {
+        self.last_error.load_full()
+    }
+
+    /// The controller calls go to now, as `host:port` (the admin `/status` shows it).
+    pub(crate) fn current_controller(&self) -> &str {
+        self.addrs[self.current.load(Ordering::Relaxed) % self.addrs.len()]
+            .target
+            .authority
+            .as_str()
+    }
+
+    /// After a call to `addrs[from]` could not reach it: the next controller, unless
+    /// another call already moved on (two failures of one outage move once).
+    fn move_on(&self, from: usize) {
+        if self.addrs.len() < 2 {
+            return;
+        }
+        let next = (from + 1) % self.addrs.len();
+        if self
+            .current
+            .compare_exchange(from, next, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            tracing::warn!(
+                from = %self.addrs[from].target.authority,
+                to = %self.addrs[next].target.authority,
+                "controller unreachable; moving to the next one"
+            );
+            self.moves.send_modify(|n| *n += 1);
+        }
     }
 
     pub(crate) async fn register(
@@ -145,9 +193,12 @@ impl ControlClient {
             session_id,
             wait.as_millis()
         );
-        let (status, body) = self
-            .call(Method::GET, &path, None, wait + self.timeout)
-            .await?;
+        let mut moves = self.moves.subscribe();
+        moves.borrow_and_update();
+        let (status, body) = tokio::select! {
+            answer = self.call(Method::GET, &path, None, wait + self.timeout) => answer?,
+            _ = moves.changed() => return Err(ControlError::Moved),
+        };
         if status == StatusCode::NO_CONTENT {
             return Ok(None);
         }
@@ -195,29 +246,40 @@ impl ControlClient {
         body: Option<Vec<u8>>,
         deadline: Duration,
     ) -> Result<(StatusCode, Bytes), ControlError> {
-        let result = match tokio::time::timeout(deadline, self.exchange(method, path, body)).await {
-            Ok(result) => result,
-            Err(_) => Err(ControlError::Timeout),
-        };
+        let index = self.current.load(Ordering::Acquire) % self.addrs.len();
+        let addr = &self.addrs[index];
+        let result =
+            match tokio::time::timeout(deadline, self.exchange(addr, method, path, body)).await {
+                Ok(result) => result,
+                Err(_) => Err(ControlError::Timeout),
+            };
         match &result {
             // Fenced is the protocol working, not a failure to show.
             Ok(_) | Err(ControlError::Fenced) => self.last_error.store(None),
-            Err(error) => self.last_error.store(Some(Arc::new(error.to_string()))),
+            Err(error) => {
+                self.last_error.store(Some(Arc::new(format!(
+                    "{}: {error}",
+                    addr.target.authority
+                ))));
+                if matches!(error, ControlError::Transport(_) | ControlError::Timeout) {
+                    self.move_on(index);
+                }
+            }
         }
         result
     }
 
     async fn exchange(
         &self,
+        addr: &ControllerAddr,
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, Bytes), ControlError> {
         let transport = |error: &dyn std::fmt::Display| ControlError::Transport(error.to_string());
-        let stream = self
-            .addr
+        let stream = addr
             .target
-            .dial(self.addr.tls.as_ref())
+            .dial(addr.tls.as_ref())
             .await
             .map_err(|e| transport(&e))?;
         let (mut sender, connection) =
@@ -233,7 +295,7 @@ impl ControlClient {
         let mut request = Request::builder()
             .method(method)
             .uri(path)
-            .header(header::HOST, self.addr.target.authority.as_str())
+            .header(header::HOST, addr.target.authority.as_str())
             .header(header::AUTHORIZATION, bearer);
         if body.is_some() {
             request = request.header(header::CONTENT_TYPE, "application/json");

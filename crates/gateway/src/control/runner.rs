@@ -183,6 +183,8 @@ impl ControlLoop {
                     delay = self.backoff.initial;
                 }
                 Err(ControlError::Fenced) => return Ended::Fenced,
+                // The client gave up a controller that stopped answering: ask the next now.
+                Err(ControlError::Moved) => delay = self.backoff.initial,
                 Err(error) => {
                     tracing::warn!(%error, "snapshot poll failed");
                     tokio::time::sleep(delay).await;

@@ -36,6 +36,8 @@ pub struct ControlState {
     pub ended: Vec<String>,
     /// The report interval granted to sessions (0: the default 200 ms).
     pub report_interval_ms: u64,
+    /// The long-poll wait granted to sessions (0: the default 300 ms).
+    pub snapshot_wait_ms: u64,
     /// Every request path seen (to prove what the gateway calls).
     pub calls: Vec<String>,
     /// Named in every report's answer as entries the store did not take (the worker no
@@ -43,6 +45,22 @@ pub struct ControlState {
     pub stale_proxies: Vec<ProxyId>,
     /// Draining leases the snapshot carries.
     pub held: Vec<HeldLease>,
+    /// The controller hangs, as a stopped process does: connections are accepted, nothing
+    /// is ever answered, waiting long-polls included.
+    pub frozen: bool,
+    /// Sessions live in a store shared with other controllers: a session this controller
+    /// has not seen is taken as the current one instead of being fenced.
+    pub shared_sessions: bool,
+}
+
+impl ControlState {
+    /// Whether `session` is the current one (with shared sessions, an unseen one becomes it).
+    fn knows(&mut self, session: &str) -> bool {
+        if self.shared_sessions && self.session.is_none() {
+            self.session = Some(session.to_owned());
+        }
+        self.session.as_deref() == Some(session)
+    }
 }
 
 #[derive(Debug)]
@@ -172,6 +190,12 @@ impl TestController {
         self.publish(proxies, clients);
     }
 
+    /// Stops answering anything, without closing a connection (a SIGSTOPped process).
+    pub fn freeze(&self) {
+        self.state.lock().unwrap().frozen = true;
+        self.changed.notify_waiters();
+    }
+
     /// Invalidates the current session (as if another instance registered).
     pub fn fence(&self) {
         self.state.lock().unwrap().session = Some("someone-else".into());
@@ -199,11 +223,14 @@ impl TestController {
         let path = request.uri().path().to_owned();
         let query = request.uri().query().unwrap_or_default().to_owned();
         let method = request.method().clone();
-        self.state
-            .lock()
-            .unwrap()
-            .calls
-            .push(format!("{method} {path}"));
+        let frozen = {
+            let mut state = self.state.lock().unwrap();
+            state.calls.push(format!("{method} {path}"));
+            state.frozen
+        };
+        if frozen {
+            return std::future::pending().await;
+        }
         let authorized = request
             .headers()
             .get(http::header::AUTHORIZATION)
@@ -229,7 +256,11 @@ impl TestController {
                     } else {
                         state.report_interval_ms
                     },
-                    snapshot_wait_ms: 300,
+                    snapshot_wait_ms: if state.snapshot_wait_ms == 0 {
+                        300
+                    } else {
+                        state.snapshot_wait_ms
+                    },
                 })
             }
             (Method::GET, p) if p == format!("{worker}/snapshot") => {
@@ -246,9 +277,13 @@ impl TestController {
                 let deadline = tokio::time::Instant::now() + Duration::from_millis(wait);
                 loop {
                     let notified = self.changed.notified();
+                    let frozen = self.state.lock().unwrap().frozen;
+                    if frozen {
+                        return std::future::pending().await;
+                    }
                     {
-                        let state = self.state.lock().unwrap();
-                        if state.session.as_deref() != Some(session.as_str()) {
+                        let mut state = self.state.lock().unwrap();
+                        if !state.knows(&session) {
                             return error(StatusCode::CONFLICT, "fenced");
                         }
                         if state.version > after {
@@ -265,7 +300,7 @@ impl TestController {
             (Method::POST, p) if p == format!("{worker}/snapshot-ack") => {
                 let ack: SnapshotAck = serde_json::from_slice(&body).unwrap();
                 let mut state = self.state.lock().unwrap();
-                if state.session.as_deref() != Some(ack.session_id.as_str()) {
+                if !state.knows(&ack.session_id) {
                     return error(StatusCode::CONFLICT, "fenced");
                 }
                 state.acks.push(ack);
@@ -276,7 +311,7 @@ impl TestController {
             (Method::POST, p) if p == format!("{worker}/reports") => {
                 let report: RuntimeReport = serde_json::from_slice(&body).unwrap();
                 let mut state = self.state.lock().unwrap();
-                if state.session.as_deref() != Some(report.session_id.as_str()) {
+                if !state.knows(&report.session_id) {
                     return error(StatusCode::CONFLICT, "fenced");
                 }
                 if let Some(last) = state.reports.last()
