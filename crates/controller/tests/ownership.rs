@@ -12,6 +12,7 @@ use proxypool_core::{
     WorkerRuntimeStore,
 };
 use std::collections::HashSet;
+use std::sync::Arc;
 
 #[tokio::test]
 async fn two_workers_share_assign_renew_drain_and_expire() {
@@ -399,4 +400,130 @@ async fn release_works_in_batches_and_spares_later_assignments() {
         pool.assignable(T0, 1_000).await.unwrap().len(),
         earlier.len()
     );
+}
+
+/// A proxy that fails a health check while the worker still relays a long tunnel through
+/// it: the assignment moves to draining and is renewed as long as the worker's reports
+/// show the tunnel, so for three lease lengths nobody else can extract or lease it, and
+/// every report of the worker is accepted. When the tunnel ends it is given back, and, being
+/// SUSPECT, goes to nobody.
+#[tokio::test]
+async fn a_busy_proxy_that_turns_suspect_stays_with_its_worker_for_as_long_as_it_is_busy() {
+    use proxypool_core::{
+        CheckOutcome, ClientId, ExtractMode, ExtractRequest, Extractor, HealthBatch,
+        HealthObservation, HealthStore, PoolError, ProxyFilter,
+    };
+    let config = parse_config(&config_text(&static_upstream("acme")));
+    let lease_ms = config.ownership.lease.0;
+    let (controller, pool, clock) = controller(config);
+    let addr = serve_control(&controller).await;
+    let client = ControlClient::new(addr, Some(WORKER_TOKEN));
+    let manager = controller.ownership_manager();
+    let seeded = seed_available(pool.as_ref(), T0, "acme", 1).await;
+    let proxy = seeded[0].clone();
+    let (a, b) = (
+        WorkerId::new("gw-a").unwrap(),
+        WorkerId::new("gw-b").unwrap(),
+    );
+
+    client.register("gw-a", "a1").await;
+    manager.round().await.unwrap();
+    let (reference, owned) = client.sync("gw-a", "a1", 0).await;
+    assert_eq!(owned, vec![proxy.to_string()]);
+    let mut sequence = 1;
+    let busy = [(proxy.as_str(), 1, 0)];
+    let report = client
+        .report("gw-a", "a1", sequence, &reference, &busy)
+        .await;
+    assert_eq!(report.status, StatusCode::OK);
+
+    // One failed check: SUSPECT (two would make it UNHEALTHY).
+    pool.apply_health(
+        clock.now(),
+        HealthBatch {
+            observations: vec![HealthObservation {
+                proxy_id: proxy.clone(),
+                checked_at_ms: clock.now(),
+                outcome: CheckOutcome::Failure {
+                    error: "connect_timeout".into(),
+                },
+            }],
+            unhealthy_after_failures: 2,
+        },
+    )
+    .await
+    .unwrap();
+    client.register("gw-b", "b1").await;
+    let (reference_b, owned_b) = client.sync("gw-b", "b1", 0).await;
+    assert!(owned_b.is_empty());
+
+    let extract = |now: u64| {
+        let pool = Arc::clone(&pool);
+        async move {
+            let request = ExtractRequest {
+                client: ClientId::new("acme").unwrap(),
+                idempotency_key: None,
+                request_id: format!("probe-{now}"),
+                count: 1,
+                mode: ExtractMode::AllOrNothing,
+                filter: ProxyFilter::default(),
+                min_health_freshness_ms: None,
+                reserve_for_gateway: 0,
+                idempotency_ttl_ms: 60_000,
+                key_held_ms: 0,
+            };
+            pool.extract(now, request).await
+        }
+    };
+    let start = clock.now();
+    let mut first_round = true;
+    while clock.now() < start + 3 * lease_ms {
+        let round = manager.round().await.unwrap();
+        if first_round {
+            assert_eq!(
+                round.drains_started, 1,
+                "busy and no longer serving: draining"
+            );
+            first_round = false;
+        }
+        let assignment = pool.get(clock.now(), &proxy).await.unwrap().expect("owned");
+        assert_eq!(assignment.worker, a, "at +{} ms", clock.now() - start);
+        assert!(assignment.is_draining());
+        assert!(assignment.lease_until_ms > clock.now());
+        assert!(pool.owned_by(clock.now(), &b, 10).await.unwrap().is_empty());
+        assert!(matches!(
+            extract(clock.now()).await,
+            Err(PoolError::InsufficientInventory { .. })
+        ));
+        clock.advance(5_000);
+        sequence += 1;
+        let report = client
+            .report("gw-a", "a1", sequence, &reference, &busy)
+            .await;
+        assert_eq!(report.status, StatusCode::OK, "{}", report.json());
+        assert_eq!(report.json()["outcome"], "accepted");
+        assert!(
+            report.json().get("stale_proxies").is_none(),
+            "{}",
+            report.json()
+        );
+        let report = client
+            .report("gw-b", "b1", sequence, &reference_b, &[])
+            .await;
+        assert_eq!(report.status, StatusCode::OK);
+    }
+    assert!(clock.now() - start >= 3 * lease_ms);
+
+    // The tunnel ends: once the worker has applied the snapshot without it (the drain's
+    // epoch) and reports it idle, the drain is acknowledged and the SUSPECT proxy is owned
+    // by nobody.
+    let (drained, owned) = client.sync("gw-a", "a1", 1).await;
+    assert!(owned.is_empty());
+    sequence += 1;
+    let report = client.report("gw-a", "a1", sequence, &drained, &[]).await;
+    assert_eq!(report.status, StatusCode::OK);
+    let round = manager.round().await.unwrap();
+    assert_eq!(round.drains_acknowledged, 1);
+    assert!(pool.get(clock.now(), &proxy).await.unwrap().is_none());
+    assert!(pool.owned_by(clock.now(), &b, 10).await.unwrap().is_empty());
 }
