@@ -14,6 +14,13 @@
 //! open on it may finish while the lease the gateway knows of lasts, but not past it. The
 //! controller keeps renewing a busy draining lease and lists the new end in the snapshot's
 //! `held` leases, which move the cutoff on like a listed proxy's lease end does.
+//!
+//! **The session bounds every lease.** The controller gives a worker's proxies back as
+//! soon as its session lapses (a crashed gateway must not hold them for a whole lease), so
+//! a gateway that cannot renew its session (every controller or the store unreachable)
+//! must stop at the session's end too, even when a lease lasts longer: the cutoff is the
+//! earlier of the two, less the margin. The session's end is the one the controller gave
+//! with the registration or the last accepted report.
 
 use proxypool_core::{Clock, UnixMillis};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,18 +44,29 @@ pub(crate) enum CutReason {
     LeaseLapsed,
     /// The store answered a runtime report saying the worker no longer owns the proxy.
     Stale,
+    /// The worker's session ended before the lease did, without an accepted report
+    /// renewing it (the controller releases a lapsed session's proxies).
+    SessionLapsed,
 }
 
 impl CutReason {
-    pub(crate) const ALL: [CutReason; 2] = [CutReason::LeaseLapsed, CutReason::Stale];
+    pub(crate) const ALL: [CutReason; 3] = [
+        CutReason::LeaseLapsed,
+        CutReason::Stale,
+        CutReason::SessionLapsed,
+    ];
 
     pub(crate) fn label(self) -> &'static str {
         match self {
             CutReason::LeaseLapsed => "lease_lapsed",
             CutReason::Stale => "stale",
+            CutReason::SessionLapsed => "session_lapsed",
         }
     }
 }
+
+/// No session bound yet (`Cutoff::session_end` before the first registration).
+pub(crate) const UNBOUNDED: UnixMillis = u64::MAX;
 
 /// Sentinel of `cut_for`: no cut yet.
 const NEVER: u64 = u64::MAX;
@@ -58,6 +76,8 @@ const NEVER: u64 = u64::MAX;
 pub(crate) struct Cutoff {
     /// The lease end the latest snapshot listing the proxy gave (0 before the first).
     lease_end: AtomicU64,
+    /// The end of the worker's session as last granted ([`UNBOUNDED`] before the first).
+    session_end: AtomicU64,
     /// Wall-clock milliseconds from which nothing may be relayed through the proxy; 0 before
     /// the first lease and after a revocation.
     until_ms: AtomicU64,
@@ -74,6 +94,7 @@ impl Default for Cutoff {
     fn default() -> Self {
         Self {
             lease_end: AtomicU64::new(0),
+            session_end: AtomicU64::new(UNBOUNDED),
             until_ms: AtomicU64::new(0),
             revoked_end: AtomicU64::new(0),
             cut_for: AtomicU64::new(NEVER),
@@ -101,12 +122,34 @@ impl Cutoff {
     /// A snapshot lists the proxy with this lease end (already cut at `usable_until`).
     pub(crate) fn set_lease_end(&self, lease_end_ms: UnixMillis) {
         self.lease_end.store(lease_end_ms, Ordering::Release);
-        let until = if lease_end_ms == self.revoked_end.load(Ordering::Acquire) {
+        self.recompute();
+    }
+
+    /// The controller granted the worker's session until `session_end_ms`.
+    pub(crate) fn set_session_end(&self, session_end_ms: UnixMillis) {
+        self.session_end.store(session_end_ms, Ordering::Release);
+        self.recompute();
+    }
+
+    /// `until_ms` from the lease end and the session end (both are written by the one
+    /// control loop, so the last writer saw both).
+    fn recompute(&self) {
+        let lease_end = self.lease_end.load(Ordering::Acquire);
+        let until = if lease_end == self.revoked_end.load(Ordering::Acquire) {
             0
         } else {
-            lease_end_ms.saturating_sub(SKEW_MARGIN_MS)
+            lease_end
+                .min(self.session_end.load(Ordering::Acquire))
+                .saturating_sub(SKEW_MARGIN_MS)
         };
         self.until_ms.store(until, Ordering::Release);
+    }
+
+    /// Whether the session's end, not the lease's, is what the cutoff stands at.
+    fn session_bound(&self) -> bool {
+        let session_end = self.session_end.load(Ordering::Acquire);
+        session_end < self.lease_end.load(Ordering::Acquire)
+            && self.until_ms() == session_end.saturating_sub(SKEW_MARGIN_MS)
     }
 
     /// The store no longer has the worker owning the proxy: closes at once whatever is
@@ -136,7 +179,7 @@ impl Cutoff {
         if previous == until {
             return false;
         }
-        self.signal.send_replace(Some(CutReason::LeaseLapsed));
+        self.signal.send_replace(Some(self.closed_reason()));
         true
     }
 
@@ -156,6 +199,8 @@ impl Cutoff {
     fn closed_reason(&self) -> CutReason {
         if self.until_ms() == 0 && self.revoked_end.load(Ordering::Acquire) != 0 {
             CutReason::Stale
+        } else if self.session_bound() {
+            CutReason::SessionLapsed
         } else {
             CutReason::LeaseLapsed
         }
@@ -227,6 +272,32 @@ mod tests {
         assert!(!cutoff.is_open(1_000), "the same lease does not come back");
         cutoff.set_lease_end(40_000);
         assert!(cutoff.is_open(1_000), "a renewed lease does");
+    }
+
+    #[test]
+    fn the_session_end_bounds_the_lease() {
+        let cutoff = Cutoff::default();
+        cutoff.set_lease_end(30_000);
+        cutoff.set_session_end(20_000);
+        assert!(cutoff.is_open(20_000 - SKEW_MARGIN_MS - 1));
+        assert!(
+            !cutoff.is_open(20_000 - SKEW_MARGIN_MS),
+            "the session ends first"
+        );
+        assert_eq!(cutoff.closed_reason(), CutReason::SessionLapsed);
+        // A renewed session leaves the lease as the bound, and a later lease stays bound
+        // by the session.
+        cutoff.set_session_end(50_000);
+        assert!(cutoff.is_open(25_000));
+        assert!(!cutoff.is_open(30_000 - SKEW_MARGIN_MS));
+        assert_eq!(cutoff.closed_reason(), CutReason::LeaseLapsed);
+        cutoff.set_lease_end(80_000);
+        assert!(!cutoff.is_open(50_000 - SKEW_MARGIN_MS));
+        assert!(cutoff.lapse_if_due(50_000));
+        // A revocation is not undone by a session renewal.
+        assert!(cutoff.revoke());
+        cutoff.set_session_end(90_000);
+        assert!(!cutoff.is_open(1_000));
     }
 
     #[tokio::test]

@@ -23,9 +23,19 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let mut swaps = shared.store.swaps();
     // Sweep at once; then whenever the earliest cutoff ahead comes, or a snapshot arrives.
     let mut due: UnixMillis = 0;
+    let mut swept_at: UnixMillis = 0;
     loop {
         let now = shared.clock.now();
+        // A session end granted since the last sweep may come before every lease end.
+        let session_cut = shared
+            .store
+            .session_end()
+            .saturating_sub(crate::cutoff::SKEW_MARGIN_MS);
+        if session_cut > swept_at {
+            due = due.min(session_cut);
+        }
         if now >= due {
+            swept_at = now;
             due = sweep(&shared, now);
             readiness::publish(&shared.store, &shared.metrics, now);
         }
@@ -57,7 +67,7 @@ fn sweep(shared: &Shared, now: UnixMillis) -> UnixMillis {
                     %proxy,
                     active,
                     lease_end_ms = slot.cutoff.lease_end_ms(),
-                    "the proxy's lease ended without a newer snapshot renewing it; closing what is open through it"
+                    "the proxy's lease (or the worker's session) ended without being renewed; closing what is open through it"
                 );
             }
             continue;

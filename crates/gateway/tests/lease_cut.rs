@@ -24,6 +24,7 @@ const CREDS: Option<(&str, &str)> = Some((UPSTREAM_USER, UPSTREAM_PASS));
 const LEASE_MS: u64 = 10_000;
 const LAPSED: &str = "proxypool_gateway_tunnels_closed_total{reason=\"lease_lapsed\"}";
 const STALE: &str = "proxypool_gateway_tunnels_closed_total{reason=\"stale\"}";
+const SESSION_LAPSED: &str = "proxypool_gateway_tunnels_closed_total{reason=\"session_lapsed\"}";
 
 /// A TCP server that echoes every byte, on as many connections as come.
 async fn echo_server() -> SocketAddr {
@@ -99,6 +100,7 @@ async fn setup(
     let up = sim_upstream(ProxyKind::Http, Ipv4Addr::new(127, 0, 0, exit)).await;
     let clock = ManualClock::new(now_millis());
     let controller = TestController::start(WORKER, 3_600_000).await;
+    controller.state.lock().unwrap().session_clock = Some(clock.clone());
     controller.publish(
         vec![listed(up.addr(), 1, clock.now() + LEASE_MS)],
         vec![client("alice")],
@@ -175,6 +177,52 @@ async fn tunnels_stay_open_for_three_lease_lengths_while_snapshots_extend_the_le
     clock.advance(LEASE_MS);
     assert_closed(&mut connect, "CONNECT").await;
     assert_closed(&mut socks, "SOCKS5").await;
+    gateway.shutdown().await;
+}
+
+/// The controller gives a lapsed session's proxies back, so a gateway whose reports are
+/// no longer accepted stops at its session's end even while the lease would last longer;
+/// accepted reports move the session end on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnels_close_when_the_session_lapses_before_the_lease() {
+    let _serial = serial().await;
+    let (controller, gateway, clock, target, _up) = setup(126).await;
+    let reports = |controller: &TestController| controller.state.lock().unwrap().reports.len();
+    let accepted_after = |n: usize| {
+        let state = Arc::clone(&controller.state);
+        async move {
+            eventually(Duration::from_secs(5), "an accepted report", || {
+                state.lock().unwrap().reports.len() > n
+            })
+            .await
+        }
+    };
+    controller.state.lock().unwrap().session_ttl_ms = 3_000;
+    accepted_after(reports(&controller)).await;
+    let before = metric(&gateway, SESSION_LAPSED).await.unwrap();
+    let mut connect = connect_tunnel(&gateway, target).await;
+    assert_open(&mut connect, "CONNECT").await;
+
+    // Reports renew the session: 2 s, then 2 s more, past the first session end.
+    for _ in 0..2 {
+        clock.advance(2_000);
+        accepted_after(reports(&controller)).await;
+        assert_open(&mut connect, "CONNECT while reports renew the session").await;
+    }
+
+    // The store goes away: no report is accepted, the session ends 3 s after the last.
+    controller.state.lock().unwrap().refuse_reports = true;
+    clock.advance(2_000);
+    assert_open(&mut connect, "CONNECT before the session end").await;
+    clock.advance(1_000);
+    assert_closed(&mut connect, "CONNECT past the session end").await;
+    assert!(clock.now() < controller.state.lock().unwrap().proxies[0].lease_until_ms);
+    assert_eq!(
+        metric(&gateway, SESSION_LAPSED).await.unwrap(),
+        before + 1.0
+    );
+    let (_, status) = admin_json(&gateway, "/status").await;
+    assert_eq!(status["ready"], serde_json::json!(false), "{status}");
     gateway.shutdown().await;
 }
 

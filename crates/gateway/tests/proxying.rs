@@ -222,6 +222,12 @@ async fn a_manual_clock_ends_sticky_sessions_and_leases_without_sleeping() {
     let controller = TestController::start(WORKER, 3_600_000).await;
     controller.publish(vec![listed], vec![client("alice")]);
     let clock = ManualClock::new(now_millis());
+    // Sessions long and on the same clock, so only the sesstime and the lease end things.
+    {
+        let mut state = controller.state.lock().unwrap();
+        state.session_clock = Some(clock.clone());
+        state.session_ttl_ms = 3_600_000;
+    }
     let gateway = Running::start_with_clock(config(&controller), clock.clone()).await;
     acked(&controller, 1).await;
     let user = http_proxy_url("alice-session-s1-sesstime-1", gateway.http);
@@ -261,6 +267,8 @@ async fn a_manual_clock_makes_the_snapshot_stale_without_sleeping() {
     let origin = Origin::start().await.unwrap();
     let up = sim_upstream(ProxyKind::Http, exit(24)).await;
     let controller = TestController::start(WORKER, 30_000).await;
+    // A session longer than the wall-clock step below: only staleness is under test.
+    controller.state.lock().unwrap().session_ttl_ms = 3_600_000;
     controller.publish(
         vec![proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us")],
         vec![client("alice")],

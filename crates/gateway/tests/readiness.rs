@@ -32,6 +32,8 @@ async fn readiness_and_refusals_follow_leases_and_staleness() {
         )
     };
     let controller = TestController::start(WORKER, 30_000).await;
+    // Sessions granted on the gateway's clock, as a controller in step with it would.
+    controller.state.lock().unwrap().session_clock = Some(clock.clone());
     controller.publish(vec![listed(clock.now() + LEASE_MS)], vec![client("alice")]);
     let gateway = Running::start_with_clock(config(&controller), clock.clone()).await;
     acked(&controller, 1).await;
@@ -128,6 +130,8 @@ async fn a_selector_that_matches_nothing_keeps_its_own_code() {
     let de = sim_upstream(ProxyKind::Http, Ipv4Addr::new(127, 0, 0, 113)).await;
     let clock = ManualClock::new(now_millis());
     let controller = TestController::start(WORKER, 3_600_000).await;
+    // Sessions granted on the gateway's clock, as a controller in step with it would.
+    controller.state.lock().unwrap().session_clock = Some(clock.clone());
     controller.publish(
         vec![
             leased_until(

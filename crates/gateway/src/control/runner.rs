@@ -123,6 +123,7 @@ impl ControlLoop {
             match self.client.register(&request).await {
                 Ok(grant) => {
                     tracing::info!(worker = %self.worker, session = %grant.session_id, "control session registered");
+                    self.store.bound_by_session(grant.expires_at_ms);
                     *self.session.lock_or_recover() = Some(grant.session_id.clone());
                     return grant;
                 }
@@ -227,6 +228,7 @@ impl ControlLoop {
             Ok(ack) => {
                 self.metrics.reports_accepted.increment(1);
                 self.store.mark_fresh();
+                self.store.bound_by_session(ack.session_expires_at_ms);
                 self.revoke(&ack.stale_proxies);
                 Reported::Accepted
             }

@@ -13,7 +13,7 @@ use crate::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
 use crate::refusal::Refusal;
 use arc_swap::ArcSwapOption;
 use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_with_held};
-use proxypool_core::{LockExt, ProxyId, SharedClock, SnapshotRef, WorkerId};
+use proxypool_core::{LockExt, ProxyId, SharedClock, SnapshotRef, UnixMillis, WorkerId};
 use proxypool_throttle::EngineOptions;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,6 +57,9 @@ pub(crate) struct SnapshotStore {
     /// Bumped after every view swap, for waiters that react to a new snapshot (tunnels of
     /// a removed client).
     swaps: watch::Sender<u64>,
+    /// The end of the worker's session as the controller last granted it
+    /// ([`crate::cutoff::UNBOUNDED`] before the first): no lease outlives it here.
+    session_end: AtomicU64,
 }
 
 impl SnapshotStore {
@@ -79,6 +82,7 @@ impl SnapshotStore {
             fresh_at: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             swaps: watch::channel(0).0,
+            session_end: AtomicU64::new(crate::cutoff::UNBOUNDED),
         }
     }
 
@@ -156,7 +160,9 @@ impl SnapshotStore {
         let slots = self.registry.prepare(&ids)?;
         // Nothing fails from here on. The new lease ends go into the slots before the view
         // swaps: the snapshot is the controller's word, also for the old view's requests.
+        let session_end = self.session_end();
         for (proxy, slot) in snapshot.proxies.iter().zip(&slots) {
+            slot.cutoff.set_session_end(session_end);
             slot.cutoff
                 .set_lease_end(proxy.lease_until_ms.min(proxy.usable_until_ms));
         }
@@ -219,6 +225,25 @@ impl SnapshotStore {
         let limiter = Arc::new(limiter);
         *cached = Some(Arc::clone(&limiter));
         Ok(limiter)
+    }
+
+    /// The controller granted (or renewed) the worker's session until `end_ms`: every
+    /// proxy's cutoff is bounded by it from now on.
+    pub(crate) fn bound_by_session(&self, end_ms: UnixMillis) {
+        if self.session_end.swap(end_ms, Ordering::AcqRel) == end_ms {
+            return;
+        }
+        for (_, slot) in self.registry.slots() {
+            slot.cutoff.set_session_end(end_ms);
+        }
+        if let Some(view) = self.view.load().as_ref() {
+            view.refresh_leases();
+        }
+    }
+
+    /// See [`bound_by_session`](Self::bound_by_session).
+    pub(crate) fn session_end(&self) -> UnixMillis {
+        self.session_end.load(Ordering::Acquire)
     }
 
     /// The store answered that the worker no longer owns these proxies: closes what is open

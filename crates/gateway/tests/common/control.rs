@@ -51,9 +51,29 @@ pub struct ControlState {
     /// Sessions live in a store shared with other controllers: a session this controller
     /// has not seen is taken as the current one instead of being fenced.
     pub shared_sessions: bool,
+    /// Sessions are granted until this clock's now plus `session_ttl_ms` (default: the
+    /// wall clock, 30 s), so a test on a manual clock moves session ends with it.
+    pub session_clock: Option<Arc<proxypool_core::ManualClock>>,
+    pub session_ttl_ms: u64,
+    /// Runtime reports are answered 503 (the store is down): sessions are not renewed.
+    pub refuse_reports: bool,
 }
 
 impl ControlState {
+    /// The end of a session granted or renewed now.
+    pub fn session_end(&self) -> u64 {
+        use proxypool_core::Clock;
+        let now = self
+            .session_clock
+            .as_ref()
+            .map_or_else(now_millis, |clock| clock.now());
+        now + if self.session_ttl_ms == 0 {
+            30_000
+        } else {
+            self.session_ttl_ms
+        }
+    }
+
     /// Whether `session` is the current one (with shared sessions, an unseen one becomes it).
     fn knows(&mut self, session: &str) -> bool {
         if self.shared_sessions && self.session.is_none() {
@@ -249,7 +269,7 @@ impl TestController {
                 json(&SessionGrant {
                     worker: register.worker,
                     session_id: register.session_id,
-                    expires_at_ms: now_millis() + 30_000,
+                    expires_at_ms: state.session_end(),
                     session_ttl_ms: 30_000,
                     report_interval_ms: if state.report_interval_ms == 0 {
                         200
@@ -311,6 +331,9 @@ impl TestController {
             (Method::POST, p) if p == format!("{worker}/reports") => {
                 let report: RuntimeReport = serde_json::from_slice(&body).unwrap();
                 let mut state = self.state.lock().unwrap();
+                if state.refuse_reports {
+                    return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+                }
                 if !state.knows(&report.session_id) {
                     return error(StatusCode::CONFLICT, "fenced");
                 }
@@ -323,7 +346,7 @@ impl TestController {
                 state.reports.push(report);
                 json(&ReportAck {
                     outcome: "accepted".into(),
-                    session_expires_at_ms: now_millis() + 30_000,
+                    session_expires_at_ms: state.session_end(),
                     stale_proxies: state.stale_proxies.clone(),
                 })
             }
