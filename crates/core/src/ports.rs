@@ -16,7 +16,7 @@ use crate::inventory::{Footprint, InventoryView, SweepReport};
 use crate::lease::Fence;
 use crate::ownership::{Assignment, OwnedProxy};
 use crate::proxy::ProxyRecord;
-use crate::runtime::{ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession};
+use crate::runtime::{ReportReceipt, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession};
 use crate::time::UnixMillis;
 use crate::upsert::{FetchedBatch, UpsertReport};
 use crate::usage::ClientUsage;
@@ -193,14 +193,17 @@ pub trait WorkerRuntimeStore: Send + Sync + Debug {
     ) -> PoolResult<WorkerSession>;
 
     /// Stores a full sparse report: current session, the acknowledged snapshot, a strictly
-    /// increasing sequence (same sequence and content = replay), and non-zero counts only on
-    /// proxies the worker owns at or before the snapshot's epoch.
+    /// increasing sequence (same sequence and content = replay, answered as the first
+    /// time). An entry with non-zero counts on a proxy the worker does not own with a live
+    /// lease at or before the snapshot's epoch is stale: it is left out of what is stored
+    /// and returned, and the rest of the report applies. An accepted or replayed report
+    /// renews the session to at least `now + ttl_ms`; the stored runtime lives `ttl_ms`.
     async fn report_runtime(
         &self,
         now: UnixMillis,
         report: RuntimeReport,
         ttl_ms: u64,
-    ) -> PoolResult<ReportOutcome>;
+    ) -> PoolResult<ReportReceipt>;
 
     /// The worker's live runtime; `None` = capacity unknown.
     async fn runtime(
