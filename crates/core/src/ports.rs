@@ -111,6 +111,13 @@ pub trait OwnershipRepository: Send + Sync + Debug {
     /// Releases at most `limit` lapsed assignments and returns them.
     async fn expire(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>>;
 
+    /// Releases at most `limit` assignments, serving or draining, of workers that have no
+    /// live session at `now` (a crashed gateway's), and returns them. Each worker's
+    /// session is judged in the same atomic step as the release, so a session opened or
+    /// renewed concurrently keeps every proxy of its worker; a worker with a live session
+    /// (whichever session id) never loses one this way.
+    async fn release_orphaned(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>>;
+
     /// Usable, unowned proxies (candidates to assign), at most `limit`.
     async fn assignable(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<ProxyRecord>>;
 

@@ -150,6 +150,10 @@ impl OwnershipRepository for MeteredPool {
         timed("expire", self.inner.expire(now, limit)).await
     }
 
+    async fn release_orphaned(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>> {
+        timed("release_orphaned", self.inner.release_orphaned(now, limit)).await
+    }
+
     async fn assignable(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<ProxyRecord>> {
         timed("assignable", self.inner.assignable(now, limit)).await
     }

@@ -91,6 +91,7 @@ macro_rules! contract_suite {
             ownership::ownership_ack_requires_idle,
             ownership::ownership_expire_is_batched_and_returns_to_pool,
             ownership::ownership_owned_by_lists_serving_only,
+            ownership::ownership_release_orphaned_spares_live_sessions,
             usage::usage_counts_cumulative_totals_once,
             usage::usage_counts_extracted_proxies_per_upstream,
             usage::usage_buckets_age_out_and_totals_stay,
