@@ -183,6 +183,64 @@ async fn reports_are_strictly_sequenced_and_renew_the_session() {
 }
 
 #[tokio::test]
+async fn a_stale_entry_is_named_and_the_rest_of_the_report_applies() {
+    use proxypool_core::WorkerRuntimeStore;
+    let config = parse_config(&config_text(&static_upstream("acme")));
+    let (controller, pool, _clock) = controller(config);
+    seed_available(pool.as_ref(), T0, "acme", 4).await;
+    let client = ControlClient::new(serve_control(&controller).await, Some(WORKER_TOKEN));
+    client.register("gw-a", "a").await;
+    client.register("gw-b", "b").await;
+    controller.ownership_manager().round().await.unwrap();
+    let (a_ref, a_owned) = client.sync("gw-a", "a", 0).await;
+    let (b_ref, b_owned) = client.sync("gw-b", "b", 0).await;
+    assert!(
+        !a_owned.is_empty() && !b_owned.is_empty(),
+        "both workers hold proxies"
+    );
+
+    // gw-a still has a tunnel open through a proxy that is gw-b's now.
+    let entries = [(a_owned[0].as_str(), 1, 0), (b_owned[0].as_str(), 2, 0)];
+    let reply = client.report("gw-a", "a", 1, &a_ref, &entries).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "{:?}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let ack = reply.json();
+    assert_eq!(ack["outcome"], "accepted");
+    assert_eq!(ack["stale_proxies"], serde_json::json!([b_owned[0]]));
+    assert_eq!(ack["session_expires_at_ms"], T0 + 30_000);
+    let gw_a = proxypool_core::WorkerId::new("gw-a").unwrap();
+    let stored = pool.runtime(T0, &gw_a).await.unwrap().unwrap();
+    let stored: Vec<String> = stored
+        .report
+        .entries
+        .iter()
+        .map(|e| e.proxy_id.to_string())
+        .collect();
+    assert_eq!(stored, [a_owned[0].clone()], "the owned entry is stored");
+
+    let replay = client.report("gw-a", "a", 1, &a_ref, &entries).await.json();
+    assert_eq!(
+        (replay["outcome"].clone(), replay["stale_proxies"].clone()),
+        (serde_json::json!("replayed"), ack["stale_proxies"].clone())
+    );
+    // The next report is not refused either, and the real owner's reports are unaffected.
+    let next = client.report("gw-a", "a", 2, &a_ref, &entries).await;
+    assert_eq!(next.status, StatusCode::OK);
+    let theirs = client
+        .report("gw-b", "b", 1, &b_ref, &[(b_owned[0].as_str(), 1, 0)])
+        .await;
+    assert_eq!(theirs.status, StatusCode::OK);
+    assert!(
+        theirs.json().get("stale_proxies").is_none(),
+        "nothing stale"
+    );
+}
+
+#[tokio::test]
 async fn bad_requests_get_the_error_body() {
     let (_controller, client, _) = setup().await;
     let reply = client

@@ -1,6 +1,7 @@
 //! Ownership across two workers over the real control API: assign, renew, drain (with the
 //! worker's report deciding when a drain is done) and expire, on a time-travelling clock;
-//! and a clean session close handing a worker's proxies back at once (a stale one: nothing).
+//! a clean session close handing a worker's proxies back at once (a stale one: nothing);
+//! and a crashed worker's proxies coming back once its session lapses.
 
 mod common;
 
@@ -101,9 +102,8 @@ async fn two_workers_share_assign_renew_drain_and_expire() {
     assert_eq!(after.epoch, before.epoch);
     assert_eq!(after.lease_until_ms, clock.now() + 30_000);
 
-    // gw-b goes silent: its session lapses, its leases are not renewed and expire, and its
-    // proxies go back to gw-a.
-    // (Its last renewal, while its session still lived, runs to t+71s.)
+    // gw-b goes silent: once its session lapses its proxies are released (its last lease
+    // renewal, while its session still lived, ran to t+71s) and go back to gw-a.
     for step in 0..5u64 {
         clock.advance(10_000);
         let report = client.report("gw-a", "a1", 4 + step, &ref_a2, &[]).await;
@@ -526,4 +526,78 @@ async fn a_busy_proxy_that_turns_suspect_stays_with_its_worker_for_as_long_as_it
     assert_eq!(round.drains_acknowledged, 1);
     assert!(pool.get(clock.now(), &proxy).await.unwrap().is_none());
     assert!(pool.owned_by(clock.now(), &b, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_crashed_workers_proxies_come_back_when_its_session_lapses_not_its_leases() {
+    let config = parse_config(&config_text(&static_upstream("acme")));
+    let (controller, pool, clock) = controller(config);
+    let client = ControlClient::new(serve_control(&controller).await, Some(WORKER_TOKEN));
+    let manager = controller.ownership_manager();
+    let seeded = seed_available(pool.as_ref(), T0, "acme", 6).await;
+    for (worker, session) in [("gw-a", "a"), ("gw-b", "b"), ("gw-c", "c")] {
+        assert_eq!(
+            client.register(worker, session).await.status,
+            StatusCode::OK
+        );
+    }
+    assert_eq!(manager.round().await.unwrap().assigned, 6);
+    let (ref_a, _) = client.sync("gw-a", "a", 0).await;
+    let before = owners(pool.as_ref(), clock.now(), &seeded).await;
+    let held_by = |owners: &[Option<String>], worker: &str| {
+        owners
+            .iter()
+            .filter(|o| o.as_deref() == Some(worker))
+            .count()
+    };
+    let crashed_held = held_by(&before, "gw-b");
+    assert!(crashed_held > 0, "{before:?}");
+
+    // gw-a keeps reporting; gw-b crashed at T0; gw-c goes silent too, then comes back.
+    // Leases are renewed while every session still lives (30 s leases, 10 s ahead).
+    clock.advance(21_000);
+    let report = client.report("gw-a", "a", 1, &ref_a, &[]).await;
+    assert_eq!(report.status, StatusCode::OK);
+    let round = manager.round().await.unwrap();
+    assert_eq!((round.renewed, round.orphans_released), (6, 0));
+    let lease_end = pool
+        .get(clock.now(), &seeded[0])
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_until_ms;
+    assert_eq!(lease_end, T0 + 21_000 + 30_000);
+
+    // Just past session_ttl: gw-b's session lapsed, its leases run 21 s more.
+    clock.advance(9_001);
+    let report = client.report("gw-a", "a", 2, &ref_a, &[]).await;
+    assert_eq!(report.status, StatusCode::OK);
+    assert_eq!(
+        client.register("gw-c", "c-again").await.status,
+        StatusCode::OK
+    );
+    let round = manager.round().await.unwrap();
+    assert_eq!(round.orphans_released, crashed_held);
+    assert_eq!(
+        round.assigned, crashed_held,
+        "the released proxies go to the live workers in the same round"
+    );
+    let after = owners(pool.as_ref(), clock.now(), &seeded).await;
+    assert_eq!(held_by(&after, "gw-b"), 0, "{after:?}");
+    assert!(
+        after.iter().all(Option::is_some),
+        "every proxy serves again: {after:?}"
+    );
+    for (was, is) in before.iter().zip(&after) {
+        if was.as_deref() != Some("gw-b") {
+            assert_eq!(was, is, "a worker with a live session keeps its proxies");
+        }
+    }
+    let b = WorkerId::new("gw-b").unwrap();
+    assert!(
+        pool.draining_of(clock.now(), &b, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

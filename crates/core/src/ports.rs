@@ -16,7 +16,7 @@ use crate::inventory::{Footprint, InventoryView, SweepReport};
 use crate::lease::Fence;
 use crate::ownership::{Assignment, OwnedProxy};
 use crate::proxy::ProxyRecord;
-use crate::runtime::{ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession};
+use crate::runtime::{ReportReceipt, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession};
 use crate::time::UnixMillis;
 use crate::upsert::{FetchedBatch, UpsertReport};
 use crate::usage::ClientUsage;
@@ -111,6 +111,13 @@ pub trait OwnershipRepository: Send + Sync + Debug {
     /// Releases at most `limit` lapsed assignments and returns them.
     async fn expire(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>>;
 
+    /// Releases at most `limit` assignments, serving or draining, of workers that have no
+    /// live session at `now` (a crashed gateway's), and returns them. Each worker's
+    /// session is judged in the same atomic step as the release, so a session opened or
+    /// renewed concurrently keeps every proxy of its worker; a worker with a live session
+    /// (whichever session id) never loses one this way.
+    async fn release_orphaned(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>>;
+
     /// Usable, unowned proxies (candidates to assign), at most `limit`.
     async fn assignable(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<ProxyRecord>>;
 
@@ -193,14 +200,17 @@ pub trait WorkerRuntimeStore: Send + Sync + Debug {
     ) -> PoolResult<WorkerSession>;
 
     /// Stores a full sparse report: current session, the acknowledged snapshot, a strictly
-    /// increasing sequence (same sequence and content = replay), and non-zero counts only on
-    /// proxies the worker owns at or before the snapshot's epoch.
+    /// increasing sequence (same sequence and content = replay, answered as the first
+    /// time). An entry with non-zero counts on a proxy the worker does not own with a live
+    /// lease at or before the snapshot's epoch is stale: it is left out of what is stored
+    /// and returned, and the rest of the report applies. An accepted or replayed report
+    /// renews the session to at least `now + ttl_ms`; the stored runtime lives `ttl_ms`.
     async fn report_runtime(
         &self,
         now: UnixMillis,
         report: RuntimeReport,
         ttl_ms: u64,
-    ) -> PoolResult<ReportOutcome>;
+    ) -> PoolResult<ReportReceipt>;
 
     /// The worker's live runtime; `None` = capacity unknown.
     async fn runtime(

@@ -116,6 +116,22 @@ pub enum ReportOutcome {
     Replayed,
 }
 
+/// What the store did with a report it took (new or replayed).
+///
+/// A report is never refused whole for an entry the worker no longer owns: one tunnel
+/// still open through a proxy whose lease lapsed (or that moved on) would otherwise get
+/// every later report of the gateway refused. Such entries are left out of what is stored
+/// and named here, so the gateway can stop using them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportReceipt {
+    pub outcome: ReportOutcome,
+    /// Busy entries on proxies the worker does not own with a live lease at or before the
+    /// snapshot's epoch, in report order. A replay names the same ones as the first time.
+    pub stale_proxies: Vec<ProxyId>,
+    /// The end of the session, renewed by the report.
+    pub session_expires_at_ms: UnixMillis,
+}
+
 /// Session ids are opaque, printable and short.
 pub fn validate_session_id(session_id: &str) -> Result<(), PoolError> {
     if session_id.is_empty()

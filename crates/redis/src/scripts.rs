@@ -38,6 +38,7 @@ pub(crate) struct Scripts {
     pub(crate) drain: Script,
     pub(crate) ack_drain: Script,
     pub(crate) expire: Script,
+    pub(crate) release_orphaned: Script,
     pub(crate) get: Script,
     pub(crate) assignable: Script,
     pub(crate) owned_by: Script,
@@ -78,6 +79,7 @@ impl Scripts {
             drain: with_owned(include_str!("lua/drain.lua")),
             ack_drain: compose(&[LIB, OWNED, WORKERS, include_str!("lua/ack_drain.lua")]),
             expire: with_lib(include_str!("lua/expire.lua")),
+            release_orphaned: with_workers(include_str!("lua/release_orphaned.lua")),
             get: with_lib(include_str!("lua/get.lua")),
             assignable: with_lib(include_str!("lua/assignable.lua")),
             owned_by: with_lib(include_str!("lua/owned_by.lua")),
@@ -109,6 +111,6 @@ impl Scripts {
 
 impl fmt::Debug for Scripts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Scripts(34 Lua scripts)")
+        f.write_str("Scripts(35 Lua scripts)")
     }
 }

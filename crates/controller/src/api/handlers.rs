@@ -127,8 +127,9 @@ pub(super) async fn ack(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `POST /control/v1/workers/{worker}/reports`; an accepted (or replayed) report renews
-/// the session.
+/// `POST /control/v1/workers/{worker}/reports`: one store call takes the report and renews
+/// the session. Entries on proxies the worker no longer owns do not refuse the report;
+/// the answer names them (`stale_proxies`) so the gateway stops using them.
 pub(super) async fn report(
     State(state): State<ControlState>,
     rid: RequestId,
@@ -147,25 +148,25 @@ pub(super) async fn report(
         ));
     }
     let ttl = state.snapshot.session_ttl.as_ms();
-    let session_id = report.session_id.clone();
-    let outcome = state
+    let receipt = state
         .pool
         .report_runtime(state.clock.now(), report, ttl)
         .await
         .map_err(|e| ApiError::from_pool(e, &rid))?;
-    let session = state
-        .pool
-        .renew_session(state.clock.now(), &worker, &session_id, ttl)
-        .await
-        .map_err(|e| ApiError::from_pool(e, &rid))?;
+    if !receipt.stale_proxies.is_empty() {
+        tracing::debug!(
+            %worker, stale = receipt.stale_proxies.len(),
+            "report named proxies the worker no longer owns"
+        );
+    }
     Ok(Json(ReportAck {
-        outcome: match outcome {
+        outcome: match receipt.outcome {
             ReportOutcome::Accepted => "accepted",
             ReportOutcome::Replayed => "replayed",
         }
         .to_owned(),
-        session_expires_at_ms: session.expires_at_ms,
-        stale_proxies: Vec::new(),
+        session_expires_at_ms: receipt.session_expires_at_ms,
+        stale_proxies: receipt.stale_proxies,
     }))
 }
 

@@ -11,7 +11,7 @@ use proxypool_core::{
     ActivityPool, Assignment, ClientId, DueQuery, ExtractOutcome, ExtractRequest, ExtractResponse,
     ExtractionId, Extractor, FetchedBatch, Footprint, HealthBatch, HealthReport, HealthStore,
     InventoryReader, InventoryView, Maintenance, OwnedProxy, OwnershipRepository, PoolResult,
-    ProxyId, ProxyRecord, ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, SweepReport,
+    ProxyId, ProxyRecord, ReportReceipt, RuntimeReport, SnapshotRef, StoredRuntime, SweepReport,
     UnixMillis, UpsertReport, Upserter, UpstreamId, WorkerId, WorkerRuntimeStore, WorkerSession,
 };
 use std::future::Future;
@@ -150,6 +150,10 @@ impl OwnershipRepository for MeteredPool {
         timed("expire", self.inner.expire(now, limit)).await
     }
 
+    async fn release_orphaned(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>> {
+        timed("release_orphaned", self.inner.release_orphaned(now, limit)).await
+    }
+
     async fn assignable(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<ProxyRecord>> {
         timed("assignable", self.inner.assignable(now, limit)).await
     }
@@ -250,7 +254,7 @@ impl WorkerRuntimeStore for MeteredPool {
         now: UnixMillis,
         report: RuntimeReport,
         ttl_ms: u64,
-    ) -> PoolResult<ReportOutcome> {
+    ) -> PoolResult<ReportReceipt> {
         timed(
             "report_runtime",
             self.inner.report_runtime(now, report, ttl_ms),

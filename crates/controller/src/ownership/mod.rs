@@ -1,7 +1,8 @@
 //! The ownership manager: leases proxies to live gateway workers and takes them back.
 //!
 //! One round:
-//! 1. release lapsed assignments in bounded batches (`expire`);
+//! 1. release lapsed assignments in bounded batches (`expire`), and the assignments of
+//!    workers whose session lapsed (`release_orphaned`; see below);
 //! 2. for each live worker session: renew its leases before they end, and acknowledge the
 //!    drains its runtime report proves finished;
 //! 3. plan ([`plan`]) and apply new assignments and rebalancing drains, with each worker's
@@ -9,8 +10,11 @@
 //!    gets nothing new, a draining one gives everything back through the drain protocol).
 //!
 //! A worker that closes its session cleanly hands its proxies back at once
-//! ([`release_worker`], called by the control API). Proxies of a worker whose session
-//! lapsed (a crash) are not renewed, so they come back through expiry. A proxy that turns
+//! ([`release_worker`], called by the control API). A worker whose session lapsed (a
+//! crash: `session_ttl` after its last registration or accepted report) loses its
+//! assignments, draining ones too, in the next round, instead of only when their leases
+//! lapse: the store decides "no live session" atomically with the release, so a session
+//! renewed or opened again meanwhile keeps them. A proxy that turns
 //! SUSPECT or UNHEALTHY drops out of the worker's snapshot at once (the store only lists
 //! usable proxies); if the worker's runtime report still shows connections on it, its
 //! assignment moves to draining, which is renewed while the connections last, so the proxy
@@ -46,6 +50,8 @@ const EXPIRE_CALLS_PER_ROUND: usize = 8;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OwnershipRound {
     pub expired: usize,
+    /// Assignments of workers without a live session, released.
+    pub orphans_released: usize,
     pub renewed: usize,
     pub assigned: usize,
     pub drains_started: usize,
@@ -55,7 +61,12 @@ pub struct OwnershipRound {
 
 impl OwnershipRound {
     fn changed(&self) -> bool {
-        self.expired + self.renewed + self.assigned + self.drains_started + self.drains_acknowledged
+        self.expired
+            + self.orphans_released
+            + self.renewed
+            + self.assigned
+            + self.drains_started
+            + self.drains_acknowledged
             > 0
     }
 }
@@ -112,6 +123,7 @@ impl OwnershipManager {
                 break;
             }
         }
+        round.orphans_released = self.release_orphans(now).await?;
 
         let sessions = self.pool.live_sessions(now, MAX_WORKERS).await?;
         round.workers = sessions.len();
@@ -165,6 +177,29 @@ impl OwnershipManager {
             self.changes.notify();
         }
         Ok(round)
+    }
+
+    /// Releases, in bounded batches, the assignments of workers without a live session, so
+    /// a crashed gateway's proxies serve again `session_ttl` after it went silent rather
+    /// than only when their leases lapse. Runs before planning, so they can be leased to
+    /// the live workers in this same round.
+    async fn release_orphans(&self, now: UnixMillis) -> PoolResult<usize> {
+        let mut total = 0;
+        for _ in 0..EXPIRE_CALLS_PER_ROUND {
+            let released = self
+                .pool
+                .release_orphaned(now, self.config.expire_batch)
+                .await?;
+            let workers: BTreeSet<&WorkerId> = released.iter().map(|a| &a.worker).collect();
+            for worker in workers {
+                tracing::info!(%worker, "session lapsed: its proxies are released");
+            }
+            total += released.len();
+            if released.len() < self.config.expire_batch {
+                break;
+            }
+        }
+        Ok(total)
     }
 
     /// Renews one worker's leases, acknowledges its finished drains, and returns its load.

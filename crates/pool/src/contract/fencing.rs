@@ -88,6 +88,10 @@ where
         "acknowledge_drain",
     );
     stale(old.expire(now + OWNERSHIP_MS, 10).await, "expire");
+    stale(
+        old.release_orphaned(now + OWNERSHIP_MS, 10).await,
+        "release_orphaned",
+    );
     stale(old.sweep(now + 10 * TTL_MS, 10).await, "sweep");
     stale(
         old.put_provider_status(

@@ -261,3 +261,83 @@ pub async fn ownership_owned_by_lists_serving_only<F: PoolFactory>(factory: &F) 
         "limit holds"
     );
 }
+
+/// A crashed worker's proxies (serving and draining) come back once its session lapses;
+/// a worker whose session is live keeps them, also one that registered a new session
+/// after its old one lapsed.
+pub async fn ownership_release_orphaned_spares_live_sessions<F: PoolFactory>(factory: &F) {
+    const SESSION: u64 = 5_000;
+    const LONG_LEASE: u64 = 60_000;
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 0, 5).await;
+    let (crashed, live, blip) = (worker("gw-1"), worker("gw-2"), worker("gw-3"));
+    for (worker, session) in [(&crashed, "c"), (&live, "l"), (&blip, "b")] {
+        pool.open_session(T0, worker, session, SESSION)
+            .await
+            .unwrap();
+    }
+    let serving = pool
+        .assign(T0, &ids[0], &crashed, LONG_LEASE)
+        .await
+        .unwrap();
+    let busy = pool
+        .assign(T0, &ids[1], &crashed, LONG_LEASE)
+        .await
+        .unwrap();
+    pool.begin_drain(T0, &ids[1], &crashed, busy.epoch)
+        .await
+        .unwrap();
+    let kept = pool.assign(T0, &ids[2], &live, LONG_LEASE).await.unwrap();
+    let kept_after_blip = pool.assign(T0, &ids[3], &blip, LONG_LEASE).await.unwrap();
+
+    assert!(
+        pool.release_orphaned(T0 + SESSION - 1, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "every session is still live"
+    );
+    let later = T0 + SESSION + 1_000;
+    pool.renew_session(T0 + SESSION - 1, &live, "l", SESSION)
+        .await
+        .unwrap();
+    pool.open_session(later, &blip, "b-again", SESSION)
+        .await
+        .unwrap();
+
+    let first = pool.release_orphaned(later, 1).await.unwrap();
+    assert_eq!(first.len(), 1, "never more than the limit");
+    let rest = pool.release_orphaned(later, 10).await.unwrap();
+    let mut released: Vec<_> = first
+        .iter()
+        .chain(&rest)
+        .map(|a| a.proxy_id.clone())
+        .collect();
+    released.sort();
+    let mut expected = vec![serving.proxy_id.clone(), busy.proxy_id.clone()];
+    expected.sort();
+    assert_eq!(released, expected, "the serving and the draining lease");
+    assert!(first.iter().chain(&rest).all(|a| a.worker == crashed));
+    assert!(pool.release_orphaned(later, 10).await.unwrap().is_empty());
+
+    assert_eq!(pool.get(later, &ids[0]).await.unwrap(), None);
+    assert_eq!(pool.get(later, &ids[1]).await.unwrap(), None);
+    assert_eq!(pool.get(later, &ids[2]).await.unwrap(), Some(kept));
+    assert_eq!(
+        pool.get(later, &ids[3]).await.unwrap(),
+        Some(kept_after_blip)
+    );
+    let mut assignable: Vec<_> = pool
+        .assignable(later, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assignable.sort();
+    let mut free = vec![ids[0].clone(), ids[1].clone(), ids[4].clone()];
+    free.sort();
+    assert_eq!(assignable, free, "released proxies are assignable again");
+    let taken = pool.assign(later, &ids[0], &live, LEASE).await.unwrap();
+    assert_eq!(taken.worker, live);
+}

@@ -136,13 +136,15 @@ pub async fn runtime_report_sequence_replay_and_conflict<F: PoolFactory>(factory
     assert_eq!(
         pool.report_runtime(T0 + 1, first.clone(), REPORT_TTL)
             .await
-            .unwrap(),
+            .unwrap()
+            .outcome,
         ReportOutcome::Accepted
     );
     assert_eq!(
         pool.report_runtime(T0 + 2, first, REPORT_TTL)
             .await
-            .unwrap(),
+            .unwrap()
+            .outcome,
         ReportOutcome::Replayed
     );
 
@@ -164,7 +166,10 @@ pub async fn runtime_report_sequence_replay_and_conflict<F: PoolFactory>(factory
     );
     let next = report(&w1, "s1", 6, &snap, vec![]);
     assert_eq!(
-        pool.report_runtime(T0 + 4, next, REPORT_TTL).await.unwrap(),
+        pool.report_runtime(T0 + 4, next, REPORT_TTL)
+            .await
+            .unwrap()
+            .outcome,
         ReportOutcome::Accepted
     );
     assert_eq!(
@@ -293,50 +298,268 @@ pub async fn runtime_report_expiry_means_unknown_capacity<F: PoolFactory>(factor
     );
 }
 
+/// The stored report's entries.
+async fn stored_entries<P: ActivityPool>(
+    pool: &P,
+    now: UnixMillis,
+    worker: &WorkerId,
+) -> Vec<ProxyRuntime> {
+    pool.runtime(now, worker)
+        .await
+        .unwrap()
+        .unwrap()
+        .report
+        .entries
+}
+
+/// Busy entries on proxies the worker does not own at the snapshot's epoch (another
+/// worker's, nobody's, assigned after the snapshot) are named stale and left out of what is
+/// stored; the rest of the report applies. Zero counts on anything are fine.
 pub async fn runtime_counts_need_owner_and_epoch<F: PoolFactory>(factory: &F) {
     let pool = fresh_pool!(factory);
-    let ids = seed_range(&pool, T0, "acme", 0, 3).await;
+    let ids = seed_range(&pool, T0, "acme", 0, 5).await;
     let (w1, w2) = (worker("gw-1"), worker("gw-2"));
     let mine = pool.assign(T0, &ids[0], &w1, 20_000).await.unwrap();
     pool.assign(T0, &ids[1], &w2, 20_000).await.unwrap();
     let snap = snapshot(1, mine.epoch);
     ready_session(&pool, T0, &w1, "s1", &snap).await;
-
-    let foreign = report(&w1, "s1", 1, &snap, vec![busy(&ids[1], 1, 0)]);
-    assert_eq!(
-        pool.report_runtime(T0 + 1, foreign, REPORT_TTL)
-            .await
-            .unwrap_err(),
-        PoolError::Conflict(Conflict::Ownership)
+    ready_session(&pool, T0, &w2, "s2", &snapshot(1, mine.epoch + 1)).await;
+    let theirs = report(
+        &w2,
+        "s2",
+        1,
+        &snapshot(1, mine.epoch + 1),
+        vec![busy(&ids[1], 1, 1)],
     );
-    let unowned = report(&w1, "s1", 1, &snap, vec![busy(&ids[2], 0, 1)]);
-    assert_eq!(
-        pool.report_runtime(T0 + 1, unowned, REPORT_TTL)
-            .await
-            .unwrap_err(),
-        PoolError::Conflict(Conflict::Ownership)
-    );
-
+    pool.report_runtime(T0, theirs, REPORT_TTL).await.unwrap();
+    let their_runtime = pool.runtime(T0, &w2).await.unwrap();
+    let their_assignment = pool.get(T0, &ids[1]).await.unwrap();
     // Assigned after the snapshot's epoch: the worker cannot be using it yet.
     pool.assign(T0 + 1, &ids[2], &w1, 20_000).await.unwrap();
-    let too_new = report(&w1, "s1", 1, &snap, vec![busy(&ids[2], 1, 0)]);
-    assert_eq!(
-        pool.report_runtime(T0 + 2, too_new, REPORT_TTL)
-            .await
-            .unwrap_err(),
-        PoolError::Conflict(Conflict::Ownership)
-    );
 
-    // Zero counts on anything are fine; real counts on its own proxy are accepted.
-    let ok = report(
+    let sent = report(
         &w1,
         "s1",
         1,
         &snap,
-        vec![busy(&ids[0], 2, 0), busy(&ids[1], 0, 0)],
+        vec![
+            busy(&ids[1], 1, 0),
+            busy(&ids[0], 2, 0),
+            busy(&ids[3], 0, 1),
+            busy(&ids[4], 0, 0),
+            busy(&ids[2], 1, 0),
+        ],
+    );
+    let receipt = pool.report_runtime(T0 + 2, sent, REPORT_TTL).await.unwrap();
+    assert_eq!(receipt.outcome, ReportOutcome::Accepted);
+    assert_eq!(
+        receipt.stale_proxies,
+        vec![ids[1].clone(), ids[3].clone(), ids[2].clone()],
+        "another worker's, nobody's, and one newer than the snapshot; in report order"
     );
     assert_eq!(
-        pool.report_runtime(T0 + 2, ok, REPORT_TTL).await.unwrap(),
-        ReportOutcome::Accepted
+        stored_entries(&pool, T0 + 2, &w1).await,
+        vec![busy(&ids[0], 2, 0), busy(&ids[4], 0, 0)],
+        "only the owned and the idle entries are stored"
+    );
+    let session = pool.session(T0 + 2, &w1).await.unwrap().unwrap();
+    assert_eq!(session.last_report_sequence, Some(1));
+    assert_eq!(
+        (session.expires_at_ms, receipt.session_expires_at_ms),
+        (T0 + SESSION_TTL, T0 + SESSION_TTL),
+        "a report never shortens the session"
+    );
+
+    assert_eq!(
+        pool.runtime(T0 + 2, &w2).await.unwrap(),
+        their_runtime,
+        "the other worker's runtime is untouched"
+    );
+    assert_eq!(pool.get(T0 + 2, &ids[1]).await.unwrap(), their_assignment);
+    assert_eq!(
+        pool.inventory(T0 + 2, &upstream("acme"))
+            .await
+            .unwrap()
+            .available_slots,
+        // ids[0]: its owner's load; ids[1]: its owner's; ids[2]: too new to be known;
+        // ids[3], ids[4]: unowned, all free.
+        u64::from(SESSIONS) - 2 + u64::from(SESSIONS) - 2 + 2 * u64::from(SESSIONS),
+        "a stale entry costs the proxy's real owner nothing"
+    );
+}
+
+/// An accepted report renews the session, even when some of its entries are stale, and a
+/// report through a proxy whose lease lapsed is stale, not refused.
+pub async fn runtime_stale_entry_renews_session_and_lapsed_lease_is_stale<F: PoolFactory>(
+    factory: &F,
+) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 0, 2).await;
+    let w1 = worker("gw-1");
+    let short = pool.assign(T0, &ids[0], &w1, 1_000).await.unwrap();
+    let long = pool.assign(T0, &ids[1], &w1, 20_000).await.unwrap();
+    let snap = snapshot(1, long.epoch.max(short.epoch));
+    ready_session(&pool, T0, &w1, "s1", &snap).await;
+
+    let later = T0 + 10_000;
+    let sent = report(
+        &w1,
+        "s1",
+        1,
+        &snap,
+        vec![busy(&ids[0], 1, 0), busy(&ids[1], 1, 0)],
+    );
+    let receipt = pool.report_runtime(later, sent, SESSION_TTL).await.unwrap();
+    assert_eq!(receipt.outcome, ReportOutcome::Accepted);
+    assert_eq!(
+        receipt.stale_proxies,
+        vec![ids[0].clone()],
+        "its lease lapsed"
+    );
+    assert_eq!(receipt.session_expires_at_ms, later + SESSION_TTL);
+    let session = pool.session(later, &w1).await.unwrap().unwrap();
+    assert_eq!(
+        (session.expires_at_ms, session.last_report_sequence),
+        (later + SESSION_TTL, Some(1))
+    );
+    assert!(
+        pool.session(T0 + SESSION_TTL, &w1).await.unwrap().is_some(),
+        "still live where the first grant would have lapsed"
+    );
+    assert_eq!(
+        stored_entries(&pool, later, &w1).await,
+        vec![busy(&ids[1], 1, 0)]
+    );
+}
+
+/// A replay answers as the first time, even after ownership changed in between.
+pub async fn runtime_replay_names_the_same_stale_entries<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 0, 2).await;
+    let w1 = worker("gw-1");
+    let a = pool.assign(T0, &ids[0], &w1, 5_000).await.unwrap();
+    let snap = snapshot(1, a.epoch);
+    ready_session(&pool, T0, &w1, "s1", &snap).await;
+    let sent = report(
+        &w1,
+        "s1",
+        7,
+        &snap,
+        vec![busy(&ids[0], 1, 0), busy(&ids[1], 1, 0)],
+    );
+    let first = pool
+        .report_runtime(T0 + 1, sent.clone(), REPORT_TTL)
+        .await
+        .unwrap();
+    assert_eq!(first.stale_proxies, vec![ids[1].clone()]);
+
+    // ids[0]'s lease lapses before the replay arrives: the answer does not change.
+    let replay_at = T0 + 6_000;
+    let again = pool
+        .report_runtime(replay_at, sent, REPORT_TTL)
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, ReportOutcome::Replayed);
+    assert_eq!(again.stale_proxies, first.stale_proxies);
+    assert_eq!(
+        again.session_expires_at_ms,
+        replay_at + REPORT_TTL,
+        "a replay renews the session too"
+    );
+    assert_eq!(
+        stored_entries(&pool, replay_at, &w1).await,
+        vec![busy(&ids[0], 1, 0)],
+        "the stored report is the first one's"
+    );
+
+    // A clean report after one with stale entries names none.
+    let clean = report(&w1, "s1", 8, &snap, vec![]);
+    let next = pool
+        .report_runtime(replay_at, clean.clone(), REPORT_TTL)
+        .await
+        .unwrap();
+    assert_eq!(next.stale_proxies, vec![]);
+    let replayed = pool
+        .report_runtime(replay_at + 1, clean, REPORT_TTL)
+        .await
+        .unwrap();
+    assert_eq!(
+        (replayed.outcome, replayed.stale_proxies),
+        (ReportOutcome::Replayed, vec![])
+    );
+}
+
+/// Bad input and a fenced session still refuse the whole report and change nothing, stale
+/// entries or not.
+pub async fn runtime_refused_report_with_stale_entries_changes_nothing<F: PoolFactory>(
+    factory: &F,
+) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 0, 2).await;
+    let w1 = worker("gw-1");
+    let a = pool.assign(T0, &ids[0], &w1, 20_000).await.unwrap();
+    let snap = snapshot(1, a.epoch);
+    ready_session(&pool, T0, &w1, "s1", &snap).await;
+    let first = report(&w1, "s1", 1, &snap, vec![busy(&ids[0], 1, 0)]);
+    pool.report_runtime(T0 + 1, first, REPORT_TTL)
+        .await
+        .unwrap();
+    let before = (
+        pool.session(T0 + 1, &w1).await.unwrap(),
+        pool.runtime(T0 + 1, &w1).await.unwrap(),
+    );
+
+    let duplicate = report(
+        &w1,
+        "s1",
+        2,
+        &snap,
+        vec![busy(&ids[1], 1, 0), busy(&ids[1], 1, 0)],
+    );
+    let err = pool
+        .report_runtime(T0 + 2, duplicate, REPORT_TTL)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, PoolError::InvalidInput(m) if m.contains("twice")),
+        "a clear error: {err:?}"
+    );
+    let zero_ttl = report(&w1, "s1", 2, &snap, vec![busy(&ids[1], 1, 0)]);
+    assert!(matches!(
+        pool.report_runtime(T0 + 2, zero_ttl, 0).await,
+        Err(PoolError::InvalidInput(_))
+    ));
+    let wrong_snapshot = report(
+        &w1,
+        "s1",
+        2,
+        &snapshot(2, a.epoch),
+        vec![busy(&ids[1], 1, 0)],
+    );
+    assert_eq!(
+        pool.report_runtime(T0 + 2, wrong_snapshot, REPORT_TTL)
+            .await
+            .unwrap_err(),
+        PoolError::Conflict(Conflict::Snapshot)
+    );
+    assert_eq!(
+        (
+            pool.session(T0 + 1, &w1).await.unwrap(),
+            pool.runtime(T0 + 1, &w1).await.unwrap(),
+        ),
+        before,
+        "nothing changed"
+    );
+
+    pool.open_session(T0 + 3, &w1, "s-new", SESSION_TTL)
+        .await
+        .unwrap();
+    let fenced = report(&w1, "s1", 2, &snap, vec![busy(&ids[1], 1, 0)]);
+    assert_eq!(
+        pool.report_runtime(T0 + 4, fenced, REPORT_TTL)
+            .await
+            .unwrap_err(),
+        PoolError::Conflict(Conflict::Fenced),
+        "a newer session fences the old one; that is not a stale entry"
     );
 }

@@ -119,13 +119,15 @@ pub async fn usage_counts_cumulative_totals_once<F: PoolFactory>(factory: &F) {
     assert_eq!(
         pool.report_runtime(T0 + 1, first.clone(), REPORT_TTL)
             .await
-            .unwrap(),
+            .unwrap()
+            .outcome,
         ReportOutcome::Accepted
     );
     assert_eq!(
         pool.report_runtime(T0 + 2, first, REPORT_TTL)
             .await
-            .unwrap(),
+            .unwrap()
+            .outcome,
         ReportOutcome::Replayed
     );
     let expected = vec![("acme".to_owned(), gateway(3, 1, 100, 900))];

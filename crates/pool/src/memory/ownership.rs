@@ -171,6 +171,23 @@ impl OwnershipRepository for MemoryPool {
             .collect())
     }
 
+    async fn release_orphaned(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>> {
+        let mut state = self.lock_for_write(now)?;
+        let mut orphaned: Vec<ProxyId> = state
+            .worker_owned
+            .iter()
+            .filter(|(worker, _)| state.live_session(worker, now).is_none())
+            .flat_map(|(_, owned)| owned.iter().cloned())
+            .collect();
+        // Deterministic, so a limit cuts the same way every time.
+        orphaned.sort();
+        orphaned.truncate(limit);
+        Ok(orphaned
+            .iter()
+            .filter_map(|id| state.drop_assignment(id))
+            .collect())
+    }
+
     async fn assignable(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<ProxyRecord>> {
         let state = self.lock()?;
         Ok(state

@@ -6,8 +6,8 @@ use super::state::{SessionState, State};
 use async_trait::async_trait;
 use proxypool_core::runtime::validate_session_id;
 use proxypool_core::{
-    Conflict, PoolError, PoolResult, ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime,
-    UnixMillis, WorkerId, WorkerRuntimeStore, WorkerSession,
+    Conflict, PoolError, PoolResult, ProxyId, ReportOutcome, ReportReceipt, RuntimeReport,
+    SnapshotRef, StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore, WorkerSession,
 };
 
 fn check_ttl(ttl_ms: u64) -> PoolResult<()> {
@@ -35,22 +35,35 @@ fn current_session<'a>(
     }
 }
 
-/// Non-zero counts are only believable on proxies the worker owns at or before the epoch of
-/// the snapshot it reports against.
-fn check_report_ownership(state: &State, report: &RuntimeReport) -> PoolResult<()> {
-    for entry in &report.entries {
-        if entry.active == 0 && entry.reserved == 0 {
-            continue;
+/// Whether `worker` owns `proxy` with a live lease at or before `epoch`: only then are
+/// non-zero counts on it believable.
+fn owns_at(state: &State, now: UnixMillis, proxy: &ProxyId, worker: &WorkerId, epoch: u64) -> bool {
+    state
+        .assignments
+        .get(proxy)
+        .is_some_and(|a| &a.worker == worker && a.epoch <= epoch && now < a.lease_until_ms)
+}
+
+/// Takes the stale entries (busy on a proxy the worker does not own) out of the report and
+/// returns their ids, in report order.
+fn take_stale_entries(state: &State, now: UnixMillis, report: &mut RuntimeReport) -> Vec<ProxyId> {
+    let (worker, epoch) = (&report.worker, report.snapshot.epoch);
+    let mut stale = Vec::new();
+    report.entries.retain(|entry| {
+        let idle = entry.active == 0 && entry.reserved == 0;
+        if idle || owns_at(state, now, &entry.proxy_id, worker, epoch) {
+            return true;
         }
-        let owned = state
-            .assignments
-            .get(&entry.proxy_id)
-            .is_some_and(|a| a.worker == report.worker && a.epoch <= report.snapshot.epoch);
-        if !owned {
-            return Err(PoolError::Conflict(Conflict::Ownership));
-        }
-    }
-    Ok(())
+        stale.push(entry.proxy_id.clone());
+        false
+    });
+    stale
+}
+
+/// Extends the session to at least `now + ttl_ms` (a report never shortens it).
+fn renew(session: &mut WorkerSession, now: UnixMillis, ttl_ms: u64) -> UnixMillis {
+    session.expires_at_ms = session.expires_at_ms.max(now.saturating_add(ttl_ms));
+    session.expires_at_ms
 }
 
 #[async_trait]
@@ -86,6 +99,7 @@ impl WorkerRuntimeStore for MemoryPool {
             SessionState {
                 session: session.clone(),
                 last_report_digest: None,
+                last_report_stale: Vec::new(),
             },
         );
         Ok(session)
@@ -183,7 +197,7 @@ impl WorkerRuntimeStore for MemoryPool {
         now: UnixMillis,
         report: RuntimeReport,
         ttl_ms: u64,
-    ) -> PoolResult<ReportOutcome> {
+    ) -> PoolResult<ReportReceipt> {
         report.validate()?;
         check_ttl(ttl_ms)?;
         let digest = report.digest();
@@ -191,7 +205,11 @@ impl WorkerRuntimeStore for MemoryPool {
         let current = current_session(&mut state, now, &report.worker, &report.session_id)?;
         if let Some(last) = current.session.last_report_sequence {
             if report.sequence == last && current.last_report_digest.as_deref() == Some(&digest) {
-                return Ok(ReportOutcome::Replayed);
+                return Ok(ReportReceipt {
+                    outcome: ReportOutcome::Replayed,
+                    stale_proxies: current.last_report_stale.clone(),
+                    session_expires_at_ms: renew(&mut current.session, now, ttl_ms),
+                });
             }
             if report.sequence <= last {
                 return Err(PoolError::Conflict(Conflict::Sequence));
@@ -200,11 +218,11 @@ impl WorkerRuntimeStore for MemoryPool {
         if current.session.acked_snapshot.as_ref() != Some(&report.snapshot) {
             return Err(PoolError::Conflict(Conflict::Snapshot));
         }
-        check_report_ownership(&state, &report)?;
 
-        let worker = report.worker.clone();
+        let (worker, session_id) = (report.worker.clone(), report.session_id.clone());
         let sequence = report.sequence;
         let mut report = report;
+        let stale_proxies = take_stale_entries(&state, now, &mut report);
         // Accounted here, in the step that accepts the report; the stored runtime does not
         // need to carry it.
         if let Some(usage) = report.usage.take() {
@@ -218,11 +236,16 @@ impl WorkerRuntimeStore for MemoryPool {
                 expires_at_ms: now.saturating_add(ttl_ms),
             },
         );
-        if let Some(current) = state.sessions.get_mut(&worker) {
-            current.session.last_report_sequence = Some(sequence);
-            current.last_report_digest = Some(digest);
-        }
-        Ok(ReportOutcome::Accepted)
+        // Still current: nothing above let go of the lock.
+        let current = current_session(&mut state, now, &worker, &session_id)?;
+        current.session.last_report_sequence = Some(sequence);
+        current.last_report_digest = Some(digest);
+        current.last_report_stale = stale_proxies.clone();
+        Ok(ReportReceipt {
+            outcome: ReportOutcome::Accepted,
+            stale_proxies,
+            session_expires_at_ms: renew(&mut current.session, now, ttl_ms),
+        })
     }
 
     async fn runtime(

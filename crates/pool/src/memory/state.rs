@@ -98,6 +98,8 @@ pub(crate) struct StoredOperation {
 pub(crate) struct SessionState {
     pub(crate) session: WorkerSession,
     pub(crate) last_report_digest: Option<String>,
+    /// The stale entries of the last accepted report, so a replay answers the same.
+    pub(crate) last_report_stale: Vec<ProxyId>,
 }
 
 /// Everything the MemoryPool holds.

@@ -1,5 +1,6 @@
 //! Worker sessions (`worker-sessions`: `session id \t opened_at \t expires_at \t acked
-//! snapshot \t last sequence \t last report digest`) and snapshot references (canonical
+//! snapshot \t last sequence \t last report digest \t last report's stale ids`; the last
+//! field is missing in sessions stored before it existed) and snapshot references (canonical
 //! JSON, compared as strings by the scripts; u64 values never pass through Lua numbers).
 
 use super::{corrupt, parse_opt_u64, parse_u64};
@@ -22,7 +23,7 @@ fn snapshot(field: &str) -> PoolResult<Option<SnapshotRef>> {
 pub(crate) fn decode(worker: &WorkerId, value: &str, issued: &str) -> PoolResult<WorkerSession> {
     let what = "session";
     let f: Vec<&str> = value.split('\t').collect();
-    if f.len() != 6 {
+    if f.len() != 6 && f.len() != 7 {
         return Err(corrupt(what));
     }
     Ok(WorkerSession {

@@ -37,8 +37,9 @@ local NFIELDS = 20
 -- Assignment fields (owners hash value). Mirrors src/codec/assignment.rs.
 local A_WORKER, A_EPOCH, A_ASSIGNED, A_LEASE, A_UP = 1, 2, 3, 4, 5
 
--- Session fields (worker-sessions hash value). Mirrors src/codec/session.rs.
-local S_ID, S_OPENED, S_EXPIRES, S_ACKED, S_SEQ, S_DIGEST = 1, 2, 3, 4, 5, 6
+-- Session fields (worker-sessions hash value). Mirrors src/codec/session.rs. S_STALE:
+-- the stale entries of the last report (ids joined by ','), so a replay answers the same.
+local S_ID, S_OPENED, S_EXPIRES, S_ACKED, S_SEQ, S_DIGEST, S_STALE = 1, 2, 3, 4, 5, 6, 7
 
 -- Statuses counted against max_size, and those health checks may change.
 local UNEXTRACTED = { F = true, C = true, A = true, S = true, U = true }

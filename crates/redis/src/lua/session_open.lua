@@ -15,7 +15,7 @@ local function main()
     return { 'ok', table.concat(s, '\t'), P.issued_snapshot(worker, session_id) }
   end
   P.forget_session(worker)
-  s = { session_id, P.fmt(NOW), ARGV[6], '', '', '' }
+  s = { session_id, P.fmt(NOW), ARGV[6], '', '', '', '' }
   P.save_session(worker, s)
   return { 'ok', table.concat(s, '\t'), '' }
 end

@@ -8,7 +8,10 @@ function P.get_session(worker)
     return nil
   end
   local s = P.split(v, '\t')
-  if #s ~= 6 then
+  -- Six fields: stored before S_STALE existed (no stale entries then).
+  if #s == 6 then
+    s[S_STALE] = ''
+  elseif #s ~= 7 then
     P.corrupt('session')
   end
   return s

@@ -150,6 +150,23 @@ impl OwnershipRepository for RedisPool {
         triples(&reply)
     }
 
+    async fn release_orphaned(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // The same fixed work bound per script as `expire`.
+        let limit = limit.min(self.options.inventory_scan_budget).to_string();
+        let reply = self
+            .ownership_call(
+                &self.scripts.release_orphaned,
+                now,
+                Side::Write,
+                vec![limit],
+            )
+            .await?;
+        triples(&reply)
+    }
+
     async fn assignable(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<ProxyRecord>> {
         if limit == 0 {
             return Ok(Vec::new());

@@ -2,14 +2,14 @@
 //! snapshots, strictly sequenced runtime reports; validation and digests from core.
 
 use crate::codec::session::{self, snapshot_json};
-use crate::codec::{clamp_ms, runtime};
+use crate::codec::{clamp_ms, parse_u64, runtime};
 use crate::pool::{RedisPool, Side};
 use crate::reply::{self, Reply};
 use async_trait::async_trait;
 use proxypool_core::runtime::validate_session_id;
 use proxypool_core::{
-    PoolError, PoolResult, ReportOutcome, RuntimeReport, SnapshotRef, StoredRuntime, UnixMillis,
-    WorkerId, WorkerRuntimeStore, WorkerSession,
+    PoolError, PoolResult, ProxyId, ReportOutcome, ReportReceipt, RuntimeReport, SnapshotRef,
+    StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore, WorkerSession,
 };
 
 fn check_ttl(ttl_ms: u64) -> PoolResult<()> {
@@ -172,9 +172,10 @@ impl WorkerRuntimeStore for RedisPool {
         now: UnixMillis,
         report: RuntimeReport,
         ttl_ms: u64,
-    ) -> PoolResult<ReportOutcome> {
+    ) -> PoolResult<ReportReceipt> {
         report.validate()?;
         check_ttl(ttl_ms)?;
+        let (head, tail) = runtime::report_frame(&report);
         let mut args = vec![
             report.worker.to_string(),
             report.session_id.clone(),
@@ -183,27 +184,35 @@ impl WorkerRuntimeStore for RedisPool {
             snapshot_json(&report.snapshot),
             report.snapshot.epoch.to_string(),
             clamp_ms(now.saturating_add(ttl_ms)).to_string(),
-            runtime::busy_map(&report),
-            runtime::report_json(&report),
+            head,
+            tail,
             runtime::usage_text(&report),
         ];
-        args.extend(
-            report
-                .entries
-                .iter()
-                .filter(|e| e.active > 0 || e.reserved > 0)
-                .map(|e| e.proxy_id.to_string()),
-        );
+        args.extend(runtime::entry_args(&report));
         let reply = self
             .runtime_call(&self.scripts.report, now, Side::Write, args)
             .await?;
-        match reply.status.as_str() {
-            "accepted" => Ok(ReportOutcome::Accepted),
-            "replayed" => Ok(ReportOutcome::Replayed),
-            other => Err(PoolError::corrupt(format!(
-                "unexpected report reply {other}"
-            ))),
-        }
+        let outcome = match reply.status.as_str() {
+            "accepted" => ReportOutcome::Accepted,
+            "replayed" => ReportOutcome::Replayed,
+            other => {
+                return Err(PoolError::corrupt(format!(
+                    "unexpected report reply {other}"
+                )));
+            }
+        };
+        let texts = reply.texts()?;
+        let (expires, stale) = texts
+            .split_first()
+            .ok_or_else(|| PoolError::corrupt("report reply without the session's end"))?;
+        Ok(ReportReceipt {
+            outcome,
+            session_expires_at_ms: parse_u64(expires, "report reply")?,
+            stale_proxies: stale
+                .iter()
+                .map(|id| ProxyId::new(id).map_err(|_| PoolError::corrupt("undecodable proxy id")))
+                .collect::<PoolResult<_>>()?,
+        })
     }
 
     async fn runtime(
