@@ -359,7 +359,10 @@ pub(crate) async fn clients(
                 .into_iter()
                 .map(|operation| {
                     let limits = client.quota.limits(operation);
-                    let seen = board.get(&client.id, operation);
+                    // A window that has ended since is empty again.
+                    let seen = board
+                        .get(&client.id, operation)
+                        .filter(|s| s.reset_at_ms.is_none_or(|reset| reset > now));
                     let refused_until = seen.and_then(|s| s.refused_until_ms).filter(|t| *t > now);
                     locked_out |= refused_until.is_some();
                     json!({

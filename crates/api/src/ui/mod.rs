@@ -18,7 +18,7 @@ mod assets;
 pub(crate) mod auth;
 pub(crate) mod session;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::state::ApiState;
 use axum::Json;
 use axum::Router;
@@ -60,7 +60,7 @@ async fn sign_in(
     let client = state
         .clients()
         .authenticate(&token)
-        .ok_or_else(ApiError::unauthenticated)?;
+        .ok_or_else(|| ApiError::new(ErrorCode::Unauthenticated, "unknown token"))?;
     if !client.admin {
         return Err(ApiError::forbidden("the dashboard needs an admin token"));
     }

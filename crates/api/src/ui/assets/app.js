@@ -109,7 +109,9 @@ function share(f) {
 function chart(minutes) {
   const svg = $("ov-chart");
   const ns = "http://www.w3.org/2000/svg";
-  const W = 600, H = 140, pad = 18;
+  // Drawn at the element's own size, so text is never stretched.
+  const W = Math.max(200, Math.round(svg.getBoundingClientRect().width)), H = 140, pad = 28;
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H);
   const max = Math.max(1, ...minutes.map((m) => Math.max(m.requests, m.extracted)));
   const slot = (W - pad) / minutes.length;
   const nodes = [];
@@ -118,11 +120,11 @@ function chart(minutes) {
   line.setAttribute("class", "axis");
   nodes.push(line);
   const label = document.createElementNS(ns, "text");
-  label.setAttribute("x", 0); label.setAttribute("y", 10); label.textContent = max;
+  label.setAttribute("x", 0); label.setAttribute("y", 12); label.textContent = max;
   nodes.push(label);
   minutes.forEach((m, i) => {
     for (const [value, kind, offset] of [[m.requests, "req", 0], [m.extracted, "ext", 0.45]]) {
-      const h = ((H - pad - 12) * value) / max;
+      const h = ((H - pad - 18) * value) / max;
       const rect = document.createElementNS(ns, "rect");
       rect.setAttribute("x", pad + i * slot + slot * (0.1 + offset));
       rect.setAttribute("width", slot * 0.4);
@@ -133,10 +135,10 @@ function chart(minutes) {
     }
   });
   const first = document.createElementNS(ns, "text");
-  first.setAttribute("x", pad); first.setAttribute("y", H - 4);
+  first.setAttribute("x", pad); first.setAttribute("y", H - 8);
   first.textContent = "-" + (minutes.length - 1) + " min";
   const now = document.createElementNS(ns, "text");
-  now.setAttribute("x", W - 30); now.setAttribute("y", H - 4); now.textContent = "now";
+  now.setAttribute("x", W - 24); now.setAttribute("y", H - 8); now.textContent = "now";
   nodes.push(first, now);
   svg.replaceChildren(...nodes);
 }
@@ -226,7 +228,7 @@ async function setMode(worker, action) {
 }
 
 function quotaCell(q) {
-  if (q.used === null) return el("td", { class: "muted" }, "0 / " + num(q.limit));
+  if (q.used === null) return el("td", { class: "num muted" }, "0 / " + num(q.limit));
   return el("td", { class: "num" }, num(q.used) + " / " + num(q.limit));
 }
 
