@@ -36,7 +36,7 @@
 //!
 //! | module | what it is for |
 //! | --- | --- |
-//! | `routes` | [`router`], [`ROUTES`]; one file per resource (extractions, upstreams, admin, health, meta) |
+//! | `routes` | [`router`], [`ROUTES`]; one file per resource (extractions, upstreams, usage, admin, dashboard, health, meta) |
 //! | `admission` | the chain in order: `limits`, `shield`, `auth`, `authorize`, `quota` |
 //! | `observe` | outermost middleware: request ids, error bodies, common headers, metrics, tracing |
 //! | `state` | [`ApiState`], [`ApiStateBuilder`], [`ApiPorts`] |
