@@ -224,6 +224,16 @@ fn every_page_shows_what_the_api_says_and_follows_it_live() {
         },
         Duration::from_secs(3),
     );
+    page_matches_api(
+        &mut browser,
+        "entries accepted from the last listing",
+        "document.querySelector('#up-table tr[data-upstream=sim] td[data-field=accepted]').textContent",
+        || {
+            let o = api_get(&banner, "/v1/admin/overview");
+            Value::from(o["upstreams"][0]["last_list"]["accepted"].to_string())
+        },
+        Duration::from_secs(3),
+    );
     shoot(&mut browser, "upstreams");
 
     // Proxies: every proxy with its state and owner, as the listing says.

@@ -131,6 +131,13 @@ async fn overview_charged(state: &ApiState, grant: &QuotaGrant) -> Result<Value,
     }
     latencies.sort_unstable();
 
+    let providers = crate::metrics::timed(
+        "admin",
+        "provider_statuses",
+        state.ports().admin.provider_statuses(),
+    )
+    .await
+    .map_err(&fail)?;
     let mut rows = Vec::with_capacity(upstreams.len());
     for upstream in &upstreams {
         let view = crate::metrics::timed(
@@ -145,8 +152,27 @@ async fn overview_charged(state: &ApiState, grant: &QuotaGrant) -> Result<Value,
             .get(&ProxyStatus::Available)
             .copied()
             .unwrap_or(0);
+        let last_list = providers
+            .iter()
+            .find(|p| p.upstream.as_ref() == Some(&upstream.id))
+            .map(|p| {
+                let dropped: u64 = p.last_dropped.values().map(|n| u64::from(*n)).sum();
+                json!({
+                    "accepted": u64::from(p.last_inserted) + u64::from(p.last_refreshed),
+                    "inserted": p.last_inserted,
+                    "refreshed": p.last_refreshed,
+                    "dropped": dropped
+                        + u64::from(p.last_over_max_size)
+                        + u64::from(p.last_foreign_duplicates),
+                    "refused": p.last_refused,
+                    "total_inserted": p.total_inserted,
+                    "total_dropped": p.total_dropped,
+                    "total_refused": p.total_refused,
+                })
+            });
         rows.push(json!({
             "id": upstream.id,
+            "last_list": last_list,
             "health": upstream.health,
             "by_status": view.by_status,
             "managed": view.managed,
