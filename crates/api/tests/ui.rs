@@ -146,13 +146,15 @@ async fn only_an_admin_token_signs_in() {
             .http
             .post(server.url("/ui/session"))
             .header("content-type", "application/json")
-            .body(json!({ "token": "x".repeat(10_000) }).to_string())
+            .body(json!({ "token": "x".repeat(20_000) }).to_string())
             .send()
             .await
             .unwrap(),
     )
     .await;
     assert_eq!(oversize.status, 413);
+    let overlong = sign_in(&server, &"x".repeat(513)).await;
+    assert_eq!(overlong.status, 400, "{}", overlong.text());
     let cross_site = Reply::from(
         server
             .http
