@@ -259,7 +259,6 @@ fn every_page_shows_what_the_api_says_and_follows_it_live() {
         Duration::from_secs(3),
     );
     assert_eq!(listed.as_array().unwrap().len(), 16);
-    shoot(&mut browser, "proxies");
 
     // An extraction through the API shows as EXTRACTED within 2 s.
     let auth = format!("Authorization: Bearer {}", banner.token());
@@ -278,11 +277,12 @@ fn every_page_shows_what_the_api_says_and_follows_it_live() {
     let started = Instant::now();
     browser
         .wait_for(
-            &format!("!!document.querySelector('#px-table tr[data-proxy=\"{id}\"][data-state=EXTRACTED]')"),
+            &format!("!!document.querySelector('#px-table tr[data-proxy=\"{id}\"][data-state=EXTRACTED][data-client=dev]')"),
             Duration::from_secs(2),
         )
         .unwrap_or_else(|e| panic!("extracted proxy not shown within 2 s: {e}"));
     eprintln!("extraction shown after {:?}", started.elapsed());
+    shoot(&mut browser, "proxies");
 
     // The search box narrows the table to the matching proxy.
     browser

@@ -7,7 +7,7 @@
 //! operator can walk the whole pool page by page. Credentials never leave the store here.
 
 use crate::error::{PoolError, PoolResult};
-use crate::ids::{Label, ProxyId, UpstreamId, WorkerId};
+use crate::ids::{ClientId, Label, ProxyId, UpstreamId, WorkerId};
 use crate::ownership::Assignment;
 use crate::proxy::{Protocol, ProxyRecord, ProxyStatus};
 use crate::time::UnixMillis;
@@ -39,6 +39,8 @@ pub struct ListedProxy {
     pub status: ProxyStatus,
     /// The worker leasing it, while the lease runs.
     pub owner: Option<WorkerId>,
+    /// The client an extraction handed it to (EXTRACTED records only).
+    pub extracted_by: Option<ClientId>,
     pub draining: bool,
     pub lease_until_ms: Option<UnixMillis>,
     pub usable_until_ms: UnixMillis,
@@ -49,9 +51,15 @@ pub struct ListedProxy {
 }
 
 impl ListedProxy {
-    /// The listed view of a record and its assignment (if any), as of `now`. Both stores
-    /// build their entries here, so they cannot disagree on what a row shows.
-    pub fn new(now: UnixMillis, record: &ProxyRecord, assignment: Option<&Assignment>) -> Self {
+    /// The listed view of a record, its assignment and its extracting client (if any), as
+    /// of `now`. Both stores build their entries here, so they cannot disagree on what a
+    /// row shows.
+    pub fn new(
+        now: UnixMillis,
+        record: &ProxyRecord,
+        assignment: Option<&Assignment>,
+        extracted_by: Option<&ClientId>,
+    ) -> Self {
         let assignment = assignment.filter(|a| now < a.lease_until_ms);
         ListedProxy {
             id: record.id.clone(),
@@ -63,6 +71,9 @@ impl ListedProxy {
             carrier: record.carrier.clone(),
             status: status_at(now, record),
             owner: assignment.map(|a| a.worker.clone()),
+            extracted_by: extracted_by
+                .filter(|_| record.status == ProxyStatus::Extracted)
+                .cloned(),
             draining: assignment.is_some_and(Assignment::is_draining),
             lease_until_ms: assignment.map(|a| a.lease_until_ms),
             usable_until_ms: record.usable_until_ms,

@@ -69,8 +69,10 @@ pub async fn listing_pages_in_id_order_with_owners<F: PoolFactory>(factory: &F) 
         if row.id == extracted {
             assert_eq!(row.status, ProxyStatus::Extracted);
             assert_eq!(row.upstream, upstream("other"));
+            assert_eq!(row.extracted_by, Some(client("c1")));
         } else {
             assert_eq!(row.status, ProxyStatus::Available, "{row:?}");
+            assert_eq!(row.extracted_by, None, "{row:?}");
         }
         if row.id == leased {
             assert_eq!(row.owner, Some(worker("gw-1")));
@@ -95,6 +97,21 @@ pub async fn listing_pages_in_id_order_with_owners<F: PoolFactory>(factory: &F) 
     };
     let page = pool.list_proxies(T0 + TTL_MS, &expired, 10).await.unwrap();
     assert_eq!(page.proxies.len(), 7);
+
+    // Swept and fetched again, the extracted proxy starts a new lifetime: nobody's yet.
+    pool.sweep(T0 + TTL_MS, 100).await.unwrap();
+    let again = (10..12).find(|i| candidate_id(*i) == extracted).unwrap();
+    pool.upsert(T0 + TTL_MS + 1, batch("other", vec![candidate(again)]))
+        .await
+        .unwrap();
+    let page = pool
+        .list_proxies(T0 + TTL_MS + 1, &ProxyListFilter::default(), 10)
+        .await
+        .unwrap();
+    assert_eq!(page.proxies.len(), 1);
+    assert_eq!(page.proxies[0].id, extracted);
+    assert_eq!(page.proxies[0].status, ProxyStatus::Fetched);
+    assert_eq!(page.proxies[0].extracted_by, None);
 }
 
 pub async fn listing_filters_by_upstream_and_status<F: PoolFactory>(factory: &F) {

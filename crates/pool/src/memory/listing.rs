@@ -33,7 +33,14 @@ impl ProxyLister for MemoryPool {
         matching.truncate(limit);
         let proxies: Vec<ListedProxy> = matching
             .into_iter()
-            .map(|record| ListedProxy::new(now, record, state.assignments.get(&record.id)))
+            .map(|record| {
+                ListedProxy::new(
+                    now,
+                    record,
+                    state.assignments.get(&record.id),
+                    state.extracted_by.get(&record.id),
+                )
+            })
             .collect();
         let next = if more {
             proxies.last().map(|p| p.id.clone())

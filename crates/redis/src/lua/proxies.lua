@@ -6,7 +6,8 @@
 -- ARGV[4] cursor ('' = from the start), ARGV[5] upstream ('' = any), ARGV[6] status code
 -- ('' = any; 'E' also matches a record past its hard expiry), ARGV[7] limit,
 -- ARGV[8] scan budget.
--- Reply: {'ok', more (0|1), id, record, assignment or '', drain ticket or '', ...}
+-- Reply: {'ok', more (0|1), id, record, assignment or '', drain ticket or '',
+--         extracting client or '', ...}
 --        | {'scan_budget'}.
 
 local function main()
@@ -36,6 +37,7 @@ local function main()
         out[#out + 1] = v
         out[#out + 1] = redis.call('HGET', B .. 'owners', id) or ''
         out[#out + 1] = P.drain_ticket(id) or ''
+        out[#out + 1] = redis.call('HGET', B .. 'extracted-by', id) or ''
       end
     end
   end

@@ -8,7 +8,8 @@ use crate::reply;
 use async_trait::async_trait;
 use proxypool_core::listing::check_limit;
 use proxypool_core::{
-    ListedProxy, PoolError, PoolResult, ProxyListFilter, ProxyLister, ProxyPage, UnixMillis,
+    ClientId, ListedProxy, PoolError, PoolResult, ProxyListFilter, ProxyLister, ProxyPage,
+    UnixMillis,
 };
 
 #[async_trait]
@@ -45,18 +46,31 @@ impl ProxyLister for RedisPool {
         let more = reply.number(0)? == 1;
         let rows = reply.texts()?;
         let rows = rows.get(1..).unwrap_or_default();
-        if rows.len() % 4 != 0 {
+        if rows.len() % 5 != 0 {
             return Err(PoolError::corrupt("undecodable proxy listing in redis"));
         }
-        let mut proxies = Vec::with_capacity(rows.len() / 4);
-        for row in rows.chunks_exact(4) {
+        let mut proxies = Vec::with_capacity(rows.len() / 5);
+        for row in rows.chunks_exact(5) {
             let record = record::decode(&row[1])?;
             let assignment = if row[2].is_empty() {
                 None
             } else {
                 Some(assignment::decode(&row[0], &row[2], &row[3])?)
             };
-            proxies.push(ListedProxy::new(now, &record, assignment.as_ref()));
+            let extracted_by =
+                if row[4].is_empty() {
+                    None
+                } else {
+                    Some(ClientId::new(&row[4]).map_err(|_| {
+                        PoolError::corrupt("undecodable extracting client in redis")
+                    })?)
+                };
+            proxies.push(ListedProxy::new(
+                now,
+                &record,
+                assignment.as_ref(),
+                extracted_by.as_ref(),
+            ));
         }
         let next = if more {
             proxies.last().map(|p| p.id.clone())

@@ -183,18 +183,18 @@ async function proxies() {
 
 function renderProxies(more) {
   const q = $("px-search").value.trim().toLowerCase();
-  const shown = proxyRows.filter((p) => !q || [p.id, p.host + ":" + p.port, p.region || "", p.owner || "", p.upstream]
+  const shown = proxyRows.filter((p) => !q || [p.id, p.host + ":" + p.port, p.region || "", p.owner || "", p.extracted_by || "", p.upstream]
     .some((f) => f.toLowerCase().includes(q)));
   $("px-count").textContent = shown.length + " of " + proxyRows.length + (more ? "+" : "") + " shown";
   fill($("px-table").tBodies[0], shown.map((p) =>
-    el("tr", { data: { proxy: p.id, state: p.status, owner: p.owner || "" } },
+    el("tr", { data: { proxy: p.id, state: p.status, owner: p.owner || "", client: p.extracted_by || "" } },
       el("td", { class: "mono", title: p.id }, p.id.slice(0, 12)),
       el("td", {}, p.upstream),
       el("td", {}, p.region || "–"),
       el("td", {}, p.protocol),
       el("td", { class: "mono" }, p.host + ":" + p.port),
       el("td", {}, pill(p.status)),
-      el("td", {}, p.owner ? p.owner + (p.draining ? " (draining)" : "") : "–"),
+      el("td", {}, p.owner ? p.owner + (p.draining ? " (draining)" : "") : p.extracted_by ? "extracted by " + p.extracted_by : "–"),
       el("td", { class: "num" }, left(p.time_left_ms)),
       el("td", { class: "num" }, ms(p.latency_ms)))));
 }
