@@ -42,6 +42,8 @@ missing_packages() {
   command -v tinyproxy >/dev/null 2>&1 || echo tinyproxy
   command -v microsocks >/dev/null 2>&1 || echo microsocks
   command -v openssl >/dev/null 2>&1 || echo openssl
+  # The dashboard's browser tests drive headless Chromium over the DevTools protocol.
+  command -v chromium >/dev/null 2>&1 || echo chromium
   # The API conformance test runs schemathesis (from PyPI) in a virtual environment.
   if ! command -v python3 >/dev/null 2>&1; then
     echo python3
@@ -57,7 +59,7 @@ install_packages() {
     {
       echo "error: missing test dependencies: ${packages[*]}"
       echo "scripts/test.sh installs them only as root on Debian/Ubuntu (apt-get)."
-      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl python3-venv"
+      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl chromium python3-venv"
       echo "(or point the tests at running servers with PROXYPOOL_TEST_REDIS_URL and"
       echo " PROXYPOOL_TEST_POSTGRES_URL), then run scripts/test.sh again."
     } >&2
@@ -90,7 +92,7 @@ install_packages() {
   trap - EXIT
 }
 
-step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, python3-venv)"
+step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, chromium, python3-venv)"
 mapfile -t missing < <(missing_packages)
 if ((${#missing[@]} > 0)); then
   step "install ${missing[*]}"
@@ -103,6 +105,7 @@ pg_bin=$(postgres_bin_dir) || {
 export PATH="$pg_bin:$PATH"
 echo "redis-server: $(command -v redis-server) ($(redis-server --version | head -n 1))"
 echo "postgres:     $pg_bin ($("$pg_bin/postgres" --version))"
+echo "chromium:     $(command -v chromium) ($(chromium --version 2>/dev/null | head -n 1))"
 
 # schemathesis, pinned, in a virtual environment of its own under target/ (kept between
 # runs); the conformance test finds it through PROXYPOOL_SCHEMATHESIS.

@@ -36,7 +36,7 @@
 //!
 //! | module | what it is for |
 //! | --- | --- |
-//! | `routes` | [`router`], [`ROUTES`]; one file per resource (extractions, upstreams, admin, health, meta) |
+//! | `routes` | [`router`], [`ROUTES`]; one file per resource (extractions, upstreams, usage, admin, dashboard, health, meta) |
 //! | `admission` | the chain in order: `limits`, `shield`, `auth`, `authorize`, `quota` |
 //! | `observe` | outermost middleware: request ids, error bodies, common headers, metrics, tracing |
 //! | `state` | [`ApiState`], [`ApiStateBuilder`], [`ApiPorts`] |
@@ -49,6 +49,7 @@
 //! | `error` | [`ApiError`], [`ErrorCode`] |
 //! | `request_id` | [`RequestId`] (the edge's): server-generated, unique across replicas |
 //! | `metrics` | metric names, help texts and the helpers the routes call (the recorder is `proxypool-metrics`) |
+//! | `ui` | the operators' dashboard at `/ui/`: built-in assets, cookie sessions with CSRF tokens |
 //! | `serve` | [`serve`]: the router on the edge's server scaffold (caps per IP and in total at accept, header and idle timeouts, head size cap) |
 
 mod admission;
@@ -64,6 +65,7 @@ mod request_id;
 mod routes;
 mod serve;
 mod state;
+mod ui;
 pub mod wire;
 
 pub use admission::auth::{AdminPrincipal, Principal};

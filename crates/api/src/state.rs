@@ -5,14 +5,16 @@
 //! [`OwnershipWake`]). The controller or the CLI builds these and mounts [`crate::router`].
 
 use crate::admission::policy::{ClientPolicies, InFlight};
+use crate::admission::quota_board::QuotaBoard;
 use crate::admission::shield::Shield;
 use crate::clients::{ApiClient, ClientDirectory};
 use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
 use crate::controller_view::{OwnershipWake, UpstreamStatusSource};
+use crate::ui::session::SessionTable;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{
-    ActivityPool, AdminStore, Extractor, InventoryReader, OwnershipRepository, SecretHash,
-    UnixMillis, UsageReader, WorkerRuntimeStore,
+    ActivityPool, AdminStore, Extractor, InventoryReader, OwnershipRepository, ProxyLister,
+    SecretHash, UnixMillis, UsageReader, WorkerRuntimeStore,
 };
 use proxypool_metrics::MetricsHandle;
 use proxypool_quota::QuotaPort;
@@ -31,6 +33,8 @@ pub struct ApiPorts {
     pub usage: Arc<dyn UsageReader>,
     /// Worker modes (cordon, drain) shared by every controller.
     pub admin: Arc<dyn AdminStore>,
+    /// The operators' read-only listing of proxies (`GET /v1/admin/proxies`).
+    pub proxies: Arc<dyn ProxyLister>,
 }
 
 impl ApiPorts {
@@ -46,6 +50,7 @@ impl ApiPorts {
             runtime: pool.clone(),
             ownership: pool.clone(),
             usage: pool.clone(),
+            proxies: pool.clone(),
             admin: pool,
             quota,
             upstreams,
@@ -77,6 +82,11 @@ struct Inner {
     metrics_token: ArcSwapOption<SecretHash>,
     ownership_wake: Option<Arc<dyn OwnershipWake>>,
     clock: fn() -> UnixMillis,
+    /// The dashboard's sign-in sessions.
+    ui_sessions: SessionTable,
+    /// Whether the dashboard's cookie carries `Secure` (the listener is TLS).
+    secure_cookies: bool,
+    quota_board: QuotaBoard,
 }
 
 /// Re-reads the configuration of the process the API runs in (`POST /v1/admin/reload`)
@@ -104,6 +114,7 @@ pub struct ApiStateBuilder {
     reloader: Option<Arc<dyn ConfigReloader>>,
     trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     clock: fn() -> UnixMillis,
+    secure_cookies: bool,
 }
 
 #[derive(Debug)]
@@ -172,6 +183,12 @@ impl ApiStateBuilder {
         self
     }
 
+    /// Marks the dashboard's session cookie `Secure` (set it when the listener is TLS).
+    pub fn secure_cookies(mut self, secure: bool) -> Self {
+        self.secure_cookies = secure;
+        self
+    }
+
     /// Validates everything and builds the state.
     pub fn build(self) -> Result<ApiState, ApiConfigError> {
         crate::config::first_problem(self.limits.problems())?;
@@ -199,6 +216,9 @@ impl ApiStateBuilder {
                 metrics_token: ArcSwapOption::new(self.metrics_token.map(Arc::new)),
                 ownership_wake: self.ownership_wake,
                 clock: self.clock,
+                ui_sessions: SessionTable::default(),
+                secure_cookies: self.secure_cookies,
+                quota_board: QuotaBoard::default(),
             }),
         })
     }
@@ -219,6 +239,7 @@ impl ApiState {
             reloader: None,
             trusted_proxies: Vec::new(),
             clock: proxypool_core::now_millis,
+            secure_cookies: false,
         }
     }
 
@@ -228,6 +249,8 @@ impl ApiState {
         let directory = ClientDirectory::new(clients)?;
         let policies = client_policies(&directory, Some(&self.inner.policies.load_full()))?;
         self.inner.in_flight.retain(directory.clients());
+        let ids: Vec<_> = directory.clients().iter().map(|c| c.id.clone()).collect();
+        self.inner.quota_board.retain(&ids);
         // Policies first: a request that sees the new clients finds their policies too.
         self.inner.policies.store(policies);
         self.inner.clients.store(Arc::new(directory));
@@ -236,6 +259,18 @@ impl ApiState {
 
     pub(crate) fn policies(&self) -> Arc<ClientPolicies> {
         self.inner.policies.load_full()
+    }
+
+    pub(crate) fn ui_sessions(&self) -> &SessionTable {
+        &self.inner.ui_sessions
+    }
+
+    pub(crate) fn secure_cookies(&self) -> bool {
+        self.inner.secure_cookies
+    }
+
+    pub(crate) fn quota_board(&self) -> &QuotaBoard {
+        &self.inner.quota_board
     }
 
     pub(crate) fn in_flight(&self) -> &InFlight {

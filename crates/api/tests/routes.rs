@@ -78,6 +78,7 @@ async fn every_route_in_the_table_is_served() {
                 .post(server.url(&concrete))
                 .header("content-type", "application/json")
                 .body(body(1).to_string()),
+            "DELETE" => server.http.delete(server.url(&concrete)),
             other => panic!("unexpected method {other}"),
         };
         let reply = Reply::from(request.bearer_auth(ADMIN).send().await.unwrap()).await;

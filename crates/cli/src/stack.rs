@@ -295,6 +295,7 @@ fn start_api(
         runtime: pool.clone(),
         ownership: pool.clone(),
         usage: pool.clone(),
+        proxies: pool.clone(),
         admin: pool,
         quota: quota.port.clone(),
         upstreams: view.clone(),
@@ -305,7 +306,8 @@ fn start_api(
         .shield_settings(ShieldSettings::from(&section.shield))
         .metrics_token(metrics_token(section))
         .trusted_proxies(proxypool_config::parse_cidrs(&section.trusted_proxies))
-        .ownership_wake(view);
+        .ownership_wake(view)
+        .secure_cookies(section.tls.is_some());
     if let Some(reloader) = reloader {
         builder = builder.reloader(reloader);
     }

@@ -26,6 +26,7 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
         "gateway HTTP",
         "gateway SOCKS5",
         "client API",
+        "dashboard",
         "origin",
         "proxy username",
         "proxy password",
@@ -34,6 +35,10 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
         assert!(!banner.get(label).is_empty(), "{label} is printed");
     }
     assert_eq!(banner.get("proxy username"), "dev");
+    assert_eq!(
+        banner.get("dashboard"),
+        format!("http://{}/ui/", banner.api().trim_start_matches("http://"))
+    );
     assert_eq!(banner.commands.len(), 3, "{:?}", banner.commands);
 
     // The three commands, exactly as printed.

@@ -12,6 +12,7 @@
 //! - [`lease`]: named leader leases with fencing tokens (one active controller), and the
 //!   [`Fence`] a leader's writes carry.
 //! - [`inventory`]: inventory views and maintenance reports.
+//! - [`listing`]: the read-only, bounded listing of proxies for operators.
 //! - [`admin`]: operator state shared by every controller (worker modes, provider status).
 //! - [`ports`]: the async port traits the adapters implement.
 //! - [`port_set`]: destination ports a gateway client may reach (`"*"` or a list).
@@ -35,6 +36,7 @@ pub mod health;
 pub mod ids;
 pub mod inventory;
 pub mod lease;
+pub mod listing;
 pub mod ownership;
 pub mod port_set;
 pub mod ports;
@@ -58,11 +60,12 @@ pub use health::{CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthR
 pub use ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, WorkerId};
 pub use inventory::{Footprint, InventoryView, SweepReport};
 pub use lease::{Fence, Lease, LeaseStore};
+pub use listing::{ListedProxy, MAX_LIST_LIMIT, ProxyListFilter, ProxyPage};
 pub use ownership::{Assignment, AssignmentState, OwnedProxy};
 pub use port_set::PortSet;
 pub use ports::{
     ActivityPool, Extractor, Fencing, HealthStore, InventoryReader, Maintenance,
-    OwnershipRepository, Upserter, UsageReader, WorkerRuntimeStore,
+    OwnershipRepository, ProxyLister, Upserter, UsageReader, WorkerRuntimeStore,
 };
 pub use proxy::{Health, Protocol, ProxyRecord, ProxyStatus, proxy_id_for};
 pub use runtime::{

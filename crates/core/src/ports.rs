@@ -14,6 +14,7 @@ use crate::health::{DueQuery, HealthBatch, HealthReport};
 use crate::ids::{ClientId, ExtractionId, ProxyId, UpstreamId, WorkerId};
 use crate::inventory::{Footprint, InventoryView, SweepReport};
 use crate::lease::Fence;
+use crate::listing::{ProxyListFilter, ProxyPage};
 use crate::ownership::{Assignment, OwnedProxy};
 use crate::proxy::ProxyRecord;
 use crate::runtime::{ReportReceipt, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession};
@@ -248,6 +249,20 @@ pub trait UsageReader: Send + Sync + Debug {
     async fn usage(&self, now: UnixMillis, clients: &[ClientId]) -> PoolResult<Vec<ClientUsage>>;
 }
 
+/// A read-only page of the pool's proxies, for operators (`crate::listing`).
+#[async_trait]
+pub trait ProxyLister: Send + Sync + Debug {
+    /// At most `limit` proxies matching `filter`, in ascending id order, with the cursor
+    /// of the next page. A `limit` of zero or over `MAX_LIST_LIMIT` is `InvalidInput`; a
+    /// pool larger than the store's scan budget is `Unavailable` (never a partial page).
+    async fn list_proxies(
+        &self,
+        now: UnixMillis,
+        filter: &ProxyListFilter,
+        limit: usize,
+    ) -> PoolResult<ProxyPage>;
+}
+
 /// A handle on the same store whose every call is fenced by a leader term (see
 /// [`crate::lease`]): the call is refused, atomically and with nothing changed, with
 /// `Conflict::StaleTerm` unless the named lease is live with the fence's token.
@@ -265,6 +280,7 @@ pub trait ActivityPool:
     + Maintenance
     + UsageReader
     + AdminStore
+    + ProxyLister
     + Fencing
     + 'static
 {
@@ -280,6 +296,7 @@ impl<T> ActivityPool for T where
         + Maintenance
         + UsageReader
         + AdminStore
+        + ProxyLister
         + Fencing
         + 'static
 {

@@ -12,6 +12,7 @@
 //! protocol:<p> region:<r> carrier:<c> upstream:<u>
 //!                         ZSET  proxy id -> usable_until          (filter indexes)
 //! owners                  HASH  proxy id -> assignment
+//! extracted-by            HASH  proxy id -> client an extraction handed it to (EXTRACTED)
 //! owner-expiry            ZSET  proxy id -> lease_until
 //! drain-tickets           HASH  proxy id -> drain epoch           (draining assignments)
 //! owned:<u>               ZSET  proxy id -> lease_until           (assigned, per upstream)

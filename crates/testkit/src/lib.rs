@@ -26,6 +26,8 @@
 //! - `scratch`, `url`: scratch directories and connection-URL parsing.
 //! - `error`: [`TestkitError`].
 //! - [`tls`]: [`TestCa`], a private CA writing server and client certificates as PEM files.
+//! - [`browser`]: [`Browser`], headless Chromium over the DevTools protocol (on a small
+//!   blocking WebSocket client, `websocket`), and [`browser_or_skip`].
 //! - [`edge`]: real-socket clients for listener tests (idle floods, a client on another
 //!   loopback address, trickling and oversize requests); async, on tokio.
 //!
@@ -37,12 +39,14 @@
 //! - `PROXYPOOL_TEST_PG_USER`: the account PostgreSQL runs as when the tests run as root.
 //! - `PROXYPOOL_TEST_TMPDIR`: where scratch directories go (default: `/dev/shm` when it
 //!   is a tmpfs with 1 GiB free, else the temp dir).
+//! - `PROXYPOOL_TEST_CHROMIUM`: the browser binary (default: `chromium` on `PATH`).
 //! - `CI=true`: a missing server fails the test instead of skipping it.
 //!
 //! Everything but `edge` is blocking (std only); calling it from an async test blocks that
 //! test's thread for the server's startup, which is what a test wants anyway.
 
 mod binaries;
+pub mod browser;
 pub mod edge;
 pub mod error;
 pub mod postgres;
@@ -53,7 +57,9 @@ mod scratch;
 mod skip;
 pub mod tls;
 mod url;
+mod websocket;
 
+pub use browser::{Browser, browser_or_skip};
 pub use error::TestkitError;
 pub use postgres::wire::Rows;
 pub use postgres::{POSTGRES_URL_ENV, PostgresServer};

@@ -21,7 +21,11 @@ pub fn running_in_ci() -> bool {
     })
 }
 
-fn skip_or_fail<T>(what: &str, env_var: &str, outcome: Result<T, TestkitError>) -> Option<T> {
+pub(crate) fn skip_or_fail<T>(
+    what: &str,
+    env_var: &str,
+    outcome: Result<T, TestkitError>,
+) -> Option<T> {
     match outcome {
         Ok(server) => Some(server),
         Err(error @ TestkitError::BinaryNotFound { .. }) => {

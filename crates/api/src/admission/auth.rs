@@ -1,5 +1,10 @@
-//! Bearer-token authentication, as axum extractors: [`Principal`] for client routes,
+//! Authentication, as axum extractors: [`Principal`] for client routes,
 //! [`AdminPrincipal`] for admin routes. A route that takes one cannot run unauthenticated.
+//!
+//! A request authenticates with a bearer token or, without one, with the dashboard's
+//! session cookie (`crate::ui::auth`, which also demands the CSRF token on anything but a
+//! read). Both end in the same configured client, so every route behaves the same for a
+//! script and for the dashboard.
 
 use crate::clients::ApiClient;
 use crate::error::ApiError;
@@ -20,12 +25,13 @@ impl FromRequestParts<ApiState> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
-        let token =
-            proxypool_edge::bearer_token(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
-        let client = state
-            .clients()
-            .authenticate(token)
-            .ok_or_else(ApiError::unauthenticated)?;
+        let client = match proxypool_edge::bearer_token(&parts.headers) {
+            Some(token) => state
+                .clients()
+                .authenticate(token)
+                .ok_or_else(ApiError::unauthenticated)?,
+            None => crate::ui::auth::session_client(parts, state)?,
+        };
         // Checked after the token, so an address outside the list learns nothing about
         // which tokens exist; and before any route runs or any quota is charged.
         let peer = crate::admission::shield::peer_of(&parts.extensions).map(|peer| peer.ip());

@@ -25,5 +25,6 @@ pub(crate) mod forwarded;
 pub(crate) mod limits;
 pub(crate) mod policy;
 pub(crate) mod quota;
+pub(crate) mod quota_board;
 pub(crate) mod quota_http;
 pub(crate) mod shield;

@@ -17,6 +17,7 @@
 //! spent under its request id, so the same key is charged again next time instead of
 //! buying free scans.
 
+use crate::admission::quota_board::Seen;
 use crate::admission::quota_http::{Header, HttpRejection, QuotaHttp, for_decision, for_invalid};
 use crate::clients::ApiClient;
 use crate::error::{ApiError, ErrorCode};
@@ -55,7 +56,23 @@ pub(crate) async fn charge(
     operation: Operation,
     receipt: &str,
 ) -> Result<QuotaGrant, ApiError> {
-    state.policies().check(&client.id)?;
+    if let Err(denied) = state.policies().check(&client.id) {
+        let now = state.now();
+        state.quota_board().record(
+            &client.id,
+            operation,
+            Seen {
+                remaining: None,
+                reset_at_ms: None,
+                refused_until_ms: Some(
+                    now.saturating_add(denied.retry_after_secs.unwrap_or(1).saturating_mul(1000)),
+                ),
+                refused_by: Some("rate_limited"),
+                at_ms: now,
+            },
+        );
+        return Err(denied);
+    }
     let command = QuotaCommand::new(
         client.project.clone(),
         client.id.as_str(),
@@ -87,6 +104,9 @@ pub(crate) async fn charge(
             QuotaDecision::Unavailable { .. } => "unavailable",
         },
     );
+    if let Some(seen) = seen_of(&decision, state.now()) {
+        state.quota_board().record(&client.id, operation, seen);
+    }
     match for_decision(&decision) {
         QuotaHttp::Proceed { headers } => Ok(QuotaGrant {
             headers: convert(&headers),
@@ -102,6 +122,31 @@ pub(crate) async fn charge(
             }
             Err(rejection(rejection_answer))
         }
+    }
+}
+
+/// What the dashboard shows of a decision (nothing for an unavailable store).
+fn seen_of(decision: &QuotaDecision, now: proxypool_core::UnixMillis) -> Option<Seen> {
+    match *decision {
+        QuotaDecision::Admitted {
+            remaining,
+            reset_at_ms,
+            ..
+        } => Some(Seen {
+            remaining: Some(remaining),
+            reset_at_ms: Some(reset_at_ms),
+            refused_until_ms: None,
+            refused_by: None,
+            at_ms: now,
+        }),
+        QuotaDecision::Exceeded { reset_at_ms, .. } => Some(Seen {
+            remaining: Some(0),
+            reset_at_ms: Some(reset_at_ms),
+            refused_until_ms: Some(reset_at_ms),
+            refused_by: Some("quota_exceeded"),
+            at_ms: now,
+        }),
+        QuotaDecision::Unavailable { .. } => None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The route table and the router with its middleware stack.
 
 mod admin;
+mod dashboard;
 pub(crate) mod extractions;
 pub(crate) mod health;
 pub(crate) mod meta;
@@ -23,6 +24,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/upstreams"),
     ("GET", "/v1/upstreams/{id}/inventory"),
     ("GET", "/v1/usage"),
+    ("GET", "/v1/admin/overview"),
+    ("GET", "/v1/admin/proxies"),
+    ("GET", "/v1/admin/clients"),
     ("GET", "/v1/admin/workers"),
     ("POST", "/v1/admin/workers/{id}/cordon"),
     ("POST", "/v1/admin/workers/{id}/drain"),
@@ -33,6 +37,12 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/readyz"),
     ("GET", "/metrics"),
     ("GET", "/openapi.json"),
+    ("GET", "/ui/"),
+    ("GET", "/ui/app.js"),
+    ("GET", "/ui/app.css"),
+    ("GET", "/ui/session"),
+    ("POST", "/ui/session"),
+    ("DELETE", "/ui/session"),
 ];
 
 /// The client API as an axum router, ready to serve (see [`crate::serve`]) or to merge into
@@ -47,6 +57,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/upstreams", get(upstreams::list))
         .route("/v1/upstreams/{id}/inventory", get(upstreams::inventory))
         .route("/v1/usage", get(usage::usage))
+        .route("/v1/admin/overview", get(dashboard::overview))
+        .route("/v1/admin/proxies", get(dashboard::proxies))
+        .route("/v1/admin/clients", get(dashboard::clients))
         .route("/v1/admin/workers", get(admin::list_workers))
         .route("/v1/admin/workers/{id}/cordon", post(admin::cordon_worker))
         .route("/v1/admin/workers/{id}/drain", post(admin::drain_worker))
@@ -62,6 +75,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(meta::metrics))
         .route("/openapi.json", get(meta::openapi))
+        .merge(crate::ui::routes())
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(

@@ -215,6 +215,7 @@ const LABELS: &[&str] = &[
     "gateway HTTP",
     "gateway SOCKS5",
     "client API",
+    "dashboard",
     "control API",
     "origin",
     "proxy username",

@@ -336,6 +336,18 @@ impl proxypool_core::AdminStore for MeteredPool {
     }
 }
 
+#[async_trait]
+impl proxypool_core::ProxyLister for MeteredPool {
+    async fn list_proxies(
+        &self,
+        now: UnixMillis,
+        filter: &proxypool_core::ProxyListFilter,
+        limit: usize,
+    ) -> PoolResult<proxypool_core::ProxyPage> {
+        timed("list_proxies", self.inner.list_proxies(now, filter, limit)).await
+    }
+}
+
 impl proxypool_core::Fencing for MeteredPool {
     fn fenced(&self, fence: proxypool_core::Fence) -> Arc<dyn ActivityPool> {
         Arc::new(MeteredPool::new(self.inner.fenced(fence)))

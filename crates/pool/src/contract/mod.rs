@@ -12,6 +12,7 @@ pub mod fixtures;
 pub mod health;
 pub mod inventory;
 pub mod lease;
+pub mod listing;
 pub mod maintenance;
 pub mod ownership;
 pub mod runtime;
@@ -111,6 +112,10 @@ macro_rules! contract_suite {
             admin::admin_worker_modes_round_trip,
             admin::admin_provider_status_replaces_per_upstream,
             admin::admin_bad_provider_status_changes_nothing,
+            listing::listing_pages_in_id_order_with_owners,
+            listing::listing_filters_by_upstream_and_status,
+            listing::listing_rejects_bad_limits_and_changes_nothing,
+            listing::listing_over_scan_budget_is_unavailable,
         );
     };
     (@each $factory:expr; $($module:ident :: $name:ident),* $(,)?) => {

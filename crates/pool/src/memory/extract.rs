@@ -134,6 +134,9 @@ impl Extractor for MemoryPool {
             state
                 .usage
                 .record_extracted(now, &request.client, &record.upstream, 1);
+            state
+                .extracted_by
+                .insert(record.id.clone(), request.client.clone());
             state.replace_record(record);
         }
         let response = ExtractResponse {

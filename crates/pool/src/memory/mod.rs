@@ -10,6 +10,7 @@ mod extract;
 mod health;
 mod inventory;
 mod lease;
+mod listing;
 mod ownership;
 mod runtime;
 mod state;

@@ -113,6 +113,8 @@ pub(crate) struct State {
     /// Un-extracted records per upstream (what `max_size` caps).
     pub(crate) unextracted: HashMap<UpstreamId, u64>,
     pub(crate) assignments: HashMap<ProxyId, Assignment>,
+    /// The client each EXTRACTED record was handed to (for the operators' listing).
+    pub(crate) extracted_by: HashMap<ProxyId, ClientId>,
     pub(crate) lease_expiry: ExpiryOrdered,
     pub(crate) worker_owned: HashMap<WorkerId, HashSet<ProxyId>>,
     pub(crate) epoch: u64,
@@ -164,6 +166,9 @@ impl State {
         if record.status.is_unextracted() {
             self.adjust_unextracted(&record.upstream, 1);
         }
+        if record.status != proxypool_core::ProxyStatus::Extracted {
+            self.extracted_by.remove(&record.id);
+        }
         self.by_upstream
             .entry(record.upstream.clone())
             .or_default()
@@ -195,6 +200,7 @@ impl State {
             self.adjust_unextracted(&record.upstream, -1);
         }
         self.forget_upstream_member(&record.upstream, id);
+        self.extracted_by.remove(id);
         let assignment = self.drop_assignment(id);
         Some((record, assignment))
     }

@@ -107,6 +107,8 @@ local function main()
     local r = P.copy(old)
     r[ST] = 'X'
     P.put_record(id, r, old, false) -- checked unowned above, in this same script
+    redis.call('HSET', B .. 'extracted-by', id, client)
+    P.touch(B .. 'extracted-by', P.num(r[HARD]))
     P.usage_add(client, r[UP], 'extracted', 1)
     lines[#lines + 1] = P.encode(r)
     local hard = P.num(r[HARD])

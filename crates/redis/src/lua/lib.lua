@@ -337,6 +337,9 @@ function P.put_record(id, r, old, owned)
     P.count(r, 1, true)
   end
   redis.call('HSET', B .. 'records', id, P.encode(r))
+  if old and old[ST] == 'X' and r[ST] ~= 'X' then
+    redis.call('HDEL', B .. 'extracted-by', id)
+  end
   if grows then
     P.touch(B .. 'records', hard)
     P.touch(B .. 'expiry', hard)
@@ -424,6 +427,9 @@ function P.remove_record(id)
   end
   local r = P.decode(v)
   redis.call('HDEL', B .. 'records', id)
+  if r[ST] == 'X' then
+    redis.call('HDEL', B .. 'extracted-by', id)
+  end
   P.index_remove(id, r)
   P.count(r, -1, false)
   local a = P.drop_assignment(id)

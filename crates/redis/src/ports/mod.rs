@@ -6,6 +6,7 @@ mod extract;
 mod health;
 mod inventory;
 mod lease;
+mod listing;
 mod maintenance;
 mod ownership;
 mod runtime;

@@ -2,8 +2,9 @@
 //! credentials, and three commands that work when pasted as they are.
 //!
 //! The labels are stable (the end-to-end tests read them): `gateway HTTP`, `gateway
-//! SOCKS5`, `client API`, `origin`, `proxy username`, `proxy password`, `API token`, and
-//! the three command lines start with `curl`.
+//! SOCKS5`, `client API`, `dashboard`, `origin`, `proxy username`, `proxy password`,
+//! `API token`, and the three command lines start with `curl`. The dashboard signs in with
+//! the API token (the dev client is an admin).
 
 use super::setup::{CLIENT, Credentials};
 use crate::args::DevArgs;
@@ -87,6 +88,7 @@ proxypool dev is ready ({took:.1?} after start)
   gateway HTTP       {http}
   gateway SOCKS5     {socks5}
   client API         http://{api}
+  dashboard          http://{api}/ui/   (sign in with the API token below)
   control API        {control}   (the gateway registers here)
   quota (SQLite)     {quota}
 
