@@ -48,6 +48,16 @@ pub(crate) fn spent_receipt(request_id: &str) -> String {
     format!("spent:{request_id}")
 }
 
+/// [`charge`] for a request without an idempotency key: under its request id's receipt.
+pub(crate) async fn charge_request(
+    state: &ApiState,
+    client: &ApiClient,
+    operation: Operation,
+    request_id: &str,
+) -> Result<QuotaGrant, ApiError> {
+    charge(state, client, operation, &request_receipt(request_id)).await
+}
+
 /// Applies the client's rate-limit policy, then consumes one unit of `operation` for
 /// `client` under `receipt`, within the client's own limits for that operation.
 pub(crate) async fn charge(

@@ -10,7 +10,9 @@
 //! default. The leader's ownership manager does the work; the route only records the mode.
 
 use crate::admission::auth::AdminPrincipal;
-use crate::admission::quota::{QuotaGrant, charge, key_receipt, refund_unserved, request_receipt};
+use crate::admission::quota::{
+    QuotaGrant, charge, charge_request, key_receipt, refund_unserved, request_receipt,
+};
 use crate::error::ApiError;
 use crate::request_id::RequestId;
 use crate::routes::extractions::idempotency_key;
@@ -83,13 +85,7 @@ pub(crate) async fn reload(
     AdminPrincipal(client): AdminPrincipal,
     Extension(request_id): Extension<RequestId>,
 ) -> Result<Response, ApiError> {
-    let grant = charge(
-        &state,
-        &client,
-        Operation::Admin,
-        &request_receipt(request_id.as_str()),
-    )
-    .await?;
+    let grant = charge_request(&state, &client, Operation::Admin, request_id.as_str()).await?;
     let reloader = state
         .reloader()
         .ok_or_else(|| ApiError::not_found("this process has no configuration file to reload"))?;
@@ -103,13 +99,7 @@ pub(crate) async fn last_reload(
     AdminPrincipal(client): AdminPrincipal,
     Extension(request_id): Extension<RequestId>,
 ) -> Result<Response, ApiError> {
-    let grant = charge(
-        &state,
-        &client,
-        Operation::Inspect,
-        &request_receipt(request_id.as_str()),
-    )
-    .await?;
+    let grant = charge_request(&state, &client, Operation::Inspect, request_id.as_str()).await?;
     let reloader = state
         .reloader()
         .ok_or_else(|| ApiError::not_found("this process has no configuration file to reload"))?;

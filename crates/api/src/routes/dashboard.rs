@@ -7,7 +7,7 @@
 //! one inventory per configured upstream, the usage of the configured clients.
 
 use crate::admission::auth::AdminPrincipal;
-use crate::admission::quota::{QuotaGrant, charge, refund_unserved, request_receipt};
+use crate::admission::quota::{QuotaGrant, charge_request, refund_unserved};
 use crate::error::ApiError;
 use crate::request_id::RequestId;
 use crate::state::ApiState;
@@ -89,13 +89,7 @@ pub(crate) async fn overview(
     AdminPrincipal(client): AdminPrincipal,
     Extension(request_id): Extension<RequestId>,
 ) -> Result<Response, ApiError> {
-    let grant = charge(
-        &state,
-        &client,
-        Operation::Inspect,
-        &request_receipt(request_id.as_str()),
-    )
-    .await?;
+    let grant = charge_request(&state, &client, Operation::Inspect, request_id.as_str()).await?;
     let built = overview_charged(&state, &grant).await;
     let body = refund_unserved(&state, &grant, built).await?;
     Ok(with_grant(Json(body), &grant))
@@ -320,13 +314,7 @@ pub(crate) async fn proxies(
     })?;
     // Input errors cost no quota.
     let (filter, limit) = query.filter()?;
-    let grant = charge(
-        &state,
-        &client,
-        Operation::Inspect,
-        &request_receipt(request_id.as_str()),
-    )
-    .await?;
+    let grant = charge_request(&state, &client, Operation::Inspect, request_id.as_str()).await?;
     let now = state.now();
     let listed = crate::metrics::timed(
         "proxies",
@@ -359,13 +347,7 @@ pub(crate) async fn clients(
     AdminPrincipal(caller): AdminPrincipal,
     Extension(request_id): Extension<RequestId>,
 ) -> Result<Response, ApiError> {
-    let grant = charge(
-        &state,
-        &caller,
-        Operation::Inspect,
-        &request_receipt(request_id.as_str()),
-    )
-    .await?;
+    let grant = charge_request(&state, &caller, Operation::Inspect, request_id.as_str()).await?;
     let now = state.now();
     let read = all_usage(&state, now).await.map_err(failed(&state, &grant));
     let usage = refund_unserved(&state, &grant, read).await?;
