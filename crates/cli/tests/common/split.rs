@@ -74,6 +74,7 @@ pub fn controller_config(
         ),
         None => String::new(),
     };
+    let tenants = tenants(upstream, false);
     format!(
         r#"
 [store]
@@ -105,23 +106,7 @@ per_worker_target = {per_worker_target}
 [checker]
 interval = "200ms"
 
-[[worker_tokens]]
-name = "gw-a"
-token = {{ env = "WORKER_TOKEN_A" }}
-workers = ["gw-a"]
-
-[[worker_tokens]]
-name = "gw-b"
-token = {{ env = "WORKER_TOKEN_B" }}
-workers = ["gw-b"]
-
-{upstream}
-
-[[clients]]
-id = "acme"
-project = "acme"
-api_token = {{ env = "ACME_TOKEN" }}
-gateway_password = {{ env = "ACME_PASSWORD" }}
+{tenants}
 
 {tls_tables}
 "#,
@@ -212,6 +197,7 @@ pub fn failover_controller_config(
     api: u16,
     upstream: &str,
 ) -> String {
+    let tenants = tenants(upstream, true);
     format!(
         r#"
 [store]
@@ -225,7 +211,17 @@ password = {{ env = "QUOTA_PASSWORD" }}
 control = "127.0.0.1:{control}"
 api = "127.0.0.1:{api}"
 
-[[worker_tokens]]
+{tenants}"#,
+        redis_port = redis.port(),
+    )
+}
+
+/// What every split-mode controller file shares: the two gateways' worker tokens, the
+/// vendor, and the client `acme` (an admin when `admin`).
+fn tenants(upstream: &str, admin: bool) -> String {
+    let admin = if admin { "admin = true\n" } else { "" };
+    format!(
+        r#"[[worker_tokens]]
 name = "gw-a"
 token = {{ env = "WORKER_TOKEN_A" }}
 workers = ["gw-a"]
@@ -240,10 +236,8 @@ workers = ["gw-b"]
 [[clients]]
 id = "acme"
 project = "acme"
-admin = true
-api_token = {{ env = "ACME_TOKEN" }}
+{admin}api_token = {{ env = "ACME_TOKEN" }}
 gateway_password = {{ env = "ACME_PASSWORD" }}
-"#,
-        redis_port = redis.port(),
+"#
     )
 }
