@@ -1,0 +1,372 @@
+//! A gateway's snapshot at 1,000, 10,000 and 100,000 proxies: what the controller pays to
+//! issue it, what it weighs on the wire, and what the gateway pays to apply and hold it.
+//!
+//! For each size, one controller (MemoryPool, no background loops: one ownership round is
+//! run by hand) leases every proxy to one worker, then
+//! - a probe session of that worker long-polls the snapshot over the real control API:
+//!   the time to the whole answer is the controller's issue cost (the store read, the
+//!   build, the JSON) plus the loopback transfer, and its body is the bytes on the wire;
+//! - a real `proxypool gateway` process registers as the same worker (fencing the probe)
+//!   and is timed from its start to its admin `/status` listing every proxy (start +
+//!   register + issue + transfer + apply); its CPU time and resident memory are read from
+//!   `/proc/<pid>` once it serves, and the memory per proxy is the difference between the
+//!   largest and the smallest pool over the difference in proxies (what it retains of the
+//!   answer's buffers counts: that is what a gateway costs);
+//! - a long-poll that waits while nothing changes is timed for its CPU per second: it
+//!   re-reads the worker's records every `[snapshot] poll_interval` (1 s);
+//! - the CPU time of the process (user + system, `/proc/self/stat`) over each step is
+//!   printed beside the wall time: on a shared machine it is the steadier number.
+//!
+//! Run: `cargo bench -p proxypool --bench snapshot_scale`.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use proxypool_config::{Config, Env, Role};
+use proxypool_controller::{AlwaysLeader, Controller, OpenedStore, SystemClock};
+use proxypool_core::{
+    Candidate, CheckOutcome, Credentials, FetchedBatch, HealthBatch, HealthObservation,
+    HealthStore, Protocol, SecretHash, Upserter, UpstreamId, WorkerId, now_millis,
+};
+use proxypool_pool::{MemoryPool, MemoryPoolOptions};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+const WORKER: &str = "bench-gw";
+const TOKEN: &str = "bench-worker-token-0123456789abcdef";
+/// How long the idle long-poll waits.
+const WAIT_MS: u64 = 4_000;
+
+fn config(proxies: usize) -> Config {
+    let hash = SecretHash::derive(TOKEN, "benchsalt").unwrap();
+    let text = format!(
+        r#"
+[snapshot]
+max_proxies = 100000
+long_poll_wait = "5s"
+
+[ownership]
+per_worker_target = {proxies}
+assign_batch = {proxies}
+
+[[worker_tokens]]
+name = "bench"
+token = {{ hash = "{hash}" }}
+
+[[upstreams]]
+id = "bench"
+ttl = "10m"
+max_size = 200000
+[upstreams.provider]
+kind = "static"
+proxies = ["127.0.0.1:1"]
+[[upstreams.health.targets]]
+url = "http://127.0.0.1:9/"
+"#,
+        hash = hash.as_str()
+    );
+    Config::from_toml_str(
+        &text,
+        "bench.toml",
+        Path::new("."),
+        Role::Controller,
+        &Env::default(),
+    )
+    .unwrap()
+}
+
+/// `n` AVAILABLE proxies with credentials and a region, as a vendor list would give.
+async fn seed(pool: &MemoryPool, n: usize) {
+    let now = now_millis();
+    let candidates: Vec<Candidate> = (0..n)
+        .map(|i| {
+            let mut c = Candidate::new(
+                Protocol::Http,
+                format!("10.{}.{}.{}", i / 65_536, (i / 256) % 256, i % 256),
+                8080,
+            );
+            c.credentials = Some(Credentials::new(
+                format!("user-{i}"),
+                format!("pass-{i:08}"),
+            ));
+            c.region = Some(["us", "de", "jp", "br"][i % 4].parse().unwrap());
+            c
+        })
+        .collect();
+    pool.upsert(
+        now,
+        FetchedBatch {
+            upstream: UpstreamId::new("bench").unwrap(),
+            operation_id: None,
+            ttl_ms: 600_000,
+            safety_margin_ms: 10_000,
+            max_size: 200_000,
+            default_max_sessions: 16,
+            candidates,
+        },
+    )
+    .await
+    .unwrap();
+    let due = pool
+        .due_for_check(
+            now,
+            proxypool_core::DueQuery {
+                limit: n,
+                recheck_after_ms: 0,
+            },
+        )
+        .await
+        .unwrap();
+    for chunk in due.chunks(10_000) {
+        pool.apply_health(
+            now,
+            HealthBatch {
+                observations: chunk
+                    .iter()
+                    .map(|r| HealthObservation {
+                        proxy_id: r.id.clone(),
+                        checked_at_ms: now,
+                        outcome: CheckOutcome::Success { latency_ms: 5 },
+                    })
+                    .collect(),
+                unhealthy_after_failures: 3,
+            },
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// One HTTP/1.1 exchange with the control API: (status, body).
+async fn call(addr: SocketAddr, method: &str, path: &str, body: Option<String>) -> (u16, Bytes) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string())
+        .header("authorization", format!("Bearer {TOKEN}"));
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    (
+        status,
+        response.into_body().collect().await.unwrap().to_bytes(),
+    )
+}
+
+/// User + system CPU time of this process (the controller's side).
+fn cpu() -> Duration {
+    process_cpu(std::process::id())
+}
+
+async fn gateway_proxies(admin: SocketAddr) -> u64 {
+    // Not listening yet while the process starts.
+    if tokio::net::TcpStream::connect(admin).await.is_err() {
+        return 0;
+    }
+    let (status, body) = call(admin, "GET", "/status", None).await;
+    if status != 200 {
+        return 0;
+    }
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    status["snapshot"]["proxies"].as_u64().unwrap_or(0)
+}
+
+async fn measure(proxies: usize) {
+    let config = config(proxies);
+    let pool = Arc::new(MemoryPool::new(MemoryPoolOptions::default()));
+    let controller = Controller::with_store(
+        config,
+        OpenedStore {
+            pool: pool.clone(),
+            leadership: Arc::new(AlwaysLeader::new()),
+        },
+        Arc::new(SystemClock),
+    );
+    seed(&pool, proxies).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let control = listener.local_addr().unwrap();
+    let router = controller.control_router();
+    let limits = proxypool_controller::serve_limits(&controller.config().control.limits);
+    tokio::spawn(async move {
+        let service = proxypool_edge::TowerToHyperService::new(router);
+        let _ = proxypool_edge::serve(listener, service, limits, std::future::pending()).await;
+    });
+
+    // The probe session, and one ownership round leasing everything to the worker.
+    let worker = WorkerId::new(WORKER).unwrap();
+    let session = "0123456789abcdef0123456789abcdef";
+    let register = serde_json::json!({"worker": WORKER, "session_id": session}).to_string();
+    let (status, _) = call(control, "POST", "/control/v1/sessions", Some(register)).await;
+    assert_eq!(status, 200);
+    let round = controller.ownership_manager().round().await.unwrap();
+    assert_eq!(round.assigned as usize, proxies);
+    let path = format!(
+        "{}?session_id={session}&after_version=0&wait_ms=0",
+        proxypool_core::control::snapshot_path(&worker)
+    );
+    let (started, cpu0) = (Instant::now(), cpu());
+    let (status, body) = call(control, "GET", &path, None).await;
+    let (issue, issue_cpu) = (started.elapsed(), cpu() - cpu0);
+    assert_eq!(status, 200);
+    let version =
+        serde_json::from_slice::<serde_json::Value>(&body).unwrap()["reference"]["version"]
+            .as_u64()
+            .unwrap();
+
+    // A long-poll that waits while nothing changes: it re-reads the store every
+    // `poll_interval` (1 s) for changes made elsewhere. CPU per second of waiting.
+    let waiting = format!(
+        "{}?session_id={session}&after_version={version}&wait_ms={WAIT_MS}",
+        proxypool_core::control::snapshot_path(&worker)
+    );
+    let (started, cpu0) = (Instant::now(), cpu());
+    let (status, _) = call(control, "GET", &waiting, None).await;
+    assert_eq!(status, 204);
+    let idle_cpu_per_s = (cpu() - cpu0).as_secs_f64() / started.elapsed().as_secs_f64();
+
+    // A real gateway process registers as the same worker (fencing the probe).
+    let started = Instant::now();
+    let gateway = start_gateway(control, proxies);
+    let admin = gateway.admin;
+    while gateway_proxies(admin).await != proxies as u64 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "gateway applied"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let to_serving = started.elapsed();
+    let (gateway_cpu, gateway_rss) = (
+        process_cpu(gateway.child.id()),
+        process_rss(gateway.child.id()),
+    );
+    println!(
+        "| {proxies} | {:.1} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1} | {} | {:.1} |",
+        issue.as_secs_f64() * 1e3,
+        issue_cpu.as_secs_f64() * 1e3,
+        idle_cpu_per_s * 1e3,
+        to_serving.as_secs_f64() * 1e3,
+        gateway_cpu.as_secs_f64() * 1e3,
+        body.len() as f64 / 1e6,
+        body.len() / proxies,
+        gateway_rss as f64 / 1e6,
+    );
+    drop(gateway);
+    RESULTS.lock().unwrap().push((proxies, gateway_rss));
+}
+
+static RESULTS: std::sync::Mutex<Vec<(usize, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// A `proxypool gateway` process of the worker, and its admin address.
+struct GatewayProcess {
+    child: std::process::Child,
+    admin: SocketAddr,
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_gateway(control: SocketAddr, proxies: usize) -> GatewayProcess {
+    let (http, admin) = (free_port(), free_port());
+    let file = std::env::temp_dir().join(format!(
+        "snapshot-scale-{}-{proxies}.toml",
+        std::process::id()
+    ));
+    std::fs::write(
+        &file,
+        format!(
+            "[gateway]\nworker_id = \"{WORKER}\"\ncontroller_url = \"http://{control}\"\n\
+             worker_token = {{ env = \"BENCH_WORKER_TOKEN\" }}\n[gateway.listeners]\n\
+             http = \"127.0.0.1:{http}\"\nadmin = \"127.0.0.1:{admin}\"\n"
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_proxypool"))
+        .args(["gateway", "--config", file.to_str().unwrap()])
+        .env("BENCH_WORKER_TOKEN", TOKEN)
+        .env("PROXYPOOL_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    GatewayProcess {
+        child,
+        admin: SocketAddr::from(([127, 0, 0, 1], admin)),
+    }
+}
+
+/// User + system CPU time of process `pid`.
+fn process_cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // USER_HZ is 100 on Linux.
+    Duration::from_millis(ticks * 10)
+}
+
+/// Resident memory of process `pid`, in bytes.
+fn process_rss(pid: u32) -> u64 {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap();
+    statm
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 4096
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "| proxies | issue ms | issue CPU ms | idle long-poll CPU ms per s | gateway start → serving ms | gateway CPU ms | snapshot MB | bytes/proxy on the wire | gateway RSS MB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for proxies in SIZES {
+        runtime.block_on(measure(proxies));
+    }
+    let results = RESULTS.lock().unwrap();
+    let (small, large) = (results[0], results[results.len() - 1]);
+    println!(
+        "gateway memory per proxy (RSS at {} minus at {}, per proxy): {} bytes",
+        large.0,
+        small.0,
+        (large.1 - small.1) / (large.0 - small.0) as u64
+    );
+}
