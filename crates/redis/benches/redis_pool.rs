@@ -4,10 +4,11 @@
 //! - extraction p50/p99 and ops/s with 10,000 and 100,000 AVAILABLE proxies (one proxy
 //!   per extraction, no filter and with a region filter; 1 and 8 calls in flight);
 //! - upserts/s of 1,000-proxy batches (new proxies, and refreshes of known ones);
-//! - Redis memory per stored proxy (INFO memory before/after loading 100,000), FETCHED
-//!   and after they turned AVAILABLE.
+//! - Redis commands per extraction (`INFO commandstats`);
+//! - Redis memory per stored proxy (INFO memory before/after loading 100,000 and
+//!   1,000,000), FETCHED and after they turned AVAILABLE.
 //!
-//! Run: `cargo bench -p proxypool-redis --bench redis_pool` (release; about a minute).
+//! Run: `cargo bench -p proxypool-redis --bench redis_pool` (release; about two minutes).
 
 use proxypool_core::ports::*;
 use proxypool_core::{
@@ -72,20 +73,52 @@ fn used_memory(server: &RedisServer) -> i64 {
         .unwrap()
 }
 
-/// Server-side microseconds per EVALSHA since the last `CONFIG RESETSTAT` (the script's
-/// own cost, independent of the client's scheduling on a busy machine).
+/// Server-side microseconds per call since the last `CONFIG RESETSTAT`, over `FCALL` (port
+/// calls) and `EVALSHA` (the trivial probe) together: the call's own cost, independent of
+/// the client's scheduling on a busy machine.
 fn server_usec_per_call(server: &RedisServer) -> f64 {
     let info = server.command(&["INFO", "commandstats"]).unwrap();
-    info.as_text()
+    let (mut calls, mut usec) = (0.0, 0.0);
+    for line in info.as_text().unwrap().lines() {
+        let Some(stats) = line
+            .strip_prefix("cmdstat_evalsha:")
+            .or_else(|| line.strip_prefix("cmdstat_fcall:"))
+        else {
+            continue;
+        };
+        let field = |name: &str| -> f64 {
+            stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(name))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0)
+        };
+        calls += field("calls=");
+        usec += field("usec=");
+    }
+    if calls == 0.0 { 0.0 } else { usec / calls }
+}
+
+/// Redis commands per call since the last `CONFIG RESETSTAT`, from `INFO commandstats`
+/// (commands a function runs are counted under their own names), over `calls` calls.
+fn commands_per_call(server: &RedisServer, calls: usize) -> Vec<(String, f64)> {
+    let info = server.command(&["INFO", "commandstats"]).unwrap();
+    let mut out: Vec<(String, f64)> = info
+        .as_text()
         .unwrap()
         .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-        .and_then(|l| {
-            l.split(',')
-                .find_map(|kv| kv.strip_prefix("usec_per_call="))
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let n: f64 = stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            (name != "config" && name != "info").then(|| (name.to_owned(), n / calls as f64))
         })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out
 }
 
 fn new_pool(server: &RedisServer, prefix: &str) -> Arc<RedisPool> {
@@ -360,15 +393,81 @@ async fn main() {
     let mut next = 100_000;
     extract_rows(&server, &big, 100_000, &mut next, "100k AVAILABLE").await;
 
+    // Redis commands per extraction (one proxy, region filter, 100k AVAILABLE).
+    const COUNTED: usize = 200;
+    server.command(&["CONFIG", "RESETSTAT"]).unwrap();
+    for n in 0..COUNTED {
+        let filter = ProxyFilter {
+            region: Some(Label::new(REGIONS[n % REGIONS.len()]).unwrap()),
+            ..ProxyFilter::default()
+        };
+        let out = big.extract(now_millis(), request(filter)).await.unwrap();
+        assert_eq!(out.response.returned, 1);
+    }
+    let counts = commands_per_call(&server, COUNTED);
+    let total: f64 = counts
+        .iter()
+        .filter(|(name, _)| name != "fcall" && name != "evalsha")
+        .map(|(_, n)| n)
+        .sum();
+    let listed: Vec<String> = counts
+        .iter()
+        .map(|(name, n)| format!("{name} {n:.2}"))
+        .collect();
     println!();
-    println!("| Redis memory per proxy (100,000 loaded) | bytes |");
+    println!(
+        "Redis commands per extraction (region filter, 100k AVAILABLE, INFO commandstats over {COUNTED}): {total:.1} inside the call; {}",
+        listed.join(", ")
+    );
+
+    println!();
+    println!("| Redis memory per proxy | bytes |");
     println!("|---|---|");
     println!(
-        "| FETCHED (record, expiry, checks) | {} |",
+        "| FETCHED (record, expiry, checks), 100k | {} |",
         (fetched - before) / 100_000
     );
     println!(
-        "| AVAILABLE (+ available, protocol, upstream, region, carrier on half) | {} |",
+        "| AVAILABLE (+ available, protocol, upstream, region, carrier on half), 100k | {} |",
         (available - before) / 100_000
+    );
+
+    // 1,000,000 proxies: memory only (a few concurrent loaders, so it takes seconds).
+    drop(big);
+    server.command(&["FLUSHALL"]).unwrap();
+    const MILLION: usize = 1_000_000;
+    const LOADERS: usize = 4;
+    let before = used_memory(&server);
+    let huge = new_pool(&server, "huge");
+    let started = Instant::now();
+    let mut loaders = Vec::new();
+    for l in 0..LOADERS {
+        let pool = Arc::clone(&huge);
+        loaders.push(tokio::spawn(async move {
+            let share = MILLION / LOADERS;
+            load(&pool, l * share, share).await;
+        }));
+    }
+    for loader in loaders {
+        loader.await.unwrap();
+    }
+    let fetched = used_memory(&server);
+    let mut checkers = Vec::new();
+    for l in 0..LOADERS {
+        let pool = Arc::clone(&huge);
+        checkers.push(tokio::spawn(async move {
+            let share = MILLION / LOADERS;
+            make_available(&pool, l * share, share).await;
+        }));
+    }
+    for checker in checkers {
+        checker.await.unwrap();
+    }
+    let available = used_memory(&server);
+    println!("| FETCHED, 1M | {} |", (fetched - before) / MILLION as i64);
+    println!(
+        "| AVAILABLE, 1M (loaded and checked in {:.0} s) | {} |",
+        started.elapsed().as_secs_f64(),
+        (available - before) / MILLION as i64
     );
 }
