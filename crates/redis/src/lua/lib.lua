@@ -130,12 +130,18 @@ function P.touch(key, at)
   end
 end
 
--- PEXPIRE GT does nothing on a key without a TTL, so a fresh key needs NX.
+-- One PTTL per key, and a PEXPIRE only when the key would die too early. An extension
+-- adds one more slack on top, so a key whose horizon moves with time (usage, idempotency)
+-- is extended about once per slack rather than on every call, and a key whose horizon is
+-- already covered (the common case) costs a single read. A key lives between one and two
+-- slacks past the latest logical expiry it holds.
 function P.keep(key, at)
-  local ttl = P.fmt(math.max(1, at - NOW + SLACK))
-  if redis.call('PEXPIRE', key, ttl, 'GT') == 0 then
-    redis.call('PEXPIRE', key, ttl, 'NX')
+  local need = at - NOW + SLACK
+  local left = redis.call('PTTL', key)
+  if left == -2 or left >= need then
+    return
   end
+  redis.call('PEXPIRE', key, P.fmt(math.max(1, need + SLACK)))
 end
 
 function P.flush_ttls()
