@@ -17,7 +17,7 @@ use proxypool_core::{
     proxy_id_for,
 };
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
-use proxypool_testkit::RedisServer;
+use proxypool_testkit::{RedisServer, RespValue};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -114,11 +114,59 @@ fn commands_per_call(server: &RedisServer, calls: usize) -> Vec<(String, f64)> {
                 .find_map(|kv| kv.strip_prefix("calls="))?
                 .parse()
                 .ok()?;
-            (name != "config" && name != "info").then(|| (name.to_owned(), n / calls as f64))
+            (!name.starts_with("config") && name != "info")
+                .then(|| (name.to_owned(), n / calls as f64))
         })
         .collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1));
     out
+}
+
+/// Bytes per proxy by key family (`MEMORY USAGE ... SAMPLES 0` of every key under `base`,
+/// dynamic suffixes such as `region:us` folded into `region:*`), largest first.
+fn memory_by_key(server: &RedisServer, base: &str, proxies: i64) -> Vec<(String, i64)> {
+    let mut conn = server.connect().unwrap();
+    let mut cursor = "0".to_owned();
+    let mut families: Vec<(String, i64)> = Vec::new();
+    let pattern = format!("{base}*");
+    loop {
+        let reply = conn
+            .command(&["SCAN", cursor.as_str(), "MATCH", &pattern, "COUNT", "1000"])
+            .unwrap();
+        let RespValue::Array(parts) = reply else {
+            panic!("SCAN answered {reply:?}")
+        };
+        cursor = parts[0].as_text().unwrap();
+        if let RespValue::Array(batch) = &parts[1] {
+            for key in batch.iter().filter_map(RespValue::as_text) {
+                let bytes = match conn
+                    .command(&["MEMORY", "USAGE", &key, "SAMPLES", "0"])
+                    .unwrap()
+                {
+                    RespValue::Integer(n) => n,
+                    _ => 0,
+                };
+                let name = &key[base.len()..];
+                let family = match name.split_once(':') {
+                    Some((head, _)) => format!("{head}:*"),
+                    None => name.to_owned(),
+                };
+                match families.iter_mut().find(|(f, _)| *f == family) {
+                    Some((_, total)) => *total += bytes,
+                    None => families.push((family, bytes)),
+                }
+            }
+        }
+        if cursor == "0" {
+            break;
+        }
+    }
+    families.sort_by_key(|f| std::cmp::Reverse(f.1));
+    families
+        .into_iter()
+        .map(|(f, b)| (f, b / proxies))
+        .filter(|(_, b)| *b > 0)
+        .collect()
 }
 
 fn new_pool(server: &RedisServer, prefix: &str) -> Arc<RedisPool> {
@@ -359,6 +407,7 @@ async fn main() {
     let fetched = used_memory(&server);
     make_available(&big, 0, 100_000).await;
     let available = used_memory(&server);
+    let by_key = memory_by_key(&server, big.keyspace(), 100_000);
     server.command(&["CONFIG", "RESETSTAT"]).unwrap();
     let started = Instant::now();
     for first in (0..20_000).step_by(1_000) {
@@ -430,6 +479,11 @@ async fn main() {
     println!(
         "| AVAILABLE (+ available, protocol, upstream, region, carrier on half), 100k | {} |",
         (available - before) / 100_000
+    );
+    let listed: Vec<String> = by_key.iter().map(|(f, b)| format!("{f} {b}")).collect();
+    println!(
+        "| of which, by key (MEMORY USAGE, AVAILABLE, 100k) | {} |",
+        listed.join(", ")
     );
 
     // 1,000,000 proxies: memory only (a few concurrent loaders, so it takes seconds).
