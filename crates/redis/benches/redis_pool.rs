@@ -100,22 +100,26 @@ fn server_usec_per_call(server: &RedisServer) -> f64 {
 }
 
 /// Redis commands per call since the last `CONFIG RESETSTAT`, from `INFO commandstats`
-/// (commands a function runs are counted under their own names), over `calls` calls.
-fn commands_per_call(server: &RedisServer, calls: usize) -> Vec<(String, f64)> {
+/// (commands a function runs are counted under their own names), over `calls` calls:
+/// (command, calls per call, server µs per call).
+fn commands_per_call(server: &RedisServer, calls: usize) -> Vec<(String, f64, f64)> {
     let info = server.command(&["INFO", "commandstats"]).unwrap();
-    let mut out: Vec<(String, f64)> = info
+    let mut out: Vec<(String, f64, f64)> = info
         .as_text()
         .unwrap()
         .lines()
         .filter_map(|line| {
             let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let n: f64 = stats
-                .split(',')
-                .find_map(|kv| kv.strip_prefix("calls="))?
-                .parse()
-                .ok()?;
+            let field = |key: &str| -> Option<f64> {
+                stats
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix(key))?
+                    .parse()
+                    .ok()
+            };
+            let (n, usec) = (field("calls=")?, field("usec=")?);
             (!name.starts_with("config") && name != "info")
-                .then(|| (name.to_owned(), n / calls as f64))
+                .then(|| (name.to_owned(), n / calls as f64, usec / calls as f64))
         })
         .collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -454,18 +458,18 @@ async fn main() {
         assert_eq!(out.response.returned, 1);
     }
     let counts = commands_per_call(&server, COUNTED);
-    let total: f64 = counts
+    let inner = counts
         .iter()
-        .filter(|(name, _)| name != "fcall" && name != "evalsha")
-        .map(|(_, n)| n)
-        .sum();
+        .filter(|(name, _, _)| name != "fcall" && name != "evalsha");
+    let total: f64 = inner.clone().map(|(_, n, _)| n).sum();
+    let inner_usec: f64 = inner.map(|(_, _, usec)| usec).sum();
     let listed: Vec<String> = counts
         .iter()
-        .map(|(name, n)| format!("{name} {n:.2}"))
+        .map(|(name, n, usec)| format!("{name} {n:.2} ({usec:.1} µs)"))
         .collect();
     println!();
     println!(
-        "Redis commands per extraction (region filter, 100k AVAILABLE, INFO commandstats over {COUNTED}): {total:.1} inside the call; {}",
+        "Redis commands per extraction (region filter, 100k AVAILABLE, INFO commandstats over {COUNTED}): {total:.1} inside the call, {inner_usec:.1} µs of the call's time in them; {}",
         listed.join(", ")
     );
 

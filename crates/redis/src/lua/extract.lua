@@ -116,7 +116,9 @@ local function main()
     r[ST] = 'X'
     P.put_record(id, r, old, false) -- checked unowned above, in this same script
     redis.call('HSET', B .. 'extracted-by', id, client)
-    P.touch(B .. 'extracted-by', P.num(r[HARD]))
+    -- touch_key, not touch: the record's hard expiry already anchored the epoch and the
+    -- key registry when the record was written, so they need no second look here.
+    P.touch_key(B .. 'extracted-by', P.num(r[HARD]))
     P.usage_add(client, r[UP], 'extracted', 1)
     lines[#lines + 1] = P.encode(r)
     local hard = P.num(r[HARD])
