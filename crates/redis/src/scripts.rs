@@ -12,6 +12,10 @@
 //! code, and deployments with different key prefixes (the prefix is an argument, KEYS[1])
 //! share one library safely because it is the same source. An old version's library stays
 //! loaded until an operator removes it (`FUNCTION DELETE`); it costs a few kilobytes.
+//! Functions are persisted and replicated by Redis like data. The Redis user needs
+//! `FUNCTION LOAD` and `FCALL` (both in `@scripting`). The entry points declare no flags,
+//! so Redis treats each as a possible write: with `maxmemory` reached under a no-eviction
+//! policy every call is refused (`Unavailable`), reads included.
 
 use redis::Script;
 use sha2::{Digest, Sha256};
