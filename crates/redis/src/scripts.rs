@@ -78,7 +78,7 @@ const ENTRIES: [(&str, &str); 35] = [
 /// The library source and its digest-derived name.
 #[derive(Debug)]
 pub(crate) struct Library {
-    /// `proxypool_<16 hex digits of SHA-256 of the helpers and bodies>`.
+    /// `proxypool_<16 hex digits of SHA-256 of the library text>`.
     pub(crate) name: String,
     /// The text sent with `FUNCTION LOAD`.
     pub(crate) source: String,
@@ -86,31 +86,24 @@ pub(crate) struct Library {
 
 impl Library {
     fn build() -> Library {
-        let mut hasher = Sha256::new();
+        // The whole text with a placeholder for the name is what the digest covers, so a
+        // change to the wrapper below renames the library as surely as a change to the Lua.
+        const NAME: &str = "@LIBRARY@";
+        let mut body = String::new();
         for part in HELPERS {
-            hasher.update((part.len() as u64).to_be_bytes());
-            hasher.update(part.as_bytes());
+            body.push_str(part);
+            body.push('\n');
         }
-        for (name, body) in ENTRIES {
-            for part in [name, body] {
-                hasher.update((part.len() as u64).to_be_bytes());
-                hasher.update(part.as_bytes());
-            }
-        }
-        let digest = hasher.finalize();
-        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-        let name = format!("proxypool_{hex}");
-        let mut source = format!("#!lua name={name}\n");
-        for part in HELPERS {
-            source.push_str(part);
-            source.push('\n');
-        }
-        for (entry, body) in ENTRIES {
+        for (entry, code) in ENTRIES {
             // KEYS and ARGV as parameter names: the bodies read them as scripts do.
-            source.push_str(&format!(
-                "redis.register_function('{name}_{entry}', function(KEYS, ARGV)\nP.begin(KEYS, ARGV)\n{body}\nend)\n"
+            body.push_str(&format!(
+                "redis.register_function('{NAME}_{entry}', function(KEYS, ARGV)\nP.begin(KEYS, ARGV)\n{code}\nend)\n"
             ));
         }
+        let digest = Sha256::digest(body.as_bytes());
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let name = format!("proxypool_{hex}");
+        let source = format!("#!lua name={name}\n{}", body.replace(NAME, &name));
         Library { name, source }
     }
 
