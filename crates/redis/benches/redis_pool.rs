@@ -4,10 +4,11 @@
 //! - extraction p50/p99 and ops/s with 10,000 and 100,000 AVAILABLE proxies (one proxy
 //!   per extraction, no filter and with a region filter; 1 and 8 calls in flight);
 //! - upserts/s of 1,000-proxy batches (new proxies, and refreshes of known ones);
-//! - Redis memory per stored proxy (INFO memory before/after loading 100,000), FETCHED
-//!   and after they turned AVAILABLE.
+//! - Redis commands per extraction (`INFO commandstats`);
+//! - Redis memory per stored proxy (INFO memory before/after loading 100,000 and
+//!   1,000,000), FETCHED and after they turned AVAILABLE.
 //!
-//! Run: `cargo bench -p proxypool-redis --bench redis_pool` (release; about a minute).
+//! Run: `cargo bench -p proxypool-redis --bench redis_pool` (release; about two minutes).
 
 use proxypool_core::ports::*;
 use proxypool_core::{
@@ -16,7 +17,7 @@ use proxypool_core::{
     proxy_id_for,
 };
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
-use proxypool_testkit::RedisServer;
+use proxypool_testkit::{RedisServer, RespValue};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -72,20 +73,104 @@ fn used_memory(server: &RedisServer) -> i64 {
         .unwrap()
 }
 
-/// Server-side microseconds per EVALSHA since the last `CONFIG RESETSTAT` (the script's
-/// own cost, independent of the client's scheduling on a busy machine).
+/// Server-side microseconds per call since the last `CONFIG RESETSTAT`, over `FCALL` (port
+/// calls) and `EVALSHA` (the trivial probe) together: the call's own cost, independent of
+/// the client's scheduling on a busy machine.
 fn server_usec_per_call(server: &RedisServer) -> f64 {
     let info = server.command(&["INFO", "commandstats"]).unwrap();
-    info.as_text()
+    let (mut calls, mut usec) = (0.0, 0.0);
+    for line in info.as_text().unwrap().lines() {
+        let Some(stats) = line
+            .strip_prefix("cmdstat_evalsha:")
+            .or_else(|| line.strip_prefix("cmdstat_fcall:"))
+        else {
+            continue;
+        };
+        let field = |name: &str| -> f64 {
+            stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(name))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0)
+        };
+        calls += field("calls=");
+        usec += field("usec=");
+    }
+    if calls == 0.0 { 0.0 } else { usec / calls }
+}
+
+/// Redis commands per call since the last `CONFIG RESETSTAT`, from `INFO commandstats`
+/// (commands a function runs are counted under their own names), over `calls` calls:
+/// (command, calls per call, server µs per call).
+fn commands_per_call(server: &RedisServer, calls: usize) -> Vec<(String, f64, f64)> {
+    let info = server.command(&["INFO", "commandstats"]).unwrap();
+    let mut out: Vec<(String, f64, f64)> = info
+        .as_text()
         .unwrap()
         .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-        .and_then(|l| {
-            l.split(',')
-                .find_map(|kv| kv.strip_prefix("usec_per_call="))
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |key: &str| -> Option<f64> {
+                stats
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix(key))?
+                    .parse()
+                    .ok()
+            };
+            let (n, usec) = (field("calls=")?, field("usec=")?);
+            (!name.starts_with("config") && name != "info")
+                .then(|| (name.to_owned(), n / calls as f64, usec / calls as f64))
         })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out
+}
+
+/// Bytes per proxy by key family (`MEMORY USAGE ... SAMPLES 0` of every key under `base`,
+/// dynamic suffixes such as `region:us` folded into `region:*`), largest first.
+fn memory_by_key(server: &RedisServer, base: &str, proxies: i64) -> Vec<(String, i64)> {
+    let mut conn = server.connect().unwrap();
+    let mut cursor = "0".to_owned();
+    let mut families: Vec<(String, i64)> = Vec::new();
+    let pattern = format!("{base}*");
+    loop {
+        let reply = conn
+            .command(&["SCAN", cursor.as_str(), "MATCH", &pattern, "COUNT", "1000"])
+            .unwrap();
+        let RespValue::Array(parts) = reply else {
+            panic!("SCAN answered {reply:?}")
+        };
+        cursor = parts[0].as_text().unwrap();
+        if let RespValue::Array(batch) = &parts[1] {
+            for key in batch.iter().filter_map(RespValue::as_text) {
+                let bytes = match conn
+                    .command(&["MEMORY", "USAGE", &key, "SAMPLES", "0"])
+                    .unwrap()
+                {
+                    RespValue::Integer(n) => n,
+                    _ => 0,
+                };
+                let name = &key[base.len()..];
+                let family = match name.split_once(':') {
+                    Some((head, _)) => format!("{head}:*"),
+                    None => name.to_owned(),
+                };
+                match families.iter_mut().find(|(f, _)| *f == family) {
+                    Some((_, total)) => *total += bytes,
+                    None => families.push((family, bytes)),
+                }
+            }
+        }
+        if cursor == "0" {
+            break;
+        }
+    }
+    families.sort_by_key(|f| std::cmp::Reverse(f.1));
+    families
+        .into_iter()
+        .map(|(f, b)| (f, b / proxies))
+        .filter(|(_, b)| *b > 0)
+        .collect()
 }
 
 fn new_pool(server: &RedisServer, prefix: &str) -> Arc<RedisPool> {
@@ -326,6 +411,7 @@ async fn main() {
     let fetched = used_memory(&server);
     make_available(&big, 0, 100_000).await;
     let available = used_memory(&server);
+    let by_key = memory_by_key(&server, big.keyspace(), 100_000);
     server.command(&["CONFIG", "RESETSTAT"]).unwrap();
     let started = Instant::now();
     for first in (0..20_000).step_by(1_000) {
@@ -360,15 +446,86 @@ async fn main() {
     let mut next = 100_000;
     extract_rows(&server, &big, 100_000, &mut next, "100k AVAILABLE").await;
 
+    // Redis commands per extraction (one proxy, region filter, 100k AVAILABLE).
+    const COUNTED: usize = 200;
+    server.command(&["CONFIG", "RESETSTAT"]).unwrap();
+    for n in 0..COUNTED {
+        let filter = ProxyFilter {
+            region: Some(Label::new(REGIONS[n % REGIONS.len()]).unwrap()),
+            ..ProxyFilter::default()
+        };
+        let out = big.extract(now_millis(), request(filter)).await.unwrap();
+        assert_eq!(out.response.returned, 1);
+    }
+    let counts = commands_per_call(&server, COUNTED);
+    let inner = counts
+        .iter()
+        .filter(|(name, _, _)| name != "fcall" && name != "evalsha");
+    let total: f64 = inner.clone().map(|(_, n, _)| n).sum();
+    let inner_usec: f64 = inner.map(|(_, _, usec)| usec).sum();
+    let listed: Vec<String> = counts
+        .iter()
+        .map(|(name, n, usec)| format!("{name} {n:.2} ({usec:.1} µs)"))
+        .collect();
     println!();
-    println!("| Redis memory per proxy (100,000 loaded) | bytes |");
+    println!(
+        "Redis commands per extraction (region filter, 100k AVAILABLE, INFO commandstats over {COUNTED}): {total:.1} inside the call, {inner_usec:.1} µs of the call's time in them; {}",
+        listed.join(", ")
+    );
+
+    println!();
+    println!("| Redis memory per proxy | bytes |");
     println!("|---|---|");
     println!(
-        "| FETCHED (record, expiry, checks) | {} |",
+        "| FETCHED (record, expiry, checks), 100k | {} |",
         (fetched - before) / 100_000
     );
     println!(
-        "| AVAILABLE (+ available, protocol, upstream, region, carrier on half) | {} |",
+        "| AVAILABLE (+ available, protocol, upstream, region, carrier on half), 100k | {} |",
         (available - before) / 100_000
+    );
+    let listed: Vec<String> = by_key.iter().map(|(f, b)| format!("{f} {b}")).collect();
+    println!(
+        "| of which, by key (MEMORY USAGE, AVAILABLE, 100k) | {} |",
+        listed.join(", ")
+    );
+
+    // 1,000,000 proxies: memory only (a few concurrent loaders, so it takes seconds).
+    drop(big);
+    server.command(&["FLUSHALL"]).unwrap();
+    const MILLION: usize = 1_000_000;
+    const LOADERS: usize = 4;
+    let before = used_memory(&server);
+    let huge = new_pool(&server, "huge");
+    let started = Instant::now();
+    let mut loaders = Vec::new();
+    for l in 0..LOADERS {
+        let pool = Arc::clone(&huge);
+        loaders.push(tokio::spawn(async move {
+            let share = MILLION / LOADERS;
+            load(&pool, l * share, share).await;
+        }));
+    }
+    for loader in loaders {
+        loader.await.unwrap();
+    }
+    let fetched = used_memory(&server);
+    let mut checkers = Vec::new();
+    for l in 0..LOADERS {
+        let pool = Arc::clone(&huge);
+        checkers.push(tokio::spawn(async move {
+            let share = MILLION / LOADERS;
+            make_available(&pool, l * share, share).await;
+        }));
+    }
+    for checker in checkers {
+        checker.await.unwrap();
+    }
+    let available = used_memory(&server);
+    println!("| FETCHED, 1M | {} |", (fetched - before) / MILLION as i64);
+    println!(
+        "| AVAILABLE, 1M (loaded and checked in {:.0} s) | {} |",
+        started.elapsed().as_secs_f64(),
+        (available - before) / MILLION as i64
     );
 }

@@ -1,13 +1,16 @@
 //! The one way the adapter talks to Redis: a shared connection manager, every call under
 //! the configured timeout, every failure mapped to `Unavailable(Store)`.
 //!
-//! The connection manager reconnects by itself after a restart; `Script::invoke_async`
-//! sends EVALSHA and loads the script on NOSCRIPT (after `SCRIPT FLUSH` or a restart), so
-//! the process never needs restarting. A Sentinel target is re-resolved after I/O or
+//! The connection manager reconnects by itself after a restart; port calls are `FCALL`s of
+//! the adapter's function library, loaded with `FUNCTION LOAD` when the server answers that
+//! the function is missing (first use, `FUNCTION FLUSH`, a restart without persistence, a
+//! failover), and the probe's `Script::invoke_async` does the same for EVALSHA on NOSCRIPT,
+//! so the process never needs restarting. A Sentinel target is re-resolved after I/O or
 //! READONLY errors (a failover). Error texts name the kind of failure only: never a key's
 //! content, a URL or a credential.
 
 use crate::client::{RedisClient, Target};
+use crate::scripts::Function;
 use proxypool_core::{LockExt, PoolError, PoolResult};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
@@ -136,6 +139,54 @@ impl Connector {
         .await
     }
 
+    /// `FCALL function 1 base args...`, loading the function's library first when the
+    /// server does not know the function, then calling once more.
+    pub(crate) async fn fcall(
+        &self,
+        function: &Function,
+        base: &str,
+        args: &[String],
+    ) -> PoolResult<Value> {
+        self.bounded(async {
+            let mut manager = self.manager().await?;
+            let mut call = redis::cmd("FCALL");
+            call.arg(&function.name).arg(1).arg(base);
+            for arg in args {
+                call.arg(arg.as_str());
+            }
+            let first = call.query_async::<Value>(&mut manager).await;
+            let missing = match &first {
+                Err(e) => is_function_missing(e),
+                Ok(_) => false,
+            };
+            if !missing {
+                return first.map_err(|e| {
+                    self.on_error(&e);
+                    store_down(&e)
+                });
+            }
+            let loaded = redis::cmd("FUNCTION")
+                .arg("LOAD")
+                .arg(&function.library.source)
+                .query_async::<Value>(&mut manager)
+                .await;
+            match loaded {
+                Ok(_) => {}
+                // A concurrent call loaded it first: the same name is the same source.
+                Err(e) if is_library_present(&e) => {}
+                Err(e) => {
+                    self.on_error(&e);
+                    return Err(store_down(&e));
+                }
+            }
+            call.query_async::<Value>(&mut manager).await.map_err(|e| {
+                self.on_error(&e);
+                store_down(&e)
+            })
+        })
+        .await
+    }
+
     /// `CONFIG GET name`: the value, or `None` when the server has no such setting or
     /// refuses the command (managed services often rename `CONFIG` away).
     pub(crate) async fn config_get(&self, name: &str) -> PoolResult<Option<String>> {
@@ -173,4 +224,19 @@ impl Connector {
         })
         .await
     }
+}
+
+/// `ERR Function not found`: the library is not loaded on this server (yet, or any more).
+fn is_function_missing(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|d| d.starts_with("Function not found"))
+}
+
+/// `ERR Library '<name>' already exists`.
+fn is_library_present(error: &RedisError) -> bool {
+    error
+        .detail()
+        .is_some_and(|d| d.starts_with("Library") && d.ends_with("already exists"))
 }

@@ -2,7 +2,7 @@
 //!
 //! [`RedisPool::new`] is the one constructor; callers see only the ports of
 //! `proxypool_core::ports` (the same ones MemoryPool implements, checked by the same
-//! contract suite). Each port call is one atomic Lua script over one keyspace under the
+//! contract suite). Each port call is one atomic Lua function call (`FCALL`) over one keyspace under the
 //! fixed `{activity}` hash tag (single instance or Sentinel; a later Cluster move keeps
 //! the atomic boundary). Time comes from the caller (`now`); native TTLs are a memory
 //! safety net only. Every call is bounded by a timeout and a fixed amount of script work,
@@ -14,7 +14,7 @@
 //! - [`client`]: `RedisClient`: a Redis URL or a `redis+sentinel://` target.
 //! - `connection`: connection manager, per-call timeout, error mapping, Sentinel failover.
 //! - `keys`: the keyspace (documented there) and key names built in Rust.
-//! - `scripts`: the Lua scripts of `src/lua/`, each prefixed with `lib.lua`.
+//! - `scripts`: the Lua of `src/lua/` as one Redis function library (helpers defined once).
 //! - `reply`: script replies to payloads and `PoolError`s.
 //! - `codec`: how records, assignments, sessions, runtimes and results are stored.
 //! - `ports`: one file per port family, the Rust half of each script.

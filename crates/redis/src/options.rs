@@ -29,7 +29,8 @@ pub struct RedisPoolOptions {
     /// applies a finished chunk twice.
     pub upsert_chunk: usize,
     /// Added to every native key TTL (the memory safety net): logical expiry always decides
-    /// first, and a key outlives its latest logical expiry by this much.
+    /// first, and a key outlives its latest logical expiry by at least this much (at most
+    /// twice: an extension adds one slack of headroom, so keys are not extended per call).
     pub key_ttl_slack_ms: u64,
 }
 

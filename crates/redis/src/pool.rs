@@ -5,12 +5,12 @@ use crate::codec::clamp_ms;
 use crate::connection::Connector;
 use crate::keys;
 use crate::options::RedisPoolOptions;
-use crate::scripts::Scripts;
+use crate::scripts::{Function, Scripts};
 use proxypool_core::{ActivityPool, Conflict, Fence, Fencing, PoolError, PoolResult, UnixMillis};
-use redis::{Script, Value};
+use redis::Value;
 use std::sync::Arc;
 
-/// The activity pool in Redis: every port call is one atomic Lua script (or one read).
+/// The activity pool in Redis: every port call is one atomic Lua function (or one read).
 #[derive(Debug)]
 pub struct RedisPool {
     pub(crate) options: RedisPoolOptions,
@@ -76,12 +76,12 @@ impl RedisPool {
             .map(|_| ())
     }
 
-    /// Runs a script with the common leading arguments (now, cleanup count, TTL slack, the
+    /// Calls a library function with the common leading arguments (now, cleanup count, TTL slack, the
     /// handle's fence). A fenced call the script refused is `Conflict::StaleTerm` whatever
     /// the script, so no reply parser needs to know about fencing.
     pub(crate) async fn eval(
         &self,
-        script: &Script,
+        function: &Function,
         now: UnixMillis,
         side: Side,
         args: Vec<String>,
@@ -96,7 +96,7 @@ impl RedisPool {
         all.push(self.options.key_ttl_slack_ms.to_string());
         all.push(self.fence.clone());
         all.extend(args);
-        let value = self.conn.eval(script, &self.base, &all).await?;
+        let value = self.conn.fcall(function, &self.base, &all).await?;
         if !self.fence.is_empty() && is_stale_term(&value) {
             return Err(PoolError::Conflict(Conflict::StaleTerm));
         }

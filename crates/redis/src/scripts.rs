@@ -1,111 +1,209 @@
-//! The Lua scripts, one file per port operation under `src/lua/`, each prefixed with the
-//! shared helpers of `lib.lua` (and `owned.lua` / `workers.lua` where needed: Redis
-//! scripts cannot import, and each helper costs a closure per call). Sent as EVALSHA; reloaded
-//! transparently on NOSCRIPT.
+//! The Lua code of the adapter: one Redis function library holding every port operation.
+//!
+//! The helpers (`lib.lua`, `owned.lua`, `workers.lua`, `usage.lua`) are defined once, when
+//! the library is loaded, and each operation under `src/lua/` becomes one entry point
+//! (`redis.register_function`) instead of a script that re-created every helper closure on
+//! each call. Calls are `FCALL`; the library is loaded on the first call that finds its
+//! function missing (first use, a restarted Redis without persistence, a failover to a
+//! replica that never saw the load, `FUNCTION FLUSH`), like NOSCRIPT handling for EVALSHA.
+//!
+//! The library and function names carry a digest of the library's source: function names
+//! are global to a Redis server, so two proxypool versions on one Redis each call their own
+//! code, and deployments with different key prefixes (the prefix is an argument, KEYS[1])
+//! share one library safely because it is the same source. An old version's library stays
+//! loaded until an operator removes it (`FUNCTION DELETE`); it costs a few kilobytes.
+//! Functions are persisted and replicated by Redis like data. The Redis user needs
+//! `FUNCTION LOAD` and `FCALL` (both in `@scripting`). The entry points declare no flags,
+//! so Redis treats each as a possible write: with `maxmemory` reached under a no-eviction
+//! policy every call is refused (`Unavailable`), reads included.
 
 use redis::Script;
+use sha2::{Digest, Sha256};
 use std::fmt;
+use std::sync::Arc;
 
-const LIB: &str = include_str!("lua/lib.lua");
-const OWNED: &str = include_str!("lua/owned.lua");
-const WORKERS: &str = include_str!("lua/workers.lua");
-const USAGE: &str = include_str!("lua/usage.lua");
+/// Helpers, in the order they build on each other.
+const HELPERS: [&str; 4] = [
+    include_str!("lua/lib.lua"),
+    include_str!("lua/owned.lua"),
+    include_str!("lua/workers.lua"),
+    include_str!("lua/usage.lua"),
+];
 
-fn compose(parts: &[&str]) -> Script {
-    Script::new(&parts.join("\n"))
+/// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
+const ENTRIES: [(&str, &str); 35] = [
+    ("upsert", include_str!("lua/upsert.lua")),
+    ("health", include_str!("lua/health.lua")),
+    ("due", include_str!("lua/due.lua")),
+    ("extract", include_str!("lua/extract.lua")),
+    ("assign", include_str!("lua/assign.lua")),
+    ("renew", include_str!("lua/renew.lua")),
+    ("drain", include_str!("lua/drain.lua")),
+    ("ack_drain", include_str!("lua/ack_drain.lua")),
+    ("expire", include_str!("lua/expire.lua")),
+    ("release_orphaned", include_str!("lua/release_orphaned.lua")),
+    ("get", include_str!("lua/get.lua")),
+    ("assignable", include_str!("lua/assignable.lua")),
+    ("owned_by", include_str!("lua/owned_by.lua")),
+    ("draining_of", include_str!("lua/draining_of.lua")),
+    ("session_open", include_str!("lua/session_open.lua")),
+    ("session_renew", include_str!("lua/session_renew.lua")),
+    ("session_close", include_str!("lua/session_close.lua")),
+    ("session_get", include_str!("lua/session_get.lua")),
+    ("sessions_live", include_str!("lua/sessions_live.lua")),
+    ("snapshot_issue", include_str!("lua/snapshot_issue.lua")),
+    ("snapshot_ack", include_str!("lua/snapshot_ack.lua")),
+    ("report", include_str!("lua/report.lua")),
+    ("usage_read", include_str!("lua/usage_read.lua")),
+    ("runtime_get", include_str!("lua/runtime_get.lua")),
+    ("inventory", include_str!("lua/inventory.lua")),
+    ("proxies", include_str!("lua/proxies.lua")),
+    ("sweep", include_str!("lua/sweep.lua")),
+    ("footprint", include_str!("lua/footprint.lua")),
+    ("lease_acquire", include_str!("lua/lease_acquire.lua")),
+    ("lease_release", include_str!("lua/lease_release.lua")),
+    ("lease_current", include_str!("lua/lease_current.lua")),
+    ("worker_mode_set", include_str!("lua/worker_mode_set.lua")),
+    ("worker_modes", include_str!("lua/worker_modes.lua")),
+    (
+        "provider_status_put",
+        include_str!("lua/provider_status_put.lua"),
+    ),
+    (
+        "provider_statuses",
+        include_str!("lua/provider_statuses.lua"),
+    ),
+];
+
+/// The library source and its digest-derived name.
+#[derive(Debug)]
+pub(crate) struct Library {
+    /// `proxypool_<16 hex digits of SHA-256 of the library text>`.
+    pub(crate) name: String,
+    /// The text sent with `FUNCTION LOAD`.
+    pub(crate) source: String,
 }
 
-fn with_lib(body: &str) -> Script {
-    compose(&[LIB, body])
+impl Library {
+    fn build() -> Library {
+        // The whole text with a placeholder for the name is what the digest covers, so a
+        // change to the wrapper below renames the library as surely as a change to the Lua.
+        const NAME: &str = "@LIBRARY@";
+        let mut body = String::new();
+        for part in HELPERS {
+            body.push_str(part);
+            body.push('\n');
+        }
+        for (entry, code) in ENTRIES {
+            // KEYS and ARGV as parameter names: the bodies read them as scripts do.
+            body.push_str(&format!(
+                "redis.register_function('{NAME}_{entry}', function(KEYS, ARGV)\nP.begin(KEYS, ARGV)\n{code}\nend)\n"
+            ));
+        }
+        let digest = Sha256::digest(body.as_bytes());
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let name = format!("proxypool_{hex}");
+        let source = format!("#!lua name={name}\n{}", body.replace(NAME, &name));
+        Library { name, source }
+    }
+
+    fn function(self: &Arc<Self>, entry: &str) -> Function {
+        Function {
+            name: format!("{}_{entry}", self.name),
+            library: Arc::clone(self),
+        }
+    }
 }
 
-fn with_owned(body: &str) -> Script {
-    compose(&[LIB, OWNED, body])
+/// One entry point of the library.
+#[derive(Debug, Clone)]
+pub(crate) struct Function {
+    /// The global function name (`<library>_<entry>`).
+    pub(crate) name: String,
+    pub(crate) library: Arc<Library>,
 }
 
-fn with_workers(body: &str) -> Script {
-    compose(&[LIB, WORKERS, body])
-}
-
-/// Every script of the adapter, loaded once per pool.
+/// Every entry point of the adapter, built once per pool.
 pub(crate) struct Scripts {
-    pub(crate) upsert: Script,
-    pub(crate) health: Script,
-    pub(crate) due: Script,
-    pub(crate) extract: Script,
-    pub(crate) assign: Script,
-    pub(crate) renew: Script,
-    pub(crate) drain: Script,
-    pub(crate) ack_drain: Script,
-    pub(crate) expire: Script,
-    pub(crate) release_orphaned: Script,
-    pub(crate) get: Script,
-    pub(crate) assignable: Script,
-    pub(crate) owned_by: Script,
-    pub(crate) draining_of: Script,
-    pub(crate) session_open: Script,
-    pub(crate) session_renew: Script,
-    pub(crate) session_close: Script,
-    pub(crate) session_get: Script,
-    pub(crate) sessions_live: Script,
-    pub(crate) snapshot_issue: Script,
-    pub(crate) snapshot_ack: Script,
-    pub(crate) report: Script,
-    pub(crate) usage_read: Script,
-    pub(crate) runtime_get: Script,
-    pub(crate) inventory: Script,
-    pub(crate) proxies: Script,
-    pub(crate) sweep: Script,
-    pub(crate) footprint: Script,
-    pub(crate) lease_acquire: Script,
-    pub(crate) lease_release: Script,
-    pub(crate) lease_current: Script,
-    pub(crate) worker_mode_set: Script,
-    pub(crate) worker_modes: Script,
-    pub(crate) provider_status_put: Script,
-    pub(crate) provider_statuses: Script,
-    /// `return 1`, without the helpers: the cheapest possible round trip.
+    pub(crate) upsert: Function,
+    pub(crate) health: Function,
+    pub(crate) due: Function,
+    pub(crate) extract: Function,
+    pub(crate) assign: Function,
+    pub(crate) renew: Function,
+    pub(crate) drain: Function,
+    pub(crate) ack_drain: Function,
+    pub(crate) expire: Function,
+    pub(crate) release_orphaned: Function,
+    pub(crate) get: Function,
+    pub(crate) assignable: Function,
+    pub(crate) owned_by: Function,
+    pub(crate) draining_of: Function,
+    pub(crate) session_open: Function,
+    pub(crate) session_renew: Function,
+    pub(crate) session_close: Function,
+    pub(crate) session_get: Function,
+    pub(crate) sessions_live: Function,
+    pub(crate) snapshot_issue: Function,
+    pub(crate) snapshot_ack: Function,
+    pub(crate) report: Function,
+    pub(crate) usage_read: Function,
+    pub(crate) runtime_get: Function,
+    pub(crate) inventory: Function,
+    pub(crate) proxies: Function,
+    pub(crate) sweep: Function,
+    pub(crate) footprint: Function,
+    pub(crate) lease_acquire: Function,
+    pub(crate) lease_release: Function,
+    pub(crate) lease_current: Function,
+    pub(crate) worker_mode_set: Function,
+    pub(crate) worker_modes: Function,
+    pub(crate) provider_status_put: Function,
+    pub(crate) provider_statuses: Function,
+    /// `return 1` as a plain EVALSHA script, without the library: the cheapest possible
+    /// round trip (the readiness probe and the benchmark's ceiling).
     pub(crate) probe: Script,
 }
 
 impl Scripts {
     pub(crate) fn load() -> Scripts {
+        let library = Arc::new(Library::build());
         Scripts {
-            upsert: with_lib(include_str!("lua/upsert.lua")),
-            health: with_lib(include_str!("lua/health.lua")),
-            due: with_lib(include_str!("lua/due.lua")),
-            extract: compose(&[LIB, USAGE, include_str!("lua/extract.lua")]),
-            assign: with_lib(include_str!("lua/assign.lua")),
-            renew: with_owned(include_str!("lua/renew.lua")),
-            drain: with_owned(include_str!("lua/drain.lua")),
-            ack_drain: compose(&[LIB, OWNED, WORKERS, include_str!("lua/ack_drain.lua")]),
-            expire: with_lib(include_str!("lua/expire.lua")),
-            release_orphaned: with_workers(include_str!("lua/release_orphaned.lua")),
-            get: with_lib(include_str!("lua/get.lua")),
-            assignable: with_lib(include_str!("lua/assignable.lua")),
-            owned_by: with_lib(include_str!("lua/owned_by.lua")),
-            draining_of: with_lib(include_str!("lua/draining_of.lua")),
-            session_open: with_workers(include_str!("lua/session_open.lua")),
-            session_renew: with_workers(include_str!("lua/session_renew.lua")),
-            session_close: with_workers(include_str!("lua/session_close.lua")),
-            session_get: with_workers(include_str!("lua/session_get.lua")),
-            sessions_live: with_workers(include_str!("lua/sessions_live.lua")),
-            snapshot_issue: with_workers(include_str!("lua/snapshot_issue.lua")),
-            snapshot_ack: with_workers(include_str!("lua/snapshot_ack.lua")),
-            report: compose(&[LIB, WORKERS, USAGE, include_str!("lua/report.lua")]),
-            usage_read: with_lib(include_str!("lua/usage_read.lua")),
-            runtime_get: with_workers(include_str!("lua/runtime_get.lua")),
-            inventory: with_workers(include_str!("lua/inventory.lua")),
-            proxies: with_lib(include_str!("lua/proxies.lua")),
-            sweep: with_workers(include_str!("lua/sweep.lua")),
-            footprint: with_lib(include_str!("lua/footprint.lua")),
-            lease_acquire: with_lib(include_str!("lua/lease_acquire.lua")),
-            lease_release: with_lib(include_str!("lua/lease_release.lua")),
-            lease_current: with_lib(include_str!("lua/lease_current.lua")),
-            worker_mode_set: with_lib(include_str!("lua/worker_mode_set.lua")),
-            worker_modes: with_lib(include_str!("lua/worker_modes.lua")),
-            provider_status_put: with_lib(include_str!("lua/provider_status_put.lua")),
-            provider_statuses: with_lib(include_str!("lua/provider_statuses.lua")),
+            upsert: library.function("upsert"),
+            health: library.function("health"),
+            due: library.function("due"),
+            extract: library.function("extract"),
+            assign: library.function("assign"),
+            renew: library.function("renew"),
+            drain: library.function("drain"),
+            ack_drain: library.function("ack_drain"),
+            expire: library.function("expire"),
+            release_orphaned: library.function("release_orphaned"),
+            get: library.function("get"),
+            assignable: library.function("assignable"),
+            owned_by: library.function("owned_by"),
+            draining_of: library.function("draining_of"),
+            session_open: library.function("session_open"),
+            session_renew: library.function("session_renew"),
+            session_close: library.function("session_close"),
+            session_get: library.function("session_get"),
+            sessions_live: library.function("sessions_live"),
+            snapshot_issue: library.function("snapshot_issue"),
+            snapshot_ack: library.function("snapshot_ack"),
+            report: library.function("report"),
+            usage_read: library.function("usage_read"),
+            runtime_get: library.function("runtime_get"),
+            inventory: library.function("inventory"),
+            proxies: library.function("proxies"),
+            sweep: library.function("sweep"),
+            footprint: library.function("footprint"),
+            lease_acquire: library.function("lease_acquire"),
+            lease_release: library.function("lease_release"),
+            lease_current: library.function("lease_current"),
+            worker_mode_set: library.function("worker_mode_set"),
+            worker_modes: library.function("worker_modes"),
+            provider_status_put: library.function("provider_status_put"),
+            provider_statuses: library.function("provider_statuses"),
             probe: Script::new(include_str!("lua/probe.lua")),
         }
     }
@@ -113,6 +211,32 @@ impl Scripts {
 
 impl fmt::Debug for Scripts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Scripts(35 Lua scripts)")
+        write!(
+            f,
+            "Scripts(library {}, 35 functions)",
+            self.extract.library.name
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_carry_the_source_digest() {
+        let scripts = Scripts::load();
+        let name = &scripts.extract.library.name;
+        assert!(name.starts_with("proxypool_") && name.len() == "proxypool_".len() + 16);
+        assert_eq!(scripts.extract.name, format!("{name}_extract"));
+        assert!(
+            scripts
+                .extract
+                .library
+                .source
+                .starts_with(&format!("#!lua name={name}\n"))
+        );
+        // Deterministic: every pool of one build calls the same functions.
+        assert_eq!(Scripts::load().extract.name, scripts.extract.name);
     }
 }

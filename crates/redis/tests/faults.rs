@@ -131,8 +131,36 @@ async fn script_flush_mid_run_reloads_transparently() {
     assert_eq!(first.response.returned, 3);
 
     server.command(&["SCRIPT", "FLUSH"]).unwrap();
-    // Every script is gone from the server; the next calls reload them on NOSCRIPT.
+    // Every script is gone from the server (port calls are library functions, which a
+    // script flush leaves alone; the probe is a script and reloads on NOSCRIPT).
+    pool.probe().await.unwrap();
     let second = pool.extract(T0 + 2, request("flush-2", 3)).await.unwrap();
+    assert_eq!(second.response.returned, 3);
+    seed(&pool, T0 + 3, 10..12).await;
+    assert_eq!(unextracted(&pool, T0 + 3).await, 6);
+}
+
+/// A private server: the flush must not race the shared server's other tests' first loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_flush_mid_run_reloads_the_library() {
+    let Some((server, pool)) = private_pool(support::TEST_TIMEOUT) else {
+        return;
+    };
+    seed(&pool, T0, 0..10).await;
+    let first = pool.extract(T0 + 1, request("fflush-1", 3)).await.unwrap();
+    assert_eq!(first.response.returned, 3);
+    // The calls loaded the library by themselves.
+    let listed = server
+        .command(&["FUNCTION", "LIST", "LIBRARYNAME", "proxypool_*"])
+        .unwrap();
+    assert!(
+        matches!(&listed, proxypool_testkit::RespValue::Array(libraries) if libraries.len() == 1),
+        "one proxypool library expected"
+    );
+
+    // As a restarted Redis without persistence (or a fresh replica) would be: no library.
+    server.command(&["FUNCTION", "FLUSH"]).unwrap();
+    let second = pool.extract(T0 + 2, request("fflush-2", 3)).await.unwrap();
     assert_eq!(second.response.returned, 3);
     seed(&pool, T0 + 3, 10..12).await;
     assert_eq!(unextracted(&pool, T0 + 3).await, 6);
@@ -143,7 +171,7 @@ async fn reply_lost_after_commit_replays_with_one_effect() {
     let Some((server, pool)) = private_pool(Duration::from_millis(150)) else {
         return;
     };
-    // Warm up both scripts, so the paused calls below are a single EVALSHA that commits.
+    // Warm up (the library is loaded), so the paused calls below are a single FCALL that commits.
     seed(&pool, T0, 0..10).await;
     until_available(|| pool.extract(T0, request("warm-up", 1))).await;
 

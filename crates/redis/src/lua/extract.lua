@@ -40,22 +40,29 @@ local function main()
   end
 
   -- Drive from the smallest index that covers the filter; a value without an index
-  -- matches nothing.
-  local index = B .. 'available'
-  local smallest = nil
+  -- matches nothing (an empty sorted set does not exist). With one filter value its index
+  -- is the smallest, so only two or more values need the ZCARD probes.
+  local names = { [PROTO] = 'protocol:', [REGION] = 'region:', [CARRIER] = 'carrier:', [UP] = 'upstream:' }
+  local covering = {}
   for _, field in ipairs({ PROTO, REGION, CARRIER, UP }) do
-    local value = filter[field]
-    if value ~= '' then
-      local name = ({ [PROTO] = 'protocol:', [REGION] = 'region:', [CARRIER] = 'carrier:', [UP] = 'upstream:' })[field]
-      local size = redis.call('ZCARD', B .. name .. value)
+    if filter[field] ~= '' then
+      covering[#covering + 1] = B .. names[field] .. filter[field]
+    end
+  end
+  local index = B .. 'available'
+  if #covering == 1 then
+    index = covering[1]
+  elseif #covering > 1 then
+    local smallest = nil
+    for _, key in ipairs(covering) do
+      local size = redis.call('ZCARD', key)
       if size == 0 then
-        smallest = 0
         index = nil
         break
       end
       if smallest == nil or size < smallest then
         smallest = size
-        index = B .. name .. value
+        index = key
       end
     end
   end
@@ -70,9 +77,10 @@ local function main()
         return { 'scan_budget' }
       end
       examined = examined + 1
+      -- Every member of an available index is unowned (lib.lua's invariant, kept in the
+      -- same atomic calls that assign), so ownership needs no lookup here.
       local r = P.live_record(id)
       local accepted = r
-        and not P.is_owned(id)
         and P.is_usable(r)
         and (filter[PROTO] == '' or filter[PROTO] == r[PROTO])
         and (filter[REGION] == '' or filter[REGION] == r[REGION])
@@ -108,7 +116,9 @@ local function main()
     r[ST] = 'X'
     P.put_record(id, r, old, false) -- checked unowned above, in this same script
     redis.call('HSET', B .. 'extracted-by', id, client)
-    P.touch(B .. 'extracted-by', P.num(r[HARD]))
+    -- touch_key, not touch: the record's hard expiry already anchored the epoch and the
+    -- key registry when the record was written, so they need no second look here.
+    P.touch_key(B .. 'extracted-by', P.num(r[HARD]))
     P.usage_add(client, r[UP], 'extracted', 1)
     lines[#lines + 1] = P.encode(r)
     local hard = P.num(r[HARD])

@@ -1,11 +1,12 @@
--- lib.lua: helpers shared by every activity-pool script (prepended to each body).
+-- lib.lua: helpers shared by every activity-pool function, defined once when the library
+-- is loaded (FUNCTION LOAD; see src/scripts.rs), not on every call.
 --
 -- Calling convention: KEYS[1] is the keyspace base "<prefix>:{activity}:" (declared as a key
 -- so a cluster-aware client routes the call to the one slot of the {activity} hash tag);
 -- ARGV[1] = logical now (ms), ARGV[2] = expired records to remove on the side (0 in read
--- scripts), ARGV[3] = slack (ms) added to native key TTLs, ARGV[4] = the caller's leader
--- term ("<lease name>\t<token>", or "" when the call is not fenced). ARGV[4] is taken out
--- below, so each script's own arguments start at ARGV[4].
+-- calls), ARGV[3] = slack (ms) added to native key TTLs, ARGV[4] = the caller's leader
+-- term ("<lease name>\t<token>", or "" when the call is not fenced). P.begin takes ARGV[4]
+-- out, so each entry point's own arguments start at ARGV[4].
 --
 -- Every time decision compares with ARGV now, never with the server clock: native TTLs are
 -- only a memory safety net, so a store that time-travels (the contract suite) stays exact.
@@ -17,16 +18,23 @@
 -- * `inventory` holds per upstream the un-extracted P.count(field "<u>") and the count per
 --   status (field "<u>:<code>"); zero counters are deleted.
 
--- Helpers live in one table: a closure that captures only `P` (and a few constants) is
--- cheap to create, and every helper is created on every call of the script.
 local P = {}
 
-local B = KEYS[1]
-local NOW = tonumber(ARGV[1])
-local CLEANUP = tonumber(ARGV[2])
-local SLACK = tonumber(ARGV[3])
-local FENCE = ARGV[4]
-table.remove(ARGV, 4)
+-- Per-call state. The library's Lua state outlives a call, so P.begin resets all of it at
+-- the start of every entry point; Redis runs one function at a time, so sharing these
+-- upvalues between entry points is safe.
+local B, NOW, CLEANUP, SLACK, FENCE
+local horizon, anchor, registered = {}, nil, {}
+
+function P.begin(keys, argv)
+  B = keys[1]
+  NOW = tonumber(argv[1])
+  CLEANUP = tonumber(argv[2])
+  SLACK = tonumber(argv[3])
+  FENCE = argv[4]
+  table.remove(argv, 4)
+  horizon, anchor, registered = {}, nil, {}
+end
 
 -- Record fields (tab separated; hot fields first). Mirrors src/codec/record.rs.
 local ST, HARD, USABLE, SUCC, PROTO, UP, REGION, CARRIER, MAXS = 1, 2, 3, 4, 5, 6, 7, 8, 9
@@ -108,9 +116,6 @@ end
 -- Native TTLs: remember per key the latest logical expiry written, extend once at the end.
 -- `anchor` is the latest expiry of pool state (records, leases, sessions): the epoch and
 -- the key registry must outlive it; stored results (idempotency, operations) do not count.
-local horizon = {}
-local anchor = nil
-
 function P.touch_key(key, at)
   local current = horizon[key]
   if current == nil or at > current then
@@ -125,12 +130,18 @@ function P.touch(key, at)
   end
 end
 
--- PEXPIRE GT does nothing on a key without a TTL, so a fresh key needs NX.
+-- One PTTL per key, and a PEXPIRE only when the key would die too early. An extension
+-- adds one more slack on top, so a key whose horizon moves with time (usage, idempotency)
+-- is extended about once per slack rather than on every call, and a key whose horizon is
+-- already covered (the common case) costs a single read. A key lives between one and two
+-- slacks past the latest logical expiry it holds.
 function P.keep(key, at)
-  local ttl = P.fmt(math.max(1, at - NOW + SLACK))
-  if redis.call('PEXPIRE', key, ttl, 'GT') == 0 then
-    redis.call('PEXPIRE', key, ttl, 'NX')
+  local need = at - NOW + SLACK
+  local left = redis.call('PTTL', key)
+  if left == -2 or left >= need then
+    return
   end
+  redis.call('PEXPIRE', key, P.fmt(math.max(1, need + SLACK)))
 end
 
 function P.flush_ttls()
@@ -204,8 +215,8 @@ function P.filter_keys(r)
   return keys
 end
 
--- Index keys registered in this call (the registry needs each name once, not per record).
-local registered = {}
+-- Index keys registered in this call (`registered`, reset by P.begin): the registry needs
+-- each name once, not per record.
 
 function P.register(k)
   if not registered[k] then

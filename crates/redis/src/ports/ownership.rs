@@ -37,7 +37,7 @@ fn triples(reply: &Reply) -> PoolResult<Vec<Assignment>> {
 impl RedisPool {
     async fn ownership_call(
         &self,
-        script: &redis::Script,
+        script: &crate::scripts::Function,
         now: UnixMillis,
         side: Side,
         args: Vec<String>,

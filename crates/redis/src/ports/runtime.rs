@@ -27,7 +27,7 @@ fn one(worker: &WorkerId, reply: &Reply) -> PoolResult<WorkerSession> {
 impl RedisPool {
     async fn runtime_call(
         &self,
-        script: &redis::Script,
+        script: &crate::scripts::Function,
         now: UnixMillis,
         side: Side,
         args: Vec<String>,
