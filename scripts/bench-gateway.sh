@@ -10,6 +10,8 @@
 #   CONNECT tunnel setups/s for (a), (b), (c) and (d);
 #   CPU time per request / per CONNECT setup of each proxy (user+system ticks of its
 #   processes from /proc around its runs, divided by the requests it completed);
+#   refusals at 32 clients over one proxy with max_sessions 16, without and with the
+#   capacity wait;
 #   resident memory per idle open tunnel at 10,000 tunnels through the gateway.
 #
 # Usage: scripts/bench-gateway.sh [SECONDS_PER_HTTP_PHASE (default 10)]
@@ -218,6 +220,28 @@ if [ "${SKIP_HOLD:-}" != 1 ]; then
   H=$(run hold "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$TUNNELS" "$GW_PID")
 fi
 
+# A full pool: two more gateways whose one proxy has the default max_sessions (16), one
+# refusing at once (capacity_wait "0s", the behaviour before the wait existed) and one
+# with the default wait; 32 clients each, plain HTTP and CONNECT, refusals counted.
+full_pool() { # full_pool WAIT_MS: starts the gateway, sets FP_PORT
+  FP_PORT=$(free_port)
+  BENCH_MAX_SESSIONS=16 BENCH_CAPACITY_WAIT_MS=$1 "$BIN/bench_gateway" "127.0.0.1:$FP_PORT" \
+    "$UPSTREAM" "$UP_CRED" http "$CLIENT" "$CLIENT_PASS" "$ORIGIN" >/dev/null 2>>"$WORK/gw.err" &
+  PIDS+=($!)
+  wait_port "$FP_PORT"
+  for _ in $(seq 1 100); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -x "http://$CLIENT:$CLIENT_PASS@127.0.0.1:$FP_PORT" "http://$ORIGIN1/" || true)" = 200 ] && break
+    sleep 0.1
+  done
+}
+echo "full pool (max_sessions 16, 32 clients), capacity_wait 0s vs default..." >&2
+full_pool 0; FP0=$FP_PORT
+full_pool 300; FPW=$FP_PORT
+F0=$(run http "127.0.0.1:$FP0" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$CONNECT_SECS")
+FW=$(run http "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$CONNECT_SECS")
+FC0=$(run connect "127.0.0.1:$FP0" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+FCW=$(run connect "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+
 echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] C=[$C1 | $C2] D=[$D1 | $D2]" >&2
 echo "          CA=[$CA1 | $CA2] CB=[$CB1 | $CB2] CC=[$CC1 | $CC2] CD=[$CD1 | $CD2]" >&2
 ratio() { python3 -c "
@@ -250,6 +274,9 @@ echo "ratios: plain HTTP (b)/(a) = $(ratio "$(field rps "$B")" "$(field rps "$A"
   "CONNECT (b)/(a) = $(ratio "$(field rps "$CB")" "$(field rps "$CA")")"
 echo "gateway CPU vs squid: plain HTTP $(ratio "$(us_per gw)" "$(us_per sq)") (target ≤ 0.3)," \
   "CONNECT setup $(ratio "$(us_per cgw)" "$(us_per csq)") (target ≤ 0.4)"
+refused() { python3 -c "ok=$(field ok "$1"); e=$(field errors "$1"); print(f'{e} of {ok+e} refused ({100*e/max(ok+e,1):.1f} %), {ok} served')"; }
+echo "full pool, plain HTTP: capacity_wait 0s: $(refused "$F0"); 300ms: $(refused "$FW")"
+echo "full pool, CONNECT: capacity_wait 0s: $(refused "$FC0"); 300ms: $(refused "$FCW")"
 if [ "${SKIP_HOLD:-}" != 1 ]; then
   echo "idle tunnels: $(field tunnels "$H") open ($(field failed "$H") failed)," \
     "gateway RSS $(field rss_before_kib "$H") KiB → $(field rss_after_kib "$H") KiB," \
