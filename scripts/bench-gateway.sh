@@ -4,12 +4,19 @@
 #   plain HTTP requests/s, p50, p99 through
 #     (a) the simulated upstream HTTP proxy directly (the bound),
 #     (b) proxypool's gateway chained to it,
-#     (c) tinyproxy chained to it (Upstream http user:pass@host:port, same client auth);
-#   CONNECT tunnel setups/s for (a) and (b);
+#     (c) tinyproxy chained to it (Upstream http user:pass@host:port, same client auth),
+#     (d) squid chained to it (cache_peer … parent … login=user:pass, never_direct, no
+#         cache, client Basic auth through basic_ncsa_auth);
+#   CONNECT tunnel setups/s for (a), (b), (c) and (d);
+#   CPU time per request / per CONNECT setup of each proxy (user+system ticks of its
+#   processes from /proc around its runs, divided by the requests it completed);
+#   refusals at 32 clients over one proxy with max_sessions 16, without and with the
+#   capacity wait;
 #   resident memory per idle open tunnel at 10,000 tunnels through the gateway.
 #
 # Usage: scripts/bench-gateway.sh [SECONDS_PER_HTTP_PHASE (default 10)]
-# Needs root for apt-get (tinyproxy) and for raising the descriptor limit.
+#        (SKIP_HOLD=1 skips the idle-tunnel phase)
+# Needs root for apt-get (tinyproxy, squid) and for raising the descriptor limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,9 +45,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if ! command -v tinyproxy >/dev/null; then
-  (apt-get install -y tinyproxy || (apt-get update && apt-get install -y tinyproxy)) >/dev/null
-fi
+for tool in tinyproxy squid; do
+  if ! command -v "$tool" >/dev/null; then
+    (apt-get install -y "$tool" || (apt-get update && apt-get install -y "$tool")) >/dev/null
+  fi
+done
+SQUID_AUTH=
+for helper in /usr/lib/squid/basic_ncsa_auth /usr/lib64/squid/basic_ncsa_auth; do
+  [ -x "$helper" ] && SQUID_AUTH=$helper && break
+done
+[ -n "$SQUID_AUTH" ] || { echo "squid's basic_ncsa_auth helper not found" >&2; exit 1; }
 # Tunnel setups churn through ports; allow reuse (best effort: may be read-only here).
 # The simulated upstream opens one origin connection per request: tens of thousands of
 # TIME_WAIT sockets make every later connect() on loopback crawl (kernel port search),
@@ -87,8 +101,56 @@ Upstream http ${UP_CRED}@${UPSTREAM}
 PidFile "$WORK/tinyproxy.pid"
 CONF
 tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 &
-PIDS+=($!)
+TP_PID=$!
+PIDS+=($TP_PID)
 wait_port "$TP_PORT"
+
+# squid: a forward proxy whose only way out is the upstream as a parent peer (the
+# vendor credentials sent with login=), caching off, the same client Basic auth checked
+# by squid's own helper against an htpasswd file. -N: no daemon, one process (its
+# helpers are children, counted in its CPU).
+SQ_PORT=$(free_port)
+mkdir -p "$WORK/squid"
+printf '%s:%s\n' "$CLIENT" "$(openssl passwd -apr1 "$CLIENT_PASS")" >"$WORK/squid/passwd"
+# squid will not keep root: as root it runs as the packaged 'proxy' user, which needs its
+# directory.
+SQ_USER=$(id -un)
+if [ "$(id -u)" = 0 ]; then
+  SQ_USER=proxy
+  chmod 755 "$WORK"
+  chown -R "$SQ_USER" "$WORK/squid"
+fi
+UP_HOST=${UPSTREAM%:*}; UP_PORT=${UPSTREAM##*:}
+cat >"$WORK/squid.conf" <<CONF
+http_port 127.0.0.1:$SQ_PORT
+pid_filename $WORK/squid/squid.pid
+cache_effective_user $SQ_USER
+coredump_dir $WORK/squid
+cache deny all
+cache_mem 0 MB
+access_log none
+cache_store_log none
+cache_log $WORK/squid/cache.log
+logfile_rotate 0
+max_filedescriptors 8192
+client_persistent_connections on
+server_persistent_connections on
+via off
+forwarded_for delete
+auth_param basic program $SQUID_AUTH $WORK/squid/passwd
+auth_param basic children 2
+auth_param basic credentialsttl 1 hour
+acl authed proxy_auth REQUIRED
+http_access allow authed
+http_access deny all
+cache_peer $UP_HOST parent $UP_PORT 0 no-query no-digest default login=$UP_CRED
+never_direct allow all
+shutdown_lifetime 0 seconds
+CONF
+squid -N -f "$WORK/squid.conf" >"$WORK/squid/stdout" 2>&1 &
+SQ_PID=$!
+PIDS+=($SQ_PID)
+wait_port "$SQ_PORT"
 
 ORIGIN1=${ORIGIN%%,*}
 URLS=$(tr ',' '\n' <<<"$ORIGIN" | sed 's|.*|http://&/|' | paste -sd, -)
@@ -100,57 +162,123 @@ for _ in $(seq 1 100); do
 done
 
 run() { "$BIN/loadgen" "$@"; }
-ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }   # utime+stime, 1/100 s
+# utime+stime of a process and its children (squid's auth helpers), in 1/100 s.
+ticks() {
+  local total=0 pid
+  for pid in $1 $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    total=$((total + $(awk '{print $14+$15}' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$total"
+}
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+# run_cpu KEY PID loadgen-args...: one loadgen run, with the CPU the proxy PID spent on it
+# and the requests it completed appended to KEY's tally (a file: run_cpu runs in a
+# subshell), so CPU per request is summed over both runs of a setup.
+run_cpu() {
+  local key=$1 pid=$2 t0 t1 out
+  shift 2
+  t0=$(ticks "$pid")
+  out=$(run "$@")
+  t1=$(ticks "$pid")
+  echo "$key $((t1 - t0)) $(field ok "$out")" >>"$WORK/cpu"
+  echo "$out"
+}
+us_per() { awk -v k="$1" '$1 == k { t += $2; n += $3 } END { if (n) printf "%.1f", t * 10000 / n; else print "n/a" }' "$WORK/cpu"; }
 
-# Each setup runs twice, interleaved (a b c a b c), and the better run counts: other jobs
-# on a shared 2-core machine hit one run, rarely both.
+# Each setup runs twice, interleaved (a b c d a b c d), and the better run counts for
+# requests/s: other jobs on a shared 2-core machine hit one run, rarely both. CPU per
+# request sums both runs: it does not depend on how much of the machine the proxy got.
 best() { # best of two loadgen result lines by rps
   local r1=$1 r2=$2
   if python3 -c "import sys; sys.exit(0 if float('$(field rps "$r1")' or 0) >= float('$(field rps "$r2")' or 0) else 1)"; then echo "$r1"; else echo "$r2"; fi
 }
+GW=("127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS")
+TP=("127.0.0.1:$TP_PORT" "$CLIENT:$CLIENT_PASS")
+SQ=("127.0.0.1:$SQ_PORT" "$CLIENT:$CLIENT_PASS")
 echo "plain HTTP, $CONNS keep-alive connections, ${SECS}s per run, 2 runs each..." >&2
 A1=$(run http "$UPSTREAM" "$UP_CRED" "$URLS" "$CONNS" "$SECS")
-T0=$(ticks "$GW_PID")
-B1=$(run http "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$SECS")
-T1=$(ticks "$GW_PID")
-C1=$(run http "127.0.0.1:$TP_PORT" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$SECS")
+B1=$(run_cpu gw "$GW_PID" http "${GW[@]}" "$URLS" "$CONNS" "$SECS")
+C1=$(run_cpu tp "$TP_PID" http "${TP[@]}" "$URLS" "$CONNS" "$SECS")
+D1=$(run_cpu sq "$SQ_PID" http "${SQ[@]}" "$URLS" "$CONNS" "$SECS")
 A2=$(run http "$UPSTREAM" "$UP_CRED" "$URLS" "$CONNS" "$SECS")
-B2=$(run http "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$SECS")
-C2=$(run http "127.0.0.1:$TP_PORT" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$SECS")
-A=$(best "$A1" "$A2"); B=$(best "$B1" "$B2"); C=$(best "$C1" "$C2")
+B2=$(run_cpu gw "$GW_PID" http "${GW[@]}" "$URLS" "$CONNS" "$SECS")
+C2=$(run_cpu tp "$TP_PID" http "${TP[@]}" "$URLS" "$CONNS" "$SECS")
+D2=$(run_cpu sq "$SQ_PID" http "${SQ[@]}" "$URLS" "$CONNS" "$SECS")
+A=$(best "$A1" "$A2"); B=$(best "$B1" "$B2"); C=$(best "$C1" "$C2"); D=$(best "$D1" "$D2")
 echo "CONNECT setups, $CONNS concurrent, ${CONNECT_SECS}s per run, 2 runs each..." >&2
 CA1=$(run connect "$UPSTREAM" "$UP_CRED" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
-CB1=$(run connect "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CB1=$(run_cpu cgw "$GW_PID" connect "${GW[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CC1=$(run_cpu ctp "$TP_PID" connect "${TP[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CD1=$(run_cpu csq "$SQ_PID" connect "${SQ[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CA2=$(run connect "$UPSTREAM" "$UP_CRED" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
-CB2=$(run connect "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
-CA=$(best "$CA1" "$CA2"); CB=$(best "$CB1" "$CB2")
-echo "holding $TUNNELS idle tunnels (descriptor limit $FD_LIMIT) through the gateway..." >&2
-H=$(run hold "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$TUNNELS" "$GW_PID")
+CB2=$(run_cpu cgw "$GW_PID" connect "${GW[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CC2=$(run_cpu ctp "$TP_PID" connect "${TP[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CD2=$(run_cpu csq "$SQ_PID" connect "${SQ[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CA=$(best "$CA1" "$CA2"); CB=$(best "$CB1" "$CB2"); CC=$(best "$CC1" "$CC2"); CD=$(best "$CD1" "$CD2")
+if [ "${SKIP_HOLD:-}" != 1 ]; then
+  echo "holding $TUNNELS idle tunnels (descriptor limit $FD_LIMIT) through the gateway..." >&2
+  H=$(run hold "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$TUNNELS" "$GW_PID")
+fi
 
-GW_US=$(( (T1 - T0) * 10000 / $(field ok "$B1") ))
-echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] C=[$C1 | $C2] CA=[$CA1 | $CA2] CB=[$CB1 | $CB2]" >&2
-ratio() { python3 -c "a=float('$1'); b=float('$2'); print(f'{a/b:.2f}' if b else 'n/a')"; }
+# A full pool: two more gateways whose one proxy has the default max_sessions (16), one
+# refusing at once (capacity_wait "0s", the behaviour before the wait existed) and one
+# with the default wait; 32 clients each, plain HTTP and CONNECT, refusals counted.
+full_pool() { # full_pool WAIT_MS: starts the gateway, sets FP_PORT
+  FP_PORT=$(free_port)
+  BENCH_MAX_SESSIONS=16 BENCH_CAPACITY_WAIT_MS=$1 "$BIN/bench_gateway" "127.0.0.1:$FP_PORT" \
+    "$UPSTREAM" "$UP_CRED" http "$CLIENT" "$CLIENT_PASS" "$ORIGIN" >/dev/null 2>>"$WORK/gw.err" &
+  PIDS+=($!)
+  wait_port "$FP_PORT"
+  for _ in $(seq 1 100); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -x "http://$CLIENT:$CLIENT_PASS@127.0.0.1:$FP_PORT" "http://$ORIGIN1/" || true)" = 200 ] && break
+    sleep 0.1
+  done
+}
+echo "full pool (max_sessions 16, 32 clients), capacity_wait 0s vs default..." >&2
+full_pool 0; FP0=$FP_PORT
+full_pool 300; FPW=$FP_PORT
+F0=$(run http "127.0.0.1:$FP0" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$CONNECT_SECS")
+FW=$(run http "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$CONNECT_SECS")
+FC0=$(run connect "127.0.0.1:$FP0" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+FCW=$(run connect "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+
+echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] C=[$C1 | $C2] D=[$D1 | $D2]" >&2
+echo "          CA=[$CA1 | $CA2] CB=[$CB1 | $CB2] CC=[$CC1 | $CC2] CD=[$CD1 | $CD2]" >&2
+ratio() { python3 -c "
+try: a = float('$1'); b = float('$2'); print(f'{a/b:.2f}' if b else 'n/a')
+except ValueError: print('n/a')"; }
 
 echo
-echo "| setup | requests/s | p50 ms | p99 ms | errors |"
-echo "| --- | ---: | ---: | ---: | ---: |"
-for row in "(a) upstream proxy directly (bound)|$A" "(b) proxypool gateway → upstream|$B" "(c) tinyproxy → upstream|$C"; do
-  name=${row%%|*}; r=${row#*|}
-  echo "| $name | $(field rps "$r") | $(field p50_ms "$r") | $(field p99_ms "$r") | $(field errors "$r") |"
+echo "| plain HTTP | requests/s | p50 ms | p99 ms | errors | CPU µs/request | CPU vs squid |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+for row in "(a) upstream proxy directly (bound)|$A|" "(b) proxypool gateway → upstream|$B|gw" \
+  "(c) tinyproxy → upstream|$C|tp" "(d) squid → upstream|$D|sq"; do
+  name=${row%%|*}; rest=${row#*|}; r=${rest%|*}; key=${rest##*|}
+  cpu=—; rel=—
+  if [ -n "$key" ]; then cpu=$(us_per "$key"); rel=$(ratio "$cpu" "$(us_per sq)"); fi
+  echo "| $name | $(field rps "$r") | $(field p50_ms "$r") | $(field p99_ms "$r") | $(field errors "$r") | $cpu | $rel |"
 done
 echo
-echo "| CONNECT setup | setups/s | p50 ms | p99 ms | errors |"
-echo "| --- | ---: | ---: | ---: | ---: |"
-for row in "(a) upstream proxy directly|$CA" "(b) proxypool gateway → upstream|$CB"; do
-  name=${row%%|*}; r=${row#*|}
-  echo "| $name | $(field rps "$r") | $(field p50_ms "$r") | $(field p99_ms "$r") | $(field errors "$r") |"
+echo "| CONNECT setup | setups/s | p50 ms | p99 ms | errors | CPU µs/setup | CPU vs squid |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+for row in "(a) upstream proxy directly|$CA|" "(b) proxypool gateway → upstream|$CB|cgw" \
+  "(c) tinyproxy → upstream|$CC|ctp" "(d) squid → upstream|$CD|csq"; do
+  name=${row%%|*}; rest=${row#*|}; r=${rest%|*}; key=${rest##*|}
+  cpu=—; rel=—
+  if [ -n "$key" ]; then cpu=$(us_per "$key"); rel=$(ratio "$cpu" "$(us_per csq)"); fi
+  echo "| $name | $(field rps "$r") | $(field p50_ms "$r") | $(field p99_ms "$r") | $(field errors "$r") | $cpu | $rel |"
 done
 echo
 echo "ratios: plain HTTP (b)/(a) = $(ratio "$(field rps "$B")" "$(field rps "$A")") (target ≥ 0.8)," \
-  "(b)/(c) = $(ratio "$(field rps "$B")" "$(field rps "$C")") (target ≥ 2);" \
+  "(b)/(c) = $(ratio "$(field rps "$B")" "$(field rps "$C")"), (b)/(d) = $(ratio "$(field rps "$B")" "$(field rps "$D")");" \
   "CONNECT (b)/(a) = $(ratio "$(field rps "$CB")" "$(field rps "$CA")")"
-echo "gateway CPU per plain HTTP request (run b1): ${GW_US} µs (user+system)"
-echo "idle tunnels: $(field tunnels "$H") open ($(field failed "$H") failed)," \
-  "gateway RSS $(field rss_before_kib "$H") KiB → $(field rss_after_kib "$H") KiB," \
-  "$(field bytes_per_tunnel "$H") bytes per idle tunnel (user-space; kernel socket buffers not included)"
+echo "gateway CPU vs squid: plain HTTP $(ratio "$(us_per gw)" "$(us_per sq)") (target ≤ 0.3)," \
+  "CONNECT setup $(ratio "$(us_per cgw)" "$(us_per csq)") (target ≤ 0.4)"
+refused() { python3 -c "ok=$(field ok "$1"); e=$(field errors "$1"); print(f'{e} of {ok+e} refused ({100*e/max(ok+e,1):.1f} %), {ok} served')"; }
+echo "full pool, plain HTTP: capacity_wait 0s: $(refused "$F0"); 300ms: $(refused "$FW")"
+echo "full pool, CONNECT: capacity_wait 0s: $(refused "$FC0"); 300ms: $(refused "$FCW")"
+if [ "${SKIP_HOLD:-}" != 1 ]; then
+  echo "idle tunnels: $(field tunnels "$H") open ($(field failed "$H") failed)," \
+    "gateway RSS $(field rss_before_kib "$H") KiB → $(field rss_after_kib "$H") KiB," \
+    "$(field bytes_per_tunnel "$H") bytes per idle tunnel (user-space; kernel socket buffers not included)"
+fi

@@ -138,6 +138,15 @@ pub struct Limits {
     /// Most sticky sessions one client holds at once: a new session past it replaces the
     /// client's own oldest, so one client cannot fill the table. Applies live.
     pub max_sticky_sessions_per_client: usize,
+    /// When every eligible proxy is at its `max_sessions`, how long a request waits for a
+    /// slot to free before it is refused (`no_eligible_proxy`). `"0s"` refuses at once.
+    /// At most 30 s. Applies live.
+    pub capacity_wait: Millis,
+    /// Requests of one client waiting for capacity at once; more are refused at once, so a
+    /// waiting queue cannot be used to hold the gateway's memory. Applies live.
+    pub max_capacity_waiters_per_client: usize,
+    /// Requests waiting for capacity at once over all clients. Applies live.
+    pub max_capacity_waiters: usize,
 }
 
 impl Default for Limits {
@@ -153,6 +162,9 @@ impl Default for Limits {
             max_tracked_proxies: 100_000,
             max_sticky_sessions: 100_000,
             max_sticky_sessions_per_client: 10_000,
+            capacity_wait: Millis(300),
+            max_capacity_waiters_per_client: 256,
+            max_capacity_waiters: 4_096,
         }
     }
 }
@@ -354,6 +366,14 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
             g.limits.max_sticky_sessions_per_client as u64,
         ),
         (
+            "limits.max_capacity_waiters_per_client",
+            g.limits.max_capacity_waiters_per_client as u64,
+        ),
+        (
+            "limits.max_capacity_waiters",
+            g.limits.max_capacity_waiters as u64,
+        ),
+        (
             "sessions.default_minutes",
             u64::from(g.sessions.default_minutes),
         ),
@@ -370,6 +390,12 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
         if value == 0 {
             c.at(format!("gateway.{key}"), "must be at least 1");
         }
+    }
+    if g.limits.capacity_wait.0 > MAX_CAPACITY_WAIT_MS {
+        c.at(
+            "gateway.limits.capacity_wait",
+            "must be at most 30s (\"0s\" turns the wait off)",
+        );
     }
     if g.sessions.default_minutes > g.sessions.max_minutes {
         c.at(
@@ -446,6 +472,9 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
 
 /// Most controllers one gateway lists.
 pub const MAX_CONTROLLER_URLS: usize = 16;
+
+/// The longest `limits.capacity_wait`: past this a client is better told at once.
+const MAX_CAPACITY_WAIT_MS: u64 = 30_000;
 
 /// `[gateway] controller_url`: one URL (`"https://a:7001"`) or a list of them, kept in the
 /// order given (the gateway starts with the first).

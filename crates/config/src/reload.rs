@@ -309,6 +309,58 @@ concurrency = 8
     }
 
     #[test]
+    fn the_capacity_wait_applies_live_and_is_bounded() {
+        let with_limits = |limits: &str| {
+            format!(
+                "{BASE}[gateway.listeners]\nhttp = \"127.0.0.1:1\"\n[gateway.limits]\n{limits}\n"
+            )
+        };
+        let running = load(&with_limits(""));
+        assert_eq!(
+            running.gateway.as_ref().unwrap().limits.capacity_wait.0,
+            300
+        );
+        let loaded = load(&with_limits(
+            "capacity_wait = \"0s\"\nmax_capacity_waiters_per_client = 4\nmax_capacity_waiters = 8",
+        ));
+        let plan = ReloadPlan::between(&running, &loaded);
+        assert!(plan.restart.is_empty(), "{:?}", plan.restart);
+        assert_eq!(
+            plan.live,
+            vec![
+                "gateway.limits.capacity_wait".to_owned(),
+                "gateway.limits.max_capacity_waiters".to_owned(),
+                "gateway.limits.max_capacity_waiters_per_client".to_owned(),
+            ]
+        );
+        let env = Env::from_pairs([("T", "token-value-one-00001")]);
+        for (limits, key, message) in [
+            ("capacity_wait = \"31s\"", "capacity_wait", "at most 30s"),
+            (
+                "max_capacity_waiters_per_client = 0",
+                "max_capacity_waiters_per_client",
+                "at least 1",
+            ),
+            (
+                "max_capacity_waiters = 0",
+                "max_capacity_waiters",
+                "at least 1",
+            ),
+        ] {
+            let error = Config::from_toml_str(
+                &with_limits(limits),
+                "t.toml",
+                Path::new("."),
+                Role::Serve,
+                &env,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(error.contains(key) && error.contains(message), "{error}");
+        }
+    }
+
+    #[test]
     fn listener_limits_need_a_restart_but_the_gateways_per_ip_cap_applies_live() {
         let with = |control: u32, per_ip: u32, admin: u32| {
             format!(

@@ -9,6 +9,10 @@
 //! `ORIGINS` lists the benchmark's origins (on loopback), `host:port` separated by commas:
 //! the destination policy lets exactly those addresses and ports through and keeps
 //! refusing every other internal target.
+//!
+//! `BENCH_MAX_SESSIONS` sets the proxy's `max_sessions` (default: unbounded, so the
+//! throughput runs never meet the cap) and `BENCH_CAPACITY_WAIT_MS` the gateway's
+//! `limits.capacity_wait` (default: the shipped default), for the full-pool measurement.
 
 #[path = "../tests/common/control.rs"]
 #[allow(dead_code, unreachable_pub)]
@@ -54,7 +58,7 @@ fn main() {
                 upstream: UpstreamId::new("bench").unwrap(),
                 region: Some(Label::new("us").unwrap()),
                 carrier: None,
-                max_sessions: 1_000_000,
+                max_sessions: env_number("BENCH_MAX_SESSIONS").unwrap_or(1_000_000) as u32,
                 usable_until_ms: now_millis() + 86_400_000,
                 lease_until_ms: now_millis() + 86_400_000,
                 epoch: 1,
@@ -82,6 +86,9 @@ fn main() {
         config.limits.max_connections_per_ip = 100_000;
         config.limits.tunnel_idle = proxypool_config::Millis(600_000);
         config.dial.pool_idle_per_proxy = 512;
+        if let Some(ms) = env_number("BENCH_CAPACITY_WAIT_MS") {
+            config.limits.capacity_wait = proxypool_config::Millis(ms);
+        }
         for origin in origins {
             config.destinations.allow_origin(origin);
         }
@@ -91,4 +98,10 @@ fn main() {
         eprintln!("bench gateway on {listen}");
         gateway.run(shutdown_signal()).await;
     });
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.parse().expect("a number"))
 }

@@ -7,14 +7,19 @@
 //! outlive the snapshot that listed the proxy: a proxy removed while busy stays in the
 //! registry and is reported as draining until both counts are zero. Each slot also carries
 //! the proxy's [`Cutoff`]: when the gateway must stop relaying through it.
+//!
+//! Every slot of one registry shares a [`FreedSignal`]: giving a slot back wakes the
+//! requests waiting for capacity (`limits.capacity_wait`), and costs one atomic read when
+//! nobody waits.
 
 use crate::cutoff::Cutoff;
 use crate::forward::pool::IdlePool;
 use proxypool_core::{LockExt, ProxyId, ProxyRuntime};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::Notify;
 
 const ACTIVE_ONE: u64 = 1 << 32;
 const RESERVED_MASK: u64 = u32::MAX as u64;
@@ -35,6 +40,46 @@ pub(crate) struct ProxySlot {
     /// The end of the lease this gateway holds on the proxy, and the signal that closes
     /// its tunnels and upstream connections when the lease goes.
     pub(crate) cutoff: Cutoff,
+    /// Shared by every slot of the registry: rung when this slot gives a use back.
+    freed: Arc<FreedSignal>,
+}
+
+/// Wakes the requests waiting for a free slot on any proxy of the registry.
+///
+/// One signal for all proxies rather than one per proxy, because a waiter may be able to
+/// use any of several proxies; `notify_waiters` wakes them all and each retries its pick
+/// (a compare-and-swap, so only as many win as slots freed). The number of waiters is
+/// bounded (`limits.max_capacity_waiters`), so the wake-up herd is too.
+#[derive(Debug, Default)]
+pub(crate) struct FreedSignal {
+    /// Requests between registering and giving up; the hot path reads only this.
+    waiting: AtomicUsize,
+    notify: Notify,
+}
+
+impl FreedSignal {
+    /// A slot was given back. Called after the count's SeqCst decrement, so either this
+    /// read sees a waiter registered before it, or that waiter's pick (after its own SeqCst
+    /// fence) sees the freed slot: a wake-up is never lost.
+    fn freed(&self) {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// Counts a waiter in (until [`Self::leave`]).
+    pub(crate) fn join(&self) {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn leave(&self) {
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// A future resolved by the next [`Self::freed`] once it is enabled.
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
 }
 
 /// Active and reserved at one instant.
@@ -51,6 +96,13 @@ impl Load {
 }
 
 impl ProxySlot {
+    fn with_signal(freed: Arc<FreedSignal>) -> Self {
+        Self {
+            freed,
+            ..Self::default()
+        }
+    }
+
     /// Both counts from one atomic read.
     pub(crate) fn load(&self) -> Load {
         unpack(self.load.load(Ordering::Acquire))
@@ -149,7 +201,8 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            slot.load.fetch_sub(1, Ordering::AcqRel);
+            slot.load.fetch_sub(1, Ordering::SeqCst);
+            slot.freed.freed();
         }
     }
 }
@@ -168,7 +221,8 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.slot.load.fetch_sub(ACTIVE_ONE, Ordering::AcqRel);
+        self.slot.load.fetch_sub(ACTIVE_ONE, Ordering::SeqCst);
+        self.slot.freed.freed();
     }
 }
 
@@ -178,6 +232,7 @@ impl Drop for Lease {
 pub(crate) struct CapacityRegistry {
     tracked: Mutex<HashMap<ProxyId, Tracked>>,
     cap: usize,
+    freed: Arc<FreedSignal>,
 }
 
 #[derive(Debug)]
@@ -200,7 +255,13 @@ impl CapacityRegistry {
         Self {
             tracked: Mutex::new(HashMap::new()),
             cap,
+            freed: Arc::default(),
         }
+    }
+
+    /// The signal every slot of this registry rings when it frees a use.
+    pub(crate) fn freed(&self) -> Arc<FreedSignal> {
+        Arc::clone(&self.freed)
     }
 
     /// The slots for a new snapshot's proxies (existing counters kept), marking proxies
@@ -236,7 +297,7 @@ impl CapacityRegistry {
             .iter()
             .map(|id| {
                 let entry = tracked.entry((*id).clone()).or_insert_with(|| Tracked {
-                    slot: Arc::new(ProxySlot::default()),
+                    slot: Arc::new(ProxySlot::with_signal(Arc::clone(&self.freed))),
                     removed_at: None,
                 });
                 entry.removed_at = None;

@@ -14,6 +14,7 @@ use crate::snapshot::SnapshotStore;
 use crate::state::{Phase, Shared};
 use crate::sticky::StickyTable;
 use crate::usage::UsageTable;
+use crate::wait::CapacityWaiters;
 use crate::{admin, http_proxy, keeper, readiness, socks};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{SharedClock, SystemClock};
@@ -98,6 +99,7 @@ impl Gateway {
             RouteSettings::of(&config),
             Arc::clone(&metrics),
             Arc::clone(&clock),
+            CapacityWaiters::new(store.registry().freed()),
         );
         let addrs = controller_addrs(&config)?;
         let admin_tls = match &config.admin_tls {

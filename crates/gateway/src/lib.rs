@@ -81,6 +81,7 @@ mod state;
 mod sticky;
 mod tunnel;
 mod usage;
+mod wait;
 
 pub use config::{
     ConfigError, ControlConfig, Destinations, DialConfig, GatewayConfig, Limits, Listeners,

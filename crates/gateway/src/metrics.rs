@@ -5,7 +5,8 @@
 //! Names (all prefixed `proxypool_gateway_`): `connections_total{listener}`,
 //! `connections_open{listener}`, `connections_rejected_total{reason}`,
 //! `requests_total{kind}`, `refusals_total{code}`, `bytes_total{direction}`,
-//! `upstream_failures_total{reason}`, `selection_misses_total`,
+//! `upstream_failures_total{reason}`, `selection_misses_total`, `capacity_waits_total`,
+//! `capacity_wait_outcomes_total{outcome}` (`served`, `timed_out`, `over_bound`),
 //! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`,
 //! `tunnels_closed_total{reason}` (closed because the proxy's lease went: `lease_lapsed`,
 //! `stale`), `snapshot_age_seconds`, `snapshot_version`, `snapshot_proxies`,
@@ -40,6 +41,12 @@ pub(crate) struct GatewayMetrics {
     pub bytes_up: Counter,
     pub bytes_down: Counter,
     pub selection_misses: Counter,
+    /// Requests that waited for a free slot, and how the waits ended.
+    pub capacity_waits: Counter,
+    pub capacity_waits_served: Counter,
+    pub capacity_wait_timeouts: Counter,
+    /// Refused at once: the waiters' bound (per client or overall) was reached.
+    pub capacity_waits_rejected: Counter,
     pub shield_denials: Counter,
     pub client_denials: Counter,
     pub tunnels_open: Gauge,
@@ -90,6 +97,16 @@ impl GatewayMetrics {
             bytes_up: counter!("proxypool_gateway_bytes_total", "direction" => "client_to_upstream"),
             bytes_down: counter!("proxypool_gateway_bytes_total", "direction" => "upstream_to_client"),
             selection_misses: counter!("proxypool_gateway_selection_misses_total"),
+            capacity_waits: counter!("proxypool_gateway_capacity_waits_total"),
+            capacity_waits_served: counter!(
+                "proxypool_gateway_capacity_wait_outcomes_total", "outcome" => "served"
+            ),
+            capacity_wait_timeouts: counter!(
+                "proxypool_gateway_capacity_wait_outcomes_total", "outcome" => "timed_out"
+            ),
+            capacity_waits_rejected: counter!(
+                "proxypool_gateway_capacity_wait_outcomes_total", "outcome" => "over_bound"
+            ),
             reports_accepted: counter!("proxypool_gateway_reports_total", "outcome" => "accepted"),
             reports_failed: counter!("proxypool_gateway_reports_total", "outcome" => "failed"),
             shield_denials: counter!("proxypool_gateway_limiter_denials_total", "limiter" => "shield"),
@@ -219,6 +236,14 @@ fn describe() {
     describe_counter!(
         "proxypool_gateway_selection_misses_total",
         "Requests for which no eligible proxy was found."
+    );
+    describe_counter!(
+        "proxypool_gateway_capacity_waits_total",
+        "Requests that waited for a free session slot (every usable proxy was full)."
+    );
+    describe_counter!(
+        "proxypool_gateway_capacity_wait_outcomes_total",
+        "How capacity waits ended: served (a slot freed in time), timed_out (refused at the deadline), over_bound (refused at once: too many waiters)."
     );
     describe_counter!(
         "proxypool_gateway_limiter_denials_total",

@@ -2,7 +2,8 @@
 //! connection.
 //!
 //! What applies: connection limits (the cap, the per-IP cap, header and idle timeouts,
-//! header size), rotation, sticky-session lengths and the per-client sticky bound,
+//! header size), rotation, sticky-session lengths and the per-client sticky bound, the
+//! capacity wait and its waiters' bounds,
 //! dialing, the destination policy, the per-IP shield and the shutdown grace.
 //! A connection reads the settings when it needs them, so a change applies to what comes
 //! next; a connection keeps the shield it was admitted by. What needs a restart keeps its
@@ -44,6 +45,9 @@ impl GatewayReload {
         next.limits.keepalive_idle = config.limits.keepalive_idle;
         next.limits.tunnel_idle = config.limits.tunnel_idle;
         next.limits.max_sticky_sessions_per_client = config.limits.max_sticky_sessions_per_client;
+        next.limits.capacity_wait = config.limits.capacity_wait;
+        next.limits.max_capacity_waiters_per_client = config.limits.max_capacity_waiters_per_client;
+        next.limits.max_capacity_waiters = config.limits.max_capacity_waiters;
         next.rotation = config.rotation;
         next.sessions = config.sessions.clone();
         next.dial = config.dial.clone();

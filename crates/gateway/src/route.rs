@@ -1,6 +1,11 @@
 //! Routing one request: sticky-session lookup, pick, dial, and bounded retries on other
 //! proxies when a proxy fails. The dial itself is a closure so HTTP forwarding, CONNECT
 //! tunnels and SOCKS5 share the exact same selection, retry and failure accounting.
+//!
+//! When every proxy the request could use is at its `max_sessions`, the request waits up
+//! to `limits.capacity_wait` for one to free a slot (woken by the slot's release, not by
+//! polling), then picks again the usual way; the pick's reservation stays the only way a
+//! slot is taken.
 
 use crate::auth::Authenticated;
 use crate::capacity::Lease;
@@ -11,10 +16,12 @@ use crate::refusal::Refusal;
 use crate::select::{Eligibility, Pick, Picker};
 use crate::snapshot::{SnapshotView, ViewProxy};
 use crate::sticky::{Pin, StickyTable};
+use crate::wait::CapacityWaiters;
 use arc_swap::ArcSwap;
 use proxypool_core::SharedClock;
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{Ordering, fence};
+use std::time::{Duration, Instant};
 
 /// The response header telling a client what happened to its sticky session.
 pub const SESSION_HEADER: &str = "x-proxypool-session";
@@ -72,6 +79,10 @@ pub(crate) struct RouteSettings {
     pub failure_cooldown_ms: u64,
     pub default_sesstime_minutes: u32,
     pub max_sticky_per_client: usize,
+    /// Zero: a full pool refuses at once.
+    pub capacity_wait: Duration,
+    pub max_waiters_per_client: usize,
+    pub max_waiters: usize,
 }
 
 impl RouteSettings {
@@ -82,6 +93,9 @@ impl RouteSettings {
             failure_cooldown_ms: config.dial.failure_cooldown.as_ms(),
             default_sesstime_minutes: config.sessions.default_minutes,
             max_sticky_per_client: config.limits.max_sticky_sessions_per_client,
+            capacity_wait: config.limits.capacity_wait.as_duration(),
+            max_waiters_per_client: config.limits.max_capacity_waiters_per_client,
+            max_waiters: config.limits.max_capacity_waiters,
         }
     }
 }
@@ -95,6 +109,7 @@ pub(crate) struct Router {
     settings: ArcSwap<RouteSettings>,
     metrics: Arc<GatewayMetrics>,
     clock: SharedClock,
+    waiters: CapacityWaiters,
 }
 
 impl Router {
@@ -104,6 +119,7 @@ impl Router {
         settings: RouteSettings,
         metrics: Arc<GatewayMetrics>,
         clock: SharedClock,
+        waiters: CapacityWaiters,
     ) -> Self {
         Self {
             picker,
@@ -111,6 +127,7 @@ impl Router {
             settings: ArcSwap::from_pointee(settings),
             metrics,
             clock,
+            waiters,
         }
     }
 
@@ -134,8 +151,80 @@ impl Router {
     }
 
     /// Picks a proxy for `auth`, dials it with `dial`, and retries on other proxies while
-    /// failures are the proxy's fault (bounded by `max_attempts`).
+    /// failures are the proxy's fault (bounded by `max_attempts`). When the only obstacle
+    /// is that the usable proxies are full, waits up to `capacity_wait` for a free slot.
     pub(crate) async fn route<D: Dialer>(
+        &self,
+        view: &SnapshotView,
+        auth: &Authenticated,
+        dialer: &D,
+    ) -> Result<Routed<D::Output>, Refusal> {
+        let first = self.route_once(view, auth, dialer).await;
+        let result = match first {
+            Err(Refusal::NoEligibleProxy) => self.wait_for_capacity(view, auth, dialer).await,
+            other => other,
+        };
+        if matches!(result, Err(Refusal::NoEligibleProxy)) {
+            self.metrics.selection_misses.increment(1);
+        }
+        result
+    }
+
+    /// A full pool: waits for a slot to free (bounded in time and in waiters), picking
+    /// again after every release. Refused with `no_eligible_proxy` as before when the wait
+    /// is off, the waiters' bound is reached, the deadline passes, or the miss is no longer
+    /// about capacity.
+    async fn wait_for_capacity<D: Dialer>(
+        &self,
+        view: &SnapshotView,
+        auth: &Authenticated,
+        dialer: &D,
+    ) -> Result<Routed<D::Output>, Refusal> {
+        let settings = self.settings.load_full();
+        if settings.capacity_wait.is_zero() || !self.is_full(view, auth, &settings) {
+            return Err(Refusal::NoEligibleProxy);
+        }
+        let Some(_ticket) = self.waiters.enter(
+            auth.client.id.as_str(),
+            settings.max_waiters_per_client,
+            settings.max_waiters,
+        ) else {
+            self.metrics.capacity_waits_rejected.increment(1);
+            return Err(Refusal::NoEligibleProxy);
+        };
+        self.metrics.capacity_waits.increment(1);
+        // The view stays the one the request started with, as for a dial in progress.
+        let deadline = tokio::time::Instant::now() + settings.capacity_wait;
+        loop {
+            let notified = self.waiters.signal().notified();
+            tokio::pin!(notified);
+            // Listen before looking: a slot freed between the look and the wait still wakes.
+            notified.as_mut().enable();
+            fence(Ordering::SeqCst);
+            match self.route_once(view, auth, dialer).await {
+                Err(Refusal::NoEligibleProxy) if self.is_full(view, auth, &settings) => {}
+                other => {
+                    if other.is_ok() {
+                        self.metrics.capacity_waits_served.increment(1);
+                    }
+                    return other;
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                self.metrics.capacity_wait_timeouts.increment(1);
+                return Err(Refusal::NoEligibleProxy);
+            }
+        }
+    }
+
+    fn is_full(&self, view: &SnapshotView, auth: &Authenticated, settings: &RouteSettings) -> bool {
+        let when = self.eligibility(settings);
+        self.picker
+            .capacity_full(view, &auth.client, &auth.selectors, when)
+    }
+
+    /// One round of picks and dials.
+    async fn route_once<D: Dialer>(
         &self,
         view: &SnapshotView,
         auth: &Authenticated,
@@ -233,10 +322,7 @@ impl Router {
             {
                 Err(Refusal::NoLeasedProxies)
             }
-            None => {
-                self.metrics.selection_misses.increment(1);
-                Err(Refusal::NoEligibleProxy)
-            }
+            None => Err(Refusal::NoEligibleProxy),
         }
     }
 

@@ -149,6 +149,27 @@ impl Picker {
         matched
     }
 
+    /// After a pick found nothing: whether a proxy the request could use (matching, leased)
+    /// is at its `max_sessions`, so waiting for a slot can help.
+    /// Only refusals pay for the scan.
+    pub(crate) fn capacity_full(
+        &self,
+        view: &SnapshotView,
+        client: &ClientEntry,
+        selectors: &Selectors,
+        when: Eligibility,
+    ) -> bool {
+        candidate_sources(view, client, selectors)
+            .into_iter()
+            .flatten()
+            .any(|index| {
+                let proxy = &view.proxies[*index as usize];
+                matches(proxy, client, selectors)
+                    && proxy.is_live(when.now_ms)
+                    && proxy.slot.load().total() >= u64::from(proxy.max_sessions)
+            })
+    }
+
     /// xorshift64*: cheap, lock-free, good enough to spread load.
     fn next_random(&self) -> u64 {
         let mut x = self.random.load(Ordering::Relaxed);
