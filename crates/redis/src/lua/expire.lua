@@ -8,12 +8,7 @@ local function main()
   local due = redis.call('ZRANGEBYSCORE', B .. 'owner-expiry', '-inf', P.fmt(NOW), 'LIMIT', 0, ARGV[4])
   local out = { 'ok' }
   for _, id in ipairs(due) do
-    local a, ticket = P.drop_assignment(id)
-    if a then
-      out[#out + 1] = id
-      out[#out + 1] = table.concat(a, '\t')
-      out[#out + 1] = ticket or ''
-    end
+    P.release_into(out, id)
   end
   return out
 end

@@ -407,6 +407,17 @@ function P.drop_assignment(id, keep_out)
   return a, ticket
 end
 
+-- Releases `id`'s assignment and appends what was released to a release answer `out`
+-- (id, the assignment's fields, its drain ticket); nothing when it had none.
+function P.release_into(out, id)
+  local a, ticket = P.drop_assignment(id)
+  if a then
+    out[#out + 1] = id
+    out[#out + 1] = table.concat(a, '\t')
+    out[#out + 1] = ticket or ''
+  end
+end
+
 -- Stores an assignment (`ticket` = drain epoch when draining) with its indexes.
 function P.put_assignment(id, a, ticket)
   P.drop_assignment(id, true)

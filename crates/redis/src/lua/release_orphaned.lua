@@ -36,12 +36,7 @@ local function main()
     if (#out - 1) / 3 >= limit then
       break
     end
-    local a, ticket = P.drop_assignment(id)
-    if a then
-      out[#out + 1] = id
-      out[#out + 1] = table.concat(a, '\t')
-      out[#out + 1] = ticket or ''
-    end
+    P.release_into(out, id)
   end
   return out
 end
