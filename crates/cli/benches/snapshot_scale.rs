@@ -14,6 +14,9 @@
 //!   answer's buffers counts: that is what a gateway costs);
 //! - a long-poll that waits while nothing changes is timed for its CPU per second: it
 //!   re-reads the worker's records every `[snapshot] poll_interval` (1 s);
+//! - plain-HTTP GETs through the gateway, each on the next proxy of the rotation (every
+//!   proxy is a distinct loopback address of one open simulated upstream), timed for the
+//!   gateway's CPU per request: the pick must cost the same at every pool size;
 //! - the CPU time of the process (user + system, `/proc/self/stat`) over each step is
 //!   printed beside the wall time: on a shared machine it is the steadier number.
 //!
@@ -41,8 +44,16 @@ const TOKEN: &str = "bench-worker-token-0123456789abcdef";
 /// How long the idle long-poll waits.
 const WAIT_MS: u64 = 4_000;
 
+/// The gateway client the per-request measurement authenticates as.
+const CLIENT_BASIC: &str = "Basic YmVuY2g6YmVuY2gtcGFzc3dvcmQ="; // bench:bench-password
+/// Requests timed per size: fewer than the smallest pool, so with round-robin rotation no
+/// proxy is used twice (a reused upstream connection would make small pools look cheaper).
+const REQUESTS: usize = 900;
+const WARM_UP: usize = 20;
+
 fn config(proxies: usize) -> Config {
     let hash = SecretHash::derive(TOKEN, "benchsalt").unwrap();
+    let password = SecretHash::derive("bench-password", "benchsalt").unwrap();
     let text = format!(
         r#"
 [snapshot]
@@ -57,6 +68,11 @@ assign_batch = {proxies}
 name = "bench"
 token = {{ hash = "{hash}" }}
 
+[[clients]]
+id = "bench"
+project = "bench"
+gateway_password = {{ hash = "{password}" }}
+
 [[upstreams]]
 id = "bench"
 ttl = "10m"
@@ -67,7 +83,8 @@ proxies = ["127.0.0.1:1"]
 [[upstreams.health.targets]]
 url = "http://127.0.0.1:9/"
 "#,
-        hash = hash.as_str()
+        hash = hash.as_str(),
+        password = password.as_str(),
     );
     Config::from_toml_str(
         &text,
@@ -79,15 +96,17 @@ url = "http://127.0.0.1:9/"
     .unwrap()
 }
 
-/// `n` AVAILABLE proxies with credentials and a region, as a vendor list would give.
-async fn seed(pool: &MemoryPool, n: usize) {
+/// `n` AVAILABLE proxies with credentials and a region, as a vendor list would give. Each
+/// has its own loopback address (127.a.b.c) on `port`, where one open simulated upstream
+/// listens on every address, so every proxy can be dialed.
+async fn seed(pool: &MemoryPool, n: usize, port: u16) {
     let now = now_millis();
     let candidates: Vec<Candidate> = (0..n)
         .map(|i| {
             let mut c = Candidate::new(
                 Protocol::Http,
-                format!("10.{}.{}.{}", i / 65_536, (i / 256) % 256, i % 256),
-                8080,
+                format!("127.{}.{}.{}", 1 + i / 65_536, (i / 256) % 256, i % 256),
+                port,
             );
             c.credentials = Some(Credentials::new(
                 format!("user-{i}"),
@@ -186,7 +205,13 @@ async fn gateway_proxies(admin: SocketAddr) -> u64 {
     status["snapshot"]["proxies"].as_u64().unwrap_or(0)
 }
 
-async fn measure(proxies: usize) {
+/// What every size shares: the origin and the one simulated upstream behind every proxy.
+struct Bench {
+    origin: proxypool_sim::Origin,
+    upstream: proxypool_sim::UpstreamProxy,
+}
+
+async fn measure(bench: &Bench, proxies: usize) {
     let config = config(proxies);
     let pool = Arc::new(MemoryPool::new(MemoryPoolOptions::default()));
     let controller = Controller::with_store(
@@ -197,7 +222,7 @@ async fn measure(proxies: usize) {
         },
         Arc::new(SystemClock),
     );
-    seed(&pool, proxies).await;
+    seed(&pool, proxies, bench.upstream.addr().port()).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let control = listener.local_addr().unwrap();
     let router = controller.control_router();
@@ -241,7 +266,7 @@ async fn measure(proxies: usize) {
 
     // A real gateway process registers as the same worker (fencing the probe).
     let started = Instant::now();
-    let gateway = start_gateway(control, proxies);
+    let gateway = start_gateway(control, proxies, bench.origin.addr());
     let admin = gateway.admin;
     while gateway_proxies(admin).await != proxies as u64 {
         assert!(
@@ -255,8 +280,9 @@ async fn measure(proxies: usize) {
         process_cpu(gateway.child.id()),
         process_rss(gateway.child.id()),
     );
+    let per_request = gateway_cpu_per_request(&gateway, &bench.origin).await;
     println!(
-        "| {proxies} | {:.1} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1} | {} | {:.1} |",
+        "| {proxies} | {:.1} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1} | {} | {:.1} | {per_request:.1} |",
         issue.as_secs_f64() * 1e3,
         issue_cpu.as_secs_f64() * 1e3,
         idle_cpu_per_s * 1e3,
@@ -272,10 +298,59 @@ async fn measure(proxies: usize) {
 
 static RESULTS: std::sync::Mutex<Vec<(usize, u64)>> = std::sync::Mutex::new(Vec::new());
 
-/// A `proxypool gateway` process of the worker, and its admin address.
+/// A `proxypool gateway` process of the worker, and its listeners.
 struct GatewayProcess {
     child: std::process::Child,
+    http: SocketAddr,
     admin: SocketAddr,
+}
+
+/// The gateway's CPU time (ns resolution, `/proc/<pid>/task/*/schedstat`) per plain-HTTP
+/// GET through it, over one kept-alive client connection, each request on the next proxy
+/// of the round-robin rotation.
+async fn gateway_cpu_per_request(gateway: &GatewayProcess, origin: &proxypool_sim::Origin) -> f64 {
+    let stream = tokio::net::TcpStream::connect(gateway.http).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let url = origin.url("/");
+    let mut start = 0;
+    for i in 0..WARM_UP + REQUESTS {
+        if i == WARM_UP {
+            // Start counting once the connection and the code paths are warm.
+            start = process_cpu_ns(gateway.child.id());
+        }
+        let request = Request::builder()
+            .uri(url.as_str())
+            .header("host", origin.addr().to_string())
+            .header("proxy-authorization", CLIENT_BASIC)
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        sender.ready().await.expect("the gateway keeps the connection");
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(
+            response.status(),
+            200,
+            "through the gateway: {:?}",
+            response.headers().get("x-proxypool-error")
+        );
+        response.into_body().collect().await.unwrap();
+    }
+    (process_cpu_ns(gateway.child.id()) - start) as f64 / REQUESTS as f64 / 1e3
+}
+
+/// CPU time of every thread of process `pid`, in nanoseconds.
+fn process_cpu_ns(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|task| {
+            let path = task.ok()?.path().join("schedstat");
+            let text = std::fs::read_to_string(path).ok()?;
+            text.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum()
 }
 
 impl Drop for GatewayProcess {
@@ -293,7 +368,9 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start_gateway(control: SocketAddr, proxies: usize) -> GatewayProcess {
+fn start_gateway(control: SocketAddr, proxies: usize, origin: SocketAddr) -> GatewayProcess {
+    let mut destinations = proxypool_config::gateway::Destinations::default();
+    destinations.allow_origin(origin);
     let (http, admin) = (free_port(), free_port());
     let file = std::env::temp_dir().join(format!(
         "snapshot-scale-{}-{proxies}.toml",
@@ -304,7 +381,9 @@ fn start_gateway(control: SocketAddr, proxies: usize) -> GatewayProcess {
         format!(
             "[gateway]\nworker_id = \"{WORKER}\"\ncontroller_url = \"http://{control}\"\n\
              worker_token = {{ env = \"BENCH_WORKER_TOKEN\" }}\n[gateway.listeners]\n\
-             http = \"127.0.0.1:{http}\"\nadmin = \"127.0.0.1:{admin}\"\n"
+             http = \"127.0.0.1:{http}\"\nadmin = \"127.0.0.1:{admin}\"\n\
+             [gateway.destinations]\nallow_cidrs = {:?}\nports = {}\n",
+            destinations.allow_cidrs, destinations.ports
         ),
     )
     .unwrap();
@@ -318,6 +397,7 @@ fn start_gateway(control: SocketAddr, proxies: usize) -> GatewayProcess {
         .unwrap();
     GatewayProcess {
         child,
+        http: SocketAddr::from(([127, 0, 0, 1], http)),
         admin: SocketAddr::from(([127, 0, 0, 1], admin)),
     }
 }
@@ -355,11 +435,24 @@ fn main() {
         .build()
         .unwrap();
     println!(
-        "| proxies | issue ms | issue CPU ms | idle long-poll CPU ms per s | gateway start → serving ms | gateway CPU ms | snapshot MB | bytes/proxy on the wire | gateway RSS MB |"
+        "| proxies | issue ms | issue CPU ms | idle long-poll CPU ms per s | gateway start → serving ms | gateway CPU ms | snapshot MB | bytes/proxy on the wire | gateway RSS MB | gateway CPU µs per request |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let bench = runtime.block_on(async {
+        Bench {
+            origin: proxypool_sim::Origin::start().await.unwrap(),
+            upstream: proxypool_sim::UpstreamProxy::start(proxypool_sim::UpstreamProxyConfig {
+                listen_ip: std::net::Ipv4Addr::UNSPECIFIED,
+                exit_ip: std::net::Ipv4Addr::LOCALHOST,
+                credentials: None,
+                ..proxypool_sim::UpstreamProxyConfig::default()
+            })
+            .await
+            .unwrap(),
+        }
+    });
     for proxies in SIZES {
-        runtime.block_on(measure(proxies));
+        runtime.block_on(measure(&bench, proxies));
     }
     let results = RESULTS.lock().unwrap();
     let (small, large) = (results[0], results[results.len() - 1]);
