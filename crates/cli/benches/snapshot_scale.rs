@@ -328,7 +328,10 @@ async fn gateway_cpu_per_request(gateway: &GatewayProcess, origin: &proxypool_si
             .header("proxy-authorization", CLIENT_BASIC)
             .body(Full::new(Bytes::new()))
             .unwrap();
-        sender.ready().await.expect("the gateway keeps the connection");
+        sender
+            .ready()
+            .await
+            .expect("the gateway keeps the connection");
         let response = sender.send_request(request).await.unwrap();
         assert_eq!(
             response.status(),
