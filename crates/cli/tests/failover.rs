@@ -77,29 +77,34 @@ impl Controller {
         process.wait(Duration::from_secs(10));
     }
 
-    /// One series of its `/metrics` (0 when absent or unreachable).
-    fn metric(&self, series: &str) -> f64 {
+    /// Its `/metrics` as `(series, value)` pairs (none when unreachable).
+    fn metrics(&self) -> Vec<(String, f64)> {
         let (code, body) = curl(&[&format!("http://127.0.0.1:{}/metrics", self.api)]);
         if code != 0 {
-            return 0.0;
+            return Vec::new();
         }
         body.lines()
-            .find_map(|line| {
-                let (name, value) = line.rsplit_once(' ')?;
-                (name == series).then(|| value.parse().ok())?
+            .filter_map(|line| {
+                let (series, value) = line.rsplit_once(' ')?;
+                Some((series.to_owned(), value.parse().ok()?))
             })
+            .collect()
+    }
+
+    /// One series of its `/metrics` (0 when absent or unreachable).
+    fn metric(&self, series: &str) -> f64 {
+        self.metrics()
+            .into_iter()
+            .find_map(|(name, value)| (name == series).then_some(value))
             .unwrap_or(0.0)
     }
 
     /// The sum of every series of `family` whose labels contain `label`.
     fn metric_sum(&self, family: &str, label: &str) -> f64 {
-        let (code, body) = curl(&[&format!("http://127.0.0.1:{}/metrics", self.api)]);
-        if code != 0 {
-            return 0.0;
-        }
-        body.lines()
-            .filter(|line| line.starts_with(&format!("{family}{{")) && line.contains(label))
-            .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        self.metrics()
+            .into_iter()
+            .filter(|(name, _)| name.starts_with(&format!("{family}{{")) && name.contains(label))
+            .map(|(_, value)| value)
             .sum()
     }
 

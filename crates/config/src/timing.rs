@@ -25,17 +25,26 @@ use crate::model::Config;
 /// (its first retry), applying the snapshot, and the 250 ms skew margin before a lease end.
 pub const GATEWAY_ALLOWANCE: Millis = Millis(1_000);
 
+/// The terms of the rule, in the order of the module doc: takeover (leader lease x 1.1),
+/// the first ownership round, its two store calls, the long-poll's re-read, the gateway.
+fn failover_terms(config: &Config) -> [Millis; 5] {
+    let leader_lease = config.store.leader_lease.0;
+    [
+        Millis(leader_lease.saturating_add(leader_lease / 10)),
+        config.ownership.interval,
+        Millis(config.store.call_timeout.0.saturating_mul(2)),
+        config.snapshot.poll_interval,
+        GATEWAY_ALLOWANCE,
+    ]
+}
+
 /// The shortest `ownership.renew_before` with which a standby renews every gateway lease
 /// before it comes due, for this configuration's other timings (see the module doc).
 pub fn failover_renew_before(config: &Config) -> Millis {
-    let leader_lease = config.store.leader_lease.0;
-    let takeover = leader_lease.saturating_add(leader_lease / 10);
     Millis(
-        takeover
-            .saturating_add(config.ownership.interval.0)
-            .saturating_add(config.store.call_timeout.0.saturating_mul(2))
-            .saturating_add(config.snapshot.poll_interval.0)
-            .saturating_add(GATEWAY_ALLOWANCE.0),
+        failover_terms(config)
+            .iter()
+            .fold(0u64, |sum, term| sum.saturating_add(term.0)),
     )
 }
 
@@ -44,17 +53,15 @@ pub fn failover_renew_before(config: &Config) -> Millis {
 pub fn failover_problem(config: &Config) -> Option<String> {
     let needed = failover_renew_before(config);
     let renew_before = config.ownership.renew_before;
+    let [takeover, interval, calls, poll, gateway] = failover_terms(config);
     (renew_before < needed).then(|| {
         format!(
             "is {renew_before} but must be at least {needed} with a shared store, so a standby \
              controller renews the gateways' leases before they come due when the leader dies: \
-             store.leader_lease x 1.1 ({}) + ownership.interval ({}) + 2 x store.call_timeout ({}) \
-             + snapshot.poll_interval ({}) + {GATEWAY_ALLOWANCE} for the gateway; raise \
-             renew_before (and ownership.lease with it) or shorten the others",
-            Millis(config.store.leader_lease.0 + config.store.leader_lease.0 / 10),
-            config.ownership.interval,
-            Millis(config.store.call_timeout.0.saturating_mul(2)),
-            config.snapshot.poll_interval,
+             store.leader_lease x 1.1 ({takeover}) + ownership.interval ({interval}) + \
+             2 x store.call_timeout ({calls}) + snapshot.poll_interval ({poll}) + {gateway} \
+             for the gateway; raise renew_before (and ownership.lease with it) or shorten the \
+             others"
         )
     })
 }

@@ -491,32 +491,21 @@ fn a_gateway_lists_one_controller_or_several() {
     let env = Env::from_pairs([("PROXYPOOL_WORKER_TOKEN", "worker-token-value")]);
     let load_gateway =
         |text: &str| Config::from_toml_str(text, "gateway.toml", &dir, Role::Gateway, &env);
+    let urls_of = |text: &str| {
+        let config = load_gateway(text).unwrap();
+        config.gateway.unwrap().controller_url.unwrap().0
+    };
     let one = "controller_url = \"http://127.0.0.1:7070\"";
-    let config = load_gateway(GATEWAY_EXAMPLE).unwrap();
-    let urls = &config
-        .gateway
-        .as_ref()
-        .unwrap()
-        .controller_url
-        .as_ref()
-        .unwrap()
-        .0;
-    assert_eq!(urls, &["http://127.0.0.1:7070"]);
+    assert_eq!(urls_of(GATEWAY_EXAMPLE), ["http://127.0.0.1:7070"]);
 
     let two = GATEWAY_EXAMPLE.replace(
         one,
         "controller_url = [\"http://127.0.0.1:7070\", \"http://127.0.0.2:7070\"]",
     );
-    let config = load_gateway(&two).unwrap();
-    let urls = &config
-        .gateway
-        .as_ref()
-        .unwrap()
-        .controller_url
-        .as_ref()
-        .unwrap()
-        .0;
-    assert_eq!(urls, &["http://127.0.0.1:7070", "http://127.0.0.2:7070"]);
+    assert_eq!(
+        urls_of(&two),
+        ["http://127.0.0.1:7070", "http://127.0.0.2:7070"]
+    );
 
     for (list, path, says) in [
         ("[]", "gateway.controller_url", "at least one"),

@@ -265,36 +265,44 @@ async fn bind(
 /// rendered by another role of the process, which does not refresh the gateway's).
 /// Every configured controller's address, with the TLS settings to reach it.
 fn controller_addrs(config: &GatewayConfig) -> Result<Vec<ControllerAddr>, GatewayError> {
-    let mut tls = None;
-    let mut addrs = Vec::with_capacity(config.controller_urls.len());
-    for url in &config.controller_urls {
-        let addr = ControllerAddr::parse(url).map_err(ConfigError)?;
-        if addr.target.tls {
-            if tls.is_none() {
-                let files = config
-                    .controller_tls
-                    .as_ref()
-                    .map_or_else(Default::default, |t| proxypool_edge::ClientTlsFiles {
-                        ca: t.ca.clone(),
-                        cert: t.cert.clone(),
-                        key: t.key.clone(),
-                    });
-                tls = Some(
-                    proxypool_edge::ClientTls::load(&files)
-                        .map_err(|e| ConfigError(format!("controller_tls: {e}")))?,
-                );
-            }
-            addrs.push(addr.with_tls(tls.clone().expect("loaded above")));
-        } else if config.controller_tls.is_some() {
-            return Err(ConfigError(format!(
-                "controller_tls is set but controller_url {url:?} is not https://"
-            ))
-            .into());
-        } else {
-            addrs.push(addr);
-        }
+    let addrs = config
+        .controller_urls
+        .iter()
+        .map(|url| ControllerAddr::parse(url).map_err(ConfigError))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(plain) = addrs.iter().position(|addr| !addr.target.tls)
+        && config.controller_tls.is_some()
+    {
+        return Err(ConfigError(format!(
+            "controller_tls is set but controller_url {:?} is not https://",
+            config.controller_urls[plain]
+        ))
+        .into());
     }
-    Ok(addrs)
+    if !addrs.iter().any(|addr| addr.target.tls) {
+        return Ok(addrs);
+    }
+    // One trust setting for every controller, loaded once.
+    let files = config
+        .controller_tls
+        .as_ref()
+        .map_or_else(Default::default, |t| proxypool_edge::ClientTlsFiles {
+            ca: t.ca.clone(),
+            cert: t.cert.clone(),
+            key: t.key.clone(),
+        });
+    let tls = proxypool_edge::ClientTls::load(&files)
+        .map_err(|e| ConfigError(format!("controller_tls: {e}")))?;
+    Ok(addrs
+        .into_iter()
+        .map(|addr| {
+            if addr.target.tls {
+                addr.with_tls(tls.clone())
+            } else {
+                addr
+            }
+        })
+        .collect())
 }
 
 async fn maintenance(shared: Arc<Shared>) {
