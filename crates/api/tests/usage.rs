@@ -39,6 +39,7 @@ async fn report_gateway_usage(server: &TestServer) {
             },
         };
     let report = RuntimeReport {
+        cooldowns: Vec::new(),
         worker,
         session_id: "s1".into(),
         sequence: 1,

@@ -15,6 +15,7 @@
 //! Errors use the API error body ([`ErrorBody`]) with codes such as `fenced` (409: a newer
 //! session exists; register again), `conflict`, `unauthenticated` and `unavailable`.
 
+use crate::cooldown::{DomainCooldown, SessionFeedback};
 use crate::ids::{ClientId, Label, ProxyId, UpstreamId, WorkerId};
 use crate::port_set::PortSet;
 use crate::proxy::Protocol;
@@ -147,6 +148,27 @@ pub struct WorkerSnapshot {
     /// open connections through them may go on until then, and no longer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<HeldLease>,
+    /// Cooldowns of the listed proxies and client feedback on sessions.
+    #[serde(default, skip_serializing_if = "Advisories::is_empty")]
+    pub advisories: Advisories,
+}
+
+/// What a snapshot carries besides routing state: the remembered cooldowns of its proxies
+/// (`crate::cooldown`) and the live feedback on gateway sessions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Advisories {
+    /// By proxy id, then domain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cooldowns: Vec<DomainCooldown>,
+    /// Oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub session_feedback: Vec<SessionFeedback>,
+}
+
+impl Advisories {
+    pub fn is_empty(&self) -> bool {
+        self.cooldowns.is_empty() && self.session_feedback.is_empty()
+    }
 }
 
 /// A draining proxy's lease, as a snapshot carries it.
@@ -204,11 +226,24 @@ pub fn snapshot_checksum_with_held(
     held: &[HeldLease],
     clients: &[GatewayClient],
 ) -> String {
-    let body = if held.is_empty() {
-        serde_json::json!({ "proxies": proxies, "clients": clients })
-    } else {
-        serde_json::json!({ "proxies": proxies, "clients": clients, "held": held })
-    };
+    snapshot_checksum_of(proxies, held, clients, &Advisories::default())
+}
+
+/// The checksum of a whole snapshot's content. Parts that are empty are left out, so a
+/// snapshot without drains or advisories keeps the checksum it had before they existed.
+pub fn snapshot_checksum_of(
+    proxies: &[SnapshotProxy],
+    held: &[HeldLease],
+    clients: &[GatewayClient],
+    advisories: &Advisories,
+) -> String {
+    let mut body = serde_json::json!({ "proxies": proxies, "clients": clients });
+    if !held.is_empty() {
+        body["held"] = serde_json::json!(held);
+    }
+    if !advisories.is_empty() {
+        body["advisories"] = serde_json::json!(advisories);
+    }
     crate::ids::digest_hex(&[body.to_string().as_bytes()], 16)
 }
 

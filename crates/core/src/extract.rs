@@ -1,5 +1,6 @@
 //! Exclusive extraction: requests, responses and the request digest.
 
+use crate::cooldown::Domain;
 use crate::error::PoolError;
 use crate::ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, digest_hex};
 use crate::proxy::{Protocol, ProxyRecord};
@@ -76,6 +77,8 @@ pub struct ExtractRequest {
     /// quota receipt for the key lives: a key admitted as a replay can then never buy a
     /// second extraction. 0 = only as long as the replay.
     pub key_held_ms: u64,
+    /// Only proxies not cooling down for this registrable domain (`crate::cooldown`).
+    pub for_domain: Option<Domain>,
 }
 
 impl ExtractRequest {
@@ -118,12 +121,16 @@ impl ExtractRequest {
 
     /// A digest of everything the client chose, so a reused key with another body is caught.
     pub fn digest(&self) -> String {
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "count": self.count,
             "mode": self.mode,
             "filter": self.filter,
             "min_health_freshness_ms": self.min_health_freshness_ms,
         });
+        // Only when set, so a request without it keeps the digest it always had.
+        if let Some(domain) = &self.for_domain {
+            body["for_domain"] = serde_json::json!(domain);
+        }
         digest_hex(&[body.to_string().as_bytes()], 16)
     }
 
@@ -238,6 +245,7 @@ mod tests {
 
     fn request(freshness: Option<u64>) -> ExtractRequest {
         ExtractRequest {
+            for_domain: None,
             client: ClientId::new("c").unwrap(),
             idempotency_key: None,
             request_id: "req-1".into(),

@@ -16,6 +16,7 @@
 //! - [`admin`]: operator state shared by every controller (worker modes, provider status).
 //! - [`ports`]: the async port traits the adapters implement.
 //! - [`port_set`]: destination ports a gateway client may reach (`"*"` or a list).
+//! - [`cooldown`]: cooldowns per (proxy, registrable domain) and client feedback.
 //! - [`control`]: the worker control API messages (gateway ⇄ controller).
 //! - [`secret_hash`]: salted hashes of tokens and gateway passwords.
 //! - [`error`]: the one error type of the ports.
@@ -30,6 +31,7 @@ pub mod address_block;
 pub mod admin;
 pub mod clock;
 pub mod control;
+pub mod cooldown;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -52,6 +54,10 @@ pub mod usage;
 pub use address_block::in_block;
 pub use admin::{AdminStore, ProviderStatus, WorkerMode, WorkerModeRecord};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use cooldown::{
+    CooldownChange, CooldownPolicy, CooldownReport, CooldownStore, Domain, DomainCooldown,
+    ReturnOutcome, SessionFeedback, Verdict,
+};
 pub use error::{Conflict, PoolError, PoolResult, Unavailable};
 pub use extract::{
     ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractedProxy, ProxyFilter,

@@ -5,6 +5,7 @@
 //! strictly increasing sequence. A missing, expired or fenced runtime means the worker's
 //! capacity is unknown, which the inventory counts as zero free slots (fail closed).
 
+use crate::cooldown::{CooldownChange, validate_changes};
 use crate::error::PoolError;
 use crate::ids::{ProxyId, WorkerId, digest_hex};
 use crate::time::UnixMillis;
@@ -69,6 +70,10 @@ pub struct RuntimeReport {
     /// it accepts the report (`crate::usage`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<GatewayUsage>,
+    /// Cooldowns the gateway learned since its last accepted report (bans it saw, client
+    /// feedback on its sessions), merged into the store when the report is accepted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cooldowns: Vec<CooldownChange>,
 }
 
 impl RuntimeReport {
@@ -91,6 +96,7 @@ impl RuntimeReport {
         if let Some(usage) = &self.usage {
             usage.validate()?;
         }
+        validate_changes(&self.cooldowns)?;
         Ok(())
     }
 

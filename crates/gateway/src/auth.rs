@@ -133,6 +133,7 @@ pub(crate) mod tests {
         let checksum = snapshot_checksum(&[], &clients);
         store
             .apply(WorkerSnapshot {
+                advisories: Default::default(),
                 worker,
                 session_id: "s".into(),
                 reference: SnapshotRef {

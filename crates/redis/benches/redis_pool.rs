@@ -223,6 +223,7 @@ async fn make_available(pool: &RedisPool, from: usize, n: usize) {
 fn request(filter: ProxyFilter) -> ExtractRequest {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     ExtractRequest {
+        for_domain: None,
         client: ClientId::new("bench").unwrap(),
         idempotency_key: None,
         request_id: format!("bench-{}", NEXT.fetch_add(1, Ordering::Relaxed)),

@@ -148,6 +148,7 @@ async fn ttl_churn_keeps_keys_and_fields_bounded() {
         .await
         .unwrap();
         let request = ExtractRequest {
+            for_domain: None,
             client: ClientId::new("c1").unwrap(),
             idempotency_key: Some(format!("tick-{tick}")),
             request_id: format!("req-{tick}"),
@@ -188,6 +189,7 @@ async fn ttl_churn_keeps_keys_and_fields_bounded() {
             })
             .collect();
         let report = RuntimeReport {
+            cooldowns: Vec::new(),
             usage: None,
             worker: worker.clone(),
             session_id: "s1".into(),

@@ -84,6 +84,7 @@ pub(crate) async fn create(
     authorize_filter(&client, &mut filter)?;
 
     let request = ExtractRequest {
+        for_domain: None,
         client: client.id.clone(),
         idempotency_key: key.clone(),
         request_id: request_id.to_string(),

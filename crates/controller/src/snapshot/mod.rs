@@ -226,6 +226,7 @@ impl SnapshotPublisher {
         };
         self.remember(worker, session_id, reference.version, now);
         Ok(Some(WorkerSnapshot {
+            advisories: Default::default(),
             worker: worker.clone(),
             session_id: session_id.to_owned(),
             reference,

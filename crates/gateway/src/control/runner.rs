@@ -217,6 +217,7 @@ impl ControlLoop {
             return Reported::Nothing;
         };
         let report = RuntimeReport {
+            cooldowns: Vec::new(),
             worker: self.worker.clone(),
             session_id: session_id.to_owned(),
             sequence: self.sequence.fetch_add(1, Ordering::Relaxed) + 1,

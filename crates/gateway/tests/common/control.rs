@@ -224,6 +224,7 @@ impl TestController {
 
     pub fn snapshot(&self, state: &ControlState, session: &str) -> WorkerSnapshot {
         WorkerSnapshot {
+            advisories: Default::default(),
             worker: self.worker.clone(),
             session_id: session.to_owned(),
             reference: SnapshotRef {

@@ -46,6 +46,7 @@ fn report(
     entries: Vec<ProxyRuntime>,
 ) -> RuntimeReport {
     RuntimeReport {
+        cooldowns: Vec::new(),
         usage: None,
         worker: worker.clone(),
         session_id: session.into(),

@@ -13,6 +13,7 @@ use proxypool_core::{PoolResult, RuntimeReport, StoredRuntime};
 /// usage is accounted when it is accepted, not kept with it.
 pub(crate) fn report_frame(report: &RuntimeReport) -> (String, String) {
     let empty = RuntimeReport {
+        cooldowns: Vec::new(),
         usage: None,
         entries: Vec::new(),
         ..report.clone()
@@ -76,6 +77,7 @@ mod tests {
 
     fn report(entries: Vec<ProxyRuntime>) -> RuntimeReport {
         RuntimeReport {
+            cooldowns: Vec::new(),
             worker: WorkerId::new("gw-1").unwrap(),
             session_id: "s\"entries\":[]}".into(),
             sequence: u64::MAX,

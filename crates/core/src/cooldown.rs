@@ -1,0 +1,473 @@
+//! Cooldowns per (proxy, registrable domain): a site that bans a proxy says nothing about
+//! the other sites, so the proxy is kept off that one domain for a while and stays in use
+//! for every other.
+//!
+//! Where they come from: a gateway that sees a ban status from the origin (plain HTTP),
+//! and clients' feedback (`POST /v1/feedback`, the only way to learn about bans inside
+//! tunnels). Where they go: the gateway that saw the ban applies it at once; it sends it
+//! in its next runtime report; the store merges it (the rule below) and every gateway's
+//! next snapshot carries it; extraction with `for_domain` skips proxies cooling down for
+//! that domain.
+//!
+//! The merge rule, the same in every store: entries are keyed by (proxy, domain); a `Set`
+//! keeps the latest `until_ms`, the highest `strikes` and the latest `forget_at_ms` of the
+//! stored and the new entry, so merging is commutative and a replayed report changes
+//! nothing; `Clear` drops the entry; an entry whose `forget_at_ms` has passed is gone. A
+//! proxy keeps at most [`MAX_COOLDOWNS_PER_PROXY`] entries: beyond that, the ones to be
+//! forgotten first are dropped. Entries on proxies the pool does not hold are ignored.
+
+use crate::error::{PoolError, PoolResult};
+use crate::ids::{ClientId, ProxyId};
+use crate::time::UnixMillis;
+use async_trait::async_trait;
+use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt::{self, Debug};
+use std::net::IpAddr;
+
+/// Most domains one proxy is remembered cooling down for.
+pub const MAX_COOLDOWNS_PER_PROXY: usize = 16;
+/// Most cooldown changes one call (a runtime report, a feedback batch) may carry.
+pub const MAX_COOLDOWN_CHANGES: usize = 10_000;
+/// The longest cooldown anyone may ask for (one day).
+pub const MAX_COOLDOWN_MS: u64 = 86_400_000;
+/// Most session feedback entries the store keeps at once (newest kept).
+pub const MAX_SESSION_FEEDBACK: usize = 4_096;
+/// How long session feedback waits in the store for the gateway that holds the session.
+pub const SESSION_FEEDBACK_TTL_MS: u64 = 60_000;
+
+/// A registrable domain (`example.co.uk` for `www.shop.example.co.uk`), lower-case, as the
+/// public suffix list cuts it; an IP literal stands for itself, and a name with no
+/// registrable part (`localhost`, a bare public suffix) is kept whole.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Domain(String);
+
+impl Domain {
+    /// Validates an already-registrable domain as stored and sent: 1-253 characters of
+    /// `[a-z0-9.:-]` (`:` for IPv6 literals), no empty label.
+    pub fn new(value: impl AsRef<str>) -> Result<Self, PoolError> {
+        let value = value.as_ref();
+        let valid = !value.is_empty()
+            && value.len() <= 253
+            && value.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | ':')
+            })
+            && (value.contains(':') || value.split('.').all(|label| !label.is_empty()));
+        if valid {
+            Ok(Domain(value.to_owned()))
+        } else {
+            Err(PoolError::invalid(
+                "domain must be 1-253 characters of [a-z0-9.-] with no empty label",
+            ))
+        }
+    }
+
+    /// The registrable domain of a request's target host (`WWW.Example.COM.` →
+    /// `example.com`, `[::1]` → `::1`). `None` for a host that is not a valid name.
+    pub fn of_host(host: &str) -> Option<Domain> {
+        let host = host.trim_end_matches('.');
+        let bare = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return Domain::new(ip.to_string()).ok();
+        }
+        let lowered = host.to_ascii_lowercase();
+        let registrable = psl::domain_str(&lowered).unwrap_or(&lowered);
+        Domain::new(registrable).ok()
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Domain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Debug for Domain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Domain({:?})", self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Domain {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(deserializer)?;
+        Domain::new(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One proxy's cooldown for one domain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DomainCooldown {
+    pub proxy_id: ProxyId,
+    pub domain: Domain,
+    /// The proxy is not used for the domain before this time.
+    pub until_ms: UnixMillis,
+    /// Bans in a row; the next ban's cooldown grows from it.
+    pub strikes: u32,
+    /// When the entry (its strikes too) is forgotten; at or after `until_ms`.
+    pub forget_at_ms: UnixMillis,
+}
+
+impl DomainCooldown {
+    pub fn is_cooling(&self, now: UnixMillis) -> bool {
+        now < self.until_ms
+    }
+
+    pub fn validate(&self) -> Result<(), PoolError> {
+        if self.forget_at_ms < self.until_ms {
+            return Err(PoolError::invalid(
+                "a cooldown's forget_at_ms must not be before its until_ms",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Merges `other` (same proxy and domain) into `self` by the module's rule.
+    pub fn merge(&mut self, other: &DomainCooldown) {
+        self.until_ms = self.until_ms.max(other.until_ms);
+        self.strikes = self.strikes.max(other.strikes);
+        self.forget_at_ms = self.forget_at_ms.max(other.forget_at_ms);
+    }
+}
+
+/// One change to the cooldown state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum CooldownChange {
+    /// Merge this entry in.
+    Set(DomainCooldown),
+    /// The domain works through the proxy again: forget the entry.
+    Clear { proxy_id: ProxyId, domain: Domain },
+}
+
+impl CooldownChange {
+    pub fn proxy_id(&self) -> &ProxyId {
+        match self {
+            CooldownChange::Set(entry) => &entry.proxy_id,
+            CooldownChange::Clear { proxy_id, .. } => proxy_id,
+        }
+    }
+}
+
+/// Applies `changes` to one proxy's stored entries by the module's rule, at `now`: what
+/// `MemoryPool` runs, and what the Redis script does in Lua.
+pub fn merge_cooldowns(
+    stored: &mut Vec<DomainCooldown>,
+    changes: &[&CooldownChange],
+    now: UnixMillis,
+) {
+    for change in changes {
+        match change {
+            CooldownChange::Set(entry) => {
+                match stored.iter_mut().find(|e| e.domain == entry.domain) {
+                    Some(existing) => existing.merge(entry),
+                    None => stored.push(entry.clone()),
+                }
+            }
+            CooldownChange::Clear { domain, .. } => stored.retain(|e| &e.domain != domain),
+        }
+    }
+    stored.retain(|e| e.forget_at_ms > now);
+    if stored.len() > MAX_COOLDOWNS_PER_PROXY {
+        // Forgotten soonest goes first; ties by domain, so every store drops the same one.
+        stored.sort_by(|a, b| {
+            b.forget_at_ms
+                .cmp(&a.forget_at_ms)
+                .then_with(|| a.domain.cmp(&b.domain))
+        });
+        stored.truncate(MAX_COOLDOWNS_PER_PROXY);
+    }
+    stored.sort_by(|a, b| a.domain.cmp(&b.domain));
+}
+
+/// How long a ban keeps a proxy off a domain: `base` for the first strike, doubling per
+/// further strike up to `cap`; the strikes are remembered `memory` past the cooldown's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CooldownPolicy {
+    pub base_ms: u64,
+    pub cap_ms: u64,
+    pub memory_ms: u64,
+}
+
+impl CooldownPolicy {
+    /// The cooldown of the `strikes`th ban in a row (1 = the first).
+    pub fn ttl_ms(&self, strikes: u32) -> u64 {
+        let doublings = strikes.saturating_sub(1).min(40);
+        self.base_ms
+            .saturating_mul(1u64 << doublings)
+            .min(self.cap_ms)
+            .max(1)
+    }
+
+    /// The entry a new ban makes, given what is known of the proxy and domain. With
+    /// `ttl_ms` (a client's own estimate) the strikes still grow but the cooldown is that.
+    pub fn ban(
+        &self,
+        proxy_id: ProxyId,
+        domain: Domain,
+        previous: Option<&DomainCooldown>,
+        ttl_ms: Option<u64>,
+        now: UnixMillis,
+    ) -> DomainCooldown {
+        let strikes = previous
+            .filter(|p| p.forget_at_ms > now)
+            .map_or(0, |p| p.strikes)
+            .saturating_add(1);
+        let ttl = ttl_ms.unwrap_or_else(|| self.ttl_ms(strikes));
+        let until_ms = now.saturating_add(ttl);
+        DomainCooldown {
+            proxy_id,
+            domain,
+            until_ms,
+            strikes,
+            forget_at_ms: until_ms.saturating_add(self.memory_ms),
+        }
+    }
+
+    /// A cooldown that is not a ban (a slow answer): `ttl_ms` or `base`, strikes unchanged.
+    pub fn hold(
+        &self,
+        proxy_id: ProxyId,
+        domain: Domain,
+        previous: Option<&DomainCooldown>,
+        ttl_ms: Option<u64>,
+        now: UnixMillis,
+    ) -> DomainCooldown {
+        let until_ms = now.saturating_add(ttl_ms.unwrap_or(self.base_ms));
+        DomainCooldown {
+            proxy_id,
+            domain,
+            until_ms,
+            strikes: previous
+                .filter(|p| p.forget_at_ms > now)
+                .map_or(0, |p| p.strikes),
+            forget_at_ms: until_ms.saturating_add(self.memory_ms),
+        }
+    }
+}
+
+/// What a client says about a proxy and a domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The site refused the proxy: a ban (strikes grow).
+    Banned,
+    /// The site asked for a captcha: handled as a ban.
+    Captcha,
+    /// The site answered slowly: a short cooldown, strikes unchanged.
+    Slow,
+    /// The site works through the proxy: any cooldown for it ends.
+    Ok,
+}
+
+impl Verdict {
+    /// The change this verdict makes, given what is known of the proxy and domain.
+    pub fn change(
+        self,
+        policy: &CooldownPolicy,
+        proxy_id: ProxyId,
+        domain: Domain,
+        previous: Option<&DomainCooldown>,
+        ttl_ms: Option<u64>,
+        now: UnixMillis,
+    ) -> CooldownChange {
+        match self {
+            Verdict::Banned | Verdict::Captcha => {
+                CooldownChange::Set(policy.ban(proxy_id, domain, previous, ttl_ms, now))
+            }
+            Verdict::Slow => {
+                CooldownChange::Set(policy.hold(proxy_id, domain, previous, ttl_ms, now))
+            }
+            Verdict::Ok => CooldownChange::Clear { proxy_id, domain },
+        }
+    }
+}
+
+/// Feedback about a gateway sticky session (a SOCKS5 or CONNECT client that knows its
+/// session id, not the proxy): kept briefly and shipped in every snapshot, so the gateway
+/// that holds the session applies it to the session's proxy and reports the result.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SessionFeedback {
+    /// Unique per feedback, so a gateway applies each once.
+    pub id: String,
+    pub client: ClientId,
+    pub session: String,
+    pub domain: Domain,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// Dropped from the store and from snapshots after this.
+    pub expires_at_ms: UnixMillis,
+}
+
+/// What the store did with a batch of cooldown changes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CooldownReport {
+    /// Changes applied to proxies the pool holds.
+    pub applied: usize,
+    /// Changes on proxies the pool does not hold (ignored).
+    pub unknown: usize,
+}
+
+/// An extracted proxy its client gave back as bad.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReturnOutcome {
+    /// The extraction of it ended; the proxy is SUSPECT and the checker looks at it next.
+    Returned,
+}
+
+/// Cooldowns and client feedback (the control API's, the client API's and the snapshot
+/// publisher's port).
+#[async_trait]
+pub trait CooldownStore: Send + Sync + Debug {
+    /// Applies `changes` atomically by the module's merge rule. More than
+    /// [`MAX_COOLDOWN_CHANGES`], or an invalid entry, is `InvalidInput` and changes nothing.
+    async fn apply_cooldowns(
+        &self,
+        now: UnixMillis,
+        changes: &[CooldownChange],
+    ) -> PoolResult<CooldownReport>;
+
+    /// The remembered entries (`forget_at_ms` after `now`) of `proxies`, by proxy in the
+    /// given order, each proxy's by domain.
+    async fn cooldowns_of(
+        &self,
+        now: UnixMillis,
+        proxies: &[ProxyId],
+    ) -> PoolResult<Vec<DomainCooldown>>;
+
+    /// Keeps session feedback until its `expires_at_ms` (at most
+    /// [`MAX_SESSION_FEEDBACK`]; the oldest are dropped first). The same id again is a
+    /// no-op.
+    async fn add_session_feedback(
+        &self,
+        now: UnixMillis,
+        feedback: SessionFeedback,
+    ) -> PoolResult<()>;
+
+    /// The live session feedback, oldest first, at most `limit`.
+    async fn session_feedback(
+        &self,
+        now: UnixMillis,
+        limit: usize,
+    ) -> PoolResult<Vec<SessionFeedback>>;
+
+    /// `client` gives back `proxy`, which it holds from a live extraction, as bad: the
+    /// extraction of that proxy ends and the proxy becomes SUSPECT (health checked next,
+    /// extractable again only once a check passes). A proxy the client does not hold is
+    /// `NotFound`, and nothing changes.
+    async fn return_extracted(
+        &self,
+        now: UnixMillis,
+        client: &ClientId,
+        proxy: &ProxyId,
+    ) -> PoolResult<ReturnOutcome>;
+}
+
+/// Checks a batch before any store work.
+pub fn validate_changes(changes: &[CooldownChange]) -> PoolResult<()> {
+    if changes.len() > MAX_COOLDOWN_CHANGES {
+        return Err(PoolError::invalid(format!(
+            "at most {MAX_COOLDOWN_CHANGES} cooldown changes per call"
+        )));
+    }
+    for change in changes {
+        if let CooldownChange::Set(entry) = change {
+            entry.validate()?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn domain(s: &str) -> Domain {
+        Domain::new(s).unwrap()
+    }
+
+    #[test]
+    fn the_registrable_domain_of_a_host() {
+        let cases = [
+            ("www.example.com", "example.com"),
+            ("WWW.Shop.Example.CO.UK.", "example.co.uk"),
+            ("example.com", "example.com"),
+            ("a.b.c.github.io", "c.github.io"),
+            ("localhost", "localhost"),
+            ("127.0.0.1", "127.0.0.1"),
+            ("[::1]", "::1"),
+            ("host-a.test", "host-a.test"),
+        ];
+        for (host, expected) in cases {
+            assert_eq!(Domain::of_host(host).unwrap().as_str(), expected, "{host}");
+        }
+        assert!(Domain::of_host("").is_none());
+        assert!(Domain::of_host("bad host").is_none());
+        assert!(Domain::of_host("a..b").is_none());
+        assert!(Domain::new("Example.com").is_err());
+    }
+
+    #[test]
+    fn strikes_double_the_cooldown_up_to_the_cap() {
+        let policy = CooldownPolicy {
+            base_ms: 1_000,
+            cap_ms: 5_000,
+            memory_ms: 10_000,
+        };
+        let ttls: Vec<u64> = (1..=5).map(|s| policy.ttl_ms(s)).collect();
+        assert_eq!(ttls, [1_000, 2_000, 4_000, 5_000, 5_000]);
+        let proxy = ProxyId::new("0123456789abcdef0123456789abcdef").unwrap();
+        let first = policy.ban(proxy.clone(), domain("a.test"), None, None, 100);
+        assert_eq!(
+            (first.until_ms, first.strikes, first.forget_at_ms),
+            (1_100, 1, 11_100)
+        );
+        let second = policy.ban(proxy.clone(), domain("a.test"), Some(&first), None, 2_000);
+        assert_eq!((second.until_ms, second.strikes), (4_000, 2));
+        // Once forgotten, a ban starts over.
+        let fresh = policy.ban(proxy, domain("a.test"), Some(&first), None, 11_100);
+        assert_eq!(fresh.strikes, 1);
+    }
+
+    #[test]
+    fn merging_is_order_free_and_bounded() {
+        let proxy = ProxyId::new("0123456789abcdef0123456789abcdef").unwrap();
+        let entry = |d: &str, until: u64, strikes: u32| DomainCooldown {
+            proxy_id: proxy.clone(),
+            domain: domain(d),
+            until_ms: until,
+            strikes,
+            forget_at_ms: until + 1_000,
+        };
+        let a = CooldownChange::Set(entry("a.test", 500, 1));
+        let b = CooldownChange::Set(entry("a.test", 300, 3));
+        let (mut one, mut two) = (Vec::new(), Vec::new());
+        merge_cooldowns(&mut one, &[&a, &b], 0);
+        merge_cooldowns(&mut two, &[&b, &a], 0);
+        assert_eq!(one, two);
+        assert_eq!((one[0].until_ms, one[0].strikes), (500, 3));
+        let changes: Vec<CooldownChange> = (0..20)
+            .map(|i| CooldownChange::Set(entry(&format!("d{i:02}.test"), 1_000 + i, 1)))
+            .collect();
+        let refs: Vec<&CooldownChange> = changes.iter().collect();
+        merge_cooldowns(&mut one, &refs, 0);
+        assert_eq!(one.len(), MAX_COOLDOWNS_PER_PROXY);
+        assert!(one.iter().all(|e| e.domain != domain("a.test")));
+        let clear = CooldownChange::Clear {
+            proxy_id: proxy,
+            domain: domain("d19.test"),
+        };
+        merge_cooldowns(&mut one, &[&clear], 0);
+        assert_eq!(one.len(), MAX_COOLDOWNS_PER_PROXY - 1);
+        merge_cooldowns(&mut one, &[], 10_000);
+        assert!(one.is_empty());
+    }
+}
