@@ -46,6 +46,11 @@ pub struct ClientConfig {
     /// gateway's list. The address ranges of the destination policy still apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_ports: Option<PortSet>,
+    /// Origin statuses that mean "this proxy is banned here" for this client's plain-HTTP
+    /// requests, replacing `[gateway.bans] statuses` for it; `[]` = off. Left out = the
+    /// gateway's list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ban_statuses: Option<Vec<u16>>,
     /// Can use the admin endpoints of the client API.
     #[serde(default)]
     pub admin: bool,

@@ -38,6 +38,9 @@ pub struct Config {
     pub checker: CheckerConfig,
     #[serde(default)]
     pub maintenance: MaintenanceConfig,
+    /// How long a ban keeps a proxy off a domain (gateways' bans and clients' feedback).
+    #[serde(default)]
+    pub cooldowns: CooldownsConfig,
     #[serde(default)]
     pub worker_tokens: Vec<WorkerTokenConfig>,
     #[serde(default)]
@@ -424,6 +427,41 @@ impl Default for CheckerConfig {
             interval: Millis(500),
             round_size: 256,
             write_batch: 64,
+        }
+    }
+}
+
+/// `[cooldowns]`: how long a proxy is kept off a domain that banned it. The controller
+/// ships it to every gateway in their snapshots and the client API applies it to clients'
+/// feedback, so the whole cluster grows cooldowns the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CooldownsConfig {
+    /// The first ban's cooldown; each further ban in a row doubles it.
+    pub base: Millis,
+    /// The longest cooldown.
+    pub cap: Millis,
+    /// How long past a cooldown's end its strikes are remembered, so a ban soon after it
+    /// ended grows the next cooldown instead of starting over.
+    pub memory: Millis,
+}
+
+impl Default for CooldownsConfig {
+    fn default() -> Self {
+        CooldownsConfig {
+            base: Millis::from_secs(60),
+            cap: Millis::from_secs(3_600),
+            memory: Millis::from_secs(3_600),
+        }
+    }
+}
+
+impl CooldownsConfig {
+    pub fn policy(&self) -> proxypool_core::CooldownPolicy {
+        proxypool_core::CooldownPolicy {
+            base_ms: self.base.0,
+            cap_ms: self.cap.0,
+            memory_ms: self.memory.0,
         }
     }
 }

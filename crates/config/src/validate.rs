@@ -255,6 +255,16 @@ fn no_userinfo_password(c: &mut Check<'_>, url: &str) -> bool {
 }
 
 fn tuning(c: &mut Check<'_>, config: &Config) {
+    let cooldowns = &config.cooldowns;
+    let day = Millis(proxypool_core::cooldown::MAX_COOLDOWN_MS);
+    c.duration("cooldowns.cap", cooldowns.cap, Millis::from_secs(1), day);
+    c.duration(
+        "cooldowns.base",
+        cooldowns.base,
+        Millis::from_secs(1),
+        cooldowns.cap.max(Millis::from_secs(1)),
+    );
+    c.duration("cooldowns.memory", cooldowns.memory, Millis(0), day);
     let s = &config.snapshot;
     c.duration(
         "snapshot.long_poll_wait",
@@ -733,6 +743,9 @@ fn clients(
             if let Err(message) = parse_cidr(cidr) {
                 c.at(format!("{path}.ip_allowlist[{j}]"), message);
             }
+        }
+        if let Some(statuses) = &client.ban_statuses {
+            crate::gateway::validate_ban_statuses(c, &format!("{path}.ban_statuses"), statuses);
         }
         if let Some(ports) = &client.allowed_ports {
             crate::gateway::validate_ports(c, &format!("{path}.allowed_ports"), ports);

@@ -492,6 +492,7 @@ fn gateway_clients(config: &Config) -> Vec<GatewayClient> {
                 rate_limit,
                 max_connections: client.max_connections,
                 allowed_ports: client.allowed_ports.clone(),
+                ban_statuses: client.ban_statuses.clone(),
             })
         })
         .collect()

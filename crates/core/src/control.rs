@@ -15,7 +15,7 @@
 //! Errors use the API error body ([`ErrorBody`]) with codes such as `fenced` (409: a newer
 //! session exists; register again), `conflict`, `unauthenticated` and `unavailable`.
 
-use crate::cooldown::{DomainCooldown, SessionFeedback};
+use crate::cooldown::{CooldownPolicy, DomainCooldown, SessionFeedback};
 use crate::ids::{ClientId, Label, ProxyId, UpstreamId, WorkerId};
 use crate::port_set::PortSet;
 use crate::proxy::Protocol;
@@ -129,6 +129,10 @@ pub struct GatewayClient {
     /// override has the checksum it had before the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_ports: Option<PortSet>,
+    /// Origin statuses that mean a ban for this client's plain-HTTP requests, replacing
+    /// the gateway's own list; `[]` = off, `None` = the gateway's list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ban_statuses: Option<Vec<u16>>,
 }
 
 /// Everything a worker serves from until the next snapshot.
@@ -157,6 +161,10 @@ pub struct WorkerSnapshot {
 /// (`crate::cooldown`) and the live feedback on gateway sessions.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Advisories {
+    /// How the controller grows cooldowns (`[cooldowns]`), so every gateway grows the bans
+    /// it sees the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<CooldownPolicy>,
     /// By proxy id, then domain.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cooldowns: Vec<DomainCooldown>,
@@ -167,7 +175,7 @@ pub struct Advisories {
 
 impl Advisories {
     pub fn is_empty(&self) -> bool {
-        self.cooldowns.is_empty() && self.session_feedback.is_empty()
+        self.policy.is_none() && self.cooldowns.is_empty() && self.session_feedback.is_empty()
     }
 }
 
@@ -262,6 +270,7 @@ mod tests {
             rate_limit: None,
             max_connections: 8,
             allowed_ports: None,
+            ban_statuses: None,
         }
     }
 

@@ -189,7 +189,7 @@ pub fn merge_cooldowns(
 
 /// How long a ban keeps a proxy off a domain: `base` for the first strike, doubling per
 /// further strike up to `cap`; the strikes are remembered `memory` past the cooldown's end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CooldownPolicy {
     pub base_ms: u64,
     pub cap_ms: u64,

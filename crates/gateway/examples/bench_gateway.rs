@@ -73,6 +73,7 @@ fn main() {
                 rate_limit: None,
                 max_connections: 1_000_000,
                 allowed_ports: None,
+                ban_statuses: None,
             }],
         );
         let mut config = GatewayConfig::new(

@@ -128,6 +128,7 @@ pub(crate) mod tests {
                 rate_limit: None,
                 max_connections: 10,
                 allowed_ports: None,
+                ban_statuses: None,
             })
             .collect::<Vec<_>>();
         let checksum = snapshot_checksum(&[], &clients);

@@ -127,6 +127,7 @@ pub fn client(id: &str) -> GatewayClient {
         rate_limit: None,
         max_connections: 100,
         allowed_ports: None,
+        ban_statuses: None,
     }
 }
 
