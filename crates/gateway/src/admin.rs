@@ -95,6 +95,35 @@ fn answer(shared: &Shared, metrics: Option<&MetricsHandle>, path: &str) -> Respo
     response
 }
 
+/// Most cooling (proxy, domain) pairs `/status` lists.
+const STATUS_COOLDOWNS: usize = 256;
+
+/// The cooldowns running now (bounded, by proxy id), and the changes waiting for a report.
+fn cooldowns_json(shared: &Shared, now: u64) -> serde_json::Value {
+    let mut cooling = Vec::new();
+    let mut total = 0usize;
+    let mut slots = shared.store.registry().slots();
+    slots.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, slot) in slots {
+        for entry in slot.domains.cooling(now) {
+            total += 1;
+            if cooling.len() < STATUS_COOLDOWNS {
+                cooling.push(serde_json::json!({
+                    "proxy_id": entry.proxy_id,
+                    "domain": entry.domain,
+                    "until_ms": entry.until_ms,
+                    "strikes": entry.strikes,
+                }));
+            }
+        }
+    }
+    serde_json::json!({
+        "cooling": total,
+        "entries": cooling,
+        "pending_report": shared.bans.ledger.len(),
+    })
+}
+
 fn status_json(shared: &Shared) -> String {
     let view = shared.store.view();
     let now = shared.clock.now();
@@ -128,6 +157,7 @@ fn status_json(shared: &Shared) -> String {
             "proxies": v.proxies.len(),
             "clients": v.client_count(),
         })),
+        "cooldowns": cooldowns_json(shared, now),
         "tracked_proxies": shared.store.registry().len(),
         "open_connections": shared.open_connections(),
         "config_reload": shared.last_reload.load_full().as_deref().cloned(),

@@ -40,6 +40,8 @@ pub(crate) struct ProxySlot {
     /// The end of the lease this gateway holds on the proxy, and the signal that closes
     /// its tunnels and upstream connections when the lease goes.
     pub(crate) cutoff: Cutoff,
+    /// Cooldowns of the proxy per target domain (`crate::bans`).
+    pub(crate) domains: crate::bans::DomainCooldowns,
     /// Shared by every slot of the registry: rung when this slot gives a use back.
     freed: Arc<FreedSignal>,
 }

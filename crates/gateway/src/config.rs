@@ -5,7 +5,8 @@
 
 use crate::destination::DestinationPolicy;
 pub use proxypool_config::gateway::{
-    ControlConfig, Destinations, DialConfig, Limits, Listeners, Rotation, StickySessions,
+    BansConfig, ControlConfig, Destinations, DialConfig, Limits, Listeners, Rotation,
+    StickySessions,
 };
 use proxypool_config::{ClientTlsConfig, GatewaySection, ServerTlsConfig};
 use proxypool_core::{Secret, WorkerId};
@@ -33,6 +34,8 @@ pub struct GatewayConfig {
     pub rotation: Rotation,
     pub sessions: StickySessions,
     pub dial: DialConfig,
+    /// Ban statuses and retries for plain HTTP (`[gateway.bans]`).
+    pub bans: BansConfig,
     /// Which targets clients may reach (`[gateway.destinations]`), compiled.
     pub destinations: DestinationPolicy,
     /// The per-IP pre-authentication shield; `None` disables it.
@@ -82,6 +85,7 @@ impl GatewayConfig {
             rotation: section.rotation,
             sessions: section.sessions.clone(),
             dial: section.dial.clone(),
+            bans: section.bans.clone(),
             destinations: DestinationPolicy::new(&section.destinations),
             shield: Some(section.shield.to_throttle()),
             limiter: section.limiter.to_engine_options(),

@@ -126,9 +126,11 @@ impl Gateway {
             metrics.bytes_up.clone(),
             metrics.bytes_down.clone(),
         ));
+        let bans = Arc::new(crate::bans::Bans::default());
         let control = Arc::new(ControlLoop::new(
             control_client.clone(),
             Arc::clone(&store),
+            Arc::clone(&bans),
             Arc::clone(&metrics),
             Arc::clone(&usage),
             config.worker_id.clone(),
@@ -148,6 +150,7 @@ impl Gateway {
             settings: ArcSwap::from_pointee(config),
             store,
             router,
+            bans,
             shield: ArcSwapOption::new(shield.map(Arc::new)),
             metrics,
             usage,
@@ -210,6 +213,7 @@ impl Gateway {
             tasks.spawn(admin::serve(listener, Arc::clone(&shared), metrics_handle));
         }
         tasks.spawn(maintenance(Arc::clone(&shared)));
+        tasks.spawn(follow_session_feedback(Arc::clone(&shared)));
         tasks.spawn(keeper::run(Arc::clone(&shared)));
         let (stop_control, stop_rx) = watch::channel(false);
         let control_task = {
@@ -303,6 +307,23 @@ fn controller_addrs(config: &GatewayConfig) -> Result<Vec<ControllerAddr>, Gatew
             }
         })
         .collect())
+}
+
+/// Applies client feedback on sticky sessions as each new snapshot brings it.
+async fn follow_session_feedback(shared: Arc<Shared>) {
+    let mut swaps = shared.store.swaps();
+    while swaps.changed().await.is_ok() {
+        if let Some(view) = shared.store.view()
+            && !view.session_feedback.is_empty()
+        {
+            shared.bans.apply_session_feedback(
+                &view,
+                shared.router.sticky(),
+                shared.clock.now(),
+                &shared.metrics,
+            );
+        }
+    }
 }
 
 async fn maintenance(shared: Arc<Shared>) {

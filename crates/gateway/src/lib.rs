@@ -19,8 +19,10 @@
 //! internal IP literals and ports outside the list) → connection cap → pick a proxy (rotation or
 //! sticky session; reserve a slot; only proxies before their lease cutoff; 503
 //! `no_leased_proxies` when none the request could use has a live lease, `no_eligible_proxy`
-//! when the selectors match nothing free) → dial (retry elsewhere on proxy faults) → relay
-//! (closed when the proxy's lease goes).
+//! when the selectors match nothing free, `domain_cooling_down` when every proxy it could
+//! use is cooling down for the target's domain) → dial (retry elsewhere on proxy faults)
+//! → relay (closed when the proxy's lease goes); a bodyless idempotent plain-HTTP request
+//! answered with a ban status goes again through another proxy.
 //! Nothing on that path is remote: an atomically swapped immutable view plus local
 //! atomics. Refusals carry `X-Proxypool-Error` (HTTP) or the fitting SOCKS5 reply.
 //!
@@ -37,6 +39,7 @@
 //! | `tunnel` | buffer-less-when-idle relay |
 //! | `dial` | dialing through upstream proxies, fault classification |
 //! | `route` | sticky session → pick → dial → bounded retries |
+//! | `bans` | cooldowns per (proxy, target domain): bans seen, the cluster's, session feedback; the queue for the reports |
 //! | `select` | candidate indexes, eligibility, rotation strategies |
 //! | `sticky` | the sticky-session table |
 //! | `capacity` | packed active/reserved counters, failure counts, registry |
@@ -56,6 +59,7 @@ mod accept;
 mod admin;
 mod admission;
 mod auth;
+mod bans;
 mod capacity;
 mod cidr;
 mod config;
@@ -84,12 +88,12 @@ mod usage;
 mod wait;
 
 pub use config::{
-    ConfigError, ControlConfig, Destinations, DialConfig, GatewayConfig, Limits, Listeners,
-    Rotation, StickySessions,
+    BansConfig, ConfigError, ControlConfig, Destinations, DialConfig, GatewayConfig, Limits,
+    Listeners, Rotation, StickySessions,
 };
 pub use destination::DestinationPolicy;
 pub use gateway::{Gateway, GatewayError, shutdown_signal};
 pub use refusal::{ERROR_HEADER, Refusal};
 pub use reload::GatewayReload;
-pub use route::SESSION_HEADER;
+pub use route::{ATTEMPTS_HEADER, PROXY_HEADER, SESSION_HEADER};
 pub use selector::{Selectors, parse_selectors, split_client};

@@ -10,7 +10,11 @@
 //! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`,
 //! `tunnels_closed_total{reason}` (closed because the proxy's lease went: `lease_lapsed`,
 //! `stale`), `snapshot_age_seconds`, `snapshot_version`, `snapshot_proxies`,
-//! `leased_proxies`, `ready`, `upstream_dial_seconds` (histogram).
+//! `leased_proxies`, `ready`, `upstream_dial_seconds` (histogram), and for ban-aware
+//! routing `bans_total` (origin ban statuses seen), `ban_retries_total{cause}` (`ban`,
+//! `upstream_status`), `cooldown_skips_total` (candidates passed over because they cool
+//! down for the target's domain), `cooldown_changes_dropped_total`,
+//! `session_feedback_applied_total`.
 
 use crate::cutoff::CutReason;
 use crate::refusal::Refusal;
@@ -63,6 +67,12 @@ pub(crate) struct GatewayMetrics {
     pub snapshot_version: Gauge,
     pub snapshot_proxies: Gauge,
     pub dial_seconds: Histogram,
+    pub bans: Counter,
+    pub ban_retries: Counter,
+    pub status_retries: Counter,
+    pub cooldown_skips: Counter,
+    pub cooldown_changes_dropped: Counter,
+    pub session_feedback_applied: Counter,
     /// One counter per refusal code, in the order of [`Refusal::CODES`].
     refusals: [Counter; Refusal::CODES.len()],
     /// Label values seen on the (rare) upstream failure path.
@@ -121,6 +131,14 @@ impl GatewayMetrics {
             snapshot_version: gauge!("proxypool_gateway_snapshot_version"),
             snapshot_proxies: gauge!("proxypool_gateway_snapshot_proxies"),
             dial_seconds: histogram!("proxypool_gateway_upstream_dial_seconds"),
+            bans: counter!("proxypool_gateway_bans_total"),
+            ban_retries: counter!("proxypool_gateway_ban_retries_total", "cause" => "ban"),
+            status_retries: counter!(
+                "proxypool_gateway_ban_retries_total", "cause" => "upstream_status"
+            ),
+            cooldown_skips: counter!("proxypool_gateway_cooldown_skips_total"),
+            cooldown_changes_dropped: counter!("proxypool_gateway_cooldown_changes_dropped_total"),
+            session_feedback_applied: counter!("proxypool_gateway_session_feedback_applied_total"),
             refusals: Refusal::CODES
                 .map(|code| counter!("proxypool_gateway_refusals_total", "code" => code)),
             failures: Mutex::new(HashMap::new()),
@@ -234,6 +252,26 @@ fn describe() {
         "Failed upstream dials, by reason."
     );
     describe_counter!(
+        "proxypool_gateway_bans_total",
+        "Plain-HTTP answers with a ban status: the proxy cooled down for the target's domain."
+    );
+    describe_counter!(
+        "proxypool_gateway_ban_retries_total",
+        "Plain-HTTP requests sent again through another proxy, by cause (ban, upstream_status: an upstream's own 502/504)."
+    );
+    describe_counter!(
+        "proxypool_gateway_cooldown_skips_total",
+        "Candidate proxies passed over because they cool down for the target's domain."
+    );
+    describe_counter!(
+        "proxypool_gateway_cooldown_changes_dropped_total",
+        "Cooldown changes dropped before a report took them (the report queue was full)."
+    );
+    describe_counter!(
+        "proxypool_gateway_session_feedback_applied_total",
+        "Client feedback on this gateway's sticky sessions applied to the session's proxy."
+    );
+    describe_counter!(
         "proxypool_gateway_selection_misses_total",
         "Requests for which no eligible proxy was found."
     );
@@ -313,6 +351,9 @@ mod tests {
             Refusal::NoLeasedProxies,
             Refusal::Stale,
             Refusal::SessionTableFull,
+            Refusal::DomainCoolingDown {
+                retry_after_ms: 1_000,
+            },
             Refusal::UpstreamFailed {
                 reason: "x",
                 socks: socks_reply::GENERAL_FAILURE,

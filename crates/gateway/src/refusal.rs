@@ -47,6 +47,9 @@ pub enum Refusal {
     /// The snapshot is older than `max_staleness_ms` and the controller is unreachable
     /// (or no snapshot arrived yet).
     Stale,
+    /// Every proxy that would serve the request is cooling down for the target's domain
+    /// (the site banned them); `Retry-After` says when the first cooldown ends.
+    DomainCoolingDown { retry_after_ms: u64 },
     /// Too many sticky sessions are remembered already.
     SessionTableFull,
     /// Every upstream tried failed; the reason is the last failure's.
@@ -68,12 +71,13 @@ impl Refusal {
             | Refusal::NoLeasedProxies
             | Refusal::Stale
             | Refusal::SessionTableFull
+            | Refusal::DomainCoolingDown { .. }
             | Refusal::Unavailable => 503,
         }
     }
 
     /// Every code [`Refusal::code`] can return, once; metrics register one counter each.
-    pub const CODES: [&'static str; 14] = [
+    pub const CODES: [&'static str; 15] = [
         "bad_request",
         "auth_required",
         "bad_selector",
@@ -88,6 +92,7 @@ impl Refusal {
         "unavailable",
         "destination_denied",
         "no_leased_proxies",
+        "domain_cooling_down",
     ];
 
     /// The stable code in `X-Proxypool-Error` (and in metrics).
@@ -112,13 +117,15 @@ impl Refusal {
             Refusal::Unavailable => 11,
             Refusal::DestinationDenied(_) => 12,
             Refusal::NoLeasedProxies => 13,
+            Refusal::DomainCoolingDown { .. } => 14,
         }
     }
 
     /// `Retry-After` seconds, for the refusals that have one.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
-            Refusal::RateLimited { retry_after_ms, .. } => {
+            Refusal::RateLimited { retry_after_ms, .. }
+            | Refusal::DomainCoolingDown { retry_after_ms } => {
                 Some(retry_after_ms.div_ceil(1000).max(1))
             }
             Refusal::TooManyConnections
@@ -146,6 +153,7 @@ impl Refusal {
             Refusal::NoEligibleProxy
             | Refusal::Stale
             | Refusal::SessionTableFull
+            | Refusal::DomainCoolingDown { .. }
             | Refusal::Unavailable => socks_reply::GENERAL_FAILURE,
         }
     }
@@ -184,6 +192,10 @@ impl fmt::Display for Refusal {
                 "gateway snapshot is stale (controller unreachable); refusing new traffic",
             ),
             Refusal::SessionTableFull => f.write_str("too many sticky sessions; retry later"),
+            Refusal::DomainCoolingDown { retry_after_ms } => write!(
+                f,
+                "every upstream proxy for this request is cooling down for the target's domain (banned there); the first is usable again in {retry_after_ms} ms"
+            ),
             Refusal::UpstreamFailed { reason, .. } => {
                 write!(f, "upstream proxy failed: {reason}")
             }

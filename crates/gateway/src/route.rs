@@ -18,13 +18,31 @@ use crate::snapshot::{SnapshotView, ViewProxy};
 use crate::sticky::{Pin, StickyTable};
 use crate::wait::CapacityWaiters;
 use arc_swap::ArcSwap;
-use proxypool_core::SharedClock;
+use proxypool_core::{Domain, SharedClock};
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
 /// The response header telling a client what happened to its sticky session.
 pub const SESSION_HEADER: &str = "x-proxypool-session";
+
+/// The response header naming the proxy that carried the request (its id): what a client
+/// reports in `POST /v1/feedback` when a site inside a tunnel bans it.
+pub const PROXY_HEADER: &str = "x-proxypool-proxy";
+
+/// The response header counting the proxies tried for the request (1 = the first worked).
+pub const ATTEMPTS_HEADER: &str = "x-proxypool-attempts";
+
+/// Adds [`PROXY_HEADER`] and [`ATTEMPTS_HEADER`] to a response.
+pub(crate) fn name_the_proxy(headers: &mut http::HeaderMap, proxy: &ViewProxy, attempts: u32) {
+    if let Ok(id) = http::HeaderValue::from_str(proxy.id.as_str()) {
+        headers.insert(http::HeaderName::from_static(PROXY_HEADER), id);
+    }
+    headers.insert(
+        http::HeaderName::from_static(ATTEMPTS_HEADER),
+        http::HeaderValue::from(attempts.max(1)),
+    );
+}
 
 /// What happened to the request's sticky session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +76,18 @@ pub(crate) struct Routed<T> {
     pub lease: Lease,
     pub index: u32,
     pub session: SessionOutcome,
+    /// Proxies dialed for this route, the one that answered included.
+    pub attempts: u32,
+}
+
+/// What a request is for, beyond who asks and the selectors.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RouteTarget<'a> {
+    /// The target's registrable domain: proxies cooling down for it are not used.
+    pub domain: Option<&'a Domain>,
+    /// Proxies (view indexes) this request already went through, not to be used again
+    /// (a retry after a ban or an upstream's own error).
+    pub avoid: &'a [u32],
 }
 
 /// How to reach the target through one proxy (a tunnel, or a forwarding connection).
@@ -141,12 +171,18 @@ impl Router {
         self.picker.set_rotation(config.rotation);
     }
 
-    fn eligibility(&self, settings: &RouteSettings) -> Eligibility {
+    fn eligibility<'a>(
+        &'a self,
+        settings: &RouteSettings,
+        domain: Option<&'a Domain>,
+    ) -> Eligibility<'a> {
         Eligibility {
             now_ms: self.clock.now(),
             mono_ms: self.clock.monotonic_ms(),
             failure_threshold: settings.failure_threshold,
             failure_cooldown_ms: settings.failure_cooldown_ms,
+            domain,
+            cooldown_skips: Some(&self.metrics.cooldown_skips),
         }
     }
 
@@ -157,11 +193,14 @@ impl Router {
         &self,
         view: &SnapshotView,
         auth: &Authenticated,
+        target: RouteTarget<'_>,
         dialer: &D,
     ) -> Result<Routed<D::Output>, Refusal> {
-        let first = self.route_once(view, auth, dialer).await;
+        let first = self.route_once(view, auth, target, dialer).await;
         let result = match first {
-            Err(Refusal::NoEligibleProxy) => self.wait_for_capacity(view, auth, dialer).await,
+            Err(Refusal::NoEligibleProxy) => {
+                self.wait_for_capacity(view, auth, target, dialer).await
+            }
             other => other,
         };
         if matches!(result, Err(Refusal::NoEligibleProxy)) {
@@ -178,10 +217,11 @@ impl Router {
         &self,
         view: &SnapshotView,
         auth: &Authenticated,
+        target: RouteTarget<'_>,
         dialer: &D,
     ) -> Result<Routed<D::Output>, Refusal> {
         let settings = self.settings.load_full();
-        if settings.capacity_wait.is_zero() || !self.is_full(view, auth, &settings) {
+        if settings.capacity_wait.is_zero() || !self.is_full(view, auth, target, &settings) {
             return Err(Refusal::NoEligibleProxy);
         }
         let Some(_ticket) = self.waiters.enter(
@@ -201,8 +241,8 @@ impl Router {
             // Listen before looking: a slot freed between the look and the wait still wakes.
             notified.as_mut().enable();
             fence(Ordering::SeqCst);
-            match self.route_once(view, auth, dialer).await {
-                Err(Refusal::NoEligibleProxy) if self.is_full(view, auth, &settings) => {}
+            match self.route_once(view, auth, target, dialer).await {
+                Err(Refusal::NoEligibleProxy) if self.is_full(view, auth, target, &settings) => {}
                 other => {
                     if other.is_ok() {
                         self.metrics.capacity_waits_served.increment(1);
@@ -217,8 +257,14 @@ impl Router {
         }
     }
 
-    fn is_full(&self, view: &SnapshotView, auth: &Authenticated, settings: &RouteSettings) -> bool {
-        let when = self.eligibility(settings);
+    fn is_full(
+        &self,
+        view: &SnapshotView,
+        auth: &Authenticated,
+        target: RouteTarget<'_>,
+        settings: &RouteSettings,
+    ) -> bool {
+        let when = self.eligibility(settings, target.domain);
         self.picker
             .capacity_full(view, &auth.client, &auth.selectors, when)
     }
@@ -228,12 +274,13 @@ impl Router {
         &self,
         view: &SnapshotView,
         auth: &Authenticated,
+        target: RouteTarget<'_>,
         dialer: &D,
     ) -> Result<Routed<D::Output>, Refusal> {
         let client = &auth.client;
         let selectors = &auth.selectors;
         let settings = self.settings.load();
-        let when = self.eligibility(&settings);
+        let when = self.eligibility(&settings, target.domain);
         let session = selectors.session.as_deref();
         let pin = session.and_then(|s| self.sticky.get(client.id.as_str(), s, when.now_ms));
         let mut outcome = match (&session, &pin) {
@@ -241,12 +288,13 @@ impl Router {
             (Some(_), None) => SessionOutcome::New,
             (Some(_), Some(_)) => SessionOutcome::Pinned,
         };
-        let mut tried: Vec<u32> = Vec::new();
+        let mut tried: Vec<u32> = target.avoid.to_vec();
         let mut last_failure: Option<DialFailure> = None;
         for attempt in 0..settings.max_attempts {
             let pinned = match (&pin, attempt) {
                 (Some(pin), 0) => view
                     .index_of(&pin.proxy)
+                    .filter(|i| !tried.contains(i))
                     .and_then(|i| self.picker.pick_exact(view, client, selectors, i, when)),
                 _ => None,
             };
@@ -290,6 +338,7 @@ impl Router {
                         lease,
                         index,
                         session: outcome,
+                        attempts: (tried.len() - target.avoid.len()) as u32,
                     });
                 }
                 Err(failure) => {
@@ -322,7 +371,13 @@ impl Router {
             {
                 Err(Refusal::NoLeasedProxies)
             }
-            None => Err(Refusal::NoEligibleProxy),
+            None => match target.domain.and_then(|domain| {
+                self.picker
+                    .domain_miss(view, client, selectors, domain, when.now_ms)
+            }) {
+                Some(retry_after_ms) => Err(Refusal::DomainCoolingDown { retry_after_ms }),
+                None => Err(Refusal::NoEligibleProxy),
+            },
         }
     }
 

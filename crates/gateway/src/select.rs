@@ -1,5 +1,6 @@
 //! Picking an upstream proxy from the local view: candidate sets from the selector
-//! indexes, eligibility (lease, `usable_until`, capacity, failure cooldown) and the
+//! indexes, eligibility (lease, `usable_until`, capacity, failure cooldown, cooldown for
+//! the target's domain) and the
 //! rotation strategies. A pick reserves a slot in the same step, so two requests can never
 //! both take a proxy's last free session.
 
@@ -7,17 +8,36 @@ use crate::capacity::Reservation;
 use crate::config::Rotation;
 use crate::selector::Selectors;
 use crate::snapshot::{ClientEntry, SnapshotView, ViewProxy};
+use proxypool_core::Domain;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-/// Everything a pick needs to know about "now" and about failures.
+/// Everything a pick needs to know about "now", failures and the target.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Eligibility {
-    /// Wall clock, for leases and `usable_until`.
+pub(crate) struct Eligibility<'a> {
+    /// Wall clock, for leases, `usable_until` and domain cooldowns.
     pub now_ms: u64,
     /// Gateway monotonic clock, for failure cooldowns.
     pub mono_ms: u64,
     pub failure_threshold: u32,
     pub failure_cooldown_ms: u64,
+    /// The target's registrable domain: a proxy cooling down for it is not eligible.
+    pub domain: Option<&'a Domain>,
+    /// Counts the candidates passed over for `domain`.
+    pub cooldown_skips: Option<&'a metrics::Counter>,
+}
+
+impl Eligibility<'_> {
+    /// Whether `proxy` cools down for the target's domain (counted when it does).
+    fn domain_cooling(&self, proxy: &ViewProxy) -> bool {
+        let Some(domain) = self.domain else {
+            return false;
+        };
+        let cooling = proxy.slot.domains.is_cooling(domain, self.now_ms);
+        if cooling && let Some(skips) = self.cooldown_skips {
+            skips.increment(1);
+        }
+        cooling
+    }
 }
 
 /// A chosen proxy (index into the view) with its reserved slot.
@@ -64,7 +84,7 @@ impl Picker {
         client: &ClientEntry,
         selectors: &Selectors,
         tried: &[u32],
-        when: Eligibility,
+        when: Eligibility<'_>,
     ) -> Option<Pick> {
         let sources = candidate_sources(view, client, selectors);
         let total: usize = sources.iter().map(|s| s.len()).sum();
@@ -110,7 +130,7 @@ impl Picker {
         client: &ClientEntry,
         selectors: &Selectors,
         index: u32,
-        when: Eligibility,
+        when: Eligibility<'_>,
     ) -> Option<Pick> {
         let proxy = view.proxies.get(index as usize)?;
         if matches(proxy, client, selectors) && available(proxy, when) {
@@ -149,15 +169,52 @@ impl Picker {
         matched
     }
 
-    /// After a pick found nothing: whether a proxy the request could use (matching, leased)
-    /// is at its `max_sessions`, so waiting for a slot can help.
+    /// After a pick found nothing: whether that is because every proxy the request could use
+    /// (matching, leased) cools down for `domain`. Then the milliseconds until the first of
+    /// those cooldowns ends; `None` when some such proxy does not cool down for it (the
+    /// miss is about capacity or failures) or none matches. Only refusals pay for the scan.
+    pub(crate) fn domain_miss(
+        &self,
+        view: &SnapshotView,
+        client: &ClientEntry,
+        selectors: &Selectors,
+        domain: &Domain,
+        now_ms: u64,
+    ) -> Option<u64> {
+        let mut first_end: Option<u64> = None;
+        for index in candidate_sources(view, client, selectors)
+            .into_iter()
+            .flatten()
+        {
+            let proxy = &view.proxies[*index as usize];
+            if !matches(proxy, client, selectors) || !proxy.is_live(now_ms) {
+                continue;
+            }
+            let ends = proxy
+                .slot
+                .domains
+                .cooling(now_ms)
+                .into_iter()
+                .find(|e| &e.domain == domain)
+                .map(|e| e.until_ms - now_ms);
+            match ends {
+                Some(ms) => first_end = Some(first_end.map_or(ms, |f| f.min(ms))),
+                None => return None,
+            }
+        }
+        first_end
+    }
+
+    /// After a pick found nothing: whether a proxy the request could use (matching, leased,
+    /// not cooling down for the target's domain) is at its `max_sessions`, so waiting for a
+    /// slot can help.
     /// Only refusals pay for the scan.
     pub(crate) fn capacity_full(
         &self,
         view: &SnapshotView,
         client: &ClientEntry,
         selectors: &Selectors,
-        when: Eligibility,
+        when: Eligibility<'_>,
     ) -> bool {
         candidate_sources(view, client, selectors)
             .into_iter()
@@ -167,6 +224,9 @@ impl Picker {
                 matches(proxy, client, selectors)
                     && proxy.is_live(when.now_ms)
                     && proxy.slot.load().total() >= u64::from(proxy.max_sessions)
+                    && !when
+                        .domain
+                        .is_some_and(|d| proxy.slot.domains.is_cooling(d, when.now_ms))
             })
     }
 
@@ -214,7 +274,7 @@ fn nth(sources: &[&[u32]], mut n: usize) -> u32 {
 }
 
 /// Lease (its cutoff), free capacity and no failure cooldown.
-fn available(proxy: &ViewProxy, when: Eligibility) -> bool {
+fn available(proxy: &ViewProxy, when: Eligibility<'_>) -> bool {
     proxy.is_live(when.now_ms)
         && proxy.slot.load().total() < u64::from(proxy.max_sessions)
         && !proxy.slot.is_cooling_down(
@@ -222,6 +282,7 @@ fn available(proxy: &ViewProxy, when: Eligibility) -> bool {
             when.failure_cooldown_ms,
             when.mono_ms,
         )
+        && !when.domain_cooling(proxy)
 }
 
 /// Whether the proxy satisfies the selectors and the client's restrictions.

@@ -175,11 +175,19 @@ async fn route(
     destination::admit(shared, &auth.client, &target)?;
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
+    let domain = proxypool_core::Domain::of_host(&target.host());
     let dialer = TunnelDialer {
         target,
         timeouts: shared.timeouts(),
     };
-    let routed = shared.router.route(&view, auth, &dialer).await?;
+    let route_target = crate::route::RouteTarget {
+        domain: domain.as_ref(),
+        avoid: &[],
+    };
+    let routed = shared
+        .router
+        .route(&view, auth, route_target, &dialer)
+        .await?;
     let usage = shared.usage.cell(
         &auth.client.id,
         &view.proxies[routed.index as usize].upstream,

@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     pub settings: ArcSwap<GatewayConfig>,
     pub store: Arc<SnapshotStore>,
     pub router: Router,
+    /// Bans this gateway saw and the cooldown changes waiting for the next report.
+    pub bans: Arc<crate::bans::Bans>,
     /// The per-IP shield; a reload with another policy swaps in a new one (connections
     /// keep the one they were admitted by).
     pub shield: ArcSwapOption<Shield>,

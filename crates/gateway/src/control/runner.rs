@@ -9,6 +9,7 @@
 //! them at once.
 
 use super::client::{ControlClient, ControlError};
+use crate::bans::Bans;
 use crate::metrics::GatewayMetrics;
 use crate::snapshot::SnapshotStore;
 use crate::usage::UsageTable;
@@ -33,6 +34,8 @@ pub(crate) struct Backoff {
 pub(crate) struct ControlLoop {
     client: ControlClient,
     store: Arc<SnapshotStore>,
+    /// Cooldown changes this gateway made, sent with the reports.
+    bans: Arc<Bans>,
     metrics: Arc<GatewayMetrics>,
     /// Usage per (client, upstream), sent cumulatively in every report.
     usage: Arc<UsageTable>,
@@ -65,6 +68,7 @@ impl ControlLoop {
     pub(crate) fn new(
         client: ControlClient,
         store: Arc<SnapshotStore>,
+        bans: Arc<Bans>,
         metrics: Arc<GatewayMetrics>,
         usage: Arc<UsageTable>,
         worker: WorkerId,
@@ -73,6 +77,7 @@ impl ControlLoop {
         Self {
             client,
             store,
+            bans,
             metrics,
             usage,
             worker,
@@ -216,8 +221,9 @@ impl ControlLoop {
         let Some(snapshot) = self.acked.lock_or_recover().clone() else {
             return Reported::Nothing;
         };
+        let cooldowns = self.bans.ledger.batch();
         let report = RuntimeReport {
-            cooldowns: Vec::new(),
+            cooldowns: cooldowns.changes.clone(),
             worker: self.worker.clone(),
             session_id: session_id.to_owned(),
             sequence: self.sequence.fetch_add(1, Ordering::Relaxed) + 1,
@@ -228,6 +234,7 @@ impl ControlLoop {
         match self.client.report(&report).await {
             Ok(ack) => {
                 self.metrics.reports_accepted.increment(1);
+                self.bans.ledger.confirm(&cooldowns);
                 self.store.mark_fresh();
                 self.store.bound_by_session(ack.session_expires_at_ms);
                 self.revoke(&ack.stale_proxies);

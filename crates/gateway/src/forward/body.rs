@@ -14,16 +14,27 @@ use metrics::Counter;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// A request body that counts its bytes.
+/// A request body that counts its bytes (none: the empty body of a request sent again).
 #[derive(Debug)]
 pub(crate) struct CountingBody {
-    inner: Incoming,
+    inner: Option<Incoming>,
     counter: Counter,
 }
 
 impl CountingBody {
     pub(crate) fn new(inner: Incoming, counter: Counter) -> Self {
-        Self { inner, counter }
+        Self {
+            inner: Some(inner),
+            counter,
+        }
+    }
+
+    /// The body of a bodyless request sent again through another proxy.
+    pub(crate) fn empty(counter: Counter) -> Self {
+        Self {
+            inner: None,
+            counter,
+        }
     }
 }
 
@@ -36,7 +47,10 @@ impl Body for CountingBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(inner).poll_frame(cx);
         if let Poll::Ready(Some(Ok(frame))) = &polled
             && let Some(data) = frame.data_ref()
         {
@@ -46,11 +60,13 @@ impl Body for CountingBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(Body::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
     }
 }
 

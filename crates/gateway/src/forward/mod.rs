@@ -4,7 +4,12 @@
 //! Through an HTTP proxy the request stays in absolute form with the proxy's Basic
 //! credentials; through a SOCKS5 proxy it goes in origin form over a tunnel to the target.
 //! Failures before the request is sent retry on another proxy (the router's bound);
-//! failures after it are a 502, since the request body may be gone.
+//! failures after it are a 502, since the request body may be gone. A bodyless GET, HEAD
+//! or OPTIONS is also sent again through another proxy when the origin answers with a ban
+//! status (the proxy then cools down for the target's domain, `crate::bans`) or the
+//! upstream with its own 502/504, at most `bans.max_retries` times. Every response says
+//! which proxy carried it and how many were tried (`X-Proxypool-Proxy`,
+//! `X-Proxypool-Attempts`).
 //!
 //! Every upstream connection closes when its proxy's lease goes ([`crate::cutoff`]): kept
 //! alive in the pool or busy with a response (which then ends short), it is never used
@@ -15,24 +20,29 @@ pub(crate) mod pool;
 
 use crate::admission::ConnectionPermit;
 use crate::auth::Authenticated;
+use crate::capacity::Lease;
 use crate::destination;
 use crate::dial::{self, DialFailure, DialTimeouts};
 use crate::refusal::Refusal;
-use crate::route::{Dialer, SESSION_HEADER};
+use crate::route::{self, Dialer, RouteTarget, SESSION_HEADER};
 use crate::snapshot::{SnapshotView, ViewProxy};
 use crate::state::Shared;
+use crate::usage::UsageCell;
 use body::{CountingBody, ProxyBody, Release};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Request, Response, Uri};
+use http::{Method, Request, Response, Uri};
+use http_body::Body as _;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self as client_http1, SendRequest};
 use hyper_util::rt::TokioIo;
 use pool::PoolKey;
-use proxypool_core::{Clock, Protocol};
+use proxypool_core::{Clock, Domain, Protocol};
 use proxypool_proto::TargetAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Forwards one absolute-form `http://` request.
+/// Forwards one absolute-form `http://` request, again through another proxy when the
+/// origin bans the first one or its upstream fails on its own (`[gateway.bans]`).
 pub(crate) async fn forward(
     shared: &Shared,
     view: &SnapshotView,
@@ -45,6 +55,163 @@ pub(crate) async fn forward(
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     strip_hop_by_hop(request.headers_mut());
+    let domain = Domain::of_host(&target.host());
+    let config = shared.config();
+    let ban_statuses = auth
+        .client
+        .ban_statuses
+        .clone()
+        .unwrap_or_else(|| config.bans.statuses.clone());
+    // Sent again only when nothing of it can be lost or done twice: no body, and a method
+    // that is safe to repeat.
+    let replay = Replay::of(&request);
+    let max_retries = if replay.is_some() {
+        config.bans.max_retries
+    } else {
+        0
+    };
+    drop(config);
+    let mut avoid: Vec<u32> = Vec::new();
+    let mut attempts = 0u32;
+    let mut first = Some(request);
+    // The answer a retry would replace: the client gets it when no other proxy can try.
+    let mut previous: Option<Sent> = None;
+    loop {
+        let request = match (first.take(), &replay) {
+            (Some(request), _) => Outgoing::Client(request),
+            (None, Some(replay)) => Outgoing::Again(replay.rebuild()),
+            (None, None) => unreachable!("only a replayable request is sent twice"),
+        };
+        let target_of_route = RouteTarget {
+            domain: domain.as_ref(),
+            avoid: &avoid,
+        };
+        let sent = match send_once(shared, view, auth, &target, target_of_route, request).await {
+            Ok(sent) => sent,
+            Err(refusal) => match previous {
+                Some(previous) => {
+                    let proxy = &view.proxies[previous.index as usize];
+                    return Ok(previous.into_response(shared, proxy, attempts, permit));
+                }
+                None => return Err(refusal),
+            },
+        };
+        attempts += sent.attempts;
+        let proxy = &view.proxies[sent.index as usize];
+        let status = sent.response.status().as_u16();
+        let banned = ban_statuses.contains(&status);
+        if banned && let Some(domain) = &domain {
+            shared
+                .bans
+                .ban(view, proxy, domain, shared.clock.now(), &shared.metrics);
+        }
+        let upstream_error = matches!(status, 502 | 504);
+        if (banned || upstream_error) && (avoid.len() as u32) < max_retries {
+            if banned {
+                shared.metrics.ban_retries.increment(1);
+            } else {
+                shared.metrics.status_retries.increment(1);
+            }
+            tracing::debug!(proxy = %proxy.id, status, "sending the request again through another proxy");
+            avoid.push(sent.index);
+            previous = Some(sent);
+            continue;
+        }
+        return Ok(sent.into_response(shared, proxy, attempts, permit));
+    }
+}
+
+/// What is needed to send a bodyless, idempotent request again.
+#[derive(Debug)]
+struct Replay {
+    method: Method,
+    uri: Uri,
+    version: http::Version,
+    headers: HeaderMap,
+}
+
+impl Replay {
+    /// `Some` for a GET, HEAD or OPTIONS without a body.
+    fn of(request: &Request<Incoming>) -> Option<Replay> {
+        let idempotent = matches!(
+            *request.method(),
+            Method::GET | Method::HEAD | Method::OPTIONS
+        );
+        (idempotent && request.body().is_end_stream()).then(|| Replay {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            version: request.version(),
+            headers: request.headers().clone(),
+        })
+    }
+
+    fn rebuild(&self) -> Request<()> {
+        let mut request = Request::new(());
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.version_mut() = self.version;
+        *request.headers_mut() = self.headers.clone();
+        request
+    }
+}
+
+/// The request as the client sent it, or a bodyless copy sent again.
+enum Outgoing {
+    Client(Request<Incoming>),
+    Again(Request<()>),
+}
+
+/// One request sent through one routed proxy, its response head received.
+struct Sent {
+    response: Response<Incoming>,
+    index: u32,
+    attempts: u32,
+    session: crate::route::SessionOutcome,
+    release: (PoolKey, SendRequest<CountingBody>, Lease),
+    usage: Arc<UsageCell>,
+}
+
+impl Sent {
+    /// The client's response: the upstream's, streamed, with what the gateway adds.
+    fn into_response(
+        self,
+        shared: &Shared,
+        proxy: &ViewProxy,
+        attempts: u32,
+        permit: ConnectionPermit,
+    ) -> Response<ProxyBody> {
+        let (mut parts, body) = self.response.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        if let Some(value) = self.session.header_value() {
+            parts.headers.insert(
+                HeaderName::from_static(SESSION_HEADER),
+                HeaderValue::from_static(value),
+            );
+        }
+        route::name_the_proxy(&mut parts.headers, proxy, attempts);
+        let (key, sender, lease) = self.release;
+        let release = Release {
+            key,
+            sender,
+            pool_cap: shared.config().dial.pool_idle_per_proxy,
+            guards: (lease, permit),
+        };
+        Response::from_parts(
+            parts,
+            ProxyBody::upstream(body, self.usage.bytes_down.clone(), release),
+        )
+    }
+}
+
+/// Routes `request` to a proxy and waits for the response head.
+async fn send_once(
+    shared: &Shared,
+    view: &SnapshotView,
+    auth: &Authenticated,
+    target: &TargetAddr,
+    route_target: RouteTarget<'_>,
+    request: Outgoing,
+) -> Result<Sent, Refusal> {
     let timeouts = shared.timeouts();
     let dialer = ForwardDialer {
         target_key: target.to_string(),
@@ -53,7 +220,10 @@ pub(crate) async fn forward(
         pool_idle: shared.pool_idle(),
         clock: &*shared.clock,
     };
-    let routed = shared.router.route(view, auth, &dialer).await?;
+    let routed = shared
+        .router
+        .route(view, auth, route_target, &dialer)
+        .await?;
     let proxy = &view.proxies[routed.index as usize];
     let (mut sender, key, reused) = routed.value;
     let usage = shared.usage.cell(&auth.client.id, &proxy.upstream);
@@ -63,8 +233,11 @@ pub(crate) async fn forward(
         usage.failed();
         fail(shared, proxy, failure)
     };
-    prepare(proxy, &mut request, &target);
-    let mut request = request.map(|b| CountingBody::new(b, usage.bytes_up.clone()));
+    let mut request = match request {
+        Outgoing::Client(request) => request.map(|b| CountingBody::new(b, usage.bytes_up.clone())),
+        Outgoing::Again(request) => request.map(|()| CountingBody::empty(usage.bytes_up.clone())),
+    };
+    prepare(proxy, &mut request, target);
 
     let mut attempt_fresh = reused;
     let response = loop {
@@ -76,7 +249,7 @@ pub(crate) async fn forward(
                 Some(unsent) if attempt_fresh => {
                     attempt_fresh = false;
                     request = unsent;
-                    sender = open(proxy, &target, timeouts, &*shared.clock)
+                    sender = open(proxy, target, timeouts, &*shared.clock)
                         .await
                         .map_err(&fail)?;
                 }
@@ -96,24 +269,14 @@ pub(crate) async fn forward(
         // think the gateway wants other credentials).
         return Err(fail(DialFailure::upstream("proxy_auth_rejected")));
     }
-    let (mut parts, body) = response.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    if let Some(value) = routed.session.header_value() {
-        parts.headers.insert(
-            HeaderName::from_static(SESSION_HEADER),
-            HeaderValue::from_static(value),
-        );
-    }
-    let release = Release {
-        key,
-        sender,
-        pool_cap: shared.config().dial.pool_idle_per_proxy,
-        guards: (routed.lease, permit),
-    };
-    Ok(Response::from_parts(
-        parts,
-        ProxyBody::upstream(body, usage.bytes_down.clone(), release),
-    ))
+    Ok(Sent {
+        response,
+        index: routed.index,
+        attempts: routed.attempts,
+        session: routed.session,
+        release: (key, sender, routed.lease),
+        usage,
+    })
 }
 
 /// Finds or opens a forwarding connection through one proxy.
@@ -226,7 +389,7 @@ async fn open(
 }
 
 /// Absolute form + Basic credentials for HTTP proxies; origin form for SOCKS5 tunnels.
-fn prepare(proxy: &ViewProxy, request: &mut Request<Incoming>, target: &TargetAddr) {
+fn prepare<B>(proxy: &ViewProxy, request: &mut Request<B>, target: &TargetAddr) {
     match proxy.protocol {
         Protocol::Http | Protocol::Https => {
             if let Some(value) = &proxy.basic_header {

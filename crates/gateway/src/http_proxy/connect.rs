@@ -11,7 +11,7 @@ use crate::dial::TunnelDialer;
 use crate::forward::body::ProxyBody;
 use crate::io::ActivityIo;
 use crate::refusal::Refusal;
-use crate::route::SESSION_HEADER;
+use crate::route::{RouteTarget, SESSION_HEADER, name_the_proxy};
 use crate::snapshot::SnapshotView;
 use crate::state::{Phase, Shared};
 use crate::tunnel;
@@ -45,14 +45,17 @@ pub(super) async fn connect(
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     let timeouts = shared.timeouts();
+    let domain = proxypool_core::Domain::of_host(&target.host());
+    let route_target = RouteTarget {
+        domain: domain.as_ref(),
+        avoid: &[],
+    };
     let routed = shared
         .router
-        .route(view, auth, &TunnelDialer { target, timeouts })
+        .route(view, auth, route_target, &TunnelDialer { target, timeouts })
         .await?;
-    let usage = shared.usage.cell(
-        &auth.client.id,
-        &view.proxies[routed.index as usize].upstream,
-    );
+    let proxy = &view.proxies[routed.index as usize];
+    let usage = shared.usage.cell(&auth.client.id, &proxy.upstream);
     usage.routed();
     let upstream = routed.value;
     let lease = routed.lease;
@@ -90,6 +93,8 @@ pub(super) async fn connect(
             HeaderValue::from_static(value),
         );
     }
+    // Inside the tunnel the gateway sees no status: the client reports bans by this id.
+    name_the_proxy(response.headers_mut(), proxy, routed.attempts);
     Ok(response)
 }
 

@@ -12,7 +12,7 @@ use crate::admission::{ClientCounters, ClientLimiter, LimiterClock};
 use crate::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
 use crate::refusal::Refusal;
 use arc_swap::ArcSwapOption;
-use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_with_held};
+use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_of};
 use proxypool_core::{LockExt, ProxyId, SharedClock, SnapshotRef, UnixMillis, WorkerId};
 use proxypool_throttle::EngineOptions;
 use std::collections::HashSet;
@@ -129,8 +129,12 @@ impl SnapshotStore {
         if snapshot.worker != self.worker {
             return Err(ApplyError::WrongWorker(snapshot.worker));
         }
-        if snapshot_checksum_with_held(&snapshot.proxies, &snapshot.held, &snapshot.clients)
-            != snapshot.reference.checksum
+        if snapshot_checksum_of(
+            &snapshot.proxies,
+            &snapshot.held,
+            &snapshot.clients,
+            &snapshot.advisories,
+        ) != snapshot.reference.checksum
         {
             return Err(ApplyError::Checksum);
         }
@@ -175,6 +179,12 @@ impl SnapshotStore {
                 slot.cutoff.set_lease_end(held.lease_until_ms);
             }
         }
+        // The cluster's cooldowns join what this gateway knows (merged: never shortened).
+        crate::bans::merge_shipped(
+            &snapshot.advisories.cooldowns,
+            |id| self.registry.slot(id),
+            self.clock.now(),
+        );
         let client_ids: Vec<_> = snapshot.clients.iter().map(|c| &c.id).collect();
         let connections = self.clients.prepare(&client_ids);
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;

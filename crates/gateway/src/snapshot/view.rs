@@ -10,8 +10,8 @@ use crate::cidr::Cidr;
 use http::HeaderValue;
 use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
 use proxypool_core::{
-    ClientId, Credentials, Label, PortSet, Protocol, ProxyId, SecretHash, SnapshotRef, UnixMillis,
-    UpstreamId,
+    ClientId, CooldownPolicy, Credentials, Label, PortSet, Protocol, ProxyId, SecretHash,
+    SessionFeedback, SnapshotRef, UnixMillis, UpstreamId,
 };
 use proxypool_proto::TargetAddr;
 use std::collections::HashMap;
@@ -74,6 +74,8 @@ pub(crate) struct ClientEntry {
     pub connections: Arc<AtomicU32>,
     /// Destination ports replacing the gateway's list for this client.
     pub allowed_ports: Option<PortSet>,
+    /// Origin statuses that mean a ban, replacing the gateway's list for this client.
+    pub ban_statuses: Option<Vec<u16>>,
 }
 
 impl ClientEntry {
@@ -102,6 +104,10 @@ pub(crate) struct SnapshotView {
     pub generation: u64,
     pub proxies: Vec<ViewProxy>,
     pub limiter: Arc<ClientLimiter>,
+    /// How bans grow cooldowns: the controller's `[cooldowns]`, or the default.
+    pub cooldown_policy: CooldownPolicy,
+    /// Client feedback on sticky sessions (`crate::bans`).
+    pub session_feedback: Vec<SessionFeedback>,
     pub(crate) all: Vec<u32>,
     pub(crate) by_id: HashMap<ProxyId, u32>,
     pub(crate) by_upstream: HashMap<UpstreamId, Vec<u32>>,
@@ -159,6 +165,11 @@ impl SnapshotView {
             by_protocol: HashMap::new(),
             clients: HashMap::with_capacity(snapshot.clients.len()),
             limiter: Arc::clone(&parts.limiter),
+            cooldown_policy: snapshot
+                .advisories
+                .policy
+                .unwrap_or_else(|| proxypool_config::CooldownsConfig::default().policy()),
+            session_feedback: snapshot.advisories.session_feedback,
             cursor: AtomicUsize::new(0),
             leased_until: AtomicU64::new(0),
             proxies,
@@ -281,5 +292,6 @@ fn client_entry(
         max_connections: client.max_connections,
         connections,
         allowed_ports: client.allowed_ports,
+        ban_statuses: client.ban_statuses,
     }
 }

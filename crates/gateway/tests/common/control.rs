@@ -10,8 +10,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use proxypool_core::control::{
-    ErrorBody, ErrorDetail, GatewayClient, HeldLease, RegisterSession, ReportAck, SessionGrant,
-    SnapshotAck, SnapshotProxy, WorkerSnapshot, snapshot_checksum_with_held,
+    Advisories, ErrorBody, ErrorDetail, GatewayClient, HeldLease, RegisterSession, ReportAck,
+    SessionGrant, SnapshotAck, SnapshotProxy, WorkerSnapshot, snapshot_checksum_of,
 };
 use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, WorkerId, now_millis};
 use std::net::SocketAddr;
@@ -45,6 +45,8 @@ pub struct ControlState {
     pub stale_proxies: Vec<ProxyId>,
     /// Draining leases the snapshot carries.
     pub held: Vec<HeldLease>,
+    /// Cooldowns, their policy and session feedback the snapshot carries.
+    pub advisories: Advisories,
     /// The controller hangs, as a stopped process does: connections are accepted, nothing
     /// is ever answered, waiting long-polls included.
     pub frozen: bool,
@@ -199,6 +201,13 @@ impl TestController {
         self.changed.notify_waiters();
     }
 
+    /// Publishes a new snapshot version with what `state` holds now (after a test changed
+    /// its advisories, say).
+    pub fn bump(&self) {
+        self.state.lock().unwrap().version += 1;
+        self.changed.notify_waiters();
+    }
+
     /// Publishes a new snapshot version that also carries draining leases.
     pub fn publish_with_held(
         &self,
@@ -224,13 +233,18 @@ impl TestController {
 
     pub fn snapshot(&self, state: &ControlState, session: &str) -> WorkerSnapshot {
         WorkerSnapshot {
-            advisories: Default::default(),
+            advisories: state.advisories.clone(),
             worker: self.worker.clone(),
             session_id: session.to_owned(),
             reference: SnapshotRef {
                 version: state.version,
                 epoch: 1,
-                checksum: snapshot_checksum_with_held(&state.proxies, &state.held, &state.clients),
+                checksum: snapshot_checksum_of(
+                    &state.proxies,
+                    &state.held,
+                    &state.clients,
+                    &state.advisories,
+                ),
             },
             generated_at_ms: now_millis(),
             max_staleness_ms: state.max_staleness_ms,

@@ -12,9 +12,11 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use proxypool_sim::{ProxyKind, UpstreamProxy, UpstreamProxyConfig};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener as StdListener};
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
@@ -222,27 +224,50 @@ impl Upstream {
     }
 }
 
-/// An origin that answers every request with the address it saw the request come from.
+/// An origin that answers every request with the address it saw the request come from,
+/// or with the status its ban list gives that address (a site banning some exits).
 #[derive(Debug)]
 pub struct EchoOrigin {
     pub addr: SocketAddr,
+    /// Exit address → the status it is answered (403, 429, ...) instead of the echo.
+    pub bans: Arc<Mutex<HashMap<IpAddr, u16>>>,
+    /// Requests seen per exit address, banned or not.
+    pub hits: Arc<Mutex<HashMap<IpAddr, u32>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl EchoOrigin {
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on(Ipv4Addr::LOCALHOST).await
+    }
+
+    /// An echo origin on `ip` (any `127.0.0.0/8` address: another host name for the
+    /// gateway, as each IP literal is a domain of its own).
+    pub async fn start_on(ip: Ipv4Addr) -> Self {
+        let listener = TcpListener::bind((ip, 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let bans: Arc<Mutex<HashMap<IpAddr, u16>>> = Arc::default();
+        let hits: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
+        let (bans_in, hits_in) = (Arc::clone(&bans), Arc::clone(&hits));
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, peer)) = listener.accept().await else {
                     continue;
                 };
+                let (bans, hits) = (Arc::clone(&bans_in), Arc::clone(&hits_in));
                 tokio::spawn(async move {
-                    let service = service_fn(move |_request| async move {
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                            Bytes::from(peer.ip().to_string()),
-                        )))
+                    let service = service_fn(move |_request| {
+                        *hits.lock().unwrap().entry(peer.ip()).or_default() += 1;
+                        let banned = bans.lock().unwrap().get(&peer.ip()).copied();
+                        async move {
+                            let mut response =
+                                hyper::Response::new(Full::new(Bytes::from(peer.ip().to_string())));
+                            if let Some(status) = banned {
+                                *response.status_mut() =
+                                    hyper::StatusCode::from_u16(status).unwrap();
+                            }
+                            Ok::<_, std::convert::Infallible>(response)
+                        }
                     });
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
@@ -250,11 +275,31 @@ impl EchoOrigin {
                 });
             }
         });
-        Self { addr, task }
+        Self {
+            addr,
+            bans,
+            hits,
+            task,
+        }
     }
 
     pub fn url(&self) -> String {
         format!("http://{}/", self.addr)
+    }
+
+    /// Answers requests from `exit` with `status` from now on.
+    pub fn ban(&self, exit: Ipv4Addr, status: u16) {
+        self.bans.lock().unwrap().insert(IpAddr::V4(exit), status);
+    }
+
+    /// Requests seen from `exit` so far.
+    pub fn hits_from(&self, exit: Ipv4Addr) -> u32 {
+        self.hits
+            .lock()
+            .unwrap()
+            .get(&IpAddr::V4(exit))
+            .copied()
+            .unwrap_or(0)
     }
 }
 
