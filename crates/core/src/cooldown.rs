@@ -73,7 +73,12 @@ impl Domain {
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return Domain::new(ip.to_string()).ok();
         }
-        let lowered = host.to_ascii_lowercase();
+        // Most hosts come lower-case already: no copy for them.
+        let lowered: std::borrow::Cow<'_, str> = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+            host.to_ascii_lowercase().into()
+        } else {
+            host.into()
+        };
         let registrable = psl::domain_str(&lowered).unwrap_or(&lowered);
         Domain::new(registrable).ok()
     }

@@ -56,12 +56,13 @@ pub(crate) async fn forward(
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     strip_hop_by_hop(request.headers_mut());
     let domain = Domain::of_host(&target.host());
-    let config = shared.config();
-    let ban_statuses = auth
+    // An owned handle, not a guard: it is held across the awaits below.
+    let config = shared.settings.load_full();
+    let ban_statuses: &[u16] = auth
         .client
         .ban_statuses
-        .clone()
-        .unwrap_or_else(|| config.bans.statuses.clone());
+        .as_deref()
+        .unwrap_or(&config.bans.statuses);
     // Sent again only when nothing of it can be lost or done twice: no body, and a method
     // that is safe to repeat.
     let replay = Replay::of(&request);
@@ -70,7 +71,6 @@ pub(crate) async fn forward(
     } else {
         0
     };
-    drop(config);
     let mut avoid: Vec<u32> = Vec::new();
     let mut attempts = 0u32;
     let mut first = Some(request);
