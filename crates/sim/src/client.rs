@@ -56,6 +56,32 @@ pub async fn get_via_http_proxy(
     request(stream, &uri, &target.to_string(), auth.as_deref()).await
 }
 
+/// `GET http://authority{path}` in absolute form to the HTTP proxy at `proxy`, for a
+/// named target (`shop-a.test:PORT`) the proxy resolves.
+pub async fn get_named_via_http_proxy(
+    proxy: SocketAddr,
+    auth: Option<(&str, &str)>,
+    authority: &str,
+    path: &str,
+) -> Result<Fetched, ProtoError> {
+    let stream = TcpStream::connect(proxy).await?;
+    let uri = format!("http://{authority}{path}");
+    let auth = auth.map(|(u, p)| basic_auth_value(u, p));
+    request(stream, &uri, authority, auth.as_deref()).await
+}
+
+/// `GET path` on a named target through a `CONNECT` tunnel of the HTTP proxy at `proxy`.
+pub async fn get_named_via_connect(
+    proxy: SocketAddr,
+    auth: Option<(&str, &str)>,
+    authority: &str,
+    path: &str,
+) -> Result<Fetched, ProtoError> {
+    let mut stream = TcpStream::connect(proxy).await?;
+    http_connect::connect(&mut stream, authority, auth).await?;
+    request(stream, path, authority, None).await
+}
+
 /// `GET path` on `target`, through a `CONNECT` tunnel of the HTTP proxy at `proxy`.
 pub async fn get_via_connect(
     proxy: SocketAddr,

@@ -2,6 +2,12 @@
 //!
 //! Binding the outgoing socket to `exit_ip:0` before `connect` is what lets the origin
 //! tell upstream proxies apart on one machine: the origin sees the exit as the peer.
+//!
+//! Names under [`SIM_SUFFIX`] (`.test`, reserved for testing by RFC 6761, so never a real
+//! site) resolve to loopback here, without asking the system resolver: that is how tests
+//! and `dev` reach the origin under several host names of different registrable domains
+//! (`shop-a.test:PORT`, `shop-b.test:PORT`). Only the simulated upstreams do this, as a
+//! real vendor's proxy resolves names itself; the gateway never resolves names.
 
 use std::collections::HashSet;
 use std::io;
@@ -10,8 +16,19 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use proxypool_proto::TargetAddr;
 use tokio::net::{TcpSocket, TcpStream};
 
+/// The suffix of the names the simulated upstreams resolve to `127.0.0.1`.
+pub const SIM_SUFFIX: &str = "test";
+
+/// `127.0.0.1` for a name under [`SIM_SUFFIX`] (any case, trailing dot allowed).
+pub(crate) fn sim_name(host: &str) -> Option<Ipv4Addr> {
+    let host = host.trim_end_matches('.');
+    let (_, last) = host.rsplit_once('.')?;
+    last.eq_ignore_ascii_case(SIM_SUFFIX)
+        .then_some(Ipv4Addr::LOCALHOST)
+}
+
 /// Connects to `target` from `exit_ip` (domains resolved here, IPv4 only, because the
-/// exit is an IPv4 address).
+/// exit is an IPv4 address; names under [`SIM_SUFFIX`] are loopback).
 pub(crate) async fn connect_from(exit_ip: Ipv4Addr, target: &TargetAddr) -> io::Result<TcpStream> {
     let addr = match target {
         TargetAddr::Ip(SocketAddr::V4(v4)) => SocketAddr::V4(*v4),
@@ -20,6 +37,9 @@ pub(crate) async fn connect_from(exit_ip: Ipv4Addr, target: &TargetAddr) -> io::
                 io::ErrorKind::AddrNotAvailable,
                 "IPv6 target through an IPv4 exit",
             ));
+        }
+        TargetAddr::Domain(host, port) if sim_name(host).is_some() => {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), *port)
         }
         TargetAddr::Domain(host, port) => tokio::net::lookup_host((host.as_str(), *port))
             .await?
@@ -76,6 +96,16 @@ impl ExitAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_names_under_the_test_suffix_are_loopback() {
+        for name in ["shop-a.test", "WWW.Shop-B.TEST.", "a.b.test"] {
+            assert_eq!(sim_name(name), Some(Ipv4Addr::LOCALHOST), "{name}");
+        }
+        for name in ["test", "shop.testing", "example.com", "test.example", ""] {
+            assert_eq!(sim_name(name), None, "{name}");
+        }
+    }
 
     #[test]
     fn allocates_in_order_skipping_used_and_edges() {

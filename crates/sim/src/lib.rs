@@ -9,13 +9,16 @@
 //! Module map:
 //! - [`upstream`]: [`UpstreamProxy`], one forward proxy (HTTP CONNECT + absolute-form, or
 //!   SOCKS5) with credentials, latency, seeded failure rate and a dead switch.
-//! - [`origin`]: [`Origin`], an HTTP server that echoes the exit address it sees.
+//! - [`origin`]: [`Origin`], an HTTP server that echoes the exit address it sees, and
+//!   can ban chosen exits for chosen host names (answering 403, 429, ...), counted per
+//!   (exit, host).
 //! - [`vendor`]: [`VendorEndpoint`], the vendor's list URL (text or JSON) over a fleet of
 //!   upstream proxies that rotates like a residential vendor, with fault knobs.
 //! - [`sim_vendor`]: [`SimVendor`], all of the above in one call.
 //! - [`client`]: tiny GET helpers (direct, absolute-form, CONNECT, SOCKS5) for tests.
-//! - `exit`, `faults`, `http`, `shutdown`: outgoing dials from an exit address, seeded
-//!   failure dice, hyper plumbing, and shutdown-on-drop for every spawned task.
+//! - `exit`, `faults`, `http`, `shutdown`: outgoing dials from an exit address (names
+//!   under [`SIM_SUFFIX`], `.test`, resolve to loopback: the origin under many names),
+//!   seeded failure dice, hyper plumbing, and shutdown-on-drop for every spawned task.
 //!
 //! Every handle stops its listener and all its connections when dropped.
 
@@ -30,7 +33,10 @@ pub mod upstream;
 pub mod vendor;
 
 pub use client::Fetched;
-pub use origin::{Echo, Origin};
+pub use exit::SIM_SUFFIX;
+/// The status type of [`Origin::ban`].
+pub use hyper::StatusCode;
+pub use origin::{Echo, HostCount, Origin};
 pub use sim_vendor::{SimConfig, SimVendor};
 pub use upstream::{ProxyKind, UpstreamProxy, UpstreamProxyConfig, UpstreamStats};
 pub use vendor::{FleetConfig, ListFaults, ListFormat, Listing, VendorConfig, VendorEndpoint};
