@@ -49,6 +49,52 @@ pub fn controller_config(
     upstream: &str,
     tls: Option<&Tls>,
 ) -> String {
+    controller_config_with(
+        redis,
+        pg_port,
+        control,
+        api,
+        per_worker_target,
+        upstream,
+        tls,
+        false,
+    )
+}
+
+/// [`controller_config`] in plain text with `acme` an admin client when `admin` (so a
+/// test can drain a gateway).
+pub fn controller_config_as(
+    redis: &proxypool_testkit::RedisServer,
+    pg_port: u16,
+    control: u16,
+    api: u16,
+    per_worker_target: usize,
+    upstream: &str,
+    admin: bool,
+) -> String {
+    controller_config_with(
+        redis,
+        pg_port,
+        control,
+        api,
+        per_worker_target,
+        upstream,
+        None,
+        admin,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn controller_config_with(
+    redis: &proxypool_testkit::RedisServer,
+    pg_port: u16,
+    control: u16,
+    api: u16,
+    per_worker_target: usize,
+    upstream: &str,
+    tls: Option<&Tls>,
+    admin: bool,
+) -> String {
     let (store_url, quota_url) = match tls {
         Some(tls) => (
             redis.tls_url().unwrap().to_owned(),
@@ -74,7 +120,7 @@ pub fn controller_config(
         ),
         None => String::new(),
     };
-    let tenants = tenants(upstream, false);
+    let tenants = tenants(upstream, admin);
     format!(
         r#"
 [store]
