@@ -77,6 +77,9 @@ impl CooldownStore for MemoryPool {
                 continue;
             }
             let mut entries = state.cooldowns.get(id).cloned().unwrap_or_default();
+            // A forgotten entry is gone before the merge, so its strikes never carry into
+            // a new ban of the same domain (the sweep may not have reached it yet).
+            entries.retain(|e| e.forget_at_ms > now);
             merge_cooldowns(&mut entries, &proxy_changes, now);
             state.put_cooldowns(id, entries);
             report.applied += proxy_changes.len();

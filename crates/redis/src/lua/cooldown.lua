@@ -24,6 +24,18 @@ function P.get_cooldowns(id)
   return out
 end
 
+-- The entries of `id` not yet forgotten at NOW. A merge starts from these, so a forgotten
+-- entry's strikes never carry into a new ban (the sweep may not have reached it yet).
+function P.remembered_cooldowns(id)
+  local kept = {}
+  for _, e in ipairs(P.get_cooldowns(id)) do
+    if e[C_FORGET] > NOW then
+      kept[#kept + 1] = e
+    end
+  end
+  return kept
+end
+
 function P.encode_cooldown(e)
   return table.concat({ e[C_DOMAIN], P.fmt(e[C_UNTIL]), P.fmt(e[C_STRIKES]), P.fmt(e[C_FORGET]) }, '\t')
 end
@@ -118,14 +130,7 @@ function P.forget_cooldowns(limit)
   for i = 1, math.min(#due, limit) do
     local id = due[i]
     local r = P.get_record(id)
-    local kept = {}
-    if r then
-      for _, e in ipairs(P.get_cooldowns(id)) do
-        if e[C_FORGET] > NOW then
-          kept[#kept + 1] = e
-        end
-      end
-    end
+    local kept = r and P.remembered_cooldowns(id) or {}
     P.put_cooldowns(id, kept, r and P.num(r[HARD]) or NOW)
   end
   return #due > limit

@@ -26,7 +26,7 @@ local function main()
     local changes = per_proxy[id]
     local r = P.live_record(id)
     if r then
-      local merged = P.merge_cooldowns(P.get_cooldowns(id), changes, max)
+      local merged = P.merge_cooldowns(P.remembered_cooldowns(id), changes, max)
       P.put_cooldowns(id, merged, P.num(r[HARD]))
       applied = applied + #changes
     else

@@ -11,11 +11,9 @@ local function main()
   for i = 4, #ARGV do
     local id = ARGV[i]
     if redis.call('HEXISTS', B .. 'cooldowns', id) == 1 and P.live_record(id) then
-      for _, e in ipairs(P.get_cooldowns(id)) do
-        if e[4] > NOW then
-          out[#out + 1] = id
-          out[#out + 1] = P.encode_cooldown(e)
-        end
+      for _, e in ipairs(P.remembered_cooldowns(id)) do
+        out[#out + 1] = id
+        out[#out + 1] = P.encode_cooldown(e)
       end
     end
   end
