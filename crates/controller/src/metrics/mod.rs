@@ -256,3 +256,28 @@ pub(crate) fn cooldown_changes(report: &CooldownReport) {
 pub(crate) fn worker_leases(worker: &WorkerId, leases: usize) {
     metrics::gauge!(WORKER_LEASES, "worker" => worker.to_string()).set(leases as f64);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proxypool_metrics::MetricsHandle;
+
+    #[test]
+    fn cooldown_changes_are_counted_by_result_and_both_series_exist_at_zero() {
+        let (recorder, handle) = MetricsHandle::local();
+        metrics::with_local_recorder(&recorder, || {
+            cooldown_changes(&CooldownReport::default());
+            cooldown_changes(&CooldownReport {
+                applied: 3,
+                unknown: 1,
+            });
+        });
+        let text = handle.render();
+        for expected in [
+            "proxypool_controller_cooldown_changes_total{result=\"applied\"} 3\n",
+            "proxypool_controller_cooldown_changes_total{result=\"unknown\"} 1\n",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in {text}");
+        }
+    }
+}
