@@ -39,9 +39,9 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
         banner.get("dashboard"),
         format!("http://{}/ui/", banner.api().trim_start_matches("http://"))
     );
-    assert_eq!(banner.commands.len(), 3, "{:?}", banner.commands);
+    assert_eq!(banner.commands.len(), 4, "{:?}", banner.commands);
 
-    // The three commands, exactly as printed.
+    // The commands, exactly as printed.
     let (code, body) = shell(&banner.commands[0]);
     assert_eq!(code, 0, "{}", banner.commands[0]);
     assert!(exit_of(&body).starts_with("127.0.0."), "{body}");
@@ -52,6 +52,10 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
     assert_eq!(code, 0, "{}", banner.commands[2]);
     let extraction: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(extraction["returned"], 2, "{body}");
+    let (code, body) = shell(&banner.commands[3]);
+    assert_eq!(code, 0, "{}", banner.commands[3]);
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains(r#""host":"shop-a.test:"#), "{body}");
     // And the CLI line below them.
     let (code, table) = shell(banner.get("extract command"));
     assert_eq!(code, 0, "{}", banner.get("extract command"));
@@ -59,6 +63,51 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
 
     dev.signal("TERM");
     assert_eq!(dev.wait(Duration::from_secs(30)).code(), Some(0));
+}
+
+#[test]
+fn banned_exits_are_refused_for_their_host_only() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("bans");
+    // Two proxies, both banned for shop-a.test: whichever carries a request (and any
+    // retry through the other), shop-a.test refuses it; shop-b.test does not.
+    let (_dev, banner) = start_dev(
+        "dev",
+        &scratch,
+        &[
+            "--proxy-ttl",
+            "0",
+            "--proxies",
+            "2",
+            "--ban-exit",
+            "127.0.0.2=shop-a.test:429",
+            "--ban-exit",
+            "127.0.0.3=Shop-A.test",
+        ],
+    );
+    let port = banner
+        .origin()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/');
+    let proxy = format!("http://dev:{}@{}", banner.password(), banner.http());
+    let status_of = |host: &str| {
+        let url = format!("http://{host}:{port}/");
+        let (code, status) = curl(&["-o", "/dev/null", "-w", "%{http_code}", "-x", &proxy, &url]);
+        assert_eq!(code, 0, "curl {url}");
+        status
+    };
+    for _ in 0..4 {
+        let refused = status_of("shop-a.test");
+        assert!(
+            refused == "429" || refused == "403",
+            "shop-a.test answered {refused}"
+        );
+        assert_eq!(status_of("shop-b.test"), "200");
+    }
 }
 
 #[test]
