@@ -8,6 +8,7 @@
 //! Every port is `Debug`, so a component holding `Arc<dyn Port>` can derive `Debug`.
 
 use crate::admin::AdminStore;
+use crate::cooldown::CooldownStore;
 use crate::error::PoolResult;
 use crate::extract::{ExtractOutcome, ExtractRequest, ExtractResponse};
 use crate::health::{DueQuery, HealthBatch, HealthReport};
@@ -281,6 +282,7 @@ pub trait ActivityPool:
     + UsageReader
     + AdminStore
     + ProxyLister
+    + CooldownStore
     + Fencing
     + 'static
 {
@@ -297,6 +299,7 @@ impl<T> ActivityPool for T where
         + UsageReader
         + AdminStore
         + ProxyLister
+        + CooldownStore
         + Fencing
         + 'static
 {

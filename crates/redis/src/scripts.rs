@@ -1,6 +1,6 @@
 //! The Lua code of the adapter: one Redis function library holding every port operation.
 //!
-//! The helpers (`lib.lua`, `owned.lua`, `workers.lua`, `usage.lua`) are defined once, when
+//! The helpers (`lib.lua`, `cooldown.lua`, `owned.lua`, `workers.lua`, `usage.lua`) are defined once, when
 //! the library is loaded, and each operation under `src/lua/` becomes one entry point
 //! (`redis.register_function`) instead of a script that re-created every helper closure on
 //! each call. Calls are `FCALL`; the library is loaded on the first call that finds its
@@ -23,15 +23,16 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Helpers, in the order they build on each other.
-const HELPERS: [&str; 4] = [
+const HELPERS: [&str; 5] = [
     include_str!("lua/lib.lua"),
+    include_str!("lua/cooldown.lua"),
     include_str!("lua/owned.lua"),
     include_str!("lua/workers.lua"),
     include_str!("lua/usage.lua"),
 ];
 
 /// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
-const ENTRIES: [(&str, &str); 35] = [
+const ENTRIES: [(&str, &str); 40] = [
     ("upsert", include_str!("lua/upsert.lua")),
     ("health", include_str!("lua/health.lua")),
     ("due", include_str!("lua/due.lua")),
@@ -73,6 +74,11 @@ const ENTRIES: [(&str, &str); 35] = [
         "provider_statuses",
         include_str!("lua/provider_statuses.lua"),
     ),
+    ("cooldowns_apply", include_str!("lua/cooldowns_apply.lua")),
+    ("cooldowns_of", include_str!("lua/cooldowns_of.lua")),
+    ("feedback_add", include_str!("lua/feedback_add.lua")),
+    ("feedback_list", include_str!("lua/feedback_list.lua")),
+    ("return_extracted", include_str!("lua/return_extracted.lua")),
 ];
 
 /// The library source and its digest-derived name.
@@ -160,6 +166,11 @@ pub(crate) struct Scripts {
     pub(crate) worker_modes: Function,
     pub(crate) provider_status_put: Function,
     pub(crate) provider_statuses: Function,
+    pub(crate) cooldowns_apply: Function,
+    pub(crate) cooldowns_of: Function,
+    pub(crate) feedback_add: Function,
+    pub(crate) feedback_list: Function,
+    pub(crate) return_extracted: Function,
     /// `return 1` as a plain EVALSHA script, without the library: the cheapest possible
     /// round trip (the readiness probe and the benchmark's ceiling).
     pub(crate) probe: Script,
@@ -204,6 +215,11 @@ impl Scripts {
             worker_modes: library.function("worker_modes"),
             provider_status_put: library.function("provider_status_put"),
             provider_statuses: library.function("provider_statuses"),
+            cooldowns_apply: library.function("cooldowns_apply"),
+            cooldowns_of: library.function("cooldowns_of"),
+            feedback_add: library.function("feedback_add"),
+            feedback_list: library.function("feedback_list"),
+            return_extracted: library.function("return_extracted"),
             probe: Script::new(include_str!("lua/probe.lua")),
         }
     }
@@ -213,8 +229,9 @@ impl fmt::Debug for Scripts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "Scripts(library {}, 35 functions)",
-            self.extract.library.name
+            "Scripts(library {}, {} functions)",
+            self.extract.library.name,
+            ENTRIES.len()
         )
     }
 }

@@ -348,6 +348,58 @@ impl proxypool_core::ProxyLister for MeteredPool {
     }
 }
 
+#[async_trait]
+impl proxypool_core::CooldownStore for MeteredPool {
+    async fn apply_cooldowns(
+        &self,
+        now: UnixMillis,
+        changes: &[proxypool_core::CooldownChange],
+    ) -> PoolResult<proxypool_core::CooldownReport> {
+        timed("apply_cooldowns", self.inner.apply_cooldowns(now, changes)).await
+    }
+
+    async fn cooldowns_of(
+        &self,
+        now: UnixMillis,
+        proxies: &[ProxyId],
+    ) -> PoolResult<Vec<proxypool_core::DomainCooldown>> {
+        timed("cooldowns_of", self.inner.cooldowns_of(now, proxies)).await
+    }
+
+    async fn add_session_feedback(
+        &self,
+        now: UnixMillis,
+        feedback: proxypool_core::SessionFeedback,
+    ) -> PoolResult<()> {
+        timed(
+            "add_session_feedback",
+            self.inner.add_session_feedback(now, feedback),
+        )
+        .await
+    }
+
+    async fn session_feedback(
+        &self,
+        now: UnixMillis,
+        limit: usize,
+    ) -> PoolResult<Vec<proxypool_core::SessionFeedback>> {
+        timed("session_feedback", self.inner.session_feedback(now, limit)).await
+    }
+
+    async fn return_extracted(
+        &self,
+        now: UnixMillis,
+        client: &ClientId,
+        proxy: &ProxyId,
+    ) -> PoolResult<proxypool_core::ReturnOutcome> {
+        timed(
+            "return_extracted",
+            self.inner.return_extracted(now, client, proxy),
+        )
+        .await
+    }
+}
+
 impl proxypool_core::Fencing for MeteredPool {
     fn fenced(&self, fence: proxypool_core::Fence) -> Arc<dyn ActivityPool> {
         Arc::new(MeteredPool::new(self.inner.fenced(fence)))

@@ -6,6 +6,7 @@
 //! never a copy. All time is explicit (`now`), so the suite time-travels any store.
 
 pub mod admin;
+pub mod cooldowns;
 pub mod extract;
 pub mod fencing;
 pub mod fixtures;
@@ -116,6 +117,18 @@ macro_rules! contract_suite {
             listing::listing_filters_by_upstream_and_status,
             listing::listing_rejects_bad_limits_and_changes_nothing,
             listing::listing_over_scan_budget_is_unavailable,
+            cooldowns::cooldowns_merge_is_order_free_and_replay_changes_nothing,
+            cooldowns::cooldowns_clear_drops_only_that_domain,
+            cooldowns::cooldowns_bound_per_proxy_drops_what_the_reference_drops,
+            cooldowns::cooldowns_on_unknown_proxies_are_ignored_and_counted,
+            cooldowns::cooldowns_invalid_batch_changes_nothing,
+            cooldowns::cooldowns_are_forgotten_at_forget_at,
+            cooldowns::cooldowns_of_lists_by_proxy_in_the_given_order_then_domain,
+            cooldowns::cooldowns_go_with_the_record,
+            cooldowns::session_feedback_is_deduped_ordered_and_expires,
+            cooldowns::session_feedback_keeps_the_newest_within_its_bound,
+            cooldowns::return_extracted_only_by_the_holder_and_checked_next,
+            cooldowns::extract_for_domain_skips_proxies_cooling_for_it,
         );
     };
     (@each $factory:expr; $($module:ident :: $name:ident),* $(,)?) => {

@@ -71,6 +71,11 @@ fn scan(state: &State, now: UnixMillis, request: &ExtractRequest, budget: usize)
         if state.assignments.contains_key(id) || !request.accepts(now, record) {
             continue;
         }
+        if let Some(domain) = &request.for_domain
+            && state.is_cooling_for(id, domain, now)
+        {
+            continue;
+        }
         matching += 1;
         if matching <= reserve {
             continue; // kept back for the gateway

@@ -72,6 +72,8 @@ impl Maintenance for MemoryPool {
         let (records_removed, assignments_removed, more_records) =
             state.remove_expired_records(now, limit);
         let (results_removed, more_results) = state.remove_expired_results(now, limit);
+        let more_cooldowns = state.forget_cooldowns(now, limit);
+        state.forget_session_feedback(now);
 
         let lapsed_sessions: Vec<_> = state
             .sessions
@@ -103,7 +105,7 @@ impl Maintenance for MemoryPool {
             assignments_removed,
             sessions_removed,
             results_removed,
-            more_pending: more_records || more_results || more_sessions,
+            more_pending: more_records || more_results || more_sessions || more_cooldowns,
         })
     }
 

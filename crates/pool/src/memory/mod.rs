@@ -6,6 +6,7 @@
 //! the embedded store for one machine.
 
 mod admin;
+mod cooldown;
 mod extract;
 mod health;
 mod inventory;

@@ -8,7 +8,8 @@ use proxypool_core::{
     Assignment, ClientId, ExtractResponse, ExtractionId, Label, Protocol, ProxyId, ProxyRecord,
     StoredRuntime, UnixMillis, UpsertReport, UpstreamId, WorkerId, WorkerSession,
 };
-use std::collections::{BTreeSet, HashMap, HashSet};
+use proxypool_core::{DomainCooldown, SessionFeedback};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 /// An index ordered by `usable_until_ms`, so expired entries sit at the low end.
 pub(crate) type ExpiryOrdered = BTreeSet<(UnixMillis, ProxyId)>;
@@ -132,6 +133,13 @@ pub(crate) struct State {
     pub(crate) worker_modes: std::collections::BTreeMap<WorkerId, proxypool_core::WorkerModeRecord>,
     pub(crate) provider_statuses:
         std::collections::BTreeMap<UpstreamId, proxypool_core::ProviderStatus>,
+    /// Remembered cooldowns per proxy, each proxy's by domain (`merge_cooldowns` keeps
+    /// them so); a proxy without any has no entry.
+    pub(crate) cooldowns: HashMap<ProxyId, Vec<DomainCooldown>>,
+    /// (earliest `forget_at_ms` of the proxy's cooldowns, proxy): what the sweep visits.
+    pub(crate) cooldown_forget: ExpiryOrdered,
+    /// Session feedback, oldest first.
+    pub(crate) session_feedback: VecDeque<SessionFeedback>,
 }
 
 impl State {
@@ -201,8 +209,24 @@ impl State {
         }
         self.forget_upstream_member(&record.upstream, id);
         self.extracted_by.remove(id);
+        // Cooldowns belong to the record: a later lifetime of the same id starts clean,
+        // as it does in Redis, where the record's removal drops them too.
+        self.put_cooldowns(id, Vec::new());
         let assignment = self.drop_assignment(id);
         Some((record, assignment))
+    }
+
+    /// Replaces a proxy's cooldowns (empty = none), keeping the forget index in step.
+    pub(crate) fn put_cooldowns(&mut self, id: &ProxyId, entries: Vec<DomainCooldown>) {
+        if let Some(old) = self.cooldowns.remove(id)
+            && let Some(earliest) = old.iter().map(|e| e.forget_at_ms).min()
+        {
+            self.cooldown_forget.remove(&(earliest, id.clone()));
+        }
+        if let Some(earliest) = entries.iter().map(|e| e.forget_at_ms).min() {
+            self.cooldown_forget.insert((earliest, id.clone()));
+            self.cooldowns.insert(id.clone(), entries);
+        }
     }
 
     fn forget_upstream_member(&mut self, upstream: &UpstreamId, id: &ProxyId) {

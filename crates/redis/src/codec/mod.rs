@@ -5,6 +5,7 @@
 //! validated to exclude control characters, and JSON escapes them.
 
 pub(crate) mod assignment;
+pub(crate) mod cooldown;
 pub(crate) mod extraction;
 pub(crate) mod record;
 pub(crate) mod runtime;

@@ -5,7 +5,8 @@
 -- ARGV[10] min health freshness ms ('' = none), ARGV[11] idempotency TTL ms,
 -- ARGV[12..15] filter protocol, region, carrier, upstream ('' = any), ARGV[16] scan budget,
 -- ARGV[17] how long the key stays held past now ('' or 0 = only while replayable; only
--- sent with an idempotency key: ExtractRequest::held_until).
+-- sent with an idempotency key: ExtractRequest::held_until), ARGV[18] for_domain ('' =
+-- any; otherwise candidates cooling down for that domain are skipped, one HGET each).
 --
 -- Reply: {'ok', response} | {'replay', response} | {'conflict', 'digest'} |
 -- {'conflict', 'expired'} | {'insufficient', matching} | {'scan_budget'}, where response is
@@ -18,6 +19,7 @@ local function main()
   local key, client, digest = ARGV[4], ARGV[5], ARGV[6]
   local wanted, mode, reserve = P.num(ARGV[7]), ARGV[8], P.num(ARGV[9])
   local freshness, ttl, budget = P.num(ARGV[10]), P.num(ARGV[11]), P.num(ARGV[16])
+  local for_domain = ARGV[18]
   local filter = { [PROTO] = ARGV[12], [REGION] = ARGV[13], [CARRIER] = ARGV[14], [UP] = ARGV[15] }
 
   local stored = redis.call('GET', B .. key)
@@ -87,6 +89,7 @@ local function main()
         and (filter[CARRIER] == '' or filter[CARRIER] == r[CARRIER])
         and (filter[UP] == '' or filter[UP] == r[UP])
         and (freshness == nil or (r[SUCC] ~= '' and P.num(r[SUCC]) + freshness >= NOW))
+        and (for_domain == '' or not P.is_cooling_for(id, for_domain))
       if accepted then
         matching = matching + 1
         if matching > reserve then

@@ -354,6 +354,10 @@ function P.put_record(id, r, old, owned)
   if grows then
     P.touch(B .. 'records', hard)
     P.touch(B .. 'expiry', hard)
+    -- A longer life keeps the record's cooldowns too (a PTTL at the end; nothing when the
+    -- pool has none).
+    P.touch_key(B .. 'cooldowns', hard)
+    P.touch_key(B .. 'cooldown-forget', hard)
   end
 end
 
@@ -452,6 +456,9 @@ function P.remove_record(id)
   if r[ST] == 'X' then
     redis.call('HDEL', B .. 'extracted-by', id)
   end
+  -- Cooldowns belong to the record (cooldown.lua): a later lifetime starts clean.
+  redis.call('HDEL', B .. 'cooldowns', id)
+  redis.call('ZREM', B .. 'cooldown-forget', id)
   P.index_remove(id, r)
   P.count(r, -1, false)
   local a = P.drop_assignment(id)

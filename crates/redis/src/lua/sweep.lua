@@ -3,7 +3,8 @@
 -- At most `limit` of each kind per call: hard-expired records (with their indexes and
 -- assignments), logically expired extraction responses and operation results (the keys and
 -- their expiry entries), lapsed sessions (with runtime and issued snapshot), lapsed
--- runtimes and snapshots, and registry entries of index keys that no longer exist.
+-- runtimes and snapshots, forgotten cooldowns (of at most `limit` proxies), expired
+-- session feedback, and registry entries of index keys that no longer exist.
 -- ARGV[4] limit.
 -- Reply: {records, assignments, sessions, results, more_pending (0|1)}.
 
@@ -23,6 +24,8 @@ local function main()
   local records, assignments, more = P.remove_expired(limit)
   local extractions, more_extractions = expire_results('idem-expiry', limit)
   local operations, more_operations = expire_results('op-expiry', limit)
+  local more_cooldowns = P.forget_cooldowns(limit)
+  P.forget_expired_feedback(limit)
 
   local lapsed = redis.call('ZRANGEBYSCORE', B .. 'worker-session-expiry', '-inf', P.fmt(NOW), 'LIMIT', 0, limit + 1)
   local sessions = 0
@@ -42,7 +45,7 @@ local function main()
     end
   end
 
-  local pending = more or more_extractions or more_operations or #lapsed > limit
+  local pending = more or more_extractions or more_operations or more_cooldowns or #lapsed > limit
   return { records, assignments, sessions, extractions + operations, pending and 1 or 0 }
 end
 

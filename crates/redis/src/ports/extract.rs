@@ -59,6 +59,11 @@ impl Extractor for RedisPool {
             } else {
                 String::new()
             },
+            request
+                .for_domain
+                .as_ref()
+                .map(|d| d.to_string())
+                .unwrap_or_default(),
         ];
         let value = self
             .eval(&self.scripts.extract, now, Side::Write, args)

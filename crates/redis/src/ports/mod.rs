@@ -2,6 +2,7 @@
 //! script call, and decoding of the reply. One file per port family.
 
 mod admin;
+mod cooldown;
 mod extract;
 mod health;
 mod inventory;

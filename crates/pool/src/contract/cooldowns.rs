@@ -1,0 +1,602 @@
+//! Contract: CooldownStore (the merge rule of `proxypool_core::cooldown`, checked against
+//! `merge_cooldowns` itself; session feedback; extracted proxies given back) and
+//! extraction with `for_domain`.
+
+use super::PoolFactory;
+use super::fixtures::*;
+use crate::fresh_pool;
+use proxypool_core::cooldown::{
+    MAX_COOLDOWN_CHANGES, MAX_COOLDOWNS_PER_PROXY, MAX_SESSION_FEEDBACK, merge_cooldowns,
+};
+use proxypool_core::{
+    ActivityPool, CooldownChange, CooldownReport, CooldownStore, Domain, DomainCooldown, DueQuery,
+    ExtractMode, ExtractRequest, PoolError, ProxyId, ProxyStatus, ReturnOutcome, SessionFeedback,
+    UnixMillis, Verdict,
+};
+use std::collections::BTreeSet;
+
+fn domain(name: &str) -> Domain {
+    Domain::new(name).unwrap()
+}
+
+fn entry(proxy: &ProxyId, name: &str, until: u64, strikes: u32, forget: u64) -> DomainCooldown {
+    DomainCooldown {
+        proxy_id: proxy.clone(),
+        domain: domain(name),
+        until_ms: T0 + until,
+        strikes,
+        forget_at_ms: T0 + forget,
+    }
+}
+
+fn set(proxy: &ProxyId, name: &str, until: u64, strikes: u32, forget: u64) -> CooldownChange {
+    CooldownChange::Set(entry(proxy, name, until, strikes, forget))
+}
+
+fn clear(proxy: &ProxyId, name: &str) -> CooldownChange {
+    CooldownChange::Clear {
+        proxy_id: proxy.clone(),
+        domain: domain(name),
+    }
+}
+
+/// What `merge_cooldowns` makes of `batches` applied one after another at `now`.
+fn reference(batches: &[&[CooldownChange]], now: UnixMillis) -> Vec<DomainCooldown> {
+    let mut stored = Vec::new();
+    for batch in batches {
+        let refs: Vec<&CooldownChange> = batch.iter().collect();
+        merge_cooldowns(&mut stored, &refs, now);
+    }
+    stored
+}
+
+async fn cooldowns<P: ActivityPool>(
+    pool: &P,
+    now: UnixMillis,
+    proxy: &ProxyId,
+) -> Vec<DomainCooldown> {
+    pool.cooldowns_of(now, std::slice::from_ref(proxy))
+        .await
+        .unwrap()
+}
+
+fn for_domain(client_name: &str, count: u32, mode: ExtractMode, name: &str) -> ExtractRequest {
+    let mut request = extract_request(client_name, count, mode);
+    request.for_domain = Some(domain(name));
+    request
+}
+
+fn extracted_ids(response: &proxypool_core::ExtractResponse) -> BTreeSet<ProxyId> {
+    response.proxies.iter().map(|p| p.id.clone()).collect()
+}
+
+pub async fn cooldowns_merge_is_order_free_and_replay_changes_nothing<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 2).await;
+    let (a, b) = (&ids[0], &ids[1]);
+    // Each field's maximum comes from a different change.
+    let forward = [
+        set(a, "shop.test", 5_000, 1, 9_000),
+        set(a, "shop.test", 3_000, 4, 8_000),
+        set(a, "shop.test", 1_000, 2, 12_000),
+    ];
+    let backward: Vec<CooldownChange> = forward
+        .iter()
+        .rev()
+        .map(|c| match c {
+            CooldownChange::Set(e) => CooldownChange::Set(DomainCooldown {
+                proxy_id: b.clone(),
+                ..e.clone()
+            }),
+            other => other.clone(),
+        })
+        .collect();
+    let report = pool.apply_cooldowns(T0 + 1, &forward).await.unwrap();
+    assert_eq!(
+        report,
+        CooldownReport {
+            applied: 3,
+            unknown: 0
+        }
+    );
+    pool.apply_cooldowns(T0 + 1, &backward).await.unwrap();
+
+    let on_a = cooldowns(&pool, T0 + 2, a).await;
+    assert_eq!(on_a, vec![entry(a, "shop.test", 5_000, 4, 12_000)]);
+    assert_eq!(on_a, reference(&[&forward], T0 + 1));
+    let on_b = cooldowns(&pool, T0 + 2, b).await;
+    assert_eq!(on_b, vec![entry(b, "shop.test", 5_000, 4, 12_000)]);
+
+    // A replayed batch (a resent report) changes nothing, nor does an older entry.
+    pool.apply_cooldowns(T0 + 3, &forward).await.unwrap();
+    pool.apply_cooldowns(T0 + 3, &[set(a, "shop.test", 10, 1, 20)])
+        .await
+        .unwrap();
+    assert_eq!(cooldowns(&pool, T0 + 4, a).await, on_a);
+}
+
+pub async fn cooldowns_clear_drops_only_that_domain<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 1).await;
+    let p = &ids[0];
+    pool.apply_cooldowns(
+        T0,
+        &[
+            set(p, "a.test", 1_000, 1, 5_000),
+            set(p, "b.test", 1_000, 1, 5_000),
+        ],
+    )
+    .await
+    .unwrap();
+    let report = pool
+        .apply_cooldowns(T0 + 1, &[clear(p, "a.test"), clear(p, "never.test")])
+        .await
+        .unwrap();
+    assert_eq!(report.applied, 2);
+    assert_eq!(
+        cooldowns(&pool, T0 + 2, p).await,
+        vec![entry(p, "b.test", 1_000, 1, 5_000)]
+    );
+    // Within one batch the order holds: a set then a clear of one domain clears it.
+    pool.apply_cooldowns(
+        T0 + 3,
+        &[set(p, "c.test", 1_000, 1, 5_000), clear(p, "c.test")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        cooldowns(&pool, T0 + 4, p).await,
+        vec![entry(p, "b.test", 1_000, 1, 5_000)]
+    );
+}
+
+pub async fn cooldowns_bound_per_proxy_drops_what_the_reference_drops<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 1).await;
+    let p = &ids[0];
+    // Twenty domains; forget times repeat, so the tie by domain decides too.
+    let all: Vec<CooldownChange> = (0..20u64)
+        .map(|i| {
+            set(
+                p,
+                &format!("d{:02}.test", 19 - i),
+                1_000,
+                1,
+                10_000 + (i % 7) * 100,
+            )
+        })
+        .collect();
+    let (first, second) = all.split_at(9);
+    pool.apply_cooldowns(T0, first).await.unwrap();
+    pool.apply_cooldowns(T0, second).await.unwrap();
+    let stored = cooldowns(&pool, T0 + 1, p).await;
+    assert_eq!(stored.len(), MAX_COOLDOWNS_PER_PROXY);
+    assert_eq!(stored, reference(&[first, second], T0));
+    // Dropped: the three forgotten soonest, then of the next forget time the highest
+    // domain (ties go by domain).
+    let kept: BTreeSet<String> = stored.iter().map(|e| e.domain.to_string()).collect();
+    for dropped in ["d19.test", "d12.test", "d05.test", "d18.test"] {
+        assert!(
+            !kept.contains(dropped),
+            "{dropped} must be dropped: {kept:?}"
+        );
+    }
+    assert!(kept.contains("d04.test") && kept.contains("d11.test"));
+    // A later, longer-remembered domain pushes out the next one to be forgotten.
+    let newcomer = [set(p, "zz.test", 1_000, 1, 20_000)];
+    pool.apply_cooldowns(T0 + 2, &newcomer).await.unwrap();
+    assert_eq!(
+        cooldowns(&pool, T0 + 3, p).await,
+        reference(&[first, second, &newcomer], T0 + 2)
+    );
+}
+
+pub async fn cooldowns_on_unknown_proxies_are_ignored_and_counted<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 1).await;
+    let unknown = candidate_id(99);
+    let report = pool
+        .apply_cooldowns(
+            T0,
+            &[
+                set(&unknown, "a.test", 1_000, 1, 5_000),
+                set(&ids[0], "a.test", 1_000, 1, 5_000),
+                clear(&unknown, "b.test"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        report,
+        CooldownReport {
+            applied: 1,
+            unknown: 2
+        }
+    );
+    assert!(cooldowns(&pool, T0 + 1, &unknown).await.is_empty());
+    // Not kept for later either: the proxy arriving afterwards starts clean.
+    pool.upsert(T0 + 2, batch("acme", vec![candidate(99)]))
+        .await
+        .unwrap();
+    assert!(cooldowns(&pool, T0 + 3, &unknown).await.is_empty());
+    assert_eq!(cooldowns(&pool, T0 + 3, &ids[0]).await.len(), 1);
+}
+
+pub async fn cooldowns_invalid_batch_changes_nothing<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 1).await;
+    let p = &ids[0];
+    let backwards = pool
+        .apply_cooldowns(
+            T0,
+            &[
+                set(p, "a.test", 1_000, 1, 5_000),
+                set(p, "b.test", 5_000, 1, 1_000),
+            ],
+        )
+        .await;
+    assert!(
+        matches!(backwards, Err(PoolError::InvalidInput(_))),
+        "{backwards:?}"
+    );
+    let too_many: Vec<CooldownChange> = (0..=MAX_COOLDOWN_CHANGES)
+        .map(|_| set(p, "a.test", 1_000, 1, 5_000))
+        .collect();
+    let over = pool.apply_cooldowns(T0, &too_many).await;
+    assert!(matches!(over, Err(PoolError::InvalidInput(_))), "{over:?}");
+    assert!(cooldowns(&pool, T0 + 1, p).await.is_empty());
+}
+
+pub async fn cooldowns_are_forgotten_at_forget_at<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 1).await;
+    let p = &ids[0];
+    pool.apply_cooldowns(T0, &[set(p, "a.test", 1_000, 5, 5_000)])
+        .await
+        .unwrap();
+    assert_eq!(cooldowns(&pool, T0 + 4_999, p).await.len(), 1);
+    assert!(cooldowns(&pool, T0 + 5_000, p).await.is_empty());
+    // Gone means gone: a new ban after the forget time does not inherit the old strikes,
+    // even before any sweep ran.
+    pool.apply_cooldowns(T0 + 6_000, &[set(p, "a.test", 7_000, 1, 8_000)])
+        .await
+        .unwrap();
+    assert_eq!(
+        cooldowns(&pool, T0 + 6_001, p).await,
+        vec![entry(p, "a.test", 7_000, 1, 8_000)]
+    );
+    // And a sweep past the forget time leaves nothing behind for the proxy.
+    pool.sweep(T0 + 8_000, 100).await.unwrap();
+    assert!(cooldowns(&pool, T0 + 8_000, p).await.is_empty());
+    pool.apply_cooldowns(T0 + 8_001, &[set(p, "b.test", 8_500, 1, 9_000)])
+        .await
+        .unwrap();
+    assert_eq!(
+        cooldowns(&pool, T0 + 8_002, p).await,
+        vec![entry(p, "b.test", 8_500, 1, 9_000)]
+    );
+}
+
+pub async fn cooldowns_of_lists_by_proxy_in_the_given_order_then_domain<F: PoolFactory>(
+    factory: &F,
+) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 3).await;
+    let (a, b, none) = (&ids[0], &ids[1], &ids[2]);
+    pool.apply_cooldowns(
+        T0,
+        &[
+            set(a, "zeta.test", 1_000, 1, 5_000),
+            set(b, "omega.test", 1_000, 1, 5_000),
+            set(a, "alpha.test", 1_000, 1, 5_000),
+            set(b, "beta.test", 1_000, 1, 5_000),
+        ],
+    )
+    .await
+    .unwrap();
+    let listed = pool
+        .cooldowns_of(T0 + 1, &[b.clone(), none.clone(), a.clone()])
+        .await
+        .unwrap();
+    let order: Vec<(ProxyId, String)> = listed
+        .iter()
+        .map(|e| (e.proxy_id.clone(), e.domain.to_string()))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            (b.clone(), "beta.test".to_owned()),
+            (b.clone(), "omega.test".to_owned()),
+            (a.clone(), "alpha.test".to_owned()),
+            (a.clone(), "zeta.test".to_owned()),
+        ]
+    );
+    assert!(pool.cooldowns_of(T0 + 1, &[]).await.unwrap().is_empty());
+}
+
+pub async fn cooldowns_go_with_the_record<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 1).await;
+    let p = &ids[0];
+    // Remembered far longer than the proxy lives.
+    pool.apply_cooldowns(T0, &[set(p, "a.test", 1_000, 3, 3_600_000)])
+        .await
+        .unwrap();
+    let expired = T0 + TTL_MS;
+    assert!(
+        cooldowns(&pool, expired, p).await.is_empty(),
+        "an expired record has no cooldowns"
+    );
+    loop {
+        if !pool.sweep(expired, 100).await.unwrap().more_pending {
+            break;
+        }
+    }
+    assert_eq!(pool.footprint().await.unwrap().records, 0);
+    // The same proxy listed again is a new lifetime: nothing carried over.
+    pool.upsert(expired + 1, batch("acme", vec![candidate(1)]))
+        .await
+        .unwrap();
+    assert!(cooldowns(&pool, expired + 2, p).await.is_empty());
+    mark_healthy(&pool, expired + 2, std::slice::from_ref(p)).await;
+    let out = pool
+        .extract(
+            expired + 3,
+            for_domain("c1", 1, ExtractMode::AllOrNothing, "a.test"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(extracted_ids(&out.response), BTreeSet::from([p.clone()]));
+}
+
+fn feedback(id: &str, session: &str, expires_at: UnixMillis) -> SessionFeedback {
+    SessionFeedback {
+        id: id.to_owned(),
+        client: client("c1"),
+        session: session.to_owned(),
+        domain: domain("shop.test"),
+        verdict: Verdict::Banned,
+        ttl_ms: None,
+        expires_at_ms: expires_at,
+    }
+}
+
+fn feedback_ids(list: &[SessionFeedback]) -> Vec<String> {
+    list.iter().map(|f| f.id.clone()).collect()
+}
+
+pub async fn session_feedback_is_deduped_ordered_and_expires<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    // Arrival order, not expiry order, is the order.
+    pool.add_session_feedback(T0, feedback("f1", "s1", T0 + 3_000))
+        .await
+        .unwrap();
+    pool.add_session_feedback(T0 + 1, feedback("f2", "s2", T0 + 1_000))
+        .await
+        .unwrap();
+    pool.add_session_feedback(T0 + 2, feedback("f3", "s3", T0 + 2_000))
+        .await
+        .unwrap();
+    // The same id again is a no-op, whatever it carries.
+    let mut again = feedback("f1", "other", T0 + 9_000);
+    again.verdict = Verdict::Ok;
+    pool.add_session_feedback(T0 + 3, again).await.unwrap();
+    // Feedback already expired when it arrives is not kept.
+    pool.add_session_feedback(T0 + 4, feedback("late", "s4", T0 + 4))
+        .await
+        .unwrap();
+
+    let live = pool.session_feedback(T0 + 5, 10).await.unwrap();
+    assert_eq!(feedback_ids(&live), ["f1", "f2", "f3"]);
+    assert_eq!(live[0], feedback("f1", "s1", T0 + 3_000));
+    let first_two = pool.session_feedback(T0 + 5, 2).await.unwrap();
+    assert_eq!(feedback_ids(&first_two), ["f1", "f2"]);
+    assert!(pool.session_feedback(T0 + 5, 0).await.unwrap().is_empty());
+
+    assert_eq!(
+        feedback_ids(&pool.session_feedback(T0 + 1_000, 10).await.unwrap()),
+        ["f1", "f3"]
+    );
+    assert_eq!(
+        feedback_ids(&pool.session_feedback(T0 + 2_999, 10).await.unwrap()),
+        ["f1"]
+    );
+    pool.sweep(T0 + 3_000, 100).await.unwrap();
+    assert!(
+        pool.session_feedback(T0 + 3_000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Once expired (and swept), the id may be used afresh.
+    pool.add_session_feedback(T0 + 3_001, feedback("f1", "s9", T0 + 5_000))
+        .await
+        .unwrap();
+    let fresh = pool.session_feedback(T0 + 3_002, 10).await.unwrap();
+    assert_eq!(fresh, vec![feedback("f1", "s9", T0 + 5_000)]);
+}
+
+pub async fn session_feedback_keeps_the_newest_within_its_bound<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let total = MAX_SESSION_FEEDBACK + 2;
+    for i in 0..total {
+        pool.add_session_feedback(T0 + i as u64, feedback(&format!("f{i}"), "s", T0 + 60_000))
+            .await
+            .unwrap();
+    }
+    let kept = pool
+        .session_feedback(T0 + total as u64, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), MAX_SESSION_FEEDBACK);
+    assert_eq!(kept[0].id, "f2", "the two oldest were dropped");
+    assert_eq!(kept.last().unwrap().id, format!("f{}", total - 1));
+}
+
+/// Extracts one proxy for `client_name`; returns its id and the extraction's id.
+async fn extract_one<P: ActivityPool>(
+    pool: &P,
+    now: UnixMillis,
+    client_name: &str,
+) -> (ProxyId, proxypool_core::ExtractionId) {
+    let out = pool
+        .extract(
+            now,
+            extract_request(client_name, 1, ExtractMode::AllOrNothing),
+        )
+        .await
+        .unwrap();
+    (out.response.proxies[0].id.clone(), out.response.id.clone())
+}
+
+pub async fn return_extracted_only_by_the_holder_and_checked_next<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 3).await;
+    let (held, extraction) = extract_one(&pool, T0 + 10, "c1").await;
+    let spare: Vec<ProxyId> = ids.iter().filter(|id| **id != held).cloned().collect();
+
+    // Another client, an unknown proxy, a proxy nobody extracted: NotFound, no change.
+    for (who, proxy) in [
+        ("c2", held.clone()),
+        ("c1", candidate_id(99)),
+        ("c1", spare[0].clone()),
+    ] {
+        let refused = pool.return_extracted(T0 + 20, &client(who), &proxy).await;
+        assert_eq!(refused, Err(PoolError::NotFound), "{who} {proxy}");
+    }
+    assert!(
+        find_record(&pool, T0 + 20, &held).await.is_none(),
+        "still EXTRACTED, so not checkable"
+    );
+    assert_eq!(
+        find_record(&pool, T0 + 20, &spare[0]).await.unwrap().status,
+        ProxyStatus::Available
+    );
+
+    // A fresh vendor proxy (FETCHED) comes first, the returned one right after it, the
+    // AVAILABLE ones only once their re-check is due.
+    pool.upsert(T0 + 30, batch("acme", vec![candidate(50)]))
+        .await
+        .unwrap();
+    assert_eq!(
+        pool.return_extracted(T0 + 40, &client("c1"), &held).await,
+        Ok(ReturnOutcome::Returned)
+    );
+    let due = pool
+        .due_for_check(
+            T0 + 50,
+            DueQuery {
+                limit: 10,
+                recheck_after_ms: 0,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(due[0].id, candidate_id(50));
+    assert_eq!(
+        (due[1].id.clone(), due[1].status),
+        (held.clone(), ProxyStatus::Suspect)
+    );
+    assert_eq!(due.len(), 4);
+    // Given back once; the client no longer holds it.
+    assert_eq!(
+        pool.return_extracted(T0 + 60, &client("c1"), &held).await,
+        Err(PoolError::NotFound)
+    );
+    // The stored response stays replayable as it was handed out.
+    let stored = pool
+        .get_extraction(T0 + 60, &client("c1"), &extraction)
+        .await
+        .unwrap();
+    assert_eq!(extracted_ids(&stored), BTreeSet::from([held.clone()]));
+
+    // Not extractable while SUSPECT: the other two go, then nothing.
+    let out = pool
+        .extract(T0 + 70, extract_request("c3", 3, ExtractMode::Partial))
+        .await
+        .unwrap();
+    assert_eq!(
+        extracted_ids(&out.response),
+        spare.iter().cloned().collect::<BTreeSet<_>>()
+    );
+    // A passing check makes it AVAILABLE and extractable again.
+    mark_healthy(&pool, T0 + 80, std::slice::from_ref(&held)).await;
+    assert_eq!(
+        find_record(&pool, T0 + 80, &held).await.unwrap().status,
+        ProxyStatus::Available
+    );
+    let (again, _) = extract_one(&pool, T0 + 90, "c4").await;
+    assert_eq!(again, held);
+}
+
+pub async fn extract_for_domain_skips_proxies_cooling_for_it<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 5).await;
+    let cooling = [&ids[0], &ids[1], &ids[4]];
+    let mut changes: Vec<CooldownChange> = cooling
+        .iter()
+        .map(|p| set(p, "a.test", 1_000, 1, 20_000))
+        .collect();
+    // Remembered but no longer cooling: usable for the domain.
+    changes.push(set(&ids[2], "a.test", 50, 2, 20_000));
+    // Cooling, but for another domain.
+    changes.push(set(&ids[3], "b.test", 1_000, 1, 20_000));
+    pool.apply_cooldowns(T0, &changes).await.unwrap();
+
+    let short = pool
+        .extract(
+            T0 + 100,
+            for_domain("c1", 3, ExtractMode::AllOrNothing, "a.test"),
+        )
+        .await;
+    assert_eq!(
+        short.unwrap_err(),
+        PoolError::InsufficientInventory {
+            requested: 3,
+            matching: 2
+        }
+    );
+    let out = pool
+        .extract(
+            T0 + 100,
+            for_domain("c1", 5, ExtractMode::Partial, "a.test"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        extracted_ids(&out.response),
+        BTreeSet::from([ids[2].clone(), ids[3].clone()]),
+        "the all-or-nothing shortfall took nothing; partial skips the cooling ones"
+    );
+    // For another domain the cooling proxies serve as usual.
+    let other = pool
+        .extract(
+            T0 + 100,
+            for_domain("c2", 2, ExtractMode::AllOrNothing, "b.test"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(other.response.returned, 2);
+    let left: ProxyId = ids
+        .iter()
+        .find(|id| !extracted_ids(&other.response).contains(*id) && cooling.contains(id))
+        .cloned()
+        .unwrap();
+    let none = pool
+        .extract(
+            T0 + 999,
+            for_domain("c3", 1, ExtractMode::Partial, "a.test"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(none.response.returned, 0);
+    // Once the cooldown ends, the domain may have it.
+    let after = pool
+        .extract(
+            T0 + 1_000,
+            for_domain("c3", 1, ExtractMode::AllOrNothing, "a.test"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(extracted_ids(&after.response), BTreeSet::from([left]));
+}

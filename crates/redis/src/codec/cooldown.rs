@@ -1,0 +1,79 @@
+//! Cooldowns as the scripts hold them (`cooldowns`: per proxy, one line per domain,
+//! `domain \t until \t strikes \t forget_at`), the argument tuple of a change, and session
+//! feedback (JSON: Lua only stores it and hands it back).
+//!
+//! Times are clamped to [`MAX_MS`](super::MAX_MS), the range Lua numbers hold exactly:
+//! a cooldown anyone asks for ends within a day, so only nonsense values are cut.
+
+use super::{clamp_ms, corrupt, parse_u64};
+use proxypool_core::{
+    CooldownChange, Domain, DomainCooldown, PoolResult, ProxyId, SessionFeedback,
+};
+
+/// The six script arguments of one change (see `cooldowns_apply.lua`).
+pub(crate) fn change_args(change: &CooldownChange, out: &mut Vec<String>) {
+    match change {
+        CooldownChange::Set(entry) => out.extend([
+            entry.proxy_id.to_string(),
+            "s".to_owned(),
+            entry.domain.to_string(),
+            clamp_ms(entry.until_ms).to_string(),
+            entry.strikes.to_string(),
+            clamp_ms(entry.forget_at_ms).to_string(),
+        ]),
+        CooldownChange::Clear { proxy_id, domain } => out.extend([
+            proxy_id.to_string(),
+            "c".to_owned(),
+            domain.to_string(),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]),
+    }
+}
+
+/// One stored line of proxy `id`.
+pub(crate) fn decode(id: &str, line: &str) -> PoolResult<DomainCooldown> {
+    let what = "cooldown";
+    let f: Vec<&str> = line.split('\t').collect();
+    if f.len() != 4 {
+        return Err(corrupt(what));
+    }
+    Ok(DomainCooldown {
+        proxy_id: ProxyId::new(id).map_err(|_| corrupt(what))?,
+        domain: Domain::new(f[0]).map_err(|_| corrupt(what))?,
+        until_ms: parse_u64(f[1], what)?,
+        strikes: u32::try_from(parse_u64(f[2], what)?).map_err(|_| corrupt(what))?,
+        forget_at_ms: parse_u64(f[3], what)?,
+    })
+}
+
+pub(crate) fn feedback_json(feedback: &SessionFeedback) -> String {
+    serde_json::to_string(feedback).unwrap_or_default()
+}
+
+pub(crate) fn decode_feedback(value: &str) -> PoolResult<SessionFeedback> {
+    serde_json::from_str(value).map_err(|_| corrupt("session feedback"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_round_trips_through_the_stored_line() {
+        let entry = DomainCooldown {
+            proxy_id: ProxyId::new("0123456789abcdef0123456789abcdef").unwrap(),
+            domain: Domain::new("example.com").unwrap(),
+            until_ms: 1_700_000_001_000,
+            strikes: 3,
+            forget_at_ms: 1_700_000_009_000,
+        };
+        let mut args = Vec::new();
+        change_args(&CooldownChange::Set(entry.clone()), &mut args);
+        assert_eq!(args.len(), 6);
+        let line = format!("{}\t{}\t{}\t{}", args[2], args[3], args[4], args[5]);
+        assert_eq!(decode(&args[0], &line).unwrap(), entry);
+        assert!(decode(&args[0], "example.com\t1\t2").is_err());
+    }
+}

@@ -1,0 +1,154 @@
+-- cooldown.lua: helpers for cooldowns per (proxy, domain), defined once with the library.
+--
+-- `cooldowns` HASH proxy id -> that proxy's entries, one line per domain in domain order,
+-- each "domain\tuntil\tstrikes\tforget_at" (mirrors src/codec/cooldown.rs);
+-- `cooldown-forget` ZSET proxy id -> the earliest forget_at among them, so the sweep finds
+-- forgotten entries without visiting every proxy. Both are written only for a live
+-- record and dropped with it (P.remove_record), so they never outlive the record.
+
+local C_DOMAIN, C_UNTIL, C_STRIKES, C_FORGET = 1, 2, 3, 4
+
+function P.get_cooldowns(id)
+  local v = redis.call('HGET', B .. 'cooldowns', id)
+  local out = {}
+  if not v then
+    return out
+  end
+  for _, line in ipairs(P.split(v, '\n')) do
+    local e = P.split(line, '\t')
+    if #e ~= 4 then
+      P.corrupt('cooldown')
+    end
+    out[#out + 1] = { e[C_DOMAIN], P.num(e[C_UNTIL]), P.num(e[C_STRIKES]), P.num(e[C_FORGET]) }
+  end
+  return out
+end
+
+-- The entries of `id` not yet forgotten at NOW. A merge starts from these, so a forgotten
+-- entry's strikes never carry into a new ban (the sweep may not have reached it yet).
+function P.remembered_cooldowns(id)
+  local kept = {}
+  for _, e in ipairs(P.get_cooldowns(id)) do
+    if e[C_FORGET] > NOW then
+      kept[#kept + 1] = e
+    end
+  end
+  return kept
+end
+
+function P.encode_cooldown(e)
+  return table.concat({ e[C_DOMAIN], P.fmt(e[C_UNTIL]), P.fmt(e[C_STRIKES]), P.fmt(e[C_FORGET]) }, '\t')
+end
+
+-- Replaces a proxy's entries (already in domain order; empty = none) and its place in
+-- the forget index. `hard` is the record's hard expiry: the keys need not outlive it.
+function P.put_cooldowns(id, entries, hard)
+  if #entries == 0 then
+    redis.call('HDEL', B .. 'cooldowns', id)
+    redis.call('ZREM', B .. 'cooldown-forget', id)
+    return
+  end
+  local lines, earliest = {}, nil
+  for i, e in ipairs(entries) do
+    lines[i] = P.encode_cooldown(e)
+    if earliest == nil or e[C_FORGET] < earliest then
+      earliest = e[C_FORGET]
+    end
+  end
+  redis.call('HSET', B .. 'cooldowns', id, table.concat(lines, '\n'))
+  redis.call('ZADD', B .. 'cooldown-forget', P.fmt(earliest), id)
+  P.touch_key(B .. 'cooldowns', hard)
+  P.touch_key(B .. 'cooldown-forget', hard)
+end
+
+-- proxypool_core::cooldown::merge_cooldowns, step for step: each change is
+-- {op ('s' | 'c'), domain, until, strikes, forget_at}; at most `max` entries survive, the
+-- ones forgotten soonest going first (ties by domain); the result is in domain order.
+function P.merge_cooldowns(stored, changes, max)
+  for _, c in ipairs(changes) do
+    local found = nil
+    for i, e in ipairs(stored) do
+      if e[C_DOMAIN] == c[2] then
+        found = i
+        break
+      end
+    end
+    if c[1] == 's' then
+      if found then
+        local e = stored[found]
+        e[C_UNTIL] = math.max(e[C_UNTIL], c[3])
+        e[C_STRIKES] = math.max(e[C_STRIKES], c[4])
+        e[C_FORGET] = math.max(e[C_FORGET], c[5])
+      else
+        stored[#stored + 1] = { c[2], c[3], c[4], c[5] }
+      end
+    elseif found then
+      table.remove(stored, found)
+    end
+  end
+  local kept = {}
+  for _, e in ipairs(stored) do
+    if e[C_FORGET] > NOW then
+      kept[#kept + 1] = e
+    end
+  end
+  if #kept > max then
+    table.sort(kept, function(a, b)
+      if a[C_FORGET] ~= b[C_FORGET] then
+        return a[C_FORGET] > b[C_FORGET]
+      end
+      return a[C_DOMAIN] < b[C_DOMAIN]
+    end)
+    for i = #kept, max + 1, -1 do
+      kept[i] = nil
+    end
+  end
+  table.sort(kept, function(a, b)
+    return a[C_DOMAIN] < b[C_DOMAIN]
+  end)
+  return kept
+end
+
+-- Whether `id` is cooling down for `domain` at NOW (extraction's check; one HGET).
+function P.is_cooling_for(id, domain)
+  local v = redis.call('HGET', B .. 'cooldowns', id)
+  if not v then
+    return false
+  end
+  for _, line in ipairs(P.split(v, '\n')) do
+    local e = P.split(line, '\t')
+    if e[C_DOMAIN] == domain then
+      return NOW < P.num(e[C_UNTIL])
+    end
+  end
+  return false
+end
+
+-- Drops the forgotten entries of at most `limit` proxies; true when more are waiting.
+function P.forget_cooldowns(limit)
+  local due = redis.call('ZRANGEBYSCORE', B .. 'cooldown-forget', '-inf', P.fmt(NOW), 'LIMIT', 0, limit + 1)
+  for i = 1, math.min(#due, limit) do
+    local id = due[i]
+    local r = P.get_record(id)
+    local kept = r and P.remembered_cooldowns(id) or {}
+    P.put_cooldowns(id, kept, r and P.num(r[HARD]) or NOW)
+  end
+  return #due > limit
+end
+
+-- Session feedback: `session-feedback` HASH id -> feedback (JSON, stored as given),
+-- `session-feedback-order` ZSET id -> arrival number (`session-feedback-seq`, INCR),
+-- `session-feedback-expiry` ZSET id -> expires_at.
+function P.forget_feedback(id)
+  redis.call('HDEL', B .. 'session-feedback', id)
+  redis.call('ZREM', B .. 'session-feedback-order', id)
+  redis.call('ZREM', B .. 'session-feedback-expiry', id)
+end
+
+-- Drops session feedback that expired by NOW, at most `limit`.
+function P.forget_expired_feedback(limit)
+  local due = redis.call('ZRANGEBYSCORE', B .. 'session-feedback-expiry', '-inf', P.fmt(NOW), 'LIMIT', 0, limit)
+  for _, id in ipairs(due) do
+    P.forget_feedback(id)
+  end
+end

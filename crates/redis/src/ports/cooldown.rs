@@ -1,0 +1,109 @@
+//! CooldownStore: validation from core; the merge, the bound per proxy and the drop with
+//! the record in `cooldowns_apply.lua` (helpers in `cooldown.lua`); session feedback in
+//! `feedback_add.lua` / `feedback_list.lua`; `return_extracted.lua` gives a proxy back.
+
+use crate::codec::cooldown;
+use crate::pool::{RedisPool, Side};
+use crate::reply;
+use async_trait::async_trait;
+use proxypool_core::cooldown::{MAX_COOLDOWNS_PER_PROXY, MAX_SESSION_FEEDBACK, validate_changes};
+use proxypool_core::{
+    ClientId, CooldownChange, CooldownReport, CooldownStore, DomainCooldown, PoolError, PoolResult,
+    ProxyId, ReturnOutcome, SessionFeedback, UnixMillis,
+};
+
+#[async_trait]
+impl CooldownStore for RedisPool {
+    async fn apply_cooldowns(
+        &self,
+        now: UnixMillis,
+        changes: &[CooldownChange],
+    ) -> PoolResult<CooldownReport> {
+        validate_changes(changes)?;
+        let mut args = Vec::with_capacity(1 + changes.len() * 6);
+        args.push(MAX_COOLDOWNS_PER_PROXY.to_string());
+        for change in changes {
+            cooldown::change_args(change, &mut args);
+        }
+        let value = self
+            .eval(&self.scripts.cooldowns_apply, now, Side::Write, args)
+            .await?;
+        let reply = reply::parse(value, 0)?;
+        Ok(CooldownReport {
+            applied: reply.number(0)? as usize,
+            unknown: reply.number(1)? as usize,
+        })
+    }
+
+    async fn cooldowns_of(
+        &self,
+        now: UnixMillis,
+        proxies: &[ProxyId],
+    ) -> PoolResult<Vec<DomainCooldown>> {
+        if proxies.is_empty() {
+            return Ok(Vec::new());
+        }
+        let args = proxies.iter().map(ProxyId::to_string).collect();
+        let value = self
+            .eval(&self.scripts.cooldowns_of, now, Side::Read, args)
+            .await?;
+        let rows = reply::parse(value, 0)?.texts()?;
+        if rows.len() % 2 != 0 {
+            return Err(PoolError::corrupt("undecodable cooldowns in redis"));
+        }
+        rows.chunks_exact(2)
+            .map(|row| cooldown::decode(&row[0], &row[1]))
+            .collect()
+    }
+
+    async fn add_session_feedback(
+        &self,
+        now: UnixMillis,
+        feedback: SessionFeedback,
+    ) -> PoolResult<()> {
+        let args = vec![
+            feedback.id.clone(),
+            crate::codec::clamp_ms(feedback.expires_at_ms).to_string(),
+            cooldown::feedback_json(&feedback),
+            MAX_SESSION_FEEDBACK.to_string(),
+        ];
+        let value = self
+            .eval(&self.scripts.feedback_add, now, Side::Write, args)
+            .await?;
+        reply::parse(value, 0).map(|_| ())
+    }
+
+    async fn session_feedback(
+        &self,
+        now: UnixMillis,
+        limit: usize,
+    ) -> PoolResult<Vec<SessionFeedback>> {
+        let limit = limit.min(MAX_SESSION_FEEDBACK);
+        let value = self
+            .eval(
+                &self.scripts.feedback_list,
+                now,
+                Side::Read,
+                vec![limit.to_string()],
+            )
+            .await?;
+        reply::parse(value, 0)?
+            .texts()?
+            .iter()
+            .map(|v| cooldown::decode_feedback(v))
+            .collect()
+    }
+
+    async fn return_extracted(
+        &self,
+        now: UnixMillis,
+        client: &ClientId,
+        proxy: &ProxyId,
+    ) -> PoolResult<ReturnOutcome> {
+        let args = vec![client.to_string(), proxy.to_string()];
+        let value = self
+            .eval(&self.scripts.return_extracted, now, Side::Write, args)
+            .await?;
+        reply::parse(value, 0).map(|_| ReturnOutcome::Returned)
+    }
+}
