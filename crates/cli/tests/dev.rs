@@ -111,6 +111,45 @@ fn banned_exits_are_refused_for_their_host_only() {
 }
 
 #[test]
+fn feedback_gives_a_banned_proxy_back_and_replaces_it() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("feedback");
+    let (_dev, banner) = start_dev("dev", &scratch, &STILL);
+    let auth = format!("Authorization: Bearer {}", banner.token());
+    let post = |path: &str, body: &str| {
+        let url = format!("{}{path}", banner.api());
+        let (code, out) = curl(&[
+            "-H",
+            &auth,
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            body,
+            &url,
+        ]);
+        assert_eq!(code, 0, "POST {path}");
+        let value: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        value
+    };
+    let extraction = post("/v1/extractions", r#"{"count":1}"#);
+    let held = extraction["proxies"][0]["id"].as_str().unwrap().to_owned();
+    let answer = post(
+        "/v1/feedback",
+        &format!(
+            r#"{{"proxy_id":"{held}","domain":"http://www.shop-a.test/","verdict":"banned","return":true,"replacement":{{}}}}"#
+        ),
+    );
+    assert_eq!(answer["outcome"], "cooling", "{answer}");
+    assert_eq!(answer["domain"], "shop-a.test");
+    assert_eq!(answer["cooldown"]["strikes"], 1);
+    assert_eq!(answer["returned"], true);
+    let replacement = answer["replacement"]["proxies"][0]["id"].as_str().unwrap();
+    assert_ne!(replacement, held, "{answer}");
+}
+
+#[test]
 fn curl_through_http_and_socks5_reaches_the_origin_via_several_exits() {
     if !curl_or_skip() {
         return;
