@@ -1,7 +1,8 @@
 //! The API on the scale-out stores: the activity pool in a private `redis-server`
 //! (`proxypool_redis::RedisPool`) and the quota in a private PostgreSQL (least-privilege
 //! role). Covers the backend-dependent error codes, bad inputs changing nothing, 50
-//! concurrent clients, the replay after a dropped connection, Redis stopped mid-test (503
+//! concurrent clients, the replay after a dropped connection, Redis stopped mid-test (503,
+//! extractions, inspections and feedback alike,
 //! with `Retry-After` within the call timeout, and charged nothing; 200 again after the
 //! restart), the free-scan loop charged in PostgreSQL, and two API
 //! instances sharing one PostgreSQL holding the quota exactly.
@@ -271,7 +272,7 @@ async fn redis_stopped_is_503_within_the_timeout_and_200_after_restart() {
     let Some(mut stack) = stack(100, Setup::default()).await else {
         return;
     };
-    stack.server.seed("acme", 0, 4).await;
+    let seeded = stack.server.seed("acme", 0, 4).await;
     assert_eq!(
         stack
             .server
@@ -310,6 +311,25 @@ async fn redis_stopped_is_503_within_the_timeout_and_200_after_restart() {
             .extract(ALICE, None, &body(1))
             .await
             .assert_error(503, "unavailable");
+    }
+    for feedback in [
+        json!({"proxy_id": seeded[1], "domain": "shop-a.test", "verdict": "banned"}),
+        json!({"session": "s1", "domain": "shop-a.test", "verdict": "slow"}),
+    ] {
+        let reply = Reply::from(
+            stack
+                .server
+                .http
+                .post(stack.server.url("/v1/feedback"))
+                .bearer_auth(ALICE)
+                .header("content-type", "application/json")
+                .body(feedback.to_string())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        reply.assert_error(503, "unavailable");
     }
     // The service's failures are not the client's to pay: every charge was refunded.
     let quota = &stack.server.quota;
