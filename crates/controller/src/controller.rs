@@ -98,6 +98,7 @@ impl Controller {
             clock.clone(),
             config.snapshot.clone(),
             gateway_clients(&config),
+            config.cooldowns.policy(),
             changes,
         ));
         Controller {
@@ -420,6 +421,9 @@ impl RunningController {
         controller
             .publisher
             .replace_clients(gateway_clients(&config));
+        controller
+            .publisher
+            .replace_cooldown_policy(config.cooldowns.policy());
         controller.config.store(Arc::new(config));
         if let Some(tls) = &self.tls {
             tls.reload_or_keep();

@@ -34,6 +34,11 @@
 //! usage-seen:<w>          HASH  client\tupstream -> a gateway's last accounted totals
 //! usage-total:<c>         HASH  upstream\tkind -> amount (kept a year after the last use)
 //! usage-m:<c> usage-h:<c> HASH  period\tupstream\tkind -> amount (pruned to an hour / a day)
+//! cooldowns              HASH  proxy id -> its cooldowns, one line per domain (live records)
+//! cooldown-forget        ZSET  proxy id -> earliest forget_at of its cooldowns (for sweeps)
+//! session-feedback       HASH  feedback id -> session feedback (JSON)
+//! session-feedback-order ZSET  feedback id -> arrival number (session-feedback-seq, INCR)
+//! session-feedback-expiry ZSET feedback id -> expires_at
 //! ```
 //!
 //! The seed's `unique` (unique-key digest -> proxy id) and `idkeys` (proxy id -> digest)

@@ -16,7 +16,7 @@
 //! - `keys`: the keyspace (documented there) and key names built in Rust.
 //! - `scripts`: the Lua of `src/lua/` as one Redis function library (helpers defined once).
 //! - `reply`: script replies to payloads and `PoolError`s.
-//! - `codec`: how records, assignments, sessions, runtimes and results are stored.
+//! - `codec`: how records, assignments, sessions, runtimes, results and cooldowns are stored.
 //! - `ports`: one file per port family, the Rust half of each script.
 
 pub mod client;

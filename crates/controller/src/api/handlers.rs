@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use proxypool_core::control::{RegisterSession, ReportAck, SessionGrant, SnapshotAck};
 use proxypool_core::runtime::validate_session_id;
-use proxypool_core::{ReportOutcome, RuntimeReport, WorkerId};
+use proxypool_core::{CooldownReport, ReportOutcome, RuntimeReport, WorkerId};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -147,12 +147,32 @@ pub(super) async fn report(
             &rid,
         ));
     }
+    // Nothing of a malformed report may reach the store, its cooldowns included.
+    report
+        .validate()
+        .map_err(|e| ApiError::from_pool(e, &rid))?;
+    let cooldowns = report.cooldowns.clone();
     let ttl = state.snapshot.session_ttl.as_ms();
+    let now = state.clock.now();
     let receipt = state
         .pool
-        .report_runtime(state.clock.now(), report, ttl)
+        .report_runtime(now, report, ttl)
         .await
         .map_err(|e| ApiError::from_pool(e, &rid))?;
+    // After the report is taken (a fenced or out-of-order one brings no cooldowns in) and
+    // before the answer: a failure here fails the call, the gateway sends the report
+    // again, the store answers it as a replay and the cooldowns are merged then, which
+    // the merge rule makes harmless if some were already applied.
+    let applied = if cooldowns.is_empty() {
+        CooldownReport::default()
+    } else {
+        state
+            .pool
+            .apply_cooldowns(now, &cooldowns)
+            .await
+            .map_err(|e| ApiError::from_pool(e, &rid))?
+    };
+    crate::metrics::cooldown_changes(&applied);
     if !receipt.stale_proxies.is_empty() {
         tracing::debug!(
             %worker, stale = receipt.stale_proxies.len(),

@@ -15,7 +15,9 @@
 pub mod metered;
 pub mod pool;
 
-use proxypool_core::{PoolError, ProxyStatus, SweepReport, UpsertReport, UpstreamId, WorkerId};
+use proxypool_core::{
+    CooldownReport, PoolError, ProxyStatus, SweepReport, UpsertReport, UpstreamId, WorkerId,
+};
 use std::time::Duration;
 
 pub const PROXIES: &str = "proxypool_pool_proxies";
@@ -34,9 +36,10 @@ pub const SWEEPS: &str = "proxypool_controller_sweeps_total";
 pub const SWEEP_REMOVED: &str = "proxypool_controller_sweep_removed_total";
 pub const STORE_SECONDS: &str = "proxypool_controller_store_duration_seconds";
 pub const STORE_ERRORS: &str = "proxypool_controller_store_errors_total";
+pub const COOLDOWN_CHANGES: &str = "proxypool_controller_cooldown_changes_total";
 
 /// Every family the controller exports (for tests that look for all of them).
-pub const FAMILIES: [&str; 16] = [
+pub const FAMILIES: [&str; 17] = [
     PROXIES,
     FETCHES,
     FETCH_SECONDS,
@@ -53,6 +56,7 @@ pub const FAMILIES: [&str; 16] = [
     SWEEP_REMOVED,
     STORE_SECONDS,
     STORE_ERRORS,
+    COOLDOWN_CHANGES,
 ];
 
 /// Installs the process's recorder (or finds it installed) and registers the help texts.
@@ -130,6 +134,11 @@ fn describe() {
     describe_histogram!(
         STORE_SECONDS,
         "Latency of the controller's calls into the activity pool, by call."
+    );
+    describe_counter!(
+        COOLDOWN_CHANGES,
+        "Cooldown changes the gateways' runtime reports carried, by result (applied to a \
+         proxy the pool holds, unknown: its proxy is gone, so the change was ignored)."
     );
     describe_counter!(
         STORE_ERRORS,
@@ -234,7 +243,41 @@ pub(crate) fn sweep_removed(report: &SweepReport) {
     }
 }
 
+/// The cooldown changes of one runtime report, as the store took them.
+pub(crate) fn cooldown_changes(report: &CooldownReport) {
+    for (result, n) in [("applied", report.applied), ("unknown", report.unknown)] {
+        // Every accepted report counts, at 0 when it carries none: both series exist from
+        // the first report on, so a rate is never missing.
+        metrics::counter!(COOLDOWN_CHANGES, "result" => result).increment(n as u64);
+    }
+}
+
 /// Proxies leased to one worker.
 pub(crate) fn worker_leases(worker: &WorkerId, leases: usize) {
     metrics::gauge!(WORKER_LEASES, "worker" => worker.to_string()).set(leases as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proxypool_metrics::MetricsHandle;
+
+    #[test]
+    fn cooldown_changes_are_counted_by_result_and_both_series_exist_at_zero() {
+        let (recorder, handle) = MetricsHandle::local();
+        metrics::with_local_recorder(&recorder, || {
+            cooldown_changes(&CooldownReport::default());
+            cooldown_changes(&CooldownReport {
+                applied: 3,
+                unknown: 1,
+            });
+        });
+        let text = handle.render();
+        for expected in [
+            "proxypool_controller_cooldown_changes_total{result=\"applied\"} 3\n",
+            "proxypool_controller_cooldown_changes_total{result=\"unknown\"} 1\n",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in {text}");
+        }
+    }
 }

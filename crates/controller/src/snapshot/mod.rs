@@ -7,6 +7,11 @@
 //! issued only when the content (checksum) changes, or when a drain needs the worker to
 //! confirm a snapshot at a newer ownership epoch. The epoch is read *before* the content,
 //! so a snapshot at epoch E never lists a proxy whose drain bumped the epoch to E or less.
+//!
+//! Each snapshot also carries advisories: the `[cooldowns]` policy, the remembered
+//! cooldowns of the proxies it lists and the live session feedback of its clients. They
+//! are part of the checksum, so a new cooldown (from any gateway's report) or new feedback
+//! issues a new version at the next re-read.
 
 mod signal;
 
@@ -16,11 +21,12 @@ pub use signal::ChangeSignal;
 use crate::clock::SharedClock;
 use crate::config::SnapshotConfig;
 use proxypool_core::control::{
-    GatewayClient, HeldLease, SnapshotProxy, WorkerSnapshot, snapshot_checksum_with_held,
+    Advisories, GatewayClient, HeldLease, SnapshotProxy, WorkerSnapshot, snapshot_checksum_of,
 };
+use proxypool_core::cooldown::MAX_SESSION_FEEDBACK;
 use proxypool_core::{
-    ActivityPool, AssignmentState, Conflict, LockExt, OwnedProxy, PoolError, PoolResult,
-    SnapshotRef, UnixMillis, WorkerId, WorkerSession,
+    ActivityPool, AssignmentState, ClientId, Conflict, CooldownPolicy, LockExt, OwnedProxy,
+    PoolError, PoolResult, ProxyId, SnapshotRef, UnixMillis, WorkerId, WorkerSession,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -43,6 +49,8 @@ pub struct SnapshotPublisher {
     config: SnapshotConfig,
     // Swapped whole on a configuration reload; every snapshot after it carries the new set.
     clients: ArcSwap<Vec<GatewayClient>>,
+    /// `[cooldowns]`, shipped in every snapshot; swapped on a reload like the clients.
+    cooldown_policy: ArcSwap<CooldownPolicy>,
     changes: ChangeSignal,
     /// When this controller built the latest snapshot it served each worker, for the
     /// snapshot-age gauge (`crate::metrics::pool`). One entry per worker with a session;
@@ -64,6 +72,7 @@ impl SnapshotPublisher {
         clock: SharedClock,
         config: SnapshotConfig,
         clients: Vec<GatewayClient>,
+        cooldown_policy: CooldownPolicy,
         changes: ChangeSignal,
     ) -> Self {
         SnapshotPublisher {
@@ -71,6 +80,7 @@ impl SnapshotPublisher {
             clock,
             config,
             clients: ArcSwap::from_pointee(clients),
+            cooldown_policy: ArcSwap::from_pointee(cooldown_policy),
             changes,
             built: Mutex::new(HashMap::new()),
         }
@@ -118,6 +128,12 @@ impl SnapshotPublisher {
     /// gets a snapshot with the new clients within a round trip.
     pub fn replace_clients(&self, clients: Vec<GatewayClient>) {
         self.clients.store(Arc::new(clients));
+        self.changes.notify();
+    }
+
+    /// Replaces the cooldown policy the snapshots carry and wakes every waiting long-poll.
+    pub fn replace_cooldown_policy(&self, policy: CooldownPolicy) {
+        self.cooldown_policy.store(Arc::new(policy));
         self.changes.notify();
     }
 
@@ -183,7 +199,8 @@ impl SnapshotPublisher {
             })
             .collect();
         held.sort_by(|a, b| a.id.cmp(&b.id));
-        let checksum = snapshot_checksum_with_held(&proxies, &held, &clients);
+        let advisories = self.advisories(now, &proxies, &clients).await?;
+        let checksum = snapshot_checksum_of(&proxies, &held, &clients, &advisories);
         let needed_epoch = draining
             .iter()
             .filter_map(|a| match a.state {
@@ -226,7 +243,7 @@ impl SnapshotPublisher {
         };
         self.remember(worker, session_id, reference.version, now);
         Ok(Some(WorkerSnapshot {
-            advisories: Default::default(),
+            advisories,
             worker: worker.clone(),
             session_id: session_id.to_owned(),
             reference,
@@ -236,6 +253,38 @@ impl SnapshotPublisher {
             clients: clients.as_ref().clone(),
             held,
         }))
+    }
+
+    /// The policy, the listed proxies' remembered cooldowns (by proxy id, then domain) and
+    /// the live feedback on sessions of the snapshot's clients (oldest first).
+    async fn advisories(
+        &self,
+        now: UnixMillis,
+        proxies: &[SnapshotProxy],
+        clients: &[GatewayClient],
+    ) -> PoolResult<Advisories> {
+        let mut ids: Vec<ProxyId> = proxies.iter().map(|p| p.id.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        // The store answers in the order asked, each proxy's entries by domain.
+        let cooldowns = if ids.is_empty() {
+            Vec::new()
+        } else {
+            self.pool.cooldowns_of(now, &ids).await?
+        };
+        let served: BTreeSet<&ClientId> = clients.iter().map(|c| &c.id).collect();
+        let session_feedback = self
+            .pool
+            .session_feedback(now, MAX_SESSION_FEEDBACK)
+            .await?
+            .into_iter()
+            .filter(|f| served.contains(&f.client))
+            .collect();
+        Ok(Advisories {
+            policy: Some(**self.cooldown_policy.load()),
+            cooldowns,
+            session_feedback,
+        })
     }
 
     async fn current_session(

@@ -347,6 +347,30 @@ pub async fn cooldowns_go_with_the_record<F: PoolFactory>(factory: &F) {
         .await
         .unwrap();
     assert_eq!(extracted_ids(&out.response), BTreeSet::from([p.clone()]));
+
+    // Without a sweep too: the vendor listing the proxy again after its lifetime ended
+    // starts a new lifetime, clean.
+    pool.upsert(expired + 4, batch("acme", vec![candidate(2)]))
+        .await
+        .unwrap();
+    let second = candidate_id(2);
+    pool.apply_cooldowns(
+        expired + 5,
+        &[CooldownChange::Set(DomainCooldown {
+            proxy_id: second.clone(),
+            domain: domain("a.test"),
+            until_ms: expired + 1_000,
+            strikes: 2,
+            forget_at_ms: expired + 3_600_000,
+        })],
+    )
+    .await
+    .unwrap();
+    let relisted = expired + 4 + TTL_MS;
+    pool.upsert(relisted, batch("acme", vec![candidate(2)]))
+        .await
+        .unwrap();
+    assert!(cooldowns(&pool, relisted + 1, &second).await.is_empty());
 }
 
 fn feedback(id: &str, session: &str, expires_at: UnixMillis) -> SessionFeedback {

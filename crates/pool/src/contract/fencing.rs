@@ -6,8 +6,9 @@ use super::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::{
-    AdminStore, CheckOutcome, Conflict, Fence, Fencing, HealthBatch, HealthObservation, LeaseStore,
-    PoolError, ProviderStatus,
+    AdminStore, CheckOutcome, Conflict, CooldownChange, CooldownStore, Domain, DomainCooldown,
+    Fence, Fencing, HealthBatch, HealthObservation, LeaseStore, PoolError, ProviderStatus,
+    SessionFeedback, Verdict,
 };
 
 const LEASE_MS: u64 = 1_000;
@@ -40,6 +41,11 @@ where
         .await
         .unwrap();
     let epoch_before = pool.current_epoch().await.unwrap();
+    // One proxy extracted under the live term, for the stale return below.
+    let kept = seed_range(old.as_ref(), T0 + 2, "other", 10, 1).await;
+    let mut request = extract_request("c1", 1, proxypool_core::ExtractMode::AllOrNothing);
+    request.filter.upstream = Some(upstream("other"));
+    old.extract(T0 + 3, request).await.unwrap();
 
     // "a" stalls past its lease; "b" takes over.
     let taken = T0 + LEASE_MS + 1;
@@ -103,6 +109,41 @@ where
         )
         .await,
         "put_provider_status",
+    );
+
+    let ban = CooldownChange::Set(DomainCooldown {
+        proxy_id: ids[1].clone(),
+        domain: Domain::new("shop.test").unwrap(),
+        until_ms: now + 1_000,
+        strikes: 1,
+        forget_at_ms: now + 2_000,
+    });
+    stale(old.apply_cooldowns(now, &[ban]).await, "apply_cooldowns");
+    stale(
+        old.add_session_feedback(
+            now,
+            SessionFeedback {
+                id: "f1".into(),
+                client: client("c1"),
+                session: "s1".into(),
+                domain: Domain::new("shop.test").unwrap(),
+                verdict: Verdict::Banned,
+                ttl_ms: None,
+                expires_at_ms: now + 1_000,
+            },
+        )
+        .await,
+        "add_session_feedback",
+    );
+    stale(
+        old.return_extracted(now, &client("c1"), &kept[0]).await,
+        "return_extracted",
+    );
+    assert!(pool.cooldowns_of(now, &ids).await.unwrap().is_empty());
+    assert!(pool.session_feedback(now, 10).await.unwrap().is_empty());
+    assert!(
+        find_record(&pool, now, &kept[0]).await.is_none(),
+        "still EXTRACTED"
     );
 
     // Nothing changed: same keys, same owner and lease, same epoch, same health.
