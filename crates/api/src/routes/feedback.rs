@@ -52,8 +52,10 @@ const MAX_SESSION_ID: usize = 64;
 /// naming `field`.
 pub(crate) fn domain_of(field: &str, raw: &str) -> Result<Domain, ApiError> {
     let invalid = || {
+        // Echoed back cut short: the body may be kilobytes of it.
+        let shown: String = raw.chars().take(80).collect();
         ApiError::invalid(format!(
-            "{field}: expected a host name, an IP address or a URL, got {raw:?}"
+            "{field}: expected a host name, an IP address or a URL, got {shown:?}"
         ))
     };
     let mut host = raw.trim();
