@@ -1,4 +1,4 @@
-//! proxypool-api: the client HTTP API: exclusive extraction, inspection,
+//! proxypool-api: the client HTTP API: exclusive extraction, feedback on bans, inspection,
 //! inventory and worker administration over HTTP, behind the full admission chain.
 //!
 //! # Why a crate of its own
@@ -36,7 +36,7 @@
 //!
 //! | module | what it is for |
 //! | --- | --- |
-//! | `routes` | [`router`], [`ROUTES`]; one file per resource (extractions, upstreams, usage, admin, dashboard, health, meta) |
+//! | `routes` | [`router`], [`ROUTES`]; one file per resource (extractions, feedback, upstreams, usage, admin, dashboard, health, meta) |
 //! | `admission` | the chain in order: `limits`, `shield`, `auth`, `authorize`, `quota` |
 //! | `observe` | outermost middleware: request ids, error bodies, common headers, metrics, tracing |
 //! | `state` | [`ApiState`], [`ApiStateBuilder`], [`ApiPorts`] |

@@ -13,8 +13,8 @@ use crate::controller_view::{OwnershipWake, UpstreamStatusSource};
 use crate::ui::session::SessionTable;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{
-    ActivityPool, AdminStore, Extractor, InventoryReader, OwnershipRepository, ProxyLister,
-    SecretHash, UnixMillis, UsageReader, WorkerRuntimeStore,
+    ActivityPool, AdminStore, CooldownPolicy, CooldownStore, Extractor, InventoryReader,
+    OwnershipRepository, ProxyLister, SecretHash, UnixMillis, UsageReader, WorkerRuntimeStore,
 };
 use proxypool_metrics::MetricsHandle;
 use proxypool_quota::QuotaPort;
@@ -35,6 +35,8 @@ pub struct ApiPorts {
     pub admin: Arc<dyn AdminStore>,
     /// The operators' read-only listing of proxies (`GET /v1/admin/proxies`).
     pub proxies: Arc<dyn ProxyLister>,
+    /// Cooldowns, session feedback and returned proxies (`POST /v1/feedback`).
+    pub cooldowns: Arc<dyn CooldownStore>,
 }
 
 impl ApiPorts {
@@ -51,6 +53,7 @@ impl ApiPorts {
             ownership: pool.clone(),
             usage: pool.clone(),
             proxies: pool.clone(),
+            cooldowns: pool.clone(),
             admin: pool,
             quota,
             upstreams,
@@ -74,6 +77,8 @@ struct Inner {
     shield: Shield,
     limits: ApiLimits,
     extraction: ArcSwap<ExtractionSettings>,
+    /// `[cooldowns]`, applied to clients' feedback; swapped on reload.
+    cooldowns: ArcSwap<CooldownPolicy>,
     reloader: Option<Arc<dyn ConfigReloader>>,
     trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     concurrency: Arc<Semaphore>,
@@ -107,6 +112,7 @@ pub struct ApiStateBuilder {
     clients: Vec<ApiClient>,
     limits: ApiLimits,
     extraction: ExtractionSettings,
+    cooldowns: CooldownPolicy,
     shield: ShieldChoice,
     metrics: Option<MetricsHandle>,
     metrics_token: Option<SecretHash>,
@@ -131,6 +137,12 @@ impl ApiStateBuilder {
 
     pub fn extraction(mut self, extraction: ExtractionSettings) -> Self {
         self.extraction = extraction;
+        self
+    }
+
+    /// How feedback grows cooldowns (default: `[cooldowns]`'s defaults).
+    pub fn cooldowns(mut self, policy: CooldownPolicy) -> Self {
+        self.cooldowns = policy;
         self
     }
 
@@ -210,6 +222,7 @@ impl ApiStateBuilder {
                 shield,
                 limits: self.limits,
                 extraction: ArcSwap::from_pointee(self.extraction),
+                cooldowns: ArcSwap::from_pointee(self.cooldowns),
                 reloader: self.reloader,
                 trusted_proxies: self.trusted_proxies,
                 metrics: self.metrics,
@@ -232,6 +245,7 @@ impl ApiState {
             clients,
             limits: ApiLimits::default(),
             extraction: ExtractionSettings::default(),
+            cooldowns: proxypool_config::CooldownsConfig::default().policy(),
             shield: ShieldChoice::Settings(ShieldSettings::default()),
             metrics: None,
             metrics_token: None,
@@ -282,6 +296,15 @@ impl ApiState {
         crate::config::first_problem(settings.problems())?;
         self.inner.extraction.store(Arc::new(settings));
         Ok(())
+    }
+
+    /// Replaces the cooldown policy (a configuration reload).
+    pub fn replace_cooldowns(&self, policy: CooldownPolicy) {
+        self.inner.cooldowns.store(Arc::new(policy));
+    }
+
+    pub(crate) fn cooldown_policy(&self) -> CooldownPolicy {
+        **self.inner.cooldowns.load()
     }
 
     /// Replaces the `/metrics` token (a configuration reload).

@@ -6,9 +6,9 @@
 //! `Cache-Control: no-store`.
 
 use proxypool_core::{
-    ExtractMode, ExtractResponse, ExtractedProxy, InventoryView, Label, Protocol, ProxyFilter,
-    ProxyId, ProxyStatus, SnapshotRef, StoredRuntime, UnixMillis, UpstreamId, WorkerId,
-    WorkerSession,
+    Domain, DomainCooldown, ExtractMode, ExtractResponse, ExtractedProxy, InventoryView, Label,
+    Protocol, ProxyFilter, ProxyId, ProxyStatus, SnapshotRef, StoredRuntime, UnixMillis,
+    UpstreamId, Verdict, WorkerId, WorkerSession,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -25,6 +25,125 @@ pub struct ExtractionRequestBody {
     pub filters: ProxyFilter,
     #[serde(default, deserialize_with = "whole::optional")]
     pub min_health_freshness_ms: Option<u64>,
+    /// Only proxies not cooling down for this host's registrable domain (a host name, an
+    /// IP literal or a URL).
+    #[serde(default)]
+    pub for_domain: Option<String>,
+}
+
+/// `POST /v1/feedback` body: what a client saw through a proxy (by `proxy_id`) or through
+/// a gateway sticky session (by `session`) on one site.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedbackRequestBody {
+    #[serde(default)]
+    pub proxy_id: Option<String>,
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The site: a host name, an IP literal or a URL; reduced to its registrable domain.
+    pub domain: String,
+    pub verdict: Verdict,
+    /// The client's own estimate of the cooldown (`"30s"`, `"10m"`), instead of the policy's.
+    #[serde(default)]
+    pub ttl: Option<String>,
+    /// Gives the extracted proxy back as bad (only with `proxy_id`).
+    #[serde(default, rename = "return")]
+    pub give_back: bool,
+    /// A new extraction in the same call.
+    #[serde(default)]
+    pub replacement: Option<ReplacementBody>,
+}
+
+/// The `replacement` of a feedback: the body of `POST /v1/extractions`, with `count`
+/// defaulting to 1 and `for_domain` to the feedback's domain.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplacementBody {
+    #[serde(default = "one", deserialize_with = "whole::number")]
+    pub count: u32,
+    #[serde(default)]
+    pub mode: ExtractMode,
+    #[serde(default)]
+    pub filters: ProxyFilter,
+    #[serde(default, deserialize_with = "whole::optional")]
+    pub min_health_freshness_ms: Option<u64>,
+    #[serde(default)]
+    pub for_domain: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One proxy's cooldown for one domain, as the store holds it after the feedback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CooldownView {
+    pub proxy_id: ProxyId,
+    pub domain: Domain,
+    /// The proxy is not used for the domain before this (ms since the epoch).
+    pub until: UnixMillis,
+    /// Bans in a row.
+    pub strikes: u32,
+    /// When the entry and its strikes are forgotten (ms since the epoch).
+    pub forget_at: UnixMillis,
+}
+
+impl From<&DomainCooldown> for CooldownView {
+    fn from(entry: &DomainCooldown) -> Self {
+        CooldownView {
+            proxy_id: entry.proxy_id.clone(),
+            domain: entry.domain.clone(),
+            until: entry.until_ms,
+            strikes: entry.strikes,
+            forget_at: entry.forget_at_ms,
+        }
+    }
+}
+
+/// What a feedback did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeedbackOutcome {
+    /// The proxy cools down for the domain (`cooldown` says until when).
+    Cooling,
+    /// The proxy's cooldown for the domain, if any, is gone.
+    Cleared,
+    /// Kept for the gateway that holds the session, which applies it to the session's proxy.
+    Queued,
+}
+
+/// The error of a replacement that could not be made (the feedback itself was applied).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplacementError {
+    pub code: String,
+    pub message: String,
+}
+
+/// `POST /v1/feedback` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedbackView {
+    pub outcome: FeedbackOutcome,
+    /// The registrable domain the feedback was recorded for.
+    pub domain: Domain,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_id: Option<ProxyId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// With `cooling`: the stored entry (merged with what the store already knew).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cooldown: Option<CooldownView>,
+    /// With `queued`: the feedback's id and until when it waits for the session's gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<UnixMillis>,
+    /// Whether the proxy was given back (its extraction ended; it is SUSPECT now).
+    pub returned: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<ExtractionView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement_error: Option<ReplacementError>,
 }
 
 /// Integers as JSON Schema (and the OpenAPI document) defines them: a number with no

@@ -1,9 +1,11 @@
 //! The API on the scale-out stores: the activity pool in a private `redis-server`
 //! (`proxypool_redis::RedisPool`) and the quota in a private PostgreSQL (least-privilege
 //! role). Covers the backend-dependent error codes, bad inputs changing nothing, 50
-//! concurrent clients, the replay after a dropped connection, Redis stopped mid-test (503
+//! concurrent clients, the replay after a dropped connection, Redis stopped mid-test (503,
+//! extractions, inspections and feedback alike,
 //! with `Retry-After` within the call timeout, and charged nothing; 200 again after the
-//! restart), the free-scan loop charged in PostgreSQL, and two API
+//! restart), feedback (bans growing, a proxy returned and replaced, session feedback),
+//! the free-scan loop charged in PostgreSQL, and two API
 //! instances sharing one PostgreSQL holding the quota exactly.
 //!
 //! Without the server binaries these tests skip with the testkit's banner (and fail under
@@ -177,6 +179,106 @@ async fn error_codes_and_bad_inputs_on_redis_and_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_on_redis_grows_bans_returns_and_replaces() {
+    let Some(stack) = stack(100, Setup::default()).await else {
+        return;
+    };
+    let server = &stack.server;
+    let seeded = server.seed("acme", 0, 3).await;
+    let post = |token: &'static str, body: serde_json::Value| async move {
+        Reply::from(
+            server
+                .http
+                .post(server.url("/v1/feedback"))
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    };
+    let held = server.extract(ALICE, None, &body(1)).await.json()["proxies"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let other = seeded.iter().find(|id| id.as_str() != held).unwrap();
+    for strikes in [1, 2] {
+        let reply = post(
+            BOB,
+            json!({"proxy_id": other, "domain": "www.shop-a.test", "verdict": "banned"}),
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.json()["cooldown"]["strikes"], strikes);
+    }
+    let stored = server
+        .pool
+        .cooldowns_of(proxypool_core::now_millis(), std::slice::from_ref(other))
+        .await
+        .unwrap();
+    assert_eq!((stored.len(), stored[0].strikes), (1, 2), "{stored:?}");
+
+    // Bob cannot give back Alice's proxy; Alice can, and gets the one proxy left that is
+    // neither returned nor cooling for the domain.
+    let refused = post(
+        BOB,
+        json!({"proxy_id": held, "domain": "shop-a.test", "verdict": "banned", "return": true}),
+    )
+    .await;
+    refused.assert_error(404, "not_found");
+    let reply = post(
+        ALICE,
+        json!({"proxy_id": held, "domain": "shop-a.test", "verdict": "captcha", "return": true,
+               "replacement": {"count": 2}}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let answer = reply.json();
+    assert_eq!(answer["returned"], true);
+    let replaced: Vec<&str> = answer["replacement"]["proxies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(replaced.len(), 1, "{answer}");
+    assert!(
+        replaced[0] != held && replaced[0] != other.as_str(),
+        "{answer}"
+    );
+    let inventory = server
+        .pool
+        .inventory(proxypool_core::now_millis(), &upstream("acme"))
+        .await
+        .unwrap();
+    assert_eq!(
+        inventory
+            .by_status
+            .get(&proxypool_core::ProxyStatus::Suspect),
+        Some(&1)
+    );
+
+    let queued = post(
+        ALICE,
+        json!({"session": "s1", "domain": "shop-a.test", "verdict": "slow"}),
+    )
+    .await;
+    assert_eq!(queued.status, 200, "{}", queued.text());
+    let feedback = server
+        .pool
+        .session_feedback(proxypool_core::now_millis(), 10)
+        .await
+        .unwrap();
+    assert_eq!(feedback.len(), 1);
+    assert_eq!(
+        feedback[0].id,
+        queued.json()["feedback_id"].as_str().unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_clients_never_share_a_proxy_on_redis() {
     const CLIENTS: usize = 50;
     let mut setup = Setup::default();
@@ -271,7 +373,7 @@ async fn redis_stopped_is_503_within_the_timeout_and_200_after_restart() {
     let Some(mut stack) = stack(100, Setup::default()).await else {
         return;
     };
-    stack.server.seed("acme", 0, 4).await;
+    let seeded = stack.server.seed("acme", 0, 4).await;
     assert_eq!(
         stack
             .server
@@ -310,6 +412,25 @@ async fn redis_stopped_is_503_within_the_timeout_and_200_after_restart() {
             .extract(ALICE, None, &body(1))
             .await
             .assert_error(503, "unavailable");
+    }
+    for feedback in [
+        json!({"proxy_id": seeded[1], "domain": "shop-a.test", "verdict": "banned"}),
+        json!({"session": "s1", "domain": "shop-a.test", "verdict": "slow"}),
+    ] {
+        let reply = Reply::from(
+            stack
+                .server
+                .http
+                .post(stack.server.url("/v1/feedback"))
+                .bearer_auth(ALICE)
+                .header("content-type", "application/json")
+                .body(feedback.to_string())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        reply.assert_error(503, "unavailable");
     }
     // The service's failures are not the client's to pay: every charge was refunded.
     let quota = &stack.server.quota;

@@ -4,7 +4,7 @@
 //! newcomer sees in `--help` are chosen so `proxypool dev` works with no flags at all.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 /// proxypool: a proxy pool platform (vendor fetch, health checks, exclusive extraction
@@ -85,6 +85,57 @@ pub(crate) struct DevArgs {
     /// How long to wait for everything to be ready before giving up.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub ready_timeout: u64,
+    /// Makes the simulated origin ban one exit for one host name, as a site that has
+    /// blocked an address: requests to HOST (a name under `.test`, which the simulated
+    /// proxies resolve to the origin) leaving from EXIT are answered STATUS (default 403;
+    /// 429 for rate limiting). Repeat for more bans, e.g.
+    /// `--ban-exit 127.0.0.2=shop-a.test --ban-exit 127.0.0.3=shop-a.test:429`.
+    #[arg(long, value_name = "EXIT=HOST[:STATUS]", value_parser = parse_dev_ban)]
+    pub ban_exit: Vec<DevBan>,
+}
+
+/// One `--ban-exit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DevBan {
+    pub exit: Ipv4Addr,
+    pub host: String,
+    pub status: u16,
+}
+
+fn parse_dev_ban(raw: &str) -> Result<DevBan, String> {
+    let (exit, rest) = raw
+        .split_once('=')
+        .ok_or("expected EXIT=HOST[:STATUS], e.g. 127.0.0.2=shop-a.test:429")?;
+    let exit: Ipv4Addr = exit
+        .parse()
+        .map_err(|_| format!("{exit:?} is not an IPv4 exit address (127.0.0.x)"))?;
+    if !exit.is_loopback() {
+        return Err(format!("{exit}: simulated exits are loopback addresses"));
+    }
+    let (host, status) = match rest.rsplit_once(':') {
+        Some((host, status)) => {
+            let status: u16 = status
+                .parse()
+                .ok()
+                .filter(|s| (400..=599).contains(s))
+                .ok_or_else(|| format!("{status:?}: the ban status must be 400-599"))?;
+            (host, status)
+        }
+        None => (rest, 403),
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let under_test = host
+        .strip_suffix(".test")
+        .is_some_and(|name| !name.is_empty() && !name.ends_with('.'));
+    let valid = host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'));
+    if !under_test || !valid {
+        return Err(format!(
+            "{host:?}: the host must be a name under .test (the simulated proxies send those to the origin)"
+        ));
+    }
+    Ok(DevBan { exit, host, status })
 }
 
 #[derive(Debug, Args)]
@@ -174,4 +225,36 @@ pub(crate) struct MigrateArgs {
     /// PostgreSQL: environment variable with the password to give the role.
     #[arg(long, value_name = "VAR", requires = "create_role")]
     pub role_password_env: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dev_bans_parse_with_a_default_status() {
+        assert_eq!(
+            parse_dev_ban("127.0.0.2=Shop-A.test"),
+            Ok(DevBan {
+                exit: Ipv4Addr::new(127, 0, 0, 2),
+                host: "shop-a.test".into(),
+                status: 403
+            })
+        );
+        assert_eq!(
+            parse_dev_ban("127.0.0.3=shop-b.test:429").unwrap().status,
+            429
+        );
+        for bad in [
+            "shop-a.test",
+            "10.0.0.1=shop-a.test",
+            "127.0.0.2=example.com",
+            "127.0.0.2=.test",
+            "127.0.0.2=shop-a.test:200",
+            "127.0.0.2=shop-a.test:abc",
+            "127.0.0.2=shop a.test",
+        ] {
+            assert!(parse_dev_ban(bad).is_err(), "{bad}");
+        }
+    }
 }

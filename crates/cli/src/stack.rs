@@ -109,6 +109,7 @@ impl Stack {
         reloader: Option<Arc<dyn ConfigReloader>>,
     ) -> Result<Stack, Failure> {
         let api = config.api.clone();
+        let cooldowns = config.cooldowns.policy();
         let api_listen = config.listen.api;
         // Bind the API before anything runs, so a taken port fails fast and cleanly.
         let api_listener = TcpListener::bind(api_listen).await.map_err(|e| {
@@ -127,7 +128,16 @@ impl Stack {
             .start()
             .await
             .map_err(|e| Failure::runtime(e.to_string()))?;
-        let api = match start_api(&controller, &api, clients, &quota, api_listener, reloader) {
+        let started = start_api(
+            &controller,
+            &api,
+            cooldowns,
+            clients,
+            &quota,
+            api_listener,
+            reloader,
+        );
+        let api = match started {
             Ok(api) => api,
             Err(failure) => {
                 running.shutdown().await;
@@ -187,6 +197,7 @@ impl Stack {
             .replace_extraction(config.api.extraction.clone())
             .map_err(|e| Failure::config(format!("api: {e}")))?;
         state.replace_metrics_token(metrics_token(&config.api));
+        state.replace_cooldowns(config.cooldowns.policy());
         if let Some(tls) = &self.api.tls {
             tls.reload_or_keep();
         }
@@ -282,6 +293,7 @@ fn api_clients(config: &Config, quota: &OpenedQuota) -> Vec<ApiClient> {
 fn start_api(
     controller: &Controller,
     section: &ApiSection,
+    cooldowns: proxypool_core::CooldownPolicy,
     clients: Vec<ApiClient>,
     quota: &OpenedQuota,
     listener: TcpListener,
@@ -296,6 +308,7 @@ fn start_api(
         ownership: pool.clone(),
         usage: pool.clone(),
         proxies: pool.clone(),
+        cooldowns: pool.clone(),
         admin: pool,
         quota: quota.port.clone(),
         upstreams: view.clone(),
@@ -303,6 +316,7 @@ fn start_api(
     let mut builder = ApiState::builder(ports, clients)
         .limits(section.limits.clone())
         .extraction(section.extraction.clone())
+        .cooldowns(cooldowns)
         .shield_settings(ShieldSettings::from(&section.shield))
         .metrics_token(metrics_token(section))
         .trusted_proxies(proxypool_config::parse_cidrs(&section.trusted_proxies))

@@ -39,9 +39,9 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
         banner.get("dashboard"),
         format!("http://{}/ui/", banner.api().trim_start_matches("http://"))
     );
-    assert_eq!(banner.commands.len(), 3, "{:?}", banner.commands);
+    assert_eq!(banner.commands.len(), 4, "{:?}", banner.commands);
 
-    // The three commands, exactly as printed.
+    // The commands, exactly as printed.
     let (code, body) = shell(&banner.commands[0]);
     assert_eq!(code, 0, "{}", banner.commands[0]);
     assert!(exit_of(&body).starts_with("127.0.0."), "{body}");
@@ -52,6 +52,10 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
     assert_eq!(code, 0, "{}", banner.commands[2]);
     let extraction: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(extraction["returned"], 2, "{body}");
+    let (code, body) = shell(&banner.commands[3]);
+    assert_eq!(code, 0, "{}", banner.commands[3]);
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains(r#""host":"shop-a.test:"#), "{body}");
     // And the CLI line below them.
     let (code, table) = shell(banner.get("extract command"));
     assert_eq!(code, 0, "{}", banner.get("extract command"));
@@ -59,6 +63,90 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
 
     dev.signal("TERM");
     assert_eq!(dev.wait(Duration::from_secs(30)).code(), Some(0));
+}
+
+#[test]
+fn banned_exits_are_refused_for_their_host_only() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("bans");
+    // Two proxies, both banned for shop-a.test: whichever carries a request (and any
+    // retry through the other), shop-a.test refuses it; shop-b.test does not.
+    let (_dev, banner) = start_dev(
+        "dev",
+        &scratch,
+        &[
+            "--proxy-ttl",
+            "0",
+            "--proxies",
+            "2",
+            "--ban-exit",
+            "127.0.0.2=shop-a.test:429",
+            "--ban-exit",
+            "127.0.0.3=Shop-A.test",
+        ],
+    );
+    let port = banner
+        .origin()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/');
+    let proxy = format!("http://dev:{}@{}", banner.password(), banner.http());
+    let status_of = |host: &str| {
+        let url = format!("http://{host}:{port}/");
+        let (code, status) = curl(&["-o", "/dev/null", "-w", "%{http_code}", "-x", &proxy, &url]);
+        assert_eq!(code, 0, "curl {url}");
+        status
+    };
+    for _ in 0..4 {
+        let refused = status_of("shop-a.test");
+        assert!(
+            refused == "429" || refused == "403",
+            "shop-a.test answered {refused}"
+        );
+        assert_eq!(status_of("shop-b.test"), "200");
+    }
+}
+
+#[test]
+fn feedback_gives_a_banned_proxy_back_and_replaces_it() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("feedback");
+    let (_dev, banner) = start_dev("dev", &scratch, &STILL);
+    let auth = format!("Authorization: Bearer {}", banner.token());
+    let post = |path: &str, body: &str| {
+        let url = format!("{}{path}", banner.api());
+        let (code, out) = curl(&[
+            "-H",
+            &auth,
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            body,
+            &url,
+        ]);
+        assert_eq!(code, 0, "POST {path}");
+        let value: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        value
+    };
+    let extraction = post("/v1/extractions", r#"{"count":1}"#);
+    let held = extraction["proxies"][0]["id"].as_str().unwrap().to_owned();
+    let answer = post(
+        "/v1/feedback",
+        &format!(
+            r#"{{"proxy_id":"{held}","domain":"http://www.shop-a.test/","verdict":"banned","return":true,"replacement":{{}}}}"#
+        ),
+    );
+    assert_eq!(answer["outcome"], "cooling", "{answer}");
+    assert_eq!(answer["domain"], "shop-a.test");
+    assert_eq!(answer["cooldown"]["strikes"], 1);
+    assert_eq!(answer["returned"], true);
+    let replacement = answer["replacement"]["proxies"][0]["id"].as_str().unwrap();
+    assert_ne!(replacement, held, "{answer}");
 }
 
 #[test]

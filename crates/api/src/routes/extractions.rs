@@ -25,6 +25,7 @@ use crate::clients::ApiClient;
 use crate::completion::RunToCompletion;
 use crate::error::{ApiError, ErrorCode};
 use crate::request_id::RequestId;
+use crate::routes::feedback::domain_of;
 use crate::state::ApiState;
 use crate::wire::{ExtractionRequestBody, ExtractionView};
 use axum::Json;
@@ -38,7 +39,7 @@ use proxypool_quota::{Operation, Settlement};
 use std::sync::Arc;
 
 pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
-const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+pub(crate) const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 /// How far this host's clock (the pool's time) may trail the quota store's, whose clock
 /// decides when a receipt's window ends.
 const KEY_HOLD_SKEW_MS: u64 = 10_000;
@@ -73,6 +74,34 @@ pub(crate) async fn create(
     let key = idempotency_key(&headers)?;
     let body: ExtractionRequestBody =
         read_json(&headers, body, state.limits().max_body_bytes).await?;
+    let prepared = prepare(&state, &client, key, &request_id, body)?;
+    let (grant, outcome) = run(&state, client, prepared).await?;
+    let view = view_of(&outcome);
+    let mut response = Json(view).into_response();
+    let headers = response.headers_mut();
+    for (name, value) in grant.headers {
+        headers.insert(name, value);
+    }
+    headers.insert(REPLAYED, replayed_value(outcome.replayed));
+    Ok(response)
+}
+
+/// An extraction whose input is checked and authorized: what is left costs quota.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    request: ExtractRequest,
+    receipt: String,
+}
+
+/// The input checks of an extraction (count, filters the client may use, `for_domain`,
+/// the request's own rules), before any quota is touched: input errors cost nothing.
+pub(crate) fn prepare(
+    state: &ApiState,
+    client: &ApiClient,
+    key: Option<String>,
+    request_id: &RequestId,
+    body: ExtractionRequestBody,
+) -> Result<Prepared, ApiError> {
     let settings = state.extraction();
     if !(1..=settings.max_count).contains(&body.count) {
         return Err(ApiError::invalid(format!(
@@ -80,11 +109,16 @@ pub(crate) async fn create(
             settings.max_count
         )));
     }
+    let for_domain = body
+        .for_domain
+        .as_deref()
+        .map(|raw| domain_of("for_domain", raw))
+        .transpose()?;
     let mut filter = body.filters;
-    authorize_filter(&client, &mut filter)?;
+    authorize_filter(client, &mut filter)?;
 
     let request = ExtractRequest {
-        for_domain: None,
+        for_domain,
         client: client.id.clone(),
         idempotency_key: key.clone(),
         request_id: request_id.to_string(),
@@ -99,7 +133,6 @@ pub(crate) async fn create(
         // as a replay can never buy a second extraction.
         key_held_ms: client.quota.limits(Operation::Extract).window_ms() + KEY_HOLD_SKEW_MS,
     };
-    // Input errors are the client's and must not cost quota.
     request
         .validate()
         .map_err(|error| ApiError::from_pool(error, state.retry_after()))?;
@@ -107,16 +140,30 @@ pub(crate) async fn create(
         Some(key) => key_receipt(key),
         None => request_receipt(request_id.as_str()),
     };
+    Ok(Prepared { request, receipt })
+}
+
+/// Runs a prepared extraction under the client's in-flight cap: the quota charge, the
+/// extraction and the settling of the charge, to completion.
+pub(crate) async fn run(
+    state: &ApiState,
+    client: Arc<ApiClient>,
+    prepared: Prepared,
+) -> Result<(QuotaGrant, ExtractOutcome), ApiError> {
+    let settings = state.extraction();
     let slot = state
         .in_flight()
         .acquire(&client.id, settings.max_in_flight_per_client)?;
-
-    let (grant, outcome) = RunToCompletion::new(async move {
+    let state = state.clone();
+    RunToCompletion::new(async move {
         let _slot = slot;
-        admit_and_extract(state.clone(), client, receipt, request).await
+        admit_and_extract(state, client, prepared.receipt, prepared.request).await
     })
-    .await?;
+    .await
+}
 
+/// The answer's body, counted in the metrics.
+pub(crate) fn view_of(outcome: &ExtractOutcome) -> ExtractionView {
     let replayed = outcome.replayed;
     if !replayed {
         crate::metrics::extracted_by_upstream(outcome.response.client.as_str(), &outcome.response);
@@ -130,16 +177,12 @@ pub(crate) async fn create(
             u64::from(view.returned)
         },
     );
-    let mut response = Json(view).into_response();
-    let headers = response.headers_mut();
-    for (name, value) in grant.headers {
-        headers.insert(name, value);
-    }
-    headers.insert(
-        REPLAYED,
-        HeaderValue::from_static(if replayed { "true" } else { "false" }),
-    );
-    Ok(response)
+    view
+}
+
+/// `Idempotent-Replayed`.
+pub(crate) fn replayed_value(replayed: bool) -> HeaderValue {
+    HeaderValue::from_static(if replayed { "true" } else { "false" })
 }
 
 /// Quota, then the extraction, then the settling of the charge. Errors after the admission

@@ -3,6 +3,7 @@
 mod admin;
 mod dashboard;
 pub(crate) mod extractions;
+pub(crate) mod feedback;
 pub(crate) mod health;
 pub(crate) mod meta;
 mod upstreams;
@@ -20,6 +21,7 @@ use axum::routing::{get, post};
 pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/extractions"),
     ("GET", "/v1/extractions/{id}"),
+    ("POST", "/v1/feedback"),
     ("GET", "/v1/me"),
     ("GET", "/v1/upstreams"),
     ("GET", "/v1/upstreams/{id}/inventory"),
@@ -53,6 +55,7 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/v1/extractions", post(extractions::create))
         .route("/v1/extractions/{id}", get(extractions::get))
+        .route("/v1/feedback", post(feedback::create))
         .route("/v1/me", get(upstreams::me))
         .route("/v1/upstreams", get(upstreams::list))
         .route("/v1/upstreams/{id}/inventory", get(upstreams::inventory))

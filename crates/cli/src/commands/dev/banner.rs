@@ -3,7 +3,7 @@
 //!
 //! The labels are stable (the end-to-end tests read them): `gateway HTTP`, `gateway
 //! SOCKS5`, `client API`, `dashboard`, `origin`, `proxy username`, `proxy password`,
-//! `API token`, and the three command lines start with `curl`. The dashboard signs in with
+//! `API token`, and the four command lines start with `curl`. The dashboard signs in with
 //! the API token (the dev client is an admin).
 
 use super::setup::{CLIENT, Credentials};
@@ -79,12 +79,25 @@ fn render(
         "no rotation".to_owned()
     };
     let quota = args.data_dir.join("quota.sqlite3");
+    let shop_a = sim.origin().host_url("shop-a.test", "/");
+    let shop_b = sim.origin().host_url("shop-b.test", "/");
+    let bans = if args.ban_exit.is_empty() {
+        "none (try --ban-exit 127.0.0.2=shop-a.test:429)".to_owned()
+    } else {
+        args.ban_exit
+            .iter()
+            .map(|ban| format!("{} on {} ({})", ban.exit, ban.host, ban.status))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     format!(
         r#"
 proxypool dev is ready ({took:.1?} after start)
 
   simulated vendor   {n} proxies, HTTP and SOCKS5, {exits}; {rotation}
   origin             {origin}   (answers with the exit address it saw)
+  origin by name     {shop_a} {shop_b}   (any name under .test; through the proxies only)
+  origin bans        {bans}
   gateway HTTP       {http}
   gateway SOCKS5     {socks5}
   client API         http://{api}
@@ -101,6 +114,7 @@ Try it (each request may leave through another exit):
   curl -x http://{CLIENT}:{password}@{http} {origin}
   curl --socks5-hostname {socks5} --proxy-user {CLIENT}:{password} {origin}
   curl -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{"count":2}}' http://{api}/v1/extractions
+  curl -i -x http://{CLIENT}:{password}@{http} {shop_a}
 
 Keep one exit with a sticky session: use the username {CLIENT}-session-mysession.
 Extract with the CLI: PROXYPOOL_TOKEN={token} {exe} extract --api http://{api} --count 2

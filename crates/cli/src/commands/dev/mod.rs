@@ -8,6 +8,10 @@
 //! password and API token. Half of the proxies are leased to the gateway; the other half
 //! stay unowned, so extraction has inventory too.
 //!
+//! `--ban-exit EXIT=HOST[:STATUS]` makes the origin refuse one exit for one host name
+//! (names under `.test` reach the origin through the simulated proxies), so per-domain
+//! cooldowns and the gateway's retry through another proxy can be watched offline.
+//!
 //! The banner with ready-to-paste commands is printed only once those commands work: a
 //! request through each gateway listener reached the origin and every simulated proxy
 //! passed its health check (see [`ready`]).
@@ -37,6 +41,12 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
     let sim = SimVendor::start(setup::sim_config(&args))
         .await
         .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;
+    for ban in &args.ban_exit {
+        let status = proxypool_sim::StatusCode::from_u16(ban.status)
+            .map_err(|e| Failure::config(format!("--ban-exit: {e}")))?;
+        sim.origin()
+            .ban(std::net::IpAddr::V4(ban.exit), &ban.host, status);
+    }
     let credentials = setup::Credentials::generate();
     let mut config = setup::controller_config(&args, &sim, &credentials)?;
     let (worker, _) = LoopbackWorker::authorized_in(&mut config)?;

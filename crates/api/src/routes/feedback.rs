@@ -1,0 +1,455 @@
+//! `POST /v1/feedback`: a client tells what a site did to it through a proxy, so the pool
+//! keeps that proxy off that site's registrable domain for a while (`proxypool_core::cooldown`).
+//!
+//! Inside a tunnel (CONNECT, SOCKS5, https) the gateway cannot see that a site refused a
+//! proxy; only the client can. By `proxy_id` (an extracted proxy, or the one a gateway
+//! named in `X-Proxypool-Proxy`) the API computes the change from the verdict, the
+//! `[cooldowns]` policy and the proxy's current entry, and applies it; by `session` (a
+//! gateway sticky session, whose proxy the client does not know) it queues the feedback for
+//! the gateway that holds the session. `return` gives an extracted proxy back as bad, and
+//! `replacement` makes a new extraction through the same code path as `POST
+//! /v1/extractions`, so one call swaps a banned proxy for a fresh one.
+//!
+//! Every input is checked before anything is charged or changed. The feedback is charged
+//! as one `inspect` unit: it is a small bounded write on the client's own view of the pool,
+//! as cheap as the reads `inspect` governs, and it needs no bucket of its own to configure.
+//! A replacement is charged as an extraction on top. Once the feedback is applied, a
+//! replacement that cannot be made is reported inside the 200 answer (`replacement_error`),
+//! never as the call's status: a client that retried the whole call on an error would
+//! otherwise strike the proxy twice.
+
+use crate::admission::auth::Principal;
+use crate::admission::quota::{QuotaGrant, charge_request, refund_unserved};
+use crate::body::read_json;
+use crate::clients::ApiClient;
+use crate::completion::RunToCompletion;
+use crate::error::ApiError;
+use crate::request_id::RequestId;
+use crate::routes::extractions::{
+    REPLAYED, idempotency_key, prepare, replayed_value, run, view_of,
+};
+use crate::state::ApiState;
+use crate::wire::{
+    CooldownView, ExtractionRequestBody, FeedbackOutcome, FeedbackRequestBody, FeedbackView,
+    ReplacementError,
+};
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Extension, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use proxypool_config::Millis;
+use proxypool_core::cooldown::{MAX_COOLDOWN_MS, SESSION_FEEDBACK_TTL_MS};
+use proxypool_core::{CooldownChange, Domain, PoolError, ProxyId, SessionFeedback, Verdict};
+use proxypool_quota::Operation;
+
+/// The most a feedback body may weigh: a few short fields and an extraction body.
+const MAX_FEEDBACK_BODY: usize = 16 * 1024;
+/// Longest gateway session id (the gateway's username selector takes the same).
+const MAX_SESSION_ID: usize = 64;
+
+/// The registrable domain of `raw` (a host, an IP literal, `host:port` or a URL), or a 400
+/// naming `field`.
+pub(crate) fn domain_of(field: &str, raw: &str) -> Result<Domain, ApiError> {
+    let invalid = || {
+        // Echoed back cut short: the body may be kilobytes of it.
+        let shown: String = raw.chars().take(80).collect();
+        ApiError::invalid(format!(
+            "{field}: expected a host name, an IP address or a URL, got {shown:?}"
+        ))
+    };
+    let mut host = raw.trim();
+    if let Some((scheme, rest)) = host.split_once("://") {
+        if scheme.is_empty()
+            || !scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        {
+            return Err(invalid());
+        }
+        host = rest;
+    }
+    host = host.split(['/', '?', '#']).next().unwrap_or_default();
+    if let Some((_, after)) = host.rsplit_once('@') {
+        host = after;
+    }
+    // Drop a port: `[v6]:port` keeps its brackets for `of_host`, `name:port` loses it; a
+    // bare IPv6 literal has several colons and no port.
+    if let Some(end) = host.find(']') {
+        host = &host[..=end];
+    } else if host.matches(':').count() == 1 {
+        host = host.split(':').next().unwrap_or_default();
+    }
+    if host.is_empty() {
+        return Err(invalid());
+    }
+    Domain::of_host(host).ok_or_else(invalid)
+}
+
+fn ttl_of(raw: &str) -> Result<u64, ApiError> {
+    let ttl = Millis::parse(raw).map_err(|e| ApiError::invalid(format!("ttl: {e}")))?;
+    if ttl.as_ms() == 0 || ttl.as_ms() > MAX_COOLDOWN_MS {
+        return Err(ApiError::invalid(format!(
+            "ttl: must be between 1ms and {}h",
+            MAX_COOLDOWN_MS / 3_600_000
+        )));
+    }
+    Ok(ttl.as_ms())
+}
+
+fn session_of(raw: &str) -> Result<String, ApiError> {
+    let valid = (1..=MAX_SESSION_ID).contains(&raw.len())
+        && raw
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.'));
+    if valid {
+        Ok(raw.to_owned())
+    } else {
+        Err(ApiError::invalid(format!(
+            "session: must be 1-{MAX_SESSION_ID} characters of [A-Za-z0-9_.], as in the gateway username"
+        )))
+    }
+}
+
+/// Whom the feedback is about.
+#[derive(Debug)]
+enum Target {
+    Proxy { id: ProxyId, give_back: bool },
+    Session(String),
+}
+
+/// A feedback whose input is all checked.
+#[derive(Debug)]
+struct Checked {
+    target: Target,
+    domain: Domain,
+    verdict: Verdict,
+    ttl_ms: Option<u64>,
+}
+
+fn check(body: &FeedbackRequestBody) -> Result<Checked, ApiError> {
+    let domain = domain_of("domain", &body.domain)?;
+    let ttl_ms = body.ttl.as_deref().map(ttl_of).transpose()?;
+    if ttl_ms.is_some() && body.verdict == Verdict::Ok {
+        return Err(ApiError::invalid(
+            "ttl: not with verdict ok, which ends the cooldown",
+        ));
+    }
+    let target = match (&body.proxy_id, &body.session) {
+        (Some(proxy), None) => Target::Proxy {
+            id: ProxyId::new(proxy)
+                .map_err(|_| ApiError::invalid("proxy_id: not a proxy id (32 hex digits)"))?,
+            give_back: body.give_back,
+        },
+        (None, Some(session)) => {
+            if body.give_back {
+                return Err(ApiError::invalid(
+                    "return: only with proxy_id (a session's proxy is the gateway's, not yours)",
+                ));
+            }
+            Target::Session(session_of(session)?)
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                "proxy_id, session: give exactly one of them",
+            ));
+        }
+    };
+    if body.give_back && body.verdict == Verdict::Ok {
+        return Err(ApiError::invalid(
+            "return: not with verdict ok (a proxy is given back as bad)",
+        ));
+    }
+    Ok(Checked {
+        target,
+        domain,
+        verdict: body.verdict,
+        ttl_ms,
+    })
+}
+
+pub(crate) async fn create(
+    State(state): State<ApiState>,
+    Principal(client): Principal,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let key = idempotency_key(&headers)?;
+    let cap = state.limits().max_body_bytes.min(MAX_FEEDBACK_BODY);
+    let body: FeedbackRequestBody = read_json(&headers, body, cap).await?;
+    let checked = check(&body)?;
+    if key.is_some() && body.replacement.is_none() {
+        return Err(ApiError::invalid(
+            "header Idempotency-Key: only with a replacement (it keys the extraction)",
+        ));
+    }
+    // The replacement is checked as an extraction would be, before anything is charged.
+    let replacement = body
+        .replacement
+        .map(|replacement| {
+            let extraction = ExtractionRequestBody {
+                count: replacement.count,
+                mode: replacement.mode,
+                filters: replacement.filters,
+                min_health_freshness_ms: replacement.min_health_freshness_ms,
+                for_domain: Some(
+                    replacement
+                        .for_domain
+                        .unwrap_or_else(|| checked.domain.as_str().to_owned()),
+                ),
+            };
+            prepare(&state, &client, key, &request_id, extraction).map_err(|error| {
+                ApiError::new(error.code, format!("replacement.{}", error.message))
+            })
+        })
+        .transpose()?;
+
+    let applied = {
+        let state = state.clone();
+        let client = client.clone();
+        let request_id = request_id.clone();
+        RunToCompletion::new(async move { apply(&state, &client, &request_id, checked).await })
+            .await?
+    };
+    let (mut view, grant) = applied;
+
+    let mut extraction_headers = None;
+    if let Some(prepared) = replacement {
+        match run(&state, client, prepared).await {
+            Ok((grant, outcome)) => {
+                view.replacement = Some(view_of(&outcome));
+                extraction_headers = Some((grant.headers, Some(outcome.replayed)));
+            }
+            Err(error) => {
+                view.replacement_error = Some(ReplacementError {
+                    code: error.code.as_str().to_owned(),
+                    message: error.message.into_owned(),
+                });
+                extraction_headers = Some((error.headers, None));
+            }
+        }
+    }
+    let mut response = Json(view).into_response();
+    let out = response.headers_mut();
+    match extraction_headers {
+        // The extraction's quota headers, the scarcer resource, when there was one.
+        Some((headers, replayed)) => {
+            for (name, value) in headers {
+                out.insert(name, value);
+            }
+            if let Some(replayed) = replayed {
+                out.insert(REPLAYED, replayed_value(replayed));
+            }
+        }
+        None => {
+            for (name, value) in grant.headers {
+                out.insert(name, value);
+            }
+        }
+    }
+    Ok(response)
+}
+
+/// Charges the feedback and applies it; a store that cannot answer is refunded.
+async fn apply(
+    state: &ApiState,
+    client: &ApiClient,
+    request_id: &RequestId,
+    checked: Checked,
+) -> Result<(FeedbackView, QuotaGrant), ApiError> {
+    let grant = charge_request(state, client, Operation::Inspect, request_id.as_str()).await?;
+    let Checked {
+        target,
+        domain,
+        verdict,
+        ttl_ms,
+    } = checked;
+    let result = match target {
+        Target::Proxy { id, give_back } => {
+            on_proxy(state, client, id, give_back, domain, verdict, ttl_ms).await
+        }
+        Target::Session(session) => {
+            let feedback = SessionFeedback {
+                // Request ids are unique across replicas, so the feedback id is too.
+                id: format!("fb-{request_id}"),
+                client: client.id.clone(),
+                session,
+                domain,
+                verdict,
+                ttl_ms,
+                expires_at_ms: state.now().saturating_add(SESSION_FEEDBACK_TTL_MS),
+            };
+            on_session(state, feedback).await
+        }
+    };
+    let result = result.map_err(|error| error.with_headers(grant.headers.clone()));
+    let view = refund_unserved(state, &grant, result).await?;
+    Ok((view, grant))
+}
+
+fn store_error(state: &ApiState, error: PoolError) -> ApiError {
+    match error {
+        PoolError::NotFound => unknown_proxy(),
+        error => ApiError::from_pool(error, state.retry_after()),
+    }
+}
+
+fn unknown_proxy() -> ApiError {
+    ApiError::not_found("no such proxy (or not one you hold, to return it)")
+}
+
+async fn on_proxy(
+    state: &ApiState,
+    client: &ApiClient,
+    proxy: ProxyId,
+    give_back: bool,
+    domain: Domain,
+    verdict: Verdict,
+    ttl_ms: Option<u64>,
+) -> Result<FeedbackView, ApiError> {
+    let store = &state.ports().cooldowns;
+    // Returned first: it is the step that checks the client holds the proxy, so a proxy
+    // that is not the client's changes nothing at all.
+    if give_back {
+        crate::metrics::timed(
+            "cooldowns",
+            "return_extracted",
+            store.return_extracted(state.now(), &client.id, &proxy),
+        )
+        .await
+        .map_err(|error| store_error(state, error))?;
+    }
+    let now = state.now();
+    let known = crate::metrics::timed(
+        "cooldowns",
+        "cooldowns_of",
+        store.cooldowns_of(now, std::slice::from_ref(&proxy)),
+    )
+    .await
+    .map_err(|error| store_error(state, error))?;
+    let previous = known.iter().find(|entry| entry.domain == domain);
+    let policy = state.cooldown_policy();
+    let change = verdict.change(
+        &policy,
+        proxy.clone(),
+        domain.clone(),
+        previous,
+        ttl_ms,
+        now,
+    );
+    let report = crate::metrics::timed(
+        "cooldowns",
+        "apply_cooldowns",
+        store.apply_cooldowns(now, std::slice::from_ref(&change)),
+    )
+    .await
+    .map_err(|error| store_error(state, error))?;
+    if report.applied == 0 {
+        return Err(unknown_proxy());
+    }
+    let (outcome, cooldown) = match change {
+        CooldownChange::Set(_) => {
+            let stored = crate::metrics::timed(
+                "cooldowns",
+                "cooldowns_of",
+                store.cooldowns_of(now, std::slice::from_ref(&proxy)),
+            )
+            .await
+            .map_err(|error| store_error(state, error))?;
+            let entry = stored
+                .iter()
+                .find(|entry| entry.domain == domain)
+                .map(CooldownView::from);
+            (FeedbackOutcome::Cooling, entry)
+        }
+        CooldownChange::Clear { .. } => (FeedbackOutcome::Cleared, None),
+    };
+    Ok(FeedbackView {
+        outcome,
+        domain,
+        verdict,
+        proxy_id: Some(proxy),
+        session: None,
+        cooldown,
+        feedback_id: None,
+        expires_at: None,
+        returned: give_back,
+        replacement: None,
+        replacement_error: None,
+    })
+}
+
+async fn on_session(state: &ApiState, feedback: SessionFeedback) -> Result<FeedbackView, ApiError> {
+    let view = FeedbackView {
+        outcome: FeedbackOutcome::Queued,
+        domain: feedback.domain.clone(),
+        verdict: feedback.verdict,
+        proxy_id: None,
+        session: Some(feedback.session.clone()),
+        cooldown: None,
+        feedback_id: Some(feedback.id.clone()),
+        expires_at: Some(feedback.expires_at_ms),
+        returned: false,
+        replacement: None,
+        replacement_error: None,
+    };
+    crate::metrics::timed(
+        "cooldowns",
+        "add_session_feedback",
+        state
+            .ports()
+            .cooldowns
+            .add_session_feedback(state.now(), feedback),
+    )
+    .await
+    .map_err(|error| store_error(state, error))?;
+    Ok(view)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domains_come_from_hosts_and_urls() {
+        let cases = [
+            ("www.shop-a.test", "shop-a.test"),
+            (
+                "https://user:pw@WWW.Example.co.uk:8443/path?q#f",
+                "example.co.uk",
+            ),
+            ("shop-b.test:8080", "shop-b.test"),
+            ("http://[::1]:80/", "::1"),
+            ("::1", "::1"),
+            ("10.0.0.1", "10.0.0.1"),
+        ];
+        for (raw, expected) in cases {
+            assert_eq!(
+                domain_of("domain", raw).unwrap().as_str(),
+                expected,
+                "{raw}"
+            );
+        }
+        for bad in ["", "https://", "bad host", "://x", "a..b", "http:///path"] {
+            let error = domain_of("domain", bad).unwrap_err();
+            assert!(
+                error.message.starts_with("domain: "),
+                "{bad}: {}",
+                error.message
+            );
+        }
+    }
+
+    #[test]
+    fn ttls_are_bounded() {
+        assert_eq!(ttl_of("30s").unwrap(), 30_000);
+        assert_eq!(ttl_of("24h").unwrap(), MAX_COOLDOWN_MS);
+        for bad in ["0s", "25h", "30", "soon"] {
+            assert!(
+                ttl_of(bad).unwrap_err().message.starts_with("ttl: "),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,623 @@
+//! `POST /v1/feedback` over HTTP on a MemoryPool: each verdict's effect read back from the
+//! store, cooldowns growing with repeated bans, session feedback queued, a proxy given back
+//! and replaced in one call, `for_domain` on extractions, and every refusal changing
+//! nothing.
+
+mod common;
+
+use common::*;
+use proxypool_core::{
+    ClientId, Domain, DomainCooldown, ProxyId, ProxyStatus, UnixMillis, Verdict, now_millis,
+};
+use proxypool_quota::Operation;
+use serde_json::{Value, json};
+
+const SHOP_A: &str = "shop-a.test";
+const MINUTE: u64 = 60_000;
+
+impl TestServer {
+    async fn feedback(&self, token: &str, key: Option<&str>, body: &Value) -> Reply {
+        let mut request = self
+            .http
+            .post(self.url("/v1/feedback"))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        Reply::from(request.send().await.unwrap()).await
+    }
+
+    async fn cooldowns(&self, proxy: &ProxyId) -> Vec<DomainCooldown> {
+        self.pool
+            .cooldowns_of(now_millis(), std::slice::from_ref(proxy))
+            .await
+            .unwrap()
+    }
+
+    async fn with_status(&self, status: ProxyStatus) -> u64 {
+        self.pool
+            .inventory(now_millis(), &upstream("acme"))
+            .await
+            .unwrap()
+            .by_status
+            .get(&status)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// The one entry of `proxy`, checked to end `ttl` after a moment in `[before, after]`.
+fn assert_cooling(
+    entries: &[DomainCooldown],
+    domain: &str,
+    strikes: u32,
+    ttl: u64,
+    (before, after): (UnixMillis, UnixMillis),
+) {
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry.domain, Domain::new(domain).unwrap());
+    assert_eq!(entry.strikes, strikes, "{entry:?}");
+    assert!(
+        (before + ttl..=after + ttl).contains(&entry.until_ms),
+        "until {} not {ttl} ms after [{before}, {after}]",
+        entry.until_ms
+    );
+    assert!(entry.forget_at_ms >= entry.until_ms);
+}
+
+fn proxy_ids(extraction: &Value) -> Vec<String> {
+    extraction["proxies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_verdict_changes_the_cooldown_and_bans_grow() {
+    let server = TestServer::memory(Setup::default()).await;
+    let ids = server.seed("acme", 0, 2).await;
+    let (first, second) = (&ids[0], &ids[1]);
+
+    // A URL is reduced to its registrable domain; the first ban lasts the policy's base.
+    let before = now_millis();
+    let reply = server
+        .feedback(
+            ALICE,
+            None,
+            &json!({"proxy_id": first, "domain": "https://WWW.Shop-A.test:8443/cart?x=1", "verdict": "banned"}),
+        )
+        .await;
+    let after = now_millis();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let body = reply.json();
+    assert_eq!(body["outcome"], "cooling");
+    assert_eq!(body["domain"], SHOP_A);
+    assert_eq!(body["proxy_id"], first.as_str());
+    assert_eq!(body["returned"], false);
+    assert_eq!(body["cooldown"]["strikes"], 1);
+    assert!(body.get("replacement").is_none());
+    assert_eq!(
+        reply.header("ratelimit-policy"),
+        Some("\"inspect\";q=1000;w=60")
+    );
+    let stored = server.cooldowns(first).await;
+    assert_cooling(&stored, SHOP_A, 1, MINUTE, (before, after));
+    assert_eq!(body["cooldown"]["until"], stored[0].until_ms);
+
+    // A captcha is a ban too: the second in a row doubles the cooldown.
+    let before = now_millis();
+    let reply = server
+        .feedback(
+            ALICE,
+            None,
+            &json!({"proxy_id": first, "domain": SHOP_A, "verdict": "captcha"}),
+        )
+        .await;
+    let after = now_millis();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_cooling(
+        &server.cooldowns(first).await,
+        SHOP_A,
+        2,
+        2 * MINUTE,
+        (before, after),
+    );
+
+    // A third with the client's own estimate: the strikes still grow, the TTL is its own.
+    let before = now_millis();
+    let reply = server
+        .feedback(
+            BOB,
+            None,
+            &json!({"proxy_id": first, "domain": SHOP_A, "verdict": "banned", "ttl": "90m"}),
+        )
+        .await;
+    let after = now_millis();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_cooling(
+        &server.cooldowns(first).await,
+        SHOP_A,
+        3,
+        90 * MINUTE,
+        (before, after),
+    );
+
+    // Slow holds for the TTL given and leaves the strikes alone.
+    let before = now_millis();
+    let reply = server
+        .feedback(
+            ALICE,
+            None,
+            &json!({"proxy_id": second, "domain": "shop-b.test", "verdict": "slow", "ttl": "5s"}),
+        )
+        .await;
+    let after = now_millis();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.json()["cooldown"]["strikes"], 0);
+    assert_cooling(
+        &server.cooldowns(second).await,
+        "shop-b.test",
+        0,
+        5_000,
+        (before, after),
+    );
+
+    // Ok ends the cooldown of that domain only.
+    let reply = server
+        .feedback(
+            ALICE,
+            None,
+            &json!({"proxy_id": first, "domain": "www.shop-a.test", "verdict": "ok"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.json()["outcome"], "cleared");
+    assert!(reply.json().get("cooldown").is_none());
+    assert!(server.cooldowns(first).await.is_empty());
+    assert_eq!(server.cooldowns(second).await.len(), 1);
+
+    // Each feedback cost one inspect unit of the caller.
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-alice", "alice", Operation::Inspect)
+            .await,
+        4
+    );
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-bob", "bob", Operation::Inspect)
+            .await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_feedback_is_queued_for_the_gateway() {
+    let server = TestServer::memory(Setup::default()).await;
+    let before = now_millis();
+    let reply = server
+        .feedback(
+            ALICE,
+            None,
+            &json!({"session": "cart_1", "domain": "shop-a.test", "verdict": "captcha", "ttl": "2m"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let body = reply.json();
+    assert_eq!(body["outcome"], "queued");
+    assert_eq!(body["session"], "cart_1");
+    let id = body["feedback_id"].as_str().unwrap().to_owned();
+    let queued = server
+        .pool
+        .session_feedback(now_millis(), 10)
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let feedback = &queued[0];
+    assert_eq!(feedback.id, id);
+    assert_eq!(feedback.client, ClientId::new("alice").unwrap());
+    assert_eq!(feedback.session, "cart_1");
+    assert_eq!(feedback.domain, Domain::new(SHOP_A).unwrap());
+    assert_eq!(feedback.verdict, Verdict::Captcha);
+    assert_eq!(feedback.ttl_ms, Some(2 * MINUTE));
+    assert_eq!(body["expires_at"], feedback.expires_at_ms);
+    assert!(feedback.expires_at_ms >= before + proxypool_core::cooldown::SESSION_FEEDBACK_TTL_MS);
+
+    // A second feedback is another entry, with an id of its own.
+    let again = server
+        .feedback(
+            ALICE,
+            None,
+            &json!({"session": "cart_1", "domain": "shop-a.test", "verdict": "ok"}),
+        )
+        .await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_ne!(again.json()["feedback_id"], id.as_str());
+    assert_eq!(
+        server
+            .pool
+            .session_feedback(now_millis(), 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_returned_proxy_is_suspect_and_replaced_by_one_not_cooling_for_the_domain() {
+    let server = TestServer::memory(Setup::default()).await;
+    let seeded = server.seed("acme", 0, 3).await;
+    let extraction = server.extract(ALICE, None, &body(1)).await;
+    assert_eq!(extraction.status, 200, "{}", extraction.text());
+    let held = proxy_ids(&extraction.json()).remove(0);
+    let others: Vec<&ProxyId> = seeded.iter().filter(|id| id.as_str() != held).collect();
+    // One of the two left is cooling for shop-a.test (anyone may report a proxy it used).
+    let cooling = server
+        .feedback(
+            BOB,
+            None,
+            &json!({"proxy_id": others[0], "domain": SHOP_A, "verdict": "banned"}),
+        )
+        .await;
+    assert_eq!(cooling.status, 200, "{}", cooling.text());
+
+    let reply = server
+        .feedback(
+            ALICE,
+            Some("swap-1"),
+            &json!({
+                "proxy_id": held,
+                "domain": "www.shop-a.test",
+                "verdict": "banned",
+                "return": true,
+                "replacement": {"count": 2}
+            }),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let body = reply.json();
+    assert_eq!(body["returned"], true);
+    assert_eq!(body["outcome"], "cooling");
+    // Neither the returned proxy (SUSPECT) nor the one cooling for the domain: the third.
+    let replacement = &body["replacement"];
+    assert_eq!(replacement["requested"], 2);
+    assert_eq!(proxy_ids(replacement), [others[1].as_str()]);
+    assert!(replacement["proxies"][0]["password"].is_string());
+    assert_eq!(reply.header("idempotent-replayed"), Some("false"));
+    assert_eq!(
+        reply.header("ratelimit-policy"),
+        Some("\"extract\";q=1000;w=60")
+    );
+    assert_eq!(server.with_status(ProxyStatus::Suspect).await, 1);
+    assert_eq!(server.with_status(ProxyStatus::Extracted).await, 1);
+    assert_eq!(
+        server.cooldowns(&ProxyId::new(&held).unwrap()).await.len(),
+        1,
+        "the ban is remembered too"
+    );
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-alice", "alice", Operation::Extract)
+            .await,
+        2
+    );
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-alice", "alice", Operation::Inspect)
+            .await,
+        1
+    );
+
+    // Given back once, it is not the client's any more.
+    let twice = server
+        .feedback(
+            ALICE,
+            None,
+            &json!({"proxy_id": held, "domain": SHOP_A, "verdict": "banned", "return": true}),
+        )
+        .await;
+    twice.assert_error(404, "not_found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_that_cannot_be_made_is_reported_beside_the_applied_feedback() {
+    let server = TestServer::memory(Setup::default()).await;
+    let ids = server.seed("acme", 0, 1).await;
+    let reply = server
+        .feedback(
+            ALICE,
+            None,
+            &json!({
+                "proxy_id": ids[0],
+                "domain": SHOP_A,
+                "verdict": "banned",
+                "replacement": {"mode": "all_or_nothing", "for_domain": "shop-a.test"}
+            }),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let body = reply.json();
+    assert_eq!(body["outcome"], "cooling");
+    assert_eq!(body["replacement_error"]["code"], "insufficient_inventory");
+    assert!(body.get("replacement").is_none());
+    assert_eq!(server.cooldowns(&ids[0]).await.len(), 1);
+    assert_eq!(server.unextracted("acme").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extraction_for_a_domain_skips_proxies_cooling_for_it() {
+    let server = TestServer::memory(Setup::default()).await;
+    let ids = server.seed("acme", 0, 2).await;
+    let ban = server
+        .feedback(
+            ALICE,
+            None,
+            &json!({"proxy_id": ids[0], "domain": SHOP_A, "verdict": "banned"}),
+        )
+        .await;
+    assert_eq!(ban.status, 200, "{}", ban.text());
+
+    let reply = server
+        .extract(
+            ALICE,
+            None,
+            &json!({"count": 2, "for_domain": "https://www.shop-a.test/"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(proxy_ids(&reply.json()), [ids[1].as_str()]);
+    // For another domain the cooling proxy is as good as any.
+    let reply = server
+        .extract(BOB, None, &json!({"count": 1, "for_domain": "shop-b.test"}))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(proxy_ids(&reply.json()), [ids[0].as_str()]);
+
+    let bad = server
+        .extract(
+            ALICE,
+            None,
+            &json!({"count": 1, "for_domain": "not a host"}),
+        )
+        .await;
+    let message = bad.assert_error(400, "invalid_request");
+    assert!(message.starts_with("for_domain: "), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_it_is_401() {
+    let server = TestServer::memory(Setup::default()).await;
+    let ids = server.seed("acme", 0, 1).await;
+    let reply = Reply::from(
+        server
+            .http
+            .post(server.url("/v1/feedback"))
+            .header("content-type", "application/json")
+            .body(json!({"proxy_id": ids[0], "domain": SHOP_A, "verdict": "banned"}).to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    reply.assert_error(401, "unauthenticated");
+    let wrong = server
+        .feedback(
+            "token-nobody",
+            None,
+            &json!({"proxy_id": ids[0], "domain": SHOP_A, "verdict": "banned"}),
+        )
+        .await;
+    wrong.assert_error(401, "unauthenticated");
+    assert!(server.cooldowns(&ids[0]).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_bodies_are_400_naming_the_field_and_change_nothing() {
+    let server = TestServer::memory(Setup::default()).await;
+    let ids = server.seed("acme", 0, 2).await;
+    let extraction = server.extract(ALICE, None, &body(1)).await;
+    let held = proxy_ids(&extraction.json()).remove(0);
+    let buckets = server.quota.buckets().await;
+    let proxy = ids[0].as_str();
+    let cases: Vec<(Option<&str>, Value, &str)> = vec![
+        (
+            None,
+            json!({"domain": SHOP_A, "verdict": "banned"}),
+            "proxy_id, session",
+        ),
+        (
+            None,
+            json!({"proxy_id": proxy, "session": "s1", "domain": SHOP_A, "verdict": "banned"}),
+            "proxy_id, session",
+        ),
+        (
+            None,
+            json!({"proxy_id": proxy, "domain": "bad host", "verdict": "banned"}),
+            "domain",
+        ),
+        (
+            None,
+            json!({"proxy_id": proxy, "domain": "https:///x", "verdict": "banned"}),
+            "domain",
+        ),
+        (
+            None,
+            json!({"proxy_id": proxy, "verdict": "banned"}),
+            "domain",
+        ),
+        (
+            None,
+            json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": "meh"}),
+            "verdict",
+        ),
+        (
+            None,
+            json!({"proxy_id": proxy, "domain": SHOP_A}),
+            "verdict",
+        ),
+        (
+            None,
+            json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": "banned", "ttl": "25h"}),
+            "ttl",
+        ),
+        (
+            None,
+            json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": "banned", "ttl": "30"}),
+            "ttl",
+        ),
+        (
+            None,
+            json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": "ok", "ttl": "30s"}),
+            "ttl",
+        ),
+        (
+            None,
+            json!({"proxy_id": "xyz", "domain": SHOP_A, "verdict": "banned"}),
+            "proxy_id",
+        ),
+        (
+            None,
+            json!({"session": "no spaces", "domain": SHOP_A, "verdict": "banned"}),
+            "session",
+        ),
+        (
+            None,
+            json!({"session": "s1", "domain": SHOP_A, "verdict": "banned", "return": true}),
+            "return",
+        ),
+        (
+            None,
+            json!({"proxy_id": held, "domain": SHOP_A, "verdict": "ok", "return": true}),
+            "return",
+        ),
+        (
+            None,
+            json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": "banned", "later": 1}),
+            "later",
+        ),
+        (
+            None,
+            json!({"proxy_id": held, "domain": SHOP_A, "verdict": "banned", "return": true,
+                   "replacement": {"count": 0}}),
+            "replacement.count",
+        ),
+        (
+            None,
+            json!({"proxy_id": held, "domain": SHOP_A, "verdict": "banned", "return": true,
+                   "replacement": {"count": 1, "colour": "red"}}),
+            "colour",
+        ),
+        (
+            None,
+            json!({"proxy_id": held, "domain": SHOP_A, "verdict": "banned",
+                   "replacement": {"for_domain": "bad host"}}),
+            "replacement.for_domain",
+        ),
+        (
+            Some("key-1"),
+            json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": "banned"}),
+            "Idempotency-Key",
+        ),
+    ];
+    for (key, body, field) in cases {
+        let reply = server.feedback(ALICE, key, &body).await;
+        let message = reply.assert_error(400, "invalid_request");
+        assert!(
+            message.contains(field),
+            "{body}: {message:?} should name {field}"
+        );
+    }
+    let oversized = json!({
+        "proxy_id": proxy, "domain": SHOP_A, "verdict": "banned", "ttl": "x".repeat(20_000)
+    });
+    server
+        .feedback(ALICE, None, &oversized)
+        .await
+        .assert_error(413, "payload_too_large");
+
+    // Nothing changed: no cooldown, no session feedback, the held proxy still held, and no
+    // quota charged.
+    for id in &ids {
+        assert!(server.cooldowns(id).await.is_empty());
+    }
+    assert!(
+        server
+            .pool
+            .session_feedback(now_millis(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(server.with_status(ProxyStatus::Extracted).await, 1);
+    assert_eq!(server.with_status(ProxyStatus::Suspect).await, 0);
+    assert_eq!(server.quota.buckets().await, buckets);
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-alice", "alice", Operation::Inspect)
+            .await,
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clients_proxy_cannot_be_returned_and_unknown_proxies_are_404() {
+    let server = TestServer::memory(Setup::default()).await;
+    server.seed("acme", 0, 2).await;
+    let extraction = server.extract(ALICE, None, &body(1)).await;
+    let held = proxy_ids(&extraction.json()).remove(0);
+
+    let reply = server
+        .feedback(
+            BOB,
+            None,
+            &json!({"proxy_id": held, "domain": SHOP_A, "verdict": "banned", "return": true,
+                    "replacement": {}}),
+        )
+        .await;
+    reply.assert_error(404, "not_found");
+    assert!(
+        server
+            .cooldowns(&ProxyId::new(&held).unwrap())
+            .await
+            .is_empty()
+    );
+    assert_eq!(server.with_status(ProxyStatus::Extracted).await, 1);
+    assert_eq!(server.with_status(ProxyStatus::Suspect).await, 0);
+    assert_eq!(server.unextracted("acme").await, 1, "no replacement made");
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-bob", "bob", Operation::Extract)
+            .await,
+        0
+    );
+
+    let unknown = "0123456789abcdef0123456789abcdef";
+    for verdict in ["banned", "ok"] {
+        server
+            .feedback(
+                ALICE,
+                None,
+                &json!({"proxy_id": unknown, "domain": SHOP_A, "verdict": verdict}),
+            )
+            .await
+            .assert_error(404, "not_found");
+    }
+    assert!(
+        server
+            .cooldowns(&ProxyId::new(unknown).unwrap())
+            .await
+            .is_empty()
+    );
+}
