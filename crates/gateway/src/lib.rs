@@ -72,6 +72,7 @@ mod metrics;
 mod readiness;
 mod refusal;
 mod reload;
+mod rotation;
 mod route;
 mod select;
 mod selector;

@@ -74,6 +74,8 @@ pub(crate) struct ClientEntry {
     pub connections: Arc<AtomicU32>,
     /// Destination ports replacing the gateway's list for this client.
     pub allowed_ports: Option<PortSet>,
+    /// The client's default rotation (a username's `-rotate-...` overrides it).
+    pub rotation: Option<proxypool_core::control::ClientRotation>,
 }
 
 impl ClientEntry {
@@ -281,5 +283,6 @@ fn client_entry(
         max_connections: client.max_connections,
         connections,
         allowed_ports: client.allowed_ports,
+        rotation: client.rotation,
     }
 }
