@@ -39,6 +39,7 @@
 //! | `route` | sticky session → pick → dial → bounded retries |
 //! | `select` | candidate indexes, eligibility, rotation strategies |
 //! | `sticky` | the sticky-session table |
+//! | `rotation` | rotation every N requests or T, sliding sessions, `-newip`, least-used counts |
 //! | `capacity` | packed active/reserved counters, failure counts, registry |
 //! | `cutoff` | per proxy: when the gateway must stop relaying through it (lease end less a skew margin, or the store's "no longer yours") and the signal that closes its tunnels and connections |
 //! | `keeper` | the task that cuts proxies whose lease passed unextended |
