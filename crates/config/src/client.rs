@@ -51,6 +51,11 @@ pub struct ClientConfig {
     /// gateway's list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ban_statuses: Option<Vec<u16>>,
+    /// How the gateway rotates this client's proxies when the username asks for no
+    /// rotation of its own (`-rotate-...` overrides it). Left out = per request, by the
+    /// gateway's `rotation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<ClientRotation>,
     /// Can use the admin endpoints of the client API.
     #[serde(default)]
     pub admin: bool,
@@ -65,6 +70,40 @@ impl ClientConfig {
     /// The salted hash gateway passwords are checked against (none: no gateway access).
     pub fn gateway_password_hash(&self) -> Option<&SecretHash> {
         self.gateway_password.as_ref().and_then(SecretRef::verifier)
+    }
+}
+
+/// A client's default rotation: `"per_request"`, `"least_used"`,
+/// `{ every_requests = N }` or `{ every = "30s" }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientRotation {
+    /// A new pick for every request, by the gateway's `rotation`.
+    PerRequest,
+    /// The proxy with the fewest open connections and recent requests, every request.
+    LeastUsed,
+    /// The same proxy for N consecutive requests, then another.
+    EveryRequests(u32),
+    /// The same proxy until this long after it was chosen, then another.
+    Every(Millis),
+}
+
+/// Most consecutive requests one rotation may keep on a proxy.
+pub const MAX_ROTATE_REQUESTS: u32 = 1_000_000;
+
+/// Longest time one rotation may keep a proxy (a day, as the longest `sesstime`).
+pub const MAX_ROTATE_EVERY: Millis = Millis::from_secs(24 * 3600);
+
+impl ClientRotation {
+    /// The form the snapshot carries to gateways.
+    pub fn to_snapshot(self) -> proxypool_core::control::ClientRotation {
+        use proxypool_core::control::ClientRotation as Snapshot;
+        match self {
+            ClientRotation::PerRequest => Snapshot::PerRequest,
+            ClientRotation::LeastUsed => Snapshot::LeastUsed,
+            ClientRotation::EveryRequests(n) => Snapshot::EveryRequests(n),
+            ClientRotation::Every(every) => Snapshot::EveryMs(every.as_ms()),
+        }
     }
 }
 

@@ -181,6 +181,9 @@ pub enum Rotation {
     RoundRobin,
     /// The eligible proxy with the fewest active + reserved uses.
     LeastConnections,
+    /// The eligible proxy with the fewest open connections plus recent requests (a
+    /// decaying count per proxy), so a burst on one proxy steers the next picks away.
+    LeastUsed,
     /// A random eligible proxy.
     Random,
 }

@@ -43,7 +43,10 @@ pub mod upstream;
 mod validate;
 
 pub use api::{ApiLimits, ApiSection, ApiShield, ExtractionSettings};
-pub use client::{ClientConfig, QUOTA_OPERATIONS, QuotaLimit};
+pub use client::{
+    ClientConfig, ClientRotation, MAX_ROTATE_EVERY, MAX_ROTATE_REQUESTS, QUOTA_OPERATIONS,
+    QuotaLimit,
+};
 pub use duration::Millis;
 pub use env::{ENV_PREFIX, Env};
 pub use error::{ConfigError, Problem};

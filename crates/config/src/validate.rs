@@ -4,7 +4,9 @@
 
 use crate::api;
 use crate::check::Check;
-use crate::client::{ClientConfig, QUOTA_OPERATIONS};
+use crate::client::{
+    ClientConfig, ClientRotation, MAX_ROTATE_EVERY, MAX_ROTATE_REQUESTS, QUOTA_OPERATIONS,
+};
 use crate::duration::Millis;
 use crate::gateway;
 use crate::limiter::RatePolicy;
@@ -749,6 +751,21 @@ fn clients(
         }
         if let Some(ports) = &client.allowed_ports {
             crate::gateway::validate_ports(c, &format!("{path}.allowed_ports"), ports);
+        }
+        match client.rotation {
+            Some(ClientRotation::EveryRequests(n)) if !(1..=MAX_ROTATE_REQUESTS).contains(&n) => {
+                c.at(
+                    format!("{path}.rotation.every_requests"),
+                    format!("must be in 1..={MAX_ROTATE_REQUESTS}"),
+                );
+            }
+            Some(ClientRotation::Every(every)) => c.duration(
+                &format!("{path}.rotation.every"),
+                every,
+                Millis::from_secs(1),
+                MAX_ROTATE_EVERY,
+            ),
+            _ => {}
         }
     }
 }

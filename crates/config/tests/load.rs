@@ -726,3 +726,84 @@ fn vendor_lists_need_https_or_allow_plaintext_and_credentials_need_allowed_hosts
         ]
     );
 }
+
+#[test]
+fn a_client_s_rotation_loads_in_every_form_and_is_left_out_by_default() {
+    use proxypool_config::{ClientRotation, Millis};
+    let dir = secret_dir();
+    let config = load(&example(), example_env(), &dir).unwrap();
+    assert_eq!(config.clients[0].rotation, None);
+    let from = "# rotation = { every_requests = 5 }    ";
+    assert!(example().contains(from));
+    for (value, expected) in [
+        ("\"per_request\"", ClientRotation::PerRequest),
+        ("\"least_used\"", ClientRotation::LeastUsed),
+        ("{ every_requests = 5 }", ClientRotation::EveryRequests(5)),
+        ("{ every = \"30s\" }", ClientRotation::Every(Millis(30_000))),
+        ("{ every = \"2m\" }", ClientRotation::Every(Millis(120_000))),
+    ] {
+        let text = example().replace(from, &format!("rotation = {value}    "));
+        let config = load(&text, example_env(), &dir).unwrap_or_else(|e| panic!("{value}: {e}"));
+        assert_eq!(config.clients[0].rotation, Some(expected), "{value}");
+        assert_eq!(
+            config.clients[0].rotation.map(ClientRotation::to_snapshot),
+            Some(match expected {
+                ClientRotation::PerRequest => proxypool_core::control::ClientRotation::PerRequest,
+                ClientRotation::LeastUsed => proxypool_core::control::ClientRotation::LeastUsed,
+                ClientRotation::EveryRequests(n) => {
+                    proxypool_core::control::ClientRotation::EveryRequests(n)
+                }
+                ClientRotation::Every(every) => {
+                    proxypool_core::control::ClientRotation::EveryMs(every.as_ms())
+                }
+            })
+        );
+    }
+}
+
+#[test]
+fn a_bad_client_rotation_names_the_key() {
+    let dir = secret_dir();
+    let from = "# rotation = { every_requests = 5 }    ";
+    for (value, key, expected) in [
+        (
+            "{ every_requests = 0 }",
+            "clients[0].rotation.every_requests",
+            "must be in 1..=1000000",
+        ),
+        (
+            "{ every_requests = 1000001 }",
+            "clients[0].rotation.every_requests",
+            "must be in 1..=1000000",
+        ),
+        (
+            "{ every = \"500ms\" }",
+            "clients[0].rotation.every",
+            "must be between",
+        ),
+        (
+            "{ every = \"25h\" }",
+            "clients[0].rotation.every",
+            "must be between",
+        ),
+    ] {
+        let text = example().replace(from, &format!("rotation = {value}    "));
+        let err = load(&text, example_env(), &dir).unwrap_err();
+        let problem = err
+            .problems()
+            .iter()
+            .find(|p| p.path == key)
+            .unwrap_or_else(|| panic!("{value}: {err}"));
+        assert!(problem.message.contains(expected), "{value}: {err}");
+    }
+    // Not one of the forms at all: refused at parse time, naming the key.
+    for value in [
+        "\"sometimes\"",
+        "{ every_requests = 5, every = \"30s\" }",
+        "5",
+    ] {
+        let text = example().replace(from, &format!("rotation = {value}    "));
+        let message = load(&text, example_env(), &dir).unwrap_err().to_string();
+        assert!(message.contains("rotation"), "{value}: {message}");
+    }
+}

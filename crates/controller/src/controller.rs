@@ -497,6 +497,7 @@ fn gateway_clients(config: &Config) -> Vec<GatewayClient> {
                 max_connections: client.max_connections,
                 allowed_ports: client.allowed_ports.clone(),
                 ban_statuses: client.ban_statuses.clone(),
+                rotation: client.rotation.map(|r| r.to_snapshot()),
             })
         })
         .collect()

@@ -133,6 +133,26 @@ pub struct GatewayClient {
     /// the gateway's own list; `[]` = off, `None` = the gateway's list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ban_statuses: Option<Vec<u16>>,
+    /// How the gateway rotates this client's proxies when the username asks for no
+    /// rotation of its own; `None` = the gateway's `rotation`. Left out of the JSON when
+    /// `None`, so a client without it keeps its checksum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<ClientRotation>,
+}
+
+/// A client's default rotation at the gateway (a username's `-rotate-...` overrides it).
+/// JSON: `"per_request"`, `"least_used"`, `{"every_requests": 5}`, `{"every_ms": 30000}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientRotation {
+    /// A new pick for every request, by the gateway's `rotation`.
+    PerRequest,
+    /// Every request to the proxy with the fewest open connections and recent requests.
+    LeastUsed,
+    /// The same proxy for this many consecutive requests, then another.
+    EveryRequests(u32),
+    /// The same proxy until this many milliseconds after it was chosen, then another.
+    EveryMs(u64),
 }
 
 /// Everything a worker serves from until the next snapshot.
@@ -271,6 +291,7 @@ mod tests {
             max_connections: 8,
             allowed_ports: None,
             ban_statuses: None,
+            rotation: None,
         }
     }
 
@@ -297,5 +318,42 @@ mod tests {
         let back: GatewayClient =
             serde_json::from_value(serde_json::to_value(&ports).unwrap()).unwrap();
         assert_eq!(back, ports);
+    }
+
+    #[test]
+    fn a_client_s_rotation_is_in_the_checksum_only_when_set() {
+        let plain = client();
+        let json = serde_json::to_value(&plain).unwrap();
+        assert!(json.get("rotation").is_none(), "{json}");
+        let cases = [
+            (ClientRotation::PerRequest, serde_json::json!("per_request")),
+            (ClientRotation::LeastUsed, serde_json::json!("least_used")),
+            (
+                ClientRotation::EveryRequests(5),
+                serde_json::json!({ "every_requests": 5 }),
+            ),
+            (
+                ClientRotation::EveryMs(30_000),
+                serde_json::json!({ "every_ms": 30_000 }),
+            ),
+        ];
+        let mut checksums = vec![snapshot_checksum(&[], std::slice::from_ref(&plain))];
+        for (rotation, expected) in cases {
+            let with = GatewayClient {
+                rotation: Some(rotation),
+                ..client()
+            };
+            let json = serde_json::to_value(&with).unwrap();
+            assert_eq!(json["rotation"], expected);
+            let back: GatewayClient = serde_json::from_value(json).unwrap();
+            assert_eq!(back, with);
+            checksums.push(snapshot_checksum(&[], &[with]));
+        }
+        let distinct: std::collections::HashSet<_> = checksums.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            checksums.len(),
+            "every rotation changes the checksum"
+        );
     }
 }

@@ -74,6 +74,7 @@ fn main() {
                 max_connections: 1_000_000,
                 allowed_ports: None,
                 ban_statuses: None,
+                rotation: None,
             }],
         );
         let mut config = GatewayConfig::new(

@@ -129,6 +129,7 @@ pub(crate) mod tests {
                 max_connections: 10,
                 allowed_ports: None,
                 ban_statuses: None,
+                rotation: None,
             })
             .collect::<Vec<_>>();
         let checksum = snapshot_checksum(&[], &clients);

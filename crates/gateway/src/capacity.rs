@@ -44,6 +44,8 @@ pub(crate) struct ProxySlot {
     pub(crate) domains: crate::bans::DomainCooldowns,
     /// Shared by every slot of the registry: rung when this slot gives a use back.
     freed: Arc<FreedSignal>,
+    /// Recent requests, for the least-used rotation.
+    pub(crate) recent: crate::rotation::RecentUse,
 }
 
 /// Wakes the requests waiting for a free slot on any proxy of the registry.

@@ -42,6 +42,7 @@
 //! | `bans` | cooldowns per (proxy, target domain): bans seen, the cluster's, session feedback; the queue for the reports |
 //! | `select` | candidate indexes, eligibility, rotation strategies |
 //! | `sticky` | the sticky-session table |
+//! | `rotation` | rotation every N requests or T, sliding sessions, `-newip`, least-used counts |
 //! | `capacity` | packed active/reserved counters, failure counts, registry |
 //! | `cutoff` | per proxy: when the gateway must stop relaying through it (lease end less a skew margin, or the store's "no longer yours") and the signal that closes its tunnels and connections |
 //! | `keeper` | the task that cuts proxies whose lease passed unextended |
@@ -76,6 +77,7 @@ mod metrics;
 mod readiness;
 mod refusal;
 mod reload;
+mod rotation;
 mod route;
 mod select;
 mod selector;

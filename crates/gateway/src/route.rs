@@ -13,9 +13,10 @@ use crate::config::GatewayConfig;
 use crate::dial::DialFailure;
 use crate::metrics::GatewayMetrics;
 use crate::refusal::Refusal;
+use crate::rotation::Plan;
 use crate::select::{Eligibility, Pick, Picker};
 use crate::snapshot::{SnapshotView, ViewProxy};
-use crate::sticky::{Pin, StickyTable};
+use crate::sticky::StickyTable;
 use crate::wait::CapacityWaiters;
 use arc_swap::ArcSwap;
 use proxypool_core::{Domain, SharedClock};
@@ -281,13 +282,9 @@ impl Router {
         let selectors = &auth.selectors;
         let settings = self.settings.load();
         let when = self.eligibility(&settings, target.domain);
-        let session = selectors.session.as_deref();
-        let pin = session.and_then(|s| self.sticky.get(client.id.as_str(), s, when.now_ms));
-        let mut outcome = match (&session, &pin) {
-            (None, _) => SessionOutcome::NoSession,
-            (Some(_), None) => SessionOutcome::New,
-            (Some(_), Some(_)) => SessionOutcome::Pinned,
-        };
+        let plan = Plan::lookup(&self.sticky, auth, when.now_ms);
+        let pin = plan.pin.clone();
+        let mut outcome = plan.outcome;
         let mut tried: Vec<u32> = target.avoid.to_vec();
         let mut last_failure: Option<DialFailure> = None;
         for attempt in 0..settings.max_attempts {
@@ -306,15 +303,14 @@ impl Router {
                 // Cooldown only deprioritizes: when every candidate is cooling down, try
                 // them anyway (half-open), so a dead pool answers 502 with the real
                 // failure instead of an empty 503.
-                None => self
-                    .picker
-                    .pick(view, client, selectors, &tried, when)
+                None => plan
+                    .pick(&self.picker, view, client, selectors, &tried, when)
                     .or_else(|| {
                         let half_open = Eligibility {
                             failure_threshold: u32::MAX,
                             ..when
                         };
-                        self.picker.pick(view, client, selectors, &tried, half_open)
+                        plan.pick(&self.picker, view, client, selectors, &tried, half_open)
                     }),
             };
             let Some(Pick { index, reservation }) = pick else {
@@ -330,14 +326,19 @@ impl Router {
                         .record(started.elapsed().as_secs_f64());
                     proxy.slot.record_success();
                     let lease = reservation.activate();
-                    if let Some(session) = session {
-                        self.pin(auth, session, &pin, proxy, when.now_ms)?;
-                    }
+                    plan.settle(
+                        &self.sticky,
+                        auth,
+                        proxy,
+                        when,
+                        settings.default_sesstime_minutes,
+                        settings.max_sticky_per_client,
+                    )?;
                     return Ok(Routed {
                         value,
                         lease,
                         index,
-                        session: outcome,
+                        session: plan.outcome_of(outcome),
                         attempts: (tried.len() - target.avoid.len()) as u32,
                     });
                 }
@@ -379,42 +380,5 @@ impl Router {
                 None => Err(Refusal::NoEligibleProxy),
             },
         }
-    }
-
-    fn pin(
-        &self,
-        auth: &Authenticated,
-        session: &str,
-        previous: &Option<Pin>,
-        proxy: &ViewProxy,
-        now_ms: u64,
-    ) -> Result<(), Refusal> {
-        if previous.as_ref().is_some_and(|p| p.proxy == proxy.id) {
-            return Ok(());
-        }
-        // A reassigned session keeps its original end; a new one gets its full sesstime.
-        let settings = self.settings.load();
-        let expires_at_ms = match previous {
-            Some(previous) => previous.expires_at_ms,
-            None => {
-                let minutes = auth
-                    .selectors
-                    .sesstime_minutes
-                    .unwrap_or(settings.default_sesstime_minutes);
-                now_ms + u64::from(minutes) * 60_000
-            }
-        };
-        self.sticky
-            .put(
-                auth.client.id.as_str(),
-                session,
-                Pin {
-                    proxy: proxy.id.clone(),
-                    expires_at_ms,
-                },
-                now_ms,
-                settings.max_sticky_per_client,
-            )
-            .map_err(|_| Refusal::SessionTableFull)
     }
 }

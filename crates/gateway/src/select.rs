@@ -65,6 +65,7 @@ impl Picker {
         match self.rotation.load(Ordering::Relaxed) {
             1 => Rotation::LeastConnections,
             2 => Rotation::Random,
+            3 => Rotation::LeastUsed,
             _ => Rotation::RoundRobin,
         }
     }
@@ -77,7 +78,7 @@ impl Picker {
     }
 
     /// Picks and reserves an eligible proxy matching the client and selectors, skipping
-    /// indexes in `tried`.
+    /// indexes in `tried`, by `rotation` (a request's own) or else the configured one.
     pub(crate) fn pick(
         &self,
         view: &SnapshotView,
@@ -85,6 +86,7 @@ impl Picker {
         selectors: &Selectors,
         tried: &[u32],
         when: Eligibility<'_>,
+        rotation: Option<Rotation>,
     ) -> Option<Pick> {
         let sources = candidate_sources(view, client, selectors);
         let total: usize = sources.iter().map(|s| s.len()).sum();
@@ -97,7 +99,8 @@ impl Picker {
                 matches(proxy, client, selectors) && available(proxy, when)
             }
         };
-        match self.rotation() {
+        let rotation = rotation.unwrap_or_else(|| self.rotation());
+        match rotation {
             Rotation::RoundRobin => {
                 let start = view.cursor.fetch_add(1, Ordering::Relaxed) % total;
                 first_fit(view, &sources, total, start, usable)
@@ -106,14 +109,16 @@ impl Picker {
                 let start = (self.next_random() % total as u64) as usize;
                 first_fit(view, &sources, total, start, usable)
             }
-            Rotation::LeastConnections => {
+            Rotation::LeastConnections | Rotation::LeastUsed => {
                 // Rotate the scan start so ties spread instead of piling on the first.
                 let start = view.cursor.fetch_add(1, Ordering::Relaxed) % total;
                 for _ in 0..3 {
                     let best = (0..total)
                         .map(|step| nth(&sources, (start + step) % total))
                         .filter(|index| usable(*index))
-                        .min_by_key(|index| view.proxies[*index as usize].slot.load().total())?;
+                        .min_by_key(|index| {
+                            least_key(rotation, &view.proxies[*index as usize], when.mono_ms)
+                        })?;
                     if let Some(pick) = reserve(view, best) {
                         return Some(pick);
                     }
@@ -354,10 +359,19 @@ fn candidate_sources<'v>(
         .unwrap_or_default()
 }
 
+/// Open uses, or for least-used open uses and recent requests together.
+fn least_key(rotation: Rotation, proxy: &ViewProxy, mono_ms: u64) -> u64 {
+    match rotation {
+        Rotation::LeastUsed => crate::rotation::usage_score(&proxy.slot, mono_ms),
+        _ => proxy.slot.load().total(),
+    }
+}
+
 fn rotation_code(rotation: Rotation) -> u8 {
     match rotation {
         Rotation::RoundRobin => 0,
         Rotation::LeastConnections => 1,
         Rotation::Random => 2,
+        Rotation::LeastUsed => 3,
     }
 }

@@ -1,11 +1,16 @@
 //! Username selectors: `CLIENT[-region-R][-carrier-C][-upstream-U][-protocol-P]
-//! [-session-S][-sesstime-MIN]`, as commercial gateways take them.
+//! [-session-S][-sesstime-MIN | -idle-MIN][-rotate-N | -rotate-Ts | -rotate-Tm |
+//! -rotate-least | -rotate-request][-newip]`, as commercial gateways take them.
+//!
+//! `newip` is the one key without a value, so a flag can be added to any username
+//! without inventing a dummy value; anything written after it must be another key.
 //!
 //! Client ids may themselves contain `-`, so the split is driven by the snapshot's client
 //! list: the longest prefix (cut at a `-`) that names a known client is the client, and
 //! everything after it must be well-formed `key-value` pairs. An unknown key or a bad value
 //! is an error with a message that names it, never silently ignored.
 
+use proxypool_core::control::ClientRotation;
 use proxypool_core::{Label, Protocol, UpstreamId};
 
 /// What the username asks for beyond the client id.
@@ -18,6 +23,13 @@ pub struct Selectors {
     pub session: Option<String>,
     /// Minutes; only with `session`.
     pub sesstime_minutes: Option<u32>,
+    /// Sliding expiry: the session ends this many minutes after its last use. Only with
+    /// `session`, never with `sesstime`.
+    pub idle_minutes: Option<u32>,
+    /// `-rotate-...`: overrides the client's default rotation.
+    pub rotate: Option<ClientRotation>,
+    /// `-newip`: leave the session's (or rotation key's) proxy for another one.
+    pub newip: bool,
 }
 
 impl Selectors {
@@ -64,6 +76,28 @@ pub fn split_client(username: &str, is_client: impl Fn(&str) -> bool) -> Option<
 /// Longest session id accepted.
 pub(crate) const MAX_SESSION_ID: usize = 64;
 
+/// Every key, for the error that names an unknown one.
+const KEYS: &str = "region, carrier, upstream, protocol, session, sesstime, idle, rotate, newip";
+
+/// Most consecutive requests `-rotate-N` may keep on one proxy (as the file's
+/// `every_requests`).
+pub(crate) const MAX_ROTATE_REQUESTS: u32 = proxypool_config::MAX_ROTATE_REQUESTS;
+
+fn is_key(token: &str) -> bool {
+    matches!(
+        token,
+        "region"
+            | "carrier"
+            | "upstream"
+            | "protocol"
+            | "session"
+            | "sesstime"
+            | "idle"
+            | "rotate"
+            | "newip"
+    )
+}
+
 /// Parses the selector part (after `CLIENT-`). `max_minutes` bounds `sesstime`.
 pub fn parse_selectors(rest: &str, max_minutes: u32) -> Result<Selectors, String> {
     let mut selectors = Selectors::default();
@@ -74,6 +108,19 @@ pub fn parse_selectors(rest: &str, max_minutes: u32) -> Result<Selectors, String
     while let Some(key) = tokens.next() {
         if key.is_empty() {
             return Err("empty selector (two '-' in a row?)".into());
+        }
+        if key == "newip" {
+            if selectors.newip {
+                return Err("selector 'newip' given twice".into());
+            }
+            selectors.newip = true;
+            // A value after the flag is a mistake to name, not an unknown key to guess at.
+            if let Some(next) = tokens.clone().next()
+                && !is_key(next)
+            {
+                return Err(format!("selector 'newip' takes no value, got '{next}'"));
+            }
+            continue;
         }
         let Some(value) = tokens.next() else {
             return Err(format!("selector '{key}' has no value"));
@@ -97,12 +144,15 @@ pub fn parse_selectors(rest: &str, max_minutes: u32) -> Result<Selectors, String
             "session" => set(&mut selectors.session, session_id(value)?),
             "sesstime" => set(
                 &mut selectors.sesstime_minutes,
-                minutes(value, max_minutes)?,
+                minutes(key, value, max_minutes)?,
             ),
+            "idle" => set(
+                &mut selectors.idle_minutes,
+                minutes(key, value, max_minutes)?,
+            ),
+            "rotate" => set(&mut selectors.rotate, rotate(value, max_minutes)?),
             other => {
-                return Err(format!(
-                    "unknown selector '{other}' (known: region, carrier, upstream, protocol, session, sesstime)"
-                ));
+                return Err(format!("unknown selector '{other}' (known: {KEYS})"));
             }
         };
         if duplicate {
@@ -111,6 +161,20 @@ pub fn parse_selectors(rest: &str, max_minutes: u32) -> Result<Selectors, String
     }
     if selectors.sesstime_minutes.is_some() && selectors.session.is_none() {
         return Err("sesstime needs a session".into());
+    }
+    if selectors.idle_minutes.is_some() && selectors.session.is_none() {
+        return Err("idle needs a session".into());
+    }
+    if selectors.idle_minutes.is_some() && selectors.sesstime_minutes.is_some() {
+        return Err(
+            "idle and sesstime are exclusive (sesstime: the session ends MIN minutes after it began; idle: MIN minutes after its last use)"
+                .into(),
+        );
+    }
+    if selectors.session.is_some() && selectors.rotate == Some(ClientRotation::PerRequest) {
+        return Err(
+            "rotate-request cannot be combined with a session (a session pins its proxy)".into(),
+        );
     }
     Ok(selectors)
 }
@@ -142,15 +206,52 @@ fn session_id(value: &str) -> Result<String, String> {
     }
 }
 
-fn minutes(value: &str, max_minutes: u32) -> Result<u32, String> {
-    match value.parse::<u32>() {
-        Ok(minutes) if (1..=max_minutes).contains(&minutes) && !value.starts_with('+') => {
-            Ok(minutes)
-        }
+fn minutes(key: &str, value: &str, max_minutes: u32) -> Result<u32, String> {
+    match digits(value) {
+        Some(minutes) if (1..=u64::from(max_minutes)).contains(&minutes) => Ok(minutes as u32),
         _ => Err(format!(
-            "sesstime '{value}' must be a whole number of minutes from 1 to {max_minutes}"
+            "{key} '{value}' must be a whole number of minutes from 1 to {max_minutes}"
         )),
     }
+}
+
+/// Plain ASCII digits only (`u64::from_str` would take a leading `+`).
+fn digits(value: &str) -> Option<u64> {
+    if value.is_empty() || value.len() > 12 || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.parse().ok()
+}
+
+/// `N` requests, `Ts` seconds or `Tm` minutes (up to `max_minutes`, the longest session),
+/// `least` or `request`.
+fn rotate(value: &str, max_minutes: u32) -> Result<ClientRotation, String> {
+    let max_ms = u64::from(max_minutes) * 60_000;
+    let parsed = match value {
+        "least" => Some(ClientRotation::LeastUsed),
+        "request" => Some(ClientRotation::PerRequest),
+        _ => {
+            let (number, unit_ms) = match value.as_bytes().last() {
+                Some(b's') => (&value[..value.len() - 1], Some(1_000)),
+                Some(b'm') => (&value[..value.len() - 1], Some(60_000)),
+                _ => (value, None),
+            };
+            match (digits(number), unit_ms) {
+                (Some(n), None) if (1..=u64::from(MAX_ROTATE_REQUESTS)).contains(&n) => {
+                    Some(ClientRotation::EveryRequests(n as u32))
+                }
+                (Some(n), Some(unit)) if n >= 1 && n * unit <= max_ms => {
+                    Some(ClientRotation::EveryMs(n * unit))
+                }
+                _ => None,
+            }
+        }
+    };
+    parsed.ok_or_else(|| {
+        format!(
+            "rotate '{value}' must be a number of requests from 1 to {MAX_ROTATE_REQUESTS}, a time from 1s to {max_minutes}m (e.g. 30s, 5m), 'least' or 'request'"
+        )
+    })
 }
 
 #[cfg(test)]
@@ -213,6 +314,90 @@ mod tests {
         }
         let long = format!("session-{}", "a".repeat(65));
         assert!(parse_selectors(&long, 60).is_err());
+    }
+
+    #[test]
+    fn parses_rotation_selectors() {
+        let rotate = |rest: &str| parse_selectors(rest, 60).unwrap().rotate;
+        assert_eq!(rotate("rotate-5"), Some(ClientRotation::EveryRequests(5)));
+        assert_eq!(rotate("rotate-30s"), Some(ClientRotation::EveryMs(30_000)));
+        assert_eq!(rotate("rotate-2m"), Some(ClientRotation::EveryMs(120_000)));
+        assert_eq!(
+            rotate("rotate-60m"),
+            Some(ClientRotation::EveryMs(3_600_000))
+        );
+        assert_eq!(rotate("rotate-least"), Some(ClientRotation::LeastUsed));
+        assert_eq!(rotate("rotate-request"), Some(ClientRotation::PerRequest));
+        assert_eq!(rotate("region-us"), None);
+        let both = parse_selectors("region-us-session-s1-rotate-5-idle-10", 60).unwrap();
+        assert_eq!(both.session.as_deref(), Some("s1"));
+        assert_eq!(both.idle_minutes, Some(10));
+        assert_eq!(both.sesstime_minutes, None);
+        assert_eq!(both.rotate, Some(ClientRotation::EveryRequests(5)));
+        assert!(!both.newip);
+    }
+
+    #[test]
+    fn newip_is_the_one_key_without_a_value() {
+        let alone = parse_selectors("newip", 60).unwrap();
+        assert!(alone.newip);
+        let middle = parse_selectors("session-s1-newip-region-us", 60).unwrap();
+        assert!(middle.newip);
+        assert_eq!(middle.session.as_deref(), Some("s1"));
+        assert_eq!(middle.region.unwrap().as_str(), "us");
+        let last = parse_selectors("rotate-5-newip", 60).unwrap();
+        assert!(last.newip);
+        // A session may be called "newip": values are read by position.
+        let named = parse_selectors("session-newip", 60).unwrap();
+        assert_eq!(named.session.as_deref(), Some("newip"));
+        assert!(!named.newip);
+        assert!(!parse_selectors("session-s1", 60).unwrap().newip);
+    }
+
+    #[test]
+    fn rejects_bad_rotation_selectors_with_a_message_naming_the_problem() {
+        let cases = [
+            ("newip-x", "selector 'newip' takes no value, got 'x'"),
+            ("newip-1", "selector 'newip' takes no value, got '1'"),
+            ("newip-newip", "selector 'newip' given twice"),
+            ("rotate", "selector 'rotate' has no value"),
+            ("rotate-0", "rotate '0' must be a number of requests"),
+            ("rotate-1000001", "from 1 to 1000000"),
+            ("rotate-0s", "rotate '0s'"),
+            ("rotate-61m", "from 1s to 60m"),
+            ("rotate-3601s", "rotate '3601s'"),
+            ("rotate-5h", "rotate '5h'"),
+            ("rotate-+5", "rotate '+5'"),
+            ("rotate-s", "rotate 's'"),
+            ("rotate-most", "'least' or 'request'"),
+            ("rotate-5-rotate-6", "selector 'rotate' given twice"),
+            ("idle-5", "idle needs a session"),
+            (
+                "session-a-idle-0",
+                "idle '0' must be a whole number of minutes from 1 to 60",
+            ),
+            ("session-a-idle-61", "from 1 to 60"),
+            (
+                "session-a-idle-5-sesstime-5",
+                "idle and sesstime are exclusive",
+            ),
+            (
+                "session-a-rotate-request",
+                "rotate-request cannot be combined with a session",
+            ),
+            (
+                "sesstime-x-session-a",
+                "sesstime 'x' must be a whole number",
+            ),
+            (
+                "colour-red",
+                "known: region, carrier, upstream, protocol, session, sesstime, idle, rotate, newip",
+            ),
+        ];
+        for (input, expected) in cases {
+            let error = parse_selectors(input, 60).unwrap_err();
+            assert!(error.contains(expected), "{input}: {error}");
+        }
     }
 
     #[test]

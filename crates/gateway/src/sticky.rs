@@ -1,5 +1,7 @@
 //! Sticky sessions: (client, session id) → the proxy it is pinned to, until the session's
-//! `sesstime` runs out. Sharded by client, mutexes held only for a map operation (never
+//! `sesstime` runs out (or, with `idle`, until it goes unused that long). Rotation keys
+//! (`-rotate-N`, `-rotate-Ts` without a session, see `crate::rotation`) live here too, so
+//! they share the same bounds. Sharded by client, mutexes held only for a map operation (never
 //! across an `.await`); bounded overall (`max_sticky_sessions`) and per client
 //! (`max_sticky_sessions_per_client`, live): a client at its own cap replaces its oldest
 //! pin, so one client can never fill the table and push out the others. Expired pins are
@@ -19,6 +21,25 @@ const SHARDS: usize = 32;
 pub(crate) struct Pin {
     pub proxy: ProxyId,
     pub expires_at_ms: u64,
+    /// When this proxy was chosen (wall-clock ms), for rotation by time.
+    pub since_ms: u64,
+    /// Requests this proxy carried for the key, for rotation by count.
+    pub uses: u32,
+    /// Non-zero: a sliding expiry, pushed to `now + idle_ms` by every use.
+    pub idle_ms: u64,
+}
+
+impl Pin {
+    /// A pin made now, for its first request, with a fixed end.
+    pub(crate) fn new(proxy: ProxyId, expires_at_ms: u64, now_ms: u64) -> Self {
+        Pin {
+            proxy,
+            expires_at_ms,
+            since_ms: now_ms,
+            uses: 1,
+            idle_ms: 0,
+        }
+    }
 }
 
 /// The table is full of live sessions.
@@ -105,12 +126,35 @@ impl StickyTable {
         }
     }
 
-    /// The live pin of the session, if any.
+    /// The live pin of the session, if any (a read that counts no use: client feedback
+    /// on the session looks its proxy up this way).
     pub(crate) fn get(&self, client: &str, session: &str, now_ms: u64) -> Option<Pin> {
         let mut shard = self.shard(client).lock_or_recover();
         let pins = shard.clients.get_mut(client)?;
         match pins.pins.get(session) {
             Some(entry) if entry.pin.expires_at_ms > now_ms => Some(entry.pin.clone()),
+            Some(_) => {
+                pins.pins.remove(session);
+                self.forget(1);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Runs `f` on the session's live pin under its shard's lock (a mutation that must
+    /// not race another request's, such as counting a use); drops an expired pin first.
+    pub(crate) fn update<R>(
+        &self,
+        client: &str,
+        session: &str,
+        now_ms: u64,
+        f: impl FnOnce(&mut Pin) -> R,
+    ) -> Option<R> {
+        let mut shard = self.shard(client).lock_or_recover();
+        let pins = shard.clients.get_mut(client)?;
+        match pins.pins.get_mut(session) {
+            Some(entry) if entry.pin.expires_at_ms > now_ms => Some(f(&mut entry.pin)),
             Some(_) => {
                 pins.pins.remove(session);
                 self.forget(1);
@@ -202,10 +246,27 @@ mod tests {
     use super::*;
 
     fn pin(n: u8, expires_at_ms: u64) -> Pin {
-        Pin {
-            proxy: ProxyId::new(format!("{n:032x}")).unwrap(),
-            expires_at_ms,
-        }
+        Pin::new(ProxyId::new(format!("{n:032x}")).unwrap(), expires_at_ms, 0)
+    }
+
+    #[test]
+    fn update_counts_under_the_lock_and_drops_expired_pins() {
+        let table = StickyTable::new(100);
+        table.put("alice", "s1", pin(1, 1_000), 0, 100).unwrap();
+        let uses = table.update("alice", "s1", 10, |p| {
+            p.uses += 1;
+            p.expires_at_ms = 2_000;
+            p.uses
+        });
+        assert_eq!(uses, Some(2));
+        assert_eq!(table.get("alice", "s1", 1_500).map(|p| p.uses), Some(2));
+        assert_eq!(table.update("bob", "s1", 10, |p| p.uses), None);
+        assert_eq!(
+            table.update("alice", "s1", 2_000, |p| p.uses),
+            None,
+            "expired"
+        );
+        assert_eq!(table.sweep(0), 0, "and dropped");
     }
 
     #[test]

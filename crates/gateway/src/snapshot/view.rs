@@ -76,6 +76,8 @@ pub(crate) struct ClientEntry {
     pub allowed_ports: Option<PortSet>,
     /// Origin statuses that mean a ban, replacing the gateway's list for this client.
     pub ban_statuses: Option<Vec<u16>>,
+    /// The client's default rotation (a username's `-rotate-...` overrides it).
+    pub rotation: Option<proxypool_core::control::ClientRotation>,
 }
 
 impl ClientEntry {
@@ -293,5 +295,6 @@ fn client_entry(
         connections,
         allowed_ports: client.allowed_ports,
         ban_statuses: client.ban_statuses,
+        rotation: client.rotation,
     }
 }

@@ -128,6 +128,7 @@ pub fn client(id: &str) -> GatewayClient {
         max_connections: 100,
         allowed_ports: None,
         ban_statuses: None,
+        rotation: None,
     }
 }
 
