@@ -179,11 +179,6 @@ pub(crate) async fn create(
     let cap = state.limits().max_body_bytes.min(MAX_FEEDBACK_BODY);
     let body: FeedbackRequestBody = read_json(&headers, body, cap).await?;
     let checked = check(&body)?;
-    if key.is_some() && body.replacement.is_none() {
-        return Err(ApiError::invalid(
-            "header Idempotency-Key: only with a replacement (it keys the extraction)",
-        ));
-    }
     // The replacement is checked as an extraction would be, before anything is charged.
     let replacement = body
         .replacement
