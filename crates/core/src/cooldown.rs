@@ -221,19 +221,9 @@ impl CooldownPolicy {
         ttl_ms: Option<u64>,
         now: UnixMillis,
     ) -> DomainCooldown {
-        let strikes = previous
-            .filter(|p| p.forget_at_ms > now)
-            .map_or(0, |p| p.strikes)
-            .saturating_add(1);
+        let strikes = remembered_strikes(previous, now).saturating_add(1);
         let ttl = ttl_ms.unwrap_or_else(|| self.ttl_ms(strikes));
-        let until_ms = now.saturating_add(ttl);
-        DomainCooldown {
-            proxy_id,
-            domain,
-            until_ms,
-            strikes,
-            forget_at_ms: until_ms.saturating_add(self.memory_ms),
-        }
+        self.entry(proxy_id, domain, now.saturating_add(ttl), strikes)
     }
 
     /// A cooldown that is not a ban (a slow answer): `ttl_ms` or `base`, strikes unchanged.
@@ -246,16 +236,37 @@ impl CooldownPolicy {
         now: UnixMillis,
     ) -> DomainCooldown {
         let until_ms = now.saturating_add(ttl_ms.unwrap_or(self.base_ms));
+        self.entry(
+            proxy_id,
+            domain,
+            until_ms,
+            remembered_strikes(previous, now),
+        )
+    }
+
+    /// An entry cooling until `until_ms`, remembered `memory_ms` past it.
+    fn entry(
+        &self,
+        proxy_id: ProxyId,
+        domain: Domain,
+        until_ms: UnixMillis,
+        strikes: u32,
+    ) -> DomainCooldown {
         DomainCooldown {
             proxy_id,
             domain,
             until_ms,
-            strikes: previous
-                .filter(|p| p.forget_at_ms > now)
-                .map_or(0, |p| p.strikes),
+            strikes,
             forget_at_ms: until_ms.saturating_add(self.memory_ms),
         }
     }
+}
+
+/// The strikes of `previous` if it is still remembered at `now`, else none.
+fn remembered_strikes(previous: Option<&DomainCooldown>, now: UnixMillis) -> u32 {
+    previous
+        .filter(|p| p.forget_at_ms > now)
+        .map_or(0, |p| p.strikes)
 }
 
 /// What a client says about a proxy and a domain.
