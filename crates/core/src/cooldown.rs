@@ -71,7 +71,7 @@ impl Domain {
             .and_then(|h| h.strip_suffix(']'))
             .unwrap_or(host);
         if let Ok(ip) = bare.parse::<IpAddr>() {
-            return Domain::new(ip.to_string()).ok();
+            return Some(Domain::of_ip(ip));
         }
         // Most hosts come lower-case already: no copy for them.
         let lowered: std::borrow::Cow<'_, str> = if host.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -81,6 +81,11 @@ impl Domain {
         };
         let registrable = psl::domain_str(&lowered).unwrap_or(&lowered);
         Domain::new(registrable).ok()
+    }
+
+    /// An IP literal's domain: the address itself.
+    pub fn of_ip(ip: IpAddr) -> Domain {
+        Domain(ip.to_string())
     }
 
     pub fn as_str(&self) -> &str {

@@ -19,9 +19,61 @@ use proxypool_core::cooldown::{MAX_COOLDOWN_CHANGES, merge_cooldowns};
 use proxypool_core::{
     CooldownChange, Domain, DomainCooldown, LockExt, SessionFeedback, UnixMillis,
 };
+use proxypool_proto::TargetAddr;
 use std::collections::{HashSet, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// A request's target domain, found only when something needs it (a pick that meets a
+/// proxy with a cooldown running, or a ban): most requests never pay for the public
+/// suffix look-up.
+#[derive(Debug)]
+pub(crate) struct TargetDomain<'t> {
+    target: &'t TargetAddr,
+    domain: OnceLock<Option<Domain>>,
+}
+
+impl<'t> TargetDomain<'t> {
+    pub(crate) fn new(target: &'t TargetAddr) -> Self {
+        Self {
+            target,
+            domain: OnceLock::new(),
+        }
+    }
+
+    /// The registrable domain; `None` for a host that is not a valid name.
+    pub(crate) fn get(&self) -> Option<&Domain> {
+        self.domain
+            .get_or_init(|| match self.target {
+                TargetAddr::Ip(addr) => Some(Domain::of_ip(addr.ip())),
+                TargetAddr::Domain(host, _) => Domain::of_host(host),
+            })
+            .as_ref()
+    }
+}
+
+/// Origin statuses that mean a ban, as a set of the 4xx and 5xx codes (a copy per request
+/// costs nothing, a look-up one shift).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct BanStatuses([u64; 4]);
+
+impl BanStatuses {
+    pub(crate) fn of(statuses: &[u16]) -> Self {
+        let mut bits = [0u64; 4];
+        for status in statuses.iter().filter(|s| (400..600).contains(*s)) {
+            let i = usize::from(status - 400);
+            bits[i / 64] |= 1 << (i % 64);
+        }
+        BanStatuses(bits)
+    }
+
+    pub(crate) fn contains(&self, status: u16) -> bool {
+        (400..600).contains(&status) && {
+            let i = usize::from(status - 400);
+            self.0[i / 64] & (1 << (i % 64)) != 0
+        }
+    }
+}
 
 /// One proxy's cooldowns, by domain.
 #[derive(Debug, Default)]
@@ -33,11 +85,14 @@ pub(crate) struct DomainCooldowns {
 }
 
 impl DomainCooldowns {
-    /// Whether the proxy must not be used for `domain` at `now_ms`.
-    pub(crate) fn is_cooling(&self, domain: &Domain, now_ms: UnixMillis) -> bool {
+    /// Whether the proxy must not be used for the target's domain at `now_ms`.
+    pub(crate) fn is_cooling(&self, target: &TargetDomain<'_>, now_ms: UnixMillis) -> bool {
         if now_ms >= self.cooling_until.load(Ordering::Acquire) {
             return false;
         }
+        let Some(domain) = target.get() else {
+            return false;
+        };
         self.entries
             .lock_or_recover()
             .iter()
@@ -272,15 +327,36 @@ mod tests {
     fn a_cooldown_holds_for_its_domain_only_and_until_its_end() {
         let table = DomainCooldowns::default();
         let a = Domain::new("a.test").unwrap();
-        let b = Domain::new("b.test").unwrap();
-        assert!(!table.is_cooling(&a, 0));
+        let (target_a, target_b) = (
+            TargetAddr::domain("www.a.test", 80).unwrap(),
+            TargetAddr::domain("b.test", 80).unwrap(),
+        );
+        let (on_a, on_b) = (TargetDomain::new(&target_a), TargetDomain::new(&target_b));
+        assert!(!table.is_cooling(&on_a, 0));
         table.apply(&[&CooldownChange::Set(entry("a.test", 500))], 0);
-        assert!(table.is_cooling(&a, 499));
-        assert!(!table.is_cooling(&b, 499));
-        assert!(!table.is_cooling(&a, 500));
+        assert!(table.is_cooling(&on_a, 499));
+        assert!(!table.is_cooling(&on_b, 499));
+        assert!(!table.is_cooling(&on_a, 500));
         // Remembered past the end (strikes), forgotten after.
         assert!(table.get(&a, 1_000).is_some());
         assert!(table.get(&a, 1_500).is_none());
+    }
+
+    #[test]
+    fn ban_statuses_are_a_set_of_error_codes() {
+        let statuses = BanStatuses::of(&[403, 429, 599, 200, 600]);
+        let cases = [
+            (403, true),
+            (429, true),
+            (599, true),
+            (404, false),
+            (200, false),
+            (600, false),
+        ];
+        for (status, banned) in cases {
+            assert_eq!(statuses.contains(status), banned, "{status}");
+        }
+        assert!(!BanStatuses::of(&[]).contains(403));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! slot is taken.
 
 use crate::auth::Authenticated;
+use crate::bans::TargetDomain;
 use crate::capacity::Lease;
 use crate::config::GatewayConfig;
 use crate::dial::DialFailure;
@@ -19,7 +20,7 @@ use crate::snapshot::{SnapshotView, ViewProxy};
 use crate::sticky::StickyTable;
 use crate::wait::CapacityWaiters;
 use arc_swap::ArcSwap;
-use proxypool_core::{Domain, SharedClock};
+use proxypool_core::SharedClock;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
@@ -34,15 +35,20 @@ pub const PROXY_HEADER: &str = "x-proxypool-proxy";
 /// The response header counting the proxies tried for the request (1 = the first worked).
 pub const ATTEMPTS_HEADER: &str = "x-proxypool-attempts";
 
+/// The names, made at compile time (a `from_static` at run time checks the text each call).
+const PROXY_HEADER_NAME: http::HeaderName = http::HeaderName::from_static(PROXY_HEADER);
+const ATTEMPTS_HEADER_NAME: http::HeaderName = http::HeaderName::from_static(ATTEMPTS_HEADER);
+
 /// Adds [`PROXY_HEADER`] and [`ATTEMPTS_HEADER`] to a response.
 pub(crate) fn name_the_proxy(headers: &mut http::HeaderMap, proxy: &ViewProxy, attempts: u32) {
-    if let Ok(id) = http::HeaderValue::from_str(proxy.id.as_str()) {
-        headers.insert(http::HeaderName::from_static(PROXY_HEADER), id);
-    }
-    headers.insert(
-        http::HeaderName::from_static(ATTEMPTS_HEADER),
-        http::HeaderValue::from(attempts.max(1)),
-    );
+    const FEW: [&str; 8] = ["1", "2", "3", "4", "5", "6", "7", "8"];
+    headers.insert(PROXY_HEADER_NAME, proxy.id_header.clone());
+    let attempts = attempts.max(1);
+    let value = match FEW.get(attempts as usize - 1) {
+        Some(text) => http::HeaderValue::from_static(text),
+        None => http::HeaderValue::from(attempts),
+    };
+    headers.insert(ATTEMPTS_HEADER_NAME, value);
 }
 
 /// What happened to the request's sticky session.
@@ -85,7 +91,7 @@ pub(crate) struct Routed<T> {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct RouteTarget<'a> {
     /// The target's registrable domain: proxies cooling down for it are not used.
-    pub domain: Option<&'a Domain>,
+    pub domain: Option<&'a TargetDomain<'a>>,
     /// Proxies (view indexes) this request already went through, not to be used again
     /// (a retry after a ban or an upstream's own error).
     pub avoid: &'a [u32],
@@ -175,7 +181,7 @@ impl Router {
     fn eligibility<'a>(
         &'a self,
         settings: &RouteSettings,
-        domain: Option<&'a Domain>,
+        domain: Option<&'a TargetDomain<'a>>,
     ) -> Eligibility<'a> {
         Eligibility {
             now_ms: self.clock.now(),
@@ -372,10 +378,13 @@ impl Router {
             {
                 Err(Refusal::NoLeasedProxies)
             }
-            None => match target.domain.and_then(|domain| {
-                self.picker
-                    .domain_miss(view, client, selectors, domain, when.now_ms)
-            }) {
+            None => match target
+                .domain
+                .and_then(TargetDomain::get)
+                .and_then(|domain| {
+                    self.picker
+                        .domain_miss(view, client, selectors, domain, when.now_ms)
+                }) {
                 Some(retry_after_ms) => Err(Refusal::DomainCoolingDown { retry_after_ms }),
                 None => Err(Refusal::NoEligibleProxy),
             },

@@ -4,6 +4,7 @@
 //! rotation strategies. A pick reserves a slot in the same step, so two requests can never
 //! both take a proxy's last free session.
 
+use crate::bans::TargetDomain;
 use crate::capacity::Reservation;
 use crate::config::Rotation;
 use crate::selector::Selectors;
@@ -21,7 +22,7 @@ pub(crate) struct Eligibility<'a> {
     pub failure_threshold: u32,
     pub failure_cooldown_ms: u64,
     /// The target's registrable domain: a proxy cooling down for it is not eligible.
-    pub domain: Option<&'a Domain>,
+    pub domain: Option<&'a TargetDomain<'a>>,
     /// Counts the candidates passed over for `domain`.
     pub cooldown_skips: Option<&'a metrics::Counter>,
 }

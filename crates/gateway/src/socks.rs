@@ -175,13 +175,13 @@ async fn route(
     destination::admit(shared, &auth.client, &target)?;
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
-    let domain = proxypool_core::Domain::of_host(&target.host());
     let dialer = TunnelDialer {
         target,
         timeouts: shared.timeouts(),
     };
+    let domain = crate::bans::TargetDomain::new(&dialer.target);
     let route_target = crate::route::RouteTarget {
-        domain: domain.as_ref(),
+        domain: Some(&domain),
         avoid: &[],
     };
     let routed = shared

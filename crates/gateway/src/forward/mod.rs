@@ -20,6 +20,7 @@ pub(crate) mod pool;
 
 use crate::admission::ConnectionPermit;
 use crate::auth::Authenticated;
+use crate::bans::{BanStatuses, TargetDomain};
 use crate::capacity::Lease;
 use crate::destination;
 use crate::dial::{self, DialFailure, DialTimeouts};
@@ -36,7 +37,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self as client_http1, SendRequest};
 use hyper_util::rt::TokioIo;
 use pool::PoolKey;
-use proxypool_core::{Clock, Domain, Protocol};
+use proxypool_core::{Clock, Protocol};
 use proxypool_proto::TargetAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,22 +56,19 @@ pub(crate) async fn forward(
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     strip_hop_by_hop(request.headers_mut());
-    let domain = Domain::of_host(&target.host());
-    // An owned handle, not a guard: it is held across the awaits below.
-    let config = shared.settings.load_full();
-    let ban_statuses: &[u16] = auth
-        .client
-        .ban_statuses
-        .as_deref()
-        .unwrap_or(&config.bans.statuses);
+    let domain = TargetDomain::new(&target);
+    let (ban_statuses, max_retries) = {
+        let config = shared.config();
+        let statuses = auth
+            .client
+            .ban_statuses
+            .unwrap_or_else(|| BanStatuses::of(&config.bans.statuses));
+        (statuses, config.bans.max_retries)
+    };
     // Sent again only when nothing of it can be lost or done twice: no body, and a method
     // that is safe to repeat.
     let replay = Replay::of(&request);
-    let max_retries = if replay.is_some() {
-        config.bans.max_retries
-    } else {
-        0
-    };
+    let max_retries = if replay.is_some() { max_retries } else { 0 };
     let mut avoid: Vec<u32> = Vec::new();
     let mut attempts = 0u32;
     let mut first = Some(request);
@@ -83,7 +81,7 @@ pub(crate) async fn forward(
             (None, None) => unreachable!("only a replayable request is sent twice"),
         };
         let target_of_route = RouteTarget {
-            domain: domain.as_ref(),
+            domain: Some(&domain),
             avoid: &avoid,
         };
         let sent = match send_once(shared, view, auth, &target, target_of_route, request).await {
@@ -99,8 +97,8 @@ pub(crate) async fn forward(
         attempts += sent.attempts;
         let proxy = &view.proxies[sent.index as usize];
         let status = sent.response.status().as_u16();
-        let banned = ban_statuses.contains(&status);
-        if banned && let Some(domain) = &domain {
+        let banned = ban_statuses.contains(status);
+        if banned && let Some(domain) = domain.get() {
             shared
                 .bans
                 .ban(view, proxy, domain, shared.clock.now(), &shared.metrics);

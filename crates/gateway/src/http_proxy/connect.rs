@@ -45,14 +45,15 @@ pub(super) async fn connect(
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     let timeouts = shared.timeouts();
-    let domain = proxypool_core::Domain::of_host(&target.host());
+    let dialer = TunnelDialer { target, timeouts };
+    let domain = crate::bans::TargetDomain::new(&dialer.target);
     let route_target = RouteTarget {
-        domain: domain.as_ref(),
+        domain: Some(&domain),
         avoid: &[],
     };
     let routed = shared
         .router
-        .route(view, auth, route_target, &TunnelDialer { target, timeouts })
+        .route(view, auth, route_target, &dialer)
         .await?;
     let proxy = &view.proxies[routed.index as usize];
     let usage = shared.usage.cell(&auth.client.id, &proxy.upstream);

@@ -23,6 +23,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 #[derive(Debug)]
 pub(crate) struct ViewProxy {
     pub id: ProxyId,
+    /// `X-Proxypool-Proxy`'s value, made once per view.
+    pub id_header: HeaderValue,
     pub protocol: Protocol,
     /// Where to dial it.
     pub address: TargetAddr,
@@ -75,7 +77,7 @@ pub(crate) struct ClientEntry {
     /// Destination ports replacing the gateway's list for this client.
     pub allowed_ports: Option<PortSet>,
     /// Origin statuses that mean a ban, replacing the gateway's list for this client.
-    pub ban_statuses: Option<Vec<u16>>,
+    pub ban_statuses: Option<crate::bans::BanStatuses>,
     /// The client's default rotation (a username's `-rotate-...` overrides it).
     pub rotation: Option<proxypool_core::control::ClientRotation>,
 }
@@ -253,7 +255,12 @@ fn view_proxy(proxy: SnapshotProxy, slot: Arc<ProxySlot>) -> Result<ViewProxy, (
         }
         None => None,
     };
+    // A proxy id is 32 hex digits: always a valid header value.
+    let id_header =
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(proxy.id.as_str().to_owned()))
+            .map_err(|_| (proxy.id.clone(), "its id does not fit a header".into()))?;
     Ok(ViewProxy {
+        id_header,
         id: proxy.id,
         protocol: proxy.protocol,
         address,
@@ -294,7 +301,10 @@ fn client_entry(
         max_connections: client.max_connections,
         connections,
         allowed_ports: client.allowed_ports,
-        ban_statuses: client.ban_statuses,
+        ban_statuses: client
+            .ban_statuses
+            .as_deref()
+            .map(crate::bans::BanStatuses::of),
         rotation: client.rotation,
     }
 }

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Gateway A/B: two gateway builds side by side against one simulated upstream, to tell
+# whether a change costs CPU on the hot path. Both serve at once; rounds interleave
+# (A B A B ...) so machine noise hits both alike; CPU per request and per CONNECT setup
+# come from /proc (user + system ticks of each gateway process over its runs).
+#
+# Usage: scripts/bench-gateway-ab.sh BASELINE_EXAMPLES_DIR [ROUNDS (3)] [SECONDS (4)]
+#   BASELINE_EXAMPLES_DIR holds a `bench_gateway` built from the baseline, e.g.
+#     git worktree add /tmp/base <rev> && (cd /tmp/base &&
+#       CARGO_TARGET_DIR=/tmp/base/target cargo build --release -p proxypool-gateway --example bench_gateway)
+#     scripts/bench-gateway-ab.sh /tmp/base/target/release/examples
+#   The candidate is this checkout's, built here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BASE_BIN=${1:?the baseline examples directory}
+ROUNDS=${2:-3}
+SECS=${3:-4}
+CONNS=32
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target-gateway}
+BIN=$CARGO_TARGET_DIR/release/examples
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+sysctl -qw net.ipv4.tcp_tw_reuse=1 2>/dev/null || true
+sysctl -qw net.ipv4.tcp_max_tw_buckets=4096 2>/dev/null || true
+
+echo "building the candidate's release examples..." >&2
+cargo build --release -q -p proxypool-gateway --example bench_sim --example bench_gateway --example loadgen
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; exit 1; }
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+
+UP_CRED=vendor:vendor-pass
+CLIENT=bench
+CLIENT_PASS=bench-pass
+"$BIN/bench_sim" origin 8 >"$WORK/origin.out" &
+PIDS+=($!)
+"$BIN/bench_sim" upstream "$UP_CRED" >"$WORK/upstream.out" &
+PIDS+=($!)
+for _ in $(seq 1 200); do grep -q upstream= "$WORK/upstream.out" 2>/dev/null && grep -q origin= "$WORK/origin.out" 2>/dev/null && break; sleep 0.05; done
+UPSTREAM=$(sed -n 's/.*upstream=\([^ ]*\).*/\1/p' "$WORK/upstream.out")
+ORIGIN=$(sed -n 's/.*origin=\([^ ]*\).*/\1/p' "$WORK/origin.out")
+URLS=$(tr ',' '\n' <<<"$ORIGIN" | sed 's|.*|http://&/|' | paste -sd, -)
+
+start() { # start NAME EXAMPLES_DIR: a gateway; prints its port and pid
+  local port
+  port=$(free_port)
+  "$2/bench_gateway" "127.0.0.1:$port" "$UPSTREAM" "$UP_CRED" http "$CLIENT" "$CLIENT_PASS" "$ORIGIN" 2>"$WORK/$1.err" &
+  PIDS+=($!)
+  echo "$port $!"
+}
+read -r A_PORT A_PID < <(start base "$BASE_BIN")
+read -r B_PORT B_PID < <(start candidate "$BIN")
+for port in $A_PORT $B_PORT; do
+  wait_port "$port"
+  for _ in $(seq 1 100); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -x "http://$CLIENT:$CLIENT_PASS@127.0.0.1:$port" "http://${ORIGIN%%,*}/" || true)
+    [ "$code" = 200 ] && break
+    sleep 0.1
+  done
+done
+
+# measure KIND PORT PID: one loadgen run; prints "ticks ok rps"
+measure() {
+  local t0 out target
+  t0=$(ticks "$3")
+  if [ "$1" = http ]; then target=$URLS; else target=$ORIGIN; fi
+  out=$("$BIN/loadgen" "$1" "127.0.0.1:$2" "$CLIENT:$CLIENT_PASS" "$target" "$CONNS" "$SECS")
+  echo "$(( $(ticks "$3") - t0 )) $(field ok "$out") $(field rps "$out")"
+}
+echo "| kind | round | baseline µs | candidate µs | baseline rps | candidate rps |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+for kind in http connect; do
+  for round in $(seq 1 "$ROUNDS"); do
+    read -r at ao ar < <(measure "$kind" "$A_PORT" "$A_PID")
+    read -r bt bo br < <(measure "$kind" "$B_PORT" "$B_PID")
+    awk -v k="$kind" -v r="$round" -v at="$at" -v ao="$ao" -v bt="$bt" -v bo="$bo" -v ar="$ar" -v br="$br" \
+      'BEGIN { printf "| %s | %d | %.1f | %.1f | %s | %s |\n", k, r, at*10000/ao, bt*10000/bo, ar, br }'
+  done
+done
