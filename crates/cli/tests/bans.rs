@@ -11,6 +11,8 @@
 //! 3. Inside a CONNECT tunnel the gateway sees no status: the client reports the ban with
 //!    `POST /v1/feedback` and the proxy the CONNECT answer named, and no later tunnel to
 //!    that host goes through it.
+//! 4. A client that knows only its sticky session reports it by session: the gateway that
+//!    holds the session bans the session's proxy, and the session moves off it.
 
 mod common;
 
@@ -27,6 +29,7 @@ const PROXIES: usize = 8;
 const BANNING: &str = "shop-a.test";
 const OTHER: &str = "shop-b.test";
 const TUNNELED: &str = "shop-c.test";
+const SESSIONED: &str = "shop-d.test";
 
 /// What one request through a gateway saw: the gateway's headers and the origin's echo.
 #[derive(Debug)]
@@ -258,35 +261,12 @@ fn bans_follow_the_proxy_from_gateway_to_gateway_and_feedback_covers_tunnels() {
     assert_eq!(seen.status, 200, "{seen:?}");
     let proxy_id = seen.headers["x-proxypool-proxy"].clone();
     let exit = seen.exit.unwrap();
-    let feedback = serde_json::json!({
-        "proxy_id": proxy_id,
-        "domain": TUNNELED,
-        "verdict": "banned",
-    })
-    .to_string();
-    let (code, body) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "Authorization: Bearer acme-api-token-0001",
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        &feedback,
-        "-w",
-        "\n%{http_code}",
-        &format!("http://127.0.0.1:{api}/v1/feedback"),
-    ]);
-    assert_eq!(code, 0, "{body}");
-    assert!(body.ends_with("200"), "{body}");
+    feedback(
+        api,
+        serde_json::json!({ "proxy_id": proxy_id, "domain": TUNNELED, "verdict": "banned" }),
+    );
     let learned = eventually("B learned the reported ban", Duration::from_secs(5), || {
-        cooldowns(&admin_b)["entries"]
-            .as_array()
-            .is_some_and(|entries| {
-                entries
-                    .iter()
-                    .any(|e| e["proxy_id"] == proxy_id.as_str() && e["domain"] == TUNNELED)
-            })
+        cooling_on(&admin_b, &proxy_id, TUNNELED)
     });
     eprintln!("bans reported within {reported:?}; feedback reached gateway B within {learned:?}");
     let before = origin.host_counts(exit, TUNNELED).requests;
@@ -296,4 +276,61 @@ fn bans_follow_the_proxy_from_gateway_to_gateway_and_feedback_covers_tunnels() {
         assert_ne!(seen.headers["x-proxypool-proxy"], proxy_id);
     }
     assert_eq!(origin.host_counts(exit, TUNNELED).requests, before);
+
+    // 4. A client that knows only its sticky session (a SOCKS5 client, say) reports it:
+    //    the gateway holding the session applies the ban to the session's proxy, which
+    //    the session then leaves for that host.
+    let session = proxy_b.replacen("acme:", "acme-session-t1:", 1);
+    let pinned = get(&session, &url(SESSIONED), true);
+    assert_eq!(pinned.headers["x-proxypool-session"], "new", "{pinned:?}");
+    let pinned_id = pinned.headers["x-proxypool-proxy"].clone();
+    let answer = feedback(
+        api,
+        serde_json::json!({ "session": "t1", "domain": SESSIONED, "verdict": "banned" }),
+    );
+    assert!(answer.contains("queued"), "{answer}");
+    let applied = eventually(
+        "B applied the session's feedback",
+        Duration::from_secs(5),
+        || cooling_on(&admin_b, &pinned_id, SESSIONED),
+    );
+    eprintln!("session feedback applied by gateway B within {applied:?}");
+    let moved = get(&session, &url(SESSIONED), true);
+    assert_eq!(
+        moved.headers["x-proxypool-session"], "reassigned",
+        "{moved:?}"
+    );
+    assert_ne!(moved.headers["x-proxypool-proxy"], pinned_id);
+}
+
+/// `POST /v1/feedback` with `body` as the client acme; the answer's body (asserted 200).
+fn feedback(api: u16, body: Value) -> String {
+    let (code, out) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Authorization: Bearer acme-api-token-0001",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        &body.to_string(),
+        "-w",
+        "\n%{http_code}",
+        &format!("http://127.0.0.1:{api}/v1/feedback"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let (answer, status) = out.rsplit_once('\n').unwrap();
+    assert_eq!(status, "200", "{answer}");
+    answer.to_owned()
+}
+
+/// Whether the gateway at `admin` lists a running cooldown of `proxy_id` for `domain`.
+fn cooling_on(admin: &str, proxy_id: &str, domain: &str) -> bool {
+    cooldowns(admin)["entries"]
+        .as_array()
+        .is_some_and(|entries| {
+            entries
+                .iter()
+                .any(|e| e["proxy_id"] == proxy_id && e["domain"] == domain)
+        })
 }
