@@ -29,6 +29,16 @@ impl TestServer {
         Reply::from(request.send().await.unwrap()).await
     }
 
+    /// A feedback call that must succeed, with the time window it ran in (cooldown ends
+    /// are checked against it).
+    async fn feedback_ok(&self, token: &str, body: &Value) -> (Reply, (UnixMillis, UnixMillis)) {
+        let before = now_millis();
+        let reply = self.feedback(token, None, body).await;
+        let after = now_millis();
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        (reply, (before, after))
+    }
+
     async fn cooldowns(&self, proxy: &ProxyId) -> Vec<DomainCooldown> {
         self.pool
             .cooldowns_of(now_millis(), std::slice::from_ref(proxy))
@@ -84,16 +94,7 @@ async fn each_verdict_changes_the_cooldown_and_bans_grow() {
     let (first, second) = (&ids[0], &ids[1]);
 
     // A URL is reduced to its registrable domain; the first ban lasts the policy's base.
-    let before = now_millis();
-    let reply = server
-        .feedback(
-            ALICE,
-            None,
-            &json!({"proxy_id": first, "domain": "https://WWW.Shop-A.test:8443/cart?x=1", "verdict": "banned"}),
-        )
-        .await;
-    let after = now_millis();
-    assert_eq!(reply.status, 200, "{}", reply.text());
+    let (reply, window) = server.feedback_ok(ALICE, &json!({"proxy_id": first, "domain": "https://WWW.Shop-A.test:8443/cart?x=1", "verdict": "banned"})).await;
     let body = reply.json();
     assert_eq!(body["outcome"], "cooling");
     assert_eq!(body["domain"], SHOP_A);
@@ -106,65 +107,53 @@ async fn each_verdict_changes_the_cooldown_and_bans_grow() {
         Some("\"inspect\";q=1000;w=60")
     );
     let stored = server.cooldowns(first).await;
-    assert_cooling(&stored, SHOP_A, 1, MINUTE, (before, after));
+    assert_cooling(&stored, SHOP_A, 1, MINUTE, window);
     assert_eq!(body["cooldown"]["until"], stored[0].until_ms);
 
     // A captcha is a ban too: the second in a row doubles the cooldown.
-    let before = now_millis();
-    let reply = server
-        .feedback(
+    let (_, window) = server
+        .feedback_ok(
             ALICE,
-            None,
             &json!({"proxy_id": first, "domain": SHOP_A, "verdict": "captcha"}),
         )
         .await;
-    let after = now_millis();
-    assert_eq!(reply.status, 200, "{}", reply.text());
     assert_cooling(
         &server.cooldowns(first).await,
         SHOP_A,
         2,
         2 * MINUTE,
-        (before, after),
+        window,
     );
 
     // A third with the client's own estimate: the strikes still grow, the TTL is its own.
-    let before = now_millis();
-    let reply = server
-        .feedback(
+    let (_, window) = server
+        .feedback_ok(
             BOB,
-            None,
             &json!({"proxy_id": first, "domain": SHOP_A, "verdict": "banned", "ttl": "90m"}),
         )
         .await;
-    let after = now_millis();
-    assert_eq!(reply.status, 200, "{}", reply.text());
     assert_cooling(
         &server.cooldowns(first).await,
         SHOP_A,
         3,
         90 * MINUTE,
-        (before, after),
+        window,
     );
 
     // Slow holds for the TTL given and leaves the strikes alone.
-    let before = now_millis();
-    let reply = server
-        .feedback(
+    let (reply, window) = server
+        .feedback_ok(
             ALICE,
-            None,
             &json!({"proxy_id": second, "domain": "shop-b.test", "verdict": "slow", "ttl": "5s"}),
         )
         .await;
-    let after = now_millis();
-    assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(reply.json()["cooldown"]["strikes"], 0);
     assert_cooling(
         &server.cooldowns(second).await,
         "shop-b.test",
         0,
         5_000,
-        (before, after),
+        window,
     );
 
     // Ok ends the cooldown of that domain only.
