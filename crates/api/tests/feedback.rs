@@ -17,16 +17,7 @@ const MINUTE: u64 = 60_000;
 
 impl TestServer {
     async fn feedback(&self, token: &str, key: Option<&str>, body: &Value) -> Reply {
-        let mut request = self
-            .http
-            .post(self.url("/v1/feedback"))
-            .bearer_auth(token)
-            .header("content-type", "application/json")
-            .body(body.to_string());
-        if let Some(key) = key {
-            request = request.header("idempotency-key", key);
-        }
-        Reply::from(request.send().await.unwrap()).await
+        self.post_json("/v1/feedback", token, key, body).await
     }
 
     /// A feedback call that must succeed, with the time window it ran in (cooldown ends

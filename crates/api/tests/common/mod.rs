@@ -470,9 +470,21 @@ impl TestServer {
 
     /// `POST /v1/extractions` with a JSON body and an optional idempotency key.
     pub async fn extract(&self, token: &str, key: Option<&str>, body: &Value) -> Reply {
+        self.post_json("/v1/extractions", token, key, body).await
+    }
+
+    /// `POST path` with a JSON body, the client's bearer token and an optional
+    /// idempotency key.
+    pub async fn post_json(
+        &self,
+        path: &str,
+        token: &str,
+        key: Option<&str>,
+        body: &Value,
+    ) -> Reply {
         let mut request = self
             .http
-            .post(self.url("/v1/extractions"))
+            .post(self.url(path))
             .bearer_auth(token)
             .header("content-type", "application/json")
             .body(body.to_string());

@@ -67,7 +67,8 @@ pub(crate) async fn forward(
     };
     // Sent again only when nothing of it can be lost or done twice: no body, and a method
     // that is safe to repeat.
-    let replay = Replay::of(&request);
+    // The copy is made only when a retry may use it.
+    let replay = (max_retries > 0).then(|| Replay::of(&request)).flatten();
     let max_retries = if replay.is_some() { max_retries } else { 0 };
     let mut avoid: Vec<u32> = Vec::new();
     let mut attempts = 0u32;
