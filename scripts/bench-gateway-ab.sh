@@ -33,22 +33,9 @@ sysctl -qw net.ipv4.tcp_max_tw_buckets=4096 2>/dev/null || true
 echo "building the candidate's release examples..." >&2
 cargo build --release -q -p proxypool-gateway --example bench_sim --example bench_gateway --example loadgen
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; exit 1; }
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
-field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
-
-UP_CRED=vendor:vendor-pass
-CLIENT=bench
-CLIENT_PASS=bench-pass
-"$BIN/bench_sim" origin 8 >"$WORK/origin.out" &
-PIDS+=($!)
-"$BIN/bench_sim" upstream "$UP_CRED" >"$WORK/upstream.out" &
-PIDS+=($!)
-for _ in $(seq 1 200); do grep -q upstream= "$WORK/upstream.out" 2>/dev/null && grep -q origin= "$WORK/origin.out" 2>/dev/null && break; sleep 0.05; done
-UPSTREAM=$(sed -n 's/.*upstream=\([^ ]*\).*/\1/p' "$WORK/upstream.out")
-ORIGIN=$(sed -n 's/.*origin=\([^ ]*\).*/\1/p' "$WORK/origin.out")
-URLS=$(tr ',' '\n' <<<"$ORIGIN" | sed 's|.*|http://&/|' | paste -sd, -)
+. scripts/bench-lib.sh
+start_sim
 
 start() { # start NAME EXAMPLES_DIR: a gateway; prints its port and pid
   local port

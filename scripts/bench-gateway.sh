@@ -66,20 +66,8 @@ sysctl -qw net.ipv4.ip_local_port_range="1024 65000" 2>/dev/null || true
 echo "building release examples..." >&2
 cargo build --release -q -p proxypool-gateway --example bench_sim --example bench_gateway --example loadgen
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; exit 1; }
-
-UP_CRED=vendor:vendor-pass
-CLIENT=bench
-CLIENT_PASS=bench-pass
-
-"$BIN/bench_sim" origin 8 >"$WORK/origin.out" &
-PIDS+=($!)
-"$BIN/bench_sim" upstream "$UP_CRED" >"$WORK/upstream.out" &
-PIDS+=($!)
-for _ in $(seq 1 200); do grep -q upstream= "$WORK/upstream.out" 2>/dev/null && grep -q origin= "$WORK/origin.out" 2>/dev/null && break; sleep 0.05; done
-UPSTREAM=$(sed -n 's/.*upstream=\([^ ]*\).*/\1/p' "$WORK/upstream.out")
-ORIGIN=$(sed -n 's/.*origin=\([^ ]*\).*/\1/p' "$WORK/origin.out")
+. scripts/bench-lib.sh
+start_sim
 
 GW_PORT=$(free_port)
 "$BIN/bench_gateway" "127.0.0.1:$GW_PORT" "$UPSTREAM" "$UP_CRED" http "$CLIENT" "$CLIENT_PASS" "$ORIGIN" 2>"$WORK/gw.err" &
@@ -153,7 +141,6 @@ PIDS+=($SQ_PID)
 wait_port "$SQ_PORT"
 
 ORIGIN1=${ORIGIN%%,*}
-URLS=$(tr ',' '\n' <<<"$ORIGIN" | sed 's|.*|http://&/|' | paste -sd, -)
 # Wait until the gateway applied its snapshot and serves.
 for _ in $(seq 1 100); do
   code=$(curl -s -o /dev/null -w '%{http_code}' -x "http://$CLIENT:$CLIENT_PASS@127.0.0.1:$GW_PORT" "http://$ORIGIN1/" || true)
@@ -170,7 +157,6 @@ ticks() {
   done
   echo "$total"
 }
-field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 # run_cpu KEY PID loadgen-args...: one loadgen run, with the CPU the proxy PID spent on it
 # and the requests it completed appended to KEY's tally (a file: run_cpu runs in a
 # subshell), so CPU per request is summed over both runs of a setup.
