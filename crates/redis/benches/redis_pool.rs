@@ -482,7 +482,7 @@ async fn main() {
         (fetched - before) / 100_000
     );
     println!(
-        "| AVAILABLE (+ available, protocol, upstream, region, carrier on half), 100k | {} |",
+        "| AVAILABLE (+ the indexes of unowned candidates), 100k | {} |",
         (available - before) / 100_000
     );
     let listed: Vec<String> = by_key.iter().map(|(f, b)| format!("{f} {b}")).collect();

@@ -1,23 +1,33 @@
 //! Key names the Rust side needs; the scripts build the rest from the same base.
 //!
-//! Every key is `{prefix}:{activity}:{name}`: one hash tag, so the whole pool is one
+//! Every key is `{prefix}:{activity}:v2:{name}`: one hash tag, so the whole pool is one
 //! Cluster slot and every script stays atomic if the deployment ever moves there. Keys
 //! carry ids and digests only, never a credential.
 //!
+//! `v2` is the layout version. A process only reads keys of its own version, so a release
+//! that changes the layout bumps it: after such an upgrade the new processes start with an
+//! empty pool (the vendors refill it within one fetch interval) while the old keys lapse
+//! by their TTLs. Version 2 (after the unversioned first layout) replaced the `available`
+//! and per-filter sorted sets by one candidate index per filter combination and stores
+//! proxy ids as 16 bytes in the per-proxy keys.
+//!
+//! `<bin id>` is the proxy id's 16 bytes, `<id>` its 32 hex digits.
+//!
 //! ```text
-//! records                 HASH  proxy id -> record (credentials live only here)
-//! expiry                  ZSET  proxy id -> hard expiry           (every record)
-//! checks                  ZSET  proxy id -> check class + since   (checkable records)
-//! available               ZSET  proxy id -> usable_until          (AVAILABLE, unowned)
-//! protocol:<p> region:<r> carrier:<c> upstream:<u>
-//!                         ZSET  proxy id -> usable_until          (filter indexes)
-//! owners                  HASH  proxy id -> assignment
-//! extracted-by            HASH  proxy id -> client an extraction handed it to (EXTRACTED)
-//! owner-expiry            ZSET  proxy id -> lease_until
-//! drain-tickets           HASH  proxy id -> drain epoch           (draining assignments)
-//! owned:<u>               ZSET  proxy id -> lease_until           (assigned, per upstream)
-//! worker-owned:<w>        ZSET  proxy id -> lease_until           (serving, per worker)
-//! worker-draining:<w>     ZSET  proxy id -> lease_until           (draining, per worker)
+//! records                 HASH  bin id -> record, id field empty (credentials live only here)
+//! expiry                  ZSET  bin id -> hard expiry             (every record)
+//! checks                  ZSET  bin id -> check class + since     (checkable records)
+//! cand:<p>/<u>/<r>/<c>    ZSET  bin id -> usable_until            (AVAILABLE, unowned; one
+//!                               index per protocol, upstream, region, carrier; '' = none)
+//! candidates              ZSET  <p>/<u>/<r>/<c> -> bound >= that index's highest score
+//!                               (exactly the non-empty candidate indexes)
+//! owners                  HASH  id -> assignment
+//! extracted-by            HASH  id -> client an extraction handed it to (EXTRACTED)
+//! owner-expiry            ZSET  id -> lease_until
+//! drain-tickets           HASH  id -> drain epoch           (draining assignments)
+//! owned:<u>               ZSET  id -> lease_until           (assigned, per upstream)
+//! worker-owned:<w>        ZSET  id -> lease_until           (serving, per worker)
+//! worker-draining:<w>     ZSET  id -> lease_until           (draining, per worker)
 //! epoch                   STRING global ownership epoch (INCR)
 //! inventory               HASH  <u> -> un-extracted, <u>:<status> -> records by status,
 //!                               <u>:slots -> sum of max_sessions of unowned candidates
@@ -26,7 +36,7 @@
 //! worker-runtime          HASH  worker -> runtime report;  worker-runtime-expiry  ZSET
 //! idem:<extraction id>    STRING stored extraction response (PX);  idem-expiry ZSET
 //! op:<digest>             STRING stored upsert result (PX);        op-expiry   ZSET
-//! keys                    SET   names of the dynamic index keys (for footprint/sweeps)
+//! keys                    SET   names of the dynamic ownership index keys (footprint/sweeps)
 //! leases                  HASH  lease name -> holder, token, acquired_at, expires_at
 //! lease-tokens            HASH  lease name -> last fencing token (no TTL: tokens only grow)
 //! worker-modes            HASH  worker -> mode, since        (cordoned or draining only)
@@ -34,8 +44,8 @@
 //! usage-seen:<w>          HASH  client\tupstream -> a gateway's last accounted totals
 //! usage-total:<c>         HASH  upstream\tkind -> amount (kept a year after the last use)
 //! usage-m:<c> usage-h:<c> HASH  period\tupstream\tkind -> amount (pruned to an hour / a day)
-//! cooldowns              HASH  proxy id -> its cooldowns, one line per domain (live records)
-//! cooldown-forget        ZSET  proxy id -> earliest forget_at of its cooldowns (for sweeps)
+//! cooldowns              HASH  id -> its cooldowns, one line per domain (live records)
+//! cooldown-forget        ZSET  id -> earliest forget_at of its cooldowns (for sweeps)
 //! session-feedback       HASH  feedback id -> session feedback (JSON)
 //! session-feedback-order ZSET  feedback id -> arrival number (session-feedback-seq, INCR)
 //! session-feedback-expiry ZSET feedback id -> expires_at
@@ -51,9 +61,12 @@
 use proxypool_core::{ExtractionId, UpstreamId};
 use sha2::{Digest, Sha256};
 
-/// The base every key starts with: `{prefix}:{activity}:`.
+/// The key layout version, part of every key name (see the module doc).
+const LAYOUT_VERSION: &str = "v2";
+
+/// The base every key starts with: `{prefix}:{activity}:v2:`.
 pub(crate) fn base(prefix: &str) -> String {
-    format!("{prefix}:{{activity}}:")
+    format!("{prefix}:{{activity}}:{LAYOUT_VERSION}:")
 }
 
 /// Where an extraction's response is stored (the extraction id is already a digest of the
@@ -81,7 +94,7 @@ mod tests {
 
     #[test]
     fn keys_share_one_hash_tag_and_hide_operation_ids() {
-        assert_eq!(base("pp"), "pp:{activity}:");
+        assert_eq!(base("pp"), "pp:{activity}:v2:");
         let upstream = UpstreamId::new("acme").unwrap();
         let whole = operation(&upstream, "fetch-42", None);
         assert!(whole.starts_with("op:") && !whole.contains("fetch"));

@@ -60,7 +60,7 @@ impl RedisPool {
         &self.options
     }
 
-    /// The key prefix every key of this pool starts with (`{prefix}:{activity}:`), for
+    /// The key prefix every key of this pool starts with (`{prefix}:{activity}:v2:`), for
     /// operators and tests that inspect the keyspace.
     pub fn keyspace(&self) -> &str {
         &self.base

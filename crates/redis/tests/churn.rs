@@ -12,7 +12,7 @@ use proxypool_core::{
     SnapshotRef, UnixMillis, UpstreamId, WorkerId, proxy_id_for,
 };
 use proxypool_redis::RedisPoolOptions;
-use proxypool_testkit::RedisServer;
+use proxypool_testkit::{RedisServer, RespValue};
 
 const T0: UnixMillis = 1_700_000_000_000;
 const STEP: u64 = 2_500;
@@ -42,6 +42,21 @@ struct Sizes {
     results: i64,
 }
 
+/// Entries of every candidate index the registry names.
+fn candidate_entries(server: &RedisServer, base: &str) -> i64 {
+    let suffixes: Vec<String> = match server
+        .command(&["ZRANGE", &format!("{base}candidates"), "0", "-1"])
+        .unwrap()
+    {
+        RespValue::Array(items) => items.iter().filter_map(RespValue::as_text).collect(),
+        other => panic!("{other:?}"),
+    };
+    suffixes
+        .iter()
+        .map(|suffix| support::integer(server, &["ZCARD", &format!("{base}cand:{suffix}")]))
+        .sum()
+}
+
 fn measure(server: &RedisServer, base: &str) -> Sizes {
     let k = |name: &str| format!("{base}{name}");
     Sizes {
@@ -49,7 +64,7 @@ fn measure(server: &RedisServer, base: &str) -> Sizes {
         records: support::integer(server, &["HLEN", &k("records")]),
         expiry: support::integer(server, &["ZCARD", &k("expiry")]),
         checks: support::integer(server, &["ZCARD", &k("checks")]),
-        available: support::integer(server, &["ZCARD", &k("available")]),
+        available: candidate_entries(server, base),
         inventory: support::integer(server, &["HLEN", &k("inventory")]),
         owners: support::integer(server, &["HLEN", &k("owners")]),
         results: support::integer(server, &["ZCARD", &k("idem-expiry")])

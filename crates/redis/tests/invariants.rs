@@ -36,9 +36,46 @@ fn id(i: usize) -> ProxyId {
     proxy_id_for(c.protocol, &c.host, c.port, Some(&format!("u{i}")))
 }
 
-fn members(server: &RedisServer, key: &str) -> BTreeSet<String> {
-    match server.command(&["ZRANGE", key, "0", "-1"]).unwrap() {
-        RespValue::Array(items) => items.iter().filter_map(RespValue::as_text).collect(),
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Members of a sorted set keyed by binary proxy id, as hex ids with their scores.
+fn scored_ids(server: &RedisServer, key: &str) -> BTreeMap<String, f64> {
+    match server
+        .command(&["ZRANGE", key, "0", "-1", "WITHSCORES"])
+        .unwrap()
+    {
+        RespValue::Array(items) => items
+            .chunks(2)
+            .map(|pair| match (&pair[0], pair[1].as_text()) {
+                (RespValue::Bulk(id), Some(score)) => (hex(id), score.parse().unwrap()),
+                other => panic!("{other:?}"),
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn ids(server: &RedisServer, key: &str) -> BTreeSet<String> {
+    scored_ids(server, key).into_keys().collect()
+}
+
+/// Members of a sorted set of text members, with their scores.
+fn scored_texts(server: &RedisServer, key: &str) -> BTreeMap<String, f64> {
+    match server
+        .command(&["ZRANGE", key, "0", "-1", "WITHSCORES"])
+        .unwrap()
+    {
+        RespValue::Array(items) => items
+            .chunks(2)
+            .map(|pair| {
+                (
+                    pair[0].as_text().unwrap(),
+                    pair[1].as_text().unwrap().parse().unwrap(),
+                )
+            })
+            .collect(),
         other => panic!("{other:?}"),
     }
 }
@@ -53,35 +90,42 @@ fn hash(server: &RedisServer, key: &str) -> BTreeMap<String, String> {
     }
 }
 
+/// A hash keyed by binary proxy id, with hex ids.
+fn records(server: &RedisServer, key: &str) -> BTreeMap<String, String> {
+    match server.command(&["HGETALL", key]).unwrap() {
+        RespValue::Array(items) => items
+            .chunks(2)
+            .map(|kv| match &kv[0] {
+                RespValue::Bulk(id) => (hex(id), kv[1].as_text().unwrap()),
+                other => panic!("{other:?}"),
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Recomputes every index and counter from `records` and `owners` and compares.
 fn check(server: &RedisServer, pool: &RedisPool, when: &str) {
     let base = pool.keyspace();
-    let records = hash(server, &format!("{base}records"));
+    let records = records(server, &format!("{base}records"));
     let owners = hash(server, &format!("{base}owners"));
-    let mut available = BTreeSet::new();
-    let mut filters: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut candidates: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut checks = BTreeSet::new();
     let mut counters: BTreeMap<String, i64> = BTreeMap::new();
     for (id, value) in &records {
         let f: Vec<&str> = value.split('\t').collect();
         let (status, protocol, upstream, region, carrier) = (f[0], f[4], f[5], f[6], f[7]);
+        assert_eq!(
+            f[14], "",
+            "{when}: a stored record leaves its id field empty"
+        );
         if status == "A" && !owners.contains_key(id) {
-            available.insert(id.clone());
             let max: i64 = f[8].parse().unwrap();
             *counters.entry(format!("{upstream}:slots")).or_default() += max;
-            let mut keys = vec![
-                format!("protocol:{protocol}"),
-                format!("upstream:{upstream}"),
-            ];
-            if !region.is_empty() {
-                keys.push(format!("region:{region}"));
-            }
-            if !carrier.is_empty() {
-                keys.push(format!("carrier:{carrier}"));
-            }
-            for k in keys {
-                filters.entry(k).or_default().insert(id.clone());
-            }
+            candidates
+                .entry(format!("{protocol}/{upstream}/{region}/{carrier}"))
+                .or_default()
+                .insert(id.clone());
         }
         if matches!(status, "F" | "S" | "A" | "U") {
             checks.insert(id.clone());
@@ -91,36 +135,30 @@ fn check(server: &RedisServer, pool: &RedisPool, when: &str) {
         }
         *counters.entry(format!("{upstream}:{status}")).or_default() += 1;
     }
-    let ids: BTreeSet<String> = records.keys().cloned().collect();
+    let all: BTreeSet<String> = records.keys().cloned().collect();
+    assert_eq!(ids(server, &format!("{base}expiry")), all, "{when}: expiry");
     assert_eq!(
-        members(server, &format!("{base}expiry")),
-        ids,
-        "{when}: expiry"
-    );
-    assert_eq!(
-        members(server, &format!("{base}checks")),
+        ids(server, &format!("{base}checks")),
         checks,
         "{when}: checks"
     );
+    // The registry names exactly the non-empty candidate indexes, each with a bound at
+    // least its highest score.
+    let registry = scored_texts(server, &format!("{base}candidates"));
     assert_eq!(
-        members(server, &format!("{base}available")),
-        available,
-        "{when}: available"
+        registry.keys().cloned().collect::<BTreeSet<_>>(),
+        candidates.keys().cloned().collect::<BTreeSet<_>>(),
+        "{when}: candidate registry"
     );
-    for value in ["http", "https", "socks5"] {
-        filters.entry(format!("protocol:{value}")).or_default();
-    }
-    for value in ["us", "de", "fr"] {
-        filters.entry(format!("region:{value}")).or_default();
-    }
-    filters.entry("carrier:att".into()).or_default();
-    filters.entry("upstream:acme".into()).or_default();
-    for (key, expected) in &filters {
+    for (suffix, expected) in &candidates {
+        let members = scored_ids(server, &format!("{base}cand:{suffix}"));
         assert_eq!(
-            &members(server, &format!("{base}{key}")),
+            &members.keys().cloned().collect::<BTreeSet<_>>(),
             expected,
-            "{when}: {key}"
+            "{when}: cand:{suffix}"
         );
+        let highest = members.values().cloned().fold(f64::MIN, f64::max);
+        assert!(registry[suffix] >= highest, "{when}: bound of {suffix}");
     }
     let stored: BTreeMap<String, i64> = hash(server, &format!("{base}inventory"))
         .into_iter()
@@ -129,7 +167,9 @@ fn check(server: &RedisServer, pool: &RedisPool, when: &str) {
     assert_eq!(stored, counters, "{when}: inventory counters");
     let owned: BTreeSet<String> = owners.keys().cloned().collect();
     assert_eq!(
-        members(server, &format!("{base}owner-expiry")),
+        scored_texts(server, &format!("{base}owner-expiry"))
+            .into_keys()
+            .collect::<BTreeSet<_>>(),
         owned,
         "{when}: leases"
     );

@@ -25,9 +25,9 @@ local function main()
       examined = examined + 1
       local v = redis.call('HGET', B .. 'records', id)
       if v then
-        local r = P.decode(v)
+        local r = P.decode_stored(v, P.hex(id))
         if NOW < P.num(r[HARD]) then
-          out[#out + 1] = v
+          out[#out + 1] = P.encode(r)
           found = found + 1
           if found == limit then
             break

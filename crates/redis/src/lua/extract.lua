@@ -41,71 +41,33 @@ local function main()
     end
   end
 
-  -- Drive from the smallest index that covers the filter; a value without an index
-  -- matches nothing (an empty sorted set does not exist). With one filter value its index
-  -- is the smallest, so only two or more values need the ZCARD probes.
-  local names = { [PROTO] = 'protocol:', [REGION] = 'region:', [CARRIER] = 'carrier:', [UP] = 'upstream:' }
-  local covering = {}
-  for _, field in ipairs({ PROTO, REGION, CARRIER, UP }) do
-    if filter[field] ~= '' then
-      covering[#covering + 1] = B .. names[field] .. filter[field]
-    end
-  end
-  local index = B .. 'available'
-  if #covering == 1 then
-    index = covering[1]
-  elseif #covering > 1 then
-    local smallest = nil
-    for _, key in ipairs(covering) do
-      local size = redis.call('ZCARD', key)
-      if size == 0 then
-        index = nil
-        break
-      end
-      if smallest == nil or size < smallest then
-        smallest = size
-        index = key
-      end
-    end
-  end
-
-  -- Longest-lived first; (score, id) descending is MemoryPool's order.
+  -- Longest-lived first; (score, id) descending is MemoryPool's order. The matching
+  -- candidate indexes (one per filter combination) are merged by score.
   local chosen, records, matching, examined = {}, {}, 0, 0
-  local offset, page = 0, math.min(wanted + reserve + 1, 512)
-  while index and #chosen < wanted do
-    local ids = redis.call('ZREVRANGEBYSCORE', index, '+inf', '(' .. P.fmt(NOW), 'LIMIT', offset, page)
-    for _, id in ipairs(ids) do
-      if examined == budget then
-        return { 'scan_budget' }
-      end
-      examined = examined + 1
-      -- Every member of an available index is unowned (lib.lua's invariant, kept in the
-      -- same atomic calls that assign), so ownership needs no lookup here.
-      local r = P.live_record(id)
-      local accepted = r
-        and P.is_usable(r)
-        and (filter[PROTO] == '' or filter[PROTO] == r[PROTO])
-        and (filter[REGION] == '' or filter[REGION] == r[REGION])
-        and (filter[CARRIER] == '' or filter[CARRIER] == r[CARRIER])
-        and (filter[UP] == '' or filter[UP] == r[UP])
-        and (freshness == nil or (r[SUCC] ~= '' and P.num(r[SUCC]) + freshness >= NOW))
-        and (for_domain == '' or not P.is_cooling_for(id, for_domain))
-      if accepted then
-        matching = matching + 1
-        if matching > reserve then
-          chosen[#chosen + 1] = id
-          records[#records + 1] = r
-          if #chosen == wanted then
-            break
-          end
-        end
-      end
-    end
-    if #ids < page then
+  local next_id = P.candidate_stream(filter, math.min(wanted + reserve + 1, 512))
+  while #chosen < wanted do
+    local id = next_id()
+    if id == nil then
       break
     end
-    offset = offset + #ids
-    page = math.min(page * 2, 1024)
+    if examined == budget then
+      return { 'scan_budget' }
+    end
+    examined = examined + 1
+    -- Every member of a candidate index is unowned and matches the index's filters
+    -- (lib.lua's invariants, kept in the same atomic calls that assign and store).
+    local r = P.live_record(id)
+    local accepted = r
+      and P.is_usable(r)
+      and (freshness == nil or (r[SUCC] ~= '' and P.num(r[SUCC]) + freshness >= NOW))
+      and (for_domain == '' or not P.is_cooling_for(id, for_domain))
+    if accepted then
+      matching = matching + 1
+      if matching > reserve then
+        chosen[#chosen + 1] = id
+        records[#records + 1] = r
+      end
+    end
   end
 
   if mode == 'all' and #chosen < wanted then

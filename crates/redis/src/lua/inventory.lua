@@ -35,7 +35,7 @@ local function main()
     return { 'scan_budget' }
   end
   for _, id in ipairs(expired) do
-    local r = P.get_record(id)
+    local r = P.get_record(P.hex(id))
     if r and r[UP] == upstream then
       by[r[ST]] = by[r[ST]] - 1
       by['E'] = by['E'] + 1
@@ -45,9 +45,19 @@ local function main()
   -- Unowned candidates: the running sum of their max_sessions, less the ones whose
   -- usable_until has passed (still indexed until they expire; inside the safety margin).
   local slots = P.num(redis.call('HGET', B .. 'inventory', upstream .. ':slots')) or 0
-  local stale = redis.call('ZRANGEBYSCORE', B .. 'upstream:' .. upstream, '-inf', P.fmt(NOW), 'LIMIT', 0, budget + 1)
-  if #stale > budget then
-    return { 'scan_budget' }
+  -- The upstream's candidate indexes are the registry entries naming it (the registry
+  -- holds one entry per filter combination, a small set next to the records).
+  local stale = {}
+  for _, suffix in ipairs(redis.call('ZRANGE', B .. 'candidates', 0, -1)) do
+    if P.split(suffix, '/')[2] == upstream then
+      local left = budget + 1 - #stale
+      for _, id in ipairs(redis.call('ZRANGEBYSCORE', B .. 'cand:' .. suffix, '-inf', P.fmt(NOW), 'LIMIT', 0, left)) do
+        stale[#stale + 1] = id
+      end
+      if #stale > budget then
+        return { 'scan_budget' }
+      end
+    end
   end
   for first = 1, #stale, 500 do
     local ids = { unpack(stale, first, math.min(first + 499, #stale)) }

@@ -11,9 +11,18 @@
 -- Every time decision compares with ARGV now, never with the server clock: native TTLs are
 -- only a memory safety net, so a store that time-travels (the contract suite) stays exact.
 --
+-- Proxy ids: scripts take and answer the 32-hex-digit id; `records`, `expiry`, `checks`
+-- and the candidate indexes store it as its 16 bytes (P.bin / P.hex), which saves ~16 bytes
+-- in every one of those entries. The other keys (owners, cooldowns, ...) keep the hex id.
+--
 -- Invariants kept by put_record / remove_record / put_assignment / drop_assignment:
--- * a record is in `available` and its filter indexes exactly when it is AVAILABLE and has
---   no assignment (whatever the time; entries past usable_until stay until removal);
+-- * a record is in exactly one candidate index, `cand:<protocol>/<upstream>/<region>/
+--   <carrier>` (its filter combination, '' for no region/carrier), when it is AVAILABLE and
+--   has no assignment, and in none otherwise (whatever the time; entries past usable_until
+--   stay until removal);
+-- * `candidates` holds the suffix of every non-empty candidate index (and no other), scored
+--   at least as high as that index's highest score: an extraction merges the matching
+--   indexes by score and opens one only when its bound can still beat what it holds;
 -- * `expiry` holds every record, `checks` every FETCHED/SUSPECT/AVAILABLE/UNHEALTHY one;
 -- * `inventory` holds per upstream the un-extracted P.count(field "<u>") and the count per
 --   status (field "<u>:<code>"); zero counters are deleted.
@@ -41,6 +50,19 @@ local ST, HARD, USABLE, SUCC, PROTO, UP, REGION, CARRIER, MAXS = 1, 2, 3, 4, 5, 
 local CHECKED, LAT, FAILS, ERR, FETCHED, ID = 10, 11, 12, 13, 14, 15
 local USER, PASS, LABELS = 18, 19, 20
 local NFIELDS = 20
+
+-- Hex id <-> its 16 bytes, by table lookup (one gsub each, no per-byte Lua calls). Built
+-- by the first call that needs them: the string library is not reachable while Redis
+-- loads the library.
+local TO_BIN, TO_HEX = nil, nil
+
+local function build_id_tables()
+  TO_BIN, TO_HEX = {}, {}
+  for byte = 0, 255 do
+    local hex, char = string.format('%02x', byte), string.char(byte)
+    TO_BIN[hex], TO_HEX[char] = char, hex
+  end
+end
 
 -- Assignment fields (owners hash value). Mirrors src/codec/assignment.rs.
 local A_WORKER, A_EPOCH, A_ASSIGNED, A_LEASE, A_UP = 1, 2, 3, 4, 5
@@ -103,6 +125,73 @@ end
 
 function P.encode(r)
   return table.concat(r, '\t', 1, NFIELDS)
+end
+
+function P.bin(id)
+  if TO_BIN == nil then
+    build_id_tables()
+  end
+  return (string.gsub(id, '%x%x', TO_BIN))
+end
+
+function P.hex(bin)
+  if TO_HEX == nil then
+    build_id_tables()
+  end
+  return (string.gsub(bin, '.', TO_HEX))
+end
+
+-- The stored form of a record leaves its id field empty (the id is the record's field in
+-- `records`; repeating it would cost 32 bytes per record) and writes the four other
+-- timestamps as their distance below the hard expiry ("3000" rather than a 13-digit
+-- time): ~30 bytes less, which moves a typical record into a smaller allocation class.
+-- A timestamp that does not fit a double exactly (or a hard expiry that does not) is
+-- kept absolute behind '='.
+local RELATIVE = { USABLE, SUCC, CHECKED, FETCHED }
+local EXACT_DIGITS = 15 -- every 15-digit number is exact in a double
+
+function P.encode_stored(r)
+  local hard_text = r[HARD]
+  local hard = #hard_text <= EXACT_DIGITS and P.num(hard_text) or nil
+  local saved = { r[USABLE], r[SUCC], r[CHECKED], r[FETCHED] }
+  for _, f in ipairs(RELATIVE) do
+    local x = r[f]
+    if x ~= '' then
+      if hard and #x <= EXACT_DIGITS then
+        r[f] = P.fmt(hard - P.num(x))
+      else
+        r[f] = '=' .. x
+      end
+    end
+  end
+  local id = r[ID]
+  r[ID] = ''
+  local v = P.encode(r)
+  r[ID] = id
+  r[USABLE], r[SUCC], r[CHECKED], r[FETCHED] = saved[1], saved[2], saved[3], saved[4]
+  return v
+end
+
+-- A stored record as scripts and replies see it: absolute times, its id (hex) put back.
+function P.decode_stored(v, id)
+  local r = P.decode(v)
+  local hard = P.num(r[HARD])
+  for _, f in ipairs(RELATIVE) do
+    local x = r[f]
+    if x ~= '' then
+      if string.byte(x, 1) == 61 then -- '='
+        r[f] = string.sub(x, 2)
+      else
+        local below = P.num(x)
+        if below == nil or hard == nil then
+          P.corrupt('record')
+        end
+        r[f] = P.fmt(hard - below)
+      end
+    end
+  end
+  r[ID] = id
+  return r
 end
 
 function P.copy(r)
@@ -204,15 +293,10 @@ function P.recount(old, r, extend)
   end
 end
 
-function P.filter_keys(r)
-  local keys = { 'protocol:' .. r[PROTO], 'upstream:' .. r[UP] }
-  if r[REGION] ~= '' then
-    keys[#keys + 1] = 'region:' .. r[REGION]
-  end
-  if r[CARRIER] ~= '' then
-    keys[#keys + 1] = 'carrier:' .. r[CARRIER]
-  end
-  return keys
+-- The candidate index suffix of a record: its filter combination. '/' appears in no
+-- protocol, upstream id or label, so the suffix splits back into its four values.
+function P.candidate_suffix(r)
+  return r[PROTO] .. '/' .. r[UP] .. '/' .. r[REGION] .. '/' .. r[CARRIER]
 end
 
 -- Index keys registered in this call (`registered`, reset by P.begin): the registry needs
@@ -238,27 +322,133 @@ end
 
 function P.index_add(id, r)
   local hard = P.num(r[HARD])
-  redis.call('ZADD', B .. 'available', r[USABLE], id)
-  P.touch(B .. 'available', hard)
-  local upstream = 'upstream:' .. r[UP]
-  for _, k in ipairs(P.filter_keys(r)) do
-    local added = redis.call('ZADD', B .. k, r[USABLE], id)
-    if k == upstream and added == 1 then
-      P.slots(r, P.num(r[MAXS]))
-    end
-    P.register(k)
-    P.touch(B .. k, hard)
+  local suffix = P.candidate_suffix(r)
+  local index = B .. 'cand:' .. suffix
+  if redis.call('ZADD', index, r[USABLE], P.bin(id)) == 1 then
+    P.slots(r, P.num(r[MAXS]))
+  end
+  -- GT keeps the registry score an upper bound of the index's highest score.
+  redis.call('ZADD', B .. 'candidates', 'GT', r[USABLE], suffix)
+  P.touch(index, hard)
+  P.touch(B .. 'candidates', hard)
+end
+
+-- After a removal from a candidate index: drop its registry entry when it emptied,
+-- otherwise lower the entry's bound to the index's highest score (so extractions open
+-- only indexes that can still win).
+function P.rebound(suffix)
+  local head = redis.call('ZREVRANGE', B .. 'cand:' .. suffix, 0, 0, 'WITHSCORES')
+  if #head == 0 then
+    redis.call('ZREM', B .. 'candidates', suffix)
+  else
+    redis.call('ZADD', B .. 'candidates', 'XX', head[2], suffix)
   end
 end
 
 function P.index_remove(id, r)
-  if redis.call('ZREM', B .. 'available', id) == 0 then
+  local suffix = P.candidate_suffix(r)
+  if redis.call('ZREM', B .. 'cand:' .. suffix, P.bin(id)) == 0 then
     return
   end
-  local upstream = 'upstream:' .. r[UP]
-  for _, k in ipairs(P.filter_keys(r)) do
-    if redis.call('ZREM', B .. k, id) == 1 and k == upstream then
-      P.slots(r, -P.num(r[MAXS]))
+  P.slots(r, -P.num(r[MAXS]))
+  P.rebound(suffix)
+end
+
+-- Candidate indexes matching `filter` (fields PROTO, UP, REGION, CARRIER; '' = any) merged
+-- into one stream in MemoryPool's order, usable_until then id descending, members with
+-- usable_until > NOW only. Returns a function giving the next hex id (nil at the end).
+-- Work: the registry entries read (one per filter combination with a bound above what the
+-- merge holds) plus one ZREVRANGEBYSCORE page per opened index; `first_page` sizes the
+-- first page of each index, later pages double up to 1024.
+function P.candidate_stream(filter, first_page)
+  local floor = '(' .. P.fmt(NOW)
+  local registry, reg_pos, reg_offset, reg_done = {}, 1, 0, false
+  local open = {} -- { index, ids (hex), scores, pos, offset, page, done }
+
+  local function matches(suffix)
+    local f = P.split(suffix, '/')
+    return (filter[PROTO] == '' or filter[PROTO] == f[1])
+      and (filter[UP] == '' or filter[UP] == f[2])
+      and (filter[REGION] == '' or filter[REGION] == f[3])
+      and (filter[CARRIER] == '' or filter[CARRIER] == f[4])
+  end
+
+  -- The next matching registry entry: suffix, bound (nil when none is left).
+  local function peek_registry()
+    while true do
+      if reg_pos > #registry then
+        if reg_done then
+          return nil
+        end
+        registry = redis.call('ZREVRANGEBYSCORE', B .. 'candidates', '+inf', floor, 'WITHSCORES', 'LIMIT', reg_offset, 64)
+        reg_offset = reg_offset + #registry / 2
+        reg_done = #registry < 128
+        reg_pos = 1
+        if #registry == 0 then
+          return nil
+        end
+      end
+      local suffix = registry[reg_pos]
+      if matches(suffix) then
+        return suffix, P.num(registry[reg_pos + 1])
+      end
+      reg_pos = reg_pos + 2
+    end
+  end
+
+  local function fill(c)
+    local got = redis.call('ZREVRANGEBYSCORE', c.index, '+inf', floor, 'WITHSCORES', 'LIMIT', c.offset, c.page)
+    c.ids, c.scores, c.pos = {}, {}, 1
+    for i = 1, #got, 2 do
+      c.ids[#c.ids + 1] = P.hex(got[i])
+      c.scores[#c.scores + 1] = P.num(got[i + 1])
+    end
+    c.offset = c.offset + #c.ids
+    c.done = #c.ids < c.page
+    c.page = math.min(c.page * 2, 1024)
+  end
+
+  -- The open index holding the greatest (score, id) head, refilling exhausted pages.
+  local function best_open()
+    local best = nil
+    for _, c in ipairs(open) do
+      if c.pos > #c.ids and not c.done then
+        fill(c)
+      end
+      if c.pos <= #c.ids then
+        if best == nil then
+          best = c
+        else
+          local s, bs = c.scores[c.pos], best.scores[best.pos]
+          if s > bs or (s == bs and c.ids[c.pos] > best.ids[best.pos]) then
+            best = c
+          end
+        end
+      end
+    end
+    return best
+  end
+
+  return function()
+    while true do
+      local best = best_open()
+      local suffix, bound = peek_registry()
+      -- An unopened index can only win when its bound reaches the best head (ties are
+      -- decided by id, so an equal bound opens it too).
+      if suffix and (best == nil or bound >= best.scores[best.pos]) then
+        reg_pos = reg_pos + 2
+        local c = { index = B .. 'cand:' .. suffix, offset = 0, page = first_page, ids = {}, pos = 1 }
+        fill(c)
+        if #c.ids > 0 then
+          open[#open + 1] = c
+        end
+      elseif best == nil then
+        return nil
+      else
+        local id = best.ids[best.pos]
+        best.pos = best.pos + 1
+        return id
+      end
     end
   end
 end
@@ -284,11 +474,11 @@ function P.is_owned(id)
 end
 
 function P.get_record(id)
-  local v = redis.call('HGET', B .. 'records', id)
+  local v = redis.call('HGET', B .. 'records', P.bin(id))
   if not v then
     return nil
   end
-  return P.decode(v)
+  return P.decode_stored(v, id)
 end
 
 -- A record that exists and has not reached its hard expiry.
@@ -310,6 +500,7 @@ end
 -- `owned` may be passed when the caller already knows it (saves a lookup).
 function P.put_record(id, r, old, owned)
   local hard = P.num(r[HARD])
+  local bid = P.bin(id)
   local grows = not old or hard > P.num(old[HARD])
   if owned == nil then
     owned = (r[ST] == 'A' or (old and old[ST] == 'A')) and P.is_owned(id)
@@ -331,23 +522,23 @@ function P.put_record(id, r, old, owned)
     end
   end
   if not old or old[HARD] ~= r[HARD] then
-    redis.call('ZADD', B .. 'expiry', r[HARD], id)
+    redis.call('ZADD', B .. 'expiry', r[HARD], bid)
   end
   local score = P.check_score(r)
   if score then
     if not old or score ~= P.check_score(old) then
-      redis.call('ZADD', B .. 'checks', score, id)
+      redis.call('ZADD', B .. 'checks', score, bid)
     end
     P.touch(B .. 'checks', hard)
   elseif old and P.check_score(old) then
-    redis.call('ZREM', B .. 'checks', id)
+    redis.call('ZREM', B .. 'checks', bid)
   end
   if old then
     P.recount(old, r, grows)
   else
     P.count(r, 1, true)
   end
-  redis.call('HSET', B .. 'records', id, P.encode(r))
+  redis.call('HSET', B .. 'records', bid, P.encode_stored(r))
   if old and old[ST] == 'X' and r[ST] ~= 'X' then
     redis.call('HDEL', B .. 'extracted-by', id)
   end
@@ -361,7 +552,7 @@ function P.put_record(id, r, old, owned)
   end
 end
 
--- Re-evaluates a record's place in the available indexes (after ownership changed).
+-- Re-evaluates a record's place in the candidate indexes (after ownership changed).
 function P.reindex(id)
   local r = P.get_record(id)
   if r then
@@ -389,7 +580,7 @@ function P.drain_ticket(id)
 end
 
 -- Removes an assignment with its lease and per-worker/upstream indexes; returns it and its
--- drain ticket (or nil). `keep_out` skips putting the proxy back into the available
+-- drain ticket (or nil). `keep_out` skips putting the proxy back into the candidate
 -- indexes (the caller stores a new assignment right away).
 function P.drop_assignment(id, keep_out)
   local a = P.get_assignment(id)
@@ -445,14 +636,15 @@ end
 
 -- Removes a record with its indexes, counters and assignment; returns (record, assignment).
 function P.remove_record(id)
-  local v = redis.call('HGET', B .. 'records', id)
-  redis.call('ZREM', B .. 'expiry', id)
-  redis.call('ZREM', B .. 'checks', id)
+  local bid = P.bin(id)
+  local v = redis.call('HGET', B .. 'records', bid)
+  redis.call('ZREM', B .. 'expiry', bid)
+  redis.call('ZREM', B .. 'checks', bid)
   if not v then
     return nil
   end
-  local r = P.decode(v)
-  redis.call('HDEL', B .. 'records', id)
+  local r = P.decode_stored(v, id)
+  redis.call('HDEL', B .. 'records', bid)
   if r[ST] == 'X' then
     redis.call('HDEL', B .. 'extracted-by', id)
   end
@@ -470,7 +662,7 @@ function P.remove_expired(limit)
   local due = redis.call('ZRANGEBYSCORE', B .. 'expiry', '-inf', NOW, 'LIMIT', 0, limit + 1)
   local records, assignments = 0, 0
   for i = 1, math.min(#due, limit) do
-    local r, a = P.remove_record(due[i])
+    local r, a = P.remove_record(P.hex(due[i]))
     if r then
       records = records + 1
       if a then

@@ -17,12 +17,14 @@ local function main()
     return { 'scan_budget' }
   end
   local ids = redis.call('HKEYS', B .. 'records')
+  for i, bin in ipairs(ids) do
+    ids[i] = P.hex(bin)
+  end
   table.sort(ids)
   local out, taken, more = { 'ok', 0 }, 0, 0
   for _, id in ipairs(ids) do
     if after == '' or id > after then
-      local v = redis.call('HGET', B .. 'records', id)
-      local r = P.decode(v)
+      local r = P.get_record(id)
       local st = r[ST]
       if NOW >= P.num(r[HARD]) then
         st = 'E'
@@ -34,7 +36,7 @@ local function main()
         end
         taken = taken + 1
         out[#out + 1] = id
-        out[#out + 1] = v
+        out[#out + 1] = P.encode(r)
         out[#out + 1] = redis.call('HGET', B .. 'owners', id) or ''
         out[#out + 1] = P.drain_ticket(id) or ''
         out[#out + 1] = redis.call('HGET', B .. 'extracted-by', id) or ''

@@ -44,6 +44,13 @@ local function main()
       redis.call('SREM', B .. 'keys', k)
     end
   end
+  -- Candidate indexes leave the registry when emptied; one whose key lapsed by its TTL
+  -- alone (a clock jump) leaves here.
+  for _, suffix in ipairs(redis.call('ZRANDMEMBER', B .. 'candidates', limit)) do
+    if redis.call('EXISTS', B .. 'cand:' .. suffix) == 0 then
+      redis.call('ZREM', B .. 'candidates', suffix)
+    end
+  end
 
   local pending = more or more_extractions or more_operations or more_cooldowns or #lapsed > limit
   return { records, assignments, sessions, extractions + operations, pending and 1 or 0 }
