@@ -13,7 +13,7 @@
 //! - [`options`]: `RedisPoolOptions` and defaults.
 //! - [`client`]: `RedisClient`: a Redis URL or a `redis+sentinel://` target.
 //! - `connection`: connection manager, per-call timeout, error mapping, Sentinel failover.
-//! - `keys`: the keyspace (documented there) and key names built in Rust.
+//! - `keys`: the keyspace and its layout version (documented there), key names built in Rust.
 //! - `scripts`: the Lua of `src/lua/` as one Redis function library (helpers defined once).
 //! - `reply`: script replies to payloads and `PoolError`s.
 //! - `codec`: how records, assignments, sessions, runtimes, results and cooldowns are stored.

@@ -9,8 +9,9 @@ use std::time::Duration;
 /// Options of a RedisPool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisPoolOptions {
-    /// Every key lives under `{key_prefix}:{activity}:`. 1-64 characters of
-    /// `[A-Za-z0-9._:-]` (no braces, so the `{activity}` hash tag stays the one tag).
+    /// Every key lives under `{key_prefix}:{activity}:<layout version>:` (the version is
+    /// the code's, see `keys.rs`). 1-64 characters of `[A-Za-z0-9._:-]` (no braces, so the
+    /// `{activity}` hash tag stays the one tag).
     pub key_prefix: String,
     /// Upper bound of every Redis round trip (connecting included); past it the call is
     /// `Unavailable(Store)`. Never a hang.

@@ -1,6 +1,8 @@
-//! The proxy record as stored in the `records` hash: 20 tab-separated fields, the ones the
-//! scripts test on every candidate first. Credentials live only in this value (and in a
-//! stored extraction response), never in a key.
+//! The proxy record as the scripts take and answer it: 20 tab-separated fields, the ones
+//! the scripts test on every candidate first. Credentials live only in this value (and in a
+//! stored extraction response), never in a key. The `records` hash stores a shorter form
+//! (no id, times relative to the hard expiry: `P.encode_stored` in `src/lua/lib.lua`); the
+//! scripts convert, so this side only ever sees the full form.
 //!
 //! ```text
 //! 1 status code  2 hard expiry  3 usable_until  4 succeeded_at  5 protocol  6 upstream
