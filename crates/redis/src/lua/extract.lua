@@ -74,7 +74,7 @@ local function main()
     return { 'insufficient', math.max(0, matching - reserve) }
   end
 
-  local lines, earliest = {}, nil
+  local lines, earliest, per_upstream, upstreams = {}, nil, {}, {}
   for i, id in ipairs(chosen) do
     local old = records[i]
     local r = P.copy(old)
@@ -84,12 +84,20 @@ local function main()
     -- touch_key, not touch: the record's hard expiry already anchored the epoch and the
     -- key registry when the record was written, so they need no second look here.
     P.touch_key(B .. 'extracted-by', P.num(r[HARD]))
-    P.usage_add(client, r[UP], 'extracted', 1)
+    if per_upstream[r[UP]] == nil then
+      per_upstream[r[UP]] = 0
+      upstreams[#upstreams + 1] = r[UP]
+    end
+    per_upstream[r[UP]] = per_upstream[r[UP]] + 1
     lines[#lines + 1] = P.encode(r)
     local hard = P.num(r[HARD])
     if earliest == nil or hard < earliest then
       earliest = hard
     end
+  end
+  -- One usage add per upstream, not per proxy.
+  for _, upstream in ipairs(upstreams) do
+    P.usage_add(client, upstream, 'extracted', per_upstream[upstream])
   end
   -- proxypool_core::ExtractResponse::replay_ttl_ms: the idempotency TTL cut at the
   -- earliest hard expiry in the response, at least 1 ms.

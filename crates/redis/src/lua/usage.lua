@@ -8,8 +8,8 @@
 -- kinds: requests, failures, bytes_up, bytes_down, extracted
 --
 -- The buckets of a client live in one hash per period length, so the key count is fixed
--- per client; each hash drops its fields older than its horizon once per new period
--- (`pruned` holds the period it last pruned at), so its size is bounded too.
+-- per client; each hash drops its fields older than its horizon whenever it gains a field
+-- (a new period, upstream or kind), so its size is bounded too.
 
 local USAGE_MINUTE, USAGE_HOUR = 60000, 3600000
 local USAGE_SEEN_TTL = 24 * USAGE_HOUR
@@ -18,10 +18,12 @@ local USAGE_SEEN_TTL = 24 * USAGE_HOUR
 local USAGE_TOTAL_TTL = 366 * 24 * USAGE_HOUR
 local USAGE_KINDS = { 'requests', 'failures', 'bytes_up', 'bytes_down' }
 
--- Adds to the bucket hash `key` for `period` (kept `keep` periods of `length` ms).
+-- Adds to the bucket hash `key` for `period` (kept `keep` periods of `length` ms). Old
+-- periods are dropped when a field is created (the counter's first amount in this period
+-- for this upstream and kind), so an add to an existing field costs one HINCRBY.
 local function usage_bucket(key, period, keep, length, field, amount_text)
-  local pruned = P.num(redis.call('HGET', key, 'pruned') or '-1')
-  if period > pruned then
+  local added = redis.call('HINCRBY', key, P.fmt(period) .. '\t' .. field, amount_text)
+  if added == P.num(amount_text) then
     local first = period - keep + 1
     for _, name in ipairs(redis.call('HKEYS', key)) do
       local at = P.num(string.match(name, '^(%d+)\t'))
@@ -29,9 +31,7 @@ local function usage_bucket(key, period, keep, length, field, amount_text)
         redis.call('HDEL', key, name)
       end
     end
-    redis.call('HSET', key, 'pruned', P.fmt(period))
   end
-  redis.call('HINCRBY', key, P.fmt(period) .. '\t' .. field, amount_text)
   P.touch_key(key, (period + keep + 1) * length)
 end
 
