@@ -90,6 +90,20 @@ fn hash(server: &RedisServer, key: &str) -> BTreeMap<String, String> {
     }
 }
 
+/// A hash whose values are binary proxy ids, with hex ids.
+fn binary_hash(server: &RedisServer, key: &str) -> BTreeMap<String, String> {
+    match server.command(&["HGETALL", key]).unwrap() {
+        RespValue::Array(items) => items
+            .chunks(2)
+            .map(|kv| match &kv[1] {
+                RespValue::Bulk(id) => (kv[0].as_text().unwrap(), hex(id)),
+                other => panic!("{other:?}"),
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A hash keyed by binary proxy id, with hex ids.
 fn records(server: &RedisServer, key: &str) -> BTreeMap<String, String> {
     match server.command(&["HGETALL", key]).unwrap() {
@@ -142,9 +156,15 @@ fn check(server: &RedisServer, pool: &RedisPool, when: &str) {
         checks,
         "{when}: checks"
     );
-    // The registry names exactly the non-empty candidate indexes, each with a bound at
-    // least its highest score.
+    // The registry names exactly the non-empty candidate indexes, each with its highest
+    // score, and the heads hash that highest member (ties by id, as the index orders).
     let registry = scored_texts(server, &format!("{base}candidates"));
+    let heads = binary_hash(server, &format!("{base}candidate-heads"));
+    assert_eq!(
+        heads.keys().cloned().collect::<BTreeSet<_>>(),
+        candidates.keys().cloned().collect::<BTreeSet<_>>(),
+        "{when}: candidate heads"
+    );
     assert_eq!(
         registry.keys().cloned().collect::<BTreeSet<_>>(),
         candidates.keys().cloned().collect::<BTreeSet<_>>(),
@@ -157,8 +177,12 @@ fn check(server: &RedisServer, pool: &RedisPool, when: &str) {
             expected,
             "{when}: cand:{suffix}"
         );
-        let highest = members.values().cloned().fold(f64::MIN, f64::max);
-        assert!(registry[suffix] >= highest, "{when}: bound of {suffix}");
+        let head = members
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1).then(a.0.cmp(b.0)))
+            .unwrap();
+        assert_eq!(registry[suffix], *head.1, "{when}: score of {suffix}");
+        assert_eq!(&heads[suffix], head.0, "{when}: head of {suffix}");
     }
     let stored: BTreeMap<String, i64> = hash(server, &format!("{base}inventory"))
         .into_iter()

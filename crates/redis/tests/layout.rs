@@ -238,6 +238,10 @@ async fn registry_follows_the_candidate_indexes_and_extraction_merges_them() {
             .map(|s| s.to_string())
             .collect()
     );
+    let heads = server
+        .command(&["HLEN", &format!("{base}candidate-heads")])
+        .unwrap();
+    assert_eq!(heads, RespValue::Integer(2));
     for gone in ["http/acme/us/att", "http/acme/us/orange"] {
         let exists = server
             .command(&["EXISTS", &format!("{base}cand:{gone}")])
@@ -258,4 +262,44 @@ async fn registry_follows_the_candidate_indexes_and_extraction_merges_them() {
     let got: Vec<ProxyId> = rest.response.proxies.iter().map(|p| p.id.clone()).collect();
     assert_eq!(got, vec![id_of(&de), id_of(&us_plain)]);
     assert!(registry(server).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equal_usable_until_across_indexes_is_decided_by_id() {
+    let Some(server) = support::shared_server() else {
+        return;
+    };
+    let pool = pool(server);
+    let t0: UnixMillis = 1_700_000_000_000;
+    // One batch: every proxy has the same usable_until, spread over four indexes.
+    let regions = ["us", "de", "fr", "gb"];
+    let candidates: Vec<Candidate> = (0..12)
+        .map(|i| {
+            let carrier = (i % 3 == 0).then_some("att");
+            candidate(&format!("t{i}.vendor.test"), regions[i % 4], carrier)
+        })
+        .collect();
+    let mut expected: Vec<ProxyId> = candidates.iter().map(id_of).collect();
+    expected.sort();
+    expected.reverse();
+    make_available(&pool, t0, candidates).await;
+
+    // One at a time (each call starts from the registry's heads), then the rest at once.
+    let mut got = Vec::new();
+    for n in 0..5 {
+        let one = pool
+            .extract(
+                t0 + 10,
+                request(&format!("one-{n}"), 1, ProxyFilter::default()),
+            )
+            .await
+            .unwrap();
+        got.extend(one.response.proxies.iter().map(|p| p.id.clone()));
+    }
+    let rest = pool
+        .extract(t0 + 10, request("rest", 20, ProxyFilter::default()))
+        .await
+        .unwrap();
+    got.extend(rest.response.proxies.iter().map(|p| p.id.clone()));
+    assert_eq!(got, expected);
 }

@@ -21,8 +21,10 @@
 --   has no assignment, and in none otherwise (whatever the time; entries past usable_until
 --   stay until removal);
 -- * `candidates` holds the suffix of every non-empty candidate index (and no other), scored
---   at least as high as that index's highest score: an extraction merges the matching
---   indexes by score and opens one only when its bound can still beat what it holds;
+--   by that index's highest score, and `candidate-heads` the id of that highest member (the
+--   head; ties by id, as in the index): an extraction merges the matching indexes by
+--   (score, id) and reads an index only once its head was taken. Both are brought up to
+--   date once per call for every index the call changed (P.flush_candidates);
 -- * `expiry` holds every record, `checks` every FETCHED/SUSPECT/AVAILABLE/UNHEALTHY one;
 -- * `inventory` holds per upstream the un-extracted P.count(field "<u>") and the count per
 --   status (field "<u>:<code>"); zero counters are deleted.
@@ -33,7 +35,7 @@ local P = {}
 -- the start of every entry point; Redis runs one function at a time, so sharing these
 -- upvalues between entry points is safe.
 local B, NOW, CLEANUP, SLACK, FENCE
-local horizon, anchor, registered = {}, nil, {}
+local horizon, anchor, registered, moved = {}, nil, {}, {}
 
 function P.begin(keys, argv)
   B = keys[1]
@@ -42,7 +44,7 @@ function P.begin(keys, argv)
   SLACK = tonumber(argv[3])
   FENCE = argv[4]
   table.remove(argv, 4)
-  horizon, anchor, registered = {}, nil, {}
+  horizon, anchor, registered, moved = {}, nil, {}, {}
 end
 
 -- Record fields (tab separated; hot fields first). Mirrors src/codec/record.rs.
@@ -327,22 +329,10 @@ function P.index_add(id, r)
   if redis.call('ZADD', index, r[USABLE], P.bin(id)) == 1 then
     P.slots(r, P.num(r[MAXS]))
   end
-  -- GT keeps the registry score an upper bound of the index's highest score.
-  redis.call('ZADD', B .. 'candidates', 'GT', r[USABLE], suffix)
+  moved[suffix] = true
   P.touch(index, hard)
   P.touch(B .. 'candidates', hard)
-end
-
--- After a removal from a candidate index: drop its registry entry when it emptied,
--- otherwise lower the entry's bound to the index's highest score (so extractions open
--- only indexes that can still win).
-function P.rebound(suffix)
-  local head = redis.call('ZREVRANGE', B .. 'cand:' .. suffix, 0, 0, 'WITHSCORES')
-  if #head == 0 then
-    redis.call('ZREM', B .. 'candidates', suffix)
-  else
-    redis.call('ZADD', B .. 'candidates', 'XX', head[2], suffix)
-  end
+  P.touch(B .. 'candidate-heads', hard)
 end
 
 function P.index_remove(id, r)
@@ -351,19 +341,39 @@ function P.index_remove(id, r)
     return
   end
   P.slots(r, -P.num(r[MAXS]))
-  P.rebound(suffix)
+  moved[suffix] = true
+end
+
+-- The registry entry and head of every candidate index this call changed: one read of its
+-- head each, however many records moved (an upsert batch touches a few indexes).
+function P.flush_candidates()
+  for suffix in pairs(moved) do
+    local head = redis.call('ZREVRANGE', B .. 'cand:' .. suffix, 0, 0, 'WITHSCORES')
+    if #head == 0 then
+      redis.call('ZREM', B .. 'candidates', suffix)
+      redis.call('HDEL', B .. 'candidate-heads', suffix)
+    else
+      redis.call('ZADD', B .. 'candidates', head[2], suffix)
+      redis.call('HSET', B .. 'candidate-heads', suffix, head[1])
+    end
+  end
+  moved = {}
 end
 
 -- Candidate indexes matching `filter` (fields PROTO, UP, REGION, CARRIER; '' = any) merged
 -- into one stream in MemoryPool's order, usable_until then id descending, members with
 -- usable_until > NOW only. Returns a function giving the next hex id (nil at the end).
--- Work: the registry entries read (one per filter combination with a bound above what the
--- merge holds) plus one ZREVRANGEBYSCORE page per opened index; `first_page` sizes the
--- first page of each index, later pages double up to 1024.
+-- Every matching index starts as its head (from the registry, read 64 entries at a time
+-- and only while a further page could still hold the winner); an index is read, one page
+-- from its second member on, only once its head was taken. So a single-proxy extraction
+-- costs two reads (a registry page and its heads) whatever the number of indexes.
+-- `first_page` sizes an index's first page; later pages double up to 1024.
 function P.candidate_stream(filter, first_page)
+  -- What this call removed so far (expired records) must show in the heads read below.
+  P.flush_candidates()
   local floor = '(' .. P.fmt(NOW)
-  local registry, reg_pos, reg_offset, reg_done = {}, 1, 0, false
   local open = {} -- { index, ids (hex), scores, pos, offset, page, done }
+  local reg_offset, reg_done, reg_lowest = 0, false, nil
 
   local function matches(suffix)
     local f = P.split(suffix, '/')
@@ -373,26 +383,34 @@ function P.candidate_stream(filter, first_page)
       and (filter[CARRIER] == '' or filter[CARRIER] == f[4])
   end
 
-  -- The next matching registry entry: suffix, bound (nil when none is left).
-  local function peek_registry()
-    while true do
-      if reg_pos > #registry then
-        if reg_done then
-          return nil
-        end
-        registry = redis.call('ZREVRANGEBYSCORE', B .. 'candidates', '+inf', floor, 'WITHSCORES', 'LIMIT', reg_offset, 64)
-        reg_offset = reg_offset + #registry / 2
-        reg_done = #registry < 128
-        reg_pos = 1
-        if #registry == 0 then
-          return nil
-        end
+  local function read_registry_page()
+    local page = redis.call('ZREVRANGEBYSCORE', B .. 'candidates', '+inf', floor, 'WITHSCORES', 'LIMIT', reg_offset, 64)
+    reg_offset = reg_offset + #page / 2
+    reg_done = #page < 128
+    local suffixes, scores = {}, {}
+    for i = 1, #page, 2 do
+      reg_lowest = P.num(page[i + 1])
+      if matches(page[i]) then
+        suffixes[#suffixes + 1] = page[i]
+        scores[#scores + 1] = reg_lowest
       end
-      local suffix = registry[reg_pos]
-      if matches(suffix) then
-        return suffix, P.num(registry[reg_pos + 1])
+    end
+    if #suffixes == 0 then
+      return
+    end
+    local heads = redis.call('HMGET', B .. 'candidate-heads', unpack(suffixes))
+    for j, suffix in ipairs(suffixes) do
+      if heads[j] then
+        open[#open + 1] = {
+          index = B .. 'cand:' .. suffix,
+          ids = { P.hex(heads[j]) },
+          scores = { scores[j] },
+          pos = 1,
+          offset = 1,
+          page = first_page,
+          done = false,
+        }
       end
-      reg_pos = reg_pos + 2
     end
   end
 
@@ -432,16 +450,10 @@ function P.candidate_stream(filter, first_page)
   return function()
     while true do
       local best = best_open()
-      local suffix, bound = peek_registry()
-      -- An unopened index can only win when its bound reaches the best head (ties are
-      -- decided by id, so an equal bound opens it too).
-      if suffix and (best == nil or bound >= best.scores[best.pos]) then
-        reg_pos = reg_pos + 2
-        local c = { index = B .. 'cand:' .. suffix, offset = 0, page = first_page, ids = {}, pos = 1 }
-        fill(c)
-        if #c.ids > 0 then
-          open[#open + 1] = c
-        end
+      -- A later registry page holds heads scoring at most reg_lowest: it is needed while
+      -- that can still reach the best head (an equal score is decided by id).
+      if not reg_done and (best == nil or reg_lowest == nil or reg_lowest >= best.scores[best.pos]) then
+        read_registry_page()
       elseif best == nil then
         return nil
       else
@@ -699,10 +711,14 @@ function P.run(main)
   end
   local ok, res = pcall(main)
   if ok then
+    P.flush_candidates()
     P.flush_ttls()
     return res
   end
   if type(res) == 'table' and res.corrupt then
+    -- What the call changed before it stopped stays (Redis does not roll back), so the
+    -- registry still follows it.
+    P.flush_candidates()
     return { 'corrupt', res.corrupt }
   end
   error(res, 0)

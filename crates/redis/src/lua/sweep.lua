@@ -49,6 +49,7 @@ local function main()
   for _, suffix in ipairs(redis.call('ZRANDMEMBER', B .. 'candidates', limit)) do
     if redis.call('EXISTS', B .. 'cand:' .. suffix) == 0 then
       redis.call('ZREM', B .. 'candidates', suffix)
+      redis.call('HDEL', B .. 'candidate-heads', suffix)
     end
   end
 
