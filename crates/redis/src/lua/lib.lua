@@ -129,18 +129,45 @@ function P.encode(r)
   return table.concat(r, '\t', 1, NFIELDS)
 end
 
+-- The last conversion is remembered: a call converts the same id several times in a row
+-- (read the record, store it, move its index entries).
+local last_hex, last_bin = nil, nil
+
 function P.bin(id)
+  if id == last_hex then
+    return last_bin
+  end
   if TO_BIN == nil then
     build_id_tables()
   end
-  return (string.gsub(id, '%x%x', TO_BIN))
+  last_hex, last_bin = id, (string.gsub(id, '%x%x', TO_BIN))
+  return last_bin
 end
 
 function P.hex(bin)
+  if bin == last_bin then
+    return last_hex
+  end
   if TO_HEX == nil then
     build_id_tables()
   end
-  return (string.gsub(bin, '.', TO_HEX))
+  last_bin, last_hex = bin, (string.gsub(bin, '.', TO_HEX))
+  return last_hex
+end
+
+-- Bytewise order of two binary ids (what a sorted set uses for ties). Lua's own string
+-- order follows the server's collation locale, which need not be bytewise.
+function P.bin_greater(a, b)
+  if a == b then
+    return false
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x > y
+    end
+  end
+  return #a > #b
 end
 
 -- The stored form of a record leaves its id field empty (the id is the record's field in
@@ -363,6 +390,7 @@ end
 -- Candidate indexes matching `filter` (fields PROTO, UP, REGION, CARRIER; '' = any) merged
 -- into one stream in MemoryPool's order, usable_until then id descending, members with
 -- usable_until > NOW only. Returns a function giving the next hex id (nil at the end).
+-- Ids stay binary inside the merge (ties compared bytewise), only returned ids become hex.
 -- Every matching index starts as its head (from the registry, read 64 entries at a time
 -- and only while a further page could still hold the winner); an index is read, one page
 -- from its second member on, only once its head was taken. So a single-proxy extraction
@@ -403,7 +431,7 @@ function P.candidate_stream(filter, first_page)
       if heads[j] then
         open[#open + 1] = {
           index = B .. 'cand:' .. suffix,
-          ids = { P.hex(heads[j]) },
+          ids = { heads[j] },
           scores = { scores[j] },
           pos = 1,
           offset = 1,
@@ -418,7 +446,7 @@ function P.candidate_stream(filter, first_page)
     local got = redis.call('ZREVRANGEBYSCORE', c.index, '+inf', floor, 'WITHSCORES', 'LIMIT', c.offset, c.page)
     c.ids, c.scores, c.pos = {}, {}, 1
     for i = 1, #got, 2 do
-      c.ids[#c.ids + 1] = P.hex(got[i])
+      c.ids[#c.ids + 1] = got[i]
       c.scores[#c.scores + 1] = P.num(got[i + 1])
     end
     c.offset = c.offset + #c.ids
@@ -438,7 +466,7 @@ function P.candidate_stream(filter, first_page)
           best = c
         else
           local s, bs = c.scores[c.pos], best.scores[best.pos]
-          if s > bs or (s == bs and c.ids[c.pos] > best.ids[best.pos]) then
+          if s > bs or (s == bs and P.bin_greater(c.ids[c.pos], best.ids[best.pos])) then
             best = c
           end
         end
@@ -459,7 +487,7 @@ function P.candidate_stream(filter, first_page)
       else
         local id = best.ids[best.pos]
         best.pos = best.pos + 1
-        return id
+        return P.hex(id)
       end
     end
   end
