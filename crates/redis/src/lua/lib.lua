@@ -396,15 +396,39 @@ end
 -- from its second member on, only once its head was taken. So a single-proxy extraction
 -- costs two reads (a registry page and its heads) whatever the number of indexes.
 -- `first_page` sizes an index's first page; later pages double up to 1024.
+-- The four filter values of a candidate index suffix, kept between calls (a pure function
+-- of the suffix; dropped wholesale past a bound so an ever-changing set of combinations
+-- cannot grow it without limit).
+local suffix_fields, suffix_count = {}, 0
+
+local function split_suffix(suffix)
+  local f = suffix_fields[suffix]
+  if f == nil then
+    if suffix_count >= 10000 then
+      suffix_fields, suffix_count = {}, 0
+    end
+    f = P.split(suffix, '/')
+    suffix_fields[suffix] = f
+    suffix_count = suffix_count + 1
+  end
+  return f
+end
+
 function P.candidate_stream(filter, first_page)
   -- What this call removed so far (expired records) must show in the heads read below.
   P.flush_candidates()
   local floor = '(' .. P.fmt(NOW)
-  local open = {} -- { index, ids (hex), scores, pos, offset, page, done }
+  local any = filter[PROTO] == '' and filter[UP] == '' and filter[REGION] == '' and filter[CARRIER] == ''
+  -- Open indexes: { index, id, score (the current member, binary id), buf_ids,
+  -- buf_scores, pos (next in the buffer), offset, page, done }.
+  local open = {}
   local reg_offset, reg_done, reg_lowest = 0, false, nil
 
   local function matches(suffix)
-    local f = P.split(suffix, '/')
+    if any then
+      return true
+    end
+    local f = split_suffix(suffix)
     return (filter[PROTO] == '' or filter[PROTO] == f[1])
       and (filter[UP] == '' or filter[UP] == f[2])
       and (filter[REGION] == '' or filter[REGION] == f[3])
@@ -417,11 +441,13 @@ function P.candidate_stream(filter, first_page)
     reg_done = #page < 128
     local suffixes, scores = {}, {}
     for i = 1, #page, 2 do
-      reg_lowest = P.num(page[i + 1])
       if matches(page[i]) then
         suffixes[#suffixes + 1] = page[i]
-        scores[#scores + 1] = reg_lowest
+        scores[#scores + 1] = page[i + 1]
       end
+    end
+    if #page > 0 then
+      reg_lowest = P.num(page[#page])
     end
     if #suffixes == 0 then
       return
@@ -431,8 +457,8 @@ function P.candidate_stream(filter, first_page)
       if heads[j] then
         open[#open + 1] = {
           index = B .. 'cand:' .. suffix,
-          ids = { heads[j] },
-          scores = { scores[j] },
+          id = heads[j],
+          score = P.num(scores[j]),
           pos = 1,
           offset = 1,
           page = first_page,
@@ -442,33 +468,43 @@ function P.candidate_stream(filter, first_page)
     end
   end
 
-  local function fill(c)
-    local got = redis.call('ZREVRANGEBYSCORE', c.index, '+inf', floor, 'WITHSCORES', 'LIMIT', c.offset, c.page)
-    c.ids, c.scores, c.pos = {}, {}, 1
-    for i = 1, #got, 2 do
-      c.ids[#c.ids + 1] = got[i]
-      c.scores[#c.scores + 1] = P.num(got[i + 1])
+  -- Moves `c` to its next member (nil id at its end), reading a page when needed.
+  local function advance(c)
+    if c.buf_ids == nil or c.pos > #c.buf_ids then
+      if c.done then
+        c.id = nil
+        return
+      end
+      local got = redis.call('ZREVRANGEBYSCORE', c.index, '+inf', floor, 'WITHSCORES', 'LIMIT', c.offset, c.page)
+      c.buf_ids, c.buf_scores, c.pos = {}, {}, 1
+      for i = 1, #got, 2 do
+        c.buf_ids[#c.buf_ids + 1] = got[i]
+        c.buf_scores[#c.buf_scores + 1] = P.num(got[i + 1])
+      end
+      c.offset = c.offset + #c.buf_ids
+      c.done = #c.buf_ids < c.page
+      c.page = math.min(c.page * 2, 1024)
+      if #c.buf_ids == 0 then
+        c.id = nil
+        return
+      end
     end
-    c.offset = c.offset + #c.ids
-    c.done = #c.ids < c.page
-    c.page = math.min(c.page * 2, 1024)
+    c.id, c.score = c.buf_ids[c.pos], c.buf_scores[c.pos]
+    c.pos = c.pos + 1
   end
 
-  -- The open index holding the greatest (score, id) head, refilling exhausted pages.
+  -- The open index whose current member is the greatest (score, id). An index whose
+  -- member was just handed out moves on here, when the next one is wanted, not before.
   local function best_open()
     local best = nil
     for _, c in ipairs(open) do
-      if c.pos > #c.ids and not c.done then
-        fill(c)
+      if c.taken then
+        c.taken = false
+        advance(c)
       end
-      if c.pos <= #c.ids then
-        if best == nil then
+      if c.id ~= nil then
+        if best == nil or c.score > best.score or (c.score == best.score and P.bin_greater(c.id, best.id)) then
           best = c
-        else
-          local s, bs = c.scores[c.pos], best.scores[best.pos]
-          if s > bs or (s == bs and P.bin_greater(c.ids[c.pos], best.ids[best.pos])) then
-            best = c
-          end
         end
       end
     end
@@ -480,14 +516,13 @@ function P.candidate_stream(filter, first_page)
       local best = best_open()
       -- A later registry page holds heads scoring at most reg_lowest: it is needed while
       -- that can still reach the best head (an equal score is decided by id).
-      if not reg_done and (best == nil or reg_lowest == nil or reg_lowest >= best.scores[best.pos]) then
+      if not reg_done and (best == nil or reg_lowest == nil or reg_lowest >= best.score) then
         read_registry_page()
       elseif best == nil then
         return nil
       else
-        local id = best.ids[best.pos]
-        best.pos = best.pos + 1
-        return P.hex(id)
+        best.taken = true
+        return P.hex(best.id)
       end
     end
   end
