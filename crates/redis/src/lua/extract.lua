@@ -43,7 +43,7 @@ local function main()
 
   -- Longest-lived first; (score, id) descending is MemoryPool's order. The matching
   -- candidate indexes (one per filter combination) are merged by score.
-  local chosen, records, matching, examined = {}, {}, 0, 0
+  local chosen, records, stored_forms, matching, examined = {}, {}, {}, 0, 0
   local next_id = P.candidate_stream(filter, math.min(wanted + reserve + 1, 512))
   while #chosen < wanted do
     local id = next_id()
@@ -56,8 +56,9 @@ local function main()
     examined = examined + 1
     -- Every member of a candidate index is unowned and matches the index's filters
     -- (lib.lua's invariants, kept in the same atomic calls that assign and store).
-    local r = P.live_record(id)
+    local r, stored = P.get_record(id)
     local accepted = r
+      and NOW < P.num(r[HARD])
       and P.is_usable(r)
       and (freshness == nil or (r[SUCC] ~= '' and P.num(r[SUCC]) + freshness >= NOW))
       and (for_domain == '' or not P.is_cooling_for(id, for_domain))
@@ -66,6 +67,7 @@ local function main()
       if matching > reserve then
         chosen[#chosen + 1] = id
         records[#records + 1] = r
+        stored_forms[#stored_forms + 1] = stored
       end
     end
   end
@@ -79,7 +81,9 @@ local function main()
     local old = records[i]
     local r = P.copy(old)
     r[ST] = 'X'
-    P.put_record(id, r, old, false) -- checked unowned above, in this same script
+    -- Checked unowned above, in this same script. Only the status changes, and it is the
+    -- stored form's first character.
+    P.put_record(id, r, old, false, 'X' .. string.sub(stored_forms[i], 2))
     redis.call('HSET', B .. 'extracted-by', id, client)
     -- touch_key, not touch: the record's hard expiry already anchored the epoch and the
     -- key registry when the record was written, so they need no second look here.

@@ -548,12 +548,13 @@ function P.is_owned(id)
   return redis.call('HEXISTS', B .. 'owners', id) == 1
 end
 
+-- The record (and its stored text, for a caller that changes only what it can patch).
 function P.get_record(id)
   local v = redis.call('HGET', B .. 'records', P.bin(id))
   if not v then
     return nil
   end
-  return P.decode_stored(v, id)
+  return P.decode_stored(v, id), v
 end
 
 -- A record that exists and has not reached its hard expiry.
@@ -573,7 +574,8 @@ end
 -- Key TTLs only need extending when the record's lifetime is new or grows: an unchanged
 -- hard expiry was covered when it was first written.
 -- `owned` may be passed when the caller already knows it (saves a lookup).
-function P.put_record(id, r, old, owned)
+-- `stored` may be passed when the caller already has `r`'s stored form (saves encoding it).
+function P.put_record(id, r, old, owned, stored)
   local hard = P.num(r[HARD])
   local bid = P.bin(id)
   local grows = not old or hard > P.num(old[HARD])
@@ -613,7 +615,7 @@ function P.put_record(id, r, old, owned)
   else
     P.count(r, 1, true)
   end
-  redis.call('HSET', B .. 'records', bid, P.encode_stored(r))
+  redis.call('HSET', B .. 'records', bid, stored or P.encode_stored(r))
   if old and old[ST] == 'X' and r[ST] ~= 'X' then
     redis.call('HDEL', B .. 'extracted-by', id)
   end
