@@ -34,7 +34,7 @@ pub(crate) struct Remembered {
     /// When the session lapses unless a report renewed it in between.
     pub(crate) session_until_ms: UnixMillis,
     /// The version of the session's latest snapshot (issued, else acknowledged) after the
-    /// build: a caller at or past it has the current snapshot.
+    /// build: a caller at it has the current snapshot.
     pub(crate) latest_version: u64,
 }
 
@@ -75,8 +75,9 @@ impl BuildMemo {
             && last.version == version
             && last.local == local
             && now < last.content_until_ms
-            // A caller behind the latest snapshot (a lost answer) gets it again: a build.
-            && last.latest_version <= after_version;
+            // A caller behind the latest snapshot (a lost answer) gets it again, and one
+            // ahead of it holds a version another controller issued: both need a build.
+            && last.latest_version == after_version;
         match (same, now < last.session_until_ms) {
             (false, _) => Verdict::Rebuild,
             (true, true) => Verdict::Unchanged,
@@ -189,6 +190,11 @@ mod tests {
             memo.verdict(&w, "s1", 2, v, 7, 0),
             Verdict::Rebuild,
             "behind"
+        );
+        assert_eq!(
+            memo.verdict(&w, "s1", 4, v, 7, 0),
+            Verdict::Rebuild,
+            "ahead"
         );
         memo.session_renewed(&w, "s1", 800);
         assert_eq!(memo.verdict(&w, "s1", 3, v, 7, 799), Verdict::Unchanged);

@@ -202,8 +202,8 @@ impl SnapshotPublisher {
         {
             Verdict::Unchanged => return Ok(None),
             Verdict::SessionDue => match self.current_session(now, worker, session_id).await {
-                // Still current, and nobody issued past the caller: nothing to serve.
-                Ok(session) if latest_version_of(&session) <= after_version => {
+                // Still current, and nobody issued since the caller's version: nothing to serve.
+                Ok(session) if latest_version_of(&session) == after_version => {
                     self.memo
                         .session_renewed(worker, session_id, session.expires_at_ms);
                     return Ok(None);
