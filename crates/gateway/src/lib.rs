@@ -33,6 +33,7 @@
 //! | `gateway` | [`Gateway`]: bind, run, graceful shutdown |
 //! | `config` | [`GatewayConfig`] and its validation |
 //! | `accept` | the one accept loop of the HTTP and SOCKS5 listeners: per-IP cap, shield, global cap |
+//! | `io_threads` | the client listeners' connections served on per-core threads, each with its own runtime (`io_threads`) |
 //! | `http_proxy` | HTTP listener: requests, `CONNECT`, idle watchdog |
 //! | `socks` | SOCKS5 listener |
 //! | `forward` | plain HTTP forwarding, upstream connection pool, bodies |
@@ -72,6 +73,7 @@ mod forward;
 mod gateway;
 mod http_proxy;
 mod io;
+mod io_threads;
 mod keeper;
 mod metrics;
 mod readiness;
