@@ -39,6 +39,7 @@
 //! | `forward` | plain HTTP forwarding, upstream connection pool, bodies |
 //! | `tunnel` | buffer-less-when-idle relay |
 //! | `dial` | dialing through upstream proxies, fault classification |
+//! | `peeked_head` | an HTTP upstream's `CONNECT` answer read in two system calls |
 //! | `route` | sticky session → pick → dial → bounded retries |
 //! | `bans` | cooldowns per (proxy, target domain): bans seen, the cluster's, session feedback; the queue for the reports |
 //! | `select` | candidate indexes, eligibility, rotation strategies |
@@ -76,6 +77,7 @@ mod io;
 mod io_threads;
 mod keeper;
 mod metrics;
+mod peeked_head;
 mod readiness;
 mod refusal;
 mod reload;
