@@ -1,6 +1,7 @@
 //! The client listeners served on I/O threads (`io_threads`): the threads start with the
 //! gateway, serve its connections, and end when it stops, gracefully, twice in one
-//! process, so none is leaked; `io_threads = 0` serves on the caller's runtime instead.
+//! process, so none is leaked, and with a gateway dropped without running; `io_threads = 0`
+//! serves on the caller's runtime instead.
 //! (One test in this binary: it counts the process's threads.)
 
 mod common;
@@ -73,5 +74,20 @@ async fn io_threads_serve_and_end_with_the_gateway_every_time() {
             TcpStream::connect(http).await.is_err(),
             "round {round}: nothing accepts after the stop"
         );
+    }
+    // Bound and dropped without ever running: its threads end too.
+    let mut config = config(&controller);
+    config.io_threads = 2;
+    let gateway = proxypool_gateway::Gateway::bind(config).await.unwrap();
+    assert_eq!(gateway.io_threads(), 2);
+    assert_eq!(io_threads_alive(), 2);
+    drop(gateway);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while io_threads_alive() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the threads of a gateway never run end when it is dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
