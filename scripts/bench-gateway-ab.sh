@@ -46,6 +46,8 @@ start() { # start NAME EXAMPLES_DIR: a gateway; prints its port and pid
 }
 read -r A_PORT A_PID < <(start base "$BASE_BIN")
 read -r B_PORT B_PID < <(start candidate "$BIN")
+# start ran in a process substitution: its PIDS+= did not reach this shell.
+PIDS+=("$A_PID" "$B_PID")
 for port in $A_PORT $B_PORT; do
   wait_port "$port"
   for _ in $(seq 1 100); do

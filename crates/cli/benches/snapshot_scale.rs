@@ -12,8 +12,11 @@
 //!   `/proc/<pid>` once it serves, and the memory per proxy is the difference between the
 //!   largest and the smallest pool over the difference in proxies (what it retains of the
 //!   answer's buffers counts: that is what a gateway costs);
-//! - a long-poll that waits while nothing changes is timed for its CPU per second: it
-//!   re-reads the worker's records every `[snapshot] poll_interval` (1 s);
+//! - a long-poll that waits while nothing changes is timed for its CPU per second (the
+//!   bench process's threads, `/proc/self/task/*/schedstat`) and counted for its store
+//!   calls per second (every call the controller makes goes through its metered store and
+//!   is counted in `proxypool_controller_store_duration_seconds_count`): each
+//!   `[snapshot] poll_interval` (1 s) it looks for changes made elsewhere;
 //! - plain-HTTP GETs through the gateway, each on the next proxy of the rotation (every
 //!   proxy is a distinct loopback address of one open simulated upstream), timed for the
 //!   gateway's CPU per request: the pick must cost the same at every pool size;
@@ -192,6 +195,17 @@ fn cpu() -> Duration {
     process_cpu(std::process::id())
 }
 
+/// Store calls the controller made so far (all calls, every port method).
+fn store_calls() -> u64 {
+    let handle = proxypool_metrics::install().expect("the controller installed the recorder");
+    handle
+        .render()
+        .lines()
+        .filter(|line| line.starts_with("proxypool_controller_store_duration_seconds_count{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 async fn gateway_proxies(admin: SocketAddr) -> u64 {
     // Not listening yet while the process starts.
     if tokio::net::TcpStream::connect(admin).await.is_err() {
@@ -259,10 +273,16 @@ async fn measure(bench: &Bench, proxies: usize) {
         "{}?session_id={session}&after_version={version}&wait_ms={WAIT_MS}",
         proxypool_core::control::snapshot_path(&worker)
     );
-    let (started, cpu0) = (Instant::now(), cpu());
+    let (started, cpu0, calls0) = (
+        Instant::now(),
+        process_cpu_ns(std::process::id()),
+        store_calls(),
+    );
     let (status, _) = call(control, "GET", &waiting, None).await;
     assert_eq!(status, 204);
-    let idle_cpu_per_s = (cpu() - cpu0).as_secs_f64() / started.elapsed().as_secs_f64();
+    let waited = started.elapsed().as_secs_f64();
+    let idle_cpu_per_s = (process_cpu_ns(std::process::id()) - cpu0) as f64 / 1e9 / waited;
+    let idle_calls_per_s = (store_calls() - calls0) as f64 / waited;
 
     // A real gateway process registers as the same worker (fencing the probe).
     let started = Instant::now();
@@ -282,7 +302,7 @@ async fn measure(bench: &Bench, proxies: usize) {
     );
     let per_request = gateway_cpu_per_request(&gateway, &bench.origin).await;
     println!(
-        "| {proxies} | {:.1} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1} | {} | {:.1} | {per_request:.1} |",
+        "| {proxies} | {:.1} | {:.0} | {:.2} | {idle_calls_per_s:.2} | {:.1} | {:.0} | {:.1} | {} | {:.1} | {per_request:.1} |",
         issue.as_secs_f64() * 1e3,
         issue_cpu.as_secs_f64() * 1e3,
         idle_cpu_per_s * 1e3,
@@ -438,9 +458,9 @@ fn main() {
         .build()
         .unwrap();
     println!(
-        "| proxies | issue ms | issue CPU ms | idle long-poll CPU ms per s | gateway start → serving ms | gateway CPU ms | snapshot MB | bytes/proxy on the wire | gateway RSS MB | gateway CPU µs per request |"
+        "| proxies | issue ms | issue CPU ms | idle long-poll CPU ms per s | idle long-poll store calls per s | gateway start → serving ms | gateway CPU ms | snapshot MB | bytes/proxy on the wire | gateway RSS MB | gateway CPU µs per request |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let bench = runtime.block_on(async {
         Bench {
             origin: proxypool_sim::Origin::start().await.unwrap(),

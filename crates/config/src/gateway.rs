@@ -72,7 +72,16 @@ pub struct GatewaySection {
     /// client for the per-IP cap, the shield and allowlists. From anyone else a PROXY
     /// header is not believed. Empty = none (restart).
     pub trusted_proxies: Vec<String>,
+    /// Threads that serve the client listeners' connections, each with its own
+    /// single-threaded runtime, so a connection and its upstream connections stay on one
+    /// thread. Unset = one per CPU the process may use; `0` = serve on the process's
+    /// shared runtime (restart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_threads: Option<usize>,
 }
+
+/// Most I/O threads a gateway may ask for.
+pub const MAX_IO_THREADS: usize = 256;
 
 impl Default for GatewaySection {
     fn default() -> Self {
@@ -95,6 +104,7 @@ impl Default for GatewaySection {
             control: ControlConfig::default(),
             shutdown_grace: Millis::from_secs(10),
             trusted_proxies: Vec::new(),
+            io_threads: None,
         }
     }
 }
@@ -379,6 +389,12 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
         }
     }
     let g = &*gateway;
+    if g.io_threads.is_some_and(|threads| threads > MAX_IO_THREADS) {
+        c.at(
+            "gateway.io_threads",
+            format!("must be at most {MAX_IO_THREADS} (0 = serve on the shared runtime)"),
+        );
+    }
     if g.listeners.http.is_none() && g.listeners.socks5.is_none() {
         c.at(
             "gateway.listeners",

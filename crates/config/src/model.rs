@@ -354,8 +354,9 @@ pub struct SnapshotConfig {
     pub report_interval: Millis,
     /// Most proxies one snapshot lists.
     pub max_proxies: usize,
-    /// How often waiting long-polls re-read the store for changes made elsewhere (lease
-    /// renewals by another controller, health changes, expiry).
+    /// How often waiting long-polls look for changes made elsewhere (lease renewals by
+    /// another controller, health changes, expiry): one read of the worker's snapshot
+    /// version, and a rebuild only when it moved or something listed ran out.
     pub poll_interval: Millis,
 }
 

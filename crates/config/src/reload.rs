@@ -5,7 +5,7 @@
 //! Keys that shape what a process has bound, opened or sized at start (listen addresses,
 //! the control API's listener limits, the store and quota connections, the control API's session and snapshot contract, the
 //! client API's transport limits and shield, a gateway's identity, listeners, limiter
-//! engine, tracked-proxy and sticky-session bounds and control pacing, adding or removing
+//! engine, tracked-proxy and sticky-session bounds, I/O threads and control pacing, adding or removing
 //! the `[gateway]` table) need a restart: a reload reports them and keeps the running
 //! values ([`with_restart_keys`]). Everything else (clients, policies, upstreams, worker
 //! tokens, checker/ownership/maintenance tuning, extraction settings, the gateway's
@@ -38,6 +38,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "gateway.limits.max_sticky_sessions",
     "gateway.control",
     "gateway.trusted_proxies",
+    "gateway.io_threads",
 ];
 
 /// The differences between two loads of a file.
@@ -99,6 +100,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
             gateway.limits.max_sticky_sessions = old.limits.max_sticky_sessions;
             gateway.control = old.control.clone();
             gateway.trusted_proxies = old.trusted_proxies.clone();
+            gateway.io_threads = old.io_threads;
             Some(gateway)
         }
         // Adding or removing the whole table needs a restart.
@@ -306,6 +308,43 @@ concurrency = 8
             error.contains("max_sticky_sessions_per_client") && error.contains("at least 1"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn io_threads_need_a_restart_and_are_bounded() {
+        let with_threads = |threads: &str| {
+            format!("{BASE}[gateway]\n{threads}\n[gateway.listeners]\nhttp = \"127.0.0.1:1\"\n")
+        };
+        let unset = load(&with_threads(""));
+        assert_eq!(unset.gateway.as_ref().unwrap().io_threads, None);
+        let running = load(&with_threads("io_threads = 0"));
+        assert_eq!(running.gateway.as_ref().unwrap().io_threads, Some(0));
+        let loaded = load(&with_threads("io_threads = 4"));
+        let plan = ReloadPlan::between(&running, &loaded);
+        assert_eq!(plan.restart, vec!["gateway.io_threads".to_owned()]);
+        assert!(plan.live.is_empty(), "{:?}", plan.live);
+        let applied = with_restart_keys(&running, &loaded);
+        assert_eq!(applied.gateway.as_ref().unwrap().io_threads, Some(0));
+
+        let env = Env::from_pairs([("T", "token-value-one-00001")]);
+        for (threads, message) in [
+            ("io_threads = 257", "at most 256"),
+            ("io_threads = -1", "io_threads"),
+        ] {
+            let error = Config::from_toml_str(
+                &with_threads(threads),
+                "t.toml",
+                Path::new("."),
+                Role::Serve,
+                &env,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.contains("io_threads") && error.contains(message),
+                "{error}"
+            );
+        }
     }
 
     #[test]

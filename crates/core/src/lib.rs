@@ -75,8 +75,8 @@ pub use ports::{
 };
 pub use proxy::{Health, Protocol, ProxyRecord, ProxyStatus, proxy_id_for};
 pub use runtime::{
-    ProxyRuntime, ReportOutcome, ReportReceipt, RuntimeReport, SnapshotRef, StoredRuntime,
-    WorkerSession,
+    ProxyRuntime, ReportOutcome, ReportReceipt, RuntimeReport, SnapshotRef, SnapshotVersion,
+    StoredRuntime, WorkerSession,
 };
 pub use secret::{Credentials, Secret};
 pub use secret_hash::SecretHash;

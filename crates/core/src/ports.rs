@@ -18,7 +18,9 @@ use crate::lease::Fence;
 use crate::listing::{ProxyListFilter, ProxyPage};
 use crate::ownership::{Assignment, OwnedProxy};
 use crate::proxy::ProxyRecord;
-use crate::runtime::{ReportReceipt, RuntimeReport, SnapshotRef, StoredRuntime, WorkerSession};
+use crate::runtime::{
+    ReportReceipt, RuntimeReport, SnapshotRef, SnapshotVersion, StoredRuntime, WorkerSession,
+};
 use crate::time::UnixMillis;
 use crate::upsert::{FetchedBatch, UpsertReport};
 use crate::usage::ClientUsage;
@@ -220,6 +222,11 @@ pub trait WorkerRuntimeStore: Send + Sync + Debug {
         now: UnixMillis,
         worker: &WorkerId,
     ) -> PoolResult<Option<StoredRuntime>>;
+
+    /// The worker's [`SnapshotVersion`]: one small read, so a waiting snapshot long-poll
+    /// can tell whether anything it would list may have changed without re-reading it.
+    /// A worker nothing was ever written for is at zero.
+    async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion>;
 }
 
 /// Per-upstream inventory (the API's and the reconciler's port).

@@ -25,6 +25,22 @@ pub struct SnapshotRef {
     pub checksum: String,
 }
 
+/// Counters that move whenever a write may have changed what the worker's next snapshot
+/// would list, so a waiting long-poll reads them instead of rebuilding the snapshot. Only
+/// their movement means anything: equal counters mean no such write happened in between
+/// (changes that come from time alone, a lease or a cooldown running out, move nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SnapshotVersion {
+    /// Moved by every write to the worker's assignments (assign, renew, drain, release,
+    /// expiry, removal), to the record or the cooldowns of a proxy it holds (beyond the
+    /// health bookkeeping a snapshot does not carry), to its session (a new session, a
+    /// close) and by a runtime report that had stale entries.
+    pub worker: u64,
+    /// Moved by every new session feedback: it is kept per client, and every worker's
+    /// snapshot carries it.
+    pub feedback: u64,
+}
+
 /// The current session of one worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerSession {

@@ -13,6 +13,9 @@
 //! `BENCH_MAX_SESSIONS` sets the proxy's `max_sessions` (default: unbounded, so the
 //! throughput runs never meet the cap) and `BENCH_CAPACITY_WAIT_MS` the gateway's
 //! `limits.capacity_wait` (default: the shipped default), for the full-pool measurement.
+//!
+//! `GATEWAY_IO_THREADS` sets `io_threads` (default: one per CPU; `0` = the client
+//! connections on the multi-thread runtime, whose size `GATEWAY_WORKERS` sets).
 
 #[path = "../tests/common/control.rs"]
 #[allow(dead_code, unreachable_pub)]
@@ -88,6 +91,9 @@ fn main() {
         config.limits.max_connections_per_ip = 100_000;
         config.limits.tunnel_idle = proxypool_config::Millis(600_000);
         config.dial.pool_idle_per_proxy = 512;
+        if let Some(threads) = env_number("GATEWAY_IO_THREADS") {
+            config.io_threads = threads as usize;
+        }
         if let Some(ms) = env_number("BENCH_CAPACITY_WAIT_MS") {
             config.limits.capacity_wait = proxypool_config::Millis(ms);
         }

@@ -100,9 +100,10 @@ impl Load {
 }
 
 impl ProxySlot {
-    fn with_signal(freed: Arc<FreedSignal>) -> Self {
+    fn with_signal(freed: Arc<FreedSignal>, pool_shards: usize) -> Self {
         Self {
             freed,
+            idle: IdlePool::with_shards(pool_shards),
             ..Self::default()
         }
     }
@@ -237,6 +238,8 @@ pub(crate) struct CapacityRegistry {
     tracked: Mutex<HashMap<ProxyId, Tracked>>,
     cap: usize,
     freed: Arc<FreedSignal>,
+    /// Shards of each new slot's upstream pool: one per I/O thread.
+    pool_shards: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -260,7 +263,14 @@ impl CapacityRegistry {
             tracked: Mutex::new(HashMap::new()),
             cap,
             freed: Arc::default(),
+            pool_shards: AtomicUsize::new(1),
         }
+    }
+
+    /// Gives every slot made from now on `shards` upstream pool shards (set at bind, before
+    /// the first snapshot).
+    pub(crate) fn set_pool_shards(&self, shards: usize) {
+        self.pool_shards.store(shards.max(1), Ordering::Relaxed);
     }
 
     /// The signal every slot of this registry rings when it frees a use.
@@ -297,11 +307,12 @@ impl CapacityRegistry {
             // Idle removed proxies go before their grace ends rather than break the cap.
             tracked.retain(|id, entry| listed.contains(id) || entry.slot.load().total() > 0);
         }
+        let pool_shards = self.pool_shards.load(Ordering::Relaxed);
         Ok(ids
             .iter()
             .map(|id| {
                 let entry = tracked.entry((*id).clone()).or_insert_with(|| Tracked {
-                    slot: Arc::new(ProxySlot::with_signal(Arc::clone(&self.freed))),
+                    slot: Arc::new(ProxySlot::with_signal(Arc::clone(&self.freed), pool_shards)),
                     removed_at: None,
                 });
                 entry.removed_at = None;

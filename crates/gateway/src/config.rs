@@ -4,6 +4,7 @@
 //! running gateway on reload ([`crate::Gateway`]'s reload handle).
 
 use crate::destination::DestinationPolicy;
+use proxypool_config::gateway::MAX_IO_THREADS;
 pub use proxypool_config::gateway::{
     BansConfig, ControlConfig, Destinations, DialConfig, Limits, Listeners, Rotation,
     StickySessions,
@@ -48,6 +49,16 @@ pub struct GatewayConfig {
     /// Load balancers (address, prefix length) whose connections start with a PROXY
     /// protocol header naming the client.
     pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
+    /// Threads that serve the client listeners' connections, each on its own
+    /// single-threaded runtime ([`crate::Gateway`]); `0` = on the runtime that runs the
+    /// gateway. Read at bind.
+    pub io_threads: usize,
+}
+
+/// The CPUs this process may run on (its affinity mask and cgroup quota): the default
+/// number of I/O threads.
+fn usable_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// A setting that cannot be used.
@@ -92,6 +103,7 @@ impl GatewayConfig {
             control: section.control.clone(),
             shutdown_grace: section.shutdown_grace.as_duration(),
             trusted_proxies: proxypool_config::parse_cidrs(&section.trusted_proxies),
+            io_threads: section.io_threads.unwrap_or_else(usable_cpus),
         }
     }
 
@@ -119,6 +131,12 @@ impl GatewayConfig {
             return fail(format!(
                 "limits.max_header_bytes must be at least 8192, got {}",
                 self.limits.max_header_bytes
+            ));
+        }
+        if self.io_threads > MAX_IO_THREADS {
+            return fail(format!(
+                "io_threads must be at most {MAX_IO_THREADS} (0 = serve on the shared runtime), got {}",
+                self.io_threads
             ));
         }
         if self.dial.max_attempts == 0 {
@@ -180,6 +198,9 @@ mod tests {
         let mut config = base();
         config.controller_urls = vec!["http://127.0.0.1:1".into(), "ftp://x".into()];
         assert!(config.validate().unwrap_err().0.contains("controller_url"));
+        let mut config = base();
+        config.io_threads = MAX_IO_THREADS + 1;
+        assert!(config.validate().unwrap_err().0.contains("io_threads"));
         let mut config = base();
         config.listeners.http = None;
         assert!(config.validate().is_err());

@@ -3,6 +3,7 @@
 //! its own timeout. Failures are classified so the caller knows whether to blame the proxy
 //! (count it, retry elsewhere) or the target (no retry: every proxy would fail alike).
 
+use crate::peeked_head::PeekedHead;
 use crate::refusal::socks_reply;
 use crate::snapshot::ViewProxy;
 use proxypool_core::Protocol;
@@ -89,6 +90,7 @@ pub(crate) async fn tunnel(
     let handshake = async {
         match proxy.protocol {
             Protocol::Http | Protocol::Https => {
+                let mut stream = PeekedHead::new(&mut stream);
                 http_connect::connect(&mut stream, &target.to_string(), proxy.auth()).await
             }
             Protocol::Socks5 => socks5::connect(&mut stream, target, proxy.auth())

@@ -6,6 +6,7 @@
 use crate::admission::{LimiterClock, Shield};
 use crate::config::{ConfigError, GatewayConfig};
 use crate::control::{ControlClient, ControlLoop, ControllerAddr, runner::Backoff};
+use crate::io_threads::{IoThreads, ThreadListeners};
 use crate::metrics::GatewayMetrics;
 use crate::reload::GatewayReload;
 use crate::route::{RouteSettings, Router};
@@ -41,6 +42,8 @@ pub enum GatewayError {
     },
     #[error("cannot start the limiter clock: {0}")]
     Clock(std::io::Error),
+    #[error("cannot start the I/O threads: {0}")]
+    IoThreads(std::io::Error),
 }
 
 /// A gateway worker with its listeners bound, ready to [`Gateway::run`].
@@ -51,9 +54,22 @@ pub struct Gateway {
     control: Arc<ControlLoop>,
     control_client: ControlClient,
     metrics_handle: Option<MetricsHandle>,
-    http: Option<TcpListener>,
-    socks5: Option<TcpListener>,
+    http_addr: Option<SocketAddr>,
+    socks5_addr: Option<SocketAddr>,
+    clients: ClientListeners,
     admin: Option<TcpListener>,
+}
+
+/// Where the client listeners' connections are served.
+#[derive(Debug)]
+enum ClientListeners {
+    /// On the runtime that runs the gateway (`io_threads = 0`).
+    Ambient {
+        http: Option<TcpListener>,
+        socks5: Option<TcpListener>,
+    },
+    /// On per-core threads, each with its own runtime.
+    Threads(IoThreads),
 }
 
 impl Gateway {
@@ -142,6 +158,13 @@ impl Gateway {
         let http = bind("http", config.listeners.http).await?;
         let socks5 = bind("socks5", config.listeners.socks5).await?;
         let admin = bind("admin", config.listeners.admin).await?;
+        let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
+        let socks5_addr = socks5.as_ref().and_then(|l| l.local_addr().ok());
+        let io_threads = config.io_threads;
+        if io_threads > 0 {
+            // One pool shard per thread: a pooled connection stays with its thread.
+            store.registry().set_pool_shards(io_threads);
+        }
         let (phase, phase_rx) = watch::channel(Phase::Running);
         let shared = Arc::new(Shared {
             connections: Arc::new(Semaphore::new(config.limits.max_connections)),
@@ -161,24 +184,50 @@ impl Gateway {
             admin_tls,
             control: control_client.clone(),
         });
+        let clients = if io_threads == 0 {
+            ClientListeners::Ambient { http, socks5 }
+        } else {
+            let to_std =
+                |listener: Option<TcpListener>| listener.map(TcpListener::into_std).transpose();
+            let sets = ThreadListeners::split(
+                to_std(http).map_err(GatewayError::IoThreads)?,
+                to_std(socks5).map_err(GatewayError::IoThreads)?,
+                io_threads,
+            )
+            .map_err(GatewayError::IoThreads)?;
+            let threads = IoThreads::start(sets, &shared)
+                .await
+                .map_err(GatewayError::IoThreads)?;
+            ClientListeners::Threads(threads)
+        };
         Ok(Self {
             shared,
             phase,
             control,
             control_client,
             metrics_handle,
-            http,
-            socks5,
+            http_addr,
+            socks5_addr,
+            clients,
             admin,
         })
     }
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
-        self.http.as_ref().and_then(|l| l.local_addr().ok())
+        self.http_addr
     }
 
     pub fn socks5_addr(&self) -> Option<SocketAddr> {
-        self.socks5.as_ref().and_then(|l| l.local_addr().ok())
+        self.socks5_addr
+    }
+
+    /// How many I/O threads serve the client listeners (`0`: the runtime running the
+    /// gateway does).
+    pub fn io_threads(&self) -> usize {
+        match &self.clients {
+            ClientListeners::Ambient { .. } => 0,
+            ClientListeners::Threads(threads) => threads.len(),
+        }
     }
 
     /// A handle that applies reloaded settings while the gateway runs.
@@ -198,17 +247,27 @@ impl Gateway {
             control,
             control_client,
             metrics_handle,
-            http,
-            socks5,
+            http_addr: _,
+            socks5_addr: _,
+            clients,
             admin,
         } = self;
         let mut tasks = tokio::task::JoinSet::new();
-        if let Some(listener) = http {
-            tasks.spawn(http_proxy::serve(listener, Arc::clone(&shared)));
-        }
-        if let Some(listener) = socks5 {
-            tasks.spawn(socks::serve(listener, Arc::clone(&shared)));
-        }
+        let io_threads = match clients {
+            ClientListeners::Ambient { http, socks5 } => {
+                if let Some(listener) = http {
+                    tasks.spawn(http_proxy::serve(listener, Arc::clone(&shared)));
+                }
+                if let Some(listener) = socks5 {
+                    tasks.spawn(socks::serve(listener, Arc::clone(&shared)));
+                }
+                None
+            }
+            ClientListeners::Threads(mut threads) => {
+                threads.serve();
+                Some(threads)
+            }
+        };
         if let Some(listener) = admin {
             tasks.spawn(admin::serve(listener, Arc::clone(&shared), metrics_handle));
         }
@@ -243,6 +302,9 @@ impl Gateway {
         }
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
+        if let Some(threads) = io_threads {
+            threads.join().await;
+        }
     }
 }
 

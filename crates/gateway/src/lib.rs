@@ -33,11 +33,13 @@
 //! | `gateway` | [`Gateway`]: bind, run, graceful shutdown |
 //! | `config` | [`GatewayConfig`] and its validation |
 //! | `accept` | the one accept loop of the HTTP and SOCKS5 listeners: per-IP cap, shield, global cap |
+//! | `io_threads` | the client listeners' connections served on per-core threads, each with its own runtime (`io_threads`) |
 //! | `http_proxy` | HTTP listener: requests, `CONNECT`, idle watchdog |
 //! | `socks` | SOCKS5 listener |
 //! | `forward` | plain HTTP forwarding, upstream connection pool, bodies |
 //! | `tunnel` | buffer-less-when-idle relay |
 //! | `dial` | dialing through upstream proxies, fault classification |
+//! | `peeked_head` | an HTTP upstream's `CONNECT` answer read in two system calls |
 //! | `route` | sticky session → pick → dial → bounded retries |
 //! | `bans` | cooldowns per (proxy, target domain): bans seen, the cluster's, session feedback; the queue for the reports |
 //! | `select` | candidate indexes, eligibility, rotation strategies |
@@ -72,8 +74,10 @@ mod forward;
 mod gateway;
 mod http_proxy;
 mod io;
+mod io_threads;
 mod keeper;
 mod metrics;
+mod peeked_head;
 mod readiness;
 mod refusal;
 mod reload;

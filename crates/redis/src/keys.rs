@@ -50,6 +50,9 @@
 //! session-feedback       HASH  feedback id -> session feedback (JSON)
 //! session-feedback-order ZSET  feedback id -> arrival number (session-feedback-seq, INCR)
 //! session-feedback-expiry ZSET feedback id -> expires_at
+//! snapshot-versions      HASH  worker -> counter of writes that may change its snapshot
+//!                               (HINCRBY in the shared helpers); '*feedback' -> counter of
+//!                               session feedback. Lives as long as the epoch.
 //! ```
 //!
 //! The seed's `unique` (unique-key digest -> proxy id) and `idkeys` (proxy id -> digest)

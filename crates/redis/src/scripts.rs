@@ -32,7 +32,7 @@ const HELPERS: [&str; 5] = [
 ];
 
 /// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
-const ENTRIES: [(&str, &str); 40] = [
+const ENTRIES: [(&str, &str); 41] = [
     ("upsert", include_str!("lua/upsert.lua")),
     ("health", include_str!("lua/health.lua")),
     ("due", include_str!("lua/due.lua")),
@@ -79,6 +79,7 @@ const ENTRIES: [(&str, &str); 40] = [
     ("feedback_add", include_str!("lua/feedback_add.lua")),
     ("feedback_list", include_str!("lua/feedback_list.lua")),
     ("return_extracted", include_str!("lua/return_extracted.lua")),
+    ("snapshot_version", include_str!("lua/snapshot_version.lua")),
 ];
 
 /// The library source and its digest-derived name.
@@ -171,6 +172,7 @@ pub(crate) struct Scripts {
     pub(crate) feedback_add: Function,
     pub(crate) feedback_list: Function,
     pub(crate) return_extracted: Function,
+    pub(crate) snapshot_version: Function,
     /// `return 1` as a plain EVALSHA script, without the library: the cheapest possible
     /// round trip (the readiness probe and the benchmark's ceiling).
     pub(crate) probe: Script,
@@ -220,6 +222,7 @@ impl Scripts {
             feedback_add: library.function("feedback_add"),
             feedback_list: library.function("feedback_list"),
             return_extracted: library.function("return_extracted"),
+            snapshot_version: library.function("snapshot_version"),
             probe: Script::new(include_str!("lua/probe.lua")),
         }
     }

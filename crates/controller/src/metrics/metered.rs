@@ -11,8 +11,9 @@ use proxypool_core::{
     ActivityPool, Assignment, ClientId, DueQuery, ExtractOutcome, ExtractRequest, ExtractResponse,
     ExtractionId, Extractor, FetchedBatch, Footprint, HealthBatch, HealthReport, HealthStore,
     InventoryReader, InventoryView, Maintenance, OwnedProxy, OwnershipRepository, PoolResult,
-    ProxyId, ProxyRecord, ReportReceipt, RuntimeReport, SnapshotRef, StoredRuntime, SweepReport,
-    UnixMillis, UpsertReport, Upserter, UpstreamId, WorkerId, WorkerRuntimeStore, WorkerSession,
+    ProxyId, ProxyRecord, ReportReceipt, RuntimeReport, SnapshotRef, SnapshotVersion,
+    StoredRuntime, SweepReport, UnixMillis, UpsertReport, Upserter, UpstreamId, WorkerId,
+    WorkerRuntimeStore, WorkerSession,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -268,6 +269,10 @@ impl WorkerRuntimeStore for MeteredPool {
         worker: &WorkerId,
     ) -> PoolResult<Option<StoredRuntime>> {
         timed("runtime", self.inner.runtime(now, worker)).await
+    }
+
+    async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion> {
+        timed("snapshot_version", self.inner.snapshot_version(worker)).await
     }
 }
 

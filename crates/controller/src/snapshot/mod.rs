@@ -12,10 +12,16 @@
 //! cooldowns of the proxies it lists and the live session feedback of its clients. They
 //! are part of the checksum, so a new cooldown (from any gateway's report) or new feedback
 //! issues a new version at the next re-read.
+//!
+//! A waiting long-poll does not re-read all that every `poll_interval`: it reads the
+//! store's [`SnapshotVersion`] (one small call) and rebuilds only when the counters moved,
+//! when time alone ended something the last build listed, or on a local change (`memo`).
 
+mod memo;
 mod signal;
 
 use arc_swap::ArcSwap;
+use memo::{BuildMemo, Remembered, Verdict};
 pub use signal::ChangeSignal;
 
 use crate::clock::SharedClock;
@@ -25,8 +31,8 @@ use proxypool_core::control::{
 };
 use proxypool_core::cooldown::MAX_SESSION_FEEDBACK;
 use proxypool_core::{
-    ActivityPool, AssignmentState, ClientId, Conflict, CooldownPolicy, LockExt, OwnedProxy,
-    PoolError, PoolResult, ProxyId, SnapshotRef, UnixMillis, WorkerId, WorkerSession,
+    ActivityPool, Assignment, AssignmentState, ClientId, Conflict, CooldownPolicy, LockExt,
+    OwnedProxy, PoolError, PoolResult, ProxyId, SnapshotRef, UnixMillis, WorkerId, WorkerSession,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -56,6 +62,9 @@ pub struct SnapshotPublisher {
     /// snapshot-age gauge (`crate::metrics::pool`). One entry per worker with a session;
     /// held only to copy in or out, never across an `.await`.
     built: Mutex<HashMap<WorkerId, Built>>,
+    /// What the latest build for each worker's session read, so a waiting poll can skip
+    /// rebuilding while nothing it read can have changed.
+    memo: BuildMemo,
 }
 
 /// The latest snapshot served to a worker's session, and when it was built.
@@ -83,6 +92,7 @@ impl SnapshotPublisher {
             cooldown_policy: ArcSwap::from_pointee(cooldown_policy),
             changes,
             built: Mutex::new(HashMap::new()),
+            memo: BuildMemo::default(),
         }
     }
 
@@ -104,6 +114,7 @@ impl SnapshotPublisher {
     /// Drops what is remembered for workers not in `live` (their sessions ended).
     pub(crate) fn forget_other_workers(&self, live: &BTreeSet<WorkerId>) {
         self.built.lock_or_recover().retain(|w, _| live.contains(w));
+        self.memo.retain(live);
     }
 
     /// Remembers a served snapshot; serving the same version again keeps its build time.
@@ -161,8 +172,9 @@ impl SnapshotPublisher {
             if now >= deadline {
                 return Ok(PollOutcome::NotModified);
             }
-            // Changes made by this controller wake us at once; the periodic re-read catches
-            // changes made elsewhere (another controller, expiry, health).
+            // Changes made by this controller wake us at once; the periodic look at the
+            // store's snapshot version catches changes made elsewhere (another controller,
+            // health, reports), and the remembered horizon those made by time (expiry).
             let nap = (deadline - now).min(self.config.poll_interval.as_duration());
             tokio::select! {
                 _ = changes.changed() => {}
@@ -172,13 +184,53 @@ impl SnapshotPublisher {
     }
 
     /// The snapshot to serve now, or `None` when the caller already has the current one.
+    /// Reads only the store's snapshot version when nothing the last build read can have
+    /// changed since.
     async fn try_issue(
         &self,
         worker: &WorkerId,
         session_id: &str,
         after_version: u64,
     ) -> PoolResult<Option<WorkerSnapshot>> {
+        // Both read before anything they vouch for: a change after them moves them.
+        let local = self.changes.generation();
+        let version = self.pool.snapshot_version(worker).await?;
         let now = self.clock.now();
+        match self
+            .memo
+            .verdict(worker, session_id, after_version, version, local, now)
+        {
+            Verdict::Unchanged => return Ok(None),
+            Verdict::SessionDue => match self.current_session(now, worker, session_id).await {
+                // Still current, and nobody issued since the caller's version: nothing to serve.
+                Ok(session) if latest_version_of(&session) == after_version => {
+                    self.memo
+                        .session_renewed(worker, session_id, session.expires_at_ms);
+                    return Ok(None);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.memo.forget(worker);
+                    return Err(e);
+                }
+            },
+            Verdict::Rebuild => {}
+        }
+        self.build_and_issue(worker, session_id, after_version, version, local, now)
+            .await
+    }
+
+    /// Reads everything the snapshot lists, and issues a new version when its content
+    /// differs from the session's latest; remembers what it read.
+    async fn build_and_issue(
+        &self,
+        worker: &WorkerId,
+        session_id: &str,
+        after_version: u64,
+        version: proxypool_core::SnapshotVersion,
+        local: u64,
+        now: UnixMillis,
+    ) -> PoolResult<Option<WorkerSnapshot>> {
         let session = self.current_session(now, worker, session_id).await?;
         let epoch = self.pool.current_epoch().await?;
         let owned = self
@@ -201,6 +253,14 @@ impl SnapshotPublisher {
         held.sort_by(|a, b| a.id.cmp(&b.id));
         let advisories = self.advisories(now, &proxies, &clients).await?;
         let checksum = snapshot_checksum_of(&proxies, &held, &clients, &advisories);
+        let remembered = |latest_version: u64| Remembered {
+            session_id: session_id.to_owned(),
+            version,
+            local,
+            content_until_ms: changes_by_time_at(&owned, &draining, &advisories),
+            session_until_ms: session.expires_at_ms,
+            latest_version,
+        };
         let needed_epoch = draining
             .iter()
             .filter_map(|a| match a.state {
@@ -216,6 +276,7 @@ impl SnapshotPublisher {
             .or_else(|| session.acked_snapshot.clone());
         let reference = match latest {
             Some(latest) if latest.checksum == checksum && latest.epoch >= needed_epoch => {
+                self.memo.remember(worker, remembered(latest.version));
                 if latest.version <= after_version {
                     return Ok(None);
                 }
@@ -238,6 +299,7 @@ impl SnapshotPublisher {
                 self.pool
                     .issue_snapshot(now, worker, session_id, reference.clone())
                     .await?;
+                self.memo.remember(worker, remembered(reference.version));
                 reference
             }
         };
@@ -299,6 +361,38 @@ impl SnapshotPublisher {
             .filter(|s| s.session_id == session_id)
             .ok_or(PoolError::Conflict(Conflict::Fenced))
     }
+}
+
+/// The version of the session's latest snapshot: the issued one, else the acknowledged.
+fn latest_version_of(session: &WorkerSession) -> u64 {
+    session
+        .issued_snapshot
+        .as_ref()
+        .or(session.acked_snapshot.as_ref())
+        .map_or(0, |r| r.version)
+}
+
+/// The earliest instant at which the same reads answer differently with time alone: a
+/// listed proxy's lease, usable-until or hard expiry, a draining lease's end, a listed
+/// cooldown forgotten, a feedback expired (each is listed only while `now` is before it).
+fn changes_by_time_at(
+    owned: &[OwnedProxy],
+    draining: &[Assignment],
+    advisories: &Advisories,
+) -> UnixMillis {
+    let listed = owned.iter().flat_map(|o| {
+        [
+            o.assignment.lease_until_ms,
+            o.record.usable_until_ms,
+            o.record.hard_expiry_ms,
+        ]
+    });
+    listed
+        .chain(draining.iter().map(|a| a.lease_until_ms))
+        .chain(advisories.cooldowns.iter().map(|c| c.forget_at_ms))
+        .chain(advisories.session_feedback.iter().map(|f| f.expires_at_ms))
+        .min()
+        .unwrap_or(UnixMillis::MAX)
 }
 
 fn snapshot_proxy(owned: &OwnedProxy) -> SnapshotProxy {

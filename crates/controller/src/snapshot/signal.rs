@@ -23,6 +23,12 @@ impl ChangeSignal {
         self.sender.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// How many times the signal fired: a reader that saw the same number before and
+    /// after some work knows nothing notified in between.
+    pub fn generation(&self) -> u64 {
+        *self.sender.borrow()
+    }
+
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.sender.subscribe()
     }

@@ -5,6 +5,10 @@
 //! for SOCKS5 upstreams a handshake) round trip. Each proxy's slot keeps a few idle
 //! connections: keyed by nothing for HTTP proxies (absolute-form requests to any origin
 //! share them) and by target for SOCKS5 proxies (the tunnel leads to one origin).
+//!
+//! The pool is sharded by I/O thread ([`crate::io_threads::current`]): a connection's
+//! hyper task runs on the thread that opened it, so it is only handed to requests on that
+//! thread, and a response on one thread never wakes another. The cap applies per shard.
 
 use super::body::CountingBody;
 use hyper::client::conn::http1::SendRequest;
@@ -28,20 +32,37 @@ struct Idle {
     since: Instant,
 }
 
-/// The idle connections of one proxy.
-#[derive(Debug, Default)]
+/// The idle connections of one proxy, one shard per I/O thread.
+#[derive(Debug)]
 pub(crate) struct IdlePool {
-    idle: Mutex<Vec<Idle>>,
+    shards: Box<[Mutex<Vec<Idle>>]>,
+}
+
+impl Default for IdlePool {
+    fn default() -> Self {
+        Self::with_shards(1)
+    }
 }
 
 impl IdlePool {
+    pub(crate) fn with_shards(shards: usize) -> Self {
+        Self {
+            shards: (0..shards.max(1)).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    /// The calling thread's shard.
+    fn shard(&self) -> &Mutex<Vec<Idle>> {
+        &self.shards[crate::io_threads::current() % self.shards.len()]
+    }
+
     /// The most recently returned live connection for `key`, not older than `max_idle`.
     pub(crate) fn take(
         &self,
         key: &PoolKey,
         max_idle: Duration,
     ) -> Option<SendRequest<CountingBody>> {
-        let mut idle = self.idle.lock_or_recover();
+        let mut idle = self.shard().lock_or_recover();
         // Expired and closed ones go first: they can never be used.
         idle.retain(|conn| conn.since.elapsed() < max_idle && !conn.sender.is_closed());
         let position = idle.iter().rposition(|conn| conn.key == *key)?;
@@ -50,7 +71,9 @@ impl IdlePool {
 
     /// Drops every idle connection (the proxy's lease is gone).
     pub(crate) fn clear(&self) {
-        self.idle.lock_or_recover().clear();
+        for shard in &self.shards {
+            shard.lock_or_recover().clear();
+        }
     }
 
     /// Returns a connection that finished a response; the oldest goes beyond `cap`.
@@ -58,7 +81,7 @@ impl IdlePool {
         if cap == 0 || sender.is_closed() {
             return;
         }
-        let mut idle = self.idle.lock_or_recover();
+        let mut idle = self.shard().lock_or_recover();
         if idle.len() >= cap {
             idle.remove(0);
         }
@@ -67,5 +90,58 @@ impl IdlePool {
             sender,
             since: Instant::now(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io_threads::set_current;
+    use hyper::client::conn::http1 as client_http1;
+    use hyper_util::rt::TokioIo;
+
+    /// A live client connection over an in-memory pipe (its peer kept open).
+    async fn sender() -> (SendRequest<CountingBody>, tokio::io::DuplexStream) {
+        let (near, far) = tokio::io::duplex(1024);
+        let (sender, connection) = client_http1::handshake::<_, CountingBody>(TokioIo::new(near))
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        (sender, far)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_connection_is_taken_only_on_the_thread_that_returned_it() {
+        let pool = IdlePool::with_shards(2);
+        let max_idle = Duration::from_secs(60);
+        let (first, _first_peer) = sender().await;
+        set_current(1);
+        pool.put(PoolKey::Proxy, first, 4);
+        set_current(0);
+        assert!(pool.take(&PoolKey::Proxy, max_idle).is_none());
+        set_current(1);
+        assert!(pool.take(&PoolKey::Proxy, max_idle).is_some());
+        assert!(pool.take(&PoolKey::Proxy, max_idle).is_none());
+
+        // The cap is per thread: a full shard does not push out another thread's.
+        let (second, _second_peer) = sender().await;
+        let (third, _third_peer) = sender().await;
+        set_current(0);
+        pool.put(PoolKey::Proxy, second, 1);
+        set_current(1);
+        pool.put(PoolKey::Proxy, third, 1);
+        set_current(0);
+        assert!(pool.take(&PoolKey::Proxy, max_idle).is_some());
+        set_current(1);
+        assert!(pool.take(&PoolKey::Proxy, max_idle).is_some());
+
+        // Clearing (the lease went) empties every shard.
+        let (fourth, _fourth_peer) = sender().await;
+        pool.put(PoolKey::Proxy, fourth, 4);
+        set_current(0);
+        pool.clear();
+        set_current(1);
+        assert!(pool.take(&PoolKey::Proxy, max_idle).is_none());
+        set_current(0);
     }
 }

@@ -58,6 +58,9 @@ pub fn strict_config(controller: &TestController) -> GatewayConfig {
     config.dial.connect_timeout = Millis(1_000);
     config.dial.handshake_timeout = Millis(2_000);
     config.shutdown_grace = Duration::from_millis(2_000);
+    // Connections on more than one I/O thread however many CPUs the machine has, so
+    // admission, timeouts and pooling are tested across threads.
+    config.io_threads = config.io_threads.max(2);
     config
 }
 

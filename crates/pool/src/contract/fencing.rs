@@ -56,6 +56,7 @@ where
         .unwrap();
     assert!(second.token > first.token);
     let footprint = pool.footprint().await.unwrap();
+    let version_before = pool.snapshot_version(&w1).await.unwrap();
 
     let now = taken + 1;
     stale(
@@ -151,6 +152,11 @@ where
     assert_eq!(pool.get(now, &ids[0]).await.unwrap(), Some(held.clone()));
     assert_eq!(pool.get(now, &ids[1]).await.unwrap(), None);
     assert_eq!(pool.current_epoch().await.unwrap(), epoch_before);
+    assert_eq!(
+        pool.snapshot_version(&w1).await.unwrap(),
+        version_before,
+        "no refused write moves a snapshot version"
+    );
     assert!(pool.provider_statuses().await.unwrap().is_empty());
     let record = find_record(&pool, now, &ids[1]).await.unwrap();
     assert_eq!(record.status, proxypool_core::ProxyStatus::Available);

@@ -19,6 +19,7 @@ pub mod ownership;
 pub mod runtime;
 pub mod upsert;
 pub mod usage;
+pub mod versions;
 
 use async_trait::async_trait;
 use proxypool_core::ActivityPool;
@@ -129,6 +130,10 @@ macro_rules! contract_suite {
             cooldowns::session_feedback_keeps_the_newest_within_its_bound,
             cooldowns::return_extracted_only_by_the_holder_and_checked_next,
             cooldowns::extract_for_domain_skips_proxies_cooling_for_it,
+            versions::versions_start_at_zero_and_are_per_worker,
+            versions::versions_move_with_every_ownership_write,
+            versions::versions_move_with_changes_to_held_proxies,
+            versions::versions_move_with_sessions_reports_and_feedback,
         );
     };
     (@each $factory:expr; $($module:ident :: $name:ident),* $(,)?) => {

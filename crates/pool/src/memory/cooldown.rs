@@ -118,6 +118,7 @@ impl CooldownStore for MemoryPool {
             return Ok(());
         }
         state.session_feedback.push_back(feedback);
+        state.feedback_version += 1;
         while state.session_feedback.len() > MAX_SESSION_FEEDBACK {
             state.session_feedback.pop_front();
         }

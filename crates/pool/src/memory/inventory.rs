@@ -85,8 +85,7 @@ impl Maintenance for MemoryPool {
         let more_sessions = lapsed_sessions.len() > limit;
         let mut sessions_removed = 0;
         for worker in lapsed_sessions.into_iter().take(limit) {
-            state.sessions.remove(&worker);
-            state.runtimes.remove(&worker);
+            state.forget_session(&worker);
             sessions_removed += 1;
         }
         let lapsed_runtimes: Vec<_> = state

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use proxypool_core::runtime::validate_session_id;
 use proxypool_core::{
     Conflict, PoolError, PoolResult, ProxyId, ReportOutcome, ReportReceipt, RuntimeReport,
-    SnapshotRef, StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore, WorkerSession,
+    SnapshotRef, SnapshotVersion, StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore,
+    WorkerSession,
 };
 
 fn check_ttl(ttl_ms: u64) -> PoolResult<()> {
@@ -83,8 +84,9 @@ impl WorkerRuntimeStore for MemoryPool {
             current.session.expires_at_ms = expires_at_ms;
             return Ok(current.session.clone());
         }
-        // A new session: the old one's runtime no longer describes anything we can trust.
-        state.runtimes.remove(worker);
+        // A new session: the old one's runtime no longer describes anything we can trust,
+        // and a poll waiting on the old one must see it fenced.
+        state.forget_session(worker);
         let session = WorkerSession {
             worker: worker.clone(),
             session_id: session_id.to_owned(),
@@ -129,8 +131,7 @@ impl WorkerRuntimeStore for MemoryPool {
         match state.sessions.get(worker) {
             None => Ok(()),
             Some(current) if current.session.session_id == session_id => {
-                state.sessions.remove(worker);
-                state.runtimes.remove(worker);
+                state.forget_session(worker);
                 Ok(())
             }
             Some(_) => Err(PoolError::Conflict(Conflict::Fenced)),
@@ -223,6 +224,11 @@ impl WorkerRuntimeStore for MemoryPool {
         let sequence = report.sequence;
         let mut report = report;
         let stale_proxies = take_stale_entries(&state, now, &mut report);
+        if !stale_proxies.is_empty() {
+            // The gateway serves from a snapshot that no longer matches what it owns: let a
+            // waiting long-poll re-check at once rather than trust its remembered answer.
+            state.bump_snapshot_version(&worker);
+        }
         // Accounted here, in the step that accepts the report; the stored runtime does not
         // need to carry it.
         if let Some(usage) = report.usage.take() {
@@ -255,5 +261,13 @@ impl WorkerRuntimeStore for MemoryPool {
     ) -> PoolResult<Option<StoredRuntime>> {
         let state = self.lock()?;
         Ok(state.live_runtime(worker, now).cloned())
+    }
+
+    async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion> {
+        let state = self.lock()?;
+        Ok(SnapshotVersion {
+            worker: state.snapshot_versions.get(worker).copied().unwrap_or(0),
+            feedback: state.feedback_version,
+        })
     }
 }

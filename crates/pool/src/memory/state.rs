@@ -140,6 +140,12 @@ pub(crate) struct State {
     pub(crate) cooldown_forget: ExpiryOrdered,
     /// Session feedback, oldest first.
     pub(crate) session_feedback: VecDeque<SessionFeedback>,
+    /// Per worker, the counter of writes that may change its snapshot
+    /// (`SnapshotVersion::worker`). Kept for every worker ever written for, so a counter
+    /// never goes back: one small entry per worker id.
+    pub(crate) snapshot_versions: HashMap<WorkerId, u64>,
+    /// `SnapshotVersion::feedback`: moved by every new session feedback.
+    pub(crate) feedback_version: u64,
 }
 
 impl State {
@@ -153,9 +159,32 @@ impl State {
             && !self.assignments.contains_key(&record.id)
     }
 
+    /// Moves the worker's snapshot version: a write may have changed what it lists.
+    pub(crate) fn bump_snapshot_version(&mut self, worker: &WorkerId) {
+        match self.snapshot_versions.get_mut(worker) {
+            Some(version) => *version += 1,
+            None => {
+                self.snapshot_versions.insert(worker.clone(), 1);
+            }
+        }
+    }
+
+    /// Moves the snapshot version of the worker holding `id`, if any.
+    fn bump_owner_of(&mut self, id: &ProxyId) {
+        if let Some(owner) = self.assignments.get(id).map(|a| a.worker.clone()) {
+            self.bump_snapshot_version(&owner);
+        }
+    }
+
     /// Stores `record` (new or changed), keeping every index and counter in step.
     pub(crate) fn replace_record(&mut self, record: ProxyRecord) {
         let old = self.records.remove(&record.id);
+        if old
+            .as_ref()
+            .is_some_and(|old| differs_for_snapshot(old, &record))
+        {
+            self.bump_owner_of(&record.id);
+        }
         if let Some(old) = &old {
             self.available.remove(old);
             self.expiry.remove(&(old.hard_expiry_ms, old.id.clone()));
@@ -218,6 +247,14 @@ impl State {
 
     /// Replaces a proxy's cooldowns (empty = none), keeping the forget index in step.
     pub(crate) fn put_cooldowns(&mut self, id: &ProxyId, entries: Vec<DomainCooldown>) {
+        // Every snapshot listing the proxy carries its cooldowns.
+        let unchanged = match self.cooldowns.get(id) {
+            Some(old) => *old == entries,
+            None => entries.is_empty(),
+        };
+        if !unchanged {
+            self.bump_owner_of(id);
+        }
         if let Some(old) = self.cooldowns.remove(id)
             && let Some(earliest) = old.iter().map(|e| e.forget_at_ms).min()
         {
@@ -254,6 +291,7 @@ impl State {
     pub(crate) fn put_assignment(&mut self, assignment: Assignment) {
         let id = assignment.proxy_id.clone();
         self.drop_assignment(&id);
+        self.bump_snapshot_version(&assignment.worker);
         self.lease_expiry
             .insert((assignment.lease_until_ms, id.clone()));
         self.worker_owned
@@ -268,6 +306,7 @@ impl State {
     /// still available).
     pub(crate) fn drop_assignment(&mut self, id: &ProxyId) -> Option<Assignment> {
         let assignment = self.assignments.remove(id)?;
+        self.bump_snapshot_version(&assignment.worker);
         self.lease_expiry
             .remove(&(assignment.lease_until_ms, id.clone()));
         if let Some(owned) = self.worker_owned.get_mut(&assignment.worker) {
@@ -336,6 +375,14 @@ impl State {
         (removed, more)
     }
 
+    /// Forgets the worker's session and runtime; a poll waiting on that session must see it
+    /// end, so the worker's snapshot version moves.
+    pub(crate) fn forget_session(&mut self, worker: &WorkerId) {
+        self.sessions.remove(worker);
+        self.runtimes.remove(worker);
+        self.bump_snapshot_version(worker);
+    }
+
     /// The worker's current session, if it is live.
     pub(crate) fn live_session(&self, worker: &WorkerId, now: UnixMillis) -> Option<&SessionState> {
         self.sessions.get(worker).filter(|s| s.session.is_live(now))
@@ -352,4 +399,23 @@ impl State {
             .get(worker)
             .filter(|r| now < r.expires_at_ms && r.report.session_id == session.session.session_id)
     }
+}
+
+/// Whether `a` and `b` differ in anything a snapshot carries or that decides whether it
+/// lists the proxy: everything but the health bookkeeping and the fetch time, which the
+/// checker rewrites on every check of a proxy that stays AVAILABLE.
+fn differs_for_snapshot(a: &ProxyRecord, b: &ProxyRecord) -> bool {
+    a.id != b.id
+        || a.protocol != b.protocol
+        || a.host != b.host
+        || a.port != b.port
+        || a.credentials != b.credentials
+        || a.upstream != b.upstream
+        || a.region != b.region
+        || a.carrier != b.carrier
+        || a.labels != b.labels
+        || a.status != b.status
+        || a.hard_expiry_ms != b.hard_expiry_ms
+        || a.usable_until_ms != b.usable_until_ms
+        || a.max_sessions != b.max_sessions
 }

@@ -43,6 +43,11 @@ end
 -- Replaces a proxy's entries (already in domain order; empty = none) and its place in
 -- the forget index. `hard` is the record's hard expiry: the keys need not outlive it.
 function P.put_cooldowns(id, entries, hard)
+  -- Every snapshot listing the proxy carries its cooldowns.
+  local a = P.get_assignment(id)
+  if a then
+    P.bump_snapshot(a[A_WORKER])
+  end
   if #entries == 0 then
     redis.call('HDEL', B .. 'cooldowns', id)
     redis.call('ZREM', B .. 'cooldown-forget', id)

@@ -13,6 +13,7 @@ local function main()
   if expires_at <= NOW or redis.call('HEXISTS', B .. 'session-feedback', id) == 1 then
     return { 'ok' }
   end
+  P.bump_snapshot('*feedback')
   local seq = redis.call('INCR', B .. 'session-feedback-seq')
   redis.call('HSET', B .. 'session-feedback', id, ARGV[6])
   redis.call('ZADD', B .. 'session-feedback-order', seq, id)

@@ -267,10 +267,23 @@ function P.flush_ttls()
     P.keep(key, at)
   end
   if anchor ~= nil then
-    -- The epoch and the key registry live as long as anything that refers to them.
+    -- The epoch, the key registry and the snapshot versions live as long as anything that
+    -- refers to them.
     P.keep(B .. 'epoch', anchor)
     P.keep(B .. 'keys', anchor)
+    P.keep(B .. 'snapshot-versions', anchor)
   end
+end
+
+-- Snapshot versions (`snapshot-versions` HASH worker -> counter; the field '*feedback',
+-- never a worker id, counts session feedback): every write that may change what a
+-- worker's snapshot lists moves its counter, so a waiting long-poll reads the counters
+-- (snapshot_version.lua) instead of the records. The hash lives as long as the epoch, so
+-- a counter starts over only once every session it could describe has lapsed.
+function P.bump_snapshot(field)
+  redis.call('HINCRBY', B .. 'snapshot-versions', field, 1)
+  -- Created by a call that wrote no pool state: at least a slack of life.
+  P.touch_key(B .. 'snapshot-versions', NOW)
 end
 
 -- Counters that reach zero are deleted so the inventory hash stays bounded.
@@ -544,6 +557,24 @@ function P.check_score(r)
   return nil
 end
 
+-- Record fields a snapshot neither carries nor decides on: the health bookkeeping the
+-- checker rewrites on every check of a proxy that stays AVAILABLE, and the fetch time.
+local HEALTH_ONLY = { [SUCC] = true, [CHECKED] = true, [LAT] = true, [FAILS] = true, [ERR] = true, [FETCHED] = true }
+
+-- Moves the snapshot version of the worker holding `id` when `r` changes what a snapshot
+-- listing it would say (MemoryPool: differs_for_snapshot).
+function P.bump_owner_if_listed_changed(id, old, r)
+  for i = 1, NFIELDS do
+    if not HEALTH_ONLY[i] and old[i] ~= r[i] then
+      local a = P.get_assignment(id)
+      if a then
+        P.bump_snapshot(a[A_WORKER])
+      end
+      return
+    end
+  end
+end
+
 function P.is_owned(id)
   return redis.call('HEXISTS', B .. 'owners', id) == 1
 end
@@ -611,6 +642,7 @@ function P.put_record(id, r, old, owned, stored)
     redis.call('ZREM', B .. 'checks', bid)
   end
   if old then
+    P.bump_owner_if_listed_changed(id, old, r)
     P.recount(old, r, grows)
   else
     P.count(r, 1, true)
@@ -665,6 +697,7 @@ function P.drop_assignment(id, keep_out)
     return nil
   end
   local ticket = P.drain_ticket(id)
+  P.bump_snapshot(a[A_WORKER])
   redis.call('HDEL', B .. 'owners', id)
   redis.call('ZREM', B .. 'owner-expiry', id)
   redis.call('ZREM', B .. 'worker-owned:' .. a[A_WORKER], id)
@@ -695,6 +728,7 @@ function P.put_assignment(id, a, ticket)
   P.drop_assignment(id, true)
   local lease = P.num(a[A_LEASE])
   local per_worker = ticket and 'worker-draining:' or 'worker-owned:'
+  P.bump_snapshot(a[A_WORKER])
   redis.call('HSET', B .. 'owners', id, table.concat(a, '\t'))
   redis.call('ZADD', B .. 'owner-expiry', a[A_LEASE], id)
   redis.call('ZADD', B .. per_worker .. a[A_WORKER], a[A_LEASE], id)

@@ -58,6 +58,8 @@ function P.forget_snapshot(worker)
 end
 
 function P.forget_session(worker)
+  -- A long-poll waiting on the forgotten session must see it end.
+  P.bump_snapshot(worker)
   redis.call('HDEL', B .. 'worker-sessions', worker)
   redis.call('ZREM', B .. 'worker-session-expiry', worker)
   P.forget_runtime(worker)

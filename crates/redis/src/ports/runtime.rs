@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use proxypool_core::runtime::validate_session_id;
 use proxypool_core::{
     PoolError, PoolResult, ProxyId, ReportOutcome, ReportReceipt, RuntimeReport, SnapshotRef,
-    StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore, WorkerSession,
+    SnapshotVersion, StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore, WorkerSession,
 };
 
 fn check_ttl(ttl_ms: u64) -> PoolResult<()> {
@@ -232,5 +232,21 @@ impl WorkerRuntimeStore for RedisPool {
             return Ok(None);
         }
         runtime::decode(&reply.text(0)?, &reply.text(1)?, &reply.text(2)?).map(Some)
+    }
+
+    async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion> {
+        // Counters carry no time; `now` only fills the calling convention.
+        let reply = self
+            .runtime_call(
+                &self.scripts.snapshot_version,
+                0,
+                Side::Read,
+                vec![worker.to_string()],
+            )
+            .await?;
+        Ok(SnapshotVersion {
+            worker: reply.number(0)?,
+            feedback: reply.number(1)?,
+        })
     }
 }
