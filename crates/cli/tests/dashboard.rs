@@ -49,13 +49,15 @@ fn page_matches_api(
     let deadline = Instant::now() + timeout;
     loop {
         let want = expected();
-        let shown = browser.eval(expression).unwrap();
-        if shown == want {
-            return shown;
+        // An element the page has not rendered yet makes the expression throw: that is
+        // "not shown yet", like a stale number, until the deadline.
+        let shown = browser.eval(expression);
+        if matches!(&shown, Ok(value) if *value == want) {
+            return want;
         }
         assert!(
             Instant::now() < deadline,
-            "{what}: the page shows {shown}, the API says {want}"
+            "{what}: the page shows {shown:?}, the API says {want}"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
