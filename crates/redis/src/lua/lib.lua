@@ -434,8 +434,8 @@ end
 -- The registry supplies every index's head already in that order (read a page at a time,
 -- the first page sized for the call); an index is opened, one page from its second member
 -- on, only once its head was taken. So a single-proxy extraction costs one small registry
--- read whatever the number of indexes or filters. `first_page` sizes the first registry
--- page and an index's first page; later pages double up to 1024.
+-- read whatever the number of indexes. `first_page` sizes an index's first page and, with
+-- no filter, the first registry page (at least 32 with one); later pages double up to 1024.
 -- The four filter values of a candidate index suffix, kept between calls (a pure function
 -- of the suffix; dropped wholesale past a bound so an ever-changing set of combinations
 -- cannot grow it without limit).
@@ -460,7 +460,8 @@ function P.candidate_stream(filter, first_page)
   local floor = '(' .. P.fmt(NOW)
   local any = filter[PROTO] == '' and filter[UP] == '' and filter[REGION] == '' and filter[CARRIER] == ''
   -- Registry cursor: the current page (member, score, ...), the next position in it.
-  local reg, reg_pos, reg_offset, reg_page, reg_done = {}, 1, 0, first_page, false
+  -- A filter skips the members of other combinations, so its first page is larger.
+  local reg, reg_pos, reg_offset, reg_page, reg_done = {}, 1, 0, any and first_page or math.max(first_page, 32), false
   -- The next matching head not yet handed out: suffix, binary id, score (nil: none read).
   local head = nil
   -- Opened indexes: { index, id, score (the current member, binary id), buf_ids,
