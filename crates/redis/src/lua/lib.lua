@@ -459,10 +459,11 @@ function P.candidate_stream(filter, first_page)
   P.flush_candidates()
   local floor = '(' .. P.fmt(NOW)
   local any = filter[PROTO] == '' and filter[UP] == '' and filter[REGION] == '' and filter[CARRIER] == ''
-  -- Registry cursor: the current page (member, score, ...), the next position in it.
+  -- Registry cursor: the current page of members, the next position in it.
   -- A filter skips the members of other combinations, so its first page is larger.
   local reg, reg_pos, reg_offset, reg_page, reg_done = {}, 1, 0, any and first_page or math.max(first_page, 32), false
-  -- The next matching head not yet handed out: suffix, binary id, score (nil: none read).
+  -- The next matching head not yet handed out: suffix, binary id, registry member, score
+  -- once read (nil: none left; false: handed out, the next one not read yet).
   local head = nil
   -- Opened indexes: { index, id, score (the current member, binary id), buf_ids,
   -- buf_scores, pos (next in the buffer), offset, page, done, taken }.
@@ -487,21 +488,23 @@ function P.candidate_stream(filter, first_page)
           head = nil
           return
         end
-        reg = redis.call('ZREVRANGEBYSCORE', B .. 'candidates', '+inf', floor, 'WITHSCORES', 'LIMIT', reg_offset, reg_page)
+        -- Without scores: a head's score is only needed to compare it with an opened
+        -- index's member (head_score), which a single-proxy extraction never does.
+        reg = redis.call('ZREVRANGEBYSCORE', B .. 'candidates', '+inf', floor, 'LIMIT', reg_offset, reg_page)
         reg_pos = 1
-        reg_offset = reg_offset + #reg / 2
-        reg_done = #reg < 2 * reg_page
+        reg_offset = reg_offset + #reg
+        reg_done = #reg < reg_page
         reg_page = math.min(reg_page * 2, 1024)
       end
       if reg_pos <= #reg then
         local member = reg[reg_pos]
         local suffix = string.sub(member, ID_BYTES + 1)
-        reg_pos = reg_pos + 2
+        reg_pos = reg_pos + 1
         -- Read after this call's flush: what the registry says is the head (saves the
         -- lookup when this call moves the index).
         known_heads[suffix] = string.sub(member, 1, ID_BYTES)
         if matches(suffix) then
-          head = { suffix = suffix, id = known_heads[suffix], score = P.num(reg[reg_pos - 1]) }
+          head = { suffix = suffix, id = known_heads[suffix], member = member }
           return
         end
       end
@@ -551,6 +554,13 @@ function P.candidate_stream(filter, first_page)
     return best
   end
 
+  local function head_score()
+    if head.score == nil then
+      head.score = P.num(redis.call('ZSCORE', B .. 'candidates', head.member))
+    end
+    return head.score
+  end
+
   local started = false
   return function()
     if not started or head == false then
@@ -559,7 +569,7 @@ function P.candidate_stream(filter, first_page)
       read_head()
     end
     local best = best_open()
-    if head ~= nil and (best == nil or head.score > best.score or (head.score == best.score and P.bin_greater(head.id, best.id))) then
+    if head ~= nil and (best == nil or head_score() > best.score or (head.score == best.score and P.bin_greater(head.id, best.id))) then
       -- The index's later members enter the merge from its second member on.
       open[#open + 1] = { index = B .. 'cand:' .. head.suffix, offset = 1, page = first_page, done = false, taken = true }
       local id = head.id
