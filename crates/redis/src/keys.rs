@@ -19,8 +19,9 @@
 //! checks                  ZSET  bin id -> check class + since     (checkable records)
 //! cand:<p>/<u>/<r>/<c>    ZSET  bin id -> usable_until            (AVAILABLE, unowned; one
 //!                               index per protocol, upstream, region, carrier; '' = none)
-//! candidates              ZSET  <p>/<u>/<r>/<c> -> that index's highest score
-//!                               (exactly the non-empty candidate indexes)
+//! candidates              ZSET  <head bin id><p>/<u>/<r>/<c> -> the head's usable_until
+//!                               (exactly the non-empty candidate indexes, each named with
+//!                               its highest member, so the registry is in merge order)
 //! candidate-heads         HASH  <p>/<u>/<r>/<c> -> bin id of that index's highest member
 //! owners                  HASH  id -> assignment
 //! extracted-by            HASH  id -> client an extraction handed it to (EXTRACTED)

@@ -80,6 +80,30 @@ fn scored_texts(server: &RedisServer, key: &str) -> BTreeMap<String, f64> {
     }
 }
 
+/// The candidate registry: suffix -> (head id in hex, score), from members that are the
+/// head's 16 bytes followed by the suffix.
+fn registry(server: &RedisServer, key: &str) -> BTreeMap<String, (String, f64)> {
+    match server
+        .command(&["ZRANGE", key, "0", "-1", "WITHSCORES"])
+        .unwrap()
+    {
+        RespValue::Array(items) => items
+            .chunks(2)
+            .map(|pair| match &pair[0] {
+                RespValue::Bulk(member) if member.len() > 16 => (
+                    String::from_utf8(member[16..].to_vec()).unwrap(),
+                    (
+                        hex(&member[..16]),
+                        pair[1].as_text().unwrap().parse().unwrap(),
+                    ),
+                ),
+                other => panic!("{key}: {other:?} is not a head and a suffix"),
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
 fn hash(server: &RedisServer, key: &str) -> BTreeMap<String, String> {
     match server.command(&["HGETALL", key]).unwrap() {
         RespValue::Array(items) => items
@@ -156,9 +180,10 @@ fn check(server: &RedisServer, pool: &RedisPool, when: &str) {
         checks,
         "{when}: checks"
     );
-    // The registry names exactly the non-empty candidate indexes, each with its highest
-    // score, and the heads hash that highest member (ties by id, as the index orders).
-    let registry = scored_texts(server, &format!("{base}candidates"));
+    // The registry names exactly the non-empty candidate indexes, each by its highest
+    // member (ties by id, as the index orders) with that member's score, and the heads
+    // hash names the same member.
+    let registry = registry(server, &format!("{base}candidates"));
     let heads = binary_hash(server, &format!("{base}candidate-heads"));
     assert_eq!(
         heads.keys().cloned().collect::<BTreeSet<_>>(),
@@ -181,7 +206,11 @@ fn check(server: &RedisServer, pool: &RedisPool, when: &str) {
             .iter()
             .max_by(|a, b| a.1.total_cmp(b.1).then(a.0.cmp(b.0)))
             .unwrap();
-        assert_eq!(registry[suffix], *head.1, "{when}: score of {suffix}");
+        assert_eq!(registry[suffix].1, *head.1, "{when}: score of {suffix}");
+        assert_eq!(
+            &registry[suffix].0, head.0,
+            "{when}: registry head of {suffix}"
+        );
         assert_eq!(&heads[suffix], head.0, "{when}: head of {suffix}");
     }
     let stored: BTreeMap<String, i64> = hash(server, &format!("{base}inventory"))

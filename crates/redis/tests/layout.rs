@@ -110,13 +110,6 @@ fn stored_fields(server: &RedisServer, pool: &RedisPool, id: &ProxyId) -> Vec<St
     text.split('\t').map(str::to_owned).collect()
 }
 
-fn texts(server: &RedisServer, args: &[&str]) -> Vec<String> {
-    match server.command(args).unwrap() {
-        RespValue::Array(items) => items.iter().filter_map(RespValue::as_text).collect(),
-        other => panic!("{args:?} answered {other:?}"),
-    }
-}
-
 fn binary_members(server: &RedisServer, key: &str) -> BTreeSet<String> {
     match server.command(&["ZRANGE", key, "0", "-1"]).unwrap() {
         RespValue::Array(items) => items
@@ -203,10 +196,21 @@ async fn registry_follows_the_candidate_indexes_and_extraction_merges_them() {
         make_available(&pool, t0 + 10 * i as u64, vec![(*c).clone()]).await;
     }
     let base = pool.keyspace();
+    // Each registry member is its index's head (16 bytes) followed by the index suffix.
     let registry = |server: &RedisServer| -> BTreeSet<String> {
-        texts(server, &["ZRANGE", &format!("{base}candidates"), "0", "-1"])
-            .into_iter()
-            .collect()
+        let key = format!("{base}candidates");
+        match server.command(&["ZRANGE", &key, "0", "-1"]).unwrap() {
+            RespValue::Array(items) => items
+                .iter()
+                .map(|item| match item {
+                    RespValue::Bulk(bytes) if bytes.len() > 16 => {
+                        String::from_utf8(bytes[16..].to_vec()).unwrap()
+                    }
+                    other => panic!("{key}: {other:?} is not a head and a suffix"),
+                })
+                .collect(),
+            other => panic!("{other:?}"),
+        }
     };
     let all = [
         "http/acme/us/",

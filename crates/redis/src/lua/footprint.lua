@@ -9,8 +9,8 @@ local function main()
   for _, k in ipairs({ 'expiry', 'checks', 'candidates', 'owner-expiry' }) do
     entries = entries + redis.call('ZCARD', B .. k)
   end
-  for _, suffix in ipairs(redis.call('ZRANGE', B .. 'candidates', 0, -1)) do
-    entries = entries + redis.call('ZCARD', B .. 'cand:' .. suffix)
+  for _, member in ipairs(redis.call('ZRANGE', B .. 'candidates', 0, -1)) do
+    entries = entries + redis.call('ZCARD', B .. 'cand:' .. P.registry_suffix(member))
   end
   for _, k in ipairs(redis.call('SMEMBERS', B .. 'keys')) do
     entries = entries + redis.call('ZCARD', B .. k)

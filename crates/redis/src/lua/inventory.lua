@@ -48,7 +48,8 @@ local function main()
   -- The upstream's candidate indexes are the registry entries naming it (the registry
   -- holds one entry per filter combination, a small set next to the records).
   local stale = {}
-  for _, suffix in ipairs(redis.call('ZRANGE', B .. 'candidates', 0, -1)) do
+  for _, member in ipairs(redis.call('ZRANGE', B .. 'candidates', 0, -1)) do
+    local suffix = P.registry_suffix(member)
     if P.split(suffix, '/')[2] == upstream then
       local left = budget + 1 - #stale
       for _, id in ipairs(redis.call('ZRANGEBYSCORE', B .. 'cand:' .. suffix, '-inf', P.fmt(NOW), 'LIMIT', 0, left)) do

@@ -35,7 +35,7 @@ local P = {}
 -- the start of every entry point; Redis runs one function at a time, so sharing these
 -- upvalues between entry points is safe.
 local B, NOW, CLEANUP, SLACK, FENCE
-local horizon, anchor, registered, moved = {}, nil, {}, {}
+local horizon, anchor, registered, moved, known_heads = {}, nil, {}, {}, {}
 
 function P.begin(keys, argv)
   B = keys[1]
@@ -44,7 +44,7 @@ function P.begin(keys, argv)
   SLACK = tonumber(argv[3])
   FENCE = argv[4]
   table.remove(argv, 4)
-  horizon, anchor, registered, moved = {}, nil, {}, {}
+  horizon, anchor, registered, moved, known_heads = {}, nil, {}, {}, {}
 end
 
 -- Record fields (tab separated; hot fields first). Mirrors src/codec/record.rs.
@@ -384,18 +384,46 @@ function P.index_remove(id, r)
   moved[suffix] = true
 end
 
--- The registry entry and head of every candidate index this call changed: one read of its
--- head each, however many records moved (an upsert batch touches a few indexes).
+-- The candidate registry (`candidates`) holds one member per non-empty candidate index:
+-- its head's 16-byte id followed by the index suffix, scored by the head's usable_until.
+-- So the registry's own order, (score, member) descending, is the order of the heads by
+-- (usable_until, id): the first matching member is the best head of a merge, with no head
+-- read and no id compared in Lua. `candidate-heads` (suffix -> head id) finds the member
+-- to replace when a head changes.
+local ID_BYTES = 16
+
+function P.registry_suffix(member)
+  return string.sub(member, ID_BYTES + 1)
+end
+
+-- The current head of `suffix`'s index as the registry names it (false: none).
+local function registered_head(suffix)
+  local head = known_heads[suffix]
+  if head == nil then
+    head = redis.call('HGET', B .. 'candidate-heads', suffix) or false
+  end
+  return head
+end
+
+-- The registry entry of every candidate index this call changed: one read of its head
+-- each, however many records moved (an upsert batch touches a few indexes).
 function P.flush_candidates()
   for suffix in pairs(moved) do
+    local old = registered_head(suffix)
     local head = redis.call('ZREVRANGE', B .. 'cand:' .. suffix, 0, 0, 'WITHSCORES')
-    if #head == 0 then
-      redis.call('ZREM', B .. 'candidates', suffix)
-      redis.call('HDEL', B .. 'candidate-heads', suffix)
-    else
-      redis.call('ZADD', B .. 'candidates', head[2], suffix)
-      redis.call('HSET', B .. 'candidate-heads', suffix, head[1])
+    local new = head[1] or false
+    if old and old ~= new then
+      redis.call('ZREM', B .. 'candidates', old .. suffix)
     end
+    if new then
+      redis.call('ZADD', B .. 'candidates', head[2], new .. suffix)
+      if new ~= old then
+        redis.call('HSET', B .. 'candidate-heads', suffix, new)
+      end
+    elseif old then
+      redis.call('HDEL', B .. 'candidate-heads', suffix)
+    end
+    known_heads[suffix] = new
   end
   moved = {}
 end
@@ -403,12 +431,11 @@ end
 -- Candidate indexes matching `filter` (fields PROTO, UP, REGION, CARRIER; '' = any) merged
 -- into one stream in MemoryPool's order, usable_until then id descending, members with
 -- usable_until > NOW only. Returns a function giving the next hex id (nil at the end).
--- Ids stay binary inside the merge (ties compared bytewise), only returned ids become hex.
--- Every matching index starts as its head (from the registry, read 64 entries at a time
--- and only while a further page could still hold the winner); an index is read, one page
--- from its second member on, only once its head was taken. So a single-proxy extraction
--- costs two reads (a registry page and its heads) whatever the number of indexes.
--- `first_page` sizes an index's first page; later pages double up to 1024.
+-- The registry supplies every index's head already in that order (read a page at a time,
+-- the first page sized for the call); an index is opened, one page from its second member
+-- on, only once its head was taken. So a single-proxy extraction costs one small registry
+-- read whatever the number of indexes. `first_page` sizes an index's first page and, with
+-- no filter, the first registry page (at least 32 with one); later pages double up to 1024.
 -- The four filter values of a candidate index suffix, kept between calls (a pure function
 -- of the suffix; dropped wholesale past a bound so an ever-changing set of combinations
 -- cannot grow it without limit).
@@ -428,14 +455,19 @@ local function split_suffix(suffix)
 end
 
 function P.candidate_stream(filter, first_page)
-  -- What this call removed so far (expired records) must show in the heads read below.
+  -- What this call removed so far (expired records) must show in the registry read below.
   P.flush_candidates()
   local floor = '(' .. P.fmt(NOW)
   local any = filter[PROTO] == '' and filter[UP] == '' and filter[REGION] == '' and filter[CARRIER] == ''
-  -- Open indexes: { index, id, score (the current member, binary id), buf_ids,
-  -- buf_scores, pos (next in the buffer), offset, page, done }.
+  -- Registry cursor: the current page of members, the next position in it.
+  -- A filter skips the members of other combinations, so its first page is larger.
+  local reg, reg_pos, reg_offset, reg_page, reg_done = {}, 1, 0, any and first_page or math.max(first_page, 32), false
+  -- The next matching head not yet handed out: suffix, binary id, registry member, score
+  -- once read (nil: none left; false: handed out, the next one not read yet).
+  local head = nil
+  -- Opened indexes: { index, id, score (the current member, binary id), buf_ids,
+  -- buf_scores, pos (next in the buffer), offset, page, done, taken }.
   local open = {}
-  local reg_offset, reg_done, reg_lowest = 0, false, nil
 
   local function matches(suffix)
     if any then
@@ -448,35 +480,33 @@ function P.candidate_stream(filter, first_page)
       and (filter[CARRIER] == '' or filter[CARRIER] == f[4])
   end
 
-  local function read_registry_page()
-    local page = redis.call('ZREVRANGEBYSCORE', B .. 'candidates', '+inf', floor, 'WITHSCORES', 'LIMIT', reg_offset, 64)
-    reg_offset = reg_offset + #page / 2
-    reg_done = #page < 128
-    local suffixes, scores = {}, {}
-    for i = 1, #page, 2 do
-      if matches(page[i]) then
-        suffixes[#suffixes + 1] = page[i]
-        scores[#scores + 1] = page[i + 1]
+  -- Reads the next matching registry member into `head` (nil at the registry's end).
+  local function read_head()
+    while true do
+      if reg_pos > #reg then
+        if reg_done then
+          head = nil
+          return
+        end
+        -- Without scores: a head's score is only needed to compare it with an opened
+        -- index's member (head_score), which a single-proxy extraction never does.
+        reg = redis.call('ZREVRANGEBYSCORE', B .. 'candidates', '+inf', floor, 'LIMIT', reg_offset, reg_page)
+        reg_pos = 1
+        reg_offset = reg_offset + #reg
+        reg_done = #reg < reg_page
+        reg_page = math.min(reg_page * 2, 1024)
       end
-    end
-    if #page > 0 then
-      reg_lowest = P.num(page[#page])
-    end
-    if #suffixes == 0 then
-      return
-    end
-    local heads = redis.call('HMGET', B .. 'candidate-heads', unpack(suffixes))
-    for j, suffix in ipairs(suffixes) do
-      if heads[j] then
-        open[#open + 1] = {
-          index = B .. 'cand:' .. suffix,
-          id = heads[j],
-          score = P.num(scores[j]),
-          pos = 1,
-          offset = 1,
-          page = first_page,
-          done = false,
-        }
+      if reg_pos <= #reg then
+        local member = reg[reg_pos]
+        local suffix = string.sub(member, ID_BYTES + 1)
+        reg_pos = reg_pos + 1
+        -- Read after this call's flush: what the registry says is the head (saves the
+        -- lookup when this call moves the index).
+        known_heads[suffix] = string.sub(member, 1, ID_BYTES)
+        if matches(suffix) then
+          head = { suffix = suffix, id = known_heads[suffix], member = member }
+          return
+        end
       end
     end
   end
@@ -506,7 +536,7 @@ function P.candidate_stream(filter, first_page)
     c.pos = c.pos + 1
   end
 
-  -- The open index whose current member is the greatest (score, id). An index whose
+  -- The opened index whose current member is the greatest (score, id). An index whose
   -- member was just handed out moves on here, when the next one is wanted, not before.
   local function best_open()
     local best = nil
@@ -524,20 +554,32 @@ function P.candidate_stream(filter, first_page)
     return best
   end
 
-  return function()
-    while true do
-      local best = best_open()
-      -- A later registry page holds heads scoring at most reg_lowest: it is needed while
-      -- that can still reach the best head (an equal score is decided by id).
-      if not reg_done and (best == nil or reg_lowest == nil or reg_lowest >= best.score) then
-        read_registry_page()
-      elseif best == nil then
-        return nil
-      else
-        best.taken = true
-        return P.hex(best.id)
-      end
+  local function head_score()
+    if head.score == nil then
+      head.score = P.num(redis.call('ZSCORE', B .. 'candidates', head.member))
     end
+    return head.score
+  end
+
+  local started = false
+  return function()
+    if not started or head == false then
+      -- `false`: the head was handed out; the next one is read when wanted.
+      started = true
+      read_head()
+    end
+    local best = best_open()
+    if head ~= nil and (best == nil or head_score() > best.score or (head.score == best.score and P.bin_greater(head.id, best.id))) then
+      -- The index's later members enter the merge from its second member on.
+      open[#open + 1] = { index = B .. 'cand:' .. head.suffix, offset = 1, page = first_page, done = false, taken = true }
+      local id = head.id
+      head = false
+      return P.hex(id)
+    elseif best ~= nil then
+      best.taken = true
+      return P.hex(best.id)
+    end
+    return nil
   end
 end
 
@@ -562,8 +604,12 @@ end
 local HEALTH_ONLY = { [SUCC] = true, [CHECKED] = true, [LAT] = true, [FAILS] = true, [ERR] = true, [FETCHED] = true }
 
 -- Moves the snapshot version of the worker holding `id` when `r` changes what a snapshot
--- listing it would say (MemoryPool: differs_for_snapshot).
-function P.bump_owner_if_listed_changed(id, old, r)
+-- listing it would say (MemoryPool: differs_for_snapshot). `owned` false: the caller knows
+-- no worker holds it.
+function P.bump_owner_if_listed_changed(id, old, r, owned)
+  if owned == false then
+    return
+  end
   for i = 1, NFIELDS do
     if not HEALTH_ONLY[i] and old[i] ~= r[i] then
       local a = P.get_assignment(id)
@@ -642,7 +688,7 @@ function P.put_record(id, r, old, owned, stored)
     redis.call('ZREM', B .. 'checks', bid)
   end
   if old then
-    P.bump_owner_if_listed_changed(id, old, r)
+    P.bump_owner_if_listed_changed(id, old, r, owned)
     P.recount(old, r, grows)
   else
     P.count(r, 1, true)

@@ -46,9 +46,10 @@ local function main()
   end
   -- Candidate indexes leave the registry when emptied; one whose key lapsed by its TTL
   -- alone (a clock jump) leaves here.
-  for _, suffix in ipairs(redis.call('ZRANDMEMBER', B .. 'candidates', limit)) do
+  for _, member in ipairs(redis.call('ZRANDMEMBER', B .. 'candidates', limit)) do
+    local suffix = P.registry_suffix(member)
     if redis.call('EXISTS', B .. 'cand:' .. suffix) == 0 then
-      redis.call('ZREM', B .. 'candidates', suffix)
+      redis.call('ZREM', B .. 'candidates', member)
       redis.call('HDEL', B .. 'candidate-heads', suffix)
     end
   end
