@@ -6,10 +6,15 @@
 #     (b) proxypool's gateway chained to it,
 #     (c) tinyproxy chained to it (Upstream http user:pass@host:port, same client auth),
 #     (d) squid chained to it (cache_peer … parent … login=user:pass, never_direct, no
-#         cache, client Basic auth through basic_ncsa_auth);
-#   CONNECT tunnel setups/s for (a), (b), (c) and (d);
+#         cache, client Basic auth through basic_ncsa_auth),
+#     (e) a byte relay chained to it (the floor: accept, dial, copy bytes both ways, laid
+#         out on threads like the gateway; examples/bench_relay.rs), the client speaking
+#         to the upstream through it as in (a);
+#   CONNECT tunnel setups/s for (a) to (e);
 #   CPU time per request / per CONNECT setup of each proxy (user+system ticks of its
-#   processes from /proc around its runs, divided by the requests it completed);
+#   processes from /proc around its runs, divided by the requests it completed), and
+#   that time split into user and system (what the kernel's socket work costs every
+#   proxy alike, the relay included, against what each proxy adds in user space);
 #   refusals at 32 clients over one proxy with max_sessions 16, without and with the
 #   capacity wait;
 #   resident memory per idle open tunnel at 10,000 tunnels through the gateway.
@@ -64,7 +69,7 @@ sysctl -qw net.ipv4.tcp_max_tw_buckets=4096 2>/dev/null || true
 sysctl -qw net.ipv4.ip_local_port_range="1024 65000" 2>/dev/null || true
 
 echo "building release examples..." >&2
-cargo build --release -q -p proxypool-gateway --example bench_sim --example bench_gateway --example loadgen
+cargo build --release -q -p proxypool-gateway --example bench_sim --example bench_gateway --example bench_relay --example loadgen
 
 . scripts/bench-lib.sh
 start_sim
@@ -140,6 +145,12 @@ SQ_PID=$!
 PIDS+=($SQ_PID)
 wait_port "$SQ_PORT"
 
+RL_PORT=$(free_port)
+"$BIN/bench_relay" "127.0.0.1:$RL_PORT" "$UPSTREAM" 2>"$WORK/relay.err" &
+RL_PID=$!
+PIDS+=($RL_PID)
+wait_port "$RL_PORT"
+
 ORIGIN1=${ORIGIN%%,*}
 # Wait until the gateway applied its snapshot and serves.
 for _ in $(seq 1 100); do
@@ -149,29 +160,35 @@ for _ in $(seq 1 100); do
 done
 
 run() { "$BIN/loadgen" "$@"; }
-# utime+stime of a process and its children (squid's auth helpers), in 1/100 s.
+# "utime stime" of a process and its children (squid's auth helpers), in 1/100 s.
 ticks() {
-  local total=0 pid
+  local user=0 sys=0 pid u s
   for pid in $1 $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-    total=$((total + $(awk '{print $14+$15}' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+    read -r u s < <(awk '{print $14, $15}' "/proc/$pid/stat" 2>/dev/null || echo 0 0)
+    user=$((user + u)); sys=$((sys + s))
   done
-  echo "$total"
+  echo "$user $sys"
 }
 # run_cpu KEY PID loadgen-args...: one loadgen run, with the CPU the proxy PID spent on it
 # and the requests it completed appended to KEY's tally (a file: run_cpu runs in a
 # subshell), so CPU per request is summed over both runs of a setup.
 run_cpu() {
-  local key=$1 pid=$2 t0 t1 out
+  local key=$1 pid=$2 u0 s0 u1 s1 out
   shift 2
-  t0=$(ticks "$pid")
+  read -r u0 s0 < <(ticks "$pid")
   out=$(run "$@")
-  t1=$(ticks "$pid")
-  echo "$key $((t1 - t0)) $(field ok "$out")" >>"$WORK/cpu"
+  read -r u1 s1 < <(ticks "$pid")
+  echo "$key $((u1 - u0)) $((s1 - s0)) $(field ok "$out")" >>"$WORK/cpu"
   echo "$out"
 }
-us_per() { awk -v k="$1" '$1 == k { t += $2; n += $3 } END { if (n) printf "%.1f", t * 10000 / n; else print "n/a" }' "$WORK/cpu"; }
+# us_per KEY [user|sys]: CPU µs per completed request of KEY's runs (user + system, or one).
+us_per() {
+  awk -v k="$1" -v part="${2:-}" '$1 == k {
+      t += (part == "sys" ? 0 : $2) + (part == "user" ? 0 : $3); n += $4 }
+    END { if (n) printf "%.1f", t * 10000 / n; else print "n/a" }' "$WORK/cpu"
+}
 
-# Each setup runs twice, interleaved (a b c d a b c d), and the better run counts for
+# Each setup runs twice, interleaved (a b c d e a b c d e), and the better run counts for
 # requests/s: other jobs on a shared 2-core machine hit one run, rarely both. CPU per
 # request sums both runs: it does not depend on how much of the machine the proxy got.
 best() { # best of two loadgen result lines by rps
@@ -181,26 +198,31 @@ best() { # best of two loadgen result lines by rps
 GW=("127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS")
 TP=("127.0.0.1:$TP_PORT" "$CLIENT:$CLIENT_PASS")
 SQ=("127.0.0.1:$SQ_PORT" "$CLIENT:$CLIENT_PASS")
+RL=("127.0.0.1:$RL_PORT" "$UP_CRED")
 echo "plain HTTP, $CONNS keep-alive connections, ${SECS}s per run, 2 runs each..." >&2
 A1=$(run http "$UPSTREAM" "$UP_CRED" "$URLS" "$CONNS" "$SECS")
 B1=$(run_cpu gw "$GW_PID" http "${GW[@]}" "$URLS" "$CONNS" "$SECS")
 C1=$(run_cpu tp "$TP_PID" http "${TP[@]}" "$URLS" "$CONNS" "$SECS")
 D1=$(run_cpu sq "$SQ_PID" http "${SQ[@]}" "$URLS" "$CONNS" "$SECS")
+E1=$(run_cpu rl "$RL_PID" http "${RL[@]}" "$URLS" "$CONNS" "$SECS")
 A2=$(run http "$UPSTREAM" "$UP_CRED" "$URLS" "$CONNS" "$SECS")
 B2=$(run_cpu gw "$GW_PID" http "${GW[@]}" "$URLS" "$CONNS" "$SECS")
 C2=$(run_cpu tp "$TP_PID" http "${TP[@]}" "$URLS" "$CONNS" "$SECS")
 D2=$(run_cpu sq "$SQ_PID" http "${SQ[@]}" "$URLS" "$CONNS" "$SECS")
-A=$(best "$A1" "$A2"); B=$(best "$B1" "$B2"); C=$(best "$C1" "$C2"); D=$(best "$D1" "$D2")
+E2=$(run_cpu rl "$RL_PID" http "${RL[@]}" "$URLS" "$CONNS" "$SECS")
+A=$(best "$A1" "$A2"); B=$(best "$B1" "$B2"); C=$(best "$C1" "$C2"); D=$(best "$D1" "$D2"); E=$(best "$E1" "$E2")
 echo "CONNECT setups, $CONNS concurrent, ${CONNECT_SECS}s per run, 2 runs each..." >&2
 CA1=$(run connect "$UPSTREAM" "$UP_CRED" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CB1=$(run_cpu cgw "$GW_PID" connect "${GW[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CC1=$(run_cpu ctp "$TP_PID" connect "${TP[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CD1=$(run_cpu csq "$SQ_PID" connect "${SQ[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CE1=$(run_cpu crl "$RL_PID" connect "${RL[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CA2=$(run connect "$UPSTREAM" "$UP_CRED" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CB2=$(run_cpu cgw "$GW_PID" connect "${GW[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CC2=$(run_cpu ctp "$TP_PID" connect "${TP[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CD2=$(run_cpu csq "$SQ_PID" connect "${SQ[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
-CA=$(best "$CA1" "$CA2"); CB=$(best "$CB1" "$CB2"); CC=$(best "$CC1" "$CC2"); CD=$(best "$CD1" "$CD2")
+CE2=$(run_cpu crl "$RL_PID" connect "${RL[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CA=$(best "$CA1" "$CA2"); CB=$(best "$CB1" "$CB2"); CC=$(best "$CC1" "$CC2"); CD=$(best "$CD1" "$CD2"); CE=$(best "$CE1" "$CE2")
 if [ "${SKIP_HOLD:-}" != 1 ]; then
   echo "holding $TUNNELS idle tunnels (descriptor limit $FD_LIMIT) through the gateway..." >&2
   H=$(run hold "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$TUNNELS" "$GW_PID")
@@ -228,38 +250,48 @@ FW=$(run http "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$CONNECT
 FC0=$(run connect "127.0.0.1:$FP0" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 FCW=$(run connect "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 
-echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] C=[$C1 | $C2] D=[$D1 | $D2]" >&2
-echo "          CA=[$CA1 | $CA2] CB=[$CB1 | $CB2] CC=[$CC1 | $CC2] CD=[$CD1 | $CD2]" >&2
+echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] C=[$C1 | $C2] D=[$D1 | $D2] E=[$E1 | $E2]" >&2
+echo "          CA=[$CA1 | $CA2] CB=[$CB1 | $CB2] CC=[$CC1 | $CC2] CD=[$CD1 | $CD2] CE=[$CE1 | $CE2]" >&2
 ratio() { python3 -c "
 try: a = float('$1'); b = float('$2'); print(f'{a/b:.2f}' if b else 'n/a')
 except ValueError: print('n/a')"; }
 
 echo
-echo "| plain HTTP | requests/s | p50 ms | p99 ms | errors | CPU µs/request | CPU vs squid |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-for row in "(a) upstream proxy directly (bound)|$A|" "(b) proxypool gateway → upstream|$B|gw" \
-  "(c) tinyproxy → upstream|$C|tp" "(d) squid → upstream|$D|sq"; do
-  name=${row%%|*}; rest=${row#*|}; r=${rest%|*}; key=${rest##*|}
-  cpu=—; rel=—
-  if [ -n "$key" ]; then cpu=$(us_per "$key"); rel=$(ratio "$cpu" "$(us_per sq)"); fi
-  echo "| $name | $(field rps "$r") | $(field p50_ms "$r") | $(field p99_ms "$r") | $(field errors "$r") | $cpu | $rel |"
-done
+# table TITLE UNIT SQUID_KEY RELAY_KEY ROWS...: one markdown table, each row
+# "name|loadgen line|cpu key" (no key: no CPU column for it).
+table() {
+  local title=$1 unit=$2 squid=$3 relay=$4 row name rest r key cpu vs_squid vs_relay
+  shift 4
+  echo "| $title | ${unit}s/s | p50 ms | p99 ms | errors | CPU µs/$unit | user + sys | CPU vs squid | CPU vs relay |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  for row in "$@"; do
+    name=${row%%|*}; rest=${row#*|}; r=${rest%|*}; key=${rest##*|}
+    cpu=—; split=—; vs_squid=—; vs_relay=—
+    if [ -n "$key" ]; then
+      cpu=$(us_per "$key")
+      split="$(us_per "$key" user) + $(us_per "$key" sys)"
+      vs_squid=$(ratio "$cpu" "$(us_per "$squid")")
+      vs_relay=$(ratio "$cpu" "$(us_per "$relay")")
+    fi
+    echo "| $name | $(field rps "$r") | $(field p50_ms "$r") | $(field p99_ms "$r") | $(field errors "$r") | $cpu | $split | $vs_squid | $vs_relay |"
+  done
+}
+table "plain HTTP" request sq rl "(a) upstream proxy directly (bound)|$A|" \
+  "(b) proxypool gateway → upstream|$B|gw" "(c) tinyproxy → upstream|$C|tp" \
+  "(d) squid → upstream|$D|sq" "(e) byte relay → upstream (floor)|$E|rl"
 echo
-echo "| CONNECT setup | setups/s | p50 ms | p99 ms | errors | CPU µs/setup | CPU vs squid |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-for row in "(a) upstream proxy directly|$CA|" "(b) proxypool gateway → upstream|$CB|cgw" \
-  "(c) tinyproxy → upstream|$CC|ctp" "(d) squid → upstream|$CD|csq"; do
-  name=${row%%|*}; rest=${row#*|}; r=${rest%|*}; key=${rest##*|}
-  cpu=—; rel=—
-  if [ -n "$key" ]; then cpu=$(us_per "$key"); rel=$(ratio "$cpu" "$(us_per csq)"); fi
-  echo "| $name | $(field rps "$r") | $(field p50_ms "$r") | $(field p99_ms "$r") | $(field errors "$r") | $cpu | $rel |"
-done
+table "CONNECT" setup csq crl "(a) upstream proxy directly|$CA|" \
+  "(b) proxypool gateway → upstream|$CB|cgw" "(c) tinyproxy → upstream|$CC|ctp" \
+  "(d) squid → upstream|$CD|csq" "(e) byte relay → upstream (floor)|$CE|crl"
+
 echo
 echo "ratios: plain HTTP (b)/(a) = $(ratio "$(field rps "$B")" "$(field rps "$A")") (target ≥ 0.8)," \
   "(b)/(c) = $(ratio "$(field rps "$B")" "$(field rps "$C")"), (b)/(d) = $(ratio "$(field rps "$B")" "$(field rps "$D")");" \
   "CONNECT (b)/(a) = $(ratio "$(field rps "$CB")" "$(field rps "$CA")")"
 echo "gateway CPU vs squid: plain HTTP $(ratio "$(us_per gw)" "$(us_per sq)") (target ≤ 0.3)," \
   "CONNECT setup $(ratio "$(us_per cgw)" "$(us_per csq)") (target ≤ 0.4)"
+echo "the floor (byte relay) vs squid: plain HTTP $(ratio "$(us_per rl)" "$(us_per sq)")," \
+  "CONNECT setup $(ratio "$(us_per crl)" "$(us_per csq)")"
 refused() { python3 -c "ok=$(field ok "$1"); e=$(field errors "$1"); print(f'{e} of {ok+e} refused ({100*e/max(ok+e,1):.1f} %), {ok} served')"; }
 echo "full pool, plain HTTP: capacity_wait 0s: $(refused "$F0"); 300ms: $(refused "$FW")"
 echo "full pool, CONNECT: capacity_wait 0s: $(refused "$FC0"); 300ms: $(refused "$FCW")"
