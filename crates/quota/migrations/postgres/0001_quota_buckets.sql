@@ -1,4 +1,4 @@
--- proxypool-quota, PostgreSQL: the fixed-window quota buckets (DESIGN.md §6, seed 000).
+-- proxypool-quota, PostgreSQL: the fixed-window quota buckets.
 --
 -- One row per (project, subject, operation). Receipts live in the same row as the count and
 -- reset with it, so "count == number of receipts" is an invariant the database holds, not a

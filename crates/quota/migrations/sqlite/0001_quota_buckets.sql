@@ -1,4 +1,4 @@
--- proxypool-quota, SQLite: the fixed-window quota buckets (DESIGN.md §6, seed 000).
+-- proxypool-quota, SQLite: the fixed-window quota buckets.
 --
 -- Same columns and invariants as the PostgreSQL table. STRICT makes the column types real
 -- (no text smuggled into an integer column). Receipts are a JSON array stored as SQLite's
