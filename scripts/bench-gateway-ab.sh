@@ -33,7 +33,6 @@ sysctl -qw net.ipv4.tcp_max_tw_buckets=4096 2>/dev/null || true
 echo "building the candidate's release examples..." >&2
 cargo build --release -q -p proxypool-gateway --example bench_sim --example bench_gateway --example loadgen
 
-ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 . scripts/bench-lib.sh
 start_sim
 
@@ -59,11 +58,12 @@ done
 
 # measure KIND PORT PID: one loadgen run; prints "ticks ok rps"
 measure() {
-  local t0 out target
-  t0=$(ticks "$3")
+  local u0 s0 u1 s1 out target
+  read -r u0 s0 < <(ticks "$3")
   if [ "$1" = http ]; then target=$URLS; else target=$ORIGIN; fi
   out=$("$BIN/loadgen" "$1" "127.0.0.1:$2" "$CLIENT:$CLIENT_PASS" "$target" "$CONNS" "$SECS")
-  echo "$(( $(ticks "$3") - t0 )) $(field ok "$out") $(field rps "$out")"
+  read -r u1 s1 < <(ticks "$3")
+  echo "$(( u1 + s1 - u0 - s0 )) $(field ok "$out") $(field rps "$out")"
 }
 echo "| kind | round | baseline µs | candidate µs | baseline rps | candidate rps |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"

@@ -160,15 +160,6 @@ for _ in $(seq 1 100); do
 done
 
 run() { "$BIN/loadgen" "$@"; }
-# "utime stime" of a process and its children (squid's auth helpers), in 1/100 s.
-ticks() {
-  local user=0 sys=0 pid u s
-  for pid in $1 $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-    read -r u s < <(awk '{print $14, $15}' "/proc/$pid/stat" 2>/dev/null || echo 0 0)
-    user=$((user + u)); sys=$((sys + s))
-  done
-  echo "$user $sys"
-}
 # run_cpu KEY PID loadgen-args...: one loadgen run, with the CPU the proxy PID spent on it
 # and the requests it completed appended to KEY's tally (a file: run_cpu runs in a
 # subshell), so CPU per request is summed over both runs of a setup.
