@@ -171,5 +171,10 @@ if [[ -n $tls_forbidden ]]; then
 fi
 echo "ok: one TLS stack (rustls) and one provider (ring)"
 
+# Files import each other in one direction only: a cycle between two files of a crate
+# means neither can be read, moved or tested without the other.
+step "no import cycle between the files of any crate"
+python3 scripts/module-cycles.py crates
+
 step "cargo test --workspace"
 cargo test --workspace
