@@ -9,7 +9,11 @@ import. Each crate's `src/` is one graph; the strongly connected components of m
 one file are cycles, printed with the names that make each edge, and the exit code is 1
 when there is any (0 otherwise).
 
-Usage: scripts/module-cycles.py [CRATES_DIR]   (default: crates/)
+With `--layers NAME` (repeatable) the crate `crates/NAME` is also checked one level up:
+its top-level modules (a folder or a file under `src/`) must import each other in one
+direction only, so its folders are layers a reader can take one at a time.
+
+Usage: scripts/module-cycles.py [--layers NAME]... [CRATES_DIR]   (default: crates/)
 """
 
 from __future__ import annotations
@@ -328,8 +332,32 @@ def strongly_connected(graph: dict[Path, dict[Path, set[str]]]) -> list[list[Pat
     return result
 
 
+def top_module(crate_src: Path, file: Path) -> Path:
+    """The top-level module a file belongs to: `src/x.rs` or the folder `src/x/`."""
+    first = file.relative_to(crate_src).parts[0]
+    return crate_src / first.removesuffix(".rs")
+
+
+def layer_graph(crate_src: Path, graph: dict[Path, dict[Path, set[str]]]):
+    layers: dict[Path, dict[Path, set[str]]] = {}
+    for file, targets in graph.items():
+        a = top_module(crate_src, file)
+        layers.setdefault(a, {})
+        for target, names in targets.items():
+            b = top_module(crate_src, target)
+            if a != b:
+                where = f"{file.relative_to(crate_src)} -> {target.relative_to(crate_src)}"
+                layers[a].setdefault(b, set()).update(f"{where}: {n}" for n in names)
+    return layers
+
+
 def main() -> int:
-    crates_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "crates")
+    args = sys.argv[1:]
+    layered = set()
+    while args and args[0] == "--layers":
+        layered.add(args[1])
+        args = args[2:]
+    crates_dir = Path(args[0] if args else "crates")
     total = 0
     for crate_dir in sorted(p for p in crates_dir.iterdir() if (p / "Cargo.toml").exists()):
         for root_name in ("lib.rs", "main.rs"):
@@ -347,10 +375,23 @@ def main() -> int:
                         if target in members:
                             shown = ", ".join(sorted(names)[:3])
                             print(f"  {file} -> {target}  ({shown})")
+            if crate_dir.name not in layered:
+                continue
+            layers = layer_graph(crate_dir / "src", graph)
+            for component in strongly_connected(layers):
+                total += 1
+                members = set(component)
+                names = ", ".join(m.name for m in component)
+                print(f"layer cycle in {crate_dir.name} between its top-level modules {names}:")
+                for module in component:
+                    for target, edges in sorted(layers[module].items()):
+                        if target in members:
+                            for edge in sorted(edges)[:3]:
+                                print(f"  {edge}")
     if total:
-        print(f"{total} import cycle(s) between files")
+        print(f"{total} import cycle(s)")
         return 1
-    print("no import cycle between files")
+    print("no import cycle between files" + (", nor between the layers of " + ", ".join(sorted(layered)) if layered else ""))
     return 0
 
 

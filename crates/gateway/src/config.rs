@@ -3,7 +3,7 @@
 //! ([`GatewayConfig::from_section`]) with the worker's identity, and hands a new one to a
 //! running gateway on reload ([`crate::Gateway`]'s reload handle).
 
-use crate::destination::DestinationPolicy;
+use crate::policy::destination::DestinationPolicy;
 use proxypool_config::gateway::MAX_IO_THREADS;
 pub use proxypool_config::gateway::{
     BansConfig, ControlConfig, Destinations, DialConfig, Limits, Listeners, Rotation,
@@ -11,6 +11,7 @@ pub use proxypool_config::gateway::{
 };
 use proxypool_config::{ClientTlsConfig, GatewaySection, ServerTlsConfig};
 use proxypool_core::{Secret, WorkerId};
+use proxypool_edge::{ClientTls, Target};
 use proxypool_throttle::{EngineOptions, Policy};
 use std::time::Duration;
 
@@ -115,7 +116,7 @@ impl GatewayConfig {
             return fail("controller_url must name at least one controller".into());
         }
         for url in &self.controller_urls {
-            if crate::control::ControllerAddr::parse(url).is_err() {
+            if ControllerAddr::parse(url).is_err() {
                 return fail(format!(
                     "controller_url must look like https://host:port or http://host:port, got {url:?}"
                 ));
@@ -149,10 +150,47 @@ impl GatewayConfig {
             .validate()
             .map_err(|error| ConfigError(format!("limiter: {error}")))?;
         if let Some(shield) = &self.shield {
-            crate::admission::Shield::new(shield.clone(), self.limiter.clone())
+            crate::policy::limits::Shield::new(shield.clone(), self.limiter.clone())
                 .map_err(|error| ConfigError(format!("shield: {error}")))?;
         }
         Ok(())
+    }
+}
+
+/// The controller's base URL: `https://host:port` (or `http://` on a trusted network),
+/// and the TLS settings to reach it with.
+#[derive(Debug, Clone)]
+pub(crate) struct ControllerAddr {
+    pub target: Target,
+    pub tls: Option<ClientTls>,
+}
+
+impl ControllerAddr {
+    /// Parses the URL (no path but `/`); the trust settings come with [`with_tls`](Self::with_tls).
+    pub(crate) fn parse(url: &str) -> Result<Self, String> {
+        let target = Target::parse(url).map_err(|_| {
+            format!("controller URL {url:?} must be https://host:port or http://host:port")
+        })?;
+        let explicit_port = url
+            .split_once("://")
+            .map(|(_, rest)| rest.trim_end_matches('/'))
+            .is_some_and(|authority| {
+                authority
+                    .rsplit_once(':')
+                    .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
+            });
+        if target.path != "/" || !explicit_port {
+            return Err(format!(
+                "controller URL {url:?} must be https://host:port or http://host:port"
+            ));
+        }
+        Ok(Self { target, tls: None })
+    }
+
+    /// The CA bundle and client certificate for an `https://` controller.
+    pub(crate) fn with_tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 }
 

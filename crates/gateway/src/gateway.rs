@@ -3,20 +3,25 @@
 //! let in-flight requests and tunnels finish within `shutdown_grace_ms`, close the rest,
 //! and end the controller session.
 
-use crate::admission::{LimiterClock, Shield};
+use crate::admin::listener as admin;
+use crate::config::ControllerAddr;
 use crate::config::{ConfigError, GatewayConfig};
-use crate::control::{ControlClient, ControlLoop, ControllerAddr, runner::Backoff};
-use crate::io_threads::{IoThreads, ThreadListeners};
+use crate::context::{GatewayContext, Phase};
+use crate::control::keeper;
+use crate::control::{ControlClient, ControlLoop, runner::Backoff};
+use crate::inbound::io_threads::{IoThreads, ThreadListeners};
+use crate::inbound::{http as http_listener, socks};
 use crate::metrics::GatewayMetrics;
-use crate::reload::GatewayReload;
-use crate::route::{RouteSettings, Router};
-use crate::select::Picker;
+use crate::policy::limits::LimiterClock;
+use crate::reload::{GatewayReload, build_shield};
+use crate::routing::route::{RouteSettings, Router};
+use crate::routing::select::Picker;
+use crate::routing::sticky::StickyTable;
+use crate::routing::wait::CapacityWaiters;
 use crate::snapshot::SnapshotStore;
-use crate::state::{Phase, Shared};
-use crate::sticky::StickyTable;
+use crate::snapshot::readiness;
+use crate::state::Shared;
 use crate::usage::UsageTable;
-use crate::wait::CapacityWaiters;
-use crate::{admin, http_proxy, keeper, readiness, socks};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{SharedClock, SystemClock};
 use proxypool_metrics::MetricsHandle;
@@ -142,7 +147,7 @@ impl Gateway {
             metrics.bytes_up.clone(),
             metrics.bytes_down.clone(),
         ));
-        let bans = Arc::new(crate::bans::Bans::default());
+        let bans = Arc::new(crate::routing::bans::Bans::default());
         let control = Arc::new(ControlLoop::new(
             control_client.clone(),
             Arc::clone(&store),
@@ -166,19 +171,25 @@ impl Gateway {
             store.registry().set_pool_shards(io_threads);
         }
         let (phase, phase_rx) = watch::channel(Phase::Running);
+        let (max_connections, max_connections_per_ip) = (
+            config.limits.max_connections,
+            config.limits.max_connections_per_ip,
+        );
         let shared = Arc::new(Shared {
-            connections: Arc::new(Semaphore::new(config.limits.max_connections)),
-            connection_cap: AtomicUsize::new(config.limits.max_connections),
-            per_ip: proxypool_edge::PerIpLimit::new(config.limits.max_connections_per_ip),
-            settings: ArcSwap::from_pointee(config),
-            store,
-            router,
-            bans,
+            context: GatewayContext {
+                settings: ArcSwap::from_pointee(config),
+                store,
+                router,
+                bans,
+                metrics,
+                usage,
+                phase: phase_rx,
+                clock,
+            },
+            connections: Arc::new(Semaphore::new(max_connections)),
+            connection_cap: AtomicUsize::new(max_connections),
+            per_ip: proxypool_edge::PerIpLimit::new(max_connections_per_ip),
             shield: ArcSwapOption::new(shield.map(Arc::new)),
-            metrics,
-            usage,
-            phase: phase_rx,
-            clock,
             last_reload: ArcSwapOption::empty(),
             limiter_clock,
             admin_tls,
@@ -256,7 +267,7 @@ impl Gateway {
         let io_threads = match clients {
             ClientListeners::Ambient { http, socks5 } => {
                 if let Some(listener) = http {
-                    tasks.spawn(http_proxy::serve(listener, Arc::clone(&shared)));
+                    tasks.spawn(http_listener::serve(listener, Arc::clone(&shared)));
                 }
                 if let Some(listener) = socks5 {
                     tasks.spawn(socks::serve(listener, Arc::clone(&shared)));
@@ -432,23 +443,4 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {}
         () = term => {}
     }
-}
-
-/// The shield `config` asks for, on the gateway's limiter clock.
-pub(crate) fn build_shield(
-    config: &GatewayConfig,
-    limiter_clock: &LimiterClock,
-) -> Result<Option<Shield>, ConfigError> {
-    config
-        .shield
-        .as_ref()
-        .map(|policy| {
-            Shield::with_clock(
-                policy.clone(),
-                config.limiter.clone(),
-                Arc::clone(limiter_clock),
-            )
-            .map_err(|e| ConfigError(format!("shield: {e}")))
-        })
-        .transpose()
 }

@@ -28,78 +28,66 @@
 //!
 //! # Module map
 //!
+//! The folders follow a request: [`inbound`] admits it, [`routing`] picks its proxy,
+//! [`outbound`] dials and relays. Each layer imports only the ones below it:
+//!
+//! ```text
+//! gateway, reload, admin, control          bind and run, reload, operators, the control loop
+//!   -> state                               Shared: what every listener task reads
+//!   -> inbound                             accept, I/O threads, HTTP and SOCKS5 listeners, auth, admission
+//!     -> outbound                          dial, forward plain HTTP, relay tunnels
+//!       -> context                         GatewayContext: settings, clock, metrics, usage, bans, router
+//!         -> routing                       selectors, sticky, rotation, pick, wait, bans, the router
+//!           -> snapshot                    the immutable indexed view, its store, readiness
+//!             -> proxies                   per-proxy slots: capacity, cutoff, cooldowns, kept-alive connections
+//!               -> policy                  shield and limiters, allowlists, destinations, ban statuses
+//!                 -> config, metrics, usage, refusal, io   settings, metric handles, usage counts, refusals, sockets
+//! ```
+//!
 //! | module | what it is for |
 //! | --- | --- |
 //! | `gateway` | [`Gateway`]: bind, run, graceful shutdown |
+//! | `reload` | [`GatewayReload`]: settings swapped live |
+//! | `admin` | the admin listener (on the edge's server scaffold): `/healthz`, `/readyz`, `/status`, `/metrics` |
+//! | `control` | control-API client and loop (session, snapshots, acks, reports), the lease keeper |
+//! | `state` | `Shared`: the context plus what only inbound needs (shield, connection caps) |
+//! | `inbound` | the accept loop and per-core I/O threads, HTTP and SOCKS5 listeners, authentication, admission |
+//! | `outbound` | dialing through upstream proxies, plain-HTTP forwarding, tunnels and their relay |
+//! | `context` | `GatewayContext`: what routing and outbound read, and the gateway's phase |
+//! | `routing` | username selectors, sticky sessions, rotation, eligibility and the pick, capacity wait, bans, the router |
+//! | `snapshot` | the immutable indexed view, its atomic store (staleness), readiness |
+//! | `proxies` | per-proxy slots kept across snapshots: capacity, cutoff, cooldowns, recent use, idle upstream connections |
+//! | `policy` | the per-IP shield, per-client limiters and connection cap, IP allowlists, destination policy, ban statuses |
 //! | `config` | [`GatewayConfig`] and its validation |
-//! | `accept` | the one accept loop of the HTTP and SOCKS5 listeners: per-IP cap, shield, global cap |
-//! | `io_threads` | the client listeners' connections served on per-core threads, each with its own runtime (`io_threads`) |
-//! | `http_proxy` | HTTP listener: requests, `CONNECT`, idle watchdog |
-//! | `socks` | SOCKS5 listener |
-//! | `forward` | plain HTTP forwarding, upstream connection pool, bodies |
-//! | `tunnel` | buffer-less-when-idle relay |
-//! | `dial` | dialing through upstream proxies, fault classification |
-//! | `peeked_head` | an HTTP upstream's `CONNECT` answer read in two system calls |
-//! | `route` | sticky session → pick → dial → bounded retries |
-//! | `bans` | cooldowns per (proxy, target domain): bans seen, the cluster's, session feedback; the queue for the reports |
-//! | `select` | candidate indexes, eligibility, rotation strategies |
-//! | `sticky` | the sticky-session table |
-//! | `rotation` | rotation every N requests or T, sliding sessions, `-newip`, least-used counts |
-//! | `capacity` | packed active/reserved counters, failure counts, registry |
-//! | `cutoff` | per proxy: when the gateway must stop relaying through it (lease end less a skew margin, or the store's "no longer yours") and the signal that closes its tunnels and connections |
-//! | `keeper` | the task that cuts proxies whose lease passed unextended |
-//! | `readiness` | ready or why not (`/readyz`, `/status`, gauges) |
-//! | `snapshot` | the immutable indexed view and its atomic store (staleness) |
-//! | `auth`, `selector`, `cidr` | credentials, username selectors, IP allowlists |
-//! | `destination` | the destination policy: targets and ports refused before any dial |
-//! | `admission` | per-IP shield, per-client policy limiter, per-client connection cap |
-//! | `control` | control-API client and the loop (session, snapshots, acks, reports) |
-//! | `metrics`, `admin` | metric handles (the recorder is `proxypool-metrics`), admin listener (on the edge's server scaffold) |
-//! | `refusal` | every refusal with its status, code and SOCKS5 reply |
-//! | `io`, `state` | activity-stamped sockets, shared state (with the [`proxypool_core::Clock`]) |
+//! | `metrics`, `usage` | metric handles (the recorder is `proxypool-metrics`); usage per (client, upstream) for reports |
+//! | `refusal`, `io`, `session_id` | every refusal with its status, code and SOCKS5 reply; activity-stamped sockets; session and instance ids |
 
-mod accept;
 mod admin;
-mod admission;
-mod auth;
-mod bans;
-mod capacity;
-mod cidr;
 mod config;
+mod context;
 mod control;
-mod cutoff;
-mod destination;
-mod dial;
-mod forward;
 mod gateway;
-mod http_proxy;
+mod inbound;
 mod io;
-mod io_threads;
-mod keeper;
 mod metrics;
-mod peeked_head;
-mod readiness;
+mod outbound;
+mod policy;
+mod proxies;
 mod refusal;
 mod reload;
-mod rotation;
-mod route;
-mod select;
-mod selector;
+mod routing;
+mod session_id;
 mod snapshot;
-mod socks;
 mod state;
-mod sticky;
-mod tunnel;
 mod usage;
-mod wait;
 
 pub use config::{
     BansConfig, ConfigError, ControlConfig, Destinations, DialConfig, GatewayConfig, Limits,
     Listeners, Rotation, StickySessions,
 };
-pub use destination::DestinationPolicy;
 pub use gateway::{Gateway, GatewayError, shutdown_signal};
+pub use policy::destination::DestinationPolicy;
 pub use refusal::{ERROR_HEADER, Refusal};
 pub use reload::GatewayReload;
-pub use route::{ATTEMPTS_HEADER, PROXY_HEADER, SESSION_HEADER};
-pub use selector::{Selectors, parse_selectors, split_client};
+pub use routing::route::{ATTEMPTS_HEADER, PROXY_HEADER, SESSION_HEADER};
+pub use routing::selector::{Selectors, parse_selectors, split_client};

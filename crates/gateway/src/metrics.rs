@@ -16,7 +16,7 @@
 //! down for the target's domain), `cooldown_changes_dropped_total`,
 //! `session_feedback_applied_total`.
 
-use crate::cutoff::CutReason;
+use crate::proxies::cutoff::CutReason;
 use crate::refusal::Refusal;
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use proxypool_core::LockExt;
@@ -57,7 +57,7 @@ pub(crate) struct GatewayMetrics {
     /// One counter per [`CutReason`], in the order of [`CutReason::ALL`].
     tunnels_closed: [Counter; CutReason::ALL.len()],
     pub snapshot_age: Gauge,
-    /// 1 while the gateway can route (see `crate::readiness`), else 0.
+    /// 1 while the gateway can route (see `crate::snapshot::readiness`), else 0.
     pub ready: Gauge,
     /// Proxies of the snapshot the gateway may relay through now.
     pub leased_proxies: Gauge,

@@ -14,7 +14,7 @@
 //! shutdown grace later.
 
 use crate::config::{ConfigError, GatewayConfig};
-use crate::gateway::build_shield;
+use crate::policy::limits::{LimiterClock, Shield};
 use crate::state::Shared;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -95,4 +95,23 @@ impl GatewayReload {
             }
         }
     }
+}
+
+/// The shield `config` asks for, on the gateway's limiter clock.
+pub(crate) fn build_shield(
+    config: &GatewayConfig,
+    limiter_clock: &LimiterClock,
+) -> Result<Option<Shield>, ConfigError> {
+    config
+        .shield
+        .as_ref()
+        .map(|policy| {
+            Shield::with_clock(
+                policy.clone(),
+                config.limiter.clone(),
+                Arc::clone(limiter_clock),
+            )
+            .map_err(|e| ConfigError(format!("shield: {e}")))
+        })
+        .transpose()
 }

@@ -134,7 +134,7 @@ impl UsageTable {
     /// A table whose byte counters also feed `bytes_up` and `bytes_down`.
     pub(crate) fn new(bytes_up: Counter, bytes_down: Counter) -> UsageTable {
         UsageTable {
-            instance: crate::control::new_session_id(),
+            instance: crate::session_id::new_session_id(),
             cells: RwLock::new(HashMap::new()),
             bytes_up,
             bytes_down,
@@ -220,6 +220,6 @@ mod tests {
             report,
             "cumulative: reading changes nothing"
         );
-        assert_ne!(crate::control::new_session_id(), report.instance);
+        assert_ne!(crate::session_id::new_session_id(), report.instance);
     }
 }

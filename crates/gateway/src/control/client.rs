@@ -14,6 +14,7 @@
 //! controller that died (or hangs) costs the gateway one retry, not its leases: any
 //! controller serves any worker's session from the shared store.
 
+use crate::config::ControllerAddr;
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -25,7 +26,6 @@ use proxypool_core::control::{
     WorkerSnapshot, ack_path, report_path, session_path, snapshot_path,
 };
 use proxypool_core::{RuntimeReport, Secret, WorkerId};
-use proxypool_edge::{ClientTls, Target};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
@@ -35,43 +35,6 @@ use tokio::sync::watch;
 
 /// Largest control response accepted (a snapshot with many proxies and clients).
 const MAX_RESPONSE: usize = 64 * 1024 * 1024;
-
-/// The controller's base URL: `https://host:port` (or `http://` on a trusted network),
-/// and the TLS settings to reach it with.
-#[derive(Debug, Clone)]
-pub(crate) struct ControllerAddr {
-    pub target: Target,
-    tls: Option<ClientTls>,
-}
-
-impl ControllerAddr {
-    /// Parses the URL (no path but `/`); the trust settings come with [`with_tls`](Self::with_tls).
-    pub(crate) fn parse(url: &str) -> Result<Self, String> {
-        let target = Target::parse(url).map_err(|_| {
-            format!("controller URL {url:?} must be https://host:port or http://host:port")
-        })?;
-        let explicit_port = url
-            .split_once("://")
-            .map(|(_, rest)| rest.trim_end_matches('/'))
-            .is_some_and(|authority| {
-                authority
-                    .rsplit_once(':')
-                    .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
-            });
-        if target.path != "/" || !explicit_port {
-            return Err(format!(
-                "controller URL {url:?} must be https://host:port or http://host:port"
-            ));
-        }
-        Ok(Self { target, tls: None })
-    }
-
-    /// The CA bundle and client certificate for an `https://` controller.
-    pub(crate) fn with_tls(mut self, tls: ClientTls) -> Self {
-        self.tls = Some(tls);
-        self
-    }
-}
 
 /// Why a control call failed.
 #[derive(Debug, thiserror::Error)]

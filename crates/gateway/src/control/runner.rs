@@ -4,19 +4,17 @@
 //! session is fenced (register again with a new id) or the gateway stops (the caller then
 //! ends the session). Unreachable controller: back off and retry; the hot path keeps
 //! serving from the last snapshot until the store's staleness rule refuses traffic, each
-//! proxy only until its lease ends ([`crate::cutoff`]). A report's answer naming proxies
+//! proxy only until its lease ends ([`crate::proxies::cutoff`]). A report's answer naming proxies
 //! the store no longer has this worker owning (`stale_proxies`) closes what is open through
 //! them at once.
 
 use super::client::{ControlClient, ControlError};
-use crate::bans::Bans;
 use crate::metrics::GatewayMetrics;
+use crate::routing::bans::Bans;
 use crate::snapshot::SnapshotStore;
 use crate::usage::UsageTable;
 use proxypool_core::control::{RegisterSession, SessionGrant, SnapshotAck};
 use proxypool_core::{LockExt, ProxyId, RuntimeReport, SnapshotRef, WorkerId};
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -122,7 +120,7 @@ impl ControlLoop {
         loop {
             let request = RegisterSession {
                 worker: self.worker.clone(),
-                session_id: new_session_id(),
+                session_id: crate::session_id::new_session_id(),
                 version: Some(env!("CARGO_PKG_VERSION").to_owned()),
             };
             match self.client.register(&request).await {
@@ -272,39 +270,5 @@ impl ControlLoop {
     pub(crate) async fn final_report(&self, session_id: &str) {
         let reported = self.report(session_id).await;
         tracing::debug!(?reported, "final runtime report");
-    }
-}
-
-/// 32 hex digits, different for every registration of every process (also the usage
-/// table's instance id: one per process).
-pub(crate) fn new_session_id() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut id = String::with_capacity(32);
-    for part in 0..2u64 {
-        let mut hasher = RandomState::new().build_hasher();
-        hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-        hasher.write_u32(std::process::id());
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        hasher.write_u64(part);
-        id.push_str(&format!("{:016x}", hasher.finish()));
-    }
-    id
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn session_ids_are_unique_and_valid() {
-        let a = new_session_id();
-        let b = new_session_id();
-        assert_ne!(a, b);
-        assert_eq!(a.len(), 32);
-        proxypool_core::runtime::validate_session_id(&a).unwrap();
     }
 }

@@ -1,6 +1,8 @@
 //! The local snapshot: [`view`] (one immutable, indexed snapshot) and [`store`] (the
-//! atomically swapped current view and the staleness rule).
+//! atomically swapped current view and the staleness rule), and [`readiness`]: whether the
+//! gateway can route, and why not.
 
+pub(crate) mod readiness;
 pub(crate) mod store;
 pub(crate) mod view;
 

@@ -8,12 +8,15 @@
 //! controller is current.
 
 use super::view::{SnapshotView, ViewParts};
-use crate::admission::{ClientCounters, ClientLimiter, LimiterClock};
-use crate::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
+use crate::policy::limits::{ClientCounters, ClientLimiter, LimiterClock};
+use crate::proxies::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
 use crate::refusal::Refusal;
 use arc_swap::ArcSwapOption;
 use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_of};
-use proxypool_core::{LockExt, ProxyId, SharedClock, SnapshotRef, UnixMillis, WorkerId};
+use proxypool_core::{
+    CooldownChange, DomainCooldown, LockExt, ProxyId, SharedClock, SnapshotRef, UnixMillis,
+    WorkerId,
+};
 use proxypool_throttle::EngineOptions;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,7 +61,7 @@ pub(crate) struct SnapshotStore {
     /// a removed client).
     swaps: watch::Sender<u64>,
     /// The end of the worker's session as the controller last granted it
-    /// ([`crate::cutoff::UNBOUNDED`] before the first): no lease outlives it here.
+    /// ([`crate::proxies::cutoff::UNBOUNDED`] before the first): no lease outlives it here.
     session_end: AtomicU64,
 }
 
@@ -82,7 +85,7 @@ impl SnapshotStore {
             fresh_at: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             swaps: watch::channel(0).0,
-            session_end: AtomicU64::new(crate::cutoff::UNBOUNDED),
+            session_end: AtomicU64::new(crate::proxies::cutoff::UNBOUNDED),
         }
     }
 
@@ -180,7 +183,7 @@ impl SnapshotStore {
             }
         }
         // The cluster's cooldowns join what this gateway knows (merged: never shortened).
-        crate::bans::merge_shipped(
+        merge_shipped(
             &snapshot.advisories.cooldowns,
             |id| self.registry.slot(id),
             self.clock.now(),
@@ -279,5 +282,35 @@ impl SnapshotStore {
         if let Some(limiter) = limiter {
             limiter.sweep(max_evictions);
         }
+    }
+}
+
+/// Merges the cluster's cooldowns from a snapshot into the slots of the proxies it names.
+pub(crate) fn merge_shipped(
+    cooldowns: &[DomainCooldown],
+    slot_of: impl Fn(
+        &proxypool_core::ProxyId,
+    ) -> Option<std::sync::Arc<crate::proxies::capacity::ProxySlot>>,
+    now_ms: UnixMillis,
+) {
+    let mut start = 0;
+    // Entries come sorted by proxy: one lock per proxy.
+    while start < cooldowns.len() {
+        let proxy = &cooldowns[start].proxy_id;
+        let end = start
+            + cooldowns[start..]
+                .iter()
+                .take_while(|e| &e.proxy_id == proxy)
+                .count();
+        if let Some(slot) = slot_of(proxy) {
+            let changes: Vec<CooldownChange> = cooldowns[start..end]
+                .iter()
+                .cloned()
+                .map(CooldownChange::Set)
+                .collect();
+            let refs: Vec<&CooldownChange> = changes.iter().collect();
+            slot.domains.apply(&refs, now_ms);
+        }
+        start = end;
     }
 }

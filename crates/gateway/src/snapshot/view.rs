@@ -4,9 +4,9 @@
 //! its [`ProxySlot`] (local counters that outlive the view) and each client its connection
 //! counter and limiter handle, so a request never looks anything up in a shared map.
 
-use crate::admission::{ClientLimiter, ClientPolicy};
-use crate::capacity::ProxySlot;
-use crate::cidr::Cidr;
+use crate::policy::cidr::Cidr;
+use crate::policy::limits::{ClientLimiter, ClientPolicy};
+use crate::proxies::capacity::ProxySlot;
 use http::HeaderValue;
 use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
 use proxypool_core::{
@@ -43,7 +43,7 @@ pub(crate) struct ViewProxy {
 impl ViewProxy {
     /// Whether the gateway may relay through the proxy at `now_ms` (wall clock): before
     /// its cutoff, the end of its lease and `usable_until` less the skew margin, unless the
-    /// store disowned it since ([`crate::cutoff`]).
+    /// store disowned it since ([`crate::proxies::cutoff`]).
     pub(crate) fn is_live(&self, now_ms: UnixMillis) -> bool {
         self.slot.cutoff.is_open(now_ms)
     }
@@ -77,7 +77,7 @@ pub(crate) struct ClientEntry {
     /// Destination ports replacing the gateway's list for this client.
     pub allowed_ports: Option<PortSet>,
     /// Origin statuses that mean a ban, replacing the gateway's list for this client.
-    pub ban_statuses: Option<crate::bans::BanStatuses>,
+    pub ban_statuses: Option<crate::policy::ban_statuses::BanStatuses>,
     /// The client's default rotation (a username's `-rotate-...` overrides it).
     pub rotation: Option<proxypool_core::control::ClientRotation>,
 }
@@ -110,7 +110,7 @@ pub(crate) struct SnapshotView {
     pub limiter: Arc<ClientLimiter>,
     /// How bans grow cooldowns: the controller's `[cooldowns]`, or the default.
     pub cooldown_policy: CooldownPolicy,
-    /// Client feedback on sticky sessions (`crate::bans`).
+    /// Client feedback on sticky sessions (`crate::routing::bans`).
     pub session_feedback: Vec<SessionFeedback>,
     pub(crate) all: Vec<u32>,
     pub(crate) by_id: HashMap<ProxyId, u32>,
@@ -304,7 +304,7 @@ fn client_entry(
         ban_statuses: client
             .ban_statuses
             .as_deref()
-            .map(crate::bans::BanStatuses::of),
+            .map(crate::policy::ban_statuses::BanStatuses::of),
         rotation: client.rotation,
     }
 }

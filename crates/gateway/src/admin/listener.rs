@@ -1,0 +1,167 @@
+//! The admin listener: `/metrics` (Prometheus text), `/healthz` (liveness: 200 while the
+//! process answers), `/readyz` (readiness: 200 while the gateway can route, else 503 with
+//! the reason, see [`crate::snapshot::readiness`]) and `/status` (JSON for operators).
+
+use crate::config::Limits;
+use crate::context::Phase;
+use crate::outbound::forward::body::ProxyBody;
+use crate::snapshot::readiness::{self, LeaseSummary};
+use crate::state::Shared;
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use proxypool_edge::ServeLimits;
+use proxypool_metrics::MetricsHandle;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// The admin listener's limits: the gateway's header and idle timeouts and head size,
+/// `limits.admin_max_connections` in total and a quarter of them (at least one) per
+/// address, so one address cannot shut operators out. Read when the listener starts: a
+/// reload changes the client listeners' timeouts, not the admin listener's.
+pub(crate) fn admin_limits(limits: &Limits) -> ServeLimits {
+    ServeLimits {
+        max_connections: limits.admin_max_connections,
+        max_connections_per_ip: (limits.admin_max_connections / 4).max(1),
+        header_read_timeout: limits.header_read_timeout.as_duration(),
+        keepalive_idle: limits.keepalive_idle.as_duration(),
+        max_header_bytes: limits.max_header_bytes,
+        proxy_protocol_from: Vec::new(),
+        tls: None,
+    }
+}
+
+/// Serves admin requests (on the edge's server scaffold) until the gateway stops.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    metrics: Option<MetricsHandle>,
+) {
+    let mut limits = admin_limits(&shared.config().limits);
+    limits.tls = shared.admin_tls.clone();
+    let mut phase = shared.phase.clone();
+    let stopped = async move {
+        let _ = phase.wait_for(|p| *p == Phase::Stopped).await;
+    };
+    let service = service_fn(move |request: Request<Incoming>| {
+        let response = answer(&shared, metrics.as_ref(), request.uri().path());
+        async move { Ok::<_, std::convert::Infallible>(response) }
+    });
+    if let Err(error) = proxypool_edge::serve(listener, service, limits, stopped).await {
+        tracing::warn!(%error, "admin listener failed");
+    }
+}
+
+fn answer(shared: &Shared, metrics: Option<&MetricsHandle>, path: &str) -> Response<ProxyBody> {
+    let (status, content_type, body) = match path {
+        "/metrics" => {
+            if let Some(age) = shared.store.since_fresh_ms() {
+                shared.metrics.snapshot_age.set(age as f64 / 1000.0);
+            }
+            readiness::publish(&shared.store, &shared.metrics, shared.clock.now());
+            let text = metrics.map_or_else(
+                || "# the process has another metrics recorder installed\n".to_owned(),
+                MetricsHandle::render,
+            );
+            (StatusCode::OK, proxypool_metrics::CONTENT_TYPE, text)
+        }
+        // Liveness only: an outage of the controller or its store is not a reason to
+        // restart a gateway (it would lose the snapshot it still serves from).
+        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/readyz" => match readiness::readiness(&shared.store, shared.clock.now()) {
+            Ok(_) => (
+                StatusCode::OK,
+                "application/json",
+                serde_json::json!({ "ready": true }).to_string(),
+            ),
+            Err(why) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "application/json",
+                serde_json::json!({ "ready": false, "reason": why.reason() }).to_string(),
+            ),
+        },
+        "/status" => (StatusCode::OK, "application/json", status_json(shared)),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_owned(),
+        ),
+    };
+    let mut response = Response::new(ProxyBody::text(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// Most cooling (proxy, domain) pairs `/status` lists.
+const STATUS_COOLDOWNS: usize = 256;
+
+/// The cooldowns running now (bounded, by proxy id), and the changes waiting for a report.
+fn cooldowns_json(shared: &Shared, now: u64) -> serde_json::Value {
+    let mut cooling = Vec::new();
+    let mut total = 0usize;
+    let mut slots = shared.store.registry().slots();
+    slots.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, slot) in slots {
+        for entry in slot.domains.cooling(now) {
+            total += 1;
+            if cooling.len() < STATUS_COOLDOWNS {
+                cooling.push(serde_json::json!({
+                    "proxy_id": entry.proxy_id,
+                    "domain": entry.domain,
+                    "until_ms": entry.until_ms,
+                    "strikes": entry.strikes,
+                }));
+            }
+        }
+    }
+    serde_json::json!({
+        "cooling": total,
+        "entries": cooling,
+        "pending_report": shared.bans.ledger.len(),
+    })
+}
+
+fn status_json(shared: &Shared) -> String {
+    let view = shared.store.view();
+    let now = shared.clock.now();
+    let ready = readiness::readiness(&shared.store, now);
+    let leases = view.as_ref().map(|v| LeaseSummary::of(v, now));
+    serde_json::json!({
+        "worker": shared.config().worker_id,
+        "phase": format!("{:?}", *shared.phase.borrow()).to_lowercase(),
+        // Within max_staleness of the controller's last answer.
+        "serving": shared.store.current().is_ok(),
+        // Serving, and at least one proxy with a live lease.
+        "ready": ready.is_ok(),
+        "not_ready_reason": ready.err().map(|why| why.reason()),
+        "since_controller_ms": shared.store.since_fresh_ms(),
+        "snapshot_age_ms": view.as_ref().map(|v| now.saturating_sub(v.generated_at_ms)),
+        "leases": leases.map(|l| serde_json::json!({
+            "proxies": l.proxies,
+            "leased": l.leased,
+            "earliest_end_ms": l.earliest_end_ms,
+            "latest_end_ms": l.latest_end_ms,
+        })),
+        "controller": shared.control.current_controller(),
+        "control_error": shared.control.last_error().as_deref().map(String::as_str),
+        "snapshot": view.as_ref().map(|v| serde_json::json!({
+            "session_id": v.session_id,
+            "version": v.reference.version,
+            "epoch": v.reference.epoch,
+            "generated_at_ms": v.generated_at_ms,
+            "checksum": v.reference.checksum,
+            "max_staleness_ms": v.max_staleness_ms,
+            "proxies": v.proxies.len(),
+            "clients": v.client_count(),
+        })),
+        "cooldowns": cooldowns_json(shared, now),
+        "tracked_proxies": shared.store.registry().len(),
+        "open_connections": shared.open_connections(),
+        "config_reload": shared.last_reload.load_full().as_deref().cloned(),
+    })
+    .to_string()
+}

@@ -1,0 +1,3 @@
+//! The admin listener: liveness, readiness, status and metrics for operators.
+
+pub(crate) mod listener;

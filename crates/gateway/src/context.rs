@@ -1,0 +1,64 @@
+//! [`GatewayContext`]: what routing a request and relaying it read — the settings in
+//! force, the snapshot store, the router, bans, metrics, usage counts, the clock and the
+//! gateway's [`Phase`]. Built once per gateway; [`crate::state::Shared`] adds what only the
+//! inbound side needs (the shield, the connection caps) and the operators' view.
+//!
+//! Outbound code takes a `&GatewayContext`, so it cannot reach the inbound-only state.
+
+use crate::config::GatewayConfig;
+use crate::metrics::GatewayMetrics;
+use crate::routing::bans::Bans;
+use crate::routing::route::Router;
+use crate::snapshot::SnapshotStore;
+use crate::usage::UsageTable;
+use arc_swap::{ArcSwap, Guard};
+use proxypool_core::SharedClock;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Where the gateway is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Running,
+    /// Stop accepting; let in-flight requests and tunnels finish.
+    Draining,
+    /// The grace period is over: close everything.
+    Stopped,
+}
+
+/// Shared by every connection task, below the inbound side.
+#[derive(Debug)]
+pub(crate) struct GatewayContext {
+    /// The settings in force; a reload swaps them whole ([`crate::GatewayReload`]). A
+    /// connection reads them when it needs them, so a change applies to what comes next.
+    pub settings: ArcSwap<GatewayConfig>,
+    pub store: Arc<SnapshotStore>,
+    pub router: Router,
+    /// Bans this gateway saw and the cooldown changes waiting for the next report.
+    pub bans: Arc<Bans>,
+    pub metrics: Arc<GatewayMetrics>,
+    /// Usage per (client, upstream), for the runtime reports.
+    pub usage: Arc<UsageTable>,
+    pub phase: watch::Receiver<Phase>,
+    /// Wall time for leases and sessions, monotonic time for cooldowns and idle timers.
+    pub clock: SharedClock,
+}
+
+impl GatewayContext {
+    pub(crate) fn config(&self) -> Guard<Arc<GatewayConfig>> {
+        self.settings.load()
+    }
+
+    pub(crate) fn tunnel_idle(&self) -> Duration {
+        self.config().limits.tunnel_idle.as_duration()
+    }
+
+    pub(crate) fn header_timeout(&self) -> Duration {
+        self.config().limits.header_read_timeout.as_duration()
+    }
+
+    pub(crate) fn pool_idle(&self) -> Duration {
+        self.config().dial.pool_idle_timeout.as_duration()
+    }
+}

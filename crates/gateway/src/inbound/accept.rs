@@ -1,0 +1,180 @@
+//! The one accept loop of the client listeners (HTTP and SOCKS5): admission at accept,
+//! before a byte is read.
+//!
+//! Order per accepted socket: the per-IP cap (`limits.max_connections_per_ip`, over all
+//! client listeners) → the per-IP shield's verdict for the connection → the global
+//! connection cap (`limits.max_connections`). Over either cap the socket is closed at
+//! once. The per-IP cap comes first, so an address at its cap never touches the global
+//! count and one address cannot hold every global permit. The shield's verdict is charged
+//! here (one token per connection) and handed to the listener, which delivers a denial in
+//! its protocol: a 429 to the connection's first HTTP request (later requests are charged
+//! one by one), the SOCKS5 reply after the request is read.
+//!
+//! A connection from a trusted load balancer (`trusted_proxies`) first reads its PROXY
+//! protocol header (within the header-read timeout, on its own task so a slow balancer
+//! holds up nobody) and is then admitted as the client the header names; without a valid
+//! header it is closed. From anyone else a PROXY header is just bytes the listener
+//! refuses as malformed.
+
+use crate::context::Phase;
+use crate::metrics::Listener;
+use crate::policy::limits::Shield;
+use crate::refusal::Refusal;
+use crate::state::Shared;
+use proxypool_edge::IpTicket;
+use proxypool_proto::proxy_protocol::ProxiedFrom;
+use proxypool_throttle::ConnectionScopes;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::OwnedSemaphorePermit;
+
+/// The slots an admitted connection holds; dropping it frees them (a CONNECT or SOCKS5
+/// tunnel takes it along, so a tunnel counts against its address too).
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    _ip: IpTicket,
+    _global: OwnedSemaphorePermit,
+}
+
+/// The shield as it was when the connection was accepted.
+#[derive(Debug)]
+pub(crate) struct ShieldAtAccept {
+    /// The shield and the connection's scopes in it; `None` when the shield is off.
+    pub shield: Option<(Arc<Shield>, ConnectionScopes)>,
+    /// The verdict charged at accept for the connection (its first request).
+    pub verdict: Result<(), Refusal>,
+}
+
+/// An accepted connection, admitted.
+#[derive(Debug)]
+pub(crate) struct Accepted {
+    pub stream: TcpStream,
+    pub peer: SocketAddr,
+    pub admitted: Admitted,
+    pub shield: ShieldAtAccept,
+}
+
+/// Accepts on `listener` until the gateway starts draining; each admitted connection is
+/// served by `serve` on its own task.
+pub(crate) async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    kind: Listener,
+    serve: F,
+) where
+    F: Fn(Arc<Shared>, Accepted) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let mut phase = shared.phase.clone();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = phase.wait_for(|p| *p != Phase::Running) => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of descriptors and similar: back off instead of spinning.
+                tracing::warn!(%error, listener = ?kind, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if trusted(&shared, peer) {
+            let shared = Arc::clone(&shared);
+            let serve = serve.clone();
+            tokio::spawn(async move {
+                let Some((stream, client)) = unwrap_proxy_header(&shared, stream, peer).await
+                else {
+                    return;
+                };
+                if let Some(accepted) = admit(&shared, stream, client) {
+                    let served = serve(Arc::clone(&shared), accepted);
+                    shared.metrics.connection_opened(kind);
+                    served.await;
+                    shared.metrics.connection_closed(kind);
+                }
+            });
+            continue;
+        }
+        let Some(accepted) = admit(&shared, stream, peer) else {
+            continue;
+        };
+        let shared = Arc::clone(&shared);
+        let served = serve(Arc::clone(&shared), accepted);
+        tokio::spawn(async move {
+            shared.metrics.connection_opened(kind);
+            served.await;
+            shared.metrics.connection_closed(kind);
+        });
+    }
+}
+
+/// Whether `peer` is one of the load balancers that speak the PROXY protocol.
+fn trusted(shared: &Shared, peer: SocketAddr) -> bool {
+    let config = shared.config();
+    config
+        .trusted_proxies
+        .iter()
+        .any(|(net, prefix)| proxypool_core::in_block(peer.ip(), *net, *prefix))
+}
+
+/// Reads a trusted balancer's PROXY header; the stream (at the client's first byte) and
+/// the client's address, or `None` when the header is missing, malformed or late.
+async fn unwrap_proxy_header(
+    shared: &Shared,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+) -> Option<(TcpStream, SocketAddr)> {
+    let read = proxypool_proto::proxy_protocol::read_header(&mut stream);
+    match proxypool_proto::with_timeout(shared.header_timeout(), read).await {
+        Ok(ProxiedFrom::Client(client)) => Some((stream, client)),
+        // The balancer's own connection (a health check): it is the client.
+        Ok(ProxiedFrom::Local) => Some((stream, peer)),
+        Err(error) => {
+            tracing::debug!(%peer, %error, "no valid PROXY header from a trusted balancer");
+            shared.metrics.rejected_proxy_header.increment(1);
+            None
+        }
+    }
+}
+
+/// Per-IP cap, shield, global cap; `None` = refused (the socket is dropped, so closed).
+fn admit(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Option<Accepted> {
+    let Some(ticket) = shared.per_ip.try_open(peer.ip()) else {
+        shared.metrics.rejected_per_ip_cap.increment(1);
+        return None;
+    };
+    let shield = match shared.shield.load_full() {
+        Some(shield) => {
+            let mut scopes = shield.connection(peer.ip());
+            let verdict = shield.check(&mut scopes).inspect_err(|_| {
+                shared.metrics.shield_denials.increment(1);
+            });
+            ShieldAtAccept {
+                shield: Some((shield, scopes)),
+                verdict,
+            }
+        }
+        None => ShieldAtAccept {
+            shield: None,
+            verdict: Ok(()),
+        },
+    };
+    let Ok(permit) = Arc::clone(&shared.connections).try_acquire_owned() else {
+        shared.metrics.rejected_connection_cap.increment(1);
+        return None;
+    };
+    Some(Accepted {
+        stream,
+        peer,
+        admitted: Admitted {
+            _ip: ticket,
+            _global: permit,
+        },
+        shield,
+    })
+}

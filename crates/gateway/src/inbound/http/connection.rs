@@ -1,0 +1,60 @@
+//! [`ConnectionState`]: what the requests of one HTTP connection share — the peer, the
+//! shield it was admitted by and the verdict charged at accept, the last credentials
+//! verified on it, its requests in flight and the per-IP and global slots a `CONNECT`
+//! tunnel takes along.
+
+use crate::inbound::accept::{Admitted, ShieldAtAccept};
+use crate::policy::limits::Shield;
+use crate::refusal::Refusal;
+use crate::routing::request::Authenticated;
+use http::HeaderValue;
+use proxypool_core::LockExt;
+use proxypool_throttle::ConnectionScopes;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Per-connection state shared by the connection's requests.
+#[derive(Debug)]
+pub(super) struct ConnectionState {
+    pub(super) peer: SocketAddr,
+    /// The shield this connection was admitted by, and its scopes in it.
+    pub(super) shield: Option<(Arc<Shield>, Mutex<ConnectionScopes>)>,
+    /// The shield's verdict charged at accept, for the connection's first request.
+    pub(super) prepaid: Mutex<Option<Result<(), Refusal>>>,
+    /// The last credentials verified on this connection, for the view they were checked in.
+    pub(super) auth: Mutex<Option<CachedAuth>>,
+    pub(super) in_flight: AtomicUsize,
+    /// The connection's per-IP and global slots; a CONNECT tunnel takes them along.
+    pub(super) permit: Mutex<Option<Admitted>>,
+}
+
+impl ConnectionState {
+    pub(super) fn new(peer: SocketAddr, permit: Admitted, shield: ShieldAtAccept) -> Self {
+        Self {
+            peer,
+            shield: shield
+                .shield
+                .map(|(shield, scopes)| (shield, Mutex::new(scopes))),
+            prepaid: Mutex::new(Some(shield.verdict)),
+            auth: Mutex::new(None),
+            in_flight: AtomicUsize::new(0),
+            permit: Mutex::new(Some(permit)),
+        }
+    }
+
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn take_permit(&self) -> Option<Admitted> {
+        self.permit.lock_or_recover().take()
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct CachedAuth {
+    pub(super) generation: u64,
+    pub(super) header: HeaderValue,
+    pub(super) auth: Authenticated,
+}

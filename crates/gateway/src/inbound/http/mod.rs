@@ -1,0 +1,111 @@
+//! The HTTP proxy listener (hyper 1.x, HTTP/1.1): absolute-form requests with keep-alive
+//! (each request authenticated, admitted and routed on its own, so rotation works on a
+//! kept-alive connection) and `CONNECT` tunnels.
+//!
+//! Per connection: admission at accept (the per-IP cap, the shield's verdict, the global
+//! connection cap: [`crate::inbound::accept`]), a header read timeout and
+//! size cap (hyper answers 400/431 to malformed or oversized heads and closes), an idle
+//! watchdog for kept-alive connections, and a cache of the last verified credentials so a
+//! kept-alive client does not pay a hash per request.
+
+mod connect;
+mod connection;
+mod response;
+mod service;
+
+use crate::context::Phase;
+use crate::inbound::accept::{Accepted, accept_loop};
+use crate::io::ActivityIo;
+use crate::metrics::Listener;
+use crate::state::Shared;
+use connection::ConnectionState;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// Accepts HTTP proxy connections until the gateway starts draining (admission at
+/// accept: [`crate::inbound::accept`]).
+pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    accept_loop(
+        listener,
+        shared,
+        Listener::Http,
+        |shared, accepted| async move {
+            serve_connection(&shared, accepted).await;
+        },
+    )
+    .await;
+}
+
+async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
+    let Accepted {
+        stream,
+        peer,
+        admitted,
+        shield,
+    } = accepted;
+    let _ = stream.set_nodelay(true);
+    let clock = Arc::clone(&shared.clock);
+    let last_activity = Arc::new(AtomicU64::new(clock.monotonic_ms()));
+    let io = TokioIo::new(ActivityIo::new(
+        stream,
+        Arc::clone(&last_activity),
+        Arc::clone(&clock),
+    ));
+    let state = Arc::new(ConnectionState::new(peer, admitted, shield));
+    let service = {
+        let shared = Arc::clone(shared);
+        let state = Arc::clone(&state);
+        service_fn(move |request| {
+            let shared = Arc::clone(&shared);
+            let state = Arc::clone(&state);
+            async move {
+                Ok::<_, std::convert::Infallible>(service::handle(&shared, &state, request).await)
+            }
+        })
+    };
+    let config = shared.config();
+    let limits = &config.limits;
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.header_timeout())
+        .max_buf_size(limits.max_header_bytes.max(8192))
+        .max_header_size(limits.max_header_bytes)
+        .keep_alive(true);
+    let connection = builder.serve_connection(io, service).with_upgrades();
+    tokio::pin!(connection);
+    let idle = limits.keepalive_idle.as_ms();
+    let check_every = Duration::from_millis((idle / 4).clamp(10, 1_000));
+    let mut phase = shared.phase.clone();
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            _ = connection.as_mut() => break,
+            _ = tokio::time::sleep(check_every), if !closing => {
+                let quiet = clock.monotonic_ms().saturating_sub(last_activity.load(Ordering::Relaxed));
+                if quiet >= idle && state.in_flight() == 0 {
+                    closing = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+            changed = phase.changed() => {
+                let now = if changed.is_err() { Phase::Stopped } else { *phase.borrow() };
+                match now {
+                    Phase::Running => {}
+                    // Finish the request in flight, then close instead of keeping alive.
+                    Phase::Draining if !closing => {
+                        closing = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                    Phase::Draining => {}
+                    Phase::Stopped => break,
+                }
+            }
+        }
+    }
+}

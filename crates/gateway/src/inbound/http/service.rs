@@ -1,0 +1,120 @@
+//! One HTTP proxy request: shield (the first request of a connection takes the verdict
+//! charged at accept) → snapshot (fail closed when stale) → authenticate →
+//! client policy → CONNECT tunnel or plain forward. Every refusal becomes a response with
+//! `X-Proxypool-Error`.
+
+use super::connection::{CachedAuth, ConnectionState};
+use super::{connect, response};
+use crate::inbound::admission;
+use crate::inbound::auth::authenticate;
+use crate::outbound::forward::{self, body::ProxyBody};
+use crate::policy::limits::{ClientPolicy, ConnectionPermit};
+use crate::refusal::Refusal;
+use crate::routing::request::Authenticated;
+use crate::snapshot::SnapshotView;
+use crate::state::Shared;
+use http::header::{self, HeaderMap};
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use proxypool_core::LockExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Serves one request; never fails (refusals are responses).
+pub(super) async fn handle(
+    shared: &Arc<Shared>,
+    state: &ConnectionState,
+    request: Request<Incoming>,
+) -> Response<ProxyBody> {
+    state.in_flight.fetch_add(1, Ordering::Relaxed);
+    let _in_flight = InFlight(&state.in_flight);
+    match admit_and_route(shared, state, request).await {
+        Ok(response) => response,
+        Err(refusal) => {
+            shared.metrics.refusal(refusal.code());
+            tracing::debug!(peer = %state.peer, code = refusal.code(), %refusal, "http request refused");
+            response::refusal(&refusal)
+        }
+    }
+}
+
+async fn admit_and_route(
+    shared: &Arc<Shared>,
+    state: &ConnectionState,
+    request: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Refusal> {
+    // The first request was charged at accept; each later one is charged here.
+    let prepaid = state.prepaid.lock_or_recover().take();
+    if let Some(verdict) = prepaid {
+        verdict?;
+    } else if let Some((shield, scopes)) = &state.shield {
+        let mut scopes = scopes.lock_or_recover();
+        shield.check(&mut scopes).inspect_err(|_| {
+            shared.metrics.shield_denials.increment(1);
+        })?;
+    }
+    let view = shared.store.current()?;
+    let auth = authenticate_request(shared, state, &view, request.headers())?;
+    if let ClientPolicy::Limited(handle) = auth.client.policy {
+        view.limiter
+            .check(handle, state.peer.ip())
+            .inspect_err(|_| shared.metrics.client_denials.increment(1))?;
+    }
+    if request.method() == Method::CONNECT {
+        shared.metrics.connect_requests.increment(1);
+        connect::connect(shared, &view, &auth, request, state).await
+    } else {
+        shared.metrics.http_requests.increment(1);
+        let target = forward::target_of(request.uri())?;
+        // Before the router: a pooled connection to an HTTP proxy would carry any target.
+        admission::admit(shared, &auth.client, &target)?;
+        let permit =
+            ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
+        let admitted = forward::Admitted { target, permit };
+        forward::forward(shared, &view, &auth, admitted, request).await
+    }
+}
+
+fn authenticate_request(
+    shared: &Shared,
+    state: &ConnectionState,
+    view: &SnapshotView,
+    headers: &HeaderMap,
+) -> Result<Authenticated, Refusal> {
+    let header = headers
+        .get(header::PROXY_AUTHORIZATION)
+        .ok_or(Refusal::AuthRequired)?;
+    {
+        let cached = state.auth.lock_or_recover();
+        if let Some(cached) = cached.as_ref()
+            && cached.generation == view.generation
+            && cached.header == header
+        {
+            return Ok(cached.auth.clone());
+        }
+    }
+    let text = header.to_str().map_err(|_| Refusal::AuthRequired)?;
+    let (username, password) =
+        proxypool_proto::http_connect::parse_basic_auth(text).ok_or(Refusal::AuthRequired)?;
+    let auth = authenticate(
+        view,
+        &username,
+        &password,
+        state.peer.ip(),
+        shared.config().sessions.max_minutes,
+    )?;
+    *state.auth.lock_or_recover() = Some(CachedAuth {
+        generation: view.generation,
+        header: header.clone(),
+        auth: auth.clone(),
+    });
+    Ok(auth)
+}

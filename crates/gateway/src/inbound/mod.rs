@@ -1,0 +1,14 @@
+//! Inbound: where a client's connection enters and is admitted, before any proxy is
+//! picked. The accept loop and the per-core I/O threads, the HTTP and SOCKS5 listeners,
+//! authentication against the snapshot's clients, and the admission steps that need the
+//! gateway's shared state (the destination check).
+//!
+//! Inbound hands an admitted request to [`crate::routing`] (which proxy) and
+//! [`crate::outbound`] (dial, forward, relay); nothing below it imports it.
+
+pub(crate) mod accept;
+pub(crate) mod admission;
+pub(crate) mod auth;
+pub(crate) mod http;
+pub(crate) mod io_threads;
+pub(crate) mod socks;

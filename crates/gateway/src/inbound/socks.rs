@@ -1,0 +1,198 @@
+//! The SOCKS5 listener (RFC 1928 `CONNECT`, RFC 1929 username/password; IPv4, IPv6 and
+//! domain targets), on tokio with the `proxypool-proto` server steps.
+//!
+//! Order per connection: admission at accept (per-IP cap → per-IP shield → connection
+//! cap: [`crate::inbound::accept`]) → handshake (under the header
+//! timeout) with the credentials checked between method negotiation and the request →
+//! client policy → destination policy → connection cap → route and dial → reply → relay. Refusals after
+//! authentication get the fitting reply code; bad credentials or selectors fail the
+//! RFC 1929 step (which has no room for a message) and the connection closes.
+
+use crate::inbound::accept::{Accepted, accept_loop};
+use crate::inbound::admission;
+use crate::inbound::auth::authenticate;
+use crate::metrics::Listener;
+use crate::outbound::dial::{DialTimeouts, TunnelDialer};
+use crate::outbound::relay::run_tunnel;
+use crate::policy::limits::{ClientPolicy, ConnectionPermit};
+use crate::refusal::Refusal;
+use crate::routing::request::Authenticated;
+use crate::state::Shared;
+use crate::usage::UsageCell;
+use proxypool_proto::socks5::{self, Reply};
+use proxypool_proto::{ProtoError, TargetAddr, with_timeout};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::{TcpListener, TcpStream};
+
+/// Accepts SOCKS5 connections until the gateway starts draining (admission at accept:
+/// [`crate::inbound::accept`]).
+pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    accept_loop(
+        listener,
+        shared,
+        Listener::Socks5,
+        |shared, accepted| async move {
+            shared.metrics.socks_requests.increment(1);
+            serve_connection(&shared, accepted).await;
+        },
+    )
+    .await;
+}
+
+/// What the handshake produced.
+enum Handshake {
+    /// Authenticated and the request read; `Err` = refuse with a reply.
+    Request(TargetAddr, Result<Authenticated, Refusal>),
+    /// The connection is done (auth failed, malformed, timed out).
+    Closed,
+}
+
+async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
+    let Accepted {
+        mut stream,
+        peer,
+        admitted: permit,
+        shield,
+    } = accepted;
+    let _ = stream.set_nodelay(true);
+    // The shield's verdict for this connection was charged at accept.
+    let shielded = shield.verdict;
+    let handshake = with_timeout(
+        shared.header_timeout(),
+        handshake(shared, &mut stream, peer, shielded),
+    )
+    .await;
+    let (target, auth) = match handshake {
+        Ok(Handshake::Request(target, auth)) => (target, auth),
+        Ok(Handshake::Closed) => return,
+        Err(error) => {
+            tracing::debug!(%peer, %error, "socks5 handshake failed");
+            return;
+        }
+    };
+    let (outcome, client) = match auth {
+        Ok(auth) => (
+            route(shared, &auth, target, peer).await,
+            auth.client.id.to_string(),
+        ),
+        Err(refusal) => (Err(refusal), String::new()),
+    };
+    match outcome {
+        Ok((upstream, lease, client_permit, usage)) => {
+            let bound = upstream
+                .local_addr()
+                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+            if socks5::send_reply(&mut stream, Reply::Succeeded, bound)
+                .await
+                .is_ok()
+            {
+                run_tunnel(shared, &client, &usage, &lease, stream, upstream, &[]).await;
+            }
+            drop((lease, client_permit, permit));
+        }
+        Err(refusal) => {
+            shared.metrics.refusal(refusal.code());
+            tracing::debug!(%peer, code = refusal.code(), %refusal, "socks5 request refused");
+            let reply = Reply::from_code(refusal.socks_reply());
+            let _ =
+                socks5::send_reply(&mut stream, reply, SocketAddr::from(([0, 0, 0, 0], 0))).await;
+        }
+    }
+}
+
+/// Negotiation, credentials, request. The shield verdict is applied after the request is
+/// read so the client gets a reply code rather than a bare close.
+async fn handshake(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    shielded: Result<(), Refusal>,
+) -> Result<Handshake, ProtoError> {
+    let Some(credentials) = socks5::negotiate(stream, true).await? else {
+        return Ok(Handshake::Closed);
+    };
+    if let Err(refusal) = shielded {
+        // Do not spend a password hash on a client the shield refuses.
+        socks5::send_auth_result(stream, true).await?;
+        let target = socks5::read_request(stream).await?;
+        return Ok(Handshake::Request(target, Err(refusal)));
+    }
+    // A stale view still authenticates (so the client learns "general failure", not
+    // "bad password"); the refusal comes after the request.
+    let (view, stale) = match shared.store.current() {
+        Ok(view) => (view, None),
+        Err(refusal) => match shared.store.view() {
+            Some(view) => (view, Some(refusal)),
+            None => {
+                socks5::send_auth_result(stream, false).await?;
+                return Ok(Handshake::Closed);
+            }
+        },
+    };
+    let authenticated = authenticate(
+        &view,
+        &credentials.username,
+        &credentials.password,
+        peer.ip(),
+        shared.config().sessions.max_minutes,
+    );
+    if let Err(refusal @ (Refusal::AuthRequired | Refusal::BadSelector(_))) = &authenticated {
+        shared.metrics.refusal(refusal.code());
+        tracing::debug!(%peer, code = refusal.code(), %refusal, "socks5 authentication failed");
+        socks5::send_auth_result(stream, false).await?;
+        return Ok(Handshake::Closed);
+    }
+    socks5::send_auth_result(stream, true).await?;
+    let target = socks5::read_request(stream).await?;
+    let authenticated = match stale {
+        Some(refusal) => Err(refusal),
+        None => authenticated,
+    };
+    Ok(Handshake::Request(target, authenticated))
+}
+
+async fn route(
+    shared: &Shared,
+    auth: &Authenticated,
+    target: TargetAddr,
+    peer: SocketAddr,
+) -> Result<
+    (
+        TcpStream,
+        crate::proxies::capacity::Lease,
+        ConnectionPermit,
+        Arc<UsageCell>,
+    ),
+    Refusal,
+> {
+    // Re-read the view: the handshake may have spanned a snapshot swap.
+    let view = shared.store.current()?;
+    if let ClientPolicy::Limited(handle) = auth.client.policy {
+        view.limiter
+            .check(handle, peer.ip())
+            .inspect_err(|_| shared.metrics.client_denials.increment(1))?;
+    }
+    admission::admit(shared, &auth.client, &target)?;
+    let permit =
+        ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
+    let dialer = TunnelDialer {
+        target,
+        timeouts: DialTimeouts::of(&shared.config()),
+    };
+    let domain = crate::proxies::cooldowns::TargetDomain::new(&dialer.target);
+    let route_target = crate::routing::route::RouteTarget {
+        domain: Some(&domain),
+        avoid: &[],
+    };
+    let routed = shared
+        .router
+        .route(&view, auth, route_target, &dialer)
+        .await?;
+    let usage = shared.usage.cell(
+        &auth.client.id,
+        &view.proxies[routed.index as usize].upstream,
+    );
+    usage.routed();
+    Ok((routed.value, routed.lease, permit, usage))
+}

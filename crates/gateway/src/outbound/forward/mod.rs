@@ -1,0 +1,491 @@
+//! Plain HTTP forwarding (absolute-form requests): route the request to a proxy, reuse a
+//! kept-alive upstream connection when one is idle, and stream the response back.
+//!
+//! Through an HTTP proxy the request stays in absolute form with the proxy's Basic
+//! credentials; through a SOCKS5 proxy it goes in origin form over a tunnel to the target.
+//! Failures before the request is sent retry on another proxy (the router's bound);
+//! failures after it are a 502, since the request body may be gone. A bodyless GET, HEAD
+//! or OPTIONS is also sent again through another proxy when the origin answers with a ban
+//! status (the proxy then cools down for the target's domain, `crate::routing::bans`) or the
+//! upstream with its own 502/504, at most `bans.max_retries` times. Every response says
+//! which proxy carried it and how many were tried (`X-Proxypool-Proxy`,
+//! `X-Proxypool-Attempts`).
+//!
+//! Every upstream connection closes when its proxy's lease goes ([`crate::proxies::cutoff`]): kept
+//! alive in the pool or busy with a response (which then ends short), it is never used
+//! past the lease.
+
+pub(crate) mod body;
+
+use crate::context::GatewayContext;
+use crate::outbound::dial::{self, DialTimeouts};
+use crate::policy::ban_statuses::BanStatuses;
+use crate::policy::limits::ConnectionPermit;
+use crate::proxies::capacity::Lease;
+use crate::proxies::cooldowns::TargetDomain;
+use crate::proxies::idle_pool::PoolKey;
+use crate::proxies::request_body::CountingBody;
+use crate::refusal::Refusal;
+use crate::routing::dialer::{DialFailure, Dialer};
+use crate::routing::request::Authenticated;
+use crate::routing::route::{self, RouteTarget, SESSION_HEADER};
+use crate::snapshot::{SnapshotView, ViewProxy};
+use crate::usage::UsageCell;
+use body::{ProxyBody, Release};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, Uri};
+use http_body::Body as _;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self as client_http1, SendRequest};
+use hyper_util::rt::TokioIo;
+use proxypool_core::{Clock, Protocol};
+use proxypool_proto::TargetAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A request the inbound side admitted: its target (checked against the destination
+/// policy) and the client's place under its connection cap, held until the response ends.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    pub target: TargetAddr,
+    pub permit: ConnectionPermit,
+}
+
+/// Forwards one absolute-form `http://` request, again through another proxy when the
+/// origin bans the first one or its upstream fails on its own (`[gateway.bans]`).
+pub(crate) async fn forward(
+    shared: &GatewayContext,
+    view: &SnapshotView,
+    auth: &Authenticated,
+    admitted: Admitted,
+    mut request: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Refusal> {
+    let Admitted { target, permit } = admitted;
+    strip_hop_by_hop(request.headers_mut());
+    let domain = TargetDomain::new(&target);
+    let (ban_statuses, max_retries) = {
+        let config = shared.config();
+        let statuses = auth
+            .client
+            .ban_statuses
+            .unwrap_or_else(|| BanStatuses::of(&config.bans.statuses));
+        (statuses, config.bans.max_retries)
+    };
+    // Sent again only when nothing of it can be lost or done twice: no body, and a method
+    // that is safe to repeat.
+    // The copy is made only when a retry may use it.
+    let replay = (max_retries > 0).then(|| Replay::of(&request)).flatten();
+    let max_retries = if replay.is_some() { max_retries } else { 0 };
+    let mut avoid: Vec<u32> = Vec::new();
+    let mut attempts = 0u32;
+    let mut first = Some(request);
+    // The answer a retry would replace: the client gets it when no other proxy can try.
+    let mut previous: Option<Sent> = None;
+    loop {
+        let request = match (first.take(), &replay) {
+            (Some(request), _) => Outgoing::Client(request),
+            (None, Some(replay)) => Outgoing::Again(replay.rebuild()),
+            (None, None) => unreachable!("only a replayable request is sent twice"),
+        };
+        let target_of_route = RouteTarget {
+            domain: Some(&domain),
+            avoid: &avoid,
+        };
+        let sent = match send_once(shared, view, auth, &target, target_of_route, request).await {
+            Ok(sent) => sent,
+            Err(refusal) => match previous {
+                Some(previous) => {
+                    let proxy = &view.proxies[previous.index as usize];
+                    return Ok(previous.into_response(shared, proxy, attempts, permit));
+                }
+                None => return Err(refusal),
+            },
+        };
+        attempts += sent.attempts;
+        let proxy = &view.proxies[sent.index as usize];
+        let status = sent.response.status().as_u16();
+        let banned = ban_statuses.contains(status);
+        if banned && let Some(domain) = domain.get() {
+            shared
+                .bans
+                .ban(view, proxy, domain, shared.clock.now(), &shared.metrics);
+        }
+        let upstream_error = matches!(status, 502 | 504);
+        if (banned || upstream_error) && (avoid.len() as u32) < max_retries {
+            if banned {
+                shared.metrics.ban_retries.increment(1);
+            } else {
+                shared.metrics.status_retries.increment(1);
+            }
+            tracing::debug!(proxy = %proxy.id, status, "sending the request again through another proxy");
+            avoid.push(sent.index);
+            previous = Some(sent);
+            continue;
+        }
+        return Ok(sent.into_response(shared, proxy, attempts, permit));
+    }
+}
+
+/// What is needed to send a bodyless, idempotent request again.
+#[derive(Debug)]
+struct Replay {
+    method: Method,
+    uri: Uri,
+    version: http::Version,
+    headers: HeaderMap,
+}
+
+impl Replay {
+    /// `Some` for a GET, HEAD or OPTIONS without a body.
+    fn of(request: &Request<Incoming>) -> Option<Replay> {
+        let idempotent = matches!(
+            *request.method(),
+            Method::GET | Method::HEAD | Method::OPTIONS
+        );
+        (idempotent && request.body().is_end_stream()).then(|| Replay {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            version: request.version(),
+            headers: request.headers().clone(),
+        })
+    }
+
+    fn rebuild(&self) -> Request<()> {
+        let mut request = Request::new(());
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.version_mut() = self.version;
+        *request.headers_mut() = self.headers.clone();
+        request
+    }
+}
+
+/// The request as the client sent it, or a bodyless copy sent again.
+enum Outgoing {
+    Client(Request<Incoming>),
+    Again(Request<()>),
+}
+
+/// One request sent through one routed proxy, its response head received.
+struct Sent {
+    response: Response<Incoming>,
+    index: u32,
+    attempts: u32,
+    session: crate::routing::rotation::SessionOutcome,
+    release: (PoolKey, SendRequest<CountingBody>, Lease),
+    usage: Arc<UsageCell>,
+}
+
+impl Sent {
+    /// The client's response: the upstream's, streamed, with what the gateway adds.
+    fn into_response(
+        self,
+        shared: &GatewayContext,
+        proxy: &ViewProxy,
+        attempts: u32,
+        permit: ConnectionPermit,
+    ) -> Response<ProxyBody> {
+        let (mut parts, body) = self.response.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        if let Some(value) = self.session.header_value() {
+            parts.headers.insert(
+                HeaderName::from_static(SESSION_HEADER),
+                HeaderValue::from_static(value),
+            );
+        }
+        route::name_the_proxy(&mut parts.headers, proxy, attempts);
+        let (key, sender, lease) = self.release;
+        let release = Release {
+            key,
+            sender,
+            pool_cap: shared.config().dial.pool_idle_per_proxy,
+            guards: (lease, permit),
+        };
+        Response::from_parts(
+            parts,
+            ProxyBody::upstream(body, self.usage.bytes_down.clone(), release),
+        )
+    }
+}
+
+/// Routes `request` to a proxy and waits for the response head.
+async fn send_once(
+    shared: &GatewayContext,
+    view: &SnapshotView,
+    auth: &Authenticated,
+    target: &TargetAddr,
+    route_target: RouteTarget<'_>,
+    request: Outgoing,
+) -> Result<Sent, Refusal> {
+    let timeouts = DialTimeouts::of(&shared.config());
+    let dialer = ForwardDialer {
+        target_key: target.to_string(),
+        target: target.clone(),
+        timeouts,
+        pool_idle: shared.pool_idle(),
+        clock: &*shared.clock,
+    };
+    let routed = shared
+        .router
+        .route(view, auth, route_target, &dialer)
+        .await?;
+    let proxy = &view.proxies[routed.index as usize];
+    let (mut sender, key, reused) = routed.value;
+    let usage = shared.usage.cell(&auth.client.id, &proxy.upstream);
+    usage.routed();
+    // Every failure from here on is the upstream's, charged to this pair.
+    let fail = |failure| {
+        usage.failed();
+        fail(shared, proxy, failure)
+    };
+    let mut request = match request {
+        Outgoing::Client(request) => request.map(|b| CountingBody::new(b, usage.bytes_up.clone())),
+        Outgoing::Again(request) => request.map(|()| CountingBody::empty(usage.bytes_up.clone())),
+    };
+    prepare(proxy, &mut request, target);
+
+    let mut attempt_fresh = reused;
+    let response = loop {
+        let sent = tokio::time::timeout(timeouts.handshake, sender.try_send_request(request)).await;
+        match sent {
+            Ok(Ok(response)) => break response,
+            Ok(Err(mut error)) => match error.take_message() {
+                // Never written: the pooled connection had just closed. One fresh try.
+                Some(unsent) if attempt_fresh => {
+                    attempt_fresh = false;
+                    request = unsent;
+                    sender = open(proxy, target, timeouts, &*shared.clock)
+                        .await
+                        .map_err(&fail)?;
+                }
+                _ => {
+                    return Err(fail(DialFailure::upstream("upstream_request_failed")));
+                }
+            },
+            Err(_) => {
+                return Err(fail(DialFailure::upstream("upstream_response_timeout")));
+            }
+        }
+    };
+    if response.status() == http::StatusCode::PROXY_AUTHENTICATION_REQUIRED
+        && matches!(proxy.protocol, Protocol::Http | Protocol::Https)
+    {
+        // The upstream refused our credentials: never pass its 407 on (the client would
+        // think the gateway wants other credentials).
+        return Err(fail(DialFailure::upstream("proxy_auth_rejected")));
+    }
+    Ok(Sent {
+        response,
+        index: routed.index,
+        attempts: routed.attempts,
+        session: routed.session,
+        release: (key, sender, routed.lease),
+        usage,
+    })
+}
+
+/// Finds or opens a forwarding connection through one proxy.
+struct ForwardDialer<'c> {
+    target: TargetAddr,
+    target_key: String,
+    timeouts: DialTimeouts,
+    pool_idle: Duration,
+    clock: &'c dyn Clock,
+}
+
+impl Dialer for ForwardDialer<'_> {
+    /// The connection, what it may be pooled for, and whether it came from the pool.
+    type Output = (SendRequest<CountingBody>, PoolKey, bool);
+
+    async fn dial(&self, proxy: &ViewProxy) -> Result<Self::Output, DialFailure> {
+        let key = match proxy.protocol {
+            Protocol::Http | Protocol::Https => PoolKey::Proxy,
+            Protocol::Socks5 => PoolKey::Target(self.target_key.clone()),
+        };
+        if let Some(sender) = pooled(proxy, &key, self.pool_idle).await {
+            return Ok((sender, key, true));
+        }
+        let sender = open(proxy, &self.target, self.timeouts, self.clock).await?;
+        Ok((sender, key, false))
+    }
+}
+
+fn fail(shared: &GatewayContext, proxy: &ViewProxy, failure: DialFailure) -> Refusal {
+    shared.metrics.upstream_failure(failure.reason);
+    proxy.slot.record_failure(shared.clock.monotonic_ms());
+    Refusal::UpstreamFailed {
+        reason: failure.reason,
+        socks: failure.socks,
+    }
+}
+
+/// `http://host[:port]/...` → the target; anything else is a 400.
+pub(crate) fn target_of(uri: &Uri) -> Result<TargetAddr, Refusal> {
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(other) => {
+            return Err(Refusal::BadRequest(format!(
+                "scheme '{other}' is not forwarded; use CONNECT for https"
+            )));
+        }
+        None => {
+            return Err(Refusal::BadRequest(
+                "a proxy request needs an absolute URL (http://host/path) or CONNECT".into(),
+            ));
+        }
+    }
+    let authority = uri
+        .authority()
+        .ok_or_else(|| Refusal::BadRequest("the URL has no host".into()))?;
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    TargetAddr::domain(host, authority.port_u16().unwrap_or(80))
+        .map_err(|error| Refusal::BadRequest(format!("bad target host: {error}")))
+}
+
+/// A ready pooled connection, if one is idle.
+async fn pooled(
+    proxy: &ViewProxy,
+    key: &PoolKey,
+    max_idle: Duration,
+) -> Option<SendRequest<CountingBody>> {
+    while let Some(mut sender) = proxy.slot.idle.take(key, max_idle) {
+        if sender.is_ready() {
+            // The usual case: no timer, no await.
+            return Some(sender);
+        }
+        // Just returned, and hyper has not seen the end of the last message yet.
+        if let Ok(Ok(())) = tokio::time::timeout(Duration::from_millis(50), sender.ready()).await {
+            return Some(sender);
+        }
+    }
+    None
+}
+
+/// A new upstream connection: to the HTTP proxy itself, or a SOCKS5 tunnel to the target.
+/// It lives until its sender is dropped, the peer closes, or the proxy's lease goes.
+async fn open(
+    proxy: &ViewProxy,
+    target: &TargetAddr,
+    timeouts: DialTimeouts,
+    clock: &dyn Clock,
+) -> Result<SendRequest<CountingBody>, DialFailure> {
+    let stream = match proxy.protocol {
+        Protocol::Http | Protocol::Https => dial::connect_proxy(proxy, timeouts.connect).await?,
+        Protocol::Socks5 => dial::tunnel(proxy, target, timeouts).await?,
+    };
+    let (sender, connection) = client_http1::Builder::new()
+        .handshake::<_, CountingBody>(TokioIo::new(stream))
+        .await
+        .map_err(|_| DialFailure::upstream("proxy_io_error"))?;
+    // Watched before the connection is used, so a cut from here on reaches it.
+    let cut = proxy.slot.cutoff.watch(clock);
+    tokio::spawn(async move {
+        // Errors are the request's. Dropping the connection on a cut closes the socket; a
+        // response in flight on it ends with an error, so the client sees it cut short.
+        tokio::select! {
+            _ = connection => {}
+            _ = cut.closed() => {}
+        }
+    });
+    Ok(sender)
+}
+
+/// Absolute form + Basic credentials for HTTP proxies; origin form for SOCKS5 tunnels.
+fn prepare<B>(proxy: &ViewProxy, request: &mut Request<B>, target: &TargetAddr) {
+    match proxy.protocol {
+        Protocol::Http | Protocol::Https => {
+            if let Some(value) = &proxy.basic_header {
+                request
+                    .headers_mut()
+                    .insert(header::PROXY_AUTHORIZATION, value.clone());
+            }
+        }
+        Protocol::Socks5 => {
+            let path = request
+                .uri()
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_owned();
+            if let Ok(uri) = path.parse() {
+                *request.uri_mut() = uri;
+            }
+            if !request.headers().contains_key(header::HOST) {
+                let host = if target.port() == 80 {
+                    target.host()
+                } else {
+                    target.to_string()
+                };
+                if let Ok(value) = HeaderValue::from_str(&host) {
+                    request.headers_mut().insert(header::HOST, value);
+                }
+            }
+        }
+    }
+}
+
+/// Removes hop-by-hop headers (RFC 9110 §7.6.1), including those named in `Connection`,
+/// and the client's proxy credentials.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        header::PROXY_AUTHORIZATION,
+        header::PROXY_AUTHENTICATE,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+    headers.remove("keep-alive");
+    headers.remove("proxy-connection");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_only_absolute_http() {
+        let uri: Uri = "http://example.com/x?y".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap().to_string(), "example.com:80");
+        let uri: Uri = "http://[::1]:8080/".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap().to_string(), "[::1]:8080");
+        let uri: Uri = "https://example.com/".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap_err().code(), "bad_request");
+        let uri: Uri = "/just/a/path".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap_err().code(), "bad_request");
+    }
+
+    #[test]
+    fn strips_hop_by_hop_and_credentials() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-drop"),
+        );
+        headers.insert("x-drop", HeaderValue::from_static("1"));
+        headers.insert("x-keep", HeaderValue::from_static("1"));
+        headers.insert(
+            header::PROXY_AUTHORIZATION,
+            HeaderValue::from_static("Basic x"),
+        );
+        headers.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key("x-keep"));
+    }
+}

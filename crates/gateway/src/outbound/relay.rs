@@ -1,0 +1,91 @@
+//! A tunnel's life after its upstream is up (HTTP `CONNECT` and SOCKS5 alike): the bytes
+//! relayed both ways ([`crate::outbound::tunnel`]) until either side ends, it idles, the
+//! gateway stops, a reload removes its client (after a shutdown grace), or the gateway no
+//! longer holds the proxy's lease; then its bytes are counted.
+
+use crate::context::{GatewayContext, Phase};
+use crate::outbound::tunnel;
+use crate::proxies::capacity::Lease;
+use crate::proxies::cutoff::CutReason;
+use crate::usage::UsageCell;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Why a tunnel was ended from outside.
+enum Ended {
+    Stopped,
+    ClientRemoved,
+    Cut(CutReason),
+}
+
+/// Relays a tunnel of `client_id` through the proxy of `lease`, sending bytes the client
+/// sent early (with its CONNECT) first. The tunnel ends when either side does, when it
+/// idles, when the gateway stops, a shutdown grace after a configuration reload removed its
+/// client, or as soon as the gateway no longer holds the proxy's lease ([`crate::proxies::cutoff`]).
+pub(crate) async fn run_tunnel(
+    shared: &GatewayContext,
+    client_id: &str,
+    usage: &UsageCell,
+    lease: &Lease,
+    client: TcpStream,
+    mut upstream: TcpStream,
+    early: &[u8],
+) {
+    // Watch from before the first byte: a cut from now on closes the tunnel.
+    let cut = lease.slot().cutoff.watch(&*shared.clock);
+    shared.metrics.tunnels_open.increment(1.0);
+    if !early.is_empty() && upstream.write_all(early).await.is_err() {
+        shared.metrics.tunnels_open.decrement(1.0);
+        return;
+    }
+    let mut phase = shared.phase.clone();
+    let ended = async {
+        tokio::select! {
+            _ = phase.wait_for(|p| *p == Phase::Stopped) => Ended::Stopped,
+            () = client_removed(shared, client_id) => Ended::ClientRemoved,
+            reason = cut.closed() => Ended::Cut(reason),
+        }
+    };
+    let (relayed, ended) = tunnel::relay(client, upstream, shared.tunnel_idle(), ended).await;
+    match ended {
+        Some(Ended::ClientRemoved) => {
+            tracing::info!(
+                client = client_id,
+                "closing a tunnel of a client the configuration no longer has"
+            );
+        }
+        Some(Ended::Cut(reason)) => {
+            // The keeper or the control loop logged the proxy once; count each tunnel.
+            tracing::debug!(
+                client = client_id,
+                reason = reason.label(),
+                "tunnel closed: the proxy's lease is gone"
+            );
+            shared.metrics.tunnel_closed(reason);
+        }
+        Some(Ended::Stopped) | None => {}
+    }
+    // The usage counters feed the gateway's byte metrics too.
+    usage.bytes_up.increment(relayed.up + early.len() as u64);
+    usage.bytes_down.increment(relayed.down);
+    shared.metrics.tunnels_open.decrement(1.0);
+}
+
+/// Completes a shutdown grace after the snapshot in force stops listing `client_id` (a
+/// reload removed the client): its open tunnels get the same grace as on a shutdown.
+async fn client_removed(shared: &GatewayContext, client_id: &str) {
+    let mut swaps = shared.store.swaps();
+    loop {
+        let listed = shared
+            .store
+            .view()
+            .is_none_or(|view| view.client(client_id).is_some());
+        if !listed {
+            break;
+        }
+        if swaps.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+    tokio::time::sleep(shared.config().shutdown_grace).await;
+}

@@ -1,0 +1,212 @@
+//! Ban-aware routing: cooldowns per (proxy, registrable domain) on this gateway.
+//!
+//! A proxy that a site banned is kept off that site's domain, and only that one
+//! (`proxypool_core::cooldown`). Three sources feed the same per-proxy table
+//! (`DomainCooldowns` in [`crate::proxies::cooldowns`], on the proxy's slot, so it outlives views): bans this gateway saw
+//! (an origin answering a ban status to a plain-HTTP request), the cluster's cooldowns the
+//! controller ships in every snapshot, and client feedback on this gateway's sticky
+//! sessions. What this gateway learns itself goes into the [`BanLedger`] and leaves with
+//! the next runtime report, so the store merges it and every other gateway's next
+//! snapshot carries it.
+//!
+//! This module is the gateway-wide side: recording a ban seen on an answer, applying
+//! session feedback to the session's pinned proxy, and the ledger for the reports.
+
+use crate::metrics::GatewayMetrics;
+use crate::routing::sticky::StickyTable;
+use crate::snapshot::{SnapshotView, ViewProxy};
+use proxypool_core::cooldown::MAX_COOLDOWN_CHANGES;
+use proxypool_core::{
+    CooldownChange, Domain, DomainCooldown, LockExt, SessionFeedback, UnixMillis,
+};
+use std::collections::{HashSet, VecDeque};
+use std::sync::Mutex;
+
+/// Cooldown changes this gateway made since the store last took them, oldest first.
+///
+/// Bounded: beyond [`MAX_COOLDOWN_CHANGES`] (what one report may carry) the oldest are
+/// dropped and counted; the local table still has them, only other gateways learn less.
+#[derive(Debug, Default)]
+pub(crate) struct BanLedger {
+    pending: Mutex<Pending>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    changes: VecDeque<(u64, CooldownChange)>,
+    next_seq: u64,
+}
+
+/// What one report takes from the ledger.
+#[derive(Debug, Default)]
+pub(crate) struct LedgerBatch {
+    pub changes: Vec<CooldownChange>,
+    /// Confirming it removes every change up to this one.
+    upto: Option<u64>,
+}
+
+impl BanLedger {
+    /// Queues a change; returns whether an old one had to be dropped for it.
+    fn push(&self, change: CooldownChange) -> bool {
+        let mut pending = self.pending.lock_or_recover();
+        let seq = pending.next_seq;
+        pending.next_seq += 1;
+        pending.changes.push_back((seq, change));
+        if pending.changes.len() > MAX_COOLDOWN_CHANGES {
+            pending.changes.pop_front();
+            return true;
+        }
+        false
+    }
+
+    /// The changes to send in the next report (all of them: the ledger never holds more
+    /// than one report carries).
+    pub(crate) fn batch(&self) -> LedgerBatch {
+        let pending = self.pending.lock_or_recover();
+        LedgerBatch {
+            changes: pending.changes.iter().map(|(_, c)| c.clone()).collect(),
+            upto: pending.changes.back().map(|(seq, _)| *seq),
+        }
+    }
+
+    /// The store took `batch`: forget what it carried (changes queued since stay).
+    pub(crate) fn confirm(&self, batch: &LedgerBatch) {
+        let Some(upto) = batch.upto else { return };
+        let mut pending = self.pending.lock_or_recover();
+        while pending.changes.front().is_some_and(|(seq, _)| *seq <= upto) {
+            pending.changes.pop_front();
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.pending.lock_or_recover().changes.len()
+    }
+}
+
+/// The gateway's ban state besides the per-proxy tables: the ledger for the reports and
+/// the session feedback already applied.
+#[derive(Debug, Default)]
+pub(crate) struct Bans {
+    pub(crate) ledger: BanLedger,
+    /// Ids of session feedback applied, pruned to those the latest snapshot still lists.
+    applied_feedback: Mutex<HashSet<String>>,
+}
+
+impl Bans {
+    /// The origin banned `proxy` for `domain`: cool it down locally at once (strikes grow
+    /// from what is known of it) and queue the entry for the store.
+    pub(crate) fn ban(
+        &self,
+        view: &SnapshotView,
+        proxy: &ViewProxy,
+        domain: &Domain,
+        now_ms: UnixMillis,
+        metrics: &GatewayMetrics,
+    ) -> DomainCooldown {
+        let previous = proxy.slot.domains.get(domain, now_ms);
+        let entry = view.cooldown_policy.ban(
+            proxy.id.clone(),
+            domain.clone(),
+            previous.as_ref(),
+            None,
+            now_ms,
+        );
+        metrics.bans.increment(1);
+        self.record(proxy, CooldownChange::Set(entry.clone()), now_ms, metrics);
+        entry
+    }
+
+    fn record(
+        &self,
+        proxy: &ViewProxy,
+        change: CooldownChange,
+        now_ms: UnixMillis,
+        metrics: &GatewayMetrics,
+    ) {
+        proxy.slot.domains.apply(&[&change], now_ms);
+        if self.ledger.push(change) {
+            metrics.cooldown_changes_dropped.increment(1);
+        }
+    }
+
+    /// Applies the feedback on sessions this gateway holds that it has not applied yet:
+    /// the verdict becomes a change on the session's pinned proxy (sent on in the next
+    /// report). A banned session then moves off the proxy on its next request to that
+    /// domain, because the pinned proxy is no longer eligible for it.
+    pub(crate) fn apply_session_feedback(
+        &self,
+        view: &SnapshotView,
+        sticky: &StickyTable,
+        now_ms: UnixMillis,
+        metrics: &GatewayMetrics,
+    ) {
+        let mut applied = self.applied_feedback.lock_or_recover();
+        applied.retain(|id| view.session_feedback.iter().any(|f| &f.id == id));
+        for feedback in &view.session_feedback {
+            if feedback.expires_at_ms <= now_ms || applied.contains(&feedback.id) {
+                continue;
+            }
+            applied.insert(feedback.id.clone());
+            if let Some(proxy) = pinned_proxy(view, sticky, feedback, now_ms) {
+                let previous = proxy.slot.domains.get(&feedback.domain, now_ms);
+                let change = feedback.verdict.change(
+                    &view.cooldown_policy,
+                    proxy.id.clone(),
+                    feedback.domain.clone(),
+                    previous.as_ref(),
+                    feedback.ttl_ms,
+                    now_ms,
+                );
+                metrics.session_feedback_applied.increment(1);
+                self.record(proxy, change, now_ms, metrics);
+            }
+        }
+    }
+}
+
+fn pinned_proxy<'v>(
+    view: &'v SnapshotView,
+    sticky: &StickyTable,
+    feedback: &SessionFeedback,
+    now_ms: UnixMillis,
+) -> Option<&'v ViewProxy> {
+    let pin = sticky.get(feedback.client.as_str(), &feedback.session, now_ms)?;
+    let index = view.index_of(&pin.proxy)?;
+    view.proxies.get(index as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proxypool_core::ProxyId;
+
+    fn entry(domain: &str, until_ms: u64) -> DomainCooldown {
+        DomainCooldown {
+            proxy_id: ProxyId::new("0123456789abcdef0123456789abcdef").unwrap(),
+            domain: Domain::new(domain).unwrap(),
+            until_ms,
+            strikes: 1,
+            forget_at_ms: until_ms + 1_000,
+        }
+    }
+
+    #[test]
+    fn the_ledger_keeps_what_was_queued_after_a_batch_was_taken() {
+        let ledger = BanLedger::default();
+        ledger.push(CooldownChange::Set(entry("a.test", 1)));
+        let batch = ledger.batch();
+        ledger.push(CooldownChange::Set(entry("b.test", 1)));
+        ledger.confirm(&batch);
+        let rest = ledger.batch();
+        assert_eq!(rest.changes.len(), 1);
+        assert_eq!(rest.changes[0].proxy_id().as_str().len(), 32);
+        ledger.confirm(&rest);
+        assert_eq!(ledger.len(), 0);
+        // Confirming an empty batch changes nothing.
+        ledger.confirm(&LedgerBatch::default());
+        for i in 0..=MAX_COOLDOWN_CHANGES {
+            ledger.push(CooldownChange::Set(entry("c.test", i as u64)));
+        }
+        assert_eq!(ledger.len(), MAX_COOLDOWN_CHANGES);
+    }
+}
