@@ -32,16 +32,17 @@
 //! [`outbound`] dials and relays. Each layer imports only the ones below it:
 //!
 //! ```text
-//! gateway, reload, admin, control          bind and run, reload, operators, the control loop
-//!   -> state                               Shared: what every listener task reads
-//!   -> inbound                             accept, I/O threads, HTTP and SOCKS5 listeners, auth, admission
-//!     -> outbound                          dial, forward plain HTTP, relay tunnels
-//!       -> context                         GatewayContext: settings, clock, metrics, usage, bans, router
-//!         -> routing                       selectors, sticky, rotation, pick, wait, bans, the router
-//!           -> snapshot                    the immutable indexed view, its store, readiness
-//!             -> proxies                   per-proxy slots: capacity, cutoff, cooldowns, kept-alive connections
-//!               -> policy                  shield and limiters, allowlists, destinations, ban statuses
-//!                 -> config, metrics, usage, refusal, io   settings, metric handles, usage counts, refusals, sockets
+//! gateway, reload, admin               bind and run, reload, operators' listener
+//!   -> inbound                         accept, I/O threads, HTTP and SOCKS5 listeners, auth, admission
+//!     -> state                         Shared: the context plus the shield and connection caps
+//!       -> control                     the control loop and client, the lease keeper
+//!       -> outbound                    dial, forward plain HTTP, relay tunnels
+//!         -> context                   GatewayContext: settings, store, router, bans, metrics, usage, clock
+//!           -> routing                 selectors, sticky, rotation, pick, wait, bans, the router
+//!             -> snapshot              the immutable indexed view, its store, readiness
+//!               -> metrics, config     metric handles; settings (which compile their policies)
+//!                 -> proxies, policy   per-proxy slots; shield, limiters, allowlists, destinations
+//!                   -> usage, refusal, io, session_id
 //! ```
 //!
 //! | module | what it is for |
