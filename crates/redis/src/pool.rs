@@ -109,7 +109,7 @@ impl RedisPool {
     }
 }
 
-/// The reply `lib.lua`'s `P.run` gives instead of running a fenced script.
+/// The reply `lib/runner.lua`'s `P.run` gives instead of running a fenced script.
 fn is_stale_term(value: &Value) -> bool {
     match value {
         Value::Array(items) => matches!(

@@ -1,11 +1,14 @@
 //! The Lua code of the adapter: one Redis function library holding every port operation.
 //!
-//! The helpers (`lib.lua`, `cooldown.lua`, `owned.lua`, `workers.lua`, `usage.lua`) are defined once, when
-//! the library is loaded, and each operation under `src/lua/` becomes one entry point
-//! (`redis.register_function`) instead of a script that re-created every helper closure on
-//! each call. Calls are `FCALL`; the library is loaded on the first call that finds its
-//! function missing (first use, a restarted Redis without persistence, a failover to a
-//! replica that never saw the load, `FUNCTION FLUSH`), like NOSCRIPT handling for EVALSHA.
+//! The library is one Lua chunk, put together in a fixed order: the field constants of the
+//! stored layouts, generated from the Rust codecs (`codec::layout`), so both sides read one
+//! list; then the helpers under `src/lua/lib/`, one file per concern, in the order they build
+//! on each other (each file's header says what it owns and keeps); then each operation under
+//! `src/lua/` as one entry point (`redis.register_function`). The helpers are defined once,
+//! when the library is loaded, not on every call. Calls are `FCALL`; the library is loaded on
+//! the first call that finds its function missing (first use, a restarted Redis without
+//! persistence, a failover to a replica that never saw the load, `FUNCTION FLUSH`), like
+//! NOSCRIPT handling for EVALSHA.
 //!
 //! The library and function names carry a digest of the library's source: function names
 //! are global to a Redis server, so two proxypool versions on one Redis each call their own
@@ -17,18 +20,39 @@
 //! so Redis treats each as a possible write: with `maxmemory` reached under a no-eviction
 //! policy every call is refused (`Unavailable`), reads included.
 
+use crate::codec::layout::Layout;
+use crate::codec::{assignment, cooldown, record, session};
 use redis::Script;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::sync::Arc;
 
-/// Helpers, in the order they build on each other.
-const HELPERS: [&str; 5] = [
-    include_str!("lua/lib.lua"),
-    include_str!("lua/cooldown.lua"),
-    include_str!("lua/owned.lua"),
-    include_str!("lua/workers.lua"),
-    include_str!("lua/usage.lua"),
+/// Layouts whose Lua field constants are generated, in front of every helper.
+const LAYOUTS: [&Layout; 4] = [
+    &record::LAYOUT,
+    &assignment::LAYOUT,
+    &session::LAYOUT,
+    &cooldown::LAYOUT,
+];
+
+/// Helpers, in the order they build on each other: a file may use the `local`s of the files
+/// before it (Lua scoping), and every `P.` function of any file at call time.
+const HELPERS: [&str; 15] = [
+    include_str!("lua/lib/call.lua"),
+    include_str!("lua/lib/util.lua"),
+    include_str!("lua/lib/ids.lua"),
+    include_str!("lua/lib/codec.lua"),
+    include_str!("lua/lib/ttl.lua"),
+    include_str!("lua/lib/counters.lua"),
+    include_str!("lua/lib/candidates.lua"),
+    include_str!("lua/lib/records.lua"),
+    include_str!("lua/lib/assignments.lua"),
+    include_str!("lua/lib/fencing.lua"),
+    include_str!("lua/lib/runner.lua"),
+    include_str!("lua/lib/cooldowns.lua"),
+    include_str!("lua/lib/owned.lua"),
+    include_str!("lua/lib/workers.lua"),
+    include_str!("lua/lib/usage.lua"),
 ];
 
 /// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
@@ -96,7 +120,10 @@ impl Library {
         // The whole text with a placeholder for the name is what the digest covers, so a
         // change to the wrapper below renames the library as surely as a change to the Lua.
         const NAME: &str = "@LIBRARY@";
-        let mut body = String::new();
+        let mut body = String::from("-- Field constants, generated from src/codec (layout.rs).\n");
+        for layout in LAYOUTS {
+            body.push_str(&layout.lua_prelude());
+        }
         for part in HELPERS {
             body.push_str(part);
             body.push('\n');
@@ -258,5 +285,32 @@ mod tests {
         );
         // Deterministic: every pool of one build calls the same functions.
         assert_eq!(Scripts::load().extract.name, scripts.extract.name);
+    }
+
+    #[test]
+    fn field_constants_are_only_the_generated_ones() {
+        // A hand-written `local ST = ...` in a helper or an entry point would shadow the
+        // generated constant and could disagree with the Rust codec again.
+        let generated: Vec<&str> = LAYOUTS
+            .iter()
+            .flat_map(|layout| layout.lua_names.iter().copied().chain([layout.count_name]))
+            .collect();
+        let sources = HELPERS.iter().chain(ENTRIES.iter().map(|(_, code)| code));
+        for source in sources {
+            for line in source.lines() {
+                let Some(declared) = line.trim_start().strip_prefix("local ") else {
+                    continue;
+                };
+                let names = declared.split('=').next().unwrap_or_default();
+                for name in names.split(',').map(str::trim) {
+                    assert!(
+                        !generated.contains(&name),
+                        "{name} declared by hand: {line}"
+                    );
+                }
+            }
+        }
+        let source = &Scripts::load().extract.library.source;
+        assert!(source.contains("local ST, HARD, USABLE"), "{source:.300}");
     }
 }

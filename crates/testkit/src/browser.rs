@@ -4,7 +4,8 @@
 //! directory and `--remote-debugging-port=0`, reads the `DevTools listening on ws://…` line
 //! from its stderr, opens one page and attaches to it (a flat session). Tests then
 //! navigate, evaluate JavaScript in the page, poll a condition with a deadline and take
-//! screenshots. Dropping the guard kills the browser and removes the profile.
+//! screenshots. Dropping the guard kills the browser and removes the profile. The DevTools
+//! connection is `tungstenite`'s blocking WebSocket over a plain loopback `TcpStream`.
 //!
 //! The binary: `PROXYPOOL_TEST_CHROMIUM`, else `chromium`, `chromium-browser`,
 //! `google-chrome` on `PATH`. Without one, [`browser_or_skip`] skips with a banner (and
@@ -12,25 +13,29 @@
 
 use crate::error::{Result, TestkitError};
 use crate::scratch::ScratchDir;
-use crate::websocket::WebSocket;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
+use std::io::{self, BufRead, BufReader};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::{Message, WebSocket};
 
 /// Names the browser binary explicitly (skips the `PATH` search).
 pub const CHROMIUM_ENV: &str = "PROXYPOOL_TEST_CHROMIUM";
 const CANDIDATES: &[&str] = &["chromium", "chromium-browser", "google-chrome"];
 /// How long one DevTools call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest message accepted (a full-page screenshot in base64 fits easily).
+const MAX_MESSAGE: usize = 64 << 20;
 
 /// A running headless browser with one page attached.
 #[derive(Debug)]
 pub struct Browser {
     child: Child,
-    socket: WebSocket,
+    socket: WebSocket<TcpStream>,
     session: String,
     next_id: u64,
     _profile: ScratchDir,
@@ -38,6 +43,55 @@ pub struct Browser {
 
 fn io_error(context: &str) -> impl FnOnce(std::io::Error) -> TestkitError + '_ {
     move |source| TestkitError::io(context.to_owned(), source)
+}
+
+fn socket_error(error: tungstenite::Error) -> io::Error {
+    match error {
+        tungstenite::Error::Io(error) => error,
+        other => io::Error::other(other),
+    }
+}
+
+/// Connects to the browser's `ws://127.0.0.1:PORT/devtools/browser/…` and completes the
+/// opening handshake; reads time out after `timeout`.
+fn connect(url: &str, timeout: Duration) -> io::Result<WebSocket<TcpStream>> {
+    let parsed = url::Url::parse(url).map_err(io::Error::other)?;
+    let host = parsed.host_str().unwrap_or_default();
+    let stream = TcpStream::connect((host, parsed.port_or_known_default().unwrap_or(80)))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_nodelay(true)?;
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE))
+        .max_frame_size(Some(MAX_MESSAGE));
+    match tungstenite::client::client_with_config(url, stream, Some(config)) {
+        Ok((socket, _response)) => Ok(socket),
+        Err(tungstenite::HandshakeError::Failure(error)) => Err(socket_error(error)),
+        Err(tungstenite::HandshakeError::Interrupted(_)) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the DevTools handshake did not complete",
+        )),
+    }
+}
+
+/// The next text message (pings are answered by the socket). A read timeout is `TimedOut`
+/// / `WouldBlock`; a close from the browser is `ConnectionAborted`.
+fn read_text(socket: &mut WebSocket<TcpStream>) -> io::Result<String> {
+    loop {
+        match socket.read().map_err(socket_error)? {
+            Message::Text(text) => return Ok(text.as_str().to_owned()),
+            Message::Binary(bytes) => {
+                return String::from_utf8(bytes.to_vec())
+                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"));
+            }
+            Message::Close(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "the browser closed the DevTools connection",
+                ));
+            }
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
+        }
+    }
 }
 
 fn failed(output: String) -> TestkitError {
@@ -125,7 +179,7 @@ impl Browser {
                 return Err(failed("no DevTools line within 30 s".into()));
             }
         };
-        let socket = WebSocket::connect(&url, CALL_TIMEOUT).map_err(io_error("DevTools socket"))?;
+        let socket = connect(&url, CALL_TIMEOUT).map_err(io_error("DevTools socket"))?;
         let mut browser = Browser {
             child,
             socket,
@@ -161,8 +215,8 @@ impl Browser {
             message["sessionId"] = Value::String(session);
         }
         self.socket
-            .send_text(&message.to_string())
-            .map_err(io_error("DevTools send"))?;
+            .send(Message::text(message.to_string()))
+            .map_err(|error| io_error("DevTools send")(socket_error(error)))?;
         let deadline = Instant::now() + CALL_TIMEOUT;
         loop {
             if Instant::now() > deadline {
@@ -170,7 +224,7 @@ impl Browser {
                     "{method}: no answer within {CALL_TIMEOUT:?}"
                 )));
             }
-            let text = self.socket.read_text().map_err(io_error("DevTools read"))?;
+            let text = read_text(&mut self.socket).map_err(io_error("DevTools read"))?;
             let reply: Value = serde_json::from_str(&text)
                 .map_err(|e| failed(format!("{method}: undecodable reply: {e}")))?;
             // Events and other answers are not what this call waits for.

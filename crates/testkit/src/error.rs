@@ -106,18 +106,6 @@ pub enum TestkitError {
         /// The server's own error text (PostgreSQL: with the SQLSTATE).
         message: String,
     },
-
-    /// The server asked for an authentication method the minimal clients do not speak.
-    #[error(
-        "{server} asked for {method} authentication; the testkit's client speaks only trust \
-         and cleartext passwords (configure trust on loopback for the external server)"
-    )]
-    UnsupportedAuth {
-        /// `postgres`.
-        server: &'static str,
-        /// The method the server asked for.
-        method: String,
-    },
 }
 
 impl TestkitError {

@@ -14,20 +14,20 @@
 //! ```
 //!
 //! Module map:
-//! - `redis`: [`RedisServer`] and a minimal RESP2 client ([`RespConnection`]).
+//! - `redis`: [`RedisServer`] and a RESP2 client on the `redis` crate ([`RespConnection`]).
 //! - `postgres`: [`PostgresServer`] (initdb template per test process, copied per
-//!   server) and a minimal wire-protocol client behind [`PostgresServer::query`].
+//!   server) and the sqlx client behind [`PostgresServer::query`].
 //! - `skip`: [`redis_or_skip`] / [`postgres_or_skip`]: skip with a banner when a binary is
 //!   missing, panic under `CI=true`.
 //! - `process`: spawning, janitors (cleanup even when the test process is killed),
 //!   signals, bounded readiness waits, free ports, log tails.
 //! - `privilege`: running PostgreSQL as an unprivileged account when tests run as root.
 //! - `binaries`: where the server programs are found.
-//! - `scratch`, `url`: scratch directories and connection-URL parsing.
+//! - `scratch`, `url`: scratch directories (`tempfile`) and connection URLs (`url`).
 //! - `error`: [`TestkitError`].
 //! - [`tls`]: [`TestCa`], a private CA writing server and client certificates as PEM files.
-//! - [`browser`]: [`Browser`], headless Chromium over the DevTools protocol (on a small
-//!   blocking WebSocket client, `websocket`), and [`browser_or_skip`].
+//! - [`browser`]: [`Browser`], headless Chromium over the DevTools protocol (on
+//!   `tungstenite`'s blocking WebSocket), and [`browser_or_skip`].
 //! - [`edge`]: real-socket clients for listener tests (idle floods, a client on another
 //!   loopback address, trickling and oversize requests); async, on tokio.
 //!
@@ -42,7 +42,8 @@
 //! - `PROXYPOOL_TEST_CHROMIUM`: the browser binary (default: `chromium` on `PATH`).
 //! - `CI=true`: a missing server fails the test instead of skipping it.
 //!
-//! Everything but `edge` is blocking (std only); calling it from an async test blocks that
+//! Everything but `edge` is blocking (the PostgreSQL client runs sqlx on a runtime of its
+//! own, on a thread of its own); calling it from an async test blocks that
 //! test's thread for the server's startup, which is what a test wants anyway.
 
 mod binaries;
@@ -57,12 +58,10 @@ mod scratch;
 mod skip;
 pub mod tls;
 mod url;
-mod websocket;
 
 pub use browser::{Browser, browser_or_skip};
 pub use error::TestkitError;
-pub use postgres::wire::Rows;
-pub use postgres::{POSTGRES_URL_ENV, PostgresServer};
+pub use postgres::{POSTGRES_URL_ENV, PostgresServer, Rows};
 pub use redis::{REDIS_URL_ENV, RedisServer, RespConnection, RespValue};
 pub use skip::{
     postgres_or_skip, private_postgres_or_skip, private_postgres_tls_or_skip,

@@ -5,11 +5,10 @@
 //! data is gone, as after a real crash without persistence), `start_again` brings it back
 //! on the same port so clients holding the URL can reconnect.
 //!
-//! The RESP client exists for readiness probes and for tests that want to poke the server
-//! directly (`FLUSHALL`, `DEBUG SLEEP`, `CLIENT KILL`) without depending on a Redis crate.
+//! The RESP client, on the `redis` crate's blocking connection, exists for readiness probes
+//! and for tests that want to poke the server directly (`FLUSHALL`, `DEBUG SLEEP`,
+//! `CLIENT KILL`) and read the raw reply.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use crate::process::{self, Launch, ServerProcess, StartFailure};
 use crate::scratch::{ScratchDir, scratch_base};
 use crate::tls::{CertFiles, TestCa};
 use crate::url::{ConnectionUrl, redact};
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError, Value};
 
 /// Points the guards at an external Redis instead of starting one.
 pub const REDIS_URL_ENV: &str = "PROXYPOOL_TEST_REDIS_URL";
@@ -60,140 +60,87 @@ impl RespValue {
     }
 }
 
-/// One RESP2 connection over a blocking `TcpStream`.
-#[derive(Debug)]
-pub struct RespConnection {
-    reader: BufReader<TcpStream>,
-}
-
-fn protocol(message: impl Into<String>) -> TestkitError {
-    TestkitError::Protocol {
-        server: SERVER,
-        message: message.into(),
+impl From<Value> for RespValue {
+    fn from(value: Value) -> Self {
+        let array = |items: Vec<Value>| Self::Array(items.into_iter().map(Self::from).collect());
+        match value {
+            Value::Nil => Self::Nil,
+            Value::Int(n) => Self::Integer(n),
+            Value::BulkString(bytes) => Self::Bulk(bytes),
+            Value::Array(items) => array(items),
+            Value::SimpleString(text) => Self::Simple(text),
+            Value::Okay => Self::Simple("OK".to_owned()),
+            Value::ServerError(error) => Self::Error(match error.details() {
+                Some(details) => format!("{} {details}", error.code()),
+                None => error.code().to_owned(),
+            }),
+            // RESP3 only: the connection speaks RESP2, so these never arrive.
+            other => Self::Error(format!("unexpected RESP3 reply {other:?}")),
+        }
     }
 }
 
-fn io_error(context: &str, error: std::io::Error) -> TestkitError {
-    TestkitError::io(format!("redis: {context}"), error)
+/// One RESP2 connection (the `redis` crate's blocking client).
+pub struct RespConnection {
+    connection: redis::Connection,
+}
+
+impl std::fmt::Debug for RespConnection {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("RespConnection")
+    }
+}
+
+fn redis_error(context: &str, error: &RedisError) -> TestkitError {
+    match error.code() {
+        // An error reply: the server's own line, as it sent it.
+        Some(code) if !error.is_io_error() => TestkitError::Server {
+            server: SERVER,
+            message: match error.detail() {
+                Some(detail) => format!("{code} {detail}"),
+                None => code.to_owned(),
+            },
+        },
+        _ => TestkitError::io(
+            format!("redis: {context}"),
+            std::io::Error::other(error.to_string()),
+        ),
+    }
 }
 
 impl RespConnection {
     /// Connects to `host:port` (no AUTH, database 0).
     pub fn connect(host: &str, port: u16) -> Result<Self> {
-        let addresses = (host, port)
-            .to_socket_addrs()
-            .map_err(|error| io_error(&format!("resolving {host}:{port}"), error))?;
-        let mut last_error = None;
-        for address in addresses {
-            match TcpStream::connect_timeout(&address, CONNECT_TIMEOUT) {
-                Ok(stream) => {
-                    stream
-                        .set_read_timeout(Some(IO_TIMEOUT))
-                        .and_then(|()| stream.set_write_timeout(Some(IO_TIMEOUT)))
-                        .and_then(|()| stream.set_nodelay(true))
-                        .map_err(|error| io_error("configuring the socket", error))?;
-                    return Ok(Self {
-                        reader: BufReader::new(stream),
-                    });
-                }
-                Err(error) => last_error = Some(error),
-            }
-        }
-        Err(io_error(
-            &format!("connecting to {host}:{port}"),
-            last_error.unwrap_or_else(|| std::io::Error::other("no address")),
-        ))
+        Self::open(ConnectionAddr::Tcp(host.to_owned(), port).into_connection_info())
+    }
+
+    /// Connects as `info` says (its credentials and database), sending nothing the caller
+    /// did not ask for: no `CLIENT SETINFO`, so tests that count commands see only theirs.
+    fn open(info: redis::RedisResult<ConnectionInfo>) -> Result<Self> {
+        let connecting = |error: RedisError| redis_error("connecting", &error);
+        let info = info.map_err(connecting)?;
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let client = redis::Client::open(info.set_redis_settings(settings)).map_err(connecting)?;
+        let connection = client
+            .get_connection_with_timeout(CONNECT_TIMEOUT)
+            .map_err(connecting)?;
+        connection
+            .set_read_timeout(Some(IO_TIMEOUT))
+            .and_then(|()| connection.set_write_timeout(Some(IO_TIMEOUT)))
+            .map_err(|error| redis_error("configuring the socket", &error))?;
+        Ok(Self { connection })
     }
 
     /// Sends one command and reads its reply; an error reply becomes `Err(Server)`.
     pub fn command<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<RespValue> {
-        let mut request = format!("*{}\r\n", args.len()).into_bytes();
+        let mut command = redis::Cmd::new();
         for arg in args {
-            let arg = arg.as_ref();
-            request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-            request.extend_from_slice(arg);
-            request.extend_from_slice(b"\r\n");
+            command.arg(arg.as_ref());
         }
-        self.reader
-            .get_mut()
-            .write_all(&request)
-            .map_err(|error| io_error("sending a command", error))?;
-        match self.read_value()? {
-            RespValue::Error(message) => Err(TestkitError::Server {
-                server: SERVER,
-                message,
-            }),
-            value => Ok(value),
-        }
-    }
-
-    fn read_line(&mut self) -> Result<String> {
-        let mut line = Vec::new();
-        let read = self
-            .reader
-            .read_until(b'\n', &mut line)
-            .map_err(|error| io_error("reading a reply", error))?;
-        if read == 0 {
-            return Err(io_error(
-                "reading a reply",
-                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"),
-            ));
-        }
-        if !line.ends_with(b"\r\n") {
-            return Err(protocol("reply line not terminated by CRLF"));
-        }
-        line.truncate(line.len() - 2);
-        String::from_utf8(line).map_err(|_| protocol("reply line is not UTF-8"))
-    }
-
-    fn read_length(header: &str) -> Result<Option<usize>> {
-        let length: i64 = header
-            .parse()
-            .map_err(|_| protocol(format!("bad length {header:?}")))?;
-        if length < 0 {
-            return Ok(None);
-        }
-        usize::try_from(length)
-            .map(Some)
-            .map_err(|_| protocol(format!("length {length} too large")))
-    }
-
-    fn read_value(&mut self) -> Result<RespValue> {
-        let line = self.read_line()?;
-        let (kind, rest) = line
-            .split_at_checked(1)
-            .ok_or_else(|| protocol("empty reply line"))?;
-        match kind {
-            "+" => Ok(RespValue::Simple(rest.to_owned())),
-            "-" => Ok(RespValue::Error(rest.to_owned())),
-            ":" => rest
-                .parse()
-                .map(RespValue::Integer)
-                .map_err(|_| protocol(format!("bad integer {rest:?}"))),
-            "$" => {
-                let Some(length) = Self::read_length(rest)? else {
-                    return Ok(RespValue::Nil);
-                };
-                let mut payload = vec![0; length + 2];
-                std::io::Read::read_exact(&mut self.reader, &mut payload)
-                    .map_err(|error| io_error("reading a bulk string", error))?;
-                if !payload.ends_with(b"\r\n") {
-                    return Err(protocol("bulk string not terminated by CRLF"));
-                }
-                payload.truncate(length);
-                Ok(RespValue::Bulk(payload))
-            }
-            "*" => {
-                let Some(count) = Self::read_length(rest)? else {
-                    return Ok(RespValue::Nil);
-                };
-                (0..count)
-                    .map(|_| self.read_value())
-                    .collect::<Result<Vec<_>>>()
-                    .map(RespValue::Array)
-            }
-            other => Err(protocol(format!("unknown reply type {other:?}"))),
-        }
+        command
+            .query::<Value>(&mut self.connection)
+            .map(RespValue::from)
+            .map_err(|error| redis_error("sending a command", &error))
     }
 }
 
@@ -218,14 +165,6 @@ struct RedisTls {
     ca: PathBuf,
 }
 
-/// Credentials and database of an external server, from its URL.
-#[derive(Debug)]
-struct ExternalRedis {
-    user: Option<String>,
-    password: Option<String>,
-    database: Option<String>,
-}
-
 /// A Redis for one test: private (started and owned by this guard) or external
 /// (`PROXYPOOL_TEST_REDIS_URL`). A private server is killed when the guard drops.
 #[derive(Debug)]
@@ -234,7 +173,6 @@ pub struct RedisServer {
     host: String,
     port: u16,
     private: Option<PrivateRedis>,
-    external: Option<ExternalRedis>,
     /// `rediss://127.0.0.1:TLS_PORT/` when the server also speaks TLS.
     tls_url: Option<String>,
 }
@@ -378,7 +316,6 @@ impl RedisServer {
                 .as_ref()
                 .map(|tls| format!("rediss://127.0.0.1:{}/", tls.port)),
             private: Some(private),
-            external: None,
         })
     }
 
@@ -398,11 +335,6 @@ impl RedisServer {
             port: parsed.port.unwrap_or(6379),
             private: None,
             tls_url: None,
-            external: Some(ExternalRedis {
-                user: parsed.user,
-                password: parsed.password,
-                database: Some(parsed.path).filter(|path| !path.is_empty()),
-            }),
         })
     }
 
@@ -495,22 +427,7 @@ impl RedisServer {
     /// Opens a RESP connection (authenticated and on the URL's database for an external
     /// server).
     pub fn connect(&self) -> Result<RespConnection> {
-        let mut connection = RespConnection::connect(&self.host, self.port)?;
-        if let Some(external) = &self.external {
-            match (&external.user, &external.password) {
-                (Some(user), Some(password)) => {
-                    connection.command(&["AUTH", user.as_str(), password.as_str()])?;
-                }
-                (None, Some(password)) => {
-                    connection.command(&["AUTH", password.as_str()])?;
-                }
-                _ => {}
-            }
-            if let Some(database) = &external.database {
-                connection.command(&["SELECT", database.as_str()])?;
-            }
-        }
-        Ok(connection)
+        RespConnection::open(self.url.as_str().into_connection_info())
     }
 
     /// Runs one command on a fresh connection, e.g. `redis.command(&["FLUSHALL"])`.

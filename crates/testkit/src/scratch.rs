@@ -1,14 +1,13 @@
-//! Private scratch directories, removed on drop.
-//!
-//! A few lines instead of the `tempfile` crate: the testkit only needs "a fresh directory
-//! nobody else uses", and every test crate links this one.
+//! Private scratch directories, removed on drop: `tempfile` makes them, this module picks
+//! where (`scratch_base`) and keeps them reachable by a server running as another account.
 
-use std::io;
+use std::fs::Permissions;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+
+use tempfile::TempDir;
 
 use crate::error::{Result, TestkitError};
 use crate::privilege::{ServerUser, reachable_by_others};
@@ -74,60 +73,35 @@ fn roomy_shared_memory_dir() -> Option<&'static Path> {
     })
 }
 
-/// Distinguishes directories created by one process; the pid distinguishes processes.
-static NEXT_SCRATCH_ID: AtomicU64 = AtomicU64::new(0);
-
 /// A directory that belongs to one guard and disappears with it.
 #[derive(Debug)]
 pub(crate) struct ScratchDir {
-    path: PathBuf,
+    dir: TempDir,
 }
 
 impl ScratchDir {
-    /// Creates `<base>/proxypool-testkit-<kind>-<pid>-<n>-<nanos>`.
+    /// Creates `<base>/proxypool-testkit-<kind>-<random>` (created exclusively, so two
+    /// creators never share a directory).
     ///
-    /// `create_dir` fails on an existing path, so two creators can never share a directory
-    /// even if the name were to collide; on collision we simply try the next name.
+    /// Mode 0755 rather than tempfile's 0700: a server that runs as another account (see
+    /// `privilege`) must reach the files the testkit puts there before it hands the tree
+    /// over, as with a directory made by `mkdir`.
     pub(crate) fn create(base: &Path, kind: &str) -> Result<Self> {
-        for _ in 0..100 {
-            let nanos = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|elapsed| elapsed.subsec_nanos())
-                .unwrap_or(0);
-            let path = base.join(format!(
-                "proxypool-testkit-{kind}-{}-{}-{nanos}",
-                std::process::id(),
-                NEXT_SCRATCH_ID.fetch_add(1, Ordering::Relaxed),
-            ));
-            match std::fs::create_dir(&path) {
-                Ok(()) => return Ok(Self { path }),
-                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(error) => {
-                    return Err(TestkitError::io(
-                        format!("creating scratch directory {}", path.display()),
-                        error,
-                    ));
-                }
-            }
-        }
-        Err(TestkitError::io(
-            format!("creating a scratch directory under {}", base.display()),
-            io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                "every candidate name was taken",
-            ),
-        ))
+        tempfile::Builder::new()
+            .prefix(&format!("proxypool-testkit-{kind}-"))
+            .permissions(Permissions::from_mode(0o755))
+            .tempdir_in(base)
+            .map(|dir| Self { dir })
+            .map_err(|error| {
+                TestkitError::io(
+                    format!("creating a scratch directory under {}", base.display()),
+                    error,
+                )
+            })
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        // Best effort: a leftover directory in the temp dir is not worth a panic in Drop.
-        let _ = std::fs::remove_dir_all(&self.path);
+        self.dir.path()
     }
 }
 

@@ -1,8 +1,10 @@
-//! Just enough URL handling for `redis://` and `postgres://` connection strings.
-//!
-//! The environment overrides point at external servers with ordinary connection URLs; the
-//! testkit needs their host, port, credentials and database to talk to them, and builds
-//! URLs for other databases and users from them. A full URL crate would be overkill.
+//! Connection URLs of external servers (`redis://`, `postgres://`), parsed by the `url`
+//! crate: the guards need their host, port, credentials and database, and build URLs for
+//! other databases and users from them. `redact` stays hand-written: it must also hide the
+//! password of a URL the parser rejects, for the error that says so.
+
+use percent_encoding::percent_decode_str;
+use url::{Host, Url};
 
 use crate::error::{Result, TestkitError};
 
@@ -19,6 +21,8 @@ pub(crate) struct ConnectionUrl {
     pub(crate) path: String,
     /// Without the `?`, kept verbatim.
     pub(crate) query: Option<String>,
+    /// The URL as parsed, the base of [`with_user_and_path`](Self::with_user_and_path).
+    url: Url,
 }
 
 fn invalid(url: &str, reason: &str) -> TestkitError {
@@ -28,41 +32,10 @@ fn invalid(url: &str, reason: &str) -> TestkitError {
     }
 }
 
-/// Decodes `%XX` escapes (as UTF-8; invalid sequences are replaced, never an error, since
-/// the result only names users and databases).
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        if bytes[index] == b'%' && index + 2 < bytes.len() {
-            let hex_digit = |byte: u8| char::from(byte).to_digit(16);
-            if let (Some(high), Some(low)) =
-                (hex_digit(bytes[index + 1]), hex_digit(bytes[index + 2]))
-            {
-                // Two hex digits always fit in a byte.
-                decoded.push(u8::try_from(high * 16 + low).unwrap_or(b'?'));
-                index += 3;
-                continue;
-            }
-        }
-        decoded.push(bytes[index]);
-        index += 1;
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
-}
-
-/// Escapes everything outside RFC 3986's unreserved set.
-pub(crate) fn percent_encode(text: &str) -> String {
-    let mut encoded = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            encoded.push(char::from(byte));
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
+/// `%XX` escapes decoded as UTF-8 (invalid sequences replaced: the result only names users
+/// and databases).
+fn decode(text: &str) -> String {
+    percent_decode_str(text).decode_utf8_lossy().into_owned()
 }
 
 /// Hides the password of a URL so it can appear in messages.
@@ -82,89 +55,44 @@ pub(crate) fn redact(url: &str) -> String {
 }
 
 impl ConnectionUrl {
-    pub(crate) fn parse(url: &str) -> Result<Self> {
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| invalid(url, "expected scheme://host"))?;
-        let (rest, query) = match rest.split_once('?') {
-            Some((before, query)) => (before, Some(query.to_owned())),
-            None => (rest, None),
-        };
-        let (authority, path) = match rest.split_once('/') {
-            Some((authority, path)) => (authority, percent_decode(path)),
-            None => (rest, String::new()),
-        };
-        let (userinfo, hostport) = match authority.rsplit_once('@') {
-            Some((userinfo, hostport)) => (Some(userinfo), hostport),
-            None => (None, authority),
-        };
-        let (user, password) = match userinfo {
-            None => (None, None),
-            Some(userinfo) => match userinfo.split_once(':') {
-                Some((user, password)) => {
-                    (Some(percent_decode(user)), Some(percent_decode(password)))
-                }
-                None => (Some(percent_decode(userinfo)), None),
-            },
-        };
-        let user = user.filter(|user| !user.is_empty());
-        let (host, port_text) = if let Some(bracketed) = hostport.strip_prefix('[') {
-            let (host, after) = bracketed
-                .split_once(']')
-                .ok_or_else(|| invalid(url, "unclosed '[' in host"))?;
-            (host.to_owned(), after.strip_prefix(':'))
-        } else {
-            match hostport.rsplit_once(':') {
-                Some((host, port)) => (host.to_owned(), Some(port)),
-                None => (hostport.to_owned(), None),
-            }
-        };
-        let port = match port_text {
-            None | Some("") => None,
-            Some(text) => Some(
-                text.parse()
-                    .map_err(|_| invalid(url, "port is not a number"))?,
-            ),
+    pub(crate) fn parse(text: &str) -> Result<Self> {
+        let url = Url::parse(text).map_err(|error| invalid(text, &error.to_string()))?;
+        if url.cannot_be_a_base() {
+            return Err(invalid(text, "expected scheme://host"));
+        }
+        let host = match url.host() {
+            Some(Host::Ipv6(address)) => address.to_string(),
+            Some(host) => decode(&host.to_string()),
+            None => String::new(),
         };
         Ok(Self {
-            scheme: scheme.to_owned(),
-            user,
-            password,
+            scheme: url.scheme().to_owned(),
+            user: Some(decode(url.username())).filter(|user| !user.is_empty()),
+            password: url.password().map(decode),
             host: if host.is_empty() {
                 "localhost".to_owned()
             } else {
                 host
             },
-            port,
-            path,
-            query,
+            port: url.port(),
+            path: decode(url.path().strip_prefix('/').unwrap_or(url.path())),
+            query: url.query().map(str::to_owned),
+            url,
         })
     }
 
-    /// The URL again, with another user (password kept only for the same user) and path.
+    /// The URL again, with another user (password kept only for the same user), path and
+    /// this value's port.
     pub(crate) fn with_user_and_path(&self, user: &str, path: &str) -> String {
-        let userinfo = match (&self.user, &self.password) {
-            (Some(own), Some(password)) if own == user => {
-                format!("{}:{}@", percent_encode(user), percent_encode(password))
-            }
-            _ => format!("{}@", percent_encode(user)),
-        };
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        let port = self.port.map(|port| format!(":{port}")).unwrap_or_default();
-        let query = self
-            .query
-            .as_ref()
-            .map(|query| format!("?{query}"))
-            .unwrap_or_default();
-        format!(
-            "{}://{userinfo}{host}{port}/{}{query}",
-            self.scheme,
-            percent_encode(path)
-        )
+        let mut url = self.url.clone();
+        // The setters refuse only URLs without a host, which `parse` never returns.
+        let _ = url.set_username(user);
+        if self.user.as_deref() != Some(user) {
+            let _ = url.set_password(None);
+        }
+        let _ = url.set_port(self.port);
+        url.set_path(path);
+        url.into()
     }
 }
 

@@ -1,14 +1,25 @@
 //! Assignments as stored in the `owners` hash: `worker \t epoch \t assigned_at \t
-//! lease_until \t upstream`; a draining one also has its drain epoch in `drain-tickets`.
+//! lease_until \t upstream`; a draining one also has its drain epoch in `drain-tickets`. The
+//! Lua constants (`A_WORKER`, ...) are generated from the layout below.
 
+use super::layout::tab_layout;
 use super::{corrupt, parse_u64};
 use proxypool_core::{Assignment, AssignmentState, PoolResult, ProxyId, UpstreamId, WorkerId};
+
+tab_layout! {
+    count A_FIELDS;
+    WORKER => A_WORKER,
+    EPOCH => A_EPOCH,
+    ASSIGNED_AT => A_ASSIGNED,
+    LEASE_UNTIL => A_LEASE,
+    UPSTREAM => A_UP,
+}
 
 /// Decodes an assignment of `proxy` from its stored value and drain ticket ('' = active).
 pub(crate) fn decode(proxy: &str, value: &str, ticket: &str) -> PoolResult<Assignment> {
     let what = "assignment";
     let f: Vec<&str> = value.split('\t').collect();
-    if f.len() != 5 {
+    if f.len() != FIELDS {
         return Err(corrupt(what));
     }
     let state = if ticket.is_empty() {
@@ -20,11 +31,11 @@ pub(crate) fn decode(proxy: &str, value: &str, ticket: &str) -> PoolResult<Assig
     };
     Ok(Assignment {
         proxy_id: ProxyId::new(proxy).map_err(|_| corrupt(what))?,
-        upstream: UpstreamId::new(f[4]).map_err(|_| corrupt(what))?,
-        worker: WorkerId::new(f[0]).map_err(|_| corrupt(what))?,
-        epoch: parse_u64(f[1], what)?,
-        assigned_at_ms: parse_u64(f[2], what)?,
-        lease_until_ms: parse_u64(f[3], what)?,
+        upstream: UpstreamId::new(f[UPSTREAM]).map_err(|_| corrupt(what))?,
+        worker: WorkerId::new(f[WORKER]).map_err(|_| corrupt(what))?,
+        epoch: parse_u64(f[EPOCH], what)?,
+        assigned_at_ms: parse_u64(f[ASSIGNED_AT], what)?,
+        lease_until_ms: parse_u64(f[LEASE_UNTIL], what)?,
         state,
     })
 }

@@ -1,14 +1,24 @@
 //! Cooldowns as the scripts hold them (`cooldowns`: per proxy, one line per domain,
-//! `domain \t until \t strikes \t forget_at`), the argument tuple of a change, and session
-//! feedback (JSON: Lua only stores it and hands it back).
+//! `domain \t until \t strikes \t forget_at`; the Lua constants `C_DOMAIN`, ... are
+//! generated from the layout below), the argument tuple of a change, and session feedback
+//! (JSON: Lua only stores it and hands it back).
 //!
 //! Times are clamped to [`MAX_MS`](super::MAX_MS), the range Lua numbers hold exactly:
 //! a cooldown anyone asks for ends within a day, so only nonsense values are cut.
 
+use super::layout::tab_layout;
 use super::{clamp_ms, corrupt, parse_u64};
 use proxypool_core::{
     CooldownChange, Domain, DomainCooldown, PoolResult, ProxyId, SessionFeedback,
 };
+
+tab_layout! {
+    count C_FIELDS;
+    DOMAIN => C_DOMAIN,
+    UNTIL => C_UNTIL,
+    STRIKES => C_STRIKES,
+    FORGET_AT => C_FORGET,
+}
 
 /// The six script arguments of one change (see `cooldowns_apply.lua`).
 pub(crate) fn change_args(change: &CooldownChange, out: &mut Vec<String>) {
@@ -36,15 +46,15 @@ pub(crate) fn change_args(change: &CooldownChange, out: &mut Vec<String>) {
 pub(crate) fn decode(id: &str, line: &str) -> PoolResult<DomainCooldown> {
     let what = "cooldown";
     let f: Vec<&str> = line.split('\t').collect();
-    if f.len() != 4 {
+    if f.len() != FIELDS {
         return Err(corrupt(what));
     }
     Ok(DomainCooldown {
         proxy_id: ProxyId::new(id).map_err(|_| corrupt(what))?,
-        domain: Domain::new(f[0]).map_err(|_| corrupt(what))?,
-        until_ms: parse_u64(f[1], what)?,
-        strikes: u32::try_from(parse_u64(f[2], what)?).map_err(|_| corrupt(what))?,
-        forget_at_ms: parse_u64(f[3], what)?,
+        domain: Domain::new(f[DOMAIN]).map_err(|_| corrupt(what))?,
+        until_ms: parse_u64(f[UNTIL], what)?,
+        strikes: u32::try_from(parse_u64(f[STRIKES], what)?).map_err(|_| corrupt(what))?,
+        forget_at_ms: parse_u64(f[FORGET_AT], what)?,
     })
 }
 

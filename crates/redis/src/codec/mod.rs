@@ -7,6 +7,7 @@
 pub(crate) mod assignment;
 pub(crate) mod cooldown;
 pub(crate) mod extraction;
+pub(crate) mod layout;
 pub(crate) mod record;
 pub(crate) mod runtime;
 pub(crate) mod session;

@@ -1,24 +1,43 @@
 //! The proxy record as the scripts take and answer it: 20 tab-separated fields, the ones
 //! the scripts test on every candidate first. Credentials live only in this value (and in a
 //! stored extraction response), never in a key. The `records` hash stores a shorter form
-//! (no id, times relative to the hard expiry: `P.encode_stored` in `src/lua/lib.lua`); the
-//! scripts convert, so this side only ever sees the full form.
+//! (no id, times relative to the hard expiry: `P.encode_stored` in `src/lua/lib/codec.lua`);
+//! the scripts convert, so this side only ever sees the full form.
 //!
-//! ```text
-//! 1 status code  2 hard expiry  3 usable_until  4 succeeded_at  5 protocol  6 upstream
-//! 7 region  8 carrier  9 max_sessions  10 checked_at  11 latency  12 failures
-//! 13 last error  14 fetched_at  15 id  16 host  17 port  18 username  19 password
-//! 20 labels (JSON object, '' when empty)
-//! ```
-//! An empty username means "no credentials" (a username is never empty otherwise).
+//! The field order is written once, in `tab_layout!` below; the Lua constants (`ST`,
+//! `HARD`, ...) are generated from it. An empty username means "no credentials" (a username
+//! is never empty otherwise).
 
+use super::layout::tab_layout;
 use super::{corrupt, opt_to_field, parse_opt_u64, parse_u64};
 use proxypool_core::{
     Credentials, Health, Label, PoolResult, Protocol, ProxyId, ProxyRecord, ProxyStatus, UpstreamId,
 };
 use std::collections::BTreeMap;
 
-const FIELDS: usize = 20;
+tab_layout! {
+    count NFIELDS;
+    STATUS => ST,
+    HARD_EXPIRY => HARD,
+    USABLE_UNTIL => USABLE,
+    SUCCEEDED_AT => SUCC,
+    PROTOCOL => PROTO,
+    UPSTREAM => UP,
+    REGION => REGION,
+    CARRIER => CARRIER,
+    MAX_SESSIONS => MAXS,
+    CHECKED_AT => CHECKED,
+    LATENCY => LAT,
+    FAILURES => FAILS,
+    LAST_ERROR => ERR,
+    FETCHED_AT => FETCHED,
+    ID => ID,
+    HOST => HOST,
+    PORT => PORT,
+    USERNAME => USER,
+    PASSWORD => PASS,
+    LABELS => LABELS,
+}
 
 /// One-letter status codes (the inventory hash counts by them too).
 pub(crate) fn status_code(status: ProxyStatus) -> char {
@@ -52,29 +71,28 @@ pub(crate) fn encode(record: &ProxyRecord) -> String {
         serde_json::to_string(&record.labels).unwrap_or_default()
     };
     let health = &record.health;
-    [
-        status_code(record.status).to_string(),
-        record.hard_expiry_ms.to_string(),
-        record.usable_until_ms.to_string(),
-        opt_to_field(health.succeeded_at_ms),
-        record.protocol.as_str().to_owned(),
-        record.upstream.to_string(),
-        opt_to_field(record.region.as_ref()),
-        opt_to_field(record.carrier.as_ref()),
-        record.max_sessions.to_string(),
-        opt_to_field(health.checked_at_ms),
-        opt_to_field(health.latency_ms),
-        health.failures.to_string(),
-        health.last_error.clone().unwrap_or_default(),
-        record.fetched_at_ms.to_string(),
-        record.id.to_string(),
-        record.host.clone(),
-        record.port.to_string(),
-        username.to_owned(),
-        password.to_owned(),
-        labels,
-    ]
-    .join("\t")
+    let mut f = vec![String::new(); FIELDS];
+    f[STATUS] = status_code(record.status).to_string();
+    f[HARD_EXPIRY] = record.hard_expiry_ms.to_string();
+    f[USABLE_UNTIL] = record.usable_until_ms.to_string();
+    f[SUCCEEDED_AT] = opt_to_field(health.succeeded_at_ms);
+    f[PROTOCOL] = record.protocol.as_str().to_owned();
+    f[UPSTREAM] = record.upstream.to_string();
+    f[REGION] = opt_to_field(record.region.as_ref());
+    f[CARRIER] = opt_to_field(record.carrier.as_ref());
+    f[MAX_SESSIONS] = record.max_sessions.to_string();
+    f[CHECKED_AT] = opt_to_field(health.checked_at_ms);
+    f[LATENCY] = opt_to_field(health.latency_ms);
+    f[FAILURES] = health.failures.to_string();
+    f[LAST_ERROR] = health.last_error.clone().unwrap_or_default();
+    f[FETCHED_AT] = record.fetched_at_ms.to_string();
+    f[ID] = record.id.to_string();
+    f[HOST] = record.host.clone();
+    f[PORT] = record.port.to_string();
+    f[USERNAME] = username.to_owned();
+    f[PASSWORD] = password.to_owned();
+    f[LABELS] = labels;
+    f.join("\t")
 }
 
 fn label(field: &str) -> PoolResult<Option<Label>> {
@@ -92,38 +110,38 @@ pub(crate) fn decode(value: &str) -> PoolResult<ProxyRecord> {
         return Err(corrupt("record"));
     }
     let what = "record";
-    let credentials = (!f[17].is_empty()).then(|| Credentials::new(f[17], f[18]));
-    let labels: BTreeMap<String, String> = if f[19].is_empty() {
+    let credentials = (!f[USERNAME].is_empty()).then(|| Credentials::new(f[USERNAME], f[PASSWORD]));
+    let labels: BTreeMap<String, String> = if f[LABELS].is_empty() {
         BTreeMap::new()
     } else {
-        serde_json::from_str(f[19]).map_err(|_| corrupt("record labels"))?
+        serde_json::from_str(f[LABELS]).map_err(|_| corrupt("record labels"))?
     };
-    let latency = parse_opt_u64(f[10], what)?
+    let latency = parse_opt_u64(f[LATENCY], what)?
         .map(u32::try_from)
         .transpose()
         .map_err(|_| corrupt(what))?;
     Ok(ProxyRecord {
-        id: ProxyId::new(f[14]).map_err(|_| corrupt("record id"))?,
-        protocol: Protocol::parse(f[4]).ok_or_else(|| corrupt("record protocol"))?,
-        host: f[15].to_owned(),
-        port: f[16].parse().map_err(|_| corrupt(what))?,
+        id: ProxyId::new(f[ID]).map_err(|_| corrupt("record id"))?,
+        protocol: Protocol::parse(f[PROTOCOL]).ok_or_else(|| corrupt("record protocol"))?,
+        host: f[HOST].to_owned(),
+        port: f[PORT].parse().map_err(|_| corrupt(what))?,
         credentials,
-        upstream: UpstreamId::new(f[5]).map_err(|_| corrupt("record upstream"))?,
-        region: label(f[6])?,
-        carrier: label(f[7])?,
+        upstream: UpstreamId::new(f[UPSTREAM]).map_err(|_| corrupt("record upstream"))?,
+        region: label(f[REGION])?,
+        carrier: label(f[CARRIER])?,
         labels,
-        status: status_of(f[0])?,
+        status: status_of(f[STATUS])?,
         health: Health {
-            checked_at_ms: parse_opt_u64(f[9], what)?,
-            succeeded_at_ms: parse_opt_u64(f[3], what)?,
+            checked_at_ms: parse_opt_u64(f[CHECKED_AT], what)?,
+            succeeded_at_ms: parse_opt_u64(f[SUCCEEDED_AT], what)?,
             latency_ms: latency,
-            failures: f[11].parse().map_err(|_| corrupt(what))?,
-            last_error: (!f[12].is_empty()).then(|| f[12].to_owned()),
+            failures: f[FAILURES].parse().map_err(|_| corrupt(what))?,
+            last_error: (!f[LAST_ERROR].is_empty()).then(|| f[LAST_ERROR].to_owned()),
         },
-        fetched_at_ms: parse_u64(f[13], what)?,
-        hard_expiry_ms: parse_u64(f[1], what)?,
-        usable_until_ms: parse_u64(f[2], what)?,
-        max_sessions: f[8].parse().map_err(|_| corrupt(what))?,
+        fetched_at_ms: parse_u64(f[FETCHED_AT], what)?,
+        hard_expiry_ms: parse_u64(f[HARD_EXPIRY], what)?,
+        usable_until_ms: parse_u64(f[USABLE_UNTIL], what)?,
+        max_sessions: f[MAX_SESSIONS].parse().map_err(|_| corrupt(what))?,
     })
 }
 

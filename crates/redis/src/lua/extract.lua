@@ -55,7 +55,7 @@ local function main()
     end
     examined = examined + 1
     -- Every member of a candidate index is unowned and matches the index's filters
-    -- (lib.lua's invariants, kept in the same atomic calls that assign and store).
+    -- (lib/candidates.lua's invariants, kept in the same atomic calls that assign and store).
     local r, stored = P.get_record(id)
     local accepted = r
       and NOW < P.num(r[HARD])

@@ -1,5 +1,5 @@
 -- feedback_add.lua: keeps one session feedback (MemoryPool:
--- CooldownStore::add_session_feedback; keys in cooldown.lua).
+-- CooldownStore::add_session_feedback; keys in lib/cooldowns.lua).
 --
 -- ARGV[4] id, ARGV[5] expires_at, ARGV[6] feedback (JSON), ARGV[7] most kept.
 -- Expired feedback goes first; a known id or feedback already expired is a no-op; past

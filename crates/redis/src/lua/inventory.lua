@@ -10,8 +10,8 @@
 
 local STATUSES = { 'F', 'C', 'A', 'S', 'U', 'X', 'E', 'R' }
 local MANAGED = { F = true, C = true, A = true, S = true }
--- Field 9 (max_sessions) of a record.
-local MAX_SESSIONS = '^' .. string.rep('[^\t]*\t', 8) .. '([^\t]*)\t'
+-- The max_sessions field (MAXS) of a record.
+local MAX_SESSIONS = '^' .. string.rep('[^\t]*\t', MAXS - 1) .. '([^\t]*)\t'
 
 local function main()
   local upstream, budget = ARGV[4], P.num(ARGV[5])

@@ -1,5 +1,5 @@
 -- snapshot_version.lua: the worker's snapshot version and the session feedback counter
--- (MemoryPool: WorkerRuntimeStore::snapshot_version; the counters in lib.lua). Read only:
+-- (MemoryPool: WorkerRuntimeStore::snapshot_version; the counters in lib/counters.lua). Read only:
 -- one HMGET, what a waiting snapshot long-poll pays per look.
 --
 -- ARGV[4] worker. Reply: {'ok', worker counter, feedback counter} (0 for one never moved).

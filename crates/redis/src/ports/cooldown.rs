@@ -1,5 +1,5 @@
 //! CooldownStore: validation from core; the merge, the bound per proxy and the drop with
-//! the record in `cooldowns_apply.lua` (helpers in `cooldown.lua`); session feedback in
+//! the record in `cooldowns_apply.lua` (helpers in `lib/cooldowns.lua`); session feedback in
 //! `feedback_add.lua` / `feedback_list.lua`; `return_extracted.lua` gives a proxy back.
 
 use crate::codec::cooldown;

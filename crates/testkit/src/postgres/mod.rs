@@ -14,8 +14,8 @@
 //! Under root the cluster belongs to, and runs as, an unprivileged account (see
 //! `privilege`).
 
+mod client;
 mod template;
-pub(crate) mod wire;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,9 +26,10 @@ use crate::privilege::{self, ServerUser, chown_tree};
 use crate::process::{self, Launch, ServerProcess, StartFailure};
 use crate::scratch::{ScratchDir, scratch_base};
 use crate::tls::{CertFiles, TestCa};
-use crate::url::{ConnectionUrl, percent_encode, redact};
+use crate::url::{ConnectionUrl, redact};
+pub use client::Rows;
+use client::{CANNOT_CONNECT_NOW, ConnectParams};
 use template::SUPERUSER;
-use wire::{CANNOT_CONNECT_NOW, ConnectParams, Rows, WireConnection};
 
 /// Points the guards at an external PostgreSQL instead of starting one.
 pub const POSTGRES_URL_ENV: &str = "PROXYPOOL_TEST_POSTGRES_URL";
@@ -79,9 +80,9 @@ fn probe(port: u16) -> std::result::Result<(), String> {
         password: None,
         database: "postgres",
     };
-    match WireConnection::connect(params) {
-        Ok(_) => Ok(()),
-        Err(error) if error.sqlstate() == Some(CANNOT_CONNECT_NOW) => {
+    match client::probe(params) {
+        Ok(()) => Ok(()),
+        Err(error) if error.sqlstate().as_deref() == Some(CANNOT_CONNECT_NOW) => {
             Err(format!("starting up: {error}"))
         }
         Err(error) => Err(error.to_string()),
@@ -289,16 +290,7 @@ impl PostgresServer {
     /// A URL for `database` as `user` on this server (no password for a private cluster:
     /// it trusts loopback connections).
     pub fn url_for(&self, database: &str, user: &str) -> String {
-        if self.private.is_some() {
-            format!(
-                "postgres://{}@127.0.0.1:{}/{}",
-                percent_encode(user),
-                self.port,
-                percent_encode(database)
-            )
-        } else {
-            self.parsed.with_user_and_path(user, database)
-        }
+        self.parsed.with_user_and_path(user, database)
     }
 
     /// The server's host (`127.0.0.1` for a private cluster).
@@ -368,7 +360,7 @@ impl PostgresServer {
             password: self.parsed.password.as_deref(),
             database,
         };
-        Ok(WireConnection::connect(params)?.simple_query(sql)?)
+        Ok(client::simple_query(params, sql)?)
     }
 
     /// Creates database `name` and returns the superuser's URL to it.

@@ -1,4 +1,4 @@
--- owned.lua: the helper renew/drain/ack share, kept in one place. Prepended after lib.lua.
+-- lib/owned.lua: the ownership check renew, drain and ack share.
 --
 -- The live assignment of `id`, which must belong to `worker` at `epoch` (MemoryPool:
 -- owned_assignment); returns (assignment) or (nil, error reply).

@@ -1,4 +1,4 @@
--- usage.lua: usage accounting helpers (MemoryPool: memory/usage.rs; rules: core usage.rs),
+-- lib/usage.lua: usage accounting helpers (MemoryPool: memory/usage.rs; rules: core usage.rs),
 -- composed into report.lua and extract.lua.
 --
 -- usage-seen:<worker>   HASH client\tupstream -> instance\trequests\tfailures\tup\tdown\tat

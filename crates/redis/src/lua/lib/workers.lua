@@ -1,6 +1,8 @@
--- workers.lua: worker session and runtime helpers, prepended after lib.lua to the scripts
--- that read or write sessions, snapshots and runtime reports (the others skip defining
--- them, as every definition costs a closure per call).
+-- lib/workers.lua: worker sessions and runtime reports.
+--
+-- Owns: `worker-sessions` (worker -> the session's fields, S_ID ... generated from
+-- src/codec/session.rs) and the session checks of the entry points that read or write
+-- sessions, snapshots and runtime reports.
 
 function P.get_session(worker)
   local v = redis.call('HGET', B .. 'worker-sessions', worker)
@@ -8,10 +10,10 @@ function P.get_session(worker)
     return nil
   end
   local s = P.split(v, '\t')
-  -- Six fields: stored before S_STALE existed (no stale entries then).
-  if #s == 6 then
+  -- Without S_STALE: stored before that field existed (no stale entries then).
+  if #s == S_STALE - 1 then
     s[S_STALE] = ''
-  elseif #s ~= 7 then
+  elseif #s ~= S_FIELDS then
     P.corrupt('session')
   end
   return s

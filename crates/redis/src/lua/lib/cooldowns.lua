@@ -1,12 +1,10 @@
--- cooldown.lua: helpers for cooldowns per (proxy, domain), defined once with the library.
+-- lib/cooldowns.lua: cooldowns per (proxy, domain).
 --
 -- `cooldowns` HASH proxy id -> that proxy's entries, one line per domain in domain order,
--- each "domain\tuntil\tstrikes\tforget_at" (mirrors src/codec/cooldown.rs);
+-- each "domain\tuntil\tstrikes\tforget_at" (C_DOMAIN ... generated from src/codec/cooldown.rs);
 -- `cooldown-forget` ZSET proxy id -> the earliest forget_at among them, so the sweep finds
 -- forgotten entries without visiting every proxy. Both are written only for a live
 -- record and dropped with it (P.remove_record), so they never outlive the record.
-
-local C_DOMAIN, C_UNTIL, C_STRIKES, C_FORGET = 1, 2, 3, 4
 
 function P.get_cooldowns(id)
   local v = redis.call('HGET', B .. 'cooldowns', id)
@@ -16,7 +14,7 @@ function P.get_cooldowns(id)
   end
   for _, line in ipairs(P.split(v, '\n')) do
     local e = P.split(line, '\t')
-    if #e ~= 4 then
+    if #e ~= C_FIELDS then
       P.corrupt('cooldown')
     end
     out[#out + 1] = { e[C_DOMAIN], P.num(e[C_UNTIL]), P.num(e[C_STRIKES]), P.num(e[C_FORGET]) }

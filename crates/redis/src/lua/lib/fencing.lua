@@ -1,0 +1,23 @@
+-- lib/fencing.lua: the leader-term check of fenced calls.
+--
+-- Owns: P.term_is_live, which P.run asks before an entry point touches anything.
+-- Invariant: a call carrying a term (ARGV[4], "<lease name>\t<token>") runs only while
+-- that lease exists in `leases`, carries the token and has not lapsed at NOW.
+
+-- Whether the caller's term is the live one: the lease exists, carries the fence's token,
+-- and has not lapsed at NOW. Checked before the script touches anything.
+function P.term_is_live()
+  if FENCE == '' then
+    return true
+  end
+  local tab = string.find(FENCE, '\t', 1, true)
+  if not tab then
+    return false
+  end
+  local v = redis.call('HGET', B .. 'leases', string.sub(FENCE, 1, tab - 1))
+  if not v then
+    return false
+  end
+  local l = P.split(v, '\t')
+  return #l == 4 and l[2] == string.sub(FENCE, tab + 1) and NOW < P.num(l[4])
+end

@@ -1,0 +1,187 @@
+-- lib/records.lua: storing and removing proxy records with everything that follows them.
+--
+-- Owns: `records`, `expiry`, `checks` and `extracted-by`, and P.put_record /
+-- P.remove_record, which keep every index and counter in step with a record.
+-- Invariants (kept by put_record / remove_record / put_assignment / drop_assignment):
+-- * a record is in its candidate index exactly when it is AVAILABLE and unowned
+--   (candidates.lua);
+-- * `expiry` holds every record, `checks` every FETCHED/SUSPECT/AVAILABLE/UNHEALTHY one;
+-- * `inventory` holds per upstream the un-extracted P.count(field "<u>") and the count per
+--   status (field "<u>:<code>") (counters.lua);
+-- * a record's cooldowns go with it (cooldowns.lua).
+
+-- Statuses health checks may change.
+local ACCEPTS_HEALTH = { F = true, C = true, A = true, S = true, U = true }
+
+-- checks score = class * 2^45 + since: (score, id) order is MemoryPool's due order.
+local CLASS = 35184372088832
+
+function P.check_score(r)
+  local s = r[ST]
+  if s == 'F' then
+    return P.num(r[FETCHED])
+  elseif s == 'S' then
+    return CLASS + (P.num(r[CHECKED]) or 0)
+  elseif s == 'A' or s == 'U' then
+    return 2 * CLASS + (P.num(r[CHECKED]) or 0)
+  end
+  return nil
+end
+
+-- Record fields a snapshot neither carries nor decides on: the health bookkeeping the
+-- checker rewrites on every check of a proxy that stays AVAILABLE, and the fetch time.
+local HEALTH_ONLY = { [SUCC] = true, [CHECKED] = true, [LAT] = true, [FAILS] = true, [ERR] = true, [FETCHED] = true }
+
+-- Moves the snapshot version of the worker holding `id` when `r` changes what a snapshot
+-- listing it would say (MemoryPool: differs_for_snapshot). `owned` false: the caller knows
+-- no worker holds it.
+function P.bump_owner_if_listed_changed(id, old, r, owned)
+  if owned == false then
+    return
+  end
+  for i = 1, NFIELDS do
+    if not HEALTH_ONLY[i] and old[i] ~= r[i] then
+      local a = P.get_assignment(id)
+      if a then
+        P.bump_snapshot(a[A_WORKER])
+      end
+      return
+    end
+  end
+end
+
+function P.is_owned(id)
+  return redis.call('HEXISTS', B .. 'owners', id) == 1
+end
+
+-- The record (and its stored text, for a caller that changes only what it can patch).
+function P.get_record(id)
+  local v = redis.call('HGET', B .. 'records', P.bin(id))
+  if not v then
+    return nil
+  end
+  return P.decode_stored(v, id), v
+end
+
+-- A record that exists and has not reached its hard expiry.
+function P.live_record(id)
+  local r = P.get_record(id)
+  if r and NOW < P.num(r[HARD]) then
+    return r
+  end
+  return nil
+end
+
+function P.is_usable(r)
+  return r[ST] == 'A' and NOW < P.num(r[USABLE])
+end
+
+-- Stores `r` (new or changed from `old`), keeping every index and counter in step.
+-- Key TTLs only need extending when the record's lifetime is new or grows: an unchanged
+-- hard expiry was covered when it was first written.
+-- `owned` may be passed when the caller already knows it (saves a lookup).
+-- `stored` may be passed when the caller already has `r`'s stored form (saves encoding it).
+function P.put_record(id, r, old, owned, stored)
+  local hard = P.num(r[HARD])
+  local bid = P.bin(id)
+  local grows = not old or hard > P.num(old[HARD])
+  if owned == nil then
+    owned = (r[ST] == 'A' or (old and old[ST] == 'A')) and P.is_owned(id)
+  end
+  local was_in = old and old[ST] == 'A' and not owned
+  local is_in = r[ST] == 'A' and not owned
+  if was_in and is_in and P.same_filters(old, r) then
+    -- Still available under the same filters: only the score and the capacity may move.
+    if old[USABLE] ~= r[USABLE] or grows then
+      P.index_add(id, r)
+    end
+    P.slots(r, P.num(r[MAXS]) - P.num(old[MAXS]))
+  else
+    if was_in then
+      P.index_remove(id, old)
+    end
+    if is_in then
+      P.index_add(id, r)
+    end
+  end
+  if not old or old[HARD] ~= r[HARD] then
+    redis.call('ZADD', B .. 'expiry', r[HARD], bid)
+  end
+  local score = P.check_score(r)
+  if score then
+    if not old or score ~= P.check_score(old) then
+      redis.call('ZADD', B .. 'checks', score, bid)
+    end
+    P.touch(B .. 'checks', hard)
+  elseif old and P.check_score(old) then
+    redis.call('ZREM', B .. 'checks', bid)
+  end
+  if old then
+    P.bump_owner_if_listed_changed(id, old, r, owned)
+    P.recount(old, r, grows)
+  else
+    P.count(r, 1, true)
+  end
+  redis.call('HSET', B .. 'records', bid, stored or P.encode_stored(r))
+  if old and old[ST] == 'X' and r[ST] ~= 'X' then
+    redis.call('HDEL', B .. 'extracted-by', id)
+  end
+  if grows then
+    P.touch(B .. 'records', hard)
+    P.touch(B .. 'expiry', hard)
+    -- A longer life keeps the record's cooldowns too (a PTTL at the end; nothing when the
+    -- pool has none).
+    P.touch_key(B .. 'cooldowns', hard)
+    P.touch_key(B .. 'cooldown-forget', hard)
+  end
+end
+
+-- Re-evaluates a record's place in the candidate indexes (after ownership changed).
+function P.reindex(id)
+  local r = P.get_record(id)
+  if r then
+    P.index_remove(id, r)
+    if r[ST] == 'A' and not P.is_owned(id) then
+      P.index_add(id, r)
+    end
+  end
+end
+
+-- Removes a record with its indexes, counters and assignment; returns (record, assignment).
+function P.remove_record(id)
+  local bid = P.bin(id)
+  local v = redis.call('HGET', B .. 'records', bid)
+  redis.call('ZREM', B .. 'expiry', bid)
+  redis.call('ZREM', B .. 'checks', bid)
+  if not v then
+    return nil
+  end
+  local r = P.decode_stored(v, id)
+  redis.call('HDEL', B .. 'records', bid)
+  if r[ST] == 'X' then
+    redis.call('HDEL', B .. 'extracted-by', id)
+  end
+  -- Cooldowns belong to the record (cooldowns.lua): a later lifetime starts clean.
+  redis.call('HDEL', B .. 'cooldowns', id)
+  redis.call('ZREM', B .. 'cooldown-forget', id)
+  P.index_remove(id, r)
+  P.count(r, -1, false)
+  local a = P.drop_assignment(id)
+  return r, a
+end
+
+-- Removes up to `limit` hard-expired records: (records, assignments, more waiting).
+function P.remove_expired(limit)
+  local due = redis.call('ZRANGEBYSCORE', B .. 'expiry', '-inf', NOW, 'LIMIT', 0, limit + 1)
+  local records, assignments = 0, 0
+  for i = 1, math.min(#due, limit) do
+    local r, a = P.remove_record(P.hex(due[i]))
+    if r then
+      records = records + 1
+      if a then
+        assignments = assignments + 1
+      end
+    end
+  end
+  return records, assignments, #due > limit
+end
