@@ -7,14 +7,14 @@
 //! 1. **Admission at accept**, before a byte is read ([`ConnectionGate`]): the peer's
 //!    address must be under `max_connections_per_ip`, then the listener under
 //!    `max_connections`. Over either cap the socket is closed at once.
-//! 2. **TLS**, when the listener has a [`ServerTls`]: the handshake runs after admission
-//!    (so a slow handshake holds a capped slot, never an uncapped one) and must finish
-//!    within `header_read_timeout`, so a client cannot hold its slot by trickling a
-//!    handshake. A client that speaks plain HTTP to a TLS listener gets a plain `400` in
-//!    the JSON error shape (`tls_required`) and is closed, instead of a handshake error it
-//!    cannot read. Each handshake takes the configuration current at that moment, so a
-//!    certificate replaced on disk (the files are polled while the listener serves) is
-//!    served to new connections and open ones keep theirs.
+//! 2. **TLS**, when the listener has a [`ServerTls`](crate::ServerTls): the handshake
+//!    runs after admission (so a slow handshake holds a capped slot, never an uncapped
+//!    one) and must finish within `header_read_timeout`, so a client cannot hold its slot
+//!    by trickling a handshake. A client that speaks plain HTTP to a TLS listener gets a
+//!    plain `400` in the JSON error shape (`tls_required`) and is closed, instead of a
+//!    handshake error it cannot read. Each handshake takes the configuration current at
+//!    that moment, so a certificate replaced on disk (the files are polled while the
+//!    listener serves) is served to new connections and open ones keep theirs.
 //! 3. **hyper HTTP/1.1 with a timer**: the request head must arrive within
 //!    `header_read_timeout` (hyper's timer runs from the moment the connection waits for a
 //!    head, so it also bounds a kept-alive connection's wait for its next request and cuts

@@ -76,7 +76,7 @@ impl Default for FleetConfig {
     }
 }
 
-/// How to start a [`VendorEndpoint`].
+/// How to start a [`VendorEndpoint`](super::VendorEndpoint).
 #[derive(Clone, Debug, Default)]
 pub struct VendorConfig {
     /// List format.
@@ -85,6 +85,6 @@ pub struct VendorConfig {
     pub fleet: FleetConfig,
     /// Each proxy's lifetime; `None` = proxies never rotate by themselves.
     pub ttl: Option<Duration>,
-    /// Misbehaviour, changeable later with [`VendorEndpoint::set_faults`].
+    /// Misbehaviour, changeable later with [`VendorEndpoint::set_faults`](super::VendorEndpoint::set_faults).
     pub faults: ListFaults,
 }
