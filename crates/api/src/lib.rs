@@ -36,8 +36,8 @@
 //!
 //! | module | what it is for |
 //! | --- | --- |
-//! | `routes` | [`router`], [`ROUTES`]; one file per resource (extractions, feedback, upstreams, usage, admin, dashboard, health, meta) |
-//! | `admission` | the chain in order: `limits`, `shield`, `auth`, `authorize`, `quota` |
+//! | `routes` | [`router`], [`ROUTES`]; one file per resource (extractions, feedback, upstreams, usage, admin, dashboard, health, meta), and what they share: `idempotency` (the `Idempotency-Key` and `Idempotent-Replayed` headers), `domain` (a domain named in a field) |
+//! | `admission` | the chain in order: `limits`, `shield` (its limiter: `shield_limiter`), `auth`, `authorize`, `quota` |
 //! | `observe` | outermost middleware: request ids, error bodies, common headers, metrics, tracing |
 //! | `state` | [`ApiState`], [`ApiStateBuilder`], [`ApiPorts`] |
 //! | `config` | [`ApiLimits`], [`ExtractionSettings`], [`ShieldSettings`], [`ApiConfigError`] |
@@ -69,7 +69,7 @@ mod ui;
 pub mod wire;
 
 pub use admission::auth::{AdminPrincipal, Principal};
-pub use admission::shield::Shield;
+pub use admission::shield_limiter::Shield;
 pub use clients::{ApiClient, ClientDirectory};
 pub use config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
 pub use controller_view::{FetchHealth, OwnershipWake, UpstreamStatus, UpstreamStatusSource};

@@ -6,7 +6,7 @@
 
 use crate::admission::policy::{ClientPolicies, InFlight};
 use crate::admission::quota_board::QuotaBoard;
-use crate::admission::shield::Shield;
+use crate::admission::shield_limiter::Shield;
 use crate::clients::{ApiClient, ClientDirectory};
 use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
 use crate::controller_view::{OwnershipWake, UpstreamStatusSource};

@@ -2,16 +2,20 @@
 //!
 //! Module map:
 //! - [`config`]: the TOML configuration, environment overrides, validation, secret refs.
-//! - [`controller`]: [`Controller`] / [`RunningController`], what the CLI builds and runs.
-//! - [`store`]: opens the configured activity pool (MemoryPool, or RedisPool single/Sentinel).
+//! - [`controller`]: [`Controller`] / [`RunningController`], what the CLI builds and runs
+//!   (`assembly`, `loops`, `running`, `listener`, `gateway_clients`, `error`).
+//! - [`store`]: opens the configured activity pool (MemoryPool, or RedisPool single/Sentinel):
+//!   `open`, `opened` ([`OpenedStore`], [`StoreOpenError`]), `redis`.
 //! - [`leadership`]: who runs the singleton loops ([`AlwaysLeader`] for the memory store,
-//!   [`LeaseLeadership`], a fenced lease in the store, for Redis).
+//!   [`LeaseLeadership`], a fenced lease in the store, for Redis): `term` ([`Term`],
+//!   [`Leadership`]), `rounds`, `term_store`, `always`, `lease`, `holder`, `job`.
 //! - [`clock`]: the one place `now` is read ([`SystemClock`], [`ManualClock`] for tests).
 //! - [`provider`]: the provider reconciler (vendor fetch, list formats, chunked upsert).
 //! - [`checker`]: the health checker (dials through proxies with `proxypool-proto`).
 //! - [`ownership`]: the ownership manager (balanced leases, renewals, drains, expiry).
 //! - [`snapshot`]: the snapshot publisher (per-session versions, long-poll).
-//! - [`api`]: the worker control API (axum).
+//! - [`api`]: the worker control API (axum): `router`, `state` ([`api::ControlState`]),
+//!   `handlers`, `auth`, `body`, `error`, `request_id`.
 //! - [`maintenance`]: the bounded sweep of expired state.
 //! - [`metrics`]: the controller's metric names and helpers, the pool/worker/leadership
 //!   gauges, and the activity pool timed per call ([`metrics::metered::MeteredPool`]).

@@ -4,7 +4,8 @@
 //! - [`serve`](mod@serve): the server scaffold of the client API, the control API and the
 //!   gateway's admin listener: admission at accept, hyper HTTP/1.1 with header-read and
 //!   keep-alive timeouts and a head size cap (431 in the JSON error shape), graceful
-//!   shutdown.
+//!   shutdown; inside: `limits`, `handshake` (PROXY header, TLS), `connection`,
+//!   `activity`, `head_guard` (the JSON 431).
 //! - [`gate`]: the per-IP and global connection caps taken at accept (the gateway's proxy
 //!   listeners use [`gate::PerIpLimit`] in their own accept loop).
 //! - [`error`]: the error body `{"error":{"code","message"},"request_id"}`, the shared
@@ -14,7 +15,8 @@
 //! - [`auth`]: the bearer token of a request, from its headers alone.
 //! - [`tls`]: TLS on rustls (ring): the listeners' certificates (reloaded when the files
 //!   change) and optional client-certificate check, the outbound links' roots and client
-//!   certificate, one stream type for plain and TLS connections.
+//!   certificate, one stream type for plain and TLS connections; inside: `server`,
+//!   `client`, `target`, `conn`, `load` (provider and PEM files), `error`.
 //!
 //! It depends on `proxypool-core`, hyper/tokio and rustls only (no axum, no store), so the gateway
 //! can use it.

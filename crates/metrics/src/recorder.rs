@@ -5,7 +5,6 @@
 //! a read lock afterwards (the `metrics` macros register on every call; handles kept by a
 //! hot path skip even that).
 
-use crate::MetricsHandle;
 use metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
@@ -82,22 +81,15 @@ fn series<T: Default>(map: &RwLock<HashMap<Key, Arc<T>>>, key: &Key) -> Arc<T> {
 }
 
 /// The recorder; install it process-wide with [`crate::install`], or use it locally
-/// (tests) with [`MetricsHandle::local`].
+/// (tests) with [`crate::MetricsHandle::local`].
 #[derive(Debug, Clone, Default)]
 pub struct TextRecorder {
-    registry: Arc<Registry>,
+    pub(crate) registry: Arc<Registry>,
 }
 
 impl TextRecorder {
     pub fn new() -> Self {
         TextRecorder::default()
-    }
-
-    /// A handle that renders what this recorder collects.
-    pub fn handle(&self) -> MetricsHandle {
-        MetricsHandle {
-            registry: self.registry.clone(),
-        }
     }
 
     fn describe(&self, key: KeyName, kind: &'static str, description: SharedString) {
@@ -138,7 +130,8 @@ mod tests {
 
     #[test]
     fn a_handle_kept_records_without_the_registry() {
-        let (recorder, handle) = MetricsHandle::local();
+        let recorder = TextRecorder::new();
+        let handle = recorder.handle();
         let counter = metrics::with_local_recorder(&recorder, || metrics::counter!("t_kept"));
         // Outside the recorder's scope a lookup would find no recorder: the kept handle
         // reaches the series directly.

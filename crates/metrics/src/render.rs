@@ -150,12 +150,12 @@ fn sanitize(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::MetricsHandle;
+    use crate::recorder::TextRecorder;
 
     fn rendered(record: impl FnOnce()) -> String {
-        let (recorder, handle) = MetricsHandle::local();
+        let recorder = TextRecorder::new();
         metrics::with_local_recorder(&recorder, record);
-        super::render(&handle.registry)
+        super::render(&recorder.registry)
     }
 
     #[test]

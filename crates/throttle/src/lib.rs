@@ -79,7 +79,7 @@
 //! | `policy` | [`Policy`]: the configured limits of an operation (serde) |
 //! | `options` | [`EngineOptions`], [`InitialTokens`]: engine-wide settings and their validation |
 //! | `limits` | [`BucketLimits`]: a policy as exact fixed-point integers |
-//! | `engine` | [`TokenBucketEngine`]: the sharded bounded map and the check path; inside: `entry`, `shard`, `lockout_board` (lock-free answers for locked keys), `striped_counter`, `sweep` (eviction, [`SweepOutcome`]), `inspect` (reports) |
+//! | `engine` | [`TokenBucketEngine`]: the sharded bounded map and the check path; inside: `token_bucket_engine` (the engine and its check path), `entry`, `shard`, `lockout_board` (lock-free answers for locked keys), `striped_counter`, `sweep` (eviction, [`SweepOutcome`]), `inspect` (reports) |
 //! | `bucket` | the per-key state machine (refill, admit, deny, escalate), pure and 24 bytes |
 //! | `key`, `address` | [`BucketKey`] (carries its hash), [`ScopeName`], [`ScopeId`]; [`ClientAddr`] and [`AddressAggregation`] (IPv6 prefixes, no ports) |
 //! | `hasher` | the keyed multiply hash stored in each key, and the pass-through hasher the maps use |

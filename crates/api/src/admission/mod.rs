@@ -2,7 +2,8 @@
 //!
 //! 1. [`limits`] and [`crate::serve`]: open connections, requests in flight, the request
 //!    timeout and the declared body size;
-//! 2. [`shield`]: the per-IP token bucket, still before authentication;
+//! 2. [`shield`]: the per-IP token bucket, still before authentication (the limiter
+//!    itself, which the state holds, is [`shield_limiter`]'s `Shield`);
 //! 3. [`auth`]: bearer token → client (hashed tokens, constant-time comparison);
 //! 4. [`authorize`]: the client's allowed upstreams and regions (403 never touches quota);
 //! 5. [`policy`]: the client's rate-limit policy (429 `rate_limited`, charges nothing) and,
@@ -28,3 +29,4 @@ pub(crate) mod quota;
 pub(crate) mod quota_board;
 pub(crate) mod quota_http;
 pub(crate) mod shield;
+pub(crate) mod shield_limiter;

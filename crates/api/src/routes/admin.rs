@@ -15,7 +15,7 @@ use crate::admission::quota::{
 };
 use crate::error::ApiError;
 use crate::request_id::RequestId;
-use crate::routes::extractions::idempotency_key;
+use crate::routes::idempotency::idempotency_key;
 use crate::state::ApiState;
 use crate::wire::{WorkerBody, WorkerModeBody, WorkersBody};
 use axum::Json;

@@ -25,44 +25,22 @@ use crate::clients::ApiClient;
 use crate::completion::RunToCompletion;
 use crate::error::{ApiError, ErrorCode};
 use crate::request_id::RequestId;
-use crate::routes::feedback::domain_of;
+use crate::routes::domain::domain_of;
+use crate::routes::idempotency::{REPLAYED, idempotency_key, replayed_value};
 use crate::state::ApiState;
 use crate::wire::{ExtractionRequestBody, ExtractionView};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use proxypool_core::extract::validate_idempotency_key;
 use proxypool_core::{ExtractOutcome, ExtractRequest, ExtractionId, PoolError};
 use proxypool_quota::{Operation, Settlement};
 use std::sync::Arc;
 
-pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
-pub(crate) const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 /// How far this host's clock (the pool's time) may trail the quota store's, whose clock
 /// decides when a receipt's window ends.
 const KEY_HOLD_SKEW_MS: u64 = 10_000;
-
-/// The validated `Idempotency-Key`, if the request has one.
-pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
-    let Some(value) = values.next() else {
-        return Ok(None);
-    };
-    if values.next().is_some() {
-        return Err(ApiError::invalid("header Idempotency-Key: send it once"));
-    }
-    let key = value
-        .to_str()
-        .map_err(|_| ApiError::invalid("header Idempotency-Key: must be ASCII"))?;
-    validate_idempotency_key(key).map_err(|_| {
-        ApiError::invalid(
-            "header Idempotency-Key: 1-255 characters of [A-Za-z0-9._:/-] starting with a letter or digit",
-        )
-    })?;
-    Ok(Some(key.to_owned()))
-}
 
 pub(crate) async fn create(
     State(state): State<ApiState>,
@@ -178,11 +156,6 @@ pub(crate) fn view_of(outcome: &ExtractOutcome) -> ExtractionView {
         },
     );
     view
-}
-
-/// `Idempotent-Replayed`.
-pub(crate) fn replayed_value(replayed: bool) -> HeaderValue {
-    HeaderValue::from_static(if replayed { "true" } else { "false" })
 }
 
 /// Quota, then the extraction, then the settling of the charge. Errors after the admission

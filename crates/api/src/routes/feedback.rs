@@ -25,9 +25,9 @@ use crate::clients::ApiClient;
 use crate::completion::RunToCompletion;
 use crate::error::ApiError;
 use crate::request_id::RequestId;
-use crate::routes::extractions::{
-    REPLAYED, idempotency_key, prepare, replayed_value, run, view_of,
-};
+use crate::routes::domain::domain_of;
+use crate::routes::extractions::{prepare, run, view_of};
+use crate::routes::idempotency::{REPLAYED, idempotency_key, replayed_value};
 use crate::state::ApiState;
 use crate::wire::{
     CooldownView, ExtractionRequestBody, FeedbackOutcome, FeedbackRequestBody, FeedbackView,
@@ -47,44 +47,6 @@ use proxypool_quota::Operation;
 const MAX_FEEDBACK_BODY: usize = 16 * 1024;
 /// Longest gateway session id (the gateway's username selector takes the same).
 const MAX_SESSION_ID: usize = 64;
-
-/// The registrable domain of `raw` (a host, an IP literal, `host:port` or a URL), or a 400
-/// naming `field`.
-pub(crate) fn domain_of(field: &str, raw: &str) -> Result<Domain, ApiError> {
-    let invalid = || {
-        // Echoed back cut short: the body may be kilobytes of it.
-        let shown: String = raw.chars().take(80).collect();
-        ApiError::invalid(format!(
-            "{field}: expected a host name, an IP address or a URL, got {shown:?}"
-        ))
-    };
-    let mut host = raw.trim();
-    if let Some((scheme, rest)) = host.split_once("://") {
-        if scheme.is_empty()
-            || !scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-        {
-            return Err(invalid());
-        }
-        host = rest;
-    }
-    host = host.split(['/', '?', '#']).next().unwrap_or_default();
-    if let Some((_, after)) = host.rsplit_once('@') {
-        host = after;
-    }
-    // Drop a port: `[v6]:port` keeps its brackets for `of_host`, `name:port` loses it; a
-    // bare IPv6 literal has several colons and no port.
-    if let Some(end) = host.find(']') {
-        host = &host[..=end];
-    } else if host.matches(':').count() == 1 {
-        host = host.split(':').next().unwrap_or_default();
-    }
-    if host.is_empty() {
-        return Err(invalid());
-    }
-    Domain::of_host(host).ok_or_else(invalid)
-}
 
 fn ttl_of(raw: &str) -> Result<u64, ApiError> {
     let ttl = Millis::parse(raw).map_err(|e| ApiError::invalid(format!("ttl: {e}")))?;
@@ -405,36 +367,6 @@ async fn on_session(state: &ApiState, feedback: SessionFeedback) -> Result<Feedb
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn domains_come_from_hosts_and_urls() {
-        let cases = [
-            ("www.shop-a.test", "shop-a.test"),
-            (
-                "https://user:pw@WWW.Example.co.uk:8443/path?q#f",
-                "example.co.uk",
-            ),
-            ("shop-b.test:8080", "shop-b.test"),
-            ("http://[::1]:80/", "::1"),
-            ("::1", "::1"),
-            ("10.0.0.1", "10.0.0.1"),
-        ];
-        for (raw, expected) in cases {
-            assert_eq!(
-                domain_of("domain", raw).unwrap().as_str(),
-                expected,
-                "{raw}"
-            );
-        }
-        for bad in ["", "https://", "bad host", "://x", "a..b", "http:///path"] {
-            let error = domain_of("domain", bad).unwrap_err();
-            assert!(
-                error.message.starts_with("domain: "),
-                "{bad}: {}",
-                error.message
-            );
-        }
-    }
 
     #[test]
     fn ttls_are_bounded() {

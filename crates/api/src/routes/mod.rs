@@ -2,9 +2,11 @@
 
 mod admin;
 mod dashboard;
+mod domain;
 pub(crate) mod extractions;
 pub(crate) mod feedback;
 pub(crate) mod health;
+mod idempotency;
 pub(crate) mod meta;
 mod upstreams;
 mod usage;

@@ -1,9 +1,9 @@
 //! The worker control API handlers (paths and semantics: `proxypool_core::control`).
 
-use super::ControlState;
 use super::body::read_json;
 use super::error::ApiError;
 use super::request_id::RequestId;
+use super::state::ControlState;
 use crate::ownership::release_worker;
 use crate::snapshot::PollOutcome;
 use axum::Json;

@@ -3,7 +3,9 @@
 //! term ends), pause, and stop when asked. Each loop only says what a round is and how
 //! long to pause after it ([`LeaderJob`]).
 
-use super::{Term, TermStore, wait_for_term, while_leading};
+use super::rounds::{wait_for_term, while_leading};
+use super::term::Term;
+use super::term_store::TermStore;
 use proxypool_core::ActivityPool;
 use std::future::Future;
 use std::sync::Arc;

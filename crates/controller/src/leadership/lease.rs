@@ -22,7 +22,7 @@
 //! the other controllers see it).
 
 use super::holder::holder_id;
-use super::{Leadership, Term};
+use super::term::{Leadership, Term};
 use crate::clock::SharedClock;
 use async_trait::async_trait;
 use proxypool_core::{Lease, LeaseStore, LockExt, PoolResult};

@@ -10,7 +10,7 @@
 //! `[store.tls] ca` (else the system roots) and presenting `[store.tls] cert`/`key` when
 //! set; `sentinel_tls` reaches the Sentinels and the master over TLS.
 
-use super::{OpenedStore, StoreOpenError};
+use super::opened::{OpenedStore, StoreOpenError};
 use crate::clock::SystemClock;
 use crate::config::{ClientTlsConfig, DurabilityPolicy, StoreConfig, StoreKind};
 use crate::leadership::{LeaseLeadership, LeaseOptions};

@@ -12,8 +12,8 @@ use proxypool_proto::TargetAddr;
 use proxypool_proto::http_connect::parse_basic_auth;
 use tokio::net::TcpListener;
 
+use super::shared::{Shared, admit, relay};
 use super::stats::Counters;
-use super::{Shared, admit, relay};
 use crate::exit::connect_from;
 use crate::http::{Body, respond, serve as serve_http};
 use crate::shutdown::{ShutdownSignal, spawn_until};

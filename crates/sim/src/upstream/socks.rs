@@ -6,8 +6,8 @@ use proxypool_proto::ProtoError;
 use proxypool_proto::socks5::{self, Reply};
 use tokio::net::{TcpListener, TcpStream};
 
+use super::shared::{Shared, admit, relay};
 use super::stats::Counters;
-use super::{Shared, admit, relay};
 use crate::exit::connect_from;
 use crate::http::accept_error_pause;
 use crate::shutdown::{ShutdownSignal, spawn_until};

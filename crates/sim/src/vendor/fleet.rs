@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::FleetConfig;
+use super::config::FleetConfig;
 use super::listing::Listing;
 use crate::exit::ExitAllocator;
 use crate::upstream::{UpstreamProxy, UpstreamProxyConfig};

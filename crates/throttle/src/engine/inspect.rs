@@ -2,8 +2,8 @@
 //! under most pressure. Walks every shard (one lock at a time); meant for diagnostics, not
 //! for the request path.
 
-use super::TokenBucketEngine;
 use super::shard::ShardCounters;
+use super::token_bucket_engine::TokenBucketEngine;
 use crate::bucket::Snapshot;
 use crate::clock::Clock;
 use crate::key::BucketKey;

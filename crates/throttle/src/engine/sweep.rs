@@ -10,7 +10,7 @@
 //! shard lock at a time, so it can run beside live traffic; the caller (or
 //! [`crate::Sweeper`]) repeats it while `more_work` says so.
 
-use super::TokenBucketEngine;
+use super::token_bucket_engine::TokenBucketEngine;
 use crate::clock::Clock;
 use serde::Serialize;
 use std::sync::atomic::Ordering;

@@ -1,0 +1,23 @@
+//! [`ControlState`]: what the control API's handlers share.
+
+use super::auth::WorkerTokens;
+use crate::clock::SharedClock;
+use crate::config::{ControlLimits, SnapshotConfig};
+use crate::snapshot::SnapshotPublisher;
+use proxypool_core::ActivityPool;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// What the control API handlers share.
+#[derive(Debug, Clone)]
+pub struct ControlState {
+    pub pool: Arc<dyn ActivityPool>,
+    pub clock: SharedClock,
+    pub publisher: Arc<SnapshotPublisher>,
+    pub tokens: Arc<WorkerTokens>,
+    pub snapshot: SnapshotConfig,
+    /// Body caps per route.
+    pub limits: ControlLimits,
+    /// Wakes the ownership manager (a new session should get proxies promptly).
+    pub wake_ownership: Arc<Notify>,
+}

@@ -1,0 +1,192 @@
+//! [`Controller`]: the shared parts of a controller (store, clock, leadership, status
+//! board, snapshot publisher) and the loops, router and views built from them.
+
+use super::error::ControllerError;
+use super::gateway_clients::gateway_clients;
+use crate::api::{self, ControlState, WorkerTokens};
+use crate::checker::Checker;
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::{Config, ProviderKind};
+use crate::leadership::Leadership;
+use crate::maintenance::Sweeper;
+use crate::metrics::metered::MeteredPool;
+use crate::ownership::OwnershipManager;
+use crate::provider::status::UpstreamOverview;
+use crate::provider::{Reconciler, StatusBoard, VendorClient};
+use crate::snapshot::{ChangeSignal, SnapshotPublisher};
+use crate::store::{OpenedStore, open_store};
+use arc_swap::ArcSwap;
+use axum::Router;
+use proxypool_core::ActivityPool;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// A configured controller, not yet running.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    // Swapped whole on a configuration reload ([`RunningController::apply`]).
+    pub(super) config: Arc<ArcSwap<Config>>,
+    pub(super) tokens: Arc<WorkerTokens>,
+    pub(super) pool: Arc<dyn ActivityPool>,
+    /// The same pool with every call timed (`crate::metrics::metered`): what the loops,
+    /// the publisher and the control API use. [`Controller::pool`] hands out the plain one.
+    pub(super) metered: Arc<dyn ActivityPool>,
+    pub(super) leadership: Arc<dyn Leadership>,
+    pub(super) clock: SharedClock,
+    pub(super) board: Arc<StatusBoard>,
+    pub(super) publisher: Arc<SnapshotPublisher>,
+    pub(super) wake_ownership: Arc<Notify>,
+}
+
+impl Controller {
+    /// Opens the configured store and assembles the controller with the wall clock.
+    pub async fn from_config(config: Config) -> Result<Controller, ControllerError> {
+        let store = open_store(&config.store).await?;
+        Ok(Controller::with_store(config, store, Arc::new(SystemClock)))
+    }
+
+    /// Assembles a controller over an already opened store and a clock (tests, or a
+    /// process that shares one store between components).
+    pub fn with_store(config: Config, store: OpenedStore, clock: SharedClock) -> Controller {
+        // Before anything records: the recorder must be in place, and the help texts in it.
+        crate::metrics::install();
+        let metered: Arc<dyn ActivityPool> = Arc::new(MeteredPool::new(store.pool.clone()));
+        let changes = ChangeSignal::default();
+        let publisher = Arc::new(SnapshotPublisher::new(
+            metered.clone(),
+            clock.clone(),
+            config.snapshot.clone(),
+            gateway_clients(&config),
+            config.cooldowns.policy(),
+            changes,
+        ));
+        Controller {
+            tokens: Arc::new(WorkerTokens::new(config.worker_tokens.clone())),
+            config: Arc::new(ArcSwap::from_pointee(config)),
+            pool: store.pool,
+            metered,
+            leadership: store.leadership,
+            clock,
+            board: Arc::new(StatusBoard::default()),
+            publisher,
+            wake_ownership: Arc::new(Notify::new()),
+        }
+    }
+
+    /// The configuration in force (the latest applied reload's).
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    /// The activity pool (for the client API in the same process).
+    pub fn pool(&self) -> Arc<dyn ActivityPool> {
+        self.pool.clone()
+    }
+
+    pub fn clock(&self) -> SharedClock {
+        self.clock.clone()
+    }
+
+    /// Who runs the singleton loops (watch it to see whether this controller leads).
+    pub fn leadership(&self) -> Arc<dyn Leadership> {
+        self.leadership.clone()
+    }
+
+    /// Per-upstream provider status.
+    pub fn status_board(&self) -> Arc<StatusBoard> {
+        self.board.clone()
+    }
+
+    /// Every configured upstream with its provider status (config order), as the store
+    /// holds it: the leader's reconcilers write it after every round, so every controller
+    /// answers the same, and an upstream nobody fetched yet has none.
+    pub async fn upstream_overviews(&self) -> proxypool_core::PoolResult<Vec<UpstreamOverview>> {
+        let mut stored: std::collections::HashMap<_, _> = self
+            .metered
+            .provider_statuses()
+            .await?
+            .into_iter()
+            .filter_map(|s| Some((s.upstream.clone()?, s)))
+            .collect();
+        Ok(self
+            .config()
+            .upstreams
+            .iter()
+            .map(|u| UpstreamOverview {
+                id: u.id.clone(),
+                provider: match u.provider.kind {
+                    ProviderKind::Http => "http_list",
+                    ProviderKind::Static => "static",
+                },
+                fetch_interval_ms: u.provider.interval.as_ms(),
+                proxy_ttl_ms: u.ttl.as_ms(),
+                max_size: u.max_size,
+                status: stored.remove(&u.id),
+            })
+            .collect())
+    }
+
+    /// The worker control API routes, to mount on any listener.
+    pub fn control_router(&self) -> Router {
+        api::router(ControlState {
+            pool: self.metered.clone(),
+            clock: self.clock.clone(),
+            publisher: self.publisher.clone(),
+            tokens: self.tokens.clone(),
+            snapshot: self.config().snapshot.clone(),
+            limits: self.config().control.limits.clone(),
+            wake_ownership: self.wake_ownership.clone(),
+        })
+    }
+
+    /// One reconciler per upstream (to drive rounds by hand in tests).
+    pub fn reconcilers(&self) -> Vec<Reconciler> {
+        self.config()
+            .upstreams
+            .iter()
+            .map(|u| {
+                Reconciler::new(
+                    Arc::new(u.clone()),
+                    self.metered.clone(),
+                    self.clock.clone(),
+                    VendorClient::for_upstream(&u.id, u.provider.tls.as_ref()),
+                    self.board.clone(),
+                )
+            })
+            .collect()
+    }
+
+    pub fn checker(&self) -> Checker {
+        Checker::new(
+            self.metered.clone(),
+            self.clock.clone(),
+            self.config().checker.clone(),
+            &self.config().upstreams,
+        )
+    }
+
+    pub fn ownership_manager(&self) -> OwnershipManager {
+        OwnershipManager::new(
+            self.metered.clone(),
+            self.clock.clone(),
+            self.config().ownership.clone(),
+            self.publisher.changes().clone(),
+            self.wake_ownership.clone(),
+        )
+    }
+
+    /// Runs the ownership manager soon (an operator changed a worker's mode: on the
+    /// leader its drains start now; elsewhere the leader picks the mode up from the store
+    /// on its next round).
+    pub fn wake_ownership(&self) {
+        self.wake_ownership.notify_one();
+    }
+
+    pub fn sweeper(&self) -> Sweeper {
+        Sweeper::new(
+            self.metered.clone(),
+            self.clock.clone(),
+            self.config().maintenance.clone(),
+        )
+    }
+}
