@@ -59,8 +59,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-/// hyper's smallest read buffer; a head cap below it cannot be enforced.
-pub const MIN_HEADER_BYTES: usize = 8192;
+/// hyper's smallest read buffer; a head cap below it cannot be enforced. Defined in the
+/// core crate so the configuration checks the same number.
+pub use proxypool_core::MIN_HEADER_BYTES;
 
 /// The limits of one listener, as a plain struct (the binary fills it from the file).
 #[derive(Debug, Clone, PartialEq, Eq)]
