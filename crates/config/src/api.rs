@@ -4,14 +4,13 @@
 //! needs a restart to change; extraction settings and the shield apply on a live reload.
 
 use crate::check::Check;
+use crate::cidr;
 use crate::duration::Millis;
 use crate::limiter::{LimiterConfig, RatePolicy};
 use crate::secret::SecretRef;
+use proxypool_core::MIN_HEADER_BYTES;
 use proxypool_core::extract::MAX_EXTRACT_COUNT;
 use serde::{Deserialize, Serialize};
-
-/// The smallest head cap a listener can enforce (hyper's smallest read buffer).
-pub const MIN_HEADER_BYTES: usize = 8192;
 
 /// The `[api]` table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -54,7 +53,7 @@ pub struct ApiLimits {
     /// closed.
     pub keepalive_idle: Millis,
     /// Largest request head (request line and headers); over it the answer is 431. At
-    /// least 8192 (hyper's smallest read buffer).
+    /// least [`MIN_HEADER_BYTES`] (hyper's smallest read buffer).
     pub max_header_bytes: usize,
     /// Requests processed at once; beyond that a request is answered 503 at once instead
     /// of queueing (a queue only adds latency to an overloaded server).
@@ -214,15 +213,12 @@ impl ExtractionSettings {
     }
 }
 
+/// Checks `[api]` and resolves its metrics token.
 pub(crate) fn validate(c: &mut Check<'_>, api: &mut ApiSection) {
     if let Some(tls) = &mut api.tls {
         crate::tls::check_server(c, "api.tls", tls);
     }
-    for (i, cidr) in api.trusted_proxies.iter().enumerate() {
-        if let Err(message) = crate::validate::parse_cidr(cidr) {
-            c.at(format!("api.trusted_proxies[{i}]"), message);
-        }
-    }
+    cidr::check_list(c, "api.trusted_proxies", &api.trusted_proxies);
     if let Some(token) = &mut api.metrics_token {
         c.resolve_verifier("api.metrics_token", "metrics_token", token);
     }

@@ -1,11 +1,14 @@
 //! `[[clients]]`: the tenants of the client API and the gateway: credentials, scopes,
-//! rate-limit policy, durable quotas, connection caps and source allowlists.
+//! rate-limit policy, durable quotas, connection caps and source allowlists, and their
+//! checks.
 
+use crate::check::Check;
+use crate::cidr;
 use crate::duration::Millis;
 use crate::secret::SecretRef;
 use proxypool_core::{ClientId, Label, PortSet, SecretHash, UpstreamId};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// Quota operations a client may have limits for (the durable quota's operations).
 pub const QUOTA_OPERATIONS: &[&str] = &["extract", "inspect", "admin"];
@@ -122,4 +125,117 @@ pub struct QuotaLimit {
 
 fn default_quota_window() -> Millis {
     Millis::from_secs(60)
+}
+
+/// Checks every `[[clients]]` entry against the configured upstreams and policies and
+/// resolves its secrets to salted hashes.
+pub(crate) fn validate_clients(
+    c: &mut Check<'_>,
+    clients: &mut [ClientConfig],
+    upstream_ids: &HashSet<UpstreamId>,
+    policy_ids: &HashSet<String>,
+) {
+    let mut ids = HashSet::new();
+    for (i, client) in clients.iter_mut().enumerate() {
+        let path = format!("clients[{i}]");
+        if !ids.insert(client.id.clone()) {
+            c.at(format!("{path}.id"), "is used by another client");
+        }
+        if ClientId::new(&client.project).is_err() {
+            c.at(
+                format!("{path}.project"),
+                "must be 1-128 characters of [A-Za-z0-9._:-] starting with a letter or digit",
+            );
+        }
+        let ClientConfig {
+            id,
+            api_token,
+            gateway_password,
+            ..
+        } = client;
+        if let Some(token) = api_token {
+            c.resolve_verifier(
+                &format!("{path}.api_token"),
+                &format!("api_token:{id}"),
+                token,
+            );
+        }
+        if let Some(password) = gateway_password {
+            c.resolve_verifier(
+                &format!("{path}.gateway_password"),
+                &format!("gateway_password:{id}"),
+                password,
+            );
+        }
+        c.require(
+            client.api_token.is_some() || client.gateway_password.is_some(),
+            path.clone(),
+            "a client needs an api token or a gateway password (or both)",
+        );
+        for (j, upstream) in client.allowed_upstreams.iter().enumerate() {
+            c.require(
+                upstream_ids.contains(upstream),
+                format!("{path}.allowed_upstreams[{j}]"),
+                "names no configured upstream",
+            );
+        }
+        if let Some(policy) = &client.rate_limit {
+            c.require(
+                policy_ids.contains(policy),
+                format!("{path}.rate_limit"),
+                "names no configured policy",
+            );
+        }
+        for (operation, limit) in &client.quota {
+            let qpath = format!("{path}.quota.{operation}");
+            if !QUOTA_OPERATIONS.contains(&operation.as_str()) {
+                c.at(
+                    qpath.clone(),
+                    format!("unknown operation; known: {}", QUOTA_OPERATIONS.join(", ")),
+                );
+            }
+            c.require(
+                (1..=1000).contains(&limit.limit),
+                format!("{qpath}.limit"),
+                "must be in 1..=1000",
+            );
+            c.duration(
+                &format!("{qpath}.window"),
+                limit.window,
+                Millis::from_secs(1),
+                Millis::from_secs(300),
+            );
+        }
+        c.require(
+            client.max_connections >= 1,
+            format!("{path}.max_connections"),
+            "must be at least 1",
+        );
+        cidr::check_list(c, &format!("{path}.ip_allowlist"), &client.ip_allowlist);
+        if let Some(statuses) = &client.ban_statuses {
+            crate::gateway::bans::validate_statuses(c, &format!("{path}.ban_statuses"), statuses);
+        }
+        if let Some(ports) = &client.allowed_ports {
+            crate::gateway::destinations::validate_ports(
+                c,
+                &format!("{path}.allowed_ports"),
+                ports,
+            );
+        }
+        match client.rotation {
+            Some(ClientRotation::EveryRequests(n)) if !(1..=MAX_ROTATE_REQUESTS).contains(&n) => {
+                c.at(
+                    format!("{path}.rotation.every_requests"),
+                    format!("must be in 1..={MAX_ROTATE_REQUESTS}"),
+                );
+            }
+            Some(ClientRotation::Every(every)) => c.duration(
+                &format!("{path}.rotation.every"),
+                every,
+                Millis::from_secs(1),
+                MAX_ROTATE_EVERY,
+            ),
+            _ => {}
+        }
+    }
 }

@@ -4,16 +4,30 @@
 //! API, the gateway and the quota take the parts they need as plain structs, and no other
 //! crate reads TOML or the environment. Module map:
 //!
-//! - [`load`]: read → parse → environment overrides → type → validate for a [`Role`].
+//! - [`load`]: read → parse → environment overrides → type → validate for a [`Role`]
+//!   ([`role`]); `validate` (private) runs every section's checks in order and the rules
+//!   that span sections.
 //! - [`env`]: the environment snapshot and `PROXYPOOL__SECTION__KEY=value` overrides.
 //! - [`secret`]: [`SecretRef`], the one way a secret is given (`env` | `file` | `hash`).
 //! - [`duration`]: [`Millis`], the one duration type (`"250ms"`, `"30s"`, `"5m"`, `"1h"`).
 //! - [`error`]: [`ConfigError`] and [`Problem`]: file, line, key, overriding variable.
-//! - [`model`]: the whole file ([`Config`]) and the controller's sections.
-//! - [`upstream`], [`client`]: vendors and tenants.
+//! - [`model`]: the whole file ([`Config`]) and `[listen]`.
+//!
+//! One module per section, each with its types, defaults and checks:
+//!
+//! - [`store`], [`quota`]: the activity pool's and the durable quota's stores.
+//! - [`control`]: the worker control API (`[control]`) and `[[worker_tokens]]`.
+//! - [`tuning`]: `[snapshot]`, `[ownership]`, `[checker]`, `[cooldowns]`, `[maintenance]`.
+//! - [`upstream`], [`provider`], [`health`]: vendors, their lists and their health checks.
+//! - [`client`]: tenants (`[[clients]]`).
 //! - [`api`], [`gateway`]: the client API's and a gateway worker's tables.
 //! - [`limiter`]: token-bucket policies and engine settings, as the throttle crate takes them.
-//! - [`target`]: plain-HTTP URLs the controller dials (check targets, vendor lists).
+//! - [`tls`]: the TLS tables of listeners and outbound links.
+//!
+//! Shared pieces:
+//!
+//! - [`cidr`]: CIDR blocks ([`Cidrs`]), the one parser of every block list.
+//! - [`target`]: the URLs the controller dials (check targets, vendor lists).
 //! - [`timing`]: the rule between the lease timings that keeps gateways serving through a
 //!   leader failover.
 //! - [`reload`]: what differs between two loads, and what of it needs a restart.
@@ -24,39 +38,55 @@
 
 pub mod api;
 mod check;
+pub mod cidr;
 pub mod client;
+pub mod control;
 pub mod duration;
 pub mod effective;
 pub mod env;
 pub mod error;
 pub mod gateway;
+pub mod health;
 pub mod limiter;
 pub mod load;
 mod locate;
 pub mod model;
+pub mod provider;
+pub mod quota;
 pub mod reload;
+pub mod role;
 pub mod secret;
+pub mod store;
 pub mod target;
 pub mod timing;
 pub mod tls;
+pub mod tuning;
 pub mod upstream;
 mod validate;
 
 pub use api::{ApiLimits, ApiSection, ApiShield, ExtractionSettings};
+pub use cidr::{Cidrs, parse_block, parse_cidr, parse_cidrs};
 pub use client::{
     ClientConfig, ClientRotation, MAX_ROTATE_EVERY, MAX_ROTATE_REQUESTS, QUOTA_OPERATIONS,
     QuotaLimit,
 };
+pub use control::{ControlLimits, ControlSection, WorkerTokenConfig};
 pub use duration::Millis;
 pub use env::{ENV_PREFIX, Env};
 pub use error::{ConfigError, Problem};
 pub use gateway::{GatewaySection, LOCAL_WORKER};
+pub use health::{CheckTarget, HealthConfig, HttpCheckMode};
 pub use limiter::{LimiterConfig, RatePolicy};
-pub use load::Role;
-pub use model::*;
+pub use model::{Config, ListenConfig};
+pub use provider::{AllowedHost, ListFormat, ProviderConfig, ProviderKind};
+pub use quota::{QuotaKind, QuotaStoreConfig};
 pub use reload::{ReloadPlan, with_restart_keys};
+pub use role::Role;
 pub use secret::{SecretRef, SecretSource};
+pub use store::{DurabilityPolicy, StoreConfig, StoreKind};
 pub use target::TargetUrl;
 pub use tls::{ClientTlsConfig, ServerTlsConfig};
-pub use upstream::*;
-pub use validate::{parse_cidr, parse_cidrs};
+pub use tuning::{
+    CheckerConfig, CooldownsConfig, MaintenanceConfig, OwnershipConfig, SnapshotConfig,
+};
+pub use upstream::{CredentialsConfig, UpstreamConfig, UpstreamDefaults};

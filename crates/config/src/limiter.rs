@@ -2,9 +2,11 @@
 //! shields of the client API and the gateway) and [`LimiterConfig`] (the engine behind a
 //! shield or a policy limiter), converted to the throttle crate's types.
 
+use crate::check::Check;
 use crate::duration::Millis;
 use proxypool_throttle::{AddressAggregation, EngineOptions, InitialTokens, Policy};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 
 /// A token-bucket policy: `requests_per_second` refill, `burst` capacity, and the
 /// escalation from soft denials to a hard lockout.
@@ -131,4 +133,23 @@ impl LimiterConfig {
         }
         Ok(())
     }
+}
+
+/// Checks `[[policies]]` (ids present and unique, each loadable by the gateway's limiter);
+/// returns the ids, which clients may name.
+pub(crate) fn validate_policies(c: &mut Check<'_>, policies: &[RatePolicy]) -> HashSet<String> {
+    let mut ids = HashSet::new();
+    // Client policies run in the gateway's limiter, on its default engine.
+    let engine = proxypool_throttle::EngineOptions::default();
+    for (i, policy) in policies.iter().enumerate() {
+        let path = format!("policies[{i}]");
+        match &policy.id {
+            Some(id) if !id.trim().is_empty() && ids.insert(id.clone()) => {}
+            _ => c.at(format!("{path}.id"), "must be present and unique"),
+        }
+        if let Err(message) = policy.check(&engine) {
+            c.at(path, message);
+        }
+    }
+    ids
 }

@@ -7,24 +7,10 @@ use crate::env::{Env, OverrideOrigins, apply_overrides};
 use crate::error::{ConfigError, Problem};
 use crate::locate::{Locator, line_column};
 use crate::model::Config;
+use crate::role::Role;
 use crate::validate::validate;
 use std::path::Path;
 use toml::{Table, Value};
-
-/// Which process reads the file: it decides which sections must be present and whose
-/// secrets are resolved (a split gateway's host need not have the controller's secrets).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// `proxypool controller`: the controller's sections and `[api]`.
-    Controller,
-    /// `proxypool serve`: the controller's sections, `[api]` and an in-process `[gateway]`.
-    Serve,
-    /// `proxypool gateway`: a split `[gateway]` (worker id, controller URL, token).
-    Gateway,
-    /// `proxypool check-config`: whatever the file holds; a file with only `[gateway]`
-    /// is checked as a split gateway's.
-    Check,
-}
 
 impl Config {
     /// Loads `path` for `role` with the process environment.

@@ -1,11 +1,16 @@
-//! Plain-HTTP URLs the controller dials itself: check targets and vendor list endpoints.
+//! URLs the controller dials itself: check targets and vendor list endpoints.
 //!
-//! Only `http://` is accepted: the checker speaks HTTP/1.1 through the proxy without TLS,
-//! so an `https://` target would be a promise the build cannot keep.
+//! A check target ([`TargetUrl::parse`]) is `http://` only: the checker speaks HTTP/1.1
+//! through the proxy without TLS, so an `https://` target would be a promise the build
+//! cannot keep. A vendor list ([`TargetUrl::parse_list`]) is fetched by the controller
+//! directly, over TLS for `https://` (port 443 by default) or in plain text for `http://`;
+//! whether plain text is allowed is the provider's `allow_plaintext`, checked by the
+//! caller.
 
 use std::fmt;
 
-/// A parsed `http://host[:port]/path?query` URL.
+/// A parsed `http[s]://host[:port]/path?query` URL; whether it is TLS is told by
+/// [`TargetUrl::parse_list`], the only parser that takes `https://`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TargetUrl {
     pub host: String,
@@ -15,6 +20,7 @@ pub struct TargetUrl {
 }
 
 impl TargetUrl {
+    /// A check target: `http://` only.
     pub fn parse(url: &str) -> Result<Self, String> {
         let rest = url
             .strip_prefix("http://")

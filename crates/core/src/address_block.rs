@@ -2,38 +2,41 @@
 //! it: an IPv4-mapped IPv6 address (`::ffff:10.0.0.1`, as dual-stack sockets report peers)
 //! is its IPv4 address, an IPv4-mapped block (`::ffff:10.0.0.0/104`) is the IPv4 block it
 //! maps, and an IPv6 block holds an IPv4 address only through its mapped form.
+//!
+//! Blocks are [`ipnet::IpNet`] values; ipnet compares families strictly, so the mapped
+//! forms are the only rule added here.
 
+pub use ipnet::IpNet;
+use ipnet::Ipv4Net;
 use std::net::IpAddr;
 
-/// Whether `ip` lies in `network`/`prefix` (a prefix longer than the family's holds only
-/// the network address itself).
-pub fn in_block(ip: IpAddr, network: IpAddr, prefix: u8) -> bool {
-    let (network, prefix) = match network {
-        IpAddr::V6(v6) if prefix >= 96 => match v6.to_ipv4_mapped() {
-            Some(v4) => (IpAddr::V4(v4), prefix - 96),
-            None => (network, prefix),
+/// The block `net` stands for: an IPv4-mapped IPv6 block as the IPv4 block it maps, any
+/// other block as it is.
+pub fn canonical_block(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(net, IpNet::V4),
+            None => net,
         },
-        _ => (network, prefix),
-    };
-    let ip = match (ip.to_canonical(), network) {
-        (IpAddr::V4(v4), IpAddr::V6(_)) => IpAddr::V6(v4.to_ipv6_mapped()),
-        (ip, _) => ip,
-    };
-    match (ip, network) {
-        (IpAddr::V4(ip), IpAddr::V4(net)) => {
-            let mask = u32::MAX
-                .checked_shl(32u32.saturating_sub(u32::from(prefix)))
-                .unwrap_or(0);
-            u32::from(ip) & mask == u32::from(net) & mask
-        }
-        (IpAddr::V6(ip), IpAddr::V6(net)) => {
-            let mask = u128::MAX
-                .checked_shl(128u32.saturating_sub(u32::from(prefix)))
-                .unwrap_or(0);
-            u128::from(ip) & mask == u128::from(net) & mask
-        }
-        _ => false,
+        _ => net,
     }
+}
+
+/// Whether `ip` lies in `block` (the host bits of the block's address are ignored).
+pub fn block_contains(block: IpNet, ip: IpAddr) -> bool {
+    match (canonical_block(block), ip.to_canonical()) {
+        (IpNet::V4(net), IpAddr::V4(ip)) => net.contains(&ip),
+        (IpNet::V6(net), IpAddr::V6(ip)) => net.contains(&ip),
+        (IpNet::V6(net), IpAddr::V4(ip)) => net.contains(&ip.to_ipv6_mapped()),
+        (IpNet::V4(_), IpAddr::V6(_)) => false,
+    }
+}
+
+/// Whether `ip` lies in `network`/`prefix` (a prefix longer than the family's holds only
+/// the network address itself): [`block_contains`] for callers that keep the pair.
+pub fn in_block(ip: IpAddr, network: IpAddr, prefix: u8) -> bool {
+    let max = if network.is_ipv4() { 32 } else { 128 };
+    IpNet::new(network, prefix.min(max)).is_ok_and(|block| block_contains(block, ip))
 }
 
 #[cfg(test)]
@@ -65,5 +68,19 @@ mod tests {
         );
         assert!(in_block(ip("192.0.2.7"), ip("192.0.2.7"), 32));
         assert!(!in_block(ip("192.0.2.8"), ip("192.0.2.7"), 32));
+    }
+
+    #[test]
+    fn a_mapped_block_is_the_ipv4_block_it_maps() {
+        let net = |s: &str| s.parse::<IpNet>().unwrap();
+        assert_eq!(
+            canonical_block(net("::ffff:10.0.0.0/104")),
+            net("10.0.0.0/8")
+        );
+        assert_eq!(canonical_block(net("::ffff:0:0/95")), net("::ffff:0:0/95"));
+        assert_eq!(
+            canonical_block(net("2001:db8::/104")),
+            net("2001:db8::/104")
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! proxypool-core: the domain model and the ports every other crate speaks.
 //!
 //! Module map:
+//! - [`address_block`]: CIDR blocks ([`IpNet`]) and whether an address lies in one.
+//! - [`http_head`]: the smallest request-head cap an HTTP listener can enforce.
 //! - [`ids`]: validated identifiers (upstream, worker, client, proxy, extraction, labels).
 //! - [`secret`]: passwords that cannot be printed by accident.
 //! - [`proxy`]: the proxy record, protocols, statuses and the stable proxy id.
@@ -35,6 +37,7 @@ pub mod cooldown;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod http_head;
 pub mod ids;
 pub mod inventory;
 pub mod lease;
@@ -51,7 +54,7 @@ pub mod time;
 pub mod upsert;
 pub mod usage;
 
-pub use address_block::in_block;
+pub use address_block::{IpNet, block_contains, canonical_block, in_block};
 pub use admin::{AdminStore, ProviderStatus, WorkerMode, WorkerModeRecord};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use cooldown::{
@@ -63,6 +66,7 @@ pub use extract::{
     ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractedProxy, ProxyFilter,
 };
 pub use health::{CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthReport};
+pub use http_head::MIN_HEADER_BYTES;
 pub use ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, WorkerId};
 pub use inventory::{Footprint, InventoryView, SweepReport};
 pub use lease::{Fence, Lease, LeaseStore};

@@ -10,7 +10,7 @@ pub use proxypool_config::gateway::{
     StickySessions,
 };
 use proxypool_config::{ClientTlsConfig, GatewaySection, ServerTlsConfig};
-use proxypool_core::{Secret, WorkerId};
+use proxypool_core::{MIN_HEADER_BYTES, Secret, WorkerId};
 use proxypool_edge::{ClientTls, Target};
 use proxypool_throttle::{EngineOptions, Policy};
 use std::time::Duration;
@@ -128,9 +128,9 @@ impl GatewayConfig {
         if self.listeners.http.is_none() && self.listeners.socks5.is_none() {
             return fail("at least one of listeners.http and listeners.socks5 is needed".into());
         }
-        if self.limits.max_header_bytes < 8192 {
+        if self.limits.max_header_bytes < MIN_HEADER_BYTES {
             return fail(format!(
-                "limits.max_header_bytes must be at least 8192, got {}",
+                "limits.max_header_bytes must be at least {MIN_HEADER_BYTES}, got {}",
                 self.limits.max_header_bytes
             ));
         }

@@ -16,30 +16,36 @@
 //! Refused entries are counted by reason (`host_not_allowed`, `private_host`) with the
 //! other dropped entries on the upstream's status (`GET /v1/upstreams`).
 
-use proxypool_core::in_block;
-use std::net::IpAddr;
+use crate::config::AllowedHost;
+use proxypool_core::{IpNet, block_contains};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Blocks that are never a vendor's public proxy.
-const INTERNAL: &[(&str, u8)] = &[
-    ("0.0.0.0", 8),
-    ("10.0.0.0", 8),
-    ("100.64.0.0", 10),
-    ("127.0.0.0", 8),
-    ("169.254.0.0", 16),
-    ("172.16.0.0", 12),
-    ("192.168.0.0", 16),
-    ("::", 128),
-    ("::1", 128),
-    ("fc00::", 7),
-    ("fe80::", 10),
+const INTERNAL: &[IpNet] = &[
+    v4([0, 0, 0, 0], 8),
+    v4([10, 0, 0, 0], 8),
+    v4([100, 64, 0, 0], 10),
+    v4([127, 0, 0, 0], 8),
+    v4([169, 254, 0, 0], 16),
+    v4([172, 16, 0, 0], 12),
+    v4([192, 168, 0, 0], 16),
+    IpNet::new_assert(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 128),
+    IpNet::new_assert(IpAddr::V6(Ipv6Addr::LOCALHOST), 128),
+    v6(0xfc00, 7),
+    v6(0xfe80, 10),
 ];
 
-/// One `allowed_hosts` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Allowed {
-    /// Lower-case, without a leading `*.`.
-    Suffix(String),
-    Block(IpAddr, u8),
+/// A block written as its four octets.
+const fn v4([a, b, c, d]: [u8; 4], prefix: u8) -> IpNet {
+    IpNet::new_assert(IpAddr::V4(Ipv4Addr::new(a, b, c, d)), prefix)
+}
+
+/// A block whose address is `first:0:...:0`.
+const fn v6(first: u16, prefix: u8) -> IpNet {
+    IpNet::new_assert(
+        IpAddr::V6(Ipv6Addr::new(first, 0, 0, 0, 0, 0, 0, 0)),
+        prefix,
+    )
 }
 
 /// Why an entry was refused.
@@ -54,7 +60,7 @@ pub enum Refusal {
 /// The entry rules of one upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPolicy {
-    allowed: Vec<Allowed>,
+    allowed: Vec<AllowedHost>,
     allow_private: bool,
 }
 
@@ -63,7 +69,7 @@ impl HostPolicy {
     pub fn new(allowed_hosts: &[String], allow_private: bool) -> Self {
         let allowed = allowed_hosts
             .iter()
-            .filter_map(|entry| parse_allowed(entry))
+            .filter_map(|entry| AllowedHost::parse(entry.trim()).ok())
             .collect();
         HostPolicy {
             allowed,
@@ -87,8 +93,8 @@ impl HostPolicy {
     fn allows(&self, host: &str, ip: Option<IpAddr>) -> bool {
         let name = host.trim_end_matches('.').to_ascii_lowercase();
         self.allowed.iter().any(|allowed| match (allowed, ip) {
-            (Allowed::Block(net, prefix), Some(ip)) => in_block(ip, *net, *prefix),
-            (Allowed::Suffix(suffix), None) => {
+            (AllowedHost::Block(block), Some(ip)) => block_contains(*block, ip),
+            (AllowedHost::Suffix(suffix), None) => {
                 name == *suffix
                     || name
                         .strip_suffix(suffix.as_str())
@@ -99,27 +105,9 @@ impl HostPolicy {
     }
 }
 
-/// One validated `allowed_hosts` entry (the configuration checked its shape).
-fn parse_allowed(entry: &str) -> Option<Allowed> {
-    let entry = entry.trim();
-    if let Some((ip, prefix)) = entry.split_once('/') {
-        return Some(Allowed::Block(ip.parse().ok()?, prefix.parse().ok()?));
-    }
-    if let Ok(ip) = entry.parse::<IpAddr>() {
-        return Some(Allowed::Block(ip, if ip.is_ipv4() { 32 } else { 128 }));
-    }
-    let name = entry.strip_prefix("*.").unwrap_or(entry);
-    Some(Allowed::Suffix(
-        name.trim_end_matches('.').to_ascii_lowercase(),
-    ))
-}
-
 fn is_internal(host: &str, ip: Option<IpAddr>) -> bool {
     match ip {
-        Some(ip) => INTERNAL.iter().any(|(net, prefix)| {
-            net.parse()
-                .is_ok_and(|net: IpAddr| in_block(ip, net, *prefix))
-        }),
+        Some(ip) => INTERNAL.iter().any(|block| block_contains(*block, ip)),
         None => {
             let name = host.trim_end_matches('.').to_ascii_lowercase();
             name == "localhost" || name.ends_with(".localhost")

@@ -1,12 +1,12 @@
 //! [`ServeLimits`]: the limits of one listener, and the smallest head cap hyper can
-//! enforce ([`MIN_HEADER_BYTES`]).
+//! enforce ([`MIN_HEADER_BYTES`], defined in `proxypool-core` so the configuration checks
+//! against the same number).
 
 use crate::tls::ServerTls;
 use std::net::IpAddr;
 use std::time::Duration;
 
-/// hyper's smallest read buffer; a head cap below it cannot be enforced.
-pub const MIN_HEADER_BYTES: usize = 8192;
+pub use proxypool_core::MIN_HEADER_BYTES;
 
 /// The limits of one listener, as a plain struct (the binary fills it from the file).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,266 @@
+//! An upstream's `provider` table: where a vendor's proxies come from (an `http` list
+//! endpoint or a `static` list in the file), how the list is read, which hosts its entries
+//! may point at ([`AllowedHost`]), and the checks of all of it.
+
+use crate::check::Check;
+use crate::cidr::parse_block;
+use crate::duration::Millis;
+use crate::secret::SecretRef;
+use crate::target::{TargetUrl, split_host_port};
+use proxypool_core::IpNet;
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// Where a vendor's proxies come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    /// `http` only: the list URL (`https://`; `http://` only with `allow_plaintext`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// `http` only: allow an `http://` list URL. On-path attackers then see the
+    /// `authorization` and can add entries, so only for a vendor on the same host or a
+    /// trusted network (`dev` and the simulated vendor); a warning is logged at start.
+    #[serde(default)]
+    pub allow_plaintext: bool,
+    /// `http` only, for an `https://` list: the CA bundle the vendor must chain to (unset =
+    /// the public roots); a client certificate if the vendor wants one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::ClientTlsConfig>,
+    /// `http` only: where a listed entry may point to get the upstream's `credentials`:
+    /// domain suffixes (`vendor.example` matches it and `*.vendor.example`) and CIDR blocks
+    /// (`203.0.113.0/24`). An entry with no credentials of its own on a host outside them
+    /// is refused (counted in the upstream's status), so a tampered list cannot collect
+    /// the vendor account's credentials. Required when `credentials` is set.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// `http` only: accept entries on loopback, private (RFC 1918, unique-local), CGNAT or
+    /// link-local addresses. Off: such entries are refused and counted. `dev` and tests
+    /// with the simulated vendor (which lists loopback proxies) set it.
+    #[serde(default)]
+    pub allow_private_hosts: bool,
+    /// `http` only: how the list is written.
+    #[serde(default)]
+    pub format: Option<ListFormat>,
+    /// `static` only: `scheme://host:port` entries (credentials come from the upstream's
+    /// `credentials`, never inline).
+    #[serde(default)]
+    pub proxies: Vec<String>,
+    /// How often to fetch (or, for `static`, to refresh the lifetimes).
+    #[serde(default = "default_fetch_interval")]
+    pub interval: Millis,
+    /// Up to this much is added to each interval at random, so vendors are not polled in
+    /// lock step.
+    #[serde(default)]
+    pub jitter: Millis,
+    #[serde(default = "default_fetch_timeout")]
+    pub timeout: Millis,
+    /// Largest response body accepted; a larger one fails the fetch whole.
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: usize,
+    /// `http` only: the `Authorization` header value, by reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<SecretRef>,
+}
+
+fn default_fetch_interval() -> Millis {
+    Millis::from_secs(30)
+}
+
+fn default_fetch_timeout() -> Millis {
+    Millis::from_secs(10)
+}
+
+fn default_max_bytes() -> usize {
+    4 * 1024 * 1024
+}
+
+/// `http` (a vendor list endpoint) or `static` (a fixed list in this file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    Http,
+    Static,
+}
+
+/// How a vendor writes its list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListFormat {
+    /// One proxy per line: `[scheme://]host:port[:user:pass]` or
+    /// `scheme://user:pass@host:port`.
+    Text,
+    /// A JSON array of objects (or `{"proxies": [...]}` / `{"data": [...]}`).
+    Json,
+}
+
+/// One `allowed_hosts` entry, as the controller matches a listed host against it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedHost {
+    /// A domain suffix: the name itself and every name under it (lower-case, without a
+    /// leading `*.`).
+    Suffix(String),
+    /// A CIDR block (a bare address is a one-host block).
+    Block(IpNet),
+}
+
+impl AllowedHost {
+    /// Parses an entry: a CIDR block or a domain suffix (letters, digits, `-`, `.`).
+    pub fn parse(entry: &str) -> Result<Self, String> {
+        if entry.contains('/') || entry.parse::<IpAddr>().is_ok() {
+            return parse_block(entry).map(AllowedHost::Block);
+        }
+        let name = entry.strip_prefix("*.").unwrap_or(entry);
+        let valid = !name.is_empty()
+            && name.len() <= 253
+            && name
+                .split('.')
+                .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+        if valid {
+            Ok(AllowedHost::Suffix(name.to_ascii_lowercase()))
+        } else {
+            Err(format!(
+                "{entry:?} is neither a domain suffix nor a CIDR block"
+            ))
+        }
+    }
+}
+
+/// Checks an upstream's `provider` table at `path`; `has_credentials` = the upstream has
+/// default `credentials`, which only `allowed_hosts` may receive.
+pub(crate) fn validate(
+    c: &mut Check<'_>,
+    path: &str,
+    p: &mut ProviderConfig,
+    has_credentials: bool,
+) {
+    c.duration(
+        &format!("{path}.interval"),
+        p.interval,
+        Millis(100),
+        Millis::from_secs(86_400),
+    );
+    c.require(
+        p.jitter <= p.interval,
+        format!("{path}.jitter"),
+        "must not be longer than interval",
+    );
+    c.duration(
+        &format!("{path}.timeout"),
+        p.timeout,
+        Millis(1),
+        Millis::from_secs(300),
+    );
+    c.require(
+        (1..=64 * 1024 * 1024).contains(&p.max_bytes),
+        format!("{path}.max_bytes"),
+        "must be in 1..=67108864",
+    );
+    match p.kind {
+        ProviderKind::Http => {
+            match &p.url {
+                None => c.at(format!("{path}.url"), "an http provider needs a url"),
+                Some(url) => match TargetUrl::parse_list(url) {
+                    Err(message) => c.at(format!("{path}.url"), message),
+                    Ok((false, _)) if !p.allow_plaintext => c.at(
+                        format!("{path}.url"),
+                        "an http:// list exposes the vendor's authorization and lets anyone \
+                         on the path add entries: use https://, or set allow_plaintext = true \
+                         for a vendor on a trusted network",
+                    ),
+                    Ok((false, _)) if p.tls.is_some() => {
+                        c.at(format!("{path}.tls"), "only for an https:// list")
+                    }
+                    Ok(_) => {}
+                },
+            }
+            if let Some(tls) = &mut p.tls {
+                crate::tls::check_client(c, &format!("{path}.tls"), tls);
+            }
+            for (j, host) in p.allowed_hosts.iter().enumerate() {
+                if let Err(message) = AllowedHost::parse(host) {
+                    c.at(format!("{path}.allowed_hosts[{j}]"), message);
+                }
+            }
+            c.require(
+                !has_credentials || !p.allowed_hosts.is_empty(),
+                format!("{path}.allowed_hosts"),
+                "required with credentials: the vendor's hosts (domain suffixes or CIDRs) that \
+                 may receive them, so a tampered list cannot collect them",
+            );
+            c.require(
+                p.format.is_some(),
+                format!("{path}.format"),
+                "an http provider needs format = \"text\" or \"json\"",
+            );
+            c.require(
+                p.proxies.is_empty(),
+                format!("{path}.proxies"),
+                "only a static provider lists proxies",
+            );
+            if let Some(authorization) = &mut p.authorization {
+                c.resolve_plain(&format!("{path}.authorization"), authorization);
+            }
+        }
+        ProviderKind::Static => {
+            c.require(
+                !p.allow_plaintext
+                    && p.tls.is_none()
+                    && p.allowed_hosts.is_empty()
+                    && !p.allow_private_hosts,
+                format!("{path}.allowed_hosts"),
+                "allow_plaintext, tls, allowed_hosts and allow_private_hosts are for an http provider",
+            );
+            c.require(
+                p.url.is_none() && p.format.is_none(),
+                format!("{path}.url"),
+                "a static provider takes no url or format",
+            );
+            c.require(
+                p.authorization.is_none(),
+                format!("{path}.authorization"),
+                "a static provider takes no authorization",
+            );
+            c.require(
+                !p.proxies.is_empty(),
+                format!("{path}.proxies"),
+                "a static provider needs at least one proxy",
+            );
+            for (j, entry) in p.proxies.iter().enumerate() {
+                if let Err(message) = static_entry(entry) {
+                    c.at(format!("{path}.proxies[{j}]"), message);
+                }
+            }
+        }
+    }
+}
+
+/// A static entry: `[scheme://]host:port` with scheme `http`, `https` or `socks5`; the
+/// credentials come from the upstream's `[credentials]`, never inline.
+fn static_entry(entry: &str) -> Result<(), String> {
+    let entry = entry.trim();
+    if entry.is_empty() {
+        return Err("empty entry".into());
+    }
+    let authority = match entry.split_once("://") {
+        Some(("http" | "https" | "socks5", rest)) => rest,
+        Some((scheme, _)) => {
+            return Err(format!("unknown scheme {scheme:?} (http, https or socks5)"));
+        }
+        None => entry,
+    };
+    if authority.contains('@') || authority.matches(':').count() > 1 && !authority.starts_with('[')
+    {
+        return Err(
+            "credentials may not be written inline; use the upstream's [credentials]".into(),
+        );
+    }
+    if authority.contains(['/', '?', ' ']) {
+        return Err("write [scheme://]host:port, nothing more".into());
+    }
+    match split_host_port(authority)? {
+        (_, Some(_)) => Ok(()),
+        (_, None) => Err("the port is missing: write host:port".into()),
+    }
+}
