@@ -190,7 +190,7 @@ fn main() {
                 allowed_upstreams: vec![],
                 allowed_regions: vec![],
                 quota: QuotaConfig::uniform(limits),
-                ip_allowlist: vec![],
+                ip_allowlist: proxypool_config::Cidrs::default(),
                 rate_limit: None,
             })
             .collect();

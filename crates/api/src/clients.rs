@@ -9,6 +9,7 @@
 //! confirmed by the salted constant-time check, so a collision can never authenticate.
 
 use crate::config::ApiConfigError;
+use proxypool_config::Cidrs;
 use proxypool_core::{ClientId, Label, LockExt, SecretHash, UpstreamId};
 use proxypool_quota::QuotaConfig;
 use serde::{Deserialize, Serialize};
@@ -41,9 +42,9 @@ pub struct ApiClient {
     /// the client from its configuration fills it in; left out, it is the defaults.
     #[serde(skip)]
     pub quota: QuotaConfig,
-    /// Source addresses (address, prefix length) the client may call from. Empty = any.
+    /// Source address blocks the client may call from. Empty = any.
     #[serde(skip)]
-    pub ip_allowlist: Vec<(IpAddr, u8)>,
+    pub ip_allowlist: Cidrs,
     /// The client's rate-limit policy (the one the gateway applies to it too), checked on
     /// every authenticated request before the quota. `None` = no policy limit.
     #[serde(skip)]
@@ -59,11 +60,7 @@ impl ApiClient {
     /// Whether the client may call from `ip` (an IPv4-mapped IPv6 address counts as its
     /// IPv4 address).
     pub fn may_call_from(&self, ip: IpAddr) -> bool {
-        self.ip_allowlist.is_empty()
-            || self
-                .ip_allowlist
-                .iter()
-                .any(|(net, prefix)| proxypool_core::in_block(ip, *net, *prefix))
+        self.ip_allowlist.is_empty() || self.ip_allowlist.contains(ip)
     }
 
     /// Whether the client may use `region`.
@@ -72,15 +69,6 @@ impl ApiClient {
     }
 
     fn validate(&self) -> Result<(), ApiConfigError> {
-        for (net, prefix) in &self.ip_allowlist {
-            let max = if net.is_ipv4() { 32 } else { 128 };
-            if *prefix > max {
-                return Err(ApiConfigError::Client {
-                    client: self.id.to_string(),
-                    problem: format!("ip_allowlist entry {net}/{prefix} has a prefix over {max}"),
-                });
-            }
-        }
         // The quota's project rule, checked here so a misconfigured client fails at startup
         // instead of turning every one of its requests into a quota error.
         let mut chars = self.project.chars();
@@ -179,7 +167,7 @@ mod tests {
             allowed_upstreams: vec![],
             allowed_regions: vec![],
             quota: QuotaConfig::default(),
-            ip_allowlist: vec![],
+            ip_allowlist: Cidrs::default(),
             rate_limit: None,
         }
     }
@@ -189,11 +177,7 @@ mod tests {
         let mut c = client("c", "token-c-0123456789");
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert!(c.may_call_from(ip("203.0.113.9")), "empty = any");
-        c.ip_allowlist = vec![
-            (ip("10.1.0.0"), 16),
-            (ip("2001:db8::"), 32),
-            (ip("192.0.2.7"), 32),
-        ];
+        c.ip_allowlist = Cidrs::parse(&["10.1.0.0/16", "2001:db8::/32", "192.0.2.7"]).unwrap();
         assert!(c.may_call_from(ip("10.1.200.3")));
         assert!(c.may_call_from(ip("::ffff:10.1.0.1")), "mapped form");
         assert!(c.may_call_from(ip("2001:db8:1::5")));
@@ -201,7 +185,7 @@ mod tests {
         assert!(!c.may_call_from(ip("10.2.0.1")));
         assert!(!c.may_call_from(ip("192.0.2.8")));
         assert!(!c.may_call_from(ip("2001:db9::1")));
-        c.ip_allowlist = vec![(ip("0.0.0.0"), 0)];
+        c.ip_allowlist = Cidrs::parse(&["0.0.0.0/0"]).unwrap();
         assert!(c.may_call_from(ip("198.51.100.1")), "/0 is everything");
         assert!(!c.may_call_from(ip("::1")), "of its own family");
     }

@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use proxypool_api::{ApiLimits, ShieldSettings};
+use proxypool_config::Cidrs;
 use proxypool_quota::Operation;
 use proxypool_throttle::Policy;
 use serde_json::json;
@@ -273,11 +274,10 @@ async fn layers_run_in_order(kind: QuotaKind) {
 
 #[tokio::test]
 async fn a_client_with_an_ip_allowlist_is_refused_from_another_address() {
-    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
     let mut elsewhere = client("elsewhere", "p-else", "token-elsewhere-0123456789");
-    elsewhere.ip_allowlist = vec![(ip("10.0.0.0"), 8)];
+    elsewhere.ip_allowlist = Cidrs::parse(&["10.0.0.0/8"]).unwrap();
     let mut here = client("here", "p-here", "token-here-0123456789");
-    here.ip_allowlist = vec![(ip("10.0.0.0"), 8), (ip("127.0.0.0"), 8)];
+    here.ip_allowlist = Cidrs::parse(&["10.0.0.0/8", "127.0.0.0/8"]).unwrap();
     let server = TestServer::memory(Setup {
         clients: vec![elsewhere, here],
         ..Setup::default()
@@ -312,7 +312,7 @@ async fn behind_a_trusted_balancer_the_forwarded_client_address_counts() {
     let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
     let token = "token-remote-0123456789";
     let mut remote = client("remote", "p-remote", token);
-    remote.ip_allowlist = vec![(ip("203.0.113.0"), 24)];
+    remote.ip_allowlist = Cidrs::parse(&["203.0.113.0/24"]).unwrap();
     let forwarded = |server: &TestServer, xff: &'static str| {
         server
             .http

@@ -279,7 +279,7 @@ fn api_clients(config: &Config, quota: &OpenedQuota) -> Vec<ApiClient> {
                 allowed_upstreams: client.allowed_upstreams.clone(),
                 allowed_regions: client.allowed_regions.clone(),
                 quota: quota.limits_for(&client.project, client.id.as_str()),
-                ip_allowlist: proxypool_config::parse_cidrs(&client.ip_allowlist),
+                ip_allowlist: proxypool_config::Cidrs::from_valid(&client.ip_allowlist),
                 rate_limit: client
                     .rate_limit
                     .as_ref()

@@ -79,7 +79,7 @@ mod tests {
                 .collect(),
             allowed_regions: regions.iter().map(|r| Label::new(r).unwrap()).collect(),
             quota: proxypool_quota::QuotaConfig::default(),
-            ip_allowlist: vec![],
+            ip_allowlist: proxypool_config::Cidrs::default(),
             rate_limit: None,
         }
     }

@@ -43,7 +43,7 @@ pub fn client(id: &str, project: &str, token: &str) -> ApiClient {
         allowed_upstreams: vec![],
         allowed_regions: vec![],
         quota: QuotaConfig::default(),
-        ip_allowlist: vec![],
+        ip_allowlist: proxypool_config::Cidrs::default(),
         rate_limit: None,
     }
 }

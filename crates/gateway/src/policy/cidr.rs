@@ -1,56 +1,38 @@
 //! CIDR blocks for per-client source IP allowlists and the destination policy
-//! (`10.0.0.0/8`, `::1/128`, or a bare address), parsed by the configuration's one parser
-//! ([`proxypool_config::parse_cidr`]). IPv4-mapped IPv6 addresses (`::ffff:127.0.0.1`, as
-//! dual-stack sockets report peers and as a client may write a target) match IPv4 blocks,
-//! and an IPv4-mapped block (`::ffff:10.0.0.0/104`) is the IPv4 block it maps.
+//! (`10.0.0.0/8`, `::1/128`, or a bare address): `ipnet` blocks parsed by the
+//! configuration's one parser ([`proxypool_config::parse_block`]) and matched by the one
+//! rule of [`proxypool_core::block_contains`]. IPv4-mapped IPv6 addresses
+//! (`::ffff:127.0.0.1`, as dual-stack sockets report peers and as a client may write a
+//! target) match IPv4 blocks, and an IPv4-mapped block (`::ffff:10.0.0.0/104`) is the IPv4
+//! block it maps.
 
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// One parsed block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Cidr {
-    network: IpAddr,
-    prefix: u8,
-}
+pub(crate) struct Cidr(IpNet);
 
 impl Cidr {
     /// Parses `addr/prefix` or a bare address (a single host).
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
-        let (network, prefix) = proxypool_config::parse_cidr(text.trim())?;
-        Ok(Self::block(network, prefix))
+        proxypool_config::parse_block(text.trim()).map(Cidr)
     }
 
-    /// The block `network`/`prefix`, an IPv4-mapped one as the IPv4 block it maps.
-    fn block(network: IpAddr, prefix: u8) -> Self {
-        if let IpAddr::V6(v6) = network
-            && prefix >= 96
-            && let Some(v4) = v6.to_ipv4_mapped()
-        {
-            return Self::v4(v4, prefix - 96);
-        }
-        Self { network, prefix }
-    }
-
-    /// An IPv4 block (`prefix` at most 32).
+    /// An IPv4 block (`prefix` at most 32, checked when the constant is built).
     pub(crate) const fn v4(network: Ipv4Addr, prefix: u8) -> Self {
-        Self {
-            network: IpAddr::V4(network),
-            prefix,
-        }
+        Cidr(IpNet::V4(Ipv4Net::new_assert(network, prefix)))
     }
 
-    /// An IPv6 block (`prefix` at most 128).
+    /// An IPv6 block (`prefix` at most 128, checked when the constant is built).
     pub(crate) const fn v6(network: Ipv6Addr, prefix: u8) -> Self {
-        Self {
-            network: IpAddr::V6(network),
-            prefix,
-        }
+        Cidr(IpNet::V6(Ipv6Net::new_assert(network, prefix)))
     }
 
     /// Whether `ip` lies in the block. An IPv4 block holds the IPv4-mapped IPv6 forms of
     /// its addresses; an IPv6 block sees an IPv4 address as its mapped form.
     pub(crate) fn contains(&self, ip: IpAddr) -> bool {
-        proxypool_core::in_block(ip, self.network, self.prefix)
+        proxypool_core::block_contains(self.0, ip)
     }
 }
 

@@ -74,7 +74,11 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(shared.header_timeout())
-        .max_buf_size(limits.max_header_bytes.max(proxypool_core::MIN_HEADER_BYTES))
+        .max_buf_size(
+            limits
+                .max_header_bytes
+                .max(proxypool_core::MIN_HEADER_BYTES),
+        )
         .max_header_size(limits.max_header_bytes)
         .keep_alive(true);
     let connection = builder.serve_connection(io, service).with_upgrades();
