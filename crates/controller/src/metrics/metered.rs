@@ -13,14 +13,14 @@ use super::{STORE_ERRORS, STORE_SECONDS, error_label};
 use async_trait::async_trait;
 use proxypool_core::usage::ClientUsage;
 use proxypool_core::{
-    ActivityPool, AdminStore, Assignment, ClientId, CooldownChange, CooldownReport,
-    CooldownStore, DomainCooldown, DueQuery, ExtractOutcome, ExtractRequest, ExtractResponse,
-    ExtractionId, Extractor, Fence, Fencing, FetchedBatch, Footprint, HealthBatch, HealthReport,
-    HealthStore, InventoryReader, InventoryView, Maintenance, OwnedProxy, OwnershipRepository,
-    PoolResult, ProviderStatus, ProxyId, ProxyListFilter, ProxyLister, ProxyPage, ProxyRecord,
-    ReportReceipt, ReturnOutcome, RuntimeReport, SessionFeedback, SnapshotRef, SnapshotVersion,
-    StoredRuntime, SweepReport, UnixMillis, UpsertReport, Upserter, UpstreamId, UsageReader,
-    WorkerId, WorkerMode, WorkerModeRecord, WorkerRuntimeStore, WorkerSession,
+    ActivityPool, AdminStore, Assignment, ClientId, CooldownChange, CooldownReport, CooldownStore,
+    DomainCooldown, DueQuery, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractionId,
+    Extractor, Fence, Fencing, FetchedBatch, Footprint, HealthBatch, HealthReport, HealthStore,
+    InventoryReader, InventoryView, Maintenance, OwnedProxy, OwnershipRepository, PoolResult,
+    ProviderStatus, ProxyId, ProxyListFilter, ProxyLister, ProxyPage, ProxyRecord, ReportReceipt,
+    ReturnOutcome, RuntimeReport, SessionFeedback, SnapshotRef, SnapshotVersion, StoredRuntime,
+    SweepReport, UnixMillis, UpsertReport, Upserter, UpstreamId, UsageReader, WorkerId, WorkerMode,
+    WorkerModeRecord, WorkerRuntimeStore, WorkerSession,
 };
 use std::future::Future;
 use std::sync::Arc;
