@@ -14,6 +14,10 @@
 //! decision that fails on a broken connection is tried once more on a fresh one.
 //!
 //! Submodules: `sql` (the statements), `schema` ([`migrate`], [`create_quota_role`]).
+//!
+//! [`PostgresSettings`]'s `Debug` hides the URL's credentials by cutting at `://` and the
+//! last `@` rather than through a URL parser: it must hide them in a URL no parser accepts
+//! too.
 
 mod schema;
 mod sql;
