@@ -328,3 +328,46 @@ async fn a_redirect_to_another_host_is_not_followed() {
         "never sent to the other host"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_from_https_down_to_http_is_not_followed() {
+    let (plain, reached) = raw_server("127.0.0.1", |_| {
+        response("200 OK", "", PUBLIC_LIST.as_bytes())
+    })
+    .await;
+    // The same host over https, redirecting to its plain-text twin.
+    let ca = TestCa::new("vendor ca").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let location = format!("http://127.0.0.1:{plain}/list");
+    let service = hyper::service::service_fn(move |_: Request<Incoming>| {
+        let redirect = Response::builder()
+            .status(302)
+            .header("location", location.as_str())
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        async move { Ok::<_, std::convert::Infallible>(redirect) }
+    });
+    let limits = ServeLimits {
+        tls: Some(tls_of(&ca)),
+        ..ServeLimits::default()
+    };
+    tokio::spawn(proxypool_edge::serve(
+        listener,
+        service,
+        limits,
+        std::future::pending(),
+    ));
+    let files = proxypool_edge::ClientTlsFiles {
+        ca: Some(ca.ca_path().to_owned()),
+        ..Default::default()
+    };
+    let client = VendorClient::with_tls(proxypool_edge::ClientTls::load(&files).unwrap());
+    let url = format!("https://127.0.0.1:{port}/list");
+    let fetched = client.fetch(&url, None, Duration::from_secs(5), 1024).await;
+    assert_eq!(fetched, Err(FetchError::Status(302)));
+    assert!(
+        reached.lock().unwrap().is_empty(),
+        "never sent in plain text"
+    );
+}
