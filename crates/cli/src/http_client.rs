@@ -11,6 +11,7 @@ use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use proxypool_edge::{ClientTls, Target};
 use std::time::Duration;
+use url::{Host, Url};
 
 /// An answer read whole.
 #[derive(Debug)]
@@ -33,8 +34,34 @@ pub(crate) struct BaseUrl {
 
 impl BaseUrl {
     pub(crate) fn parse(url: &str) -> Result<BaseUrl, String> {
-        let target = Target::parse(url)
-            .map_err(|_| format!("{url}: expected http(s)://host[:port][/path]"))?;
+        let bad = || format!("{url}: expected http(s)://host[:port][/path]");
+        let parsed = Url::parse(url).map_err(|_| bad())?;
+        let tls = match parsed.scheme() {
+            "https" => true,
+            "http" => false,
+            _ => return Err(bad()),
+        };
+        // A base names where the API is, nothing more: no credentials, query or fragment.
+        if !parsed.username().is_empty()
+            || parsed.password().is_some()
+            || parsed.query().is_some()
+            || parsed.fragment().is_some()
+        {
+            return Err(bad());
+        }
+        let host = match parsed.host() {
+            Some(Host::Domain(name)) => name.to_owned(),
+            Some(Host::Ipv4(address)) => address.to_string(),
+            Some(Host::Ipv6(address)) => format!("[{address}]"),
+            None => return Err(bad()),
+        };
+        let port = parsed.port_or_known_default().ok_or_else(bad)?;
+        let target = Target {
+            tls,
+            authority: format!("{host}:{port}"),
+            host,
+            path: parsed.path().to_owned(),
+        };
         Ok(BaseUrl {
             authority: target.authority.clone(),
             prefix: target.path.trim_end_matches('/').to_owned(),
@@ -147,5 +174,14 @@ mod tests {
             "[::1]:80"
         );
         assert!(BaseUrl::parse("ftp://x").is_err());
+        assert!(BaseUrl::parse("http://").is_err());
+        assert!(BaseUrl::parse("http://user:pass@api.internal").is_err());
+        assert!(BaseUrl::parse("http://api.internal/pp?x=1").is_err());
+        assert!(BaseUrl::parse("http://api.internal:99999").is_err());
+        let ported = BaseUrl::parse("https://API.example:8443").unwrap();
+        assert_eq!(
+            (ported.authority.as_str(), ported.prefix.as_str()),
+            ("api.example:8443", "")
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! Vendor lists over https and the entry rules: a list served with a certificate of the
 //! configured CA is fetched, one from another CA fails as `tls` on the status; an entry
 //! that would get the upstream's credentials on a host outside `allowed_hosts`, or on an
-//! internal address, is refused, counted, and never stored with the credentials.
+//! internal address, is refused, counted, and never stored with the credentials. The
+//! fetch itself: a gzip list is decompressed under the size cap, redirects are followed
+//! only on the list's own host and only a bounded number of times.
 
 mod common;
 
@@ -10,13 +12,14 @@ use common::*;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use proxypool_controller::provider::{Reconciler, StatusBoard, VendorClient};
+use proxypool_controller::provider::{FetchError, Reconciler, StatusBoard, VendorClient};
 use proxypool_controller::{Clock, ManualClock};
 use proxypool_core::{DueQuery, HealthStore, ProxyRecord, UpstreamId};
 use proxypool_edge::{ServeLimits, ServerTls, ServerTlsFiles};
 use proxypool_pool::{MemoryPool, MemoryPoolOptions};
 use proxypool_testkit::TestCa;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// A vendor list endpoint answering `body` at any path, over TLS when given.
@@ -189,4 +192,182 @@ async fn entries_outside_the_allowed_hosts_or_on_internal_addresses_are_refused(
     assert_eq!((status.last_refused, status.total_refused), (3, 3));
     assert_eq!(status.last_dropped.get("host_not_allowed"), Some(&1));
     assert_eq!(status.last_dropped.get("private_host"), Some(&2));
+}
+
+/// A long, very compressible list (the gzip test's body).
+fn long_list() -> String {
+    (0..300)
+        .map(|i| format!("203.0.113.{}:8080\n", i % 250 + 1))
+        .collect()
+}
+
+/// [`long_list`] as `gzip` wrote it (`gzip -n`: no name, no time), 570 bytes for 5533.
+const LONG_LIST_GZ: &[u8] = include_bytes!("data/long_list.txt.gz");
+
+/// A raw HTTP/1.1 server on `ip`: each request's path goes to `answer`, whose bytes are
+/// written back whole before the connection is closed; returns the port and every request
+/// head it read.
+async fn raw_server(
+    ip: &str,
+    answer: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static,
+) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind((ip, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let answer = Arc::new(answer);
+    let log = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (answer, log) = (Arc::clone(&answer), Arc::clone(&log));
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                log.lock().unwrap().push(head);
+                let _ = socket.write_all(&answer(&path)).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+fn response(status: &str, headers: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+async fn fetch(url: &str, secret: Option<&str>, max_bytes: usize) -> Result<Bytes, FetchError> {
+    let secret = secret.map(|s| proxypool_core::Secret::new(s.to_owned()));
+    VendorClient::new()
+        .fetch(url, secret.as_ref(), Duration::from_secs(5), max_bytes)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gzip_list_is_decompressed_and_capped_by_its_decompressed_size() {
+    let (port, seen) = raw_server("127.0.0.1", |_| {
+        response("200 OK", "content-encoding: gzip\r\n", LONG_LIST_GZ)
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{port}/list");
+    let body = fetch(&url, None, 64 * 1024).await.unwrap();
+    assert_eq!(body, long_list().as_bytes());
+    assert!(
+        seen.lock().unwrap()[0]
+            .to_ascii_lowercase()
+            .contains("accept-encoding: gzip"),
+        "the fetch asks for gzip"
+    );
+    // 570 bytes on the wire, 5533 once decompressed: the cap is on what the list is.
+    assert_eq!(fetch(&url, None, 1_000).await, Err(FetchError::TooLarge));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_on_the_list_host_are_followed_a_bounded_number_of_times() {
+    // `/hop/N` redirects to `/hop/N-1`; `/hop/0` is the list.
+    let (port, seen) = raw_server("127.0.0.1", |path| {
+        match path
+            .strip_prefix("/hop/")
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            Some(0) => response("200 OK", "", PUBLIC_LIST.as_bytes()),
+            Some(n) => response("302 Found", &format!("location: /hop/{}\r\n", n - 1), b""),
+            None => response("404 Not Found", "", b""),
+        }
+    })
+    .await;
+    let hops = proxypool_controller::provider::fetch::MAX_REDIRECTS;
+    let url = format!("http://127.0.0.1:{port}/hop/{hops}");
+    let body = fetch(&url, Some("Bearer vendor-key"), 1024).await.unwrap();
+    assert_eq!(body, PUBLIC_LIST.as_bytes());
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), hops + 1);
+        // The list's own host keeps the credentials through the redirects.
+        assert!(seen.iter().all(|head| head.contains("Bearer vendor-key")));
+    }
+    let url = format!("http://127.0.0.1:{port}/hop/{}", hops + 1);
+    assert_eq!(fetch(&url, None, 1024).await, Err(FetchError::Status(302)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_to_another_host_is_not_followed() {
+    let (foreign, reached) = raw_server("127.0.0.2", |_| {
+        response("200 OK", "", PUBLIC_LIST.as_bytes())
+    })
+    .await;
+    let (port, _) = raw_server("127.0.0.1", move |_| {
+        response(
+            "302 Found",
+            &format!("location: http://127.0.0.2:{foreign}/list\r\n"),
+            b"",
+        )
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{port}/list");
+    assert_eq!(
+        fetch(&url, Some("Bearer vendor-key"), 1024).await,
+        Err(FetchError::Status(302))
+    );
+    assert!(
+        reached.lock().unwrap().is_empty(),
+        "never sent to the other host"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_from_https_down_to_http_is_not_followed() {
+    let (plain, reached) = raw_server("127.0.0.1", |_| {
+        response("200 OK", "", PUBLIC_LIST.as_bytes())
+    })
+    .await;
+    // The same host over https, redirecting to its plain-text twin.
+    let ca = TestCa::new("vendor ca").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let location = format!("http://127.0.0.1:{plain}/list");
+    let service = hyper::service::service_fn(move |_: Request<Incoming>| {
+        let redirect = Response::builder()
+            .status(302)
+            .header("location", location.as_str())
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        async move { Ok::<_, std::convert::Infallible>(redirect) }
+    });
+    let limits = ServeLimits {
+        tls: Some(tls_of(&ca)),
+        ..ServeLimits::default()
+    };
+    tokio::spawn(proxypool_edge::serve(
+        listener,
+        service,
+        limits,
+        std::future::pending(),
+    ));
+    let files = proxypool_edge::ClientTlsFiles {
+        ca: Some(ca.ca_path().to_owned()),
+        ..Default::default()
+    };
+    let client = VendorClient::with_tls(proxypool_edge::ClientTls::load(&files).unwrap());
+    let url = format!("https://127.0.0.1:{port}/list");
+    let fetched = client.fetch(&url, None, Duration::from_secs(5), 1024).await;
+    assert_eq!(fetched, Err(FetchError::Status(302)));
+    assert!(
+        reached.lock().unwrap().is_empty(),
+        "never sent in plain text"
+    );
 }

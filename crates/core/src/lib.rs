@@ -20,7 +20,9 @@
 //! - [`port_set`]: destination ports a gateway client may reach (`"*"` or a list).
 //! - [`cooldown`]: cooldowns per (proxy, registrable domain) and client feedback.
 //! - [`control`]: the worker control API messages (gateway ⇄ controller).
-//! - [`secret_hash`]: salted hashes of tokens and gateway passwords.
+//! - [`secret_hash`]: salted hashes of tokens and gateway passwords, and the constant-time
+//!   compare.
+//! - [`random`]: the operating system's CSPRNG: bytes, tokens over an alphabet, numbers.
 //! - [`error`]: the one error type of the ports.
 //! - [`time`]: explicit milliseconds since the epoch.
 //! - [`clock`]: the injectable wall and monotonic clock ([`SystemClock`], [`ManualClock`]).
@@ -46,6 +48,7 @@ pub mod ownership;
 pub mod port_set;
 pub mod ports;
 pub mod proxy;
+pub mod random;
 pub mod runtime;
 pub mod secret;
 pub mod secret_hash;

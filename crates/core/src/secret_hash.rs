@@ -9,6 +9,7 @@ use crate::error::PoolError;
 use crate::ids::digest_hex;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
+use subtle::ConstantTimeEq;
 
 /// A salted hash of a secret. Its `Debug` shows only the algorithm.
 #[derive(Clone, PartialEq, Eq, Serialize)]
@@ -76,12 +77,10 @@ impl<'de> Deserialize<'de> for SecretHash {
     }
 }
 
-/// Compares without an early exit, so timing does not reveal the matching prefix length.
+/// Compares without an early exit, so timing does not reveal the matching prefix length
+/// (only whether the lengths differ).
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.ct_eq(b).into()
 }
 
 #[cfg(test)]
@@ -100,6 +99,15 @@ mod tests {
             "salted"
         );
         assert!(!format!("{hash:?}").contains(&hash.as_str()[10..]));
+    }
+
+    #[test]
+    fn constant_time_eq_is_equality() {
+        assert!(constant_time_eq(b"", b""));
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(!constant_time_eq(b"", b"a"));
     }
 
     #[test]

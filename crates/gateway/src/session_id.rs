@@ -1,28 +1,16 @@
 //! Session ids: 32 hex digits, different for every registration of every process (also
 //! the usage table's instance id, one per process).
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// 32 hex digits, different for every registration of every process (also the usage
-/// table's instance id: one per process).
+/// 32 hex digits from the operating system's random source (`proxypool_core::random`),
+/// different for every registration of every process (also the usage table's instance id:
+/// one per process).
+///
+/// # Panics
+///
+/// When the operating system has no random source to give: a gateway that cannot name its
+/// session apart from another's must not register at all.
 pub(crate) fn new_session_id() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut id = String::with_capacity(32);
-    for part in 0..2u64 {
-        let mut hasher = RandomState::new().build_hasher();
-        hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-        hasher.write_u32(std::process::id());
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        hasher.write_u64(part);
-        id.push_str(&format!("{:016x}", hasher.finish()));
-    }
-    id
+    proxypool_core::random::hex(16).expect("the operating system's random source")
 }
 
 #[cfg(test)]

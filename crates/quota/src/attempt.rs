@@ -6,8 +6,9 @@
 
 use std::future::Future;
 
-use crate::decision::{QuotaDecision, UnavailableReason};
+use crate::decision::QuotaDecision;
 use crate::sqlx_error::{self, Store};
+use crate::unavailable::UnavailableReason;
 
 /// How many times one decision runs.
 const ATTEMPTS: usize = 2;

@@ -6,9 +6,8 @@
 //! an admission computed from nonsense. Keeping the checks in one place is what makes the
 //! backends agree on the edge cases.
 
-use std::fmt;
-
 use crate::config::{OperationLimits, QuotaPolicy};
+use crate::unavailable::UnavailableReason;
 
 /// What the quota says about one command.
 #[must_use]
@@ -82,37 +81,6 @@ impl QuotaDecision {
     /// Shorthand for [`QuotaDecision::Unavailable`].
     pub fn unavailable(reason: UnavailableReason) -> Self {
         QuotaDecision::Unavailable { reason }
-    }
-}
-
-/// Why a decision could not be made. Low-sensitivity on purpose: no database text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum UnavailableReason {
-    /// The decision did not finish within its time bound (including a statement timeout).
-    Timeout,
-    /// The store could not be reached (refused, reset, pool closed).
-    Connection,
-    /// The store answered with an error.
-    Database,
-    /// The store answered with something that breaks an invariant (row count, types,
-    /// count range, window bounds).
-    MalformedResult,
-    /// The bucket kept changing between the decision and the follow-up read.
-    Contended,
-    /// The memory backend tracks as many buckets as it may.
-    Capacity,
-}
-
-impl fmt::Display for UnavailableReason {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(match self {
-            UnavailableReason::Timeout => "timeout",
-            UnavailableReason::Connection => "connection",
-            UnavailableReason::Database => "database",
-            UnavailableReason::MalformedResult => "malformed_result",
-            UnavailableReason::Contended => "contended",
-            UnavailableReason::Capacity => "capacity",
-        })
     }
 }
 

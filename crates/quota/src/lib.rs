@@ -55,8 +55,8 @@
 //! - `config`: [`OperationLimits`] (one operation's window and limit, with hard caps), what
 //!   every call brings; [`QuotaConfig`], one client's limits per operation with defaults,
 //!   for callers to look them up (backends hold no limits).
-//! - `decision`: [`QuotaDecision`], [`UnavailableReason`] and the strict validation of what a
-//!   store returned, shared by the SQL backends and the memory backend.
+//! - `decision`: [`QuotaDecision`] and the strict validation of what a store returned,
+//!   shared by the SQL backends and the memory backend; `unavailable`: [`UnavailableReason`].
 //! - `port`: the [`QuotaPort`] trait callers depend on.
 //! - `settle`: [`Charge`], [`Settlement`], [`SettleOutcome`]: undoing a charge the service
 //!   could not earn, or keeping it while freeing a receipt the client must pay again for.
@@ -65,19 +65,23 @@
 //!   restarts).
 //! - `postgres` (feature `postgres`): `PostgresQuota`, migrations and the least-privilege
 //!   role.
-//! - [`contract`]: the public async test functions every backend runs.
+//! - `contract` (feature `contract`, off by default): the public async test functions every
+//!   backend runs; the test crates that run them enable it.
 //! - `error`: [`InvalidCommand`], [`ConfigError`], and `SetupError` (with a SQL backend).
-//! - `sql_decision`, `attempt`, `sqlx_error`: the decision flow the SQL backends share, the
-//!   bounded retry, and what a driver error means for a decision.
+//! - `sql_backend`, `sql_port`: what a SQL backend supplies (its driver, statements, pool
+//!   and time bound) and the one `QuotaPort` implementation written over it;
+//!   `sql_decision`, `attempt`, `sqlx_error`: the decision and settlement flow the SQL
+//!   backends share, the bounded retry, and what a driver error means for a decision.
 //!
 //! Features: `sqlite` and `postgres` (both default) add the SQL backends and sqlx. Without
-//! them the crate is the port, the types, the memory backend and the contract suite: what
-//! a caller that is handed a quota needs.
+//! them the crate is the port, the types and the memory backend: what a caller that is
+//! handed a quota needs. `contract` adds the contract suite, for tests only.
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod attempt;
 mod command;
 mod config;
+#[cfg(feature = "contract")]
 pub mod contract;
 mod decision;
 mod error;
@@ -87,16 +91,21 @@ mod port;
 pub mod postgres;
 mod settle;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_backend;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_decision;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_port;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sqlx_error;
+mod unavailable;
 mod validate;
 
 pub use command::{Operation, QuotaCommand};
 pub use config::{OperationLimits, QuotaConfig, QuotaPolicy};
-pub use decision::{QuotaDecision, UnavailableReason};
+pub use decision::QuotaDecision;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use error::SetupError;
 pub use error::{CommandField, ConfigError, InputProblem, InvalidCommand};
@@ -107,3 +116,4 @@ pub use postgres::{PostgresQuota, PostgresSettings};
 pub use settle::{Charge, SettleOutcome, Settlement};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteQuota, SqliteSettings};
+pub use unavailable::UnavailableReason;

@@ -20,10 +20,11 @@ use async_trait::async_trait;
 
 use crate::command::{Operation, QuotaCommand};
 use crate::config::{OperationLimits, QuotaPolicy};
-use crate::decision::{self, BucketRow, FullBucket, QuotaDecision, UnavailableReason};
+use crate::decision::{self, BucketRow, FullBucket, QuotaDecision};
 use crate::error::InvalidCommand;
 use crate::port::QuotaPort;
 use crate::settle::{Charge, SettleOutcome, Settlement};
+use crate::unavailable::UnavailableReason;
 
 /// Where [`MemoryQuota`] reads the time (ms since the Unix epoch).
 pub trait QuotaClock: Send + Sync + Debug {

@@ -18,8 +18,8 @@
 
 use crate::command::QuotaCommand;
 use crate::config::OperationLimits;
-use crate::decision::UnavailableReason;
 use crate::error::{CommandField, InputProblem, InvalidCommand};
+use crate::unavailable::UnavailableReason;
 
 /// A charge one decision made: the command, and the window it was charged in.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! One decision against a SQL store, shared by PostgreSQL and SQLite.
 //!
-//! The backends differ only in their statements and error codes ([`Statements`]); the
-//! flow is the same: take a connection, run the decision statement, read the bucket with a
+//! The backends differ only in their statements and error codes
+//! ([`Statements`]); the flow is the same: take a connection, run the decision statement, read the bucket with a
 //! second statement if the decision came back without a row (full), validate the row
 //! strictly (`decision.rs`). Both statements run on the same connection.
 
@@ -10,28 +10,11 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool,
 use crate::attempt::{Attempt, Checkout};
 use crate::command::QuotaCommand;
 use crate::config::QuotaPolicy;
-use crate::decision::{self, BucketRow, FullBucket, UnavailableReason};
+use crate::decision::{self, BucketRow, FullBucket};
 use crate::settle::{Charge, SettleOutcome, Settlement};
-use crate::sqlx_error::{self, Store};
-
-/// What a SQL backend runs, as integers throughout:
-/// - `decide` takes (project, subject, operation, receipt, window_ms, limit) and returns
-///   `(admitted, charged, count, receipts, reset, observed)`: `admitted = 1` for the bucket
-///   it just admitted into (`charged = 1` for a new charge, `0` for a replay), `0` for a
-///   full bucket it read instead, or no row (full, not read);
-/// - `read` takes (project, subject, operation, window_ms) and returns
-///   `(count, receipts, reset, observed)`;
-/// - `refund` takes (project, subject, operation, receipt, window start, window_ms) and
-///   `spend` the same plus the new receipt; each returns one row when it applied, none
-///   otherwise.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Statements {
-    pub(crate) store: Store,
-    pub(crate) decide: &'static str,
-    pub(crate) read: &'static str,
-    pub(crate) refund: &'static str,
-    pub(crate) spend: &'static str,
-}
+use crate::sql_backend::Statements;
+use crate::sqlx_error;
+use crate::unavailable::UnavailableReason;
 
 /// One try: a connection from `pool`, closed rather than returned if the try is abandoned.
 pub(crate) async fn attempt<DB>(
@@ -183,36 +166,10 @@ where
     })
 }
 
-/// A backend's `QuotaPort::settle`: the input checked, then [`settle`] within
-/// `timeout` (past it: Unavailable, the charge as it was or settled, never half).
-pub(crate) async fn settle_within<DB>(
-    pool: &Pool<DB>,
-    statements: &Statements,
-    timeout: std::time::Duration,
-    charge: &Charge,
-    settlement: &Settlement,
-) -> Result<SettleOutcome, crate::error::InvalidCommand>
-where
-    DB: Database,
-    DB::Arguments: IntoArguments<DB>,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-{
-    charge.validate(settlement)?;
-    Ok(
-        tokio::time::timeout(timeout, settle(pool, statements, charge, settlement))
-            .await
-            .unwrap_or(SettleOutcome::Unavailable {
-                reason: UnavailableReason::Timeout,
-            }),
-    )
-}
-
 /// Settles `charge` on a connection from `pool`: one statement, tried once more after a
 /// broken connection. Repeating is safe: a settlement that committed but whose reply was
 /// lost finds its receipt gone the second time and changes nothing.
-async fn settle<DB>(
+pub(crate) async fn settle<DB>(
     pool: &Pool<DB>,
     statements: &Statements,
     charge: &Charge,

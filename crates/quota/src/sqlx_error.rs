@@ -3,7 +3,7 @@
 //!
 //! [`QuotaDecision::Unavailable`]: crate::QuotaDecision::Unavailable
 
-use crate::decision::UnavailableReason;
+use crate::unavailable::UnavailableReason;
 
 /// PostgreSQL's `query_canceled`, what `statement_timeout` and `lock_timeout` raise.
 #[cfg(feature = "postgres")]

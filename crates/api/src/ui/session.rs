@@ -8,9 +8,9 @@
 //! [`MAX_SESSIONS`]; a sign-in when it is full first drops expired sessions, then the
 //! oldest one.
 
-use proxypool_core::{ClientId, LockExt, UnixMillis};
+use proxypool_core::secret_hash::constant_time_eq;
+use proxypool_core::{ClientId, LockExt, UnixMillis, random};
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::Mutex;
 
 /// Most sessions held at once (every one needs an admin token to open).
@@ -44,8 +44,8 @@ pub(crate) struct SessionTable {
 }
 
 impl SessionTable {
-    /// Opens a session for `client`; `None` when the kernel's random source cannot be read
-    /// (the sign-in then fails closed).
+    /// Opens a session for `client`; `None` when the operating system's random source
+    /// cannot be read (the sign-in then fails closed).
     pub(crate) fn open(&self, now: UnixMillis, client: ClientId) -> Option<Opened> {
         let id = random_token()?;
         let csrf = random_token()?;
@@ -108,11 +108,7 @@ impl SessionTable {
 
 /// Compares a presented CSRF token with the session's without an early exit.
 pub(crate) fn csrf_matches(session: &Session, presented: &str) -> bool {
-    let (a, b) = (session.csrf.as_bytes(), presented.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    constant_time_eq(session.csrf.as_bytes(), presented.as_bytes())
 }
 
 /// Tokens are 64 lowercase hex digits; anything else is not looked up at all.
@@ -125,14 +121,10 @@ fn key_of(id: &str) -> [u8; 32] {
     sha2::Sha256::digest(id.as_bytes()).into()
 }
 
-/// 256 bits from the kernel's CSPRNG, as hex. No fallback: a session id must not be
-/// guessable, so without the random source there is no sign-in.
+/// 256 bits from the operating system's CSPRNG, as hex. No fallback: a session id must
+/// not be guessable, so without the random source there is no sign-in.
 fn random_token() -> Option<String> {
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    random::hex(32).ok()
 }
 
 #[cfg(test)]

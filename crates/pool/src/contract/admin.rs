@@ -1,7 +1,7 @@
 //! Contract: AdminStore (worker modes and provider status are shared state: whatever one
 //! handle writes, every handle on the same store reads; bad input changes nothing).
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::{T0, upstream, worker};
 use crate::fresh_pool;
 use proxypool_core::admin::MAX_PROVIDER_STATUS_BYTES;

@@ -2,7 +2,7 @@
 //! `merge_cooldowns` itself; session feedback; extracted proxies given back) and
 //! extraction with `for_domain`.
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::cooldown::{

@@ -1,7 +1,7 @@
 //! Contract: Extractor (exclusivity, filters, reserve, idempotency, budgets).
 
+use super::factory::{PoolFactory, ScanLimits};
 use super::fixtures::*;
-use super::{PoolFactory, ScanLimits};
 use crate::fresh_pool;
 use proxypool_core::{
     Candidate, Conflict, ExtractMode, Label, PoolError, Protocol, ProxyFilter, ProxyId,

@@ -2,7 +2,7 @@
 //! holds the lease, or the lease lapsed, every call of the old term is refused with
 //! `Conflict::StaleTerm` and changes nothing).
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::{

@@ -1,7 +1,7 @@
 //! Shared fixtures of the contract suite: a fixed clock origin, batches, candidates and
 //! small helpers that bring proxies into a known state.
 
-use super::{PoolFactory, ScanLimits};
+use super::factory::{PoolFactory, ScanLimits};
 // Every contract module imports the fixtures with a glob; the port traits come along so
 // their methods are callable on any `PoolFactory::Pool`.
 use crate::{MemoryPool, MemoryPoolOptions};

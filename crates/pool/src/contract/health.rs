@@ -1,6 +1,6 @@
 //! Contract: HealthStore (status transitions and the available indexes).
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::{

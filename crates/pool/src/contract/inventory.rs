@@ -1,7 +1,7 @@
 //! Contract: InventoryReader (managed counts and available slots, exact or unavailable).
 
+use super::factory::{PoolFactory, ScanLimits};
 use super::fixtures::*;
-use super::{PoolFactory, ScanLimits};
 use crate::fresh_pool;
 use proxypool_core::{
     CheckOutcome, ExtractMode, HealthBatch, HealthObservation, PoolError, ProxyRuntime,

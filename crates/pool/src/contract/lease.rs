@@ -3,7 +3,7 @@
 //! Run through [`lease_contract_suite!`](crate::lease_contract_suite) by every adapter
 //! that implements [`LeaseStore`].
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::T0;
 use crate::fresh_pool;
 use proxypool_core::{LeaseStore, PoolError};

@@ -1,8 +1,8 @@
 //! Contract: ProxyLister (the operators' read-only listing: id order, cursor pages,
 //! filters, owners, statuses as of `now`, bounded input and work).
 
+use super::factory::{PoolFactory, ScanLimits};
 use super::fixtures::*;
-use super::{PoolFactory, ScanLimits};
 use crate::fresh_pool;
 use proxypool_core::{
     ExtractMode, MAX_LIST_LIMIT, PoolError, ProxyId, ProxyListFilter, ProxyLister, ProxyPage,

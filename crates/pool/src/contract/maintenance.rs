@@ -1,6 +1,6 @@
 //! Contract: Maintenance (bounded sweeps; memory stays bounded under 30 s TTL churn).
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::{ExtractMode, Footprint};

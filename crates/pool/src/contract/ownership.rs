@@ -1,6 +1,6 @@
 //! Contract: OwnershipRepository (assign, renew, drain, acknowledge, expire, epochs).
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::{AssignmentState, Conflict, ExtractMode, PoolError};

@@ -1,6 +1,6 @@
 //! Contract: WorkerRuntimeStore (sessions, snapshot acknowledgements, runtime reports).
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::{

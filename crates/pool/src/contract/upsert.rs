@@ -1,6 +1,6 @@
 //! Contract: Upserter (vendor TTL, safety margin, max size, dedupe, incumbents, retries).
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::{

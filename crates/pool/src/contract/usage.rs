@@ -2,7 +2,7 @@
 //! extract): cumulative gateway totals become exact deltas, nothing is counted twice or
 //! from a refused report, extractions count per upstream, buckets age out.
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::usage::{

@@ -3,7 +3,7 @@
 //! that concern only other workers' proxies leave it alone; new session feedback moves the
 //! shared feedback counter. Only movement is promised, never by how much.
 
-use super::PoolFactory;
+use super::factory::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::{

@@ -17,6 +17,7 @@ mod runtime;
 mod state;
 mod upsert;
 mod usage;
+mod usage_state;
 
 use proxypool_core::{ActivityPool, Conflict, Fence, Fencing, PoolError, PoolResult, UnixMillis};
 use state::State;

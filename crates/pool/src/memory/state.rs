@@ -123,7 +123,7 @@ pub(crate) struct State {
     pub(crate) runtimes: HashMap<WorkerId, StoredRuntime>,
     pub(crate) extractions: HashMap<ExtractionId, StoredExtraction>,
     pub(crate) extraction_expiry: BTreeSet<(UnixMillis, ExtractionId)>,
-    pub(crate) usage: super::usage::UsageState,
+    pub(crate) usage: super::usage_state::UsageState,
     pub(crate) operations: HashMap<(UpstreamId, String), StoredOperation>,
     pub(crate) leases: HashMap<String, proxypool_core::Lease>,
     /// The last fencing token handed out per lease name (kept after release, so tokens

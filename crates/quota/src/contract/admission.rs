@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio::sync::Barrier;
 
 use super::fixtures::*;
-use super::{QuotaFactory, QuotaHarness};
+use super::harness::{QuotaFactory, QuotaHarness};
 use crate::{Operation, QuotaConfig, QuotaDecision, QuotaPolicy};
 
 /// Limit 3: three admissions counting down to 0, then every new receipt is exceeded with a

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{QuotaFactory, QuotaHarness, StoredBucket};
+use super::harness::{QuotaFactory, QuotaHarness, StoredBucket};
 use crate::memory::{ManualClock, MemoryQuota};
 // Every contract module imports the fixtures with a glob; the port trait comes along so its
 // methods are callable on any harness's quota.

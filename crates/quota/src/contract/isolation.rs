@@ -1,7 +1,7 @@
 //! Buckets are keyed by (project, subject, operation) and nothing else.
 
 use super::fixtures::*;
-use super::{QuotaFactory, QuotaHarness};
+use super::harness::{QuotaFactory, QuotaHarness};
 use crate::Operation;
 
 /// Limit 1: filling one bucket leaves every neighbour (another project, another subject,

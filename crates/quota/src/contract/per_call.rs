@@ -2,7 +2,7 @@
 //! limit that changes between calls applies from the next call on, in the same window.
 
 use super::fixtures::*;
-use super::{QuotaFactory, QuotaHarness};
+use super::harness::{QuotaFactory, QuotaHarness};
 use crate::{Operation, OperationLimits, QuotaDecision, QuotaPolicy};
 
 fn extract_policy(limits: OperationLimits) -> QuotaPolicy {

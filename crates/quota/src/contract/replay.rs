@@ -1,7 +1,7 @@
 //! Receipts: the same receipt inside one window is charged once.
 
 use super::fixtures::*;
-use super::{QuotaFactory, QuotaHarness};
+use super::harness::{QuotaFactory, QuotaHarness};
 use crate::{Operation, QuotaDecision};
 
 /// A replayed receipt is admitted with the same `remaining` and reset, and the bucket

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::Barrier;
 
 use super::fixtures::*;
-use super::{QuotaFactory, QuotaHarness};
+use super::harness::{QuotaFactory, QuotaHarness};
 use crate::{
     Charge, CommandField, InputProblem, Operation, QuotaCommand, QuotaDecision, SettleOutcome,
     Settlement,

@@ -2,7 +2,7 @@
 //! values are stored intact; a bucket holds the largest allowed receipt set.
 
 use super::fixtures::*;
-use super::{QuotaFactory, QuotaHarness};
+use super::harness::{QuotaFactory, QuotaHarness};
 use crate::{CommandField, Operation, QuotaCommand, QuotaDecision};
 
 fn invalid_commands() -> Vec<(QuotaCommand, CommandField)> {

@@ -1,7 +1,7 @@
 //! Fixed windows: aligned to multiples of their length, reset when they end.
 
 use super::fixtures::*;
-use super::{QuotaFactory, QuotaHarness};
+use super::harness::{QuotaFactory, QuotaHarness};
 use crate::{Operation, QuotaConfig, QuotaDecision};
 
 /// Every window starts at a multiple of its length (on the store's clock): the reset is a

@@ -14,6 +14,10 @@
 //! decision that fails on a broken connection is tried once more on a fresh one.
 //!
 //! Submodules: `sql` (the statements), `schema` ([`migrate`], [`create_quota_role`]).
+//!
+//! [`PostgresSettings`]'s `Debug` hides the URL's credentials by cutting at `://` and the
+//! last `@` rather than through a URL parser: it must hide them in a URL no parser accepts
+//! too.
 
 mod schema;
 mod sql;
@@ -21,17 +25,10 @@ mod sql;
 use std::fmt;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-use crate::attempt;
-use crate::command::QuotaCommand;
-use crate::config::{OperationLimits, QuotaPolicy};
-use crate::decision::{QuotaDecision, UnavailableReason};
-use crate::error::{InvalidCommand, SetupError};
-use crate::port::QuotaPort;
-use crate::settle::{Charge, SettleOutcome, Settlement};
-use crate::sql_decision::{self, Statements};
+use crate::error::SetupError;
+use crate::sql_backend::{SqlBackend, Statements};
 use crate::sqlx_error::Store;
 
 pub use schema::{SCHEMA, create_quota_role, migrate, migrate_url};
@@ -39,14 +36,6 @@ pub use schema::{SCHEMA, create_quota_role, migrate, migrate_url};
 /// A pooled connection idle for longer than this is pinged before use: a server restart
 /// leaves idle connections dead, and a ping is cheaper than a failed decision.
 const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
-
-const STATEMENTS: Statements = Statements {
-    store: Store::Postgres,
-    decide: sql::DECIDE,
-    read: sql::READ_BUCKET,
-    refund: sql::REFUND,
-    spend: sql::SPEND,
-};
 
 /// Connection settings of [`PostgresQuota`].
 #[derive(Clone)]
@@ -162,46 +151,23 @@ impl PostgresQuota {
     }
 }
 
-#[async_trait]
-impl QuotaPort for PostgresQuota {
-    async fn settle(
-        &self,
-        charge: &Charge,
-        settlement: &Settlement,
-    ) -> Result<SettleOutcome, InvalidCommand> {
-        sql_decision::settle_within(
-            &self.pool,
-            &STATEMENTS,
-            self.decision_timeout,
-            charge,
-            settlement,
-        )
-        .await
+// Its `QuotaPort` is the one every SQL backend shares (`sql_port.rs`).
+impl SqlBackend for PostgresQuota {
+    type Db = sqlx::Postgres;
+
+    const STATEMENTS: Statements = Statements {
+        store: Store::Postgres,
+        decide: sql::DECIDE,
+        read: sql::READ_BUCKET,
+        refund: sql::REFUND,
+        spend: sql::SPEND,
+    };
+
+    fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
-    async fn ready(&self) -> bool {
-        let probe = sqlx::query("SELECT 1").execute(&self.pool);
-        matches!(
-            tokio::time::timeout(self.decision_timeout, probe).await,
-            Ok(Ok(_))
-        )
-    }
-
-    async fn consume(
-        &self,
-        command: &QuotaCommand,
-        limits: OperationLimits,
-    ) -> Result<QuotaDecision, InvalidCommand> {
-        command.validate()?;
-        let policy = QuotaPolicy {
-            operation: command.operation,
-            limits,
-        };
-        Ok(tokio::time::timeout(
-            self.decision_timeout,
-            attempt::decide(|| sql_decision::attempt(&self.pool, &STATEMENTS, command, policy)),
-        )
-        .await
-        .unwrap_or(QuotaDecision::unavailable(UnavailableReason::Timeout)))
+    fn decision_timeout(&self) -> Duration {
+        self.decision_timeout
     }
 }

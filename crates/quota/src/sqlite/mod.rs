@@ -15,31 +15,16 @@ mod sql;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use crate::attempt;
-use crate::command::QuotaCommand;
-use crate::config::{OperationLimits, QuotaPolicy};
-use crate::decision::{QuotaDecision, UnavailableReason};
-use crate::error::{InvalidCommand, SetupError};
-use crate::port::QuotaPort;
-use crate::settle::{Charge, SettleOutcome, Settlement};
-use crate::sql_decision::{self, Statements};
+use crate::error::SetupError;
+use crate::sql_backend::{SqlBackend, Statements};
 use crate::sqlx_error::Store;
 
 mod schema;
 pub use schema::migrate;
-
-const STATEMENTS: Statements = Statements {
-    store: Store::Sqlite,
-    decide: sql::DECIDE,
-    read: sql::READ_BUCKET,
-    refund: sql::REFUND,
-    spend: sql::SPEND,
-};
 
 /// Settings of [`SqliteQuota`].
 #[derive(Debug, Clone)]
@@ -116,46 +101,23 @@ impl SqliteQuota {
     }
 }
 
-#[async_trait]
-impl QuotaPort for SqliteQuota {
-    async fn settle(
-        &self,
-        charge: &Charge,
-        settlement: &Settlement,
-    ) -> Result<SettleOutcome, InvalidCommand> {
-        sql_decision::settle_within(
-            &self.pool,
-            &STATEMENTS,
-            self.decision_timeout,
-            charge,
-            settlement,
-        )
-        .await
+// Its `QuotaPort` is the one every SQL backend shares (`sql_port.rs`).
+impl SqlBackend for SqliteQuota {
+    type Db = sqlx::Sqlite;
+
+    const STATEMENTS: Statements = Statements {
+        store: Store::Sqlite,
+        decide: sql::DECIDE,
+        read: sql::READ_BUCKET,
+        refund: sql::REFUND,
+        spend: sql::SPEND,
+    };
+
+    fn pool(&self) -> &SqlitePool {
+        &self.pool
     }
 
-    async fn ready(&self) -> bool {
-        let probe = sqlx::query("SELECT 1").execute(&self.pool);
-        matches!(
-            tokio::time::timeout(self.decision_timeout, probe).await,
-            Ok(Ok(_))
-        )
-    }
-
-    async fn consume(
-        &self,
-        command: &QuotaCommand,
-        limits: OperationLimits,
-    ) -> Result<QuotaDecision, InvalidCommand> {
-        command.validate()?;
-        let policy = QuotaPolicy {
-            operation: command.operation,
-            limits,
-        };
-        Ok(tokio::time::timeout(
-            self.decision_timeout,
-            attempt::decide(|| sql_decision::attempt(&self.pool, &STATEMENTS, command, policy)),
-        )
-        .await
-        .unwrap_or(QuotaDecision::unavailable(UnavailableReason::Timeout)))
+    fn decision_timeout(&self) -> Duration {
+        self.decision_timeout
     }
 }
