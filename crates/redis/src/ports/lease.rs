@@ -40,10 +40,10 @@ impl LeaseStore for RedisPool {
             holder.to_owned(),
             clamp_ms(now.saturating_add(ttl_ms)).to_string(),
         ];
-        let value = self
-            .eval(&self.scripts.lease_acquire, now, Side::Read, args)
+        let reply = self
+            .call(&self.scripts.lease_acquire, now, Side::Read, args)
             .await?;
-        decode(name, &reply::parse(value, 0)?)
+        decode(name, &reply)
     }
 
     async fn release(
@@ -55,21 +55,20 @@ impl LeaseStore for RedisPool {
     ) -> PoolResult<()> {
         validate_lease_request(name, holder, 1)?;
         let args = vec![name.to_owned(), holder.to_owned(), token.to_string()];
-        let value = self
-            .eval(&self.scripts.lease_release, now, Side::Read, args)
-            .await?;
-        reply::parse(value, 0).map(|_| ())
+        self.call(&self.scripts.lease_release, now, Side::Read, args)
+            .await
+            .map(|_| ())
     }
 
     async fn current(&self, now: UnixMillis, name: &str) -> PoolResult<Option<Lease>> {
-        let value = self
-            .eval(
+        let reply = self
+            .call(
                 &self.scripts.lease_current,
                 now,
                 Side::Read,
                 vec![name.to_owned()],
             )
             .await?;
-        decode(name, &reply::parse(value, 0)?)
+        decode(name, &reply)
     }
 }
