@@ -8,21 +8,20 @@ use proxypool_core::lease::validate_lease_request;
 use proxypool_core::{Lease, LeaseStore, PoolResult, UnixMillis};
 
 fn decode(name: &str, reply: &reply::Reply) -> PoolResult<Option<Lease>> {
-    if reply.items.is_empty() {
-        return Ok(None);
-    }
-    let value = reply.text(0)?;
-    let f: Vec<&str> = value.split('\t').collect();
-    let [holder, token, acquired, expires] = f[..] else {
-        return Err(corrupt("lease"));
-    };
-    Ok(Some(Lease {
-        name: name.to_owned(),
-        holder: holder.to_owned(),
-        token: parse_u64(token, "lease")?,
-        acquired_at_ms: parse_u64(acquired, "lease")?,
-        expires_at_ms: parse_u64(expires, "lease")?,
-    }))
+    reply.optional(|reply| {
+        let value = reply.text(0)?;
+        let f: Vec<&str> = value.split('\t').collect();
+        let [holder, token, acquired, expires] = f[..] else {
+            return Err(corrupt("lease"));
+        };
+        Ok(Lease {
+            name: name.to_owned(),
+            holder: holder.to_owned(),
+            token: parse_u64(token, "lease")?,
+            acquired_at_ms: parse_u64(acquired, "lease")?,
+            expires_at_ms: parse_u64(expires, "lease")?,
+        })
+    })
 }
 
 #[async_trait]

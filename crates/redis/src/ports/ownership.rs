@@ -120,10 +120,7 @@ impl OwnershipRepository for RedisPool {
         let reply = self
             .call(&self.scripts.get, now, Side::Read, vec![proxy.to_string()])
             .await?;
-        if reply.items.is_empty() {
-            return Ok(None);
-        }
-        one(proxy, &reply).map(Some)
+        reply.optional(|reply| one(proxy, reply))
     }
 
     async fn expire(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>> {

@@ -106,10 +106,7 @@ impl WorkerRuntimeStore for RedisPool {
                 vec![worker.to_string()],
             )
             .await?;
-        if reply.items.is_empty() {
-            return Ok(None);
-        }
-        one(worker, &reply).map(Some)
+        reply.optional(|reply| one(worker, reply))
     }
 
     async fn live_sessions(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<WorkerSession>> {
@@ -222,10 +219,7 @@ impl WorkerRuntimeStore for RedisPool {
                 vec![worker.to_string()],
             )
             .await?;
-        if reply.items.is_empty() {
-            return Ok(None);
-        }
-        runtime::decode(&reply.text(0)?, &reply.text(1)?, &reply.text(2)?).map(Some)
+        reply.optional(|reply| runtime::decode(&reply.text(0)?, &reply.text(1)?, &reply.text(2)?))
     }
 
     async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion> {
