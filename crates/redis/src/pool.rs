@@ -5,6 +5,7 @@ use crate::codec::clamp_ms;
 use crate::connection::Connector;
 use crate::keys;
 use crate::options::RedisPoolOptions;
+use crate::reply::{self, Reply};
 use crate::scripts::{Function, Scripts};
 use proxypool_core::{ActivityPool, Conflict, Fence, Fencing, PoolError, PoolResult, UnixMillis};
 use redis::Value;
@@ -101,6 +102,18 @@ impl RedisPool {
             return Err(PoolError::Conflict(Conflict::StaleTerm));
         }
         Ok(value)
+    }
+
+    /// [`eval`](Self::eval) with the reply split into status and payload, for the scripts
+    /// whose reply echoes no requested count (every one but extraction's).
+    pub(crate) async fn call(
+        &self,
+        function: &Function,
+        now: UnixMillis,
+        side: Side,
+        args: Vec<String>,
+    ) -> PoolResult<Reply> {
+        reply::parse(self.eval(function, now, side, args).await?, 0)
     }
 
     /// `GET` of a key under this pool's base.

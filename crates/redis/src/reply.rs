@@ -103,6 +103,18 @@ impl Reply {
         )
     }
 
+    /// `None` for an empty payload (how a script answers that what was asked for is
+    /// absent), otherwise what `decode` makes of the reply.
+    pub(crate) fn optional<T>(
+        &self,
+        decode: impl FnOnce(&Reply) -> PoolResult<T>,
+    ) -> PoolResult<Option<T>> {
+        if self.items.is_empty() {
+            return Ok(None);
+        }
+        decode(self).map(Some)
+    }
+
     /// The payload as strings (for list replies).
     pub(crate) fn texts(&self) -> PoolResult<Vec<String>> {
         self.items.iter().map(text).collect()

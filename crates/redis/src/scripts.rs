@@ -21,18 +21,19 @@
 //! policy every call is refused (`Unavailable`), reads included.
 
 use crate::codec::layout::Layout;
-use crate::codec::{assignment, cooldown, record, session};
+use crate::codec::{assignment, cooldown, extraction, record, session};
 use redis::Script;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::sync::Arc;
 
 /// Layouts whose Lua field constants are generated, in front of every helper.
-const LAYOUTS: [&Layout; 4] = [
+const LAYOUTS: [&Layout; 5] = [
     &record::LAYOUT,
     &assignment::LAYOUT,
     &session::LAYOUT,
     &cooldown::LAYOUT,
+    &extraction::LAYOUT,
 ];
 
 /// Helpers, in the order they build on each other: a file may use the `local`s of the files

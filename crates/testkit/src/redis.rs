@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::binaries;
 use crate::error::{Result, TestkitError};
-use crate::process::{self, Launch, ServerProcess, StartFailure};
+use crate::process::{self, Launch, PrivateServer, ServerProcess, StartFailure};
 use crate::scratch::{ScratchDir, scratch_base};
 use crate::tls::{CertFiles, TestCa};
 use crate::url::{ConnectionUrl, redact};
@@ -24,9 +24,6 @@ use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError, Valu
 pub const REDIS_URL_ENV: &str = "PROXYPOOL_TEST_REDIS_URL";
 
 const SERVER: &str = "redis-server";
-
-/// How many fresh ports to try when someone else grabs ours between probe and bind.
-const PORT_ATTEMPTS: usize = 3;
 
 /// Socket timeouts of the RESP client: generous, but a hung server must not hang a test.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -210,7 +207,11 @@ fn ping(port: u16) -> std::result::Result<(), String> {
     }
 }
 
-impl PrivateRedis {
+impl PrivateServer for PrivateRedis {
+    fn process_mut(&mut self) -> &mut Option<ServerProcess> {
+        &mut self.process
+    }
+
     fn launch(&mut self, port: u16) -> std::result::Result<(), StartFailure> {
         let log_offset = process::log_len(&self.log);
         let launch = Launch {
@@ -297,16 +298,7 @@ impl RedisServer {
             tls,
             dir,
         };
-        let mut attempt = 0;
-        let port = loop {
-            attempt += 1;
-            let port = process::free_loopback_port()?;
-            match private.launch(port) {
-                Ok(()) => break port,
-                Err(failure) if failure.port_taken && attempt < PORT_ATTEMPTS => continue,
-                Err(failure) => return Err(failure.error),
-            }
-        };
+        let port = private.launch_on_free_port()?;
         Ok(Self {
             url: format!("redis://127.0.0.1:{port}/"),
             host: "127.0.0.1".to_owned(),
@@ -377,13 +369,7 @@ impl RedisServer {
 
     /// Whether the private server is currently running (`true` for an external server).
     pub fn is_running(&mut self) -> bool {
-        match &mut self.private {
-            None => true,
-            Some(private) => match &mut private.process {
-                Some(process) => process.exited().is_none(),
-                None => false,
-            },
-        }
+        self.private.as_mut().is_none_or(PrivateRedis::is_running)
     }
 
     fn private_mut(&mut self, operation: &'static str) -> Result<&mut PrivateRedis> {
@@ -396,10 +382,8 @@ impl RedisServer {
     /// Kills the server (SIGKILL, like a crash; all data is lost). The port stays with the
     /// guard; connections now fail with "connection refused". Stopping twice is fine.
     pub fn stop(&mut self) -> Result<()> {
-        let private = self.private_mut("stop")?;
-        if let Some(mut server) = private.process.take() {
-            server.stop("KILL", process::STOP_TIMEOUT);
-        }
+        self.private_mut("stop")?
+            .stop("KILL", process::STOP_TIMEOUT);
         Ok(())
     }
 
@@ -407,14 +391,7 @@ impl RedisServer {
     /// A no-op when it is running.
     pub fn start_again(&mut self) -> Result<()> {
         let port = self.port;
-        let private = self.private_mut("start_again")?;
-        if let Some(server) = &mut private.process {
-            if server.exited().is_none() {
-                return Ok(());
-            }
-            private.process = None;
-        }
-        private.launch(port).map_err(|failure| failure.error)
+        self.private_mut("start_again")?.start_again(port)
     }
 
     /// `stop` then `start_again`.
@@ -438,10 +415,8 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        if let Some(private) = &mut self.private
-            && let Some(mut server) = private.process.take()
-        {
-            server.stop("KILL", process::STOP_TIMEOUT);
+        if let Some(private) = &mut self.private {
+            private.stop("KILL", process::STOP_TIMEOUT);
         }
     }
 }

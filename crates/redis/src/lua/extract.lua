@@ -10,8 +10,8 @@
 --
 -- Reply: {'ok', response} | {'replay', response} | {'conflict', 'digest'} |
 -- {'conflict', 'expired'} | {'insufficient', matching} | {'scan_budget'}, where response is
--- "client\tdigest\texpires_at\trequested\tcreated_at\theld_until" followed by one line per
--- record (a response stored before held_until existed has five fields: held until expiry).
+-- a header line (X_CLIENT ... X_HELD, generated from src/codec/extraction.rs) followed by
+-- one line per record (a response stored before X_HELD existed lacks it: held until expiry).
 -- Work bound: the scan budget (candidates examined) plus count writes plus cleanup.
 
 local function main()
@@ -25,13 +25,13 @@ local function main()
   local stored = redis.call('GET', B .. key)
   if stored then
     local header = P.split(string.match(stored, '^[^\n]*'), '\t')
-    if #header ~= 5 and #header ~= 6 then
+    if #header ~= X_FIELDS and #header ~= X_HELD - 1 then
       P.corrupt('extraction')
     end
-    local replayable_until = P.num(header[3])
-    local held_until = P.num(header[6] or header[3])
+    local replayable_until = P.num(header[X_EXPIRES])
+    local held_until = P.num(header[X_HELD] or header[X_EXPIRES])
     if NOW < held_until then
-      if header[1] ~= client or header[2] ~= digest then
+      if header[X_CLIENT] ~= client or header[X_DIGEST] ~= digest then
         return { 'conflict', 'digest' }
       end
       if NOW >= replayable_until then
@@ -112,7 +112,14 @@ local function main()
   replay_ttl = math.max(1, replay_ttl)
   local expires_at = NOW + replay_ttl
   local held_until = math.max(expires_at, NOW + (P.num(ARGV[17]) or 0))
-  local header = table.concat({ client, digest, P.fmt(expires_at), ARGV[7], P.fmt(NOW), P.fmt(held_until) }, '\t')
+  local header = table.concat({
+    [X_CLIENT] = client,
+    [X_DIGEST] = digest,
+    [X_EXPIRES] = P.fmt(expires_at),
+    [X_REQUESTED] = ARGV[7],
+    [X_CREATED] = P.fmt(NOW),
+    [X_HELD] = P.fmt(held_until),
+  }, '\t', 1, X_FIELDS)
   local response = header
   if #lines > 0 then
     response = header .. '\n' .. table.concat(lines, '\n')

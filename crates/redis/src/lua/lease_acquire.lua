@@ -8,25 +8,17 @@
 
 local function main()
   local name, holder, expires = ARGV[4], ARGV[5], ARGV[6]
-  local v = redis.call('HGET', B .. 'leases', name)
-  if v then
-    local l = P.split(v, '\t')
-    if #l ~= 4 then
-      P.corrupt('lease')
-    end
-    if NOW < P.num(l[4]) then
-      if l[1] ~= holder then
-        return { 'ok' }
-      end
-      l[4] = expires
-      v = table.concat(l, '\t')
-      redis.call('HSET', B .. 'leases', name, v)
-      P.touch(B .. 'leases', P.num(expires))
-      return { 'ok', v }
-    end
+  local l = P.live_lease(name)
+  if l and l[1] ~= holder then
+    return { 'ok' }
   end
-  local token = redis.call('HINCRBY', B .. 'lease-tokens', name, 1)
-  v = table.concat({ holder, P.fmt(token), P.fmt(NOW), expires }, '\t')
+  if l then
+    l[4] = expires
+  else
+    local token = redis.call('HINCRBY', B .. 'lease-tokens', name, 1)
+    l = { holder, P.fmt(token), P.fmt(NOW), expires }
+  end
+  local v = table.concat(l, '\t')
   redis.call('HSET', B .. 'leases', name, v)
   P.touch(B .. 'leases', P.num(expires))
   return { 'ok', v }

@@ -3,17 +3,9 @@
 -- ARGV[4] name. Reply: {'ok'} | {'ok', lease}.
 
 local function main()
-  local v = redis.call('HGET', B .. 'leases', ARGV[4])
-  if v then
-    local l = P.split(v, '\t')
-    if #l ~= 4 then
-      P.corrupt('lease')
-    end
-    if NOW < P.num(l[4]) then
-      return { 'ok', v }
-    end
-  end
-  return { 'ok' }
+  -- No live lease leaves v nil, and the reply {'ok'}.
+  local _, v = P.live_lease(ARGV[4])
+  return { 'ok', v }
 end
 
 return P.run(main)

@@ -5,15 +5,9 @@
 
 local function main()
   local name = ARGV[4]
-  local v = redis.call('HGET', B .. 'leases', name)
-  if v then
-    local l = P.split(v, '\t')
-    if #l ~= 4 then
-      P.corrupt('lease')
-    end
-    if NOW < P.num(l[4]) and l[1] == ARGV[5] and l[2] == ARGV[6] then
-      redis.call('HDEL', B .. 'leases', name)
-    end
+  local l = P.live_lease(name)
+  if l and l[1] == ARGV[5] and l[2] == ARGV[6] then
+    redis.call('HDEL', B .. 'leases', name)
   end
   return { 'ok' }
 end

@@ -7,8 +7,8 @@
 
 local function main()
   local worker, budget = ARGV[4], P.num(ARGV[5])
-  local ids = redis.call('ZRANGEBYSCORE', B .. 'worker-owned:' .. worker, '(' .. P.fmt(NOW), '+inf', 'LIMIT', 0, budget + 1)
-  if #ids > budget then
+  local ids = P.live_members(B .. 'worker-owned:' .. worker, budget)
+  if not ids then
     return { 'scan_budget' }
   end
   local out = { 'ok' }

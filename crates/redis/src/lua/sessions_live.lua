@@ -6,8 +6,8 @@
 
 local function main()
   local budget = P.num(ARGV[4])
-  local workers = redis.call('ZRANGEBYSCORE', B .. 'worker-session-expiry', '(' .. P.fmt(NOW), '+inf', 'LIMIT', 0, budget + 1)
-  if #workers > budget then
+  local workers = P.live_members(B .. 'worker-session-expiry', budget)
+  if not workers then
     return { 'scan_budget' }
   end
   local out = { 'ok' }

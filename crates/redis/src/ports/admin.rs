@@ -3,7 +3,6 @@
 
 use crate::codec::{corrupt, parse_u64};
 use crate::pool::{RedisPool, Side};
-use crate::reply;
 use async_trait::async_trait;
 use proxypool_core::admin::{MAX_PROVIDER_STATUSES, MAX_WORKER_MODES};
 use proxypool_core::{
@@ -35,10 +34,9 @@ impl AdminStore for RedisPool {
             mode.as_str().to_owned(),
             MAX_WORKER_MODES.to_string(),
         ];
-        let value = self
-            .eval(&self.scripts.worker_mode_set, now, Side::Write, args)
+        let reply = self
+            .call(&self.scripts.worker_mode_set, now, Side::Write, args)
             .await?;
-        let reply = reply::parse(value, 0)?;
         if reply.status == "too_many" {
             return Err(PoolError::invalid(format!(
                 "{MAX_WORKER_MODES} workers are already cordoned or draining"
@@ -49,10 +47,9 @@ impl AdminStore for RedisPool {
     }
 
     async fn worker_modes(&self) -> PoolResult<Vec<WorkerModeRecord>> {
-        let value = self
-            .eval(&self.scripts.worker_modes, 0, Side::Read, Vec::new())
+        let reply = self
+            .call(&self.scripts.worker_modes, 0, Side::Read, Vec::new())
             .await?;
-        let reply = reply::parse(value, 0)?;
         let mut out = Vec::with_capacity(reply.items.len() / 2);
         for pair in (0..reply.items.len()).step_by(2) {
             out.push(mode_record(&reply.text(pair)?, &reply.text(pair + 1)?)?);
@@ -73,10 +70,10 @@ impl AdminStore for RedisPool {
             text,
             MAX_PROVIDER_STATUSES.to_string(),
         ];
-        let value = self
-            .eval(&self.scripts.provider_status_put, now, Side::Write, args)
+        let reply = self
+            .call(&self.scripts.provider_status_put, now, Side::Write, args)
             .await?;
-        match reply::parse(value, 0)?.status.as_str() {
+        match reply.status.as_str() {
             "too_many" => Err(PoolError::invalid(format!(
                 "{MAX_PROVIDER_STATUSES} upstreams already have a stored status"
             ))),
@@ -85,10 +82,9 @@ impl AdminStore for RedisPool {
     }
 
     async fn provider_statuses(&self) -> PoolResult<Vec<ProviderStatus>> {
-        let value = self
-            .eval(&self.scripts.provider_statuses, 0, Side::Read, Vec::new())
+        let reply = self
+            .call(&self.scripts.provider_statuses, 0, Side::Read, Vec::new())
             .await?;
-        let reply = reply::parse(value, 0)?;
         let mut out = Vec::with_capacity(reply.items.len());
         for i in 0..reply.items.len() {
             out.push(ProviderStatus::decode(&reply.text(i)?)?);

@@ -4,7 +4,6 @@
 
 use crate::codec::cooldown;
 use crate::pool::{RedisPool, Side};
-use crate::reply;
 use async_trait::async_trait;
 use proxypool_core::cooldown::{MAX_COOLDOWNS_PER_PROXY, MAX_SESSION_FEEDBACK, validate_changes};
 use proxypool_core::{
@@ -25,10 +24,9 @@ impl CooldownStore for RedisPool {
         for change in changes {
             cooldown::change_args(change, &mut args);
         }
-        let value = self
-            .eval(&self.scripts.cooldowns_apply, now, Side::Write, args)
+        let reply = self
+            .call(&self.scripts.cooldowns_apply, now, Side::Write, args)
             .await?;
-        let reply = reply::parse(value, 0)?;
         Ok(CooldownReport {
             applied: reply.number(0)? as usize,
             unknown: reply.number(1)? as usize,
@@ -44,10 +42,10 @@ impl CooldownStore for RedisPool {
             return Ok(Vec::new());
         }
         let args = proxies.iter().map(ProxyId::to_string).collect();
-        let value = self
-            .eval(&self.scripts.cooldowns_of, now, Side::Read, args)
+        let reply = self
+            .call(&self.scripts.cooldowns_of, now, Side::Read, args)
             .await?;
-        let rows = reply::parse(value, 0)?.texts()?;
+        let rows = reply.texts()?;
         if rows.len() % 2 != 0 {
             return Err(PoolError::corrupt("undecodable cooldowns in redis"));
         }
@@ -67,10 +65,9 @@ impl CooldownStore for RedisPool {
             cooldown::feedback_json(&feedback),
             MAX_SESSION_FEEDBACK.to_string(),
         ];
-        let value = self
-            .eval(&self.scripts.feedback_add, now, Side::Write, args)
-            .await?;
-        reply::parse(value, 0).map(|_| ())
+        self.call(&self.scripts.feedback_add, now, Side::Write, args)
+            .await
+            .map(|_| ())
     }
 
     async fn session_feedback(
@@ -79,15 +76,15 @@ impl CooldownStore for RedisPool {
         limit: usize,
     ) -> PoolResult<Vec<SessionFeedback>> {
         let limit = limit.min(MAX_SESSION_FEEDBACK);
-        let value = self
-            .eval(
+        let reply = self
+            .call(
                 &self.scripts.feedback_list,
                 now,
                 Side::Read,
                 vec![limit.to_string()],
             )
             .await?;
-        reply::parse(value, 0)?
+        reply
             .texts()?
             .iter()
             .map(|v| cooldown::decode_feedback(v))
@@ -101,9 +98,8 @@ impl CooldownStore for RedisPool {
         proxy: &ProxyId,
     ) -> PoolResult<ReturnOutcome> {
         let args = vec![client.to_string(), proxy.to_string()];
-        let value = self
-            .eval(&self.scripts.return_extracted, now, Side::Write, args)
-            .await?;
-        reply::parse(value, 0).map(|_| ReturnOutcome::Returned)
+        self.call(&self.scripts.return_extracted, now, Side::Write, args)
+            .await
+            .map(|_| ReturnOutcome::Returned)
     }
 }

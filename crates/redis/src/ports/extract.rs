@@ -1,7 +1,7 @@
 //! Extractor: request validation, digest and extraction id from core; selection,
 //! exclusivity, the reserve, all-or-nothing and the stored response in `extract.lua`.
 
-use crate::codec::{clamp_ms, extraction};
+use crate::codec::{clamp_ms, extraction, opt_to_field};
 use crate::keys;
 use crate::pool::{RedisPool, Side};
 use crate::reply;
@@ -32,38 +32,19 @@ impl Extractor for RedisPool {
             }
             .to_owned(),
             request.reserve_for_gateway.to_string(),
-            request
-                .min_health_freshness_ms
-                .map(|f| clamp_ms(f).to_string())
-                .unwrap_or_default(),
+            opt_to_field(request.min_health_freshness_ms.map(clamp_ms)),
             clamp_ms(request.idempotency_ttl_ms).to_string(),
-            filter.protocol.map(|p| p.to_string()).unwrap_or_default(),
-            filter
-                .region
-                .as_ref()
-                .map(|r| r.to_string())
-                .unwrap_or_default(),
-            filter
-                .carrier
-                .as_ref()
-                .map(|c| c.to_string())
-                .unwrap_or_default(),
-            filter
-                .upstream
-                .as_ref()
-                .map(|u| u.to_string())
-                .unwrap_or_default(),
+            opt_to_field(filter.protocol),
+            opt_to_field(filter.region.as_ref()),
+            opt_to_field(filter.carrier.as_ref()),
+            opt_to_field(filter.upstream.as_ref()),
             self.options.extract_scan_budget.to_string(),
             if request.idempotency_key.is_some() {
                 clamp_ms(request.key_held_ms).to_string()
             } else {
                 String::new()
             },
-            request
-                .for_domain
-                .as_ref()
-                .map(|d| d.to_string())
-                .unwrap_or_default(),
+            opt_to_field(request.for_domain.as_ref()),
         ];
         let value = self
             .eval(&self.scripts.extract, now, Side::Write, args)

@@ -2,7 +2,6 @@
 
 use crate::codec::record;
 use crate::pool::{RedisPool, Side};
-use crate::reply;
 use async_trait::async_trait;
 use proxypool_core::{
     CheckOutcome, DueQuery, HealthBatch, HealthReport, HealthStore, PoolResult, ProxyRecord,
@@ -23,10 +22,9 @@ impl HealthStore for RedisPool {
                 CheckOutcome::Failure { error } => format!("f{error}"),
             });
         }
-        let value = self
-            .eval(&self.scripts.health, now, Side::Write, args)
+        let reply = self
+            .call(&self.scripts.health, now, Side::Write, args)
             .await?;
-        let reply = reply::parse(value, 0)?;
         Ok(HealthReport {
             applied: reply.number(0)? as u32,
             ignored: reply.number(1)? as u32,
@@ -46,11 +44,7 @@ impl HealthStore for RedisPool {
             query.recheck_after_ms.min(crate::codec::MAX_MS).to_string(),
             self.options.inventory_scan_budget.to_string(),
         ];
-        let value = self.eval(&self.scripts.due, now, Side::Read, args).await?;
-        reply::parse(value, 0)?
-            .texts()?
-            .iter()
-            .map(|r| record::decode(r))
-            .collect()
+        let reply = self.call(&self.scripts.due, now, Side::Read, args).await?;
+        reply.texts()?.iter().map(|r| record::decode(r)).collect()
     }
 }

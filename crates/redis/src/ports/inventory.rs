@@ -3,7 +3,6 @@
 
 use crate::codec::record::status_of;
 use crate::pool::{RedisPool, Side};
-use crate::reply;
 use async_trait::async_trait;
 use proxypool_core::{
     InventoryReader, InventoryView, PoolError, PoolResult, UnixMillis, UpstreamId,
@@ -17,10 +16,9 @@ impl InventoryReader for RedisPool {
             upstream.to_string(),
             self.options.inventory_scan_budget.to_string(),
         ];
-        let value = self
-            .eval(&self.scripts.inventory, now, Side::Read, args)
+        let reply = self
+            .call(&self.scripts.inventory, now, Side::Read, args)
             .await?;
-        let reply = reply::parse(value, 0)?;
         let mut by_status = BTreeMap::new();
         let listed = reply.text(3)?;
         for pair in listed.split(',').filter(|p| !p.is_empty()) {

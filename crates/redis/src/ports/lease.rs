@@ -8,21 +8,20 @@ use proxypool_core::lease::validate_lease_request;
 use proxypool_core::{Lease, LeaseStore, PoolResult, UnixMillis};
 
 fn decode(name: &str, reply: &reply::Reply) -> PoolResult<Option<Lease>> {
-    if reply.items.is_empty() {
-        return Ok(None);
-    }
-    let value = reply.text(0)?;
-    let f: Vec<&str> = value.split('\t').collect();
-    let [holder, token, acquired, expires] = f[..] else {
-        return Err(corrupt("lease"));
-    };
-    Ok(Some(Lease {
-        name: name.to_owned(),
-        holder: holder.to_owned(),
-        token: parse_u64(token, "lease")?,
-        acquired_at_ms: parse_u64(acquired, "lease")?,
-        expires_at_ms: parse_u64(expires, "lease")?,
-    }))
+    reply.optional(|reply| {
+        let value = reply.text(0)?;
+        let f: Vec<&str> = value.split('\t').collect();
+        let [holder, token, acquired, expires] = f[..] else {
+            return Err(corrupt("lease"));
+        };
+        Ok(Lease {
+            name: name.to_owned(),
+            holder: holder.to_owned(),
+            token: parse_u64(token, "lease")?,
+            acquired_at_ms: parse_u64(acquired, "lease")?,
+            expires_at_ms: parse_u64(expires, "lease")?,
+        })
+    })
 }
 
 #[async_trait]
@@ -40,10 +39,10 @@ impl LeaseStore for RedisPool {
             holder.to_owned(),
             clamp_ms(now.saturating_add(ttl_ms)).to_string(),
         ];
-        let value = self
-            .eval(&self.scripts.lease_acquire, now, Side::Read, args)
+        let reply = self
+            .call(&self.scripts.lease_acquire, now, Side::Read, args)
             .await?;
-        decode(name, &reply::parse(value, 0)?)
+        decode(name, &reply)
     }
 
     async fn release(
@@ -55,21 +54,20 @@ impl LeaseStore for RedisPool {
     ) -> PoolResult<()> {
         validate_lease_request(name, holder, 1)?;
         let args = vec![name.to_owned(), holder.to_owned(), token.to_string()];
-        let value = self
-            .eval(&self.scripts.lease_release, now, Side::Read, args)
-            .await?;
-        reply::parse(value, 0).map(|_| ())
+        self.call(&self.scripts.lease_release, now, Side::Read, args)
+            .await
+            .map(|_| ())
     }
 
     async fn current(&self, now: UnixMillis, name: &str) -> PoolResult<Option<Lease>> {
-        let value = self
-            .eval(
+        let reply = self
+            .call(
                 &self.scripts.lease_current,
                 now,
                 Side::Read,
                 vec![name.to_owned()],
             )
             .await?;
-        decode(name, &reply::parse(value, 0)?)
+        decode(name, &reply)
     }
 }

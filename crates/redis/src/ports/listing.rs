@@ -2,9 +2,8 @@
 //! atomic call; the rows are built by core's `ListedProxy::new`, as MemoryPool's are.
 
 use crate::codec::record::status_code;
-use crate::codec::{assignment, record};
+use crate::codec::{assignment, opt_to_field, record};
 use crate::pool::{RedisPool, Side};
-use crate::reply;
 use async_trait::async_trait;
 use proxypool_core::listing::check_limit;
 use proxypool_core::{
@@ -22,27 +21,15 @@ impl ProxyLister for RedisPool {
     ) -> PoolResult<ProxyPage> {
         check_limit(limit)?;
         let args = vec![
-            filter
-                .after
-                .as_ref()
-                .map(|id| id.to_string())
-                .unwrap_or_default(),
-            filter
-                .upstream
-                .as_ref()
-                .map(|u| u.to_string())
-                .unwrap_or_default(),
-            filter
-                .status
-                .map(|s| status_code(s).to_string())
-                .unwrap_or_default(),
+            opt_to_field(filter.after.as_ref()),
+            opt_to_field(filter.upstream.as_ref()),
+            opt_to_field(filter.status.map(status_code)),
             limit.to_string(),
             self.options.inventory_scan_budget.to_string(),
         ];
-        let value = self
-            .eval(&self.scripts.proxies, now, Side::Read, args)
+        let reply = self
+            .call(&self.scripts.proxies, now, Side::Read, args)
             .await?;
-        let reply = reply::parse(value, 0)?;
         let more = reply.number(0)? == 1;
         let rows = reply.texts()?;
         let rows = rows.get(1..).unwrap_or_default();

@@ -3,18 +3,28 @@
 
 use crate::codec::{assignment, clamp_ms, record};
 use crate::pool::{RedisPool, Side};
-use crate::reply::{self, Reply};
+use crate::reply::Reply;
 use async_trait::async_trait;
 use proxypool_core::{
     Assignment, OwnedProxy, OwnershipRepository, PoolError, PoolResult, ProxyId, ProxyRecord,
     UnixMillis, WorkerId,
 };
 
-fn check_lease(lease_ms: u64) -> PoolResult<()> {
+/// `proxy, worker, [epoch,] lease ms`: what assigning and renewing send; a zero lease is
+/// refused before any call.
+fn lease_args(
+    proxy: &ProxyId,
+    worker: &WorkerId,
+    epoch: Option<u64>,
+    lease_ms: u64,
+) -> PoolResult<Vec<String>> {
     if lease_ms == 0 {
         return Err(PoolError::invalid("lease_ms must be at least 1"));
     }
-    Ok(())
+    let mut args = vec![proxy.to_string(), worker.to_string()];
+    args.extend(epoch.map(|epoch| epoch.to_string()));
+    args.push(clamp_ms(lease_ms).to_string());
+    Ok(args)
 }
 
 /// `{'ok', assignment, ticket}` of `proxy`.
@@ -35,16 +45,6 @@ fn triples(reply: &Reply) -> PoolResult<Vec<Assignment>> {
 }
 
 impl RedisPool {
-    async fn ownership_call(
-        &self,
-        script: &crate::scripts::Function,
-        now: UnixMillis,
-        side: Side,
-        args: Vec<String>,
-    ) -> PoolResult<Reply> {
-        reply::parse(self.eval(script, now, side, args).await?, 0)
-    }
-
     fn budget(&self) -> String {
         self.options.inventory_scan_budget.to_string()
     }
@@ -59,14 +59,9 @@ impl OwnershipRepository for RedisPool {
         worker: &WorkerId,
         lease_ms: u64,
     ) -> PoolResult<Assignment> {
-        check_lease(lease_ms)?;
-        let args = vec![
-            proxy.to_string(),
-            worker.to_string(),
-            clamp_ms(lease_ms).to_string(),
-        ];
+        let args = lease_args(proxy, worker, None, lease_ms)?;
         let reply = self
-            .ownership_call(&self.scripts.assign, now, Side::Write, args)
+            .call(&self.scripts.assign, now, Side::Write, args)
             .await?;
         one(proxy, &reply)
     }
@@ -79,15 +74,9 @@ impl OwnershipRepository for RedisPool {
         epoch: u64,
         lease_ms: u64,
     ) -> PoolResult<Assignment> {
-        check_lease(lease_ms)?;
-        let args = vec![
-            proxy.to_string(),
-            worker.to_string(),
-            epoch.to_string(),
-            clamp_ms(lease_ms).to_string(),
-        ];
+        let args = lease_args(proxy, worker, Some(epoch), lease_ms)?;
         let reply = self
-            .ownership_call(&self.scripts.renew, now, Side::Write, args)
+            .call(&self.scripts.renew, now, Side::Write, args)
             .await?;
         one(proxy, &reply)
     }
@@ -101,7 +90,7 @@ impl OwnershipRepository for RedisPool {
     ) -> PoolResult<Assignment> {
         let args = vec![proxy.to_string(), worker.to_string(), epoch.to_string()];
         let reply = self
-            .ownership_call(&self.scripts.drain, now, Side::Write, args)
+            .call(&self.scripts.drain, now, Side::Write, args)
             .await?;
         one(proxy, &reply)
     }
@@ -122,19 +111,16 @@ impl OwnershipRepository for RedisPool {
             active.to_string(),
             reserved.to_string(),
         ];
-        self.ownership_call(&self.scripts.ack_drain, now, Side::Write, args)
+        self.call(&self.scripts.ack_drain, now, Side::Write, args)
             .await
             .map(|_| ())
     }
 
     async fn get(&self, now: UnixMillis, proxy: &ProxyId) -> PoolResult<Option<Assignment>> {
         let reply = self
-            .ownership_call(&self.scripts.get, now, Side::Read, vec![proxy.to_string()])
+            .call(&self.scripts.get, now, Side::Read, vec![proxy.to_string()])
             .await?;
-        if reply.items.is_empty() {
-            return Ok(None);
-        }
-        one(proxy, &reply).map(Some)
+        reply.optional(|reply| one(proxy, reply))
     }
 
     async fn expire(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<Assignment>> {
@@ -145,7 +131,7 @@ impl OwnershipRepository for RedisPool {
         // port allows ("at most limit").
         let limit = limit.min(self.options.inventory_scan_budget).to_string();
         let reply = self
-            .ownership_call(&self.scripts.expire, now, Side::Write, vec![limit])
+            .call(&self.scripts.expire, now, Side::Write, vec![limit])
             .await?;
         triples(&reply)
     }
@@ -157,7 +143,7 @@ impl OwnershipRepository for RedisPool {
         // The same fixed work bound per script as `expire`.
         let limit = limit.min(self.options.inventory_scan_budget).to_string();
         let reply = self
-            .ownership_call(
+            .call(
                 &self.scripts.release_orphaned,
                 now,
                 Side::Write,
@@ -176,7 +162,7 @@ impl OwnershipRepository for RedisPool {
             self.budget(),
         ];
         let reply = self
-            .ownership_call(&self.scripts.assignable, now, Side::Read, args)
+            .call(&self.scripts.assignable, now, Side::Read, args)
             .await?;
         reply.texts()?.iter().map(|r| record::decode(r)).collect()
     }
@@ -189,7 +175,7 @@ impl OwnershipRepository for RedisPool {
     ) -> PoolResult<Vec<OwnedProxy>> {
         let args = vec![worker.to_string(), self.budget()];
         let reply = self
-            .ownership_call(&self.scripts.owned_by, now, Side::Read, args)
+            .call(&self.scripts.owned_by, now, Side::Read, args)
             .await?;
         let mut owned = reply
             .texts()?
@@ -215,7 +201,7 @@ impl OwnershipRepository for RedisPool {
     ) -> PoolResult<Vec<Assignment>> {
         let args = vec![worker.to_string(), self.budget()];
         let reply = self
-            .ownership_call(&self.scripts.draining_of, now, Side::Read, args)
+            .call(&self.scripts.draining_of, now, Side::Read, args)
             .await?;
         let mut draining = triples(&reply)?;
         draining.sort_by(|a, b| a.proxy_id.cmp(&b.proxy_id));

@@ -4,7 +4,8 @@
 use crate::codec::session::{self, snapshot_json};
 use crate::codec::{clamp_ms, parse_u64, runtime};
 use crate::pool::{RedisPool, Side};
-use crate::reply::{self, Reply};
+use crate::reply::Reply;
+use crate::scripts::Function;
 use async_trait::async_trait;
 use proxypool_core::runtime::validate_session_id;
 use proxypool_core::{
@@ -24,15 +25,34 @@ fn one(worker: &WorkerId, reply: &Reply) -> PoolResult<WorkerSession> {
     session::decode(worker, &reply.text(0)?, &reply.text(1)?)
 }
 
+/// `worker, session id, snapshot`: what issuing and acknowledging a snapshot both send.
+fn snapshot_args(worker: &WorkerId, session_id: &str, snapshot: &SnapshotRef) -> Vec<String> {
+    vec![
+        worker.to_string(),
+        session_id.to_owned(),
+        snapshot_json(snapshot),
+    ]
+}
+
 impl RedisPool {
-    async fn runtime_call(
+    /// Opening and renewing send the same arguments and read the same reply; the script
+    /// decides whether a session is started or extended.
+    async fn session_until(
         &self,
-        script: &crate::scripts::Function,
+        script: &Function,
         now: UnixMillis,
-        side: Side,
-        args: Vec<String>,
-    ) -> PoolResult<Reply> {
-        reply::parse(self.eval(script, now, side, args).await?, 0)
+        worker: &WorkerId,
+        session_id: &str,
+        ttl_ms: u64,
+    ) -> PoolResult<WorkerSession> {
+        check_ttl(ttl_ms)?;
+        let expires = clamp_ms(now.saturating_add(ttl_ms));
+        let args = vec![
+            worker.to_string(),
+            session_id.to_owned(),
+            expires.to_string(),
+        ];
+        one(worker, &self.call(script, now, Side::Write, args).await?)
     }
 }
 
@@ -46,17 +66,8 @@ impl WorkerRuntimeStore for RedisPool {
         ttl_ms: u64,
     ) -> PoolResult<WorkerSession> {
         validate_session_id(session_id)?;
-        check_ttl(ttl_ms)?;
-        let expires = clamp_ms(now.saturating_add(ttl_ms));
-        let args = vec![
-            worker.to_string(),
-            session_id.to_owned(),
-            expires.to_string(),
-        ];
-        let reply = self
-            .runtime_call(&self.scripts.session_open, now, Side::Write, args)
-            .await?;
-        one(worker, &reply)
+        self.session_until(&self.scripts.session_open, now, worker, session_id, ttl_ms)
+            .await
     }
 
     async fn renew_session(
@@ -66,17 +77,8 @@ impl WorkerRuntimeStore for RedisPool {
         session_id: &str,
         ttl_ms: u64,
     ) -> PoolResult<WorkerSession> {
-        check_ttl(ttl_ms)?;
-        let expires = clamp_ms(now.saturating_add(ttl_ms));
-        let args = vec![
-            worker.to_string(),
-            session_id.to_owned(),
-            expires.to_string(),
-        ];
-        let reply = self
-            .runtime_call(&self.scripts.session_renew, now, Side::Write, args)
-            .await?;
-        one(worker, &reply)
+        self.session_until(&self.scripts.session_renew, now, worker, session_id, ttl_ms)
+            .await
     }
 
     async fn close_session(
@@ -86,7 +88,7 @@ impl WorkerRuntimeStore for RedisPool {
         session_id: &str,
     ) -> PoolResult<()> {
         let args = vec![worker.to_string(), session_id.to_owned()];
-        self.runtime_call(&self.scripts.session_close, now, Side::Write, args)
+        self.call(&self.scripts.session_close, now, Side::Write, args)
             .await
             .map(|_| ())
     }
@@ -97,23 +99,20 @@ impl WorkerRuntimeStore for RedisPool {
         worker: &WorkerId,
     ) -> PoolResult<Option<WorkerSession>> {
         let reply = self
-            .runtime_call(
+            .call(
                 &self.scripts.session_get,
                 now,
                 Side::Read,
                 vec![worker.to_string()],
             )
             .await?;
-        if reply.items.is_empty() {
-            return Ok(None);
-        }
-        one(worker, &reply).map(Some)
+        reply.optional(|reply| one(worker, reply))
     }
 
     async fn live_sessions(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<WorkerSession>> {
         let args = vec![self.options.inventory_scan_budget.to_string()];
         let reply = self
-            .runtime_call(&self.scripts.sessions_live, now, Side::Read, args)
+            .call(&self.scripts.sessions_live, now, Side::Read, args)
             .await?;
         let mut sessions = reply
             .texts()?
@@ -139,12 +138,8 @@ impl WorkerRuntimeStore for RedisPool {
         session_id: &str,
         snapshot: SnapshotRef,
     ) -> PoolResult<()> {
-        let args = vec![
-            worker.to_string(),
-            session_id.to_owned(),
-            snapshot_json(&snapshot),
-        ];
-        self.runtime_call(&self.scripts.snapshot_issue, now, Side::Write, args)
+        let args = snapshot_args(worker, session_id, &snapshot);
+        self.call(&self.scripts.snapshot_issue, now, Side::Write, args)
             .await
             .map(|_| ())
     }
@@ -156,13 +151,9 @@ impl WorkerRuntimeStore for RedisPool {
         session_id: &str,
         snapshot: SnapshotRef,
     ) -> PoolResult<WorkerSession> {
-        let args = vec![
-            worker.to_string(),
-            session_id.to_owned(),
-            snapshot_json(&snapshot),
-        ];
+        let args = snapshot_args(worker, session_id, &snapshot);
         let reply = self
-            .runtime_call(&self.scripts.snapshot_ack, now, Side::Write, args)
+            .call(&self.scripts.snapshot_ack, now, Side::Write, args)
             .await?;
         one(worker, &reply)
     }
@@ -190,7 +181,7 @@ impl WorkerRuntimeStore for RedisPool {
         ];
         args.extend(runtime::entry_args(&report));
         let reply = self
-            .runtime_call(&self.scripts.report, now, Side::Write, args)
+            .call(&self.scripts.report, now, Side::Write, args)
             .await?;
         let outcome = match reply.status.as_str() {
             "accepted" => ReportOutcome::Accepted,
@@ -221,23 +212,20 @@ impl WorkerRuntimeStore for RedisPool {
         worker: &WorkerId,
     ) -> PoolResult<Option<StoredRuntime>> {
         let reply = self
-            .runtime_call(
+            .call(
                 &self.scripts.runtime_get,
                 now,
                 Side::Read,
                 vec![worker.to_string()],
             )
             .await?;
-        if reply.items.is_empty() {
-            return Ok(None);
-        }
-        runtime::decode(&reply.text(0)?, &reply.text(1)?, &reply.text(2)?).map(Some)
+        reply.optional(|reply| runtime::decode(&reply.text(0)?, &reply.text(1)?, &reply.text(2)?))
     }
 
     async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion> {
         // Counters carry no time; `now` only fills the calling convention.
         let reply = self
-            .runtime_call(
+            .call(
                 &self.scripts.snapshot_version,
                 0,
                 Side::Read,

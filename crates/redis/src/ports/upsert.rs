@@ -6,7 +6,6 @@ use crate::codec::upsert::{Counts, decode_batch, dropped_json};
 use crate::codec::{clamp_ms, record};
 use crate::keys;
 use crate::pool::{RedisPool, Side};
-use crate::reply;
 use async_trait::async_trait;
 use proxypool_core::{
     FetchedBatch, PoolError, PoolResult, UnixMillis, UpsertReport, Upserter, prepare_batch,
@@ -41,10 +40,9 @@ impl Upserter for RedisPool {
             args.push(dropped.clone());
             args.extend(records.iter().map(record::encode));
 
-            let value = self
-                .eval(&self.scripts.upsert, now, Side::Write, args)
+            let reply = self
+                .call(&self.scripts.upsert, now, Side::Write, args)
                 .await?;
-            let reply = reply::parse(value, 0)?;
             match reply.status.as_str() {
                 "batch" => return decode_batch(&reply.text(0)?),
                 "chunk" | "ok" => totals.add(Counts::decode(&reply.text(0)?)?),

@@ -23,7 +23,7 @@ use std::time::Duration;
 use crate::binaries::{self, PostgresBinaries};
 use crate::error::{Result, TestkitError};
 use crate::privilege::{self, ServerUser, chown_tree};
-use crate::process::{self, Launch, ServerProcess, StartFailure};
+use crate::process::{self, Launch, PrivateServer, ServerProcess, StartFailure};
 use crate::scratch::{ScratchDir, scratch_base};
 use crate::tls::{CertFiles, TestCa};
 use crate::url::{ConnectionUrl, redact};
@@ -35,9 +35,6 @@ use template::SUPERUSER;
 pub const POSTGRES_URL_ENV: &str = "PROXYPOOL_TEST_POSTGRES_URL";
 
 const SERVER: &str = "postgres";
-
-/// How many fresh ports to try when someone else grabs ours between probe and bind.
-const PORT_ATTEMPTS: usize = 3;
 
 /// Unix socket paths are limited to ~107 bytes; past this directory length we run
 /// without a unix socket rather than fail (the testkit itself only uses TCP).
@@ -89,7 +86,11 @@ fn probe(port: u16) -> std::result::Result<(), String> {
     }
 }
 
-impl PrivatePostgres {
+impl PrivateServer for PrivatePostgres {
+    fn process_mut(&mut self) -> &mut Option<ServerProcess> {
+        &mut self.process
+    }
+
     fn launch(&mut self, port: u16) -> std::result::Result<(), StartFailure> {
         let socket_dir = self.dir.path().to_string_lossy().into_owned();
         let socket_dir = if socket_dir.len() <= MAX_SOCKET_DIR_LEN {
@@ -141,12 +142,6 @@ impl PrivatePostgres {
         process::wait_until_ready(&mut server, &self.log, log_offset, || probe(port))?;
         self.process = Some(server);
         Ok(())
-    }
-
-    fn stop(&mut self, signal: &str, timeout: Duration) {
-        if let Some(mut server) = self.process.take() {
-            server.stop(signal, timeout);
-        }
     }
 }
 
@@ -233,16 +228,7 @@ impl PostgresServer {
             ssl,
             dir,
         };
-        let mut attempt = 0;
-        let port = loop {
-            attempt += 1;
-            let port = process::free_loopback_port()?;
-            match private.launch(port) {
-                Ok(()) => break port,
-                Err(failure) if failure.port_taken && attempt < PORT_ATTEMPTS => continue,
-                Err(failure) => return Err(failure.error),
-            }
-        };
+        let port = private.launch_on_free_port()?;
         let url = format!("postgres://{SUPERUSER}@127.0.0.1:{port}/postgres");
         Ok(Self {
             parsed: ConnectionUrl::parse(&url)?,
@@ -335,13 +321,9 @@ impl PostgresServer {
 
     /// Whether the private cluster is currently running (`true` for an external server).
     pub fn is_running(&mut self) -> bool {
-        match &mut self.private {
-            None => true,
-            Some(private) => match &mut private.process {
-                Some(process) => process.exited().is_none(),
-                None => false,
-            },
-        }
+        self.private
+            .as_mut()
+            .is_none_or(PrivatePostgres::is_running)
     }
 
     /// Runs `sql` in the URL's database as the URL's user (the superuser for a private
@@ -396,14 +378,7 @@ impl PostgresServer {
     /// it is running.
     pub fn start_again(&mut self) -> Result<()> {
         let port = self.port;
-        let private = self.private_mut("start_again")?;
-        if let Some(server) = &mut private.process {
-            if server.exited().is_none() {
-                return Ok(());
-            }
-            private.process = None;
-        }
-        private.launch(port).map_err(|failure| failure.error)
+        self.private_mut("start_again")?.start_again(port)
     }
 
     /// `stop` then `start_again`.

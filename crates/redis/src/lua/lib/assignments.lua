@@ -17,15 +17,7 @@ function P.register(k)
 end
 
 function P.get_assignment(id)
-  local v = redis.call('HGET', B .. 'owners', id)
-  if not v then
-    return nil
-  end
-  local a = P.split(v, '\t')
-  if #a ~= 5 then
-    P.corrupt('assignment')
-  end
-  return a
+  return (P.get_fields('owners', id, A_FIELDS, 'assignment'))
 end
 
 function P.drain_ticket(id)

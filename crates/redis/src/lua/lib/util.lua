@@ -1,8 +1,10 @@
 -- lib/util.lua: small text and number helpers every other file uses.
 --
 -- Owns: splitting, number formatting and parsing, the comparison of u64 decimal strings,
--- and P.corrupt, the one way a helper reports undecodable state (P.run turns it into a
--- {'corrupt', what} reply).
+-- P.corrupt, the one way a helper reports undecodable state (P.run turns it into a
+-- {'corrupt', what} reply), and the two reads every store of the library is made of: one
+-- tab-separated hash entry (P.get_fields) and the live members of an index scored by
+-- expiry (P.live_members).
 
 function P.split(s, sep)
   local out, n, pos = {}, 0, 1
@@ -39,4 +41,29 @@ end
 
 function P.corrupt(what)
   error({ corrupt = what })
+end
+
+-- The entry `field` of hash `name` split at tabs, and its stored text; nil when absent.
+-- An entry without exactly `count` fields is corrupt state (`what`).
+function P.get_fields(name, field, count, what)
+  local v = redis.call('HGET', B .. name, field)
+  if not v then
+    return nil
+  end
+  local f = P.split(v, '\t')
+  if #f ~= count then
+    P.corrupt(what)
+  end
+  return f, v
+end
+
+-- The members of sorted set `key` scored above NOW (an index scored by expiry), or nil
+-- when there are more than `budget`: the caller answers 'scan_budget' rather than a
+-- partial list.
+function P.live_members(key, budget)
+  local members = redis.call('ZRANGEBYSCORE', key, '(' .. P.fmt(NOW), '+inf', 'LIMIT', 0, budget + 1)
+  if #members > budget then
+    return nil
+  end
+  return members
 end

@@ -91,15 +91,8 @@ function P.live_runtime(worker)
   if not s then
     return nil
   end
-  local v = redis.call('HGET', B .. 'worker-runtime', worker)
-  if not v then
-    return nil
-  end
-  local rt = P.split(v, '\t')
-  if #rt ~= 6 then
-    P.corrupt('runtime')
-  end
-  if NOW < P.num(rt[3]) and rt[1] == s[S_ID] then
+  local rt = P.get_fields('worker-runtime', worker, 6, 'runtime')
+  if rt and NOW < P.num(rt[3]) and rt[1] == s[S_ID] then
     return rt
   end
   return nil
