@@ -21,6 +21,7 @@
 //!   missing, panic under `CI=true`.
 //! - `process`: spawning, janitors (cleanup even when the test process is killed),
 //!   signals, bounded readiness waits, free ports, log tails.
+//! - `private_server`: launch on a free port, stop, launch again: what both guards share.
 //! - `privilege`: running PostgreSQL as an unprivileged account when tests run as root.
 //! - `binaries`: where the server programs are found.
 //! - `scratch`, `url`: scratch directories (`tempfile`) and connection URLs (`url`).
@@ -51,6 +52,7 @@ pub mod browser;
 pub mod edge;
 pub mod error;
 pub mod postgres;
+mod private_server;
 mod privilege;
 mod process;
 pub mod redis;

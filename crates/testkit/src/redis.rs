@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use crate::binaries;
 use crate::error::{Result, TestkitError};
-use crate::process::{self, Launch, PrivateServer, ServerProcess, StartFailure};
+use crate::private_server::PrivateServer;
+use crate::process::{self, Launch, ServerProcess, StartFailure};
 use crate::scratch::{ScratchDir, scratch_base};
 use crate::tls::{CertFiles, TestCa};
 use crate::url::{ConnectionUrl, redact};

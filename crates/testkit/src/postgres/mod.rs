@@ -22,8 +22,9 @@ use std::time::Duration;
 
 use crate::binaries::{self, PostgresBinaries};
 use crate::error::{Result, TestkitError};
+use crate::private_server::PrivateServer;
 use crate::privilege::{self, ServerUser, chown_tree};
-use crate::process::{self, Launch, PrivateServer, ServerProcess, StartFailure};
+use crate::process::{self, Launch, ServerProcess, StartFailure};
 use crate::scratch::{ScratchDir, scratch_base};
 use crate::tls::{CertFiles, TestCa};
 use crate::url::{ConnectionUrl, redact};
