@@ -216,6 +216,8 @@ fn main() {
             &limits,
             std::future::pending(),
         ));
+        // reqwest is built with rustls and no provider of its own (see the API's tests).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(CONNECTIONS)
             .build()

@@ -439,10 +439,7 @@ impl TestServer {
             memory: None,
             quota,
             upstreams: setup.upstreams,
-            http: reqwest::Client::builder()
-                .pool_max_idle_per_host(64)
-                .build()
-                .unwrap(),
+            http: http_client(),
             state,
             shutdown: Some(shutdown),
         }
@@ -674,4 +671,15 @@ pub async fn server_on(kind: QuotaKind, limit: u32, setup: Setup) -> TestServer 
         Quota::new(kind).await,
     )
     .await
+}
+
+/// The test's HTTP client (plain HTTP). The workspace builds reqwest with rustls and no
+/// crypto provider of its own (the controller hands it ring), so a client built without a
+/// TLS configuration needs the process's default provider: ring, as everywhere here.
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap()
 }
