@@ -40,9 +40,10 @@ pub struct ApiPorts {
 }
 
 impl ApiPorts {
-    /// All four pool ports from one activity-pool adapter (MemoryPool, RedisPool).
-    pub fn from_pool<P: ActivityPool>(
-        pool: Arc<P>,
+    /// Every pool port from one activity-pool adapter (MemoryPool, RedisPool, or the
+    /// controller's `Arc<dyn ActivityPool>`).
+    pub fn from_pool(
+        pool: Arc<dyn ActivityPool>,
         quota: Arc<dyn QuotaPort>,
         upstreams: Arc<dyn UpstreamStatusSource>,
     ) -> Self {

@@ -301,18 +301,7 @@ fn start_api(
 ) -> Result<RunningApi, Failure> {
     let pool = controller.pool();
     let view = Arc::new(ControllerView::new(controller.clone()));
-    let ports = ApiPorts {
-        extractor: pool.clone(),
-        inventory: pool.clone(),
-        runtime: pool.clone(),
-        ownership: pool.clone(),
-        usage: pool.clone(),
-        proxies: pool.clone(),
-        cooldowns: pool.clone(),
-        admin: pool,
-        quota: quota.port.clone(),
-        upstreams: view.clone(),
-    };
+    let ports = ApiPorts::from_pool(pool, quota.port.clone(), view.clone());
     let mut builder = ApiState::builder(ports, clients)
         .limits(section.limits.clone())
         .extraction(section.extraction.clone())

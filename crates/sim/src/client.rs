@@ -89,9 +89,7 @@ pub async fn get_via_connect(
     target: SocketAddr,
     path: &str,
 ) -> Result<Fetched, ProtoError> {
-    let mut stream = TcpStream::connect(proxy).await?;
-    http_connect::connect(&mut stream, &target.to_string(), auth).await?;
-    request(stream, path, &target.to_string(), None).await
+    get_named_via_connect(proxy, auth, &target.to_string(), path).await
 }
 
 /// `GET path` on `target`, through the SOCKS5 proxy at `proxy`.

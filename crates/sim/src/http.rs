@@ -4,7 +4,6 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -73,18 +72,7 @@ pub(crate) async fn serve<H, F, A>(
     H: Fn(Request<Incoming>, std::net::SocketAddr) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    loop {
-        let accepted = tokio::select! {
-            () = signal.wait() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(pair) => pair,
-            Err(err) => {
-                accept_error_pause(&err).await;
-                continue;
-            }
-        };
+    while let Some((stream, peer)) = accept_next(&listener, &mut signal).await {
         let Some(stream) = on_accept(stream) else {
             continue;
         };
@@ -115,18 +103,7 @@ pub(crate) async fn serve_tls<H, F>(
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    loop {
-        let accepted = tokio::select! {
-            () = signal.wait() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(pair) => pair,
-            Err(err) => {
-                accept_error_pause(&err).await;
-                continue;
-            }
-        };
+    while let Some((stream, peer)) = accept_next(&listener, &mut signal).await {
         let _ = stream.set_nodelay(true);
         let (handler, acceptor) = (handler.clone(), acceptor.clone());
         spawn_until(&signal, async move {
@@ -144,7 +121,21 @@ pub(crate) async fn serve_tls<H, F>(
     }
 }
 
-/// Out of file descriptors and friends: back off briefly instead of spinning.
-pub(crate) async fn accept_error_pause(_err: &io::Error) {
-    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+/// The next accepted connection and its peer, or `None` once shutdown is signalled. A
+/// failed accept (out of file descriptors and friends) backs off briefly instead of
+/// spinning, then tries again.
+pub(crate) async fn accept_next(
+    listener: &TcpListener,
+    signal: &mut ShutdownSignal,
+) -> Option<(TcpStream, std::net::SocketAddr)> {
+    loop {
+        let accepted = tokio::select! {
+            () = signal.wait() => return None,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok(pair) => return Some(pair),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+        }
+    }
 }

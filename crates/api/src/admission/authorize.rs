@@ -14,34 +14,30 @@ pub(crate) fn authorize_filter(
     client: &ApiClient,
     filter: &mut ProxyFilter,
 ) -> Result<(), ApiError> {
-    match (&filter.upstream, client.allowed_upstreams.as_slice()) {
+    restrict(&mut filter.upstream, &client.allowed_upstreams, "upstream")?;
+    restrict(&mut filter.region, &client.allowed_regions, "region")
+}
+
+/// One restricted field of the filter (`field`: `upstream` or `region`): anything when
+/// the client has no list, else a listed value, filled in when the list has only one.
+fn restrict<T: Clone + PartialEq>(
+    chosen: &mut Option<T>,
+    allowed: &[T],
+    field: &str,
+) -> Result<(), ApiError> {
+    match (&*chosen, allowed) {
         (_, []) => {}
-        (Some(upstream), _) if client.may_use_upstream(upstream) => {}
+        (Some(value), _) if allowed.contains(value) => {}
         (Some(_), _) => {
-            return Err(ApiError::forbidden(
-                "filters.upstream is not one of this client's allowed upstreams",
-            ));
+            return Err(ApiError::forbidden(format!(
+                "filters.{field} is not one of this client's allowed {field}s"
+            )));
         }
-        (None, [only]) => filter.upstream = Some(only.clone()),
+        (None, [only]) => *chosen = Some(only.clone()),
         (None, _) => {
-            return Err(ApiError::forbidden(
-                "this client is restricted to some upstreams: set filters.upstream to one of them",
-            ));
-        }
-    }
-    match (&filter.region, client.allowed_regions.as_slice()) {
-        (_, []) => {}
-        (Some(region), _) if client.may_use_region(region) => {}
-        (Some(_), _) => {
-            return Err(ApiError::forbidden(
-                "filters.region is not one of this client's allowed regions",
-            ));
-        }
-        (None, [only]) => filter.region = Some(only.clone()),
-        (None, _) => {
-            return Err(ApiError::forbidden(
-                "this client is restricted to some regions: set filters.region to one of them",
-            ));
+            return Err(ApiError::forbidden(format!(
+                "this client is restricted to some {field}s: set filters.{field} to one of them"
+            )));
         }
     }
     Ok(())

@@ -12,20 +12,26 @@ use std::time::Duration;
 pub(crate) async fn run(args: SimArgs) -> Result<(), Failure> {
     let shutdown =
         Shutdown::install().map_err(|e| Failure::runtime(format!("signal handlers: {e}")))?;
-    let sim = SimVendor::start(SimConfig {
-        proxies: usize::from(args.proxies),
-        kinds: vec![ProxyKind::Http, ProxyKind::Socks5],
-        regions: vec!["us".into(), "de".into(), "jp".into()],
-        carriers: vec!["simnet".into()],
-        ttl: (args.proxy_ttl > 0).then(|| Duration::from_secs(args.proxy_ttl)),
-        format: ListFormat::Json,
-        ..SimConfig::default()
-    })
-    .await
-    .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;
+    let sim = SimVendor::start(vendor_config(args.proxies, args.proxy_ttl))
+        .await
+        .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;
     print!("{}", banner(&sim, args.proxy_ttl));
     shutdown.wait().await;
     Ok(())
+}
+
+/// The simulated vendor `sim` and `dev` run: HTTP and SOCKS5 proxies alternating, three
+/// regions, a JSON list; each proxy lives `ttl_secs` (0: no rotation).
+pub(crate) fn vendor_config(proxies: u16, ttl_secs: u64) -> SimConfig {
+    SimConfig {
+        proxies: usize::from(proxies),
+        kinds: vec![ProxyKind::Http, ProxyKind::Socks5],
+        regions: vec!["us".into(), "de".into(), "jp".into()],
+        carriers: vec!["simnet".into()],
+        ttl: (ttl_secs > 0).then(|| Duration::from_secs(ttl_secs)),
+        format: ListFormat::Json,
+        ..SimConfig::default()
+    }
 }
 
 /// What `sim` prints: every line a person (or a test) needs to point a controller at it.

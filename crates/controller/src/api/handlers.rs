@@ -18,12 +18,17 @@ use proxypool_core::{CooldownReport, ReportOutcome, RuntimeReport, WorkerId};
 use serde::Deserialize;
 use std::time::Duration;
 
-fn worker_from_path(
+/// The worker a `/workers/{worker}/...` request names, once its token may act for it.
+fn authorized_worker(
+    state: &ControlState,
+    headers: &HeaderMap,
     path: Result<Path<String>, PathRejection>,
     rid: &RequestId,
 ) -> Result<WorkerId, ApiError> {
     let Path(raw) = path.map_err(|_| ApiError::invalid("invalid path", rid))?;
-    WorkerId::new(&raw).map_err(|e| ApiError::invalid(e.to_string(), rid))
+    let worker = WorkerId::new(&raw).map_err(|e| ApiError::invalid(e.to_string(), rid))?;
+    state.tokens.authorize(headers, &worker, rid)?;
+    Ok(worker)
 }
 
 /// `POST /control/v1/sessions`
@@ -76,8 +81,7 @@ pub(super) async fn snapshot(
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<SnapshotQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let worker = worker_from_path(path, &rid)?;
-    state.tokens.authorize(&headers, &worker, &rid)?;
+    let worker = authorized_worker(&state, &headers, path, &rid)?;
     let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text(), &rid))?;
     validate_session_id(&query.session_id).map_err(|e| ApiError::from_pool(e, &rid))?;
     let outcome = state
@@ -111,8 +115,7 @@ pub(super) async fn ack(
     path: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
-    let worker = worker_from_path(path, &rid)?;
-    state.tokens.authorize(&headers, &worker, &rid)?;
+    let worker = authorized_worker(&state, &headers, path, &rid)?;
     let request: SnapshotAck = read_json(&headers, body, state.limits.max_body_bytes, &rid).await?;
     state
         .pool
@@ -137,8 +140,7 @@ pub(super) async fn report(
     path: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> Result<Json<ReportAck>, ApiError> {
-    let worker = worker_from_path(path, &rid)?;
-    state.tokens.authorize(&headers, &worker, &rid)?;
+    let worker = authorized_worker(&state, &headers, path, &rid)?;
     let report: RuntimeReport =
         read_json(&headers, body, state.limits.max_report_bytes, &rid).await?;
     if report.worker != worker {

@@ -3,7 +3,7 @@
 
 use super::assembly::Controller;
 use crate::leadership::TermStore;
-use crate::leadership::job::run_leader_job;
+use crate::leadership::job::{LeaderJob, run_leader_job};
 use crate::metrics::pool::PoolGauges;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -18,31 +18,11 @@ impl Controller {
         let mut tasks = Vec::new();
         let terms = TermStore::new(self.metered.clone(), self.leadership.as_ref());
         for reconciler in self.reconcilers() {
-            tasks.push(tokio::spawn(run_leader_job(
-                reconciler,
-                terms.clone(),
-                self.leadership.watch(),
-                stopped.clone(),
-            )));
+            tasks.push(self.spawn_leader_job(reconciler, &terms, &stopped));
         }
-        tasks.push(tokio::spawn(run_leader_job(
-            self.checker(),
-            terms.clone(),
-            self.leadership.watch(),
-            stopped.clone(),
-        )));
-        tasks.push(tokio::spawn(run_leader_job(
-            self.ownership_manager(),
-            terms.clone(),
-            self.leadership.watch(),
-            stopped.clone(),
-        )));
-        tasks.push(tokio::spawn(run_leader_job(
-            self.sweeper(),
-            terms.clone(),
-            self.leadership.watch(),
-            stopped.clone(),
-        )));
+        tasks.push(self.spawn_leader_job(self.checker(), &terms, &stopped));
+        tasks.push(self.spawn_leader_job(self.ownership_manager(), &terms, &stopped));
+        tasks.push(self.spawn_leader_job(self.sweeper(), &terms, &stopped));
         // Not leader-only: every controller's `/metrics` shows the pool and its term.
         let gauges = PoolGauges {
             pool: self.metered.clone(),
@@ -58,6 +38,22 @@ impl Controller {
         };
         tasks.push(tokio::spawn(gauges.run(stopped)));
         Loops { stop, tasks }
+    }
+
+    /// One leader-only loop over the shared term store, this controller's leadership and
+    /// the loops' stop signal.
+    fn spawn_leader_job<J: LeaderJob>(
+        &self,
+        job: J,
+        terms: &TermStore,
+        stopped: &watch::Receiver<bool>,
+    ) -> JoinHandle<()> {
+        tokio::spawn(run_leader_job(
+            job,
+            terms.clone(),
+            self.leadership.watch(),
+            stopped.clone(),
+        ))
     }
 }
 

@@ -57,17 +57,7 @@ pub async fn release_worker(
             } else {
                 release_one(pool, now, &a.proxy_id, worker, a.epoch).await
             };
-            match outcome {
-                Ok(()) => {
-                    done.released += 1;
-                    progressed = true;
-                }
-                Err(Some(e)) if e.is_unavailable() => return Err(e),
-                Err(why) => {
-                    log_skip(&a.proxy_id, worker, why.as_ref());
-                    skipped.insert(a.proxy_id.clone());
-                }
-            }
+            progressed |= tally(outcome, &a.proxy_id, worker, &mut done, &mut skipped)?;
         }
         // A short read is the last one; a read of only skipped proxies would repeat forever.
         if owned.len() < RELEASE_BATCH || !progressed {
@@ -91,17 +81,7 @@ pub async fn release_worker(
                     .await
                     .map_err(Some)
             };
-            match outcome {
-                Ok(()) => {
-                    done.released += 1;
-                    progressed = true;
-                }
-                Err(Some(e)) if e.is_unavailable() => return Err(e),
-                Err(why) => {
-                    log_skip(&a.proxy_id, worker, why.as_ref());
-                    skipped.insert(a.proxy_id.clone());
-                }
-            }
+            progressed |= tally(outcome, &a.proxy_id, worker, &mut done, &mut skipped)?;
         }
         if draining.len() < RELEASE_BATCH || !progressed {
             break;
@@ -125,6 +105,29 @@ async fn release_one(
     pool.acknowledge_drain(now, proxy, worker, drained.epoch, 0, 0)
         .await?;
     Ok(())
+}
+
+/// Counts one assignment's outcome in both phases: released, or skipped (logged, never
+/// retried). A store outage stops the release; `Ok(true)` means one was released.
+fn tally(
+    outcome: Result<(), Option<PoolError>>,
+    proxy: &ProxyId,
+    worker: &WorkerId,
+    done: &mut Released,
+    skipped: &mut BTreeSet<ProxyId>,
+) -> PoolResult<bool> {
+    match outcome {
+        Ok(()) => {
+            done.released += 1;
+            Ok(true)
+        }
+        Err(Some(e)) if e.is_unavailable() => Err(e),
+        Err(why) => {
+            log_skip(proxy, worker, why.as_ref());
+            skipped.insert(proxy.clone());
+            Ok(false)
+        }
+    }
 }
 
 fn log_skip(proxy: &ProxyId, worker: &WorkerId, why: Option<&PoolError>) {

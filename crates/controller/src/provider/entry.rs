@@ -54,6 +54,19 @@ pub struct EntryDefaults {
 }
 
 impl EntryDefaults {
+    /// Plain HTTP with no labels, credentials or host rules: what the parsers' tests start
+    /// from.
+    #[cfg(test)]
+    pub(crate) fn plain_http() -> Self {
+        EntryDefaults {
+            protocol: Protocol::Http,
+            region: None,
+            carrier: None,
+            credentials: None,
+            hosts: None,
+        }
+    }
+
     pub(crate) fn candidate(
         &self,
         protocol: Option<Protocol>,

@@ -130,16 +130,6 @@ mod tests {
     use super::*;
     use proxypool_core::Protocol;
 
-    fn defaults() -> EntryDefaults {
-        EntryDefaults {
-            protocol: Protocol::Http,
-            region: None,
-            carrier: None,
-            credentials: None,
-            hosts: None,
-        }
-    }
-
     #[test]
     fn reads_entries_and_lifetimes() {
         let body = br#"{"proxies": [
@@ -149,7 +139,7 @@ mod tests {
             {"host": "9.9.9.9", "port": 80, "expires_at": 2000},
             {"host": "9.9.9.8", "port": 80, "ttl_ms": 500, "max_sessions": 2}
         ]}"#;
-        let list = parse_json(body, 1_000, &defaults()).unwrap();
+        let list = parse_json(body, 1_000, &EntryDefaults::plain_http()).unwrap();
         assert!(list.dropped.is_empty());
         let c = &list.candidates;
         assert_eq!(c[0].expires_at_ms, None);
@@ -165,18 +155,18 @@ mod tests {
     fn bad_entries_are_dropped_and_bad_bodies_refused() {
         let body = br#"[1, {"port": 80}, {"host": "h", "port": 0}, {"host": "h", "port": 80, "protocol": "ftp"},
             {"host": "h", "port": 80, "password": "p"}, {"host": "h", "port": 80, "ttl": "soon"}, {"host": "ok", "port": 1}]"#;
-        let list = parse_json(body, 0, &defaults()).unwrap();
+        let list = parse_json(body, 0, &EntryDefaults::plain_http()).unwrap();
         assert_eq!(list.candidates.len(), 1);
         assert_eq!(list.dropped[&EntryError::Malformed], 3);
         assert_eq!(list.dropped[&EntryError::InvalidPort], 1);
         assert_eq!(list.dropped[&EntryError::UnknownScheme], 1);
         assert_eq!(list.dropped[&EntryError::InvalidExpiry], 1);
         assert_eq!(
-            parse_json(b"{\"x\": 1}", 0, &defaults()).unwrap_err(),
+            parse_json(b"{\"x\": 1}", 0, &EntryDefaults::plain_http()).unwrap_err(),
             NotAList
         );
         assert_eq!(
-            parse_json(b"not json", 0, &defaults()).unwrap_err(),
+            parse_json(b"not json", 0, &EntryDefaults::plain_http()).unwrap_err(),
             NotAList
         );
     }

@@ -88,16 +88,6 @@ mod tests {
     use super::*;
     use proxypool_core::Protocol;
 
-    fn defaults() -> EntryDefaults {
-        EntryDefaults {
-            protocol: Protocol::Http,
-            region: None,
-            carrier: None,
-            credentials: None,
-            hosts: None,
-        }
-    }
-
     #[test]
     fn accepts_every_documented_shape() {
         let body = "\
@@ -110,7 +100,7 @@ http://bob:pw:with:colons@proxy.example:3128
 https://h.example:443:carol:pw
 [2001:db8::1]:8080
 ";
-        let list = parse_text(body, &defaults());
+        let list = parse_text(body, &EntryDefaults::plain_http());
         assert!(list.dropped.is_empty(), "{:?}", list.dropped);
         let c = &list.candidates;
         assert_eq!(c.len(), 6);
@@ -136,7 +126,7 @@ https://h.example:443:carol:pw
     #[test]
     fn malformed_lines_are_dropped_by_reason() {
         let body = "no-port\n1.2.3.4:0\n1.2.3.4:99999\nftp://1.2.3.4:21\n1.2.3.4:80:onlyuser\nbad line:80\n:80\n";
-        let list = parse_text(body, &defaults());
+        let list = parse_text(body, &EntryDefaults::plain_http());
         assert!(list.candidates.is_empty());
         assert_eq!(list.dropped[&EntryError::Malformed], 4);
         assert_eq!(list.dropped[&EntryError::InvalidPort], 2);
@@ -145,7 +135,7 @@ https://h.example:443:carol:pw
 
     #[test]
     fn defaults_fill_what_the_line_leaves_out() {
-        let mut d = defaults();
+        let mut d = EntryDefaults::plain_http();
         d.protocol = Protocol::Socks5;
         d.credentials = Some(Credentials::new("default", "pw"));
         let list = parse_text("1.2.3.4:1080\n1.2.3.4:1081:own:pw\n", &d);

@@ -10,7 +10,7 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use proxypool_proto::TargetAddr;
 use proxypool_proto::http_connect::parse_basic_auth;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 use super::shared::{Shared, admit, relay};
 use super::stats::Counters;
@@ -89,6 +89,18 @@ fn authorized(shared: &Shared, req: &Request<Incoming>) -> bool {
         .is_some_and(|(user, pass)| shared.credentials_ok(&user, &pass))
 }
 
+/// Connects to `target` from this proxy's exit address; a failure is counted and answered
+/// with a 502.
+async fn dial(shared: &Shared, target: &TargetAddr) -> Result<TcpStream, Response<Body>> {
+    connect_from(shared.exit_ip, target).await.map_err(|err| {
+        Counters::bump(&shared.counters.connect_failures);
+        respond(
+            StatusCode::BAD_GATEWAY,
+            format!("connect to target failed: {err}\n"),
+        )
+    })
+}
+
 async fn tunnel(
     shared: Arc<Shared>,
     tasks: ShutdownSignal,
@@ -101,15 +113,9 @@ async fn tunnel(
     else {
         return respond(StatusCode::BAD_REQUEST, "CONNECT needs host:port\n");
     };
-    let outbound = match connect_from(shared.exit_ip, &target).await {
+    let outbound = match dial(&shared, &target).await {
         Ok(stream) => stream,
-        Err(err) => {
-            Counters::bump(&shared.counters.connect_failures);
-            return respond(
-                StatusCode::BAD_GATEWAY,
-                format!("connect to target failed: {err}\n"),
-            );
-        }
+        Err(response) => return response,
     };
     Counters::bump(&shared.counters.tunnels);
     // The client gets the 200 first; hyper hands over the connection once it is sent.
@@ -136,15 +142,9 @@ async fn forward(
         Ok(target) => target,
         Err(_) => return respond(StatusCode::BAD_REQUEST, "bad host\n"),
     };
-    let outbound = match connect_from(shared.exit_ip, &target).await {
+    let outbound = match dial(&shared, &target).await {
         Ok(stream) => stream,
-        Err(err) => {
-            Counters::bump(&shared.counters.connect_failures);
-            return respond(
-                StatusCode::BAD_GATEWAY,
-                format!("connect to target failed: {err}\n"),
-            );
-        }
+        Err(response) => return response,
     };
     Counters::bump(&shared.counters.requests);
 

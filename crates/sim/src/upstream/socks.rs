@@ -9,22 +9,11 @@ use tokio::net::{TcpListener, TcpStream};
 use super::shared::{Shared, admit, relay};
 use super::stats::Counters;
 use crate::exit::connect_from;
-use crate::http::accept_error_pause;
+use crate::http::accept_next;
 use crate::shutdown::{ShutdownSignal, spawn_until};
 
 pub(super) async fn serve(listener: TcpListener, mut signal: ShutdownSignal, shared: Arc<Shared>) {
-    loop {
-        let accepted = tokio::select! {
-            () = signal.wait() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
-            Err(err) => {
-                accept_error_pause(&err).await;
-                continue;
-            }
-        };
+    while let Some((stream, _peer)) = accept_next(&listener, &mut signal).await {
         let Some(stream) = admit(&shared, stream) else {
             continue;
         };

@@ -25,6 +25,7 @@ mod ready;
 mod setup;
 
 use crate::args::DevArgs;
+use crate::commands::sim::vendor_config;
 use crate::failure::Failure;
 use crate::gateway_section::gateway_config;
 use crate::signal::Shutdown;
@@ -38,7 +39,7 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
     let shutdown = Shutdown::install().map_err(|e| Failure::runtime(format!("signals: {e}")))?;
     std::fs::create_dir_all(&args.data_dir)
         .map_err(|e| Failure::runtime(format!("cannot create {}: {e}", args.data_dir.display())))?;
-    let sim = SimVendor::start(setup::sim_config(&args))
+    let sim = SimVendor::start(vendor_config(args.proxies, args.proxy_ttl))
         .await
         .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;
     for ban in &args.ban_exit {

@@ -1,6 +1,7 @@
-//! `dev`'s generated configuration: the simulated vendor's shape, the client's
-//! credentials, and a controller config written as TOML text and loaded through the same
-//! loader as a file, so `dev` exercises the real configuration path.
+//! `dev`'s generated configuration: the client's credentials and a controller config
+//! written as TOML text and loaded through the same loader as a file, so `dev` exercises
+//! the real configuration path. The simulated vendor is the one `sim` runs
+//! (`commands/sim.rs`).
 //!
 //! Intervals are short (fetch every 2 s, checks every 200 ms) so the system is ready in
 //! seconds; the lease and session settings are the defaults' shape, scaled down. The
@@ -13,8 +14,7 @@ use crate::random;
 use proxypool_config::gateway::Destinations;
 use proxypool_config::{Config, Env, Role};
 use proxypool_core::SecretHash;
-use proxypool_sim::{ListFormat, ProxyKind, SimConfig, SimVendor};
-use std::time::Duration;
+use proxypool_sim::SimVendor;
 
 /// The one client `dev` configures.
 pub(super) const CLIENT: &str = "dev";
@@ -34,19 +34,6 @@ impl Credentials {
             gateway_password: random::token(20),
             api_token: random::token(32),
         }
-    }
-}
-
-/// The simulated vendor: HTTP and SOCKS5 proxies alternating, three regions, JSON list.
-pub(super) fn sim_config(args: &DevArgs) -> SimConfig {
-    SimConfig {
-        proxies: usize::from(args.proxies),
-        kinds: vec![ProxyKind::Http, ProxyKind::Socks5],
-        regions: vec!["us".into(), "de".into(), "jp".into()],
-        carriers: vec!["simnet".into()],
-        ttl: (args.proxy_ttl > 0).then(|| Duration::from_secs(args.proxy_ttl)),
-        format: ListFormat::Json,
-        ..SimConfig::default()
     }
 }
 
