@@ -6,9 +6,9 @@
 use crate::check::Check;
 use crate::cidr;
 use crate::duration::Millis;
+use crate::floors;
 use crate::limiter::{LimiterConfig, RatePolicy};
 use crate::secret::SecretRef;
-use proxypool_core::MIN_HEADER_BYTES;
 use proxypool_core::extract::MAX_EXTRACT_COUNT;
 use serde::{Deserialize, Serialize};
 
@@ -53,7 +53,7 @@ pub struct ApiLimits {
     /// closed.
     pub keepalive_idle: Millis,
     /// Largest request head (request line and headers); over it the answer is 431. At
-    /// least [`MIN_HEADER_BYTES`] (hyper's smallest read buffer).
+    /// least [`proxypool_core::MIN_HEADER_BYTES`] (hyper's smallest read buffer).
     pub max_header_bytes: usize,
     /// Requests processed at once; beyond that a request is answered 503 at once instead
     /// of queueing (a queue only adds latency to an overloaded server).
@@ -145,8 +145,7 @@ impl Default for ApiShield {
 impl ApiLimits {
     /// Every problem, as `(key under [api.limits], message)`.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        for (key, value) in [
+        let mut out: Vec<_> = floors::at_least_one([
             ("max_connections", self.max_connections as u64),
             ("max_connections_per_ip", self.max_connections_per_ip as u64),
             ("header_read_timeout", self.header_read_timeout.as_ms()),
@@ -158,17 +157,12 @@ impl ApiLimits {
             ("request_timeout", self.request_timeout.as_ms()),
             ("max_body_bytes", self.max_body_bytes as u64),
             ("readiness_timeout", self.readiness_timeout.as_ms()),
-        ] {
-            if value == 0 {
-                out.push((key, "must be at least 1".to_owned()));
-            }
-        }
-        if self.max_header_bytes < MIN_HEADER_BYTES {
-            out.push((
-                "max_header_bytes",
-                format!("must be at least {MIN_HEADER_BYTES} (hyper's smallest read buffer)"),
-            ));
-        }
+        ])
+        .collect();
+        out.extend(
+            floors::header_bytes(self.max_header_bytes)
+                .map(|message| ("max_header_bytes", message)),
+        );
         let retry = self.unavailable_retry_after.as_ms();
         if retry == 0 || !retry.is_multiple_of(1000) {
             out.push((
@@ -190,7 +184,7 @@ impl ExtractionSettings {
         if !(1..=MAX_EXTRACT_COUNT).contains(&self.max_count) {
             out.push(("max_count", format!("must be in 1..={MAX_EXTRACT_COUNT}")));
         }
-        for (key, value) in [
+        out.extend(floors::at_least_one([
             ("idempotency_ttl", self.idempotency_ttl.as_ms()),
             ("drain_batch", self.drain_batch as u64),
             ("max_workers_listed", self.max_workers_listed as u64),
@@ -198,11 +192,7 @@ impl ExtractionSettings {
                 "max_in_flight_per_client",
                 u64::from(self.max_in_flight_per_client),
             ),
-        ] {
-            if value == 0 {
-                out.push((key, "must be at least 1".to_owned()));
-            }
-        }
+        ]));
         if self.max_in_flight_per_client > MAX_IN_FLIGHT_PER_CLIENT {
             out.push((
                 "max_in_flight_per_client",

@@ -4,8 +4,9 @@
 use crate::check::Check;
 use crate::cidr;
 use crate::duration::Millis;
+use crate::floors;
 use crate::secret::SecretRef;
-use proxypool_core::{MIN_HEADER_BYTES, WorkerId};
+use proxypool_core::WorkerId;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -41,7 +42,8 @@ pub struct ControlLimits {
     /// A kept-alive connection with no traffic and no request in flight for this long is
     /// closed (a long-poll in flight is not idle).
     pub keepalive_idle: Millis,
-    /// Largest request head; over it the answer is 431 (at least [`MIN_HEADER_BYTES`]).
+    /// Largest request head; over it the answer is 431 (at least
+    /// [`proxypool_core::MIN_HEADER_BYTES`]).
     pub max_header_bytes: usize,
     /// Largest body of a session registration or a snapshot acknowledgement.
     pub max_body_bytes: usize,
@@ -67,25 +69,19 @@ impl Default for ControlLimits {
 impl ControlLimits {
     /// Every problem, as `(key under [control.limits], message)`.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        for (key, value) in [
+        let mut out: Vec<_> = floors::at_least_one([
             ("max_connections", self.max_connections as u64),
             ("max_connections_per_ip", self.max_connections_per_ip as u64),
             ("header_read_timeout", self.header_read_timeout.as_ms()),
             ("keepalive_idle", self.keepalive_idle.as_ms()),
             ("max_body_bytes", self.max_body_bytes as u64),
             ("max_report_bytes", self.max_report_bytes as u64),
-        ] {
-            if value == 0 {
-                out.push((key, "must be at least 1".to_owned()));
-            }
-        }
-        if self.max_header_bytes < MIN_HEADER_BYTES {
-            out.push((
-                "max_header_bytes",
-                format!("must be at least {MIN_HEADER_BYTES} (hyper's smallest read buffer)"),
-            ));
-        }
+        ])
+        .collect();
+        out.extend(
+            floors::header_bytes(self.max_header_bytes)
+                .map(|message| ("max_header_bytes", message)),
+        );
         out
     }
 }

@@ -28,6 +28,7 @@
 //!
 //! - [`cidr`]: CIDR blocks ([`Cidrs`]), the one parser of every block list.
 //! - [`target`]: the URLs the controller dials (check targets, vendor lists).
+//! - `floors`: the floors many sections share (at least 1, hyper's smallest head).
 //! - [`timing`]: the rule between the lease timings that keeps gateways serving through a
 //!   leader failover.
 //! - [`reload`]: what differs between two loads, and what of it needs a restart.
@@ -45,6 +46,7 @@ pub mod duration;
 pub mod effective;
 pub mod env;
 pub mod error;
+mod floors;
 pub mod gateway;
 pub mod health;
 pub mod limiter;

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use crate::command::Operation;
-use crate::error::ConfigError;
+use crate::command::{Operation, QuotaCommand};
+use crate::error::{ConfigError, InvalidCommand};
 
 /// The window and limit of one operation. Construct with [`OperationLimits::new`], which
 /// enforces the hard caps; the fields are private so an invalid value cannot exist.
@@ -91,6 +91,21 @@ pub struct QuotaPolicy {
     pub operation: Operation,
     /// Its window and limit.
     pub limits: OperationLimits,
+}
+
+impl QuotaPolicy {
+    /// Checks every field of `command`, then pairs its operation with `limits`: what every
+    /// backend's `consume` starts with.
+    pub(crate) fn checked(
+        command: &QuotaCommand,
+        limits: OperationLimits,
+    ) -> Result<Self, InvalidCommand> {
+        command.validate()?;
+        Ok(Self {
+            operation: command.operation,
+            limits,
+        })
+    }
 }
 
 /// One client's quota: an [`OperationLimits`] per [`Operation`], to pass to

@@ -71,7 +71,8 @@
 //! - `sql_backend`, `sql_port`: what a SQL backend supplies (its driver, statements, pool
 //!   and time bound) and the one `QuotaPort` implementation written over it;
 //!   `sql_decision`, `attempt`, `sqlx_error`: the decision and settlement flow the SQL
-//!   backends share, the bounded retry, and what a driver error means for a decision.
+//!   backends share, the bounded retry, and what a driver error means for a decision;
+//!   `sql_migrations`: the migrator both build from their embedded migration files.
 //!
 //! Features: `sqlite` and `postgres` (both default) add the SQL backends and sqlx. Without
 //! them the crate is the port, the types and the memory backend: what a caller that is
@@ -94,6 +95,8 @@ mod settle;
 mod sql_backend;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_decision;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_migrations;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_port;
 #[cfg(feature = "sqlite")]

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -82,6 +82,17 @@ struct BucketKey {
     project: String,
     subject: String,
     operation: Operation,
+}
+
+impl BucketKey {
+    /// The bucket `command` counts against.
+    fn of(command: &QuotaCommand) -> Self {
+        Self {
+            project: command.project.clone(),
+            subject: command.subject.clone(),
+            operation: command.operation,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -166,10 +177,7 @@ impl MemoryQuota {
             subject: subject.to_owned(),
             operation,
         };
-        let state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let state = self.state();
         state.buckets.get(&key).map(|bucket| MemoryBucket {
             window_started_at_ms: bucket.window_started_at_ms,
             consumed_count: u32::try_from(bucket.receipt_ids.len()).unwrap_or(u32::MAX),
@@ -180,10 +188,7 @@ impl MemoryQuota {
 
     /// How many buckets are tracked.
     pub fn len(&self) -> usize {
-        let state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let state = self.state();
         state.buckets.len()
     }
 
@@ -195,17 +200,8 @@ impl MemoryQuota {
     fn decide(&self, command: &QuotaCommand, policy: QuotaPolicy) -> QuotaDecision {
         let window_ms = policy.limits.window_ms();
         let limit = policy.limits.limit() as usize;
-        let key = BucketKey {
-            project: command.project.clone(),
-            subject: command.subject.clone(),
-            operation: command.operation,
-        };
-        // A poisoned lock only means another decision panicked midway; every update below
-        // is a single assignment or push, so the state is still consistent.
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key = BucketKey::of(command);
+        let mut state = self.state();
         // Read the clock under the lock: decisions on one bucket see non-decreasing times.
         let now_ms = self.clock.now_ms();
         let window_start = now_ms - now_ms % window_ms;
@@ -264,17 +260,18 @@ impl MemoryQuota {
 }
 
 impl MemoryQuota {
+    /// The state, locked. A poisoned lock only means another call panicked midway; every
+    /// update is a single assignment or push, so the state is still consistent.
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn settle_now(&self, charge: &Charge, settlement: &Settlement) -> SettleOutcome {
         let command = &charge.command;
-        let key = BucketKey {
-            project: command.project.clone(),
-            subject: command.subject.clone(),
-            operation: command.operation,
-        };
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key = BucketKey::of(command);
+        let mut state = self.state();
         let now_ms = self.clock.now_ms();
         let Some(bucket) = state.buckets.get_mut(&key) else {
             return SettleOutcome::NotFound;
@@ -337,11 +334,7 @@ impl QuotaPort for MemoryQuota {
         command: &QuotaCommand,
         limits: OperationLimits,
     ) -> Result<QuotaDecision, InvalidCommand> {
-        command.validate()?;
-        let policy = QuotaPolicy {
-            operation: command.operation,
-            limits,
-        };
+        let policy = QuotaPolicy::checked(command, limits)?;
         Ok(self.decide(command, policy))
     }
 }

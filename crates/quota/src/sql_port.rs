@@ -13,7 +13,7 @@ use crate::error::InvalidCommand;
 use crate::port::QuotaPort;
 use crate::settle::{Charge, SettleOutcome, Settlement};
 use crate::sql_backend::SqlBackend;
-use crate::sql_decision;
+use crate::sql_decision::SqlFlow;
 use crate::unavailable::UnavailableReason;
 
 #[async_trait]
@@ -31,14 +31,9 @@ where
         command: &QuotaCommand,
         limits: OperationLimits,
     ) -> Result<QuotaDecision, InvalidCommand> {
-        command.validate()?;
-        let policy = QuotaPolicy {
-            operation: command.operation,
-            limits,
-        };
+        let policy = QuotaPolicy::checked(command, limits)?;
         let statements = &B::STATEMENTS;
-        let decide =
-            attempt::decide(|| sql_decision::attempt(self.pool(), statements, command, policy));
+        let decide = attempt::decide(|| SqlFlow::attempt(self.pool(), statements, command, policy));
         Ok(tokio::time::timeout(self.decision_timeout(), decide)
             .await
             .unwrap_or(QuotaDecision::unavailable(UnavailableReason::Timeout)))
@@ -50,7 +45,7 @@ where
         settlement: &Settlement,
     ) -> Result<SettleOutcome, InvalidCommand> {
         charge.validate(settlement)?;
-        let settle = sql_decision::settle(self.pool(), &B::STATEMENTS, charge, settlement);
+        let settle = SqlFlow::settle(self.pool(), &B::STATEMENTS, charge, settlement);
         // Past the bound the charge is as it was or settled, never half.
         Ok(tokio::time::timeout(self.decision_timeout(), settle)
             .await

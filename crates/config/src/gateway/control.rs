@@ -4,6 +4,7 @@
 
 use crate::check::Check;
 use crate::duration::Millis;
+use crate::floors;
 use crate::target::split_host_port;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -32,13 +33,11 @@ impl Default for ControlConfig {
 
 /// Checks `[gateway.control]`.
 pub(crate) fn validate(c: &mut Check<'_>, control: &ControlConfig) {
-    for (key, value) in [
+    for (key, message) in floors::at_least_one([
         ("request_timeout", control.request_timeout.0),
         ("initial_backoff", control.initial_backoff.0),
-    ] {
-        if value == 0 {
-            c.at(format!("gateway.control.{key}"), "must be at least 1");
-        }
+    ]) {
+        c.at(format!("gateway.control.{key}"), message);
     }
     if control.max_backoff < control.initial_backoff {
         c.at(

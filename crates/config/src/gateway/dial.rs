@@ -3,6 +3,7 @@
 
 use crate::check::Check;
 use crate::duration::Millis;
+use crate::floors;
 use serde::{Deserialize, Serialize};
 
 /// Dialing upstream proxies.
@@ -41,14 +42,12 @@ impl Default for DialConfig {
 
 /// Checks `[gateway.dial]`.
 pub(crate) fn validate(c: &mut Check<'_>, dial: &DialConfig) {
-    for (key, value) in [
+    for (key, message) in floors::at_least_one([
         ("connect_timeout", dial.connect_timeout.0),
         ("handshake_timeout", dial.handshake_timeout.0),
         ("max_attempts", u64::from(dial.max_attempts)),
         ("failure_threshold", u64::from(dial.failure_threshold)),
-    ] {
-        if value == 0 {
-            c.at(format!("gateway.dial.{key}"), "must be at least 1");
-        }
+    ]) {
+        c.at(format!("gateway.dial.{key}"), message);
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::check::Check;
 use crate::duration::Millis;
-use proxypool_core::MIN_HEADER_BYTES;
+use crate::floors;
 use serde::{Deserialize, Serialize};
 
 /// Protection of the gateway itself against clients.
@@ -22,8 +22,8 @@ pub struct Limits {
     pub admin_max_connections: usize,
     /// Time a client has to send a complete request head (HTTP) or handshake (SOCKS5).
     pub header_read_timeout: Millis,
-    /// Largest request head accepted (HTTP); at least [`MIN_HEADER_BYTES`] (hyper's minimum
-    /// buffer).
+    /// Largest request head accepted (HTTP); at least
+    /// [`proxypool_core::MIN_HEADER_BYTES`] (hyper's minimum buffer).
     pub max_header_bytes: usize,
     /// A kept-alive HTTP connection with no traffic for this long is closed.
     pub keepalive_idle: Millis,
@@ -74,13 +74,10 @@ const MAX_CAPACITY_WAIT_MS: u64 = 30_000;
 
 /// Checks `[gateway.limits]`.
 pub(crate) fn validate(c: &mut Check<'_>, limits: &Limits) {
-    if limits.max_header_bytes < MIN_HEADER_BYTES {
-        c.at(
-            "gateway.limits.max_header_bytes",
-            format!("must be at least {MIN_HEADER_BYTES} (hyper's smallest read buffer)"),
-        );
+    if let Some(message) = floors::header_bytes(limits.max_header_bytes) {
+        c.at("gateway.limits.max_header_bytes", message);
     }
-    for (key, value) in [
+    for (key, message) in floors::at_least_one([
         ("max_connections", limits.max_connections as u64),
         (
             "max_connections_per_ip",
@@ -101,10 +98,8 @@ pub(crate) fn validate(c: &mut Check<'_>, limits: &Limits) {
             limits.max_capacity_waiters_per_client as u64,
         ),
         ("max_capacity_waiters", limits.max_capacity_waiters as u64),
-    ] {
-        if value == 0 {
-            c.at(format!("gateway.limits.{key}"), "must be at least 1");
-        }
+    ]) {
+        c.at(format!("gateway.limits.{key}"), message);
     }
     if limits.capacity_wait.0 > MAX_CAPACITY_WAIT_MS {
         c.at(

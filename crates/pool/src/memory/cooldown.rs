@@ -8,7 +8,7 @@
 //! of an old answer, not a new grant of the proxy.
 
 use super::MemoryPool;
-use super::state::State;
+use super::state::{State, due_entries};
 use async_trait::async_trait;
 use proxypool_core::cooldown::{MAX_SESSION_FEEDBACK, merge_cooldowns, validate_changes};
 use proxypool_core::{
@@ -29,15 +29,8 @@ impl State {
 
     /// Drops forgotten cooldowns of at most `limit` proxies; true when more are waiting.
     pub(crate) fn forget_cooldowns(&mut self, now: UnixMillis, limit: usize) -> bool {
-        let due: Vec<ProxyId> = self
-            .cooldown_forget
-            .iter()
-            .take_while(|(at, _)| *at <= now)
-            .take(limit.saturating_add(1))
-            .map(|(_, id)| id.clone())
-            .collect();
-        let more = due.len() > limit;
-        for id in due.into_iter().take(limit) {
+        let (due, more) = due_entries(&self.cooldown_forget, now, limit);
+        for (_, id) in due {
             let mut entries = self.cooldowns.get(&id).cloned().unwrap_or_default();
             entries.retain(|e| e.forget_at_ms > now);
             self.put_cooldowns(&id, entries);

@@ -14,6 +14,24 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 /// An index ordered by `usable_until_ms`, so expired entries sit at the low end.
 pub(crate) type ExpiryOrdered = BTreeSet<(UnixMillis, ProxyId)>;
 
+/// The first `limit` entries of a time-ordered `index` that are due at `now`, and whether
+/// more are waiting: one bounded step of a sweep.
+pub(crate) fn due_entries<T: Clone + Ord>(
+    index: &BTreeSet<(UnixMillis, T)>,
+    now: UnixMillis,
+    limit: usize,
+) -> (Vec<(UnixMillis, T)>, bool) {
+    let mut due: Vec<(UnixMillis, T)> = index
+        .iter()
+        .take_while(|(at, _)| *at <= now)
+        .take(limit.saturating_add(1))
+        .cloned()
+        .collect();
+    let more = due.len() > limit;
+    due.truncate(limit);
+    (due, more)
+}
+
 /// One filter dimension value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum FilterKey {
@@ -326,16 +344,9 @@ impl State {
         now: UnixMillis,
         limit: usize,
     ) -> (u32, u32, bool) {
-        let due: Vec<ProxyId> = self
-            .expiry
-            .iter()
-            .take_while(|(at, _)| *at <= now)
-            .take(limit.saturating_add(1))
-            .map(|(_, id)| id.clone())
-            .collect();
-        let more = due.len() > limit;
+        let (due, more) = due_entries(&self.expiry, now, limit);
         let (mut records, mut assignments) = (0, 0);
-        for id in due.into_iter().take(limit) {
+        for (_, id) in due {
             if let Some((_, assignment)) = self.remove_record(&id) {
                 records += 1;
                 assignments += u32::from(assignment.is_some());
@@ -346,16 +357,9 @@ impl State {
 
     /// Removes up to `limit` expired extraction responses and operation results.
     pub(crate) fn remove_expired_results(&mut self, now: UnixMillis, limit: usize) -> (u32, bool) {
-        let due: Vec<(UnixMillis, ExtractionId)> = self
-            .extraction_expiry
-            .iter()
-            .take_while(|(at, _)| *at <= now)
-            .take(limit.saturating_add(1))
-            .cloned()
-            .collect();
-        let mut more = due.len() > limit;
+        let (due, mut more) = due_entries(&self.extraction_expiry, now, limit);
         let mut removed = 0;
-        for entry in due.into_iter().take(limit) {
+        for entry in due {
             self.extraction_expiry.remove(&entry);
             self.extractions.remove(&entry.1);
             removed += 1;

@@ -5,14 +5,14 @@
 //! sqlx's migrator, whose bookkeeping table lives in our own schema so it cannot collide
 //! with another component's migrations in the same database.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::AssertSqlSafe;
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{AssertSqlSafe, SqlSafeStr};
 
 use crate::error::SetupError;
+use crate::sql_migrations::{self, Migrations};
 
 /// The schema holding the quota table (and the migrator's bookkeeping).
 pub const SCHEMA: &str = "proxypool_quota";
@@ -22,7 +22,7 @@ const MIGRATIONS_TABLE: &str = "proxypool_quota._sqlx_migrations";
 
 /// (version, description, SQL) of every file in `migrations/postgres`, in order. A unit test
 /// checks that the directory and this list agree.
-pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
+pub(crate) const MIGRATIONS: Migrations = &[
     (
         1,
         "quota buckets",
@@ -39,19 +39,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
 const ADMIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn migrator() -> Migrator {
-    let migrations = MIGRATIONS
-        .iter()
-        .map(|&(version, description, sql)| {
-            Migration::new(
-                version,
-                Cow::Borrowed(description),
-                MigrationType::Simple,
-                sql.into_sql_str(),
-                false,
-            )
-        })
-        .collect();
-    let mut migrator = Migrator::with_migrations(migrations);
+    let mut migrator = sql_migrations::migrator(MIGRATIONS);
     migrator.create_schema(SCHEMA);
     migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
     migrator
@@ -185,19 +173,6 @@ mod tests {
 
     #[test]
     fn every_migration_file_is_embedded_in_order() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/postgres");
-        let mut files: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        files.sort();
-        assert_eq!(files.len(), MIGRATIONS.len());
-        for (file, (version, _, sql)) in files.iter().zip(MIGRATIONS) {
-            assert!(file.starts_with(&format!("{version:04}_")), "{file}");
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("migrations/postgres")
-                .join(file);
-            assert_eq!(&std::fs::read_to_string(path).unwrap(), sql, "{file}");
-        }
+        sql_migrations::assert_embeds_every_file("postgres", MIGRATIONS);
     }
 }
