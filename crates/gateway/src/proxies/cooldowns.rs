@@ -92,11 +92,12 @@ impl DomainCooldowns {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proxypool_core::ProxyId;
 
-    fn entry(domain: &str, until_ms: u64) -> DomainCooldown {
+    /// A cooldown of one fixed proxy for `domain` until `until_ms`, forgotten a second later.
+    pub(crate) fn entry(domain: &str, until_ms: u64) -> DomainCooldown {
         DomainCooldown {
             proxy_id: ProxyId::new("0123456789abcdef0123456789abcdef").unwrap(),
             domain: Domain::new(domain).unwrap(),

@@ -178,17 +178,7 @@ fn pinned_proxy<'v>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proxypool_core::ProxyId;
-
-    fn entry(domain: &str, until_ms: u64) -> DomainCooldown {
-        DomainCooldown {
-            proxy_id: ProxyId::new("0123456789abcdef0123456789abcdef").unwrap(),
-            domain: Domain::new(domain).unwrap(),
-            until_ms,
-            strikes: 1,
-            forget_at_ms: until_ms + 1_000,
-        }
-    }
+    use crate::proxies::cooldowns::tests::entry;
 
     #[test]
     fn the_ledger_keeps_what_was_queued_after_a_batch_was_taken() {
