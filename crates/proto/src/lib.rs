@@ -4,6 +4,7 @@
 //!
 //! Module map:
 //! - [`target`]: [`TargetAddr`], where a tunnel should lead (IP or domain, plus port).
+//! - [`numeric_host`]: [`inet_aton_v4`], the IPv4 address a numeric host name denotes.
 //! - [`socks5`]: RFC 1928 CONNECT and RFC 1929 username/password, client and server side.
 //! - [`http_connect`]: HTTP/1.1 `CONNECT` client, `Proxy-Authorization: Basic` helpers and
 //!   a bounded response-head reader.
@@ -20,11 +21,13 @@
 
 pub mod error;
 pub mod http_connect;
+pub mod numeric_host;
 pub mod proxy_protocol;
 pub mod socks5;
 pub mod target;
 pub mod timeout;
 
 pub use error::ProtoError;
+pub use numeric_host::inet_aton_v4;
 pub use target::TargetAddr;
 pub use timeout::with_timeout;

@@ -7,7 +7,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 
-use crate::ProtoError;
+use crate::{ProtoError, inet_aton_v4};
 
 /// The longest domain name SOCKS5 can carry (its length is one byte).
 pub const MAX_DOMAIN_LEN: usize = 255;
@@ -23,13 +23,19 @@ pub enum TargetAddr {
 
 impl TargetAddr {
     /// A domain target, validated as [`TargetAddr::from_str`] would. A name that is an IP
-    /// literal becomes [`TargetAddr::Ip`] so that equal destinations compare equal.
+    /// literal becomes [`TargetAddr::Ip`] so that equal destinations compare equal; so does
+    /// a numeric IPv4 form (`2130706433`, `0x7f000001`, `127.1`, see [`inet_aton_v4`]),
+    /// because a resolver at the far end would dial that address, and the destination
+    /// policy must see the address that is dialed.
     pub fn domain(host: impl Into<String>, port: u16) -> Result<Self, ProtoError> {
         let host = host.into();
         if let Ok(ip) = host.parse::<IpAddr>() {
             return Ok(Self::Ip(SocketAddr::new(ip, port)));
         }
         validate_domain(&host)?;
+        if let Some(ip) = inet_aton_v4(&host) {
+            return Ok(Self::Ip(SocketAddr::new(ip.into(), port)));
+        }
         Ok(Self::Domain(host, port))
     }
 
@@ -132,6 +138,29 @@ mod tests {
         assert_eq!(
             TargetAddr::domain("127.0.0.1", 9).unwrap(),
             TargetAddr::Ip("127.0.0.1:9".parse().unwrap())
+        );
+        for numeric in [
+            "2130706434:80",
+            "0x7f000002:80",
+            "0177.0.0.2:80",
+            "127.2:80",
+        ] {
+            let target: TargetAddr = numeric.parse().unwrap();
+            assert_eq!(
+                target,
+                TargetAddr::Ip("127.0.0.2:80".parse().unwrap()),
+                "{numeric}"
+            );
+            assert_eq!(target.to_string(), "127.0.0.2:80");
+        }
+        assert_eq!(
+            TargetAddr::domain("2852039166", 80).unwrap(),
+            TargetAddr::Ip("169.254.169.254:80".parse().unwrap())
+        );
+        // Not an inet_aton form: still a name.
+        assert_eq!(
+            TargetAddr::domain("1.2.3.4.", 80).unwrap(),
+            TargetAddr::Domain("1.2.3.4.".into(), 80)
         );
         let v6: TargetAddr = "[::1]:443".parse().unwrap();
         assert_eq!(v6.host(), "::1");
