@@ -356,3 +356,216 @@ async fn a_reload_applies_a_new_destination_policy_to_the_next_request() {
     assert_eq!(plain.status, 200, "{plain:?}");
     s.gateway.shutdown().await;
 }
+
+/// Numeric IPv4 forms a resolver dials as the address they denote (`inet_aton`): 127.0.0.2
+/// four ways, then 169.254.169.254 and 10.0.0.1 as one decimal number each.
+const NUMERIC_INTERNAL: [&str; 6] = [
+    "2130706434",
+    "0x7f000002",
+    "0177.0.0.2",
+    "127.2",
+    "2852039166",
+    "167772161",
+];
+
+/// What a raw HTTP exchange got: the status, `X-Proxypool-Error` and the body.
+#[derive(Debug)]
+struct Raw {
+    status: u16,
+    error: Option<String>,
+    body: String,
+}
+
+fn proxy_authorization(user: &str) -> String {
+    use base64::Engine;
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{PASSWORD}"));
+    format!("Proxy-Authorization: Basic {basic}\r\n")
+}
+
+/// Reads one response head from `stream` (byte by byte: a tunnel's data must stay unread).
+async fn read_head(stream: &mut TcpStream) -> (u16, Option<String>) {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        if stream.read_exact(&mut byte).await.is_err() {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let error = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("x-proxypool-error")
+            .then(|| value.trim().to_owned())
+    });
+    (status, error)
+}
+
+/// Sends `request` (a head without the credentials line) as `user`, then reads the
+/// response; the body is what arrives until the gateway closes (`Connection: close`).
+async fn raw_http(gateway: &Running, user: &str, request_line: &str, host: &str) -> Raw {
+    let mut stream = TcpStream::connect(gateway.http).await.unwrap();
+    let request = format!(
+        "{request_line}\r\nHost: {host}\r\n{}Connection: close\r\n\r\n",
+        proxy_authorization(user)
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let (status, error) = read_head(&mut stream).await;
+    let mut body = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut body),
+    )
+    .await;
+    Raw {
+        status,
+        error,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// `GET http://HOST:PORT/` exactly as written (curl would rewrite a numeric host).
+async fn raw_absolute(gateway: &Running, user: &str, authority: &str) -> Raw {
+    raw_http(
+        gateway,
+        user,
+        &format!("GET http://{authority}/ HTTP/1.1"),
+        authority,
+    )
+    .await
+}
+
+/// `CONNECT HOST:PORT` exactly as written; on a 200, one GET through the tunnel.
+async fn raw_connect(gateway: &Running, user: &str, authority: &str) -> Raw {
+    let mut stream = TcpStream::connect(gateway.http).await.unwrap();
+    let request = format!(
+        "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{}\r\n",
+        proxy_authorization(user)
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let (status, error) = read_head(&mut stream).await;
+    if status != 200 {
+        return Raw {
+            status,
+            error,
+            body: String::new(),
+        };
+    }
+    let get = format!("GET / HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    stream.write_all(get.as_bytes()).await.unwrap();
+    let (inner, _) = read_head(&mut stream).await;
+    let mut body = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut body),
+    )
+    .await;
+    Raw {
+        status: inner,
+        error,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// A SOCKS5 CONNECT with the domain address type; returns the reply code.
+async fn socks5_domain_reply(gateway: SocketAddr, user: &str, host: &str, port: u16) -> u8 {
+    let mut stream = TcpStream::connect(gateway).await.unwrap();
+    stream.write_all(&[5, 1, 2]).await.unwrap();
+    let mut method = [0u8; 2];
+    stream.read_exact(&mut method).await.unwrap();
+    assert_eq!(method, [5, 2], "username/password method");
+    let mut auth = vec![1, user.len() as u8];
+    auth.extend_from_slice(user.as_bytes());
+    auth.push(PASSWORD.len() as u8);
+    auth.extend_from_slice(PASSWORD.as_bytes());
+    stream.write_all(&auth).await.unwrap();
+    let mut status = [0u8; 2];
+    stream.read_exact(&mut status).await.unwrap();
+    assert_eq!(status, [1, 0], "credentials accepted");
+    let mut request = vec![5, 1, 0, 3, host.len() as u8];
+    request.extend_from_slice(host.as_bytes());
+    request.extend_from_slice(&port.to_be_bytes());
+    stream.write_all(&request).await.unwrap();
+    let mut reply = [0u8; 2];
+    stream.read_exact(&mut reply).await.unwrap();
+    assert_eq!(reply[0], 5, "a SOCKS5 reply");
+    reply[1]
+}
+
+fn assert_raw_denied(response: &Raw, what: &str) {
+    assert_eq!(response.status, 403, "{what}: {response:?}");
+    assert_eq!(
+        response.error.as_deref(),
+        Some("destination_denied"),
+        "{what}: {response:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numeric_forms_of_internal_addresses_are_refused_and_nothing_is_dialed() {
+    let s = setup(DestinationPolicy::default(), vec![client("alice")], None).await;
+    for host in NUMERIC_INTERNAL {
+        // Port 80 is allowed: only the address can refuse these.
+        let authority = format!("{host}:80");
+        assert_raw_denied(
+            &raw_absolute(&s.gateway, "alice", &authority).await,
+            &format!("absolute-form {authority}"),
+        );
+        assert_raw_denied(
+            &raw_connect(&s.gateway, "alice", &authority).await,
+            &format!("CONNECT {authority}"),
+        );
+        assert_eq!(
+            socks5_domain_reply(s.gateway.socks5, "alice", host, 80).await,
+            0x02,
+            "SOCKS5 domain {host}: connection not allowed by ruleset"
+        );
+    }
+    assert_eq!(
+        s.relay.count(),
+        0,
+        "no upstream connection for a numeric form of an internal address"
+    );
+    s.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_numeric_form_reaches_the_origin_as_its_dotted_address() {
+    let origin = Origin::start_on(Ipv4Addr::new(127, 0, 0, 2)).await.unwrap();
+    let port = origin.addr().port();
+    let s = setup(
+        policy(&["127.0.0.0/8".into()], PortSet::only([port])),
+        vec![client("alice")],
+        Some(Protocol::Http),
+    )
+    .await;
+    let dotted = format!("127.0.0.2:{port}");
+    for host in ["2130706434", "0x7f000002", "0177.0.0.2", "127.2"] {
+        let authority = format!("{host}:{port}");
+        let plain = raw_absolute(&s.gateway, "alice", &authority).await;
+        assert_eq!(plain.status, 200, "absolute-form {authority}: {plain:?}");
+        // The upstream got the dotted address, in the URL and in `Host`.
+        assert!(
+            plain.body.contains(&format!("\"host\":\"{dotted}\"")),
+            "absolute-form {authority}: {plain:?}"
+        );
+        let tunnelled = raw_connect(&s.gateway, "alice", &authority).await;
+        assert_eq!(tunnelled.status, 200, "CONNECT {authority}: {tunnelled:?}");
+        assert_eq!(
+            socks5_domain_reply(s.gateway.socks5, "alice", host, port).await,
+            0x00,
+            "SOCKS5 domain {host}"
+        );
+    }
+    // A port outside the list stays refused whatever the form.
+    assert_raw_denied(
+        &raw_absolute(&s.gateway, "alice", "2130706434:80").await,
+        "a port outside the list",
+    );
+    s.gateway.shutdown().await;
+}

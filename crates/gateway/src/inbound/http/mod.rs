@@ -8,6 +8,7 @@
 //! watchdog for kept-alive connections, and a cache of the last verified credentials so a
 //! kept-alive client does not pay a hash per request.
 
+mod canonical;
 mod connect;
 mod connection;
 mod response;

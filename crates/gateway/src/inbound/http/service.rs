@@ -4,7 +4,7 @@
 //! `X-Proxypool-Error`.
 
 use super::connection::{CachedAuth, ConnectionState};
-use super::{connect, response};
+use super::{canonical, connect, response};
 use crate::inbound::admission;
 use crate::inbound::auth::authenticate;
 use crate::outbound::forward::{self, body::ProxyBody};
@@ -49,7 +49,7 @@ pub(super) async fn handle(
 async fn admit_and_route(
     shared: &Arc<Shared>,
     state: &ConnectionState,
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Refusal> {
     // The first request was charged at accept; each later one is charged here.
     let prepaid = state.prepaid.lock_or_recover().take();
@@ -76,6 +76,7 @@ async fn admit_and_route(
         let target = forward::target_of(request.uri())?;
         // Before the router: a pooled connection to an HTTP proxy would carry any target.
         admission::admit(shared, &auth.client, &target)?;
+        canonical::canonical_host(&mut request, &target);
         let permit =
             ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
         let admitted = forward::Admitted { target, permit };
