@@ -194,6 +194,43 @@ async fn entries_outside_the_allowed_hosts_or_on_internal_addresses_are_refused(
     assert_eq!(status.last_dropped.get("private_host"), Some(&2));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numeric_host_forms_are_judged_and_stored_as_the_address_they_denote() {
+    // 127.0.0.1 four ways (with credentials of their own: refused as internal all the
+    // same), 169.254.169.254 and 10.0.0.1 as numbers, 198.51.100.7 as a number (outside
+    // the allowed block) and 203.0.113.5 as a number (inside it).
+    let list = "2130706433:3128:own-user:own-pass\n\
+                0x7f000001:3128:own-user:own-pass\n\
+                0177.0.0.1:3128:own-user:own-pass\n\
+                127.1:3128:own-user:own-pass\n\
+                2852039166:80\n\
+                167772161:3128\n\
+                3325256711:3128\n\
+                3405803781:3128\n";
+    let url = list_endpoint(list, None).await;
+    let password = std::env::temp_dir().join(format!("vendor-pw-num-{}", std::process::id()));
+    std::fs::write(&password, "vendor-account-password").unwrap();
+    let credentials = format!(
+        "[upstreams.credentials]\nusername = \"acme-account\"\npassword = {{ file = \"{}\" }}\n",
+        password.display()
+    );
+    let rig = rig(
+        &url,
+        "allow_plaintext = true\nallowed_hosts = [\"vendor.example\", \"203.0.113.0/24\"]\n",
+        &credentials,
+    );
+    let outcome = rig.reconciler.reconcile_once().await.unwrap();
+    assert_eq!(outcome.fetched, 8);
+    assert_eq!(outcome.refused, 7);
+    let stored = records(&rig).await;
+    let hosts: Vec<&str> = stored.iter().map(|r| r.host.as_str()).collect();
+    // Stored (and so dialed by the checker) as the address that was checked.
+    assert_eq!(hosts, ["203.0.113.5"]);
+    let status = rig.board.get(&acme()).unwrap();
+    assert_eq!(status.last_dropped.get("private_host"), Some(&6));
+    assert_eq!(status.last_dropped.get("host_not_allowed"), Some(&1));
+}
+
 /// A long, very compressible list (the gzip test's body).
 fn long_list() -> String {
     (0..300)

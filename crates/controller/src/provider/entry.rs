@@ -6,6 +6,7 @@
 
 use super::hygiene::{HostPolicy, Refusal};
 use proxypool_core::{Candidate, Credentials, Label, Protocol};
+use proxypool_proto::inet_aton_v4;
 use std::collections::BTreeMap;
 
 /// Why an entry was dropped while parsing.
@@ -74,6 +75,10 @@ impl EntryDefaults {
         port: u16,
         credentials: Option<Credentials>,
     ) -> Result<Candidate, EntryError> {
+        // A numeric IPv4 form (`2130706433`, `127.1`) is the address a dialer would reach:
+        // checked, stored and dialed as that address, never as a name.
+        let canonical = inet_aton_v4(host).map(|ip| ip.to_string());
+        let host = canonical.as_deref().unwrap_or(host);
         // Checked before the credentials are attached: a refused entry never holds them.
         if let Some(hosts) = &self.hosts {
             let defaulted = credentials.is_none() && self.credentials.is_some();

@@ -9,7 +9,8 @@
 //!   under it) or a CIDR block. Otherwise it is refused whole, so the credentials are
 //!   never attached to it.
 //! - An entry on a loopback, private (RFC 1918, unique-local), CGNAT, link-local or
-//!   unspecified address (IPv4-mapped forms included), or named `localhost`, is refused
+//!   unspecified address (IPv4-mapped forms and numeric forms like `2130706433` or
+//!   `127.1` included), or named `localhost`, is refused
 //!   unless `allow_private_hosts` is set: such a "proxy" would make the checker and the
 //!   gateways connect into our own network.
 //!
@@ -18,6 +19,7 @@
 
 use crate::config::AllowedHost;
 use proxypool_core::{IpNet, block_contains};
+use proxypool_proto::inet_aton_v4;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Blocks that are never a vendor's public proxy.
@@ -80,7 +82,11 @@ impl HostPolicy {
     /// Checks an entry on `host`; `defaulted` = it would get the upstream's credentials.
     pub fn check(&self, host: &str, defaulted: bool) -> Result<(), Refusal> {
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let ip = bare.parse::<IpAddr>().ok();
+        // A numeric IPv4 form (`2130706433`) is judged as the address a dialer would reach.
+        let ip = bare
+            .parse::<IpAddr>()
+            .ok()
+            .or_else(|| inet_aton_v4(bare).map(IpAddr::V4));
         if !self.allow_private && is_internal(bare, ip) {
             return Err(Refusal::PrivateHost);
         }
@@ -145,6 +151,8 @@ mod tests {
             "vendor.example.attacker.example",
             "198.51.100.1",
             "[2001:db8::1]",
+            // 198.51.100.1 as one number: not a name under an allowed suffix either.
+            "3325256705",
         ] {
             assert_eq!(p.check(host, true), Err(Refusal::HostNotAllowed), "{host}");
         }
@@ -169,10 +177,19 @@ mod tests {
             "[::ffff:127.0.0.1]",
             "localhost",
             "x.localhost",
+            "2130706433",
+            "0x7f000001",
+            "0177.0.0.1",
+            "127.1",
+            "2852039166",
+            "167772161",
         ] {
             assert_eq!(p.check(host, false), Err(Refusal::PrivateHost), "{host}");
         }
         assert_eq!(p.check("8.8.8.8", true), Ok(()));
+        // 203.0.113.9 as one number is inside the allowed block.
+        let vendor = policy(&["203.0.113.0/24"], false);
+        assert_eq!(vendor.check("3405803785", true), Ok(()));
         let open = policy(&["127.0.0.0/8"], true);
         assert_eq!(open.check("127.0.0.5", true), Ok(()));
         assert_eq!(open.check("10.0.0.1", true), Err(Refusal::HostNotAllowed));
