@@ -10,9 +10,9 @@
 //!   never attached to it.
 //! - An entry on a loopback, private (RFC 1918, unique-local), CGNAT, link-local or
 //!   unspecified address (IPv4-mapped forms and numeric forms like `2130706433` or
-//!   `127.1` included), or named `localhost`, is refused
-//!   unless `allow_private_hosts` is set: such a "proxy" would make the checker and the
-//!   gateways connect into our own network.
+//!   `127.1` included), or named `localhost`, is refused unless `allow_private_hosts` is
+//!   set: such a "proxy" would make the checker and the gateways connect into our own
+//!   network.
 //!
 //! Refused entries are counted by reason (`host_not_allowed`, `private_host`) with the
 //! other dropped entries on the upstream's status (`GET /v1/upstreams`).
