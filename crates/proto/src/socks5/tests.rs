@@ -377,3 +377,16 @@ fn credentials_debug_hides_the_password() {
     assert!(text.contains("alice"));
     assert!(!text.contains("hunter2"));
 }
+
+#[tokio::test]
+async fn server_reads_a_numeric_domain_as_the_address_it_denotes() {
+    // No auth, CONNECT, ATYP domain "2130706434" (127.0.0.2), port 80.
+    let mut bytes = vec![5, 1, 0, 5, 1, 0, 3, 10];
+    bytes.extend_from_slice(b"2130706434");
+    bytes.extend_from_slice(&[0, 80]);
+    let (result, _) = server_on(&bytes, false).await;
+    assert_eq!(
+        result.unwrap().target,
+        TargetAddr::Ip("127.0.0.2:80".parse().unwrap())
+    );
+}
