@@ -47,3 +47,59 @@ fn with_host(authority: &Authority, host: &str) -> Result<Authority, http::uri::
         None => host.parse(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(uri: &str, host: Option<&str>, target: &str) -> (String, Option<String>) {
+        let mut builder = Request::get(uri);
+        if let Some(host) = host {
+            builder = builder.header(header::HOST, host);
+        }
+        let mut request = builder.body(()).unwrap();
+        canonical_host(&mut request, &target.parse().unwrap());
+        let host = request
+            .headers()
+            .get(header::HOST)
+            .map(|value| value.to_str().unwrap().to_owned());
+        (request.uri().to_string(), host)
+    }
+
+    #[test]
+    fn a_numeric_host_goes_upstream_dotted_with_its_port_path_and_query() {
+        assert_eq!(
+            rewritten(
+                "http://0x7f000002:8080/a?b=1",
+                Some("0X7F000002:8080"),
+                "127.0.0.2:8080"
+            ),
+            (
+                "http://127.0.0.2:8080/a?b=1".into(),
+                Some("127.0.0.2:8080".into())
+            )
+        );
+        assert_eq!(
+            rewritten("http://2130706434/", Some("2130706434"), "127.0.0.2:80"),
+            ("http://127.0.0.2/".into(), Some("127.0.0.2".into()))
+        );
+    }
+
+    #[test]
+    fn other_hosts_are_left_alone() {
+        // Already dotted; a name; IPv6; a Host naming something else is the client's.
+        for (uri, host, target) in [
+            ("http://127.0.0.2/", Some("127.0.0.2"), "127.0.0.2:80"),
+            ("http://example.com/", Some("example.com"), "example.com:80"),
+            ("http://[::1]:81/", Some("[::1]:81"), "[::1]:81"),
+            ("http://127.2/", Some("other.example"), "127.0.0.2:80"),
+        ] {
+            let (_, kept) = rewritten(uri, host, target);
+            assert_eq!(kept.as_deref(), host, "{uri}");
+        }
+        assert_eq!(
+            rewritten("http://example.com/x", None, "example.com:80").0,
+            "http://example.com/x"
+        );
+    }
+}
