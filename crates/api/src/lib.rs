@@ -61,6 +61,7 @@ mod controller_view;
 mod error;
 mod metrics;
 mod observe;
+mod readiness;
 mod request_id;
 mod routes;
 mod serve;

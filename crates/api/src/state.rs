@@ -10,6 +10,7 @@ use crate::admission::shield_limiter::Shield;
 use crate::clients::{ApiClient, ClientDirectory};
 use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
 use crate::controller_view::{OwnershipWake, UpstreamStatusSource};
+use crate::readiness::ReadinessCache;
 use crate::ui::session::SessionTable;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{
@@ -93,6 +94,8 @@ struct Inner {
     /// Whether the dashboard's cookie carries `Secure` (the listener is TLS).
     secure_cookies: bool,
     quota_board: QuotaBoard,
+    /// `/readyz`'s shared, short-lived result.
+    readiness: Arc<ReadinessCache>,
 }
 
 /// Re-reads the configuration of the process the API runs in (`POST /v1/admin/reload`)
@@ -233,6 +236,7 @@ impl ApiStateBuilder {
                 ui_sessions: SessionTable::default(),
                 secure_cookies: self.secure_cookies,
                 quota_board: QuotaBoard::default(),
+                readiness: Arc::default(),
             }),
         })
     }
@@ -359,6 +363,10 @@ impl ApiState {
 
     pub(crate) fn now(&self) -> UnixMillis {
         (self.inner.clock)()
+    }
+
+    pub(crate) fn readiness(&self) -> &Arc<ReadinessCache> {
+        &self.inner.readiness
     }
 
     /// `Retry-After` for the API's own 503 answers.

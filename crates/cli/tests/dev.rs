@@ -352,3 +352,26 @@ fn sigterm_during_traffic_shuts_down_cleanly_with_exit_code_0() {
     assert!(stderr.contains("shutdown requested"), "{stderr}");
     assert!(!stderr.contains(banner.password()) && !stderr.contains(banner.token()));
 }
+
+#[test]
+fn the_dev_gateway_reaches_the_origin_and_no_other_port_on_loopback() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("destinations");
+    let (_dev, banner) = start_dev("dev", &scratch, &STILL);
+    assert!(exit_via_http(&banner, "dev").starts_with("127.0.0."));
+    let proxy = format!("http://dev:{}@{}", banner.password(), banner.http());
+    // The default destination ports, on the origin's own address: refused before any
+    // dial (403), not tried and failed (502).
+    for port in [80, 443, 8080, 8443] {
+        let (code, head) = curl(&["-i", "-x", &proxy, &format!("http://127.0.0.1:{port}/")]);
+        assert_eq!(code, 0, "{head}");
+        let head = head.to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 403"), "port {port}: {head}");
+        assert!(
+            head.contains("x-proxypool-error: destination_denied"),
+            "port {port}: {head}"
+        );
+    }
+}

@@ -2,7 +2,8 @@
 //! real sockets: an idle flood from one address does not stop a client on another (the
 //! per-IP cap is taken at accept, before the global cap, so the flood cannot hold every
 //! connection), idle and trickling connections are closed after the header timeout, and
-//! the admin listener answers an oversize head with 431 in the JSON error shape.
+//! the admin listener answers an oversize head with 431 in the JSON error shape and
+//! refuses a `/readyz` flood from one address through the per-IP shield.
 
 mod common;
 
@@ -155,5 +156,40 @@ async fn the_admin_listener_answers_an_oversize_head_with_json() {
     assert!(head.starts_with("HTTP/1.1 431"), "{head}");
     let body: serde_json::Value = serde_json::from_slice(&body).expect("a JSON body");
     assert_eq!(body["error"]["code"], "headers_too_large", "{body}");
+    gateway.shutdown().await;
+}
+
+/// `n` GETs of `path` on the admin listener over one kept-alive connection; their statuses.
+async fn admin_statuses(gateway: &Running, path: &str, n: usize) -> Vec<u16> {
+    let url = format!("http://{}{path}", gateway.admin);
+    let output = tokio::process::Command::new("curl")
+        .args(["-s", "--max-time", "20", "-w", "%{http_code}\\n"])
+        .args(std::iter::repeat_n(["-o", "/dev/null", url.as_str()], n).flatten())
+        .output()
+        .await
+        .expect("curl runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| line.trim().parse().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readyz_flood_on_the_admin_listener_is_refused_by_the_shield() {
+    let controller = TestController::start(WORKER, 3_600_000).await;
+    let mut config = config(&controller);
+    config.shield = Some(proxypool_throttle::Policy::new(5.0, 10.0));
+    let gateway = Running::start(config).await;
+    let statuses = admin_statuses(&gateway, "/readyz", 50).await;
+    assert_eq!(statuses.len(), 50, "{statuses:?}");
+    let refused = statuses.iter().filter(|s| **s == 429).count();
+    assert!(refused >= 30, "only {refused} of 50 refused: {statuses:?}");
+    assert!(
+        statuses.iter().all(|s| matches!(s, 200 | 503 | 429)),
+        "{statuses:?}"
+    );
+    // Liveness is not charged.
+    let health = admin_statuses(&gateway, "/healthz", 50).await;
+    assert!(health.iter().all(|s| *s == 200), "{health:?}");
     gateway.shutdown().await;
 }

@@ -1,6 +1,7 @@
 //! End to end with real sockets and a real client: curl → gateway → proxypool-sim
 //! upstream proxies (HTTP and SOCKS5, each leaving from its own 127.0.0.x exit) → the sim
-//! origin, which echoes the exit it saw; HTTPS via CONNECT to `openssl s_server`.
+//! origin, which echoes the exit it saw; HTTPS via CONNECT to `openssl s_server`; and an
+//! origin or upstream that sends `X-Proxypool-*` headers of its own.
 
 mod common;
 
@@ -655,4 +656,86 @@ async fn graceful_shutdown_lets_open_tunnels_finish_and_refuses_new_connections(
     );
     let state = controller.state.lock().unwrap();
     assert_eq!(state.ended.len(), 1, "session ended");
+}
+
+/// A server that answers every request on every connection with `X-Proxypool-*` headers
+/// of its own: as an origin behind an upstream, or as the upstream proxy itself.
+async fn spoofing_server() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read_exact(&mut byte).await.is_err() {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\
+                          X-Proxypool-Session: spoofed\r\nX-Proxypool-Proxy: spoofed\r\n\
+                          X-Proxypool-Attempts: spoofed\r\nX-Proxypool-Error: spoofed\r\n\
+                          X-Proxypool-Anything: spoofed\r\nConnection: close\r\n\r\nok",
+                    )
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x_proxypool_headers_from_an_origin_or_an_upstream_never_reach_the_client() {
+    let spoofer = spoofing_server().await;
+    let up = sim_upstream(ProxyKind::Http, exit(31)).await;
+    let (_controller, gateway) = setup(
+        vec![
+            proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us"),
+            proxy(2, Protocol::Http, spoofer, None, "spoof", "us"),
+        ],
+        vec![client("alice")],
+        60_000,
+    )
+    .await;
+    let origin = format!("http://{spoofer}/");
+    for (user, session) in [
+        ("alice-upstream-acme", None),
+        ("alice-upstream-acme-session-s1", Some("new")),
+        ("alice-upstream-spoof", None),
+        ("alice-upstream-spoof-session-s2", Some("new")),
+    ] {
+        let response = curl(&["-x", &http_proxy_url(user, gateway.http), &origin]).await;
+        assert_eq!(
+            (response.status, response.body.as_str()),
+            (200, "ok"),
+            "{user}: {response:?}"
+        );
+        let own: Vec<_> = response
+            .headers
+            .iter()
+            .filter(|(name, _)| name.starts_with("x-proxypool-"))
+            .collect();
+        assert!(
+            own.iter().all(|(_, value)| value != "spoofed"),
+            "{user}: {own:?}"
+        );
+        assert_eq!(response.header("x-proxypool-session"), session, "{user}");
+        assert_eq!(response.header("x-proxypool-attempts"), Some("1"), "{user}");
+        let carried = if user.contains("acme") { 1 } else { 2 };
+        assert_eq!(
+            response.header("x-proxypool-proxy"),
+            Some(format!("{carried:032x}").as_str()),
+            "{user}"
+        );
+        assert_eq!(
+            own.len(),
+            2 + usize::from(session.is_some()),
+            "only the gateway's own: {user}: {own:?}"
+        );
+    }
+    gateway.shutdown().await;
 }

@@ -1,6 +1,6 @@
 //! Tunnels end to end: a client → the gateway (CONNECT or SOCKS5) → a proxypool-sim
 //! upstream proxy → a raw TCP server of the test's own, with both sides streaming at
-//! once, and a server that stops reading.
+//! once, a server that stops reading, and the SOCKS5 reply's bound address.
 
 mod common;
 
@@ -187,5 +187,49 @@ async fn a_server_that_stops_reading_ends_the_tunnel_after_the_write_deadline() 
     .expect("the gateway ends a tunnel whose server stopped reading");
     assert!(ticks > 0, "the server's bytes reached the client meanwhile");
     server.abort();
+    gateway.shutdown().await;
+}
+
+/// The success reply's bound address is `0.0.0.0:0` (ATYP IPv4), read byte by byte: the
+/// gateway's upstream-facing local address and port are not the client's to see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socks5_success_reply_carries_no_internal_address() {
+    let up = sim_upstream(ProxyKind::Socks5, Ipv4Addr::new(127, 0, 0, 94)).await;
+    let proxies = vec![proxy(1, Protocol::Socks5, up.addr(), CREDS, "acme", "us")];
+    let (_controller, gateway) = setup(proxies, vec![client("alice")], Millis(30_000)).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let SocketAddr::V4(target) = listener.local_addr().unwrap() else {
+        unreachable!("bound on IPv4")
+    };
+    let server = tokio::spawn(async move { listener.accept().await.map(|(stream, _)| stream) });
+
+    let mut stream = TcpStream::connect(gateway.socks5).await.unwrap();
+    stream.write_all(&[5, 1, 2]).await.unwrap();
+    let mut choice = [0u8; 2];
+    stream.read_exact(&mut choice).await.unwrap();
+    assert_eq!(choice, [5, 2], "username/password chosen");
+    let mut auth = vec![1, 5];
+    auth.extend_from_slice(b"alice");
+    auth.push(PASSWORD.len() as u8);
+    auth.extend_from_slice(PASSWORD.as_bytes());
+    stream.write_all(&auth).await.unwrap();
+    let mut verdict = [0u8; 2];
+    stream.read_exact(&mut verdict).await.unwrap();
+    assert_eq!(verdict, [1, 0], "credentials accepted");
+    let mut request = vec![5, 1, 0, 1];
+    request.extend_from_slice(&target.ip().octets());
+    request.extend_from_slice(&target.port().to_be_bytes());
+    stream.write_all(&request).await.unwrap();
+    let mut reply = [0u8; 10];
+    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut reply))
+        .await
+        .expect("a reply within 10 s")
+        .unwrap();
+    assert_eq!(reply[..4], [5, 0, 0, 1], "succeeded, ATYP IPv4: {reply:?}");
+    assert_eq!(reply[4..], [0; 6], "bound address 0.0.0.0:0: {reply:?}");
+    server
+        .await
+        .unwrap()
+        .expect("the tunnel reached the target");
     gateway.shutdown().await;
 }

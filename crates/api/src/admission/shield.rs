@@ -37,9 +37,11 @@ pub(crate) async fn shield(
     request: Request,
     next: Next,
 ) -> Response {
-    // Health and readiness probes come from a few addresses, often: they are cheap, bounded
-    // by the concurrency cap, and must not be throttled into reporting a healthy server down.
-    if matches!(request.uri().path(), "/healthz" | "/readyz") {
+    // Liveness probes come from a few addresses, often, cost nothing and must not be
+    // throttled into reporting a healthy server down. `/readyz` reaches the stores (if
+    // only once a second, `crate::readiness`), so it is charged like any request: a probe
+    // every few seconds stays far below the bucket, a flood from one address does not.
+    if request.uri().path() == "/healthz" {
         return next.run(request).await;
     }
     let decision = state.shield().check(peer_ip(&request));

@@ -3,10 +3,13 @@
 //! Readiness probes the activity pool with a one-session read and the quota with a
 //! read-only query (`QuotaPort::ready`): a probe writes nothing, however often a load
 //! balancer asks. Each probe has its own timeout; either failing is 503 `unavailable`
-//! naming which one. Neither route is behind the per-IP shield (probes come from a few
-//! addresses, often), nor behind authentication.
+//! naming which one. The result is shared and at most a second old
+//! ([`crate::readiness`]), so probes cannot turn into a load on the stores. Neither route
+//! needs authentication; `/readyz` is behind the per-IP shield (a probe every few seconds
+//! stays far below it), `/healthz` is not.
 
 use crate::error::ApiError;
+use crate::readiness::Down;
 use crate::state::ApiState;
 use axum::Json;
 use axum::extract::State;
@@ -17,28 +20,34 @@ pub(crate) async fn healthz() -> Json<Value> {
 }
 
 pub(crate) async fn readyz(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let checking = state.clone();
+    let down = state.readiness().get(|| check(checking)).await;
+    if down.is_empty() {
+        return Ok(Json(json!({
+            "status": "ready",
+            "checks": { "store": "ok", "quota": "ok" }
+        })));
+    }
+    tracing::warn!(down = ?down, "not ready");
+    Err(ApiError::unavailable(
+        format!("not ready: {} unreachable", down.join(" and ")),
+        state.retry_after(),
+    ))
+}
+
+/// Probes the activity pool with a one-session read and the quota with a read-only query,
+/// each under the readiness timeout; the names of those that did not answer.
+async fn check(state: ApiState) -> Down {
     let timeout = state.limits().readiness_timeout.as_duration();
     let now = state.now();
     let store = tokio::time::timeout(timeout, state.ports().runtime.live_sessions(now, 1)).await;
-    let store_ok = matches!(store, Ok(Ok(_)));
     let quota = tokio::time::timeout(timeout, state.ports().quota.ready()).await;
-    let quota_ok = matches!(quota, Ok(true));
-    match (store_ok, quota_ok) {
-        (true, true) => Ok(Json(json!({
-            "status": "ready",
-            "checks": { "store": "ok", "quota": "ok" }
-        }))),
-        _ => {
-            let down: Vec<&str> = [("store", store_ok), ("quota", quota_ok)]
-                .into_iter()
-                .filter(|(_, ok)| !ok)
-                .map(|(name, _)| name)
-                .collect();
-            tracing::warn!(?down, "not ready");
-            Err(ApiError::unavailable(
-                format!("not ready: {} unreachable", down.join(" and ")),
-                state.retry_after(),
-            ))
-        }
-    }
+    [
+        ("store", matches!(store, Ok(Ok(_)))),
+        ("quota", matches!(quota, Ok(true))),
+    ]
+    .into_iter()
+    .filter(|(_, ok)| !ok)
+    .map(|(name, _)| name)
+    .collect()
 }

@@ -271,6 +271,8 @@ pub struct Setup {
     pub extractor: Option<Arc<dyn Extractor>>,
     /// The API's clock (default: the wall clock).
     pub clock: Option<fn() -> UnixMillis>,
+    /// Serves the quota instead of the test quota's own port (e.g. a counting wrapper).
+    pub quota_port: Option<Arc<dyn QuotaPort>>,
 }
 
 impl Setup {
@@ -297,6 +299,7 @@ impl Default for Setup {
             trusted_proxies: Vec::new(),
             extractor: None,
             clock: None,
+            quota_port: None,
         }
     }
 }
@@ -396,7 +399,8 @@ impl TestServer {
 
     /// A server over any activity pool.
     pub async fn start_on<P: ActivityPool>(setup: Setup, pool: Arc<P>, quota: Quota) -> TestServer {
-        let mut ports = ApiPorts::from_pool(pool.clone(), quota.port(), setup.upstreams.clone());
+        let quota_port = setup.quota_port.clone().unwrap_or_else(|| quota.port());
+        let mut ports = ApiPorts::from_pool(pool.clone(), quota_port, setup.upstreams.clone());
         if let Some(extractor) = setup.extractor {
             ports.extractor = extractor;
         }

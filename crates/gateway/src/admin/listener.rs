@@ -1,10 +1,13 @@
 //! The admin listener: `/metrics` (Prometheus text), `/healthz` (liveness: 200 while the
 //! process answers), `/readyz` (readiness: 200 while the gateway can route, else 503 with
-//! the reason, see [`crate::snapshot::readiness`]) and `/status` (JSON for operators).
+//! the reason, see [`crate::snapshot::readiness`]; behind the per-IP shield) and `/status`
+//! (JSON for operators). Readiness reads only the applied snapshot in memory, so a probe
+//! costs the controller nothing and needs no cached result.
 
 use crate::config::Limits;
 use crate::context::Phase;
 use crate::outbound::forward::body::ProxyBody;
+use crate::refusal::Refusal;
 use crate::snapshot::readiness::{self, LeaseSummary};
 use crate::state::Shared;
 use http::header::{self, HeaderValue};
@@ -13,6 +16,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use proxypool_edge::ServeLimits;
 use proxypool_metrics::MetricsHandle;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
@@ -45,12 +49,51 @@ pub(crate) async fn serve(
         let _ = phase.wait_for(|p| *p == Phase::Stopped).await;
     };
     let service = service_fn(move |request: Request<Incoming>| {
-        let response = answer(&shared, metrics.as_ref(), request.uri().path());
+        let peer = request
+            .extensions()
+            .get::<proxypool_edge::Peer>()
+            .map(|peer| peer.0.ip());
+        let response = match shielded(&shared, request.uri().path(), peer) {
+            Ok(()) => answer(&shared, metrics.as_ref(), request.uri().path()),
+            Err(refusal) => refused(&refusal),
+        };
         async move { Ok::<_, std::convert::Infallible>(response) }
     });
     if let Err(error) = proxypool_edge::serve(listener, service, limits, stopped).await {
         tracing::warn!(%error, "admin listener failed");
     }
+}
+
+/// `/readyz` is charged to the per-IP shield (when it is on) like a client request, so
+/// a flood of probes from one address is refused; `/healthz` and the operator routes are
+/// not (the per-address connection cap bounds them).
+fn shielded(shared: &Shared, path: &str, peer: Option<IpAddr>) -> Result<(), Refusal> {
+    if path != "/readyz" {
+        return Ok(());
+    }
+    let Some(shield) = shared.shield.load_full() else {
+        return Ok(());
+    };
+    // Without a peer (never on the scaffold) every request shares one bucket: fail closed.
+    let ip = peer.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    shield.check(&mut shield.connection(ip))
+}
+
+/// The shield's refusal in the JSON error shape, with `Retry-After`.
+fn refused(refusal: &Refusal) -> Response<ProxyBody> {
+    let body = proxypool_edge::error_body(refusal.code(), refusal.to_string(), "");
+    let mut response = Response::new(ProxyBody::text(String::from_utf8_lossy(&body)));
+    *response.status_mut() =
+        StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(secs) = refusal.retry_after_secs() {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
 }
 
 fn answer(shared: &Shared, metrics: Option<&MetricsHandle>, path: &str) -> Response<ProxyBody> {

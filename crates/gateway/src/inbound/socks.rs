@@ -21,9 +21,12 @@ use crate::state::Shared;
 use crate::usage::UsageCell;
 use proxypool_proto::socks5::{self, Reply};
 use proxypool_proto::{ProtoError, TargetAddr, with_timeout};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
+
+/// The bound address of every reply (`0.0.0.0:0`, ATYP IPv4).
+const UNSPECIFIED: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
 
 /// Accepts SOCKS5 connections until the gateway starts draining (admission at accept:
 /// [`crate::inbound::accept`]).
@@ -80,10 +83,9 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
     };
     match outcome {
         Ok((upstream, lease, client_permit, usage)) => {
-            let bound = upstream
-                .local_addr()
-                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-            if socks5::send_reply(&mut stream, Reply::Succeeded, bound)
+            // The reply's bound address stays unspecified: the upstream-facing local
+            // address and port are the gateway's internals, not the client's business.
+            if socks5::send_reply(&mut stream, Reply::Succeeded, UNSPECIFIED)
                 .await
                 .is_ok()
             {
@@ -95,8 +97,7 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
             shared.metrics.refusal(refusal.code());
             tracing::debug!(%peer, code = refusal.code(), %refusal, "socks5 request refused");
             let reply = Reply::from_code(refusal.socks_reply());
-            let _ =
-                socks5::send_reply(&mut stream, reply, SocketAddr::from(([0, 0, 0, 0], 0))).await;
+            let _ = socks5::send_reply(&mut stream, reply, UNSPECIFIED).await;
         }
     }
 }

@@ -6,14 +6,16 @@
 //! Intervals are short (fetch every 2 s, checks every 200 ms) so the system is ready in
 //! seconds; the lease and session settings are the defaults' shape, scaled down. The
 //! simulated origin listens on loopback, which the gateway's destination policy refuses
-//! by default: the config allows exactly its address and port, nothing else internal.
+//! by default: the config lifts exactly its address out of the refused ranges and makes
+//! its port the only destination port (the policy has no address-and-port pairs), so
+//! nothing else on loopback is reachable and the dev gateway reaches the origin only.
 
 use crate::args::DevArgs;
 use crate::failure::Failure;
 use crate::random;
 use proxypool_config::gateway::Destinations;
 use proxypool_config::{Config, Env, Role};
-use proxypool_core::SecretHash;
+use proxypool_core::{PortSet, SecretHash};
 use proxypool_sim::SimVendor;
 
 /// The one client `dev` configures.
@@ -49,8 +51,15 @@ pub(super) fn controller_config(
             .map(|h| h.as_str().to_owned())
             .map_err(|e| Failure::runtime(format!("hashing a generated secret: {e}")))
     };
-    let mut destinations = Destinations::default();
-    destinations.allow_origin(sim.origin().addr());
+    // The policy has no (address, port) pairs: the narrowest it can say is the origin's
+    // one-host block and the origin's port as the only port, so no other service on
+    // loopback (nor any other port anywhere) is reachable through the dev gateway.
+    let origin = sim.origin().addr();
+    let mut destinations = Destinations {
+        ports: PortSet::Only([origin.port()].into()),
+        ..Destinations::default()
+    };
+    destinations.allow_origin(origin);
     let text = format!(
         r#"
 [store]
@@ -120,7 +129,7 @@ shutdown_grace = "5s"
 http = "{http}"
 socks5 = "{socks5}"
 
-# The simulated origin is on loopback: allow exactly its address and port.
+# The simulated origin is on loopback: allow its address, and its port as the only port.
 [gateway.destinations]
 allow_cidrs = {allow_cidrs:?}
 ports = {ports}

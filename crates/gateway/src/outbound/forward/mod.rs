@@ -9,7 +9,8 @@
 //! status (the proxy then cools down for the target's domain, `crate::routing::bans`) or the
 //! upstream with its own 502/504, at most `bans.max_retries` times. Every response says
 //! which proxy carried it and how many were tried (`X-Proxypool-Proxy`,
-//! `X-Proxypool-Attempts`).
+//! `X-Proxypool-Attempts`); any `X-Proxypool-*` header from the upstream or the origin is
+//! dropped first, so the client reads only the gateway's own.
 //!
 //! Every upstream connection closes when its proxy's lease goes ([`crate::proxies::cutoff`]): kept
 //! alive in the pool or busy with a response (which then ends short), it is never used
@@ -187,6 +188,7 @@ impl Sent {
     ) -> Response<ProxyBody> {
         let (mut parts, body) = self.response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        strip_own_headers(&mut parts.headers);
         if let Some(value) = self.session.header_value() {
             parts.headers.insert(
                 HeaderName::from_static(SESSION_HEADER),
@@ -452,6 +454,20 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
     headers.remove("keep-alive");
     headers.remove("proxy-connection");
+}
+
+/// Removes every `X-Proxypool-*` header an upstream or origin sent: only the gateway
+/// speaks under its own prefix, so a client never reads a spoofed session, proxy or error.
+pub(crate) fn strip_own_headers(headers: &mut HeaderMap) {
+    const PREFIX: &str = "x-proxypool-";
+    let spoofed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with(PREFIX))
+        .cloned()
+        .collect();
+    for name in spoofed {
+        headers.remove(name);
+    }
 }
 
 #[cfg(test)]
