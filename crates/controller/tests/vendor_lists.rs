@@ -151,6 +151,22 @@ async fn a_vendor_certificate_from_another_ca_fails_the_fetch_as_tls() {
     assert!(records(&rig).await.is_empty());
 }
 
+/// A rig whose upstream has the vendor account's credentials (from a file named
+/// `file_prefix` plus the process id) and allows `vendor.example` and 203.0.113.0/24.
+fn vendor_account_rig(url: &str, file_prefix: &str) -> Rig {
+    let password = std::env::temp_dir().join(format!("{file_prefix}{}", std::process::id()));
+    std::fs::write(&password, "vendor-account-password").unwrap();
+    let credentials = format!(
+        "[upstreams.credentials]\nusername = \"acme-account\"\npassword = {{ file = \"{}\" }}\n",
+        password.display()
+    );
+    rig(
+        url,
+        "allow_plaintext = true\nallowed_hosts = [\"vendor.example\", \"203.0.113.0/24\"]\n",
+        &credentials,
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn entries_outside_the_allowed_hosts_or_on_internal_addresses_are_refused() {
     // One list, as an attacker on the path might have rewritten it.
@@ -161,17 +177,7 @@ async fn entries_outside_the_allowed_hosts_or_on_internal_addresses_are_refused(
                 127.0.0.1:3128:own-user:own-pass\n\
                 10.0.0.1:3128\n";
     let url = list_endpoint(list, None).await;
-    let password = std::env::temp_dir().join(format!("vendor-pw-{}", std::process::id()));
-    std::fs::write(&password, "vendor-account-password").unwrap();
-    let credentials = format!(
-        "[upstreams.credentials]\nusername = \"acme-account\"\npassword = {{ file = \"{}\" }}\n",
-        password.display()
-    );
-    let rig = rig(
-        &url,
-        "allow_plaintext = true\nallowed_hosts = [\"vendor.example\", \"203.0.113.0/24\"]\n",
-        &credentials,
-    );
+    let rig = vendor_account_rig(&url, "vendor-pw-");
     let outcome = rig.reconciler.reconcile_once().await.unwrap();
     assert_eq!(outcome.fetched, 6);
     assert_eq!(outcome.refused, 3);
@@ -208,17 +214,7 @@ async fn numeric_host_forms_are_judged_and_stored_as_the_address_they_denote() {
                 3325256711:3128\n\
                 3405803781:3128\n";
     let url = list_endpoint(list, None).await;
-    let password = std::env::temp_dir().join(format!("vendor-pw-num-{}", std::process::id()));
-    std::fs::write(&password, "vendor-account-password").unwrap();
-    let credentials = format!(
-        "[upstreams.credentials]\nusername = \"acme-account\"\npassword = {{ file = \"{}\" }}\n",
-        password.display()
-    );
-    let rig = rig(
-        &url,
-        "allow_plaintext = true\nallowed_hosts = [\"vendor.example\", \"203.0.113.0/24\"]\n",
-        &credentials,
-    );
+    let rig = vendor_account_rig(&url, "vendor-pw-num-");
     let outcome = rig.reconciler.reconcile_once().await.unwrap();
     assert_eq!(outcome.fetched, 8);
     assert_eq!(outcome.refused, 7);

@@ -132,8 +132,9 @@ async fn connect(gateway: &Running, user: &str, target: &str) -> Curl {
     .await
 }
 
-/// A SOCKS5 CONNECT by hand (RFC 1928/1929); returns the reply code.
-async fn socks5_reply(gateway: SocketAddr, user: &str, target: SocketAddr) -> u8 {
+/// A SOCKS5 CONNECT by hand (RFC 1928/1929) to `address` (its type byte and bytes, as the
+/// request carries them) and `port`; returns the reply code.
+async fn socks5_request_reply(gateway: SocketAddr, user: &str, address: &[u8], port: u16) -> u8 {
     let mut stream = TcpStream::connect(gateway).await.unwrap();
     stream.write_all(&[5, 1, 2]).await.unwrap();
     let mut method = [0u8; 2];
@@ -148,22 +149,22 @@ async fn socks5_reply(gateway: SocketAddr, user: &str, target: SocketAddr) -> u8
     stream.read_exact(&mut status).await.unwrap();
     assert_eq!(status, [1, 0], "credentials accepted");
     let mut request = vec![5, 1, 0];
-    match target {
-        SocketAddr::V4(v4) => {
-            request.push(1);
-            request.extend_from_slice(&v4.ip().octets());
-        }
-        SocketAddr::V6(v6) => {
-            request.push(4);
-            request.extend_from_slice(&v6.ip().octets());
-        }
-    }
-    request.extend_from_slice(&target.port().to_be_bytes());
+    request.extend_from_slice(address);
+    request.extend_from_slice(&port.to_be_bytes());
     stream.write_all(&request).await.unwrap();
     let mut reply = [0u8; 2];
     stream.read_exact(&mut reply).await.unwrap();
     assert_eq!(reply[0], 5, "a SOCKS5 reply");
     reply[1]
+}
+
+/// A SOCKS5 CONNECT to an IP address; returns the reply code.
+async fn socks5_reply(gateway: SocketAddr, user: &str, target: SocketAddr) -> u8 {
+    let address = match target {
+        SocketAddr::V4(v4) => [&[1u8][..], &v4.ip().octets()].concat(),
+        SocketAddr::V6(v6) => [&[4u8][..], &v6.ip().octets()].concat(),
+    };
+    socks5_request_reply(gateway, user, &address, target.port()).await
 }
 
 fn socket(target: &str) -> SocketAddr {
@@ -474,27 +475,8 @@ async fn raw_connect(gateway: &Running, user: &str, authority: &str) -> Raw {
 
 /// A SOCKS5 CONNECT with the domain address type; returns the reply code.
 async fn socks5_domain_reply(gateway: SocketAddr, user: &str, host: &str, port: u16) -> u8 {
-    let mut stream = TcpStream::connect(gateway).await.unwrap();
-    stream.write_all(&[5, 1, 2]).await.unwrap();
-    let mut method = [0u8; 2];
-    stream.read_exact(&mut method).await.unwrap();
-    assert_eq!(method, [5, 2], "username/password method");
-    let mut auth = vec![1, user.len() as u8];
-    auth.extend_from_slice(user.as_bytes());
-    auth.push(PASSWORD.len() as u8);
-    auth.extend_from_slice(PASSWORD.as_bytes());
-    stream.write_all(&auth).await.unwrap();
-    let mut status = [0u8; 2];
-    stream.read_exact(&mut status).await.unwrap();
-    assert_eq!(status, [1, 0], "credentials accepted");
-    let mut request = vec![5, 1, 0, 3, host.len() as u8];
-    request.extend_from_slice(host.as_bytes());
-    request.extend_from_slice(&port.to_be_bytes());
-    stream.write_all(&request).await.unwrap();
-    let mut reply = [0u8; 2];
-    stream.read_exact(&mut reply).await.unwrap();
-    assert_eq!(reply[0], 5, "a SOCKS5 reply");
-    reply[1]
+    let address = [&[3u8, host.len() as u8][..], host.as_bytes()].concat();
+    socks5_request_reply(gateway, user, &address, port).await
 }
 
 fn assert_raw_denied(response: &Raw, what: &str) {
