@@ -407,6 +407,17 @@ async fn read_head(stream: &mut TcpStream) -> (u16, Option<String>) {
     (status, error)
 }
 
+/// What arrives until the gateway closes the connection (at most 10 s), as text.
+async fn read_to_close(stream: &mut TcpStream) -> String {
+    let mut body = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut body),
+    )
+    .await;
+    String::from_utf8_lossy(&body).into_owned()
+}
+
 /// Sends `request` (a head without the credentials line) as `user`, then reads the
 /// response; the body is what arrives until the gateway closes (`Connection: close`).
 async fn raw_http(gateway: &Running, user: &str, request_line: &str, host: &str) -> Raw {
@@ -417,16 +428,10 @@ async fn raw_http(gateway: &Running, user: &str, request_line: &str, host: &str)
     );
     stream.write_all(request.as_bytes()).await.unwrap();
     let (status, error) = read_head(&mut stream).await;
-    let mut body = Vec::new();
-    let _ = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        stream.read_to_end(&mut body),
-    )
-    .await;
     Raw {
         status,
         error,
-        body: String::from_utf8_lossy(&body).into_owned(),
+        body: read_to_close(&mut stream).await,
     }
 }
 
@@ -460,16 +465,10 @@ async fn raw_connect(gateway: &Running, user: &str, authority: &str) -> Raw {
     let get = format!("GET / HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
     stream.write_all(get.as_bytes()).await.unwrap();
     let (inner, _) = read_head(&mut stream).await;
-    let mut body = Vec::new();
-    let _ = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        stream.read_to_end(&mut body),
-    )
-    .await;
     Raw {
         status: inner,
         error,
-        body: String::from_utf8_lossy(&body).into_owned(),
+        body: read_to_close(&mut stream).await,
     }
 }
 
