@@ -458,7 +458,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Removes every `X-Proxypool-*` header an upstream or origin sent: only the gateway
 /// speaks under its own prefix, so a client never reads a spoofed session, proxy or error.
-pub(crate) fn strip_own_headers(headers: &mut HeaderMap) {
+fn strip_own_headers(headers: &mut HeaderMap) {
     const PREFIX: &str = "x-proxypool-";
     let spoofed: Vec<HeaderName> = headers
         .keys()
