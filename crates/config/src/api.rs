@@ -44,11 +44,25 @@ pub struct ApiLimits {
     /// Open connections at once; more are closed on accept.
     pub max_connections: usize,
     /// Open connections at once from one address; more are closed on accept, before a
-    /// byte is read, so one address cannot take the whole `max_connections`.
+    /// byte is read, so one address cannot take the whole `max_connections`. At most a
+    /// quarter of `max_connections`. Connections from `trusted_proxies` that do not speak
+    /// the PROXY protocol are not counted per address (they carry many clients).
     pub max_connections_per_ip: usize,
+    /// IPv6 peers are counted per network of this prefix length (64: one count per /64,
+    /// which one host usually holds whole), by the per-address caps.
+    pub ipv6_prefix: u8,
+    /// Time a new connection has to send its first byte (at most `header_read_timeout`).
+    pub first_byte_timeout: Millis,
     /// Time a client has to send a complete request head (also the longest a kept-alive
     /// connection waits for its next request).
     pub header_read_timeout: Millis,
+    /// Time a client has to send a request's whole body once its head has arrived; a body
+    /// still arriving after it is answered 408.
+    pub body_read_timeout: Millis,
+    /// Requests in flight at once from one address (after the shield, before the body is
+    /// read); one more is answered 429 at once, so slow requests from one address cannot
+    /// hold the server's `max_concurrent_requests`.
+    pub max_requests_in_flight_per_ip: usize,
     /// A kept-alive connection with no traffic and no request in flight for this long is
     /// closed.
     pub keepalive_idle: Millis,
@@ -75,7 +89,11 @@ impl Default for ApiLimits {
         ApiLimits {
             max_connections: 1024,
             max_connections_per_ip: 128,
+            ipv6_prefix: 64,
+            first_byte_timeout: Millis::from_secs(3),
             header_read_timeout: Millis::from_secs(10),
+            body_read_timeout: Millis::from_secs(5),
+            max_requests_in_flight_per_ip: 32,
             keepalive_idle: Millis::from_secs(60),
             max_header_bytes: 16 * 1024,
             max_concurrent_requests: 256,
@@ -148,7 +166,13 @@ impl ApiLimits {
         let mut out: Vec<_> = floors::at_least_one([
             ("max_connections", self.max_connections as u64),
             ("max_connections_per_ip", self.max_connections_per_ip as u64),
+            ("first_byte_timeout", self.first_byte_timeout.as_ms()),
             ("header_read_timeout", self.header_read_timeout.as_ms()),
+            ("body_read_timeout", self.body_read_timeout.as_ms()),
+            (
+                "max_requests_in_flight_per_ip",
+                self.max_requests_in_flight_per_ip as u64,
+            ),
             ("keepalive_idle", self.keepalive_idle.as_ms()),
             (
                 "max_concurrent_requests",
@@ -163,6 +187,18 @@ impl ApiLimits {
             floors::header_bytes(self.max_header_bytes)
                 .map(|message| ("max_header_bytes", message)),
         );
+        out.extend(floors::connection_caps(
+            self.max_connections,
+            self.max_connections_per_ip,
+            self.ipv6_prefix,
+            (self.first_byte_timeout, self.header_read_timeout),
+        ));
+        if self.max_requests_in_flight_per_ip > self.max_concurrent_requests {
+            out.push((
+                "max_requests_in_flight_per_ip",
+                "must be at most max_concurrent_requests".to_owned(),
+            ));
+        }
         let retry = self.unavailable_retry_after.as_ms();
         if retry == 0 || !retry.is_multiple_of(1000) {
             out.push((

@@ -35,10 +35,18 @@ pub struct ControlSection {
 pub struct ControlLimits {
     /// Open connections at once; more are closed on accept.
     pub max_connections: usize,
-    /// Open connections at once from one address; more are closed on accept.
+    /// Open connections at once from one address; more are closed on accept. At most a
+    /// quarter of `max_connections`; balancers in `trusted_proxies` that do not speak the
+    /// PROXY protocol are not counted per address.
     pub max_connections_per_ip: usize,
+    /// IPv6 peers are counted per network of this prefix length (64: one count per /64).
+    pub ipv6_prefix: u8,
+    /// Time a new connection has to send its first byte (at most `header_read_timeout`).
+    pub first_byte_timeout: Millis,
     /// Time a client has to send a complete request head.
     pub header_read_timeout: Millis,
+    /// Time a client has to send a request's whole body once its head has arrived.
+    pub body_read_timeout: Millis,
     /// A kept-alive connection with no traffic and no request in flight for this long is
     /// closed (a long-poll in flight is not idle).
     pub keepalive_idle: Millis,
@@ -56,7 +64,11 @@ impl Default for ControlLimits {
         ControlLimits {
             max_connections: 1024,
             max_connections_per_ip: 64,
+            ipv6_prefix: 64,
+            first_byte_timeout: Millis::from_secs(3),
             header_read_timeout: Millis::from_secs(10),
+            // A runtime report of 100,000 proxies is a few MB: room for a slow link.
+            body_read_timeout: Millis::from_secs(30),
             keepalive_idle: Millis::from_secs(60),
             max_header_bytes: 16 * 1024,
             max_body_bytes: 64 * 1024,
@@ -72,7 +84,9 @@ impl ControlLimits {
         let mut out: Vec<_> = floors::at_least_one([
             ("max_connections", self.max_connections as u64),
             ("max_connections_per_ip", self.max_connections_per_ip as u64),
+            ("first_byte_timeout", self.first_byte_timeout.as_ms()),
             ("header_read_timeout", self.header_read_timeout.as_ms()),
+            ("body_read_timeout", self.body_read_timeout.as_ms()),
             ("keepalive_idle", self.keepalive_idle.as_ms()),
             ("max_body_bytes", self.max_body_bytes as u64),
             ("max_report_bytes", self.max_report_bytes as u64),
@@ -82,6 +96,12 @@ impl ControlLimits {
             floors::header_bytes(self.max_header_bytes)
                 .map(|message| ("max_header_bytes", message)),
         );
+        out.extend(floors::connection_caps(
+            self.max_connections,
+            self.max_connections_per_ip,
+            self.ipv6_prefix,
+            (self.first_byte_timeout, self.header_read_timeout),
+        ));
         out
     }
 }

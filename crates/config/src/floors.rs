@@ -1,6 +1,7 @@
 //! The floors many sections share: counts and durations that must be at least 1, and a
 //! request-head cap no smaller than hyper's smallest read buffer.
 
+use crate::duration::Millis;
 use proxypool_core::MIN_HEADER_BYTES;
 
 /// `(key, message)` for every `(key, value)` whose value is zero.
@@ -17,4 +18,41 @@ pub(crate) fn at_least_one<const N: usize>(
 pub(crate) fn header_bytes(max_header_bytes: usize) -> Option<String> {
     (max_header_bytes < MIN_HEADER_BYTES)
         .then(|| format!("must be at least {MIN_HEADER_BYTES} (hyper's smallest read buffer)"))
+}
+
+/// How many addresses it must take, at least, to fill a listener's connection cap: a
+/// per-address cap above `max_connections / MIN_ADDRESSES_TO_FILL` is refused.
+pub(crate) const MIN_ADDRESSES_TO_FILL: usize = 4;
+
+/// The shortest IPv6 prefix peers may be grouped by: a shorter one would lump whole
+/// providers' customers together.
+pub(crate) const MIN_IPV6_PREFIX: u8 = 32;
+
+/// `(key, message)` for every problem of a listener's connection limits: a per-address
+/// cap that is not well below the global one, an IPv6 grouping prefix out of range, a
+/// first-byte deadline longer than the whole head's (`(first_byte, header_read)`).
+pub(crate) fn connection_caps(
+    max_connections: usize,
+    max_connections_per_ip: usize,
+    ipv6_prefix: u8,
+    (first_byte, header_read): (Millis, Millis),
+) -> impl Iterator<Item = (&'static str, String)> {
+    let most = max_connections / MIN_ADDRESSES_TO_FILL;
+    let per_ip = (max_connections_per_ip > most).then(|| {
+        format!(
+            "must be at most a quarter of max_connections ({most} of {max_connections}), so \
+             that it takes at least {MIN_ADDRESSES_TO_FILL} addresses to fill the listener"
+        )
+    });
+    let prefix = (!(MIN_IPV6_PREFIX..=128).contains(&ipv6_prefix))
+        .then(|| format!("must be in {MIN_IPV6_PREFIX}..=128 (64 = one count per /64 network)"));
+    let first = (first_byte.as_ms() > header_read.as_ms())
+        .then(|| "must be at most header_read_timeout".to_owned());
+    [
+        ("max_connections_per_ip", per_ip),
+        ("ipv6_prefix", prefix),
+        ("first_byte_timeout", first),
+    ]
+    .into_iter()
+    .filter_map(|(key, problem)| Some((key, problem?)))
 }

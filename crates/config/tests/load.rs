@@ -177,6 +177,33 @@ fn bad_values_name_the_file_the_key_and_the_reason() {
             "max_body_bytes = 0 # largest registration",
             "control.limits.max_body_bytes",
         ),
+        // A per-address cap not well below the global one, an IPv6 grouping that lumps
+        // whole providers together, a first-byte deadline past the head's.
+        (
+            "max_connections_per_ip = 128",
+            "max_connections_per_ip = 257",
+            "api.limits.max_connections_per_ip",
+        ),
+        (
+            "max_connections_per_ip = 64",
+            "max_connections_per_ip = 300",
+            "control.limits.max_connections_per_ip",
+        ),
+        (
+            "ipv6_prefix = 64                   # IPv6 peers are counted per network of this prefix (32..=128)\nfirst_byte_timeout = \"3s\"          # a new connection that sends nothing for this long is closed\nheader_read_timeout = \"10s\"        # time to send a request head (and to start the next one on",
+            "ipv6_prefix = 16\nfirst_byte_timeout = \"3s\"\nheader_read_timeout = \"10s\" # (and to start the next one on",
+            "api.limits.ipv6_prefix",
+        ),
+        (
+            "first_byte_timeout = \"3s\"          # a new connection that sends nothing for this long is closed\nheader_read_timeout = \"10s\"        # time to send a request head (and to start the next one)",
+            "first_byte_timeout = \"11s\"\nheader_read_timeout = \"10s\" # (and to start the next one)",
+            "control.limits.first_byte_timeout",
+        ),
+        (
+            "max_requests_in_flight_per_ip = 32",
+            "max_requests_in_flight_per_ip = 257",
+            "api.limits.max_requests_in_flight_per_ip",
+        ),
     ] {
         assert!(example().contains(from), "{from}");
         let err = load(&example().replace(from, to), example_env(), &dir).unwrap_err();
@@ -475,6 +502,25 @@ fn the_gateway_example_loads_as_a_split_gateway_and_needs_its_token() {
     )
     .unwrap_err();
     assert_eq!(err.problems()[0].path, "gateway.worker_token");
+    let env = Env::from_pairs([("PROXYPOOL_WORKER_TOKEN", "worker-token-value")]);
+    for (from, to, path) in [
+        (
+            "max_connections_per_ip = 1000 ",
+            "max_connections_per_ip = 2501 ",
+            "gateway.limits.max_connections_per_ip",
+        ),
+        (
+            "ipv6_prefix = 64 ",
+            "ipv6_prefix = 129 ",
+            "gateway.limits.ipv6_prefix",
+        ),
+    ] {
+        assert!(GATEWAY_EXAMPLE.contains(from), "{from}");
+        let text = GATEWAY_EXAMPLE.replace(from, to);
+        let err =
+            Config::from_toml_str(&text, "gateway.toml", &dir, Role::Gateway, &env).unwrap_err();
+        assert_eq!(err.problems()[0].path, path, "{err}");
+    }
     // The controller's file without a [gateway] is not a gateway's file.
     let err = load(
         &example().replace("[gateway]", "[gateway_x]"),

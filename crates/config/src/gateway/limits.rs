@@ -15,8 +15,16 @@ pub struct Limits {
     pub max_connections: usize,
     /// Client connections open at once from one address over all listeners; more are
     /// closed on accept, before the global cap is touched (so one address cannot hold
-    /// every connection). Applies live to the next accept.
+    /// every connection). At most a quarter of `max_connections`; a balancer in
+    /// `trusted_proxies` (which speaks the PROXY protocol) is counted as the clients it
+    /// names. Applies live to the next accept.
     pub max_connections_per_ip: usize,
+    /// IPv6 peers are counted per network of this prefix length by the per-address
+    /// connection cap (64: one count per /64). Applies live to the next accept.
+    pub ipv6_prefix: u8,
+    /// Time a new client connection has to send its first byte (at most
+    /// `header_read_timeout`).
+    pub first_byte_timeout: Millis,
     /// Connections open at once on the admin listener (each address gets at most
     /// `max_connections_per_ip` of them). Bound to the listener: needs a restart.
     pub admin_max_connections: usize,
@@ -54,6 +62,8 @@ impl Default for Limits {
         Self {
             max_connections: 10_000,
             max_connections_per_ip: 1_000,
+            ipv6_prefix: 64,
+            first_byte_timeout: Millis::from_secs(3),
             admin_max_connections: 64,
             header_read_timeout: Millis::from_secs(10),
             max_header_bytes: 16 * 1024,
@@ -84,6 +94,7 @@ pub(crate) fn validate(c: &mut Check<'_>, limits: &Limits) {
             limits.max_connections_per_ip as u64,
         ),
         ("admin_max_connections", limits.admin_max_connections as u64),
+        ("first_byte_timeout", limits.first_byte_timeout.0),
         ("header_read_timeout", limits.header_read_timeout.0),
         ("keepalive_idle", limits.keepalive_idle.0),
         ("tunnel_idle", limits.tunnel_idle.0),
@@ -99,6 +110,14 @@ pub(crate) fn validate(c: &mut Check<'_>, limits: &Limits) {
         ),
         ("max_capacity_waiters", limits.max_capacity_waiters as u64),
     ]) {
+        c.at(format!("gateway.limits.{key}"), message);
+    }
+    for (key, message) in floors::connection_caps(
+        limits.max_connections,
+        limits.max_connections_per_ip,
+        limits.ipv6_prefix,
+        (limits.first_byte_timeout, limits.header_read_timeout),
+    ) {
         c.at(format!("gateway.limits.{key}"), message);
     }
     if limits.capacity_wait.0 > MAX_CAPACITY_WAIT_MS {
