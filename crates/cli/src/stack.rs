@@ -327,8 +327,13 @@ fn start_api(
     let state_handle = state.clone();
     let router = proxypool_api::router(state);
     let mut limits = proxypool_api::serve_limits(&section.limits);
+    let balancers = proxypool_config::parse_cidrs(&section.trusted_proxies);
     if section.proxy_protocol {
-        limits.proxy_protocol_from = proxypool_config::parse_cidrs(&section.trusted_proxies);
+        limits.proxy_protocol_from = balancers;
+    } else {
+        // They name their clients in X-Forwarded-For, which the API reads per request;
+        // at accept they are many clients at one address.
+        limits.uncounted_per_ip = balancers;
     }
     if let Some(tls) = &section.tls {
         limits.tls = Some(

@@ -36,8 +36,7 @@ pub struct ControlLimits {
     /// Open connections at once; more are closed on accept.
     pub max_connections: usize,
     /// Open connections at once from one address; more are closed on accept. At most a
-    /// quarter of `max_connections`; balancers in `trusted_proxies` that do not speak the
-    /// PROXY protocol are not counted per address.
+    /// quarter of `max_connections`.
     pub max_connections_per_ip: usize,
     /// IPv6 peers are counted per network of this prefix length (64: one count per /64).
     pub ipv6_prefix: u8,

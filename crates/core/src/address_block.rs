@@ -3,6 +3,9 @@
 //! is its IPv4 address, an IPv4-mapped block (`::ffff:10.0.0.0/104`) is the IPv4 block it
 //! maps, and an IPv6 block holds an IPv4 address only through its mapped form.
 //!
+//! [`address_group`] is the key every per-address count uses (connection caps, requests in
+//! flight): IPv6 peers grouped by a prefix.
+//!
 //! Blocks are [`ipnet::IpNet`] values; ipnet compares families strictly, so the mapped
 //! forms are the only rule added here.
 
@@ -39,12 +42,46 @@ pub fn in_block(ip: IpAddr, network: IpAddr, prefix: u8) -> bool {
     IpNet::new(network, prefix.min(max)).is_ok_and(|block| block_contains(block, ip))
 }
 
+/// The address a per-address count keys `ip` by: an IPv4 address (or its IPv4-mapped IPv6
+/// form) as itself, an IPv6 address as the network of its first `ipv6_prefix` bits, since
+/// one host usually holds a whole /64 and could otherwise count as millions of peers.
+pub fn address_group(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => {
+            let prefix = u32::from(ipv6_prefix.min(128));
+            let mask = u128::MAX.checked_shl(128 - prefix).unwrap_or(0);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn ipv6_peers_group_by_their_prefix_and_ipv4_by_address() {
+        assert_eq!(
+            address_group(ip("2001:db8:1:2:aaaa::1"), 64),
+            address_group(ip("2001:db8:1:2:bbbb::9"), 64)
+        );
+        assert_eq!(
+            address_group(ip("2001:db8:1:2:aaaa::1"), 64),
+            ip("2001:db8:1:2::")
+        );
+        assert_ne!(
+            address_group(ip("2001:db8:1:2::1"), 64),
+            address_group(ip("2001:db8:1:3::1"), 64)
+        );
+        assert_eq!(address_group(ip("2001:db8::1"), 128), ip("2001:db8::1"));
+        assert_eq!(address_group(ip("2001:db8::1"), 0), ip("::"));
+        assert_eq!(address_group(ip("10.1.2.3"), 64), ip("10.1.2.3"));
+        assert_eq!(address_group(ip("::ffff:10.1.2.3"), 64), ip("10.1.2.3"));
     }
 
     #[test]

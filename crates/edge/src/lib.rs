@@ -6,8 +6,10 @@
 //!   keep-alive timeouts and a head size cap (431 in the JSON error shape), graceful
 //!   shutdown; inside: `limits`, `handshake` (PROXY header, TLS), `connection`,
 //!   `activity`, `head_guard` (the JSON 431).
-//! - [`gate`]: the per-IP and global connection caps taken at accept (the gateway's proxy
-//!   listeners use [`gate::PerIpLimit`] in their own accept loop).
+//! - [`gate`]: the per-address and global connection caps taken at accept (IPv6 counted
+//!   per network; at the global cap an unused connection is closed for the newcomer); the
+//!   gateway's proxy listeners use [`gate::PerIpLimit`] and [`gate::ConnectionCap`] in
+//!   their own accept loop.
 //! - [`error`]: the error body `{"error":{"code","message"},"request_id"}`, the shared
 //!   codes and the one `PoolError` mapping.
 //! - [`request_id`]: request id generation and the `X-Request-Id` header.
@@ -32,7 +34,10 @@ pub mod tls;
 pub use auth::bearer_token;
 pub use body::{BodyError, read_json};
 pub use error::{Code, PoolAnswer, error_body, error_response, from_pool};
-pub use gate::{Admitted, ConnectionGate, IpTicket, PerIpLimit, Refused};
+pub use gate::{
+    Admitted, ConnectionCap, ConnectionGate, ConnectionMark, IpTicket, OpenConnection, PerIpLimit,
+    Refused,
+};
 /// Adapts a tower service (an axum `Router`) to [`serve`](serve()).
 pub use hyper_util::service::TowerToHyperService;
 pub use request_id::{REQUEST_ID_HEADER, RequestId};

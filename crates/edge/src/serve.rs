@@ -5,9 +5,16 @@
 //! Per connection, in this order:
 //!
 //! 1. **Admission at accept**, before a byte is read ([`ConnectionGate`]): the peer's
-//!    address must be under `max_connections_per_ip`, then the listener under
-//!    `max_connections`. Over either cap the socket is closed at once.
-//! 2. **TLS**, when the listener has a [`ServerTls`](crate::ServerTls): the handshake
+//!    address (IPv6: its `ipv6_prefix` network) must be under `max_connections_per_ip`,
+//!    then the listener under `max_connections`. At the global cap the oldest connection
+//!    that has not started a request (else the one idle longest between requests) is
+//!    closed to make room, so idle sockets from many addresses cannot lock out a client
+//!    that sends a request; only when every connection is busy is the newcomer refused.
+//!    Over the per-address cap the socket is closed at once. Balancers listed in
+//!    `uncounted_per_ip` carry many clients, so they count against the global cap only.
+//! 2. **First byte** within `first_byte_timeout`, much shorter than the head's deadline:
+//!    a socket opened and left silent is closed.
+//! 3. **TLS**, when the listener has a [`ServerTls`](crate::ServerTls): the handshake
 //!    runs after admission (so a slow handshake holds a capped slot, never an uncapped
 //!    one) and must finish within `header_read_timeout`, so a client cannot hold its slot
 //!    by trickling a handshake. A client that speaks plain HTTP to a TLS listener gets a
@@ -15,13 +22,13 @@
 //!    handshake error it cannot read. Each handshake takes the configuration current at
 //!    that moment, so a certificate replaced on disk (the files are polled while the
 //!    listener serves) is served to new connections and open ones keep theirs.
-//! 3. **hyper HTTP/1.1 with a timer**: the request head must arrive within
+//! 4. **hyper HTTP/1.1 with a timer**: the request head must arrive within
 //!    `header_read_timeout` (hyper's timer runs from the moment the connection waits for a
 //!    head, so it also bounds a kept-alive connection's wait for its next request and cuts
 //!    off a client that trickles its head a byte at a time); a kept-alive connection with
 //!    no traffic and no request in flight is closed after `keepalive_idle` (so in effect a
 //!    kept-alive connection waits at most the smaller of the two for its next request).
-//! 4. **Head size**: hyper refuses a head over `max_header_bytes` (its read buffer is
+//! 5. **Head size**: hyper refuses a head over `max_header_bytes` (its read buffer is
 //!    capped at that size, at least hyper's minimum of 8192) and answers 431 itself, with
 //!    an empty body. hyper offers no hook for that answer, so the connection's IO writes
 //!    the JSON error body in its place: `HeadGuard` (`head_guard`) recognises hyper's own empty 431 (the
@@ -32,15 +39,15 @@
 //!    under the answer. Rejected alternatives: counting head bytes in a
 //!    pre-read layer needs an HTTP/1 parser of its own to find where the next head starts
 //!    after a body, and checking the size in the service only works below hyper's cap.
-//! 5. **Graceful shutdown**: when `shutdown` completes the listener stops accepting, every
+//! 6. **Graceful shutdown**: when `shutdown` completes the listener stops accepting, every
 //!    connection finishes the request in flight and closes, and `serve` returns when the
 //!    last one is gone (the caller bounds that wait).
 //!
 //! Every request carries its connection's peer address as a [`Peer`] extension.
 //!
 //! Module map: this file is the accept loop (admission at accept, graceful drain);
-//! `limits` ([`ServeLimits`], [`MIN_HEADER_BYTES`]), `handshake` (the PROXY header and
-//! the TLS handshake between accept and HTTP), `connection` (hyper on one connection, the
+//! `limits` ([`ServeLimits`], [`MIN_HEADER_BYTES`]), `handshake` (the first byte, the PROXY
+//! header and the TLS handshake between accept and HTTP), `connection` (hyper on one connection, the
 //! idle watchdog, [`Peer`] on every request), `activity` (a connection's last byte and
 //! requests in flight), `head_guard` (the JSON 431 in place of hyper's empty one).
 
@@ -53,10 +60,10 @@ mod limits;
 pub use connection::Peer;
 pub use limits::{MIN_HEADER_BYTES, ServeLimits};
 
-use crate::gate::{ConnectionGate, Refused};
+use crate::gate::{Admitted, ConnectionGate, Refused};
 use bytes::Bytes;
 use connection::serve_connection;
-use handshake::{secure, speaks_proxy_protocol, unwrap_proxy_header};
+use handshake::{first_byte, listed, secure, unwrap_proxy_header};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use std::future::Future;
@@ -88,6 +95,7 @@ where
     let gate = Arc::new(ConnectionGate::new(
         limits.max_connections,
         limits.max_connections_per_ip,
+        limits.ipv6_prefix,
     ));
     let limits = Arc::new(limits);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -110,10 +118,14 @@ where
             },
             () = &mut shutdown => break,
         };
-        if speaks_proxy_protocol(&limits.proxy_protocol_from, peer.ip()) {
-            let (gate, service, limits) = (Arc::clone(&gate), service.clone(), Arc::clone(&limits));
-            let (stop, open) = (stop_rx.clone(), open_tx.clone());
+        let (service, limits) = (service.clone(), Arc::clone(&limits));
+        let (stop, open) = (stop_rx.clone(), open_tx.clone());
+        if listed(&limits.proxy_protocol_from, peer.ip()) {
+            let gate = Arc::clone(&gate);
             tokio::spawn(async move {
+                if !first_byte(&stream, &limits).await {
+                    return;
+                }
                 let Some((stream, client)) = unwrap_proxy_header(stream, peer, &limits).await
                 else {
                     return;
@@ -122,14 +134,17 @@ where
                     tracing::debug!(%client, "connection refused at accept (behind a balancer)");
                     return;
                 };
-                if let Some(stream) = secure(stream, client, &limits).await {
-                    serve_connection(stream, client, service, &limits, stop).await;
-                }
-                drop((admitted, open));
+                run_connection(stream, client, admitted, service, &limits, stop).await;
+                drop(open);
             });
             continue;
         }
-        let admitted = match gate.admit(peer.ip()) {
+        let admitted = if listed(&limits.uncounted_per_ip, peer.ip()) {
+            gate.admit_uncounted()
+        } else {
+            gate.admit(peer.ip())
+        };
+        let admitted = match admitted {
             Ok(admitted) => admitted,
             Err(refused) => {
                 tracing::debug!(%peer, cap = match refused {
@@ -140,15 +155,9 @@ where
                 continue;
             }
         };
-        let service = service.clone();
-        let limits = Arc::clone(&limits);
-        let stop = stop_rx.clone();
-        let open = open_tx.clone();
         tokio::spawn(async move {
-            if let Some(stream) = secure(stream, peer, &limits).await {
-                serve_connection(stream, peer, service, &limits, stop).await;
-            }
-            drop((admitted, open));
+            run_connection(stream, peer, admitted, service, &limits, stop).await;
+            drop(open);
         });
     }
     drop(listener);
@@ -156,4 +165,42 @@ where
     drop(open_tx);
     let _ = open_rx.recv().await;
     Ok(())
+}
+
+/// One admitted connection from its first byte to its close: the first-byte deadline and
+/// the TLS handshake (either cut short if the gate chooses the connection to make room),
+/// then HTTP. The connection's slots are freed when it returns.
+async fn run_connection<S, B>(
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    admitted: Admitted,
+    service: S,
+    limits: &ServeLimits,
+    stop: watch::Receiver<bool>,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mark = Arc::clone(admitted.mark());
+    let opening = async {
+        if !first_byte(&stream, limits).await {
+            tracing::debug!(%peer, "no first byte in time: closed");
+            return None;
+        }
+        secure(stream, peer, limits).await
+    };
+    let stream = tokio::select! {
+        stream = opening => stream,
+        () = mark.evicted() => {
+            tracing::debug!(%peer, "closed to make room for a new connection");
+            None
+        }
+    };
+    if let Some(stream) = stream {
+        serve_connection(stream, peer, service, limits, stop, mark).await;
+    }
+    drop(admitted);
 }

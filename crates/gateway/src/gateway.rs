@@ -29,10 +29,9 @@ use proxypool_throttle::CoarseClock;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 /// Why a gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -171,10 +170,10 @@ impl Gateway {
             store.registry().set_pool_shards(io_threads);
         }
         let (phase, phase_rx) = watch::channel(Phase::Running);
-        let (max_connections, max_connections_per_ip) = (
-            config.limits.max_connections,
-            config.limits.max_connections_per_ip,
-        );
+        let limits = &config.limits;
+        let connections = proxypool_edge::ConnectionCap::new(limits.max_connections);
+        let per_ip =
+            proxypool_edge::PerIpLimit::new(limits.max_connections_per_ip, limits.ipv6_prefix);
         let shared = Arc::new(Shared {
             context: GatewayContext {
                 settings: ArcSwap::from_pointee(config),
@@ -186,9 +185,8 @@ impl Gateway {
                 phase: phase_rx,
                 clock,
             },
-            connections: Arc::new(Semaphore::new(max_connections)),
-            connection_cap: AtomicUsize::new(max_connections),
-            per_ip: proxypool_edge::PerIpLimit::new(max_connections_per_ip),
+            connections,
+            per_ip,
             shield: ArcSwapOption::new(shield.map(Arc::new)),
             last_reload: ArcSwapOption::empty(),
             limiter_clock,
@@ -295,9 +293,8 @@ impl Gateway {
         tracing::info!("gateway draining: no new connections");
         let _ = phase.send(Phase::Draining);
         let grace = shared.config().shutdown_grace;
-        let all = u32::try_from(shared.connection_cap.load(Ordering::Acquire)).unwrap_or(u32::MAX);
-        // Every open connection (and tunnel) holds a permit: all back = nothing in flight.
-        let drained = tokio::time::timeout(grace, shared.connections.acquire_many(all)).await;
+        // Every open connection (and tunnel) holds a slot: none left = nothing in flight.
+        let drained = tokio::time::timeout(grace, shared.connections.all_closed()).await;
         if drained.is_err() {
             tracing::warn!("shutdown grace elapsed; closing remaining connections");
         }

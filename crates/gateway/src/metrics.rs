@@ -36,6 +36,8 @@ pub(crate) struct GatewayMetrics {
     connections: [Counter; 2],
     open: [Gauge; 2],
     pub rejected_connection_cap: Counter,
+    /// Connections closed, unused, to admit a new one at the global cap.
+    pub connections_evicted: Counter,
     pub rejected_per_ip_cap: Counter,
     /// A trusted balancer's connection without a valid PROXY header.
     pub rejected_proxy_header: Counter,
@@ -95,6 +97,7 @@ impl GatewayMetrics {
             rejected_connection_cap: counter!(
                 "proxypool_gateway_connections_rejected_total", "reason" => "connection_cap"
             ),
+            connections_evicted: counter!("proxypool_gateway_connections_evicted_total"),
             rejected_per_ip_cap: counter!(
                 "proxypool_gateway_connections_rejected_total", "reason" => "per_ip_cap"
             ),
@@ -221,6 +224,10 @@ fn describe() {
     describe_counter!(
         "proxypool_gateway_connections_rejected_total",
         "Client connections closed on accept."
+    );
+    describe_counter!(
+        "proxypool_gateway_connections_evicted_total",
+        "Client connections closed before their first request, or idle between requests, to admit a new one at the connection cap."
     );
     describe_counter!(
         "proxypool_gateway_requests_total",

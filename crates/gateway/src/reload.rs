@@ -1,7 +1,8 @@
 //! [`GatewayReload`]: applying reloaded settings to a running gateway without dropping a
 //! connection.
 //!
-//! What applies: connection limits (the cap, the per-IP cap, header and idle timeouts,
+//! What applies: connection limits (the cap, the per-IP cap and its IPv6 grouping, the
+//! first-byte, header and idle timeouts,
 //! header size), rotation, sticky-session lengths and the per-client sticky bound, the
 //! capacity wait and its waiters' bounds,
 //! dialing, the destination policy, the per-IP shield and the shutdown grace.
@@ -17,7 +18,6 @@ use crate::config::{ConfigError, GatewayConfig};
 use crate::policy::limits::{LimiterClock, Shield};
 use crate::state::Shared;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 /// A handle that applies reloaded settings to its gateway (cheap to clone).
 #[derive(Debug, Clone)]
@@ -40,6 +40,8 @@ impl GatewayReload {
         let mut next = GatewayConfig::clone(&running);
         next.limits.max_connections = config.limits.max_connections;
         next.limits.max_connections_per_ip = config.limits.max_connections_per_ip;
+        next.limits.ipv6_prefix = config.limits.ipv6_prefix;
+        next.limits.first_byte_timeout = config.limits.first_byte_timeout;
         next.limits.header_read_timeout = config.limits.header_read_timeout;
         next.limits.max_header_bytes = config.limits.max_header_bytes;
         next.limits.keepalive_idle = config.limits.keepalive_idle;
@@ -59,10 +61,12 @@ impl GatewayReload {
             let shield = build_shield(&next, &self.shared.limiter_clock)?;
             self.shared.shield.store(shield.map(Arc::new));
         }
-        self.resize(next.limits.max_connections);
+        // Open connections are never cut for a smaller cap: it applies as they close.
+        self.shared.connections.set_cap(next.limits.max_connections);
         self.shared
             .per_ip
             .set_cap(next.limits.max_connections_per_ip);
+        self.shared.per_ip.set_ipv6_prefix(next.limits.ipv6_prefix);
         self.shared.router.reconfigure(&next);
         self.shared.settings.store(Arc::new(next));
         tracing::info!("gateway settings applied");
@@ -72,28 +76,6 @@ impl GatewayReload {
     /// Shows `report` as the last reload on the admin `/status`.
     pub fn set_report(&self, report: serde_json::Value) {
         self.shared.last_reload.store(Some(Arc::new(report)));
-    }
-
-    /// Grows or shrinks the connection cap. Shrinking below the open connections takes
-    /// effect as they close: no open connection is cut.
-    fn resize(&self, cap: usize) {
-        let shared = &self.shared;
-        let old = shared.connection_cap.swap(cap, Ordering::AcqRel);
-        if cap > old {
-            shared.connections.add_permits(cap - old);
-        } else if cap < old {
-            let shrink = old - cap;
-            let missing = shrink - shared.connections.forget_permits(shrink);
-            if missing > 0 {
-                let connections = Arc::clone(&shared.connections);
-                let missing = u32::try_from(missing).unwrap_or(u32::MAX);
-                tokio::spawn(async move {
-                    if let Ok(permits) = connections.acquire_many_owned(missing).await {
-                        permits.forget();
-                    }
-                });
-            }
-        }
     }
 }
 

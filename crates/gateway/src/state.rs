@@ -8,8 +8,6 @@ use crate::policy::limits::{LimiterClock, Shield};
 use arc_swap::ArcSwapOption;
 use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use tokio::sync::Semaphore;
 
 /// Shared by every connection task.
 #[derive(Debug)]
@@ -20,12 +18,12 @@ pub(crate) struct Shared {
     /// The per-IP shield; a reload with another policy swaps in a new one (connections
     /// keep the one they were admitted by).
     pub shield: ArcSwapOption<Shield>,
-    /// One permit per open client connection (all listeners).
-    pub connections: Arc<Semaphore>,
-    /// How many permits `connections` stands for (`limits.max_connections`).
-    pub connection_cap: AtomicUsize,
-    /// Open client connections per address (all client listeners), taken before a
-    /// permit of `connections` (`limits.max_connections_per_ip`, resized on reload).
+    /// Open client connections over all listeners (`limits.max_connections`, resized on
+    /// reload); at the cap an unused connection is closed to admit a new one.
+    pub connections: Arc<proxypool_edge::ConnectionCap>,
+    /// Open client connections per address (all client listeners, IPv6 per
+    /// `limits.ipv6_prefix` network), taken before a slot of `connections`
+    /// (`limits.max_connections_per_ip`, resized on reload).
     pub per_ip: Arc<proxypool_edge::PerIpLimit>,
     /// The last configuration reload's report, for `/status` (none before the first).
     pub last_reload: ArcSwapOption<serde_json::Value>,
@@ -51,8 +49,6 @@ impl Deref for Shared {
 impl Shared {
     /// Open client connections (all listeners).
     pub(crate) fn open_connections(&self) -> usize {
-        self.connection_cap
-            .load(Ordering::Acquire)
-            .saturating_sub(self.connections.available_permits())
+        self.connections.open()
     }
 }

@@ -320,15 +320,25 @@ async fn connection_limits_timeouts_and_ip_allowlist() {
     assert!(answer.starts_with("HTTP/1.1 407"), "{answer}");
     assert!(closed, "idle kept-alive connection closed");
 
-    // The global connection cap: three held, the fourth is closed at once.
+    // The global connection cap: three silent connections held; a fourth is admitted by
+    // closing the oldest of them, and is served.
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(TcpStream::connect(gateway.http).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(50)).await;
     let mut extra = TcpStream::connect(gateway.http).await.unwrap();
-    let (_, closed) = read_until_closed(&mut extra, Duration::from_millis(250)).await;
-    assert!(closed, "over the cap: closed on accept");
+    let (_, oldest_closed) = read_until_closed(&mut held[0], Duration::from_secs(2)).await;
+    assert!(oldest_closed, "the oldest silent connection made room");
+    extra
+        .write_all(b"GET http://127.0.0.1:9/ HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n")
+        .await
+        .unwrap();
+    let (answer, _) = read_until_closed(&mut extra, Duration::from_secs(2)).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 407"),
+        "the newcomer is served: {answer}"
+    );
     drop(held);
     gateway.shutdown().await;
 }

@@ -23,10 +23,13 @@ pub fn serve_limits(limits: &ControlLimits) -> ServeLimits {
     ServeLimits {
         max_connections: limits.max_connections,
         max_connections_per_ip: limits.max_connections_per_ip,
+        ipv6_prefix: limits.ipv6_prefix,
+        first_byte_timeout: limits.first_byte_timeout.as_duration(),
         header_read_timeout: limits.header_read_timeout.as_duration(),
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,
         proxy_protocol_from: Vec::new(),
+        uncounted_per_ip: Vec::new(),
         tls: None,
     }
 }

@@ -1,10 +1,12 @@
 //! One admitted connection under hyper HTTP/1.1: the head timeout and size cap, the idle
-//! watchdog of a kept-alive connection, the graceful close on shutdown, and the [`Peer`]
-//! and in-flight count of every request.
+//! watchdog of a kept-alive connection, the graceful close on shutdown or when the gate
+//! chooses it to make room, and the [`Peer`] and in-flight count of every request (which
+//! tell the gate whether the connection is busy).
 
 use super::activity::Activity;
 use super::head_guard::HeadGuard;
 use super::limits::{MIN_HEADER_BYTES, ServeLimits};
+use crate::gate::ConnectionMark;
 use crate::tls::Conn;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -30,6 +32,7 @@ pub(super) async fn serve_connection<S, B>(
     service: S,
     limits: &ServeLimits,
     mut stop: watch::Receiver<bool>,
+    mark: Arc<ConnectionMark>,
 ) where
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
     S::Future: Send + 'static,
@@ -47,6 +50,7 @@ pub(super) async fn serve_connection<S, B>(
         inner: service,
         peer,
         activity: Arc::clone(&activity),
+        mark: Arc::clone(&mark),
     };
     let mut builder = http1::Builder::new();
     builder
@@ -74,6 +78,16 @@ pub(super) async fn serve_connection<S, B>(
                     connection.as_mut().graceful_shutdown();
                 }
             }
+            () = mark.evicted(), if !closing => {
+                // Chosen to make room: an unused connection goes at once; one whose
+                // request began meanwhile finishes it first.
+                if activity.in_flight() == 0 {
+                    tracing::debug!(%peer, "closed to make room for a new connection");
+                    break;
+                }
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
             _ = stop.wait_for(|stop| *stop), if !closing => {
                 // Finish the request in flight, then close instead of keeping alive.
                 closing = true;
@@ -89,14 +103,21 @@ struct Tracked<S> {
     inner: S,
     peer: SocketAddr,
     activity: Arc<Activity>,
+    mark: Arc<ConnectionMark>,
 }
 
-struct InFlight(Arc<Activity>);
+/// A request in flight; the last one to finish tells the gate the connection is idle.
+struct InFlight {
+    activity: Arc<Activity>,
+    mark: Arc<ConnectionMark>,
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
-        self.0.touch();
+        if self.activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.mark.idle();
+        }
+        self.activity.touch();
     }
 }
 
@@ -112,7 +133,11 @@ where
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
         request.extensions_mut().insert(Peer(self.peer));
         self.activity.in_flight.fetch_add(1, Ordering::AcqRel);
-        let guard = InFlight(Arc::clone(&self.activity));
+        self.mark.busy();
+        let guard = InFlight {
+            activity: Arc::clone(&self.activity),
+            mark: Arc::clone(&self.mark),
+        };
         let future = self.inner.call(request);
         Box::pin(async move {
             let response = future.await;

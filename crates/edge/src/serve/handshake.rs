@@ -1,5 +1,6 @@
-//! Between accept and HTTP: a trusted balancer's PROXY header, then the TLS handshake
-//! (or a readable refusal for plain HTTP on a TLS listener), both under the head timeout.
+//! Between accept and HTTP: the first byte within its deadline, a trusted balancer's PROXY
+//! header, then the TLS handshake (or a readable refusal for plain HTTP on a TLS listener),
+//! both under the head timeout.
 
 use super::limits::ServeLimits;
 use crate::request_id::RequestId;
@@ -9,10 +10,27 @@ use std::net::{IpAddr, SocketAddr};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Whether `peer` is a balancer that starts its connections with a PROXY header.
-pub(super) fn speaks_proxy_protocol(from: &[(IpAddr, u8)], peer: IpAddr) -> bool {
+/// Whether `peer` lies in one of the blocks `from` (the balancers that speak the PROXY
+/// protocol, or those that carry many clients without it).
+pub(super) fn listed(from: &[(IpAddr, u8)], peer: IpAddr) -> bool {
     from.iter()
         .any(|(net, prefix)| proxypool_core::in_block(peer, *net, *prefix))
+}
+
+/// Whether the peer sent a byte within `limits.first_byte_timeout`: a socket opened and
+/// left silent holds a slot for no request, so it gets a deadline much shorter than the
+/// whole head's.
+pub(super) async fn first_byte(stream: &TcpStream, limits: &ServeLimits) -> bool {
+    let mut first = [0u8; 1];
+    matches!(
+        tokio::time::timeout(
+            // Never longer than the whole head's deadline, whatever the caller set.
+            limits.first_byte_timeout.min(limits.header_read_timeout),
+            stream.peek(&mut first)
+        )
+        .await,
+        Ok(Ok(1))
+    )
 }
 
 /// Reads a balancer's PROXY header: the stream at the client's first byte and the

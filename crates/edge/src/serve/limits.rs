@@ -15,6 +15,10 @@ pub struct ServeLimits {
     pub max_connections: usize,
     /// Open connections at once from one address; more are closed on accept.
     pub max_connections_per_ip: usize,
+    /// IPv6 peers are counted per network of this prefix length by the per-address cap.
+    pub ipv6_prefix: u8,
+    /// Time a new connection has to send its first byte.
+    pub first_byte_timeout: Duration,
     /// Time to send a complete request head (and to start the next one on a kept-alive
     /// connection).
     pub header_read_timeout: Duration,
@@ -27,6 +31,10 @@ pub struct ServeLimits {
     /// [`Peer`](super::Peer) and what the per-IP cap counts; without a valid one the connection is
     /// closed. Empty = nobody's PROXY header is read.
     pub proxy_protocol_from: Vec<(IpAddr, u8)>,
+    /// Load balancers (address, prefix length) that carry many clients without naming them
+    /// at the connection level (they name them in `X-Forwarded-For`, which the service
+    /// reads): their connections count against the global cap only, never as one address.
+    pub uncounted_per_ip: Vec<(IpAddr, u8)>,
     /// TLS on this listener (`None` = plain HTTP).
     pub tls: Option<ServerTls>,
 }
@@ -36,10 +44,13 @@ impl Default for ServeLimits {
         ServeLimits {
             max_connections: 1024,
             max_connections_per_ip: 128,
+            ipv6_prefix: 64,
+            first_byte_timeout: Duration::from_secs(3),
             header_read_timeout: Duration::from_secs(10),
             keepalive_idle: Duration::from_secs(60),
             max_header_bytes: 16 * 1024,
             proxy_protocol_from: Vec::new(),
+            uncounted_per_ip: Vec::new(),
             tls: None,
         }
     }

@@ -28,10 +28,13 @@ pub(crate) fn admin_limits(limits: &Limits) -> ServeLimits {
     ServeLimits {
         max_connections: limits.admin_max_connections,
         max_connections_per_ip: (limits.admin_max_connections / 4).max(1),
+        ipv6_prefix: limits.ipv6_prefix,
+        first_byte_timeout: limits.first_byte_timeout.as_duration(),
         header_read_timeout: limits.header_read_timeout.as_duration(),
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,
         proxy_protocol_from: Vec::new(),
+        uncounted_per_ip: Vec::new(),
         tls: None,
     }
 }

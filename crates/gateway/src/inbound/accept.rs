@@ -2,10 +2,16 @@
 //! before a byte is read.
 //!
 //! Order per accepted socket: the per-IP cap (`limits.max_connections_per_ip`, over all
-//! client listeners) → the per-IP shield's verdict for the connection → the global
-//! connection cap (`limits.max_connections`). Over either cap the socket is closed at
-//! once. The per-IP cap comes first, so an address at its cap never touches the global
-//! count and one address cannot hold every global permit. The shield's verdict is charged
+//! client listeners; IPv6 per `limits.ipv6_prefix` network) → the per-IP shield's verdict
+//! for the connection → the global connection cap (`limits.max_connections`). Over the
+//! per-IP cap the socket is closed at once. At the global cap the oldest connection that
+//! has not started a request (else the one idle longest between HTTP requests) is closed
+//! to admit the new one, so idle sockets from many addresses cannot lock out a client
+//! that sends a request; a connection with a request in flight or a tunnel is never
+//! chosen, and only when every one is busy is the newcomer refused. The per-IP cap comes
+//! first, so an address at its cap never touches the global count and one address cannot
+//! hold every global slot. Then the connection must send its first byte within
+//! `limits.first_byte_timeout`. The shield's verdict is charged
 //! here (one token per connection) and handed to the listener, which delivers a denial in
 //! its protocol: a 429 to the connection's first HTTP request (later requests are charged
 //! one by one), the SOCKS5 reply after the request is read.
@@ -21,7 +27,7 @@ use crate::metrics::Listener;
 use crate::policy::limits::Shield;
 use crate::refusal::Refusal;
 use crate::state::Shared;
-use proxypool_edge::IpTicket;
+use proxypool_edge::{ConnectionMark, IpTicket, OpenConnection};
 use proxypool_proto::proxy_protocol::ProxiedFrom;
 use proxypool_throttle::ConnectionScopes;
 use std::future::Future;
@@ -29,14 +35,21 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::OwnedSemaphorePermit;
 
 /// The slots an admitted connection holds; dropping it frees them (a CONNECT or SOCKS5
 /// tunnel takes it along, so a tunnel counts against its address too).
 #[derive(Debug)]
 pub(crate) struct Admitted {
     _ip: IpTicket,
-    _global: OwnedSemaphorePermit,
+    connection: OpenConnection,
+}
+
+impl Admitted {
+    /// What the connection tells the global cap (busy, idle) and hears from it (closed to
+    /// make room).
+    pub(crate) fn mark(&self) -> &Arc<ConnectionMark> {
+        self.connection.mark()
+    }
 }
 
 /// The shield as it was when the connection was accepted.
@@ -92,10 +105,7 @@ pub(crate) async fn accept_loop<F, Fut>(
                     return;
                 };
                 if let Some(accepted) = admit(&shared, stream, client) {
-                    let served = serve(Arc::clone(&shared), accepted);
-                    shared.metrics.connection_opened(kind);
-                    served.await;
-                    shared.metrics.connection_closed(kind);
+                    run(shared, accepted, kind, serve).await;
                 }
             });
             continue;
@@ -103,14 +113,37 @@ pub(crate) async fn accept_loop<F, Fut>(
         let Some(accepted) = admit(&shared, stream, peer) else {
             continue;
         };
-        let shared = Arc::clone(&shared);
-        let served = serve(Arc::clone(&shared), accepted);
-        tokio::spawn(async move {
-            shared.metrics.connection_opened(kind);
-            served.await;
-            shared.metrics.connection_closed(kind);
-        });
+        tokio::spawn(run(Arc::clone(&shared), accepted, kind, serve.clone()));
     }
+}
+
+/// One admitted connection: its first byte within the deadline (cut short if the cap
+/// chooses it to make room), then the listener's `serve`.
+async fn run<F, Fut>(shared: Arc<Shared>, accepted: Accepted, kind: Listener, serve: F)
+where
+    F: Fn(Arc<Shared>, Accepted) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let limits = &shared.config().limits;
+    // Never longer than the whole head's deadline, whatever a hand-built setting says.
+    let deadline = limits
+        .first_byte_timeout
+        .as_duration()
+        .min(limits.header_read_timeout.as_duration());
+    let mut first = [0u8; 1];
+    let spoke = tokio::select! {
+        peeked = tokio::time::timeout(deadline, accepted.stream.peek(&mut first)) => {
+            matches!(peeked, Ok(Ok(1)))
+        }
+        () = accepted.admitted.mark().evicted() => false,
+    };
+    if !spoke {
+        tracing::debug!(peer = %accepted.peer, "no first byte in time, or closed to make room");
+        return;
+    }
+    shared.metrics.connection_opened(kind);
+    serve(Arc::clone(&shared), accepted).await;
+    shared.metrics.connection_closed(kind);
 }
 
 /// Whether `peer` is one of the load balancers that speak the PROXY protocol.
@@ -164,16 +197,19 @@ fn admit(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Option<Accepte
             verdict: Ok(()),
         },
     };
-    let Ok(permit) = Arc::clone(&shared.connections).try_acquire_owned() else {
+    let Some(connection) = shared.connections.admit() else {
         shared.metrics.rejected_connection_cap.increment(1);
         return None;
     };
+    if connection.made_room() {
+        shared.metrics.connections_evicted.increment(1);
+    }
     Some(Accepted {
         stream,
         peer,
         admitted: Admitted {
             _ip: ticket,
-            _global: permit,
+            connection,
         },
         shield,
     })

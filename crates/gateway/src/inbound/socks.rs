@@ -61,11 +61,15 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
     let _ = stream.set_nodelay(true);
     // The shield's verdict for this connection was charged at accept.
     let shielded = shield.verdict;
-    let handshake = with_timeout(
-        shared.header_timeout(),
-        handshake(shared, &mut stream, peer, shielded),
-    )
-    .await;
+    let mark = Arc::clone(permit.mark());
+    let handshake = tokio::select! {
+        handshake = with_timeout(
+            shared.header_timeout(),
+            handshake(shared, &mut stream, peer, shielded),
+        ) => handshake,
+        // Still in its handshake, so it may be closed to make room for a newcomer.
+        () = mark.evicted() => return,
+    };
     let (target, auth) = match handshake {
         Ok(Handshake::Request(target, auth)) => (target, auth),
         Ok(Handshake::Closed) => return,
@@ -74,6 +78,8 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
             return;
         }
     };
+    // A request read: from here to the close (a reply, or a tunnel) it is never chosen.
+    mark.busy();
     let (outcome, client) = match auth {
         Ok(auth) => (
             route(shared, &auth, target, peer).await,

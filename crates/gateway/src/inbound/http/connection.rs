@@ -9,6 +9,7 @@ use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use http::HeaderValue;
 use proxypool_core::LockExt;
+use proxypool_edge::ConnectionMark;
 use proxypool_throttle::ConnectionScopes;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +26,9 @@ pub(super) struct ConnectionState {
     /// The last credentials verified on this connection, for the view they were checked in.
     pub(super) auth: Mutex<Option<CachedAuth>>,
     pub(super) in_flight: AtomicUsize,
+    /// What the connection tells the global cap: busy while a request is in flight or a
+    /// tunnel holds its slots, idle between requests.
+    pub(super) mark: Arc<ConnectionMark>,
     /// The connection's per-IP and global slots; a CONNECT tunnel takes them along.
     pub(super) permit: Mutex<Option<Admitted>>,
 }
@@ -39,6 +43,7 @@ impl ConnectionState {
             prepaid: Mutex::new(Some(shield.verdict)),
             auth: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
+            mark: Arc::clone(permit.mark()),
             permit: Mutex::new(Some(permit)),
         }
     }
@@ -47,8 +52,27 @@ impl ConnectionState {
         self.in_flight.load(Ordering::Relaxed)
     }
 
+    /// A request started: the connection is busy until its last request ends.
+    pub(super) fn request_started(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.mark.busy();
+    }
+
+    /// A request ended; the last one leaves the connection idle, unless a tunnel took its
+    /// slots (a tunnel stays busy for its life).
+    pub(super) fn request_ended(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1
+            && self.permit.lock_or_recover().is_some()
+        {
+            self.mark.idle();
+        }
+    }
+
+    /// The connection's slots, for a tunnel that outlives the connection's task.
     pub(super) fn take_permit(&self) -> Option<Admitted> {
-        self.permit.lock_or_recover().take()
+        let permit = self.permit.lock_or_recover().take();
+        self.mark.busy();
+        permit
     }
 }
 

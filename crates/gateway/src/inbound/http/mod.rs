@@ -91,6 +91,15 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
     loop {
         tokio::select! {
             _ = connection.as_mut() => break,
+            () = state.mark.evicted(), if !closing => {
+                // Chosen to make room: an unused connection goes at once; one whose
+                // request began meanwhile finishes it first.
+                if state.in_flight() == 0 {
+                    break;
+                }
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
             _ = tokio::time::sleep(check_every), if !closing => {
                 let quiet = clock.monotonic_ms().saturating_sub(last_activity.load(Ordering::Relaxed));
                 if quiet >= idle && state.in_flight() == 0 {

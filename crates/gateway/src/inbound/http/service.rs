@@ -18,13 +18,14 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use proxypool_core::LockExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-struct InFlight<'a>(&'a AtomicUsize);
+/// One request in flight on its connection (the count the idle watchdog and the global
+/// cap read), ended when the handler returns however it returns.
+struct InFlight<'a>(&'a ConnectionState);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.request_ended();
     }
 }
 
@@ -34,8 +35,8 @@ pub(super) async fn handle(
     state: &ConnectionState,
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    state.in_flight.fetch_add(1, Ordering::Relaxed);
-    let _in_flight = InFlight(&state.in_flight);
+    state.request_started();
+    let _in_flight = InFlight(state);
     match admit_and_route(shared, state, request).await {
         Ok(response) => response,
         Err(refusal) => {
