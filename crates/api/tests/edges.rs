@@ -1,6 +1,8 @@
 //! The client API's listener under hostile connections, over real sockets: an idle flood
-//! from one address does not stop a client on another, idle and trickling connections
-//! are closed after the header timeout, an oversize head gets 431 in the error shape.
+//! from one address does not stop a client on another, nor do idle sockets from eight
+//! addresses (the oldest unused one makes room) or from one IPv6 /64 (counted as one
+//! address), idle and trickling connections are closed after the header timeout, an
+//! oversize head gets 431 in the error shape.
 
 mod common;
 
@@ -8,6 +10,7 @@ use common::*;
 use proxypool_api::ApiLimits;
 use proxypool_config::Millis;
 use proxypool_testkit::edge::{OTHER_SOURCE, http_from, idle_flood, still_open, trickle};
+use proxypool_testkit::flood::{ipv4_source, ipv6_flood_network, ipv6_source, spread_idle_flood};
 use std::time::{Duration, Instant};
 
 const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
@@ -99,5 +102,73 @@ async fn an_oversize_head_gets_431_in_the_error_shape() {
     let (head, _) = http_from(OTHER_SOURCE, server.addr, &request, Duration::from_secs(5))
         .await
         .unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
+
+/// The cap the spread floods meet: four addresses fill it.
+const SPREAD_CAP: usize = 64;
+const SPREAD_PER_IP: usize = 16;
+
+/// A server whose caps the spread floods fill, with deadlines long enough that no flooding
+/// connection times out during the test (a freed slot would let the client in anyway).
+async fn capped_server(listen: &'static str) -> TestServer {
+    TestServer::memory(Setup {
+        limits: ApiLimits {
+            max_connections: SPREAD_CAP,
+            max_connections_per_ip: SPREAD_PER_IP,
+            first_byte_timeout: Some(Millis::from_secs(10)),
+            header_read_timeout: Millis::from_secs(10),
+            keepalive_idle: Millis::from_secs(10),
+            ..ApiLimits::default()
+        },
+        listen: Some(listen),
+        ..Setup::default()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sockets_from_eight_addresses_do_not_lock_out_a_ninth() {
+    let server = capped_server("127.0.0.1:0").await;
+    let sources: Vec<_> = (0..8).map(ipv4_source).collect();
+    let flood = spread_idle_flood(server.addr, &sources, SPREAD_PER_IP).await;
+    assert_eq!(
+        flood.len(),
+        8 * SPREAD_PER_IP,
+        "every flood connect completed"
+    );
+
+    let started = Instant::now();
+    let (head, _) = http_from(OTHER_SOURCE, server.addr, HEALTHZ, Duration::from_secs(1))
+        .await
+        .expect("another address is served within 1 s");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    eprintln!("served in {:?} beside the flood", started.elapsed());
+    let open = still_open(flood, Duration::from_millis(300)).await;
+    assert!(open < SPREAD_CAP, "{open} flood connections held the cap");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_ipv6_network_counts_as_one_address() {
+    let Some(()) = ipv6_flood_network() else {
+        return;
+    };
+    let server = capped_server("[::1]:0").await;
+    let sources: Vec<_> = (0..200).map(ipv6_source).collect();
+    let flood = spread_idle_flood(server.addr, &sources, 1).await;
+    assert_eq!(flood.len(), 200, "every flood connect completed");
+    let open = still_open(flood, Duration::from_millis(500)).await;
+    assert!(
+        open <= SPREAD_PER_IP,
+        "200 addresses of one /64 held {open} connections (cap {SPREAD_PER_IP} per network)"
+    );
+    let (head, _) = http_from(
+        "::1".parse().unwrap(),
+        server.addr,
+        HEALTHZ,
+        Duration::from_secs(1),
+    )
+    .await
+    .expect("another address is served within 1 s");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }

@@ -51,8 +51,10 @@ pub struct ApiLimits {
     /// IPv6 peers are counted per network of this prefix length (64: one count per /64,
     /// which one host usually holds whole), by the per-address caps.
     pub ipv6_prefix: u8,
-    /// Time a new connection has to send its first byte (at most `header_read_timeout`).
-    pub first_byte_timeout: Millis,
+    /// Time a new connection has to send its first byte (at most `header_read_timeout`;
+    /// unset: 3 s, or `header_read_timeout` if that is shorter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_byte_timeout: Option<Millis>,
     /// Time a client has to send a complete request head (also the longest a kept-alive
     /// connection waits for its next request).
     pub header_read_timeout: Millis,
@@ -90,7 +92,7 @@ impl Default for ApiLimits {
             max_connections: 1024,
             max_connections_per_ip: 128,
             ipv6_prefix: 64,
-            first_byte_timeout: Millis::from_secs(3),
+            first_byte_timeout: None,
             header_read_timeout: Millis::from_secs(10),
             body_read_timeout: Millis::from_secs(5),
             max_requests_in_flight_per_ip: 32,
@@ -161,12 +163,16 @@ impl Default for ApiShield {
 }
 
 impl ApiLimits {
+    /// The first-byte deadline the listener applies.
+    pub fn first_byte_deadline(&self) -> Millis {
+        floors::first_byte_deadline(self.first_byte_timeout, self.header_read_timeout)
+    }
+
     /// Every problem, as `(key under [api.limits], message)`.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
         let mut out: Vec<_> = floors::at_least_one([
             ("max_connections", self.max_connections as u64),
             ("max_connections_per_ip", self.max_connections_per_ip as u64),
-            ("first_byte_timeout", self.first_byte_timeout.as_ms()),
             ("header_read_timeout", self.header_read_timeout.as_ms()),
             ("body_read_timeout", self.body_read_timeout.as_ms()),
             (

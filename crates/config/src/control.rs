@@ -40,8 +40,10 @@ pub struct ControlLimits {
     pub max_connections_per_ip: usize,
     /// IPv6 peers are counted per network of this prefix length (64: one count per /64).
     pub ipv6_prefix: u8,
-    /// Time a new connection has to send its first byte (at most `header_read_timeout`).
-    pub first_byte_timeout: Millis,
+    /// Time a new connection has to send its first byte (at most `header_read_timeout`;
+    /// unset: 3 s, or `header_read_timeout` if that is shorter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_byte_timeout: Option<Millis>,
     /// Time a client has to send a complete request head.
     pub header_read_timeout: Millis,
     /// Time a client has to send a request's whole body once its head has arrived.
@@ -64,7 +66,7 @@ impl Default for ControlLimits {
             max_connections: 1024,
             max_connections_per_ip: 64,
             ipv6_prefix: 64,
-            first_byte_timeout: Millis::from_secs(3),
+            first_byte_timeout: None,
             header_read_timeout: Millis::from_secs(10),
             // A runtime report of 100,000 proxies is a few MB: room for a slow link.
             body_read_timeout: Millis::from_secs(30),
@@ -78,12 +80,16 @@ impl Default for ControlLimits {
 }
 
 impl ControlLimits {
+    /// The first-byte deadline the listener applies.
+    pub fn first_byte_deadline(&self) -> Millis {
+        floors::first_byte_deadline(self.first_byte_timeout, self.header_read_timeout)
+    }
+
     /// Every problem, as `(key under [control.limits], message)`.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
         let mut out: Vec<_> = floors::at_least_one([
             ("max_connections", self.max_connections as u64),
             ("max_connections_per_ip", self.max_connections_per_ip as u64),
-            ("first_byte_timeout", self.first_byte_timeout.as_ms()),
             ("header_read_timeout", self.header_read_timeout.as_ms()),
             ("body_read_timeout", self.body_read_timeout.as_ms()),
             ("keepalive_idle", self.keepalive_idle.as_ms()),

@@ -1,5 +1,7 @@
-//! The floors many sections share: counts and durations that must be at least 1, and a
-//! request-head cap no smaller than hyper's smallest read buffer.
+//! The floors many sections share: counts and durations that must be at least 1, a
+//! request-head cap no smaller than hyper's smallest read buffer, and the connection
+//! limits of a listener (a per-address cap well below the global one, the IPv6 grouping
+//! prefix, the first-byte deadline and its default).
 
 use crate::duration::Millis;
 use proxypool_core::MIN_HEADER_BYTES;
@@ -35,7 +37,7 @@ pub(crate) fn connection_caps(
     max_connections: usize,
     max_connections_per_ip: usize,
     ipv6_prefix: u8,
-    (first_byte, header_read): (Millis, Millis),
+    (first_byte, header_read): (Option<Millis>, Millis),
 ) -> impl Iterator<Item = (&'static str, String)> {
     let most = max_connections / MIN_ADDRESSES_TO_FILL;
     let per_ip = (max_connections_per_ip > most).then(|| {
@@ -46,8 +48,11 @@ pub(crate) fn connection_caps(
     });
     let prefix = (!(MIN_IPV6_PREFIX..=128).contains(&ipv6_prefix))
         .then(|| format!("must be in {MIN_IPV6_PREFIX}..=128 (64 = one count per /64 network)"));
-    let first = (first_byte.as_ms() > header_read.as_ms())
-        .then(|| "must be at most header_read_timeout".to_owned());
+    let first = first_byte.and_then(|first| match first.as_ms() {
+        0 => Some("must be at least 1ms".to_owned()),
+        ms if ms > header_read.as_ms() => Some("must be at most header_read_timeout".to_owned()),
+        _ => None,
+    });
     [
         ("max_connections_per_ip", per_ip),
         ("ipv6_prefix", prefix),
@@ -55,4 +60,15 @@ pub(crate) fn connection_caps(
     ]
     .into_iter()
     .filter_map(|(key, problem)| Some((key, problem?)))
+}
+
+/// The first-byte deadline when none is set: this, or the head's deadline if shorter.
+pub(crate) const DEFAULT_FIRST_BYTE_TIMEOUT: Millis = Millis::from_secs(3);
+
+/// The first-byte deadline a listener applies: the one set, else
+/// [`DEFAULT_FIRST_BYTE_TIMEOUT`] cut to the head's deadline.
+pub(crate) fn first_byte_deadline(first_byte: Option<Millis>, header_read: Millis) -> Millis {
+    first_byte.unwrap_or(Millis(
+        DEFAULT_FIRST_BYTE_TIMEOUT.as_ms().min(header_read.as_ms()),
+    ))
 }

@@ -28,7 +28,8 @@
 //!
 //! - [`cidr`]: CIDR blocks ([`Cidrs`]), the one parser of every block list.
 //! - [`target`]: the URLs the controller dials (check targets, vendor lists).
-//! - `floors`: the floors many sections share (at least 1, hyper's smallest head).
+//! - `floors`: the floors many sections share (at least 1, hyper's smallest head, the
+//!   connection caps of a listener, the first-byte deadline).
 //! - [`timing`]: the rule between the lease timings that keeps gateways serving through a
 //!   leader failover.
 //! - [`reload`]: what differs between two loads, and what of it needs a restart.

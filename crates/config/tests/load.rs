@@ -190,12 +190,12 @@ fn bad_values_name_the_file_the_key_and_the_reason() {
             "control.limits.max_connections_per_ip",
         ),
         (
-            "ipv6_prefix = 64                   # IPv6 peers are counted per network of this prefix (32..=128)\nfirst_byte_timeout = \"3s\"          # a new connection that sends nothing for this long is closed\nheader_read_timeout = \"10s\"        # time to send a request head (and to start the next one on",
-            "ipv6_prefix = 16\nfirst_byte_timeout = \"3s\"\nheader_read_timeout = \"10s\" # (and to start the next one on",
+            "ipv6_prefix = 64                   # IPv6 peers are counted per network of this prefix (32..=128)\n# first_byte_timeout = \"3s\"        # a new connection that sends nothing for this long is closed (default: 3s or header_read_timeout)\nheader_read_timeout = \"10s\"        # time to send a request head (and to start the next one on",
+            "ipv6_prefix = 16\nheader_read_timeout = \"10s\" # (and to start the next one on",
             "api.limits.ipv6_prefix",
         ),
         (
-            "first_byte_timeout = \"3s\"          # a new connection that sends nothing for this long is closed\nheader_read_timeout = \"10s\"        # time to send a request head (and to start the next one)",
+            "# first_byte_timeout = \"3s\"        # a new connection that sends nothing for this long is closed (default: 3s or header_read_timeout)\nheader_read_timeout = \"10s\"        # time to send a request head (and to start the next one)",
             "first_byte_timeout = \"11s\"\nheader_read_timeout = \"10s\" # (and to start the next one)",
             "control.limits.first_byte_timeout",
         ),

@@ -2,12 +2,15 @@
 //! real serving path (`Controller::start_on`): an idle flood from one address does not
 //! stop a client on another, idle and trickling connections are closed after the header
 //! timeout, an oversize head gets 431 in the error shape, and a large body is refused
-//! before it is read: without a valid token at all, with one beyond the route's cap.
+//! before it is read: without a valid token at all, with one beyond the route's cap. Idle
+//! sockets from eight addresses do not lock out a ninth (the oldest unused one makes
+//! room), and one IPv6 /64 counts as one address.
 
 mod common;
 
 use common::*;
 use proxypool_testkit::edge::{OTHER_SOURCE, http_from, idle_flood, still_open, trickle, upload};
+use proxypool_testkit::flood::{ipv4_source, ipv6_flood_network, ipv6_source, spread_idle_flood};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -134,5 +137,66 @@ async fn a_large_body_is_refused_before_it_is_read() {
         );
         eprintln!("{status} after the client wrote {sent} bytes");
     }
+    running.abort();
+}
+
+const SPREAD_PER_IP: usize = 16;
+
+/// A control API whose caps the spread floods fill (four addresses fill it), with
+/// deadlines long enough that no flooding connection times out during the test.
+async fn capped(listen: &str) -> (proxypool_controller::RunningController, SocketAddr) {
+    let extra = format!(
+        "{}\n[control.limits]\nmax_connections = 64\nmax_connections_per_ip = {SPREAD_PER_IP}\n\
+         header_read_timeout = \"10s\"\nkeepalive_idle = \"10s\"\n",
+        static_upstream("acme")
+    );
+    let (controller, _pool, _clock) = controller(parse_config(&config_text(&extra)));
+    let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let running = controller.start_on(listener).unwrap();
+    (running, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sockets_from_eight_addresses_do_not_lock_out_a_ninth() {
+    let (running, addr) = capped("127.0.0.1:0").await;
+    let sources: Vec<_> = (0..8).map(ipv4_source).collect();
+    let flood = spread_idle_flood(addr, &sources, SPREAD_PER_IP).await;
+    assert_eq!(
+        flood.len(),
+        8 * SPREAD_PER_IP,
+        "every flood connect completed"
+    );
+    let (head, _) = http_from(OTHER_SOURCE, addr, HEALTHZ, Duration::from_secs(1))
+        .await
+        .expect("another address is served within 1 s");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    drop(flood);
+    running.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_ipv6_network_counts_as_one_address() {
+    let Some(()) = ipv6_flood_network() else {
+        return;
+    };
+    let (running, addr) = capped("[::1]:0").await;
+    let sources: Vec<_> = (0..200).map(ipv6_source).collect();
+    let flood = spread_idle_flood(addr, &sources, 1).await;
+    assert_eq!(flood.len(), 200, "every flood connect completed");
+    let open = still_open(flood, Duration::from_millis(500)).await;
+    assert!(
+        open <= SPREAD_PER_IP,
+        "200 addresses of one /64 held {open} connections (cap {SPREAD_PER_IP} per network)"
+    );
+    let (head, _) = http_from(
+        "::1".parse().unwrap(),
+        addr,
+        HEALTHZ,
+        Duration::from_secs(1),
+    )
+    .await
+    .expect("another address is served within 1 s");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     running.abort();
 }

@@ -1,6 +1,8 @@
 //! The scaffold behind a load balancer that speaks the PROXY protocol: its header names
 //! the request's [`Peer`]; the balancer's connection without one is closed; a peer that is
-//! not a listed balancer is served as itself, its PROXY header not believed.
+//! not a listed balancer is served as itself, its PROXY header not believed. A balancer
+//! listed as carrying many clients without the protocol counts against the global cap
+//! only, and a connection that sends nothing is closed at the first-byte deadline.
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -77,4 +79,65 @@ async fn from_anyone_else_the_header_is_not_believed() {
     let answer = exchange(addr, &[&header[..], REQUEST].concat()).await;
     assert!(!answer.contains("203.0.113.7"), "{answer}");
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+}
+
+/// Holds `n` silent connections to `addr` from `source` and says how many the server kept.
+async fn held(source: std::net::IpAddr, addr: std::net::SocketAddr, n: usize) -> usize {
+    let mut streams = Vec::new();
+    for _ in 0..n {
+        streams.push(
+            proxypool_testkit::edge::connect_from(source, addr)
+                .await
+                .unwrap(),
+        );
+    }
+    proxypool_testkit::edge::still_open(streams, Duration::from_millis(300)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_balancer_without_the_proxy_protocol_is_not_counted_as_one_address() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let limits = ServeLimits {
+        max_connections: 64,
+        max_connections_per_ip: 2,
+        uncounted_per_ip: vec![("127.0.0.5".parse().unwrap(), 32)],
+        ..ServeLimits::default()
+    };
+    tokio::spawn(serve(listener, EchoPeer, limits, std::future::pending()));
+    let balancer = "127.0.0.5".parse().unwrap();
+    assert_eq!(
+        held(balancer, addr, 8).await,
+        8,
+        "the balancer carries many clients"
+    );
+    let client = "127.0.0.6".parse().unwrap();
+    assert_eq!(
+        held(client, addr, 8).await,
+        2,
+        "anyone else is capped per address"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_closed_at_the_first_byte_deadline() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let limits = ServeLimits {
+        first_byte_timeout: Duration::from_millis(300),
+        header_read_timeout: Duration::from_secs(10),
+        ..ServeLimits::default()
+    };
+    tokio::spawn(serve(listener, EchoPeer, limits, std::future::pending()));
+    let silent = TcpStream::connect(addr).await.unwrap();
+    let started = std::time::Instant::now();
+    let open = proxypool_testkit::edge::still_open(vec![silent], Duration::from_secs(5)).await;
+    assert_eq!(open, 0, "a silent connection outlived 5 s");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // One that speaks at once is served as before.
+    assert!(exchange(addr, REQUEST).await.ends_with("peer=127.0.0.1"));
 }

@@ -3,7 +3,10 @@
 //! per-IP cap is taken at accept, before the global cap, so the flood cannot hold every
 //! connection), idle and trickling connections are closed after the header timeout, and
 //! the admin listener answers an oversize head with 431 in the JSON error shape and
-//! refuses a `/readyz` flood from one address through the per-IP shield.
+//! refuses a `/readyz` flood from one address through the per-IP shield. Idle sockets from
+//! eight addresses do not lock out a ninth on either proxy listener (the oldest unused one
+//! makes room), one IPv6 /64 counts as one address, and a connection that sends nothing is
+//! closed at the first-byte deadline, well before the head's.
 
 mod common;
 
@@ -12,7 +15,8 @@ use common::*;
 use proxypool_testkit::edge::{
     OTHER_SOURCE, connect_from, http_from, idle_flood, still_open, trickle,
 };
-use std::net::SocketAddr;
+use proxypool_testkit::flood::{ipv4_source, ipv6_flood_network, ipv6_source, spread_idle_flood};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -191,5 +195,108 @@ async fn a_readyz_flood_on_the_admin_listener_is_refused_by_the_shield() {
     // Liveness is not charged.
     let health = admin_statuses(&gateway, "/healthz", 50).await;
     assert!(health.iter().all(|s| *s == 200), "{health:?}");
+    gateway.shutdown().await;
+}
+
+const SPREAD_PER_IP: usize = 16;
+
+/// A gateway on `listen` whose connection cap the spread floods fill (four addresses fill
+/// it), with deadlines long enough that no flooding connection times out during the test.
+async fn capped(listen: &str) -> (Arc<TestController>, Running) {
+    let controller = TestController::start(WORKER, 3_600_000).await;
+    let mut config = config(&controller);
+    let listen: SocketAddr = listen.parse().unwrap();
+    config.listeners.http = Some(listen);
+    config.listeners.socks5 = Some(listen);
+    config.limits.max_connections = 64;
+    config.limits.max_connections_per_ip = SPREAD_PER_IP;
+    config.limits.first_byte_timeout = Some(Millis::from_secs(10));
+    config.limits.header_read_timeout = Millis::from_secs(10);
+    let running = Running::start(config).await;
+    (controller, running)
+}
+
+/// An HTTP answer to `source` within 1 s.
+async fn http_served_from(source: IpAddr, addr: SocketAddr) {
+    let (head, _) = http_from(source, addr, PROXY_GET, Duration::from_secs(1))
+        .await
+        .expect("another address is served within 1 s");
+    assert!(head.starts_with("HTTP/1.1 "), "{head}");
+}
+
+/// The SOCKS5 method negotiation from `source` within 1 s.
+async fn socks_served_from(source: IpAddr, addr: SocketAddr) {
+    let served = async {
+        let mut stream = connect_from(source, addr).await.unwrap();
+        stream.write_all(&[5, 1, 2]).await.unwrap();
+        let mut reply = [0u8; 2];
+        stream.read_exact(&mut reply).await.unwrap();
+        reply
+    };
+    let reply = tokio::time::timeout(Duration::from_secs(1), served)
+        .await
+        .expect("another address is served within 1 s");
+    assert_eq!(reply, [5, 2], "username/password selected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sockets_from_eight_addresses_do_not_lock_out_a_ninth_on_either_proxy_listener() {
+    let (_controller, gateway) = capped("127.0.0.1:0").await;
+    let sources: Vec<_> = (0..8).map(ipv4_source).collect();
+    // Both listeners share one cap: flood one, be served on each.
+    let flood = spread_idle_flood(gateway.http, &sources, SPREAD_PER_IP).await;
+    assert_eq!(
+        flood.len(),
+        8 * SPREAD_PER_IP,
+        "every flood connect completed"
+    );
+    http_served_from(OTHER_SOURCE, gateway.http).await;
+    let flood_socks = spread_idle_flood(gateway.socks5, &sources, SPREAD_PER_IP).await;
+    assert_eq!(flood_socks.len(), 8 * SPREAD_PER_IP);
+    socks_served_from(OTHER_SOURCE, gateway.socks5).await;
+    drop((flood, flood_socks));
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_ipv6_network_counts_as_one_address_on_both_proxy_listeners() {
+    let Some(()) = ipv6_flood_network() else {
+        return;
+    };
+    let (_controller, gateway) = capped("[::1]:0").await;
+    let local: IpAddr = "::1".parse().unwrap();
+    for addr in [gateway.http, gateway.socks5] {
+        let sources: Vec<_> = (0..200).map(ipv6_source).collect();
+        let flood = spread_idle_flood(addr, &sources, 1).await;
+        assert_eq!(flood.len(), 200, "every flood connect completed");
+        let open = still_open(flood, Duration::from_millis(500)).await;
+        assert!(
+            open <= SPREAD_PER_IP,
+            "{addr}: 200 addresses of one /64 held {open} connections (cap {SPREAD_PER_IP})"
+        );
+    }
+    http_served_from(local, gateway.http).await;
+    socks_served_from(local, gateway.socks5).await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_closed_at_the_first_byte_deadline() {
+    let controller = TestController::start(WORKER, 3_600_000).await;
+    let mut config = config(&controller);
+    config.limits.first_byte_timeout = Some(Millis(300));
+    config.limits.header_read_timeout = Millis::from_secs(10);
+    let gateway = Running::start(config).await;
+    for addr in [gateway.http, gateway.socks5] {
+        let silent = connect_from(OTHER_SOURCE, addr).await.unwrap();
+        let started = Instant::now();
+        let open = still_open(vec![silent], Duration::from_secs(5)).await;
+        assert_eq!(open, 0, "{addr}: a silent connection outlived 5 s");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{addr}: closed after {:?}, not at the first-byte deadline",
+            started.elapsed()
+        );
+    }
     gateway.shutdown().await;
 }

@@ -31,6 +31,9 @@
 //!   `tungstenite`'s blocking WebSocket), and [`browser_or_skip`].
 //! - [`edge`]: real-socket clients for listener tests (idle floods, a client on another
 //!   loopback address, trickling and oversize requests); async, on tokio.
+//! - [`flood`]: idle floods spread over many loopback addresses, IPv4 and IPv6 (one /64
+//!   routed to loopback, which needs root: skipped with a banner otherwise, failed under
+//!   `CI=true`).
 //!
 //! Environment:
 //! - `PROXYPOOL_TEST_REDIS_URL`, `PROXYPOOL_TEST_POSTGRES_URL`: use an external server;
@@ -43,7 +46,7 @@
 //! - `PROXYPOOL_TEST_CHROMIUM`: the browser binary (default: `chromium` on `PATH`).
 //! - `CI=true`: a missing server fails the test instead of skipping it.
 //!
-//! Everything but `edge` is blocking (the PostgreSQL client runs sqlx on a runtime of its
+//! Everything but `edge` and `flood` is blocking (the PostgreSQL client runs sqlx on a runtime of its
 //! own, on a thread of its own); calling it from an async test blocks that
 //! test's thread for the server's startup, which is what a test wants anyway.
 
@@ -51,6 +54,7 @@ mod binaries;
 pub mod browser;
 pub mod edge;
 pub mod error;
+pub mod flood;
 pub mod postgres;
 mod private_server;
 mod privilege;

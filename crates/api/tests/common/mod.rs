@@ -273,6 +273,8 @@ pub struct Setup {
     pub clock: Option<fn() -> UnixMillis>,
     /// Serves the quota instead of the test quota's own port (e.g. a counting wrapper).
     pub quota_port: Option<Arc<dyn QuotaPort>>,
+    /// The listen address (default `127.0.0.1:0`).
+    pub listen: Option<&'static str>,
 }
 
 impl Setup {
@@ -300,6 +302,7 @@ impl Default for Setup {
             extractor: None,
             clock: None,
             quota_port: None,
+            listen: None,
         }
     }
 }
@@ -425,7 +428,8 @@ impl TestServer {
         }
         let state = builder.build().unwrap();
         let router = proxypool_api::router(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listen = setup.listen.unwrap_or("127.0.0.1:0");
+        let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (shutdown, stopped) = oneshot::channel::<()>();
         let limits = setup.limits.clone();

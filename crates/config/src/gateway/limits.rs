@@ -23,8 +23,9 @@ pub struct Limits {
     /// connection cap (64: one count per /64). Applies live to the next accept.
     pub ipv6_prefix: u8,
     /// Time a new client connection has to send its first byte (at most
-    /// `header_read_timeout`).
-    pub first_byte_timeout: Millis,
+    /// `header_read_timeout`; unset: 3 s, or `header_read_timeout` if that is shorter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_byte_timeout: Option<Millis>,
     /// Connections open at once on the admin listener (each address gets at most
     /// `max_connections_per_ip` of them). Bound to the listener: needs a restart.
     pub admin_max_connections: usize,
@@ -63,7 +64,7 @@ impl Default for Limits {
             max_connections: 10_000,
             max_connections_per_ip: 1_000,
             ipv6_prefix: 64,
-            first_byte_timeout: Millis::from_secs(3),
+            first_byte_timeout: None,
             admin_max_connections: 64,
             header_read_timeout: Millis::from_secs(10),
             max_header_bytes: 16 * 1024,
@@ -76,6 +77,13 @@ impl Default for Limits {
             max_capacity_waiters_per_client: 256,
             max_capacity_waiters: 4_096,
         }
+    }
+}
+
+impl Limits {
+    /// The first-byte deadline the client listeners apply.
+    pub fn first_byte_deadline(&self) -> Millis {
+        floors::first_byte_deadline(self.first_byte_timeout, self.header_read_timeout)
     }
 }
 
@@ -94,7 +102,6 @@ pub(crate) fn validate(c: &mut Check<'_>, limits: &Limits) {
             limits.max_connections_per_ip as u64,
         ),
         ("admin_max_connections", limits.admin_max_connections as u64),
-        ("first_byte_timeout", limits.first_byte_timeout.0),
         ("header_read_timeout", limits.header_read_timeout.0),
         ("keepalive_idle", limits.keepalive_idle.0),
         ("tunnel_idle", limits.tunnel_idle.0),

@@ -24,7 +24,7 @@ pub fn serve_limits(limits: &ControlLimits) -> ServeLimits {
         max_connections: limits.max_connections,
         max_connections_per_ip: limits.max_connections_per_ip,
         ipv6_prefix: limits.ipv6_prefix,
-        first_byte_timeout: limits.first_byte_timeout.as_duration(),
+        first_byte_timeout: limits.first_byte_deadline().as_duration(),
         header_read_timeout: limits.header_read_timeout.as_duration(),
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,

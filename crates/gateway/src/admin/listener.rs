@@ -29,7 +29,7 @@ pub(crate) fn admin_limits(limits: &Limits) -> ServeLimits {
         max_connections: limits.admin_max_connections,
         max_connections_per_ip: (limits.admin_max_connections / 4).max(1),
         ipv6_prefix: limits.ipv6_prefix,
-        first_byte_timeout: limits.first_byte_timeout.as_duration(),
+        first_byte_timeout: limits.first_byte_deadline().as_duration(),
         header_read_timeout: limits.header_read_timeout.as_duration(),
         keepalive_idle: limits.keepalive_idle.as_duration(),
         max_header_bytes: limits.max_header_bytes,

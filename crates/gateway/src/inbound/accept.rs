@@ -127,7 +127,7 @@ where
     let limits = &shared.config().limits;
     // Never longer than the whole head's deadline, whatever a hand-built setting says.
     let deadline = limits
-        .first_byte_timeout
+        .first_byte_deadline()
         .as_duration()
         .min(limits.header_read_timeout.as_duration());
     let mut first = [0u8; 1];
