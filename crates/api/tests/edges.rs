@@ -17,6 +17,7 @@ async fn server() -> TestServer {
         limits: ApiLimits {
             max_connections: 1024,
             max_connections_per_ip: 64,
+            first_byte_timeout: Millis(HEADER_TIMEOUT.as_millis() as u64),
             header_read_timeout: Millis(HEADER_TIMEOUT.as_millis() as u64),
             keepalive_idle: Millis::from_secs(5),
             max_header_bytes: 16 * 1024,

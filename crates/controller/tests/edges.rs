@@ -18,7 +18,8 @@ const SIXTEEN_MIB: usize = 16 * 1024 * 1024;
 async fn start() -> (proxypool_controller::RunningController, SocketAddr) {
     let extra = format!(
         "{}\n[control.limits]\nmax_connections = 1024\nmax_connections_per_ip = 64\n\
-         header_read_timeout = \"1s\"\nkeepalive_idle = \"5s\"\nmax_body_bytes = 65536\n",
+         first_byte_timeout = \"1s\"\nheader_read_timeout = \"1s\"\nkeepalive_idle = \"5s\"\n\
+         max_body_bytes = 65536\n",
         static_upstream("acme")
     );
     let (controller, _pool, _clock) = controller(parse_config(&config_text(&extra)));
