@@ -35,12 +35,16 @@ pub enum ErrorCode {
     InsufficientInventory,
     /// 409: the request conflicts with the object's current state (admin operations).
     Conflict,
+    /// 408: the request body did not arrive whole within `body_read_timeout`.
+    BodyTimeout,
     /// 413: the body is over the cap.
     PayloadTooLarge,
     /// 429: the per-IP shield denied the request (before authentication).
     RateLimited,
     /// 429: the client's durable quota for the operation is used up.
     QuotaExceeded,
+    /// 429: the address already has `max_requests_in_flight_per_ip` requests in flight.
+    TooManyRequestsInFlight,
     /// 503: a store could not decide, the server is saturated or the request timed out.
     Unavailable,
     /// 500: a bug (a panicked task); the message never says more.
@@ -60,9 +64,11 @@ impl ErrorCode {
             ErrorCode::IdempotencyExpired => IDEMPOTENCY_EXPIRED,
             ErrorCode::InsufficientInventory => Code::INSUFFICIENT_INVENTORY,
             ErrorCode::Conflict => Code::CONFLICT,
+            ErrorCode::BodyTimeout => BODY_TIMEOUT,
             ErrorCode::PayloadTooLarge => Code::PAYLOAD_TOO_LARGE,
             ErrorCode::RateLimited => Code::RATE_LIMITED,
             ErrorCode::QuotaExceeded => QUOTA_EXCEEDED,
+            ErrorCode::TooManyRequestsInFlight => TOO_MANY_REQUESTS_IN_FLIGHT,
             ErrorCode::Unavailable => Code::UNAVAILABLE,
             ErrorCode::Internal => Code::INTERNAL,
         }
@@ -81,6 +87,9 @@ impl ErrorCode {
 const IDEMPOTENCY_CONFLICT: Code = Code::new(StatusCode::CONFLICT, "idempotency_conflict");
 const IDEMPOTENCY_EXPIRED: Code = Code::new(StatusCode::CONFLICT, "idempotency_key_expired");
 const QUOTA_EXCEEDED: Code = Code::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded");
+const BODY_TIMEOUT: Code = Code::new(StatusCode::REQUEST_TIMEOUT, "body_timeout");
+const TOO_MANY_REQUESTS_IN_FLIGHT: Code =
+    Code::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests_in_flight");
 
 /// An error answer: a fixed code, a message safe to show the client, and extra headers.
 #[derive(Debug, Clone, thiserror::Error)]

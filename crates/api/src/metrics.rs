@@ -63,7 +63,7 @@ pub(crate) fn describe() {
     );
     metrics::describe_counter!(
         OVERLOAD,
-        "Requests answered 503 by the API itself, by reason (saturated, timeout)."
+        "Requests the API refused for load or slowness, by reason (saturated and timeout: 503; in_flight_per_ip: 429; body_timeout: 408)."
     );
 }
 

@@ -4,6 +4,7 @@
 //! [`QuotaPort`], and the controller through [`UpstreamStatusSource`] (and optionally
 //! [`OwnershipWake`]). The controller or the CLI builds these and mounts [`crate::router`].
 
+use crate::admission::in_flight::AddressSlots;
 use crate::admission::policy::{ClientPolicies, InFlight};
 use crate::admission::quota_board::QuotaBoard;
 use crate::admission::shield_limiter::Shield;
@@ -84,6 +85,8 @@ struct Inner {
     reloader: Option<Arc<dyn ConfigReloader>>,
     trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     concurrency: Arc<Semaphore>,
+    /// Requests in flight per address (`max_requests_in_flight_per_ip`).
+    address_slots: Arc<AddressSlots>,
     metrics: Option<MetricsHandle>,
     /// The hash `GET /metrics` checks bearer tokens against (none: open); swapped on reload.
     metrics_token: ArcSwapOption<SecretHash>,
@@ -219,6 +222,10 @@ impl ApiStateBuilder {
         Ok(ApiState {
             inner: Arc::new(Inner {
                 concurrency: Arc::new(Semaphore::new(self.limits.max_concurrent_requests)),
+                address_slots: AddressSlots::new(
+                    self.limits.max_requests_in_flight_per_ip,
+                    self.limits.ipv6_prefix,
+                ),
                 ports: self.ports,
                 clients: ArcSwap::from_pointee(clients),
                 policies: ArcSwap::new(policies),
@@ -351,6 +358,10 @@ impl ApiState {
 
     pub(crate) fn concurrency(&self) -> Arc<Semaphore> {
         self.inner.concurrency.clone()
+    }
+
+    pub(crate) fn address_slots(&self) -> &Arc<AddressSlots> {
+        &self.inner.address_slots
     }
 
     pub(crate) fn metrics_handle(&self) -> Option<&MetricsHandle> {

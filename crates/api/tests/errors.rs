@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use proxypool_api::{ApiLimits, ExtractionSettings, ShieldSettings};
 use proxypool_quota::{Operation, OperationLimits, QuotaConfig};
+use proxypool_testkit::edge::OTHER_SOURCE;
 use proxypool_throttle::Policy;
 use serde_json::json;
 use std::sync::Arc;
@@ -467,7 +468,7 @@ async fn unavailable_when_the_quota_store_is_down() {
 }
 
 #[tokio::test]
-async fn unavailable_when_saturated_or_timed_out() {
+async fn unavailable_when_saturated_or_timed_out_and_429_over_the_address_cap() {
     let upstreams = Arc::new(StaticUpstreams {
         list: vec![status("acme")],
         delay: Some(Duration::from_millis(400)),
@@ -476,6 +477,7 @@ async fn unavailable_when_saturated_or_timed_out() {
     let server = TestServer::memory(Setup {
         limits: ApiLimits {
             max_concurrent_requests: 1,
+            max_requests_in_flight_per_ip: 1,
             request_timeout: proxypool_config::Millis(200),
             ..ApiLimits::default()
         },
@@ -483,8 +485,13 @@ async fn unavailable_when_saturated_or_timed_out() {
         ..Setup::default()
     })
     .await;
+    // Another address, so that its request meets the global cap, not its address's.
+    let other = reqwest::Client::builder()
+        .local_address(OTHER_SOURCE)
+        .build()
+        .unwrap();
     let slow = server.get("/v1/upstreams", Some(ALICE));
-    let second = async {
+    let others = async {
         // Once the slow request is inside its handler it holds the only slot.
         while server
             .upstreams
@@ -494,13 +501,23 @@ async fn unavailable_when_saturated_or_timed_out() {
         {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        server.get("/v1/me", Some(ALICE)).await
+        let from_other = other
+            .get(server.url("/v1/me"))
+            .bearer_auth(ALICE)
+            .send()
+            .await
+            .unwrap();
+        let from_same = server.get("/v1/me", Some(ALICE)).await;
+        (Reply::from(from_other).await, from_same)
     };
-    let (slow, second) = tokio::join!(slow, second);
+    let (slow, (saturated, in_flight)) = tokio::join!(slow, others);
     let timed_out = slow.assert_error(503, "unavailable");
     assert!(timed_out.contains("timed out"), "{timed_out}");
-    let saturated = second.assert_error(503, "unavailable");
+    let saturated = saturated.assert_error(503, "unavailable");
     assert!(saturated.contains("concurrency"), "{saturated}");
+    // The slow request's address has its one request in flight.
+    in_flight.assert_error(429, "too_many_requests_in_flight");
+    assert_eq!(in_flight.header("retry-after"), Some("1"));
 }
 
 #[tokio::test]

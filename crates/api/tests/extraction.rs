@@ -218,7 +218,10 @@ async fn the_gateway_reserve_stays_in_the_pool(kind: QuotaKind) {
 async fn fifty_concurrent_clients_never_share_a_proxy(kind: QuotaKind) {
     const CLIENTS: usize = 50;
     const ROUNDS: usize = 3;
-    let mut setup = Setup::default();
+    let mut setup = Setup {
+        limits: one_address_limits(),
+        ..Setup::default()
+    };
     setup.clients.extend(many_clients(CLIENTS));
     let server = server_on(kind, 1000, setup).await;
     // Fewer proxies than asked for in total, so clients really compete for the last ones.

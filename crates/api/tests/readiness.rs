@@ -64,6 +64,7 @@ async fn server(policy: Policy) -> (TestServer, Arc<CountingQuota>) {
             ..ShieldSettings::default()
         },
         quota_port: Some(counting.clone()),
+        limits: one_address_limits(),
         ..Setup::default()
     }
     .with_quota(quota_config(1000));

@@ -50,9 +50,11 @@ fn openapi_lists_every_error_code_and_the_headers() {
         "idempotency_key_expired",
         "insufficient_inventory",
         "conflict",
+        "body_timeout",
         "payload_too_large",
         "rate_limited",
         "quota_exceeded",
+        "too_many_requests_in_flight",
         "unavailable",
         "internal",
     ] {

@@ -1,27 +1,38 @@
 //! The worker control API's listener under hostile connections, over real sockets and the
 //! real serving path (`Controller::start_on`): an idle flood from one address does not
 //! stop a client on another, idle and trickling connections are closed after the header
-//! timeout, an oversize head gets 431 in the error shape, and a large body is refused
-//! before it is read: without a valid token at all, with one beyond the route's cap. Idle
-//! sockets from eight addresses do not lock out a ninth (the oldest unused one makes
-//! room), and one IPv6 /64 counts as one address.
+//! timeout, an oversize head gets 431 in the error shape, a large body is refused before
+//! it is read (without a valid token at all, with one beyond the route's cap), and a body
+//! still arriving after `body_read_timeout` is answered 408. Idle sockets from eight
+//! addresses do not lock out a ninth (the oldest unused one makes room), and one IPv6 /64
+//! counts as one address.
 
 mod common;
 
 use common::*;
-use proxypool_testkit::edge::{OTHER_SOURCE, http_from, idle_flood, still_open, trickle, upload};
+use proxypool_testkit::edge::{
+    OTHER_SOURCE, connect_from, http_from, idle_flood, still_open, trickle, upload,
+};
 use proxypool_testkit::flood::{ipv4_source, ipv6_flood_network, ipv6_source, spread_idle_flood};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
 const HEALTHZ: &str = "GET /healthz HTTP/1.1\r\nHost: control\r\nConnection: close\r\n\r\n";
 const SIXTEEN_MIB: usize = 16 * 1024 * 1024;
 
 async fn start() -> (proxypool_controller::RunningController, SocketAddr) {
+    start_with("").await
+}
+
+/// A controller whose `[control.limits]` also hold `more_limits` (TOML lines).
+async fn start_with(more_limits: &str) -> (proxypool_controller::RunningController, SocketAddr) {
     let extra = format!(
         "{}\n[control.limits]\nmax_connections = 1024\nmax_connections_per_ip = 64\n\
-         header_read_timeout = \"1s\"\nkeepalive_idle = \"5s\"\nmax_body_bytes = 65536\n",
+         header_read_timeout = \"1s\"\nkeepalive_idle = \"5s\"\n\
+         max_body_bytes = 65536\n\
+         {more_limits}",
         static_upstream("acme")
     );
     let (controller, _pool, _clock) = controller(parse_config(&config_text(&extra)));
@@ -199,4 +210,68 @@ async fn one_ipv6_network_counts_as_one_address() {
     .expect("another address is served within 1 s");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     running.abort();
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_body_trickled_past_the_deadline_gets_408() {
+    const DEADLINE: Duration = Duration::from_millis(300);
+    let (running, addr) = start_with("body_read_timeout = \"300ms\"\n").await;
+    // A worker's own token: the body is read, one byte every 100 ms, for 20 s in all.
+    let length = 200;
+    let head = post(
+        "/control/v1/workers/gw-a/reports",
+        Some(WORKER_TOKEN),
+        length,
+    );
+    let stream = connect_from(OTHER_SOURCE, addr).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    writer.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let writing = tokio::spawn(async move {
+        for _ in 0..length {
+            if writer.write_all(b" ").await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut took = None;
+    // Until the server closes, or the whole answer is in (its Content-Length).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while !complete(&answer) {
+        match tokio::time::timeout_at(deadline, reader.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => {
+                took.get_or_insert_with(|| started.elapsed());
+                answer.extend_from_slice(&buf[..n]);
+            }
+            _ => break,
+        }
+    }
+    writing.abort();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    let took = took.unwrap();
+    assert!(
+        took >= DEADLINE && took < DEADLINE + Duration::from_secs(1),
+        "answered after {took:?}"
+    );
+    let (_, body) = answer.split_once("\r\n\r\n").unwrap();
+    let body: serde_json::Value = serde_json::from_str(body).expect("a JSON body");
+    assert_eq!(body["error"]["code"], "body_timeout", "{body}");
+    assert!(body["request_id"].is_string(), "{body}");
+    running.abort();
+}
+
+/// Whether `answer` holds a whole HTTP answer with a `Content-Length`.
+fn complete(answer: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(answer);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    head.lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+        .is_some_and(|length| body.len() >= length)
 }

@@ -1,5 +1,7 @@
-//! Transport limits applied before authentication: concurrency, timeout and declared body
-//! size. (Open connections are capped per address and in total by [`crate::serve`], at accept.)
+//! Transport limits applied before authentication: requests processed at once and their
+//! timeout. (Open connections are capped per address and in total by [`crate::serve`], at
+//! accept; requests in flight per address by [`super::in_flight`]; bodies are read, capped
+//! and timed by [`super::body_first`] before a request gets here.)
 
 use crate::error::{ApiError, ErrorCode};
 use crate::state::ApiState;
@@ -30,21 +32,7 @@ pub(crate) async fn concurrency_and_timeout(
     }
 }
 
-/// Middleware: a body whose declared `Content-Length` is over the cap is 413 before
-/// anything else looks at the request. Streamed bodies without a length are cut at the cap
-/// when a handler reads them (which only happens after authentication).
-pub(crate) async fn declared_body_size(
-    State(state): State<ApiState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let cap = state.limits().max_body_bytes;
-    if proxypool_edge::body::declared_over(request.headers(), cap) {
-        return payload_too_large(cap).into_response();
-    }
-    next.run(request).await
-}
-
+/// 413 for a body over `cap` bytes.
 pub(crate) fn payload_too_large(cap: usize) -> ApiError {
     ApiError::new(
         ErrorCode::PayloadTooLarge,

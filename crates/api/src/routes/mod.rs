@@ -11,7 +11,7 @@ pub(crate) mod meta;
 mod upstreams;
 mod usage;
 
-use crate::admission::{forwarded, limits, shield};
+use crate::admission::{body_first, forwarded, in_flight, limits, shield};
 use crate::error::{ApiError, ErrorCode};
 use crate::state::ApiState;
 use axum::Router;
@@ -51,8 +51,11 @@ pub const ROUTES: &[(&str, &str)] = &[
 
 /// The client API as an axum router, ready to serve (see [`crate::serve`]) or to merge into
 /// a larger router. Middleware, outermost first: `observe` (request id, error bodies,
-/// headers, metrics), the per-IP shield, the concurrency cap and timeout, the declared body
-/// size; then the route, which authenticates, authorizes and charges quota in that order.
+/// headers, metrics), the client address behind a trusted balancer, the per-IP shield, the
+/// per-address cap on requests in flight, the body read whole (capped and timed), then the
+/// global cap on requests being processed and the request timeout; then the route, which
+/// authenticates, authorizes and charges quota in that order. The body is read before a
+/// global slot is taken, so a slow sender holds only its own address's share.
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/v1/extractions", post(extractions::create))
@@ -85,12 +88,10 @@ pub fn router(state: ApiState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(
             state.clone(),
-            limits::declared_body_size,
-        ))
-        .layer(from_fn_with_state(
-            state.clone(),
             limits::concurrency_and_timeout,
         ))
+        .layer(from_fn_with_state(state.clone(), body_first::body_first))
+        .layer(from_fn_with_state(state.clone(), in_flight::per_address))
         .layer(from_fn_with_state(state.clone(), shield::shield))
         .layer(from_fn_with_state(state.clone(), forwarded::client_address))
         .layer(from_fn(crate::observe::observe))

@@ -249,6 +249,17 @@ impl Drop for TempDir {
     }
 }
 
+/// The default limits, with the per-address cap on requests in flight as high as the
+/// global cap: every test client connects from 127.0.0.1, so a test that sends many
+/// requests at once would otherwise meet that cap rather than what it tests.
+pub fn one_address_limits() -> ApiLimits {
+    let limits = ApiLimits::default();
+    ApiLimits {
+        max_requests_in_flight_per_ip: limits.max_concurrent_requests,
+        ..limits
+    }
+}
+
 /// Quota limits: the same window and limit for every operation.
 pub fn quota_config(limit: u32) -> QuotaConfig {
     QuotaConfig::uniform(OperationLimits::new(Duration::from_secs(60), limit).unwrap())

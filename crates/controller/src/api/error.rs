@@ -1,5 +1,5 @@
 //! API errors in the shared body (`{"error":{"code","message"},"request_id"}`) with the
-//! shared codes of `proxypool_edge::Code`, plus the control API's own `fenced`.
+//! shared codes of `proxypool_edge::Code`, plus the control API's own `fenced` and `body_timeout`.
 //!
 //! Store failures are mapped once, by `proxypool_edge::from_pool`: "unavailable" never
 //! leaks the store's detail to the caller (it is logged for operators), and always carries
@@ -13,6 +13,9 @@ use proxypool_edge::Code;
 
 /// 409: the session is not the worker's current live one; register again.
 pub const FENCED: Code = Code::new(StatusCode::CONFLICT, "fenced");
+
+/// 408: the request body did not arrive whole within `body_read_timeout`.
+pub const BODY_TIMEOUT: Code = Code::new(StatusCode::REQUEST_TIMEOUT, "body_timeout");
 
 /// An error answer.
 #[derive(Debug, Clone)]

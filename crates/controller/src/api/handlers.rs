@@ -40,8 +40,14 @@ pub(super) async fn register(
 ) -> Result<Json<SessionGrant>, ApiError> {
     // The token first, from the headers: an unauthenticated body is never read.
     let token = state.tokens.authenticate(&headers, &rid)?;
-    let request: RegisterSession =
-        read_json(&headers, body, state.limits.max_body_bytes, &rid).await?;
+    let request: RegisterSession = read_json(
+        &headers,
+        body,
+        state.limits.max_body_bytes,
+        state.limits.body_read_timeout.as_duration(),
+        &rid,
+    )
+    .await?;
     token.may_act_for(&request.worker, &rid)?;
     let ttl = state.snapshot.session_ttl.as_ms();
     let session = state
@@ -116,7 +122,14 @@ pub(super) async fn ack(
     body: Body,
 ) -> Result<StatusCode, ApiError> {
     let worker = authorized_worker(&state, &headers, path, &rid)?;
-    let request: SnapshotAck = read_json(&headers, body, state.limits.max_body_bytes, &rid).await?;
+    let request: SnapshotAck = read_json(
+        &headers,
+        body,
+        state.limits.max_body_bytes,
+        state.limits.body_read_timeout.as_duration(),
+        &rid,
+    )
+    .await?;
     state
         .pool
         .ack_snapshot(
@@ -141,8 +154,14 @@ pub(super) async fn report(
     body: Body,
 ) -> Result<Json<ReportAck>, ApiError> {
     let worker = authorized_worker(&state, &headers, path, &rid)?;
-    let report: RuntimeReport =
-        read_json(&headers, body, state.limits.max_report_bytes, &rid).await?;
+    let report: RuntimeReport = read_json(
+        &headers,
+        body,
+        state.limits.max_report_bytes,
+        state.limits.body_read_timeout.as_duration(),
+        &rid,
+    )
+    .await?;
     if report.worker != worker {
         return Err(ApiError::invalid(
             "the report's worker does not match the path",
