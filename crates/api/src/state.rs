@@ -4,7 +4,7 @@
 //! [`QuotaPort`], and the controller through [`UpstreamStatusSource`] (and optionally
 //! [`OwnershipWake`]). The controller or the CLI builds these and mounts [`crate::router`].
 
-use crate::admission::in_flight::AddressSlots;
+use crate::admission::address_slots::AddressSlots;
 use crate::admission::policy::{ClientPolicies, InFlight};
 use crate::admission::quota_board::QuotaBoard;
 use crate::admission::shield_limiter::Shield;

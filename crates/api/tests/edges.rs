@@ -10,7 +10,9 @@ use common::*;
 use proxypool_api::ApiLimits;
 use proxypool_config::Millis;
 use proxypool_testkit::edge::{OTHER_SOURCE, http_from, idle_flood, still_open, trickle};
-use proxypool_testkit::flood::{ipv4_source, ipv6_flood_network, ipv6_source, spread_idle_flood};
+use proxypool_testkit::flood::{
+    ipv4_source, ipv6_flood_network, ipv6_network_flood_held, spread_idle_flood,
+};
 use std::time::{Duration, Instant};
 
 const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
@@ -154,10 +156,7 @@ async fn one_ipv6_network_counts_as_one_address() {
         return;
     };
     let server = capped_server("[::1]:0").await;
-    let sources: Vec<_> = (0..200).map(ipv6_source).collect();
-    let flood = spread_idle_flood(server.addr, &sources, 1).await;
-    assert_eq!(flood.len(), 200, "every flood connect completed");
-    let open = still_open(flood, Duration::from_millis(500)).await;
+    let open = ipv6_network_flood_held(server.addr, 200).await;
     assert!(
         open <= SPREAD_PER_IP,
         "200 addresses of one /64 held {open} connections (cap {SPREAD_PER_IP} per network)"

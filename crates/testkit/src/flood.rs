@@ -104,3 +104,17 @@ pub async fn spread_idle_flood(
     }
     streams
 }
+
+/// Opens one silent connection to `addr` from each of `count` addresses of
+/// [`IPV6_FLOOD_NETWORK`] and says how many the server still holds half a second later
+/// (a server that counts the network as one address holds at most its per-address cap).
+pub async fn ipv6_network_flood_held(addr: SocketAddr, count: u16) -> usize {
+    let sources: Vec<_> = (0..count).map(ipv6_source).collect();
+    let flood = spread_idle_flood(addr, &sources, 1).await;
+    assert_eq!(
+        flood.len(),
+        usize::from(count),
+        "every flood connect completed"
+    );
+    crate::edge::still_open(flood, Duration::from_millis(500)).await
+}

@@ -4,7 +4,8 @@
 //! 2. [`forwarded`]: behind a trusted load balancer, the client address it names;
 //! 3. [`shield`]: the per-IP token bucket, still before authentication (the limiter
 //!    itself, which the state holds, is [`shield_limiter`]'s `Shield`);
-//! 4. [`in_flight`]: requests in flight per address (429 at once beyond the cap);
+//! 4. [`in_flight`]: requests in flight per address (429 at once beyond the cap; the
+//!    table, which the state holds, is [`address_slots`]'s `AddressSlots`);
 //! 5. [`body_first`]: the body read whole, capped (413) and within its deadline (408),
 //!    before the request takes a global slot;
 //! 6. [`limits`]: the global slots for requests being processed (503 at once when none
@@ -26,6 +27,7 @@
 //! denial at any layer returns before the next one runs, which the integration tests
 //! check layer by layer.
 
+pub(crate) mod address_slots;
 pub(crate) mod auth;
 pub(crate) mod authorize;
 pub(crate) mod body_first;
