@@ -281,7 +281,11 @@ async fn feedback_on_redis_grows_bans_returns_and_replaces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_clients_never_share_a_proxy_on_redis() {
     const CLIENTS: usize = 50;
-    let mut setup = Setup::default();
+    // Every client connects from 127.0.0.1: let the one address run them all at once.
+    let mut setup = Setup {
+        limits: one_address_limits(),
+        ..Setup::default()
+    };
     setup.clients.extend(many_clients(CLIENTS));
     let Some(stack) = stack(1000, setup).await else {
         return;
