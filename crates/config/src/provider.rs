@@ -36,8 +36,10 @@ pub struct ProviderConfig {
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
     /// `http` only: accept entries on loopback, private (RFC 1918, unique-local), CGNAT or
-    /// link-local addresses. Off: such entries are refused and counted. `dev` and tests
-    /// with the simulated vendor (which lists loopback proxies) set it.
+    /// link-local addresses. Off: such entries, and entries whose name resolves to such an
+    /// address, are refused and counted, and the checker does not dial a host that
+    /// resolves inside. `dev` and tests with the simulated vendor (which lists loopback
+    /// proxies) set it.
     #[serde(default)]
     pub allow_private_hosts: bool,
     /// `http` only: how the list is written.

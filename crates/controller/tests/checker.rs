@@ -261,3 +261,66 @@ async fn classifies_alive_dead_slow_and_refused_proxies() {
         Some(ProxyStatus::Available)
     );
 }
+
+#[tokio::test]
+async fn a_proxy_whose_name_resolves_inside_is_not_dialed_when_internal_hosts_are_refused() {
+    use proxypool_controller::checker::probe::{ProbePlan, probe};
+    use proxypool_controller::config::{HttpCheckMode, TargetUrl};
+    let Some(name) = internal_hostname().await else {
+        return;
+    };
+    // A canary on every local address: whatever the name resolves to, a dial lands here.
+    let canary = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = canary.local_addr().unwrap().port();
+    let pool = MemoryPool::new(MemoryPoolOptions::default());
+    let mut candidate = Candidate::new(Protocol::Http, name.as_str(), port);
+    candidate.credentials = Some(Credentials::new(USER, PASS));
+    pool.upsert(
+        T0,
+        FetchedBatch {
+            upstream: UpstreamId::new("fetched").unwrap(),
+            operation_id: None,
+            ttl_ms: 600_000,
+            safety_margin_ms: 0,
+            max_size: 100,
+            default_max_sessions: 4,
+            candidates: vec![candidate],
+        },
+    )
+    .await
+    .unwrap();
+    let record = pool
+        .due_for_check(
+            T0,
+            proxypool_core::DueQuery {
+                limit: 10,
+                recheck_after_ms: 0,
+            },
+        )
+        .await
+        .unwrap()
+        .remove(0);
+    let plan = ProbePlan {
+        targets: vec![(TargetUrl::parse("http://203.0.113.9/").unwrap(), 200)],
+        via: HttpCheckMode::Absolute,
+        max_latency: None,
+        refuse_internal: true,
+    };
+    let outcome = probe(&record, &plan, Duration::from_secs(2)).await;
+    assert_eq!(
+        outcome,
+        CheckOutcome::Failure {
+            error: "private_host".into()
+        }
+    );
+    let dialed = tokio::time::timeout(Duration::from_millis(300), canary.accept()).await;
+    assert!(dialed.is_err(), "the checker connected to {name}");
+    // Where internal hosts are allowed (a static list, `allow_private_hosts`), the same
+    // record is dialed: the canary sees it.
+    let plan = plan.refusing_internal(false);
+    let (_, accepted) = tokio::join!(
+        probe(&record, &plan, Duration::from_millis(500)),
+        tokio::time::timeout(Duration::from_secs(2), canary.accept())
+    );
+    assert!(accepted.is_ok(), "the canary saw no dial when allowed");
+}

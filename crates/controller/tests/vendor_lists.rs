@@ -227,6 +227,25 @@ async fn numeric_host_forms_are_judged_and_stored_as_the_address_they_denote() {
     assert_eq!(status.last_dropped.get("host_not_allowed"), Some(&1));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_that_resolves_inside_is_refused_before_it_is_stored() {
+    let Some(name) = internal_hostname().await else {
+        return;
+    };
+    // Its own credentials, so only what the name resolves to can refuse it.
+    let list: &'static str =
+        Box::leak(format!("{name}:3128:own-user:own-pass\n203.0.113.5:3128\n").into_boxed_str());
+    let url = list_endpoint(list, None).await;
+    let rig = vendor_account_rig(&url, "vendor-pw-name-");
+    let outcome = rig.reconciler.reconcile_once().await.unwrap();
+    assert_eq!((outcome.fetched, outcome.refused), (2, 1));
+    let stored = records(&rig).await;
+    let hosts: Vec<&str> = stored.iter().map(|r| r.host.as_str()).collect();
+    assert_eq!(hosts, ["203.0.113.5"], "{name} leads inside: not stored");
+    let status = rig.board.get(&acme()).unwrap();
+    assert_eq!(status.last_dropped.get("private_host"), Some(&1));
+}
+
 /// A long, very compressible list (the gzip test's body).
 fn long_list() -> String {
     (0..300)

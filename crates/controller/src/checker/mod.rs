@@ -9,7 +9,7 @@
 pub mod probe;
 
 use crate::clock::SharedClock;
-use crate::config::{CheckerConfig, UpstreamConfig};
+use crate::config::{CheckerConfig, ProviderKind, UpstreamConfig};
 use crate::leadership::job::LeaderJob;
 use probe::{ProbePlan, probe};
 use proxypool_core::{
@@ -59,11 +59,17 @@ impl Checker {
             .iter()
             .map(|u| {
                 let checks = UpstreamChecks {
-                    plan: Arc::new(ProbePlan::new(
-                        &u.health.targets,
-                        u.health.via,
-                        u.health.max_latency.map(|m| m.as_duration()),
-                    )),
+                    plan: Arc::new(
+                        ProbePlan::new(
+                            &u.health.targets,
+                            u.health.via,
+                            u.health.max_latency.map(|m| m.as_duration()),
+                        )
+                        .refusing_internal(
+                            u.provider.kind == ProviderKind::Http
+                                && !u.provider.allow_private_hosts,
+                        ),
+                    ),
                     recheck_after_ms: u.health.interval.as_ms(),
                     unhealthy_after: u.health.unhealthy_after,
                 };

@@ -5,15 +5,21 @@
 //!   origin-form `GET` through the tunnel.
 //! - SOCKS5 proxies: RFC 1928 CONNECT with RFC 1929 username/password, then the `GET`.
 //!
+//! The proxy's host is resolved once per check and only an address that was checked is
+//! dialed: for a fetched list (unless `allow_private_hosts`), a host with any loopback,
+//! private or link-local address is not dialed at all (failure `private_host`).
+//!
 //! The wire protocols are `proxypool-proto`'s; this module only sequences them. A failure
 //! becomes a short error kind (never text the proxy sent, which could echo credentials).
 
 use crate::config::{CheckTarget, HttpCheckMode, TargetUrl};
+use crate::provider::hygiene::is_internal_address;
 use proxypool_core::{CheckOutcome, Protocol, ProxyRecord};
 use proxypool_proto::http_connect::{
     self, MAX_RESPONSE_HEAD, basic_auth_value, read_response_head,
 };
 use proxypool_proto::{ProtoError, TargetAddr, socks5};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -25,6 +31,9 @@ pub struct ProbePlan {
     pub via: HttpCheckMode,
     /// Slower than this (but in time) is a failure of kind `slow`.
     pub max_latency: Option<Duration>,
+    /// A proxy whose host resolves to a loopback, private or link-local address is not
+    /// dialed (failure `private_host`): set for fetched lists unless `allow_private_hosts`.
+    pub refuse_internal: bool,
 }
 
 impl ProbePlan {
@@ -36,7 +45,14 @@ impl ProbePlan {
                 .collect(),
             via,
             max_latency,
+            refuse_internal: false,
         }
+    }
+
+    /// The same plan, refusing internal addresses when `refuse` is set.
+    pub fn refusing_internal(mut self, refuse: bool) -> Self {
+        self.refuse_internal = refuse;
+        self
     }
 }
 
@@ -67,8 +83,11 @@ async fn probe_all(record: &ProxyRecord, plan: &ProbePlan) -> Result<(), &'stati
     if plan.targets.is_empty() {
         return Err("no_targets");
     }
+    // Resolved once per check, and only an address that was checked is dialed, so a name
+    // cannot pass the check and then be dialed as another address.
+    let proxy = dial_address(record, plan.refuse_internal).await?;
     for (target, expect) in &plan.targets {
-        let status = probe_one(record, target, plan.via).await?;
+        let status = probe_one(record, proxy, target, plan.via).await?;
         if status != *expect {
             return Err(if status == 407 {
                 "proxy_auth"
@@ -80,13 +99,31 @@ async fn probe_all(record: &ProxyRecord, plan: &ProbePlan) -> Result<(), &'stati
     Ok(())
 }
 
-/// The status the target answered through the proxy.
+/// The address the proxy's host resolves to, refused when `refuse_internal` and any of
+/// its addresses is internal.
+async fn dial_address(
+    record: &ProxyRecord,
+    refuse_internal: bool,
+) -> Result<SocketAddr, &'static str> {
+    let host = record.host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, record.port))
+        .await
+        .map_err(|_| "resolve_failed")?
+        .collect();
+    if refuse_internal && addrs.iter().any(|addr| is_internal_address(addr.ip())) {
+        return Err("private_host");
+    }
+    addrs.first().copied().ok_or("resolve_failed")
+}
+
+/// The status the target answered through the proxy at `proxy`.
 async fn probe_one(
     record: &ProxyRecord,
+    proxy: SocketAddr,
     target: &TargetUrl,
     via: HttpCheckMode,
 ) -> Result<u16, &'static str> {
-    let mut stream = TcpStream::connect((record.host.as_str(), record.port))
+    let mut stream = TcpStream::connect(proxy)
         .await
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::ConnectionRefused => "connect_refused",

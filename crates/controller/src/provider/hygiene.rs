@@ -14,6 +14,11 @@
 //!   set: such a "proxy" would make the checker and the gateways connect into our own
 //!   network.
 //!
+//! A name is judged by what it resolves to as well (`super::resolve`): an entry whose name
+//! resolves to any internal address is refused before it is stored, and the checker
+//! resolves again and connects only to an address it checked (`crate::checker::probe`),
+//! so a name that changes its answer later still cannot lead the checker inside.
+//!
 //! Refused entries are counted by reason (`host_not_allowed`, `private_host`) with the
 //! other dropped entries on the upstream's status (`GET /v1/upstreams`).
 
@@ -96,6 +101,12 @@ impl HostPolicy {
         Ok(())
     }
 
+    /// Whether entries on internal addresses are refused (so names must be resolved and
+    /// their addresses checked before an entry is stored or dialed).
+    pub fn refuses_internal(&self) -> bool {
+        !self.allow_private
+    }
+
     fn allows(&self, host: &str, ip: Option<IpAddr>) -> bool {
         let name = host.trim_end_matches('.').to_ascii_lowercase();
         self.allowed.iter().any(|allowed| match (allowed, ip) {
@@ -111,9 +122,15 @@ impl HostPolicy {
     }
 }
 
+/// Whether `ip` lies in a block that is never a vendor's public proxy (loopback, private,
+/// CGNAT, link-local, unspecified; IPv4-mapped forms included).
+pub fn is_internal_address(ip: IpAddr) -> bool {
+    INTERNAL.iter().any(|block| block_contains(*block, ip))
+}
+
 fn is_internal(host: &str, ip: Option<IpAddr>) -> bool {
     match ip {
-        Some(ip) => INTERNAL.iter().any(|block| block_contains(*block, ip)),
+        Some(ip) => is_internal_address(ip),
         None => {
             let name = host.trim_end_matches('.').to_ascii_lowercase();
             name == "localhost" || name.ends_with(".localhost")

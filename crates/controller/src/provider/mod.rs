@@ -5,7 +5,8 @@
 //! - [`text`], [`json`]: the two list formats; [`entry`]: what they produce and why an
 //!   entry is dropped.
 //! - [`hygiene`]: which fetched entries are accepted (`allowed_hosts` for the default
-//!   credentials, no internal addresses).
+//!   credentials, no internal addresses); `resolve`: names resolved and judged by their
+//!   addresses before the entries are stored.
 //! - [`status`]: per-upstream status for the API.
 
 pub mod entry;
@@ -13,6 +14,7 @@ pub mod fetch;
 pub mod hygiene;
 pub mod json;
 pub mod reconciler;
+mod resolve;
 pub mod status;
 pub mod text;
 

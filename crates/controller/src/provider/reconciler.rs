@@ -5,6 +5,7 @@ use super::entry::{EntryDefaults, ParsedList};
 use super::fetch::{FetchError, VendorClient};
 use super::hygiene::HostPolicy;
 use super::json::parse_json;
+use super::resolve;
 use super::status::StatusBoard;
 use super::text::{parse_line, parse_text};
 use crate::clock::SharedClock;
@@ -248,7 +249,7 @@ impl Reconciler {
                     )
                     .await?;
                 let now = self.clock.now();
-                let list = match provider.format.unwrap_or(ListFormat::Text) {
+                let mut list = match provider.format.unwrap_or(ListFormat::Text) {
                     ListFormat::Text => {
                         let text = std::str::from_utf8(&body)
                             .map_err(|_| RoundError::MalformedBody("text"))?;
@@ -257,6 +258,14 @@ impl Reconciler {
                     ListFormat::Json => parse_json(&body, now, &self.defaults)
                         .map_err(|_| RoundError::MalformedBody("json"))?,
                 };
+                if self
+                    .defaults
+                    .hosts
+                    .as_ref()
+                    .is_some_and(|hosts| hosts.refuses_internal())
+                {
+                    resolve::drop_internal_names(&mut list, provider.timeout.as_duration()).await;
+                }
                 (list, now)
             }
         };
