@@ -176,7 +176,7 @@ async fn run_connection<S, B>(
     admitted: Admitted,
     service: S,
     limits: &ServeLimits,
-    stop: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
 ) where
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
     S::Future: Send + 'static,
@@ -198,6 +198,8 @@ async fn run_connection<S, B>(
             tracing::debug!(%peer, "closed to make room for a new connection");
             None
         }
+        // Nothing in flight yet: shutting down closes it at once.
+        _ = stop.wait_for(|stop| *stop) => None,
     };
     if let Some(stream) = stream {
         serve_connection(stream, peer, service, limits, stop, mark).await;

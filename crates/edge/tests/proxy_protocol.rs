@@ -2,7 +2,8 @@
 //! the request's [`Peer`]; the balancer's connection without one is closed; a peer that is
 //! not a listed balancer is served as itself, its PROXY header not believed. A balancer
 //! listed as carrying many clients without the protocol counts against the global cap
-//! only, and a connection that sends nothing is closed at the first-byte deadline.
+//! only, and a connection that sends nothing is closed at the first-byte deadline (or at
+//! once by a shutdown).
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -140,4 +141,29 @@ async fn a_silent_connection_is_closed_at_the_first_byte_deadline() {
     );
     // One that speaks at once is served as before.
     assert!(exchange(addr, REQUEST).await.ends_with("peer=127.0.0.1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_closed_by_the_shutdown_at_once() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let limits = ServeLimits {
+        first_byte_timeout: Duration::from_secs(10),
+        header_read_timeout: Duration::from_secs(10),
+        ..ServeLimits::default()
+    };
+    let server = tokio::spawn(serve(listener, EchoPeer, limits, async {
+        let _ = stopped.await;
+    }));
+    let silent = TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let _ = stop.send(());
+    let open = proxypool_testkit::edge::still_open(vec![silent], Duration::from_secs(2)).await;
+    assert_eq!(open, 0, "a silent connection held the shutdown up");
+    tokio::time::timeout(Duration::from_secs(2), server)
+        .await
+        .expect("the scaffold returned once the silent connection was gone")
+        .unwrap()
+        .unwrap();
 }

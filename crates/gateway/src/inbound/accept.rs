@@ -131,14 +131,17 @@ where
         .as_duration()
         .min(limits.header_read_timeout.as_duration());
     let mut first = [0u8; 1];
+    let mut phase = shared.phase.clone();
     let spoke = tokio::select! {
         peeked = tokio::time::timeout(deadline, accepted.stream.peek(&mut first)) => {
             matches!(peeked, Ok(Ok(1)))
         }
         () = accepted.admitted.mark().evicted() => false,
+        // Nothing in flight yet: a drain closes it at once.
+        _ = phase.wait_for(|p| *p != Phase::Running) => false,
     };
     if !spoke {
-        tracing::debug!(peer = %accepted.peer, "no first byte in time, or closed to make room");
+        tracing::debug!(peer = %accepted.peer, "no first byte in time, closed to make room, or draining");
         return;
     }
     shared.metrics.connection_opened(kind);
