@@ -39,6 +39,10 @@ pub(crate) enum Command {
     /// The simulated vendor on its own: upstream proxies, a list endpoint and an origin on
     /// loopback, to point a controller at by hand.
     Sim(SimArgs),
+    /// Read a secret (an API token, a gateway password, a worker or metrics token) from
+    /// standard input and print the `{ hash = "..." }` reference to put in the
+    /// configuration file instead of the secret.
+    HashSecret,
 }
 
 #[derive(Debug, Args)]
@@ -53,8 +57,9 @@ pub(crate) struct SimArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ConfigArg {
-    /// The configuration file (see examples/proxypool.toml).
-    #[arg(long, short = 'c', value_name = "FILE")]
+    /// The configuration file (see examples/proxypool.toml); without the flag,
+    /// `PROXYPOOL_CONFIG` names it.
+    #[arg(long, short = 'c', value_name = "FILE", env = "PROXYPOOL_CONFIG")]
     pub config: PathBuf,
 }
 
@@ -212,8 +217,9 @@ pub(crate) struct CheckConfigArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct MigrateArgs {
-    /// The configuration file; its `[quota] url` names the store.
-    #[arg(long, short = 'c', value_name = "FILE")]
+    /// The configuration file; its `[quota] url` names the store. Without the flag,
+    /// `PROXYPOOL_CONFIG` names it.
+    #[arg(long, short = 'c', value_name = "FILE", env = "PROXYPOOL_CONFIG")]
     pub config: PathBuf,
     /// PostgreSQL: environment variable with an owner/admin URL (password included) to
     /// migrate with, instead of the configured (least-privilege) quota URL.

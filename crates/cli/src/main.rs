@@ -3,7 +3,7 @@
 //! Subcommands (see `proxypool --help`): `dev` (everything on loopback with a simulated
 //! vendor), `serve` (controller + client API + gateway in one process), `controller` and
 //! `gateway` (split deployment on Redis + PostgreSQL), `extract` (an API client),
-//! `check-config`, `migrate` and `sim` (the simulated vendor on its own).
+//! `check-config`, `migrate`, `sim` (the simulated vendor on its own) and `hash-secret`.
 //!
 //! Module map:
 //! - `args`: the command line (clap derive).
@@ -42,6 +42,7 @@ fn main() -> ExitCode {
     let default_filter = match cli.command {
         Command::Dev(_) | Command::Sim(_) => "warn",
         Command::Extract(_) | Command::CheckConfig(_) | Command::Migrate(_) => "warn",
+        Command::HashSecret => "warn",
         _ => "info",
     };
     logging::init(default_filter);
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
             Command::CheckConfig(args) => commands::check_config::run(args).await,
             Command::Migrate(args) => commands::migrate::run(args).await,
             Command::Sim(args) => commands::sim::run(args).await,
+            Command::HashSecret => commands::hash_secret::run(),
         }
     });
     // Tasks still running (idle keep-alive connections, the signal watcher) are dropped

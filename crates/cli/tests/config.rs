@@ -1,10 +1,14 @@
-//! `proxypool check-config` and `proxypool migrate` as a user runs them: the examples
-//! check out, mistakes are reported with their file and key and a non-zero exit code.
+//! `proxypool check-config`, `proxypool migrate` and `proxypool hash-secret` as a user
+//! runs them: the examples check out, mistakes are reported with their file and key and a
+//! non-zero exit code, a hash made by `hash-secret` stands in for a token, and
+//! `PROXYPOOL_CONFIG` names the file when `--config` does not.
 
 mod common;
 
-use common::{Scratch, run};
+use common::{BIN, Scratch, run};
+use std::io::Write;
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 fn example(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -139,4 +143,95 @@ fn migrate_prepares_the_sqlite_quota() {
         &[],
     );
     assert_eq!(code, 2, "{stderr}");
+}
+
+/// `proxypool hash-secret` with `input` on standard input: exit code, stdout, stderr.
+fn hash_secret(input: &str) -> (i32, String, String) {
+    let mut child = Command::new(BIN)
+        .arg("hash-secret")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the proxypool binary runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_hash_from_hash_secret_stands_in_for_the_token_it_was_made_from() {
+    let token = "scraper-api-token-made-by-hand-0001";
+    let (code, reference, stderr) = hash_secret(&format!("{token}\n"));
+    assert_eq!(code, 0, "{stderr}");
+    let reference = reference.trim();
+    assert!(reference.starts_with("{ hash = \"sha256:"), "{reference}");
+    assert!(!reference.contains(token), "{reference}");
+
+    // The example's client token given as that hash: the file checks out without the
+    // token's variable, and the effective file shows the hash, never a secret.
+    let scratch = Scratch::new("hash-secret");
+    let text = example("proxypool.toml").replace(
+        "api_token = { env = \"SCRAPER_API_TOKEN\" }",
+        &format!("api_token = {reference}"),
+    );
+    assert!(text.contains(reference));
+    let file = scratch.write("proxypool.toml", &text);
+    std::fs::create_dir_all(scratch.file("secrets")).unwrap();
+    scratch.write("secrets/dc-password", "dc-secret\n");
+    let env = [
+        ("PROXYPOOL_WORKER_TOKEN", "worker-secret-value-1"),
+        ("ACME_PROXY_PASSWORD", "acme-secret"),
+        ("SCRAPER_GATEWAY_PASSWORD", "gateway-secret-value"),
+    ];
+    let (code, stdout, stderr) = run(
+        &["check-config", file.to_str().unwrap(), "--effective"],
+        &env,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("[clients.api_token]\nhash = "),
+        "the token is given as a hash: {stdout}"
+    );
+    let hash = reference
+        .trim_start_matches("{ hash = \"")
+        .trim_end_matches("\" }");
+    let hash = proxypool_core::SecretHash::parse(hash).unwrap();
+    assert!(hash.verify(token) && !hash.verify("scraper-api-token-made-by-hand-0002"));
+
+    // Too short to guard anything: refused, and not echoed.
+    let (code, stdout, stderr) = hash_secret("hunter2\n");
+    assert_eq!(code, 2, "{stdout}");
+    assert!(stderr.contains("7 characters"), "{stderr}");
+    assert!(!stderr.contains("hunter2") && stdout.is_empty(), "{stderr}");
+}
+
+#[test]
+fn proxypool_config_names_the_file_when_the_flag_does_not() {
+    let scratch = Scratch::new("config-env");
+    let missing = scratch.file("not-there.toml");
+    for command in ["serve", "controller", "gateway", "migrate"] {
+        let (code, _, stderr) = run(
+            &[command],
+            &[("PROXYPOOL_CONFIG", missing.to_str().unwrap())],
+        );
+        assert_eq!(code, 2, "{command}: {stderr}");
+        assert!(
+            stderr.contains("not-there.toml"),
+            "{command} read the file PROXYPOOL_CONFIG names: {stderr}"
+        );
+    }
+    // Neither: a usage error that names both ways.
+    let (code, _, stderr) = run(&["serve"], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--config"), "{stderr}");
 }

@@ -83,6 +83,8 @@ admin = "127.0.0.1:{admin}"
     for url in [&api_metrics, &admin_metrics] {
         let text = scrape(url).unwrap_or_else(|| panic!("{url} answers"));
         for family in [
+            // the recorder's own
+            "proxypool_build_info",
             // the client API's
             "proxypool_api_requests_total",
             // the gateway's (registered when it starts)

@@ -85,7 +85,7 @@ pub use provider::{AllowedHost, ListFormat, ProviderConfig, ProviderKind};
 pub use quota::{QuotaKind, QuotaStoreConfig};
 pub use reload::{ReloadPlan, with_restart_keys};
 pub use role::Role;
-pub use secret::{SecretRef, SecretSource};
+pub use secret::{MIN_VERIFIED_LEN, SecretRef, SecretSource};
 pub use store::{DurabilityPolicy, StoreConfig, StoreKind};
 pub use target::TargetUrl;
 pub use tls::{ClientTlsConfig, ServerTlsConfig};

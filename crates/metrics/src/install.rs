@@ -19,16 +19,22 @@ impl std::error::Error for RecorderTaken {}
 /// Installs a [`TextRecorder`] as the process-wide `metrics` recorder on the first call
 /// and returns its handle; every later call returns a handle on the same registry, so
 /// two roles in one process never split their metrics. Fails (on every call) only when
-/// some other recorder was installed first.
+/// some other recorder was installed first. The first install records
+/// `proxypool_build_info{version}` (always 1), so a dashboard can tell which build runs.
 pub fn install() -> Result<MetricsHandle, RecorderTaken> {
     static INSTALLED: OnceLock<Result<MetricsHandle, RecorderTaken>> = OnceLock::new();
     INSTALLED
         .get_or_init(|| {
             let recorder = TextRecorder::new();
             let handle = recorder.handle();
-            metrics::set_global_recorder(recorder)
-                .map(|()| handle)
-                .map_err(|_| RecorderTaken)
+            metrics::set_global_recorder(recorder).map_err(|_| RecorderTaken)?;
+            metrics::describe_gauge!(
+                "proxypool_build_info",
+                "Always 1; the labels say which build of proxypool runs (the workspace version)."
+            );
+            metrics::gauge!("proxypool_build_info", "version" => env!("CARGO_PKG_VERSION"))
+                .set(1.0);
+            Ok(handle)
         })
         .clone()
 }
@@ -50,6 +56,11 @@ mod tests {
             "{}",
             second.render()
         );
+        let build = format!(
+            "proxypool_build_info{{version=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(second.render().contains(&build), "{}", second.render());
         let (_, local) = MetricsHandle::local();
         assert!(!local.same_registry(&first));
     }

@@ -5,6 +5,7 @@ pub(crate) mod controller;
 pub(crate) mod dev;
 pub(crate) mod extract;
 pub(crate) mod gateway;
+pub(crate) mod hash_secret;
 pub(crate) mod migrate;
 pub(crate) mod serve;
 pub(crate) mod sim;
