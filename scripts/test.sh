@@ -44,6 +44,8 @@ missing_packages() {
   command -v openssl >/dev/null 2>&1 || echo openssl
   # The connection-cap tests route an IPv6 /64 to loopback (`ip -6 route`, as root).
   command -v ip >/dev/null 2>&1 || echo iproute2
+  # The shipped systemd units are checked with `systemd-analyze verify`.
+  command -v systemd-analyze >/dev/null 2>&1 || echo systemd
   # The dashboard's browser tests drive headless Chromium over the DevTools protocol.
   command -v chromium >/dev/null 2>&1 || echo chromium
   # The API conformance test runs schemathesis (from PyPI) in a virtual environment.
@@ -61,7 +63,7 @@ install_packages() {
     {
       echo "error: missing test dependencies: ${packages[*]}"
       echo "scripts/test.sh installs them only as root on Debian/Ubuntu (apt-get)."
-      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 chromium python3-venv"
+      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 systemd chromium python3-venv"
       echo "(or point the tests at running servers with PROXYPOOL_TEST_REDIS_URL and"
       echo " PROXYPOOL_TEST_POSTGRES_URL), then run scripts/test.sh again."
     } >&2
@@ -94,7 +96,7 @@ install_packages() {
   trap - EXIT
 }
 
-step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, chromium, python3-venv)"
+step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, systemd, chromium, python3-venv)"
 mapfile -t missing < <(missing_packages)
 if ((${#missing[@]} > 0)); then
   step "install ${missing[*]}"
