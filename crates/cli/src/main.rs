@@ -45,7 +45,20 @@ fn main() -> ExitCode {
         Command::HashSecret => "warn",
         _ => "info",
     };
-    logging::init(default_filter);
+    // The file's `[log] format`, read before the first line is logged.
+    let config_file = match &cli.command {
+        Command::Serve(args) | Command::Controller(args) | Command::Gateway(args) => {
+            Some(args.config.as_path())
+        }
+        Command::Migrate(args) => Some(args.config.as_path()),
+        _ => None,
+    };
+    let format = config_file
+        .and_then(|file| {
+            proxypool_config::peek_log_format(file, &proxypool_config::Env::from_process())
+        })
+        .unwrap_or_default();
+    logging::init(default_filter, format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

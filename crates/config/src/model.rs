@@ -58,6 +58,9 @@ pub struct Config {
     /// A gateway worker: the in-process one of `serve`, or a split `proxypool gateway`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewaySection>,
+    /// How the process logs (every role).
+    #[serde(default)]
+    pub log: crate::log::LogSection,
 }
 
 impl Config {
@@ -66,6 +69,7 @@ impl Config {
     pub fn has_controller(&self) -> bool {
         let empty = Config {
             gateway: self.gateway.clone(),
+            log: self.log.clone(),
             ..Config::default()
         };
         *self != empty

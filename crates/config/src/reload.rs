@@ -16,6 +16,7 @@ use toml::Value;
 
 /// Key prefixes whose changes need a restart.
 pub const RESTART_REQUIRED: &[&str] = &[
+    "log",
     "store",
     "quota",
     "listen",
@@ -78,6 +79,7 @@ impl ReloadPlan {
 /// applies, and what is in force after it.
 pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
     let mut config = loaded.clone();
+    config.log = running.log.clone();
     config.store = running.store.clone();
     config.quota = running.quota.clone();
     config.listen = running.listen.clone();

@@ -204,6 +204,11 @@ fn bad_values_name_the_file_the_key_and_the_reason() {
             "max_requests_in_flight_per_ip = 257",
             "api.limits.max_requests_in_flight_per_ip",
         ),
+        (
+            "[log]\nformat = \"text\"",
+            "[log]\nformat = \"xml\"",
+            "log.format",
+        ),
     ] {
         assert!(example().contains(from), "{from}");
         let err = load(&example().replace(from, to), example_env(), &dir).unwrap_err();
