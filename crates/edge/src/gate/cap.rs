@@ -124,7 +124,6 @@ pub struct ConnectionCap {
     cap: AtomicUsize,
     open: AtomicUsize,
     next_id: AtomicU64,
-    evictions: AtomicU64,
     registry: Mutex<Registry>,
     epoch: Instant,
     /// Woken when the last open connection closes.
@@ -137,7 +136,6 @@ impl ConnectionCap {
             cap: AtomicUsize::new(cap),
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
             registry: Mutex::new(Registry::default()),
             epoch: Instant::now(),
             emptied: Notify::new(),
@@ -156,11 +154,6 @@ impl ConnectionCap {
     /// Open connections (a closed-for-a-newcomer one counts until it is gone).
     pub fn open(&self) -> usize {
         self.open.load(Ordering::Acquire)
-    }
-
-    /// Connections closed so far to admit a newcomer.
-    pub fn evictions(&self) -> u64 {
-        self.evictions.load(Ordering::Relaxed)
     }
 
     /// Admits one more connection: under the cap at once, at the cap by closing the oldest
@@ -188,7 +181,6 @@ impl ConnectionCap {
             let victim = fresh.or_else(|| registry.longest_idle().filter(|mark| mark.evict(IDLE)));
             victim.as_ref()?;
             made_room = true;
-            self.evictions.fetch_add(1, Ordering::Relaxed);
             // The chosen one still counts until its task closes it, a moment from now.
             self.open.fetch_add(1, Ordering::AcqRel);
         }
@@ -280,11 +272,13 @@ mod tests {
         assert!(first.mark().is_evicted());
         assert!(!second.mark().is_evicted() && !third.mark().is_evicted());
         assert_eq!(cap.open(), 4, "the chosen one counts until it closes");
+        assert!(!first.made_room(), "admitted under the cap");
         drop(first);
-        let _fifth = cap.admit().expect("the next oldest fresh one makes room");
+        let fifth = cap.admit().expect("the next oldest fresh one makes room");
         assert!(third.mark().is_evicted());
         assert!(!fourth.mark().is_evicted());
-        assert_eq!(cap.evictions(), 2);
+        assert!(fourth.made_room() && fifth.made_room());
+        assert!(!second.made_room() && !third.made_room());
     }
 
     #[test]

@@ -48,10 +48,7 @@ impl ConnectionGate {
     pub fn admit(&self, ip: IpAddr) -> Result<Admitted, Refused> {
         let ticket = self.per_ip.try_open(ip).ok_or(Refused::PerIp)?;
         let connection = self.cap.admit().ok_or(Refused::Global)?;
-        Ok(Admitted {
-            _ticket: Some(ticket),
-            connection,
-        })
+        Ok(Admitted::new(Some(ticket), connection))
     }
 
     /// Admits a connection that speaks for many clients (a trusted balancer that does not
@@ -59,10 +56,7 @@ impl ConnectionGate {
     /// one address would shut out everyone behind it.
     pub fn admit_uncounted(&self) -> Result<Admitted, Refused> {
         let connection = self.cap.admit().ok_or(Refused::Global)?;
-        Ok(Admitted {
-            _ticket: None,
-            connection,
-        })
+        Ok(Admitted::new(None, connection))
     }
 
     /// Open connections.
@@ -73,13 +67,12 @@ impl ConnectionGate {
     pub fn per_ip(&self) -> &Arc<PerIpLimit> {
         &self.per_ip
     }
-
-    pub fn cap(&self) -> &Arc<ConnectionCap> {
-        &self.cap
-    }
 }
 
-/// An admitted connection; dropping it frees both its slots.
+/// An admitted connection; dropping it frees both its slots. Listeners that take the two
+/// caps apart (the gateway charges its shield in between) put it together with [`new`].
+///
+/// [`new`]: Admitted::new
 #[derive(Debug)]
 pub struct Admitted {
     _ticket: Option<IpTicket>,
@@ -87,6 +80,20 @@ pub struct Admitted {
 }
 
 impl Admitted {
+    /// A connection holding its address's slot (`None`: not counted per address) and its
+    /// global one.
+    pub fn new(ticket: Option<IpTicket>, connection: OpenConnection) -> Self {
+        Admitted {
+            _ticket: ticket,
+            connection,
+        }
+    }
+
+    /// Whether another connection was closed to admit this one.
+    pub fn made_room(&self) -> bool {
+        self.connection.made_room()
+    }
+
     /// What the connection tells the cap and hears from it.
     pub fn mark(&self) -> &Arc<ConnectionMark> {
         self.connection.mark()

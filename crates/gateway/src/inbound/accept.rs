@@ -27,7 +27,7 @@ use crate::metrics::Listener;
 use crate::policy::limits::Shield;
 use crate::refusal::Refusal;
 use crate::state::Shared;
-use proxypool_edge::{ConnectionMark, IpTicket, OpenConnection};
+use proxypool_edge::Admitted;
 use proxypool_proto::proxy_protocol::ProxiedFrom;
 use proxypool_throttle::ConnectionScopes;
 use std::future::Future;
@@ -35,22 +35,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-
-/// The slots an admitted connection holds; dropping it frees them (a CONNECT or SOCKS5
-/// tunnel takes it along, so a tunnel counts against its address too).
-#[derive(Debug)]
-pub(crate) struct Admitted {
-    _ip: IpTicket,
-    connection: OpenConnection,
-}
-
-impl Admitted {
-    /// What the connection tells the global cap (busy, idle) and hears from it (closed to
-    /// make room).
-    pub(crate) fn mark(&self) -> &Arc<ConnectionMark> {
-        self.connection.mark()
-    }
-}
 
 /// The shield as it was when the connection was accepted.
 #[derive(Debug)]
@@ -66,6 +50,8 @@ pub(crate) struct ShieldAtAccept {
 pub(crate) struct Accepted {
     pub stream: TcpStream,
     pub peer: SocketAddr,
+    /// Its per-IP and global slots; a CONNECT or SOCKS5 tunnel takes them along, so a
+    /// tunnel counts against its address too.
     pub admitted: Admitted,
     pub shield: ShieldAtAccept,
 }
@@ -204,16 +190,14 @@ fn admit(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Option<Accepte
         shared.metrics.rejected_connection_cap.increment(1);
         return None;
     };
-    if connection.made_room() {
+    let admitted = Admitted::new(Some(ticket), connection);
+    if admitted.made_room() {
         shared.metrics.connections_evicted.increment(1);
     }
     Some(Accepted {
         stream,
         peer,
-        admitted: Admitted {
-            _ip: ticket,
-            connection,
-        },
+        admitted,
         shield,
     })
 }

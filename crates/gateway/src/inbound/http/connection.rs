@@ -3,12 +3,13 @@
 //! verified on it, its requests in flight and the per-IP and global slots a `CONNECT`
 //! tunnel takes along.
 
-use crate::inbound::accept::{Admitted, ShieldAtAccept};
+use crate::inbound::accept::ShieldAtAccept;
 use crate::policy::limits::Shield;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use http::HeaderValue;
 use proxypool_core::LockExt;
+use proxypool_edge::Admitted;
 use proxypool_edge::ConnectionMark;
 use proxypool_throttle::ConnectionScopes;
 use std::net::SocketAddr;
