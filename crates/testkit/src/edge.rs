@@ -3,6 +3,7 @@
 //! loopback on Linux), a client that trickles its request a byte at a time, and a check
 //! of which connections the server has closed. Async (tokio), unlike the rest of the kit.
 
+use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -14,13 +15,22 @@ pub const FLOOD_SOURCE: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
 /// The address of the client that must still be served.
 pub const OTHER_SOURCE: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 
-/// A TCP connection to `addr` from `source` (bound before connecting).
+/// A TCP connection to `addr` from `source` (bound before connecting). An IPv6 source need
+/// not be assigned to any interface, only routed here (it is bound with `IPV6_FREEBIND`):
+/// how [`crate::flood`] connects from many addresses of one /64.
 pub async fn connect_from(source: IpAddr, addr: SocketAddr) -> io::Result<TcpStream> {
-    let socket = match source {
-        IpAddr::V4(_) => TcpSocket::new_v4()?,
-        IpAddr::V6(_) => TcpSocket::new_v6()?,
+    let domain = if source.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
     };
-    socket.bind(SocketAddr::new(source, 0))?;
+    let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    if source.is_ipv6() {
+        socket.set_freebind_v6(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&SocketAddr::new(source, 0).into())?;
+    let socket = TcpSocket::from_std_stream(std::net::TcpStream::from(socket));
     socket.connect(addr).await
 }
 
@@ -124,6 +134,20 @@ pub async fn http_from(
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no complete head"))?;
     let head = String::from_utf8_lossy(&answer[..split]).into_owned();
     Ok((head, answer[split + 4..].to_vec()))
+}
+
+/// The head of the answer to `request` from `source`, which must come within 1 s: how a
+/// listener test shows that a client beside a flood is still served.
+///
+/// # Panics
+/// When no complete answer comes in time.
+pub async fn served_within_a_second(source: IpAddr, addr: SocketAddr, request: &str) -> String {
+    let started = Instant::now();
+    let (head, _) = http_from(source, addr, request, Duration::from_secs(1))
+        .await
+        .unwrap_or_else(|error| panic!("{source} is not served within 1 s: {error}"));
+    eprintln!("{source} served in {:?}", started.elapsed());
+    head
 }
 
 /// Writes `request` one byte every `every`, from [`OTHER_SOURCE`], until the server

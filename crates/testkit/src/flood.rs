@@ -1,17 +1,18 @@
 //! Idle floods from many addresses, for connection-cap tests: loopback IPv4 sources
 //! (`127.0.0.10` and up; all of 127/8 is loopback on Linux) and IPv6 sources spread over
 //! one /64 ([`IPV6_FLOOD_NETWORK`]), which the kit routes to the loopback device as local
-//! ("AnyIP") so a socket can bind any address of it with `IPV6_FREEBIND`. Adding that
+//! ("AnyIP") so a socket can bind any address of it with `IPV6_FREEBIND` (as
+//! [`crate::edge::connect_from`] does). Adding that
 //! route needs root (`ip -6 route`); without it an IPv6 test skips with a banner, and
 //! under `CI=true` it fails.
 
+use crate::edge::connect_from;
 use crate::skip::running_in_ci;
-use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 /// The /64 IPv6 floods come from (a unique local block, routed to loopback by the kit).
 pub const IPV6_FLOOD_NETWORK: &str = "fd70:7000:0:1::/64";
@@ -61,24 +62,6 @@ pub fn ipv6_flood_network() -> Option<()> {
     None
 }
 
-/// A TCP connection to `addr` from `source`; an IPv6 source need not be assigned to any
-/// interface (it is bound with `IPV6_FREEBIND`), only routed here.
-pub async fn connect_from_any(source: IpAddr, addr: SocketAddr) -> io::Result<TcpStream> {
-    let domain = if source.is_ipv4() {
-        Domain::IPV4
-    } else {
-        Domain::IPV6
-    };
-    let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
-    if source.is_ipv6() {
-        socket.set_freebind_v6(true)?;
-    }
-    socket.set_nonblocking(true)?;
-    socket.bind(&SocketAddr::new(source, 0).into())?;
-    let socket = TcpSocket::from_std_stream(std::net::TcpStream::from(socket));
-    socket.connect(addr).await
-}
-
 /// Opens `per_source` connections to `addr` from each of `sources` that never send a
 /// byte (each connect bounded to 2 s); returns those that were established.
 pub async fn spread_idle_flood(
@@ -93,7 +76,7 @@ pub async fn spread_idle_flood(
             let source = *source;
             tasks.push(tokio::spawn(tokio::time::timeout(
                 Duration::from_secs(2),
-                connect_from_any(source, addr),
+                connect_from(source, addr),
             )));
         }
         for task in tasks {
