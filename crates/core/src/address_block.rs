@@ -42,6 +42,14 @@ pub fn in_block(ip: IpAddr, network: IpAddr, prefix: u8) -> bool {
     IpNet::new(network, prefix.min(max)).is_ok_and(|block| block_contains(block, ip))
 }
 
+/// Whether `ip` lies in any of `blocks` (`(network, prefix)` pairs, as balancer lists are
+/// kept), by [`in_block`]'s rule.
+pub fn in_any_block(ip: IpAddr, blocks: &[(IpAddr, u8)]) -> bool {
+    blocks
+        .iter()
+        .any(|(network, prefix)| in_block(ip, *network, *prefix))
+}
+
 /// The address a per-address count keys `ip` by: an IPv4 address (or its IPv4-mapped IPv6
 /// form) as itself, an IPv6 address as the network of its first `ipv6_prefix` bits, since
 /// one host usually holds a whole /64 and could otherwise count as millions of peers.

@@ -57,7 +57,9 @@ pub mod time;
 pub mod upsert;
 pub mod usage;
 
-pub use address_block::{IpNet, address_group, block_contains, canonical_block, in_block};
+pub use address_block::{
+    IpNet, address_group, block_contains, canonical_block, in_any_block, in_block,
+};
 pub use admin::{AdminStore, ProviderStatus, WorkerMode, WorkerModeRecord};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use cooldown::{

@@ -63,9 +63,10 @@ pub use limits::{MIN_HEADER_BYTES, ServeLimits};
 use crate::gate::{Admitted, ConnectionGate, Refused};
 use bytes::Bytes;
 use connection::serve_connection;
-use handshake::{first_byte, listed, secure, unwrap_proxy_header};
+use handshake::{first_byte, secure, unwrap_proxy_header};
 use http::{Request, Response};
 use hyper::body::Incoming;
+use proxypool_core::in_any_block;
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
@@ -120,7 +121,7 @@ where
         };
         let (service, limits) = (service.clone(), Arc::clone(&limits));
         let (stop, open) = (stop_rx.clone(), open_tx.clone());
-        if listed(&limits.proxy_protocol_from, peer.ip()) {
+        if in_any_block(peer.ip(), &limits.proxy_protocol_from) {
             let gate = Arc::clone(&gate);
             tokio::spawn(async move {
                 if !first_byte(&stream, &limits).await {
@@ -139,7 +140,7 @@ where
             });
             continue;
         }
-        let admitted = if listed(&limits.uncounted_per_ip, peer.ip()) {
+        let admitted = if in_any_block(peer.ip(), &limits.uncounted_per_ip) {
             gate.admit_uncounted()
         } else {
             gate.admit(peer.ip())

@@ -13,7 +13,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
-use proxypool_core::in_block;
+use proxypool_core::in_any_block;
 use proxypool_edge::Peer;
 use std::net::{IpAddr, SocketAddr};
 
@@ -44,11 +44,7 @@ pub(crate) fn forwarded_client(
     headers: &HeaderMap,
     trusted: &[(IpAddr, u8)],
 ) -> Option<IpAddr> {
-    let is_trusted = |ip: IpAddr| {
-        trusted
-            .iter()
-            .any(|(net, prefix)| in_block(ip, *net, *prefix))
-    };
+    let is_trusted = |ip: IpAddr| in_any_block(ip, trusted);
     if !is_trusted(peer) {
         return None;
     }

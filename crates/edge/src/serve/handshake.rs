@@ -6,16 +6,9 @@ use super::limits::ServeLimits;
 use crate::request_id::RequestId;
 use crate::tls::Conn;
 use proxypool_proto::proxy_protocol::ProxiedFrom;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// Whether `peer` lies in one of the blocks `from` (the balancers that speak the PROXY
-/// protocol, or those that carry many clients without it).
-pub(super) fn listed(from: &[(IpAddr, u8)], peer: IpAddr) -> bool {
-    from.iter()
-        .any(|(net, prefix)| proxypool_core::in_block(peer, *net, *prefix))
-}
 
 /// Whether the peer sent a byte within `limits.first_byte_timeout`: a socket opened and
 /// left silent holds a slot for no request, so it gets a deadline much shorter than the

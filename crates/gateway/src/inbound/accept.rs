@@ -137,11 +137,7 @@ where
 
 /// Whether `peer` is one of the load balancers that speak the PROXY protocol.
 fn trusted(shared: &Shared, peer: SocketAddr) -> bool {
-    let config = shared.config();
-    config
-        .trusted_proxies
-        .iter()
-        .any(|(net, prefix)| proxypool_core::in_block(peer.ip(), *net, *prefix))
+    proxypool_core::in_any_block(peer.ip(), &shared.config().trusted_proxies)
 }
 
 /// Reads a trusted balancer's PROXY header; the stream (at the client's first byte) and
