@@ -41,6 +41,7 @@ pub(crate) fn describe() {
         QUOTA_DENIALS,
         "Requests denied by the durable quota, by operation and reason (exceeded, unavailable)."
     );
+    proxypool_metrics::set_buckets(STORE_SECONDS, proxypool_metrics::STORE_CALL_BUCKETS);
     metrics::describe_histogram!(
         STORE_SECONDS,
         "Latency of calls into the stores (activity pool ports, quota) by port and call."

@@ -12,10 +12,11 @@
 //! `metrics-util` with its storage stack (crossbeam-epoch, a DDSketch, rand, quanta,
 //! indexmap...), and its defaults add an HTTP listener and a TLS push gateway: a dozen
 //! crates of build time on a 2-core machine. The roles need counters, gauges and
-//! fixed-bucket histograms rendered on demand; that is this crate.
+//! fixed-bucket histograms (bounds chosen per family) rendered on demand; that is this crate.
 //!
 //! Module map:
 //! - [`recorder`]: [`TextRecorder`], the registry of series (atomics, registered once).
+//! - [`buckets`]: histogram bucket bounds chosen per family ([`set_buckets`]), with a default.
 //! - [`render`]: the text exposition format (families, escaping, cumulative buckets).
 //! - [`process`]: `process_*` metrics read from `/proc` at render time.
 //! - `handle`: [`MetricsHandle`], what renders a registry, and [`CONTENT_TYPE`].
@@ -29,12 +30,16 @@
 
 #![forbid(unsafe_code)]
 
+pub mod buckets;
 mod handle;
 mod install;
 pub mod process;
 pub mod recorder;
 pub mod render;
 
+pub use buckets::{
+    DEFAULT_BUCKETS, MAX_BUCKETS, REMOTE_CALL_BUCKETS, STORE_CALL_BUCKETS, set_buckets,
+};
 pub use handle::{CONTENT_TYPE, MetricsHandle};
 pub use install::{RecorderTaken, install};
-pub use recorder::{BUCKETS, TextRecorder};
+pub use recorder::TextRecorder;

@@ -12,27 +12,39 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// Upper bounds (seconds) of every histogram's buckets: 0.5 ms to 10 s covers an
-/// in-memory store call, an upstream dial and a slow vendor fetch alike. Every histogram
-/// in proxypool measures seconds; one fixed set keeps recording a single bucket search.
-pub const BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
-
 /// Per-bucket counts (not cumulative: each value lands in one bucket; the render adds
-/// them up), a count and a sum.
-#[derive(Debug, Default)]
+/// them up), a count and a sum, over the family's bounds ([`crate::buckets`]).
+#[derive(Debug)]
 pub(crate) struct AtomicHistogram {
-    pub(crate) buckets: [AtomicU64; BUCKETS.len()],
+    pub(crate) bounds: &'static [f64],
+    pub(crate) buckets: Box<[AtomicU64]>,
     pub(crate) count: AtomicU64,
     pub(crate) sum_bits: AtomicU64,
 }
 
+impl AtomicHistogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        AtomicHistogram {
+            bounds,
+            buckets: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_bits: AtomicU64::new(0),
+        }
+    }
+}
+
 impl HistogramFn for AtomicHistogram {
     fn record(&self, value: f64) {
-        // Above the last bound only `+Inf` (the count) holds it.
-        if let Some(i) = BUCKETS.iter().position(|bound| value <= *bound) {
-            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        // Above the last bound only `+Inf` (the count) holds it. The bounds are few and
+        // sorted: a partition point is a handful of comparisons.
+        // NaN lands in no finite bucket (it is above no bound and below none).
+        let i = if value.is_nan() {
+            self.bounds.len()
+        } else {
+            self.bounds.partition_point(|bound| *bound < value)
+        };
+        if let Some(bucket) = self.buckets.get(i) {
+            bucket.fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
         let mut current = self.sum_bits.load(Ordering::Relaxed);
@@ -72,12 +84,15 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Looks a series up under the read lock, inserting it under the write lock when new.
-fn series<T: Default>(map: &RwLock<HashMap<Key, Arc<T>>>, key: &Key) -> Arc<T> {
+/// Looks a series up under the read lock, inserting `make()` under the write lock when new.
+fn series<T>(map: &RwLock<HashMap<Key, Arc<T>>>, key: &Key, make: impl FnOnce() -> T) -> Arc<T> {
     if let Some(found) = read(map).get(key) {
         return found.clone();
     }
-    write(map).entry(key.clone()).or_default().clone()
+    write(map)
+        .entry(key.clone())
+        .or_insert_with(|| Arc::new(make()))
+        .clone()
 }
 
 /// The recorder; install it process-wide with [`crate::install`], or use it locally
@@ -112,15 +127,18 @@ impl Recorder for TextRecorder {
     }
 
     fn register_counter(&self, key: &Key, _metadata: &Metadata<'_>) -> Counter {
-        Counter::from_arc(series(&self.registry.counters, key))
+        Counter::from_arc(series(&self.registry.counters, key, AtomicU64::default))
     }
 
     fn register_gauge(&self, key: &Key, _metadata: &Metadata<'_>) -> Gauge {
-        Gauge::from_arc(series(&self.registry.gauges, key))
+        Gauge::from_arc(series(&self.registry.gauges, key, AtomicU64::default))
     }
 
     fn register_histogram(&self, key: &Key, _metadata: &Metadata<'_>) -> Histogram {
-        Histogram::from_arc(series(&self.registry.histograms, key))
+        let bounds = crate::buckets::buckets_of(key.name());
+        Histogram::from_arc(series(&self.registry.histograms, key, || {
+            AtomicHistogram::new(bounds)
+        }))
     }
 }
 

@@ -3,7 +3,7 @@
 //! and series in a stable order (by name, then by label set), label values escaped,
 //! histogram buckets cumulative in ascending `le` order ending at `+Inf`.
 
-use crate::recorder::{BUCKETS, Registry, read};
+use crate::recorder::{Registry, read};
 use metrics::Key;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -36,9 +36,9 @@ pub(crate) fn render(registry: &Registry) -> String {
     }
     for (key, histogram) in copy(&registry.histograms) {
         let name = sanitize(key.name());
-        let mut lines = Vec::with_capacity(BUCKETS.len() + 3);
+        let mut lines = Vec::with_capacity(histogram.bounds.len() + 3);
         let mut cumulative = 0;
-        for (bound, count) in BUCKETS.iter().zip(&histogram.buckets) {
+        for (bound, count) in histogram.bounds.iter().zip(&histogram.buckets) {
             cumulative += count.load(Ordering::Relaxed);
             let le = number(*bound);
             lines.push(format!(
@@ -240,7 +240,7 @@ mod tests {
                 (le.to_owned(), n)
             })
             .collect();
-        assert_eq!(buckets.len(), crate::BUCKETS.len() + 1, "{text}");
+        assert_eq!(buckets.len(), crate::DEFAULT_BUCKETS.len() + 1, "{text}");
         assert_eq!(buckets[0], ("0.0005".to_owned(), 1));
         let at = |le: &str| buckets.iter().find(|(b, _)| b == le).unwrap().1;
         assert_eq!(at("0.0025"), 1);
@@ -260,5 +260,30 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("t_seconds_bucket{call=\"x\",le=\"+Inf\"} 5\n"));
+    }
+
+    #[test]
+    fn a_family_with_chosen_bounds_renders_those_and_counts_a_value_on_a_bound_in_it() {
+        crate::set_buckets("t_tunnel_seconds", &[1.0, 60.0, 3600.0]);
+        let text = rendered(|| {
+            let h = metrics::histogram!("t_tunnel_seconds");
+            h.record(0.2);
+            h.record(60.0); // on a bound: le is inclusive
+            h.record(7200.0);
+        });
+        let bucket_lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("t_tunnel_seconds_bucket"))
+            .collect();
+        assert_eq!(
+            bucket_lines,
+            [
+                "t_tunnel_seconds_bucket{le=\"1\"} 1",
+                "t_tunnel_seconds_bucket{le=\"60\"} 2",
+                "t_tunnel_seconds_bucket{le=\"3600\"} 2",
+                "t_tunnel_seconds_bucket{le=\"+Inf\"} 3",
+            ],
+            "{text}"
+        );
     }
 }

@@ -81,6 +81,7 @@ fn describe() {
          (success, or the error kind: connect, timeout, http_status, too_large, body, \
          request, malformed_body, store_unavailable, store_rejected)."
     );
+    proxypool_metrics::set_buckets(FETCH_SECONDS, proxypool_metrics::REMOTE_CALL_BUCKETS);
     describe_histogram!(
         FETCH_SECONDS,
         "Duration of provider rounds (fetch, parse and upsert) by upstream."
@@ -98,6 +99,7 @@ fn describe() {
         HEALTH_CHECKS,
         "Health checks through proxies by upstream and outcome (success, failure)."
     );
+    proxypool_metrics::set_buckets(HEALTH_SECONDS, proxypool_metrics::REMOTE_CALL_BUCKETS);
     describe_histogram!(
         HEALTH_SECONDS,
         "Duration of health checks through proxies (either outcome), by upstream."
@@ -131,6 +133,7 @@ fn describe() {
         "Expired state removed by maintenance sweeps, by kind (records, assignments, \
          sessions, results)."
     );
+    proxypool_metrics::set_buckets(STORE_SECONDS, proxypool_metrics::STORE_CALL_BUCKETS);
     describe_histogram!(
         STORE_SECONDS,
         "Latency of the controller's calls into the activity pool, by call."
