@@ -5,7 +5,8 @@
 //! Keys that shape what a process has bound, opened or sized at start (listen addresses,
 //! the control API's listener limits, the store and quota connections, the control API's session and snapshot contract, the
 //! client API's transport limits and shield, a gateway's identity, listeners, limiter
-//! engine, tracked-proxy and sticky-session bounds, I/O threads and control pacing, adding or removing
+//! engine, tracked-proxy and sticky-session bounds, I/O threads, control pacing and the access log's
+//! queue size, adding or removing
 //! the `[gateway]` table) need a restart: a reload reports them and keeps the running
 //! values ([`with_restart_keys`]). Everything else (clients, policies, upstreams, worker
 //! tokens, checker/ownership/maintenance tuning, extraction settings, the gateway's
@@ -40,6 +41,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "gateway.control",
     "gateway.trusted_proxies",
     "gateway.io_threads",
+    "gateway.access_log.queue",
 ];
 
 /// The differences between two loads of a file.

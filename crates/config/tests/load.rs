@@ -858,3 +858,50 @@ fn a_bad_client_rotation_names_the_key() {
         assert!(message.contains("rotation"), "{value}: {message}");
     }
 }
+
+#[test]
+fn the_access_log_takes_its_keys_and_refuses_bad_values_by_name() {
+    let dir = secret_dir();
+    let base = GATEWAY_EXAMPLE.replace(
+        "enabled = false                 # off by default",
+        "enabled = true                  # off by default",
+    );
+    let gateway = |text: &str| {
+        Config::from_toml_str(
+            text,
+            "gateway.toml",
+            &dir,
+            Role::Gateway,
+            &Env::from_pairs(example_env()),
+        )
+    };
+    let config = gateway(&base.replace(
+        "# file = \"/var/log/proxypool/access.log\"",
+        "file = \"/var/log/proxypool/access.log\"",
+    ))
+    .unwrap();
+    let log = &config.gateway.as_ref().unwrap().access_log;
+    assert!(log.enabled);
+    assert_eq!(
+        log.file.as_deref(),
+        Some(Path::new("/var/log/proxypool/access.log"))
+    );
+    for (from, to, key) in [
+        (
+            "sample_one_in = 1 ",
+            "sample_one_in = 0 ",
+            "gateway.access_log.sample_one_in",
+        ),
+        ("queue = 16384", "queue = 1", "gateway.access_log.queue"),
+        (
+            "# file = \"/var/log/proxypool/access.log\"",
+            "file = \"\"",
+            "gateway.access_log.file",
+        ),
+    ] {
+        let text = base.replace(from, to);
+        assert_ne!(text, base, "{from} is in the example");
+        let message = gateway(&text).unwrap_err().to_string();
+        assert!(message.contains(key), "{key}: {message}");
+    }
+}

@@ -6,8 +6,8 @@
 use crate::policy::destination::DestinationPolicy;
 use proxypool_config::gateway::MAX_IO_THREADS;
 pub use proxypool_config::gateway::{
-    BansConfig, ControlConfig, Destinations, DialConfig, Limits, Listeners, Rotation,
-    StickySessions,
+    AccessLogConfig, BansConfig, ControlConfig, Destinations, DialConfig, Limits, Listeners,
+    Rotation, StickySessions,
 };
 use proxypool_config::{ClientTlsConfig, GatewaySection, ServerTlsConfig};
 use proxypool_core::{MIN_HEADER_BYTES, Secret, WorkerId};
@@ -38,6 +38,8 @@ pub struct GatewayConfig {
     pub dial: DialConfig,
     /// Ban statuses and retries for plain HTTP (`[gateway.bans]`).
     pub bans: BansConfig,
+    /// One line per request and tunnel (`[gateway.access_log]`).
+    pub access_log: AccessLogConfig,
     /// Which targets clients may reach (`[gateway.destinations]`), compiled.
     pub destinations: DestinationPolicy,
     /// The per-IP pre-authentication shield; `None` disables it.
@@ -98,6 +100,7 @@ impl GatewayConfig {
             sessions: section.sessions.clone(),
             dial: section.dial.clone(),
             bans: section.bans.clone(),
+            access_log: section.access_log.clone(),
             destinations: DestinationPolicy::new(&section.destinations),
             shield: Some(section.shield.to_throttle()),
             limiter: section.limiter.to_engine_options(),

@@ -1,10 +1,12 @@
 //! [`GatewayContext`]: what routing a request and relaying it read — the settings in
-//! force, the snapshot store, the router, bans, metrics, usage counts, the clock and the
+//! force, the snapshot store, the router, bans, metrics, usage counts, the access log, the
+//! clock and the
 //! gateway's [`Phase`]. Built once per gateway; [`crate::state::Shared`] adds what only the
 //! inbound side needs (the shield, the connection caps) and the operators' view.
 //!
 //! Outbound code takes a `&GatewayContext`, so it cannot reach the inbound-only state.
 
+use crate::access::AccessLog;
 use crate::config::GatewayConfig;
 use crate::metrics::GatewayMetrics;
 use crate::routing::bans::Bans;
@@ -40,6 +42,8 @@ pub(crate) struct GatewayContext {
     pub metrics: Arc<GatewayMetrics>,
     /// Usage per (client, upstream), for the runtime reports.
     pub usage: Arc<UsageTable>,
+    /// Where each finished request is accounted: duration histograms, the access log.
+    pub access: Arc<AccessLog>,
     pub phase: watch::Receiver<Phase>,
     /// Wall time for leases and sessions, monotonic time for cooldowns and idle timers.
     pub clock: SharedClock,

@@ -48,6 +48,8 @@ pub enum GatewayError {
     Clock(std::io::Error),
     #[error("cannot start the I/O threads: {0}")]
     IoThreads(std::io::Error),
+    #[error("cannot start the access log: {0}")]
+    AccessLog(String),
 }
 
 /// A gateway worker with its listeners bound, ready to [`Gateway::run`].
@@ -169,6 +171,8 @@ impl Gateway {
             // One pool shard per thread: a pooled connection stays with its thread.
             store.registry().set_pool_shards(io_threads);
         }
+        let access = crate::access::AccessLog::start(&config.access_log)
+            .map_err(|error| GatewayError::AccessLog(error.to_string()))?;
         let (phase, phase_rx) = watch::channel(Phase::Running);
         let limits = &config.limits;
         let connections = proxypool_edge::ConnectionCap::new(limits.max_connections);
@@ -182,6 +186,7 @@ impl Gateway {
                 bans,
                 metrics,
                 usage,
+                access,
                 phase: phase_rx,
                 clock,
             },
@@ -313,6 +318,9 @@ impl Gateway {
         if let Some(threads) = io_threads {
             threads.join().await;
         }
+        // Last: every request served is accounted by now; its line reaches the disk.
+        let access = Arc::clone(&shared.access);
+        let _ = tokio::task::spawn_blocking(move || access.close()).await;
     }
 }
 

@@ -40,7 +40,8 @@
 //!         -> context                   GatewayContext: settings, store, router, bans, metrics, usage, clock
 //!           -> routing                 selectors, sticky, rotation, pick, wait, bans, the router
 //!             -> snapshot              the immutable indexed view, its store, readiness
-//!               -> metrics, config     metric handles; settings (which compile their policies)
+//!               -> metrics, config,    metric handles; settings (which compile their policies);
+//!                  access              each request's account: duration histograms, access log
 //!                 -> proxies, policy   per-proxy slots; shield, limiters, allowlists, destinations
 //!                   -> usage, refusal, io, session_id
 //! ```
@@ -60,9 +61,11 @@
 //! | `proxies` | per-proxy slots kept across snapshots: capacity, cutoff, cooldowns, recent use, idle upstream connections |
 //! | `policy` | the per-IP shield, per-client limiters and connection cap, IP allowlists, destination policy, ban statuses |
 //! | `config` | [`GatewayConfig`] and its validation |
+//! | `access` | each request's account when it ends: request and tunnel duration histograms, the access log (a bounded queue, a writer thread, reopened on reload) |
 //! | `metrics`, `usage` | metric handles (the recorder is `proxypool-metrics`); usage per (client, upstream) for reports |
 //! | `refusal`, `io`, `session_id` | every refusal with its status, code and SOCKS5 reply; activity-stamped sockets; session and instance ids |
 
+mod access;
 mod admin;
 mod config;
 mod context;
@@ -83,8 +86,8 @@ mod state;
 mod usage;
 
 pub use config::{
-    BansConfig, ConfigError, ControlConfig, Destinations, DialConfig, GatewayConfig, Limits,
-    Listeners, Rotation, StickySessions,
+    AccessLogConfig, BansConfig, ConfigError, ControlConfig, Destinations, DialConfig,
+    GatewayConfig, Limits, Listeners, Rotation, StickySessions,
 };
 pub use gateway::{Gateway, GatewayError, shutdown_signal};
 pub use policy::destination::DestinationPolicy;

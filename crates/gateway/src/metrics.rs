@@ -10,7 +10,9 @@
 //! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`,
 //! `tunnels_closed_total{reason}` (closed because the proxy's lease went: `lease_lapsed`,
 //! `stale`), `snapshot_age_seconds`, `snapshot_version`, `snapshot_proxies`,
-//! `leased_proxies`, `ready`, `upstream_dial_seconds` (histogram), and for ban-aware
+//! `leased_proxies`, `ready`, `upstream_dial_seconds`, `request_duration_seconds{kind}`
+//! and `tunnel_duration_seconds{kind}` (histograms; the last two and
+//! `access_log_lines_total{outcome}` are recorded by `crate::access`), and for ban-aware
 //! routing `bans_total` (origin ban statuses seen), `ban_retries_total{cause}` (`ban`,
 //! `upstream_status`), `cooldown_skips_total` (candidates passed over because they cool
 //! down for the target's domain), `cooldown_changes_dropped_total`,
@@ -329,6 +331,20 @@ fn describe() {
     describe_histogram!(
         "proxypool_gateway_upstream_dial_seconds",
         "Time to connect and handshake with an upstream proxy."
+    );
+    describe_histogram!(
+        crate::access::sink::REQUEST_SECONDS,
+        "Time from a request read to its answer's head (plain HTTP: the response head; \
+         CONNECT: the 200 or the refusal; SOCKS5: the reply), by kind (http, connect, socks5)."
+    );
+    describe_histogram!(
+        crate::access::sink::TUNNEL_SECONDS,
+        "Life of a tunnel from its start to its close, by kind (connect, socks5)."
+    );
+    describe_counter!(
+        crate::access::sink::LINES,
+        "Access-log lines by outcome: written, failed (the write failed), dropped (the \
+         writer was behind, or the log closed)."
     );
 }
 

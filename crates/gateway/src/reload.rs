@@ -5,7 +5,8 @@
 //! first-byte, header and idle timeouts,
 //! header size), rotation, sticky-session lengths and the per-client sticky bound, the
 //! capacity wait and its waiters' bounds,
-//! dialing, the destination policy, the per-IP shield and the shutdown grace.
+//! dialing, the destination policy, the per-IP shield, the shutdown grace and the access log
+//! (which every reload reopens, for logrotate; its queue's size stays as started).
 //! A connection reads the settings when it needs them, so a change applies to what comes
 //! next; a connection keeps the shield it was admitted by. What needs a restart keeps its
 //! running value: identity and controller, listeners, the limiter engine, the bounds of
@@ -56,7 +57,16 @@ impl GatewayReload {
         next.destinations = config.destinations.clone();
         next.shield = config.shield.clone();
         next.shutdown_grace = config.shutdown_grace;
+        next.access_log.enabled = config.access_log.enabled;
+        next.access_log.file = config.access_log.file.clone();
+        next.access_log.sample_one_in = config.access_log.sample_one_in;
         next.validate()?;
+        // Every reload reopens the access log (logrotate's SIGHUP); a file that cannot be
+        // opened fails the reload before anything else changed.
+        self.shared
+            .access
+            .reconfigure(&next.access_log)
+            .map_err(|error| ConfigError(error.to_string()))?;
         if next.shield != running.shield {
             let shield = build_shield(&next, &self.shared.limiter_clock)?;
             self.shared.shield.store(shield.map(Arc::new));

@@ -9,9 +9,10 @@
 //!
 //! One file per concern: [`section`] (the table, its listeners and the checks that tie it
 //! together), [`limits`], [`rotation`] (picks and sticky sessions), [`dial`], [`bans`],
-//! [`destinations`] and [`control`] (the controllers it talks to and the control loop's
+//! [`destinations`], [`access_log`] and [`control`] (the controllers it talks to and the control loop's
 //! pacing). Each checks its own keys.
 
+pub mod access_log;
 pub mod bans;
 pub mod control;
 pub mod destinations;
@@ -20,6 +21,7 @@ pub mod limits;
 pub mod rotation;
 pub mod section;
 
+pub use access_log::AccessLogConfig;
 pub use bans::{BansConfig, MAX_BAN_RETRIES};
 pub use control::{ControlConfig, ControllerUrls, MAX_CONTROLLER_URLS};
 pub use destinations::Destinations;

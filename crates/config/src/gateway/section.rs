@@ -2,6 +2,7 @@
 //! engine, balancers and I/O threads, and the check of a whole present `[gateway]`, which
 //! runs each sub-table's own checks and adds what a split gateway needs.
 
+use super::access_log::{self, AccessLogConfig};
 use super::bans::{self, BansConfig};
 use super::control::{self, ControlConfig, ControllerUrls};
 use super::destinations::{self, Destinations};
@@ -52,6 +53,8 @@ pub struct GatewaySection {
     pub bans: BansConfig,
     /// Which targets clients may reach through the gateway.
     pub destinations: Destinations,
+    /// One line per request and tunnel, for operators.
+    pub access_log: AccessLogConfig,
     /// The per-IP pre-authentication shield.
     pub shield: RatePolicy,
     /// The engine shared by the shield and the per-client policy limiter.
@@ -91,6 +94,7 @@ impl Default for GatewaySection {
             dial: DialConfig::default(),
             bans: BansConfig::default(),
             destinations: Destinations::default(),
+            access_log: AccessLogConfig::default(),
             // Generous: the shield only stops floods from one address before authentication.
             shield: RatePolicy::new(1_000.0, 2_000.0),
             limiter: LimiterConfig::default(),
@@ -133,6 +137,7 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
         crate::tls::check_server(c, "gateway.admin_tls", tls);
     }
     bans::validate(c, &gateway.bans);
+    access_log::validate(c, &gateway.access_log);
     cidr::check_list(c, "gateway.trusted_proxies", &gateway.trusted_proxies);
     let g = &*gateway;
     if g.io_threads.is_some_and(|threads| threads > MAX_IO_THREADS) {

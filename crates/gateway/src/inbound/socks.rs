@@ -8,12 +8,13 @@
 //! authentication get the fitting reply code; bad credentials or selectors fail the
 //! RFC 1929 step (which has no room for a message) and the connection closes.
 
+use crate::access::{Exchange, Kind};
 use crate::inbound::accept::{Accepted, accept_loop};
 use crate::inbound::admission;
 use crate::inbound::auth::authenticate;
 use crate::metrics::Listener;
 use crate::outbound::dial::{DialTimeouts, TunnelDialer};
-use crate::outbound::relay::run_tunnel;
+use crate::outbound::relay::{TunnelAccount, run_tunnel};
 use crate::policy::limits::{ClientPolicy, ConnectionPermit};
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
@@ -47,7 +48,9 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 enum Handshake {
     /// Authenticated and the request read; `Err` = refuse with a reply.
     Request(TargetAddr, Result<Authenticated, Refusal>),
-    /// The connection is done (auth failed, malformed, timed out).
+    /// Refused at the credentials step (which has no reply code): the connection is done.
+    Refused(Refusal),
+    /// The connection is done before it asked for anything (no method we offer).
     Closed,
 }
 
@@ -62,46 +65,60 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
     // The shield's verdict for this connection was charged at accept.
     let shielded = shield.verdict;
     let mark = Arc::clone(permit.mark());
+    let mut exchange = Exchange::start(&shared.access, Kind::Socks5, peer);
     let handshake = tokio::select! {
         handshake = with_timeout(
             shared.header_timeout(),
             handshake(shared, &mut stream, peer, shielded),
         ) => handshake,
         // Still in its handshake, so it may be closed to make room for a newcomer.
-        () = mark.evicted() => return,
+        () = mark.evicted() => return exchange.forget(),
     };
     let (target, auth) = match handshake {
         Ok(Handshake::Request(target, auth)) => (target, auth),
-        Ok(Handshake::Closed) => return,
+        Ok(Handshake::Refused(refusal)) => return exchange.refused_at_credentials(&refusal),
+        Ok(Handshake::Closed) => return exchange.forget(),
         Err(error) => {
             tracing::debug!(%peer, %error, "socks5 handshake failed");
-            return;
+            return exchange.forget();
         }
     };
+    exchange.target(&target);
     // A request read: from here to the close (a reply, or a tunnel) it is never chosen.
     mark.busy();
     let (outcome, client) = match auth {
-        Ok(auth) => (
-            route(shared, &auth, target, peer).await,
-            auth.client.id.to_string(),
-        ),
+        Ok(auth) => {
+            exchange.client(&auth.client.id);
+            (
+                route(shared, &auth, target, peer, &mut exchange).await,
+                auth.client.id.to_string(),
+            )
+        }
         Err(refusal) => (Err(refusal), String::new()),
     };
     match outcome {
         Ok((upstream, lease, client_permit, usage)) => {
+            exchange.replied(Reply::Succeeded.code());
             // The reply's bound address stays unspecified: the upstream-facing local
             // address and port are the gateway's internals, not the client's business.
             if socks5::send_reply(&mut stream, Reply::Succeeded, UNSPECIFIED)
                 .await
                 .is_ok()
             {
-                run_tunnel(shared, &client, &usage, &lease, stream, upstream, &[]).await;
+                let account = TunnelAccount {
+                    client_id: &client,
+                    usage: &usage,
+                    lease: &lease,
+                    exchange: &mut exchange,
+                };
+                run_tunnel(shared, account, stream, upstream, &[]).await;
             }
             drop((lease, client_permit, permit));
         }
         Err(refusal) => {
             shared.metrics.refusal(refusal.code());
             tracing::debug!(%peer, code = refusal.code(), %refusal, "socks5 request refused");
+            exchange.refused(&refusal);
             let reply = Reply::from_code(refusal.socks_reply());
             let _ = socks5::send_reply(&mut stream, reply, UNSPECIFIED).await;
         }
@@ -133,7 +150,7 @@ async fn handshake(
             Some(view) => (view, Some(refusal)),
             None => {
                 socks5::send_auth_result(stream, false).await?;
-                return Ok(Handshake::Closed);
+                return Ok(Handshake::Refused(refusal));
             }
         },
     };
@@ -148,7 +165,7 @@ async fn handshake(
         shared.metrics.refusal(refusal.code());
         tracing::debug!(%peer, code = refusal.code(), %refusal, "socks5 authentication failed");
         socks5::send_auth_result(stream, false).await?;
-        return Ok(Handshake::Closed);
+        return Ok(Handshake::Refused(refusal.clone()));
     }
     socks5::send_auth_result(stream, true).await?;
     let target = socks5::read_request(stream).await?;
@@ -164,6 +181,7 @@ async fn route(
     auth: &Authenticated,
     target: TargetAddr,
     peer: SocketAddr,
+    exchange: &mut Exchange,
 ) -> Result<
     (
         TcpStream,
@@ -196,10 +214,9 @@ async fn route(
         .router
         .route(&view, auth, route_target, &dialer)
         .await?;
-    let usage = shared.usage.cell(
-        &auth.client.id,
-        &view.proxies[routed.index as usize].upstream,
-    );
+    let proxy = &view.proxies[routed.index as usize];
+    exchange.routed(&proxy.upstream, &proxy.id, routed.attempts);
+    let usage = shared.usage.cell(&auth.client.id, &proxy.upstream);
     usage.routed();
     Ok((routed.value, routed.lease, permit, usage))
 }

@@ -3,6 +3,7 @@
 //! gateway stops, a reload removes its client (after a shutdown grace), or the gateway no
 //! longer holds the proxy's lease; then its bytes are counted.
 
+use crate::access::Exchange;
 use crate::context::{GatewayContext, Phase};
 use crate::outbound::tunnel;
 use crate::proxies::capacity::Lease;
@@ -18,21 +19,36 @@ enum Ended {
     Cut(CutReason),
 }
 
+/// Whose tunnel it is and where it is accounted: the client, its usage cell, the lease on
+/// the proxy it goes through, and the request's account.
+pub(crate) struct TunnelAccount<'a> {
+    pub client_id: &'a str,
+    pub usage: &'a UsageCell,
+    pub lease: &'a Lease,
+    pub exchange: &'a mut Exchange,
+}
+
 /// Relays a tunnel of `client_id` through the proxy of `lease`, sending bytes the client
 /// sent early (with its CONNECT) first. The tunnel ends when either side does, when it
 /// idles, when the gateway stops, a shutdown grace after a configuration reload removed its
 /// client, or as soon as the gateway no longer holds the proxy's lease ([`crate::proxies::cutoff`]).
+/// The tunnel's life and bytes go to `exchange`.
 pub(crate) async fn run_tunnel(
     shared: &GatewayContext,
-    client_id: &str,
-    usage: &UsageCell,
-    lease: &Lease,
+    account: TunnelAccount<'_>,
     client: TcpStream,
     mut upstream: TcpStream,
     early: &[u8],
 ) {
+    let TunnelAccount {
+        client_id,
+        usage,
+        lease,
+        exchange,
+    } = account;
     // Watch from before the first byte: a cut from now on closes the tunnel.
     let cut = lease.slot().cutoff.watch(&*shared.clock);
+    exchange.tunnel_started();
     shared.metrics.tunnels_open.increment(1.0);
     if !early.is_empty() && upstream.write_all(early).await.is_err() {
         shared.metrics.tunnels_open.decrement(1.0);
@@ -68,6 +84,7 @@ pub(crate) async fn run_tunnel(
     // The usage counters feed the gateway's byte metrics too.
     usage.bytes_up.increment(relayed.up + early.len() as u64);
     usage.bytes_down.increment(relayed.down);
+    exchange.bytes(relayed.up + early.len() as u64, relayed.down);
     shared.metrics.tunnels_open.decrement(1.0);
 }
 

@@ -7,6 +7,8 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use metrics::Counter;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 /// A request body that counts its bytes (none: the empty body of a request sent again).
@@ -14,13 +16,16 @@ use std::task::{Context, Poll};
 pub(crate) struct CountingBody {
     inner: Option<Incoming>,
     counter: Counter,
+    /// This request's own count, for its access-log line (only while the log is on).
+    meter: Option<Arc<AtomicU64>>,
 }
 
 impl CountingBody {
-    pub(crate) fn new(inner: Incoming, counter: Counter) -> Self {
+    pub(crate) fn new(inner: Incoming, counter: Counter, meter: Option<Arc<AtomicU64>>) -> Self {
         Self {
             inner: Some(inner),
             counter,
+            meter,
         }
     }
 
@@ -29,6 +34,7 @@ impl CountingBody {
         Self {
             inner: None,
             counter,
+            meter: None,
         }
     }
 }
@@ -50,6 +56,9 @@ impl Body for CountingBody {
             && let Some(data) = frame.data_ref()
         {
             this.counter.increment(data.len() as u64);
+            if let Some(meter) = &this.meter {
+                meter.fetch_add(data.len() as u64, Ordering::Relaxed);
+            }
         }
         polled
     }

@@ -2,11 +2,12 @@
 //! proper 502/503), answer 200, then relay the upgraded connection.
 
 use super::connection::ConnectionState;
+use crate::access::Exchange;
 use crate::inbound::admission;
 use crate::io::ActivityIo;
 use crate::outbound::dial::{DialTimeouts, TunnelDialer};
 use crate::outbound::forward::body::ProxyBody;
-use crate::outbound::relay::run_tunnel;
+use crate::outbound::relay::{TunnelAccount, run_tunnel};
 use crate::policy::limits::ConnectionPermit;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
@@ -27,6 +28,7 @@ pub(super) async fn connect(
     auth: &Authenticated,
     request: Request<Incoming>,
     state: &ConnectionState,
+    exchange: &mut Exchange,
 ) -> Result<Response<ProxyBody>, Refusal> {
     let authority = request
         .uri()
@@ -36,6 +38,7 @@ pub(super) async fn connect(
     let target: TargetAddr = authority
         .parse()
         .map_err(|error| Refusal::BadRequest(format!("bad CONNECT target: {error}")))?;
+    exchange.target(&target);
     admission::admit(shared, &auth.client, &target)?;
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
@@ -51,6 +54,10 @@ pub(super) async fn connect(
         .route(view, auth, route_target, &dialer)
         .await?;
     let proxy = &view.proxies[routed.index as usize];
+    exchange.routed(&proxy.upstream, &proxy.id, routed.attempts);
+    // The 200 goes out with the response below; the tunnel's account goes with the tunnel.
+    exchange.answered(200);
+    let mut exchange = exchange.hand_over();
     let usage = shared.usage.cell(&auth.client.id, &proxy.upstream);
     usage.routed();
     let upstream = routed.value;
@@ -70,16 +77,13 @@ pub(super) async fn connect(
             Ok(parts) => (parts.io.into_inner().into_inner(), parts.read_buf.to_vec()),
             Err(_) => return,
         };
-        run_tunnel(
-            &shared_for_tunnel,
-            &client_id,
-            &usage,
-            &lease,
-            client,
-            upstream,
-            &leftover,
-        )
-        .await;
+        let account = TunnelAccount {
+            client_id: &client_id,
+            usage: &usage,
+            lease: &lease,
+            exchange: &mut exchange,
+        };
+        run_tunnel(&shared_for_tunnel, account, client, upstream, &leftover).await;
         drop((lease, permit, connection_permit));
     });
     let mut response = Response::new(ProxyBody::empty());

@@ -5,6 +5,7 @@
 
 use super::connection::{CachedAuth, ConnectionState};
 use super::{canonical, connect, response};
+use crate::access::{Exchange, Kind};
 use crate::inbound::admission;
 use crate::inbound::auth::authenticate;
 use crate::outbound::forward::{self, body::ProxyBody};
@@ -29,7 +30,8 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Serves one request; never fails (refusals are responses).
+/// Serves one request; never fails (refusals are responses). Its account ends with the
+/// response: here for a gateway's own answer, with the streamed body or the tunnel else.
 pub(super) async fn handle(
     shared: &Arc<Shared>,
     state: &ConnectionState,
@@ -37,11 +39,25 @@ pub(super) async fn handle(
 ) -> Response<ProxyBody> {
     state.request_started();
     let _in_flight = InFlight(state);
-    match admit_and_route(shared, state, request).await {
-        Ok(response) => response,
+    let kind = if request.method() == Method::CONNECT {
+        Kind::Connect
+    } else {
+        Kind::Http
+    };
+    let mut exchange = Exchange::start(&shared.access, kind, state.peer);
+    exchange.method(request.method());
+    match admit_and_route(shared, state, request, &mut exchange).await {
+        Ok(mut response) => {
+            exchange.answered(response.status().as_u16());
+            if let ProxyBody::Upstream(body) = response.body_mut() {
+                body.account(exchange.hand_over());
+            }
+            response
+        }
         Err(refusal) => {
             shared.metrics.refusal(refusal.code());
             tracing::debug!(peer = %state.peer, code = refusal.code(), %refusal, "http request refused");
+            exchange.refused(&refusal);
             response::refusal(&refusal)
         }
     }
@@ -51,6 +67,7 @@ async fn admit_and_route(
     shared: &Arc<Shared>,
     state: &ConnectionState,
     mut request: Request<Incoming>,
+    exchange: &mut Exchange,
 ) -> Result<Response<ProxyBody>, Refusal> {
     // The first request was charged at accept; each later one is charged here.
     let prepaid = state.prepaid.lock_or_recover().take();
@@ -64,6 +81,7 @@ async fn admit_and_route(
     }
     let view = shared.store.current()?;
     let auth = authenticate_request(shared, state, &view, request.headers())?;
+    exchange.client(&auth.client.id);
     if let ClientPolicy::Limited(handle) = auth.client.policy {
         view.limiter
             .check(handle, state.peer.ip())
@@ -71,17 +89,18 @@ async fn admit_and_route(
     }
     if request.method() == Method::CONNECT {
         shared.metrics.connect_requests.increment(1);
-        connect::connect(shared, &view, &auth, request, state).await
+        connect::connect(shared, &view, &auth, request, state, exchange).await
     } else {
         shared.metrics.http_requests.increment(1);
         let target = forward::target_of(request.uri())?;
+        exchange.target(&target);
         // Before the router: a pooled connection to an HTTP proxy would carry any target.
         admission::admit(shared, &auth.client, &target)?;
         canonical::canonical_host(&mut request, &target);
         let permit =
             ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
         let admitted = forward::Admitted { target, permit };
-        forward::forward(shared, &view, &auth, admitted, request).await
+        forward::forward(shared, &view, &auth, admitted, request, exchange).await
     }
 }
 

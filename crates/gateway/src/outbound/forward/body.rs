@@ -3,6 +3,7 @@
 //! the upstream response whose end returns the upstream connection to its pool and ends
 //! the proxy's active use).
 
+use crate::access::Exchange;
 use crate::policy::limits::ConnectionPermit;
 use crate::proxies::capacity::Lease;
 use crate::proxies::idle_pool::PoolKey;
@@ -43,6 +44,8 @@ pub(crate) struct UpstreamBody {
     inner: Incoming,
     counter: Counter,
     release: Option<Release>,
+    /// The request's account, ended when this body is (its last byte, or dropped).
+    exchange: Exchange,
 }
 
 /// The body of every response the HTTP listener sends.
@@ -67,6 +70,7 @@ impl ProxyBody {
             inner,
             counter,
             release: Some(release),
+            exchange: Exchange::inert(),
         };
         if body.inner.is_end_stream() {
             // No body at all (204, 304, HEAD, length 0): hyper may never poll it.
@@ -77,6 +81,11 @@ impl ProxyBody {
 }
 
 impl UpstreamBody {
+    /// Carries the request's account to the end of this body.
+    pub(crate) fn account(&mut self, exchange: Exchange) {
+        self.exchange = exchange;
+    }
+
     fn finish(&mut self, reusable: bool) {
         if let Some(release) = self.release.take() {
             release.finish(reusable);
@@ -107,6 +116,7 @@ impl Body for ProxyBody {
                     Poll::Ready(Some(Ok(frame))) => {
                         if let Some(data) = frame.data_ref() {
                             body.counter.increment(data.len() as u64);
+                            body.exchange.bytes(0, data.len() as u64);
                         }
                         if body.inner.is_end_stream() {
                             body.finish(true);

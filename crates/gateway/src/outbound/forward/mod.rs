@@ -18,6 +18,7 @@
 
 pub(crate) mod body;
 
+use crate::access::Exchange;
 use crate::context::GatewayContext;
 use crate::outbound::dial::{self, DialTimeouts};
 use crate::policy::ban_statuses::BanStatuses;
@@ -42,6 +43,7 @@ use hyper_util::rt::TokioIo;
 use proxypool_core::{Clock, Protocol};
 use proxypool_proto::TargetAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// A request the inbound side admitted: its target (checked against the destination
@@ -60,8 +62,10 @@ pub(crate) async fn forward(
     auth: &Authenticated,
     admitted: Admitted,
     mut request: Request<Incoming>,
+    exchange: &mut Exchange,
 ) -> Result<Response<ProxyBody>, Refusal> {
     let Admitted { target, permit } = admitted;
+    let upload_meter = exchange.upload_meter();
     strip_hop_by_hop(request.headers_mut());
     let domain = TargetDomain::new(&target);
     let (ban_statuses, max_retries) = {
@@ -92,16 +96,19 @@ pub(crate) async fn forward(
             domain: Some(&domain),
             avoid: &avoid,
         };
-        let sent = match send_once(shared, view, auth, &target, target_of_route, request).await {
-            Ok(sent) => sent,
-            Err(refusal) => match previous {
-                Some(previous) => {
-                    let proxy = &view.proxies[previous.index as usize];
-                    return Ok(previous.into_response(shared, proxy, attempts, permit));
-                }
-                None => return Err(refusal),
-            },
-        };
+        let meter = upload_meter.clone();
+        let sent =
+            match send_once(shared, view, auth, &target, target_of_route, request, meter).await {
+                Ok(sent) => sent,
+                Err(refusal) => match previous {
+                    Some(previous) => {
+                        let proxy = &view.proxies[previous.index as usize];
+                        exchange.routed(&proxy.upstream, &proxy.id, attempts);
+                        return Ok(previous.into_response(shared, proxy, attempts, permit));
+                    }
+                    None => return Err(refusal),
+                },
+            };
         attempts += sent.attempts;
         let proxy = &view.proxies[sent.index as usize];
         let status = sent.response.status().as_u16();
@@ -123,6 +130,7 @@ pub(crate) async fn forward(
             previous = Some(sent);
             continue;
         }
+        exchange.routed(&proxy.upstream, &proxy.id, attempts);
         return Ok(sent.into_response(shared, proxy, attempts, permit));
     }
 }
@@ -218,6 +226,7 @@ async fn send_once(
     target: &TargetAddr,
     route_target: RouteTarget<'_>,
     request: Outgoing,
+    upload_meter: Option<Arc<AtomicU64>>,
 ) -> Result<Sent, Refusal> {
     let timeouts = DialTimeouts::of(&shared.config());
     let dialer = ForwardDialer {
@@ -241,7 +250,9 @@ async fn send_once(
         fail(shared, proxy, failure)
     };
     let mut request = match request {
-        Outgoing::Client(request) => request.map(|b| CountingBody::new(b, usage.bytes_up.clone())),
+        Outgoing::Client(request) => {
+            request.map(|b| CountingBody::new(b, usage.bytes_up.clone(), upload_meter))
+        }
         Outgoing::Again(request) => request.map(|()| CountingBody::empty(usage.bytes_up.clone())),
     };
     prepare(proxy, &mut request, target);

@@ -1,0 +1,71 @@
+//! `[gateway.access_log]`: one JSON line per request and per tunnel the gateway served or
+//! refused, to standard output or a file, and its checks. Every key applies on a reload,
+//! and a reload (SIGHUP) reopens the file, so logrotate can move it away first.
+
+use crate::check::Check;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `[gateway.access_log]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessLogConfig {
+    /// Write the access log at all (off by default: a busy gateway writes a line per
+    /// request).
+    pub enabled: bool,
+    /// The file lines are appended to (created with mode 0640 when missing); unset =
+    /// standard output, apart from the process log on standard error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+    /// Log one in this many requests that were served; refusals and failures are always
+    /// logged. 1 = every request.
+    pub sample_one_in: u32,
+    /// Lines waiting for the writer at most; beyond it lines are dropped and counted
+    /// (`proxypool_gateway_access_log_lines_total{outcome="dropped"}`), so a slow disk never
+    /// slows a request.
+    pub queue: usize,
+}
+
+impl Default for AccessLogConfig {
+    fn default() -> Self {
+        AccessLogConfig {
+            enabled: false,
+            file: None,
+            sample_one_in: 1,
+            queue: 16_384,
+        }
+    }
+}
+
+/// Largest `sample_one_in`.
+pub const MAX_SAMPLE_ONE_IN: u32 = 1_000_000;
+
+/// Bounds of `queue`.
+pub const QUEUE_RANGE: std::ops::RangeInclusive<usize> = 16..=1_048_576;
+
+/// Checks `[gateway.access_log]`.
+pub(crate) fn validate(c: &mut Check<'_>, log: &AccessLogConfig) {
+    if !(1..=MAX_SAMPLE_ONE_IN).contains(&log.sample_one_in) {
+        c.at(
+            "gateway.access_log.sample_one_in",
+            format!("must be from 1 to {MAX_SAMPLE_ONE_IN}"),
+        );
+    }
+    if !QUEUE_RANGE.contains(&log.queue) {
+        c.at(
+            "gateway.access_log.queue",
+            format!(
+                "must be from {} to {}",
+                QUEUE_RANGE.start(),
+                QUEUE_RANGE.end()
+            ),
+        );
+    }
+    if let Some(file) = &log.file {
+        c.require(
+            !file.as_os_str().is_empty() && file.file_name().is_some(),
+            "gateway.access_log.file",
+            "must name a file (leave it out for standard output)",
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! [`Exchange`]: one request's account. It is created when the request is read, filled in
+//! as the request goes (who, what, through which proxy, the answer), carried along to
+//! where the request really ends (the last byte of a streamed response, a tunnel's close)
+//! and accounted when dropped: the request histogram once (at the answer's head, or at the
+//! end when there was none), the tunnel histogram for a tunnel, and one access-log line.
+//!
+//! Without the access log an exchange is a start time and a kind: nothing is copied or
+//! allocated for a line nobody writes.
+
+use super::line::Line;
+use super::sink::AccessLog;
+use crate::refusal::Refusal;
+use proxypool_proto::TargetAddr;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime};
+
+/// What kind of request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Http,
+    Connect,
+    Socks5,
+}
+
+impl Kind {
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Http => "http",
+            Kind::Connect => "connect",
+            Kind::Socks5 => "socks5",
+        }
+    }
+}
+
+/// What only a line needs; boxed, and made only while the access log is on.
+#[derive(Debug)]
+struct Fields {
+    time: SystemTime,
+    source: SocketAddr,
+    client: Option<String>,
+    method: Option<String>,
+    target: Option<String>,
+    upstream: Option<String>,
+    proxy: Option<String>,
+    status: Option<u16>,
+    socks_reply: Option<u8>,
+    code: Option<&'static str>,
+    attempts: u32,
+    bytes_up: u64,
+    bytes_down: u64,
+    /// A streamed request body's count, read when the exchange ends.
+    uploaded: Option<Arc<AtomicU64>>,
+}
+
+/// One request's account (see the module docs); inert once handed over or forgotten.
+#[derive(Debug)]
+pub(crate) struct Exchange {
+    log: Option<Arc<AccessLog>>,
+    kind: Kind,
+    started: Instant,
+    /// The request histogram was recorded (the answer's head went out).
+    answered: bool,
+    tunnel_started: Option<Instant>,
+    fields: Option<Box<Fields>>,
+}
+
+impl Exchange {
+    /// A request of `kind` from `source`, read now.
+    pub(crate) fn start(log: &Arc<AccessLog>, kind: Kind, source: SocketAddr) -> Exchange {
+        let fields = log.enabled().then(|| {
+            Box::new(Fields {
+                time: SystemTime::now(),
+                source,
+                client: None,
+                method: None,
+                target: None,
+                upstream: None,
+                proxy: None,
+                status: None,
+                socks_reply: None,
+                code: None,
+                attempts: 0,
+                bytes_up: 0,
+                bytes_down: 0,
+                uploaded: None,
+            })
+        });
+        Exchange {
+            log: Some(Arc::clone(log)),
+            kind,
+            started: Instant::now(),
+            answered: false,
+            tunnel_started: None,
+            fields,
+        }
+    }
+
+    /// An exchange that accounts nothing (what a handed-over one leaves behind).
+    pub(crate) fn inert() -> Exchange {
+        Exchange {
+            log: None,
+            kind: Kind::Http,
+            started: Instant::now(),
+            answered: true,
+            tunnel_started: None,
+            fields: None,
+        }
+    }
+
+    /// Moves the account out, to where the request ends (a response body, a tunnel
+    /// task), leaving an inert one here.
+    pub(crate) fn hand_over(&mut self) -> Exchange {
+        std::mem::replace(self, Exchange::inert())
+    }
+
+    /// The connection ended before it made a request (a SOCKS5 handshake that broke off):
+    /// nothing to account.
+    pub(crate) fn forget(mut self) {
+        self.log = None;
+    }
+
+    pub(crate) fn client(&mut self, client: &impl ToString) {
+        if let Some(fields) = &mut self.fields {
+            fields.client = Some(client.to_string());
+        }
+    }
+
+    pub(crate) fn method(&mut self, method: &http::Method) {
+        if let Some(fields) = &mut self.fields {
+            fields.method = Some(method.as_str().to_owned());
+        }
+    }
+
+    pub(crate) fn target(&mut self, target: &TargetAddr) {
+        if let Some(fields) = &mut self.fields {
+            fields.target = Some(target.to_string());
+        }
+    }
+
+    /// The proxy that carried the request (the last one tried) and how many were tried.
+    pub(crate) fn routed(
+        &mut self,
+        upstream: &impl ToString,
+        proxy: &impl ToString,
+        attempts: u32,
+    ) {
+        if let Some(fields) = &mut self.fields {
+            fields.upstream = Some(upstream.to_string());
+            fields.proxy = Some(proxy.to_string());
+            fields.attempts = attempts;
+        }
+    }
+
+    /// The answer's head goes out with `status` (HTTP) now.
+    pub(crate) fn answered(&mut self, status: u16) {
+        if let Some(fields) = &mut self.fields {
+            fields.status = Some(status);
+        }
+        self.record_request();
+    }
+
+    /// The SOCKS5 reply `reply` goes out now.
+    pub(crate) fn replied(&mut self, reply: u8) {
+        if let Some(fields) = &mut self.fields {
+            fields.socks_reply = Some(reply);
+        }
+        self.record_request();
+    }
+
+    /// The gateway refused the request: its code, and the status or reply the client gets.
+    pub(crate) fn refused(&mut self, refusal: &Refusal) {
+        if let Some(fields) = &mut self.fields {
+            fields.code = Some(refusal.code());
+        }
+        match self.kind {
+            Kind::Socks5 => self.replied(refusal.socks_reply()),
+            Kind::Http | Kind::Connect => self.answered(refusal.status()),
+        }
+    }
+
+    /// The gateway refused the credentials (SOCKS5's username/password step, which has no
+    /// room for a reply code): the request ends here.
+    pub(crate) fn refused_at_credentials(mut self, refusal: &Refusal) {
+        if let Some(fields) = &mut self.fields {
+            fields.code = Some(refusal.code());
+        }
+        self.record_request();
+    }
+
+    /// The tunnel is up: from now on its life is measured.
+    pub(crate) fn tunnel_started(&mut self) {
+        self.tunnel_started = Some(Instant::now());
+    }
+
+    /// Payload relayed: `up` from the client toward the target, `down` back.
+    pub(crate) fn bytes(&mut self, up: u64, down: u64) {
+        if let Some(fields) = &mut self.fields {
+            fields.bytes_up += up;
+            fields.bytes_down += down;
+        }
+    }
+
+    /// A count for the request body's bytes as it streams upstream, while a line is
+    /// being collected.
+    pub(crate) fn upload_meter(&mut self) -> Option<Arc<AtomicU64>> {
+        let fields = self.fields.as_mut()?;
+        Some(Arc::clone(
+            fields
+                .uploaded
+                .get_or_insert_with(|| Arc::new(AtomicU64::new(0))),
+        ))
+    }
+
+    fn record_request(&mut self) {
+        if self.answered {
+            return;
+        }
+        self.answered = true;
+        if let Some(log) = &self.log {
+            log.request_seconds[self.kind as usize].record(self.started.elapsed().as_secs_f64());
+        }
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        let Some(log) = self.log.take() else {
+            return;
+        };
+        if !self.answered {
+            self.answered = true;
+            log.request_seconds[self.kind as usize].record(self.started.elapsed().as_secs_f64());
+        }
+        if let Some(started) = self.tunnel_started {
+            let tunnel = match self.kind {
+                Kind::Socks5 => 1,
+                Kind::Http | Kind::Connect => 0,
+            };
+            log.tunnel_seconds[tunnel].record(started.elapsed().as_secs_f64());
+        }
+        let Some(mut fields) = self.fields.take() else {
+            return;
+        };
+        if let Some(uploaded) = &fields.uploaded {
+            fields.bytes_up += uploaded.load(Ordering::Relaxed);
+        }
+        // Refusals are always written; served requests one in `sample_one_in`.
+        if fields.code.is_none() && !log.sampled() {
+            return;
+        }
+        let line = Line {
+            time: fields.time,
+            kind: self.kind.label(),
+            source: fields.source.to_string(),
+            client: fields.client.as_deref(),
+            method: fields.method.as_deref(),
+            target: fields.target.as_deref(),
+            upstream: fields.upstream.as_deref(),
+            proxy: fields.proxy.as_deref(),
+            status: fields.status,
+            socks_reply: fields.socks_reply,
+            code: fields.code,
+            attempts: fields.attempts,
+            bytes_up: fields.bytes_up,
+            bytes_down: fields.bytes_down,
+            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+        };
+        log.push(line.to_bytes());
+    }
+}

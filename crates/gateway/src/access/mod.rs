@@ -1,0 +1,17 @@
+//! What the gateway tells operators about each request and tunnel: one [`Exchange`] per
+//! request (plain HTTP, `CONNECT`, SOCKS5), created when the request is read and finished
+//! when it ends however it ends, which records the request and tunnel duration histograms
+//! and hands one line to the access log ([`AccessLog`]).
+//!
+//! - [`exchange`]: [`Exchange`], the record a request fills in on its way; its drop is the
+//!   one place a request is accounted, so each request yields exactly one line.
+//! - [`sink`]: [`AccessLog`], the bounded queue and the writer thread (standard output or
+//!   a file reopened on reload), sampling, and the duration histograms.
+//! - [`line`]: the JSON shape of a line.
+
+pub(crate) mod exchange;
+pub(crate) mod line;
+pub(crate) mod sink;
+
+pub(crate) use exchange::{Exchange, Kind};
+pub(crate) use sink::AccessLog;
