@@ -9,7 +9,11 @@
 #     git worktree add /tmp/base <rev> && (cd /tmp/base &&
 #       CARGO_TARGET_DIR=/tmp/base/target cargo build --release -p proxypool-gateway --example bench_gateway)
 #     scripts/bench-gateway-ab.sh /tmp/base/target/release/examples
-#   The candidate is this checkout's, built here.
+#   The candidate is this checkout's, built here. BASE_ENV and CANDIDATE_ENV add
+#   environment to one side, so one build can be measured against itself with a setting
+#   changed, e.g. the access log's cost (the baseline directory is then the candidate's):
+#     CANDIDATE_ENV="BENCH_ACCESS_LOG=/tmp/access.log" \
+#       scripts/bench-gateway-ab.sh target-gateway/release/examples 5 4
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,15 +40,16 @@ cargo build --release -q -p proxypool-gateway --example bench_sim --example benc
 . scripts/bench-lib.sh
 start_sim
 
-start() { # start NAME EXAMPLES_DIR: a gateway; prints its port and pid
+start() { # start NAME EXAMPLES_DIR [VAR=VALUE...]: a gateway; prints its port and pid
   local port
   port=$(free_port)
-  "$2/bench_gateway" "127.0.0.1:$port" "$UPSTREAM" "$UP_CRED" http "$CLIENT" "$CLIENT_PASS" "$ORIGIN" 2>"$WORK/$1.err" &
+  # shellcheck disable=SC2086 # the extra environment is words on purpose
+  env ${3:-} "$2/bench_gateway" "127.0.0.1:$port" "$UPSTREAM" "$UP_CRED" http "$CLIENT" "$CLIENT_PASS" "$ORIGIN" 2>"$WORK/$1.err" &
   PIDS+=($!)
   echo "$port $!"
 }
-read -r A_PORT A_PID < <(start base "$BASE_BIN")
-read -r B_PORT B_PID < <(start candidate "$BIN")
+read -r A_PORT A_PID < <(start base "$BASE_BIN" "${BASE_ENV:-}")
+read -r B_PORT B_PID < <(start candidate "$BIN" "${CANDIDATE_ENV:-}")
 # start ran in a process substitution: its PIDS+= did not reach this shell.
 PIDS+=("$A_PID" "$B_PID")
 for port in $A_PORT $B_PORT; do
@@ -72,6 +77,13 @@ for kind in http connect; do
     read -r at ao ar < <(measure "$kind" "$A_PORT" "$A_PID")
     read -r bt bo br < <(measure "$kind" "$B_PORT" "$B_PID")
     awk -v k="$kind" -v r="$round" -v at="$at" -v ao="$ao" -v bt="$bt" -v bo="$bo" -v ar="$ar" -v br="$br" \
-      'BEGIN { printf "| %s | %d | %.1f | %.1f | %s | %s |\n", k, r, at*10000/ao, bt*10000/bo, ar, br }'
+      'BEGIN { printf "| %s | %d | %.1f | %.1f | %s | %s |\n", k, r, at*10000/ao, bt*10000/bo, ar, br }' |
+      tee -a "$WORK/rows"
   done
 done
+# Means over the rounds: the candidate's CPU per request over the baseline's, and its
+# throughput over the baseline's.
+echo
+awk -F'|' '{ gsub(/ /, "", $2); a[$2] += $4; b[$2] += $5; ar[$2] += $6; br[$2] += $7; n[$2]++ }
+  END { for (k in a) printf "%s: candidate/baseline CPU per request %.3f (mean %.1f / %.1f µs), rps %.3f\n",
+    k, b[k]/a[k], a[k]/n[k], b[k]/n[k], br[k]/ar[k] }' "$WORK/rows"

@@ -37,6 +37,9 @@ pub(crate) trait ApplyConfig {
     async fn apply(&mut self, config: Config) -> Result<(), Failure>;
     /// Shows the reload's report where this process shows its state.
     fn show(&self, _report: &Value) {}
+    /// Reopens the log files a reload always reopens (the gateway's access log), for a
+    /// reload that changed nothing: logrotate's SIGHUP.
+    fn reopen_logs(&self) {}
 }
 
 impl ApplyConfig for Stack {
@@ -46,6 +49,10 @@ impl ApplyConfig for Stack {
 
     fn show(&self, report: &Value) {
         self.show_reload(report);
+    }
+
+    fn reopen_logs(&self) {
+        self.reopen_access_log();
     }
 }
 
@@ -65,6 +72,12 @@ impl ApplyConfig for SplitGateway {
 
     fn show(&self, report: &Value) {
         self.reload.set_report(report.clone());
+    }
+
+    fn reopen_logs(&self) {
+        if let Err(error) = self.reload.reopen_access_log() {
+            tracing::warn!(error = %error.0, "the access log could not be reopened");
+        }
     }
 }
 
@@ -153,6 +166,8 @@ impl Reloader {
                     tracing::warn!(keys = ?plan.restart, "changed keys need a restart and were not applied");
                 }
                 if plan.live.is_empty() {
+                    // Applying reopens the logs; without a change they are reopened alone.
+                    target.reopen_logs();
                     self.report("unchanged", &plan, None)
                 } else {
                     // What is in force after it: the live keys of the file, the rest as running.

@@ -218,6 +218,15 @@ impl Stack {
         Ok(())
     }
 
+    /// Reopens the in-process gateway's access log (a reload that changed nothing).
+    pub(crate) fn reopen_access_log(&self) {
+        if let Some(gateway) = &self.gateway
+            && let Err(error) = gateway.reload.reopen_access_log()
+        {
+            tracing::warn!(error = %error.0, "the access log could not be reopened");
+        }
+    }
+
     /// Shows a reload's report on the in-process gateway's `/status` too.
     pub(crate) fn show_reload(&self, report: &serde_json::Value) {
         if let Some(gateway) = &self.gateway {

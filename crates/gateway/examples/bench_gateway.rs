@@ -14,6 +14,9 @@
 //! throughput runs never meet the cap) and `BENCH_CAPACITY_WAIT_MS` the gateway's
 //! `limits.capacity_wait` (default: the shipped default), for the full-pool measurement.
 //!
+//! `BENCH_ACCESS_LOG=FILE` turns the access log on, writing every line to `FILE` (the
+//! cost of the log: `scripts/bench-gateway-ab.sh` with it set for one side only).
+//!
 //! `GATEWAY_IO_THREADS` sets `io_threads` (default: one per CPU; `0` = the client
 //! connections on the multi-thread runtime, whose size `GATEWAY_WORKERS` sets).
 
@@ -93,6 +96,10 @@ fn main() {
         config.dial.pool_idle_per_proxy = 512;
         if let Some(threads) = env_number("GATEWAY_IO_THREADS") {
             config.io_threads = threads as usize;
+        }
+        if let Ok(file) = std::env::var("BENCH_ACCESS_LOG") {
+            config.access_log.enabled = true;
+            config.access_log.file = Some(file.into());
         }
         if let Some(ms) = env_number("BENCH_CAPACITY_WAIT_MS") {
             config.limits.capacity_wait = proxypool_config::Millis(ms);

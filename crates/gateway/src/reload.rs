@@ -83,6 +83,16 @@ impl GatewayReload {
         Ok(())
     }
 
+    /// Reopens the access log where the settings in force say (after logrotate moved the
+    /// file): what a reload does even when the file did not change.
+    pub fn reopen_access_log(&self) -> Result<(), ConfigError> {
+        let config = self.shared.config();
+        self.shared
+            .access
+            .reconfigure(&config.access_log)
+            .map_err(|error| ConfigError(error.to_string()))
+    }
+
     /// Shows `report` as the last reload on the admin `/status`.
     pub fn set_report(&self, report: serde_json::Value) {
         self.shared.last_reload.store(Some(Arc::new(report)));

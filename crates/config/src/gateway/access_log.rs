@@ -13,8 +13,9 @@ pub struct AccessLogConfig {
     /// Write the access log at all (off by default: a busy gateway writes a line per
     /// request).
     pub enabled: bool,
-    /// The file lines are appended to (created with mode 0640 when missing); unset =
-    /// standard output, apart from the process log on standard error.
+    /// The file lines are appended to (created with mode 0640 when missing; a relative
+    /// path is relative to the config file); unset = standard output, apart from the
+    /// process log on standard error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<PathBuf>,
     /// Log one in this many requests that were served; refusals and failures are always
@@ -43,8 +44,8 @@ pub const MAX_SAMPLE_ONE_IN: u32 = 1_000_000;
 /// Bounds of `queue`.
 pub const QUEUE_RANGE: std::ops::RangeInclusive<usize> = 16..=1_048_576;
 
-/// Checks `[gateway.access_log]`.
-pub(crate) fn validate(c: &mut Check<'_>, log: &AccessLogConfig) {
+/// Checks `[gateway.access_log]` and makes a relative `file` relative to the config file.
+pub(crate) fn validate(c: &mut Check<'_>, log: &mut AccessLogConfig) {
     if !(1..=MAX_SAMPLE_ONE_IN).contains(&log.sample_one_in) {
         c.at(
             "gateway.access_log.sample_one_in",
@@ -61,11 +62,14 @@ pub(crate) fn validate(c: &mut Check<'_>, log: &AccessLogConfig) {
             ),
         );
     }
-    if let Some(file) = &log.file {
+    if let Some(file) = &mut log.file {
         c.require(
             !file.as_os_str().is_empty() && file.file_name().is_some(),
             "gateway.access_log.file",
             "must name a file (leave it out for standard output)",
         );
+        if file.is_relative() {
+            *file = c.base_dir.join(&*file);
+        }
     }
 }

@@ -137,7 +137,7 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
         crate::tls::check_server(c, "gateway.admin_tls", tls);
     }
     bans::validate(c, &gateway.bans);
-    access_log::validate(c, &gateway.access_log);
+    access_log::validate(c, &mut gateway.access_log);
     cidr::check_list(c, "gateway.trusted_proxies", &gateway.trusted_proxies);
     let g = &*gateway;
     if g.io_threads.is_some_and(|threads| threads > MAX_IO_THREADS) {

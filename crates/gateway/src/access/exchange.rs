@@ -133,6 +133,26 @@ impl Exchange {
         }
     }
 
+    /// The request's target as its URI names it (`host:port`, the port from the scheme
+    /// when none is written), before the gateway parsed it.
+    pub(crate) fn target_as_written(&mut self, uri: &http::Uri) {
+        let Some(fields) = &mut self.fields else {
+            return;
+        };
+        let Some(host) = uri.host() else {
+            return;
+        };
+        let port = uri.port_u16().or(match uri.scheme_str() {
+            Some("http") => Some(80),
+            Some("https") => Some(443),
+            _ => None,
+        });
+        fields.target = Some(match port {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        });
+    }
+
     pub(crate) fn target(&mut self, target: &TargetAddr) {
         if let Some(fields) = &mut self.fields {
             fields.target = Some(target.to_string());

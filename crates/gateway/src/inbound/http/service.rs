@@ -46,6 +46,9 @@ pub(super) async fn handle(
     };
     let mut exchange = Exchange::start(&shared.access, kind, state.peer);
     exchange.method(request.method());
+    // As the client wrote it, for a refusal before the target is parsed and checked (which
+    // then puts the canonical form in its place).
+    exchange.target_as_written(request.uri());
     match admit_and_route(shared, state, request, &mut exchange).await {
         Ok(mut response) => {
             exchange.answered(response.status().as_u16());
