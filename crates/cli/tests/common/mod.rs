@@ -7,6 +7,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod exposition;
+pub mod promql;
 pub mod split;
 
 use serde_json::Value;
