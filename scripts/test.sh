@@ -48,6 +48,8 @@ missing_packages() {
   command -v systemd-analyze >/dev/null 2>&1 || echo systemd
   # The dashboard's browser tests drive headless Chromium over the DevTools protocol.
   command -v chromium >/dev/null 2>&1 || echo chromium
+  # The Prometheus rules and configuration are checked and unit-tested with promtool.
+  command -v promtool >/dev/null 2>&1 || echo prometheus
   # The API conformance test runs schemathesis (from PyPI) in a virtual environment.
   if ! command -v python3 >/dev/null 2>&1; then
     echo python3
@@ -63,7 +65,7 @@ install_packages() {
     {
       echo "error: missing test dependencies: ${packages[*]}"
       echo "scripts/test.sh installs them only as root on Debian/Ubuntu (apt-get)."
-      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 systemd chromium python3-venv"
+      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 systemd chromium prometheus python3-venv"
       echo "(or point the tests at running servers with PROXYPOOL_TEST_REDIS_URL and"
       echo " PROXYPOOL_TEST_POSTGRES_URL), then run scripts/test.sh again."
     } >&2
@@ -71,7 +73,8 @@ install_packages() {
   fi
 
   # The tests start private servers; the packages' own services must not start and hold
-  # ports 6379/5432. invoke-rc.d asks policy-rc.d first, and 101 means "not allowed".
+  # ports 6379/5432 (nor Prometheus 9090, which the prometheus package, installed for
+  # promtool, would start). invoke-rc.d asks policy-rc.d first, and 101 means "not allowed".
   local policy=/usr/sbin/policy-rc.d backup=""
   if [[ -e $policy ]]; then
     backup=$(mktemp)
@@ -96,7 +99,7 @@ install_packages() {
   trap - EXIT
 }
 
-step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, systemd, chromium, python3-venv)"
+step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, systemd, chromium, promtool, python3-venv)"
 mapfile -t missing < <(missing_packages)
 if ((${#missing[@]} > 0)); then
   step "install ${missing[*]}"
