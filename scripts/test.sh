@@ -50,6 +50,8 @@ missing_packages() {
   command -v chromium >/dev/null 2>&1 || echo chromium
   # The Prometheus rules and configuration are checked and unit-tested with promtool.
   command -v promtool >/dev/null 2>&1 || echo prometheus
+  # scripts/build-release.sh splits the release binary's debug info off with objcopy.
+  command -v objcopy >/dev/null 2>&1 || echo binutils
   # The API conformance test runs schemathesis (from PyPI) in a virtual environment.
   if ! command -v python3 >/dev/null 2>&1; then
     echo python3
@@ -65,7 +67,7 @@ install_packages() {
     {
       echo "error: missing test dependencies: ${packages[*]}"
       echo "scripts/test.sh installs them only as root on Debian/Ubuntu (apt-get)."
-      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 systemd chromium prometheus python3-venv"
+      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 systemd chromium prometheus binutils python3-venv"
       echo "(or point the tests at running servers with PROXYPOOL_TEST_REDIS_URL and"
       echo " PROXYPOOL_TEST_POSTGRES_URL), then run scripts/test.sh again."
     } >&2
@@ -99,7 +101,7 @@ install_packages() {
   trap - EXIT
 }
 
-step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, systemd, chromium, promtool, python3-venv)"
+step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, systemd, chromium, promtool, objcopy, python3-venv)"
 mapfile -t missing < <(missing_packages)
 if ((${#missing[@]} > 0)); then
   step "install ${missing[*]}"
@@ -187,3 +189,8 @@ python3 scripts/module-cycles.py --layers gateway crates
 
 step "cargo test --workspace"
 cargo test --workspace
+
+# The shipped binary: a release build, stripped, its debug info in a separate file; fails if
+# the binary reaches 30 MB (scripts/build-release.sh prints both sizes).
+step "scripts/build-release.sh target/dist (release binary under 30 MB)"
+scripts/build-release.sh target/dist
