@@ -6,7 +6,7 @@
 mod common;
 
 use common::control::TestController;
-use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
+use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, echo_server, sim_upstream};
 use common::*;
 use proxypool_core::Protocol;
 use proxypool_proto::TargetAddr;
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 const CREDS: Option<(&str, &str)> = Some((UPSTREAM_USER, UPSTREAM_PASS));
 
@@ -45,21 +45,6 @@ fn lines_of(path: &Path) -> Vec<Value> {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
         .collect()
-}
-
-/// A TCP server that echoes whatever it reads, for tunnels.
-async fn echo_server() -> SocketAddr {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let (mut read, mut write) = stream.split();
-                let _ = tokio::io::copy(&mut read, &mut write).await;
-            });
-        }
-    });
-    addr
 }
 
 /// Sends `payload` through an open tunnel, reads it back and closes the tunnel.

@@ -6,7 +6,7 @@
 mod common;
 
 use common::control::TestController;
-use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
+use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, echo_server, sim_upstream};
 use common::*;
 use proxypool_core::Protocol;
 use proxypool_sim::ProxyKind;
@@ -14,29 +14,13 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 const CREDS: Option<(&str, &str)> = Some((UPSTREAM_USER, UPSTREAM_PASS));
 const WAITS: &str = "proxypool_gateway_capacity_waits_total";
 const SERVED: &str = "proxypool_gateway_capacity_wait_outcomes_total{outcome=\"served\"}";
 const TIMED_OUT: &str = "proxypool_gateway_capacity_wait_outcomes_total{outcome=\"timed_out\"}";
 const OVER_BOUND: &str = "proxypool_gateway_capacity_wait_outcomes_total{outcome=\"over_bound\"}";
-
-/// An echo server that closes when its client does (so a closed tunnel ends both ways).
-async fn echo_server() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            tokio::spawn(async move {
-                let (mut read, mut write) = stream.split();
-                let _ = tokio::io::copy(&mut read, &mut write).await;
-            });
-        }
-    });
-    addr
-}
 
 struct Setup {
     _controller: Arc<TestController>,

@@ -8,7 +8,7 @@
 mod common;
 
 use common::control::TestController;
-use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
+use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, echo_server, sim_upstream};
 use common::*;
 use proxypool_core::control::{HeldLease, SnapshotProxy};
 use proxypool_core::{Clock, ManualClock, Protocol, now_millis};
@@ -25,21 +25,6 @@ const LEASE_MS: u64 = 10_000;
 const LAPSED: &str = "proxypool_gateway_tunnels_closed_total{reason=\"lease_lapsed\"}";
 const STALE: &str = "proxypool_gateway_tunnels_closed_total{reason=\"stale\"}";
 const SESSION_LAPSED: &str = "proxypool_gateway_tunnels_closed_total{reason=\"session_lapsed\"}";
-
-/// A TCP server that echoes every byte, on as many connections as come.
-async fn echo_server() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let (mut read, mut write) = stream.split();
-                let _ = tokio::io::copy(&mut read, &mut write).await;
-            });
-        }
-    });
-    addr
-}
 
 async fn connect_tunnel(gateway: &Running, target: SocketAddr) -> TcpStream {
     connect_as_alice(TcpStream::connect(gateway.http).await.unwrap(), target).await

@@ -373,3 +373,19 @@ impl Drop for TlsOrigin {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A TCP server that echoes every byte, on as many connections as come, and closes a
+/// connection when its client does (so a closed tunnel ends both ways).
+pub async fn echo_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut read, mut write) = stream.split();
+                let _ = tokio::io::copy(&mut read, &mut write).await;
+            });
+        }
+    });
+    addr
+}
