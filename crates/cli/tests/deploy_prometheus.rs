@@ -26,7 +26,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// The alerts of `rules/proxypool.yml`, in its order.
-const ALERTS: [&str; 9] = [
+const ALERTS: [&str; 10] = [
     "ProxypoolDown",
     "ProxypoolNoLeader",
     "ProxypoolPoolEmpty",
@@ -36,6 +36,7 @@ const ALERTS: [&str; 9] = [
     "ProxypoolQuotaStoreUnavailable",
     "ProxypoolGatewayRefusalsHigh",
     "ProxypoolApiRefusalsHigh",
+    "ProxypoolAccessLogLosingLines",
 ];
 
 /// Series Prometheus makes itself for every target it scrapes, never the exporter.
