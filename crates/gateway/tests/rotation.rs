@@ -364,3 +364,18 @@ async fn a_bad_rotation_selector_is_refused_with_its_reason() {
     }
     rig.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_robin_goes_on_across_snapshot_swaps() {
+    let rig = Rig::start(181, 3, vec![client("alice")], Rotation::RoundRobin).await;
+    let mut exits = std::collections::BTreeSet::new();
+    for version in 2..=4 {
+        // A new snapshot before every request, as lease renewals bring them under load: a
+        // rotation that started again with each one would take the first proxy every time.
+        rig._controller.bump();
+        acked(&rig._controller, version).await;
+        exits.insert(rig.exit("alice").await);
+    }
+    assert_eq!(exits.len(), 3, "three requests, three proxies: {exits:?}");
+    rig.shutdown().await;
+}

@@ -10,7 +10,7 @@ use crate::proxies::cooldowns::TargetDomain;
 use crate::routing::selector::Selectors;
 use crate::snapshot::{ClientEntry, SnapshotView, ViewProxy};
 use proxypool_core::Domain;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 /// Everything a pick needs to know about "now", failures and the target.
 #[derive(Debug, Clone, Copy)]
@@ -48,12 +48,16 @@ pub(crate) struct Pick {
     pub reservation: Reservation,
 }
 
-/// The rotation strategy and its random state.
+/// The rotation strategy, its random state and the round-robin cursor.
 #[derive(Debug)]
 pub(crate) struct Picker {
     // A reload may change the strategy between picks.
     rotation: AtomicU8,
     random: AtomicU64,
+    /// Where round-robin goes on. It lives here, not in the view: snapshots come every few
+    /// seconds (each lease renewal), and a cursor that started again at every swap would
+    /// pick the same first proxies of every view and never reach the last ones.
+    cursor: AtomicUsize,
 }
 
 impl Picker {
@@ -75,6 +79,7 @@ impl Picker {
         Self {
             rotation: AtomicU8::new(rotation_code(rotation)),
             random: AtomicU64::new(seed | 1),
+            cursor: AtomicUsize::new(0),
         }
     }
 
@@ -103,7 +108,7 @@ impl Picker {
         let rotation = rotation.unwrap_or_else(|| self.rotation());
         match rotation {
             Rotation::RoundRobin => {
-                let start = view.cursor.fetch_add(1, Ordering::Relaxed) % total;
+                let start = self.cursor.fetch_add(1, Ordering::Relaxed) % total;
                 first_fit(view, &sources, total, start, usable)
             }
             Rotation::Random => {
@@ -112,7 +117,7 @@ impl Picker {
             }
             Rotation::LeastConnections | Rotation::LeastUsed => {
                 // Rotate the scan start so ties spread instead of piling on the first.
-                let start = view.cursor.fetch_add(1, Ordering::Relaxed) % total;
+                let start = self.cursor.fetch_add(1, Ordering::Relaxed) % total;
                 for _ in 0..3 {
                     let best = (0..total)
                         .map(|step| nth(&sources, (start + step) % total))

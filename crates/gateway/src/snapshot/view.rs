@@ -17,7 +17,7 @@ use proxypool_proto::TargetAddr;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// One proxy the worker may route through.
 #[derive(Debug)]
@@ -120,8 +120,6 @@ pub(crate) struct SnapshotView {
     pub(crate) by_protocol: HashMap<Protocol, Vec<u32>>,
     /// Keyed by the id's text so a username prefix is looked up without allocating.
     clients: HashMap<String, Arc<ClientEntry>>,
-    /// Round-robin cursor.
-    pub(crate) cursor: AtomicUsize,
     /// The latest cutoff of any proxy in the view: before it at least one proxy can be
     /// relayed through, from it none can (readiness, and refusals that say why, in one
     /// atomic load). Lowered when the store disowns proxies.
@@ -174,7 +172,6 @@ impl SnapshotView {
                 .policy
                 .unwrap_or_else(|| proxypool_config::CooldownsConfig::default().policy()),
             session_feedback: snapshot.advisories.session_feedback,
-            cursor: AtomicUsize::new(0),
             leased_until: AtomicU64::new(0),
             proxies,
         };
