@@ -39,6 +39,10 @@ pub(crate) enum Command {
     /// The simulated vendor on its own: upstream proxies, a list endpoint and an origin on
     /// loopback, to point a controller at by hand.
     Sim(SimArgs),
+    /// GET an http:// URL and exit 0 on a 2xx answer (1 otherwise), printing the body: a
+    /// health check for images that ship no HTTP client (`proxypool probe
+    /// http://127.0.0.1:7080/healthz`).
+    Probe(ProbeArgs),
     /// Read a secret (an API token, a gateway password, a worker or metrics token) from
     /// standard input and print the `{ hash = "..." }` reference to put in the
     /// configuration file instead of the secret.
@@ -53,6 +57,28 @@ pub(crate) struct SimArgs {
     /// Lifetime of each simulated proxy in seconds; 0 = no rotation.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub proxy_ttl: u64,
+    /// Where the proxies and the list endpoint listen: an IPv4 address or a name resolved
+    /// at start (in a container, its service name, so other containers reach them; the
+    /// list then names that address). The origin stays on loopback, reached through the
+    /// proxies.
+    #[arg(long, value_name = "HOST", default_value = "127.0.0.1")]
+    pub listen: String,
+    /// The list endpoint's port (0 = any free port).
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    pub list_port: u16,
+    /// The origin's port on loopback (0 = any free port).
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    pub origin_port: u16,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ProbeArgs {
+    /// The URL to GET (plain http://).
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// Give up after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 3)]
+    pub timeout: u64,
 }
 
 #[derive(Debug, Args)]

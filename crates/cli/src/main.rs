@@ -3,7 +3,8 @@
 //! Subcommands (see `proxypool --help`): `dev` (everything on loopback with a simulated
 //! vendor), `serve` (controller + client API + gateway in one process), `controller` and
 //! `gateway` (split deployment on Redis + PostgreSQL), `extract` (an API client),
-//! `check-config`, `migrate`, `sim` (the simulated vendor on its own) and `hash-secret`.
+//! `check-config`, `migrate`, `sim` (the simulated vendor on its own), `hash-secret` and
+//! `probe` (a health check for images without an HTTP client).
 //!
 //! Module map:
 //! - `args`: the command line (clap derive).
@@ -42,7 +43,7 @@ fn main() -> ExitCode {
     let default_filter = match cli.command {
         Command::Dev(_) | Command::Sim(_) => "warn",
         Command::Extract(_) | Command::CheckConfig(_) | Command::Migrate(_) => "warn",
-        Command::HashSecret => "warn",
+        Command::HashSecret | Command::Probe(_) => "warn",
         _ => "info",
     };
     // The file's `[log] format`, read before the first line is logged.
@@ -80,6 +81,7 @@ fn main() -> ExitCode {
             Command::Migrate(args) => commands::migrate::run(args).await,
             Command::Sim(args) => commands::sim::run(args).await,
             Command::HashSecret => commands::hash_secret::run(),
+            Command::Probe(args) => commands::probe::run(args).await,
         }
     });
     // Tasks still running (idle keep-alive connections, the signal watcher) are dropped

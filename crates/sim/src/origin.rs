@@ -100,7 +100,12 @@ impl Origin {
 
     /// Starts on `ip:0`.
     pub async fn start_on(ip: Ipv4Addr) -> io::Result<Self> {
-        let listener = TcpListener::bind((ip, 0)).await?;
+        Self::start_at(SocketAddr::new(IpAddr::V4(ip), 0)).await
+    }
+
+    /// Starts on `addr` (port 0: any free port).
+    pub async fn start_at(addr: SocketAddr) -> io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let counts = Arc::new(Counts::default());
         let shutdown = Shutdown::new();

@@ -3,7 +3,7 @@
 //! starts, and what end-to-end tests stand on.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +37,14 @@ pub struct SimConfig {
     pub seed: u64,
     /// First exit address.
     pub first_exit: Ipv4Addr,
+    /// Where the proxies and the list endpoint listen (loopback by default; another
+    /// address lets other hosts, such as containers, fetch the list and dial the proxies).
+    pub listen_ip: Ipv4Addr,
+    /// The list endpoint's port (0: any free port).
+    pub list_port: u16,
+    /// The origin's port on loopback (0: any free port). The origin stays on loopback
+    /// whatever `listen_ip` is: it is reached through the proxies.
+    pub origin_port: u16,
 }
 
 impl Default for SimConfig {
@@ -54,6 +62,9 @@ impl Default for SimConfig {
             failure_rate: fleet.failure_rate,
             seed: fleet.seed,
             first_exit: fleet.first_exit,
+            listen_ip: Ipv4Addr::LOCALHOST,
+            list_port: 0,
+            origin_port: 0,
         }
     }
 }
@@ -68,24 +79,28 @@ pub struct SimVendor {
 impl SimVendor {
     /// Starts the origin, the proxies and the list endpoint.
     pub async fn start(config: SimConfig) -> io::Result<Self> {
-        let origin = Origin::start().await?;
-        let vendor = VendorEndpoint::start(VendorConfig {
-            format: config.format,
-            fleet: FleetConfig {
-                size: config.proxies,
-                kinds: config.kinds,
-                credentials: config.credentials,
-                regions: config.regions,
-                carriers: config.carriers,
-                latency: config.latency,
-                failure_rate: config.failure_rate,
-                seed: config.seed,
-                first_exit: config.first_exit,
-                listen_ip: Ipv4Addr::LOCALHOST,
+        let origin =
+            Origin::start_at(SocketAddr::from((Ipv4Addr::LOCALHOST, config.origin_port))).await?;
+        let vendor = VendorEndpoint::start_at(
+            VendorConfig {
+                format: config.format,
+                fleet: FleetConfig {
+                    size: config.proxies,
+                    kinds: config.kinds,
+                    credentials: config.credentials,
+                    regions: config.regions,
+                    carriers: config.carriers,
+                    latency: config.latency,
+                    failure_rate: config.failure_rate,
+                    seed: config.seed,
+                    first_exit: config.first_exit,
+                    listen_ip: config.listen_ip,
+                },
+                ttl: config.ttl,
+                faults: ListFaults::default(),
             },
-            ttl: config.ttl,
-            faults: ListFaults::default(),
-        })
+            SocketAddr::from((config.listen_ip, config.list_port)),
+        )
         .await?;
         Ok(Self { vendor, origin })
     }

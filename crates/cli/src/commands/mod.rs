@@ -7,5 +7,6 @@ pub(crate) mod extract;
 pub(crate) mod gateway;
 pub(crate) mod hash_secret;
 pub(crate) mod migrate;
+pub(crate) mod probe;
 pub(crate) mod serve;
 pub(crate) mod sim;

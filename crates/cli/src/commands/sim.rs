@@ -7,17 +7,43 @@ use crate::failure::Failure;
 use crate::signal::Shutdown;
 use proxypool_sim::{ListFormat, ProxyKind, SimConfig, SimVendor};
 use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 pub(crate) async fn run(args: SimArgs) -> Result<(), Failure> {
     let shutdown =
         Shutdown::install().map_err(|e| Failure::runtime(format!("signal handlers: {e}")))?;
-    let sim = SimVendor::start(vendor_config(args.proxies, args.proxy_ttl))
+    let listen_ip = resolve_ipv4(&args.listen).await?;
+    let config = SimConfig {
+        listen_ip,
+        list_port: args.list_port,
+        origin_port: args.origin_port,
+        ..vendor_config(args.proxies, args.proxy_ttl)
+    };
+    let sim = SimVendor::start(config)
         .await
         .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;
     print!("{}", banner(&sim, args.proxy_ttl));
     shutdown.wait().await;
     Ok(())
+}
+
+/// `--listen`: an IPv4 address as written, or the first IPv4 address a name resolves to
+/// (a container's own service name resolves to its address on the network).
+async fn resolve_ipv4(host: &str) -> Result<Ipv4Addr, Failure> {
+    if let Ok(ip) = host.parse::<Ipv4Addr>() {
+        return Ok(ip);
+    }
+    let addresses = tokio::net::lookup_host((host, 0))
+        .await
+        .map_err(|e| Failure::config(format!("--listen {host}: {e}")))?;
+    addresses
+        .filter_map(|address| match address.ip() {
+            IpAddr::V4(ip) => Some(ip),
+            IpAddr::V6(_) => None,
+        })
+        .next()
+        .ok_or_else(|| Failure::config(format!("--listen {host}: no IPv4 address")))
 }
 
 /// The simulated vendor `sim` and `dev` run: HTTP and SOCKS5 proxies alternating, three
@@ -72,7 +98,7 @@ fn banner(sim: &SimVendor, ttl: u64) -> String {
     }
     let _ = writeln!(
         out,
-        "\nAn upstream entry for the controller's file (the origin serves the health check; the\nlist is plain http on loopback, hence allow_plaintext and allow_private_hosts):\n"
+        "\nAn upstream entry for the controller's file (the origin serves the health check; the\nlist is plain http on a private address, hence allow_plaintext and allow_private_hosts):\n"
     );
     let _ = writeln!(
         out,

@@ -46,6 +46,12 @@ impl VendorEndpoint {
     /// Starts the fleet, the rotation (when `ttl` is set) and the list endpoint on
     /// `127.0.0.1:0`.
     pub async fn start(config: VendorConfig) -> io::Result<Self> {
+        Self::start_at(config, SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await
+    }
+
+    /// [`VendorEndpoint::start`] with the list endpoint on `list_addr` (port 0: any free
+    /// port), for a vendor other hosts reach (a container of its own).
+    pub async fn start_at(config: VendorConfig, list_addr: SocketAddr) -> io::Result<Self> {
         let fleet = Fleet::start(config.fleet, config.ttl).await?;
         let inner = Arc::new(Inner {
             fleet,
@@ -55,7 +61,7 @@ impl VendorEndpoint {
             }),
             fetches: AtomicU64::new(0),
         });
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let listener = TcpListener::bind(list_addr).await?;
         let addr = listener.local_addr()?;
         let shutdown = Shutdown::new();
         let handler_inner = Arc::clone(&inner);
