@@ -45,6 +45,12 @@ async fn readiness_and_refusals_follow_leases_and_staleness() {
     assert_eq!(status["leases"]["proxies"], 1, "{status}");
     assert_eq!(status["leases"]["leased"], 1, "{status}");
     assert!(status["leases"]["earliest_end_ms"].is_u64(), "{status}");
+    // The cutoff stays inside the lease (the skew margin, and the session's end).
+    let cutoff = status["leases"]["cutoff_ms"].as_u64().expect("cutoff_ms");
+    assert!(
+        cutoff < status["leases"]["latest_end_ms"].as_u64().unwrap(),
+        "{status}"
+    );
     assert!(status["snapshot_age_ms"].is_u64(), "{status}");
     assert!(status["since_controller_ms"].is_u64(), "{status}");
     assert_eq!(get(&gateway, "alice", &origin).await.status, 200);

@@ -175,7 +175,9 @@ fn status_json(shared: &Shared) -> String {
     let view = shared.store.view();
     let now = shared.clock.now();
     let ready = readiness::readiness(&shared.store, now);
-    let leases = view.as_ref().map(|v| LeaseSummary::of(v, now));
+    let leases = view
+        .as_ref()
+        .map(|v| (LeaseSummary::of(v, now), v.leased_until_ms()));
     serde_json::json!({
         "worker": shared.config().worker_id,
         "phase": format!("{:?}", *shared.phase.borrow()).to_lowercase(),
@@ -186,11 +188,14 @@ fn status_json(shared: &Shared) -> String {
         "not_ready_reason": ready.err().map(|why| why.reason()),
         "since_controller_ms": shared.store.since_fresh_ms(),
         "snapshot_age_ms": view.as_ref().map(|v| now.saturating_sub(v.generated_at_ms)),
-        "leases": leases.map(|l| serde_json::json!({
+        "leases": leases.map(|(l, cutoff)| serde_json::json!({
             "proxies": l.proxies,
             "leased": l.leased,
             "earliest_end_ms": l.earliest_end_ms,
             "latest_end_ms": l.latest_end_ms,
+            // The last instant any proxy may be relayed through: lease ends bounded by the
+            // session's end, less the skew margin.
+            "cutoff_ms": cutoff,
         })),
         "controller": shared.control.current_controller(),
         "control_error": shared.control.last_error().as_deref().map(String::as_str),

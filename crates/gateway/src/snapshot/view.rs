@@ -214,6 +214,12 @@ impl SnapshotView {
         self.clients.len()
     }
 
+    /// The latest cutoff of any proxy in the view (wall clock): the lease ends, bounded by
+    /// the session's end and less the skew margin. From it on, no proxy of the view is used.
+    pub(crate) fn leased_until_ms(&self) -> UnixMillis {
+        self.leased_until.load(Ordering::Acquire)
+    }
+
     /// Whether any proxy of the view can be relayed through at `now_ms`.
     pub(crate) fn has_lease(&self, now_ms: UnixMillis) -> bool {
         now_ms < self.leased_until.load(Ordering::Acquire)
