@@ -744,7 +744,8 @@ fn the_stack_runs_on_docker_and_keeps_serving_through_a_killed_leader_and_a_cut_
         "test-override.yaml",
         &format!(
             r#"# The container test's changes to the shipped compose.yaml: local stand-in images,
-# and every proxy leasable (so a cut-off gateway's proxies can all move to the other).
+# every proxy leasable (so a cut-off gateway's proxies can all move to the other), and a
+# vendor that does not rotate.
 services:
   redis: {{ image: "{redis}" }}
   postgres: {{ image: "{postgres}" }}
@@ -752,7 +753,10 @@ services:
   # No Debian package and no registry: Grafana is not started by the test.
   grafana: {{ profiles: ["not-in-the-container-test"] }}
   migrate: {{ image: "{image}" }}
-  sim: {{ image: "{image}" }}
+  # No rotation: every proxy lives through the test, so each one's move can be followed.
+  sim:
+    image: "{image}"
+    command: ["sim", "--listen", "sim", "--list-port", "8000", "--origin-port", "8080", "--proxies", "{PROXIES}", "--proxy-ttl", "0"]
   controller-1:
     image: "{image}"
     environment: {{ PROXYPOOL__OWNERSHIP__PER_WORKER_TARGET: "{PROXIES}" }}
