@@ -14,15 +14,10 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 COPY . .
-# --locked: exactly the dependency versions of Cargo.lock. The binary keeps line tables
-# (the release profile), moved to a separate file: the shipped binary stays small, a
-# crash's addresses can still be symbolized with proxypool.debug.
-RUN cargo build --release --locked -p proxypool \
- && mkdir -p /out \
- && cp target/release/proxypool /out/proxypool \
- && objcopy --only-keep-debug /out/proxypool /out/proxypool.debug \
- && strip --strip-debug /out/proxypool \
- && objcopy --add-gnu-debuglink=/out/proxypool.debug /out/proxypool \
+# The release build as it ships (scripts/build-release.sh: `cargo build --release --locked`,
+# the binary stripped under 30 MB, its symbols and line tables in proxypool.debug beside it
+# for gdb and backtraces).
+RUN scripts/build-release.sh /out \
  && rm -rf target \
  && /out/proxypool --version
 

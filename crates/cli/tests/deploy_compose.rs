@@ -50,7 +50,7 @@ const ADMIN: &str = "http://127.0.0.1:9090";
 /// The origin of the simulated vendor, reached through the proxies by a `.test` name.
 const ORIGIN: &str = "http://origin.test:8080/";
 /// The shipped binary's size bound.
-const MAX_BINARY_BYTES: u64 = 30 * 1024 * 1024;
+const MAX_BINARY_BYTES: u64 = 30_000_000;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -1026,9 +1026,20 @@ its provisioning is checked by `docker-compose config` only ***\n"
     assert_eq!(
         moved_seen(&samples) as u64,
         half,
-        "gateway-2 routed {} proxies, of them {} of gateway-1's {routed_a:?}: {b_routed:?}",
+        "gateway-2 routed {} proxies, of them {} of gateway-1's {routed_a:?}: {b_routed:?}\n\
+         gateway-2's status: {}\ngateway-2's metrics:\n{}\ngateway-2's log:\n{}",
         b_routed.len(),
-        moved_seen(&samples)
+        moved_seen(&samples),
+        gateway_status(&gateways[1]).map_or_else(|| "none".to_owned(), |s| s.to_string()),
+        probe_in(&gateways[1], &format!("{ADMIN}/metrics"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("proxypool_gateway_")
+                && (l.contains("failure") || l.contains("closed") || l.contains("refusals")
+                    || l.contains("misses") || l.contains("proxies")))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        stack.logs("gateway-2")
     );
     let a_status = gateway_status(&gateways[0]).expect("gateway-1 answers inside its container");
     assert_eq!(a_status["ready"], false, "{a_status}");
