@@ -1035,8 +1035,11 @@ its provisioning is checked by `docker-compose config` only ***\n"
             .unwrap_or_default()
             .lines()
             .filter(|l| l.starts_with("proxypool_gateway_")
-                && (l.contains("failure") || l.contains("closed") || l.contains("refusals")
-                    || l.contains("misses") || l.contains("proxies")))
+                && (l.contains("failure")
+                    || l.contains("closed")
+                    || l.contains("refusals")
+                    || l.contains("misses")
+                    || l.contains("proxies")))
             .collect::<Vec<_>>()
             .join("\n"),
         stack.logs("gateway-2")
