@@ -301,19 +301,7 @@ fn base_image(started: Instant) -> Option<String> {
         log(started, &format!("base image {tag} (cached)"));
         return Some(tag);
     }
-    let found = Command::new("debootstrap")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "debootstrap is required under CI (scripts/test.sh installs it)"
-        );
-        eprintln!(
-            "\n*** SKIPPED: debootstrap is not installed (scripts/test.sh installs it) ***\n"
-        );
+    if !common::tool_or_skip("debootstrap") {
         return None;
     }
     let root = work_dir().join("rootfs");
@@ -370,19 +358,7 @@ fn stand_in(name: &str, base: &str, started: Instant) -> String {
         return tag;
     }
     log(started, &format!("building stand-in {tag}"));
-    must(
-        "docker",
-        &[
-            "build",
-            "-q",
-            "--build-arg",
-            &format!("BASE={base}"),
-            "-t",
-            &tag,
-            dir.to_str().unwrap(),
-        ],
-        &[],
-    );
+    build_on(base, &tag, &dir);
     tag
 }
 
@@ -445,6 +421,13 @@ fn rust_stand_in(base: &str, started: Instant) -> String {
         "[source.crates-io]\nreplace-with = \"vendored-sources\"\n\n[source.vendored-sources]\ndirectory = \"/usr/local/cargo/vendor\"\n",
     )
     .unwrap();
+    build_on(base, &tag, &context);
+    let _ = std::fs::remove_dir_all(&context);
+    tag
+}
+
+/// `docker build` of the stand-in in `context` on the base image `base`, tagged `tag`.
+fn build_on(base: &str, tag: &str, context: &Path) {
     must(
         "docker",
         &[
@@ -453,13 +436,11 @@ fn rust_stand_in(base: &str, started: Instant) -> String {
             "--build-arg",
             &format!("BASE={base}"),
             "-t",
-            &tag,
+            tag,
             context.to_str().unwrap(),
         ],
         &[],
     );
-    let _ = std::fs::remove_dir_all(&context);
-    tag
 }
 
 /// The compose project of one run: every command names the shipped file and the test

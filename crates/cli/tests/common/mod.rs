@@ -276,17 +276,24 @@ pub fn parse_banner(lines: &[String]) -> Banner {
 
 /// Whether `curl` is installed; without it the test skips (fails under `CI=true`).
 pub fn curl_or_skip() -> bool {
-    let found = Command::new("curl")
+    tool_or_skip("curl")
+}
+
+/// Whether `program` (one `scripts/test.sh` installs) answers `--version`; without it the
+/// test says it skips, and under `CI=true` fails instead.
+pub fn tool_or_skip(program: &str) -> bool {
+    let found = Command::new(program)
         .arg("--version")
         .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !found {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "curl is required under CI (scripts/test.sh installs it)"
+            "{program} is required under CI (scripts/test.sh installs it)"
         );
-        eprintln!("\n*** SKIPPED: curl is not installed (scripts/test.sh installs it) ***\n");
+        eprintln!("\n*** SKIPPED: {program} is not installed (scripts/test.sh installs it) ***\n");
     }
     found
 }
