@@ -75,9 +75,15 @@ impl ApplyConfig for SplitGateway {
     }
 
     fn reopen_logs(&self) {
-        if let Err(error) = self.reload.reopen_access_log() {
-            tracing::warn!(error = %error.0, "the access log could not be reopened");
-        }
+        reopen_access_log(&self.reload);
+    }
+}
+
+/// Reopens a gateway's access log where its settings say; a failure is logged and the
+/// log goes on where it was.
+pub(crate) fn reopen_access_log(gateway: &GatewayReload) {
+    if let Err(error) = gateway.reopen_access_log() {
+        tracing::warn!(error = %error.0, "the access log could not be reopened");
     }
 }
 

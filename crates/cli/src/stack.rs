@@ -220,10 +220,8 @@ impl Stack {
 
     /// Reopens the in-process gateway's access log (a reload that changed nothing).
     pub(crate) fn reopen_access_log(&self) {
-        if let Some(gateway) = &self.gateway
-            && let Err(error) = gateway.reload.reopen_access_log()
-        {
-            tracing::warn!(error = %error.0, "the access log could not be reopened");
+        if let Some(gateway) = &self.gateway {
+            crate::reload::reopen_access_log(&gateway.reload);
         }
     }
 

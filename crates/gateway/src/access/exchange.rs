@@ -246,13 +246,11 @@ impl Exchange {
 
 impl Drop for Exchange {
     fn drop(&mut self) {
+        // A request that ends without an answer's head is measured to its end.
+        self.record_request();
         let Some(log) = self.log.take() else {
             return;
         };
-        if !self.answered {
-            self.answered = true;
-            log.request_seconds[self.kind as usize].record(self.started.elapsed().as_secs_f64());
-        }
         if let Some(started) = self.tunnel_started {
             let tunnel = match self.kind {
                 Kind::Socks5 => 1,
@@ -273,7 +271,7 @@ impl Drop for Exchange {
         let line = Line {
             time: fields.time,
             kind: self.kind.label(),
-            source: fields.source.to_string(),
+            source: fields.source,
             client: fields.client.as_deref(),
             method: fields.method.as_deref(),
             target: fields.target.as_deref(),

@@ -9,6 +9,7 @@
 //! request's and response's bodies, a tunnel's bytes).
 
 use serde::Serialize;
+use std::net::SocketAddr;
 use std::time::SystemTime;
 
 /// The fields of one line, borrowed from the finished exchange.
@@ -17,7 +18,8 @@ pub(crate) struct Line<'a> {
     #[serde(serialize_with = "rfc3339_millis")]
     pub time: SystemTime,
     pub kind: &'static str,
-    pub source: String,
+    /// Serialized as `ip:port` (`[v6]:port`), its display form: no string made for it.
+    pub source: SocketAddr,
     pub client: Option<&'a str>,
     pub method: Option<&'a str>,
     pub target: Option<&'a str>,
@@ -63,7 +65,7 @@ mod tests {
         let line = Line {
             time: SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_428_800_123),
             kind: "http",
-            source: "192.0.2.7:40000".into(),
+            source: "192.0.2.7:40000".parse().unwrap(),
             client: Some("alice"),
             method: Some("GET"),
             target: Some("example.test:80"),
@@ -81,6 +83,7 @@ mod tests {
         assert_eq!(bytes.last(), Some(&b'\n'));
         let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(value["time"], "2026-12-05T00:00:00.123Z");
+        assert_eq!(value["source"], "192.0.2.7:40000");
         assert_eq!(value["duration_ms"], 1.235);
         assert_eq!(value["socks_reply"], serde_json::Value::Null);
         assert_eq!(value.as_object().unwrap().len(), 15, "{value}");

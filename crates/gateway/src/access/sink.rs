@@ -21,7 +21,7 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -83,10 +83,12 @@ enum Destination {
 }
 
 impl Destination {
-    fn open(config: &AccessLogConfig) -> io::Result<Destination> {
+    fn open(config: &AccessLogConfig) -> Result<Destination, OpenError> {
         match &config.file {
             None => Ok(Destination::Stdout),
-            Some(path) => Ok(Destination::File(open_append(path)?)),
+            Some(path) => open_append(path)
+                .map(Destination::File)
+                .map_err(|source| OpenError::of(config, source)),
         }
     }
 
@@ -115,14 +117,21 @@ pub(crate) struct OpenError {
     source: io::Error,
 }
 
+impl OpenError {
+    fn of(config: &AccessLogConfig, source: io::Error) -> OpenError {
+        let path = config.file.as_ref().map_or_else(
+            || "standard output".to_owned(),
+            |path| path.display().to_string(),
+        );
+        OpenError { path, source }
+    }
+}
+
 impl AccessLog {
     /// The log as `config` says, its writer thread started; fails when the file cannot
     /// be opened for appending. Registers the histograms' bounds before their handles.
     pub(crate) fn start(config: &AccessLogConfig) -> Result<Arc<AccessLog>, OpenError> {
-        let destination = Destination::open(config).map_err(|source| OpenError {
-            path: display_path(config),
-            source,
-        })?;
+        let destination = Destination::open(config)?;
         proxypool_metrics::set_buckets(REQUEST_SECONDS, REQUEST_BUCKETS);
         proxypool_metrics::set_buckets(TUNNEL_SECONDS, TUNNEL_BUCKETS);
         let (sender, receiver) = sync_channel(config.queue);
@@ -134,10 +143,7 @@ impl AccessLog {
             std::thread::Builder::new()
                 .name("access-log".into())
                 .spawn(move || write_lines(receiver, destination, &reopen, &written, &failed))
-                .map_err(|source| OpenError {
-                    path: display_path(config),
-                    source,
-                })?
+                .map_err(|source| OpenError::of(config, source))?
         };
         Ok(Arc::new(AccessLog {
             enabled: AtomicBool::new(config.enabled),
@@ -158,10 +164,7 @@ impl AccessLog {
     /// the new file is opened here, so a path that cannot be opened fails the reload and
     /// the log goes on where it was. The queue's size stays as started.
     pub(crate) fn reconfigure(&self, config: &AccessLogConfig) -> Result<(), OpenError> {
-        let destination = Destination::open(config).map_err(|source| OpenError {
-            path: display_path(config),
-            source,
-        })?;
+        let destination = Destination::open(config)?;
         *self.reopen.to.lock_or_recover() = Some(destination);
         self.reopen.requested.store(true, Ordering::Release);
         self.sample_one_in
@@ -187,16 +190,13 @@ impl AccessLog {
 
     /// Queues one line; drops and counts it when the writer is behind or the log closed.
     pub(super) fn push(&self, line: Vec<u8>) {
-        let sender = self.sender.load();
-        let Some(sender) = sender.as_ref() else {
+        let queued = self
+            .sender
+            .load()
+            .as_ref()
+            .is_some_and(|sender| sender.try_send(line).is_ok());
+        if !queued {
             self.lines_dropped.increment(1);
-            return;
-        };
-        match sender.try_send(line) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.lines_dropped.increment(1);
-            }
         }
     }
 
@@ -210,13 +210,6 @@ impl AccessLog {
             let _ = writer.join();
         }
     }
-}
-
-fn display_path(config: &AccessLogConfig) -> String {
-    config.file.as_ref().map_or_else(
-        || "standard output".to_owned(),
-        |path| path.display().to_string(),
-    )
 }
 
 /// The writer thread: writes lines as they come, flushing whenever the queue runs dry,
