@@ -15,7 +15,7 @@
 //! snapshot no longer lists is refused from its next request, its open tunnels closed a
 //! shutdown grace later.
 
-use crate::config::{ConfigError, GatewayConfig};
+use crate::config::{AccessLogConfig, ConfigError, GatewayConfig};
 use crate::policy::limits::{LimiterClock, Shield};
 use crate::state::Shared;
 use std::sync::Arc;
@@ -63,10 +63,7 @@ impl GatewayReload {
         next.validate()?;
         // Every reload reopens the access log (logrotate's SIGHUP); a file that cannot be
         // opened fails the reload before anything else changed.
-        self.shared
-            .access
-            .reconfigure(&next.access_log)
-            .map_err(|error| ConfigError(error.to_string()))?;
+        self.reconfigure_access_log(&next.access_log)?;
         if next.shield != running.shield {
             let shield = build_shield(&next, &self.shared.limiter_clock)?;
             self.shared.shield.store(shield.map(Arc::new));
@@ -86,10 +83,13 @@ impl GatewayReload {
     /// Reopens the access log where the settings in force say (after logrotate moved the
     /// file): what a reload does even when the file did not change.
     pub fn reopen_access_log(&self) -> Result<(), ConfigError> {
-        let config = self.shared.config();
+        self.reconfigure_access_log(&self.shared.config().access_log)
+    }
+
+    fn reconfigure_access_log(&self, log: &AccessLogConfig) -> Result<(), ConfigError> {
         self.shared
             .access
-            .reconfigure(&config.access_log)
+            .reconfigure(log)
             .map_err(|error| ConfigError(error.to_string()))
     }
 
