@@ -5,7 +5,7 @@ use crate::duration::Millis;
 use crate::env::Env;
 use crate::error::Problem;
 use crate::secret::SecretRef;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub(crate) struct Check<'a> {
     pub(crate) problems: Vec<Problem>,
@@ -19,6 +19,14 @@ impl<'a> Check<'a> {
             problems: Vec::new(),
             base_dir,
             env,
+        }
+    }
+
+    /// Makes a relative `path` relative to the config file's directory (an absolute one
+    /// stays as written), so a file named in it does not depend on where the process runs.
+    pub(crate) fn anchor(&self, path: &mut PathBuf) {
+        if path.is_relative() {
+            *path = self.base_dir.join(&*path);
         }
     }
 

@@ -52,9 +52,7 @@ pub struct ClientTlsConfig {
 
 /// Makes `path` absolute against the file's directory and checks it holds PEM text.
 fn pem_file(c: &mut Check<'_>, key: &str, path: &mut PathBuf) {
-    if path.is_relative() {
-        *path = c.base_dir.join(&*path);
-    }
+    c.anchor(path);
     match std::fs::read(&*path) {
         Ok(bytes) if bytes.windows(11).any(|w| w == b"-----BEGIN ") => {}
         Ok(_) => c.at(key, format!("{} holds no PEM block", path.display())),

@@ -1,6 +1,6 @@
 //! `[gateway.access_log]`: one JSON line per request and per tunnel the gateway served or
-//! refused, to standard output or a file, and its checks. Every key applies on a reload,
-//! and a reload (SIGHUP) reopens the file, so logrotate can move it away first.
+//! refused, to standard output or a file, and its checks. Every key but `queue` applies on
+//! a reload, and a reload (SIGHUP) reopens the file, so logrotate can move it away first.
 
 use crate::check::Check;
 use serde::{Deserialize, Serialize};
@@ -68,8 +68,6 @@ pub(crate) fn validate(c: &mut Check<'_>, log: &mut AccessLogConfig) {
             "gateway.access_log.file",
             "must name a file (leave it out for standard output)",
         );
-        if file.is_relative() {
-            *file = c.base_dir.join(&*file);
-        }
+        c.anchor(file);
     }
 }
