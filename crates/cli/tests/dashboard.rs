@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Banner, Scratch, curl, curl_or_skip, start_dev};
+use common::{Banner, Scratch, curl, curl_or_skip, extract_one, start_dev};
 use proxypool_testkit::{Browser, browser_or_skip};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -263,18 +263,7 @@ fn every_page_shows_what_the_api_says_and_follows_it_live() {
     assert_eq!(listed.as_array().unwrap().len(), 16);
 
     // An extraction through the API shows as EXTRACTED within 2 s.
-    let auth = format!("Authorization: Bearer {}", banner.token());
-    let (code, body) = curl(&[
-        "-H",
-        &auth,
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        r#"{"count":1}"#,
-        &format!("{}/v1/extractions", banner.api()),
-    ]);
-    assert_eq!(code, 0, "{body}");
-    let extracted: Value = serde_json::from_str(&body).unwrap();
+    let extracted = extract_one(&banner);
     let id = extracted["proxies"][0]["id"].as_str().unwrap().to_owned();
     let started = Instant::now();
     browser

@@ -353,6 +353,21 @@ pub fn exit_via_socks5(banner: &Banner, user: &str) -> String {
     exit_of(&body)
 }
 
+/// One extraction of a proxy through `dev`'s API as its client: the answer's JSON.
+pub fn extract_one(banner: &Banner) -> Value {
+    let (code, body) = curl(&[
+        "-H",
+        &format!("Authorization: Bearer {}", banner.token()),
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"count":1}"#,
+        &format!("{}/v1/extractions", banner.api()),
+    ]);
+    assert_eq!(code, 0, "the extraction: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
 /// Runs `proxypool ARGS` to completion with `env`; returns (exit code, stdout, stderr).
 pub fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut command = Command::new(BIN);

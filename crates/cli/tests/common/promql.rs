@@ -10,8 +10,7 @@
 //! carries.
 
 use super::exposition::{samples, scrape, types};
-use super::{Proc, Scratch, curl, exit_via_http, exit_via_socks5, start_dev};
-use serde_json::Value;
+use super::{Proc, Scratch, curl, exit_via_http, exit_via_socks5, extract_one, start_dev};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -371,18 +370,8 @@ pub fn dev_scrape_after_traffic(scratch: &Scratch, queries: &[Query]) -> (Proc, 
     let proxy = format!("http://dev:{}@{}", banner.password(), banner.http());
     let (code, body) = curl(&["-p", "-x", &proxy, banner.origin()]);
     assert_eq!(code, 0, "a CONNECT tunnel through the gateway: {body}");
-    let (code, body) = curl(&[
-        "-H",
-        &format!("Authorization: Bearer {}", banner.token()),
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        r#"{"count":1}"#,
-        &format!("{}/v1/extractions", banner.api()),
-    ]);
-    assert_eq!(code, 0, "the extraction: {body}");
-    let extraction: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
-    assert_eq!(extraction["returned"], 1, "{body}");
+    let extraction = extract_one(&banner);
+    assert_eq!(extraction["returned"], 1, "{extraction}");
 
     let url = format!("{}/metrics", banner.api());
     let deadline = Instant::now() + Duration::from_secs(60);
