@@ -75,15 +75,7 @@ impl ApplyConfig for SplitGateway {
     }
 
     fn reopen_logs(&self) {
-        reopen_access_log(&self.reload);
-    }
-}
-
-/// Reopens a gateway's access log where its settings say; a failure is logged and the
-/// log goes on where it was.
-pub(crate) fn reopen_access_log(gateway: &GatewayReload) {
-    if let Err(error) = gateway.reopen_access_log() {
-        tracing::warn!(error = %error.0, "the access log could not be reopened");
+        self.reload.reopen_access_log();
     }
 }
 

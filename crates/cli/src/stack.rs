@@ -221,7 +221,7 @@ impl Stack {
     /// Reopens the in-process gateway's access log (a reload that changed nothing).
     pub(crate) fn reopen_access_log(&self) {
         if let Some(gateway) = &self.gateway {
-            crate::reload::reopen_access_log(&gateway.reload);
+            gateway.reload.reopen_access_log();
         }
     }
 

@@ -81,9 +81,12 @@ impl GatewayReload {
     }
 
     /// Reopens the access log where the settings in force say (after logrotate moved the
-    /// file): what a reload does even when the file did not change.
-    pub fn reopen_access_log(&self) -> Result<(), ConfigError> {
-        self.reconfigure_access_log(&self.shared.config().access_log)
+    /// file): what a reload does even when the file did not change. A file that cannot be
+    /// opened is logged, and the log goes on where it was.
+    pub fn reopen_access_log(&self) {
+        if let Err(error) = self.reconfigure_access_log(&self.shared.config().access_log) {
+            tracing::warn!(error = %error.0, "the access log could not be reopened");
+        }
     }
 
     fn reconfigure_access_log(&self, log: &AccessLogConfig) -> Result<(), ConfigError> {
