@@ -5,6 +5,7 @@
 //! (404/409), insufficient inventory is a business answer (409), and *unavailable* means the
 //! store could not decide (503): it is never folded into "no inventory".
 
+use crate::store_mark::LossReason;
 use std::fmt;
 
 /// Why an operation conflicts with the current state.
@@ -62,6 +63,12 @@ pub enum Unavailable {
     ScanBudget,
     /// Stored data could not be decoded or violated an invariant.
     Corrupt(String),
+    /// The store is not the one the caller remembers: it lost its memory
+    /// (`crate::store_mark`). Nothing was read or changed.
+    StoreLost(LossReason),
+    /// The store is recovering from a loss and withholds what may have been handed out
+    /// before it; what was asked for may be available after `retry_after_ms`.
+    StoreRecovering { retry_after_ms: u64 },
 }
 
 impl fmt::Display for Unavailable {
@@ -70,6 +77,11 @@ impl fmt::Display for Unavailable {
             Unavailable::Store(detail) => write!(f, "store unavailable: {detail}"),
             Unavailable::ScanBudget => f.write_str("scan budget exhausted before a decision"),
             Unavailable::Corrupt(detail) => write!(f, "corrupt stored state: {detail}"),
+            Unavailable::StoreLost(reason) => write!(f, "store lost: {reason}"),
+            Unavailable::StoreRecovering { retry_after_ms } => write!(
+                f,
+                "store recovering from a loss; retry in {retry_after_ms} ms"
+            ),
         }
     }
 }

@@ -29,26 +29,42 @@ pub struct Lease {
     pub expires_at_ms: UnixMillis,
 }
 
-/// The term a leader's write is made in: the lease's name and the token it held.
+/// The term a leader's write is made in: the lease's name, its holder and the token it
+/// held. The holder is compared as well as the token, so a term survives no coincidence of
+/// tokens (and tokens themselves never repeat: see [`next_token`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Fence {
     pub lease: String,
+    pub holder: String,
     pub token: u64,
 }
 
 impl Fence {
-    pub fn new(lease: impl Into<String>, token: u64) -> Self {
+    pub fn new(lease: impl Into<String>, holder: impl Into<String>, token: u64) -> Self {
         Fence {
             lease: lease.into(),
+            holder: holder.into(),
             token,
         }
     }
 
     /// Whether `lease` (the live lease of this name at `now`, if any) is this term.
     pub fn admits(&self, lease: Option<&Lease>, now: UnixMillis) -> bool {
-        lease
-            .is_some_and(|l| l.name == self.lease && l.token == self.token && now < l.expires_at_ms)
+        lease.is_some_and(|l| {
+            l.name == self.lease
+                && l.holder == self.holder
+                && l.token == self.token
+                && now < l.expires_at_ms
+        })
     }
+}
+
+/// The token of a lease's next term: above the last one the store remembers and not below
+/// the time it is taken at, so a store that lost its memory (and with it the last token)
+/// still never issues a token a term before the loss held, unless clocks ran backwards by
+/// more than the time between the two terms.
+pub fn next_token(last: u64, now: UnixMillis) -> u64 {
+    last.saturating_add(1).max(now)
 }
 
 /// Stores leases (implemented by every activity-pool adapter).

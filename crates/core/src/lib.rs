@@ -20,6 +20,8 @@
 //! - [`port_set`]: destination ports a gateway client may reach (`"*"` or a list).
 //! - [`cooldown`]: cooldowns per (proxy, registrable domain) and client feedback.
 //! - [`control`]: the worker control API messages (gateway ⇄ controller).
+//! - [`store_mark`]: the pool store's identity and generation, losses and the recovery rule,
+//!   and the durable ledger that remembers them.
 //! - [`secret_hash`]: salted hashes of tokens and gateway passwords, and the constant-time
 //!   compare.
 //! - [`random`]: the operating system's CSPRNG: bytes, tokens over an alphabet, numbers.
@@ -52,6 +54,7 @@ pub mod random;
 pub mod runtime;
 pub mod secret;
 pub mod secret_hash;
+pub mod store_mark;
 pub mod sync;
 pub mod time;
 pub mod upsert;
@@ -74,10 +77,13 @@ pub use health::{CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthR
 pub use http_head::MIN_HEADER_BYTES;
 pub use ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, WorkerId};
 pub use inventory::{Footprint, InventoryView, SweepReport};
-pub use lease::{Fence, Lease, LeaseStore};
+pub use lease::{Fence, Lease, LeaseStore, next_token};
 pub use listing::{ListedProxy, MAX_LIST_LIMIT, ProxyListFilter, ProxyPage};
 pub use ownership::{Assignment, AssignmentState, OwnedProxy};
 pub use port_set::PortSet;
+pub use store_mark::{
+    Expectation, LedgerEntry, LossReason, Recovery, StoreIdentity, StoreLedger, StoreMark,
+};
 pub use ports::{
     ActivityPool, Extractor, Fencing, HealthStore, InventoryReader, Maintenance,
     OwnershipRepository, ProxyLister, Upserter, UsageReader, WorkerRuntimeStore,

@@ -15,6 +15,7 @@ use crate::health::{DueQuery, HealthBatch, HealthReport};
 use crate::ids::{ClientId, ExtractionId, ProxyId, UpstreamId, WorkerId};
 use crate::inventory::{Footprint, InventoryView, SweepReport};
 use crate::lease::Fence;
+use crate::store_mark::StoreIdentity;
 use crate::listing::{ProxyListFilter, ProxyPage};
 use crate::ownership::{Assignment, OwnedProxy};
 use crate::proxy::ProxyRecord;
@@ -290,6 +291,7 @@ pub trait ActivityPool:
     + AdminStore
     + ProxyLister
     + CooldownStore
+    + StoreIdentity
     + Fencing
     + 'static
 {
@@ -307,6 +309,7 @@ impl<T> ActivityPool for T where
         + AdminStore
         + ProxyLister
         + CooldownStore
+        + StoreIdentity
         + Fencing
         + 'static
 {

@@ -158,13 +158,23 @@ pub struct ProxyRecord {
     pub usable_until_ms: UnixMillis,
     /// How many concurrent gateway sessions this proxy may carry.
     pub max_sessions: u32,
+    /// When the vendor says it issued the proxy (vendor data, when it gives it).
+    #[serde(default)]
+    pub issued_at_ms: Option<UnixMillis>,
+    /// Set when the record was first stored while the store recovered from a loss and
+    /// nothing proves it new: it is neither handed out nor leased until the sweep releases
+    /// it at this time (`crate::store_mark::Recovery`).
+    #[serde(default)]
+    pub withheld_until_ms: Option<UnixMillis>,
 }
 
 impl ProxyRecord {
-    /// True while the record may be handed out or assigned: AVAILABLE and before
-    /// `usable_until_ms`. Ownership is checked separately.
+    /// True while the record may be handed out or assigned: AVAILABLE, not withheld and
+    /// before `usable_until_ms`. Ownership is checked separately.
     pub fn is_usable(&self, now: UnixMillis) -> bool {
-        self.status == ProxyStatus::Available && now < self.usable_until_ms
+        self.status == ProxyStatus::Available
+            && self.withheld_until_ms.is_none()
+            && now < self.usable_until_ms
     }
 
     /// True when the last success is at least as recent as `now - freshness_ms`.

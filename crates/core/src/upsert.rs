@@ -34,6 +34,10 @@ pub struct Candidate {
     pub labels: BTreeMap<String, String>,
     /// The vendor's own hard expiry for this proxy, when it gives one.
     pub expires_at_ms: Option<UnixMillis>,
+    /// When the vendor says it issued this proxy, when it says so: after a loss of the
+    /// pool store, the proof that a proxy is new (`crate::store_mark`).
+    #[serde(default)]
+    pub issued_at_ms: Option<UnixMillis>,
     /// Overrides the upstream's default `max_sessions`.
     pub max_sessions: Option<u32>,
 }
@@ -50,6 +54,7 @@ impl Candidate {
             carrier: None,
             labels: BTreeMap::new(),
             expires_at_ms: None,
+            issued_at_ms: None,
             max_sessions: None,
         }
     }
@@ -241,6 +246,8 @@ fn prepare_candidate(
         hard_expiry_ms,
         usable_until_ms,
         max_sessions,
+        issued_at_ms: candidate.issued_at_ms,
+        withheld_until_ms: None,
     })
 }
 
