@@ -28,6 +28,9 @@ pub struct SweepReport {
     pub assignments_removed: u32,
     pub sessions_removed: u32,
     pub results_removed: u32,
+    /// Withheld records released (their recovery hold ended, or the recovery did).
+    #[serde(default)]
+    pub records_released: u32,
     /// More expired state is waiting: call again.
     pub more_pending: bool,
 }

@@ -81,9 +81,6 @@ pub use lease::{Fence, Lease, LeaseStore, next_token};
 pub use listing::{ListedProxy, MAX_LIST_LIMIT, ProxyListFilter, ProxyPage};
 pub use ownership::{Assignment, AssignmentState, OwnedProxy};
 pub use port_set::PortSet;
-pub use store_mark::{
-    Expectation, LedgerEntry, LossReason, Recovery, StoreIdentity, StoreLedger, StoreMark,
-};
 pub use ports::{
     ActivityPool, Extractor, Fencing, HealthStore, InventoryReader, Maintenance,
     OwnershipRepository, ProxyLister, Upserter, UsageReader, WorkerRuntimeStore,
@@ -95,6 +92,9 @@ pub use runtime::{
 };
 pub use secret::{Credentials, Secret};
 pub use secret_hash::SecretHash;
+pub use store_mark::{
+    Expectation, LedgerEntry, LossReason, Recovery, StoreIdentity, StoreLedger, StoreMark,
+};
 pub use sync::{LockExt, RwLockExt};
 pub use time::{UnixMillis, now_millis};
 pub use upsert::{Candidate, DropReason, FetchedBatch, PreparedBatch, UpsertReport, prepare_batch};

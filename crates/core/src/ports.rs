@@ -15,13 +15,13 @@ use crate::health::{DueQuery, HealthBatch, HealthReport};
 use crate::ids::{ClientId, ExtractionId, ProxyId, UpstreamId, WorkerId};
 use crate::inventory::{Footprint, InventoryView, SweepReport};
 use crate::lease::Fence;
-use crate::store_mark::StoreIdentity;
 use crate::listing::{ProxyListFilter, ProxyPage};
 use crate::ownership::{Assignment, OwnedProxy};
 use crate::proxy::ProxyRecord;
 use crate::runtime::{
     ReportReceipt, RuntimeReport, SnapshotRef, SnapshotVersion, StoredRuntime, WorkerSession,
 };
+use crate::store_mark::StoreIdentity;
 use crate::time::UnixMillis;
 use crate::upsert::{FetchedBatch, UpsertReport};
 use crate::usage::ClientUsage;

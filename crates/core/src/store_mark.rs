@@ -92,6 +92,13 @@ impl Recovery {
     }
 }
 
+/// How long a client that found too little while records are withheld should wait: until
+/// the first withheld record is released, at least a second and at most a minute (new
+/// proxies may arrive sooner).
+pub fn recovery_retry_after_ms(first_release_ms: UnixMillis, now: UnixMillis) -> u64 {
+    first_release_ms.saturating_sub(now).clamp(1_000, 60_000)
+}
+
 /// What a role remembers of the store; every call is checked against it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expectation {

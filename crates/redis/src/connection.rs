@@ -139,18 +139,18 @@ impl Connector {
         .await
     }
 
-    /// `FCALL function 1 base args...`, loading the function's library first when the
+    /// `FCALL function 2 base mark args...`, loading the function's library first when the
     /// server does not know the function, then calling once more.
     pub(crate) async fn fcall(
         &self,
         function: &Function,
-        base: &str,
+        keys: [&str; 2],
         args: &[String],
     ) -> PoolResult<Value> {
         self.bounded(async {
             let mut manager = self.manager().await?;
             let mut call = redis::cmd("FCALL");
-            call.arg(&function.name).arg(1).arg(base);
+            call.arg(&function.name).arg(2).arg(keys[0]).arg(keys[1]);
             for arg in args {
                 call.arg(arg.as_str());
             }

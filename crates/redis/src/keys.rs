@@ -1,20 +1,28 @@
 //! Key names the Rust side needs; the scripts build the rest from the same base.
 //!
-//! Every key is `{prefix}:{activity}:v2:{name}`: one hash tag, so the whole pool is one
-//! Cluster slot and every script stays atomic if the deployment ever moves there. Keys
-//! carry ids and digests only, never a credential.
+//! Every key is `{prefix}:{activity}:v3:<identity>:{name}`: one hash tag, so the whole pool
+//! is one Cluster slot and every script stays atomic if the deployment ever moves there.
+//! Keys carry ids and digests only, never a credential. `<identity>` is the store's current
+//! incarnation (`proxypool_core::store_mark`), named by the one key outside it, the mark
+//! `{prefix}:{activity}:v3:mark` (HASH: identity, generation, and during a recovery lost_at
+//! and hold; no TTL). A new incarnation (after a loss, or an operator's forced recovery)
+//! thus starts with an empty keyspace, atomically for every caller, while the abandoned
+//! one lapses by its TTLs. A pool that checks no identity (tests, tools) uses
+//! `{prefix}:{activity}:v3:` itself as its base.
 //!
-//! `v2` is the layout version. A process only reads keys of its own version, so a release
+//! `v3` is the layout version. A process only reads keys of its own version, so a release
 //! that changes the layout bumps it: after such an upgrade the new processes start with an
 //! empty pool (the vendors refill it within one fetch interval) while the old keys lapse
 //! by their TTLs. Version 2 (after the unversioned first layout) replaced the `available`
 //! and per-filter sorted sets by one candidate index per filter combination and stores
-//! proxy ids as 16 bytes in the per-proxy keys.
+//! proxy ids as 16 bytes in the per-proxy keys; version 3 put the pool under the store's
+//! identity, added the record's issue time and withheld-until fields and `withheld`.
 //!
 //! `<bin id>` is the proxy id's 16 bytes, `<id>` its 32 hex digits.
 //!
 //! ```text
 //! records                 HASH  bin id -> record, id field empty (credentials live only here)
+//! withheld                ZSET  bin id -> withheld until      (records a recovery withholds)
 //! expiry                  ZSET  bin id -> hard expiry             (every record)
 //! checks                  ZSET  bin id -> check class + since     (checkable records)
 //! cand:<p>/<u>/<r>/<c>    ZSET  bin id -> usable_until            (AVAILABLE, unowned; one
@@ -40,7 +48,8 @@
 //! op:<digest>             STRING stored upsert result (PX);        op-expiry   ZSET
 //! keys                    SET   names of the dynamic ownership index keys (footprint/sweeps)
 //! leases                  HASH  lease name -> holder, token, acquired_at, expires_at
-//! lease-tokens            HASH  lease name -> last fencing token (no TTL: tokens only grow)
+//! lease-tokens            HASH  lease name -> last fencing token (no TTL: tokens only grow,
+//!                               and never below the time they are issued at)
 //! worker-modes            HASH  worker -> mode, since        (cordoned or draining only)
 //! provider-status         HASH  upstream -> provider status (JSON, the leader's reconciler)
 //! usage-seen:<w>          HASH  client\tupstream -> a gateway's last accounted totals
@@ -67,11 +76,21 @@ use proxypool_core::{ExtractionId, UpstreamId};
 use sha2::{Digest, Sha256};
 
 /// The key layout version, part of every key name (see the module doc).
-const LAYOUT_VERSION: &str = "v2";
+const LAYOUT_VERSION: &str = "v3";
 
-/// The base every key starts with: `{prefix}:{activity}:v2:`.
+/// The base of a pool that checks no identity: `{prefix}:{activity}:v3:`.
 pub(crate) fn base(prefix: &str) -> String {
     format!("{prefix}:{{activity}}:{LAYOUT_VERSION}:")
+}
+
+/// The base of the incarnation `identity`: `{prefix}:{activity}:v3:<identity>:`.
+pub(crate) fn incarnation_base(prefix: &str, identity: &str) -> String {
+    format!("{}{identity}:", base(prefix))
+}
+
+/// The store's mark: `{prefix}:{activity}:v3:mark`.
+pub(crate) fn mark(prefix: &str) -> String {
+    format!("{}mark", base(prefix))
 }
 
 /// Where an extraction's response is stored (the extraction id is already a digest of the
@@ -99,7 +118,9 @@ mod tests {
 
     #[test]
     fn keys_share_one_hash_tag_and_hide_operation_ids() {
-        assert_eq!(base("pp"), "pp:{activity}:v2:");
+        assert_eq!(base("pp"), "pp:{activity}:v3:");
+        assert_eq!(mark("pp"), "pp:{activity}:v3:mark");
+        assert_eq!(incarnation_base("pp", "ab"), "pp:{activity}:v3:ab:");
         let upstream = UpstreamId::new("acme").unwrap();
         let whole = operation(&upstream, "fetch-42", None);
         assert!(whole.starts_with("op:") && !whole.contains("fetch"));

@@ -7,20 +7,34 @@ use crate::keys;
 use crate::options::RedisPoolOptions;
 use crate::reply::{self, Reply};
 use crate::scripts::{Function, Scripts};
-use proxypool_core::{ActivityPool, Conflict, Fence, Fencing, PoolError, PoolResult, UnixMillis};
+use proxypool_core::{
+    ActivityPool, Conflict, Expectation, Fence, Fencing, LossReason, PoolError, PoolResult,
+    Unavailable, UnixMillis,
+};
 use redis::Value;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// The activity pool in Redis: every port call is one atomic Lua function (or one read).
 #[derive(Debug)]
 pub struct RedisPool {
     pub(crate) options: RedisPoolOptions,
-    base: String,
+    /// Which incarnation calls go to and what they check, shared by every handle.
+    incarnation: Arc<RwLock<Incarnation>>,
+    /// The store's mark (`keys::mark`).
+    mark: String,
     conn: Arc<Connector>,
     pub(crate) scripts: Arc<Scripts>,
     /// The leader term of a handle made by [`Fencing::fenced`], as the scripts read it
-    /// (`"<lease name>\t<token>"`); empty for an unfenced handle.
+    /// (`"<lease name>\t<holder>\t<token>"`); empty for an unfenced handle.
     fence: String,
+}
+
+/// The keyspace of the store's incarnation a pool expects, and the expectation as the
+/// scripts read it (`"<identity>\t<generation>"`, empty when nothing is checked).
+#[derive(Debug, Clone)]
+struct Incarnation {
+    base: String,
+    expect: String,
 }
 
 // RedisPool is a complete activity pool (and a lease store), like MemoryPool.
@@ -44,12 +58,40 @@ impl RedisPool {
     pub fn new(client: impl Into<RedisClient>, options: RedisPoolOptions) -> PoolResult<RedisPool> {
         options.validate()?;
         Ok(RedisPool {
-            base: keys::base(&options.key_prefix),
+            incarnation: Arc::new(RwLock::new(Incarnation {
+                base: keys::base(&options.key_prefix),
+                expect: String::new(),
+            })),
+            mark: keys::mark(&options.key_prefix),
             conn: Arc::new(Connector::new(client.into(), options.call_timeout)),
             scripts: Arc::new(Scripts::load()),
             fence: String::new(),
             options,
         })
+    }
+
+    fn incarnation(&self) -> Incarnation {
+        self.incarnation
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Points every handle of this pool at `expectation`'s incarnation (or, with `None`,
+    /// at the unchecked base).
+    pub(crate) fn set_expectation(&self, expectation: Option<&Expectation>) {
+        let prefix = &self.options.key_prefix;
+        let next = match expectation {
+            Some(e) => Incarnation {
+                base: keys::incarnation_base(prefix, &e.identity),
+                expect: format!("{}\t{}", e.identity, e.generation),
+            },
+            None => Incarnation {
+                base: keys::base(prefix),
+                expect: String::new(),
+            },
+        };
+        *self.incarnation.write().unwrap_or_else(|e| e.into_inner()) = next;
     }
 
     pub(crate) fn conn(&self) -> &Connector {
@@ -61,10 +103,11 @@ impl RedisPool {
         &self.options
     }
 
-    /// The key prefix every key of this pool starts with (`{prefix}:{activity}:v2:`), for
-    /// operators and tests that inspect the keyspace.
-    pub fn keyspace(&self) -> &str {
-        &self.base
+    /// The key prefix every key of this pool's current incarnation starts with
+    /// (`{prefix}:{activity}:v3:` and the identity it expects, if any), for operators and
+    /// tests that inspect the keyspace.
+    pub fn keyspace(&self) -> String {
+        self.incarnation().base
     }
 
     /// One trivial script round trip (`EVALSHA` of `return 1`) through the same connection,
@@ -72,14 +115,16 @@ impl RedisPool {
     /// benchmark compares extraction with.
     pub async fn probe(&self) -> PoolResult<()> {
         self.conn
-            .eval(&self.scripts.probe, &self.base, &[])
+            .eval(&self.scripts.probe, &self.incarnation().base, &[])
             .await
             .map(|_| ())
     }
 
-    /// Calls a library function with the common leading arguments (now, cleanup count, TTL slack, the
-    /// handle's fence). A fenced call the script refused is `Conflict::StaleTerm` whatever
-    /// the script, so no reply parser needs to know about fencing.
+    /// Calls a library function with the common leading arguments (now, cleanup count, TTL
+    /// slack, the handle's fence, the store it expects). A call the script refused because
+    /// the store is not the expected one is `Unavailable::StoreLost`, and a fenced call it
+    /// refused `Conflict::StaleTerm`, whatever the script, so no reply parser needs to know
+    /// about either.
     pub(crate) async fn eval(
         &self,
         function: &Function,
@@ -87,17 +132,38 @@ impl RedisPool {
         side: Side,
         args: Vec<String>,
     ) -> PoolResult<Value> {
+        self.eval_expecting(function, now, side, args, None).await
+    }
+
+    /// [`eval`](Self::eval) with the expectation given (`Some("")`: none) instead of the
+    /// pool's own: the identity port's unchecked calls.
+    pub(crate) async fn eval_expecting(
+        &self,
+        function: &Function,
+        now: UnixMillis,
+        side: Side,
+        args: Vec<String>,
+        expect: Option<&str>,
+    ) -> PoolResult<Value> {
         let cleanup = match side {
             Side::Write => self.options.opportunistic_cleanup,
             Side::Read => 0,
         };
-        let mut all = Vec::with_capacity(args.len() + 4);
+        let incarnation = self.incarnation();
+        let mut all = Vec::with_capacity(args.len() + 5);
         all.push(clamp_ms(now).to_string());
         all.push(cleanup.to_string());
         all.push(self.options.key_ttl_slack_ms.to_string());
         all.push(self.fence.clone());
+        all.push(expect.unwrap_or(&incarnation.expect).to_owned());
         all.extend(args);
-        let value = self.conn.fcall(function, &self.base, &all).await?;
+        let value = self
+            .conn
+            .fcall(function, [&incarnation.base, &self.mark], &all)
+            .await?;
+        if let Some(reason) = store_lost(&value) {
+            return Err(PoolError::Unavailable(Unavailable::StoreLost(reason)));
+        }
         if !self.fence.is_empty() && is_stale_term(&value) {
             return Err(PoolError::Conflict(Conflict::StaleTerm));
         }
@@ -118,7 +184,25 @@ impl RedisPool {
 
     /// `GET` of a key under this pool's base.
     pub(crate) async fn get(&self, name: &str) -> PoolResult<Option<Vec<u8>>> {
-        self.conn.get(&format!("{}{name}", self.base)).await
+        self.conn
+            .get(&format!("{}{name}", self.incarnation().base))
+            .await
+    }
+}
+
+/// The reason of the reply `lib/runner.lua`'s `P.run` gives when the store is not the one
+/// the call expects (`lib/mark.lua`).
+fn store_lost(value: &Value) -> Option<LossReason> {
+    let Value::Array(items) = value else {
+        return None;
+    };
+    match (items.first(), items.get(1)) {
+        (Some(Value::BulkString(word)), Some(Value::BulkString(reason)))
+            if word == b"store_lost" =>
+        {
+            std::str::from_utf8(reason).ok().and_then(LossReason::parse)
+        }
+        _ => None,
     }
 }
 
@@ -137,10 +221,11 @@ impl Fencing for RedisPool {
     fn fenced(&self, fence: Fence) -> Arc<dyn ActivityPool> {
         Arc::new(RedisPool {
             options: self.options.clone(),
-            base: self.base.clone(),
+            incarnation: self.incarnation.clone(),
+            mark: self.mark.clone(),
             conn: self.conn.clone(),
             scripts: self.scripts.clone(),
-            fence: format!("{}\t{}", fence.lease, fence.token),
+            fence: format!("{}\t{}\t{}", fence.lease, fence.holder, fence.token),
         })
     }
 }

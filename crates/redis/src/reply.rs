@@ -58,6 +58,18 @@ fn conflict(kind: &str) -> PoolResult<Conflict> {
     })
 }
 
+/// The first release time of a `{'recovering', first release}` reply (an extraction that
+/// found too little while records are withheld), if it is one.
+pub(crate) fn recovering(value: &Value) -> Option<u64> {
+    let Value::Array(items) = value else {
+        return None;
+    };
+    match (items.first(), items.get(1)) {
+        (Some(Value::BulkString(word)), Some(first)) if word == b"recovering" => number(first).ok(),
+        _ => None,
+    }
+}
+
 /// Splits a reply into status and payload, mapping the error statuses.
 /// `requested` is echoed into `InsufficientInventory`.
 pub(crate) fn parse(value: Value, requested: u32) -> PoolResult<Reply> {

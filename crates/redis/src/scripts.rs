@@ -38,9 +38,10 @@ const LAYOUTS: [&Layout; 5] = [
 
 /// Helpers, in the order they build on each other: a file may use the `local`s of the files
 /// before it (Lua scoping), and every `P.` function of any file at call time.
-const HELPERS: [&str; 15] = [
+const HELPERS: [&str; 16] = [
     include_str!("lua/lib/call.lua"),
     include_str!("lua/lib/util.lua"),
+    include_str!("lua/lib/mark.lua"),
     include_str!("lua/lib/ids.lua"),
     include_str!("lua/lib/codec.lua"),
     include_str!("lua/lib/ttl.lua"),
@@ -57,7 +58,7 @@ const HELPERS: [&str; 15] = [
 ];
 
 /// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
-const ENTRIES: [(&str, &str); 41] = [
+const ENTRIES: [(&str, &str); 45] = [
     ("upsert", include_str!("lua/upsert.lua")),
     ("health", include_str!("lua/health.lua")),
     ("due", include_str!("lua/due.lua")),
@@ -105,6 +106,13 @@ const ENTRIES: [(&str, &str); 41] = [
     ("feedback_list", include_str!("lua/feedback_list.lua")),
     ("return_extracted", include_str!("lua/return_extracted.lua")),
     ("snapshot_version", include_str!("lua/snapshot_version.lua")),
+    ("mark_get", include_str!("lua/mark_get.lua")),
+    ("mark_install", include_str!("lua/mark_install.lua")),
+    ("mark_advance", include_str!("lua/mark_advance.lua")),
+    (
+        "mark_end_recovery",
+        include_str!("lua/mark_end_recovery.lua"),
+    ),
 ];
 
 /// The library source and its digest-derived name.
@@ -201,6 +209,10 @@ pub(crate) struct Scripts {
     pub(crate) feedback_list: Function,
     pub(crate) return_extracted: Function,
     pub(crate) snapshot_version: Function,
+    pub(crate) mark_get: Function,
+    pub(crate) mark_install: Function,
+    pub(crate) mark_advance: Function,
+    pub(crate) mark_end_recovery: Function,
     /// `return 1` as a plain EVALSHA script, without the library: the cheapest possible
     /// round trip (the readiness probe and the benchmark's ceiling).
     pub(crate) probe: Script,
@@ -251,6 +263,10 @@ impl Scripts {
             feedback_list: library.function("feedback_list"),
             return_extracted: library.function("return_extracted"),
             snapshot_version: library.function("snapshot_version"),
+            mark_get: library.function("mark_get"),
+            mark_install: library.function("mark_install"),
+            mark_advance: library.function("mark_advance"),
+            mark_end_recovery: library.function("mark_end_recovery"),
             probe: Script::new(include_str!("lua/probe.lua")),
         }
     }

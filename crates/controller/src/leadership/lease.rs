@@ -151,6 +151,10 @@ impl Leadership for LeaseLeadership {
         Some(&self.options.name)
     }
 
+    fn lease_holder(&self) -> Option<&str> {
+        Some(&self.options.holder)
+    }
+
     async fn resign(&self) {
         // Fails only when the renewer is already gone; then there is nothing to release.
         let _ = self.stop.send(true);

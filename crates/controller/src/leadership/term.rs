@@ -22,6 +22,11 @@ pub trait Leadership: Send + Sync + Debug + 'static {
         None
     }
 
+    /// This controller's holder id in that lease (a fence names it as well as the token).
+    fn lease_holder(&self) -> Option<&str> {
+        None
+    }
+
     /// Clean shutdown: stop leading and hand the term over at once (a lease is released,
     /// so a standby need not wait for it to lapse). Call after the loops have stopped.
     async fn resign(&self) {}

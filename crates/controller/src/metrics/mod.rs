@@ -167,6 +167,12 @@ pub(crate) fn state_label(status: ProxyStatus) -> &'static str {
 /// An activity-pool error as a label value.
 pub(crate) fn error_label(error: &PoolError) -> &'static str {
     match error {
+        // The store is not the one this controller remembers, or withholds what was asked:
+        // counted apart, since they say the store lost its memory, not that it is down.
+        PoolError::Unavailable(proxypool_core::Unavailable::StoreLost(_)) => "store_lost",
+        PoolError::Unavailable(proxypool_core::Unavailable::StoreRecovering { .. }) => {
+            "store_recovering"
+        }
         PoolError::Unavailable(_) => "unavailable",
         // A leader's write refused because its term is over: counted apart, since it is
         // the fencing doing its job, not a store failure.

@@ -31,7 +31,7 @@ where
         .await
         .unwrap()
         .unwrap();
-    let old = pool.fenced(Fence::new("controller", first.token));
+    let old = pool.fenced(Fence::new("controller", "a", first.token));
     let w1 = worker("gw-1");
 
     // While the term is live, the fenced handle works like the plain one.
@@ -162,7 +162,7 @@ where
     assert_eq!(record.status, proxypool_core::ProxyStatus::Available);
 
     // The new term writes.
-    let new = pool.fenced(Fence::new("controller", second.token));
+    let new = pool.fenced(Fence::new("controller", "b", second.token));
     new.renew(now, &ids[0], &w1, held.epoch, OWNERSHIP_MS)
         .await
         .unwrap();
@@ -181,7 +181,7 @@ where
         .unwrap();
     let ids = seed_range(&pool, T0, "sim", 0, 2).await;
     let w1 = worker("gw-1");
-    let fenced = pool.fenced(Fence::new("controller", lease.token));
+    let fenced = pool.fenced(Fence::new("controller", "a", lease.token));
     // Lapsed, nobody took it: still refused (the term is over even without a successor).
     stale(
         fenced
@@ -190,12 +190,12 @@ where
         "assign after the lease lapsed",
     );
     // A token of another lease name, or a token never handed out, is no term at all.
-    let other = pool.fenced(Fence::new("other", lease.token));
+    let other = pool.fenced(Fence::new("other", "a", lease.token));
     stale(
         other.assign(T0 + 1, &ids[0], &w1, OWNERSHIP_MS).await,
         "assign under another lease",
     );
-    let forged = pool.fenced(Fence::new("controller", lease.token + 1));
+    let forged = pool.fenced(Fence::new("controller", "a", lease.token + 1));
     stale(
         forged.assign(T0 + 1, &ids[0], &w1, OWNERSHIP_MS).await,
         "assign with a forged token",
@@ -210,4 +210,37 @@ where
         .assign(T0 + LEASE_MS, &ids[0], &w1, OWNERSHIP_MS)
         .await
         .unwrap();
+}
+
+pub async fn fencing_compares_the_holder_and_tokens_never_repeat<F: PoolFactory>(factory: &F)
+where
+    F::Pool: LeaseStore,
+{
+    let pool = fresh_pool!(factory);
+    let lease = pool
+        .try_acquire(T0, "controller", "a", LEASE_MS)
+        .await
+        .unwrap()
+        .unwrap();
+    // A token is never below the time it was issued at, so a store that lost its memory
+    // (and its last token) does not hand out a token an earlier term held.
+    assert!(lease.token >= T0, "token {} below its time", lease.token);
+    let ids = seed_range(&pool, T0, "sim", 0, 1).await;
+    let w1 = worker("gw-1");
+    // The right token under another holder's name is no term.
+    let impostor = pool.fenced(Fence::new("controller", "b", lease.token));
+    stale(
+        impostor.assign(T0 + 1, &ids[0], &w1, OWNERSHIP_MS).await,
+        "assign under another holder",
+    );
+    stale(impostor.footprint().await, "a read under another holder");
+    assert_eq!(pool.get(T0 + 1, &ids[0]).await.unwrap(), None);
+    // The lease changes hands later: the new token is above both the old one and the time.
+    let later = T0 + 10 * LEASE_MS;
+    let next = pool
+        .try_acquire(later, "controller", "b", LEASE_MS)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(next.token > lease.token && next.token >= later);
 }

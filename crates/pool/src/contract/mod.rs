@@ -16,6 +16,7 @@ mod factory;
 pub mod fencing;
 pub mod fixtures;
 pub mod health;
+pub mod identity;
 pub mod inventory;
 pub mod lease;
 pub mod listing;

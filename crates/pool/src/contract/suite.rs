@@ -87,6 +87,12 @@ macro_rules! contract_suite {
             versions::versions_move_with_every_ownership_write,
             versions::versions_move_with_changes_to_held_proxies,
             versions::versions_move_with_sessions_reports_and_feedback,
+            identity::identity_install_and_read_the_mark,
+            identity::identity_another_identity_is_lost_and_starts_empty,
+            identity::identity_generation_going_back_is_lost,
+            identity::recovery_withholds_all_but_provably_new_proxies,
+            identity::recovery_hold_never_outlives_the_proxy,
+            identity::recovery_ends_when_acknowledged,
         );
     };
     (@each $factory:expr; $($module:ident :: $name:ident),* $(,)?) => {
@@ -110,6 +116,7 @@ macro_rules! lease_contract_suite {
             lease::lease_concurrent_acquire_has_one_winner,
             fencing::fencing_refuses_every_write_of_an_older_term,
             fencing::fencing_refuses_a_lapsed_term_and_another_lease_s_token,
+            fencing::fencing_compares_the_holder_and_tokens_never_repeat,
         );
     };
 }

@@ -121,6 +121,15 @@ impl Extractor for MemoryPool {
             Scan::OverBudget => return Err(PoolError::Unavailable(Unavailable::ScanBudget)),
             Scan::Decided { chosen, matching } => (chosen, matching),
         };
+        let short = match request.mode {
+            ExtractMode::AllOrNothing => chosen.len() < request.count as usize,
+            ExtractMode::Partial => chosen.is_empty(),
+        };
+        if short && let Some(retry_after_ms) = state.recovery_retry_after(now) {
+            return Err(PoolError::Unavailable(Unavailable::StoreRecovering {
+                retry_after_ms,
+            }));
+        }
         if request.mode == ExtractMode::AllOrNothing && chosen.len() < request.count as usize {
             return Err(PoolError::InsufficientInventory {
                 requested: request.count,

@@ -74,6 +74,7 @@ impl Maintenance for MemoryPool {
         let (results_removed, more_results) = state.remove_expired_results(now, limit);
         let more_cooldowns = state.forget_cooldowns(now, limit);
         state.forget_session_feedback(now);
+        let (records_released, more_withheld) = state.release_withheld(now, limit);
 
         let lapsed_sessions: Vec<_> = state
             .sessions
@@ -104,7 +105,12 @@ impl Maintenance for MemoryPool {
             assignments_removed,
             sessions_removed,
             results_removed,
-            more_pending: more_records || more_results || more_sessions || more_cooldowns,
+            records_released,
+            more_pending: more_records
+                || more_results
+                || more_sessions
+                || more_cooldowns
+                || more_withheld,
         })
     }
 

@@ -28,7 +28,7 @@ impl LeaseStore for MemoryPool {
                 let lease = Lease {
                     name: name.to_owned(),
                     holder: holder.to_owned(),
-                    token: last_token + 1,
+                    token: proxypool_core::next_token(last_token, now),
                     acquired_at_ms: now,
                     expires_at_ms,
                 };

@@ -9,6 +9,7 @@ mod admin;
 mod cooldown;
 mod extract;
 mod health;
+mod identity;
 mod inventory;
 mod lease;
 mod listing;
@@ -19,9 +20,12 @@ mod upsert;
 mod usage;
 mod usage_state;
 
-use proxypool_core::{ActivityPool, Conflict, Fence, Fencing, PoolError, PoolResult, UnixMillis};
+use proxypool_core::{
+    ActivityPool, Conflict, Expectation, Fence, Fencing, LossReason, PoolError, PoolResult,
+    Unavailable, UnixMillis,
+};
 use state::State;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// Work bounds and retention of a MemoryPool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +60,9 @@ pub struct MemoryPool {
     /// Set on a handle made by [`Fencing::fenced`]: every call first checks, under the same
     /// lock, that this term's lease is the live one.
     fence: Option<Fence>,
+    /// What every call is checked against (`StoreIdentity::expect`), shared by every handle
+    /// on the same state.
+    expected: Arc<RwLock<Option<Expectation>>>,
 }
 
 // Hand-written on purpose: components holding the pool derive `Debug`, and printing them
@@ -75,22 +82,39 @@ impl MemoryPool {
             options,
             state: Arc::default(),
             fence: None,
+            expected: Arc::default(),
         }
     }
 
-    fn lock(&self) -> PoolResult<MutexGuard<'_, State>> {
+    /// Locks the state without checking the store's identity (the identity port's own
+    /// calls).
+    fn lock_unchecked(&self) -> PoolResult<MutexGuard<'_, State>> {
         // The one exception to the workspace's recover-from-poisoning policy
         // (`proxypool_core::sync`): a port call is one long critical section over several
         // indexes, so a panic inside it may have left them half-updated. Refuse to serve
         // from that state rather than answer wrongly.
-        let state = self
-            .state
+        self.state
             .lock()
-            .map_err(|_| PoolError::corrupt("memory pool lock poisoned by an earlier panic"))?;
-        // Reads carry no `now`: a read through a fenced handle only needs the token to be
-        // the last one handed out under the lease's name.
+            .map_err(|_| PoolError::corrupt("memory pool lock poisoned by an earlier panic"))
+    }
+
+    fn lock(&self) -> PoolResult<MutexGuard<'_, State>> {
+        let state = self.lock_unchecked()?;
+        let expected = self.expected.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(expected) = expected.as_ref()
+            && let Some(reason) = LossReason::judge(state.mark.as_ref(), expected)
+        {
+            return Err(PoolError::Unavailable(Unavailable::StoreLost(reason)));
+        }
+        drop(expected);
+        // Reads carry no `now`: a read through a fenced handle only needs the holder and
+        // token to be the last ones handed out under the lease's name.
         if let Some(fence) = &self.fence
-            && state.leases.get(&fence.lease).map(|l| l.token) != Some(fence.token)
+            && state
+                .leases
+                .get(&fence.lease)
+                .map(|l| (l.holder.as_str(), l.token))
+                != Some((fence.holder.as_str(), fence.token))
         {
             return Err(PoolError::Conflict(Conflict::StaleTerm));
         }
@@ -117,6 +141,7 @@ impl Fencing for MemoryPool {
             options: self.options,
             state: self.state.clone(),
             fence: Some(fence),
+            expected: self.expected.clone(),
         })
     }
 }

@@ -164,6 +164,10 @@ pub(crate) struct State {
     pub(crate) snapshot_versions: HashMap<WorkerId, u64>,
     /// `SnapshotVersion::feedback`: moved by every new session feedback.
     pub(crate) feedback_version: u64,
+    /// The store's identity, generation and recovery (`proxypool_core::store_mark`).
+    pub(crate) mark: Option<proxypool_core::StoreMark>,
+    /// (withheld until, id) of every withheld record: what the sweep releases.
+    pub(crate) withheld: ExpiryOrdered,
 }
 
 impl State {
@@ -174,6 +178,7 @@ impl State {
 
     fn is_available(&self, record: &ProxyRecord) -> bool {
         record.status == proxypool_core::ProxyStatus::Available
+            && record.withheld_until_ms.is_none()
             && !self.assignments.contains_key(&record.id)
     }
 
@@ -206,6 +211,9 @@ impl State {
         if let Some(old) = &old {
             self.available.remove(old);
             self.expiry.remove(&(old.hard_expiry_ms, old.id.clone()));
+            if let Some(until) = old.withheld_until_ms {
+                self.withheld.remove(&(until, old.id.clone()));
+            }
             if old.status.is_unextracted() {
                 self.adjust_unextracted(&old.upstream, -1);
             }
@@ -218,6 +226,9 @@ impl State {
         }
         self.expiry
             .insert((record.hard_expiry_ms, record.id.clone()));
+        if let Some(until) = record.withheld_until_ms {
+            self.withheld.insert((until, record.id.clone()));
+        }
         if record.status.is_unextracted() {
             self.adjust_unextracted(&record.upstream, 1);
         }
@@ -229,6 +240,38 @@ impl State {
             .or_default()
             .insert(record.id.clone());
         self.records.insert(record.id.clone(), record);
+    }
+
+    /// While records are withheld, how long a client that found too little should wait
+    /// (until the first is released, between 1 s and a minute); `None` when none is.
+    pub(crate) fn recovery_retry_after(&self, now: UnixMillis) -> Option<u64> {
+        let (until, _) = self.withheld.first()?;
+        Some(proxypool_core::store_mark::recovery_retry_after_ms(
+            *until, now,
+        ))
+    }
+
+    /// Releases up to `limit` withheld records whose hold ended at `now` (all of them once
+    /// the store's recovery is over): (released, more waiting).
+    pub(crate) fn release_withheld(&mut self, now: UnixMillis, limit: usize) -> (u32, bool) {
+        let recovering = self.mark.as_ref().is_some_and(|m| m.recovery.is_some());
+        let due: Vec<_> = self
+            .withheld
+            .iter()
+            .take_while(|(until, _)| !recovering || *until <= now)
+            .take(limit.saturating_add(1))
+            .map(|(_, id)| id.clone())
+            .collect();
+        let more = due.len() > limit;
+        let mut released = 0;
+        for id in due.into_iter().take(limit) {
+            if let Some(mut record) = self.records.get(&id).cloned() {
+                record.withheld_until_ms = None;
+                self.replace_record(record);
+                released += 1;
+            }
+        }
+        (released, more)
     }
 
     /// Re-evaluates a record's place in the available indexes (after ownership changed).
@@ -251,6 +294,9 @@ impl State {
         self.available.remove(&record);
         self.expiry
             .remove(&(record.hard_expiry_ms, record.id.clone()));
+        if let Some(until) = record.withheld_until_ms {
+            self.withheld.remove(&(until, record.id.clone()));
+        }
         if record.status.is_unextracted() {
             self.adjust_unextracted(&record.upstream, -1);
         }

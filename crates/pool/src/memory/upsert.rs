@@ -68,6 +68,13 @@ impl Upserter for MemoryPool {
                     report.over_max_size += 1;
                 }
                 None => {
+                    let mut fresh = fresh;
+                    // First stored while the store recovers from a loss: nothing proves the
+                    // vendor did not hand it out before, unless it says it issued it after.
+                    fresh.withheld_until_ms =
+                        state.mark.as_ref().and_then(|m| m.recovery).and_then(|r| {
+                            r.withheld_until(fresh.issued_at_ms, fresh.hard_expiry_ms)
+                        });
                     state.replace_record(fresh);
                     report.inserted += 1;
                 }

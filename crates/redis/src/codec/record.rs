@@ -1,4 +1,4 @@
-//! The proxy record as the scripts take and answer it: 20 tab-separated fields, the ones
+//! The proxy record as the scripts take and answer it: 22 tab-separated fields, the ones
 //! the scripts test on every candidate first. Credentials live only in this value (and in a
 //! stored extraction response), never in a key. The `records` hash stores a shorter form
 //! (no id, times relative to the hard expiry: `P.encode_stored` in `src/lua/lib/codec.lua`);
@@ -37,6 +37,8 @@ tab_layout! {
     USERNAME => USER,
     PASSWORD => PASS,
     LABELS => LABELS,
+    ISSUED_AT => ISSUED,
+    WITHHELD_UNTIL => WITHHELD,
 }
 
 /// One-letter status codes (the inventory hash counts by them too).
@@ -92,6 +94,8 @@ pub(crate) fn encode(record: &ProxyRecord) -> String {
     f[USERNAME] = username.to_owned();
     f[PASSWORD] = password.to_owned();
     f[LABELS] = labels;
+    f[ISSUED_AT] = opt_to_field(record.issued_at_ms);
+    f[WITHHELD_UNTIL] = opt_to_field(record.withheld_until_ms);
     f.join("\t")
 }
 
@@ -142,6 +146,8 @@ pub(crate) fn decode(value: &str) -> PoolResult<ProxyRecord> {
         hard_expiry_ms: parse_u64(f[HARD_EXPIRY], what)?,
         usable_until_ms: parse_u64(f[USABLE_UNTIL], what)?,
         max_sessions: f[MAX_SESSIONS].parse().map_err(|_| corrupt(what))?,
+        issued_at_ms: parse_opt_u64(f[ISSUED_AT], what)?,
+        withheld_until_ms: parse_opt_u64(f[WITHHELD_UNTIL], what)?,
     })
 }
 
@@ -177,6 +183,9 @@ mod tests {
                 failures: 4,
                 last_error: Some("connect_timeout".into()),
             };
+            assert_eq!(decode(&encode(&record)).unwrap(), record);
+            record.issued_at_ms = Some(1_699_999_999_000);
+            record.withheld_until_ms = Some(1_700_000_030_000);
             assert_eq!(decode(&encode(&record)).unwrap(), record);
         }
         assert!(decode("A\t1").is_err());

@@ -9,7 +9,8 @@
 -- any; otherwise candidates cooling down for that domain are skipped, one HGET each).
 --
 -- Reply: {'ok', response} | {'replay', response} | {'conflict', 'digest'} |
--- {'conflict', 'expired'} | {'insufficient', matching} | {'scan_budget'}, where response is
+-- {'conflict', 'expired'} | {'insufficient', matching} | {'scan_budget'} |
+-- {'recovering', first release} (too little found while records are withheld), where response is
 -- a header line (X_CLIENT ... X_HELD, generated from src/codec/extraction.rs) followed by
 -- one line per record (a response stored before X_HELD existed lacks it: held until expiry).
 -- Work bound: the scan budget (candidates examined) plus count writes plus cleanup.
@@ -72,6 +73,13 @@ local function main()
     end
   end
 
+  -- Too little while a recovery withholds records: say so, with the first release.
+  if (mode == 'all' and #chosen < wanted) or #chosen == 0 then
+    local first = redis.call('ZRANGE', B .. 'withheld', 0, 0, 'WITHSCORES')
+    if first[2] then
+      return { 'recovering', first[2] }
+    end
+  end
   if mode == 'all' and #chosen < wanted then
     return { 'insufficient', math.max(0, matching - reserve) }
   end

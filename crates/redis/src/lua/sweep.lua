@@ -4,9 +4,31 @@
 -- assignments), logically expired extraction responses and operation results (the keys and
 -- their expiry entries), lapsed sessions (with runtime and issued snapshot), lapsed
 -- runtimes and snapshots, forgotten cooldowns (of at most `limit` proxies), expired
--- session feedback, and registry entries of index keys that no longer exist.
+-- session feedback, and registry entries of index keys that no longer exist; and it
+-- releases withheld records whose hold ended (all of them once the mark carries no
+-- recovery).
 -- ARGV[4] limit.
--- Reply: {records, assignments, sessions, results, more_pending (0|1)}.
+-- Reply: {records, assignments, sessions, results, more_pending (0|1), released}.
+
+-- Releases up to `limit` withheld records: (released, more waiting).
+local function release_withheld(limit)
+  local upto = P.recovery() and P.fmt(NOW) or '+inf'
+  local due = redis.call('ZRANGEBYSCORE', B .. 'withheld', '-inf', upto, 'LIMIT', 0, limit + 1)
+  local released = 0
+  for i = 1, math.min(#due, limit) do
+    local id = P.hex(due[i])
+    local r = P.get_record(id)
+    if r then
+      local old = P.copy(r)
+      r[WITHHELD] = ''
+      P.put_record(id, r, old)
+      released = released + 1
+    else
+      redis.call('ZREM', B .. 'withheld', due[i])
+    end
+  end
+  return released, #due > limit
+end
 
 local function expire_results(zkey, limit)
   local due = redis.call('ZRANGEBYSCORE', B .. zkey, '-inf', P.fmt(NOW), 'LIMIT', 0, limit + 1)
@@ -26,6 +48,7 @@ local function main()
   local operations, more_operations = expire_results('op-expiry', limit)
   local more_cooldowns = P.forget_cooldowns(limit)
   P.forget_expired_feedback(limit)
+  local released, more_withheld = release_withheld(limit)
 
   local lapsed = redis.call('ZRANGEBYSCORE', B .. 'worker-session-expiry', '-inf', P.fmt(NOW), 'LIMIT', 0, limit + 1)
   local sessions = 0
@@ -54,8 +77,9 @@ local function main()
     end
   end
 
-  local pending = more or more_extractions or more_operations or more_cooldowns or #lapsed > limit
-  return { records, assignments, sessions, extractions + operations, pending and 1 or 0 }
+  local pending = more or more_extractions or more_operations or more_cooldowns or more_withheld
+    or #lapsed > limit
+  return { records, assignments, sessions, extractions + operations, pending and 1 or 0, released }
 end
 
 return P.run(main)

@@ -83,6 +83,12 @@ local function main()
     elseif (P.num(redis.call('HGET', B .. 'inventory', upstream)) or 0) >= max_size then
       over = over + 1
     else
+      -- First stored while the store recovers from a loss: withheld unless the vendor says
+      -- it issued the proxy after the loss (MemoryPool: Recovery::withheld_until).
+      local recovery = P.recovery()
+      if recovery and not (fresh[ISSUED] ~= '' and P.num(fresh[ISSUED]) > recovery.lost_at) then
+        fresh[WITHHELD] = P.fmt(math.min(recovery.lost_at + recovery.hold, P.num(fresh[HARD])))
+      end
       P.put_record(id, fresh, nil)
       inserted = inserted + 1
     end

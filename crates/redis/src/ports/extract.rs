@@ -6,9 +6,10 @@ use crate::keys;
 use crate::pool::{RedisPool, Side};
 use crate::reply;
 use async_trait::async_trait;
+use proxypool_core::store_mark::recovery_retry_after_ms;
 use proxypool_core::{
     ClientId, ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractionId,
-    Extractor, PoolError, PoolResult, UnixMillis,
+    Extractor, PoolError, PoolResult, Unavailable, UnixMillis,
 };
 
 #[async_trait]
@@ -49,6 +50,11 @@ impl Extractor for RedisPool {
         let value = self
             .eval(&self.scripts.extract, now, Side::Write, args)
             .await?;
+        if let Some(first_release) = reply::recovering(&value) {
+            return Err(PoolError::Unavailable(Unavailable::StoreRecovering {
+                retry_after_ms: recovery_retry_after_ms(first_release, clamp_ms(now)),
+            }));
+        }
         let reply = reply::parse(value, request.count)?;
         let stored = extraction::decode(&id, &reply.text(0)?)?;
         match reply.status.as_str() {

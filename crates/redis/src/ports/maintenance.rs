@@ -24,6 +24,7 @@ impl Maintenance for RedisPool {
             assignments_removed: count(1),
             sessions_removed: count(2),
             results_removed: count(3),
+            records_released: count(5),
             more_pending: count(4) == 1,
         })
     }

@@ -5,6 +5,7 @@ mod admin;
 mod cooldown;
 mod extract;
 mod health;
+mod identity;
 mod inventory;
 mod lease;
 mod listing;

@@ -2,8 +2,9 @@
 --
 -- Owns: P.live_lease, the read of `leases` the lease entry points share, and
 -- P.term_is_live, which P.run asks before an entry point touches anything.
--- Invariant: a call carrying a term (ARGV[4], "<lease name>\t<token>") runs only while
--- that lease exists in `leases`, carries the token and has not lapsed at NOW.
+-- Invariant: a call carrying a term (ARGV[4], "<lease name>\t<holder>\t<token>") runs only
+-- while that lease exists in `leases`, names that holder, carries the token and has not
+-- lapsed at NOW.
 
 -- The lease of `name` ("holder\ttoken\tacquired_at\texpires_at") split at tabs, and its
 -- stored text, while it has not lapsed at NOW; nil otherwise.
@@ -15,20 +16,20 @@ function P.live_lease(name)
   return nil
 end
 
--- Whether the caller's term is the live one: the lease exists, carries the fence's token,
--- and has not lapsed at NOW. Checked before the script touches anything.
+-- Whether the caller's term is the live one: the lease exists, names the fence's holder,
+-- carries its token, and has not lapsed at NOW. Checked before the script touches anything.
 function P.term_is_live()
   if FENCE == '' then
     return true
   end
-  local tab = string.find(FENCE, '\t', 1, true)
-  if not tab then
+  local f = P.split(FENCE, '\t')
+  if #f ~= 3 then
     return false
   end
-  local v = redis.call('HGET', B .. 'leases', string.sub(FENCE, 1, tab - 1))
+  local v = redis.call('HGET', B .. 'leases', f[1])
   if not v then
     return false
   end
   local l = P.split(v, '\t')
-  return #l == 4 and l[2] == string.sub(FENCE, tab + 1) and NOW < P.num(l[4])
+  return #l == 4 and l[1] == f[2] and l[2] == f[3] and NOW < P.num(l[4])
 end

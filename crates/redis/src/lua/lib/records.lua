@@ -2,9 +2,12 @@
 --
 -- Owns: `records`, `expiry`, `checks` and `extracted-by`, and P.put_record /
 -- P.remove_record, which keep every index and counter in step with a record.
+-- Owns also `withheld` (bin id -> withheld until: the records a recovery withholds, which
+-- the sweep releases).
 -- Invariants (kept by put_record / remove_record / put_assignment / drop_assignment):
--- * a record is in its candidate index exactly when it is AVAILABLE and unowned
---   (candidates.lua);
+-- * a record is in its candidate index exactly when it is AVAILABLE, not withheld and
+--   unowned (candidates.lua);
+-- * `withheld` holds exactly the records whose WITHHELD field is set;
 -- * `expiry` holds every record, `checks` every FETCHED/SUSPECT/AVAILABLE/UNHEALTHY one;
 -- * `inventory` holds per upstream the un-extracted P.count(field "<u>") and the count per
 --   status (field "<u>:<code>") (counters.lua);
@@ -73,7 +76,12 @@ function P.live_record(id)
 end
 
 function P.is_usable(r)
-  return r[ST] == 'A' and NOW < P.num(r[USABLE])
+  return r[ST] == 'A' and r[WITHHELD] == '' and NOW < P.num(r[USABLE])
+end
+
+-- Whether a record belongs in a candidate index, ownership aside.
+local function indexable(r)
+  return r[ST] == 'A' and r[WITHHELD] == ''
 end
 
 -- Stores `r` (new or changed from `old`), keeping every index and counter in step.
@@ -86,10 +94,10 @@ function P.put_record(id, r, old, owned, stored)
   local bid = P.bin(id)
   local grows = not old or hard > P.num(old[HARD])
   if owned == nil then
-    owned = (r[ST] == 'A' or (old and old[ST] == 'A')) and P.is_owned(id)
+    owned = (indexable(r) or (old and indexable(old))) and P.is_owned(id)
   end
-  local was_in = old and old[ST] == 'A' and not owned
-  local is_in = r[ST] == 'A' and not owned
+  local was_in = old and indexable(old) and not owned
+  local is_in = indexable(r) and not owned
   if was_in and is_in and P.same_filters(old, r) then
     -- Still available under the same filters: only the score and the capacity may move.
     if old[USABLE] ~= r[USABLE] or grows then
@@ -106,6 +114,14 @@ function P.put_record(id, r, old, owned, stored)
   end
   if not old or old[HARD] ~= r[HARD] then
     redis.call('ZADD', B .. 'expiry', r[HARD], bid)
+  end
+  if not old or old[WITHHELD] ~= r[WITHHELD] then
+    if r[WITHHELD] ~= '' then
+      redis.call('ZADD', B .. 'withheld', r[WITHHELD], bid)
+      P.touch(B .. 'withheld', hard)
+    elseif old and old[WITHHELD] ~= '' then
+      redis.call('ZREM', B .. 'withheld', bid)
+    end
   end
   local score = P.check_score(r)
   if score then
@@ -141,7 +157,7 @@ function P.reindex(id)
   local r = P.get_record(id)
   if r then
     P.index_remove(id, r)
-    if r[ST] == 'A' and not P.is_owned(id) then
+    if indexable(r) and not P.is_owned(id) then
       P.index_add(id, r)
     end
   end
@@ -153,6 +169,7 @@ function P.remove_record(id)
   local v = redis.call('HGET', B .. 'records', bid)
   redis.call('ZREM', B .. 'expiry', bid)
   redis.call('ZREM', B .. 'checks', bid)
+  redis.call('ZREM', B .. 'withheld', bid)
   if not v then
     return nil
   end
