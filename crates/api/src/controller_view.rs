@@ -6,7 +6,7 @@
 //! code. They are traits rather than data so the API always shows the current state.
 
 use async_trait::async_trait;
-use proxypool_core::{PoolResult, UnixMillis, UpstreamId};
+use proxypool_core::{PoolResult, StoreStatus, UnixMillis, UpstreamId};
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
 
@@ -52,6 +52,11 @@ pub trait UpstreamStatusSource: Send + Sync + Debug {
     /// One upstream; `None` when it is not configured.
     async fn upstream(&self, id: &UpstreamId) -> PoolResult<Option<UpstreamStatus>> {
         Ok(self.upstreams().await?.into_iter().find(|u| &u.id == id))
+    }
+
+    /// What the controller knows of the pool store's identity (`None`: it keeps none).
+    fn store_status(&self) -> Option<StoreStatus> {
+        None
     }
 }
 

@@ -9,7 +9,7 @@
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use proxypool_core::{Conflict, PoolError};
+use proxypool_core::{Conflict, PoolError, Unavailable};
 use proxypool_edge::Code;
 use std::borrow::Cow;
 
@@ -47,6 +47,11 @@ pub enum ErrorCode {
     TooManyRequestsInFlight,
     /// 503: a store could not decide, the server is saturated or the request timed out.
     Unavailable,
+    /// 503: the pool store lost its memory and its new incarnation is not in place yet.
+    StoreLost,
+    /// 503: the pool recovers from a loss of its store and withholds the proxies that may
+    /// have been handed out before it; `Retry-After` says when the first returns.
+    StoreRecovering,
     /// 500: a bug (a panicked task); the message never says more.
     Internal,
 }
@@ -70,6 +75,8 @@ impl ErrorCode {
             ErrorCode::QuotaExceeded => QUOTA_EXCEEDED,
             ErrorCode::TooManyRequestsInFlight => TOO_MANY_REQUESTS_IN_FLIGHT,
             ErrorCode::Unavailable => Code::UNAVAILABLE,
+            ErrorCode::StoreLost => Code::STORE_LOST,
+            ErrorCode::StoreRecovering => STORE_RECOVERING,
             ErrorCode::Internal => Code::INTERNAL,
         }
     }
@@ -90,6 +97,7 @@ const QUOTA_EXCEEDED: Code = Code::new(StatusCode::TOO_MANY_REQUESTS, "quota_exc
 const BODY_TIMEOUT: Code = Code::new(StatusCode::REQUEST_TIMEOUT, "body_timeout");
 const TOO_MANY_REQUESTS_IN_FLIGHT: Code =
     Code::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests_in_flight");
+const STORE_RECOVERING: Code = Code::new(StatusCode::SERVICE_UNAVAILABLE, "store_recovering");
 
 /// An error answer: a fixed code, a message safe to show the client, and extra headers.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -170,6 +178,13 @@ impl ApiError {
                     "this Idempotency-Key was already used for an extraction that can no longer be replayed; use a new key",
                 );
             }
+            PoolError::Unavailable(Unavailable::StoreRecovering { retry_after_ms }) => {
+                return ApiError::new(
+                    ErrorCode::StoreRecovering,
+                    "the pool is recovering from a loss of its store: proxies that may have been handed out before it are withheld until they cannot be in use",
+                )
+                .retry_after(retry_after_ms.div_ceil(1_000).max(1));
+            }
             _ => {}
         }
         let answer = proxypool_edge::from_pool(error);
@@ -178,6 +193,7 @@ impl ApiError {
             Code::NOT_FOUND => ErrorCode::NotFound,
             Code::INSUFFICIENT_INVENTORY => ErrorCode::InsufficientInventory,
             Code::UNAVAILABLE => ErrorCode::Unavailable,
+            Code::STORE_LOST => ErrorCode::StoreLost,
             _ => ErrorCode::Conflict,
         };
         let mapped = ApiError::new(code, answer.message);

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use proxypool_api::{FetchHealth, OwnershipWake, UpstreamStatus, UpstreamStatusSource};
 use proxypool_controller::Controller;
 use proxypool_controller::provider::status::UpstreamOverview;
-use proxypool_core::PoolResult;
+use proxypool_core::{PoolResult, StoreStatus};
 
 /// The controller, seen by the client API.
 #[derive(Debug, Clone)]
@@ -33,6 +33,12 @@ impl UpstreamStatusSource for ControllerView {
             .into_iter()
             .map(to_status)
             .collect())
+    }
+
+    fn store_status(&self) -> Option<StoreStatus> {
+        self.controller
+            .store_guard()
+            .map(|_| self.controller.store_status())
     }
 }
 

@@ -94,6 +94,7 @@ pub use secret::{Credentials, Secret};
 pub use secret_hash::SecretHash;
 pub use store_mark::{
     Expectation, LedgerEntry, LossReason, Recovery, StoreIdentity, StoreLedger, StoreMark,
+    StoreStatus,
 };
 pub use sync::{LockExt, RwLockExt};
 pub use time::{UnixMillis, now_millis};

@@ -107,6 +107,17 @@ pub struct Expectation {
     pub generation: u64,
 }
 
+impl Expectation {
+    /// Matches no store: every call is refused (`StoreLost`) until the real expectation is
+    /// set, so nothing reads or writes a store whose identity was not established.
+    pub fn unestablished() -> Expectation {
+        Expectation {
+            identity: String::new(),
+            generation: u64::MAX,
+        }
+    }
+}
+
 /// Why a store's mark does not match what a role remembers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -117,6 +128,8 @@ pub enum LossReason {
     Replaced,
     /// The store's generation is below one already seen (restored from an older copy).
     RolledBack,
+    /// An operator forced a recovery (`proxypool store recover`).
+    Forced,
 }
 
 impl LossReason {
@@ -125,6 +138,7 @@ impl LossReason {
             LossReason::Missing => "missing",
             LossReason::Replaced => "replaced",
             LossReason::RolledBack => "rolled_back",
+            LossReason::Forced => "forced",
         }
     }
 
@@ -134,6 +148,7 @@ impl LossReason {
             LossReason::Missing,
             LossReason::Replaced,
             LossReason::RolledBack,
+            LossReason::Forced,
         ]
         .into_iter()
         .find(|r| r.as_str() == text)
@@ -156,7 +171,43 @@ impl fmt::Display for LossReason {
             LossReason::Missing => "the store has no identity (it came back empty)",
             LossReason::Replaced => "the store carries another identity",
             LossReason::RolledBack => "the store's generation went backwards (an older copy)",
+            LossReason::Forced => "an operator forced a recovery",
         })
+    }
+}
+
+/// What a controller knows of its store, for readiness, `/v1/upstreams` and the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum StoreStatus {
+    /// The store's identity is not established yet (the first check has not answered).
+    Unknown,
+    /// The store is the one remembered.
+    Ok { identity: String, generation: u64 },
+    /// The store is the one remembered, recovering from an earlier loss: proxies that may
+    /// have been handed out before it are withheld until `until_ms`.
+    Recovering {
+        identity: String,
+        generation: u64,
+        loss: Option<LossReason>,
+        lost_at_ms: UnixMillis,
+        until_ms: UnixMillis,
+    },
+    /// The store lost its memory and the new incarnation is not in place yet: every call
+    /// is refused.
+    Lost {
+        reason: LossReason,
+        since_ms: UnixMillis,
+    },
+}
+
+impl StoreStatus {
+    /// Whether the store can serve (recovering included).
+    pub fn is_serving(&self) -> bool {
+        matches!(
+            self,
+            StoreStatus::Ok { .. } | StoreStatus::Recovering { .. }
+        )
     }
 }
 
@@ -273,6 +324,7 @@ mod tests {
             LossReason::Missing,
             LossReason::Replaced,
             LossReason::RolledBack,
+            LossReason::Forced,
         ] {
             assert_eq!(LossReason::parse(reason.as_str()), Some(reason));
         }

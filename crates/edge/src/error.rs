@@ -56,6 +56,9 @@ impl Code {
     pub const RATE_LIMITED: Code = Code::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited");
     /// 503: a store could not decide, the server is saturated or the request timed out.
     pub const UNAVAILABLE: Code = Code::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    /// 503: the pool store lost its memory and its new incarnation is not in place yet
+    /// (`proxypool_core::store_mark`).
+    pub const STORE_LOST: Code = Code::new(StatusCode::SERVICE_UNAVAILABLE, "store_lost");
     /// 500: a bug; the message never says more.
     pub const INTERNAL: Code = Code::new(StatusCode::INTERNAL_SERVER_ERROR, "internal");
 
@@ -144,6 +147,14 @@ pub fn from_pool(error: PoolError) -> PoolAnswer {
             )
             .into(),
         ),
+        PoolError::Unavailable(proxypool_core::Unavailable::StoreLost(reason)) => {
+            tracing::error!(%reason, "the pool store lost its memory");
+            PoolAnswer {
+                code: Code::STORE_LOST,
+                message: "the pool store lost its memory; a new one is being put in place".into(),
+                retry: true,
+            }
+        }
         PoolError::Unavailable(reason) => {
             tracing::warn!(%reason, "store unavailable");
             PoolAnswer {

@@ -213,8 +213,16 @@ fn labelled(
         .clone()
 }
 
+/// Control calls a controller refused because the pool store lost its memory.
+pub(crate) const STORE_LOST_ANSWERS: &str = "proxypool_gateway_store_lost_answers_total";
+
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        STORE_LOST_ANSWERS,
+        "Control calls the controller answered store_lost: the pool store lost its memory \
+         and no new one is in place yet (the gateway keeps serving its leases until they end)."
+    );
     describe_counter!(
         "proxypool_gateway_connections_total",
         "Client connections accepted."

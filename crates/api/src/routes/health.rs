@@ -4,15 +4,19 @@
 //! read-only query (`QuotaPort::ready`): a probe writes nothing, however often a load
 //! balancer asks. Each probe has its own timeout; either failing is 503 `unavailable`
 //! naming which one. The result is shared and at most a second old
-//! ([`crate::readiness`]), so probes cannot turn into a load on the stores. Neither route
+//! ([`crate::readiness`]), so probes cannot turn into a load on the stores. A pool store
+//! that lost its memory (or whose identity is not established yet) is 503 `store_lost`
+//! before any probe; a recovering one is ready, with the recovery in the answer's `store`.
+//! Neither route
 //! needs authentication; `/readyz` is behind the per-IP shield (a probe every few seconds
 //! stays far below it), `/healthz` is not.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::readiness::Down;
 use crate::state::ApiState;
 use axum::Json;
 use axum::extract::State;
+use proxypool_core::StoreStatus;
 use serde_json::{Value, json};
 
 pub(crate) async fn healthz() -> Json<Value> {
@@ -20,12 +24,29 @@ pub(crate) async fn healthz() -> Json<Value> {
 }
 
 pub(crate) async fn readyz(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+    // A lost store (or one not established yet) refuses every call: not ready, and the
+    // answer says why. A recovering one serves, so it is ready and says until when.
+    let identity = state.ports().upstreams.store_status();
+    if let Some(status) = identity.as_ref().filter(|s| !s.is_serving()) {
+        tracing::warn!(?status, "not ready: the pool store is not established");
+        let what = match status {
+            StoreStatus::Lost { reason, .. } => {
+                format!("the pool store lost its memory ({reason})")
+            }
+            _ => "the pool store's identity is not established yet".to_owned(),
+        };
+        return Err(
+            ApiError::new(ErrorCode::StoreLost, format!("not ready: {what}"))
+                .retry_after(state.retry_after()),
+        );
+    }
     let checking = state.clone();
     let down = state.readiness().get(|| check(checking)).await;
     if down.is_empty() {
         return Ok(Json(json!({
             "status": "ready",
-            "checks": { "store": "ok", "quota": "ok" }
+            "checks": { "store": "ok", "quota": "ok" },
+            "store": identity,
         })));
     }
     tracing::warn!(down = ?down, "not ready");

@@ -43,7 +43,8 @@ pub(crate) async fn list(
         .into_iter()
         .filter(|upstream| client.may_use_upstream(&upstream.id))
         .collect();
-    Ok(Json(json!({ "upstreams": visible })).into_response())
+    let store = state.ports().upstreams.store_status();
+    Ok(Json(json!({ "upstreams": visible, "store": store })).into_response())
 }
 
 pub(crate) async fn inventory(

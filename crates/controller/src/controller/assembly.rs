@@ -14,10 +14,10 @@ use crate::ownership::OwnershipManager;
 use crate::provider::status::UpstreamOverview;
 use crate::provider::{Reconciler, StatusBoard, VendorClient};
 use crate::snapshot::{ChangeSignal, SnapshotPublisher};
-use crate::store::{OpenedStore, open_store};
+use crate::store::{OpenedStore, StoreGuard, open_store, recovery_hold_ms};
 use arc_swap::ArcSwap;
 use axum::Router;
-use proxypool_core::ActivityPool;
+use proxypool_core::{ActivityPool, Expectation, StoreLedger, StoreStatus};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -36,6 +36,8 @@ pub struct Controller {
     pub(super) board: Arc<StatusBoard>,
     pub(super) publisher: Arc<SnapshotPublisher>,
     pub(super) wake_ownership: Arc<Notify>,
+    /// Keeps the store the one the durable ledger remembers ([`Controller::guard_store`]).
+    pub(super) guard: Option<StoreGuard>,
 }
 
 impl Controller {
@@ -70,7 +72,36 @@ impl Controller {
             board: Arc::new(StatusBoard::default()),
             publisher,
             wake_ownership: Arc::new(Notify::new()),
+            guard: None,
         }
+    }
+
+    /// Guards the store's identity against `ledger` (`crate::store::guard`): from now on
+    /// every store call is refused until the guard, started with the controller, has
+    /// established the store against the ledger, and after any loss until the new
+    /// incarnation is in place.
+    pub fn guard_store(&mut self, ledger: Arc<dyn StoreLedger>) {
+        let config = self.config();
+        self.pool.expect(Some(Expectation::unestablished()));
+        self.guard = Some(StoreGuard::new(
+            self.metered.clone(),
+            ledger,
+            config.store.key_prefix.clone(),
+            self.clock.clone(),
+            recovery_hold_ms(&config),
+        ));
+    }
+
+    /// What the guard knows of the store (`Unknown` without one).
+    pub fn store_status(&self) -> StoreStatus {
+        self.guard
+            .as_ref()
+            .map_or(StoreStatus::Unknown, StoreGuard::status)
+    }
+
+    /// The store guard, if any (tests drive its rounds by hand).
+    pub fn store_guard(&self) -> Option<&StoreGuard> {
+        self.guard.as_ref()
     }
 
     /// The configuration in force (the latest applied reload's).

@@ -38,6 +38,11 @@ impl Controller {
             None => None,
         };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        // First: until the guard established the store, every store call is refused.
+        let guard = self
+            .guard
+            .clone()
+            .map(|guard| tokio::spawn(guard.run(shutdown_rx.clone())));
         let loops = self.spawn_loops();
 
         let router = self.control_router();
@@ -62,6 +67,7 @@ impl Controller {
             shutdown: shutdown_tx,
             loops,
             server,
+            guard,
             tls: control_tls,
         })
     }
@@ -75,6 +81,8 @@ pub struct RunningController {
     shutdown: watch::Sender<bool>,
     loops: Loops,
     server: JoinHandle<()>,
+    /// The store guard's task, when the store is guarded.
+    guard: Option<JoinHandle<()>>,
     /// The control API's TLS, re-read on reload (the files are polled as well).
     tls: Option<proxypool_edge::ServerTls>,
 }
@@ -106,6 +114,9 @@ impl RunningController {
         controller
             .publisher
             .replace_cooldown_policy(config.cooldowns.policy());
+        if let Some(guard) = &controller.guard {
+            guard.set_hold(crate::store::recovery_hold_ms(&config));
+        }
         controller.config.store(Arc::new(config));
         if let Some(tls) = &self.tls {
             tls.reload_or_keep();
@@ -130,6 +141,9 @@ impl RunningController {
         self.loops.stop().await;
         // Only now: a standby must not start while our last rounds still write.
         self.controller.leadership.resign().await;
+        if let Some(guard) = self.guard {
+            let _ = guard.await;
+        }
         let mut server = self.server;
         if tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
             .await
@@ -147,6 +161,9 @@ impl RunningController {
     pub fn abort(self) {
         self.controller.leadership.abandon();
         self.loops.abort();
+        if let Some(guard) = self.guard {
+            guard.abort();
+        }
         self.server.abort();
         tracing::warn!("controller aborted");
     }

@@ -37,9 +37,11 @@ pub const SWEEP_REMOVED: &str = "proxypool_controller_sweep_removed_total";
 pub const STORE_SECONDS: &str = "proxypool_controller_store_duration_seconds";
 pub const STORE_ERRORS: &str = "proxypool_controller_store_errors_total";
 pub const COOLDOWN_CHANGES: &str = "proxypool_controller_cooldown_changes_total";
+pub const STORE_LOSSES: &str = "proxypool_controller_store_losses_total";
+pub const STORE_STATE: &str = "proxypool_controller_store_state";
 
 /// Every family the controller exports (for tests that look for all of them).
-pub const FAMILIES: [&str; 17] = [
+pub const FAMILIES: [&str; 19] = [
     PROXIES,
     FETCHES,
     FETCH_SECONDS,
@@ -57,6 +59,8 @@ pub const FAMILIES: [&str; 17] = [
     STORE_SECONDS,
     STORE_ERRORS,
     COOLDOWN_CHANGES,
+    STORE_LOSSES,
+    STORE_STATE,
 ];
 
 /// Installs the process's recorder (or finds it installed) and registers the help texts.
@@ -123,6 +127,21 @@ fn describe() {
     describe_gauge!(
         LEADER_TERM,
         "The leadership term this controller holds or last held (0 before the first)."
+    );
+    describe_counter!(
+        STORE_LOSSES,
+        "Losses of the pool store's memory this controller recorded first, by reason \
+         (missing, replaced, rolled_back, forced): each started a new incarnation and a \
+         recovery."
+    );
+    for reason in ["missing", "replaced", "rolled_back", "forced"] {
+        metrics::counter!(STORE_LOSSES, "reason" => reason).increment(0);
+    }
+    describe_gauge!(
+        STORE_STATE,
+        "The pool store as this controller knows it: 0 unknown (not established yet), 1 ok, \
+         2 recovering from a loss (proxies that may have been handed out are withheld), \
+         3 lost (every call refused until the new incarnation is in place)."
     );
     describe_counter!(
         SWEEPS,

@@ -4,7 +4,8 @@
 //! Entry fields: `host` (or `ip`), `port` (number or numeric string), `protocol` (or
 //! `scheme`), `username`, `password`, `region` (or `country`), `carrier`, `max_sessions`,
 //! and a lifetime as `ttl_ms`, `ttl_seconds` (or `ttl`), `expires_at_ms` or `expires_at`
-//! (Unix seconds). Unknown fields are ignored: vendors add fields freely, and an entry is
+//! (Unix seconds), and when the vendor issued it as `issued_at_ms`, or `issued_at` or
+//! `created_at` (Unix seconds). Unknown fields are ignored: vendors add fields freely, and an entry is
 //! judged by what we need from it.
 
 use super::entry::{EntryDefaults, EntryError, ParsedList, parse_port, parse_scheme};
@@ -88,26 +89,44 @@ fn parse_entry(
         candidate.max_sessions = Some(sessions);
     }
     candidate.expires_at_ms = expiry(fields, now)?;
+    candidate.issued_at_ms = issued(fields)?;
     Ok(candidate)
+}
+
+/// A non-negative number field (`InvalidExpiry` otherwise), or `None` when absent.
+fn time_field(fields: &Map<String, Value>, name: &str) -> Result<Option<u64>, EntryError> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| *f >= 0.0 && f.is_finite())
+                    .map(|f| f as u64)
+            })
+            .map(Some)
+            .ok_or(EntryError::InvalidExpiry),
+        Some(_) => Err(EntryError::InvalidExpiry),
+    }
+}
+
+/// When the vendor says it issued the proxy: `issued_at_ms`, or `issued_at` /
+/// `created_at` in Unix seconds. After a loss of the pool store it proves a proxy new.
+fn issued(fields: &Map<String, Value>) -> Result<Option<UnixMillis>, EntryError> {
+    if let Some(ms) = time_field(fields, "issued_at_ms")? {
+        return Ok(Some(ms));
+    }
+    for name in ["issued_at", "created_at"] {
+        if let Some(secs) = time_field(fields, name)? {
+            return Ok(Some(secs.saturating_mul(1000)));
+        }
+    }
+    Ok(None)
 }
 
 /// The entry's own hard expiry, from whichever lifetime field it carries.
 fn expiry(fields: &Map<String, Value>, now: UnixMillis) -> Result<Option<UnixMillis>, EntryError> {
-    let number = |name: &str| -> Result<Option<u64>, EntryError> {
-        match fields.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => n
-                .as_u64()
-                .or_else(|| {
-                    n.as_f64()
-                        .filter(|f| *f >= 0.0 && f.is_finite())
-                        .map(|f| f as u64)
-                })
-                .map(Some)
-                .ok_or(EntryError::InvalidExpiry),
-            Some(_) => Err(EntryError::InvalidExpiry),
-        }
-    };
+    let number = |name: &str| time_field(fields, name);
     if let Some(ms) = number("expires_at_ms")? {
         return Ok(Some(ms));
     }
@@ -136,8 +155,9 @@ mod tests {
             {"host": "1.2.3.4", "port": 8080},
             {"ip": "5.6.7.8", "port": "1080", "protocol": "socks5", "username": "u", "password": "p",
              "region": "US", "carrier": "att", "ttl_seconds": 30, "extra": {"ignored": true}},
-            {"host": "9.9.9.9", "port": 80, "expires_at": 2000},
-            {"host": "9.9.9.8", "port": 80, "ttl_ms": 500, "max_sessions": 2}
+            {"host": "9.9.9.9", "port": 80, "expires_at": 2000, "issued_at": 900},
+            {"host": "9.9.9.8", "port": 80, "ttl_ms": 500, "max_sessions": 2, "issued_at_ms": 950},
+            {"host": "9.9.9.7", "port": 80, "created_at": 800}
         ]}"#;
         let list = parse_json(body, 1_000, &EntryDefaults::plain_http()).unwrap();
         assert!(list.dropped.is_empty());
@@ -149,18 +169,24 @@ mod tests {
         assert_eq!(c[2].expires_at_ms, Some(2_000_000));
         assert_eq!(c[3].expires_at_ms, Some(1_500));
         assert_eq!(c[3].max_sessions, Some(2));
+        let issued: Vec<_> = c.iter().map(|c| c.issued_at_ms).collect();
+        assert_eq!(
+            issued,
+            [None, None, Some(900_000), Some(950), Some(800_000)]
+        );
     }
 
     #[test]
     fn bad_entries_are_dropped_and_bad_bodies_refused() {
         let body = br#"[1, {"port": 80}, {"host": "h", "port": 0}, {"host": "h", "port": 80, "protocol": "ftp"},
-            {"host": "h", "port": 80, "password": "p"}, {"host": "h", "port": 80, "ttl": "soon"}, {"host": "ok", "port": 1}]"#;
+            {"host": "h", "port": 80, "password": "p"}, {"host": "h", "port": 80, "ttl": "soon"},
+            {"host": "h", "port": 80, "issued_at": -5}, {"host": "ok", "port": 1}]"#;
         let list = parse_json(body, 0, &EntryDefaults::plain_http()).unwrap();
         assert_eq!(list.candidates.len(), 1);
         assert_eq!(list.dropped[&EntryError::Malformed], 3);
         assert_eq!(list.dropped[&EntryError::InvalidPort], 1);
         assert_eq!(list.dropped[&EntryError::UnknownScheme], 1);
-        assert_eq!(list.dropped[&EntryError::InvalidExpiry], 1);
+        assert_eq!(list.dropped[&EntryError::InvalidExpiry], 2);
         assert_eq!(
             parse_json(b"{\"x\": 1}", 0, &EntryDefaults::plain_http()).unwrap_err(),
             NotAList

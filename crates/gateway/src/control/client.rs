@@ -220,6 +220,15 @@ impl ControlClient {
             // Fenced is the protocol working, not a failure to show.
             Ok(_) | Err(ControlError::Fenced) => self.last_error.store(None),
             Err(error) => {
+                if let ControlError::Status { code, .. } = error
+                    && code == "store_lost"
+                {
+                    // The pool store lost its memory: the proxies this gateway holds stay
+                    // its own until their leases end (a recovery withholds them from
+                    // everyone else that long); nothing new comes until the controllers
+                    // have put a new store in place.
+                    metrics::counter!(crate::metrics::STORE_LOST_ANSWERS).increment(1);
+                }
                 self.last_error.store(Some(Arc::new(format!(
                     "{}: {error}",
                     addr.target.authority

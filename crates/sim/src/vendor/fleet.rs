@@ -25,6 +25,8 @@ struct Entry {
     proxy: Arc<UpstreamProxy>,
     expires_at: Option<Instant>,
     expires_at_ms: Option<u64>,
+    /// When it was issued (ms since the Unix epoch): what the list says.
+    issued_at_ms: u64,
     /// Chosen by a rotation in progress: not chosen again by another one.
     retiring: bool,
 }
@@ -129,7 +131,7 @@ impl Fleet {
         self.lock()
             .entries
             .iter()
-            .map(|e| Listing::of(&e.proxy, e.expires_at_ms))
+            .map(|e| Listing::of(&e.proxy, e.expires_at_ms, e.issued_at_ms))
             .collect()
     }
 
@@ -254,6 +256,7 @@ fn entry(proxy: Arc<UpstreamProxy>, start: Instant, life: Option<Duration>) -> E
         proxy,
         expires_at: life.map(|life| start + life),
         expires_at_ms: life.map(unix_ms_after),
+        issued_at_ms: unix_ms_after(Duration::ZERO),
         retiring: false,
     }
 }

@@ -26,12 +26,14 @@ pub struct Listing {
     pub carrier: Option<String>,
     /// When the vendor retires it (ms since the Unix epoch); `None` = no TTL.
     pub expires_at_ms: Option<u64>,
+    /// When the vendor issued it (ms since the Unix epoch).
+    pub issued_at_ms: u64,
     /// Its exit address. Not part of the served list (vendors do not say); for tests.
     pub exit_ip: Ipv4Addr,
 }
 
 impl Listing {
-    pub(super) fn of(proxy: &UpstreamProxy, expires_at_ms: Option<u64>) -> Self {
+    pub(super) fn of(proxy: &UpstreamProxy, expires_at_ms: Option<u64>, issued_at_ms: u64) -> Self {
         let (username, password) = match proxy.credentials() {
             Some((u, p)) => (Some(u.to_owned()), Some(p.to_owned())),
             None => (None, None),
@@ -45,6 +47,7 @@ impl Listing {
             region: proxy.region().map(str::to_owned),
             carrier: proxy.carrier().map(str::to_owned),
             expires_at_ms,
+            issued_at_ms,
             exit_ip: proxy.exit_ip(),
         }
     }
@@ -63,13 +66,14 @@ impl Listing {
         line
     }
 
-    /// The JSON object: host, port, protocol, and username, password, region, carrier,
-    /// expires_at_ms when known.
+    /// The JSON object: host, port, protocol, issued_at_ms, and username, password,
+    /// region, carrier, expires_at_ms when known.
     pub fn json(&self) -> Value {
         let mut object = Map::new();
         object.insert("host".into(), json!(self.host));
         object.insert("port".into(), json!(self.port));
         object.insert("protocol".into(), json!(self.protocol.scheme()));
+        object.insert("issued_at_ms".into(), json!(self.issued_at_ms));
         let optional = [
             ("username", self.username.clone().map(Value::from)),
             ("password", self.password.clone().map(Value::from)),
@@ -140,6 +144,7 @@ mod tests {
             region: Some("eu".into()),
             carrier: None,
             expires_at_ms: Some(1_000),
+            issued_at_ms: 500,
             exit_ip: Ipv4Addr::new(127, 0, 0, 2),
         }
     }
@@ -152,7 +157,7 @@ mod tests {
         assert_eq!(
             sample(true).json(),
             json!({"host": "127.0.0.1", "port": 3128, "protocol": "socks5", "username": "u",
-                   "password": "p", "region": "eu", "expires_at_ms": 1000})
+                   "password": "p", "region": "eu", "expires_at_ms": 1000, "issued_at_ms": 500})
         );
     }
 
