@@ -36,6 +36,9 @@ pub(crate) enum Command {
     CheckConfig(CheckConfigArgs),
     /// Apply the quota store's migrations (and optionally create the PostgreSQL role).
     Migrate(MigrateArgs),
+    /// What the quota's database remembers of the pool store (its identity, generation and
+    /// any recovery from a loss), and an operator's say over recoveries.
+    Store(StoreArgs),
     /// The simulated vendor on its own: upstream proxies, a list endpoint and an origin on
     /// loopback, to point a controller at by hand.
     Sim(SimArgs),
@@ -239,6 +242,29 @@ pub(crate) struct CheckConfigArgs {
     /// secret shown only as its reference) instead of the summary.
     #[arg(long)]
     pub effective: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    #[command(subcommand)]
+    pub action: StoreAction,
+    /// The configuration file: `[store] key_prefix` names the pool, `[quota]` the database
+    /// that remembers it. Without the flag, `PROXYPOOL_CONFIG` names it.
+    #[arg(long, short = 'c', value_name = "FILE", env = "PROXYPOOL_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub(crate) enum StoreAction {
+    /// Print the pool store's record as JSON.
+    Status,
+    /// End the current recovery now: proxies withheld since a loss are released. Only when
+    /// you know nothing was handed out before the loss (a fresh deployment, a test).
+    Acknowledge,
+    /// Start a recovery as if the store had been lost (e.g. after restoring Redis from a
+    /// copy): the controllers put a new, empty store in place and withhold every proxy
+    /// listed again until its hold ends.
+    Recover,
 }
 
 #[derive(Debug, Args)]

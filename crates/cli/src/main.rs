@@ -43,6 +43,7 @@ fn main() -> ExitCode {
     let default_filter = match cli.command {
         Command::Dev(_) | Command::Sim(_) => "warn",
         Command::Extract(_) | Command::CheckConfig(_) | Command::Migrate(_) => "warn",
+        Command::Store(_) => "warn",
         Command::HashSecret | Command::Probe(_) => "warn",
         _ => "info",
     };
@@ -52,6 +53,7 @@ fn main() -> ExitCode {
             Some(args.config.as_path())
         }
         Command::Migrate(args) => Some(args.config.as_path()),
+        Command::Store(args) => args.config.as_deref(),
         _ => None,
     };
     let format = config_file
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
             Command::Extract(args) => commands::extract::run(args).await,
             Command::CheckConfig(args) => commands::check_config::run(args).await,
             Command::Migrate(args) => commands::migrate::run(args).await,
+            Command::Store(args) => commands::store::run(args).await,
             Command::Sim(args) => commands::sim::run(args).await,
             Command::HashSecret => commands::hash_secret::run(),
             Command::Probe(args) => commands::probe::run(args).await,

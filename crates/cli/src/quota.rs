@@ -11,6 +11,7 @@ use proxypool_quota::{
     MemoryQuota, Operation, OperationLimits, PostgresQuota, PostgresSettings, QuotaConfig,
     QuotaPort, SqliteQuota, SqliteSettings,
 };
+use proxypool_core::StoreLedger;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,9 @@ use std::time::Duration;
 #[derive(Debug)]
 pub(crate) struct OpenedQuota {
     pub port: Arc<dyn QuotaPort>,
+    /// The same database as the pool store's durable ledger (the store guard's memory of
+    /// the store's identity, `proxypool_core::store_mark`).
+    pub ledger: Arc<dyn StoreLedger>,
     /// (project, client id) -> that client's limits; clients not listed get the defaults.
     limits: HashMap<(String, String), QuotaConfig>,
     sqlite: Option<SqliteQuota>,
@@ -71,8 +75,10 @@ pub(crate) fn limits_table(
 }
 
 pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
+    let memory = Arc::new(MemoryQuota::new());
     let mut opened = OpenedQuota {
-        port: Arc::new(MemoryQuota::new()),
+        port: memory.clone(),
+        ledger: memory,
         limits: limits_table(config)?,
         sqlite: None,
         postgres: None,
@@ -95,6 +101,7 @@ pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
                 Failure::runtime(format!("quota: cannot open {}: {e}", path.display()))
             })?;
             opened.port = Arc::new(quota.clone());
+            opened.ledger = Arc::new(quota.clone());
             opened.sqlite = Some(quota);
         }
         QuotaKind::Postgres { url } => {
@@ -114,6 +121,7 @@ pub(crate) async fn open(config: &Config) -> Result<OpenedQuota, Failure> {
             let quota = PostgresQuota::connect_lazy(&settings)
                 .map_err(|e| Failure::config(format!("quota.url: {e}")))?;
             opened.port = Arc::new(quota.clone());
+            opened.ledger = Arc::new(quota.clone());
             opened.postgres = Some(quota);
         }
     }

@@ -120,9 +120,12 @@ impl Stack {
             .map_err(|e| Failure::runtime(format!("client API address: {e}")))?;
         let quota = quota::open(&config).await?;
         let clients = api_clients(&config, &quota);
-        let controller = Controller::from_config(config)
+        let mut controller = Controller::from_config(config)
             .await
             .map_err(|e| Failure::runtime(e.to_string()))?;
+        // The quota's database remembers the store's identity, so a store that lost its
+        // memory is recognised even after every controller restarted with it.
+        controller.guard_store(quota.ledger.clone());
         let running = controller
             .clone()
             .start()

@@ -41,4 +41,6 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{Config, ConfigError, Env};
 pub use controller::{Controller, ControllerError, RunningController, serve_limits, server_tls};
 pub use leadership::{AlwaysLeader, Leadership, LeaseLeadership, LeaseOptions, Term};
-pub use store::{OpenedStore, StoreOpenError, open_store};
+pub use store::{
+    GUARD_INTERVAL, OpenedStore, StoreGuard, StoreOpenError, open_store, recovery_hold_ms,
+};

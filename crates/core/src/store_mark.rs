@@ -202,6 +202,16 @@ pub enum StoreStatus {
 }
 
 impl StoreStatus {
+    /// The identity of the store that serves, if one does.
+    pub fn identity(&self) -> Option<&str> {
+        match self {
+            StoreStatus::Ok { identity, .. } | StoreStatus::Recovering { identity, .. } => {
+                Some(identity)
+            }
+            StoreStatus::Unknown | StoreStatus::Lost { .. } => None,
+        }
+    }
+
     /// Whether the store can serve (recovering included).
     pub fn is_serving(&self) -> bool {
         matches!(

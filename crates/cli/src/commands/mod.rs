@@ -10,3 +10,4 @@ pub(crate) mod migrate;
 pub(crate) mod probe;
 pub(crate) mod serve;
 pub(crate) mod sim;
+pub(crate) mod store;
