@@ -458,6 +458,9 @@ async fn quota_role_may_only_select_insert_and_update() {
         "DELETE FROM proxypool_quota.quota_buckets",
         "TRUNCATE proxypool_quota.quota_buckets",
         "DROP TABLE proxypool_quota.quota_buckets",
+        "DELETE FROM proxypool_quota.store_ledger",
+        "TRUNCATE proxypool_quota.store_ledger",
+        "DROP TABLE proxypool_quota.store_ledger",
         "ALTER TABLE proxypool_quota.quota_buckets DROP CONSTRAINT quota_buckets_consumed_count_range",
         "CREATE TABLE proxypool_quota.sneaky (x int)",
         "CREATE SCHEMA sneaky",
@@ -512,16 +515,28 @@ async fn migrations_and_role_setup_are_idempotent() {
         .fetch_one(&database.admin)
         .await
         .unwrap();
-    assert_eq!(applied, 2);
-    let privileges: Vec<String> = sqlx::query_scalar(
-        "SELECT privilege_type FROM information_schema.role_table_grants \
-         WHERE grantee = $1 AND table_schema = 'proxypool_quota' ORDER BY privilege_type",
+    assert_eq!(applied, 3);
+    let privileges: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name::text, privilege_type::text FROM information_schema.role_table_grants \
+         WHERE grantee = $1 AND table_schema = 'proxypool_quota' \
+         ORDER BY table_name, privilege_type",
     )
     .bind(role_of(&database.role_url))
     .fetch_all(&database.admin)
     .await
     .unwrap();
-    assert_eq!(privileges, ["INSERT", "SELECT", "UPDATE"]);
+    let granted = |table: &str, privilege: &str| (table.to_owned(), privilege.to_owned());
+    assert_eq!(
+        privileges,
+        [
+            granted("quota_buckets", "INSERT"),
+            granted("quota_buckets", "SELECT"),
+            granted("quota_buckets", "UPDATE"),
+            granted("store_ledger", "INSERT"),
+            granted("store_ledger", "SELECT"),
+            granted("store_ledger", "UPDATE"),
+        ]
+    );
     assert!(
         create_quota_role(&database.admin, "Bad-Name", None)
             .await
