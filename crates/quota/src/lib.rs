@@ -20,6 +20,11 @@
 //! - anything the backend cannot vouch for (store down, timeout, malformed row) is
 //!   [`QuotaDecision::Unavailable`]: fail closed, never a silent allow.
 //!
+//! Every backend is also the store ledger (`proxypool_core::store_mark::StoreLedger`): the
+//! durable identity and highest generation of each pool store, in the same database, so a
+//! pool store (Redis) that lost its data is recognised even after every controller
+//! restarted. One entry per pool name, written only by compare-and-set on its identity.
+//!
 //! Wiring it (what the CLI and the API do; the API maps decisions to HTTP itself, this
 //! crate knows nothing of HTTP):
 //!
@@ -61,12 +66,15 @@
 //! - `settle`: [`Charge`], [`Settlement`], [`SettleOutcome`]: undoing a charge the service
 //!   could not earn, or keeping it while freeing a receipt the client must pay again for.
 //! - [`memory`]: [`MemoryQuota`], for tests and ephemeral runs (injectable clock).
+//! - `ledger`: the store ledger's input rules and its stored form, shared by every backend;
+//!   `memory_ledger`: [`MemoryLedger`] (what [`MemoryQuota`]'s ledger calls use);
+//!   `sql_ledger`: the one ledger implementation the SQL backends call.
 //! - `sqlite` (feature `sqlite`): `SqliteQuota`, the embedded default (one file, survives
 //!   restarts).
 //! - `postgres` (feature `postgres`): `PostgresQuota`, migrations and the least-privilege
 //!   role.
 //! - `contract` (feature `contract`, off by default): the public async test functions every
-//!   backend runs; the test crates that run them enable it.
+//!   backend runs (quota and store ledger); the test crates that run them enable it.
 //! - `error`: [`InvalidCommand`], [`ConfigError`], and `SetupError` (with a SQL backend).
 //! - `sql_backend`, `sql_port`: what a SQL backend supplies (its driver, statements, pool
 //!   and time bound) and the one `QuotaPort` implementation written over it;
@@ -86,7 +94,9 @@ mod config;
 pub mod contract;
 mod decision;
 mod error;
+mod ledger;
 pub mod memory;
+mod memory_ledger;
 mod port;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -95,6 +105,8 @@ mod settle;
 mod sql_backend;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_decision;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_ledger;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_migrations;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -113,6 +125,7 @@ pub use decision::QuotaDecision;
 pub use error::SetupError;
 pub use error::{CommandField, ConfigError, InputProblem, InvalidCommand};
 pub use memory::{ManualClock, MemoryQuota, QuotaClock, SystemClock};
+pub use memory_ledger::MemoryLedger;
 pub use port::QuotaPort;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresQuota, PostgresSettings};

@@ -9,6 +9,9 @@
 //! still live a new bucket is refused as Unavailable (fail closed) rather than grown. Limits
 //! come with each call, so a bucket remembers the window it was last decided with, and the
 //! sweep judges it by that window.
+//!
+//! It is also a store ledger ([`StoreLedger`]): a [`MemoryLedger`] beside the buckets, so
+//! a memory backend serves both ports, as the SQL backends do.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -17,11 +20,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use proxypool_core::PoolResult;
+use proxypool_core::store_mark::{LedgerEntry, StoreLedger};
 
 use crate::command::{Operation, QuotaCommand};
 use crate::config::{OperationLimits, QuotaPolicy};
 use crate::decision::{self, BucketRow, FullBucket, QuotaDecision};
 use crate::error::InvalidCommand;
+use crate::memory_ledger::MemoryLedger;
 use crate::port::QuotaPort;
 use crate::settle::{Charge, SettleOutcome, Settlement};
 use crate::unavailable::UnavailableReason;
@@ -132,6 +138,7 @@ pub struct MemoryQuota {
     clock: Arc<dyn QuotaClock>,
     max_buckets: usize,
     state: Mutex<State>,
+    ledger: MemoryLedger,
 }
 
 impl Default for MemoryQuota {
@@ -155,6 +162,7 @@ impl MemoryQuota {
             clock,
             max_buckets: Self::DEFAULT_MAX_BUCKETS,
             state: Mutex::new(State::default()),
+            ledger: MemoryLedger::new(),
         }
     }
 
@@ -195,6 +203,11 @@ impl MemoryQuota {
     /// Whether no bucket is tracked.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The store ledger beside the buckets (what this quota's [`StoreLedger`] calls use).
+    pub fn ledger(&self) -> &MemoryLedger {
+        &self.ledger
     }
 
     fn decide(&self, command: &QuotaCommand, policy: QuotaPolicy) -> QuotaDecision {
@@ -336,6 +349,33 @@ impl QuotaPort for MemoryQuota {
     ) -> Result<QuotaDecision, InvalidCommand> {
         let policy = QuotaPolicy::checked(command, limits)?;
         Ok(self.decide(command, policy))
+    }
+}
+
+#[async_trait]
+impl StoreLedger for MemoryQuota {
+    async fn load(&self, pool: &str) -> PoolResult<Option<LedgerEntry>> {
+        self.ledger.load(pool).await
+    }
+
+    async fn replace(
+        &self,
+        pool: &str,
+        expected: Option<&str>,
+        entry: &LedgerEntry,
+    ) -> PoolResult<bool> {
+        self.ledger.replace(pool, expected, entry).await
+    }
+
+    async fn raise_generation(
+        &self,
+        pool: &str,
+        identity: &str,
+        generation: u64,
+    ) -> PoolResult<()> {
+        self.ledger
+            .raise_generation(pool, identity, generation)
+            .await
     }
 }
 

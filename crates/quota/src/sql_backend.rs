@@ -1,7 +1,8 @@
 //! [`SqlBackend`]: what a SQL backend supplies to the one [`QuotaPort`](crate::QuotaPort)
-//! implementation the SQL backends share (`sql_port.rs`): its driver, its statements, its
-//! pool and its time bound. Everything else (validation, the decision flow, settling,
-//! error mapping) is written once, over this trait.
+//! implementation the SQL backends share (`sql_port.rs`), and to the one store ledger
+//! (`sql_ledger.rs`): its driver, its statements, its pool and its time bound. Everything
+//! else (validation, the decision flow, settling, the ledger's compare-and-set, error
+//! mapping) is written once, over this trait.
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -19,7 +20,8 @@ use crate::sqlx_error::Store;
 ///   `(count, receipts, reset, observed)`;
 /// - `refund` takes (project, subject, operation, receipt, window start, window_ms) and
 ///   `spend` the same plus the new receipt; each returns one row when it applied, none
-///   otherwise.
+///   otherwise;
+/// - `ledger`: the store ledger's statements ([`LedgerStatements`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Statements {
     pub(crate) store: Store,
@@ -27,6 +29,25 @@ pub(crate) struct Statements {
     pub(crate) read: &'static str,
     pub(crate) refund: &'static str,
     pub(crate) spend: &'static str,
+    pub(crate) ledger: LedgerStatements,
+}
+
+/// The store ledger's statements, each one statement (its own transaction), with the
+/// entry's columns in one order everywhere: identity, generation, lost_at_ms, hold_ms,
+/// loss, installed.
+/// - `load` takes (pool) and returns those six columns, or no row;
+/// - `insert` takes (pool, the six) and inserts unless the pool has a row (`ON CONFLICT
+///   DO NOTHING`): one row affected when it inserted;
+/// - `update` takes (pool, expected identity, the six) and writes them only where the row
+///   still names the expected identity: one row affected when it wrote;
+/// - `raise` takes (pool, identity, generation) and raises the generation of the row
+///   naming that identity to at least the one given.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LedgerStatements {
+    pub(crate) load: &'static str,
+    pub(crate) insert: &'static str,
+    pub(crate) update: &'static str,
+    pub(crate) raise: &'static str,
 }
 
 /// One SQL dialect's connection and statements: all a backend has to provide.

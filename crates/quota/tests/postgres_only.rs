@@ -1,6 +1,7 @@
 //! PostgreSQL-only behaviour of the quota, on private servers: replicas sharing buckets,
 //! lost replies, the database clock, faults with time bounds, the least-privilege role, the
-//! CHECK constraints, and the races the single statement has to get right.
+//! CHECK constraints, and the races the single statement has to get right; and of the store
+//! ledger: its constraints, broken rows, an unreachable server.
 
 #![cfg(feature = "postgres")]
 
@@ -14,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use postgres::{expire_windows, fresh_database, quota, shared_server, stored};
 use proxy::{FaultProxy, Mode};
+use proxypool_core::store_mark::{LedgerEntry, LossReason, Recovery, StoreLedger};
+use proxypool_core::{PoolError, Unavailable};
 use proxypool_quota::contract::fixtures::{
     OneWindow, PROJECT, WINDOW_MS, command, consume, in_one_window, limits, remaining, retry_after,
 };
@@ -458,6 +461,9 @@ async fn quota_role_may_only_select_insert_and_update() {
         "DELETE FROM proxypool_quota.quota_buckets",
         "TRUNCATE proxypool_quota.quota_buckets",
         "DROP TABLE proxypool_quota.quota_buckets",
+        "DELETE FROM proxypool_quota.store_ledger",
+        "TRUNCATE proxypool_quota.store_ledger",
+        "DROP TABLE proxypool_quota.store_ledger",
         "ALTER TABLE proxypool_quota.quota_buckets DROP CONSTRAINT quota_buckets_consumed_count_range",
         "CREATE TABLE proxypool_quota.sneaky (x int)",
         "CREATE SCHEMA sneaky",
@@ -512,16 +518,28 @@ async fn migrations_and_role_setup_are_idempotent() {
         .fetch_one(&database.admin)
         .await
         .unwrap();
-    assert_eq!(applied, 2);
-    let privileges: Vec<String> = sqlx::query_scalar(
-        "SELECT privilege_type FROM information_schema.role_table_grants \
-         WHERE grantee = $1 AND table_schema = 'proxypool_quota' ORDER BY privilege_type",
+    assert_eq!(applied, 3);
+    let privileges: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name::text, privilege_type::text FROM information_schema.role_table_grants \
+         WHERE grantee = $1 AND table_schema = 'proxypool_quota' \
+         ORDER BY table_name, privilege_type",
     )
     .bind(role_of(&database.role_url))
     .fetch_all(&database.admin)
     .await
     .unwrap();
-    assert_eq!(privileges, ["INSERT", "SELECT", "UPDATE"]);
+    let granted = |table: &str, privilege: &str| (table.to_owned(), privilege.to_owned());
+    assert_eq!(
+        privileges,
+        [
+            granted("quota_buckets", "INSERT"),
+            granted("quota_buckets", "SELECT"),
+            granted("quota_buckets", "UPDATE"),
+            granted("store_ledger", "INSERT"),
+            granted("store_ledger", "SELECT"),
+            granted("store_ledger", "UPDATE"),
+        ]
+    );
     assert!(
         create_quota_role(&database.admin, "Bad-Name", None)
             .await
@@ -801,4 +819,147 @@ async fn denial_of_a_full_bucket_takes_no_row_lock() {
         Ok(())
     })
     .await;
+}
+
+/// An entry with every field set.
+fn ledger_entry(identity: &str) -> LedgerEntry {
+    LedgerEntry {
+        identity: identity.to_owned(),
+        generation: 12,
+        recovery: Some(Recovery {
+            lost_at_ms: 1_700_000_000_000,
+            hold_ms: 600_000,
+        }),
+        loss: Some(LossReason::Replaced),
+        installed: true,
+    }
+}
+
+const LEDGER_ID: &str = "00112233445566778899AABBCCDDEEFF";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_ledger_rows_are_refused_by_the_constraints_and_read_as_corrupt() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let database = fresh_database(server).await;
+    let quota = quota(&database.role_url);
+    let breakages = [
+        ("identity", "identity = 'not-an-identity'"),
+        ("short", "identity = '0011'"),
+        ("generation", "generation = -1"),
+        ("recovery", "hold_ms = NULL"),
+        ("negative", "lost_at_ms = -1"),
+        ("loss", "loss = 'vanished'"),
+    ];
+    for (pool, _) in breakages {
+        assert!(
+            quota
+                .replace(pool, None, &ledger_entry(LEDGER_ID))
+                .await
+                .unwrap()
+        );
+    }
+    let insert = |pool: &str| {
+        format!(
+            "INSERT INTO proxypool_quota.store_ledger \
+             (pool, identity, generation, installed, updated_at_ms) \
+             VALUES ({pool}, '{LEDGER_ID}', 1, false, 0)"
+        )
+    };
+    let mut refused: Vec<String> = breakages
+        .iter()
+        .map(|(pool, breakage)| {
+            format!("UPDATE proxypool_quota.store_ledger SET {breakage} WHERE pool = '{pool}'")
+        })
+        .collect();
+    for pool in [
+        "''".to_owned(),
+        "E'line\\nbreak'".to_owned(),
+        "'caf\u{e9}'".to_owned(),
+        format!("'{}'", "p".repeat(129)),
+    ] {
+        refused.push(insert(&pool));
+    }
+    // Even the owner cannot write any of it while the constraints stand.
+    for statement in &refused {
+        let error = sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(&database.admin)
+            .await
+            .expect_err(statement);
+        let code = error
+            .as_database_error()
+            .and_then(|error| error.code())
+            .map(|code| code.into_owned());
+        assert_eq!(code.as_deref(), Some("23514"), "{statement}: {error}");
+    }
+    // The widest valid name is accepted: the constraints are not just refusing.
+    sqlx::query(sqlx::AssertSqlSafe(insert(&format!(
+        "' !~{}'",
+        "p".repeat(125)
+    ))))
+    .execute(&database.admin)
+    .await
+    .expect("128 printable characters");
+
+    // With the constraints dropped and the rows broken, each reads as corrupt.
+    let constraints: Vec<String> = sqlx::query_scalar(
+        "SELECT conname::text FROM pg_constraint \
+         WHERE conrelid = 'proxypool_quota.store_ledger'::regclass AND contype = 'c'",
+    )
+    .fetch_all(&database.admin)
+    .await
+    .unwrap();
+    assert_eq!(constraints.len(), 6, "{constraints:?}");
+    for constraint in constraints {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE proxypool_quota.store_ledger DROP CONSTRAINT {constraint}"
+        )))
+        .execute(&database.admin)
+        .await
+        .unwrap();
+    }
+    for statement in refused.iter().take(breakages.len()) {
+        sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(&database.admin)
+            .await
+            .expect(statement);
+    }
+    for (pool, _) in breakages {
+        let loaded = quota.load(pool).await;
+        assert!(
+            matches!(loaded, Err(PoolError::Unavailable(Unavailable::Corrupt(_)))),
+            "{pool}: {loaded:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_on_an_unreachable_server_is_store_down_and_names_no_credentials() {
+    // A port nobody listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://ledger_user:hunter2secret@127.0.0.1:{port}/ledger_db");
+    let quota = bounded_quota(&url, 1);
+    let started = Instant::now();
+    let outcomes = [
+        quota.load("pool").await.map(|_| ()),
+        quota
+            .replace("pool", None, &ledger_entry(LEDGER_ID))
+            .await
+            .map(|_| ()),
+        quota.raise_generation("pool", LEDGER_ID, 13).await,
+    ];
+    assert!(started.elapsed() < SLACK_BOUND * 3);
+    for outcome in outcomes {
+        let Err(PoolError::Unavailable(Unavailable::Store(text))) = outcome else {
+            panic!("expected the store to be down, got {outcome:?}");
+        };
+        for secret in ["hunter2secret", "ledger_user", "ledger_db", "127.0.0.1"] {
+            assert!(!text.contains(secret), "{text:?} names {secret}");
+        }
+    }
 }

@@ -1,5 +1,6 @@
-//! SQLite-only behaviour of the quota: the file survives restarts, the CHECK constraints
-//! hold, broken rows and a held write lock are Unavailable within the time bound.
+//! SQLite-only behaviour of the quota and the store ledger: the file survives restarts, the
+//! CHECK constraints hold, broken rows and a held write lock are Unavailable within the
+//! time bound.
 
 #![cfg(feature = "sqlite")]
 
@@ -8,6 +9,8 @@ mod scratch;
 
 use std::time::{Duration, Instant};
 
+use proxypool_core::store_mark::{LedgerEntry, LossReason, Recovery, StoreLedger};
+use proxypool_core::{PoolError, Unavailable};
 use proxypool_quota::contract::fixtures::{
     OneWindow, PROJECT, command, consume, in_one_window, limits, remaining, retry_after,
 };
@@ -298,4 +301,137 @@ async fn unusable_path_fails_at_open() {
         matches!(error, SetupError::Migrate(_) | SetupError::Database(_)),
         "{error}"
     );
+}
+
+/// An entry with every field set.
+fn ledger_entry(identity: &str) -> LedgerEntry {
+    LedgerEntry {
+        identity: identity.to_owned(),
+        generation: 12,
+        recovery: Some(Recovery {
+            lost_at_ms: 1_700_000_000_000,
+            hold_ms: 600_000,
+        }),
+        loss: Some(LossReason::Missing),
+        installed: true,
+    }
+}
+
+const LEDGER_ID: &str = "00112233445566778899aabbccddeeff";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_entries_survive_a_restart_of_the_process() {
+    let dir = ScratchDir::new("ledger-restart");
+    let settings = SqliteSettings::new(dir.path().join("quota.db"));
+    let entry = ledger_entry(LEDGER_ID);
+    let first_life = open(&settings).await;
+    assert!(first_life.replace("pool", None, &entry).await.unwrap());
+    first_life
+        .raise_generation("pool", LEDGER_ID, 20)
+        .await
+        .unwrap();
+    first_life.close().await;
+
+    let second_life = open(&settings).await;
+    assert_eq!(
+        second_life.load("pool").await.unwrap(),
+        Some(LedgerEntry {
+            generation: 20,
+            ..entry.clone()
+        })
+    );
+    assert!(!second_life.replace("pool", None, &entry).await.unwrap());
+    second_life.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_ledger_rows_are_refused_by_the_constraints_and_read_as_corrupt() {
+    let dir = ScratchDir::new("ledger-broken");
+    let path = dir.path().join("quota.db");
+    let quota = open(&SqliteSettings::new(&path)).await;
+    let breakages = [
+        ("identity", "identity = 'not-an-identity'"),
+        ("generation", "generation = -1"),
+        ("recovery", "hold_ms = NULL"),
+        ("loss", "loss = 'vanished'"),
+    ];
+    for (pool, _) in breakages {
+        assert!(
+            quota
+                .replace(pool, None, &ledger_entry(LEDGER_ID))
+                .await
+                .unwrap()
+        );
+    }
+    // With the constraints on (the quota's own connection), none of it can be written.
+    for (pool, breakage) in breakages {
+        let statement = format!("UPDATE store_ledger SET {breakage} WHERE pool = '{pool}'");
+        let error = sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(quota.pool())
+            .await
+            .expect_err(&statement);
+        assert!(
+            error.to_string().contains("CHECK constraint failed"),
+            "{statement}: {error}"
+        );
+    }
+    // Written anyway behind the ledger's back, each row reads as corrupt, never as an
+    // entry.
+    let mut vandal = SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("PRAGMA ignore_check_constraints = ON")
+        .execute(&mut vandal)
+        .await
+        .unwrap();
+    for (pool, breakage) in breakages {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE store_ledger SET {breakage} WHERE pool = '{pool}'"
+        )))
+        .execute(&mut vandal)
+        .await
+        .unwrap();
+    }
+    vandal.close().await.unwrap();
+    for (pool, _) in breakages {
+        let loaded = quota.load(pool).await;
+        assert!(
+            matches!(loaded, Err(PoolError::Unavailable(Unavailable::Corrupt(_)))),
+            "{pool}: {loaded:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_under_a_held_write_lock_is_store_down_within_the_timeout() {
+    let dir = ScratchDir::new("ledger-locked");
+    let path = dir.path().join("quota.db");
+    let settings = SqliteSettings {
+        busy_timeout: Duration::from_millis(300),
+        decision_timeout: Duration::from_secs(1),
+        ..SqliteSettings::new(&path)
+    };
+    let quota = open(&settings).await;
+    let entry = ledger_entry(LEDGER_ID);
+    assert!(quota.replace("pool", None, &entry).await.unwrap());
+
+    let mut other = SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let raised = quota.raise_generation("pool", LEDGER_ID, 30).await;
+    let took = started.elapsed();
+    assert!(
+        matches!(raised, Err(PoolError::Unavailable(Unavailable::Store(_)))),
+        "{raised:?}"
+    );
+    assert!(took < SLACK_BOUND, "took {took:?}");
+
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    quota.raise_generation("pool", LEDGER_ID, 30).await.unwrap();
+    assert_eq!(quota.load("pool").await.unwrap().unwrap().generation, 30);
 }

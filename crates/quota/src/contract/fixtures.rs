@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use super::harness::{QuotaFactory, QuotaHarness, StoredBucket};
 use crate::memory::{ManualClock, MemoryQuota};
+use crate::memory_ledger::MemoryLedger;
 // Every contract module imports the fixtures with a glob; the port trait comes along so its
 // methods are callable on any harness's quota.
 pub use crate::QuotaPort;
@@ -151,6 +152,16 @@ impl QuotaHarness for MemoryHarness {
 
     fn quota(&self) -> &Arc<MemoryQuota> {
         &self.quota
+    }
+
+    type Ledger = MemoryLedger;
+
+    fn ledger(&self) -> &MemoryLedger {
+        self.quota.ledger()
+    }
+
+    async fn ledger_count(&self) -> u64 {
+        self.quota.ledger().len() as u64
     }
 
     async fn stored(

@@ -1,7 +1,9 @@
 //! What a backend implements to run the suite: [`QuotaFactory`] makes fresh quotas,
-//! [`QuotaHarness`] looks into the store behind one.
+//! [`QuotaHarness`] looks into the store behind one (its quota buckets and its store
+//! ledger).
 
 use async_trait::async_trait;
+use proxypool_core::store_mark::StoreLedger;
 
 use crate::{Operation, QuotaPort};
 
@@ -24,6 +26,16 @@ pub trait QuotaHarness: Send + Sync {
 
     /// The quota under test.
     fn quota(&self) -> &Self::Quota;
+
+    /// The store ledger of the same backend (the same database). `Clone` so concurrent
+    /// tests can hand it to tasks.
+    type Ledger: StoreLedger + Clone + 'static;
+
+    /// The store ledger under test.
+    fn ledger(&self) -> &Self::Ledger;
+
+    /// How many pools have a ledger entry, read straight from the store.
+    async fn ledger_count(&self) -> u64;
 
     /// The stored bucket of (project, subject, operation), read straight from the store.
     async fn stored(

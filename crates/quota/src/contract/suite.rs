@@ -33,6 +33,13 @@ macro_rules! contract_suite {
             settle::invalid_settlements_are_rejected_and_write_nothing,
             settle::concurrent_charges_and_refunds_stay_exact,
             settle::concurrent_same_receipt_is_charged_once,
+            ledger::ledger_entries_load_exactly_as_written,
+            ledger::ledger_first_entry_is_written_once,
+            ledger::ledger_replace_needs_the_current_identity,
+            ledger::ledger_generation_only_rises_for_its_identity,
+            ledger::ledger_pools_are_independent,
+            ledger::ledger_concurrent_replacements_have_one_winner,
+            ledger::ledger_invalid_input_is_rejected_and_writes_nothing,
         );
     };
     (@each $factory:expr; $($module:ident :: $name:ident),* $(,)?) => {

@@ -27,8 +27,13 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
+use async_trait::async_trait;
+use proxypool_core::PoolResult;
+use proxypool_core::store_mark::{LedgerEntry, StoreLedger};
+
 use crate::error::SetupError;
-use crate::sql_backend::{SqlBackend, Statements};
+use crate::sql_backend::{LedgerStatements, SqlBackend, Statements};
+use crate::sql_ledger::SqlLedger;
 use crate::sqlx_error::Store;
 
 pub use schema::{SCHEMA, create_quota_role, migrate, migrate_url};
@@ -161,6 +166,12 @@ impl SqlBackend for PostgresQuota {
         read: sql::READ_BUCKET,
         refund: sql::REFUND,
         spend: sql::SPEND,
+        ledger: LedgerStatements {
+            load: sql::LEDGER_LOAD,
+            insert: sql::LEDGER_INSERT,
+            update: sql::LEDGER_UPDATE,
+            raise: sql::LEDGER_RAISE,
+        },
     };
 
     fn pool(&self) -> &PgPool {
@@ -169,5 +180,33 @@ impl SqlBackend for PostgresQuota {
 
     fn decision_timeout(&self) -> Duration {
         self.decision_timeout
+    }
+}
+
+// Its `StoreLedger` is the one every SQL backend shares (`sql_ledger.rs`).
+#[async_trait]
+impl StoreLedger for PostgresQuota {
+    async fn load(&self, pool: &str) -> PoolResult<Option<LedgerEntry>> {
+        SqlLedger(self).load(pool).await
+    }
+
+    async fn replace(
+        &self,
+        pool: &str,
+        expected: Option<&str>,
+        entry: &LedgerEntry,
+    ) -> PoolResult<bool> {
+        SqlLedger(self).replace(pool, expected, entry).await
+    }
+
+    async fn raise_generation(
+        &self,
+        pool: &str,
+        identity: &str,
+        generation: u64,
+    ) -> PoolResult<()> {
+        SqlLedger(self)
+            .raise_generation(pool, identity, generation)
+            .await
     }
 }

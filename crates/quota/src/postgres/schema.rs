@@ -14,7 +14,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use crate::error::SetupError;
 use crate::sql_migrations::{self, Migrations};
 
-/// The schema holding the quota table (and the migrator's bookkeeping).
+/// The schema holding the quota's tables (and the migrator's bookkeeping).
 pub const SCHEMA: &str = "proxypool_quota";
 
 /// The migrator's table, inside [`SCHEMA`].
@@ -32,6 +32,11 @@ pub(crate) const MIGRATIONS: Migrations = &[
         2,
         "settled receipts",
         include_str!("../../migrations/postgres/0002_settled_receipts.sql"),
+    ),
+    (
+        3,
+        "store ledger",
+        include_str!("../../migrations/postgres/0003_store_ledger.sql"),
     ),
 ];
 
@@ -91,8 +96,9 @@ fn valid_role_name(role: &str) -> bool {
 /// - `LOGIN`, and nothing else: no superuser, createdb, createrole, replication, bypassrls,
 ///   no inherited privileges;
 /// - `CONNECT` on the database, `USAGE` on [`SCHEMA`] (no `CREATE`), and exactly
-///   `SELECT, INSERT, UPDATE` on `proxypool_quota.quota_buckets`: no `DELETE`, `TRUNCATE`,
-///   ownership, or access to the migrator's table.
+///   `SELECT, INSERT, UPDATE` on `proxypool_quota.quota_buckets` and
+///   `proxypool_quota.store_ledger`: no `DELETE`, `TRUNCATE`, ownership, or access to the
+///   migrator's table.
 ///
 /// `password` sets (or, for an existing role, replaces) the password; `None` leaves it as is
 /// (a new role then logs in only through trust/peer/certificate authentication). Run
@@ -133,6 +139,8 @@ pub async fn create_quota_role(
             format('REVOKE ALL ON ALL TABLES IN SCHEMA proxypool_quota FROM %I', $1::text),
             format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA proxypool_quota FROM %I', $1::text),
             format('GRANT SELECT, INSERT, UPDATE ON proxypool_quota.quota_buckets TO %I',
+                   $1::text),
+            format('GRANT SELECT, INSERT, UPDATE ON proxypool_quota.store_ledger TO %I',
                    $1::text)
         ])",
     )

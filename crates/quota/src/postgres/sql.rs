@@ -167,3 +167,49 @@ WHERE bucket.project_id = $1 AND bucket.subject_id = $2 AND bucket.operation = $
   AND NOT bucket.receipt_ids ? $7::text
 RETURNING 1::bigint
 "#;
+
+/// The store ledger's entry of a pool (`$1`): identity, generation, lost_at_ms, hold_ms,
+/// loss, installed; no row when the pool has none. (Every store-ledger statement is run by
+/// `crate::sql_ledger`, which says what each one means.)
+pub(crate) const LEDGER_LOAD: &str = r#"
+SELECT identity, generation, lost_at_ms, hold_ms, loss, installed
+FROM proxypool_quota.store_ledger
+WHERE pool = $1
+"#;
+
+/// The first entry of a pool: `$1` pool, `$2..$7` the entry's columns. A row back when it
+/// inserted; none when the pool already had an entry (unchanged).
+pub(crate) const LEDGER_INSERT: &str = r#"
+INSERT INTO proxypool_quota.store_ledger
+    (pool, identity, generation, lost_at_ms, hold_ms, loss, installed, updated_at_ms)
+VALUES ($1, $2, $3::bigint, $4::bigint, $5::bigint, $6, $7,
+        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+ON CONFLICT (pool) DO NOTHING
+RETURNING 1::bigint
+"#;
+
+/// The compare-and-set of an entry: `$1` pool, `$2` the identity the caller expects it to
+/// name, `$3..$8` the new entry's columns. A row back when it wrote; none when the entry
+/// names another identity or there is none. A writer that waited for a concurrent one's
+/// row lock re-checks `identity = $2` against the row that one committed.
+pub(crate) const LEDGER_UPDATE: &str = r#"
+UPDATE proxypool_quota.store_ledger SET
+    identity = $3,
+    generation = $4::bigint,
+    lost_at_ms = $5::bigint,
+    hold_ms = $6::bigint,
+    loss = $7,
+    installed = $8,
+    updated_at_ms = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE pool = $1 AND identity = $2
+RETURNING 1::bigint
+"#;
+
+/// Raises the generation of the entry of pool `$1` to `$3` if it names identity `$2`; never
+/// lowers it.
+pub(crate) const LEDGER_RAISE: &str = r#"
+UPDATE proxypool_quota.store_ledger SET
+    generation = GREATEST(generation, $3::bigint),
+    updated_at_ms = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE pool = $1 AND identity = $2
+"#;

@@ -18,6 +18,11 @@ pub(crate) const MIGRATIONS: Migrations = &[
         "settled receipts",
         include_str!("../../migrations/sqlite/0002_settled_receipts.sql"),
     ),
+    (
+        3,
+        "store ledger",
+        include_str!("../../migrations/sqlite/0003_store_ledger.sql"),
+    ),
 ];
 
 /// Applies the quota migrations to the SQLite database behind `pool` (idempotent).

@@ -121,3 +121,47 @@ WHERE project_id = ?1 AND subject_id = ?2 AND operation = ?3
   AND NOT EXISTS (SELECT 1 FROM json_each(quota_buckets.receipt_ids) WHERE value = ?7)
 RETURNING 1
 "#;
+
+/// The store ledger's entry of a pool (`?1`): identity, generation, lost_at_ms, hold_ms,
+/// loss, installed; no row when the pool has none. The PostgreSQL statements translated;
+/// `crate::sql_ledger` says what each one means.
+pub(crate) const LEDGER_LOAD: &str = r#"
+SELECT identity, generation, lost_at_ms, hold_ms, loss, installed
+FROM store_ledger
+WHERE pool = ?1
+"#;
+
+/// The first entry of a pool: `?1` pool, `?2..?7` the entry's columns. A row back when it
+/// inserted; none when the pool already had an entry (unchanged).
+pub(crate) const LEDGER_INSERT: &str = r#"
+INSERT INTO store_ledger
+    (pool, identity, generation, lost_at_ms, hold_ms, loss, installed, updated_at_ms)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, CAST(round(unixepoch('subsec') * 1000) AS INTEGER))
+ON CONFLICT (pool) DO NOTHING
+RETURNING 1
+"#;
+
+/// The compare-and-set of an entry: `?1` pool, `?2` the identity the caller expects it to
+/// name, `?3..?8` the new entry's columns. A row back when it wrote. SQLite runs one
+/// writer at a time, so the `WHERE` sees the last committed entry.
+pub(crate) const LEDGER_UPDATE: &str = r#"
+UPDATE store_ledger SET
+    identity = ?3,
+    generation = ?4,
+    lost_at_ms = ?5,
+    hold_ms = ?6,
+    loss = ?7,
+    installed = ?8,
+    updated_at_ms = CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
+WHERE pool = ?1 AND identity = ?2
+RETURNING 1
+"#;
+
+/// Raises the generation of the entry of pool `?1` to `?3` if it names identity `?2`; never
+/// lowers it (SQLite's two-argument `max` is its `GREATEST`).
+pub(crate) const LEDGER_RAISE: &str = r#"
+UPDATE store_ledger SET
+    generation = max(generation, ?3),
+    updated_at_ms = CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
+WHERE pool = ?1 AND identity = ?2
+"#;

@@ -39,6 +39,20 @@ impl QuotaHarness for PostgresHarness {
         &self.quota
     }
 
+    type Ledger = PostgresQuota;
+
+    fn ledger(&self) -> &PostgresQuota {
+        &self.quota
+    }
+
+    async fn ledger_count(&self) -> u64 {
+        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM proxypool_quota.store_ledger")
+            .fetch_one(&self.database.admin)
+            .await
+            .expect("count ledger entries");
+        u64::try_from(count).expect("count >= 0")
+    }
+
     async fn stored(
         &self,
         project: &str,

@@ -74,6 +74,20 @@ impl QuotaHarness for SqliteHarness {
         &self.quota
     }
 
+    type Ledger = SqliteQuota;
+
+    fn ledger(&self) -> &SqliteQuota {
+        &self.quota
+    }
+
+    async fn ledger_count(&self) -> u64 {
+        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM store_ledger")
+            .fetch_one(self.quota.pool())
+            .await
+            .expect("count ledger entries");
+        u64::try_from(count).expect("count >= 0")
+    }
+
     async fn stored(
         &self,
         project: &str,
