@@ -250,7 +250,13 @@ pub(crate) struct StoreArgs {
     pub action: StoreAction,
     /// The configuration file: `[store] key_prefix` names the pool, `[quota]` the database
     /// that remembers it. Without the flag, `PROXYPOOL_CONFIG` names it.
-    #[arg(long, short = 'c', value_name = "FILE", env = "PROXYPOOL_CONFIG", global = true)]
+    #[arg(
+        long,
+        short = 'c',
+        value_name = "FILE",
+        env = "PROXYPOOL_CONFIG",
+        global = true
+    )]
     pub config: Option<PathBuf>,
 }
 

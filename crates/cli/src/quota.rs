@@ -7,11 +7,11 @@
 
 use crate::failure::Failure;
 use proxypool_config::{ClientConfig, Config, QuotaKind};
+use proxypool_core::StoreLedger;
 use proxypool_quota::{
     MemoryQuota, Operation, OperationLimits, PostgresQuota, PostgresSettings, QuotaConfig,
     QuotaPort, SqliteQuota, SqliteSettings,
 };
-use proxypool_core::StoreLedger;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -15,7 +15,9 @@
 mod common;
 
 use common::split::{failover_controller_config, gateway_config, migrate_quota};
-use common::{Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies, sim_upstream};
+use common::{
+    Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies, sim_upstream,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -75,7 +77,10 @@ impl Api {
             "/v1/extractions",
             Some(&format!(r#"{{"count": {count}, "mode": "partial"}}"#)),
         );
-        let code = body["error"]["code"].as_str().unwrap_or_default().to_owned();
+        let code = body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let ids = body["proxies"]
             .as_array()
             .map(|proxies| {
@@ -164,7 +169,10 @@ fn routed_by(proxy: &str, origin: &str) -> Option<String> {
         return None;
     }
     out.lines()
-        .find_map(|l| l.strip_prefix("x-proxypool-proxy: ").or_else(|| l.strip_prefix("X-Proxypool-Proxy: ")))
+        .find_map(|l| {
+            l.strip_prefix("x-proxypool-proxy: ")
+                .or_else(|| l.strip_prefix("X-Proxypool-Proxy: "))
+        })
         .map(|id| id.trim().to_owned())
 }
 
@@ -201,7 +209,10 @@ fn nothing_handed_out_again(
             200 => {
                 for (id, addr) in ids {
                     assert!(!before.contains(&id), "{id} extracted again after the loss");
-                    assert!(rotated.contains(&addr), "{addr} was not issued after the loss");
+                    assert!(
+                        rotated.contains(&addr),
+                        "{addr} was not issued after the loss"
+                    );
                     assert!(extracted.insert(id));
                 }
             }
@@ -216,7 +227,10 @@ fn nothing_handed_out_again(
                 match before.leased.get(&id) {
                     Some(owner) => assert_eq!(owner, worker, "{worker} routed {id}, {owner}'s"),
                     None => {
-                        assert!(!before.extracted.contains(&id), "{worker} routed extracted {id}");
+                        assert!(
+                            !before.extracted.contains(&id),
+                            "{worker} routed extracted {id}"
+                        );
                         routed_new += 1;
                     }
                 }
@@ -225,7 +239,10 @@ fn nothing_handed_out_again(
         std::thread::sleep(Duration::from_millis(300));
     }
     assert!(!extracted.is_empty(), "new proxies were extracted");
-    eprintln!("after the loss: {} new proxies extracted, {routed_new} routes over new leases", extracted.len());
+    eprintln!(
+        "after the loss: {} new proxies extracted, {routed_new} routes over new leases",
+        extracted.len()
+    );
     extracted
 }
 
@@ -250,7 +267,9 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
     let admin_url = pg.create_database("proxypool_split").unwrap();
     let (runtime, sim) = common::sim_vendor(PROXIES);
     // Proxies live a minute: that is the hold of a recovery.
-    let upstream = sim_upstream(&sim).replace("ttl = \"10m\"", "ttl = \"60s\"").replace("max_size = 100", "max_size = 1000");
+    let upstream = sim_upstream(&sim)
+        .replace("ttl = \"10m\"", "ttl = \"60s\"")
+        .replace("max_size = 100", "max_size = 1000");
     let scratch = Scratch::new("store-loss");
     let controls = [free_port(), free_port()];
     let apis = [Api { port: free_port() }, Api { port: free_port() }];
@@ -258,8 +277,9 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
     env.push(("PG_ADMIN_URL", admin_url.as_str()));
     let mut controllers = Vec::new();
     for (i, name) in ["ctl-1", "ctl-2"].into_iter().enumerate() {
-        let text = failover_controller_config(&redis, pg.port(), controls[i], apis[i].port, &upstream)
-            + &format!("\n[ownership]\nper_worker_target = {PER_GATEWAY}\n");
+        let text =
+            failover_controller_config(&redis, pg.port(), controls[i], apis[i].port, &upstream)
+                + &format!("\n[ownership]\nper_worker_target = {PER_GATEWAY}\n");
         let file = scratch.write(&format!("{name}.toml"), &text);
         if i == 0 {
             migrate_quota(file.to_str().unwrap(), &env);
@@ -277,18 +297,39 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
         let (http, admin) = (free_port(), free_port());
         let file = scratch.write(
             &format!("{worker}.toml"),
-            &gateway_config(worker, &[controls[order[0]], controls[order[1]]], http, admin, &sim, None),
+            &gateway_config(
+                worker,
+                &[controls[order[0]], controls[order[1]]],
+                http,
+                admin,
+                &sim,
+                None,
+            ),
         );
         gateways.push((
-            Proc::start(worker, &["gateway", "--config", file.to_str().unwrap()], &env, &scratch.path),
+            Proc::start(
+                worker,
+                &["gateway", "--config", file.to_str().unwrap()],
+                &env,
+                &scratch.path,
+            ),
             format!("127.0.0.1:{admin}"),
         ));
-        proxies.push((worker, format!("http://acme:acme-gateway-password@127.0.0.1:{http}")));
+        proxies.push((
+            worker,
+            format!("http://acme:acme-gateway-password@127.0.0.1:{http}"),
+        ));
     }
     let origin = sim.origin().url("/");
-    eventually("both gateways hold their share", Duration::from_secs(90), || {
-        gateways.iter().all(|(_, admin)| gateway_proxies(admin) == PER_GATEWAY)
-    });
+    eventually(
+        "both gateways hold their share",
+        Duration::from_secs(90),
+        || {
+            gateways
+                .iter()
+                .all(|(_, admin)| gateway_proxies(admin) == PER_GATEWAY)
+        },
+    );
 
     // 1. A few hundred extracted, from both controllers.
     let mut before = HandedOut::default();
@@ -305,7 +346,12 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
     });
     let listing = apis[0].listing();
     before.add_listing(&listing);
-    assert_eq!(before.leased.len() as u64, 2 * PER_GATEWAY, "{:?}", before.leased);
+    assert_eq!(
+        before.leased.len() as u64,
+        2 * PER_GATEWAY,
+        "{:?}",
+        before.leased
+    );
     assert!(before.extracted.len() >= 200);
     for (worker, proxy) in &proxies {
         let id = routed_by(proxy, &origin).expect("routed before the loss");
@@ -318,28 +364,47 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
     redis_down_and_up(&mut redis, |dir| {
         std::fs::remove_dir_all(dir.join("appendonlydir")).unwrap();
     });
-    eventually("the loss is recognised and a new store put in place", Duration::from_secs(30), || {
-        let store = apis[1].store();
-        store["state"] == "recovering" && store["loss"] == "missing"
-    });
+    eventually(
+        "the loss is recognised and a new store put in place",
+        Duration::from_secs(30),
+        || {
+            let store = apis[1].store();
+            store["state"] == "recovering" && store["loss"] == "missing"
+        },
+    );
     assert_ne!(apis[0].store()["identity"], first_identity);
     assert_eq!(apis[0].store()["identity"], apis[1].store()["identity"]);
-    let losses: f64 = apis.iter().map(|a| a.metric_sum("proxypool_controller_store_losses_total", "reason=\"missing\"")).sum();
+    let losses: f64 = apis
+        .iter()
+        .map(|a| {
+            a.metric_sum(
+                "proxypool_controller_store_losses_total",
+                "reason=\"missing\"",
+            )
+        })
+        .sum();
     assert_eq!(losses, 1.0, "one controller recorded the loss");
     let (status, text, body) = apis[0].call("GET", "/readyz", None);
     assert_eq!(status, 200, "{text}");
     assert_eq!(body["store"]["state"], "recovering");
     // Refetched, every proxy is withheld: a clear answer, never someone else's proxy.
-    eventually("extraction says the store is recovering", Duration::from_secs(30), || {
-        let (status, code, ids) = apis[0].extract(5);
-        assert!(ids.is_empty(), "handed out during recovery before new proxies: {ids:?}");
-        status == 503 && code == "store_recovering"
-    });
+    eventually(
+        "extraction says the store is recovering",
+        Duration::from_secs(30),
+        || {
+            let (status, code, ids) = apis[0].extract(5);
+            assert!(
+                ids.is_empty(),
+                "handed out during recovery before new proxies: {ids:?}"
+            );
+            status == 503 && code == "store_recovering"
+        },
+    );
     let (_, head, _) = apis[0].call("POST", "/v1/extractions", Some(r#"{"count": 1}"#));
     assert!(head.to_ascii_lowercase().contains("retry-after:"), "{head}");
     // The vendor issues new proxies: provably new, they are served.
     let mut rotated: BTreeSet<String> = runtime
-        .block_on(sim.rotate(60))
+        .block_on(sim.vendor().rotate(60))
         .unwrap()
         .iter()
         .map(|p| p.addr().to_string())
@@ -348,29 +413,49 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
 
     // 3. Restarted with its data: not a loss. A copy of the AOF is kept for step 4.
     let backup = scratch.file("aof-copy");
-    redis_down_and_up(&mut redis, |dir| copy_dir(&dir.join("appendonlydir"), &backup));
+    redis_down_and_up(&mut redis, |dir| {
+        copy_dir(&dir.join("appendonlydir"), &backup)
+    });
     let identity = apis[0].store()["identity"].clone();
     std::thread::sleep(Duration::from_secs(3));
-    eventually("the store serves again", Duration::from_secs(30), || apis[0].store()["identity"] == identity);
-    let losses: f64 = apis.iter().map(|a| a.metric_sum("proxypool_controller_store_losses_total", "reason=")).sum();
+    eventually("the store serves again", Duration::from_secs(30), || {
+        apis[0].store()["identity"] == identity
+    });
+    let losses: f64 = apis
+        .iter()
+        .map(|a| a.metric_sum("proxypool_controller_store_losses_total", "reason="))
+        .sum();
     assert_eq!(losses, 1.0, "a restart with the data is no loss");
 
     // More is handed out after the copy: then the copy is restored.
-    rotated.extend(runtime.block_on(sim.rotate(60)).unwrap().iter().map(|p| p.addr().to_string()));
+    rotated.extend(
+        runtime
+            .block_on(sim.vendor().rotate(60))
+            .unwrap()
+            .iter()
+            .map(|p| p.addr().to_string()),
+    );
     std::thread::sleep(Duration::from_secs(3));
     let mut before_second = HandedOut::default();
-    before_second.extracted.extend(before.extracted.iter().cloned());
+    before_second
+        .extracted
+        .extend(before.extracted.iter().cloned());
     before_second.extracted.extend(after_first.iter().cloned());
     for _ in 0..4 {
         let (status, _, ids) = apis[0].extract(10);
         if status == 200 {
-            before_second.extracted.extend(ids.into_iter().map(|(id, _)| id));
+            before_second
+                .extracted
+                .extend(ids.into_iter().map(|(id, _)| id));
         }
     }
     before_second.add_listing(&apis[0].listing());
     // Leases of the first incarnation a gateway may still route.
     for (id, owner) in &before.leased {
-        before_second.leased.entry(id.clone()).or_insert_with(|| owner.clone());
+        before_second
+            .leased
+            .entry(id.clone())
+            .or_insert_with(|| owner.clone());
     }
 
     // 4. Restored from the older copy.
@@ -378,13 +463,30 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
         std::fs::remove_dir_all(dir.join("appendonlydir")).unwrap();
         copy_dir(&backup, &dir.join("appendonlydir"));
     });
-    eventually("the older copy is recognised", Duration::from_secs(30), || {
-        let store = apis[0].store();
-        store["state"] == "recovering" && store["loss"] == "rolled_back"
-    });
-    let losses: f64 = apis.iter().map(|a| a.metric_sum("proxypool_controller_store_losses_total", "reason=\"rolled_back\"")).sum();
+    eventually(
+        "the older copy is recognised",
+        Duration::from_secs(30),
+        || {
+            let store = apis[0].store();
+            store["state"] == "recovering" && store["loss"] == "rolled_back"
+        },
+    );
+    let losses: f64 = apis
+        .iter()
+        .map(|a| {
+            a.metric_sum(
+                "proxypool_controller_store_losses_total",
+                "reason=\"rolled_back\"",
+            )
+        })
+        .sum();
     assert_eq!(losses, 1.0);
-    let fresh: BTreeSet<String> = runtime.block_on(sim.rotate(60)).unwrap().iter().map(|p| p.addr().to_string()).collect();
+    let fresh: BTreeSet<String> = runtime
+        .block_on(sim.vendor().rotate(60))
+        .unwrap()
+        .iter()
+        .map(|p| p.addr().to_string())
+        .collect();
     nothing_handed_out_again(&apis, &proxies, &origin, &before_second, &fresh);
 
     drop(gateways);

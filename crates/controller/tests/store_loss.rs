@@ -7,8 +7,8 @@
 use proxypool_controller::{SharedClock, StoreGuard, SystemClock};
 use proxypool_core::{
     ActivityPool, Candidate, CheckOutcome, ExtractMode, ExtractRequest, Fence, FetchedBatch,
-    HealthBatch, HealthObservation, LeaseStore, LossReason, PoolError, ProviderStatus, Protocol,
-    ProxyFilter, StoreLedger, StoreStatus, Unavailable, UpstreamId, WorkerId,
+    HealthBatch, HealthObservation, LeaseStore, LossReason, Maintenance, PoolError, Protocol,
+    ProviderStatus, ProxyFilter, StoreLedger, StoreStatus, Unavailable, UpstreamId, WorkerId,
 };
 use proxypool_quota::MemoryQuota;
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
@@ -77,7 +77,11 @@ fn stale<T: std::fmt::Debug>(result: Result<T, PoolError>, call: &str) {
 
 /// Every kind of write a leader's loops make, through `store`; each must fail, and
 /// `check` says how.
-async fn every_write(store: &Arc<dyn ActivityPool>, now: u64, check: impl Fn(&str, Result<(), PoolError>)) {
+async fn every_write(
+    store: &Arc<dyn ActivityPool>,
+    now: u64,
+    check: impl Fn(&str, Result<(), PoolError>),
+) {
     let id = batch(0, 1).candidates[0].clone();
     let proxy = proxypool_core::proxy::proxy_id_for(id.protocol, &id.host, id.port, None);
     check("upsert", store.upsert(now, batch(100, 3)).await.map(|_| ()));
@@ -92,6 +96,7 @@ async fn every_write(store: &Arc<dyn ActivityPool>, now: u64, check: impl Fn(&st
                         checked_at_ms: now,
                         outcome: CheckOutcome::Success { latency_ms: 5 },
                     }],
+                    unhealthy_after_failures: 3,
                 },
             )
             .await
@@ -104,7 +109,10 @@ async fn every_write(store: &Arc<dyn ActivityPool>, now: u64, check: impl Fn(&st
             .await
             .map(|_| ()),
     );
-    check("extract", store.extract(now, extract_request(2)).await.map(|_| ()));
+    check(
+        "extract",
+        store.extract(now, extract_request(2)).await.map(|_| ()),
+    );
     check(
         "provider status",
         store
@@ -131,11 +139,27 @@ async fn a_leader_paused_across_a_store_loss_has_every_write_refused() {
     let (redis_a, redis_b) = (pool(&redis, "loss"), pool(&redis, "loss"));
     let (pool_a, pool_b): (Arc<dyn ActivityPool>, Arc<dyn ActivityPool>) =
         (redis_a.clone(), redis_b.clone());
-    let guard_a = StoreGuard::new(pool_a.clone(), ledger.clone(), "loss", clock.clone(), HOLD_MS);
-    let guard_b = StoreGuard::new(pool_b.clone(), ledger.clone(), "loss", clock.clone(), HOLD_MS);
+    let guard_a = StoreGuard::new(
+        pool_a.clone(),
+        ledger.clone(),
+        "loss",
+        clock.clone(),
+        HOLD_MS,
+    );
+    let guard_b = StoreGuard::new(
+        pool_b.clone(),
+        ledger.clone(),
+        "loss",
+        clock.clone(),
+        HOLD_MS,
+    );
     let first = guard_a.establish().await.unwrap();
     assert!(matches!(first, StoreStatus::Ok { .. }), "{first:?}");
-    assert_eq!(guard_b.establish().await.unwrap(), first, "both adopt one store");
+    assert_eq!(
+        guard_b.establish().await.unwrap(),
+        first,
+        "both adopt one store"
+    );
 
     // A leads and writes under its term.
     let now = clock.now();
@@ -160,7 +184,10 @@ async fn a_leader_paused_across_a_store_loss_has_every_write_refused() {
         panic!("expected a recovery, got {recovered:?}");
     };
     assert_eq!(*loss, Some(LossReason::Missing));
-    let StoreStatus::Ok { identity: before, .. } = &first else {
+    let StoreStatus::Ok {
+        identity: before, ..
+    } = &first
+    else {
         unreachable!()
     };
     assert_ne!(identity, before, "a new incarnation");
@@ -212,19 +239,28 @@ async fn an_older_copy_is_a_loss_and_a_restart_with_its_data_is_not() {
     let clock: SharedClock = Arc::new(SystemClock);
     let ledger: Arc<dyn StoreLedger> = Arc::new(MemoryQuota::new());
     let store = pool(&redis, "copy");
-    let guard = StoreGuard::new(store.clone(), ledger.clone(), "copy", clock.clone(), HOLD_MS);
+    let guard = StoreGuard::new(
+        store.clone(),
+        ledger.clone(),
+        "copy",
+        clock.clone(),
+        HOLD_MS,
+    );
     guard.establish().await.unwrap();
     // A few rounds move the generation; the ledger follows.
     for _ in 0..3 {
-        assert!(matches!(guard.round().await.unwrap(), StoreStatus::Ok { .. }));
+        assert!(matches!(
+            guard.round().await.unwrap(),
+            StoreStatus::Ok { .. }
+        ));
     }
     let entry = ledger.load("copy").await.unwrap().unwrap();
     assert!(entry.generation >= 4, "{entry:?}");
     // The mark as it was a moment ago: what a copy taken then holds.
-    let mark_key = format!("copy:{{activity}}:v3:mark");
+    let mark_key = "copy:{activity}:v3:mark";
     let mut conn = redis.connect().unwrap();
     let older = entry.generation - 2;
-    conn.command(&["HSET", &mark_key, "generation", &older.to_string()])
+    conn.command(&["HSET", mark_key, "generation", &older.to_string()])
         .unwrap();
     assert_eq!(
         lost(store.footprint().await, "a call on the older copy"),

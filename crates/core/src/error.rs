@@ -5,7 +5,7 @@
 //! (404/409), insufficient inventory is a business answer (409), and *unavailable* means the
 //! store could not decide (503): it is never folded into "no inventory".
 
-use crate::store_mark::LossReason;
+use crate::store_loss::LossReason;
 use std::fmt;
 
 /// Why an operation conflicts with the current state.

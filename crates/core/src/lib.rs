@@ -20,6 +20,7 @@
 //! - [`port_set`]: destination ports a gateway client may reach (`"*"` or a list).
 //! - [`cooldown`]: cooldowns per (proxy, registrable domain) and client feedback.
 //! - [`control`]: the worker control API messages (gateway ⇄ controller).
+//! - [`store_loss`]: why a pool store is not the one remembered ([`LossReason`]).
 //! - [`store_mark`]: the pool store's identity and generation, losses and the recovery rule,
 //!   and the durable ledger that remembers them.
 //! - [`secret_hash`]: salted hashes of tokens and gateway passwords, and the constant-time
@@ -54,6 +55,7 @@ pub mod random;
 pub mod runtime;
 pub mod secret;
 pub mod secret_hash;
+pub mod store_loss;
 pub mod store_mark;
 pub mod sync;
 pub mod time;

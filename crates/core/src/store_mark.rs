@@ -23,7 +23,9 @@ use crate::random::RandomError;
 use crate::time::UnixMillis;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::fmt::{self, Debug};
+use std::fmt::Debug;
+
+pub use crate::store_loss::LossReason;
 
 /// What a pool store says about itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,54 +110,10 @@ pub struct Expectation {
 }
 
 impl Expectation {
-    /// Matches no store: every call is refused (`StoreLost`) until the real expectation is
-    /// set, so nothing reads or writes a store whose identity was not established.
-    pub fn unestablished() -> Expectation {
-        Expectation {
-            identity: String::new(),
-            generation: u64::MAX,
-        }
-    }
-}
-
-/// Why a store's mark does not match what a role remembers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LossReason {
-    /// The store has no identity at all (it came back empty).
-    Missing,
-    /// The store carries another identity (another incarnation took its place).
-    Replaced,
-    /// The store's generation is below one already seen (restored from an older copy).
-    RolledBack,
-    /// An operator forced a recovery (`proxypool store recover`).
-    Forced,
-}
-
-impl LossReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LossReason::Missing => "missing",
-            LossReason::Replaced => "replaced",
-            LossReason::RolledBack => "rolled_back",
-            LossReason::Forced => "forced",
-        }
-    }
-
-    /// The reason named by [`LossReason::as_str`].
-    pub fn parse(text: &str) -> Option<LossReason> {
-        [
-            LossReason::Missing,
-            LossReason::Replaced,
-            LossReason::RolledBack,
-            LossReason::Forced,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == text)
-    }
-
-    /// Judges `mark` (what the store carries) against `expected`: `None` when it matches.
-    pub fn judge(mark: Option<&StoreMark>, expected: &Expectation) -> Option<LossReason> {
+    /// Judges `mark` (what the store carries) against this expectation: `None` when it
+    /// matches.
+    pub fn judge(&self, mark: Option<&StoreMark>) -> Option<LossReason> {
+        let expected = self;
         match mark {
             None => Some(LossReason::Missing),
             Some(m) if m.identity != expected.identity => Some(LossReason::Replaced),
@@ -163,16 +121,14 @@ impl LossReason {
             Some(_) => None,
         }
     }
-}
 
-impl fmt::Display for LossReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            LossReason::Missing => "the store has no identity (it came back empty)",
-            LossReason::Replaced => "the store carries another identity",
-            LossReason::RolledBack => "the store's generation went backwards (an older copy)",
-            LossReason::Forced => "an operator forced a recovery",
-        })
+    /// Matches no store: every call is refused (`StoreLost`) until the real expectation is
+    /// set, so nothing reads or writes a store whose identity was not established.
+    pub fn unestablished() -> Expectation {
+        Expectation {
+            identity: String::new(),
+            generation: u64::MAX,
+        }
     }
 }
 
@@ -315,21 +271,12 @@ mod tests {
             generation: 7,
             recovery: None,
         };
-        assert_eq!(LossReason::judge(Some(&mark), &expected), None);
+        assert_eq!(expected.judge(Some(&mark)), None);
         mark.generation = 6;
-        assert_eq!(
-            LossReason::judge(Some(&mark), &expected),
-            Some(LossReason::RolledBack)
-        );
+        assert_eq!(expected.judge(Some(&mark)), Some(LossReason::RolledBack));
         mark.identity = new_identity().unwrap();
-        assert_eq!(
-            LossReason::judge(Some(&mark), &expected),
-            Some(LossReason::Replaced)
-        );
-        assert_eq!(
-            LossReason::judge(None, &expected),
-            Some(LossReason::Missing)
-        );
+        assert_eq!(expected.judge(Some(&mark)), Some(LossReason::Replaced));
+        assert_eq!(expected.judge(None), Some(LossReason::Missing));
         for reason in [
             LossReason::Missing,
             LossReason::Replaced,

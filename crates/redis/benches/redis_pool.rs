@@ -436,7 +436,7 @@ async fn main() {
     let fetched = used_memory(&server);
     make_available(&big, 0, 100_000).await;
     let available = used_memory(&server);
-    let by_key = memory_by_key(&server, big.keyspace(), 100_000);
+    let by_key = memory_by_key(&server, &big.keyspace(), 100_000);
     server.command(&["CONFIG", "RESETSTAT"]).unwrap();
     let cpu_before = server_cpu_seconds(&server);
     let started = Instant::now();

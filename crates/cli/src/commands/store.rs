@@ -24,10 +24,7 @@ pub(crate) async fn run(args: StoreArgs) -> Result<(), Failure> {
     let result = act(opened.ledger.as_ref(), &pool, args.action, hold_ms).await;
     opened.close().await;
     let entry = result?;
-    println!(
-        "{}",
-        serde_json::json!({ "pool": pool, "ledger": entry })
-    );
+    println!("{}", serde_json::json!({ "pool": pool, "ledger": entry }));
     Ok(())
 }
 

@@ -20,8 +20,8 @@
 use crate::clock::SharedClock;
 use crate::metrics::{STORE_LOSSES, STORE_STATE};
 use proxypool_core::{
-    ActivityPool, Expectation, LedgerEntry, LossReason, PoolError, PoolResult, Recovery,
-    StoreLedger, StoreMark, StoreStatus, Unavailable, UnixMillis,
+    ActivityPool, Expectation, LedgerEntry, PoolError, PoolResult, Recovery, StoreLedger,
+    StoreMark, StoreStatus, Unavailable, UnixMillis,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -144,7 +144,7 @@ impl StoreGuard {
                 identity: entry.identity.clone(),
                 generation: entry.generation,
             };
-            match LossReason::judge(mark.as_ref(), &remembered) {
+            match remembered.judge(mark.as_ref()) {
                 None => {
                     let mark = mark.unwrap_or_else(|| unreachable_mark(&entry));
                     return self.settle(now, entry, mark).await;

@@ -21,8 +21,8 @@ mod usage;
 mod usage_state;
 
 use proxypool_core::{
-    ActivityPool, Conflict, Expectation, Fence, Fencing, LossReason, PoolError, PoolResult,
-    Unavailable, UnixMillis,
+    ActivityPool, Conflict, Expectation, Fence, Fencing, PoolError, PoolResult, Unavailable,
+    UnixMillis,
 };
 use state::State;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -102,7 +102,7 @@ impl MemoryPool {
         let state = self.lock_unchecked()?;
         let expected = self.expected.read().unwrap_or_else(|e| e.into_inner());
         if let Some(expected) = expected.as_ref()
-            && let Some(reason) = LossReason::judge(state.mark.as_ref(), expected)
+            && let Some(reason) = expected.judge(state.mark.as_ref())
         {
             return Err(PoolError::Unavailable(Unavailable::StoreLost(reason)));
         }

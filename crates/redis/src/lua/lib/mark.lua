@@ -5,7 +5,7 @@
 -- entry point touches anything, and P.recovery, read by the upsert of a new record.
 -- Invariant: a call that remembers a store (ARGV[5], "<identity>\t<generation>") runs only
 -- while the mark carries that identity with at least that generation
--- (MemoryPool: LossReason::judge).
+-- (MemoryPool: Expectation::judge).
 
 -- Why the store is not the one the caller remembers ('missing', 'replaced',
 -- 'rolled_back'), or nil when it is (or the caller remembers none).
