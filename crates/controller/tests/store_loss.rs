@@ -61,6 +61,21 @@ fn extract_request(n: u32) -> ExtractRequest {
     }
 }
 
+/// The first answer of a read once Redis answers again (a restart breaks the connection,
+/// which the next call makes again).
+async fn first_answer(
+    pool: &Arc<dyn ActivityPool>,
+) -> Result<proxypool_core::Footprint, PoolError> {
+    loop {
+        match pool.footprint().await {
+            Err(PoolError::Unavailable(Unavailable::Store(_))) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 fn lost<T: std::fmt::Debug>(result: Result<T, PoolError>, call: &str) -> LossReason {
     match result {
         Err(PoolError::Unavailable(Unavailable::StoreLost(reason))) => reason,
@@ -174,9 +189,10 @@ async fn a_leader_paused_across_a_store_loss_has_every_write_refused() {
     // A is paused; the store comes back empty (nothing was persisted).
     redis.restart().unwrap();
 
-    // B notices on its very next call, and puts a new incarnation in place once.
+    // B notices on its very next call that Redis answers (the connection the restart
+    // broke is made again first), and puts a new incarnation in place once.
     assert_eq!(
-        lost(pool_b.footprint().await, "B's first call"),
+        lost(first_answer(&pool_b).await, "B's first call"),
         LossReason::Missing
     );
     let recovered = guard_b.round().await.unwrap();
@@ -213,6 +229,10 @@ async fn a_leader_paused_across_a_store_loss_has_every_write_refused() {
     let footprint = pool_b.footprint().await.unwrap();
 
     // A resumes: every write is refused, as a store it does not know ...
+    assert_eq!(
+        lost(first_answer(&pool_a).await, "A's first call"),
+        LossReason::Replaced
+    );
     let at = clock.now();
     every_write(&fenced_a, at, |call, result| {
         assert_eq!(lost(result, call), LossReason::Replaced, "{call}");
