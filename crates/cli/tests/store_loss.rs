@@ -413,10 +413,11 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
 
     // 3. Restarted with its data: not a loss. A copy of the AOF is kept for step 4.
     let backup = scratch.file("aof-copy");
+    let identity = apis[0].store()["identity"].clone();
+    assert!(identity.is_string(), "{identity}");
     redis_down_and_up(&mut redis, |dir| {
         copy_dir(&dir.join("appendonlydir"), &backup)
     });
-    let identity = apis[0].store()["identity"].clone();
     std::thread::sleep(Duration::from_secs(3));
     eventually("the store serves again", Duration::from_secs(30), || {
         apis[0].store()["identity"] == identity
