@@ -26,7 +26,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// The alerts of `rules/proxypool.yml`, in its order.
-const ALERTS: [&str; 10] = [
+const ALERTS: [&str; 11] = [
     "ProxypoolDown",
     "ProxypoolNoLeader",
     "ProxypoolPoolEmpty",
@@ -37,6 +37,7 @@ const ALERTS: [&str; 10] = [
     "ProxypoolGatewayRefusalsHigh",
     "ProxypoolApiRefusalsHigh",
     "ProxypoolAccessLogLosingLines",
+    "ProxypoolStoreLost",
 ];
 
 /// Series Prometheus makes itself for every target it scrapes, never the exporter.

@@ -11,8 +11,8 @@
 //! A lock whose critical section spans a multi-step update that a panic could leave half
 //! done must not use this helper; it says at the spot why and what it does instead (the
 //! in-memory pool is the one such lock). The crates that deliberately depend on nothing of
-//! ours (throttle, quota, sim, testkit) apply the same policy inline with
-//! `unwrap_or_else(PoisonError::into_inner)`.
+//! ours (throttle, sim, testkit), and the quota, which takes only core's port types, apply
+//! the same policy inline with `unwrap_or_else(PoisonError::into_inner)`.
 
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 

@@ -213,6 +213,7 @@ async fn overview_charged(state: &ApiState, grant: &QuotaGrant) -> Result<Value,
 
     Ok(json!({
         "as_of_ms": now,
+        "store": state.ports().upstreams.store_status(),
         "upstreams": rows,
         "proxies": {
             "listed": page.proxies.len(),

@@ -4,7 +4,8 @@
 //! preparing a host ahead of time). PostgreSQL: the serving role should not be able to
 //! create tables, so migrations run here, as the configured role or as an owner given by
 //! `--admin-url-env`; `--create-role NAME` then creates (or re-asserts) the
-//! least-privilege login role the quota runs as (SELECT/INSERT/UPDATE on its one table).
+//! least-privilege login role the quota runs as (SELECT/INSERT/UPDATE on its tables: the
+//! quota's and the pool store's ledger).
 
 use crate::args::MigrateArgs;
 use crate::failure::Failure;

@@ -76,6 +76,7 @@ function fill(tbody, rows) {
 
 async function overview() {
   const o = await api("/v1/admin/overview");
+  storeNotice(o.store);
   const by = o.proxies.by_status;
   const total = Object.values(by).reduce((a, b) => a + b, 0);
   $("ov-proxies").textContent = num(total);
@@ -99,6 +100,21 @@ async function overview() {
       ...STATES.map((s) => el("td", { class: "num", data: { state: s } }, num(u.by_status[s] || 0))),
       el("td", { class: "num", data: { state: "LEASED" } }, num(u.owned)),
       el("td", {}, share(u.healthy_share)))));
+}
+
+// The pool store's state, shown only when it is not simply ok.
+function storeNotice(store) {
+  const notice = $("ov-store");
+  const state = store ? store.state : "ok";
+  notice.hidden = state === "ok";
+  if (state === "recovering") {
+    notice.textContent = "The pool store lost its memory (" + (store.loss || "loss") + ") and is recovering until " +
+      new Date(store.until_ms).toLocaleTimeString() + ": proxies that may have been handed out before are withheld.";
+  } else if (state === "lost") {
+    notice.textContent = "The pool store lost its memory (" + store.reason + "): every call is refused until a new store is in place.";
+  } else if (state === "unknown") {
+    notice.textContent = "The pool store's identity is not established yet.";
+  }
 }
 
 function share(f) {
