@@ -100,6 +100,17 @@ struct RunningGateway {
     config: GatewayConfig,
 }
 
+/// Where the store guard remembers the pool store (`proxypool_controller::StoreGuard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ledger {
+    /// In the quota's database, so a store that lost its memory is recognised even after
+    /// every controller restarted with it.
+    Durable,
+    /// For this run only: `dev`, whose store and simulated vendor live and die with the
+    /// process, so nothing an earlier run handed out can be handed out again.
+    ThisRun,
+}
+
 impl Stack {
     /// Starts the controller and the client API; `gateway` (built by the caller once the
     /// control address is known) is then bound and started too.
@@ -107,6 +118,7 @@ impl Stack {
         config: Config,
         gateway: Option<&dyn Fn(String) -> Result<GatewayConfig, Failure>>,
         reloader: Option<Arc<dyn ConfigReloader>>,
+        ledger: Ledger,
     ) -> Result<Stack, Failure> {
         let api = config.api.clone();
         let cooldowns = config.cooldowns.policy();
@@ -123,9 +135,10 @@ impl Stack {
         let mut controller = Controller::from_config(config)
             .await
             .map_err(|e| Failure::runtime(e.to_string()))?;
-        // The quota's database remembers the store's identity, so a store that lost its
-        // memory is recognised even after every controller restarted with it.
-        controller.guard_store(quota.ledger.clone());
+        controller.guard_store(match ledger {
+            Ledger::Durable => quota.ledger.clone(),
+            Ledger::ThisRun => Arc::new(proxypool_quota::MemoryQuota::new()),
+        });
         let running = controller
             .clone()
             .start()

@@ -2,7 +2,9 @@
 //! `Browser`) against a running `proxypool dev`. Every number the pages show is checked
 //! against the JSON API a script would read; an extraction shows within 2 s; cordoning
 //! from the page stops new leases; without a session nothing shows, and writes with the
-//! cookie need the CSRF token. Screenshots of every page go to `target/ui-screenshots/`.
+//! cookie need the CSRF token. On `proxypool serve`, the overview says when the pool store
+//! recovers from a loss, and `proxypool store` forces and acknowledges one. Screenshots of
+//! every page go to `target/ui-screenshots/`.
 
 mod common;
 
@@ -540,4 +542,167 @@ fn without_a_session_nothing_shows_and_cookie_writes_need_the_csrf_token() {
         status_of(&["-H", &cookie, &format!("{api}/ui/session")]),
         401
     );
+}
+
+/// `proxypool serve` from a file with a SQLite quota (the store guard's durable ledger), for
+/// the store's states: (process, API base URL, config file).
+fn start_serve_with_sqlite(
+    scratch: &Scratch,
+    sim: &proxypool_sim::SimVendor,
+) -> (common::Proc, String, PathBuf) {
+    let (api, http, admin) = (
+        common::free_port(),
+        common::free_port(),
+        common::free_port(),
+    );
+    let config = scratch.write(
+        "proxypool.toml",
+        &format!(
+            r#"
+[quota]
+url = "sqlite://data/quota.sqlite3"
+
+[listen]
+control = "127.0.0.1:0"
+api = "127.0.0.1:{api}"
+
+{upstream}
+
+[[clients]]
+id = "ops"
+project = "ops"
+admin = true
+api_token = {{ env = "OPS_TOKEN" }}
+gateway_password = {{ env = "OPS_PASSWORD" }}
+
+[gateway]
+worker_id = "box-1"
+[gateway.listeners]
+http = "127.0.0.1:{http}"
+admin = "127.0.0.1:{admin}"
+{destinations}
+"#,
+            upstream = common::sim_upstream(sim),
+            destinations = common::allow_sim_origin(sim),
+        ),
+    );
+    let serve = common::Proc::start(
+        "serve-store",
+        &["serve", "--config", config.to_str().unwrap()],
+        &SERVE_ENV,
+        &scratch.path,
+    );
+    (serve, format!("http://127.0.0.1:{api}"), config)
+}
+
+const SERVE_ENV: [(&str, &str); 2] = [
+    ("OPS_TOKEN", "ops-api-token-0001"),
+    ("OPS_PASSWORD", "ops-gateway-password"),
+];
+
+/// `store` of `GET /v1/upstreams` (Null until it answers).
+fn store_of(api: &str) -> Value {
+    let (code, body) = curl(&[
+        "-H",
+        "Authorization: Bearer ops-api-token-0001",
+        &format!("{api}/v1/upstreams"),
+    ]);
+    if code != 0 {
+        return Value::Null;
+    }
+    serde_json::from_str::<Value>(&body).map_or(Value::Null, |v| v["store"].clone())
+}
+
+/// `proxypool store ACTION --config FILE`: (exit code, the JSON it printed, stderr).
+fn store_command(action: &str, config: &std::path::Path) -> (i32, Value, String) {
+    let (code, stdout, stderr) = common::run(
+        &["store", action, "--config", config.to_str().unwrap()],
+        &SERVE_ENV,
+    );
+    (
+        code,
+        serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        stderr,
+    )
+}
+
+#[test]
+fn the_overview_says_when_the_pool_store_recovers_and_operators_control_it() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !curl_or_skip() {
+        return;
+    }
+    let Some(mut browser) = browser_or_skip(1400, 900) else {
+        return;
+    };
+    let scratch = Scratch::new("dashboard-store");
+    let (_runtime, sim) = common::sim_vendor(4);
+    let (_serve, api, config) = start_serve_with_sqlite(&scratch, &sim);
+    common::eventually("the store is established", Duration::from_secs(30), || {
+        store_of(&api)["state"] == "ok"
+    });
+    let identity = store_of(&api)["identity"].clone();
+    let (code, status, stderr) = store_command("status", &config);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(status["ledger"]["identity"], identity);
+    assert_eq!(status["ledger"]["recovery"], Value::Null);
+
+    // An operator forces a recovery (say, Redis was restored from a copy).
+    let (code, forced, stderr) = store_command("recover", &config);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(forced["ledger"]["loss"], "forced");
+    common::eventually(
+        "the forced recovery is in place",
+        Duration::from_secs(30),
+        || {
+            let store = store_of(&api);
+            store["state"] == "recovering" && store["loss"] == "forced"
+        },
+    );
+    assert_ne!(store_of(&api)["identity"], identity, "a new store");
+
+    browser.navigate(&format!("{api}/ui/")).unwrap();
+    browser
+        .wait_for(
+            "document.body.dataset.signedIn === 'false'",
+            Duration::from_secs(5),
+        )
+        .unwrap();
+    sign_in(&mut browser, "ops-api-token-0001");
+    browser
+        .wait_for(
+            "!document.getElementById('ov-store').hidden && \
+             document.getElementById('ov-store').textContent.includes('recovering until')",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+    shoot(&mut browser, "overview-store-recovering");
+
+    // The operator knows nothing was handed out: the recovery ends, the notice goes.
+    let (code, acknowledged, stderr) = store_command("acknowledge", &config);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(acknowledged["ledger"]["recovery"], Value::Null);
+    common::eventually("the recovery ends", Duration::from_secs(30), || {
+        store_of(&api)["state"] == "ok"
+    });
+    browser
+        .wait_for(
+            "document.getElementById('ov-store').hidden",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+    // A file whose quota database never saw a store: nothing to acknowledge, nothing written.
+    let other = Scratch::new("dashboard-store-other");
+    let lonely = other.write(
+        "proxypool.toml",
+        &std::fs::read_to_string(&config).unwrap().replace(
+            "sqlite://data/quota.sqlite3",
+            "sqlite://elsewhere/quota.sqlite3",
+        ),
+    );
+    let (code, _, stderr) = store_command("acknowledge", &lonely);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("no controller has recorded"), "{stderr}");
+    let (code, status, _) = store_command("status", &lonely);
+    assert_eq!((code, &status["ledger"]), (0, &Value::Null));
 }

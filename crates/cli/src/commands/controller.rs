@@ -8,7 +8,7 @@ use crate::failure::Failure;
 use crate::reload::{Reloader, serve_until_shutdown};
 use crate::settings;
 use crate::signal::Shutdown;
-use crate::stack::Stack;
+use crate::stack::{Ledger, Stack};
 use proxypool_config::Role;
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
     if config.worker_tokens.is_empty() {
         tracing::warn!("no [[worker_tokens]]: no gateway can register with this controller");
     }
-    let mut stack = Stack::start(config, None, Some(Arc::new(requests))).await?;
+    let mut stack = Stack::start(config, None, Some(Arc::new(requests)), Ledger::Durable).await?;
     tracing::info!(
         api = %stack.api_addr,
         control = %stack.control_addr(),

@@ -8,7 +8,7 @@ use crate::gateway_section::gateway_config;
 use crate::reload::{Reloader, serve_until_shutdown};
 use crate::settings;
 use crate::signal::Shutdown;
-use crate::stack::{LoopbackWorker, Stack};
+use crate::stack::{Ledger, LoopbackWorker, Stack};
 use proxypool_config::Role;
 use std::sync::Arc;
 
@@ -22,7 +22,13 @@ pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
     gateway_config(&config, &worker.placement("http://127.0.0.1:1".into()))?;
     let file = config.clone();
     let build = |url: String| gateway_config(&file, &worker.placement(url));
-    let mut stack = Stack::start(config, Some(&build), Some(Arc::new(requests))).await?;
+    let mut stack = Stack::start(
+        config,
+        Some(&build),
+        Some(Arc::new(requests)),
+        Ledger::Durable,
+    )
+    .await?;
     tracing::info!(
         api = %stack.api_addr,
         control = %stack.control_addr(),

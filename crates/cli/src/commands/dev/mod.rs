@@ -29,7 +29,7 @@ use crate::commands::sim::vendor_config;
 use crate::failure::Failure;
 use crate::gateway_section::gateway_config;
 use crate::signal::Shutdown;
-use crate::stack::{LoopbackWorker, Stack};
+use crate::stack::{Ledger, LoopbackWorker, Stack};
 use proxypool_gateway::GatewayConfig;
 use proxypool_sim::SimVendor;
 use std::time::{Duration, Instant};
@@ -55,7 +55,7 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
     let build = |url: String| -> Result<GatewayConfig, Failure> {
         gateway_config(&file, &worker.placement(url))
     };
-    let stack = Stack::start(config, Some(&build), None)
+    let stack = Stack::start(config, Some(&build), None, Ledger::ThisRun)
         .await
         .map_err(|mut failure| {
             if failure.message.contains("in use") {
