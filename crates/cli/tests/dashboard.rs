@@ -672,7 +672,7 @@ fn the_overview_says_when_the_pool_store_recovers_and_operators_control_it() {
     browser
         .wait_for(
             "!document.getElementById('ov-store').hidden && \
-             document.getElementById('ov-store').textContent.includes('recovering until')",
+             document.getElementById('ov-store').textContent.includes('An operator forced a recovery')",
             Duration::from_secs(10),
         )
         .unwrap();

@@ -166,7 +166,7 @@ async fn records_store_no_id_and_relative_times_yet_read_back_exactly() {
         assert_eq!(r.health.latency_ms, Some(7));
 
         let base = pool.keyspace();
-        assert!(base.ends_with(":{activity}:v2:"), "{base}");
+        assert!(base.ends_with(":{activity}:v3:"), "{base}");
         let ids = BTreeSet::from([id.to_string()]);
         assert_eq!(binary_members(server, &format!("{base}expiry")), ids);
         assert_eq!(binary_members(server, &format!("{base}checks")), ids);

@@ -36,7 +36,7 @@ CREATE TABLE proxypool_quota.store_ledger (
     CONSTRAINT store_ledger_recovery_non_negative
         CHECK (lost_at_ms >= 0 AND hold_ms >= 0),
     CONSTRAINT store_ledger_loss_known
-        CHECK (loss IN ('missing', 'replaced', 'rolled_back'))
+        CHECK (loss IN ('missing', 'replaced', 'rolled_back', 'forced'))
 );
 
 COMMENT ON TABLE proxypool_quota.store_ledger IS

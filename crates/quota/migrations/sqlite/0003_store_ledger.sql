@@ -33,7 +33,7 @@ CREATE TABLE store_ledger (
     CONSTRAINT store_ledger_recovery_non_negative
         CHECK (lost_at_ms >= 0 AND hold_ms >= 0),
     CONSTRAINT store_ledger_loss_known
-        CHECK (loss IN ('missing', 'replaced', 'rolled_back')),
+        CHECK (loss IN ('missing', 'replaced', 'rolled_back', 'forced')),
     CONSTRAINT store_ledger_installed_bool
         CHECK (installed IN (0, 1))
 ) STRICT, WITHOUT ROWID;

@@ -107,6 +107,11 @@ pub async fn ledger_entries_load_exactly_as_written<F: QuotaFactory>(factory: &F
             "pool-c".to_owned(),
             recovering(identity(3), 7, LossReason::Replaced),
         ),
+        // An operator's forced recovery (`proxypool store recover`).
+        (
+            "pool-f".to_owned(),
+            recovering(identity(7), 8, LossReason::Forced),
+        ),
         (
             "pool-d".to_owned(),
             LedgerEntry {

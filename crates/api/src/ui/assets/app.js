@@ -108,8 +108,10 @@ function storeNotice(store) {
   const state = store ? store.state : "ok";
   notice.hidden = state === "ok";
   if (state === "recovering") {
-    notice.textContent = "The pool store lost its memory (" + (store.loss || "loss") + ") and is recovering until " +
-      new Date(store.until_ms).toLocaleTimeString() + ": proxies that may have been handed out before are withheld.";
+    const why = store.loss === "forced" ? "An operator forced a recovery of the pool store"
+      : "The pool store lost its memory (" + (store.loss || "loss") + ")";
+    notice.textContent = why + "; it is recovering until " + new Date(store.until_ms).toLocaleTimeString() +
+      ": proxies that may have been handed out before are withheld.";
   } else if (state === "lost") {
     notice.textContent = "The pool store lost its memory (" + store.reason + "): every call is refused until a new store is in place.";
   } else if (state === "unknown") {
