@@ -158,16 +158,13 @@ async fn one_of_two_leads_and_a_dead_leader_is_replaced_when_its_lease_ends() {
     let clock = tokio_clock();
     let a = contender(&store, &clock);
     let mut a_rx = a.watch();
-    assert_eq!(
-        leads_within(&mut a_rx, Duration::from_millis(1)).await,
-        Term(1)
-    );
+    let first = leads_within(&mut a_rx, Duration::from_millis(1)).await;
     let b = contender(&store, &clock);
     let mut b_rx = b.watch();
 
     // A minute of renewals: A keeps term 1, B never leads.
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert_eq!(*a_rx.borrow_and_update(), Some(Term(1)));
+    assert_eq!(*a_rx.borrow_and_update(), Some(first));
     assert!(!a_rx.has_changed().unwrap());
     assert!(!b_rx.has_changed().unwrap());
     let lease = store
@@ -185,7 +182,7 @@ async fn one_of_two_leads_and_a_dead_leader_is_replaced_when_its_lease_ends() {
     let takeover = died.elapsed();
     let lease_left =
         Duration::from_millis(lease.expires_at_ms - clock.now().min(lease.expires_at_ms));
-    assert_eq!(term, Term(2));
+    assert!(term > first, "{term:?} after {first:?}");
     assert_eq!(lease_left, Duration::ZERO);
     assert!(
         takeover >= TTL - TTL / 3 - Duration::from_millis(10) && takeover <= TTL,
@@ -199,7 +196,7 @@ async fn a_resigned_lease_is_taken_over_within_a_tenth_of_the_lease() {
     let clock = tokio_clock();
     let a = contender(&store, &clock);
     let mut a_rx = a.watch();
-    leads_within(&mut a_rx, Duration::from_millis(1)).await;
+    let first = leads_within(&mut a_rx, Duration::from_millis(1)).await;
     let b = contender(&store, &clock);
     let mut b_rx = b.watch();
     tokio::time::sleep(Duration::from_millis(5_500)).await;
@@ -210,7 +207,7 @@ async fn a_resigned_lease_is_taken_over_within_a_tenth_of_the_lease() {
     a.resign().await;
     assert_eq!(*a_rx.borrow(), None);
     let bound = TTL / 10 + Duration::from_millis(1);
-    assert_eq!(leads_within(&mut b_rx, bound).await, Term(2));
+    assert!(leads_within(&mut b_rx, bound).await > first);
     assert!(resigned.elapsed() <= bound, "{:?}", resigned.elapsed());
     let lease = store
         .pool
@@ -228,7 +225,7 @@ async fn steps_down_before_the_lease_ends_when_the_store_is(mode: u8) {
     let clock = tokio_clock();
     let a = contender(&store, &clock);
     let mut a_rx = a.watch();
-    leads_within(&mut a_rx, Duration::from_millis(1)).await;
+    let first = leads_within(&mut a_rx, Duration::from_millis(1)).await;
     tokio::time::sleep(Duration::from_secs(7)).await;
     let before = store
         .pool
@@ -263,7 +260,7 @@ async fn steps_down_before_the_lease_ends_when_the_store_is(mode: u8) {
 
     store.set(UP);
     let term = leads_within(&mut a_rx, TTL / 10 + 2 * CALL_TIMEOUT).await;
-    assert_eq!(term, Term(1), "the lease was still ours: same token");
+    assert_eq!(term, first, "the lease was still ours: same token");
 }
 
 #[tokio::test(start_paused = true)]
@@ -309,7 +306,8 @@ async fn terms_grow_as_the_lease_changes_hands_and_never_overlap() {
         contenders.push(c);
         tokio::time::sleep(TTL + TTL / 10).await;
     }
-    assert_eq!(last, Term(4));
+    // Tokens are never below the time they were taken at (they survive a store loss).
+    assert!(last.0 >= clock.now() - 4 * (TTL + TTL / 10).as_millis() as u64 - 12_000);
     assert_eq!(overlap.violations(), 0);
 }
 
