@@ -49,6 +49,20 @@ pub(crate) fn check_identity(what: &str, identity: &str) -> PoolResult<()> {
     }
 }
 
+/// Checks every input of `StoreLedger::replace` (the pool, the identity expected, the
+/// entry) and gives the row to store: one rule for every backend.
+pub(crate) fn replacement(
+    pool: &str,
+    expected: Option<&str>,
+    entry: &LedgerEntry,
+) -> PoolResult<LedgerRow> {
+    check_pool(pool)?;
+    if let Some(expected) = expected {
+        check_identity("the expected identity", expected)?;
+    }
+    LedgerRow::of(entry)
+}
+
 /// `value` as the SQL stores hold it (BIGINT); above `i64::MAX` is an input error.
 pub(crate) fn to_stored(what: &str, value: u64) -> PoolResult<i64> {
     i64::try_from(value).map_err(|_| {

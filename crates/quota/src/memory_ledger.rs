@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use proxypool_core::PoolResult;
 use proxypool_core::store_mark::{LedgerEntry, StoreLedger};
 
-use crate::ledger::{LedgerRow, check_identity, check_pool, to_stored};
+use crate::ledger::{LedgerRow, check_identity, check_pool, replacement, to_stored};
 
 /// The store ledger in memory. A handle: clones share one ledger.
 #[derive(Debug, Clone, Default)]
@@ -60,11 +60,7 @@ impl StoreLedger for MemoryLedger {
         expected: Option<&str>,
         entry: &LedgerEntry,
     ) -> PoolResult<bool> {
-        check_pool(pool)?;
-        if let Some(expected) = expected {
-            check_identity("the expected identity", expected)?;
-        }
-        let row = LedgerRow::of(entry)?;
+        let row = replacement(pool, expected, entry)?;
         let mut entries = self.entries();
         let current = entries.get(pool).map(|stored| stored.identity.as_str());
         if current != expected {

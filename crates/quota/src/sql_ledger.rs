@@ -27,7 +27,7 @@ use proxypool_core::{PoolError, PoolResult};
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row, Type};
 
 use crate::attempt::Checkout;
-use crate::ledger::{LedgerRow, check_identity, check_pool, to_stored};
+use crate::ledger::{LedgerRow, check_identity, check_pool, replacement, to_stored};
 use crate::sql_backend::SqlBackend;
 use crate::sqlx_error::{self, Store};
 use crate::unavailable::UnavailableReason;
@@ -78,11 +78,7 @@ where
         expected: Option<&str>,
         entry: &LedgerEntry,
     ) -> PoolResult<bool> {
-        check_pool(pool)?;
-        if let Some(expected) = expected {
-            check_identity("the expected identity", expected)?;
-        }
-        let row = LedgerRow::of(entry)?;
+        let row = replacement(pool, expected, entry)?;
         let statements = &B::STATEMENTS;
         let written = self
             .run(async |connection| {

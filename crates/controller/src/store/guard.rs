@@ -20,8 +20,8 @@
 use crate::clock::SharedClock;
 use crate::metrics::{STORE_LOSSES, STORE_STATE};
 use proxypool_core::{
-    ActivityPool, Expectation, LedgerEntry, PoolError, PoolResult, Recovery, StoreLedger,
-    StoreMark, StoreStatus, Unavailable, UnixMillis,
+    ActivityPool, Expectation, LedgerEntry, LossReason, PoolError, PoolResult, Recovery,
+    StoreLedger, StoreMark, StoreStatus, Unavailable, UnixMillis,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -144,12 +144,9 @@ impl StoreGuard {
                 identity: entry.identity.clone(),
                 generation: entry.generation,
             };
-            match remembered.judge(mark.as_ref()) {
-                None => {
-                    let mark = mark.unwrap_or_else(|| unreachable_mark(&entry));
-                    return self.settle(now, entry, mark).await;
-                }
-                Some(_) if !entry.installed => {
+            match (remembered.judge(mark.as_ref()), mark) {
+                (None, Some(mark)) => return self.settle(now, entry, mark).await,
+                (_, _) if !entry.installed => {
                     // Recorded by a controller (or an operator) that has not installed it.
                     let mark = StoreMark {
                         identity: entry.identity.clone(),
@@ -159,7 +156,9 @@ impl StoreGuard {
                     let mark = self.pool.install_mark(now, &mark).await?;
                     return self.settle(now, entry, mark).await;
                 }
-                Some(reason) => {
+                (reason, _) => {
+                    // `judge` matches only an existing mark, so a mismatch or no mark.
+                    let reason = reason.unwrap_or(LossReason::Missing);
                     self.publish(StoreStatus::Lost {
                         reason,
                         since_ms: now,
@@ -300,15 +299,5 @@ impl StoreGuard {
                 _ = stop.wait_for(|s| *s) => return,
             }
         }
-    }
-}
-
-/// `judge` found the mark matching, so it exists; built from the entry only to avoid a
-/// panic path.
-fn unreachable_mark(entry: &LedgerEntry) -> StoreMark {
-    StoreMark {
-        identity: entry.identity.clone(),
-        generation: entry.generation,
-        recovery: entry.recovery,
     }
 }
