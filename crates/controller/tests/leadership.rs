@@ -11,7 +11,9 @@ use proxypool_controller::{
     Controller, Leadership, LeaseLeadership, LeaseOptions, OpenedStore, SharedClock, SystemClock,
     Term,
 };
-use proxypool_core::{Lease, LeaseStore, PoolError, PoolResult, UnixMillis};
+use proxypool_core::{
+    Expectation, Lease, LeaseStore, PoolError, PoolResult, StoreIdentity, StoreMark, UnixMillis,
+};
 use proxypool_pool::{MemoryPool, MemoryPoolOptions};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -271,6 +273,45 @@ async fn a_leader_whose_store_fails_steps_down_before_its_lease_ends() {
 #[tokio::test(start_paused = true)]
 async fn a_leader_whose_store_hangs_steps_down_before_its_lease_ends() {
     steps_down_before_the_lease_ends_when_the_store_is(HANG).await;
+}
+
+/// The lease lives in the store's incarnation: no term before the store's identity is
+/// established, and a leader whose store was replaced (another controller found it lost
+/// and installed a new incarnation) steps down at its next renewal, not at its deadline.
+#[tokio::test(start_paused = true)]
+async fn no_term_before_the_store_is_established_and_none_once_it_is_replaced() {
+    let pool = Arc::new(MemoryPool::new(MemoryPoolOptions::default()));
+    pool.expect(Some(Expectation::unestablished()));
+    let clock = tokio_clock();
+    let leader = LeaseLeadership::start(
+        pool.clone(),
+        clock.clone(),
+        LeaseOptions::new(TTL, CALL_TIMEOUT),
+    );
+    let mut term = leader.watch();
+    tokio::time::sleep(TTL).await;
+    assert_eq!(*term.borrow(), None, "led an unestablished store");
+
+    let mark = pool
+        .install_mark(clock.now(), &StoreMark::fresh(1, None).unwrap())
+        .await
+        .unwrap();
+    pool.expect(Some(Expectation {
+        identity: mark.identity.clone(),
+        generation: mark.generation,
+    }));
+    leads_within(&mut term, TTL / 10 + CALL_TIMEOUT).await;
+
+    pool.install_mark(clock.now(), &StoreMark::fresh(2, None).unwrap())
+        .await
+        .unwrap();
+    let renew_every = leader.options().renew_every();
+    // Well before the held lease's own deadline (a lease less its guard).
+    assert!(renew_every + CALL_TIMEOUT < TTL - leader.options().guard());
+    tokio::time::timeout(renew_every + CALL_TIMEOUT, term.wait_for(Option::is_none))
+        .await
+        .expect("kept leading a replaced store")
+        .unwrap();
 }
 
 #[tokio::test(start_paused = true)]

@@ -11,9 +11,11 @@ mod common;
 
 use common::e2e;
 use proxypool_controller::config::{Config, Env, Role};
+use proxypool_controller::leadership::CONTROLLER_LEASE;
 use proxypool_controller::{Controller, RunningController, Term, open_store};
+use proxypool_core::{Expectation, PoolError, StoreMark, Unavailable};
 use proxypool_sim::{SimConfig, SimVendor};
-use proxypool_testkit::{RedisServer, private_redis_or_skip};
+use proxypool_testkit::{RedisServer, RespValue, private_redis_or_skip};
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -315,14 +317,19 @@ async fn a_controller_on_a_private_redis_serves_a_worker_checked_proxies() {
     // Without the password the store refuses every call, and says so without a secret.
     let mut anonymous = config.store.clone();
     anonymous.password = None;
-    let refused = open_store(&anonymous)
-        .await
-        .unwrap()
+    let opened = open_store(&anonymous).await.unwrap();
+    // Past the identity check (nothing established it here) to reach the server itself.
+    opened.pool.expect(None);
+    let refused = opened
         .pool
         .live_sessions(proxypool_core::now_millis(), 1)
         .await
         .unwrap_err();
     assert!(refused.is_unavailable(), "{refused}");
+    assert!(
+        !matches!(refused, PoolError::Unavailable(Unavailable::StoreLost(_))),
+        "{refused}"
+    );
 
     let running = Controller::from_config(config)
         .await
@@ -380,4 +387,60 @@ async fn durability_refuse_fails_the_start_until_redis_keeps_its_data_and_never_
         .unwrap();
     config.store.durability = proxypool_controller::config::DurabilityPolicy::Warn;
     open_store(&config.store).await.expect("warn only");
+}
+
+/// The leader lease lives in the keyspace of the store's incarnation, so an opened store
+/// refuses every call, the lease's included, until its identity is established: a lease
+/// taken before would be held where no other controller looks (a second leader).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opened_store_leads_only_in_the_incarnation_it_established() {
+    let Some(redis) = private_redis_or_skip() else {
+        return;
+    };
+    let vendor = vendor(Ipv4Addr::new(127, 0, 4, 71)).await;
+    let config = failover_config(&redis, &vendor, "2s");
+    let opened = open_store(&config.store).await.unwrap();
+    let now = proxypool_core::now_millis();
+    let refused = opened.pool.live_sessions(now, 1).await.unwrap_err();
+    assert!(
+        matches!(refused, PoolError::Unavailable(Unavailable::StoreLost(_))),
+        "{refused}"
+    );
+
+    // Established by hand as the store guard would: the lease follows.
+    let mark = opened
+        .pool
+        .install_mark(now, &StoreMark::fresh(1, None).unwrap())
+        .await
+        .unwrap();
+    opened.pool.expect(Some(Expectation {
+        identity: mark.identity.clone(),
+        generation: mark.generation,
+    }));
+    let mut term = opened.leadership.watch();
+    let took = wait_leading(&mut term, true, Duration::from_secs(3), "leadership").await;
+    eprintln!("leads {took:?} after the identity was established");
+    // The renewer's first attempt came before the identity did, and left no lease anywhere
+    // else: the only leases hash is the incarnation's, and it names this holder.
+    let keys = match redis.command(&["KEYS", "*leases*"]).unwrap() {
+        RespValue::Array(keys) => keys,
+        other => panic!("KEYS answered {other:?}"),
+    };
+    let [RespValue::Bulk(key)] = keys.as_slice() else {
+        panic!("one leases hash expected: {keys:?}");
+    };
+    let key = String::from_utf8(key.clone()).unwrap();
+    assert!(key.contains(&mark.identity), "{key}");
+    let RespValue::Bulk(lease) = redis
+        .command(&["HGET", key.as_str(), CONTROLLER_LEASE])
+        .unwrap()
+    else {
+        panic!("no controller lease in {key}");
+    };
+    let lease = String::from_utf8(lease).unwrap();
+    let holder = opened.leadership.lease_holder().unwrap();
+    assert!(
+        lease.starts_with(&format!("{holder}\t")),
+        "{lease} / {holder}"
+    );
 }

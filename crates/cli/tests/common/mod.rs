@@ -51,8 +51,14 @@ impl Scratch {
 }
 
 impl Drop for Scratch {
+    // A failing test keeps its directory (configurations, every process's stderr) for
+    // whoever reads the failure.
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        if std::thread::panicking() {
+            eprintln!("kept for the failure: {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 

@@ -39,10 +39,14 @@ impl Controller {
         };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         // First: until the guard established the store, every store call is refused.
-        let guard = self
-            .guard
-            .clone()
-            .map(|guard| tokio::spawn(guard.run(shutdown_rx.clone())));
+        // Without a guard nothing is checked, and nothing waits for it.
+        let guard = match self.guard.clone() {
+            Some(guard) => Some(tokio::spawn(guard.run(shutdown_rx.clone()))),
+            None => {
+                self.pool.expect(None);
+                None
+            }
+        };
         let loops = self.spawn_loops();
 
         let router = self.control_router();

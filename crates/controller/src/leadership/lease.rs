@@ -25,7 +25,7 @@ use super::holder::holder_id;
 use super::term::{Leadership, Term};
 use crate::clock::SharedClock;
 use async_trait::async_trait;
-use proxypool_core::{Lease, LeaseStore, LockExt, PoolResult};
+use proxypool_core::{Lease, LeaseStore, LockExt, PoolError, PoolResult, Unavailable};
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -274,6 +274,13 @@ impl Renewer {
                 self.withdraw();
                 self.standby_pause().await
             }
+            // The store guard has not established the store yet (at start, or after a
+            // loss, which it reports itself): nothing to lead in, and nothing to warn of.
+            Ok(Err(PoolError::Unavailable(Unavailable::StoreLost(reason)))) => {
+                tracing::debug!(%reason, "controller lease: waiting for the store's identity");
+                self.withdraw_held();
+                self.options.retry_every()
+            }
             Ok(Err(e)) => {
                 self.failed(&format!("{e}"));
                 self.options.retry_every()
@@ -339,6 +346,15 @@ impl Renewer {
             Ok(Err(e)) => tracing::warn!("could not release the controller lease: {e}"),
             Err(_) => tracing::warn!("could not release the controller lease: the call timed out"),
         }
+    }
+
+    /// Steps down at once: the lease held is in a store that is no longer the one the
+    /// controller expects, so it fences nothing any more.
+    fn withdraw_held(&mut self) {
+        if let Some(held) = self.held.take() {
+            tracing::warn!(holder = %self.options.holder, term = held.token, "stepped down: the store the lease was held in is lost");
+        }
+        self.withdraw();
     }
 
     fn withdraw(&self) {

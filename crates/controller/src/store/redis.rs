@@ -14,6 +14,7 @@ use super::opened::{OpenedStore, StoreOpenError};
 use crate::clock::SystemClock;
 use crate::config::{ClientTlsConfig, DurabilityPolicy, StoreConfig, StoreKind};
 use crate::leadership::{LeaseLeadership, LeaseOptions};
+use proxypool_core::{Expectation, StoreIdentity};
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
 use redis::{IntoConnectionInfo, RedisConnectionInfo};
 use std::sync::Arc;
@@ -31,6 +32,10 @@ pub(super) async fn open(config: &StoreConfig) -> Result<OpenedStore, StoreOpenE
     let pool =
         Arc::new(RedisPool::new(client, options).map_err(|e| StoreOpenError::Open(e.to_string()))?);
     check_durability(&pool, config.durability).await?;
+    // Closed until the identity is known: the leader lease lives in the keyspace of the
+    // store's incarnation, and a lease taken anywhere else would make a second leader.
+    // The store guard opens it; a controller run without one opens it unchecked.
+    pool.expect(Some(Expectation::unestablished()));
     let leadership = LeaseLeadership::start(
         pool.clone(),
         Arc::new(SystemClock),
