@@ -6,7 +6,7 @@
 //! failover forgets nothing.
 
 use crate::error::{PoolError, PoolResult};
-use crate::ids::{UpstreamId, WorkerId};
+use crate::ids::{ClientId, UpstreamId, WorkerId};
 use crate::time::UnixMillis;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -15,6 +15,29 @@ use std::fmt::Debug;
 
 /// Most workers with a non-default mode (each is one small record).
 pub const MAX_WORKER_MODES: usize = 10_000;
+
+/// Most keyed admin answers a store holds at once (admin actions are an operator's, rare;
+/// the bound keeps a runaway script from growing the store).
+pub const MAX_KEYED_ADMIN_CALLS: usize = 10_000;
+
+/// An admin action sent with an `Idempotency-Key`: the store keeps its answer for
+/// `held_ms`, so a reuse of the key by the same client replays that answer instead of
+/// acting again (a retried drain must not undo an uncordon sent since).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedCall {
+    pub client: ClientId,
+    /// A validated idempotency key (`crate::extract::validate_idempotency_key`).
+    pub key: String,
+    pub held_ms: u64,
+}
+
+/// What a keyed mode change did: the record it answered with, and whether that answer is
+/// the stored one of an earlier call with the same key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedModeSet {
+    pub record: WorkerModeRecord,
+    pub replayed: bool,
+}
 /// Most upstreams with a stored status.
 pub const MAX_PROVIDER_STATUSES: usize = 1_000;
 
@@ -131,6 +154,19 @@ pub trait AdminStore: Send + Sync + Debug {
         worker: &WorkerId,
         mode: WorkerMode,
     ) -> PoolResult<WorkerModeRecord>;
+
+    /// [`set_worker_mode`](Self::set_worker_mode) under `call`'s key, atomically: the first
+    /// call with the key acts and keeps its answer for `held_ms`; a later one with the same
+    /// worker and mode gets that answer back (`replayed`) and changes nothing; one with
+    /// another worker or mode is `Conflict::IdempotencyDigest`. Refused (`Invalid`) when
+    /// `MAX_KEYED_ADMIN_CALLS` answers are already held.
+    async fn set_worker_mode_keyed(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        mode: WorkerMode,
+        call: &KeyedCall,
+    ) -> PoolResult<KeyedModeSet>;
 
     /// Every worker whose mode is not `Active`, ordered by worker id (at most
     /// `MAX_WORKER_MODES`).

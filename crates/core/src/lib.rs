@@ -65,7 +65,9 @@ pub mod usage;
 pub use address_block::{
     IpNet, address_group, block_contains, canonical_block, in_any_block, in_block,
 };
-pub use admin::{AdminStore, ProviderStatus, WorkerMode, WorkerModeRecord};
+pub use admin::{
+    AdminStore, KeyedCall, KeyedModeSet, ProviderStatus, WorkerMode, WorkerModeRecord,
+};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use cooldown::{
     CooldownChange, CooldownPolicy, CooldownReport, CooldownStore, Domain, DomainCooldown,

@@ -51,6 +51,8 @@
 //! lease-tokens            HASH  lease name -> last fencing token (no TTL: tokens only grow,
 //!                               and never below the time they are issued at)
 //! worker-modes            HASH  worker -> mode, since        (cordoned or draining only)
+//! admin-calls             HASH  client\tkey -> worker, mode, since (a keyed mode change's
+//!                               answer);  admin-calls-end ZSET client\tkey -> held until
 //! provider-status         HASH  upstream -> provider status (JSON, the leader's reconciler)
 //! usage-seen:<w>          HASH  client\tupstream -> a gateway's last accounted totals
 //! usage-total:<c>         HASH  upstream\tkind -> amount (kept a year after the last use)
@@ -65,8 +67,8 @@
 //!                               session feedback. Lives as long as the epoch.
 //! ```
 //!
-//! The seed's `unique` (unique-key digest -> proxy id) and `idkeys` (proxy id -> digest)
-//! hashes are not kept: core defines the proxy id *as* the unique-key digest
+//! No `unique` (unique-key digest -> proxy id) or `idkeys` (proxy id -> digest) hashes
+//! are kept: core defines the proxy id *as* the unique-key digest
 //! (`proxy_id_for`), so both would map every id to itself. `records` is keyed by it
 //! directly, and sorted-set ties break by id exactly as MemoryPool's ordered sets do.
 //! Worker and upstream ids appear in key names as they are: both are validated to a

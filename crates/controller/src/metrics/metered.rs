@@ -16,12 +16,12 @@ use proxypool_core::{
     ActivityPool, AdminStore, Assignment, ClientId, CooldownChange, CooldownReport, CooldownStore,
     DomainCooldown, DueQuery, Expectation, ExtractOutcome, ExtractRequest, ExtractResponse,
     ExtractionId, Extractor, Fence, Fencing, FetchedBatch, Footprint, HealthBatch, HealthReport,
-    HealthStore, InventoryReader, InventoryView, Maintenance, OwnedProxy, OwnershipRepository,
-    PoolResult, ProviderStatus, ProxyId, ProxyListFilter, ProxyLister, ProxyPage, ProxyRecord,
-    ReportReceipt, ReturnOutcome, RuntimeReport, SessionFeedback, SnapshotRef, SnapshotVersion,
-    StoreIdentity, StoreMark, StoredRuntime, SweepReport, UnixMillis, UpsertReport, Upserter,
-    UpstreamId, UsageReader, WorkerId, WorkerMode, WorkerModeRecord, WorkerRuntimeStore,
-    WorkerSession,
+    HealthStore, InventoryReader, InventoryView, KeyedCall, KeyedModeSet, Maintenance, OwnedProxy,
+    OwnershipRepository, PoolResult, ProviderStatus, ProxyId, ProxyListFilter, ProxyLister,
+    ProxyPage, ProxyRecord, ReportReceipt, ReturnOutcome, RuntimeReport, SessionFeedback,
+    SnapshotRef, SnapshotVersion, StoreIdentity, StoreMark, StoredRuntime, SweepReport, UnixMillis,
+    UpsertReport, Upserter, UpstreamId, UsageReader, WorkerId, WorkerMode, WorkerModeRecord,
+    WorkerRuntimeStore, WorkerSession,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -121,6 +121,7 @@ metered! {
     }
     impl AdminStore {
         fn set_worker_mode(now: UnixMillis, worker: &WorkerId, mode: WorkerMode) -> WorkerModeRecord;
+        fn set_worker_mode_keyed(now: UnixMillis, worker: &WorkerId, mode: WorkerMode, call: &KeyedCall) -> KeyedModeSet;
         fn worker_modes() -> Vec<WorkerModeRecord>;
         fn put_provider_status(now: UnixMillis, status: &ProviderStatus) -> ();
         fn provider_statuses() -> Vec<ProviderStatus>;

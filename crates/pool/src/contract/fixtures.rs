@@ -18,7 +18,7 @@ use proxypool_core::{
 
 /// The suite's "now" origin: any fixed instant works, time only moves forward from it.
 pub const T0: UnixMillis = 1_700_000_000_000;
-/// Proxy lifetime used by the suite (the seed's shortest vendor TTL).
+/// Proxy lifetime used by the suite (the shortest vendor lifetime the pool serves).
 pub const TTL_MS: u64 = 30_000;
 /// Safety margin used by the suite.
 pub const MARGIN_MS: u64 = 5_000;

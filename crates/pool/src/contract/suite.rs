@@ -65,6 +65,7 @@ macro_rules! contract_suite {
             maintenance::maintenance_sweep_is_bounded,
             maintenance::maintenance_ttl_churn_stays_bounded,
             admin::admin_worker_modes_round_trip,
+            admin::admin_keyed_mode_changes_replay_their_answer,
             admin::admin_provider_status_replaces_per_upstream,
             admin::admin_bad_provider_status_changes_nothing,
             listing::listing_pages_in_id_order_with_owners,

@@ -151,6 +151,10 @@ pub(crate) struct State {
     pub(crate) worker_modes: std::collections::BTreeMap<WorkerId, proxypool_core::WorkerModeRecord>,
     pub(crate) provider_statuses:
         std::collections::BTreeMap<UpstreamId, proxypool_core::ProviderStatus>,
+    /// Answers of keyed admin calls by (client, key): the record answered, and until when
+    /// it is replayed.
+    pub(crate) keyed_admin_calls:
+        HashMap<(proxypool_core::ClientId, String), (proxypool_core::WorkerModeRecord, UnixMillis)>,
     /// Remembered cooldowns per proxy, each proxy's by domain (`merge_cooldowns` keeps
     /// them so); a proxy without any has no entry.
     pub(crate) cooldowns: HashMap<ProxyId, Vec<DomainCooldown>>,

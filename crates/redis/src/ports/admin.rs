@@ -1,13 +1,14 @@
-//! AdminStore: worker modes and provider status (`worker_mode*.lua`,
+//! AdminStore: worker modes (and keyed mode changes' answers) and provider status (`worker_mode*.lua`,
 //! `provider_status*.lua`), one hash each under the pool's base.
 
 use crate::codec::{corrupt, parse_u64};
 use crate::pool::{RedisPool, Side};
 use async_trait::async_trait;
-use proxypool_core::admin::{MAX_PROVIDER_STATUSES, MAX_WORKER_MODES};
+use proxypool_core::admin::{MAX_KEYED_ADMIN_CALLS, MAX_PROVIDER_STATUSES, MAX_WORKER_MODES};
+use proxypool_core::extract::validate_idempotency_key;
 use proxypool_core::{
-    AdminStore, PoolError, PoolResult, ProviderStatus, UnixMillis, WorkerId, WorkerMode,
-    WorkerModeRecord,
+    AdminStore, KeyedCall, KeyedModeSet, PoolError, PoolResult, ProviderStatus, UnixMillis,
+    WorkerId, WorkerMode, WorkerModeRecord,
 };
 
 fn mode_record(worker: &str, value: &str) -> PoolResult<WorkerModeRecord> {
@@ -21,6 +22,46 @@ fn mode_record(worker: &str, value: &str) -> PoolResult<WorkerModeRecord> {
     })
 }
 
+impl RedisPool {
+    async fn set_mode(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        mode: WorkerMode,
+        call: Option<&KeyedCall>,
+    ) -> PoolResult<KeyedModeSet> {
+        let args = vec![
+            worker.as_str().to_owned(),
+            mode.as_str().to_owned(),
+            MAX_WORKER_MODES.to_string(),
+            call.map_or_else(String::new, |c| format!("{}\t{}", c.client.as_str(), c.key)),
+            call.map_or(0, |c| c.held_ms).to_string(),
+            MAX_KEYED_ADMIN_CALLS.to_string(),
+        ];
+        let reply = self
+            .call(&self.scripts.worker_mode_set, now, Side::Write, args)
+            .await?;
+        match reply.status.as_str() {
+            "too_many" => {
+                return Err(PoolError::invalid(format!(
+                    "{MAX_WORKER_MODES} workers are already cordoned or draining"
+                )));
+            }
+            "too_many_calls" => {
+                return Err(PoolError::invalid(format!(
+                    "{MAX_KEYED_ADMIN_CALLS} keyed admin answers are already held"
+                )));
+            }
+            _ => {}
+        }
+        let value = format!("{}\t{}", reply.text(0)?, reply.text(1)?);
+        Ok(KeyedModeSet {
+            record: mode_record(worker.as_str(), &value)?,
+            replayed: reply.text(2)? == "1",
+        })
+    }
+}
+
 #[async_trait]
 impl AdminStore for RedisPool {
     async fn set_worker_mode(
@@ -29,21 +70,18 @@ impl AdminStore for RedisPool {
         worker: &WorkerId,
         mode: WorkerMode,
     ) -> PoolResult<WorkerModeRecord> {
-        let args = vec![
-            worker.as_str().to_owned(),
-            mode.as_str().to_owned(),
-            MAX_WORKER_MODES.to_string(),
-        ];
-        let reply = self
-            .call(&self.scripts.worker_mode_set, now, Side::Write, args)
-            .await?;
-        if reply.status == "too_many" {
-            return Err(PoolError::invalid(format!(
-                "{MAX_WORKER_MODES} workers are already cordoned or draining"
-            )));
-        }
-        let value = format!("{}\t{}", reply.text(0)?, reply.text(1)?);
-        mode_record(worker.as_str(), &value)
+        Ok(self.set_mode(now, worker, mode, None).await?.record)
+    }
+
+    async fn set_worker_mode_keyed(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        mode: WorkerMode,
+        call: &KeyedCall,
+    ) -> PoolResult<KeyedModeSet> {
+        validate_idempotency_key(&call.key)?;
+        self.set_mode(now, worker, mode, Some(call)).await
     }
 
     async fn worker_modes(&self) -> PoolResult<Vec<WorkerModeRecord>> {
