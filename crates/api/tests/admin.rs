@@ -102,6 +102,20 @@ async fn set_mode(server: &TestServer, name: &str, verb: &str) -> Reply {
     .await
 }
 
+async fn set_mode_keyed(server: &TestServer, name: &str, verb: &str, key: &str) -> Reply {
+    Reply::from(
+        server
+            .http
+            .post(server.url(&format!("/v1/admin/workers/{name}/{verb}")))
+            .bearer_auth(ADMIN)
+            .header("Idempotency-Key", key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
 async fn modes(server: &TestServer) -> Vec<(String, WorkerMode)> {
     server
         .pool
@@ -229,4 +243,45 @@ async fn unknown_workers_and_non_admins_change_nothing() {
         modes(&server).await,
         vec![("gw-3".into(), WorkerMode::Draining)]
     );
+}
+
+/// A retried drain (same `Idempotency-Key`) replays its first answer: it does not drain a
+/// worker uncordoned since, and the key cannot be spent on another action.
+#[tokio::test]
+async fn a_reused_key_replays_the_admin_answer_instead_of_acting_again() {
+    let wake = Arc::new(CountingWake::default());
+    let server = TestServer::memory(Setup {
+        ownership_wake: Some(wake.clone()),
+        ..Setup::default()
+    })
+    .await;
+    let ids = server.seed("acme", 0, 2).await;
+    live_worker(&server, "gw-2", &ids).await;
+
+    let first = set_mode_keyed(&server, "gw-2", "drain", "drain-gw-2").await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(first.headers["idempotent-replayed"], "false");
+    assert_eq!(wake.0.load(Ordering::SeqCst), 1);
+    let uncordoned = set_mode(&server, "gw-2", "uncordon").await;
+    assert_eq!(uncordoned.status, 200, "{}", uncordoned.text());
+    assert!(uncordoned.headers.get("idempotent-replayed").is_none());
+    assert_eq!(wake.0.load(Ordering::SeqCst), 2);
+
+    let retried = set_mode_keyed(&server, "gw-2", "drain", "drain-gw-2").await;
+    assert_eq!(retried.status, 200, "{}", retried.text());
+    assert_eq!(retried.headers["idempotent-replayed"], "true");
+    assert_eq!(retried.json()["mode"], "draining");
+    assert_eq!(retried.json()["since"], first.json()["since"]);
+    assert!(modes(&server).await.is_empty(), "the retry drained again");
+    assert_eq!(
+        wake.0.load(Ordering::SeqCst),
+        2,
+        "the retry woke the manager"
+    );
+
+    // The key on another action or worker: a conflict, nothing changed.
+    set_mode_keyed(&server, "gw-2", "cordon", "drain-gw-2")
+        .await
+        .assert_error(409, "idempotency_conflict");
+    assert!(modes(&server).await.is_empty());
 }

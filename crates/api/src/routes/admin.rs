@@ -15,14 +15,15 @@ use crate::admission::quota::{
 };
 use crate::error::ApiError;
 use crate::request_id::RequestId;
-use crate::routes::idempotency::idempotency_key;
+use crate::routes::extractions::KEY_HOLD_SKEW_MS;
+use crate::routes::idempotency::{REPLAYED, idempotency_key, replayed_value};
 use crate::state::ApiState;
 use crate::wire::{WorkerBody, WorkerModeBody, WorkersBody};
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use proxypool_core::{PoolError, WorkerId, WorkerMode};
+use proxypool_core::{KeyedCall, PoolError, WorkerId, WorkerMode};
 use proxypool_quota::Operation;
 
 pub(crate) async fn list_workers(
@@ -152,12 +153,20 @@ async fn set_mode(
     mode: WorkerMode,
 ) -> Result<Response, ApiError> {
     let worker = WorkerId::new(&raw_id).map_err(|_| no_such_worker())?;
-    let receipt = match idempotency_key(&headers)? {
-        Some(key) => key_receipt(&key),
+    let key = idempotency_key(&headers)?;
+    let receipt = match &key {
+        Some(key) => key_receipt(key),
         None => request_receipt(request_id.as_str()),
     };
     let grant = charge(&state, &client, Operation::Admin, &receipt).await?;
-    let changed = set_mode_charged(&state, &grant, worker, mode).await;
+    // The answer is held as long as the quota remembers the key, so a reuse the quota
+    // admits without a charge is always a replay, never a second action.
+    let call = key.map(|key| KeyedCall {
+        client: client.id.clone(),
+        key,
+        held_ms: client.quota.limits(Operation::Admin).window_ms() + KEY_HOLD_SKEW_MS,
+    });
+    let changed = set_mode_charged(&state, &grant, worker, mode, call.as_ref()).await;
     refund_unserved(&state, &grant, changed).await
 }
 
@@ -166,6 +175,7 @@ async fn set_mode_charged(
     grant: &QuotaGrant,
     worker: WorkerId,
     mode: WorkerMode,
+    call: Option<&KeyedCall>,
 ) -> Result<Response, ApiError> {
     let fail = |error| failed(state, grant, error);
     let now = state.now();
@@ -208,27 +218,53 @@ async fn set_mode_charged(
             return Err(no_such_worker().with_headers(grant.headers.clone()));
         }
     }
-    let record = crate::metrics::timed(
-        "admin",
-        "set_worker_mode",
-        state.ports().admin.set_worker_mode(now, &worker, mode),
-    )
-    .await
-    .map_err(fail)?;
-    if let Some(wake) = state.ownership_wake() {
-        wake.wake();
+    let admin = &state.ports().admin;
+    let (record, replayed) = match call {
+        Some(call) => {
+            let set = crate::metrics::timed(
+                "admin",
+                "set_worker_mode_keyed",
+                admin.set_worker_mode_keyed(now, &worker, mode, call),
+            )
+            .await
+            .map_err(fail)?;
+            (set.record, Some(set.replayed))
+        }
+        None => {
+            let record = crate::metrics::timed(
+                "admin",
+                "set_worker_mode",
+                admin.set_worker_mode(now, &worker, mode),
+            )
+            .await
+            .map_err(fail)?;
+            (record, None)
+        }
+    };
+    if replayed == Some(true) {
+        tracing::info!(worker = %worker, mode = mode.as_str(), "worker mode change replayed");
+    } else {
+        if let Some(wake) = state.ownership_wake() {
+            wake.wake();
+        }
+        tracing::info!(worker = %worker, mode = mode.as_str(), serving, draining, "worker mode set");
     }
-    tracing::info!(worker = %worker, mode = mode.as_str(), serving, draining, "worker mode set");
-    Ok(with_grant(
+    let mut response = with_grant(
         Json(WorkerModeBody {
             worker,
-            mode,
+            mode: record.mode,
             since: record.since_ms,
             serving,
             draining,
         }),
         grant.clone(),
-    ))
+    );
+    if let Some(replayed) = replayed {
+        response
+            .headers_mut()
+            .insert(REPLAYED, replayed_value(replayed));
+    }
+    Ok(response)
 }
 
 fn no_such_worker() -> ApiError {

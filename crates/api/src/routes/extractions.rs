@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 /// How far this host's clock (the pool's time) may trail the quota store's, whose clock
 /// decides when a receipt's window ends.
-const KEY_HOLD_SKEW_MS: u64 = 10_000;
+pub(crate) const KEY_HOLD_SKEW_MS: u64 = 10_000;
 
 pub(crate) async fn create(
     State(state): State<ApiState>,
