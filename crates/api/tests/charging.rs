@@ -10,6 +10,7 @@
 mod common;
 
 use common::*;
+use proxypool_api::ExtractionSettings;
 use proxypool_core::{UnixMillis, now_millis};
 use proxypool_pool::{MemoryPool, MemoryPoolOptions};
 use proxypool_quota::Operation;
@@ -161,20 +162,25 @@ async fn reused_key_after_its_extraction_expired_is_refused(kind: QuotaKind) {
     );
 }
 
-/// A scan that runs out of budget is the service's failure: 503, and the client's quota
-/// is as it was. A retry with the same key is decided afresh (and charged then).
+/// A scan that runs out of budget on a request without filters is the service's failure
+/// (here: the proxies kept back for the gateway fill the budget): 503, and the client's
+/// quota is as it was. A retry with the same key is decided afresh (and charged then).
 async fn scan_budget_exhaustion_is_refunded(kind: QuotaKind) {
     let pool = Arc::new(MemoryPool::new(MemoryPoolOptions {
         extract_scan_budget: 2,
         ..MemoryPoolOptions::default()
     }));
-    let (server, counting) = counted(kind, 5, pool, Setup::default()).await;
+    let setup = Setup {
+        extraction: ExtractionSettings {
+            reserve_for_gateway: 4,
+            ..ExtractionSettings::default()
+        },
+        ..Setup::default()
+    };
+    let (server, counting) = counted(kind, 5, pool, setup).await;
     server.seed("acme", 0, 8).await;
-    // Only odd-numbered proxies are in `de`, and the scan examines the longest-lived first:
-    // asking for 4 of them needs more than 2 candidates examined.
-    let hard = json!({"count": 4, "filters": {"region": "de"}});
     for key in [Some("budget-1"), Some("budget-1"), None] {
-        let reply = server.extract(ALICE, key, &hard).await;
+        let reply = server.extract(ALICE, key, &body(1)).await;
         reply.assert_error(503, "unavailable");
     }
     assert_eq!(counting.calls(), 3);
@@ -186,9 +192,37 @@ async fn scan_budget_exhaustion_is_refunded(kind: QuotaKind) {
         0,
         "no failure of the service is charged"
     );
+}
+
+/// A scan that runs out of budget on the client's own filters is the client's cost: each
+/// call is charged (a keyed one spent, so its retry is charged again), or a filter that
+/// matches almost nothing would make the store scan its whole budget for free.
+async fn scan_budget_exhaustion_on_the_clients_filters_is_charged(kind: QuotaKind) {
+    let pool = Arc::new(MemoryPool::new(MemoryPoolOptions {
+        extract_scan_budget: 2,
+        ..MemoryPoolOptions::default()
+    }));
+    let (server, _counting) = counted(kind, 5, pool, Setup::default()).await;
+    server.seed("acme", 0, 8).await;
+    // Only odd-numbered proxies are in `de`, and the scan examines the longest-lived first:
+    // asking for 4 of them needs more than 2 candidates examined.
+    let hard = json!({"count": 4, "filters": {"region": "de"}});
+    for key in [Some("budget-1"), Some("budget-1"), None] {
+        let reply = server.extract(ALICE, key, &hard).await;
+        reply.assert_error(503, "unavailable");
+    }
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-alice", "alice", Operation::Extract)
+            .await,
+        3,
+        "every narrowed scan is charged"
+    );
+    // The spent key is free again: a request the store can decide goes through with it.
     let fine = server.extract(ALICE, Some("budget-1"), &body(1)).await;
     assert_eq!(fine.status, 200, "{}", fine.text());
-    assert_eq!(remaining(&fine), 4);
+    assert_eq!(remaining(&fine), 1);
 }
 
 /// Receipts are namespaced: a key equal to an earlier request's id (bare or with the
@@ -342,6 +376,7 @@ on_memory_and_sqlite!(
     unkeyed_impossible_requests_are_charged_too,
     reused_key_after_its_extraction_expired_is_refused,
     scan_budget_exhaustion_is_refunded,
+    scan_budget_exhaustion_on_the_clients_filters_is_charged,
     keys_never_collide_with_request_ids,
     replay_after_lowering_the_limit_still_replays,
     rate_limit_policy_comes_before_the_quota,

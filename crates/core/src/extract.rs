@@ -82,6 +82,15 @@ pub struct ExtractRequest {
 }
 
 impl ExtractRequest {
+    /// Whether the client narrowed what matches (a filter, a health freshness, a domain's
+    /// cooldowns): a scan that runs out of budget on such a request was made long by the
+    /// client's own choice, so it is the client's cost, not the service's failure.
+    pub fn narrowed_by_client(&self) -> bool {
+        self.filter != ProxyFilter::default()
+            || self.min_health_freshness_ms.is_some()
+            || self.for_domain.is_some()
+    }
+
     /// Checks the request before any store work.
     pub fn validate(&self) -> Result<(), PoolError> {
         if self.count == 0 || self.count > MAX_EXTRACT_COUNT {

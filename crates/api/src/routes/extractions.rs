@@ -9,11 +9,12 @@
 //! result is there for the replay with the same key, which the quota does not charge again.
 //!
 //! How a charge is settled (`admission::quota`): an extraction the service could not make
-//! (store unavailable, scan budget exhausted) is refunded; a keyed one that found too little
-//! is spent, so the next try with the key is charged again instead of scanning for free. A
-//! key stays held in the pool for the client's quota window, so once its response can no
-//! longer be replayed a reuse is refused (`idempotency_key_expired`) rather than bought
-//! again as a replay.
+//! (store unavailable, or a scan out of budget on a request without filters) is refunded.
+//! A scan out of budget on the client's own filters is charged. A keyed one that found too
+//! little (or ran out of budget on its filters) is spent, so the next try with the key is
+//! charged again instead of scanning for free. A key stays held in the pool for the
+//! client's quota window, so once its response can no longer be replayed a reuse is refused
+//! (`idempotency_key_expired`) rather than bought again as a replay.
 
 use crate::admission::auth::Principal;
 use crate::admission::authorize::authorize_filter;
@@ -34,7 +35,7 @@ use axum::body::Body;
 use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use proxypool_core::{ExtractOutcome, ExtractRequest, ExtractionId, PoolError};
+use proxypool_core::{ExtractOutcome, ExtractRequest, ExtractionId, PoolError, Unavailable};
 use proxypool_quota::{Operation, Settlement};
 use std::sync::Arc;
 
@@ -168,6 +169,7 @@ async fn admit_and_extract(
 ) -> Result<(QuotaGrant, ExtractOutcome), ApiError> {
     let grant = charge(&state, &client, Operation::Extract, &receipt).await?;
     let keyed = request.idempotency_key.is_some();
+    let narrowed = request.narrowed_by_client();
     let request_id = request.request_id.clone();
     let now = state.now();
     let extracted = crate::metrics::timed(
@@ -179,7 +181,7 @@ async fn admit_and_extract(
     match extracted {
         Ok(outcome) => Ok((grant, outcome)),
         Err(error) => {
-            if let Some(settlement) = settlement_for(&error, &request_id, keyed) {
+            if let Some(settlement) = settlement_for(&error, &request_id, keyed, narrowed) {
                 settle(&state, &grant, settlement).await;
             }
             let error = ApiError::from_pool(error, state.retry_after());
@@ -200,13 +202,25 @@ async fn admit_and_extract(
 
 /// What a failed extraction's charge becomes: the service's failures are refunded; a keyed
 /// request that found too little keeps its charge under its request id, freeing the key.
-/// (Without a key the receipt is the request id itself, which never comes back.)
-fn settlement_for(error: &PoolError, request_id: &str, keyed: bool) -> Option<Settlement> {
-    match error {
-        PoolError::Unavailable(_) => Some(Settlement::Refund),
-        PoolError::InsufficientInventory { .. } if keyed => Some(Settlement::Spend {
+/// (Without a key the receipt is the request id itself, which never comes back.) A scan
+/// that ran out of budget on a request the client narrowed is charged like one that found
+/// too little: otherwise a filter that matches almost nothing would make the store scan its
+/// whole budget on every call for free.
+fn settlement_for(
+    error: &PoolError,
+    request_id: &str,
+    keyed: bool,
+    narrowed: bool,
+) -> Option<Settlement> {
+    let spent = || {
+        keyed.then(|| Settlement::Spend {
             spent_as: spent_receipt(request_id),
-        }),
+        })
+    };
+    match error {
+        PoolError::Unavailable(Unavailable::ScanBudget) if narrowed => spent(),
+        PoolError::Unavailable(_) => Some(Settlement::Refund),
+        PoolError::InsufficientInventory { .. } => spent(),
         _ => None,
     }
 }
