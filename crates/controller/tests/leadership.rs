@@ -12,7 +12,8 @@ use proxypool_controller::{
     Term,
 };
 use proxypool_core::{
-    Expectation, Lease, LeaseStore, PoolError, PoolResult, StoreIdentity, StoreMark, UnixMillis,
+    Expectation, Lease, LeaseStore, LedgerEntry, PoolError, PoolResult, StoreIdentity, StoreLedger,
+    StoreMark, UnixMillis,
 };
 use proxypool_pool::{MemoryPool, MemoryPoolOptions};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -429,5 +430,109 @@ async fn the_loops_park_while_not_leading_and_resume_with_the_next_term() {
         fetches(&controller) > parked
     })
     .await;
+    running.shutdown().await;
+}
+
+/// A ledger that answers nothing until a test opens it (a PostgreSQL that is slow or down
+/// when the controller starts).
+#[derive(Debug)]
+struct HeldLedger {
+    open: watch::Sender<bool>,
+    inner: proxypool_quota::MemoryLedger,
+}
+
+impl HeldLedger {
+    async fn opened(&self) {
+        let mut open = self.open.subscribe();
+        let _ = open.wait_for(|open| *open).await;
+    }
+}
+
+#[async_trait]
+impl StoreLedger for HeldLedger {
+    async fn load(&self, pool: &str) -> PoolResult<Option<LedgerEntry>> {
+        self.opened().await;
+        self.inner.load(pool).await
+    }
+
+    async fn replace(
+        &self,
+        pool: &str,
+        expected: Option<&str>,
+        entry: &LedgerEntry,
+    ) -> PoolResult<bool> {
+        self.opened().await;
+        self.inner.replace(pool, expected, entry).await
+    }
+
+    async fn raise_generation(
+        &self,
+        pool: &str,
+        identity: &str,
+        generation: u64,
+    ) -> PoolResult<()> {
+        self.opened().await;
+        self.inner
+            .raise_generation(pool, identity, generation)
+            .await
+    }
+}
+
+/// A leader whose store the guard has not established yet runs no round: each would only
+/// be refused (and counted as a failure); the rounds start once the store is in place.
+#[tokio::test]
+async fn the_loops_wait_for_the_store_to_be_established_even_while_leading() {
+    let upstream = static_upstream("guarded").replace(
+        "kind = \"static\"",
+        "kind = \"static\"\ninterval = \"100ms\"",
+    );
+    let config = parse_config(&common::config_text(&upstream));
+    let manual = Arc::new(Manual {
+        term: watch::Sender::new(Some(Term(1))),
+    });
+    let mut controller = Controller::with_store(
+        config,
+        OpenedStore {
+            pool: Arc::new(MemoryPool::new(MemoryPoolOptions::default())),
+            leadership: manual.clone(),
+        },
+        Arc::new(SystemClock),
+    );
+    let ledger = Arc::new(HeldLedger {
+        open: watch::Sender::new(false),
+        inner: proxypool_quota::MemoryLedger::new(),
+    });
+    controller.guard_store(ledger.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let running = controller.clone().start_on(listener).unwrap();
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let attempts = |c: &Controller| {
+        c.status_board()
+            .all()
+            .iter()
+            .map(|s| s.total_fetches + s.total_failures)
+            .sum::<u64>()
+    };
+    assert_eq!(
+        attempts(&controller),
+        0,
+        "a round ran before the store was established"
+    );
+
+    ledger.open.send_replace(true);
+    wait_until("rounds once established", Duration::from_secs(5), || {
+        fetches(&controller) >= 2
+    })
+    .await;
+    assert_eq!(
+        controller
+            .status_board()
+            .all()
+            .iter()
+            .map(|s| s.total_failures)
+            .sum::<u64>(),
+        0
+    );
     running.shutdown().await;
 }
