@@ -37,6 +37,8 @@ struct State {
     exits: ExitAllocator,
     /// How many proxies were ever created: cycles kinds/regions/carriers, offsets seeds.
     created: u64,
+    /// Every address a proxy of this fleet ever listened on (see [`Fleet::start_proxy`]).
+    used: HashSet<SocketAddr>,
 }
 
 #[derive(Debug)]
@@ -61,6 +63,7 @@ impl Fleet {
                 entries: Vec::new(),
                 exits: ExitAllocator::new(config.first_exit),
                 created: 0,
+                used: HashSet::new(),
             }),
             config,
             ttl,
@@ -76,12 +79,35 @@ impl Fleet {
         let start = Instant::now();
         let mut entries = Vec::with_capacity(size);
         for (i, config) in configs.into_iter().enumerate() {
-            let proxy = Arc::new(UpstreamProxy::start(config).await?);
+            let proxy = fleet.start_proxy(config).await?;
             let life = fleet.ttl.map(|ttl| stagger(ttl, i, size));
             entries.push(entry(proxy, start, life));
         }
         fleet.lock().entries = entries;
         Ok(fleet)
+    }
+
+    /// Starts a proxy at an address no earlier proxy of the fleet had. The system may hand
+    /// a retired proxy's port to a new listener, and with the fleet's one set of
+    /// credentials that would be the same proxy again (protocol, host, port and username
+    /// name a proxy), re-issued under a new issue time: a vendor that issues a proxy anew
+    /// issues a new one.
+    async fn start_proxy(&self, config: UpstreamProxyConfig) -> io::Result<Arc<UpstreamProxy>> {
+        let mut refused = Vec::new();
+        let started = loop {
+            let proxy = UpstreamProxy::start(config.clone()).await?;
+            if self.lock().used.insert(proxy.addr()) {
+                break Ok(Arc::new(proxy));
+            }
+            refused.push(proxy);
+            if refused.len() == 64 {
+                break Err(io::Error::other("no unused port for a new proxy"));
+            }
+        };
+        for proxy in refused {
+            proxy.shutdown();
+        }
+        started
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -192,8 +218,8 @@ impl Fleet {
         };
         let mut fresh = Vec::with_capacity(plan.configs.len());
         for config in plan.configs {
-            match UpstreamProxy::start(config).await {
-                Ok(proxy) => fresh.push(Arc::new(proxy)),
+            match self.start_proxy(config).await {
+                Ok(proxy) => fresh.push(proxy),
                 Err(err) => {
                     self.unmark(&plan.retiring);
                     return Err(err);
