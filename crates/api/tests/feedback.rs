@@ -10,10 +10,48 @@ use proxypool_core::{
     ClientId, Domain, DomainCooldown, ProxyId, ProxyStatus, UnixMillis, Verdict, now_millis,
 };
 use proxypool_quota::Operation;
+use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
+use proxypool_testkit::RedisServer;
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const SHOP_A: &str = "shop-a.test";
 const MINUTE: u64 = 60_000;
+/// The `[cooldowns]` cap of the default policy: no cooldown lasts longer.
+const CAP: u64 = 60 * MINUTE;
+
+/// A server on each real store: a MemoryPool, and a RedisPool in a private `redis-server`
+/// (kept alive beside it; without one the Redis half is skipped, unless `CI` is set).
+async fn on_each_store() -> Vec<(&'static str, TestServer, Option<RedisServer>)> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut servers = vec![("memory", TestServer::memory(Setup::default()).await, None)];
+    if let Some(redis) = proxypool_testkit::private_redis_or_skip() {
+        let prefix = format!(
+            "feedback_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let pool = Arc::new(
+            RedisPool::new(
+                RedisClient::open(redis.url()).unwrap(),
+                RedisPoolOptions {
+                    key_prefix: prefix,
+                    ..RedisPoolOptions::default()
+                },
+            )
+            .unwrap(),
+        );
+        let server = TestServer::start_on(
+            Setup::default().with_quota(quota_config(1000)),
+            pool,
+            Quota::new(QuotaKind::Memory).await,
+        )
+        .await;
+        servers.push(("redis", server, Some(redis)));
+    }
+    servers
+}
 
 impl TestServer {
     async fn feedback(&self, token: &str, key: Option<&str>, body: &Value) -> Reply {
@@ -120,14 +158,14 @@ async fn each_verdict_changes_the_cooldown_and_bans_grow() {
     let (_, window) = server
         .feedback_ok(
             BOB,
-            &json!({"proxy_id": first, "domain": SHOP_A, "verdict": "banned", "ttl": "90m"}),
+            &json!({"proxy_id": first, "domain": SHOP_A, "verdict": "banned", "ttl": "45m"}),
         )
         .await;
     assert_cooling(
         &server.cooldowns(first).await,
         SHOP_A,
         3,
-        90 * MINUTE,
+        45 * MINUTE,
         window,
     );
 
@@ -595,4 +633,58 @@ async fn another_clients_proxy_cannot_be_returned_and_unknown_proxies_are_404() 
             .await
             .is_empty()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_ttl_is_clamped_to_the_policy_cap() {
+    for (store, server, _redis) in on_each_store().await {
+        let ids = server.seed("acme", 0, 1).await;
+        let proxy = &ids[0];
+
+        // A day asked for is the cap's hour, and the answer says so.
+        let (reply, window) = server
+            .feedback_ok(
+                ALICE,
+                &json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": "banned", "ttl": "24h"}),
+            )
+            .await;
+        assert_eq!(reply.json()["ttl_ms"], CAP, "{store}: {}", reply.text());
+        assert_cooling(&server.cooldowns(proxy).await, SHOP_A, 1, CAP, window);
+
+        // A slow hold is clamped the same way.
+        let (reply, window) = server
+            .feedback_ok(
+                ALICE,
+                &json!({"proxy_id": proxy, "domain": "shop-b.test", "verdict": "slow", "ttl": "20h"}),
+            )
+            .await;
+        assert_eq!(reply.json()["ttl_ms"], CAP, "{store}");
+        let entries = server.cooldowns(proxy).await;
+        assert_cooling(&entries[1..], "shop-b.test", 0, CAP, window);
+
+        // Within the cap the client's estimate stands.
+        let (reply, _) = server
+            .feedback_ok(
+                ALICE,
+                &json!({"proxy_id": proxy, "domain": "shop-c.test", "verdict": "banned", "ttl": "10m"}),
+            )
+            .await;
+        assert_eq!(reply.json()["ttl_ms"], 10 * MINUTE, "{store}");
+
+        // Session feedback carries the clamped ttl to the gateway.
+        let (reply, _) = server
+            .feedback_ok(
+                ALICE,
+                &json!({"session": "s1", "domain": SHOP_A, "verdict": "banned", "ttl": "24h"}),
+            )
+            .await;
+        assert_eq!(reply.json()["ttl_ms"], CAP, "{store}");
+        let queued = server
+            .pool
+            .session_feedback(now_millis(), 10)
+            .await
+            .unwrap();
+        assert_eq!(queued.len(), 1, "{store}");
+        assert_eq!(queued[0].ttl_ms, Some(CAP), "{store}");
+    }
 }

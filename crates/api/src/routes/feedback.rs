@@ -40,7 +40,9 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use proxypool_config::Millis;
 use proxypool_core::cooldown::{MAX_COOLDOWN_MS, SESSION_FEEDBACK_TTL_MS};
-use proxypool_core::{CooldownChange, Domain, PoolError, ProxyId, SessionFeedback, Verdict};
+use proxypool_core::{
+    CooldownChange, CooldownPolicy, Domain, PoolError, ProxyId, SessionFeedback, Verdict,
+};
 use proxypool_quota::Operation;
 
 /// The most a feedback body may weigh: a few short fields and an extraction body.
@@ -57,6 +59,11 @@ fn ttl_of(raw: &str) -> Result<u64, ApiError> {
         )));
     }
     Ok(ttl.as_ms())
+}
+
+/// A client's requested ttl, at most the policy's `cap` (and at least 1 ms).
+fn clamp_ttl(ttl_ms: u64, policy: &CooldownPolicy) -> u64 {
+    ttl_ms.min(policy.cap_ms).max(1)
 }
 
 fn session_of(raw: &str) -> Result<String, ApiError> {
@@ -222,6 +229,9 @@ async fn apply(
         verdict,
         ttl_ms,
     } = checked;
+    // A client's estimate never outlasts what the operator allows a ban to last: one
+    // client could otherwise keep a proxy off a site for everyone for a day.
+    let ttl_ms = ttl_ms.map(|ttl| clamp_ttl(ttl, &state.cooldown_policy()));
     let result = match target {
         Target::Proxy { id, give_back } => {
             on_proxy(state, client, id, give_back, domain, verdict, ttl_ms).await
@@ -305,8 +315,8 @@ async fn on_proxy(
     if report.applied == 0 {
         return Err(unknown_proxy());
     }
-    let (outcome, cooldown) = match change {
-        CooldownChange::Set(_) => {
+    let (outcome, cooldown, applied_ttl) = match &change {
+        CooldownChange::Set(entry) => {
             let stored = crate::metrics::timed(
                 "cooldowns",
                 "cooldowns_of",
@@ -314,13 +324,15 @@ async fn on_proxy(
             )
             .await
             .map_err(|error| store_error(state, error))?;
-            let entry = stored
+            let stored_entry = stored
                 .iter()
                 .find(|entry| entry.domain == domain)
                 .map(CooldownView::from);
-            (FeedbackOutcome::Cooling, entry)
+            // The verdict's own cooldown; the stored entry may end later (merged).
+            let applied_ttl = entry.until_ms.saturating_sub(now);
+            (FeedbackOutcome::Cooling, stored_entry, Some(applied_ttl))
         }
-        CooldownChange::Clear { .. } => (FeedbackOutcome::Cleared, None),
+        CooldownChange::Clear { .. } => (FeedbackOutcome::Cleared, None, None),
     };
     Ok(FeedbackView {
         outcome,
@@ -329,6 +341,7 @@ async fn on_proxy(
         proxy_id: Some(proxy),
         session: None,
         cooldown,
+        ttl_ms: applied_ttl,
         feedback_id: None,
         expires_at: None,
         returned: give_back,
@@ -345,6 +358,7 @@ async fn on_session(state: &ApiState, feedback: SessionFeedback) -> Result<Feedb
         proxy_id: None,
         session: Some(feedback.session.clone()),
         cooldown: None,
+        ttl_ms: feedback.ttl_ms,
         feedback_id: Some(feedback.id.clone()),
         expires_at: Some(feedback.expires_at_ms),
         returned: false,
