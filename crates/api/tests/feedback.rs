@@ -24,8 +24,15 @@ const CAP: u64 = 60 * MINUTE;
 /// A server on each real store: a MemoryPool, and a RedisPool in a private `redis-server`
 /// (kept alive beside it; without one the Redis half is skipped, unless `CI` is set).
 async fn on_each_store() -> Vec<(&'static str, TestServer, Option<RedisServer>)> {
+    on_each_store_with(Setup::default).await
+}
+
+/// [`on_each_store`] with servers made from `setup`.
+async fn on_each_store_with(
+    setup: fn() -> Setup,
+) -> Vec<(&'static str, TestServer, Option<RedisServer>)> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let mut servers = vec![("memory", TestServer::memory(Setup::default()).await, None)];
+    let mut servers = vec![("memory", TestServer::memory(setup()).await, None)];
     if let Some(redis) = proxypool_testkit::private_redis_or_skip() {
         let prefix = format!(
             "feedback_{}_{}",
@@ -43,7 +50,7 @@ async fn on_each_store() -> Vec<(&'static str, TestServer, Option<RedisServer>)>
             .unwrap(),
         );
         let server = TestServer::start_on(
-            Setup::default().with_quota(quota_config(1000)),
+            setup().with_quota(quota_config(1000)),
             pool,
             Quota::new(QuotaKind::Memory).await,
         )
@@ -686,5 +693,61 @@ async fn a_clients_ttl_is_clamped_to_the_policy_cap() {
             .unwrap();
         assert_eq!(queued.len(), 1, "{store}");
         assert_eq!(queued[0].ttl_ms, Some(CAP), "{store}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feedback_flood_is_429_on_its_own_bucket_and_changes_nothing() {
+    fn three_at_once() -> Setup {
+        Setup {
+            feedback_rate: Some(proxypool_api::FeedbackRate {
+                per_minute: 1,
+                burst: 3,
+            }),
+            ..Setup::default()
+        }
+    }
+    for (store, server, _redis) in on_each_store_with(three_at_once).await {
+        let ids = server.seed("acme", 0, 2).await;
+        let proxy = &ids[0];
+        for i in 0..3 {
+            server
+                .feedback_ok(
+                    ALICE,
+                    &json!({"proxy_id": proxy, "domain": format!("shop-{i}.test"), "verdict": "banned"}),
+                )
+                .await;
+        }
+        // The flood: every further report is refused before it is charged or applied.
+        for i in 3..20 {
+            let reply = server
+                .feedback(
+                    ALICE,
+                    None,
+                    &json!({"proxy_id": proxy, "domain": format!("shop-{i}.test"), "verdict": "banned"}),
+                )
+                .await;
+            reply.assert_error(429, "rate_limited");
+            let retry_after: u64 = reply.header("retry-after").unwrap().parse().unwrap();
+            assert!(retry_after >= 1, "{store}: Retry-After {retry_after}");
+        }
+        assert_eq!(server.cooldowns(proxy).await.len(), 3, "{store}");
+        assert_eq!(
+            server
+                .quota
+                .consumed("p-alice", "alice", Operation::Inspect)
+                .await,
+            3,
+            "{store}"
+        );
+        // Its extractions are not the feedback's bucket, and other clients have their own.
+        let extraction = server.extract(ALICE, None, &body(1)).await;
+        assert_eq!(extraction.status, 200, "{store}: {}", extraction.text());
+        server
+            .feedback_ok(
+                BOB,
+                &json!({"proxy_id": &ids[1], "domain": SHOP_A, "verdict": "banned"}),
+            )
+            .await;
     }
 }

@@ -10,6 +10,8 @@
 //! `replacement` makes a new extraction through the same code path as `POST
 //! /v1/extractions`, so one call swaps a banned proxy for a fresh one.
 //!
+//! A client's feedback calls first pass a token bucket of their own
+//! (`admission::feedback_rate`), so a flood is refused with 429 whatever its quota.
 //! Every input is checked before anything is charged or changed. The feedback is charged
 //! as one `inspect` unit: it is a small bounded write on the client's own view of the pool,
 //! as cheap as the reads `inspect` governs, and it needs no bucket of its own to configure.
@@ -144,6 +146,8 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // Its own bucket first: a flood of reports is refused before it costs anything.
+    state.feedback_limits().check(&client.id)?;
     let key = idempotency_key(&headers)?;
     let cap = state.limits().max_body_bytes.min(MAX_FEEDBACK_BODY);
     let body: FeedbackRequestBody = read_json(&headers, body, cap).await?;
