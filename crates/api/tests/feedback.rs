@@ -740,14 +740,88 @@ async fn a_feedback_flood_is_429_on_its_own_bucket_and_changes_nothing() {
             3,
             "{store}"
         );
-        // Its extractions are not the feedback's bucket, and other clients have their own.
-        let extraction = server.extract(ALICE, None, &body(1)).await;
-        assert_eq!(extraction.status, 200, "{store}: {}", extraction.text());
+        // Other clients have buckets of their own, and its extractions are not the
+        // feedback's bucket.
         server
             .feedback_ok(
                 BOB,
                 &json!({"proxy_id": &ids[1], "domain": SHOP_A, "verdict": "banned"}),
             )
             .await;
+        let extraction = server.extract(ALICE, None, &body(1)).await;
+        assert_eq!(extraction.status, 200, "{store}: {}", extraction.text());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_and_foreign_proxy_ids_get_the_same_answer() {
+    for (store, server, _redis) in on_each_store().await {
+        let ids = server.seed("acme", 0, 2).await;
+        let extraction = server.extract(ALICE, None, &body(1)).await;
+        let held = proxy_ids(&extraction.json()).remove(0);
+        let spare = ids.iter().find(|id| id.as_str() != held).unwrap().clone();
+        let unknown = "0123456789abcdef0123456789abcdef";
+
+        // Bob on Alice's extracted proxy and on an id the pool never held: one answer.
+        for verdict in ["banned", "ok"] {
+            let answer =
+                |proxy: &str| json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": verdict});
+            let foreign = server.feedback(BOB, None, &answer(&held)).await;
+            let missing = server.feedback(BOB, None, &answer(unknown)).await;
+            foreign.assert_error(404, "not_found");
+            missing.assert_error(404, "not_found");
+            assert_eq!(
+                foreign.json()["error"],
+                missing.json()["error"],
+                "{store} {verdict}"
+            );
+            let names = |reply: &Reply| {
+                let mut names: Vec<String> = reply
+                    .headers
+                    .keys()
+                    .map(|name| name.as_str().to_owned())
+                    .filter(|name| !matches!(name.as_str(), "date" | "x-request-id"))
+                    .collect();
+                names.sort();
+                names
+            };
+            assert_eq!(names(&foreign), names(&missing), "{store} {verdict}");
+        }
+        // Nothing was recorded on Alice's proxy.
+        assert!(
+            server
+                .cooldowns(&ProxyId::new(&held).unwrap())
+                .await
+                .is_empty(),
+            "{store}"
+        );
+
+        // Its holder reports it; a proxy nobody extracted is anyone's to report.
+        server
+            .feedback_ok(
+                ALICE,
+                &json!({"proxy_id": held, "domain": SHOP_A, "verdict": "banned"}),
+            )
+            .await;
+        server
+            .feedback_ok(
+                BOB,
+                &json!({"proxy_id": spare, "domain": SHOP_A, "verdict": "banned"}),
+            )
+            .await;
+        // Bob cannot clear the ban on Alice's proxy either.
+        server
+            .feedback(
+                BOB,
+                None,
+                &json!({"proxy_id": held, "domain": SHOP_A, "verdict": "ok"}),
+            )
+            .await
+            .assert_error(404, "not_found");
+        assert_eq!(
+            server.cooldowns(&ProxyId::new(&held).unwrap()).await.len(),
+            1,
+            "{store}"
+        );
     }
 }

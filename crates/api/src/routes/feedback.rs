@@ -266,8 +266,11 @@ fn store_error(state: &ApiState, error: PoolError) -> ApiError {
     }
 }
 
+/// The one answer for every proxy a client may not report on, whatever the reason.
 fn unknown_proxy() -> ApiError {
-    ApiError::not_found("no such proxy (or not one you hold, to return it)")
+    ApiError::not_found(
+        "no proxy you may report on (an unknown id, another client's extracted proxy, or, to return it, one you do not hold)",
+    )
 }
 
 async fn on_proxy(
@@ -280,6 +283,19 @@ async fn on_proxy(
     ttl_ms: Option<u64>,
 ) -> Result<FeedbackView, ApiError> {
     let store = &state.ports().cooldowns;
+    // One read decides, and a proxy the pool does not hold is refused exactly as one held
+    // by another client's extraction: same status, same body, after the same single call,
+    // so the answer is no oracle of which proxy ids exist.
+    let reportable = crate::metrics::timed(
+        "cooldowns",
+        "may_report",
+        store.may_report(state.now(), &client.id, &proxy),
+    )
+    .await
+    .map_err(|error| store_error(state, error))?;
+    if !reportable {
+        return Err(unknown_proxy());
+    }
     // Returned first: it is the step that checks the client holds the proxy, so a proxy
     // that is not the client's changes nothing at all.
     if give_back {
