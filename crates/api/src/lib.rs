@@ -70,6 +70,7 @@ mod ui;
 pub mod wire;
 
 pub use admission::auth::{AdminPrincipal, Principal};
+pub use admission::feedback_rate::FeedbackRate;
 pub use admission::shield_limiter::Shield;
 pub use clients::{ApiClient, ClientDirectory};
 pub use config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};

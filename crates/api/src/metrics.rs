@@ -48,7 +48,7 @@ pub(crate) fn describe() {
     );
     metrics::describe_counter!(
         POLICY_DENIALS,
-        "Authenticated requests denied by the client's rate-limit policy or its cap on extractions in flight, by reason (soft_throttle, hard_lockout, in_flight)."
+        "Authenticated requests denied by the client's rate-limit policy or its cap on extractions in flight, by reason (soft_throttle, hard_lockout, in_flight; feedback: the feedback rate of `[cooldowns]`)."
     );
     metrics::describe_counter!(
         USAGE_EXTRACTED,

@@ -5,6 +5,7 @@
 //! [`OwnershipWake`]). The controller or the CLI builds these and mounts [`crate::router`].
 
 use crate::admission::address_slots::AddressSlots;
+use crate::admission::feedback_rate::{FeedbackLimits, FeedbackRate};
 use crate::admission::policy::{ClientPolicies, InFlight};
 use crate::admission::quota_board::QuotaBoard;
 use crate::admission::shield_limiter::Shield;
@@ -76,6 +77,8 @@ struct Inner {
     // Swapped whole on a configuration reload; requests read a consistent copy.
     clients: ArcSwap<ClientDirectory>,
     policies: ArcSwap<ClientPolicies>,
+    /// `POST /v1/feedback`'s own bucket per client; rebuilt with the clients or the rate.
+    feedback_limits: ArcSwap<FeedbackLimits>,
     in_flight: InFlight,
     shield: Shield,
     limits: ApiLimits,
@@ -120,6 +123,7 @@ pub struct ApiStateBuilder {
     limits: ApiLimits,
     extraction: ExtractionSettings,
     cooldowns: CooldownPolicy,
+    feedback_rate: FeedbackRate,
     shield: ShieldChoice,
     metrics: Option<MetricsHandle>,
     metrics_token: Option<SecretHash>,
@@ -144,6 +148,12 @@ impl ApiStateBuilder {
 
     pub fn extraction(mut self, extraction: ExtractionSettings) -> Self {
         self.extraction = extraction;
+        self
+    }
+
+    /// How many feedback calls each client may make (default: `[cooldowns]`'s defaults).
+    pub fn feedback_rate(mut self, rate: FeedbackRate) -> Self {
+        self.feedback_rate = rate;
         self
     }
 
@@ -214,6 +224,7 @@ impl ApiStateBuilder {
         crate::config::first_problem(self.extraction.problems())?;
         let clients = ClientDirectory::new(self.clients)?;
         let policies = client_policies(&clients, None)?;
+        let feedback_limits = feedback_limits(&clients, self.feedback_rate, None)?;
         crate::metrics::describe();
         let shield = match self.shield {
             ShieldChoice::Settings(settings) => Shield::from_settings(&settings)?,
@@ -229,6 +240,7 @@ impl ApiStateBuilder {
                 ports: self.ports,
                 clients: ArcSwap::from_pointee(clients),
                 policies: ArcSwap::new(policies),
+                feedback_limits: ArcSwap::new(feedback_limits),
                 in_flight: InFlight::default(),
                 shield,
                 limits: self.limits,
@@ -258,6 +270,7 @@ impl ApiState {
             limits: ApiLimits::default(),
             extraction: ExtractionSettings::default(),
             cooldowns: proxypool_config::CooldownsConfig::default().policy(),
+            feedback_rate: FeedbackRate::default(),
             shield: ShieldChoice::Settings(ShieldSettings::default()),
             metrics: None,
             metrics_token: None,
@@ -274,13 +287,30 @@ impl ApiState {
     pub fn replace_clients(&self, clients: Vec<ApiClient>) -> Result<(), ApiConfigError> {
         let directory = ClientDirectory::new(clients)?;
         let policies = client_policies(&directory, Some(&self.inner.policies.load_full()))?;
+        let previous = self.inner.feedback_limits.load_full();
+        let feedback_limits = feedback_limits(&directory, previous.rate(), Some(&previous))?;
         self.inner.in_flight.retain(directory.clients());
         let ids: Vec<_> = directory.clients().iter().map(|c| c.id.clone()).collect();
         self.inner.quota_board.retain(&ids);
         // Policies first: a request that sees the new clients finds their policies too.
         self.inner.policies.store(policies);
+        self.inner.feedback_limits.store(feedback_limits);
         self.inner.clients.store(Arc::new(directory));
         Ok(())
+    }
+
+    /// Replaces the feedback rate (a configuration reload); the clients' buckets start
+    /// full at the new rate only when it changed.
+    pub fn replace_feedback_rate(&self, rate: FeedbackRate) -> Result<(), ApiConfigError> {
+        let previous = self.inner.feedback_limits.load_full();
+        let directory = self.inner.clients.load_full();
+        let limits = feedback_limits(&directory, rate, Some(&previous))?;
+        self.inner.feedback_limits.store(limits);
+        Ok(())
+    }
+
+    pub(crate) fn feedback_limits(&self) -> Arc<FeedbackLimits> {
+        self.inner.feedback_limits.load_full()
     }
 
     pub(crate) fn policies(&self) -> Arc<ClientPolicies> {
@@ -384,6 +414,15 @@ impl ApiState {
     pub(crate) fn retry_after(&self) -> u64 {
         self.inner.limits.unavailable_retry_after.as_secs_ceil()
     }
+}
+
+fn feedback_limits(
+    clients: &ClientDirectory,
+    rate: FeedbackRate,
+    previous: Option<&Arc<FeedbackLimits>>,
+) -> Result<Arc<FeedbackLimits>, ApiConfigError> {
+    FeedbackLimits::build(clients.clients(), rate, previous)
+        .map_err(|error| ApiConfigError::ClientPolicy(error.to_string()))
 }
 
 fn client_policies(

@@ -133,6 +133,10 @@ pub struct FeedbackView {
     /// With `cooling`: the stored entry (merged with what the store already knew).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cooldown: Option<CooldownView>,
+    /// The cooldown this verdict asked for, in ms: the client's `ttl` clamped to the
+    /// `[cooldowns]` cap, or the policy's (with `cooling`; with `queued`, the clamped `ttl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
     /// With `queued`: the feedback's id and until when it waits for the session's gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback_id: Option<String>,

@@ -10,10 +10,55 @@ use proxypool_core::{
     ClientId, Domain, DomainCooldown, ProxyId, ProxyStatus, UnixMillis, Verdict, now_millis,
 };
 use proxypool_quota::Operation;
+use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
+use proxypool_testkit::RedisServer;
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const SHOP_A: &str = "shop-a.test";
 const MINUTE: u64 = 60_000;
+/// The `[cooldowns]` cap of the default policy: no cooldown lasts longer.
+const CAP: u64 = 60 * MINUTE;
+
+/// A server on each real store: a MemoryPool, and a RedisPool in a private `redis-server`
+/// (kept alive beside it; without one the Redis half is skipped, unless `CI` is set).
+async fn on_each_store() -> Vec<(&'static str, TestServer, Option<RedisServer>)> {
+    on_each_store_with(Setup::default).await
+}
+
+/// [`on_each_store`] with servers made from `setup`.
+async fn on_each_store_with(
+    setup: fn() -> Setup,
+) -> Vec<(&'static str, TestServer, Option<RedisServer>)> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut servers = vec![("memory", TestServer::memory(setup()).await, None)];
+    if let Some(redis) = proxypool_testkit::private_redis_or_skip() {
+        let prefix = format!(
+            "feedback_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let pool = Arc::new(
+            RedisPool::new(
+                RedisClient::open(redis.url()).unwrap(),
+                RedisPoolOptions {
+                    key_prefix: prefix,
+                    ..RedisPoolOptions::default()
+                },
+            )
+            .unwrap(),
+        );
+        let server = TestServer::start_on(
+            setup().with_quota(quota_config(1000)),
+            pool,
+            Quota::new(QuotaKind::Memory).await,
+        )
+        .await;
+        servers.push(("redis", server, Some(redis)));
+    }
+    servers
+}
 
 impl TestServer {
     async fn feedback(&self, token: &str, key: Option<&str>, body: &Value) -> Reply {
@@ -120,14 +165,14 @@ async fn each_verdict_changes_the_cooldown_and_bans_grow() {
     let (_, window) = server
         .feedback_ok(
             BOB,
-            &json!({"proxy_id": first, "domain": SHOP_A, "verdict": "banned", "ttl": "90m"}),
+            &json!({"proxy_id": first, "domain": SHOP_A, "verdict": "banned", "ttl": "45m"}),
         )
         .await;
     assert_cooling(
         &server.cooldowns(first).await,
         SHOP_A,
         3,
-        90 * MINUTE,
+        45 * MINUTE,
         window,
     );
 
@@ -595,4 +640,188 @@ async fn another_clients_proxy_cannot_be_returned_and_unknown_proxies_are_404() 
             .await
             .is_empty()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_ttl_is_clamped_to_the_policy_cap() {
+    for (store, server, _redis) in on_each_store().await {
+        let ids = server.seed("acme", 0, 1).await;
+        let proxy = &ids[0];
+
+        // A day asked for is the cap's hour, and the answer says so.
+        let (reply, window) = server
+            .feedback_ok(
+                ALICE,
+                &json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": "banned", "ttl": "24h"}),
+            )
+            .await;
+        assert_eq!(reply.json()["ttl_ms"], CAP, "{store}: {}", reply.text());
+        assert_cooling(&server.cooldowns(proxy).await, SHOP_A, 1, CAP, window);
+
+        // A slow hold is clamped the same way.
+        let (reply, window) = server
+            .feedback_ok(
+                ALICE,
+                &json!({"proxy_id": proxy, "domain": "shop-b.test", "verdict": "slow", "ttl": "20h"}),
+            )
+            .await;
+        assert_eq!(reply.json()["ttl_ms"], CAP, "{store}");
+        let entries = server.cooldowns(proxy).await;
+        assert_cooling(&entries[1..], "shop-b.test", 0, CAP, window);
+
+        // Within the cap the client's estimate stands.
+        let (reply, _) = server
+            .feedback_ok(
+                ALICE,
+                &json!({"proxy_id": proxy, "domain": "shop-c.test", "verdict": "banned", "ttl": "10m"}),
+            )
+            .await;
+        assert_eq!(reply.json()["ttl_ms"], 10 * MINUTE, "{store}");
+
+        // Session feedback carries the clamped ttl to the gateway.
+        let (reply, _) = server
+            .feedback_ok(
+                ALICE,
+                &json!({"session": "s1", "domain": SHOP_A, "verdict": "banned", "ttl": "24h"}),
+            )
+            .await;
+        assert_eq!(reply.json()["ttl_ms"], CAP, "{store}");
+        let queued = server
+            .pool
+            .session_feedback(now_millis(), 10)
+            .await
+            .unwrap();
+        assert_eq!(queued.len(), 1, "{store}");
+        assert_eq!(queued[0].ttl_ms, Some(CAP), "{store}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feedback_flood_is_429_on_its_own_bucket_and_changes_nothing() {
+    fn three_at_once() -> Setup {
+        Setup {
+            feedback_rate: Some(proxypool_api::FeedbackRate {
+                per_minute: 1,
+                burst: 3,
+            }),
+            ..Setup::default()
+        }
+    }
+    for (store, server, _redis) in on_each_store_with(three_at_once).await {
+        let ids = server.seed("acme", 0, 2).await;
+        let proxy = &ids[0];
+        for i in 0..3 {
+            server
+                .feedback_ok(
+                    ALICE,
+                    &json!({"proxy_id": proxy, "domain": format!("shop-{i}.test"), "verdict": "banned"}),
+                )
+                .await;
+        }
+        // The flood: every further report is refused before it is charged or applied.
+        for i in 3..20 {
+            let reply = server
+                .feedback(
+                    ALICE,
+                    None,
+                    &json!({"proxy_id": proxy, "domain": format!("shop-{i}.test"), "verdict": "banned"}),
+                )
+                .await;
+            reply.assert_error(429, "rate_limited");
+            let retry_after: u64 = reply.header("retry-after").unwrap().parse().unwrap();
+            assert!(retry_after >= 1, "{store}: Retry-After {retry_after}");
+        }
+        assert_eq!(server.cooldowns(proxy).await.len(), 3, "{store}");
+        assert_eq!(
+            server
+                .quota
+                .consumed("p-alice", "alice", Operation::Inspect)
+                .await,
+            3,
+            "{store}"
+        );
+        // Other clients have buckets of their own, and its extractions are not the
+        // feedback's bucket.
+        server
+            .feedback_ok(
+                BOB,
+                &json!({"proxy_id": &ids[1], "domain": SHOP_A, "verdict": "banned"}),
+            )
+            .await;
+        let extraction = server.extract(ALICE, None, &body(1)).await;
+        assert_eq!(extraction.status, 200, "{store}: {}", extraction.text());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_and_foreign_proxy_ids_get_the_same_answer() {
+    for (store, server, _redis) in on_each_store().await {
+        let ids = server.seed("acme", 0, 2).await;
+        let extraction = server.extract(ALICE, None, &body(1)).await;
+        let held = proxy_ids(&extraction.json()).remove(0);
+        let spare = ids.iter().find(|id| id.as_str() != held).unwrap().clone();
+        let unknown = "0123456789abcdef0123456789abcdef";
+
+        // Bob on Alice's extracted proxy and on an id the pool never held: one answer.
+        for verdict in ["banned", "ok"] {
+            let answer =
+                |proxy: &str| json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": verdict});
+            let foreign = server.feedback(BOB, None, &answer(&held)).await;
+            let missing = server.feedback(BOB, None, &answer(unknown)).await;
+            foreign.assert_error(404, "not_found");
+            missing.assert_error(404, "not_found");
+            assert_eq!(
+                foreign.json()["error"],
+                missing.json()["error"],
+                "{store} {verdict}"
+            );
+            let names = |reply: &Reply| {
+                let mut names: Vec<String> = reply
+                    .headers
+                    .keys()
+                    .map(|name| name.as_str().to_owned())
+                    .filter(|name| !matches!(name.as_str(), "date" | "x-request-id"))
+                    .collect();
+                names.sort();
+                names
+            };
+            assert_eq!(names(&foreign), names(&missing), "{store} {verdict}");
+        }
+        // Nothing was recorded on Alice's proxy.
+        assert!(
+            server
+                .cooldowns(&ProxyId::new(&held).unwrap())
+                .await
+                .is_empty(),
+            "{store}"
+        );
+
+        // Its holder reports it; a proxy nobody extracted is anyone's to report.
+        server
+            .feedback_ok(
+                ALICE,
+                &json!({"proxy_id": held, "domain": SHOP_A, "verdict": "banned"}),
+            )
+            .await;
+        server
+            .feedback_ok(
+                BOB,
+                &json!({"proxy_id": spare, "domain": SHOP_A, "verdict": "banned"}),
+            )
+            .await;
+        // Bob cannot clear the ban on Alice's proxy either.
+        server
+            .feedback(
+                BOB,
+                None,
+                &json!({"proxy_id": held, "domain": SHOP_A, "verdict": "ok"}),
+            )
+            .await
+            .assert_error(404, "not_found");
+        assert_eq!(
+            server.cooldowns(&ProxyId::new(&held).unwrap()).await.len(),
+            1,
+            "{store}"
+        );
+    }
 }

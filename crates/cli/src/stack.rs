@@ -13,7 +13,7 @@ use crate::failure::Failure;
 use crate::gateway_section::{self, Placement};
 use crate::quota::{self, OpenedQuota};
 use crate::random;
-use proxypool_api::{ApiClient, ApiPorts, ApiState, ConfigReloader, ShieldSettings};
+use proxypool_api::{ApiClient, ApiPorts, ApiState, ConfigReloader, FeedbackRate, ShieldSettings};
 use proxypool_config::{ApiSection, Config, SecretRef, WorkerTokenConfig};
 use proxypool_controller::{Controller, RunningController};
 use proxypool_core::{Secret, SecretHash, WorkerId};
@@ -121,7 +121,7 @@ impl Stack {
         ledger: Ledger,
     ) -> Result<Stack, Failure> {
         let api = config.api.clone();
-        let cooldowns = config.cooldowns.policy();
+        let cooldowns = config.cooldowns;
         let api_listen = config.listen.api;
         // Bind the API before anything runs, so a taken port fails fast and cleanly.
         let api_listener = TcpListener::bind(api_listen).await.map_err(|e| {
@@ -147,7 +147,7 @@ impl Stack {
         let started = start_api(
             &controller,
             &api,
-            cooldowns,
+            &cooldowns,
             clients,
             &quota,
             api_listener,
@@ -214,6 +214,9 @@ impl Stack {
             .map_err(|e| Failure::config(format!("api: {e}")))?;
         state.replace_metrics_token(metrics_token(&config.api));
         state.replace_cooldowns(config.cooldowns.policy());
+        state
+            .replace_feedback_rate(feedback_rate(&config.cooldowns))
+            .map_err(|e| Failure::config(format!("api: {e}")))?;
         if let Some(tls) = &self.api.tls {
             tls.reload_or_keep();
         }
@@ -313,10 +316,18 @@ fn api_clients(config: &Config, quota: &OpenedQuota) -> Vec<ApiClient> {
         .collect()
 }
 
+/// The feedback bucket of every API client, from `[cooldowns]`.
+fn feedback_rate(cooldowns: &proxypool_config::CooldownsConfig) -> FeedbackRate {
+    FeedbackRate {
+        per_minute: cooldowns.feedback_per_minute,
+        burst: cooldowns.feedback_burst,
+    }
+}
+
 fn start_api(
     controller: &Controller,
     section: &ApiSection,
-    cooldowns: proxypool_core::CooldownPolicy,
+    cooldowns: &proxypool_config::CooldownsConfig,
     clients: Vec<ApiClient>,
     quota: &OpenedQuota,
     listener: TcpListener,
@@ -328,7 +339,8 @@ fn start_api(
     let mut builder = ApiState::builder(ports, clients)
         .limits(section.limits.clone())
         .extraction(section.extraction.clone())
-        .cooldowns(cooldowns)
+        .cooldowns(cooldowns.policy())
+        .feedback_rate(feedback_rate(cooldowns))
         .shield_settings(ShieldSettings::from(&section.shield))
         .metrics_token(metrics_token(section))
         .trusted_proxies(proxypool_config::parse_cidrs(&section.trusted_proxies))

@@ -92,6 +92,7 @@ pub use store::{DurabilityPolicy, StoreConfig, StoreKind};
 pub use target::TargetUrl;
 pub use tls::{ClientTlsConfig, ServerTlsConfig};
 pub use tuning::{
-    CheckerConfig, CooldownsConfig, MaintenanceConfig, OwnershipConfig, SnapshotConfig,
+    CheckerConfig, CooldownsConfig, MAX_FEEDBACK_RATE, MaintenanceConfig, OwnershipConfig,
+    SnapshotConfig,
 };
 pub use upstream::{CredentialsConfig, UpstreamConfig, UpstreamDefaults};

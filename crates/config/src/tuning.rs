@@ -113,7 +113,16 @@ pub struct CooldownsConfig {
     /// How long past a cooldown's end its strikes are remembered, so a ban soon after it
     /// ended grows the next cooldown instead of starting over.
     pub memory: Millis,
+    /// `POST /v1/feedback` calls one client may make per minute, on a bucket of its own
+    /// (independent of its extraction quota and rate-limit policy): a client flooding
+    /// reports is refused with 429 before it touches a store.
+    pub feedback_per_minute: u32,
+    /// How many feedback calls one client may make at once before the rate applies.
+    pub feedback_burst: u32,
 }
+
+/// Most `feedback_per_minute` and `feedback_burst` (a report per millisecond is no one's).
+pub const MAX_FEEDBACK_RATE: u32 = 60_000;
 
 impl Default for CooldownsConfig {
     fn default() -> Self {
@@ -121,6 +130,8 @@ impl Default for CooldownsConfig {
             base: Millis::from_secs(60),
             cap: Millis::from_secs(3_600),
             memory: Millis::from_secs(3_600),
+            feedback_per_minute: 60,
+            feedback_burst: 20,
         }
     }
 }
@@ -164,6 +175,17 @@ pub(crate) fn validate_cooldowns(c: &mut Check<'_>, cooldowns: &CooldownsConfig)
         cooldowns.cap.max(Millis::from_secs(1)),
     );
     c.duration("cooldowns.memory", cooldowns.memory, Millis(0), day);
+    let rate = format!("must be in 1..={MAX_FEEDBACK_RATE}");
+    c.require(
+        (1..=MAX_FEEDBACK_RATE).contains(&cooldowns.feedback_per_minute),
+        "cooldowns.feedback_per_minute",
+        &rate,
+    );
+    c.require(
+        (1..=MAX_FEEDBACK_RATE).contains(&cooldowns.feedback_burst),
+        "cooldowns.feedback_burst",
+        &rate,
+    );
 }
 
 /// Checks `[snapshot]`.

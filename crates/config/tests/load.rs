@@ -205,6 +205,16 @@ fn bad_values_name_the_file_the_key_and_the_reason() {
             "api.limits.max_requests_in_flight_per_ip",
         ),
         (
+            "feedback_per_minute = 60",
+            "feedback_per_minute = 0",
+            "cooldowns.feedback_per_minute",
+        ),
+        (
+            "feedback_burst = 20",
+            "feedback_burst = 60001",
+            "cooldowns.feedback_burst",
+        ),
+        (
             "[log]\nformat = \"text\"",
             "[log]\nformat = \"xml\"",
             "log.format",

@@ -58,7 +58,7 @@ const HELPERS: [&str; 16] = [
 ];
 
 /// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
-const ENTRIES: [(&str, &str); 45] = [
+const ENTRIES: [(&str, &str); 46] = [
     ("upsert", include_str!("lua/upsert.lua")),
     ("health", include_str!("lua/health.lua")),
     ("due", include_str!("lua/due.lua")),
@@ -104,6 +104,7 @@ const ENTRIES: [(&str, &str); 45] = [
     ("cooldowns_of", include_str!("lua/cooldowns_of.lua")),
     ("feedback_add", include_str!("lua/feedback_add.lua")),
     ("feedback_list", include_str!("lua/feedback_list.lua")),
+    ("may_report", include_str!("lua/may_report.lua")),
     ("return_extracted", include_str!("lua/return_extracted.lua")),
     ("snapshot_version", include_str!("lua/snapshot_version.lua")),
     ("mark_get", include_str!("lua/mark_get.lua")),
@@ -207,6 +208,7 @@ pub(crate) struct Scripts {
     pub(crate) cooldowns_of: Function,
     pub(crate) feedback_add: Function,
     pub(crate) feedback_list: Function,
+    pub(crate) may_report: Function,
     pub(crate) return_extracted: Function,
     pub(crate) snapshot_version: Function,
     pub(crate) mark_get: Function,
@@ -261,6 +263,7 @@ impl Scripts {
             cooldowns_of: library.function("cooldowns_of"),
             feedback_add: library.function("feedback_add"),
             feedback_list: library.function("feedback_list"),
+            may_report: library.function("may_report"),
             return_extracted: library.function("return_extracted"),
             snapshot_version: library.function("snapshot_version"),
             mark_get: library.function("mark_get"),

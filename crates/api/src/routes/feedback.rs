@@ -10,6 +10,8 @@
 //! `replacement` makes a new extraction through the same code path as `POST
 //! /v1/extractions`, so one call swaps a banned proxy for a fresh one.
 //!
+//! A client's feedback calls first pass a token bucket of their own
+//! (`admission::feedback_rate`), so a flood is refused with 429 whatever its quota.
 //! Every input is checked before anything is charged or changed. The feedback is charged
 //! as one `inspect` unit: it is a small bounded write on the client's own view of the pool,
 //! as cheap as the reads `inspect` governs, and it needs no bucket of its own to configure.
@@ -40,7 +42,9 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use proxypool_config::Millis;
 use proxypool_core::cooldown::{MAX_COOLDOWN_MS, SESSION_FEEDBACK_TTL_MS};
-use proxypool_core::{CooldownChange, Domain, PoolError, ProxyId, SessionFeedback, Verdict};
+use proxypool_core::{
+    CooldownChange, CooldownPolicy, Domain, PoolError, ProxyId, SessionFeedback, Verdict,
+};
 use proxypool_quota::Operation;
 
 /// The most a feedback body may weigh: a few short fields and an extraction body.
@@ -57,6 +61,11 @@ fn ttl_of(raw: &str) -> Result<u64, ApiError> {
         )));
     }
     Ok(ttl.as_ms())
+}
+
+/// A client's requested ttl, at most the policy's `cap` (and at least 1 ms).
+fn clamp_ttl(ttl_ms: u64, policy: &CooldownPolicy) -> u64 {
+    ttl_ms.min(policy.cap_ms).max(1)
 }
 
 fn session_of(raw: &str) -> Result<String, ApiError> {
@@ -137,6 +146,8 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // Its own bucket first: a flood of reports is refused before it costs anything.
+    state.feedback_limits().check(&client.id)?;
     let key = idempotency_key(&headers)?;
     let cap = state.limits().max_body_bytes.min(MAX_FEEDBACK_BODY);
     let body: FeedbackRequestBody = read_json(&headers, body, cap).await?;
@@ -222,6 +233,9 @@ async fn apply(
         verdict,
         ttl_ms,
     } = checked;
+    // A client's estimate never outlasts what the operator allows a ban to last: one
+    // client could otherwise keep a proxy off a site for everyone for a day.
+    let ttl_ms = ttl_ms.map(|ttl| clamp_ttl(ttl, &state.cooldown_policy()));
     let result = match target {
         Target::Proxy { id, give_back } => {
             on_proxy(state, client, id, give_back, domain, verdict, ttl_ms).await
@@ -252,8 +266,11 @@ fn store_error(state: &ApiState, error: PoolError) -> ApiError {
     }
 }
 
+/// The one answer for every proxy a client may not report on, whatever the reason.
 fn unknown_proxy() -> ApiError {
-    ApiError::not_found("no such proxy (or not one you hold, to return it)")
+    ApiError::not_found(
+        "no proxy you may report on (an unknown id, another client's extracted proxy, or, to return it, one you do not hold)",
+    )
 }
 
 async fn on_proxy(
@@ -266,6 +283,19 @@ async fn on_proxy(
     ttl_ms: Option<u64>,
 ) -> Result<FeedbackView, ApiError> {
     let store = &state.ports().cooldowns;
+    // One read decides, and a proxy the pool does not hold is refused exactly as one held
+    // by another client's extraction: same status, same body, after the same single call,
+    // so the answer is no oracle of which proxy ids exist.
+    let reportable = crate::metrics::timed(
+        "cooldowns",
+        "may_report",
+        store.may_report(state.now(), &client.id, &proxy),
+    )
+    .await
+    .map_err(|error| store_error(state, error))?;
+    if !reportable {
+        return Err(unknown_proxy());
+    }
     // Returned first: it is the step that checks the client holds the proxy, so a proxy
     // that is not the client's changes nothing at all.
     if give_back {
@@ -305,8 +335,8 @@ async fn on_proxy(
     if report.applied == 0 {
         return Err(unknown_proxy());
     }
-    let (outcome, cooldown) = match change {
-        CooldownChange::Set(_) => {
+    let (outcome, cooldown, applied_ttl) = match &change {
+        CooldownChange::Set(entry) => {
             let stored = crate::metrics::timed(
                 "cooldowns",
                 "cooldowns_of",
@@ -314,13 +344,15 @@ async fn on_proxy(
             )
             .await
             .map_err(|error| store_error(state, error))?;
-            let entry = stored
+            let stored_entry = stored
                 .iter()
                 .find(|entry| entry.domain == domain)
                 .map(CooldownView::from);
-            (FeedbackOutcome::Cooling, entry)
+            // The verdict's own cooldown; the stored entry may end later (merged).
+            let applied_ttl = entry.until_ms.saturating_sub(now);
+            (FeedbackOutcome::Cooling, stored_entry, Some(applied_ttl))
         }
-        CooldownChange::Clear { .. } => (FeedbackOutcome::Cleared, None),
+        CooldownChange::Clear { .. } => (FeedbackOutcome::Cleared, None, None),
     };
     Ok(FeedbackView {
         outcome,
@@ -329,6 +361,7 @@ async fn on_proxy(
         proxy_id: Some(proxy),
         session: None,
         cooldown,
+        ttl_ms: applied_ttl,
         feedback_id: None,
         expires_at: None,
         returned: give_back,
@@ -345,6 +378,7 @@ async fn on_session(state: &ApiState, feedback: SessionFeedback) -> Result<Feedb
         proxy_id: None,
         session: Some(feedback.session.clone()),
         cooldown: None,
+        ttl_ms: feedback.ttl_ms,
         feedback_id: Some(feedback.id.clone()),
         expires_at: Some(feedback.expires_at_ms),
         returned: false,

@@ -286,6 +286,8 @@ pub struct Setup {
     pub quota_port: Option<Arc<dyn QuotaPort>>,
     /// The listen address (default `127.0.0.1:0`).
     pub listen: Option<&'static str>,
+    /// Each client's feedback bucket (default: `[cooldowns]`'s defaults).
+    pub feedback_rate: Option<proxypool_api::FeedbackRate>,
 }
 
 impl Setup {
@@ -314,6 +316,7 @@ impl Default for Setup {
             clock: None,
             quota_port: None,
             listen: None,
+            feedback_rate: None,
         }
     }
 }
@@ -436,6 +439,9 @@ impl TestServer {
         }
         if let Some(clock) = setup.clock {
             builder = builder.clock(clock);
+        }
+        if let Some(rate) = setup.feedback_rate {
+            builder = builder.feedback_rate(rate);
         }
         let state = builder.build().unwrap();
         let router = proxypool_api::router(state.clone());

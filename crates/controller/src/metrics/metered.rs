@@ -134,6 +134,7 @@ metered! {
         fn cooldowns_of(now: UnixMillis, proxies: &[ProxyId]) -> Vec<DomainCooldown>;
         fn add_session_feedback(now: UnixMillis, feedback: SessionFeedback) -> ();
         fn session_feedback(now: UnixMillis, limit: usize) -> Vec<SessionFeedback>;
+        fn may_report(now: UnixMillis, client: &ClientId, proxy: &ProxyId) -> bool;
         fn return_extracted(now: UnixMillis, client: &ClientId, proxy: &ProxyId) -> ReturnOutcome;
     }
 }

@@ -473,6 +473,33 @@ async fn extract_one<P: ActivityPool>(
     (out.response.proxies[0].id.clone(), out.response.id.clone())
 }
 
+pub async fn may_report_answers_unknown_and_foreign_proxies_alike<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 2).await;
+    let (held, _) = extract_one(&pool, T0 + 10, "c1").await;
+    let spare = ids.iter().find(|id| **id != held).unwrap().clone();
+    for (who, proxy, expected) in [
+        // The holder of an extraction, and anyone on a proxy nobody extracted.
+        ("c1", &held, true),
+        ("c1", &spare, true),
+        ("c2", &spare, true),
+        // Another client's extracted proxy and a proxy the pool does not hold: alike.
+        ("c2", &held, false),
+        ("c1", &candidate_id(99), false),
+    ] {
+        assert_eq!(
+            pool.may_report(T0 + 20, &client(who), proxy).await,
+            Ok(expected),
+            "{who} {proxy}"
+        );
+    }
+    // A record past its hard expiry is not the pool's any more.
+    assert_eq!(
+        pool.may_report(T0 + TTL_MS, &client("c1"), &spare).await,
+        Ok(false)
+    );
+}
+
 pub async fn return_extracted_only_by_the_holder_and_checked_next<F: PoolFactory>(factory: &F) {
     let pool = fresh_pool!(factory);
     let ids = seed_range(&pool, T0, "acme", 1, 3).await;

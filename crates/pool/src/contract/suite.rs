@@ -82,6 +82,7 @@ macro_rules! contract_suite {
             cooldowns::cooldowns_go_with_the_record,
             cooldowns::session_feedback_is_deduped_ordered_and_expires,
             cooldowns::session_feedback_keeps_the_newest_within_its_bound,
+            cooldowns::may_report_answers_unknown_and_foreign_proxies_alike,
             cooldowns::return_extracted_only_by_the_holder_and_checked_next,
             cooldowns::extract_for_domain_skips_proxies_cooling_for_it,
             versions::versions_start_at_zero_and_are_per_worker,

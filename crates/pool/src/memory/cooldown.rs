@@ -3,7 +3,8 @@
 //!
 //! Cooldowns live next to their record and go with it (`State::remove_record`); a proxy's
 //! forgotten entries go when it is next written or when the sweep reaches it through the
-//! forget index. `return_extracted` leaves the stored extraction response as it was, so a
+//! forget index. `may_report` answers for a proxy the pool does not hold as for one held
+//! by another client's extraction. `return_extracted` leaves the stored extraction response as it was, so a
 //! replay of that extraction still answers what was handed out then: a replay is a copy
 //! of an old answer, not a new grant of the proxy.
 
@@ -131,6 +132,18 @@ impl CooldownStore for MemoryPool {
             .take(limit)
             .cloned()
             .collect())
+    }
+
+    async fn may_report(
+        &self,
+        now: UnixMillis,
+        client: &ClientId,
+        proxy: &ProxyId,
+    ) -> PoolResult<bool> {
+        let state = self.lock()?;
+        Ok(state.live_record(proxy, now).is_some_and(|record| {
+            record.status != ProxyStatus::Extracted || state.extracted_by.get(proxy) == Some(client)
+        }))
     }
 
     async fn return_extracted(

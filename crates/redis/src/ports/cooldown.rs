@@ -1,6 +1,7 @@
 //! CooldownStore: validation from core; the merge, the bound per proxy and the drop with
 //! the record in `cooldowns_apply.lua` (helpers in `lib/cooldowns.lua`); session feedback in
-//! `feedback_add.lua` / `feedback_list.lua`; `return_extracted.lua` gives a proxy back.
+//! `feedback_add.lua` / `feedback_list.lua`; `may_report.lua` says whether a client may report a proxy; `return_extracted.lua`
+//! gives a proxy back.
 
 use crate::codec::cooldown;
 use crate::pool::{RedisPool, Side};
@@ -89,6 +90,19 @@ impl CooldownStore for RedisPool {
             .iter()
             .map(|v| cooldown::decode_feedback(v))
             .collect()
+    }
+
+    async fn may_report(
+        &self,
+        now: UnixMillis,
+        client: &ClientId,
+        proxy: &ProxyId,
+    ) -> PoolResult<bool> {
+        let args = vec![client.to_string(), proxy.to_string()];
+        let reply = self
+            .call(&self.scripts.may_report, now, Side::Read, args)
+            .await?;
+        Ok(reply.number(0)? == 1)
     }
 
     async fn return_extracted(
