@@ -66,7 +66,9 @@ impl Refusal {
             Refusal::AuthRequired => 407,
             Refusal::Forbidden(_) | Refusal::DestinationDenied(_) => 403,
             Refusal::RateLimited { .. } | Refusal::TooManyConnections => 429,
-            Refusal::UpstreamFailed { .. } => 502,
+            Refusal::UpstreamFailed { reason, .. } => {
+                crate::outbound::failure::DialFailure::http_status(reason)
+            }
             Refusal::NoEligibleProxy
             | Refusal::NoLeasedProxies
             | Refusal::Stale
@@ -196,6 +198,12 @@ impl fmt::Display for Refusal {
                 f,
                 "every upstream proxy for this request is cooling down for the target's domain (banned there); the first is usable again in {retry_after_ms} ms"
             ),
+            Refusal::UpstreamFailed { reason, .. } if reason.starts_with("target_") => {
+                write!(
+                    f,
+                    "the target failed behind the upstream proxy (not the proxy's fault): {reason}"
+                )
+            }
             Refusal::UpstreamFailed { reason, .. } => {
                 write!(f, "upstream proxy failed: {reason}")
             }

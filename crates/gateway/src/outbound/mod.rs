@@ -7,7 +7,9 @@
 //! [`crate::context::GatewayContext`], never the inbound-only state.
 
 pub(crate) mod dial;
+pub(crate) mod failure;
 pub(crate) mod forward;
+pub(crate) mod heard;
 pub(crate) mod peeked_head;
 pub(crate) mod relay;
 pub(crate) mod tunnel;
