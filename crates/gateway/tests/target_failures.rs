@@ -1,8 +1,9 @@
 //! A tenant's unreachable targets must not take shared proxies out of rotation: one
-//! client hammers targets that refuse, reset or never answer, through every simulated
-//! upstream proxy (HTTP and SOCKS5) and every way in (plain HTTP, CONNECT, SOCKS5), with
-//! short timeouts; no proxy may be counted failed, and another client's requests to a good
-//! origin keep going through every proxy.
+//! client hammers targets that refuse, reset or never answer, through simulated upstream
+//! proxies (an HTTP and a SOCKS5 one) and every way in (plain HTTP, CONNECT, SOCKS5), with
+//! short timeouts and a failure threshold of one; no proxy may be counted failed, and
+//! another client's requests to a good origin keep going through every proxy (those two
+//! and two more) after each kind of target.
 
 mod common;
 
@@ -102,6 +103,7 @@ async fn a_clients_failing_targets_never_count_against_the_proxies() {
             carried.insert(response.header("x-proxypool-proxy").unwrap().to_owned());
         }
         if carried.len() != 4 {
+            // Which failure took a proxy out, for whoever reads the failed run.
             let text = curl(&[&format!("http://{}/metrics", gateway.admin)])
                 .await
                 .body;
