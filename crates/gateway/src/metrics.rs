@@ -7,7 +7,7 @@
 //! `requests_total{kind}`, `refusals_total{code}`, `bytes_total{direction}`,
 //! `upstream_failures_total{reason}` (failures of the proxy itself, counted against it),
 //! `target_failures_total{reason}` (the target behind a proxy failed: one of the fixed
-//! `crate::outbound::failure::TARGET_REASONS`, never counted against the proxy),
+//! `crate::failure::TARGET_REASONS`, never counted against the proxy),
 //! `selection_misses_total`, `capacity_waits_total`,
 //! `capacity_wait_outcomes_total{outcome}` (`served`, `timed_out`, `over_bound`),
 //! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`,
@@ -201,7 +201,7 @@ impl GatewayMetrics {
 
     /// The target behind a proxy failed (`reason`: one of `TARGET_REASONS`).
     pub(crate) fn target_failure(&self, reason: &'static str) {
-        debug_assert!(crate::outbound::failure::TARGET_REASONS.contains(&reason));
+        debug_assert!(crate::failure::TARGET_REASONS.contains(&reason));
         labelled(
             &self.target_failures,
             reason,

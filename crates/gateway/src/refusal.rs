@@ -58,6 +58,9 @@ pub enum Refusal {
     Unavailable,
 }
 
+/// The reason of an upstream failure that is a target's timeout: answered 504, not 502.
+pub(crate) const TARGET_TIMEOUT: &str = "target_timeout";
+
 impl Refusal {
     /// The HTTP status.
     pub fn status(&self) -> u16 {
@@ -66,9 +69,11 @@ impl Refusal {
             Refusal::AuthRequired => 407,
             Refusal::Forbidden(_) | Refusal::DestinationDenied(_) => 403,
             Refusal::RateLimited { .. } | Refusal::TooManyConnections => 429,
-            Refusal::UpstreamFailed { reason, .. } => {
-                crate::outbound::failure::DialFailure::http_status(reason)
-            }
+            Refusal::UpstreamFailed {
+                reason: TARGET_TIMEOUT,
+                ..
+            } => 504,
+            Refusal::UpstreamFailed { .. } => 502,
             Refusal::NoEligibleProxy
             | Refusal::NoLeasedProxies
             | Refusal::Stale

@@ -144,7 +144,7 @@ pub(crate) mod tests {
                     clients,
                     held: Vec::new(),
                 },
-                &Default::default(),
+                Vec::new,
             )
             .unwrap();
         store.view().unwrap()

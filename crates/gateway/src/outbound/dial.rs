@@ -1,11 +1,11 @@
 //! Dialing through an upstream proxy: TCP connect to the proxy, then its handshake
 //! (HTTP `CONNECT` with Basic credentials, or SOCKS5 with username/password), each under
-//! its own timeout. Failures are classified ([`crate::outbound::failure`]) so the caller
+//! its own timeout. Failures are classified ([`crate::failure`]) so the caller
 //! knows whether to blame the proxy (count it, retry elsewhere) or the target (no retry:
 //! every proxy would fail alike, and the proxy is not counted).
 
 use crate::config::GatewayConfig;
-use crate::outbound::failure::classify;
+use crate::failure::classify;
 use crate::outbound::heard::Heard;
 use crate::outbound::peeked_head::PeekedHead;
 use crate::routing::dialer::{DialFailure, Dialer};

@@ -1,6 +1,6 @@
 //! [`Heard`]: a stream to an upstream proxy that notes whether the proxy sent any byte,
 //! so a handshake timeout can tell a silent proxy (its fault) from one that answered and
-//! is still reaching the target (the target's; [`crate::outbound::failure`]).
+//! is still reaching the target (the target's; [`crate::failure`]).
 
 use std::io;
 use std::pin::Pin;

@@ -7,7 +7,6 @@
 //! [`crate::context::GatewayContext`], never the inbound-only state.
 
 pub(crate) mod dial;
-pub(crate) mod failure;
 pub(crate) mod forward;
 pub(crate) mod heard;
 pub(crate) mod peeked_head;

@@ -1,10 +1,10 @@
 //! What the router needs from the outbound side: a [`Dialer`] that reaches the target
 //! through one proxy, and the [`DialFailure`] that says whom to blame when it cannot
 //! (the proxy: count it and try another; the target: every proxy would fail alike; the
-//! rules are in [`crate::outbound::failure`]).
+//! rules are in [`crate::failure`]).
 //! [`crate::outbound::dial`] implements it; routing never opens a socket itself.
 
-pub(crate) use crate::outbound::failure::DialFailure;
+pub(crate) use crate::failure::DialFailure;
 use crate::snapshot::ViewProxy;
 
 /// How to reach the target through one proxy (a tunnel, or a forwarding connection).

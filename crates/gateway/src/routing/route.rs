@@ -8,8 +8,8 @@
 //! slot is taken.
 
 use crate::config::GatewayConfig;
+use crate::failure::Fault;
 use crate::metrics::GatewayMetrics;
-use crate::outbound::failure::Fault;
 use crate::proxies::capacity::Lease;
 use crate::proxies::cooldowns::TargetDomain;
 use crate::refusal::Refusal;

@@ -5,7 +5,7 @@
 //! loop calls [`SnapshotStore::apply`] and [`SnapshotStore::mark_fresh`]. A snapshot is the
 //! authority for the cooldowns of the proxies it lists: a cooldown the store cleared or
 //! shortened leaves this gateway with the next snapshot, while what the gateway saw itself
-//! and the snapshot may not show yet is kept (the report ledger in `routing::bans`). Freshness is
+//! and the snapshot may not show yet is kept (the report ledger's overlay, handed in). Freshness is
 //! the last time the controller answered (a snapshot, a "nothing new" long-poll or an
 //! accepted report), not the snapshot's age: an unchanged snapshot from a reachable
 //! controller is current.
@@ -14,7 +14,6 @@ use super::view::{SnapshotView, ViewParts};
 use crate::policy::limits::{ClientCounters, ClientLimiter, LimiterClock};
 use crate::proxies::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
 use crate::refusal::Refusal;
-use crate::routing::bans::BanLedger;
 use arc_swap::ArcSwapOption;
 use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_of};
 use proxypool_core::{
@@ -131,12 +130,13 @@ impl SnapshotStore {
         &self.registry
     }
 
-    /// Validates, indexes and swaps in a snapshot. On error nothing changes. `ledger` holds
-    /// the cooldown changes this gateway made that the snapshot may not show yet.
+    /// Validates, indexes and swaps in a snapshot. On error nothing changes. `local_cooldowns`
+    /// gives the cooldown changes this gateway made that the snapshot may not show yet (the
+    /// report ledger's overlay); it is asked only once the snapshot is sure to be applied.
     pub(crate) fn apply(
         &self,
         snapshot: WorkerSnapshot,
-        ledger: &BanLedger,
+        local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
     ) -> Result<SnapshotRef, ApplyError> {
         if snapshot.worker != self.worker {
             return Err(ApplyError::WrongWorker(snapshot.worker));
@@ -197,7 +197,7 @@ impl SnapshotStore {
         replace_shipped(
             &snapshot.advisories.cooldowns,
             snapshot.proxies.iter().map(|p| &p.id).zip(&slots),
-            &ledger.overlay(),
+            &local_cooldowns(),
             self.clock.now(),
         );
         let client_ids: Vec<_> = snapshot.clients.iter().map(|c| &c.id).collect();

@@ -8,7 +8,7 @@
 //! request body may be gone. Once the proxy took the request, waiting for the answer is
 //! waiting for the origin, and a SOCKS5 tunnel that fails was open to the origin: those
 //! are the target's failures and never count against the proxy
-//! ([`crate::outbound::failure`]). A bodyless GET, HEAD
+//! ([`crate::failure`]). A bodyless GET, HEAD
 //! or OPTIONS is also sent again through another proxy when the origin answers with a ban
 //! status (the proxy then cools down for the target's domain, `crate::routing::bans`) or the
 //! upstream with its own 502/504, at most `bans.max_retries` times. Every response says
@@ -24,8 +24,8 @@ pub(crate) mod body;
 
 use crate::access::Exchange;
 use crate::context::GatewayContext;
+use crate::failure::Fault;
 use crate::outbound::dial::{self, DialTimeouts};
-use crate::outbound::failure::Fault;
 use crate::policy::ban_statuses::BanStatuses;
 use crate::policy::limits::ConnectionPermit;
 use crate::proxies::capacity::Lease;

@@ -35,7 +35,7 @@
 //! An origin's own answers (a 502 an HTTP proxy relays for a refusing origin, a ban
 //! status) are answers, not failures: they go to the client as they are.
 
-use crate::refusal::socks_reply;
+use crate::refusal::{TARGET_TIMEOUT, socks_reply};
 use proxypool_proto::ProtoError;
 use proxypool_proto::socks5::Reply;
 
@@ -52,7 +52,7 @@ pub(crate) enum Fault {
 pub(crate) const TARGET_REASONS: [&str; 5] = [
     "target_unreachable",
     "target_refused",
-    "target_timeout",
+    TARGET_TIMEOUT,
     "target_not_allowed",
     "target_address_not_supported",
 ];
@@ -84,19 +84,14 @@ impl DialFailure {
         }
     }
 
-    /// The target did not answer in time.
+    /// The target did not answer in time (a 504 for HTTP clients).
     pub(crate) const fn target_timeout() -> Self {
-        Self::target("target_timeout", socks_reply::TTL_EXPIRED)
+        Self::target(TARGET_TIMEOUT, socks_reply::TTL_EXPIRED)
     }
 
     /// The target reset or closed the connection.
     pub(crate) const fn target_closed() -> Self {
         Self::target("target_refused", socks_reply::CONNECTION_REFUSED)
-    }
-
-    /// The HTTP status the client gets: 504 when the target timed out, else 502.
-    pub(crate) fn http_status(reason: &str) -> u16 {
-        if reason == "target_timeout" { 504 } else { 502 }
     }
 }
 
