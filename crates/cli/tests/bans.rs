@@ -10,7 +10,8 @@
 //!    nothing to the banning host through them.
 //! 3. Inside a CONNECT tunnel the gateway sees no status: the client reports the ban with
 //!    `POST /v1/feedback` and the proxy the CONNECT answer named, and no later tunnel to
-//!    that host goes through it.
+//!    that host goes through it. The client's `ok` then clears it: the next snapshot
+//!    takes the cooldown off the gateway, and the proxy carries that host again.
 //! 4. A client that knows only its sticky session reports it by session: the gateway that
 //!    holds the session bans the session's proxy, and the session moves off it.
 
@@ -276,6 +277,24 @@ fn bans_follow_the_proxy_from_gateway_to_gateway_and_feedback_covers_tunnels() {
         assert_ne!(seen.headers["x-proxypool-proxy"], proxy_id);
     }
     assert_eq!(origin.host_counts(exit, TUNNELED).requests, before);
+
+    // 3b. The client finds the host works through that proxy after all: its `ok` clears
+    //     the cooldown in the store, and the next snapshot takes it off gateway B too.
+    let answer = feedback(
+        api,
+        serde_json::json!({ "proxy_id": proxy_id, "domain": TUNNELED, "verdict": "ok" }),
+    );
+    assert!(answer.contains("cleared"), "{answer}");
+    let cleared = eventually("B dropped the cleared ban", Duration::from_secs(5), || {
+        !cooling_on(&admin_b, &proxy_id, TUNNELED)
+    });
+    eprintln!("the cleared ban left gateway B within {cleared:?}");
+    let carried_again = (0..2 * PROXIES).any(|_| {
+        let seen = get(&proxy_b, &url(TUNNELED), true);
+        assert_eq!(seen.status, 200, "{seen:?}");
+        seen.headers["x-proxypool-proxy"] == proxy_id
+    });
+    assert!(carried_again, "{proxy_id} carries {TUNNELED} again");
 
     // 4. A client that knows only its sticky session (a SOCKS5 client, say) reports it:
     //    the gateway holding the session applies the ban to the session's proxy, which

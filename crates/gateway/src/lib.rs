@@ -43,7 +43,7 @@
 //!               -> metrics, config,    metric handles; settings (which compile their policies);
 //!                  access              each request's account: duration histograms, access log
 //!                 -> proxies, policy   per-proxy slots; shield, limiters, allowlists, destinations
-//!                   -> usage, refusal, io, session_id
+//!                   -> usage, refusal, failure, io, session_id
 //! ```
 //!
 //! | module | what it is for |
@@ -64,12 +64,14 @@
 //! | `access` | each request's account when it ends: request and tunnel duration histograms, the access log (a bounded queue, a writer thread, reopened on reload) |
 //! | `metrics`, `usage` | metric handles (the recorder is `proxypool-metrics`); usage per (client, upstream) for reports |
 //! | `refusal`, `io`, `session_id` | every refusal with its status, code and SOCKS5 reply; activity-stamped sockets; session and instance ids |
+//! | `failure` | whom a failed dial or forwarded request is blamed on: the proxy (counted against it) or the target (never) |
 
 mod access;
 mod admin;
 mod config;
 mod context;
 mod control;
+mod failure;
 mod gateway;
 mod inbound;
 mod io;

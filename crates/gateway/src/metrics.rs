@@ -5,7 +5,10 @@
 //! Names (all prefixed `proxypool_gateway_`): `connections_total{listener}`,
 //! `connections_open{listener}`, `connections_rejected_total{reason}`,
 //! `requests_total{kind}`, `refusals_total{code}`, `bytes_total{direction}`,
-//! `upstream_failures_total{reason}`, `selection_misses_total`, `capacity_waits_total`,
+//! `upstream_failures_total{reason}` (failures of the proxy itself, counted against it),
+//! `target_failures_total{reason}` (the target behind a proxy failed: one of the fixed
+//! `crate::failure::TARGET_REASONS`, never counted against the proxy),
+//! `selection_misses_total`, `capacity_waits_total`,
 //! `capacity_wait_outcomes_total{outcome}` (`served`, `timed_out`, `over_bound`),
 //! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`,
 //! `tunnels_closed_total{reason}` (closed because the proxy's lease went: `lease_lapsed`,
@@ -81,6 +84,7 @@ pub(crate) struct GatewayMetrics {
     refusals: [Counter; Refusal::CODES.len()],
     /// Label values seen on the (rare) upstream failure path.
     failures: Mutex<HashMap<&'static str, Counter>>,
+    target_failures: Mutex<HashMap<&'static str, Counter>>,
     destinations: Mutex<HashMap<&'static str, Counter>>,
 }
 
@@ -147,6 +151,7 @@ impl GatewayMetrics {
             refusals: Refusal::CODES
                 .map(|code| counter!("proxypool_gateway_refusals_total", "code" => code)),
             failures: Mutex::new(HashMap::new()),
+            target_failures: Mutex::new(HashMap::new()),
             destinations: Mutex::new(HashMap::new()),
         }
     }
@@ -190,6 +195,17 @@ impl GatewayMetrics {
             &self.failures,
             reason,
             |reason| counter!("proxypool_gateway_upstream_failures_total", "reason" => reason),
+        )
+        .increment(1);
+    }
+
+    /// The target behind a proxy failed (`reason`: one of `TARGET_REASONS`).
+    pub(crate) fn target_failure(&self, reason: &'static str) {
+        debug_assert!(crate::failure::TARGET_REASONS.contains(&reason));
+        labelled(
+            &self.target_failures,
+            reason,
+            |reason| counter!("proxypool_gateway_target_failures_total", "reason" => reason),
         )
         .increment(1);
     }
@@ -266,7 +282,11 @@ fn describe() {
     );
     describe_counter!(
         "proxypool_gateway_upstream_failures_total",
-        "Failed upstream dials, by reason."
+        "Failures of upstream proxies themselves (counted against the proxy), by reason."
+    );
+    describe_counter!(
+        "proxypool_gateway_target_failures_total",
+        "Targets that failed behind a working upstream proxy (never counted against it), by reason."
     );
     describe_counter!(
         "proxypool_gateway_bans_total",

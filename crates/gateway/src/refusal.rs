@@ -58,6 +58,9 @@ pub enum Refusal {
     Unavailable,
 }
 
+/// The reason of an upstream failure that is a target's timeout: answered 504, not 502.
+pub(crate) const TARGET_TIMEOUT: &str = "target_timeout";
+
 impl Refusal {
     /// The HTTP status.
     pub fn status(&self) -> u16 {
@@ -66,6 +69,10 @@ impl Refusal {
             Refusal::AuthRequired => 407,
             Refusal::Forbidden(_) | Refusal::DestinationDenied(_) => 403,
             Refusal::RateLimited { .. } | Refusal::TooManyConnections => 429,
+            Refusal::UpstreamFailed {
+                reason: TARGET_TIMEOUT,
+                ..
+            } => 504,
             Refusal::UpstreamFailed { .. } => 502,
             Refusal::NoEligibleProxy
             | Refusal::NoLeasedProxies
@@ -196,6 +203,12 @@ impl fmt::Display for Refusal {
                 f,
                 "every upstream proxy for this request is cooling down for the target's domain (banned there); the first is usable again in {retry_after_ms} ms"
             ),
+            Refusal::UpstreamFailed { reason, .. } if reason.starts_with("target_") => {
+                write!(
+                    f,
+                    "the target failed behind the upstream proxy (not the proxy's fault): {reason}"
+                )
+            }
             Refusal::UpstreamFailed { reason, .. } => {
                 write!(f, "upstream proxy failed: {reason}")
             }

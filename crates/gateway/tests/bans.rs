@@ -385,3 +385,99 @@ async fn cooldowns_from_the_snapshot_and_session_feedback_steer_picks() {
 fn exit_of_echo(body: &str) -> String {
     body.trim().to_owned()
 }
+
+/// The cooldown entries `/status` lists, as (proxy, domain).
+async fn status_cooling(s: &Setup) -> Vec<(String, String)> {
+    let (code, body) = admin_json(&s.gateway, "/status").await;
+    assert_eq!(code, 200, "{body}");
+    let mut entries: Vec<(String, String)> = body["cooldowns"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["proxy_id"].as_str().unwrap().to_owned(),
+                e["domain"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    entries.sort();
+    entries
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cooldown_the_store_cleared_or_shortened_leaves_with_the_next_snapshot() {
+    let s = setup(3, vec![client("alice")]).await;
+    let now = s.clock.now();
+    let shipped = |n: u8, until_ms: u64| DomainCooldown {
+        proxy_id: proxy_id(n),
+        domain: domain("127.0.0.1"),
+        until_ms,
+        strikes: 1,
+        forget_at_ms: now + 90_000,
+    };
+    // A poisoned cooldown: proxies 1 and 2 are kept off A by the cluster.
+    s.controller.state.lock().unwrap().advisories.cooldowns =
+        vec![shipped(1, now + 30_000), shipped(2, now + 30_000)];
+    s.controller.bump();
+    acked(&s.controller, 2).await;
+    for _ in 0..3 {
+        let response = s.get("alice", &s.site_a).await;
+        assert_eq!(
+            response.header("x-proxypool-proxy"),
+            Some(proxy_id(3).as_str())
+        );
+    }
+    let a = "127.0.0.1".to_owned();
+    assert_eq!(
+        status_cooling(&s).await,
+        vec![
+            (proxy_id(1).to_string(), a.clone()),
+            (proxy_id(2).to_string(), a.clone())
+        ]
+    );
+    // Meanwhile this gateway sees site B ban proxy 3 itself; its report is taken.
+    s.site_b.ban(exit(3), 403);
+    for _ in 0..3 {
+        let response = s.get("alice", &s.site_b).await;
+        assert_eq!(response.status, 200, "{response:?}");
+    }
+    eventually(Duration::from_secs(5), "the ban reported", || {
+        !s.reported().is_empty()
+    })
+    .await;
+    for _ in 0..50 {
+        let (_, status) = admin_json(&s.gateway, "/status").await;
+        if status["cooldowns"]["pending_report"] == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The store cleared proxy 1's cooldown (a client said `ok`) and shortened proxy 2's to
+    // an end already past; the next snapshot shows that (and not yet the ban of proxy 3).
+    s.controller.state.lock().unwrap().advisories.cooldowns = vec![shipped(2, now)];
+    s.controller.bump();
+    acked(&s.controller, 3).await;
+    assert_eq!(
+        status_cooling(&s).await,
+        vec![(proxy_id(3).to_string(), "127.0.0.3".to_owned())],
+        "the cleared and the shortened are gone; the ban this gateway saw is kept"
+    );
+    for _ in 0..6 {
+        let response = s.get("alice", &s.site_a).await;
+        assert_eq!(response.status, 200, "{response:?}");
+    }
+    for n in 1..=2 {
+        assert!(s.site_a.hits_from(exit(n)) >= 1, "exit {n} serves A again");
+    }
+    // Proxy 3 stays off B: the snapshot may have been built before the report landed.
+    for _ in 0..4 {
+        let response = s.get("alice", &s.site_b).await;
+        assert_ne!(
+            response.header("x-proxypool-proxy"),
+            Some(proxy_id(3).as_str())
+        );
+    }
+    s.gateway.shutdown().await;
+}

@@ -24,6 +24,7 @@ pub const SILENT_UNTIL_FAILURE: &[&str] = &[
     "proxypool_api_rate_limited_total",
     "proxypool_api_overload_total",
     "proxypool_gateway_upstream_failures_total",
+    "proxypool_gateway_target_failures_total",
     "proxypool_gateway_destination_denials_total",
     "proxypool_controller_store_errors_total",
 ];

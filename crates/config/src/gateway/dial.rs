@@ -17,7 +17,9 @@ pub struct DialConfig {
     pub handshake_timeout: Millis,
     /// Proxies tried for one request before the client gets 502 (at least 1).
     pub max_attempts: u32,
-    /// Consecutive failures after which a proxy is skipped for `failure_cooldown`.
+    /// Consecutive failures of the proxy itself after which it is skipped for
+    /// `failure_cooldown`; a target failing behind it never counts (the gateway decides
+    /// whom to blame in one place, its outbound failure classification).
     pub failure_threshold: u32,
     pub failure_cooldown: Millis,
     /// Idle kept-alive upstream connections kept per proxy for plain HTTP.

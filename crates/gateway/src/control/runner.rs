@@ -157,7 +157,7 @@ impl ControlLoop {
                     self.store.mark_fresh();
                     delay = self.backoff.initial;
                     let version = snapshot.reference.version;
-                    match self.store.apply(snapshot) {
+                    match self.store.apply(snapshot, || self.bans.ledger.overlay()) {
                         Ok(reference) => {
                             self.metrics.snapshot_version.set(version as f64);
                             if let Some(view) = self.store.view() {

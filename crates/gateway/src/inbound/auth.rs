@@ -128,21 +128,24 @@ pub(crate) mod tests {
             .collect::<Vec<_>>();
         let checksum = snapshot_checksum(&[], &clients);
         store
-            .apply(WorkerSnapshot {
-                advisories: Default::default(),
-                worker,
-                session_id: "s".into(),
-                reference: SnapshotRef {
-                    version: 1,
-                    epoch: 1,
-                    checksum,
+            .apply(
+                WorkerSnapshot {
+                    advisories: Default::default(),
+                    worker,
+                    session_id: "s".into(),
+                    reference: SnapshotRef {
+                        version: 1,
+                        epoch: 1,
+                        checksum,
+                    },
+                    generated_at_ms: 0,
+                    max_staleness_ms: 60_000,
+                    proxies: Vec::new(),
+                    clients,
+                    held: Vec::new(),
                 },
-                generated_at_ms: 0,
-                max_staleness_ms: 60_000,
-                proxies: Vec::new(),
-                clients,
-                held: Vec::new(),
-            })
+                Vec::new,
+            )
             .unwrap();
         store.view().unwrap()
     }

@@ -8,6 +8,7 @@
 
 pub(crate) mod dial;
 pub(crate) mod forward;
+pub(crate) mod heard;
 pub(crate) mod peeked_head;
 pub(crate) mod relay;
 pub(crate) mod tunnel;

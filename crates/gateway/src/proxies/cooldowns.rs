@@ -76,6 +76,21 @@ impl DomainCooldowns {
     pub(crate) fn apply(&self, changes: &[&CooldownChange], now_ms: UnixMillis) {
         let mut entries = self.entries.lock_or_recover();
         merge_cooldowns(&mut entries, changes, now_ms);
+        self.publish_end(&entries);
+    }
+
+    /// Replaces the table with `changes` merged into nothing: a snapshot's entries for the
+    /// proxy followed by what this gateway made and the snapshot may not show yet. What
+    /// the store cleared or shortened is thereby gone here too.
+    pub(crate) fn replace(&self, changes: &[&CooldownChange], now_ms: UnixMillis) {
+        let mut fresh = Vec::new();
+        merge_cooldowns(&mut fresh, changes, now_ms);
+        let mut entries = self.entries.lock_or_recover();
+        *entries = fresh;
+        self.publish_end(&entries);
+    }
+
+    fn publish_end(&self, entries: &[DomainCooldown]) {
         let latest = entries.iter().map(|e| e.until_ms).max().unwrap_or(0);
         self.cooling_until.store(latest, Ordering::Release);
     }
@@ -124,5 +139,18 @@ pub(crate) mod tests {
         // Remembered past the end (strikes), forgotten after.
         assert!(table.get(&a, 1_000).is_some());
         assert!(table.get(&a, 1_500).is_none());
+    }
+
+    #[test]
+    fn a_replaced_table_holds_only_what_it_was_given() {
+        let table = DomainCooldowns::default();
+        let target = TargetAddr::domain("a.test", 80).unwrap();
+        let on_a = TargetDomain::new(&target);
+        table.apply(&[&CooldownChange::Set(entry("a.test", 500))], 0);
+        table.replace(&[&CooldownChange::Set(entry("b.test", 900))], 0);
+        assert!(!table.is_cooling(&on_a, 100));
+        assert_eq!(table.cooling(100).len(), 1);
+        table.replace(&[], 0);
+        assert!(table.cooling(100).is_empty());
     }
 }

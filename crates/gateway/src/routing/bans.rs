@@ -22,7 +22,16 @@ use proxypool_core::{
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
-/// Cooldown changes this gateway made since the store last took them, oldest first.
+/// Cooldown changes this gateway made since the store last took them, oldest first, and
+/// the ones the store took that a snapshot may not show yet.
+///
+/// A snapshot is the authority for the cooldowns of the proxies it lists (a clear in the
+/// store must leave every gateway), so what this gateway made itself is laid over each
+/// shipped table ([`BanLedger::overlay`]) until a snapshot can be trusted to show it: while
+/// it waits for a report, and after the report was taken for one more snapshot (the one
+/// the controller may have been building while the report landed). The snapshot after that
+/// was built from a store that had the change, and from then on it alone decides, clears
+/// included.
 ///
 /// Bounded: beyond [`MAX_COOLDOWN_CHANGES`] (what one report may carry) the oldest are
 /// dropped and counted; the local table still has them, only other gateways learn less.
@@ -35,6 +44,9 @@ pub(crate) struct BanLedger {
 struct Pending {
     changes: VecDeque<(u64, CooldownChange)>,
     next_seq: u64,
+    /// Changes the store took, with whether a snapshot was applied since; dropped at the
+    /// second snapshot after their report.
+    taken: Vec<(bool, CooldownChange)>,
 }
 
 /// What one report takes from the ledger.
@@ -74,8 +86,31 @@ impl BanLedger {
         let Some(upto) = batch.upto else { return };
         let mut pending = self.pending.lock_or_recover();
         while pending.changes.front().is_some_and(|(seq, _)| *seq <= upto) {
-            pending.changes.pop_front();
+            if let Some((_, change)) = pending.changes.pop_front() {
+                pending.taken.push((false, change));
+            }
         }
+        // Bounded like the queue: the oldest taken ones are the likeliest in a snapshot.
+        let excess = pending.taken.len().saturating_sub(MAX_COOLDOWN_CHANGES);
+        pending.taken.drain(..excess);
+    }
+
+    /// A snapshot is being applied: the changes to lay over its cooldowns, oldest first
+    /// (taken ones, then the queue). Taken changes that already outlived one snapshot are
+    /// forgotten first: this snapshot shows them, or shows that they were cleared since.
+    pub(crate) fn overlay(&self) -> Vec<CooldownChange> {
+        let mut pending = self.pending.lock_or_recover();
+        pending.taken.retain(|(seen, _)| !seen);
+        for (seen, _) in &mut pending.taken {
+            *seen = true;
+        }
+        let pending = &*pending;
+        pending
+            .taken
+            .iter()
+            .map(|(_, c)| c.clone())
+            .chain(pending.changes.iter().map(|(_, c)| c.clone()))
+            .collect()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -123,10 +158,11 @@ impl Bans {
         now_ms: UnixMillis,
         metrics: &GatewayMetrics,
     ) {
-        proxy.slot.domains.apply(&[&change], now_ms);
-        if self.ledger.push(change) {
+        // Into the ledger first: a snapshot applied in between lays it over its table.
+        if self.ledger.push(change.clone()) {
             metrics.cooldown_changes_dropped.increment(1);
         }
+        proxy.slot.domains.apply(&[&change], now_ms);
     }
 
     /// Applies the feedback on sessions this gateway holds that it has not applied yet:
@@ -198,5 +234,19 @@ mod tests {
             ledger.push(CooldownChange::Set(entry("c.test", i as u64)));
         }
         assert_eq!(ledger.len(), MAX_COOLDOWN_CHANGES);
+    }
+
+    #[test]
+    fn a_taken_change_is_laid_over_one_snapshot_and_not_the_next() {
+        let ledger = BanLedger::default();
+        ledger.push(CooldownChange::Set(entry("a.test", 1)));
+        // Not yet reported: over every snapshot.
+        assert_eq!(ledger.overlay().len(), 1);
+        assert_eq!(ledger.overlay().len(), 1);
+        let batch = ledger.batch();
+        ledger.confirm(&batch);
+        // Taken: over the next snapshot only (it may have been built before the report).
+        assert_eq!(ledger.overlay().len(), 1);
+        assert!(ledger.overlay().is_empty());
     }
 }

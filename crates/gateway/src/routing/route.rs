@@ -8,6 +8,7 @@
 //! slot is taken.
 
 use crate::config::GatewayConfig;
+use crate::failure::Fault;
 use crate::metrics::GatewayMetrics;
 use crate::proxies::capacity::Lease;
 use crate::proxies::cooldowns::TargetDomain;
@@ -314,14 +315,17 @@ impl Router {
                     });
                 }
                 Err(failure) => {
-                    self.metrics.upstream_failure(failure.reason);
                     drop(reservation);
-                    if !failure.proxy_fault {
+                    if failure.fault == Fault::Target {
+                        // Every proxy would fail alike, and the proxy did its part: not
+                        // counted against it, not retried.
+                        self.metrics.target_failure(failure.reason);
                         return Err(Refusal::UpstreamFailed {
                             reason: failure.reason,
                             socks: failure.socks,
                         });
                     }
+                    self.metrics.upstream_failure(failure.reason);
                     proxy.slot.record_failure(self.clock.monotonic_ms());
                     tracing::debug!(proxy = %proxy.id, reason = failure.reason, attempt, "upstream dial failed");
                     last_failure = Some(failure);

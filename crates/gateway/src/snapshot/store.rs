@@ -2,7 +2,10 @@
 //! rule that makes the gateway fail closed when the controller has been gone too long.
 //!
 //! Requests call [`SnapshotStore::current`] (one atomic load and a clock read). The control
-//! loop calls [`SnapshotStore::apply`] and [`SnapshotStore::mark_fresh`]. Freshness is
+//! loop calls [`SnapshotStore::apply`] and [`SnapshotStore::mark_fresh`]. A snapshot is the
+//! authority for the cooldowns of the proxies it lists: a cooldown the store cleared or
+//! shortened leaves this gateway with the next snapshot, while what the gateway saw itself
+//! and the snapshot may not show yet is kept (the report ledger's overlay, handed in). Freshness is
 //! the last time the controller answered (a snapshot, a "nothing new" long-poll or an
 //! accepted report), not the snapshot's age: an unchanged snapshot from a reachable
 //! controller is current.
@@ -18,7 +21,7 @@ use proxypool_core::{
     WorkerId,
 };
 use proxypool_throttle::EngineOptions;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -127,8 +130,14 @@ impl SnapshotStore {
         &self.registry
     }
 
-    /// Validates, indexes and swaps in a snapshot. On error nothing changes.
-    pub(crate) fn apply(&self, snapshot: WorkerSnapshot) -> Result<SnapshotRef, ApplyError> {
+    /// Validates, indexes and swaps in a snapshot. On error nothing changes. `local_cooldowns`
+    /// gives the cooldown changes this gateway made that the snapshot may not show yet (the
+    /// report ledger's overlay); it is asked only once the snapshot is sure to be applied.
+    pub(crate) fn apply(
+        &self,
+        snapshot: WorkerSnapshot,
+        local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
+    ) -> Result<SnapshotRef, ApplyError> {
         if snapshot.worker != self.worker {
             return Err(ApplyError::WrongWorker(snapshot.worker));
         }
@@ -182,10 +191,13 @@ impl SnapshotStore {
                 slot.cutoff.set_lease_end(held.lease_until_ms);
             }
         }
-        // The cluster's cooldowns join what this gateway knows (merged: never shortened).
-        merge_shipped(
+        // The snapshot decides the cooldowns of the proxies it lists (clears and shortenings
+        // in the store included); what this gateway made and the store may not show yet is
+        // laid over it.
+        replace_shipped(
             &snapshot.advisories.cooldowns,
-            |id| self.registry.slot(id),
+            snapshot.proxies.iter().map(|p| &p.id).zip(&slots),
+            &local_cooldowns(),
             self.clock.now(),
         );
         let client_ids: Vec<_> = snapshot.clients.iter().map(|c| &c.id).collect();
@@ -285,32 +297,30 @@ impl SnapshotStore {
     }
 }
 
-/// Merges the cluster's cooldowns from a snapshot into the slots of the proxies it names.
-pub(crate) fn merge_shipped(
-    cooldowns: &[DomainCooldown],
-    slot_of: impl Fn(
-        &proxypool_core::ProxyId,
-    ) -> Option<std::sync::Arc<crate::proxies::capacity::ProxySlot>>,
+/// Replaces the cooldown table of every listed proxy with the snapshot's entries for it
+/// followed by the `local` changes on it (oldest first). A listed proxy the snapshot ships
+/// no entry for ends up with the local ones only: the store has none.
+pub(crate) fn replace_shipped<'a>(
+    shipped: &[DomainCooldown],
+    listed: impl Iterator<Item = (&'a ProxyId, &'a Arc<ProxySlot>)>,
+    local: &[CooldownChange],
     now_ms: UnixMillis,
 ) {
-    let mut start = 0;
-    // Entries come sorted by proxy: one lock per proxy.
-    while start < cooldowns.len() {
-        let proxy = &cooldowns[start].proxy_id;
-        let end = start
-            + cooldowns[start..]
-                .iter()
-                .take_while(|e| &e.proxy_id == proxy)
-                .count();
-        if let Some(slot) = slot_of(proxy) {
-            let changes: Vec<CooldownChange> = cooldowns[start..end]
-                .iter()
-                .cloned()
-                .map(CooldownChange::Set)
-                .collect();
-            let refs: Vec<&CooldownChange> = changes.iter().collect();
-            slot.domains.apply(&refs, now_ms);
-        }
-        start = end;
+    let mut changes: HashMap<&ProxyId, Vec<CooldownChange>> = HashMap::new();
+    for entry in shipped {
+        changes
+            .entry(&entry.proxy_id)
+            .or_default()
+            .push(CooldownChange::Set(entry.clone()));
+    }
+    for change in local {
+        changes
+            .entry(change.proxy_id())
+            .or_default()
+            .push(change.clone());
+    }
+    for (id, slot) in listed {
+        let refs: Vec<&CooldownChange> = changes.get(id).into_iter().flatten().collect();
+        slot.domains.replace(&refs, now_ms);
     }
 }

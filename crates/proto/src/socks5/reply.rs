@@ -65,7 +65,10 @@ impl Reply {
     /// the target itself.
     pub fn from_io_error(err: &io::Error) -> Self {
         match err.kind() {
-            io::ErrorKind::ConnectionRefused => Self::ConnectionRefused,
+            // A target that resets the connection as it is made refused it, in effect.
+            io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted => Self::ConnectionRefused,
             io::ErrorKind::NetworkUnreachable => Self::NetworkUnreachable,
             io::ErrorKind::HostUnreachable | io::ErrorKind::TimedOut => Self::HostUnreachable,
             io::ErrorKind::AddrNotAvailable | io::ErrorKind::Unsupported => {
@@ -114,6 +117,8 @@ mod tests {
     fn maps_connect_errors() {
         let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
         assert_eq!(Reply::from_io_error(&refused), Reply::ConnectionRefused);
+        let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+        assert_eq!(Reply::from_io_error(&reset), Reply::ConnectionRefused);
         let timed_out = io::Error::from(io::ErrorKind::TimedOut);
         assert_eq!(Reply::from_io_error(&timed_out), Reply::HostUnreachable);
         let other = io::Error::other("boom");

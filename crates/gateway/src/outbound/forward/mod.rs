@@ -4,7 +4,11 @@
 //! Through an HTTP proxy the request stays in absolute form with the proxy's Basic
 //! credentials; through a SOCKS5 proxy it goes in origin form over a tunnel to the target.
 //! Failures before the request is sent retry on another proxy (the router's bound);
-//! failures after it are a 502, since the request body may be gone. A bodyless GET, HEAD
+//! failures after it are a 502 (a 504 when the answer does not come in time), since the
+//! request body may be gone. Once the proxy took the request, waiting for the answer is
+//! waiting for the origin, and a SOCKS5 tunnel that fails was open to the origin: those
+//! are the target's failures and never count against the proxy
+//! ([`crate::failure`]). A bodyless GET, HEAD
 //! or OPTIONS is also sent again through another proxy when the origin answers with a ban
 //! status (the proxy then cools down for the target's domain, `crate::routing::bans`) or the
 //! upstream with its own 502/504, at most `bans.max_retries` times. Every response says
@@ -20,6 +24,7 @@ pub(crate) mod body;
 
 use crate::access::Exchange;
 use crate::context::GatewayContext;
+use crate::failure::Fault;
 use crate::outbound::dial::{self, DialTimeouts};
 use crate::policy::ban_statuses::BanStatuses;
 use crate::policy::limits::ConnectionPermit;
@@ -244,11 +249,15 @@ async fn send_once(
     let (mut sender, key, reused) = routed.value;
     let usage = shared.usage.cell(&auth.client.id, &proxy.upstream);
     usage.routed();
-    // Every failure from here on is the upstream's, charged to this pair.
-    let fail = |failure| {
-        usage.failed();
+    // A proxy's failure from here on is charged to this pair; a target's to nobody.
+    let fail = |failure: DialFailure| {
+        if failure.fault == Fault::Proxy {
+            usage.failed();
+        }
         fail(shared, proxy, failure)
     };
+    // Over a SOCKS5 tunnel the proxy's part is done: the connection reaches the origin.
+    let through_tunnel = proxy.protocol == Protocol::Socks5;
     let mut request = match request {
         Outgoing::Client(request) => {
             request.map(|b| CountingBody::new(b, usage.bytes_up.clone(), upload_meter))
@@ -271,13 +280,14 @@ async fn send_once(
                         .await
                         .map_err(&fail)?;
                 }
-                _ => {
-                    return Err(fail(DialFailure::upstream("upstream_request_failed")));
+                // An HTTP proxy answers a failed origin itself: closing on us is its fault.
+                _ if !through_tunnel => {
+                    return Err(fail(DialFailure::proxy("upstream_request_failed")));
                 }
+                _ => return Err(fail(DialFailure::target_closed())),
             },
-            Err(_) => {
-                return Err(fail(DialFailure::upstream("upstream_response_timeout")));
-            }
+            // The proxy took the request and waits for the origin (or relays to it).
+            Err(_) => return Err(fail(DialFailure::target_timeout())),
         }
     };
     if response.status() == http::StatusCode::PROXY_AUTHENTICATION_REQUIRED
@@ -285,7 +295,7 @@ async fn send_once(
     {
         // The upstream refused our credentials: never pass its 407 on (the client would
         // think the gateway wants other credentials).
-        return Err(fail(DialFailure::upstream("proxy_auth_rejected")));
+        return Err(fail(DialFailure::proxy("proxy_auth_rejected")));
     }
     Ok(Sent {
         response,
@@ -323,9 +333,15 @@ impl Dialer for ForwardDialer<'_> {
     }
 }
 
+/// Counts `failure` against the proxy when it is the proxy's (see [`Fault`]).
 fn fail(shared: &GatewayContext, proxy: &ViewProxy, failure: DialFailure) -> Refusal {
-    shared.metrics.upstream_failure(failure.reason);
-    proxy.slot.record_failure(shared.clock.monotonic_ms());
+    match failure.fault {
+        Fault::Proxy => {
+            shared.metrics.upstream_failure(failure.reason);
+            proxy.slot.record_failure(shared.clock.monotonic_ms());
+        }
+        Fault::Target => shared.metrics.target_failure(failure.reason),
+    }
     Refusal::UpstreamFailed {
         reason: failure.reason,
         socks: failure.socks,
@@ -392,7 +408,7 @@ async fn open(
     let (sender, connection) = client_http1::Builder::new()
         .handshake::<_, CountingBody>(TokioIo::new(stream))
         .await
-        .map_err(|_| DialFailure::upstream("proxy_io_error"))?;
+        .map_err(|_| DialFailure::proxy("proxy_io_error"))?;
     // Watched before the connection is used, so a cut from here on reaches it.
     let cut = proxy.slot.cutoff.watch(clock);
     tokio::spawn(async move {
