@@ -13,6 +13,7 @@ use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSetting
 use crate::controller_view::{OwnershipWake, UpstreamStatusSource};
 use crate::readiness::ReadinessCache;
 use crate::ui::session::SessionTable;
+use crate::ui::sign_in_guard::SignInGuard;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{
     ActivityPool, AdminStore, CooldownPolicy, CooldownStore, Extractor, InventoryReader,
@@ -94,7 +95,10 @@ struct Inner {
     clock: fn() -> UnixMillis,
     /// The dashboard's sign-in sessions.
     ui_sessions: SessionTable,
-    /// Whether the dashboard's cookie carries `Secure` (the listener is TLS).
+    /// Failed dashboard sign-ins per address group.
+    sign_in_guard: SignInGuard,
+    /// Whether the dashboard's cookie is always `Secure` and `__Host-` named (the listener is
+    /// TLS, or `[api] secure_cookies` says a TLS-terminating balancer is in front).
     secure_cookies: bool,
     quota_board: QuotaBoard,
     /// `/readyz`'s shared, short-lived result.
@@ -202,7 +206,9 @@ impl ApiStateBuilder {
         self
     }
 
-    /// Marks the dashboard's session cookie `Secure` (set it when the listener is TLS).
+    /// Marks the dashboard's session cookie `Secure` and names it `__Host-` on every
+    /// sign-in (set it when the listener is TLS or a TLS-terminating balancer is in front;
+    /// without it, only a trusted balancer's `X-Forwarded-Proto: https` does).
     pub fn secure_cookies(mut self, secure: bool) -> Self {
         self.secure_cookies = secure;
         self
@@ -241,6 +247,7 @@ impl ApiStateBuilder {
                 ownership_wake: self.ownership_wake,
                 clock: self.clock,
                 ui_sessions: SessionTable::default(),
+                sign_in_guard: SignInGuard::default(),
                 secure_cookies: self.secure_cookies,
                 quota_board: QuotaBoard::default(),
                 readiness: Arc::default(),
@@ -289,6 +296,10 @@ impl ApiState {
 
     pub(crate) fn ui_sessions(&self) -> &SessionTable {
         &self.inner.ui_sessions
+    }
+
+    pub(crate) fn sign_in_guard(&self) -> &SignInGuard {
+        &self.inner.sign_in_guard
     }
 
     pub(crate) fn secure_cookies(&self) -> bool {
