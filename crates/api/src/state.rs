@@ -91,6 +91,8 @@ struct Inner {
     metrics: Option<MetricsHandle>,
     /// The hash `GET /metrics` checks bearer tokens against (none: open); swapped on reload.
     metrics_token: ArcSwapOption<SecretHash>,
+    /// `/metrics` shows per-client series without a metrics token (`dev` only).
+    client_metrics_open: bool,
     ownership_wake: Option<Arc<dyn OwnershipWake>>,
     clock: fn() -> UnixMillis,
     /// The dashboard's sign-in sessions.
@@ -127,6 +129,7 @@ pub struct ApiStateBuilder {
     shield: ShieldChoice,
     metrics: Option<MetricsHandle>,
     metrics_token: Option<SecretHash>,
+    client_metrics_open: bool,
     ownership_wake: Option<Arc<dyn OwnershipWake>>,
     reloader: Option<Arc<dyn ConfigReloader>>,
     trusted_proxies: Vec<(std::net::IpAddr, u8)>,
@@ -194,6 +197,13 @@ impl ApiStateBuilder {
         self
     }
 
+    /// Without a metrics token, `/metrics` still shows the series with a `client` label
+    /// (default: they are left out). For `dev`, where the one client is the operator's.
+    pub fn client_metrics_open(mut self, open: bool) -> Self {
+        self.client_metrics_open = open;
+        self
+    }
+
     /// Load balancers whose `X-Forwarded-For` names the client (address, prefix length).
     pub fn trusted_proxies(mut self, blocks: Vec<(std::net::IpAddr, u8)>) -> Self {
         self.trusted_proxies = blocks;
@@ -244,6 +254,7 @@ impl ApiStateBuilder {
                 trusted_proxies: self.trusted_proxies,
                 metrics: self.metrics,
                 metrics_token: ArcSwapOption::new(self.metrics_token.map(Arc::new)),
+                client_metrics_open: self.client_metrics_open,
                 ownership_wake: self.ownership_wake,
                 clock: self.clock,
                 ui_sessions: SessionTable::default(),
@@ -268,6 +279,7 @@ impl ApiState {
             shield: ShieldChoice::Settings(ShieldSettings::default()),
             metrics: None,
             metrics_token: None,
+            client_metrics_open: false,
             ownership_wake: None,
             reloader: None,
             trusted_proxies: Vec::new(),
@@ -337,6 +349,10 @@ impl ApiState {
 
     pub(crate) fn metrics_token(&self) -> Option<Arc<SecretHash>> {
         self.inner.metrics_token.load_full()
+    }
+
+    pub(crate) fn client_metrics_open(&self) -> bool {
+        self.inner.client_metrics_open
     }
 
     pub(crate) fn trusted_proxies(&self) -> &[(std::net::IpAddr, u8)] {
