@@ -77,11 +77,12 @@ async fn sign_in(State(state): State<ApiState>, request: Request) -> Result<Resp
     );
     if let Some(wait_ms) = state.sign_in_guard().locked_for(state.now(), group) {
         crate::metrics::sign_in_failed("locked_out");
+        let wait_secs = wait_ms.div_ceil(1000);
         return Err(ApiError::new(
             ErrorCode::RateLimited,
-            "too many failed sign-ins; try later",
+            format!("too many failed sign-ins from this address; try again in {wait_secs} s"),
         )
-        .retry_after(wait_ms.div_ceil(1000)));
+        .retry_after(wait_secs));
     }
     let SignIn { token } = crate::body::read_json(&parts.headers, body, SIGN_IN_BODY_CAP).await?;
     if token.chars().count() > MAX_TOKEN_CHARS {
@@ -96,7 +97,7 @@ async fn sign_in(State(state): State<ApiState>, request: Request) -> Result<Resp
         crate::metrics::sign_in_failed("refused");
         return Err(ApiError::new(
             ErrorCode::Unauthenticated,
-            "sign-in refused: an admin token, used from an address it may be used from, is required",
+            "an admin token, used from an address its client allows, is required",
         ));
     };
     state.sign_in_guard().succeeded(group);
