@@ -82,3 +82,5 @@ pub use routes::meta::OPENAPI_JSON;
 pub use routes::{ROUTES, router};
 pub use serve::{serve, serve_limits, serve_with};
 pub use state::{ApiPorts, ApiState, ApiStateBuilder, ConfigReloader};
+/// Failed dashboard sign-ins an address may make before it is backed off.
+pub use ui::sign_in_guard::FREE_FAILURES as SIGN_IN_FREE_FAILURES;

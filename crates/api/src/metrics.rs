@@ -19,6 +19,7 @@ pub(crate) const POLICY_DENIALS: &str = "proxypool_api_policy_denials_total";
 pub(crate) const QUOTA_SETTLEMENTS: &str = "proxypool_api_quota_settlements_total";
 pub(crate) const QUOTA_DECISIONS: &str = "proxypool_quota_decisions_total";
 pub(crate) const USAGE_EXTRACTED: &str = "proxypool_usage_extracted_total";
+pub(crate) const SIGN_IN_FAILURES: &str = "proxypool_api_sign_in_failures_total";
 
 /// Registers the help texts (called when the state is built: after the recorder is
 /// installed, or the texts go nowhere).
@@ -49,6 +50,10 @@ pub(crate) fn describe() {
     metrics::describe_counter!(
         POLICY_DENIALS,
         "Authenticated requests denied by the client's rate-limit policy or its cap on extractions in flight, by reason (soft_throttle, hard_lockout, in_flight; feedback: the feedback rate of `[cooldowns]`)."
+    );
+    metrics::describe_counter!(
+        SIGN_IN_FAILURES,
+        "Dashboard sign-ins refused, by reason (refused: a wrong, non-admin or out-of-allowlist token; locked_out: the address is backed off)."
     );
     metrics::describe_counter!(
         USAGE_EXTRACTED,
@@ -134,4 +139,9 @@ pub(crate) async fn timed<T>(
     let result = future.await;
     store_call(port, call, started.elapsed());
     result
+}
+
+/// Counts a refused dashboard sign-in (`reason` is `refused` or `locked_out`).
+pub(crate) fn sign_in_failed(reason: &'static str) {
+    metrics::counter!(SIGN_IN_FAILURES, "reason" => reason).increment(1);
 }

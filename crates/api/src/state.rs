@@ -14,6 +14,7 @@ use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSetting
 use crate::controller_view::{OwnershipWake, UpstreamStatusSource};
 use crate::readiness::ReadinessCache;
 use crate::ui::session::SessionTable;
+use crate::ui::sign_in_guard::SignInGuard;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{
     ActivityPool, AdminStore, CooldownPolicy, CooldownStore, Extractor, InventoryReader,
@@ -93,11 +94,16 @@ struct Inner {
     metrics: Option<MetricsHandle>,
     /// The hash `GET /metrics` checks bearer tokens against (none: open); swapped on reload.
     metrics_token: ArcSwapOption<SecretHash>,
+    /// `/metrics` shows per-client series without a metrics token (`dev` only).
+    client_metrics_open: bool,
     ownership_wake: Option<Arc<dyn OwnershipWake>>,
     clock: fn() -> UnixMillis,
     /// The dashboard's sign-in sessions.
     ui_sessions: SessionTable,
-    /// Whether the dashboard's cookie carries `Secure` (the listener is TLS).
+    /// Failed dashboard sign-ins per address group.
+    sign_in_guard: SignInGuard,
+    /// Whether the dashboard's cookie is always `Secure` and `__Host-` named (the listener is
+    /// TLS, or `[api] secure_cookies` says a TLS-terminating balancer is in front).
     secure_cookies: bool,
     quota_board: QuotaBoard,
     /// `/readyz`'s shared, short-lived result.
@@ -127,6 +133,7 @@ pub struct ApiStateBuilder {
     shield: ShieldChoice,
     metrics: Option<MetricsHandle>,
     metrics_token: Option<SecretHash>,
+    client_metrics_open: bool,
     ownership_wake: Option<Arc<dyn OwnershipWake>>,
     reloader: Option<Arc<dyn ConfigReloader>>,
     trusted_proxies: Vec<(std::net::IpAddr, u8)>,
@@ -200,6 +207,13 @@ impl ApiStateBuilder {
         self
     }
 
+    /// Without a metrics token, `/metrics` still shows the series with a `client` label
+    /// (default: they are left out). For `dev`, where the one client is the operator's.
+    pub fn client_metrics_open(mut self, open: bool) -> Self {
+        self.client_metrics_open = open;
+        self
+    }
+
     /// Load balancers whose `X-Forwarded-For` names the client (address, prefix length).
     pub fn trusted_proxies(mut self, blocks: Vec<(std::net::IpAddr, u8)>) -> Self {
         self.trusted_proxies = blocks;
@@ -212,7 +226,9 @@ impl ApiStateBuilder {
         self
     }
 
-    /// Marks the dashboard's session cookie `Secure` (set it when the listener is TLS).
+    /// Marks the dashboard's session cookie `Secure` and names it `__Host-` on every
+    /// sign-in (set it when the listener is TLS or a TLS-terminating balancer is in front;
+    /// without it, only a trusted balancer's `X-Forwarded-Proto: https` does).
     pub fn secure_cookies(mut self, secure: bool) -> Self {
         self.secure_cookies = secure;
         self
@@ -250,9 +266,11 @@ impl ApiStateBuilder {
                 trusted_proxies: self.trusted_proxies,
                 metrics: self.metrics,
                 metrics_token: ArcSwapOption::new(self.metrics_token.map(Arc::new)),
+                client_metrics_open: self.client_metrics_open,
                 ownership_wake: self.ownership_wake,
                 clock: self.clock,
                 ui_sessions: SessionTable::default(),
+                sign_in_guard: SignInGuard::default(),
                 secure_cookies: self.secure_cookies,
                 quota_board: QuotaBoard::default(),
                 readiness: Arc::default(),
@@ -274,6 +292,7 @@ impl ApiState {
             shield: ShieldChoice::Settings(ShieldSettings::default()),
             metrics: None,
             metrics_token: None,
+            client_metrics_open: false,
             ownership_wake: None,
             reloader: None,
             trusted_proxies: Vec::new(),
@@ -321,6 +340,10 @@ impl ApiState {
         &self.inner.ui_sessions
     }
 
+    pub(crate) fn sign_in_guard(&self) -> &SignInGuard {
+        &self.inner.sign_in_guard
+    }
+
     pub(crate) fn secure_cookies(&self) -> bool {
         self.inner.secure_cookies
     }
@@ -356,6 +379,10 @@ impl ApiState {
 
     pub(crate) fn metrics_token(&self) -> Option<Arc<SecretHash>> {
         self.inner.metrics_token.load_full()
+    }
+
+    pub(crate) fn client_metrics_open(&self) -> bool {
+        self.inner.client_metrics_open
     }
 
     pub(crate) fn trusted_proxies(&self) -> &[(std::net::IpAddr, u8)] {

@@ -189,3 +189,40 @@ async fn metrics_behind_a_token_answer_only_that_token() {
     assert_eq!(metrics.status, 200, "{}", metrics.text());
     assert!(metrics.text().contains("# TYPE"), "{}", metrics.text());
 }
+
+/// Tenants' usage is private: without a metrics token no series naming a client is shown.
+#[tokio::test]
+async fn per_client_series_are_left_out_without_the_metrics_token() {
+    let server = TestServer::memory(Setup::default()).await;
+    server.seed("acme", 0, 3).await;
+    assert_eq!(server.extract(ALICE, None, &body(1)).await.status, 200);
+    let text = server.get("/metrics", None).await.text();
+    assert!(
+        text.contains("proxypool_api_extractions_total{outcome=\"created\"}"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("client=\""),
+        "a tenant's series leaked:\n{text}"
+    );
+    assert!(!text.contains("proxypool_usage_extracted_total"), "{text}");
+}
+
+#[tokio::test]
+async fn the_metrics_token_shows_per_client_series() {
+    let server = TestServer::memory(Setup {
+        metrics_token: Some("metrics-token-value"),
+        ..Setup::default()
+    })
+    .await;
+    server.seed("acme", 0, 3).await;
+    assert_eq!(server.extract(ALICE, None, &body(1)).await.status, 200);
+    let text = server
+        .get("/metrics", Some("metrics-token-value"))
+        .await
+        .text();
+    assert!(
+        text.contains("proxypool_usage_extracted_total{client=\"alice\",upstream=\"acme\"}"),
+        "{text}"
+    );
+}

@@ -14,17 +14,40 @@ struct Signed {
 }
 
 async fn sign_in(server: &TestServer, token: &str) -> Reply {
+    sign_in_with(server, token, &[]).await
+}
+
+async fn sign_in_with(server: &TestServer, token: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut request = server
+        .http
+        .post(server.url("/ui/session"))
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
     Reply::from(
-        server
-            .http
-            .post(server.url("/ui/session"))
-            .header("content-type", "application/json")
+        request
             .body(json!({ "token": token }).to_string())
             .send()
             .await
             .unwrap(),
     )
     .await
+}
+
+/// A server that believes `X-Forwarded-For` from loopback, so one test can speak from
+/// many addresses.
+async fn behind_balancer(clients: Vec<proxypool_api::ApiClient>) -> TestServer {
+    TestServer::memory(Setup {
+        clients,
+        trusted_proxies: vec![("127.0.0.1".parse().unwrap(), 32)],
+        ..Setup::default()
+    })
+    .await
+}
+
+fn from(address: &str) -> [(&'static str, &str); 1] {
+    [("x-forwarded-for", address)]
 }
 
 async fn signed_in(server: &TestServer) -> Signed {
@@ -139,7 +162,7 @@ async fn only_an_admin_token_signs_in() {
         401
     );
     let client = sign_in(&server, ALICE).await;
-    assert_eq!(client.status, 403, "{}", client.text());
+    assert_eq!(client.status, 401, "{}", client.text());
     assert!(client.header("set-cookie").is_none());
     let oversize = Reply::from(
         server
@@ -297,5 +320,159 @@ async fn the_proxy_listing_refuses_bad_input_and_pages_by_cursor() {
     assert_eq!(
         server.get("/v1/admin/proxies", Some(ALICE)).await.status,
         403
+    );
+}
+
+#[tokio::test]
+async fn a_session_ends_when_its_clients_token_rotates_or_the_client_goes() {
+    let server = TestServer::memory(Setup::default()).await;
+    let session = signed_in(&server).await;
+    let reads = |cookie: String| {
+        let server = &server;
+        async move {
+            let mut statuses = Vec::new();
+            for path in ["/ui/session", "/v1/admin/overview"] {
+                statuses.push(with_cookie(server, "GET", path, &cookie, &[]).await.status);
+            }
+            statuses
+        }
+    };
+    assert_eq!(reads(session.cookie.clone()).await, [200, 200]);
+
+    // Another client's change (alice removed, bob's token rotated) leaves the session be.
+    let mut clients: Vec<_> = standard_clients()
+        .into_iter()
+        .filter(|c| c.id.as_str() != "alice")
+        .collect();
+    for client in &mut clients {
+        if client.id.as_str() == "bob" {
+            client.token_hash = proxypool_core::SecretHash::derive(BOB, "othersalt").unwrap();
+        }
+    }
+    server.state.replace_clients(clients.clone()).unwrap();
+    assert_eq!(reads(session.cookie.clone()).await, [200, 200]);
+
+    // The same admin token under a new salted hash: the operator rotated the credential.
+    for client in &mut clients {
+        if client.id.as_str() == "ops" {
+            client.token_hash =
+                proxypool_core::SecretHash::derive("token-admin-rotated-0123", "newsalt").unwrap();
+        }
+    }
+    server.state.replace_clients(clients.clone()).unwrap();
+    assert_eq!(reads(session.cookie.clone()).await, [401, 401]);
+    // Rotating back does not revive it: the session was ended.
+    server.state.replace_clients(standard_clients()).unwrap();
+    assert_eq!(reads(session.cookie.clone()).await, [401, 401]);
+
+    // A client removed from the file takes its sessions with it.
+    let session = signed_in(&server).await;
+    assert_eq!(reads(session.cookie.clone()).await, [200, 200]);
+    let without_ops: Vec<_> = standard_clients()
+        .into_iter()
+        .filter(|c| c.id.as_str() != "ops")
+        .collect();
+    server.state.replace_clients(without_ops).unwrap();
+    assert_eq!(reads(session.cookie.clone()).await, [401, 401]);
+}
+
+#[tokio::test]
+async fn every_refused_sign_in_gets_the_same_answer() {
+    let mut clients = standard_clients();
+    let mut fenced = common::client("fenced", "platform", "token-fenced-0123456789");
+    fenced.admin = true;
+    fenced.ip_allowlist = proxypool_config::Cidrs::parse(&["192.0.2.0/24"]).unwrap();
+    clients.push(fenced);
+    let server = behind_balancer(clients).await;
+    let mut bodies = Vec::new();
+    for (token, address) in [
+        ("token-nobody-0123456789", "203.0.113.1"),
+        (ALICE, "203.0.113.2"),
+        ("token-fenced-0123456789", "203.0.113.3"),
+    ] {
+        let reply = sign_in_with(&server, token, &from(address)).await;
+        assert_eq!(reply.status, 401, "{token}: {}", reply.text());
+        assert!(reply.header("set-cookie").is_none());
+        bodies.push(reply.json()["error"].clone());
+    }
+    assert_eq!(bodies[0], bodies[1]);
+    assert_eq!(bodies[0], bodies[2]);
+    // From inside its allowlist the fenced admin signs in; the cookie then opens the routes
+    // only from there.
+    let inside = sign_in_with(&server, "token-fenced-0123456789", &from("192.0.2.9")).await;
+    assert_eq!(inside.status, 201, "{}", inside.text());
+    let cookie = inside
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let outside = with_cookie(
+        &server,
+        "GET",
+        "/v1/admin/overview",
+        &cookie,
+        &from("203.0.113.3"),
+    )
+    .await;
+    assert_eq!(outside.status, 403);
+}
+
+#[tokio::test]
+async fn failed_sign_ins_back_off_their_address_and_no_other() {
+    let server = behind_balancer(standard_clients()).await;
+    let guesser = from("203.0.113.7");
+    for attempt in 0..=proxypool_api::SIGN_IN_FREE_FAILURES {
+        let reply = sign_in_with(&server, "token-guess-0123456789", &guesser).await;
+        assert_eq!(reply.status, 401, "attempt {attempt}");
+    }
+    let locked = sign_in_with(&server, "token-guess-0123456789", &guesser).await;
+    locked.assert_error(429, "rate_limited");
+    let wait: u64 = locked.header("retry-after").unwrap().parse().unwrap();
+    assert!(wait >= 1, "{wait}");
+    // The right token from the locked-out address is refused too: the lockout cannot be
+    // used to test a guess.
+    let right = sign_in_with(&server, ADMIN, &guesser).await;
+    assert_eq!(right.status, 429, "{}", right.text());
+    assert!(right.header("set-cookie").is_none());
+    // Another address is not affected.
+    let other = sign_in_with(&server, ADMIN, &from("198.51.100.1")).await;
+    assert_eq!(other.status, 201, "{}", other.text());
+    let metrics = server.get("/metrics", None).await.text();
+    assert!(
+        metrics.contains("proxypool_api_sign_in_failures_total{reason=\"refused\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("proxypool_api_sign_in_failures_total{reason=\"locked_out\"}"));
+}
+
+#[tokio::test]
+async fn the_cookie_is_secure_and_host_prefixed_only_on_an_https_origin() {
+    let server = behind_balancer(standard_clients()).await;
+    let plain = sign_in(&server, ADMIN).await;
+    let cookie = plain.header("set-cookie").unwrap().to_owned();
+    assert!(cookie.starts_with("pp_session="), "{cookie}");
+    assert!(!cookie.contains("Secure"), "{cookie}");
+
+    let https = sign_in_with(&server, ADMIN, &[("x-forwarded-proto", "https")]).await;
+    let cookie = https.header("set-cookie").unwrap().to_owned();
+    assert!(cookie.starts_with("__Host-pp_session="), "{cookie}");
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    assert!(
+        cookie.contains("Path=/") && !cookie.contains("Domain"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap();
+    let read = with_cookie(&server, "GET", "/ui/session", pair, &[]).await;
+    assert_eq!(read.status, 200, "the __Host- cookie signs in");
+
+    // From a peer that is not a trusted balancer the header means nothing.
+    let untrusted = TestServer::memory(Setup::default()).await;
+    let reply = sign_in_with(&untrusted, ADMIN, &[("x-forwarded-proto", "https")]).await;
+    let cookie = reply.header("set-cookie").unwrap();
+    assert!(
+        cookie.starts_with("pp_session=") && !cookie.contains("Secure"),
+        "{cookie}"
     );
 }

@@ -151,7 +151,12 @@ impl Stack {
             clients,
             &quota,
             api_listener,
-            reloader,
+            ApiExtras {
+                reloader,
+                // `dev` (the run-only ledger) is one operator's loopback demo: its one
+                // client's usage is theirs, so `/metrics` shows it without a token.
+                client_metrics_open: ledger == Ledger::ThisRun,
+            },
         );
         let api = match started {
             Ok(api) => api,
@@ -324,6 +329,12 @@ fn feedback_rate(cooldowns: &proxypool_config::CooldownsConfig) -> FeedbackRate 
     }
 }
 
+/// What the client API takes from the command that runs it rather than from the file.
+struct ApiExtras {
+    reloader: Option<Arc<dyn ConfigReloader>>,
+    client_metrics_open: bool,
+}
+
 fn start_api(
     controller: &Controller,
     section: &ApiSection,
@@ -331,7 +342,7 @@ fn start_api(
     clients: Vec<ApiClient>,
     quota: &OpenedQuota,
     listener: TcpListener,
-    reloader: Option<Arc<dyn ConfigReloader>>,
+    extras: ApiExtras,
 ) -> Result<RunningApi, Failure> {
     let pool = controller.pool();
     let view = Arc::new(ControllerView::new(controller.clone()));
@@ -345,8 +356,9 @@ fn start_api(
         .metrics_token(metrics_token(section))
         .trusted_proxies(proxypool_config::parse_cidrs(&section.trusted_proxies))
         .ownership_wake(view)
-        .secure_cookies(section.tls.is_some());
-    if let Some(reloader) = reloader {
+        .secure_cookies(section.tls.is_some() || section.secure_cookies)
+        .client_metrics_open(extras.client_metrics_open);
+    if let Some(reloader) = extras.reloader {
         builder = builder.reloader(reloader);
     }
     // One recorder per process, whichever role installs it first: the API's `/metrics`

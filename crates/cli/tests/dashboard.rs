@@ -497,6 +497,9 @@ fn without_a_session_nothing_shows_and_cookie_writes_need_the_csrf_token() {
         .clone();
     assert_eq!(session["httpOnly"], true);
     assert_eq!(session["sameSite"], "Strict");
+    // Plain HTTP (dev on loopback): the cookie is not `Secure`, so no `__Host-` name, which
+    // keeps a dashboard reached over plain HTTP usable in any browser.
+    assert_eq!(session["secure"], false);
     let cookie = format!("Cookie: pp_session={}", session["value"].as_str().unwrap());
     let workers = api_get(&banner, "/v1/admin/workers");
     let worker = workers["workers"][0]["worker"].as_str().unwrap().to_owned();

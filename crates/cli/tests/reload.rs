@@ -325,3 +325,99 @@ fn sighup_applies_clients_policies_and_upstreams_and_refuses_a_broken_file() {
         assert!(!logs.contains(secret), "{secret} in the logs");
     }
 }
+
+/// Signs in to the dashboard with `token`; the session cookie's `name=value`, if any.
+fn dashboard_cookie(api: u16, token: &str) -> Option<String> {
+    let url = format!("http://127.0.0.1:{api}/ui/session");
+    let body = format!("{{\"token\":\"{token}\"}}");
+    let (_, out) = curl(&[
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        "-H",
+        "content-type: application/json",
+        "--data",
+        &body,
+        &url,
+    ]);
+    out.lines()
+        .find_map(|line| line.strip_prefix("set-cookie: "))
+        .map(|cookie| cookie.split(';').next().unwrap_or_default().to_owned())
+}
+
+/// The status of `GET /ui/session` with the dashboard cookie.
+fn with_cookie(api: u16, cookie: &str) -> String {
+    let url = format!("http://127.0.0.1:{api}/ui/session");
+    let (_, out) = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-H",
+        &format!("cookie: {cookie}"),
+        &url,
+    ]);
+    out
+}
+
+#[test]
+fn a_rotated_admin_token_ends_its_dashboard_sessions_on_sighup() {
+    if !curl_or_skip() {
+        return;
+    }
+    let (_runtime, sim) = sim_vendor(2);
+    let scratch = Scratch::new("reload-sessions");
+    let ports = Ports {
+        api: free_port(),
+        http: free_port(),
+    };
+    let from_file = |after: bool| {
+        config(&ports, &sim, after).replace(
+            "api_token = { env = \"ACME_TOKEN\" }",
+            "api_token = { file = \"acme-token\" }",
+        )
+    };
+    let file = scratch.write("proxypool.toml", &from_file(false));
+    scratch.write("acme-token", "acme-api-token-first\n");
+    scratch.write("beta-token", "beta-api-token-value\n");
+    scratch.write("beta-password", "beta-gateway-password\n");
+    let env = [
+        ("ACME_PASSWORD", "acme-gateway-password"),
+        ("CAROL_PASSWORD", "carol-gateway-password"),
+        ("DAVE_TOKEN", "dave-api-token-value"),
+        ("DAVE_PASSWORD", "dave-gateway-password"),
+    ];
+    let mut serve = Proc::start(
+        "serve",
+        &["serve", "--config", file.to_str().unwrap()],
+        &env,
+        &scratch.path,
+    );
+    eventually("serve answers", Duration::from_secs(30), || {
+        api_status(ports.api, "acme-api-token-first", "/v1/me", "GET").0 == "200"
+    });
+    let cookie = dashboard_cookie(ports.api, "acme-api-token-first").expect("signed in");
+    assert_eq!(with_cookie(ports.api, &cookie), "200");
+
+    // Other clients change (beta added, dave removed): the session goes on.
+    scratch.write("proxypool.toml", &from_file(true));
+    serve.signal("HUP");
+    eventually("the first reload applies", Duration::from_secs(5), || {
+        api_status(ports.api, "beta-api-token-value", "/v1/me", "GET").0 == "200"
+    });
+    assert_eq!(with_cookie(ports.api, &cookie), "200");
+
+    // The operator rotates the admin token: the old cookie opens nothing any more.
+    scratch.write("acme-token", "acme-api-token-second\n");
+    serve.signal("HUP");
+    eventually("the rotation applies", Duration::from_secs(5), || {
+        api_status(ports.api, "acme-api-token-second", "/v1/me", "GET").0 == "200"
+    });
+    assert_eq!(with_cookie(ports.api, &cookie), "401");
+    let fresh = dashboard_cookie(ports.api, "acme-api-token-second").expect("signs in again");
+    assert_eq!(with_cookie(ports.api, &fresh), "200");
+
+    serve.signal("TERM");
+    assert_eq!(serve.wait(Duration::from_secs(30)).code(), Some(0));
+}

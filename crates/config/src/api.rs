@@ -32,6 +32,11 @@ pub struct ApiSection {
     /// protocol header (v1 or v2) naming the client, instead of (or before) any
     /// `X-Forwarded-For` (restart).
     pub proxy_protocol: bool,
+    /// The dashboard's session cookie is always `Secure` and `__Host-` named: set it when
+    /// a TLS-terminating balancer that sends no `X-Forwarded-Proto` is in front (restart).
+    /// It is anyway with `tls`, or when one of `trusted_proxies` says
+    /// `X-Forwarded-Proto: https`.
+    pub secure_cookies: bool,
     /// Serve the client API over TLS (restart; the files are re-read when they change).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::ServerTlsConfig>,

@@ -27,6 +27,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "api.shield",
     "api.trusted_proxies",
     "api.proxy_protocol",
+    "api.secure_cookies",
     "gateway.worker_id",
     "gateway.controller_url",
     "gateway.worker_token",
@@ -91,6 +92,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
     config.api.shield = running.api.shield.clone();
     config.api.trusted_proxies = running.api.trusted_proxies.clone();
     config.api.proxy_protocol = running.api.proxy_protocol;
+    config.api.secure_cookies = running.api.secure_cookies;
     config.gateway = match (&running.gateway, &loaded.gateway) {
         (Some(old), Some(new)) => {
             let mut gateway = new.clone();
@@ -173,6 +175,10 @@ fn secret_changes(running: &Config, loaded: &Config, out: &mut Vec<String>) {
         {
             out.push(format!("upstreams[{}]", upstream.id));
         }
+    }
+    let admin = |c: &Config| c.gateway.as_ref().and_then(|g| g.admin_token.clone());
+    if admin(running) != admin(loaded) {
+        out.push("gateway.admin_token".into());
     }
     if running.api.metrics_token != loaded.api.metrics_token {
         out.push("api.metrics_token".into());
@@ -312,6 +318,58 @@ concurrency = 8
             error.contains("max_sticky_sessions_per_client") && error.contains("at least 1"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_gateway_admin_token_applies_live_and_a_bad_one_fails_the_load() {
+        let with_token = |token: &str| {
+            format!("{BASE}[gateway]\n{token}\n[gateway.listeners]\nhttp = \"127.0.0.1:1\"\n")
+        };
+        let env = Env::from_pairs([
+            ("T", "token-value-one-00001"),
+            ("T2", "token-value-two-00002"),
+            ("SHORT", "x"),
+        ]);
+        let load =
+            |text: &str| Config::from_toml_str(text, "t.toml", Path::new("."), Role::Serve, &env);
+        let running = load(&with_token("")).unwrap();
+        let loaded = load(&with_token("admin_token = { env = \"T2\" }")).unwrap();
+        assert!(
+            loaded
+                .gateway
+                .as_ref()
+                .unwrap()
+                .admin_token
+                .as_ref()
+                .unwrap()
+                .verifier()
+                .is_some(),
+            "resolved to a salted hash"
+        );
+        let plan = ReloadPlan::between(&running, &loaded);
+        assert!(plan.restart.is_empty(), "{:?}", plan.restart);
+        assert_eq!(plan.live, vec!["gateway.admin_token".to_owned()]);
+        let rotated = load(&with_token("admin_token = { env = \"T\" }")).unwrap();
+        let plan = ReloadPlan::between(&loaded, &rotated);
+        assert!(plan.restart.is_empty(), "{:?}", plan.restart);
+        assert!(
+            plan.live.contains(&"gateway.admin_token".to_owned()),
+            "{:?}",
+            plan.live
+        );
+        let error = load(&with_token("admin_token = { env = \"SHORT\" }"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("gateway.admin_token"), "{error}");
+    }
+
+    #[test]
+    fn the_dashboards_secure_cookie_setting_needs_a_restart() {
+        let running = load(BASE);
+        let loaded = load(&format!("{BASE}[api]\nsecure_cookies = true\n"));
+        let plan = ReloadPlan::between(&running, &loaded);
+        assert_eq!(plan.restart, vec!["api.secure_cookies".to_owned()]);
+        assert!(!with_restart_keys(&running, &loaded).api.secure_cookies);
     }
 
     #[test]

@@ -9,8 +9,8 @@ pub use proxypool_config::gateway::{
     AccessLogConfig, BansConfig, ControlConfig, Destinations, DialConfig, Limits, Listeners,
     Rotation, StickySessions,
 };
-use proxypool_config::{ClientTlsConfig, GatewaySection, ServerTlsConfig};
-use proxypool_core::{MIN_HEADER_BYTES, Secret, WorkerId};
+use proxypool_config::{ClientTlsConfig, GatewaySection, SecretRef, ServerTlsConfig};
+use proxypool_core::{MIN_HEADER_BYTES, Secret, SecretHash, WorkerId};
 use proxypool_edge::{ClientTls, Target};
 use proxypool_throttle::{EngineOptions, Policy};
 use std::time::Duration;
@@ -29,6 +29,9 @@ pub struct GatewayConfig {
     pub controller_tls: Option<ClientTlsConfig>,
     /// TLS on the admin listener.
     pub admin_tls: Option<ServerTlsConfig>,
+    /// The bearer token the admin listener's `/metrics` and `/status` require, as a salted
+    /// hash (`None`: open). Read on every request, so a reload applies it.
+    pub admin_token: Option<SecretHash>,
     /// Bearer token the controller expects from this worker.
     pub worker_token: Secret,
     pub listeners: Listeners,
@@ -93,6 +96,11 @@ impl GatewayConfig {
             controller_urls,
             controller_tls: section.controller_tls.clone(),
             admin_tls: section.admin_tls.clone(),
+            admin_token: section
+                .admin_token
+                .as_ref()
+                .and_then(SecretRef::verifier)
+                .cloned(),
             worker_token,
             listeners: section.listeners.clone(),
             limits: section.limits.clone(),

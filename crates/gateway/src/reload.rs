@@ -5,7 +5,7 @@
 //! first-byte, header and idle timeouts,
 //! header size), rotation, sticky-session lengths and the per-client sticky bound, the
 //! capacity wait and its waiters' bounds,
-//! dialing, the destination policy, the per-IP shield, the shutdown grace and the access log
+//! dialing, the destination policy, the per-IP shield, the shutdown grace, the admin token and the access log
 //! (which every reload reopens, for logrotate; its queue's size stays as started).
 //! A connection reads the settings when it needs them, so a change applies to what comes
 //! next; a connection keeps the shield it was admitted by. What needs a restart keeps its
@@ -57,6 +57,7 @@ impl GatewayReload {
         next.destinations = config.destinations.clone();
         next.shield = config.shield.clone();
         next.shutdown_grace = config.shutdown_grace;
+        next.admin_token = config.admin_token.clone();
         next.access_log.enabled = config.access_log.enabled;
         next.access_log.file = config.access_log.file.clone();
         next.access_log.sample_one_in = config.access_log.sample_one_in;

@@ -18,6 +18,7 @@
 //! - [`recorder`]: [`TextRecorder`], the registry of series (atomics, registered once).
 //! - [`buckets`]: histogram bucket bounds chosen per family ([`set_buckets`]), with a default.
 //! - [`render`]: the text exposition format (families, escaping, cumulative buckets).
+//! - [`redact`]: an exposition without the series of one label (tenants' usage).
 //! - [`process`]: `process_*` metrics read from `/proc` at render time.
 //! - `handle`: [`MetricsHandle`], what renders a registry, and [`CONTENT_TYPE`].
 //! - `install`: [`install`], the one process-wide recorder, and [`RecorderTaken`].
@@ -35,6 +36,7 @@ mod handle;
 mod install;
 pub mod process;
 pub mod recorder;
+pub mod redact;
 pub mod render;
 
 pub use buckets::{
@@ -43,3 +45,4 @@ pub use buckets::{
 pub use handle::{CONTENT_TYPE, MetricsHandle};
 pub use install::{RecorderTaken, install};
 pub use recorder::TextRecorder;
+pub use redact::without_label;

@@ -3,6 +3,10 @@
 //! address where the shield and the allowlist check look (the scaffold's `Peer`). From any other
 //! peer the header is ignored: a client cannot pick its own address.
 //!
+//! From a trusted peer, `X-Forwarded-Proto: https` is believed too: the balancer ended TLS,
+//! so the browser's origin is secure and the dashboard's cookie can be `Secure`
+//! ([`ForwardedHttps`]).
+//!
 //! The leftmost entry is whatever the client wrote; only what the trusted hops appended
 //! is believed. So the list is read from the right, skipping trusted hops, and the first
 //! address that is not one of them is the client.
@@ -26,8 +30,14 @@ pub(crate) async fn client_address(
     next: Next,
 ) -> Response {
     let trusted = state.trusted_proxies();
-    if !trusted.is_empty()
-        && let Some(peer) = peer_of(request.extensions())
+    let trusted_peer = (!trusted.is_empty())
+        .then(|| peer_of(request.extensions()))
+        .flatten()
+        .filter(|peer| in_any_block(peer.ip(), trusted));
+    if trusted_peer.is_some() && forwarded_https(request.headers()) {
+        request.extensions_mut().insert(ForwardedHttps);
+    }
+    if let Some(peer) = trusted_peer
         && let Some(client) = forwarded_client(peer.ip(), request.headers(), trusted)
     {
         // Both places the address is read from (the scaffold's and axum's).
@@ -36,6 +46,19 @@ pub(crate) async fn client_address(
         request.extensions_mut().insert(ConnectInfo(client));
     }
     next.run(request).await
+}
+
+/// Marks a request a trusted balancer says arrived over https.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ForwardedHttps;
+
+/// Whether `X-Forwarded-Proto` says https (its first value: the hop the client reached).
+fn forwarded_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(',').next())
+        .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
 }
 
 /// The client `X-Forwarded-For` names, if `peer` is trusted and the header says.

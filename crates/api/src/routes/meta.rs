@@ -1,5 +1,10 @@
 //! `GET /metrics` (Prometheus text; behind a bearer token when `[api] metrics_token` is
 //! set) and `GET /openapi.json` (the API description).
+//!
+//! Tenants' usage is private: a series with a `client` label (`proxypool_usage_*` and
+//! every other per-client count) says what one tenant does, so it is rendered only for a
+//! scrape that presents the metrics token. Without a configured token those series are
+//! left out, except in `dev`, whose one client is the operator's own.
 
 use crate::error::ApiError;
 use crate::state::ApiState;
@@ -11,20 +16,31 @@ use axum::response::{IntoResponse, Response};
 /// lists exactly the routes [`crate::router`] serves.
 pub const OPENAPI_JSON: &str = include_str!("../../openapi.json");
 
+/// The label that makes a series one tenant's.
+const CLIENT_LABEL: &str = "client";
+
 pub(crate) async fn metrics(
     State(state): State<ApiState>,
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
-    if let Some(token) = state.metrics_token() {
-        let presented = proxypool_edge::bearer_token(request.headers()).unwrap_or_default();
-        if !token.verify(presented) {
-            return Err(ApiError::unauthenticated());
+    let shows_clients = match state.metrics_token() {
+        Some(token) => {
+            let presented = proxypool_edge::bearer_token(request.headers()).unwrap_or_default();
+            if !token.verify(presented) {
+                return Err(ApiError::unauthenticated());
+            }
+            true
         }
-    }
+        None => state.client_metrics_open(),
+    };
     let handle = state
         .metrics_handle()
         .ok_or_else(|| ApiError::not_found("metrics are not enabled on this server"))?;
-    let mut response = handle.render().into_response();
+    let mut text = handle.render();
+    if !shows_clients {
+        text = proxypool_metrics::without_label(&text, CLIENT_LABEL);
+    }
+    let mut response = text.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(proxypool_metrics::CONTENT_TYPE),

@@ -3,10 +3,11 @@
 //! dashboard's own page (the session's CSRF token in `X-CSRF-Token`, and no cross-site
 //! `Origin` or `Sec-Fetch-Site`).
 //!
-//! A session names a client by id; the client is looked up again on every request, so a
-//! reload that removes it or takes its admin flag ends the session's powers at once.
+//! A session names a client by id and the token hash it signed in with; the client is
+//! looked up again on every request, so a reload that removes it, takes its admin flag or
+//! rotates its token ends the session at once.
 
-use super::session::{COOKIE, CSRF_HEADER, Session, csrf_matches};
+use super::session::{COOKIE, CSRF_HEADER, SECURE_COOKIE, Session, csrf_matches};
 use crate::clients::ApiClient;
 use crate::error::ApiError;
 use crate::state::ApiState;
@@ -48,7 +49,7 @@ pub(crate) fn live_session(
         .clients()
         .clients()
         .iter()
-        .find(|c| c.id == session.client && c.admin)
+        .find(|c| c.id == session.client && c.admin && c.token_hash == session.credential)
         .cloned();
     match client {
         Some(client) => Ok((session, client)),
@@ -59,16 +60,20 @@ pub(crate) fn live_session(
     }
 }
 
-/// The session cookie's value, if the request carries one.
+/// The session cookie's value, if the request carries one: the `__Host-` cookie first (a
+/// browser only keeps it from a secure origin), else the plain-HTTP one. Either is only a
+/// random id the server issued, so accepting both lets no one pick a session.
 pub(crate) fn cookie_value(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value)
+    let pairs = || {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+    };
+    let named = |wanted: &str| pairs().find(|(name, _)| *name == wanted).map(|(_, v)| v);
+    named(SECURE_COOKIE).or_else(|| named(COOKIE))
 }
 
 fn is_read(method: &Method) -> bool {
@@ -123,6 +128,8 @@ mod tests {
         assert_eq!(cookie_value(&h), Some("abc"));
         assert_eq!(cookie_value(&headers(&[("cookie", "pp_sessionx=1")])), None);
         assert_eq!(cookie_value(&HeaderMap::new()), None);
+        let both = headers(&[("cookie", "pp_session=plain; __Host-pp_session=secure")]);
+        assert_eq!(cookie_value(&both), Some("secure"));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! oldest one.
 
 use proxypool_core::secret_hash::constant_time_eq;
-use proxypool_core::{ClientId, LockExt, UnixMillis, random};
+use proxypool_core::{ClientId, LockExt, SecretHash, UnixMillis, random};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -17,8 +17,12 @@ use std::sync::Mutex;
 pub(crate) const MAX_SESSIONS: usize = 256;
 /// How long a session lives after sign-in, whatever it does.
 pub(crate) const SESSION_TTL_MS: u64 = 8 * 60 * 60 * 1000;
-/// The cookie's name.
+/// The cookie's name over plain HTTP.
 pub(crate) const COOKIE: &str = "pp_session";
+/// The cookie's name when it is `Secure`: a browser keeps a `__Host-` cookie only when it
+/// is `Secure`, has `Path=/` and no `Domain`, so no sibling host and no plain-HTTP page can
+/// set or shadow it.
+pub(crate) const SECURE_COOKIE: &str = "__Host-pp_session";
 /// The header a cookie-authenticated state-changing request must carry.
 pub(crate) const CSRF_HEADER: &str = "x-csrf-token";
 
@@ -26,6 +30,9 @@ pub(crate) const CSRF_HEADER: &str = "x-csrf-token";
 #[derive(Debug, Clone)]
 pub(crate) struct Session {
     pub(crate) client: ClientId,
+    /// The client's token hash when the session opened: a reload that rotates the token
+    /// (a new salted hash) ends the session, one that leaves it alone does not.
+    pub(crate) credential: SecretHash,
     pub(crate) csrf: String,
     pub(crate) opened_at_ms: UnixMillis,
     pub(crate) expires_at_ms: UnixMillis,
@@ -46,7 +53,12 @@ pub(crate) struct SessionTable {
 impl SessionTable {
     /// Opens a session for `client`; `None` when the operating system's random source
     /// cannot be read (the sign-in then fails closed).
-    pub(crate) fn open(&self, now: UnixMillis, client: ClientId) -> Option<Opened> {
+    pub(crate) fn open(
+        &self,
+        now: UnixMillis,
+        client: ClientId,
+        credential: SecretHash,
+    ) -> Option<Opened> {
         let id = random_token()?;
         let csrf = random_token()?;
         let mut sessions = self.sessions.lock_or_recover();
@@ -65,6 +77,7 @@ impl SessionTable {
             key_of(&id),
             Session {
                 client,
+                credential,
                 csrf: csrf.clone(),
                 opened_at_ms: now,
                 expires_at_ms: now.saturating_add(SESSION_TTL_MS),
@@ -135,10 +148,14 @@ mod tests {
         ClientId::new(name).unwrap()
     }
 
+    fn credential() -> SecretHash {
+        SecretHash::derive("token-ops-0123456789", "salt").unwrap()
+    }
+
     #[test]
     fn sessions_live_until_their_ttl_and_end_on_sign_out() {
         let table = SessionTable::default();
-        let opened = table.open(1_000, client("ops")).unwrap();
+        let opened = table.open(1_000, client("ops"), credential()).unwrap();
         assert_ne!(opened.id, opened.csrf);
         let session = table.get(1_000 + SESSION_TTL_MS - 1, &opened.id).unwrap();
         assert_eq!(session.client, client("ops"));
@@ -146,7 +163,7 @@ mod tests {
         assert!(!csrf_matches(&session, &opened.id));
         assert!(!csrf_matches(&session, ""));
         assert!(table.get(1_000 + SESSION_TTL_MS, &opened.id).is_none());
-        let again = table.open(5_000, client("ops")).unwrap();
+        let again = table.open(5_000, client("ops"), credential()).unwrap();
         assert!(table.end(&again.id));
         assert!(table.get(5_001, &again.id).is_none());
         assert!(!table.end(&again.id));
@@ -156,9 +173,9 @@ mod tests {
     #[test]
     fn the_table_is_bounded_and_drops_the_oldest() {
         let table = SessionTable::default();
-        let first = table.open(1, client("ops")).unwrap();
+        let first = table.open(1, client("ops"), credential()).unwrap();
         for i in 0..MAX_SESSIONS as u64 {
-            table.open(2 + i, client("ops")).unwrap();
+            table.open(2 + i, client("ops"), credential()).unwrap();
         }
         assert_eq!(table.len(), MAX_SESSIONS);
         assert!(table.get(10, &first.id).is_none(), "the oldest went first");

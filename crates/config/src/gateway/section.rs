@@ -44,6 +44,12 @@ pub struct GatewaySection {
     /// Serve the admin listener over TLS (restart; the files are re-read when they change).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_tls: Option<crate::tls::ServerTlsConfig>,
+    /// The bearer token the admin listener's `/metrics` and `/status` then require
+    /// (resolved to a salted hash; applies live on reload). `/healthz` and `/readyz` stay
+    /// open for orchestrators. Unset: every admin route is open, so keep the admin
+    /// listener on a private network.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_token: Option<SecretRef>,
     pub listeners: Listeners,
     pub limits: Limits,
     pub rotation: Rotation,
@@ -87,6 +93,7 @@ impl Default for GatewaySection {
             worker_token: None,
             controller_tls: None,
             admin_tls: None,
+            admin_token: None,
             listeners: Listeners::default(),
             limits: Limits::default(),
             rotation: Rotation::default(),
@@ -135,6 +142,9 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
     }
     if let Some(tls) = &mut gateway.admin_tls {
         crate::tls::check_server(c, "gateway.admin_tls", tls);
+    }
+    if let Some(token) = &mut gateway.admin_token {
+        c.resolve_verifier("gateway.admin_token", "admin_token", token);
     }
     bans::validate(c, &gateway.bans);
     access_log::validate(c, &mut gateway.access_log);

@@ -1,9 +1,11 @@
 //! The admin listener: `/metrics` (Prometheus text), `/healthz` (liveness: 200 while the
 //! process answers), `/readyz` (readiness: 200 while the gateway can route, else 503 with
 //! the reason, see [`crate::snapshot::readiness`]; behind the per-IP shield) and `/status`
-//! (JSON for operators). Readiness reads only the applied snapshot in memory, so a probe
+//! (JSON for operators). With `[gateway] admin_token` set, `/metrics` and `/status` need it
+//! as a bearer token (`super::token`); the probes stay open. Readiness reads only the applied snapshot in memory, so a probe
 //! costs the controller nothing and needs no cached result.
 
+use super::token;
 use crate::config::Limits;
 use crate::context::Phase;
 use crate::outbound::forward::body::ProxyBody;
@@ -56,8 +58,10 @@ pub(crate) async fn serve(
             .extensions()
             .get::<proxypool_edge::Peer>()
             .map(|peer| peer.0.ip());
-        let response = match shielded(&shared, request.uri().path(), peer) {
-            Ok(()) => answer(&shared, metrics.as_ref(), request.uri().path()),
+        let path = request.uri().path();
+        let response = match shielded(&shared, path, peer) {
+            Ok(()) if !token::authorized(&shared, path, request.headers()) => token::unauthorized(),
+            Ok(()) => answer(&shared, metrics.as_ref(), path),
             Err(refusal) => refused(&refusal),
         };
         async move { Ok::<_, std::convert::Infallible>(response) }
