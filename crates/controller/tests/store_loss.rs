@@ -304,3 +304,48 @@ async fn an_older_copy_is_a_loss_and_a_restart_with_its_data_is_not() {
         status.identity()
     );
 }
+
+/// Controllers of a new deployment start at once on an empty store: every one of them
+/// adopts the same first incarnation, and none takes another's fresh mark for a loss
+/// (which would withhold every proxy for the recovery's hold).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controllers_starting_together_on_an_empty_store_agree_on_its_first_incarnation() {
+    let Some(redis) = proxypool_testkit::private_redis_or_skip() else {
+        return;
+    };
+    let clock: SharedClock = Arc::new(SystemClock);
+    for attempt in 0..20 {
+        let name = format!("together{attempt}");
+        let ledger: Arc<dyn StoreLedger> = Arc::new(MemoryQuota::new());
+        let guards: Vec<StoreGuard> = (0..6)
+            .map(|_| {
+                StoreGuard::new(
+                    pool(&redis, &name),
+                    ledger.clone(),
+                    name.as_str(),
+                    clock.clone(),
+                    HOLD_MS,
+                )
+            })
+            .collect();
+        let tasks: Vec<_> = guards
+            .iter()
+            .cloned()
+            .map(|guard| tokio::spawn(async move { guard.establish().await }))
+            .collect();
+        let mut identities = Vec::new();
+        for task in tasks {
+            let status = task.await.unwrap().unwrap();
+            assert!(
+                matches!(status, StoreStatus::Ok { .. }),
+                "attempt {attempt}: a controller saw {status:?}"
+            );
+            identities.push(status.identity().map(str::to_owned));
+        }
+        identities.dedup();
+        assert_eq!(identities.len(), 1, "attempt {attempt}: {identities:?}");
+        let entry = ledger.load(&name).await.unwrap().unwrap();
+        assert_eq!(entry.loss, None, "attempt {attempt}: {entry:?}");
+        assert!(entry.installed, "attempt {attempt}: {entry:?}");
+    }
+}

@@ -119,26 +119,50 @@ impl StoreGuard {
             let mark = self.pool.read_mark().await?;
             let Some(entry) = entry else {
                 // The first controller of this deployment: adopt the store's mark, or make
-                // one for an empty store.
-                let mark = match mark {
-                    Some(mark) => mark,
+                // one for an empty store. A fresh mark is recorded in the ledger before it
+                // is installed, as a recovery is: controllers starting together on an
+                // empty store would otherwise each install their own, and the losers of
+                // the ledger's compare-and-set would find the winner's identity replaced
+                // and call it a loss. Recorded first, the losers install the winner's.
+                let (entry, mark) = match mark {
+                    Some(mark) => {
+                        let entry = LedgerEntry {
+                            identity: mark.identity.clone(),
+                            generation: mark.generation,
+                            recovery: mark.recovery,
+                            loss: None,
+                            installed: true,
+                        };
+                        (entry, Some(mark))
+                    }
                     None => {
                         let fresh = StoreMark::fresh(1, None)
                             .map_err(|e| PoolError::store_down(e.to_string()))?;
-                        self.pool.install_mark(now, &fresh).await?
+                        let entry = LedgerEntry {
+                            identity: fresh.identity.clone(),
+                            generation: fresh.generation,
+                            recovery: None,
+                            loss: None,
+                            installed: false,
+                        };
+                        (entry, None)
                     }
                 };
-                let entry = LedgerEntry {
-                    identity: mark.identity.clone(),
-                    generation: mark.generation,
-                    recovery: mark.recovery,
-                    loss: None,
-                    installed: true,
-                };
-                if self.ledger.replace(&self.name, None, &entry).await? {
-                    return Ok(self.adopt(now, &entry, &mark).await);
+                if !self.ledger.replace(&self.name, None, &entry).await? {
+                    continue;
                 }
-                continue;
+                return match mark {
+                    Some(mark) => Ok(self.adopt(now, &entry, &mark).await),
+                    None => {
+                        let mark = StoreMark {
+                            identity: entry.identity.clone(),
+                            generation: entry.generation,
+                            recovery: None,
+                        };
+                        let mark = self.pool.install_mark(now, &mark).await?;
+                        self.settle(now, entry, mark).await
+                    }
+                };
             };
             let remembered = Expectation {
                 identity: entry.identity.clone(),
