@@ -187,6 +187,7 @@ fn main() {
                 project: "bench".into(),
                 token_hash: SecretHash::derive(&token(i), "benchsalt").unwrap(),
                 admin: false,
+                shared_feedback: false,
                 allowed_upstreams: vec![],
                 allowed_regions: vec![],
                 quota: QuotaConfig::uniform(limits),

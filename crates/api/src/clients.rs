@@ -10,7 +10,7 @@
 
 use crate::config::ApiConfigError;
 use proxypool_config::Cidrs;
-use proxypool_core::{ClientId, Label, LockExt, SecretHash, UpstreamId};
+use proxypool_core::{ClientId, Label, LockExt, ProjectId, SecretHash, UpstreamId};
 use proxypool_quota::QuotaConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -31,6 +31,9 @@ pub struct ApiClient {
     /// May call the admin routes.
     #[serde(default)]
     pub admin: bool,
+    /// Trusted for shared feedback: its reports bind every client (else its project's).
+    #[serde(default)]
+    pub shared_feedback: bool,
     /// Upstreams this client may extract from or inspect. Empty = all.
     #[serde(default)]
     pub allowed_upstreams: Vec<UpstreamId>,
@@ -52,6 +55,22 @@ pub struct ApiClient {
 }
 
 impl ApiClient {
+    /// The client's project as an id (`None` only for a project the configuration would
+    /// have refused).
+    pub fn project_id(&self) -> Option<ProjectId> {
+        ProjectId::new(&self.project).ok()
+    }
+
+    /// The scope the client's reports on proxies go to: shared for a client trusted for
+    /// shared feedback, else its project's (`proxypool_core::cooldown`).
+    pub fn feedback_scope(&self) -> Option<ProjectId> {
+        if self.shared_feedback {
+            None
+        } else {
+            self.project_id()
+        }
+    }
+
     /// Whether the client may use `upstream`.
     pub fn may_use_upstream(&self, upstream: &UpstreamId) -> bool {
         self.allowed_upstreams.is_empty() || self.allowed_upstreams.contains(upstream)
@@ -164,6 +183,7 @@ mod tests {
             project: "proj".into(),
             token_hash: SecretHash::derive(token, "salt1").unwrap(),
             admin: false,
+            shared_feedback: false,
             allowed_upstreams: vec![],
             allowed_regions: vec![],
             quota: QuotaConfig::default(),

@@ -7,7 +7,7 @@
 
 use proxypool_core::{
     Domain, DomainCooldown, ExtractMode, ExtractResponse, ExtractedProxy, InventoryView, Label,
-    Protocol, ProxyFilter, ProxyId, ProxyStatus, SnapshotRef, StoredRuntime, UnixMillis,
+    ProjectId, Protocol, ProxyFilter, ProxyId, ProxyStatus, SnapshotRef, StoredRuntime, UnixMillis,
     UpstreamId, Verdict, WorkerId, WorkerSession,
 };
 use serde::{Deserialize, Serialize};
@@ -80,6 +80,10 @@ fn one() -> u32 {
 pub struct CooldownView {
     pub proxy_id: ProxyId,
     pub domain: Domain,
+    /// The project whose clients it binds; left out for a shared entry, which binds
+    /// every client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<ProjectId>,
     /// The proxy is not used for the domain before this (ms since the epoch).
     pub until: UnixMillis,
     /// Bans in a row.
@@ -93,6 +97,7 @@ impl From<&DomainCooldown> for CooldownView {
         CooldownView {
             proxy_id: entry.proxy_id.clone(),
             domain: entry.domain.clone(),
+            project: entry.project.clone(),
             until: entry.until_ms,
             strikes: entry.strikes,
             forget_at: entry.forget_at_ms,

@@ -7,7 +7,8 @@ mod common;
 
 use common::*;
 use proxypool_core::{
-    ClientId, Domain, DomainCooldown, ProxyId, ProxyStatus, UnixMillis, Verdict, now_millis,
+    ClientId, CooldownChange, Domain, DomainCooldown, ProjectId, ProxyId, ProxyStatus, UnixMillis,
+    Verdict, now_millis,
 };
 use proxypool_quota::Operation;
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
@@ -164,7 +165,7 @@ async fn each_verdict_changes_the_cooldown_and_bans_grow() {
     // A third with the client's own estimate: the strikes still grow, the TTL is its own.
     let (_, window) = server
         .feedback_ok(
-            BOB,
+            ALICE,
             &json!({"proxy_id": first, "domain": SHOP_A, "verdict": "banned", "ttl": "45m"}),
         )
         .await;
@@ -175,6 +176,33 @@ async fn each_verdict_changes_the_cooldown_and_bans_grow() {
         45 * MINUTE,
         window,
     );
+    let alice_scope = ProjectId::new("p-alice").unwrap();
+    assert_eq!(
+        server.cooldowns(first).await[0].project,
+        Some(alice_scope.clone()),
+        "a client's report is kept in its project's scope"
+    );
+
+    // Another project's report on the same proxy and domain is an entry of its own: it
+    // neither grows nor shortens alice's.
+    let (reply, window) = server
+        .feedback_ok(
+            BOB,
+            &json!({"proxy_id": first, "domain": SHOP_A, "verdict": "banned"}),
+        )
+        .await;
+    assert_eq!(reply.json()["cooldown"]["strikes"], 1);
+    assert_eq!(reply.json()["cooldown"]["project"], "p-bob");
+    let both = server.cooldowns(first).await;
+    assert_eq!(both.len(), 2, "{both:?}");
+    let of = |project: &str| -> Vec<DomainCooldown> {
+        both.iter()
+            .filter(|e| e.project == Some(ProjectId::new(project).unwrap()))
+            .cloned()
+            .collect()
+    };
+    assert_cooling(&of("p-bob"), SHOP_A, 1, MINUTE, window);
+    assert_eq!(of("p-alice")[0].strikes, 3);
 
     // Slow holds for the TTL given and leaves the strikes alone.
     let (reply, window) = server
@@ -192,7 +220,8 @@ async fn each_verdict_changes_the_cooldown_and_bans_grow() {
         window,
     );
 
-    // Ok ends the cooldown of that domain only.
+    // Ok ends the cooldown of that domain only, and only the caller's project's: bob's
+    // report stays.
     let reply = server
         .feedback(
             ALICE,
@@ -203,7 +232,9 @@ async fn each_verdict_changes_the_cooldown_and_bans_grow() {
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(reply.json()["outcome"], "cleared");
     assert!(reply.json().get("cooldown").is_none());
-    assert!(server.cooldowns(first).await.is_empty());
+    let left = server.cooldowns(first).await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].project, Some(ProjectId::new("p-bob").unwrap()));
     assert_eq!(server.cooldowns(second).await.len(), 1);
 
     // Each feedback cost one inspect unit of the caller.
@@ -212,7 +243,7 @@ async fn each_verdict_changes_the_cooldown_and_bans_grow() {
             .quota
             .consumed("p-alice", "alice", Operation::Inspect)
             .await,
-        4
+        5
     );
     assert_eq!(
         server
@@ -252,6 +283,11 @@ async fn session_feedback_is_queued_for_the_gateway() {
     assert_eq!(feedback.domain, Domain::new(SHOP_A).unwrap());
     assert_eq!(feedback.verdict, Verdict::Captcha);
     assert_eq!(feedback.ttl_ms, Some(2 * MINUTE));
+    assert_eq!(
+        feedback.project,
+        Some(ProjectId::new("p-alice").unwrap()),
+        "the session's cooldown goes to the reporting client's project"
+    );
     assert_eq!(body["expires_at"], feedback.expires_at_ms);
     assert!(feedback.expires_at_ms >= before + proxypool_core::cooldown::SESSION_FEEDBACK_TTL_MS);
 
@@ -284,12 +320,23 @@ async fn a_returned_proxy_is_suspect_and_replaced_by_one_not_cooling_for_the_dom
     assert_eq!(extraction.status, 200, "{}", extraction.text());
     let held = proxy_ids(&extraction.json()).remove(0);
     let others: Vec<&ProxyId> = seeded.iter().filter(|id| id.as_str() != held).collect();
-    // One of the two left is cooling for shop-a.test (anyone may report a proxy it used).
+    // One of the two left is cooling for shop-a.test for everyone (a ban a gateway saw is
+    // shared); the other only for bob's project, which binds nobody of alice's.
+    let now = now_millis();
+    let seen = CooldownChange::Set(DomainCooldown {
+        proxy_id: others[0].clone(),
+        domain: Domain::new(SHOP_A).unwrap(),
+        project: None,
+        until_ms: now + MINUTE,
+        strikes: 1,
+        forget_at_ms: now + 2 * MINUTE,
+    });
+    server.pool.apply_cooldowns(now, &[seen]).await.unwrap();
     let cooling = server
         .feedback(
             BOB,
             None,
-            &json!({"proxy_id": others[0], "domain": SHOP_A, "verdict": "banned"}),
+            &json!({"proxy_id": others[1], "domain": SHOP_A, "verdict": "banned"}),
         )
         .await;
     assert_eq!(cooling.status, 200, "{}", cooling.text());
@@ -311,7 +358,8 @@ async fn a_returned_proxy_is_suspect_and_replaced_by_one_not_cooling_for_the_dom
     let body = reply.json();
     assert_eq!(body["returned"], true);
     assert_eq!(body["outcome"], "cooling");
-    // Neither the returned proxy (SUSPECT) nor the one cooling for the domain: the third.
+    // Neither the returned proxy (SUSPECT) nor the one cooling for the domain for everyone:
+    // the third, which only bob's project avoids.
     let replacement = &body["replacement"];
     assert_eq!(replacement["requested"], 2);
     assert_eq!(proxy_ids(replacement), [others[1].as_str()]);

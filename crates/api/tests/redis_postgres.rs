@@ -206,12 +206,22 @@ async fn feedback_on_redis_grows_bans_returns_and_replaces() {
     let other = seeded.iter().find(|id| id.as_str() != held).unwrap();
     for strikes in [1, 2] {
         let reply = post(
-            BOB,
+            ALICE,
             json!({"proxy_id": other, "domain": "www.shop-a.test", "verdict": "banned"}),
         )
         .await;
         assert_eq!(reply.status, 200, "{}", reply.text());
         assert_eq!(reply.json()["cooldown"]["strikes"], strikes);
+    }
+    // Bob's project keeps its own entry: his report neither grows alice's nor clears it.
+    for (verdict, strikes) in [("banned", Some(1)), ("ok", None)] {
+        let reply = post(
+            BOB,
+            json!({"proxy_id": other, "domain": "shop-a.test", "verdict": verdict}),
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.json()["cooldown"]["strikes"].as_u64(), strikes);
     }
     let stored = server
         .pool
@@ -219,6 +229,10 @@ async fn feedback_on_redis_grows_bans_returns_and_replaces() {
         .await
         .unwrap();
     assert_eq!((stored.len(), stored[0].strikes), (1, 2), "{stored:?}");
+    assert_eq!(
+        stored[0].project.as_ref().map(|p| p.as_str()),
+        Some("p-alice")
+    );
 
     // Bob cannot give back Alice's proxy; Alice can, and gets the one proxy left that is
     // neither returned nor cooling for the domain.

@@ -307,6 +307,7 @@ fn api_clients(config: &Config, quota: &OpenedQuota) -> Vec<ApiClient> {
                 project: client.project.clone(),
                 token_hash: client.api_token_hash()?.clone(),
                 admin: client.admin,
+                shared_feedback: client.shared_feedback,
                 allowed_upstreams: client.allowed_upstreams.clone(),
                 allowed_regions: client.allowed_regions.clone(),
                 quota: quota.limits_for(&client.project, client.id.as_str()),

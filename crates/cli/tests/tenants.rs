@@ -293,6 +293,53 @@ ports = "*"
     eprintln!("a cleared cooldown left the gateway within {cleared:?}");
     beta_sees_every_proxy("after the clear");
 
+    // 3b. beta reports every proxy it was routed through as banned on SITE for a day: its
+    // own project stops using them there, acme's clients do not notice.
+    let beta_routed: BTreeSet<String> = (0..3 * LEASED)
+        .filter_map(|_| {
+            through(
+                http,
+                "beta",
+                "beta-gateway-password",
+                &origin.host_url(SITE, "/"),
+            )
+            .1
+        })
+        .collect();
+    assert_eq!(beta_routed.len(), LEASED, "{beta_routed:?}");
+    for id in &beta_routed {
+        let report = json!({"proxy_id": id, "domain": SITE, "verdict": "banned", "ttl": "24h"});
+        // beta's feedback bucket is small (burst 5): wait for it rather than fail.
+        eventually("beta's report is taken", Duration::from_secs(10), || {
+            feedback(api, "beta-api-token-000001", report.clone()).0 == 200
+        });
+    }
+    eventually(
+        "the gateway holds beta's reports",
+        Duration::from_secs(10),
+        || {
+            beta_routed
+                .iter()
+                .all(|id| gateway_cooling(&admin, id, SITE))
+        },
+    );
+    let (status, _) = through(
+        http,
+        "beta",
+        "beta-gateway-password",
+        &origin.host_url(SITE, "/"),
+    );
+    assert_eq!(status, 503, "beta's own reports bind beta");
+    for _ in 0..2 * LEASED {
+        let (status, _) = through(
+            http,
+            "acme",
+            "acme-gateway-password",
+            &origin.host_url(SITE, "/"),
+        );
+        assert_eq!(status, 200, "beta's reports must not keep acme off {SITE}");
+    }
+
     // 4. A flood is refused on beta's own bucket (burst 5); acme's feedback still goes.
     let flood: Vec<(u16, String)> = (0..12)
         .map(|_| {

@@ -62,6 +62,12 @@ pub struct ClientConfig {
     /// Can use the admin endpoints of the client API.
     #[serde(default)]
     pub admin: bool,
+    /// Trusted for shared feedback: the client's reports on proxies (`POST /v1/feedback`)
+    /// bind every client, and its `ok` clears shared cooldowns. Off (the default), its
+    /// reports bind its own project's clients only and its `ok` clears only what its
+    /// project reported, so one tenant cannot keep a proxy off a site for another.
+    #[serde(default)]
+    pub shared_feedback: bool,
 }
 
 impl ClientConfig {

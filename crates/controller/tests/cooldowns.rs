@@ -132,6 +132,7 @@ async fn a_reported_cooldown_comes_back_in_the_next_snapshot_with_the_policy() {
         String::from_utf8_lossy(&accepted.body)
     );
     let expected = DomainCooldown {
+        project: None,
         proxy_id: proxy.clone(),
         domain: Domain::new("shop.test").unwrap(),
         until_ms: T0 + 60_000,
@@ -171,6 +172,7 @@ async fn a_reported_cooldown_comes_back_in_the_next_snapshot_with_the_policy() {
 
 fn feedback(id: &str, client: &str, expires_at_ms: u64) -> SessionFeedback {
     SessionFeedback {
+        project: None,
         id: id.to_owned(),
         client: ClientId::new(client).unwrap(),
         session: "sess-1".to_owned(),

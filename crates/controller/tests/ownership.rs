@@ -461,6 +461,7 @@ async fn a_busy_proxy_that_turns_suspect_stays_with_its_worker_for_as_long_as_it
         let pool = Arc::clone(&pool);
         async move {
             let request = ExtractRequest {
+                project: None,
                 for_domain: None,
                 client: ClientId::new("acme").unwrap(),
                 idempotency_key: None,

@@ -47,6 +47,7 @@ fn batch(first: usize, n: usize) -> FetchedBatch {
 
 fn extract_request(n: u32) -> ExtractRequest {
     ExtractRequest {
+        project: None,
         for_domain: None,
         client: proxypool_core::ClientId::new("c1").unwrap(),
         idempotency_key: None,

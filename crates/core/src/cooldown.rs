@@ -9,22 +9,33 @@
 //! next snapshot carries it; extraction with `for_domain` skips proxies cooling down for
 //! that domain.
 //!
-//! The merge rule, the same in every store: entries are keyed by (proxy, domain); a `Set`
-//! keeps the latest `until_ms`, the highest `strikes` and the latest `forget_at_ms` of the
-//! stored and the new entry, so merging is commutative and a replayed report changes
-//! nothing; `Clear` drops the entry; an entry whose `forget_at_ms` has passed is gone. A
-//! proxy keeps at most [`MAX_COOLDOWNS_PER_PROXY`] entries: beyond that, the ones to be
-//! forgotten first are dropped. Entries on proxies the pool does not hold are ignored.
+//! Whose they are: every entry has a scope. A ban the gateway saw itself (an origin's
+//! status) is a fact about the proxy and is **shared**: every client skips the proxy for
+//! that domain. A client's report is an opinion of one tenant, so it is kept in the
+//! reporting client's **project** scope (`project: Some(..)`): that project's clients skip
+//! the proxy, the others never see the entry, and nothing a tenant reports can block,
+//! shorten or clear what another tenant or the gateway recorded. An operator may mark a
+//! client as trusted for shared feedback; its reports (and its `ok`) are shared.
+//!
+//! The merge rule, the same in every store: entries are keyed by (proxy, scope, domain);
+//! a `Set` keeps the latest `until_ms`, the highest `strikes` and the latest
+//! `forget_at_ms` of the stored and the new entry, so merging is commutative and a
+//! replayed report changes nothing; `Clear` drops the entry of its scope only; an entry
+//! whose `forget_at_ms` has passed is gone. A proxy keeps at most
+//! [`MAX_COOLDOWNS_PER_PROXY`] entries per scope: beyond that, the scope's entries to be
+//! forgotten first are dropped, so one project's reports never push out another's or the
+//! shared ones. Entries on proxies the pool does not hold are ignored.
 
 use crate::error::{PoolError, PoolResult};
-use crate::ids::{ClientId, ProxyId};
+use crate::ids::{ClientId, ProjectId, ProxyId};
 use crate::time::UnixMillis;
 use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt::{self, Debug};
 use std::net::IpAddr;
 
-/// Most domains one proxy is remembered cooling down for.
+/// Most domains one proxy is remembered cooling down for, per scope (shared, or one
+/// project's).
 pub const MAX_COOLDOWNS_PER_PROXY: usize = 16;
 /// Most cooldown changes one call (a runtime report, a feedback batch) may carry.
 pub const MAX_COOLDOWN_CHANGES: usize = 10_000;
@@ -112,11 +123,15 @@ impl<'de> Deserialize<'de> for Domain {
     }
 }
 
-/// One proxy's cooldown for one domain.
+/// One proxy's cooldown for one domain, in one scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DomainCooldown {
     pub proxy_id: ProxyId,
     pub domain: Domain,
+    /// The project whose clients reported it; `None` = shared (seen by the gateway, or
+    /// reported by a client trusted for shared feedback). Left out of the JSON when shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<ProjectId>,
     /// The proxy is not used for the domain before this time.
     pub until_ms: UnixMillis,
     /// Bans in a row; the next ban's cooldown grows from it.
@@ -130,6 +145,17 @@ impl DomainCooldown {
         now < self.until_ms
     }
 
+    /// Whether a client of `project` is bound by the entry: shared entries bind every
+    /// client, a project's entries only that project's clients.
+    pub fn binds(&self, project: Option<&ProjectId>) -> bool {
+        self.project.is_none() || self.project.as_ref() == project
+    }
+
+    /// Whether the entry is in `scope` (`None` = shared).
+    pub fn in_scope(&self, scope: Option<&ProjectId>) -> bool {
+        self.project.as_ref() == scope
+    }
+
     pub fn validate(&self) -> Result<(), PoolError> {
         if self.forget_at_ms < self.until_ms {
             return Err(PoolError::invalid(
@@ -139,7 +165,7 @@ impl DomainCooldown {
         Ok(())
     }
 
-    /// Merges `other` (same proxy and domain) into `self` by the module's rule.
+    /// Merges `other` (same proxy, scope and domain) into `self` by the module's rule.
     pub fn merge(&mut self, other: &DomainCooldown) {
         self.until_ms = self.until_ms.max(other.until_ms);
         self.strikes = self.strikes.max(other.strikes);
@@ -153,8 +179,14 @@ impl DomainCooldown {
 pub enum CooldownChange {
     /// Merge this entry in.
     Set(DomainCooldown),
-    /// The domain works through the proxy again: forget the entry.
-    Clear { proxy_id: ProxyId, domain: Domain },
+    /// The domain works through the proxy again: forget the entry of this scope
+    /// (`project: None` = the shared one).
+    Clear {
+        proxy_id: ProxyId,
+        domain: Domain,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        project: Option<ProjectId>,
+    },
 }
 
 impl CooldownChange {
@@ -176,25 +208,43 @@ pub fn merge_cooldowns(
     for change in changes {
         match change {
             CooldownChange::Set(entry) => {
-                match stored.iter_mut().find(|e| e.domain == entry.domain) {
+                let same = |e: &&mut DomainCooldown| {
+                    e.domain == entry.domain && e.project == entry.project
+                };
+                match stored.iter_mut().find(same) {
                     Some(existing) => existing.merge(entry),
                     None => stored.push(entry.clone()),
                 }
             }
-            CooldownChange::Clear { domain, .. } => stored.retain(|e| &e.domain != domain),
+            CooldownChange::Clear {
+                domain, project, ..
+            } => stored.retain(|e| !(&e.domain == domain && &e.project == project)),
         }
     }
     stored.retain(|e| e.forget_at_ms > now);
-    if stored.len() > MAX_COOLDOWNS_PER_PROXY {
-        // Forgotten soonest goes first; ties by domain, so every store drops the same one.
-        stored.sort_by(|a, b| {
-            b.forget_at_ms
-                .cmp(&a.forget_at_ms)
-                .then_with(|| a.domain.cmp(&b.domain))
-        });
-        stored.truncate(MAX_COOLDOWNS_PER_PROXY);
-    }
-    stored.sort_by(|a, b| a.domain.cmp(&b.domain));
+    // By scope (shared first), then forgotten latest first; ties by domain, so every
+    // store keeps the same ones. Each scope keeps its first MAX_COOLDOWNS_PER_PROXY.
+    stored.sort_by(|a, b| {
+        a.project
+            .cmp(&b.project)
+            .then_with(|| b.forget_at_ms.cmp(&a.forget_at_ms))
+            .then_with(|| a.domain.cmp(&b.domain))
+    });
+    let mut kept = 0;
+    let mut scope: Option<Option<ProjectId>> = None;
+    stored.retain(|e| {
+        if scope.as_ref() != Some(&e.project) {
+            scope = Some(e.project.clone());
+            kept = 0;
+        }
+        kept += 1;
+        kept <= MAX_COOLDOWNS_PER_PROXY
+    });
+    stored.sort_by(|a, b| {
+        a.domain
+            .cmp(&b.domain)
+            .then_with(|| a.project.cmp(&b.project))
+    });
 }
 
 /// How long a ban keeps a proxy off a domain: `base` for the first strike, doubling per
@@ -220,50 +270,65 @@ impl CooldownPolicy {
     /// `ttl_ms` (a client's own estimate) the strikes still grow but the cooldown is that.
     pub fn ban(
         &self,
-        proxy_id: ProxyId,
-        domain: Domain,
+        key: CooldownKey,
         previous: Option<&DomainCooldown>,
         ttl_ms: Option<u64>,
         now: UnixMillis,
     ) -> DomainCooldown {
         let strikes = remembered_strikes(previous, now).saturating_add(1);
         let ttl = ttl_ms.unwrap_or_else(|| self.ttl_ms(strikes));
-        self.entry(proxy_id, domain, now.saturating_add(ttl), strikes)
+        self.entry(key, now.saturating_add(ttl), strikes)
     }
 
     /// A cooldown that is not a ban (a slow answer): `ttl_ms` or `base`, strikes unchanged.
     pub fn hold(
         &self,
-        proxy_id: ProxyId,
-        domain: Domain,
+        key: CooldownKey,
         previous: Option<&DomainCooldown>,
         ttl_ms: Option<u64>,
         now: UnixMillis,
     ) -> DomainCooldown {
         let until_ms = now.saturating_add(ttl_ms.unwrap_or(self.base_ms));
-        self.entry(
-            proxy_id,
-            domain,
-            until_ms,
-            remembered_strikes(previous, now),
-        )
+        self.entry(key, until_ms, remembered_strikes(previous, now))
     }
 
     /// An entry cooling until `until_ms`, remembered `memory_ms` past it.
-    fn entry(
-        &self,
-        proxy_id: ProxyId,
-        domain: Domain,
-        until_ms: UnixMillis,
-        strikes: u32,
-    ) -> DomainCooldown {
+    fn entry(&self, key: CooldownKey, until_ms: UnixMillis, strikes: u32) -> DomainCooldown {
         DomainCooldown {
-            proxy_id,
-            domain,
+            proxy_id: key.proxy_id,
+            domain: key.domain,
+            project: key.project,
             until_ms,
             strikes,
             forget_at_ms: until_ms.saturating_add(self.memory_ms),
         }
+    }
+}
+
+/// What a cooldown entry is about: a proxy, a domain and a scope (`project: None` =
+/// shared).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CooldownKey {
+    pub proxy_id: ProxyId,
+    pub domain: Domain,
+    pub project: Option<ProjectId>,
+}
+
+impl CooldownKey {
+    /// A shared entry's key (a ban the gateway saw).
+    pub fn shared(proxy_id: ProxyId, domain: Domain) -> Self {
+        CooldownKey {
+            proxy_id,
+            domain,
+            project: None,
+        }
+    }
+
+    /// Whether `entry` is the one this key names.
+    pub fn names(&self, entry: &DomainCooldown) -> bool {
+        entry.proxy_id == self.proxy_id
+            && entry.domain == self.domain
+            && entry.project == self.project
     }
 }
 
@@ -290,23 +355,25 @@ pub enum Verdict {
 
 impl Verdict {
     /// The change this verdict makes, given what is known of the proxy and domain.
+    /// `previous` is the stored entry of the same key (proxy, domain and scope).
     pub fn change(
         self,
         policy: &CooldownPolicy,
-        proxy_id: ProxyId,
-        domain: Domain,
+        key: CooldownKey,
         previous: Option<&DomainCooldown>,
         ttl_ms: Option<u64>,
         now: UnixMillis,
     ) -> CooldownChange {
         match self {
             Verdict::Banned | Verdict::Captcha => {
-                CooldownChange::Set(policy.ban(proxy_id, domain, previous, ttl_ms, now))
+                CooldownChange::Set(policy.ban(key, previous, ttl_ms, now))
             }
-            Verdict::Slow => {
-                CooldownChange::Set(policy.hold(proxy_id, domain, previous, ttl_ms, now))
-            }
-            Verdict::Ok => CooldownChange::Clear { proxy_id, domain },
+            Verdict::Slow => CooldownChange::Set(policy.hold(key, previous, ttl_ms, now)),
+            Verdict::Ok => CooldownChange::Clear {
+                proxy_id: key.proxy_id,
+                domain: key.domain,
+                project: key.project,
+            },
         }
     }
 }
@@ -321,6 +388,10 @@ pub struct SessionFeedback {
     pub client: ClientId,
     pub session: String,
     pub domain: Domain,
+    /// The scope of the cooldown it makes: the client's project, or `None` (shared) for a
+    /// client trusted for shared feedback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<ProjectId>,
     pub verdict: Verdict,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
@@ -457,15 +528,16 @@ mod tests {
         let ttls: Vec<u64> = (1..=5).map(|s| policy.ttl_ms(s)).collect();
         assert_eq!(ttls, [1_000, 2_000, 4_000, 5_000, 5_000]);
         let proxy = ProxyId::new("0123456789abcdef0123456789abcdef").unwrap();
-        let first = policy.ban(proxy.clone(), domain("a.test"), None, None, 100);
+        let key = CooldownKey::shared(proxy, domain("a.test"));
+        let first = policy.ban(key.clone(), None, None, 100);
         assert_eq!(
             (first.until_ms, first.strikes, first.forget_at_ms),
             (1_100, 1, 11_100)
         );
-        let second = policy.ban(proxy.clone(), domain("a.test"), Some(&first), None, 2_000);
+        let second = policy.ban(key.clone(), Some(&first), None, 2_000);
         assert_eq!((second.until_ms, second.strikes), (4_000, 2));
         // Once forgotten, a ban starts over.
-        let fresh = policy.ban(proxy, domain("a.test"), Some(&first), None, 11_100);
+        let fresh = policy.ban(key, Some(&first), None, 11_100);
         assert_eq!(fresh.strikes, 1);
     }
 
@@ -475,6 +547,7 @@ mod tests {
         let entry = |d: &str, until: u64, strikes: u32| DomainCooldown {
             proxy_id: proxy.clone(),
             domain: domain(d),
+            project: None,
             until_ms: until,
             strikes,
             forget_at_ms: until + 1_000,
@@ -494,12 +567,67 @@ mod tests {
         assert_eq!(one.len(), MAX_COOLDOWNS_PER_PROXY);
         assert!(one.iter().all(|e| e.domain != domain("a.test")));
         let clear = CooldownChange::Clear {
-            proxy_id: proxy,
+            proxy_id: proxy.clone(),
             domain: domain("d19.test"),
+            project: None,
         };
         merge_cooldowns(&mut one, &[&clear], 0);
         assert_eq!(one.len(), MAX_COOLDOWNS_PER_PROXY - 1);
         merge_cooldowns(&mut one, &[], 10_000);
         assert!(one.is_empty());
+    }
+
+    #[test]
+    fn scopes_are_merged_bounded_and_cleared_apart() {
+        let proxy = ProxyId::new("0123456789abcdef0123456789abcdef").unwrap();
+        let acme = ProjectId::new("acme").unwrap();
+        let beta = ProjectId::new("beta").unwrap();
+        let entry = |d: &str, project: Option<&ProjectId>, until: u64| DomainCooldown {
+            proxy_id: proxy.clone(),
+            domain: domain(d),
+            project: project.cloned(),
+            until_ms: until,
+            strikes: 1,
+            forget_at_ms: until + 1_000,
+        };
+        let mut stored = Vec::new();
+        let shared = CooldownChange::Set(entry("a.test", None, 500));
+        let acme_a = CooldownChange::Set(entry("a.test", Some(&acme), 900));
+        merge_cooldowns(&mut stored, &[&shared, &acme_a], 0);
+        assert_eq!(stored.len(), 2, "one entry per scope: {stored:?}");
+        // A flood of beta's reports on other domains fills beta's scope only.
+        let flood: Vec<CooldownChange> = (0..40)
+            .map(|i| CooldownChange::Set(entry(&format!("f{i:02}.test"), Some(&beta), 5_000)))
+            .collect();
+        let refs: Vec<&CooldownChange> = flood.iter().collect();
+        merge_cooldowns(&mut stored, &refs, 0);
+        fn count(stored: &[DomainCooldown], scope: Option<&ProjectId>) -> usize {
+            stored.iter().filter(|e| e.in_scope(scope)).count()
+        }
+        assert_eq!(count(&stored, Some(&beta)), MAX_COOLDOWNS_PER_PROXY);
+        assert_eq!((count(&stored, None), count(&stored, Some(&acme))), (1, 1));
+        // beta's `ok` clears nothing of acme's nor the shared entry.
+        let beta_ok = CooldownChange::Clear {
+            proxy_id: proxy.clone(),
+            domain: domain("a.test"),
+            project: Some(beta.clone()),
+        };
+        merge_cooldowns(&mut stored, &[&beta_ok], 0);
+        assert_eq!((count(&stored, None), count(&stored, Some(&acme))), (1, 1));
+        // Who is bound by what.
+        let a: Vec<&DomainCooldown> = stored
+            .iter()
+            .filter(|e| e.domain == domain("a.test"))
+            .collect();
+        assert!(a.iter().all(|e| e.binds(Some(&acme))));
+        assert_eq!(a.iter().filter(|e| e.binds(Some(&beta))).count(), 1);
+        assert_eq!(a.iter().filter(|e| e.binds(None)).count(), 1);
+        let acme_ok = CooldownChange::Clear {
+            proxy_id: proxy,
+            domain: domain("a.test"),
+            project: Some(acme.clone()),
+        };
+        merge_cooldowns(&mut stored, &[&acme_ok], 0);
+        assert_eq!((count(&stored, None), count(&stored, Some(&acme))), (1, 0));
     }
 }

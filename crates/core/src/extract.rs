@@ -2,7 +2,7 @@
 
 use crate::cooldown::Domain;
 use crate::error::PoolError;
-use crate::ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, digest_hex};
+use crate::ids::{ClientId, ExtractionId, Label, ProjectId, ProxyId, UpstreamId, digest_hex};
 use crate::proxy::{Protocol, ProxyRecord};
 use crate::secret::Secret;
 use crate::time::UnixMillis;
@@ -77,8 +77,12 @@ pub struct ExtractRequest {
     /// quota receipt for the key lives: a key admitted as a replay can then never buy a
     /// second extraction. 0 = only as long as the replay.
     pub key_held_ms: u64,
-    /// Only proxies not cooling down for this registrable domain (`crate::cooldown`).
+    /// Only proxies not cooling down for this registrable domain (`crate::cooldown`): in
+    /// the shared scope or in `project`'s.
     pub for_domain: Option<Domain>,
+    /// The client's project, whose own cooldowns `for_domain` honours besides the shared
+    /// ones (`None`: the shared ones only).
+    pub project: Option<ProjectId>,
 }
 
 impl ExtractRequest {
@@ -254,6 +258,7 @@ mod tests {
 
     fn request(freshness: Option<u64>) -> ExtractRequest {
         ExtractRequest {
+            project: None,
             for_domain: None,
             client: ClientId::new("c").unwrap(),
             idempotency_key: None,

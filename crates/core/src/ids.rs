@@ -119,6 +119,13 @@ string_id!(
     |v| check_id("client id", v).map(|()| v.to_owned())
 );
 string_id!(
+    /// A tenant: the project a client belongs to. Quota buckets are per (project, client,
+    /// operation), and clients' reports on proxies are scoped to their project.
+    ProjectId,
+    "project",
+    |v| check_id("project", v).map(|()| v.to_owned())
+);
+string_id!(
     /// A stable proxy id: 32 hex digits of the unique-key digest.
     ProxyId,
     "proxy id",

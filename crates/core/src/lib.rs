@@ -70,8 +70,8 @@ pub use admin::{
 };
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use cooldown::{
-    CooldownChange, CooldownPolicy, CooldownReport, CooldownStore, Domain, DomainCooldown,
-    ReturnOutcome, SessionFeedback, Verdict,
+    CooldownChange, CooldownKey, CooldownPolicy, CooldownReport, CooldownStore, Domain,
+    DomainCooldown, ReturnOutcome, SessionFeedback, Verdict,
 };
 pub use error::{Conflict, PoolError, PoolResult, Unavailable};
 pub use extract::{
@@ -79,7 +79,7 @@ pub use extract::{
 };
 pub use health::{CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthReport};
 pub use http_head::MIN_HEADER_BYTES;
-pub use ids::{ClientId, ExtractionId, Label, ProxyId, UpstreamId, WorkerId};
+pub use ids::{ClientId, ExtractionId, Label, ProjectId, ProxyId, UpstreamId, WorkerId};
 pub use inventory::{Footprint, InventoryView, SweepReport};
 pub use lease::{Fence, Lease, LeaseStore, next_token};
 pub use listing::{ListedProxy, MAX_LIST_LIMIT, ProxyListFilter, ProxyPage};

@@ -279,6 +279,7 @@ async fn cooldowns_from_the_snapshot_and_session_feedback_steer_picks() {
     let s = setup(3, vec![client("alice")]).await;
     let now = s.clock.now();
     let shipped = |n: u8, site: &str| DomainCooldown {
+        project: None,
         proxy_id: proxy_id(n),
         domain: domain(site),
         until_ms: now + 30_000,
@@ -333,6 +334,7 @@ async fn cooldowns_from_the_snapshot_and_session_feedback_steer_picks() {
     {
         let mut state = s.controller.state.lock().unwrap();
         state.advisories.session_feedback = vec![SessionFeedback {
+            project: None,
             id: "fb-1".into(),
             client: proxypool_core::ClientId::new("alice").unwrap(),
             session: "s1".into(),
@@ -410,6 +412,7 @@ async fn a_cooldown_the_store_cleared_or_shortened_leaves_with_the_next_snapshot
     let s = setup(3, vec![client("alice")]).await;
     let now = s.clock.now();
     let shipped = |n: u8, until_ms: u64| DomainCooldown {
+        project: None,
         proxy_id: proxy_id(n),
         domain: domain("127.0.0.1"),
         until_ms,

@@ -241,6 +241,7 @@ async fn make_available(pool: &RedisPool, from: usize, n: usize) {
 fn request(filter: ProxyFilter) -> ExtractRequest {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     ExtractRequest {
+        project: None,
         for_domain: None,
         client: ClientId::new("bench").unwrap(),
         idempotency_key: None,

@@ -163,6 +163,7 @@ async fn ttl_churn_keeps_keys_and_fields_bounded() {
         .await
         .unwrap();
         let request = ExtractRequest {
+            project: None,
             for_domain: None,
             client: ClientId::new("c1").unwrap(),
             idempotency_key: Some(format!("tick-{tick}")),

@@ -62,6 +62,7 @@ async fn seed(pool: &RedisPool, now: UnixMillis, range: std::ops::Range<usize>) 
 
 fn request(key: &str, count: u32) -> ExtractRequest {
     ExtractRequest {
+        project: None,
         for_domain: None,
         client: proxypool_core::ClientId::new("c1").unwrap(),
         idempotency_key: Some(key.to_owned()),

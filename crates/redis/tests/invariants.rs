@@ -285,6 +285,7 @@ async fn incremental_indexes_equal_a_full_recomputation() {
         check(server, &pool, &format!("round {round} health"));
 
         let request = ExtractRequest {
+            project: None,
             for_domain: None,
             client: ClientId::new("c1").unwrap(),
             idempotency_key: None,

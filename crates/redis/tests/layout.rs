@@ -70,6 +70,7 @@ async fn make_available(pool: &RedisPool, now: UnixMillis, candidates: Vec<Candi
 
 fn request(name: &str, count: u32, filter: ProxyFilter) -> ExtractRequest {
     ExtractRequest {
+        project: None,
         for_domain: None,
         client: ClientId::new("c1").unwrap(),
         idempotency_key: None,

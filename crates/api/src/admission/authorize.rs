@@ -69,6 +69,7 @@ mod tests {
             project: "p".into(),
             token_hash: SecretHash::derive("t", "s").unwrap(),
             admin: false,
+            shared_feedback: false,
             allowed_upstreams: upstreams
                 .iter()
                 .map(|u| UpstreamId::new(u).unwrap())

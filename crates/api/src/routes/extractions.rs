@@ -97,6 +97,7 @@ pub(crate) fn prepare(
     authorize_filter(client, &mut filter)?;
 
     let request = ExtractRequest {
+        project: client.project_id(),
         for_domain,
         client: client.id.clone(),
         idempotency_key: key.clone(),

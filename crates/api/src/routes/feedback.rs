@@ -43,7 +43,8 @@ use axum::response::{IntoResponse, Response};
 use proxypool_config::Millis;
 use proxypool_core::cooldown::{MAX_COOLDOWN_MS, SESSION_FEEDBACK_TTL_MS};
 use proxypool_core::{
-    CooldownChange, CooldownPolicy, Domain, PoolError, ProxyId, SessionFeedback, Verdict,
+    CooldownChange, CooldownKey, CooldownPolicy, Domain, PoolError, ProxyId, SessionFeedback,
+    Verdict,
 };
 use proxypool_quota::Operation;
 
@@ -242,6 +243,8 @@ async fn apply(
         }
         Target::Session(session) => {
             let feedback = SessionFeedback {
+                // The session's cooldown goes where this client's reports go.
+                project: client.feedback_scope(),
                 // Request ids are unique across replicas, so the feedback id is too.
                 id: format!("fb-{request_id}"),
                 client: client.id.clone(),
@@ -315,16 +318,16 @@ async fn on_proxy(
     )
     .await
     .map_err(|error| store_error(state, error))?;
-    let previous = known.iter().find(|entry| entry.domain == domain);
+    // The client's report lives in its own scope (its project's, or the shared one for a
+    // client trusted with shared feedback): it grows, shortens or clears only that entry.
+    let key = CooldownKey {
+        proxy_id: proxy.clone(),
+        domain: domain.clone(),
+        project: client.feedback_scope(),
+    };
+    let previous = known.iter().find(|entry| key.names(entry));
     let policy = state.cooldown_policy();
-    let change = verdict.change(
-        &policy,
-        proxy.clone(),
-        domain.clone(),
-        previous,
-        ttl_ms,
-        now,
-    );
+    let change = verdict.change(&policy, key.clone(), previous, ttl_ms, now);
     let report = crate::metrics::timed(
         "cooldowns",
         "apply_cooldowns",
@@ -346,7 +349,7 @@ async fn on_proxy(
             .map_err(|error| store_error(state, error))?;
             let stored_entry = stored
                 .iter()
-                .find(|entry| entry.domain == domain)
+                .find(|entry| key.names(entry))
                 .map(CooldownView::from);
             // The verdict's own cooldown; the stored entry may end later (merged).
             let applied_ttl = entry.until_ms.saturating_sub(now);

@@ -40,6 +40,7 @@ pub fn client(id: &str, project: &str, token: &str) -> ApiClient {
         project: project.into(),
         token_hash: SecretHash::derive(token, "testsalt").unwrap(),
         admin: false,
+        shared_feedback: false,
         allowed_upstreams: vec![],
         allowed_regions: vec![],
         quota: QuotaConfig::default(),

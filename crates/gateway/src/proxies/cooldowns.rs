@@ -6,7 +6,7 @@
 //! has no cooldown still running, a short lock of its few entries otherwise.
 
 use proxypool_core::cooldown::merge_cooldowns;
-use proxypool_core::{CooldownChange, Domain, DomainCooldown, LockExt, UnixMillis};
+use proxypool_core::{CooldownChange, Domain, DomainCooldown, LockExt, ProjectId, UnixMillis};
 use proxypool_proto::TargetAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -39,7 +39,7 @@ impl<'t> TargetDomain<'t> {
     }
 }
 
-/// One proxy's cooldowns, by domain.
+/// One proxy's cooldowns, by domain and scope (shared, or one project's).
 #[derive(Debug, Default)]
 pub(crate) struct DomainCooldowns {
     /// The latest `until_ms` of the entries: at or after it nothing is cooling, and a pick
@@ -49,26 +49,48 @@ pub(crate) struct DomainCooldowns {
 }
 
 impl DomainCooldowns {
-    /// Whether the proxy must not be used for the target's domain at `now_ms`.
-    pub(crate) fn is_cooling(&self, target: &TargetDomain<'_>, now_ms: UnixMillis) -> bool {
-        if now_ms >= self.cooling_until.load(Ordering::Acquire) {
-            return false;
-        }
-        let Some(domain) = target.get() else {
-            return false;
-        };
-        self.entries
-            .lock_or_recover()
-            .iter()
-            .any(|e| &e.domain == domain && e.is_cooling(now_ms))
+    /// Whether a client of `project` must not use the proxy for the target's domain at
+    /// `now_ms`: a shared entry or one of that project's is cooling.
+    pub(crate) fn is_cooling(
+        &self,
+        target: &TargetDomain<'_>,
+        project: Option<&ProjectId>,
+        now_ms: UnixMillis,
+    ) -> bool {
+        self.cooling_end(target, project, now_ms).is_some()
     }
 
-    /// The remembered entry for `domain`, if any.
-    pub(crate) fn get(&self, domain: &Domain, now_ms: UnixMillis) -> Option<DomainCooldown> {
+    /// The latest end of the cooldowns that bind a client of `project` for the target's
+    /// domain and still run at `now_ms`, if any.
+    pub(crate) fn cooling_end(
+        &self,
+        target: &TargetDomain<'_>,
+        project: Option<&ProjectId>,
+        now_ms: UnixMillis,
+    ) -> Option<UnixMillis> {
+        if now_ms >= self.cooling_until.load(Ordering::Acquire) {
+            return None;
+        }
+        let domain = target.get()?;
         self.entries
             .lock_or_recover()
             .iter()
-            .find(|e| &e.domain == domain && e.forget_at_ms > now_ms)
+            .filter(|e| &e.domain == domain && e.binds(project) && e.is_cooling(now_ms))
+            .map(|e| e.until_ms)
+            .max()
+    }
+
+    /// The remembered entry for `domain` in `scope` (`None` = shared), if any.
+    pub(crate) fn get(
+        &self,
+        domain: &Domain,
+        scope: Option<&ProjectId>,
+        now_ms: UnixMillis,
+    ) -> Option<DomainCooldown> {
+        self.entries
+            .lock_or_recover()
+            .iter()
+            .find(|e| &e.domain == domain && e.in_scope(scope) && e.forget_at_ms > now_ms)
             .cloned()
     }
 
@@ -116,6 +138,7 @@ pub(crate) mod tests {
         DomainCooldown {
             proxy_id: ProxyId::new("0123456789abcdef0123456789abcdef").unwrap(),
             domain: Domain::new(domain).unwrap(),
+            project: None,
             until_ms,
             strikes: 1,
             forget_at_ms: until_ms + 1_000,
@@ -131,14 +154,14 @@ pub(crate) mod tests {
             TargetAddr::domain("b.test", 80).unwrap(),
         );
         let (on_a, on_b) = (TargetDomain::new(&target_a), TargetDomain::new(&target_b));
-        assert!(!table.is_cooling(&on_a, 0));
+        assert!(!table.is_cooling(&on_a, None, 0));
         table.apply(&[&CooldownChange::Set(entry("a.test", 500))], 0);
-        assert!(table.is_cooling(&on_a, 499));
-        assert!(!table.is_cooling(&on_b, 499));
-        assert!(!table.is_cooling(&on_a, 500));
+        assert!(table.is_cooling(&on_a, None, 499));
+        assert!(!table.is_cooling(&on_b, None, 499));
+        assert!(!table.is_cooling(&on_a, None, 500));
         // Remembered past the end (strikes), forgotten after.
-        assert!(table.get(&a, 1_000).is_some());
-        assert!(table.get(&a, 1_500).is_none());
+        assert!(table.get(&a, None, 1_000).is_some());
+        assert!(table.get(&a, None, 1_500).is_none());
     }
 
     #[test]
@@ -148,9 +171,34 @@ pub(crate) mod tests {
         let on_a = TargetDomain::new(&target);
         table.apply(&[&CooldownChange::Set(entry("a.test", 500))], 0);
         table.replace(&[&CooldownChange::Set(entry("b.test", 900))], 0);
-        assert!(!table.is_cooling(&on_a, 100));
+        assert!(!table.is_cooling(&on_a, None, 100));
         assert_eq!(table.cooling(100).len(), 1);
         table.replace(&[], 0);
         assert!(table.cooling(100).is_empty());
+    }
+
+    #[test]
+    fn a_project_s_cooldown_binds_its_clients_only() {
+        let table = DomainCooldowns::default();
+        let (acme, beta) = (
+            ProjectId::new("acme").unwrap(),
+            ProjectId::new("beta").unwrap(),
+        );
+        let target = TargetAddr::domain("a.test", 80).unwrap();
+        let on_a = TargetDomain::new(&target);
+        let mut reported = entry("a.test", 500);
+        reported.project = Some(beta.clone());
+        table.apply(&[&CooldownChange::Set(reported)], 0);
+        assert!(table.is_cooling(&on_a, Some(&beta), 100));
+        assert!(!table.is_cooling(&on_a, Some(&acme), 100));
+        assert!(!table.is_cooling(&on_a, None, 100));
+        // A shared entry binds everyone; the latest end that binds a client counts.
+        table.apply(&[&CooldownChange::Set(entry("a.test", 300))], 0);
+        assert_eq!(table.cooling_end(&on_a, Some(&acme), 100), Some(300));
+        assert_eq!(table.cooling_end(&on_a, Some(&beta), 100), Some(500));
+        let domain = Domain::new("a.test").unwrap();
+        assert_eq!(table.get(&domain, None, 100).unwrap().until_ms, 300);
+        assert_eq!(table.get(&domain, Some(&beta), 100).unwrap().until_ms, 500);
+        assert!(table.get(&domain, Some(&acme), 100).is_none());
     }
 }

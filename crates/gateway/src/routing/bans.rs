@@ -17,7 +17,7 @@ use crate::routing::sticky::StickyTable;
 use crate::snapshot::{SnapshotView, ViewProxy};
 use proxypool_core::cooldown::MAX_COOLDOWN_CHANGES;
 use proxypool_core::{
-    CooldownChange, Domain, DomainCooldown, LockExt, SessionFeedback, UnixMillis,
+    CooldownChange, CooldownKey, Domain, DomainCooldown, LockExt, SessionFeedback, UnixMillis,
 };
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
@@ -129,7 +129,8 @@ pub(crate) struct Bans {
 
 impl Bans {
     /// The origin banned `proxy` for `domain`: cool it down locally at once (strikes grow
-    /// from what is known of it) and queue the entry for the store.
+    /// from what is known of it) and queue the entry for the store. What the gateway sees
+    /// itself is a fact about the proxy, so the entry is shared.
     pub(crate) fn ban(
         &self,
         view: &SnapshotView,
@@ -138,14 +139,11 @@ impl Bans {
         now_ms: UnixMillis,
         metrics: &GatewayMetrics,
     ) -> DomainCooldown {
-        let previous = proxy.slot.domains.get(domain, now_ms);
-        let entry = view.cooldown_policy.ban(
-            proxy.id.clone(),
-            domain.clone(),
-            previous.as_ref(),
-            None,
-            now_ms,
-        );
+        let previous = proxy.slot.domains.get(domain, None, now_ms);
+        let key = CooldownKey::shared(proxy.id.clone(), domain.clone());
+        let entry = view
+            .cooldown_policy
+            .ban(key, previous.as_ref(), None, now_ms);
         metrics.bans.increment(1);
         self.record(proxy, CooldownChange::Set(entry.clone()), now_ms, metrics);
         entry
@@ -184,11 +182,17 @@ impl Bans {
             }
             applied.insert(feedback.id.clone());
             if let Some(proxy) = pinned_proxy(view, sticky, feedback, now_ms) {
-                let previous = proxy.slot.domains.get(&feedback.domain, now_ms);
+                // In the scope the API gave it: the reporting client's project, or shared.
+                let scope = feedback.project.as_ref();
+                let previous = proxy.slot.domains.get(&feedback.domain, scope, now_ms);
+                let key = CooldownKey {
+                    proxy_id: proxy.id.clone(),
+                    domain: feedback.domain.clone(),
+                    project: feedback.project.clone(),
+                };
                 let change = feedback.verdict.change(
                     &view.cooldown_policy,
-                    proxy.id.clone(),
-                    feedback.domain.clone(),
+                    key,
                     previous.as_ref(),
                     feedback.ttl_ms,
                     now_ms,

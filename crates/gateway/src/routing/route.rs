@@ -148,6 +148,7 @@ impl Router {
         &'a self,
         settings: &RouteSettings,
         domain: Option<&'a TargetDomain<'a>>,
+        auth: &'a Authenticated,
     ) -> Eligibility<'a> {
         Eligibility {
             now_ms: self.clock.now(),
@@ -155,6 +156,7 @@ impl Router {
             failure_threshold: settings.failure_threshold,
             failure_cooldown_ms: settings.failure_cooldown_ms,
             domain,
+            project: auth.client.project.as_ref(),
             cooldown_skips: Some(&self.metrics.cooldown_skips),
         }
     }
@@ -237,7 +239,7 @@ impl Router {
         target: RouteTarget<'_>,
         settings: &RouteSettings,
     ) -> bool {
-        let when = self.eligibility(settings, target.domain);
+        let when = self.eligibility(settings, target.domain, auth);
         self.picker
             .capacity_full(view, &auth.client, &auth.selectors, when)
     }
@@ -253,7 +255,7 @@ impl Router {
         let client = &auth.client;
         let selectors = &auth.selectors;
         let settings = self.settings.load();
-        let when = self.eligibility(&settings, target.domain);
+        let when = self.eligibility(&settings, target.domain, auth);
         let plan = Plan::lookup(&self.sticky, auth, when.now_ms);
         let pin = plan.pin.clone();
         let mut outcome = plan.outcome;

@@ -9,7 +9,7 @@ use crate::proxies::capacity::Reservation;
 use crate::proxies::cooldowns::TargetDomain;
 use crate::routing::selector::Selectors;
 use crate::snapshot::{ClientEntry, SnapshotView, ViewProxy};
-use proxypool_core::Domain;
+use proxypool_core::{Domain, ProjectId};
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 /// Everything a pick needs to know about "now", failures and the target.
@@ -23,6 +23,8 @@ pub(crate) struct Eligibility<'a> {
     pub failure_cooldown_ms: u64,
     /// The target's registrable domain: a proxy cooling down for it is not eligible.
     pub domain: Option<&'a TargetDomain<'a>>,
+    /// The requesting client's project: its cooldowns count besides the shared ones.
+    pub project: Option<&'a ProjectId>,
     /// Counts the candidates passed over for `domain`.
     pub cooldown_skips: Option<&'a metrics::Counter>,
 }
@@ -33,7 +35,10 @@ impl Eligibility<'_> {
         let Some(domain) = self.domain else {
             return false;
         };
-        let cooling = proxy.slot.domains.is_cooling(domain, self.now_ms);
+        let cooling = proxy
+            .slot
+            .domains
+            .is_cooling(domain, self.project, self.now_ms);
         if cooling && let Some(skips) = self.cooldown_skips {
             skips.increment(1);
         }
@@ -201,13 +206,15 @@ impl Picker {
             if !matches(proxy, client, selectors) || !proxy.is_live(now_ms) {
                 continue;
             }
+            // The proxy is free for the client once the last cooldown binding it ends.
             let ends = proxy
                 .slot
                 .domains
                 .cooling(now_ms)
                 .into_iter()
-                .find(|e| &e.domain == domain)
-                .map(|e| e.until_ms - now_ms);
+                .filter(|e| &e.domain == domain && e.binds(client.project.as_ref()))
+                .map(|e| e.until_ms - now_ms)
+                .max();
             match ends {
                 Some(ms) => first_end = Some(first_end.map_or(ms, |f| f.min(ms))),
                 None => return None,
@@ -235,9 +242,9 @@ impl Picker {
                 matches(proxy, client, selectors)
                     && proxy.is_live(when.now_ms)
                     && proxy.slot.load().total() >= u64::from(proxy.max_sessions)
-                    && !when
-                        .domain
-                        .is_some_and(|d| proxy.slot.domains.is_cooling(d, when.now_ms))
+                    && !when.domain.is_some_and(|d| {
+                        proxy.slot.domains.is_cooling(d, when.project, when.now_ms)
+                    })
             })
     }
 

@@ -10,8 +10,8 @@ use crate::proxies::capacity::ProxySlot;
 use http::HeaderValue;
 use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
 use proxypool_core::{
-    ClientId, CooldownPolicy, Credentials, Label, PortSet, Protocol, ProxyId, SecretHash,
-    SessionFeedback, SnapshotRef, UnixMillis, UpstreamId,
+    ClientId, CooldownPolicy, Credentials, Label, PortSet, ProjectId, Protocol, ProxyId,
+    SecretHash, SessionFeedback, SnapshotRef, UnixMillis, UpstreamId,
 };
 use proxypool_proto::TargetAddr;
 use std::collections::HashMap;
@@ -65,6 +65,9 @@ impl ViewProxy {
 #[derive(Debug)]
 pub(crate) struct ClientEntry {
     pub id: ClientId,
+    /// The client's project: its project's cooldowns bind it besides the shared ones
+    /// (`None` only for a project name the configuration would have refused).
+    pub project: Option<ProjectId>,
     pub password_hash: SecretHash,
     pub allowed_upstreams: Vec<UpstreamId>,
     pub allowed_regions: Vec<Label>,
@@ -295,6 +298,7 @@ fn client_entry(
     };
     ClientEntry {
         policy: limiter.policy_of(&client.id),
+        project: ProjectId::new(&client.project).ok(),
         id: client.id,
         password_hash: client.password_hash,
         allowed_upstreams: client.allowed_upstreams,

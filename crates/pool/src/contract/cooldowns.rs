@@ -21,6 +21,7 @@ fn domain(name: &str) -> Domain {
 
 fn entry(proxy: &ProxyId, name: &str, until: u64, strikes: u32, forget: u64) -> DomainCooldown {
     DomainCooldown {
+        project: None,
         proxy_id: proxy.clone(),
         domain: domain(name),
         until_ms: T0 + until,
@@ -35,6 +36,7 @@ fn set(proxy: &ProxyId, name: &str, until: u64, strikes: u32, forget: u64) -> Co
 
 fn clear(proxy: &ProxyId, name: &str) -> CooldownChange {
     CooldownChange::Clear {
+        project: None,
         proxy_id: proxy.clone(),
         domain: domain(name),
     }
@@ -357,6 +359,7 @@ pub async fn cooldowns_go_with_the_record<F: PoolFactory>(factory: &F) {
     pool.apply_cooldowns(
         expired + 5,
         &[CooldownChange::Set(DomainCooldown {
+            project: None,
             proxy_id: second.clone(),
             domain: domain("a.test"),
             until_ms: expired + 1_000,
@@ -375,6 +378,7 @@ pub async fn cooldowns_go_with_the_record<F: PoolFactory>(factory: &F) {
 
 fn feedback(id: &str, session: &str, expires_at: UnixMillis) -> SessionFeedback {
     SessionFeedback {
+        project: None,
         id: id.to_owned(),
         client: client("c1"),
         session: session.to_owned(),
@@ -650,4 +654,114 @@ pub async fn extract_for_domain_skips_proxies_cooling_for_it<F: PoolFactory>(fac
         .await
         .unwrap();
     assert_eq!(extracted_ids(&after.response), BTreeSet::from([left]));
+}
+
+fn scoped(change: CooldownChange, project: &str) -> CooldownChange {
+    let project = Some(proxypool_core::ProjectId::new(project).unwrap());
+    match change {
+        CooldownChange::Set(entry) => CooldownChange::Set(DomainCooldown { project, ..entry }),
+        CooldownChange::Clear {
+            proxy_id, domain, ..
+        } => CooldownChange::Clear {
+            proxy_id,
+            domain,
+            project,
+        },
+    }
+}
+
+pub async fn cooldowns_of_each_scope_are_merged_bounded_and_cleared_apart<F: PoolFactory>(
+    factory: &F,
+) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 1).await;
+    let p = &ids[0];
+    let first = [
+        set(p, "shop.test", 5_000, 1, 60_000),
+        scoped(set(p, "shop.test", 9_000, 2, 60_000), "acme"),
+        scoped(set(p, "shop.test", 7_000, 1, 60_000), "beta"),
+    ];
+    pool.apply_cooldowns(T0, &first).await.unwrap();
+    // A flood of one project's reports on other domains fills that project's scope only.
+    let flood: Vec<CooldownChange> = (0..MAX_COOLDOWNS_PER_PROXY + 8)
+        .map(|i| {
+            scoped(
+                set(p, &format!("f{i:02}.test"), 1_000, 1, 10_000 + i as u64),
+                "beta",
+            )
+        })
+        .collect();
+    pool.apply_cooldowns(T0 + 1, &flood).await.unwrap();
+    // beta's `ok` on shop.test clears beta's entry only.
+    let beta_ok = [scoped(clear(p, "shop.test"), "beta")];
+    pool.apply_cooldowns(T0 + 2, &beta_ok).await.unwrap();
+
+    let stored = cooldowns(&pool, T0 + 3, p).await;
+    assert_eq!(stored, reference(&[&first, &flood, &beta_ok], T0 + 2));
+    let on_shop: Vec<Option<&str>> = stored
+        .iter()
+        .filter(|e| e.domain == domain("shop.test"))
+        .map(|e| e.project.as_ref().map(|p| p.as_str()))
+        .collect();
+    assert_eq!(
+        on_shop,
+        vec![None, Some("acme")],
+        "shared first, then by project"
+    );
+    let beta_kept = stored
+        .iter()
+        .filter(|e| e.project.as_ref().is_some_and(|p| p.as_str() == "beta"))
+        .count();
+    // beta's scope was full (its shop.test entry and the latest-forgotten flood entries)
+    // before its `ok` took one out.
+    assert_eq!(beta_kept, MAX_COOLDOWNS_PER_PROXY - 1);
+    // A shared `ok` clears the shared entry and leaves acme's.
+    pool.apply_cooldowns(T0 + 4, &[clear(p, "shop.test")])
+        .await
+        .unwrap();
+    let left: Vec<String> = cooldowns(&pool, T0 + 5, p)
+        .await
+        .into_iter()
+        .filter(|e| e.domain == domain("shop.test"))
+        .map(|e| e.project.map(|p| p.to_string()).unwrap_or_default())
+        .collect();
+    assert_eq!(left, vec!["acme".to_owned()]);
+}
+
+pub async fn extract_for_domain_honours_shared_cooldowns_and_the_client_s_project_s<
+    F: PoolFactory,
+>(
+    factory: &F,
+) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 3).await;
+    // ids[0]: cooling for beta only; ids[1]: shared; ids[2]: none.
+    let changes = [
+        scoped(set(&ids[0], "a.test", 1_000, 1, 20_000), "beta"),
+        set(&ids[1], "a.test", 1_000, 1, 20_000),
+    ];
+    pool.apply_cooldowns(T0, &changes).await.unwrap();
+    let request = |client: &str, project: Option<&str>| {
+        let mut request = for_domain(client, 3, ExtractMode::Partial, "a.test");
+        request.project = project.map(|p| proxypool_core::ProjectId::new(p).unwrap());
+        request
+    };
+    // A beta client skips beta's report and the shared one.
+    let beta = pool
+        .extract(T0 + 100, request("b1", Some("beta")))
+        .await
+        .unwrap();
+    assert_eq!(
+        extracted_ids(&beta.response),
+        BTreeSet::from([ids[2].clone()])
+    );
+    // An acme client is not bound by beta's report, only by the shared one.
+    let acme = pool
+        .extract(T0 + 100, request("a1", Some("acme")))
+        .await
+        .unwrap();
+    assert_eq!(
+        extracted_ids(&acme.response),
+        BTreeSet::from([ids[0].clone()])
+    );
 }

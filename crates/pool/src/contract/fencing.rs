@@ -113,6 +113,7 @@ where
     );
 
     let ban = CooldownChange::Set(DomainCooldown {
+        project: None,
         proxy_id: ids[1].clone(),
         domain: Domain::new("shop.test").unwrap(),
         until_ms: now + 1_000,
@@ -124,6 +125,7 @@ where
         old.add_session_feedback(
             now,
             SessionFeedback {
+                project: None,
                 id: "f1".into(),
                 client: client("c1"),
                 session: "s1".into(),

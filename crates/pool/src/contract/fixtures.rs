@@ -185,6 +185,7 @@ pub async fn seed_range<P: ActivityPool + ?Sized>(
 /// An extraction request with the suite's defaults.
 pub fn extract_request(client_name: &str, count: u32, mode: ExtractMode) -> ExtractRequest {
     ExtractRequest {
+        project: None,
         for_domain: None,
         client: client(client_name),
         idempotency_key: None,

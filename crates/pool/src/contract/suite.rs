@@ -85,6 +85,8 @@ macro_rules! contract_suite {
             cooldowns::may_report_answers_unknown_and_foreign_proxies_alike,
             cooldowns::return_extracted_only_by_the_holder_and_checked_next,
             cooldowns::extract_for_domain_skips_proxies_cooling_for_it,
+            cooldowns::cooldowns_of_each_scope_are_merged_bounded_and_cleared_apart,
+            cooldowns::extract_for_domain_honours_shared_cooldowns_and_the_client_s_project_s,
             versions::versions_start_at_zero_and_are_per_worker,
             versions::versions_move_with_every_ownership_write,
             versions::versions_move_with_changes_to_held_proxies,

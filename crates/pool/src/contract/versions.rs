@@ -70,6 +70,7 @@ fn observation(id: &ProxyId, now: UnixMillis, ok: bool) -> HealthBatch {
 
 fn cooldown(id: &ProxyId, now: UnixMillis) -> CooldownChange {
     CooldownChange::Set(DomainCooldown {
+        project: None,
         proxy_id: id.clone(),
         domain: Domain::new("shop.test").unwrap(),
         until_ms: now + 1_000,
@@ -298,6 +299,7 @@ pub async fn versions_move_with_sessions_reports_and_feedback<F: PoolFactory>(fa
     let (before_w1, before_w2) = (version(&pool, &w1).await, version(&pool, &w2).await);
     let now = T0 + 6 + SESSION_TTL;
     let feedback = SessionFeedback {
+        project: None,
         id: "f1".into(),
         client: client("c1"),
         session: "sticky-1".into(),

@@ -14,17 +14,24 @@ use async_trait::async_trait;
 use proxypool_core::cooldown::{MAX_SESSION_FEEDBACK, merge_cooldowns, validate_changes};
 use proxypool_core::{
     ClientId, CooldownChange, CooldownReport, CooldownStore, Domain, DomainCooldown, PoolError,
-    PoolResult, ProxyId, ProxyStatus, ReturnOutcome, SessionFeedback, UnixMillis,
+    PoolResult, ProjectId, ProxyId, ProxyStatus, ReturnOutcome, SessionFeedback, UnixMillis,
 };
 use std::collections::HashMap;
 
 impl State {
-    /// Whether `id` has a cooldown for `domain` that has not ended at `now`.
-    pub(crate) fn is_cooling_for(&self, id: &ProxyId, domain: &Domain, now: UnixMillis) -> bool {
+    /// Whether `id` has a cooldown for `domain` that binds a client of `project` (shared,
+    /// or that project's) and has not ended at `now`.
+    pub(crate) fn is_cooling_for(
+        &self,
+        id: &ProxyId,
+        domain: &Domain,
+        project: Option<&ProjectId>,
+        now: UnixMillis,
+    ) -> bool {
         self.cooldowns.get(id).is_some_and(|entries| {
             entries
                 .iter()
-                .any(|e| &e.domain == domain && e.is_cooling(now))
+                .any(|e| &e.domain == domain && e.binds(project) && e.is_cooling(now))
         })
     }
 

@@ -72,7 +72,7 @@ fn scan(state: &State, now: UnixMillis, request: &ExtractRequest, budget: usize)
             continue;
         }
         if let Some(domain) = &request.for_domain
-            && state.is_cooling_for(id, domain, now)
+            && state.is_cooling_for(id, domain, request.project.as_ref(), now)
         {
             continue;
         }

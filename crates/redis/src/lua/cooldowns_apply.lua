@@ -1,8 +1,9 @@
 -- cooldowns_apply.lua: merges a batch of cooldown changes (MemoryPool:
 -- memory/cooldown.rs, CooldownStore::apply_cooldowns; the rule is core's merge_cooldowns).
 --
--- ARGV[4] most entries per proxy, then 6-tuples from ARGV[5]: proxy id, op ('s' = set,
--- 'c' = clear), domain, until, strikes, forget_at (the last three '' for a clear).
+-- ARGV[4] most entries per proxy and scope, then 7-tuples from ARGV[5]: proxy id, op
+-- ('s' = set, 'c' = clear), domain, until, strikes, forget_at (these three '' for a
+-- clear), project ('' = shared).
 -- Changes on a proxy that is not live are ignored and counted.
 -- Reply: {'ok', applied, unknown}. Work bound: the batch (at most 10,000) plus cleanup.
 
@@ -11,7 +12,7 @@ local function main()
   local max = P.num(ARGV[4])
   -- Grouped per proxy in the batch's order: a set then a clear of one domain clears.
   local order, per_proxy = {}, {}
-  for i = 5, #ARGV, 6 do
+  for i = 5, #ARGV, 7 do
     local id = ARGV[i]
     local list = per_proxy[id]
     if not list then
@@ -19,7 +20,7 @@ local function main()
       per_proxy[id] = list
       order[#order + 1] = id
     end
-    list[#list + 1] = { ARGV[i + 1], ARGV[i + 2], P.num(ARGV[i + 3]), P.num(ARGV[i + 4]), P.num(ARGV[i + 5]) }
+    list[#list + 1] = { ARGV[i + 1], ARGV[i + 2], P.num(ARGV[i + 3]), P.num(ARGV[i + 4]), P.num(ARGV[i + 5]), ARGV[i + 6] }
   end
   local applied, unknown = 0, 0
   for _, id in ipairs(order) do

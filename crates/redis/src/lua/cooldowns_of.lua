@@ -3,8 +3,8 @@
 -- write or the sweep.
 --
 -- ARGV[4..] proxy ids. Reply: {'ok', id, line, id, line, ...}: one "domain\tuntil\tstrikes
--- \tforget_at" line per entry still remembered at NOW, by proxy in the given order, each
--- proxy's in domain order; proxies that are not live give nothing.
+-- \tforget_at\tproject" line per entry still remembered at NOW, by proxy in the given
+-- order, each proxy's in (domain, project) order; proxies that are not live give nothing.
 
 local function main()
   local out = { 'ok' }

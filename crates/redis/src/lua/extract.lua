@@ -6,7 +6,9 @@
 -- ARGV[12..15] filter protocol, region, carrier, upstream ('' = any), ARGV[16] scan budget,
 -- ARGV[17] how long the key stays held past now ('' or 0 = only while replayable; only
 -- sent with an idempotency key: ExtractRequest::held_until), ARGV[18] for_domain ('' =
--- any; otherwise candidates cooling down for that domain are skipped, one HGET each).
+-- any; otherwise candidates cooling down for that domain are skipped, one HGET each),
+-- ARGV[19] the client's project, whose own cooldowns count besides the shared ones
+-- ('' = the shared ones only).
 --
 -- Reply: {'ok', response} | {'replay', response} | {'conflict', 'digest'} |
 -- {'conflict', 'expired'} | {'insufficient', matching} | {'scan_budget'} |
@@ -20,7 +22,7 @@ local function main()
   local key, client, digest = ARGV[4], ARGV[5], ARGV[6]
   local wanted, mode, reserve = P.num(ARGV[7]), ARGV[8], P.num(ARGV[9])
   local freshness, ttl, budget = P.num(ARGV[10]), P.num(ARGV[11]), P.num(ARGV[16])
-  local for_domain = ARGV[18]
+  local for_domain, project = ARGV[18], ARGV[19] or ''
   local filter = { [PROTO] = ARGV[12], [REGION] = ARGV[13], [CARRIER] = ARGV[14], [UP] = ARGV[15] }
 
   local stored = redis.call('GET', B .. key)
@@ -62,7 +64,7 @@ local function main()
       and NOW < P.num(r[HARD])
       and P.is_usable(r)
       and (freshness == nil or (r[SUCC] ~= '' and P.num(r[SUCC]) + freshness >= NOW))
-      and (for_domain == '' or not P.is_cooling_for(id, for_domain))
+      and (for_domain == '' or not P.is_cooling_for(id, for_domain, project))
     if accepted then
       matching = matching + 1
       if matching > reserve then

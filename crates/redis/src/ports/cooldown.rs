@@ -20,7 +20,7 @@ impl CooldownStore for RedisPool {
         changes: &[CooldownChange],
     ) -> PoolResult<CooldownReport> {
         validate_changes(changes)?;
-        let mut args = Vec::with_capacity(1 + changes.len() * 6);
+        let mut args = Vec::with_capacity(1 + changes.len() * 7);
         args.push(MAX_COOLDOWNS_PER_PROXY.to_string());
         for change in changes {
             cooldown::change_args(change, &mut args);

@@ -46,6 +46,7 @@ impl Extractor for RedisPool {
                 String::new()
             },
             opt_to_field(request.for_domain.as_ref()),
+            opt_to_field(request.project.as_ref()),
         ];
         let value = self
             .eval(&self.scripts.extract, now, Side::Write, args)

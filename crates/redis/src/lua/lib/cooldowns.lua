@@ -1,7 +1,9 @@
--- lib/cooldowns.lua: cooldowns per (proxy, domain).
+-- lib/cooldowns.lua: cooldowns per (proxy, scope, domain).
 --
--- `cooldowns` HASH proxy id -> that proxy's entries, one line per domain in domain order,
--- each "domain\tuntil\tstrikes\tforget_at" (C_DOMAIN ... generated from src/codec/cooldown.rs);
+-- `cooldowns` HASH proxy id -> that proxy's entries, one line per (domain, scope) in that
+-- order, each "domain\tuntil\tstrikes\tforget_at\tproject" (C_DOMAIN ... generated from
+-- src/codec/cooldown.rs; project '' = shared; a line without the project field, written
+-- before scopes existed, is shared);
 -- `cooldown-forget` ZSET proxy id -> the earliest forget_at among them, so the sweep finds
 -- forgotten entries without visiting every proxy. Both are written only for a live
 -- record and dropped with it (P.remove_record), so they never outlive the record.
@@ -14,10 +16,10 @@ function P.get_cooldowns(id)
   end
   for _, line in ipairs(P.split(v, '\n')) do
     local e = P.split(line, '\t')
-    if #e ~= C_FIELDS then
+    if #e ~= C_FIELDS and #e ~= C_PROJECT - 1 then
       P.corrupt('cooldown')
     end
-    out[#out + 1] = { e[C_DOMAIN], P.num(e[C_UNTIL]), P.num(e[C_STRIKES]), P.num(e[C_FORGET]) }
+    out[#out + 1] = { e[C_DOMAIN], P.num(e[C_UNTIL]), P.num(e[C_STRIKES]), P.num(e[C_FORGET]), e[C_PROJECT] or '' }
   end
   return out
 end
@@ -35,7 +37,7 @@ function P.remembered_cooldowns(id)
 end
 
 function P.encode_cooldown(e)
-  return table.concat({ e[C_DOMAIN], P.fmt(e[C_UNTIL]), P.fmt(e[C_STRIKES]), P.fmt(e[C_FORGET]) }, '\t')
+  return table.concat({ e[C_DOMAIN], P.fmt(e[C_UNTIL]), P.fmt(e[C_STRIKES]), P.fmt(e[C_FORGET]), e[C_PROJECT] }, '\t')
 end
 
 -- Replaces a proxy's entries (already in domain order; empty = none) and its place in
@@ -65,13 +67,14 @@ function P.put_cooldowns(id, entries, hard)
 end
 
 -- proxypool_core::cooldown::merge_cooldowns, step for step: each change is
--- {op ('s' | 'c'), domain, until, strikes, forget_at}; at most `max` entries survive, the
--- ones forgotten soonest going first (ties by domain); the result is in domain order.
+-- {op ('s' | 'c'), domain, until, strikes, forget_at, project}, keyed by (project,
+-- domain); each scope keeps at most `max` entries, the ones forgotten soonest going first
+-- (ties by domain); the result is in (domain, project) order, shared ('') first.
 function P.merge_cooldowns(stored, changes, max)
   for _, c in ipairs(changes) do
     local found = nil
     for i, e in ipairs(stored) do
-      if e[C_DOMAIN] == c[2] then
+      if e[C_DOMAIN] == c[2] and e[C_PROJECT] == c[6] then
         found = i
         break
       end
@@ -83,45 +86,58 @@ function P.merge_cooldowns(stored, changes, max)
         e[C_STRIKES] = math.max(e[C_STRIKES], c[4])
         e[C_FORGET] = math.max(e[C_FORGET], c[5])
       else
-        stored[#stored + 1] = { c[2], c[3], c[4], c[5] }
+        stored[#stored + 1] = { c[2], c[3], c[4], c[5], c[6] }
       end
     elseif found then
       table.remove(stored, found)
     end
   end
-  local kept = {}
+  local live = {}
   for _, e in ipairs(stored) do
     if e[C_FORGET] > NOW then
+      live[#live + 1] = e
+    end
+  end
+  table.sort(live, function(a, b)
+    if a[C_PROJECT] ~= b[C_PROJECT] then
+      return a[C_PROJECT] < b[C_PROJECT]
+    end
+    if a[C_FORGET] ~= b[C_FORGET] then
+      return a[C_FORGET] > b[C_FORGET]
+    end
+    return a[C_DOMAIN] < b[C_DOMAIN]
+  end)
+  local kept, scope, in_scope = {}, nil, 0
+  for _, e in ipairs(live) do
+    if e[C_PROJECT] ~= scope then
+      scope, in_scope = e[C_PROJECT], 0
+    end
+    in_scope = in_scope + 1
+    if in_scope <= max then
       kept[#kept + 1] = e
     end
   end
-  if #kept > max then
-    table.sort(kept, function(a, b)
-      if a[C_FORGET] ~= b[C_FORGET] then
-        return a[C_FORGET] > b[C_FORGET]
-      end
-      return a[C_DOMAIN] < b[C_DOMAIN]
-    end)
-    for i = #kept, max + 1, -1 do
-      kept[i] = nil
-    end
-  end
   table.sort(kept, function(a, b)
-    return a[C_DOMAIN] < b[C_DOMAIN]
+    if a[C_DOMAIN] ~= b[C_DOMAIN] then
+      return a[C_DOMAIN] < b[C_DOMAIN]
+    end
+    return a[C_PROJECT] < b[C_PROJECT]
   end)
   return kept
 end
 
--- Whether `id` is cooling down for `domain` at NOW (extraction's check; one HGET).
-function P.is_cooling_for(id, domain)
+-- Whether `id` is cooling down for `domain` at NOW for a client of `project` ('' = none):
+-- a shared entry or that project's binds it (extraction's check; one HGET).
+function P.is_cooling_for(id, domain, project)
   local v = redis.call('HGET', B .. 'cooldowns', id)
   if not v then
     return false
   end
   for _, line in ipairs(P.split(v, '\n')) do
     local e = P.split(line, '\t')
-    if e[C_DOMAIN] == domain then
-      return NOW < P.num(e[C_UNTIL])
+    local scope = e[C_PROJECT] or ''
+    if e[C_DOMAIN] == domain and (scope == '' or scope == project) and NOW < P.num(e[C_UNTIL]) then
+      return true
     end
   end
   return false
