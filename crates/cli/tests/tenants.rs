@@ -26,6 +26,8 @@ const PROXIES: usize = 8;
 const LEASED: usize = 4;
 const SITE: &str = "shop-a.test";
 const OTHER_SITE: &str = "shop-b.test";
+/// A site only session feedback names.
+const THIRD_SITE: &str = "shop-c.test";
 
 const ENV: [(&str, &str); 9] = [
     ("WORKER_TOKEN_A", "tenants-worker-token-a"),
@@ -56,7 +58,7 @@ gateway_password = { env = "BETA_PASSWORD" }
 [cooldowns]
 cap = "1h"
 feedback_per_minute = 60
-feedback_burst = 5
+feedback_burst = 10
 "#;
 
 /// One client API call: (status, head, body).
@@ -124,6 +126,16 @@ fn gateway_metric_sum(admin: &str, family: &str) -> f64 {
         })
         .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum()
+}
+
+/// The running cooldowns the gateway lists for `domain`.
+fn gateway_entries(admin: &str, domain: &str) -> Vec<Value> {
+    gateway_status(admin)
+        .and_then(|status| status["cooldowns"]["entries"].as_array().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e["domain"] == domain)
+        .collect()
 }
 
 /// Whether the gateway lists a running cooldown of `proxy` for `domain`.
@@ -309,10 +321,8 @@ ports = "*"
     assert_eq!(beta_routed.len(), LEASED, "{beta_routed:?}");
     for id in &beta_routed {
         let report = json!({"proxy_id": id, "domain": SITE, "verdict": "banned", "ttl": "24h"});
-        // beta's feedback bucket is small (burst 5): wait for it rather than fail.
-        eventually("beta's report is taken", Duration::from_secs(10), || {
-            feedback(api, "beta-api-token-000001", report.clone()).0 == 200
-        });
+        let (status, _, answer) = feedback(api, "beta-api-token-000001", report);
+        assert_eq!(status, 200, "{answer}");
     }
     eventually(
         "the gateway holds beta's reports",
@@ -340,8 +350,41 @@ ports = "*"
         assert_eq!(status, 200, "beta's reports must not keep acme off {SITE}");
     }
 
-    // 4. A flood is refused on beta's own bucket (burst 5); acme's feedback still goes.
-    let flood: Vec<(u16, String)> = (0..12)
+    // 3c. Session feedback reaches only the reporting client's own session: beta names
+    // acme's session and changes nothing; acme's own report cools the session's proxy, in
+    // acme's scope.
+    let (status, pinned) = through(
+        http,
+        "acme-session-t1",
+        "acme-gateway-password",
+        &origin.host_url(OTHER_SITE, "/"),
+    );
+    assert_eq!(status, 200);
+    let pinned = pinned.expect("the gateway names the session's proxy");
+    let on_session = json!({"session": "t1", "domain": THIRD_SITE, "verdict": "banned"});
+    let (status, _, answer) = feedback(api, "beta-api-token-000001", on_session.clone());
+    assert_eq!(
+        (status, &answer["outcome"]),
+        (200, &json!("queued")),
+        "{answer}"
+    );
+    let (status, _, answer) = feedback(api, "acme-api-token-0001", on_session);
+    assert_eq!(
+        (status, &answer["outcome"]),
+        (200, &json!("queued")),
+        "{answer}"
+    );
+    eventually(
+        "acme's session feedback cools its session's proxy",
+        Duration::from_secs(10),
+        || gateway_cooling(&admin, &pinned, THIRD_SITE),
+    );
+    let entries = gateway_entries(&admin, THIRD_SITE);
+    assert_eq!(entries.len(), 1, "only acme's session was hit: {entries:?}");
+    assert_eq!(entries[0]["project"], "acme", "{entries:?}");
+
+    // 4. A flood is refused on beta's own bucket (burst 10, seven of it spent above); acme's feedback still goes.
+    let flood: Vec<(u16, String)> = (0..20)
         .map(|_| {
             let (status, head, _) = feedback(api, "beta-api-token-000001", ban(&"1".repeat(32)));
             (status, head)
@@ -349,7 +392,7 @@ ports = "*"
         .collect();
     let refused: Vec<&(u16, String)> = flood.iter().filter(|(status, _)| *status == 429).collect();
     assert!(
-        refused.len() >= 6,
+        refused.len() >= 10,
         "{:?}",
         flood.iter().map(|f| f.0).collect::<Vec<_>>()
     );

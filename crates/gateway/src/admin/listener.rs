@@ -149,7 +149,8 @@ fn answer(shared: &Shared, metrics: Option<&MetricsHandle>, path: &str) -> Respo
 /// Most cooling (proxy, domain) pairs `/status` lists.
 const STATUS_COOLDOWNS: usize = 256;
 
-/// The cooldowns running now (bounded, by proxy id), and the changes waiting for a report.
+/// The cooldowns running now (bounded, by proxy id; `project` on a project's entries), and
+/// the changes waiting for a report.
 fn cooldowns_json(shared: &Shared, now: u64) -> serde_json::Value {
     let mut cooling = Vec::new();
     let mut total = 0usize;
@@ -159,12 +160,17 @@ fn cooldowns_json(shared: &Shared, now: u64) -> serde_json::Value {
         for entry in slot.domains.cooling(now) {
             total += 1;
             if cooling.len() < STATUS_COOLDOWNS {
-                cooling.push(serde_json::json!({
+                let mut item = serde_json::json!({
                     "proxy_id": entry.proxy_id,
                     "domain": entry.domain,
                     "until_ms": entry.until_ms,
                     "strikes": entry.strikes,
-                }));
+                });
+                // Whose it is: a project's report binds only that project's clients.
+                if let Some(project) = &entry.project {
+                    item["project"] = serde_json::json!(project);
+                }
+                cooling.push(item);
             }
         }
     }

@@ -32,7 +32,7 @@ use crate::proxies::capacity::Lease;
 use crate::proxies::cooldowns::TargetDomain;
 use crate::proxies::idle_pool::PoolKey;
 use crate::proxies::request_body::CountingBody;
-use crate::refusal::Refusal;
+use crate::refusal::{Refusal, TARGET_TIMEOUT};
 use crate::routing::dialer::{DialFailure, Dialer};
 use crate::routing::request::Authenticated;
 use crate::routing::route::{self, RouteTarget, SESSION_HEADER};
@@ -124,6 +124,15 @@ pub(crate) async fn forward(
                 .ban(view, proxy, domain, shared.clock.now(), &shared.metrics);
         }
         let upstream_error = matches!(status, 502 | 504);
+        if upstream_error {
+            // The upstream could not reach the target (or not in time): the target's
+            // failure, as a CONNECT answered 502/504 is, never the proxy's.
+            shared.metrics.target_failure(if status == 504 {
+                TARGET_TIMEOUT
+            } else {
+                "target_unreachable"
+            });
+        }
         if (banned || upstream_error) && (avoid.len() as u32) < max_retries {
             if banned {
                 shared.metrics.ban_retries.increment(1);
