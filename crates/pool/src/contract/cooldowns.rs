@@ -741,27 +741,16 @@ pub async fn extract_for_domain_honours_shared_cooldowns_and_the_client_s_projec
         set(&ids[1], "a.test", 1_000, 1, 20_000),
     ];
     pool.apply_cooldowns(T0, &changes).await.unwrap();
-    let request = |client: &str, project: Option<&str>| {
+    // A beta client skips beta's report and the shared one; an acme client is not bound
+    // by beta's report, only by the shared one.
+    for (client, project, expected) in [("b1", "beta", &ids[2]), ("a1", "acme", &ids[0])] {
         let mut request = for_domain(client, 3, ExtractMode::Partial, "a.test");
-        request.project = project.map(|p| proxypool_core::ProjectId::new(p).unwrap());
-        request
-    };
-    // A beta client skips beta's report and the shared one.
-    let beta = pool
-        .extract(T0 + 100, request("b1", Some("beta")))
-        .await
-        .unwrap();
-    assert_eq!(
-        extracted_ids(&beta.response),
-        BTreeSet::from([ids[2].clone()])
-    );
-    // An acme client is not bound by beta's report, only by the shared one.
-    let acme = pool
-        .extract(T0 + 100, request("a1", Some("acme")))
-        .await
-        .unwrap();
-    assert_eq!(
-        extracted_ids(&acme.response),
-        BTreeSet::from([ids[0].clone()])
-    );
+        request.project = Some(proxypool_core::ProjectId::new(project).unwrap());
+        let out = pool.extract(T0 + 100, request).await.unwrap();
+        assert_eq!(
+            extracted_ids(&out.response),
+            BTreeSet::from([expected.clone()]),
+            "a client of {project}"
+        );
+    }
 }
