@@ -31,6 +31,8 @@
 //! - [`clock`]: the injectable wall and monotonic clock ([`SystemClock`], [`ManualClock`]).
 //! - [`sync`]: the poisoned-lock policy ([`LockExt`]).
 //! - [`usage`]: usage per (client, upstream): gateway counters, deltas, stored buckets.
+//! - [`ticket`]: feedback tickets, a gateway's signed proof that it routed a client
+//!   through a proxy (HMAC-SHA256 under the store's [`TicketKey`]).
 //!
 //! This crate depends on nothing else of ours.
 
@@ -58,6 +60,7 @@ pub mod secret_hash;
 pub mod store_loss;
 pub mod store_mark;
 pub mod sync;
+pub mod ticket;
 pub mod time;
 pub mod upsert;
 pub mod usage;
@@ -101,5 +104,8 @@ pub use store_mark::{
     StoreStatus,
 };
 pub use sync::{LockExt, RwLockExt};
+pub use ticket::{
+    TICKET_LIFETIME_MS, TicketError, TicketKey, TicketSigner, issue_ticket, verify_ticket,
+};
 pub use time::{UnixMillis, now_millis};
 pub use upsert::{Candidate, DropReason, FetchedBatch, PreparedBatch, UpsertReport, prepare_batch};
