@@ -90,7 +90,7 @@ pub use ownership::{Assignment, AssignmentState, OwnedProxy};
 pub use port_set::PortSet;
 pub use ports::{
     ActivityPool, Extractor, Fencing, HealthStore, InventoryReader, Maintenance,
-    OwnershipRepository, ProxyLister, Upserter, UsageReader, WorkerRuntimeStore,
+    OwnershipRepository, ProxyLister, TicketKeyStore, Upserter, UsageReader, WorkerRuntimeStore,
 };
 pub use proxy::{Health, Protocol, ProxyRecord, ProxyStatus, proxy_id_for};
 pub use runtime::{
@@ -105,7 +105,7 @@ pub use store_mark::{
 };
 pub use sync::{LockExt, RwLockExt};
 pub use ticket::{
-    TICKET_LIFETIME_MS, TicketError, TicketKey, TicketSigner, issue_ticket, verify_ticket,
+    Reporter, TICKET_LIFETIME_MS, TicketError, TicketKey, TicketSigner, issue_ticket, verify_ticket,
 };
 pub use time::{UnixMillis, now_millis};
 pub use upsert::{Candidate, DropReason, FetchedBatch, PreparedBatch, UpsertReport, prepare_batch};

@@ -29,6 +29,20 @@ use sha2::Sha256;
 use std::fmt;
 use subtle::ConstantTimeEq;
 
+/// Who a client is to a proxy it wants to report on (`CooldownStore::may_report`), in
+/// one read of the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reporter {
+    /// The client holds the proxy from a live extraction: it may report.
+    Holder,
+    /// The pool holds the proxy and no live extraction does: the client may report with
+    /// a gateway's ticket for it (it routed through the proxy recently).
+    Unheld,
+    /// The pool does not hold the proxy, or another client's live extraction does: the
+    /// same answer for both, so it tells nothing about proxies that are not the client's.
+    No,
+}
+
 /// How long a gateway's ticket stays good: 15 minutes after the response that carried it.
 pub const TICKET_LIFETIME_MS: u64 = 15 * 60 * 1000;
 

@@ -43,7 +43,7 @@ use axum::response::{IntoResponse, Response};
 use proxypool_config::Millis;
 use proxypool_core::cooldown::{MAX_COOLDOWN_MS, SESSION_FEEDBACK_TTL_MS};
 use proxypool_core::{
-    CooldownChange, CooldownPolicy, Domain, PoolError, ProxyId, SessionFeedback, Verdict,
+    CooldownChange, CooldownPolicy, Domain, PoolError, ProxyId, Reporter, SessionFeedback, Verdict,
 };
 use proxypool_quota::Operation;
 
@@ -293,7 +293,7 @@ async fn on_proxy(
     )
     .await
     .map_err(|error| store_error(state, error))?;
-    if !reportable {
+    if reportable == Reporter::No {
         return Err(unknown_proxy());
     }
     // Returned first: it is the step that checks the client holds the proxy, so a proxy
