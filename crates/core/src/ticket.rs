@@ -93,6 +93,15 @@ impl TicketKey {
         encode_hex(&self.0)
     }
 
+    /// A short public name of the key (16 hex digits of an HMAC under it): what snapshot
+    /// checksums and logs may carry instead of the key.
+    pub fn id(&self) -> String {
+        let mut mac =
+            <HmacSha256 as Mac>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(b"proxypool ticket key id");
+        encode_hex(&mac.finalize().into_bytes()[..8])
+    }
+
     /// The keyed MAC state, built once and cloned per ticket.
     pub fn signer(&self) -> TicketSigner {
         TicketSigner {
@@ -404,6 +413,8 @@ mod tests {
         assert_eq!(back, key);
         assert_ne!(TicketKey::generate().unwrap(), key);
         assert_eq!(format!("{key:?}"), "TicketKey(<redacted>)");
+        assert_eq!(key.id().len(), 16);
+        assert!(!key.to_hex().contains(&key.id()));
         assert!(!format!("{:?}", key.signer()).contains(&key.to_hex()));
         for bad in [
             "\"\"",
