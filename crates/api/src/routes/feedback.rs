@@ -85,7 +85,11 @@ fn session_of(raw: &str) -> Result<String, ApiError> {
 /// Whom the feedback is about.
 #[derive(Debug)]
 enum Target {
-    Proxy { id: ProxyId, give_back: bool },
+    Proxy {
+        id: ProxyId,
+        give_back: bool,
+        ticket: Option<String>,
+    },
     Session(String),
 }
 
@@ -111,8 +115,14 @@ fn check(body: &FeedbackRequestBody) -> Result<Checked, ApiError> {
             id: ProxyId::new(proxy)
                 .map_err(|_| ApiError::invalid("proxy_id: not a proxy id (32 hex digits)"))?,
             give_back: body.give_back,
+            ticket: body.ticket.clone(),
         },
         (None, Some(session)) => {
+            if body.ticket.is_some() {
+                return Err(ApiError::invalid(
+                    "ticket: only with proxy_id (a session is reported by its id alone)",
+                ));
+            }
             if body.give_back {
                 return Err(ApiError::invalid(
                     "return: only with proxy_id (a session's proxy is the gateway's, not yours)",
@@ -237,8 +247,17 @@ async fn apply(
     // client could otherwise keep a proxy off a site for everyone for a day.
     let ttl_ms = ttl_ms.map(|ttl| clamp_ttl(ttl, &state.cooldown_policy()));
     let result = match target {
-        Target::Proxy { id, give_back } => {
-            on_proxy(state, client, id, give_back, domain, verdict, ttl_ms).await
+        Target::Proxy {
+            id,
+            give_back,
+            ticket,
+        } => {
+            let report = ProxyReport {
+                proxy: id,
+                give_back,
+                ticket,
+            };
+            on_proxy(state, client, report, domain, verdict, ttl_ms).await
         }
         Target::Session(session) => {
             let feedback = SessionFeedback {
@@ -273,27 +292,50 @@ fn unknown_proxy() -> ApiError {
     )
 }
 
+/// A feedback by `proxy_id`.
+#[derive(Debug)]
+struct ProxyReport {
+    proxy: ProxyId,
+    give_back: bool,
+    /// The gateway's ticket, for a proxy the client did not extract.
+    ticket: Option<String>,
+}
+
 async fn on_proxy(
     state: &ApiState,
     client: &ApiClient,
-    proxy: ProxyId,
-    give_back: bool,
+    report: ProxyReport,
     domain: Domain,
     verdict: Verdict,
     ttl_ms: Option<u64>,
 ) -> Result<FeedbackView, ApiError> {
+    let ProxyReport {
+        proxy,
+        give_back,
+        ticket,
+    } = report;
     let store = &state.ports().cooldowns;
     // One read decides, and a proxy the pool does not hold is refused exactly as one held
     // by another client's extraction: same status, same body, after the same single call,
     // so the answer is no oracle of which proxy ids exist.
-    let reportable = crate::metrics::timed(
+    let reporter = crate::metrics::timed(
         "cooldowns",
         "may_report",
         store.may_report(state.now(), &client.id, &proxy),
     )
     .await
     .map_err(|error| store_error(state, error))?;
-    if reportable == Reporter::No {
+    // A proxy nobody extracted is reported only by a client a gateway routed through it
+    // (its ticket); without a good one it is refused as an unknown id is.
+    let allowed = match (reporter, ticket.as_deref()) {
+        (Reporter::Holder, _) => true,
+        (Reporter::Unheld, Some(ticket)) => state
+            .ticket_verifies(ticket, &client.id, &proxy)
+            .await
+            .map_err(|error| store_error(state, error))?,
+        (Reporter::Unheld, None) | (Reporter::No, _) => false,
+    };
+    if !allowed {
         return Err(unknown_proxy());
     }
     // Returned first: it is the step that checks the client holds the proxy, so a proxy
