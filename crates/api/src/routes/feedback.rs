@@ -3,7 +3,8 @@
 //!
 //! Inside a tunnel (CONNECT, SOCKS5, https) the gateway cannot see that a site refused a
 //! proxy; only the client can. By `proxy_id` (an extracted proxy, or the one a gateway
-//! named in `X-Proxypool-Proxy`) the API computes the change from the verdict, the
+//! named in `X-Proxypool-Proxy`, with the gateway's `X-Proxypool-Ticket` as `ticket`: the
+//! proof it routed this client through that proxy) the API computes the change from the verdict, the
 //! `[cooldowns]` policy and the proxy's current entry, and applies it; by `session` (a
 //! gateway sticky session, whose proxy the client does not know) it queues the feedback for
 //! the gateway that holds the session. `return` gives an extracted proxy back as bad, and
@@ -288,7 +289,7 @@ fn store_error(state: &ApiState, error: PoolError) -> ApiError {
 /// The one answer for every proxy a client may not report on, whatever the reason.
 fn unknown_proxy() -> ApiError {
     ApiError::not_found(
-        "no proxy you may report on (an unknown id, another client's extracted proxy, or, to return it, one you do not hold)",
+        "no proxy you may report on (an unknown id, another client's extracted proxy, a proxy you did not extract without a gateway's good ticket for it, or, to return it, one you do not hold)",
     )
 }
 

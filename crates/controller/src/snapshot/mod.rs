@@ -8,6 +8,10 @@
 //! confirm a snapshot at a newer ownership epoch. The epoch is read *before* the content,
 //! so a snapshot at epoch E never lists a proxy whose drain bumped the epoch to E or less.
 //!
+//! Each snapshot carries the store's feedback-ticket key (`proxypool_core::ticket`), with
+//! which the gateway signs the `X-Proxypool-Ticket` of its answers; it counts in the
+//! checksum by its id, so a new key (a new store incarnation) is a new snapshot.
+//!
 //! Each snapshot also carries advisories: the `[cooldowns]` policy, the remembered
 //! cooldowns of the proxies it lists and the live session feedback of its clients. They
 //! are part of the checksum, so a new cooldown (from any gateway's report) or new feedback
