@@ -204,10 +204,20 @@ async fn feedback_on_redis_grows_bans_returns_and_replaces() {
         .unwrap()
         .to_owned();
     let other = seeded.iter().find(|id| id.as_str() != held).unwrap();
+    // Bob went through `other` on a gateway, which gave him its ticket (under the key the
+    // store keeps for the gateways).
+    let now = proxypool_core::now_millis();
+    let ticket = proxypool_core::issue_ticket(
+        &server.pool.ticket_key(now).await.unwrap(),
+        &proxypool_core::ClientId::new("bob").unwrap(),
+        other,
+        now + proxypool_core::TICKET_LIFETIME_MS,
+    );
     for strikes in [1, 2] {
         let reply = post(
             BOB,
-            json!({"proxy_id": other, "domain": "www.shop-a.test", "verdict": "banned"}),
+            json!({"proxy_id": other, "domain": "www.shop-a.test", "verdict": "banned",
+                   "ticket": ticket}),
         )
         .await;
         assert_eq!(reply.status, 200, "{}", reply.text());
