@@ -4,10 +4,10 @@
 //! Inside a tunnel (CONNECT, SOCKS5, https) the gateway cannot see that a site refused a
 //! proxy; only the client can. By `proxy_id` (an extracted proxy, or the one a gateway
 //! named in `X-Proxypool-Proxy`, with the gateway's `X-Proxypool-Ticket` as `ticket`: the
-//! proof it routed this client through that proxy) the API computes the change from the verdict, the
-//! `[cooldowns]` policy and the proxy's current entry, and applies it; by `session` (a
-//! gateway sticky session, whose proxy the client does not know) it queues the feedback for
-//! the gateway that holds the session. `return` gives an extracted proxy back as bad, and
+//! proof it routed this client through that proxy) the API computes the change from the
+//! verdict, the `[cooldowns]` policy and the proxy's current entry, and applies it; by
+//! `session` (a gateway sticky session, whose proxy the client does not know) it queues the
+//! feedback for the gateway that holds the session. `return` gives an extracted proxy back as bad, and
 //! `replacement` makes a new extraction through the same code path as `POST
 //! /v1/extractions`, so one call swaps a banned proxy for a fresh one.
 //!
