@@ -48,6 +48,7 @@
 //! | `completion` | admitted work runs to completion even when the client goes away |
 //! | `error` | [`ApiError`], [`ErrorCode`] |
 //! | `request_id` | [`RequestId`] (the edge's): server-generated, unique across replicas |
+//! | `ticket_key` | the store's feedback-ticket key, read through the port and kept, to check the gateways' tickets |
 //! | `metrics` | metric names, help texts and the helpers the routes call (the recorder is `proxypool-metrics`) |
 //! | `ui` | the operators' dashboard at `/ui/`: built-in assets, cookie sessions with CSRF tokens |
 //! | `serve` | [`serve`]: the router on the edge's server scaffold (caps per IP and in total at accept, header and idle timeouts, head size cap) |
@@ -66,6 +67,7 @@ mod request_id;
 mod routes;
 mod serve;
 mod state;
+mod ticket_key;
 mod ui;
 pub mod wire;
 

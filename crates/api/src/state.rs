@@ -13,12 +13,14 @@ use crate::clients::{ApiClient, ClientDirectory};
 use crate::config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
 use crate::controller_view::{OwnershipWake, UpstreamStatusSource};
 use crate::readiness::ReadinessCache;
+use crate::ticket_key::TicketKeyCache;
 use crate::ui::session::SessionTable;
 use crate::ui::sign_in_guard::SignInGuard;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use proxypool_core::{
     ActivityPool, AdminStore, CooldownPolicy, CooldownStore, Extractor, InventoryReader,
-    OwnershipRepository, ProxyLister, SecretHash, UnixMillis, UsageReader, WorkerRuntimeStore,
+    OwnershipRepository, ProxyLister, SecretHash, TicketKeyStore, UnixMillis, UsageReader,
+    WorkerRuntimeStore,
 };
 use proxypool_metrics::MetricsHandle;
 use proxypool_quota::QuotaPort;
@@ -41,6 +43,8 @@ pub struct ApiPorts {
     pub proxies: Arc<dyn ProxyLister>,
     /// Cooldowns, session feedback and returned proxies (`POST /v1/feedback`).
     pub cooldowns: Arc<dyn CooldownStore>,
+    /// The key the gateways' feedback tickets are checked with (`POST /v1/feedback`).
+    pub tickets: Arc<dyn TicketKeyStore>,
 }
 
 impl ApiPorts {
@@ -59,6 +63,7 @@ impl ApiPorts {
             usage: pool.clone(),
             proxies: pool.clone(),
             cooldowns: pool.clone(),
+            tickets: pool.clone(),
             admin: pool,
             quota,
             upstreams,
@@ -108,6 +113,8 @@ struct Inner {
     quota_board: QuotaBoard,
     /// `/readyz`'s shared, short-lived result.
     readiness: Arc<ReadinessCache>,
+    /// The store's feedback-ticket key, once read.
+    ticket_key: TicketKeyCache,
 }
 
 /// Re-reads the configuration of the process the API runs in (`POST /v1/admin/reload`)
@@ -274,6 +281,7 @@ impl ApiStateBuilder {
                 secure_cookies: self.secure_cookies,
                 quota_board: QuotaBoard::default(),
                 readiness: Arc::default(),
+                ticket_key: TicketKeyCache::default(),
             }),
         })
     }
@@ -431,6 +439,26 @@ impl ApiState {
 
     pub(crate) fn now(&self) -> UnixMillis {
         (self.inner.clock)()
+    }
+
+    /// Whether a gateway's feedback ticket is good now for `client` on `proxy`
+    /// (`crate::ticket_key`).
+    pub(crate) async fn ticket_verifies(
+        &self,
+        ticket: &str,
+        client: &proxypool_core::ClientId,
+        proxy: &proxypool_core::ProxyId,
+    ) -> proxypool_core::PoolResult<bool> {
+        self.inner
+            .ticket_key
+            .verifies(
+                &*self.inner.ports.tickets,
+                self.now(),
+                ticket,
+                client,
+                proxy,
+            )
+            .await
     }
 
     pub(crate) fn readiness(&self) -> &Arc<ReadinessCache> {

@@ -49,6 +49,10 @@ pub struct FeedbackRequestBody {
     /// Gives the extracted proxy back as bad (only with `proxy_id`).
     #[serde(default, rename = "return")]
     pub give_back: bool,
+    /// A gateway's `X-Proxypool-Ticket` for `proxy_id`: how a client that routed through a
+    /// proxy it did not extract shows it did (only with `proxy_id`).
+    #[serde(default)]
+    pub ticket: Option<String>,
     /// A new extraction in the same call.
     #[serde(default)]
     pub replacement: Option<ReplacementBody>,

@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use proxypool_core::{
-    ClientId, CooldownChange, Domain, DomainCooldown, ProjectId, ProxyId, ProxyStatus, UnixMillis,
-    Verdict, now_millis,
+    ClientId, CooldownChange, Domain, DomainCooldown, ProjectId, ProxyId, ProxyStatus,
+    TICKET_LIFETIME_MS, TicketKey, UnixMillis, Verdict, issue_ticket, now_millis,
 };
 use proxypool_quota::Operation;
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
@@ -61,9 +61,39 @@ async fn on_each_store_with(
     servers
 }
 
+/// The client id of a test token (`token-<id>-0123456789`); none for another text.
+fn client_of(token: &str) -> Option<ClientId> {
+    token
+        .strip_prefix("token-")
+        .and_then(|rest| rest.strip_suffix("-0123456789"))
+        .and_then(|id| ClientId::new(id).ok())
+}
+
 impl TestServer {
+    /// A feedback as a client a gateway routed through the proxy sends it: a body naming a
+    /// valid `proxy_id` (and no `session` or `ticket` of its own) carries the ticket the
+    /// gateway would have given the token's client for it. See [`Self::feedback_unticketed`].
     async fn feedback(&self, token: &str, key: Option<&str>, body: &Value) -> Reply {
+        let mut body = body.clone();
+        let proxy = body["proxy_id"].as_str().and_then(|p| ProxyId::new(p).ok());
+        if let (Some(proxy), Some(client)) = (proxy, client_of(token))
+            && body.get("session").is_none()
+            && body.get("ticket").is_none()
+        {
+            body["ticket"] = json!(self.ticket(&client, &proxy, now_millis()).await);
+        }
+        self.feedback_unticketed(token, key, &body).await
+    }
+
+    /// A feedback with exactly the body given.
+    async fn feedback_unticketed(&self, token: &str, key: Option<&str>, body: &Value) -> Reply {
         self.post_json("/v1/feedback", token, key, body).await
+    }
+
+    /// The ticket a gateway gives `client` at `now` for `proxy`, with the store's key.
+    async fn ticket(&self, client: &ClientId, proxy: &ProxyId, now: UnixMillis) -> String {
+        let key = self.pool.ticket_key(now).await.unwrap();
+        issue_ticket(&key, client, proxy, now + TICKET_LIFETIME_MS)
     }
 
     /// A feedback call that must succeed, with the time window it ran in (cooldown ends
@@ -844,13 +874,16 @@ async fn unknown_and_foreign_proxy_ids_get_the_same_answer() {
             "{store}"
         );
 
-        // Its holder reports it; a proxy nobody extracted is anyone's to report.
-        server
-            .feedback_ok(
+        // Its holder reports it (no ticket needed); a proxy nobody extracted is reported by
+        // a client a gateway routed through it, with the gateway's ticket.
+        let reply = server
+            .feedback_unticketed(
                 ALICE,
+                None,
                 &json!({"proxy_id": held, "domain": SHOP_A, "verdict": "banned"}),
             )
             .await;
+        assert_eq!(reply.status, 200, "{store}: {}", reply.text());
         server
             .feedback_ok(
                 BOB,
@@ -871,5 +904,114 @@ async fn unknown_and_foreign_proxy_ids_get_the_same_answer() {
             1,
             "{store}"
         );
+    }
+}
+
+/// How far the ticket test moved its API clock.
+static TICKET_CLOCK_OFFSET_MS: AtomicU64 = AtomicU64::new(0);
+
+/// The wall clock moved forward by the ticket test's offset (only that test uses it).
+fn ticket_clock() -> UnixMillis {
+    now_millis() + TICKET_CLOCK_OFFSET_MS.load(Ordering::SeqCst)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_nobody_extracted_is_reported_only_with_a_gateway_s_ticket_for_it() {
+    fn setup() -> Setup {
+        Setup {
+            clock: Some(ticket_clock),
+            ..Setup::default()
+        }
+    }
+    for (store, server, _redis) in on_each_store_with(setup).await {
+        TICKET_CLOCK_OFFSET_MS.store(0, Ordering::SeqCst);
+        let ids = server.seed("acme", 0, 3).await;
+        let extraction = server.extract(ALICE, None, &body(1)).await;
+        let held = ProxyId::new(proxy_ids(&extraction.json()).remove(0)).unwrap();
+        let spare: Vec<&ProxyId> = ids.iter().filter(|id| **id != held).collect();
+        let (routed, other) = (spare[0], spare[1]);
+        let (alice, bob) = (client_of(ALICE).unwrap(), client_of(BOB).unwrap());
+        let now = now_millis();
+        let report = |proxy: &ProxyId, ticket: Option<&str>| {
+            let mut body = json!({"proxy_id": proxy, "domain": SHOP_A, "verdict": "banned"});
+            if let Some(ticket) = ticket {
+                body["ticket"] = json!(ticket);
+            }
+            body
+        };
+        let unknown = ProxyId::new("0123456789abcdef0123456789abcdef").unwrap();
+        let missing = server
+            .feedback_unticketed(ALICE, None, &report(&unknown, None))
+            .await;
+        missing.assert_error(404, "not_found");
+
+        // Without a ticket, or with one that is not Alice's for this proxy under the
+        // store's key: the answer of an unknown id, and nothing recorded.
+        let bobs = server.ticket(&bob, routed, now).await;
+        let another_proxy = server.ticket(&alice, other, now).await;
+        let another_key = issue_ticket(
+            &TicketKey::generate().unwrap(),
+            &alice,
+            routed,
+            now + TICKET_LIFETIME_MS,
+        );
+        let key = server.pool.ticket_key(now).await.unwrap();
+        let short = issue_ticket(&key, &alice, routed, now + MINUTE);
+        for (why, ticket) in [
+            ("none", None),
+            ("bob's", Some(bobs.as_str())),
+            ("another proxy's", Some(another_proxy.as_str())),
+            ("another key's", Some(another_key.as_str())),
+            ("garbage", Some("v1.1.zz")),
+        ] {
+            let reply = server
+                .feedback_unticketed(ALICE, None, &report(routed, ticket))
+                .await;
+            reply.assert_error(404, "not_found");
+            assert_eq!(
+                reply.json()["error"],
+                missing.json()["error"],
+                "{store} {why}"
+            );
+        }
+        // Past its expiry on the API's clock (the proxy itself is still the pool's).
+        TICKET_CLOCK_OFFSET_MS.store(MINUTE + 1_000, Ordering::SeqCst);
+        let expired = server
+            .feedback_unticketed(ALICE, None, &report(routed, Some(&short)))
+            .await;
+        expired.assert_error(404, "not_found");
+        assert_eq!(expired.json()["error"], missing.json()["error"], "{store}");
+        assert!(server.cooldowns(routed).await.is_empty(), "{store}");
+        TICKET_CLOCK_OFFSET_MS.store(0, Ordering::SeqCst);
+
+        // Alice's own, still good: the report is made.
+        let reply = server
+            .feedback_unticketed(ALICE, None, &report(routed, Some(&short)))
+            .await;
+        assert_eq!(reply.status, 200, "{store}: {}", reply.text());
+        assert_eq!(server.cooldowns(routed).await.len(), 1, "{store}");
+        assert!(server.cooldowns(other).await.is_empty(), "{store}");
+
+        // The holder of an extraction needs none; a ticket never opens another client's
+        // extracted proxy.
+        let reply = server
+            .feedback_unticketed(ALICE, None, &report(&held, None))
+            .await;
+        assert_eq!(reply.status, 200, "{store}: {}", reply.text());
+        let bob_on_held = server.ticket(&bob, &held, now).await;
+        let reply = server
+            .feedback_unticketed(BOB, None, &report(&held, Some(&bob_on_held)))
+            .await;
+        reply.assert_error(404, "not_found");
+        assert_eq!(reply.json()["error"], missing.json()["error"], "{store}");
+        assert_eq!(server.cooldowns(&held).await.len(), 1, "{store}");
+
+        // A session is reported by its id alone.
+        let mut on_session = json!({"session": "s1", "domain": SHOP_A, "verdict": "banned"});
+        on_session["ticket"] = json!(short);
+        server
+            .feedback_unticketed(ALICE, None, &on_session)
+            .await
+            .assert_error(400, "invalid_request");
     }
 }

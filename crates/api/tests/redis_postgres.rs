@@ -204,10 +204,23 @@ async fn feedback_on_redis_grows_bans_returns_and_replaces() {
         .unwrap()
         .to_owned();
     let other = seeded.iter().find(|id| id.as_str() != held).unwrap();
+    // Alice and bob went through `other` on a gateway, which gave each its ticket (under
+    // the key the store keeps for the gateways).
+    let now = proxypool_core::now_millis();
+    let key = server.pool.ticket_key(now).await.unwrap();
+    let ticket = |client: &str| {
+        proxypool_core::issue_ticket(
+            &key,
+            &proxypool_core::ClientId::new(client).unwrap(),
+            other,
+            now + proxypool_core::TICKET_LIFETIME_MS,
+        )
+    };
     for strikes in [1, 2] {
         let reply = post(
             ALICE,
-            json!({"proxy_id": other, "domain": "www.shop-a.test", "verdict": "banned"}),
+            json!({"proxy_id": other, "domain": "www.shop-a.test", "verdict": "banned",
+                   "ticket": ticket("alice")}),
         )
         .await;
         assert_eq!(reply.status, 200, "{}", reply.text());
@@ -217,7 +230,8 @@ async fn feedback_on_redis_grows_bans_returns_and_replaces() {
     for (verdict, strikes) in [("banned", Some(1)), ("ok", None)] {
         let reply = post(
             BOB,
-            json!({"proxy_id": other, "domain": "shop-a.test", "verdict": verdict}),
+            json!({"proxy_id": other, "domain": "shop-a.test", "verdict": verdict,
+                   "ticket": ticket("bob")}),
         )
         .await;
         assert_eq!(reply.status, 200, "{}", reply.text());

@@ -257,14 +257,17 @@ fn bans_follow_the_proxy_from_gateway_to_gateway_and_feedback_covers_tunnels() {
         "B uses all 8 for the other host"
     );
 
-    // 3. A tunnel: the CONNECT answer names the proxy; the client reports the ban.
+    // 3. A tunnel: the CONNECT answer names the proxy, with the ticket that proves the
+    //    gateway routed this client through it; the client reports the ban with both.
     let seen = get(&proxy_b, &url(TUNNELED), true);
     assert_eq!(seen.status, 200, "{seen:?}");
     let proxy_id = seen.headers["x-proxypool-proxy"].clone();
+    let ticket = seen.headers["x-proxypool-ticket"].clone();
     let exit = seen.exit.unwrap();
     feedback(
         api,
-        serde_json::json!({ "proxy_id": proxy_id, "domain": TUNNELED, "verdict": "banned" }),
+        serde_json::json!({ "proxy_id": proxy_id, "domain": TUNNELED, "verdict": "banned",
+                            "ticket": ticket }),
     );
     let learned = eventually("B learned the reported ban", Duration::from_secs(5), || {
         cooling_on(&admin_b, &proxy_id, TUNNELED)
@@ -282,7 +285,8 @@ fn bans_follow_the_proxy_from_gateway_to_gateway_and_feedback_covers_tunnels() {
     //     the cooldown in the store, and the next snapshot takes it off gateway B too.
     let answer = feedback(
         api,
-        serde_json::json!({ "proxy_id": proxy_id, "domain": TUNNELED, "verdict": "ok" }),
+        serde_json::json!({ "proxy_id": proxy_id, "domain": TUNNELED, "verdict": "ok",
+                            "ticket": ticket }),
     );
     assert!(answer.contains("cleared"), "{answer}");
     let cleared = eventually("B dropped the cleared ban", Duration::from_secs(5), || {

@@ -6,7 +6,8 @@
 //!
 //! 1. Enumeration: feedback on a proxy another client extracted is answered exactly as
 //!    feedback on an id the pool never held.
-//! 2. A day-long ban asked for is clamped to the operator's cap.
+//! 2. A day-long ban asked for is clamped to the operator's cap; feedback with another
+//!    client's gateway ticket is answered as an unknown id.
 //! 3. Another project's `ok` clears nothing of acme's; acme's own clear leaves the gateway
 //!    with the next snapshot. A day-long report of beta's on every proxy binds beta's
 //!    traffic only, and session feedback reaches only the reporting client's session.
@@ -20,7 +21,7 @@ use common::split::{controller_config_as, migrate_quota};
 use common::{Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies};
 use common::{gateway_status, sim_upstream, sim_vendor};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 const PROXIES: usize = 8;
@@ -100,6 +101,17 @@ fn feedback(api: u16, token: &str, body: Value) -> (u16, String, Value) {
 
 /// A GET of `url` through the gateway as `user`: (status, the proxy id the gateway named).
 fn through(proxy_port: u16, user: &str, password: &str, url: &str) -> (u16, Option<String>) {
+    let (status, named) = through_ticketed(proxy_port, user, password, url);
+    (status, named.map(|(id, _)| id))
+}
+
+/// [`through`], with the gateway's feedback ticket for the proxy it named.
+fn through_ticketed(
+    proxy_port: u16,
+    user: &str,
+    password: &str,
+    url: &str,
+) -> (u16, Option<(String, String)>) {
     let proxy = format!("http://{user}:{password}@127.0.0.1:{proxy_port}");
     let (code, out) = curl(&["-s", "-i", "-m", "5", "-x", &proxy, url]);
     if code != 0 {
@@ -110,12 +122,18 @@ fn through(proxy_port: u16, user: &str, password: &str, url: &str) -> (u16, Opti
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let id = out.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("x-proxypool-proxy")
-            .then(|| value.trim().to_owned())
+    let header = |wanted: &str| {
+        out.lines().find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case(wanted)
+                .then(|| value.trim().to_owned())
+        })
+    };
+    let named = header("x-proxypool-proxy").map(|id| {
+        let ticket = header("x-proxypool-ticket").expect("a ticket beside the proxy's id");
+        (id, ticket)
     });
-    (status, id)
+    (status, named)
 }
 
 /// Sum of the gateway's `family` series (from its admin `/metrics`).
@@ -269,19 +287,31 @@ ports = "*"
     let (status, _, own) = feedback(api, "acme-api-token-0001", ban(&extracted));
     assert_eq!(status, 200, "{own}");
 
-    // 2. A day asked for is the operator's hour.
-    let (status, id) = through(
+    // 2. A day asked for is the operator's hour. acme-ops reports the proxy the gateway
+    //    routed it through, with the gateway's ticket; beta, holding that ticket, cannot.
+    let (status, named) = through_ticketed(
         http,
-        "acme",
-        "acme-gateway-password",
+        "acme-ops",
+        "acme-ops-gateway-password",
         &origin.host_url(SITE, "/"),
     );
     assert_eq!(status, 200);
-    let routed = id.expect("the gateway names the proxy");
+    let (routed, ticket) = named.expect("the gateway names the proxy");
+    let (stolen_status, _, stolen) = feedback(
+        api,
+        "beta-api-token-000001",
+        json!({"proxy_id": routed, "domain": SITE, "verdict": "banned", "ticket": ticket}),
+    );
+    assert_eq!(
+        (stolen_status, &stolen["error"]),
+        (unknown_status, &unknown["error"]),
+        "another client's ticket"
+    );
     let (status, _, answer) = feedback(
         api,
         "acme-ops-api-token-01",
-        json!({"proxy_id": routed, "domain": SITE, "verdict": "banned", "ttl": "24h"}),
+        json!({"proxy_id": routed, "domain": SITE, "verdict": "banned", "ttl": "24h",
+               "ticket": ticket}),
     );
     assert_eq!(status, 200, "{answer}");
     let ttl = answer["ttl_ms"].as_u64().unwrap();
@@ -297,11 +327,25 @@ ports = "*"
     let version = |admin: &str| {
         gateway_status(admin).map_or(0, |s| s["snapshot"]["version"].as_u64().unwrap_or(0))
     };
+    // beta has its own ticket for the proxy: the gateway routes it there too.
+    let beta_ticket = (0..3 * LEASED)
+        .find_map(|_| {
+            let (_, named) = through_ticketed(
+                http,
+                "beta",
+                "beta-gateway-password",
+                &origin.host_url(OTHER_SITE, "/"),
+            );
+            named
+                .filter(|(id, _)| *id == routed)
+                .map(|(_, ticket)| ticket)
+        })
+        .expect("beta is routed through acme-ops's proxy too");
     let before = version(&admin);
     let (status, _, answer) = feedback(
         api,
         "beta-api-token-000001",
-        json!({"proxy_id": routed, "domain": SITE, "verdict": "ok"}),
+        json!({"proxy_id": routed, "domain": SITE, "verdict": "ok", "ticket": beta_ticket}),
     );
     assert_eq!(
         (status, &answer["outcome"]),
@@ -320,7 +364,7 @@ ports = "*"
     let (status, _, answer) = feedback(
         api,
         "acme-ops-api-token-01",
-        json!({"proxy_id": routed, "domain": SITE, "verdict": "ok"}),
+        json!({"proxy_id": routed, "domain": SITE, "verdict": "ok", "ticket": ticket}),
     );
     assert_eq!(status, 200, "{answer}");
     let cleared = eventually(
@@ -333,9 +377,9 @@ ports = "*"
 
     // 3b. beta reports every proxy it was routed through as banned on SITE for a day: its
     // own project stops using them there, acme's clients do not notice.
-    let beta_routed: BTreeSet<String> = (0..3 * LEASED)
+    let beta_routed: BTreeMap<String, String> = (0..3 * LEASED)
         .filter_map(|_| {
-            through(
+            through_ticketed(
                 http,
                 "beta",
                 "beta-gateway-password",
@@ -345,8 +389,9 @@ ports = "*"
         })
         .collect();
     assert_eq!(beta_routed.len(), LEASED, "{beta_routed:?}");
-    for id in &beta_routed {
-        let report = json!({"proxy_id": id, "domain": SITE, "verdict": "banned", "ttl": "24h"});
+    for (id, ticket) in &beta_routed {
+        let report = json!({"proxy_id": id, "domain": SITE, "verdict": "banned", "ttl": "24h",
+                            "ticket": ticket});
         let (status, _, answer) = feedback(api, "beta-api-token-000001", report);
         assert_eq!(status, 200, "{answer}");
     }
@@ -355,7 +400,7 @@ ports = "*"
         Duration::from_secs(10),
         || {
             beta_routed
-                .iter()
+                .keys()
                 .all(|id| gateway_cooling(&admin, id, SITE))
         },
     );
@@ -427,10 +472,19 @@ ports = "*"
             .iter()
             .all(|(_, head)| head.contains("retry-after:"))
     );
+    let (status, named) = through_ticketed(
+        http,
+        "acme",
+        "acme-gateway-password",
+        &origin.host_url(OTHER_SITE, "/"),
+    );
+    assert_eq!(status, 200);
+    let (acme_routed, acme_ticket) = named.expect("the gateway names the proxy");
     let (status, _, answer) = feedback(
         api,
         "acme-api-token-0001",
-        json!({"proxy_id": routed, "domain": OTHER_SITE, "verdict": "ok"}),
+        json!({"proxy_id": acme_routed, "domain": OTHER_SITE, "verdict": "ok",
+               "ticket": acme_ticket}),
     );
     assert_eq!(status, 200, "acme's feedback after beta's flood: {answer}");
 

@@ -227,3 +227,38 @@ async fn session_feedback_reaches_the_workers_of_its_client_until_it_expires() {
     );
     assert!(without["reference"]["version"].as_u64().unwrap() > with_version);
 }
+
+#[tokio::test]
+async fn snapshots_carry_the_store_s_ticket_key_counted_in_their_checksum() {
+    use proxypool_core::TicketKeyStore;
+    use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_keyed, snapshot_checksum_of};
+    let (controller, pool, _clock) = controller(config(""));
+    seed_available(pool.as_ref(), T0, "acme", 3).await;
+    let client = ControlClient::new(serve_control(&controller).await, Some(WORKER_TOKEN));
+    client.register("gw-a", "s").await;
+    controller.ownership_manager().round().await.unwrap();
+
+    let snapshot: WorkerSnapshot =
+        serde_json::from_value(client.snapshot("gw-a", "s", 0, 0).await.json()).unwrap();
+    let key = pool.ticket_key(T0).await.unwrap();
+    assert_eq!(
+        snapshot.ticket_key,
+        Some(key.clone()),
+        "the store's one key"
+    );
+    let parts = (
+        &snapshot.proxies,
+        &snapshot.held,
+        &snapshot.clients,
+        &snapshot.advisories,
+    );
+    assert_eq!(
+        snapshot.reference.checksum,
+        snapshot_checksum_keyed(parts.0, parts.1, parts.2, parts.3, Some(&key))
+    );
+    assert_ne!(
+        snapshot.reference.checksum,
+        snapshot_checksum_of(parts.0, parts.1, parts.2, parts.3),
+        "a new key is a new snapshot"
+    );
+}

@@ -22,6 +22,7 @@ use crate::proxy::Protocol;
 use crate::runtime::SnapshotRef;
 use crate::secret::Credentials;
 use crate::secret_hash::SecretHash;
+use crate::ticket::TicketKey;
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
 
@@ -175,6 +176,10 @@ pub struct WorkerSnapshot {
     /// Cooldowns of the listed proxies and client feedback on sessions.
     #[serde(default, skip_serializing_if = "Advisories::is_empty")]
     pub advisories: Advisories,
+    /// The pool store's key of feedback tickets (`crate::ticket`): the gateway signs one
+    /// per response that names a proxy. None: the gateway issues no tickets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket_key: Option<TicketKey>,
 }
 
 /// What a snapshot carries besides routing state: the remembered cooldowns of its proxies
@@ -257,13 +262,25 @@ pub fn snapshot_checksum_with_held(
     snapshot_checksum_of(proxies, held, clients, &Advisories::default())
 }
 
-/// The checksum of a whole snapshot's content. Parts that are empty are left out, so a
-/// snapshot without drains or advisories keeps the checksum it had before they existed.
+/// The checksum of a snapshot's content without a ticket key (see [`snapshot_checksum_keyed`]).
 pub fn snapshot_checksum_of(
     proxies: &[SnapshotProxy],
     held: &[HeldLease],
     clients: &[GatewayClient],
     advisories: &Advisories,
+) -> String {
+    snapshot_checksum_keyed(proxies, held, clients, advisories, None)
+}
+
+/// The checksum of a whole snapshot's content. Parts that are empty are left out, so a
+/// snapshot without drains, advisories or a ticket key keeps the checksum it had before
+/// they existed. The ticket key counts by its [`TicketKey::id`], never the key itself.
+pub fn snapshot_checksum_keyed(
+    proxies: &[SnapshotProxy],
+    held: &[HeldLease],
+    clients: &[GatewayClient],
+    advisories: &Advisories,
+    ticket_key: Option<&TicketKey>,
 ) -> String {
     let mut body = serde_json::json!({ "proxies": proxies, "clients": clients });
     if !held.is_empty() {
@@ -271,6 +288,9 @@ pub fn snapshot_checksum_of(
     }
     if !advisories.is_empty() {
         body["advisories"] = serde_json::json!(advisories);
+    }
+    if let Some(key) = ticket_key {
+        body["ticket_key_id"] = serde_json::json!(key.id());
     }
     crate::ids::digest_hex(&[body.to_string().as_bytes()], 16)
 }

@@ -451,16 +451,17 @@ pub trait CooldownStore: Send + Sync + Debug {
         limit: usize,
     ) -> PoolResult<Vec<SessionFeedback>>;
 
-    /// Whether `client` may report on `proxy`: the pool holds it, and no other client
-    /// holds it from a live extraction (an extracted proxy is its holder's alone). A proxy
-    /// the pool does not hold and one held by another client are both `false`, in one
-    /// read, so the answer tells a client nothing about proxies that are not its to report.
+    /// Who `client` is to `proxy`, in one read: `Holder` when it holds it from a live
+    /// extraction, `Unheld` when the pool holds it and no live extraction does (a gateway's
+    /// ticket then decides, `crate::ticket`), `No` for a proxy the pool does not hold and
+    /// for one another client holds alike (an extracted proxy is its holder's alone), so
+    /// the answer tells a client nothing about proxies that are not its to report.
     async fn may_report(
         &self,
         now: UnixMillis,
         client: &ClientId,
         proxy: &ProxyId,
-    ) -> PoolResult<bool>;
+    ) -> PoolResult<crate::ticket::Reporter>;
 
     /// `client` gives back `proxy`, which it holds from a live extraction, as bad: the
     /// extraction of that proxy ends and the proxy becomes SUSPECT (health checked next,

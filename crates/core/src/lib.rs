@@ -31,6 +31,8 @@
 //! - [`clock`]: the injectable wall and monotonic clock ([`SystemClock`], [`ManualClock`]).
 //! - [`sync`]: the poisoned-lock policy ([`LockExt`]).
 //! - [`usage`]: usage per (client, upstream): gateway counters, deltas, stored buckets.
+//! - [`ticket`]: feedback tickets, a gateway's signed proof that it routed a client
+//!   through a proxy (HMAC-SHA256 under the store's [`TicketKey`]).
 //!
 //! This crate depends on nothing else of ours.
 
@@ -58,6 +60,7 @@ pub mod secret_hash;
 pub mod store_loss;
 pub mod store_mark;
 pub mod sync;
+pub mod ticket;
 pub mod time;
 pub mod upsert;
 pub mod usage;
@@ -87,7 +90,7 @@ pub use ownership::{Assignment, AssignmentState, OwnedProxy};
 pub use port_set::PortSet;
 pub use ports::{
     ActivityPool, Extractor, Fencing, HealthStore, InventoryReader, Maintenance,
-    OwnershipRepository, ProxyLister, Upserter, UsageReader, WorkerRuntimeStore,
+    OwnershipRepository, ProxyLister, TicketKeyStore, Upserter, UsageReader, WorkerRuntimeStore,
 };
 pub use proxy::{Health, Protocol, ProxyRecord, ProxyStatus, proxy_id_for};
 pub use runtime::{
@@ -101,5 +104,8 @@ pub use store_mark::{
     StoreStatus,
 };
 pub use sync::{LockExt, RwLockExt};
+pub use ticket::{
+    Reporter, TICKET_LIFETIME_MS, TicketError, TicketKey, TicketSigner, issue_ticket, verify_ticket,
+};
 pub use time::{UnixMillis, now_millis};
 pub use upsert::{Candidate, DropReason, FetchedBatch, PreparedBatch, UpsertReport, prepare_batch};

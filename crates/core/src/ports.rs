@@ -22,6 +22,7 @@ use crate::runtime::{
     ReportReceipt, RuntimeReport, SnapshotRef, SnapshotVersion, StoredRuntime, WorkerSession,
 };
 use crate::store_mark::StoreIdentity;
+use crate::ticket::TicketKey;
 use crate::time::UnixMillis;
 use crate::upsert::{FetchedBatch, UpsertReport};
 use crate::usage::ClientUsage;
@@ -272,6 +273,17 @@ pub trait ProxyLister: Send + Sync + Debug {
     ) -> PoolResult<ProxyPage>;
 }
 
+/// The key of the gateways' feedback tickets (`crate::ticket`), kept by the pool store so
+/// every controller ships the same one to its gateways and every client API checks with it.
+#[async_trait]
+pub trait TicketKeyStore: Send + Sync + Debug {
+    /// The store's ticket key, created on the first call (from the operating system's
+    /// CSPRNG) and the same for every later one: callers racing on a store without a key
+    /// all get the one that was stored first. One key per store incarnation: a store that
+    /// is lost comes back with a new one.
+    async fn ticket_key(&self, now: UnixMillis) -> PoolResult<TicketKey>;
+}
+
 /// A handle on the same store whose every call is fenced by a leader term (see
 /// [`crate::lease`]): the call is refused, atomically and with nothing changed, with
 /// `Conflict::StaleTerm` unless the named lease is live with the fence's token.
@@ -291,6 +303,7 @@ pub trait ActivityPool:
     + AdminStore
     + ProxyLister
     + CooldownStore
+    + TicketKeyStore
     + StoreIdentity
     + Fencing
     + 'static
@@ -309,6 +322,7 @@ impl<T> ActivityPool for T where
         + AdminStore
         + ProxyLister
         + CooldownStore
+        + TicketKeyStore
         + StoreIdentity
         + Fencing
         + 'static

@@ -95,5 +95,5 @@ pub use gateway::{Gateway, GatewayError, shutdown_signal};
 pub use policy::destination::DestinationPolicy;
 pub use refusal::{ERROR_HEADER, Refusal};
 pub use reload::GatewayReload;
-pub use routing::route::{ATTEMPTS_HEADER, PROXY_HEADER, SESSION_HEADER};
+pub use routing::route::{ATTEMPTS_HEADER, PROXY_HEADER, SESSION_HEADER, TICKET_HEADER};
 pub use routing::selector::{Selectors, parse_selectors, split_client};

@@ -739,3 +739,90 @@ async fn x_proxypool_headers_from_an_origin_or_an_upstream_never_reach_the_clien
     }
     gateway.shutdown().await;
 }
+
+/// The value of `name` in the first header block of `raw` (curl's `-D` text) that has it.
+fn raw_header(raw: &str, name: &str) -> Option<String> {
+    raw.lines().find_map(|line| {
+        let (n, v) = line.split_once(':')?;
+        n.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_owned())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_comes_with_the_named_proxy_on_plain_http_and_on_the_connect_200() {
+    use proxypool_core::{ClientId, Clock, ProxyId, TICKET_LIFETIME_MS, TicketError, TicketKey};
+    let origin = Origin::start().await.unwrap();
+    let up = sim_upstream(ProxyKind::Http, exit(32)).await;
+    let key = TicketKey::generate().unwrap();
+    let controller = TestController::start(WORKER, 3_600_000).await;
+    controller.state.lock().unwrap().ticket_key = Some(key.clone());
+    controller.publish(
+        vec![proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us")],
+        vec![client("alice"), client("bob")],
+    );
+    let clock = ManualClock::new(now_millis());
+    let gateway = Running::start_with_clock(config(&controller), clock.clone()).await;
+    acked(&controller, 1).await;
+    let alice = ClientId::new("alice").unwrap();
+    let carried = ProxyId::new(format!("{:032x}", 1)).unwrap();
+    let now = clock.now();
+    let verify = |ticket: &str, client: &ClientId, proxy: &ProxyId, at: u64| {
+        proxypool_core::verify_ticket(&key, ticket, client, proxy, at)
+    };
+
+    // Plain HTTP: the ticket names this client and the proxy in X-Proxypool-Proxy, for
+    // the ticket's lifetime from the gateway's clock.
+    let plain = curl(&[
+        "-x",
+        &http_proxy_url("alice", gateway.http),
+        &origin.url("/"),
+    ])
+    .await;
+    assert_eq!(plain.status, 200, "{plain:?}");
+    assert_eq!(plain.header("x-proxypool-proxy"), Some(carried.as_str()));
+    let ticket = plain
+        .header("x-proxypool-ticket")
+        .expect("a ticket")
+        .to_owned();
+    let expiry = format!("v1.{}.", now + TICKET_LIFETIME_MS);
+    assert!(ticket.starts_with(&expiry), "{ticket}");
+    assert_eq!(verify(&ticket, &alice, &carried, now), Ok(()));
+    assert_eq!(
+        verify(&ticket, &alice, &carried, now + TICKET_LIFETIME_MS),
+        Err(TicketError::Expired)
+    );
+    let bob = ClientId::new("bob").unwrap();
+    assert_eq!(
+        verify(&ticket, &bob, &carried, now),
+        Err(TicketError::Mismatch)
+    );
+    let other = ProxyId::new(format!("{:032x}", 2)).unwrap();
+    assert_eq!(
+        verify(&ticket, &alice, &other, now),
+        Err(TicketError::Mismatch)
+    );
+
+    // The CONNECT 200 carries one too, issued to whoever asked.
+    let (exit_code, raw) = curl_all_headers(&[
+        "-p",
+        "-x",
+        &http_proxy_url("bob", gateway.http),
+        &origin.url("/"),
+    ])
+    .await;
+    assert_eq!(exit_code, 0, "{raw}");
+    assert_eq!(
+        raw_header(&raw, "x-proxypool-proxy").as_deref(),
+        Some(carried.as_str()),
+        "{raw}"
+    );
+    let tunnel_ticket = raw_header(&raw, "x-proxypool-ticket").expect("a ticket on the 200");
+    assert_eq!(verify(&tunnel_ticket, &bob, &carried, now), Ok(()));
+    assert_eq!(
+        verify(&tunnel_ticket, &alice, &carried, now),
+        Err(TicketError::Mismatch)
+    );
+    gateway.shutdown().await;
+}

@@ -65,6 +65,9 @@
 //! snapshot-versions      HASH  worker -> counter of writes that may change its snapshot
 //!                               (HINCRBY in the shared helpers); '*feedback' -> counter of
 //!                               session feedback. Lives as long as the epoch.
+//! ticket-key             STRING the key of the gateways' feedback tickets (64 hex digits;
+//!                               made once by `ticket_key.lua`, SET NX; kept with the pool
+//!                               state and 30 days past its last read)
 //! ```
 //!
 //! No `unique` (unique-key digest -> proxy id) or `idkeys` (proxy id -> digest) hashes

@@ -58,7 +58,7 @@ const HELPERS: [&str; 16] = [
 ];
 
 /// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
-const ENTRIES: [(&str, &str); 46] = [
+const ENTRIES: [(&str, &str); 47] = [
     ("upsert", include_str!("lua/upsert.lua")),
     ("health", include_str!("lua/health.lua")),
     ("due", include_str!("lua/due.lua")),
@@ -105,6 +105,7 @@ const ENTRIES: [(&str, &str); 46] = [
     ("feedback_add", include_str!("lua/feedback_add.lua")),
     ("feedback_list", include_str!("lua/feedback_list.lua")),
     ("may_report", include_str!("lua/may_report.lua")),
+    ("ticket_key", include_str!("lua/ticket_key.lua")),
     ("return_extracted", include_str!("lua/return_extracted.lua")),
     ("snapshot_version", include_str!("lua/snapshot_version.lua")),
     ("mark_get", include_str!("lua/mark_get.lua")),
@@ -209,6 +210,7 @@ pub(crate) struct Scripts {
     pub(crate) feedback_add: Function,
     pub(crate) feedback_list: Function,
     pub(crate) may_report: Function,
+    pub(crate) ticket_key: Function,
     pub(crate) return_extracted: Function,
     pub(crate) snapshot_version: Function,
     pub(crate) mark_get: Function,
@@ -264,6 +266,7 @@ impl Scripts {
             feedback_add: library.function("feedback_add"),
             feedback_list: library.function("feedback_list"),
             may_report: library.function("may_report"),
+            ticket_key: library.function("ticket_key"),
             return_extracted: library.function("return_extracted"),
             snapshot_version: library.function("snapshot_version"),
             mark_get: library.function("mark_get"),

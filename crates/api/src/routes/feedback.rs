@@ -3,10 +3,11 @@
 //!
 //! Inside a tunnel (CONNECT, SOCKS5, https) the gateway cannot see that a site refused a
 //! proxy; only the client can. By `proxy_id` (an extracted proxy, or the one a gateway
-//! named in `X-Proxypool-Proxy`) the API computes the change from the verdict, the
-//! `[cooldowns]` policy and the proxy's current entry, and applies it; by `session` (a
-//! gateway sticky session, whose proxy the client does not know) it queues the feedback for
-//! the gateway that holds the session. `return` gives an extracted proxy back as bad, and
+//! named in `X-Proxypool-Proxy`, with the gateway's `X-Proxypool-Ticket` as `ticket`: the
+//! proof it routed this client through that proxy) the API computes the change from the
+//! verdict, the `[cooldowns]` policy and the proxy's current entry, and applies it; by
+//! `session` (a gateway sticky session, whose proxy the client does not know) it queues the
+//! feedback for the gateway that holds the session. `return` gives an extracted proxy back as bad, and
 //! `replacement` makes a new extraction through the same code path as `POST
 //! /v1/extractions`, so one call swaps a banned proxy for a fresh one.
 //!
@@ -43,8 +44,8 @@ use axum::response::{IntoResponse, Response};
 use proxypool_config::Millis;
 use proxypool_core::cooldown::{MAX_COOLDOWN_MS, SESSION_FEEDBACK_TTL_MS};
 use proxypool_core::{
-    CooldownChange, CooldownKey, CooldownPolicy, Domain, PoolError, ProxyId, SessionFeedback,
-    Verdict,
+    CooldownChange, CooldownKey, CooldownPolicy, Domain, PoolError, ProxyId, Reporter,
+    SessionFeedback, Verdict,
 };
 use proxypool_quota::Operation;
 
@@ -86,7 +87,11 @@ fn session_of(raw: &str) -> Result<String, ApiError> {
 /// Whom the feedback is about.
 #[derive(Debug)]
 enum Target {
-    Proxy { id: ProxyId, give_back: bool },
+    Proxy {
+        id: ProxyId,
+        give_back: bool,
+        ticket: Option<String>,
+    },
     Session(String),
 }
 
@@ -112,8 +117,14 @@ fn check(body: &FeedbackRequestBody) -> Result<Checked, ApiError> {
             id: ProxyId::new(proxy)
                 .map_err(|_| ApiError::invalid("proxy_id: not a proxy id (32 hex digits)"))?,
             give_back: body.give_back,
+            ticket: body.ticket.clone(),
         },
         (None, Some(session)) => {
+            if body.ticket.is_some() {
+                return Err(ApiError::invalid(
+                    "ticket: only with proxy_id (a session is reported by its id alone)",
+                ));
+            }
             if body.give_back {
                 return Err(ApiError::invalid(
                     "return: only with proxy_id (a session's proxy is the gateway's, not yours)",
@@ -238,8 +249,17 @@ async fn apply(
     // client could otherwise keep a proxy off a site for everyone for a day.
     let ttl_ms = ttl_ms.map(|ttl| clamp_ttl(ttl, &state.cooldown_policy()));
     let result = match target {
-        Target::Proxy { id, give_back } => {
-            on_proxy(state, client, id, give_back, domain, verdict, ttl_ms).await
+        Target::Proxy {
+            id,
+            give_back,
+            ticket,
+        } => {
+            let report = ProxyReport {
+                proxy: id,
+                give_back,
+                ticket,
+            };
+            on_proxy(state, client, report, domain, verdict, ttl_ms).await
         }
         Target::Session(session) => {
             let feedback = SessionFeedback {
@@ -272,31 +292,54 @@ fn store_error(state: &ApiState, error: PoolError) -> ApiError {
 /// The one answer for every proxy a client may not report on, whatever the reason.
 fn unknown_proxy() -> ApiError {
     ApiError::not_found(
-        "no proxy you may report on (an unknown id, another client's extracted proxy, or, to return it, one you do not hold)",
+        "no proxy you may report on (an unknown id, another client's extracted proxy, a proxy you did not extract without a gateway's good ticket for it, or, to return it, one you do not hold)",
     )
+}
+
+/// A feedback by `proxy_id`.
+#[derive(Debug)]
+struct ProxyReport {
+    proxy: ProxyId,
+    give_back: bool,
+    /// The gateway's ticket, for a proxy the client did not extract.
+    ticket: Option<String>,
 }
 
 async fn on_proxy(
     state: &ApiState,
     client: &ApiClient,
-    proxy: ProxyId,
-    give_back: bool,
+    report: ProxyReport,
     domain: Domain,
     verdict: Verdict,
     ttl_ms: Option<u64>,
 ) -> Result<FeedbackView, ApiError> {
+    let ProxyReport {
+        proxy,
+        give_back,
+        ticket,
+    } = report;
     let store = &state.ports().cooldowns;
     // One read decides, and a proxy the pool does not hold is refused exactly as one held
     // by another client's extraction: same status, same body, after the same single call,
     // so the answer is no oracle of which proxy ids exist.
-    let reportable = crate::metrics::timed(
+    let reporter = crate::metrics::timed(
         "cooldowns",
         "may_report",
         store.may_report(state.now(), &client.id, &proxy),
     )
     .await
     .map_err(|error| store_error(state, error))?;
-    if !reportable {
+    // A proxy nobody extracted is reported only by a client a gateway routed through it
+    // (its ticket); without a good one it is refused as an unknown id is.
+    let allowed = match (reporter, ticket.as_deref()) {
+        (Reporter::Holder, _) => true,
+        (Reporter::Unheld, Some(ticket)) => state
+            .ticket_verifies(ticket, &client.id, &proxy)
+            .await
+            .map_err(|error| store_error(state, error))?,
+        (Reporter::Unheld, None) | (Reporter::No, _) => false,
+    };
+    if !allowed {
         return Err(unknown_proxy());
     }
     // Returned first: it is the step that checks the client holds the proxy, so a proxy

@@ -18,10 +18,10 @@ use proxypool_core::{
     ExtractionId, Extractor, Fence, Fencing, FetchedBatch, Footprint, HealthBatch, HealthReport,
     HealthStore, InventoryReader, InventoryView, KeyedCall, KeyedModeSet, Maintenance, OwnedProxy,
     OwnershipRepository, PoolResult, ProviderStatus, ProxyId, ProxyListFilter, ProxyLister,
-    ProxyPage, ProxyRecord, ReportReceipt, ReturnOutcome, RuntimeReport, SessionFeedback,
-    SnapshotRef, SnapshotVersion, StoreIdentity, StoreMark, StoredRuntime, SweepReport, UnixMillis,
-    UpsertReport, Upserter, UpstreamId, UsageReader, WorkerId, WorkerMode, WorkerModeRecord,
-    WorkerRuntimeStore, WorkerSession,
+    ProxyPage, ProxyRecord, ReportReceipt, Reporter, ReturnOutcome, RuntimeReport, SessionFeedback,
+    SnapshotRef, SnapshotVersion, StoreIdentity, StoreMark, StoredRuntime, SweepReport, TicketKey,
+    TicketKeyStore, UnixMillis, UpsertReport, Upserter, UpstreamId, UsageReader, WorkerId,
+    WorkerMode, WorkerModeRecord, WorkerRuntimeStore, WorkerSession,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -134,8 +134,11 @@ metered! {
         fn cooldowns_of(now: UnixMillis, proxies: &[ProxyId]) -> Vec<DomainCooldown>;
         fn add_session_feedback(now: UnixMillis, feedback: SessionFeedback) -> ();
         fn session_feedback(now: UnixMillis, limit: usize) -> Vec<SessionFeedback>;
-        fn may_report(now: UnixMillis, client: &ClientId, proxy: &ProxyId) -> bool;
+        fn may_report(now: UnixMillis, client: &ClientId, proxy: &ProxyId) -> Reporter;
         fn return_extracted(now: UnixMillis, client: &ClientId, proxy: &ProxyId) -> ReturnOutcome;
+    }
+    impl TicketKeyStore {
+        fn ticket_key(now: UnixMillis) -> TicketKey;
     }
 }
 

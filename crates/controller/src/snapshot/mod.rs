@@ -8,6 +8,10 @@
 //! confirm a snapshot at a newer ownership epoch. The epoch is read *before* the content,
 //! so a snapshot at epoch E never lists a proxy whose drain bumped the epoch to E or less.
 //!
+//! Each snapshot carries the store's feedback-ticket key (`proxypool_core::ticket`), with
+//! which the gateway signs the `X-Proxypool-Ticket` of its answers; it counts in the
+//! checksum by its id, so a new key (a new store incarnation) is a new snapshot.
+//!
 //! Each snapshot also carries advisories: the `[cooldowns]` policy, the remembered
 //! cooldowns of the proxies it lists and the live session feedback of its clients. They
 //! are part of the checksum, so a new cooldown (from any gateway's report) or new feedback
@@ -27,12 +31,13 @@ pub use signal::ChangeSignal;
 use crate::clock::SharedClock;
 use crate::config::SnapshotConfig;
 use proxypool_core::control::{
-    Advisories, GatewayClient, HeldLease, SnapshotProxy, WorkerSnapshot, snapshot_checksum_of,
+    Advisories, GatewayClient, HeldLease, SnapshotProxy, WorkerSnapshot, snapshot_checksum_keyed,
 };
 use proxypool_core::cooldown::MAX_SESSION_FEEDBACK;
 use proxypool_core::{
     ActivityPool, Assignment, AssignmentState, ClientId, Conflict, CooldownPolicy, LockExt,
-    OwnedProxy, PoolError, PoolResult, ProxyId, SnapshotRef, UnixMillis, WorkerId, WorkerSession,
+    OwnedProxy, PoolError, PoolResult, ProxyId, SnapshotRef, TicketKey, UnixMillis, WorkerId,
+    WorkerSession,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -65,7 +70,14 @@ pub struct SnapshotPublisher {
     /// What the latest build for each worker's session read, so a waiting poll can skip
     /// rebuilding while nothing it read can have changed.
     memo: BuildMemo,
+    /// The store's ticket key and when it was read: read again by a build at most every
+    /// [`TICKET_KEY_REREAD_MS`], which also keeps it alive in the store.
+    ticket_key: Mutex<Option<(TicketKey, UnixMillis)>>,
 }
+
+/// How long a build reuses the ticket key it read: the key changes only with the store's
+/// incarnation (whose loss starts new sessions and new snapshots anyway).
+const TICKET_KEY_REREAD_MS: u64 = 60_000;
 
 /// The latest snapshot served to a worker's session, and when it was built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +105,7 @@ impl SnapshotPublisher {
             changes,
             built: Mutex::new(HashMap::new()),
             memo: BuildMemo::default(),
+            ticket_key: Mutex::new(None),
         }
     }
 
@@ -252,7 +265,9 @@ impl SnapshotPublisher {
             .collect();
         held.sort_by(|a, b| a.id.cmp(&b.id));
         let advisories = self.advisories(now, &proxies, &clients).await?;
-        let checksum = snapshot_checksum_of(&proxies, &held, &clients, &advisories);
+        let ticket_key = self.ticket_key(now).await?;
+        let checksum =
+            snapshot_checksum_keyed(&proxies, &held, &clients, &advisories, Some(&ticket_key));
         let remembered = |latest_version: u64| Remembered {
             session_id: session_id.to_owned(),
             version,
@@ -314,7 +329,21 @@ impl SnapshotPublisher {
             proxies,
             clients: clients.as_ref().clone(),
             held,
+            ticket_key: Some(ticket_key),
         }))
+    }
+
+    /// The store's ticket key, read at most every [`TICKET_KEY_REREAD_MS`].
+    async fn ticket_key(&self, now: UnixMillis) -> PoolResult<TicketKey> {
+        let cached = self.ticket_key.lock_or_recover().clone();
+        if let Some((key, read_at)) = cached
+            && now.saturating_sub(read_at) < TICKET_KEY_REREAD_MS
+        {
+            return Ok(key);
+        }
+        let key = self.pool.ticket_key(now).await?;
+        *self.ticket_key.lock_or_recover() = Some((key.clone(), now));
+        Ok(key)
     }
 
     /// The policy, the listed proxies' remembered cooldowns (by proxy id, then domain) and

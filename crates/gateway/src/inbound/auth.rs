@@ -143,6 +143,7 @@ pub(crate) mod tests {
                     proxies: Vec::new(),
                     clients,
                     held: Vec::new(),
+                    ticket_key: None,
                 },
                 Vec::new,
             )

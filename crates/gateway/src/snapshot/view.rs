@@ -11,7 +11,7 @@ use http::HeaderValue;
 use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
 use proxypool_core::{
     ClientId, CooldownPolicy, Credentials, Label, PortSet, ProjectId, Protocol, ProxyId,
-    SecretHash, SessionFeedback, SnapshotRef, UnixMillis, UpstreamId,
+    SecretHash, SessionFeedback, SnapshotRef, TicketKey, TicketSigner, UnixMillis, UpstreamId,
 };
 use proxypool_proto::TargetAddr;
 use std::collections::HashMap;
@@ -115,6 +115,9 @@ pub(crate) struct SnapshotView {
     pub cooldown_policy: CooldownPolicy,
     /// Client feedback on sticky sessions (`crate::routing::bans`).
     pub session_feedback: Vec<SessionFeedback>,
+    /// Signs the feedback ticket of each response that names a proxy, keyed once per view
+    /// (`proxypool_core::ticket`); none when the snapshot carries no key.
+    pub tickets: Option<TicketSigner>,
     pub(crate) all: Vec<u32>,
     pub(crate) by_id: HashMap<ProxyId, u32>,
     pub(crate) by_upstream: HashMap<UpstreamId, Vec<u32>>,
@@ -175,6 +178,7 @@ impl SnapshotView {
                 .policy
                 .unwrap_or_else(|| proxypool_config::CooldownsConfig::default().policy()),
             session_feedback: snapshot.advisories.session_feedback,
+            tickets: snapshot.ticket_key.as_ref().map(TicketKey::signer),
             leased_until: AtomicU64::new(0),
             proxies,
         };

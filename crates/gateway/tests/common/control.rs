@@ -11,9 +11,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use proxypool_core::control::{
     Advisories, ErrorBody, ErrorDetail, GatewayClient, HeldLease, RegisterSession, ReportAck,
-    SessionGrant, SnapshotAck, SnapshotProxy, WorkerSnapshot, snapshot_checksum_of,
+    SessionGrant, SnapshotAck, SnapshotProxy, WorkerSnapshot, snapshot_checksum_keyed,
 };
-use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, WorkerId, now_millis};
+use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, TicketKey, WorkerId, now_millis};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,6 +47,8 @@ pub struct ControlState {
     pub held: Vec<HeldLease>,
     /// Cooldowns, their policy and session feedback the snapshot carries.
     pub advisories: Advisories,
+    /// The feedback-ticket key the snapshot carries (none: the gateway issues no tickets).
+    pub ticket_key: Option<TicketKey>,
     /// The controller hangs, as a stopped process does: connections are accepted, nothing
     /// is ever answered, waiting long-polls included.
     pub frozen: bool,
@@ -239,11 +241,12 @@ impl TestController {
             reference: SnapshotRef {
                 version: state.version,
                 epoch: 1,
-                checksum: snapshot_checksum_of(
+                checksum: snapshot_checksum_keyed(
                     &state.proxies,
                     &state.held,
                     &state.clients,
                     &state.advisories,
+                    state.ticket_key.as_ref(),
                 ),
             },
             generated_at_ms: now_millis(),
@@ -251,6 +254,7 @@ impl TestController {
             proxies: state.proxies.clone(),
             clients: state.clients.clone(),
             held: state.held.clone(),
+            ticket_key: state.ticket_key.clone(),
         }
     }
 

@@ -10,8 +10,8 @@ use proxypool_core::cooldown::{
 };
 use proxypool_core::{
     ActivityPool, CooldownChange, CooldownReport, CooldownStore, Domain, DomainCooldown, DueQuery,
-    ExtractMode, ExtractRequest, PoolError, ProxyId, ProxyStatus, ReturnOutcome, SessionFeedback,
-    UnixMillis, Verdict,
+    ExtractMode, ExtractRequest, PoolError, ProxyId, ProxyStatus, Reporter, ReturnOutcome,
+    SessionFeedback, UnixMillis, Verdict,
 };
 use std::collections::BTreeSet;
 
@@ -484,12 +484,12 @@ pub async fn may_report_answers_unknown_and_foreign_proxies_alike<F: PoolFactory
     let spare = ids.iter().find(|id| **id != held).unwrap().clone();
     for (who, proxy, expected) in [
         // The holder of an extraction, and anyone on a proxy nobody extracted.
-        ("c1", &held, true),
-        ("c1", &spare, true),
-        ("c2", &spare, true),
+        ("c1", &held, Reporter::Holder),
+        ("c1", &spare, Reporter::Unheld),
+        ("c2", &spare, Reporter::Unheld),
         // Another client's extracted proxy and a proxy the pool does not hold: alike.
-        ("c2", &held, false),
-        ("c1", &candidate_id(99), false),
+        ("c2", &held, Reporter::No),
+        ("c1", &candidate_id(99), Reporter::No),
     ] {
         assert_eq!(
             pool.may_report(T0 + 20, &client(who), proxy).await,
@@ -500,7 +500,11 @@ pub async fn may_report_answers_unknown_and_foreign_proxies_alike<F: PoolFactory
     // A record past its hard expiry is not the pool's any more.
     assert_eq!(
         pool.may_report(T0 + TTL_MS, &client("c1"), &spare).await,
-        Ok(false)
+        Ok(Reporter::No)
+    );
+    assert_eq!(
+        pool.may_report(T0 + TTL_MS, &client("c1"), &held).await,
+        Ok(Reporter::No)
     );
 }
 

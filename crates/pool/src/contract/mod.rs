@@ -24,6 +24,7 @@ pub mod maintenance;
 pub mod ownership;
 pub mod runtime;
 mod suite;
+pub mod tickets;
 pub mod upsert;
 pub mod usage;
 pub mod versions;

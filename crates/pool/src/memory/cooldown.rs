@@ -4,7 +4,7 @@
 //! Cooldowns live next to their record and go with it (`State::remove_record`); a proxy's
 //! forgotten entries go when it is next written or when the sweep reaches it through the
 //! forget index. `may_report` answers for a proxy the pool does not hold as for one held
-//! by another client's extraction. `return_extracted` leaves the stored extraction response as it was, so a
+//! by another client's extraction (`No`). `return_extracted` leaves the stored extraction response as it was, so a
 //! replay of that extraction still answers what was handed out then: a replay is a copy
 //! of an old answer, not a new grant of the proxy.
 
@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use proxypool_core::cooldown::{MAX_SESSION_FEEDBACK, merge_cooldowns, validate_changes};
 use proxypool_core::{
     ClientId, CooldownChange, CooldownReport, CooldownStore, Domain, DomainCooldown, PoolError,
-    PoolResult, ProjectId, ProxyId, ProxyStatus, ReturnOutcome, SessionFeedback, UnixMillis,
+    PoolResult, ProjectId, ProxyId, ProxyStatus, Reporter, ReturnOutcome, SessionFeedback,
+    UnixMillis,
 };
 use std::collections::HashMap;
 
@@ -146,11 +147,14 @@ impl CooldownStore for MemoryPool {
         now: UnixMillis,
         client: &ClientId,
         proxy: &ProxyId,
-    ) -> PoolResult<bool> {
+    ) -> PoolResult<Reporter> {
         let state = self.lock()?;
-        Ok(state.live_record(proxy, now).is_some_and(|record| {
-            record.status != ProxyStatus::Extracted || state.extracted_by.get(proxy) == Some(client)
-        }))
+        Ok(match state.live_record(proxy, now) {
+            None => Reporter::No,
+            Some(record) if record.status != ProxyStatus::Extracted => Reporter::Unheld,
+            Some(_) if state.extracted_by.get(proxy) == Some(client) => Reporter::Holder,
+            Some(_) => Reporter::No,
+        })
     }
 
     async fn return_extracted(

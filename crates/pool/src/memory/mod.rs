@@ -16,6 +16,7 @@ mod listing;
 mod ownership;
 mod runtime;
 mod state;
+mod ticket;
 mod upsert;
 mod usage;
 mod usage_state;

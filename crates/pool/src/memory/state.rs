@@ -172,6 +172,8 @@ pub(crate) struct State {
     pub(crate) mark: Option<proxypool_core::StoreMark>,
     /// (withheld until, id) of every withheld record: what the sweep releases.
     pub(crate) withheld: ExpiryOrdered,
+    /// The key of the gateways' feedback tickets, made on first use.
+    pub(crate) ticket_key: Option<proxypool_core::TicketKey>,
 }
 
 impl State {

@@ -1,21 +1,24 @@
--- may_report.lua: whether a client may report on a proxy (MemoryPool:
+-- may_report.lua: who a client is to a proxy it reports on (MemoryPool:
 -- CooldownStore::may_report). Read only.
 --
--- ARGV[4] client, ARGV[5] proxy id. Yes when the record is live and not EXTRACTED by
--- another client (`extracted-by`); a proxy the pool does not hold answers as one held by
--- another client does.
--- Reply: {'ok', 1 | 0}.
+-- ARGV[4] client, ARGV[5] proxy id. 'holder' when the record is live, EXTRACTED and
+-- `extracted-by` this client; 'unheld' when it is live and not EXTRACTED; 'no' otherwise:
+-- a proxy the pool does not hold answers as one held by another client does.
+-- Reply: {'ok', 'holder' | 'unheld' | 'no'}.
 
 local function main()
   local client, id = ARGV[4], ARGV[5]
   local current = P.live_record(id)
   if not current then
-    return { 'ok', 0 }
+    return { 'ok', 'no' }
   end
-  if current[ST] == 'X' and redis.call('HGET', B .. 'extracted-by', id) ~= client then
-    return { 'ok', 0 }
+  if current[ST] ~= 'X' then
+    return { 'ok', 'unheld' }
   end
-  return { 'ok', 1 }
+  if redis.call('HGET', B .. 'extracted-by', id) == client then
+    return { 'ok', 'holder' }
+  end
+  return { 'ok', 'no' }
 end
 
 return P.run(main)

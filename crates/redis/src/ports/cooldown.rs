@@ -1,6 +1,6 @@
 //! CooldownStore: validation from core; the merge, the bound per proxy and the drop with
 //! the record in `cooldowns_apply.lua` (helpers in `lib/cooldowns.lua`); session feedback in
-//! `feedback_add.lua` / `feedback_list.lua`; `may_report.lua` says whether a client may report a proxy; `return_extracted.lua`
+//! `feedback_add.lua` / `feedback_list.lua`; `may_report.lua` says who a client is to a proxy it reports; `return_extracted.lua`
 //! gives a proxy back.
 
 use crate::codec::cooldown;
@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use proxypool_core::cooldown::{MAX_COOLDOWNS_PER_PROXY, MAX_SESSION_FEEDBACK, validate_changes};
 use proxypool_core::{
     ClientId, CooldownChange, CooldownReport, CooldownStore, DomainCooldown, PoolError, PoolResult,
-    ProxyId, ReturnOutcome, SessionFeedback, UnixMillis,
+    ProxyId, Reporter, ReturnOutcome, SessionFeedback, UnixMillis,
 };
 
 #[async_trait]
@@ -97,12 +97,17 @@ impl CooldownStore for RedisPool {
         now: UnixMillis,
         client: &ClientId,
         proxy: &ProxyId,
-    ) -> PoolResult<bool> {
+    ) -> PoolResult<Reporter> {
         let args = vec![client.to_string(), proxy.to_string()];
         let reply = self
             .call(&self.scripts.may_report, now, Side::Read, args)
             .await?;
-        Ok(reply.number(0)? == 1)
+        match reply.text(0)?.as_str() {
+            "holder" => Ok(Reporter::Holder),
+            "unheld" => Ok(Reporter::Unheld),
+            "no" => Ok(Reporter::No),
+            other => Err(PoolError::corrupt(format!("may_report answered {other:?}"))),
+        }
     }
 
     async fn return_extracted(

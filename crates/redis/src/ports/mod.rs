@@ -12,5 +12,6 @@ mod listing;
 mod maintenance;
 mod ownership;
 mod runtime;
+mod ticket;
 mod upsert;
 mod usage;

@@ -94,6 +94,13 @@ pub(super) async fn connect(
         );
     }
     // Inside the tunnel the gateway sees no status: the client reports bans by this id.
-    name_the_proxy(response.headers_mut(), proxy, routed.attempts);
+    name_the_proxy(
+        response.headers_mut(),
+        view,
+        proxy,
+        &auth.client.id,
+        shared.clock.now(),
+        routed.attempts,
+    );
     Ok(response)
 }

@@ -102,18 +102,19 @@ pub(crate) async fn forward(
             avoid: &avoid,
         };
         let meter = upload_meter.clone();
-        let sent =
-            match send_once(shared, view, auth, &target, target_of_route, request, meter).await {
-                Ok(sent) => sent,
-                Err(refusal) => match previous {
-                    Some(previous) => {
-                        let proxy = &view.proxies[previous.index as usize];
-                        exchange.routed(&proxy.upstream, &proxy.id, attempts);
-                        return Ok(previous.into_response(shared, proxy, attempts, permit));
-                    }
-                    None => return Err(refusal),
-                },
-            };
+        let sent = match send_once(shared, view, auth, &target, target_of_route, request, meter)
+            .await
+        {
+            Ok(sent) => sent,
+            Err(refusal) => match previous {
+                Some(previous) => {
+                    let proxy = &view.proxies[previous.index as usize];
+                    exchange.routed(&proxy.upstream, &proxy.id, attempts);
+                    return Ok(previous.into_response(shared, view, auth, proxy, attempts, permit));
+                }
+                None => return Err(refusal),
+            },
+        };
         attempts += sent.attempts;
         let proxy = &view.proxies[sent.index as usize];
         let status = sent.response.status().as_u16();
@@ -145,7 +146,7 @@ pub(crate) async fn forward(
             continue;
         }
         exchange.routed(&proxy.upstream, &proxy.id, attempts);
-        return Ok(sent.into_response(shared, proxy, attempts, permit));
+        return Ok(sent.into_response(shared, view, auth, proxy, attempts, permit));
     }
 }
 
@@ -204,6 +205,8 @@ impl Sent {
     fn into_response(
         self,
         shared: &GatewayContext,
+        view: &SnapshotView,
+        auth: &Authenticated,
         proxy: &ViewProxy,
         attempts: u32,
         permit: ConnectionPermit,
@@ -217,7 +220,14 @@ impl Sent {
                 HeaderValue::from_static(value),
             );
         }
-        route::name_the_proxy(&mut parts.headers, proxy, attempts);
+        route::name_the_proxy(
+            &mut parts.headers,
+            view,
+            proxy,
+            &auth.client.id,
+            shared.clock.now(),
+            attempts,
+        );
         let (key, sender, lease) = self.release;
         let release = Release {
             key,
