@@ -81,6 +81,9 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
                 .max(proxypool_core::MIN_HEADER_BYTES),
         )
         .max_header_size(limits.max_header_bytes)
+        // The client's header names go on as it spelled them (sites fingerprint case),
+        // and the upstream's come back the same way (`outbound::forward`).
+        .preserve_header_case(true)
         .keep_alive(true);
     let connection = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);

@@ -157,6 +157,8 @@ struct Replay {
     uri: Uri,
     version: http::Version,
     headers: HeaderMap,
+    /// Carries how the client spelled each header name, so a retry spells them alike.
+    extensions: http::Extensions,
 }
 
 impl Replay {
@@ -171,6 +173,7 @@ impl Replay {
             uri: request.uri().clone(),
             version: request.version(),
             headers: request.headers().clone(),
+            extensions: request.extensions().clone(),
         })
     }
 
@@ -180,6 +183,7 @@ impl Replay {
         *request.uri_mut() = self.uri.clone();
         *request.version_mut() = self.version;
         *request.headers_mut() = self.headers.clone();
+        *request.extensions_mut() = self.extensions.clone();
         request
     }
 }
@@ -425,6 +429,7 @@ async fn open(
         Protocol::Socks5 => dial::tunnel(proxy, target, timeouts).await?,
     };
     let (sender, connection) = client_http1::Builder::new()
+        .preserve_header_case(true)
         .handshake::<_, CountingBody>(TokioIo::new(stream))
         .await
         .map_err(|_| DialFailure::proxy("proxy_io_error"))?;
@@ -475,7 +480,9 @@ fn prepare<B>(proxy: &ViewProxy, request: &mut Request<B>, target: &TargetAddr) 
 }
 
 /// Removes hop-by-hop headers (RFC 9110 §7.6.1), including those named in `Connection`,
-/// and the client's proxy credentials.
+/// and the client's proxy credentials, keeping the order of the rest: a removal from a
+/// `HeaderMap` moves its last entry into the gap, so the map is rebuilt instead whenever
+/// something goes (nearly always: `Proxy-Authorization`).
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
@@ -484,22 +491,35 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
         .collect();
-    for name in named {
-        headers.remove(name);
+    let hop_by_hop = |name: &HeaderName| {
+        matches!(
+            name.as_str(),
+            "connection"
+                | "proxy-authorization"
+                | "proxy-authenticate"
+                | "te"
+                | "trailer"
+                | "transfer-encoding"
+                | "upgrade"
+                | "keep-alive"
+                | "proxy-connection"
+        ) || named.contains(name)
+    };
+    if !headers.keys().any(hop_by_hop) {
+        return;
     }
-    for name in [
-        header::CONNECTION,
-        header::PROXY_AUTHORIZATION,
-        header::PROXY_AUTHENTICATE,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-    ] {
-        headers.remove(name);
+    let all = std::mem::take(headers);
+    headers.reserve(all.keys_len());
+    let mut current: Option<HeaderName> = None;
+    for (name, value) in all {
+        // A name comes once, before the first of its values; `None` is one more of them.
+        if let Some(name) = name {
+            current = Some(name);
+        }
+        if let Some(name) = current.as_ref().filter(|name| !hop_by_hop(name)) {
+            headers.append(name.clone(), value);
+        }
     }
-    headers.remove("keep-alive");
-    headers.remove("proxy-connection");
 }
 
 /// Removes every `X-Proxypool-*` header an upstream or origin sent: only the gateway
@@ -549,5 +569,36 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         assert_eq!(headers.len(), 1);
         assert!(headers.contains_key("x-keep"));
+    }
+
+    #[test]
+    fn stripping_keeps_the_order_and_the_repeats_of_the_rest() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("host", "example.com"),
+            ("proxy-authorization", "Basic x"),
+            ("x-first", "1"),
+            ("accept", "*/*"),
+            ("x-first", "2"),
+            ("proxy-connection", "keep-alive"),
+            ("x-last", "3"),
+        ] {
+            headers.append(name, HeaderValue::from_static(value));
+        }
+        strip_hop_by_hop(&mut headers);
+        let seen: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("host", "example.com"),
+                ("x-first", "1"),
+                ("x-first", "2"),
+                ("accept", "*/*"),
+                ("x-last", "3"),
+            ]
+        );
     }
 }
