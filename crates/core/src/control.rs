@@ -180,6 +180,25 @@ pub struct WorkerSnapshot {
     /// per response that names a proxy. None: the gateway issues no tickets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ticket_key: Option<TicketKey>,
+    /// How to reach the `https` proxies of each upstream that says more than the
+    /// default (the public roots, the proxy's host as the server name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_tls: Vec<UpstreamTls>,
+}
+
+/// How a gateway (and the checker) reach an upstream's `https` proxies: TLS to the proxy
+/// itself, verified against this CA bundle under this server name, before a byte of the
+/// proxy protocol (so the proxy's credentials never cross the network in clear).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTls {
+    pub upstream: UpstreamId,
+    /// The CA certificates (PEM) the proxies must chain to; `None` = the public roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_pem: Option<String>,
+    /// The name their certificates must carry; `None` = each proxy's own host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
 }
 
 /// What a snapshot carries besides routing state: the remembered cooldowns of its proxies
@@ -282,6 +301,19 @@ pub fn snapshot_checksum_keyed(
     advisories: &Advisories,
     ticket_key: Option<&TicketKey>,
 ) -> String {
+    snapshot_checksum_full(proxies, held, clients, advisories, ticket_key, &[])
+}
+
+/// [`snapshot_checksum_keyed`] with the upstreams' TLS settings, which count only when
+/// some upstream has any.
+pub fn snapshot_checksum_full(
+    proxies: &[SnapshotProxy],
+    held: &[HeldLease],
+    clients: &[GatewayClient],
+    advisories: &Advisories,
+    ticket_key: Option<&TicketKey>,
+    upstream_tls: &[UpstreamTls],
+) -> String {
     let mut body = serde_json::json!({ "proxies": proxies, "clients": clients });
     if !held.is_empty() {
         body["held"] = serde_json::json!(held);
@@ -291,6 +323,9 @@ pub fn snapshot_checksum_keyed(
     }
     if let Some(key) = ticket_key {
         body["ticket_key_id"] = serde_json::json!(key.id());
+    }
+    if !upstream_tls.is_empty() {
+        body["upstream_tls"] = serde_json::json!(upstream_tls);
     }
     crate::ids::digest_hex(&[body.to_string().as_bytes()], 16)
 }

@@ -64,7 +64,7 @@ pub(crate) fn respond(status: StatusCode, body: impl Into<Bytes>) -> Response<Bo
 /// which is how a dead upstream proxy drops connections without speaking HTTP.
 pub(crate) async fn serve<H, F, A>(
     listener: TcpListener,
-    mut signal: ShutdownSignal,
+    signal: ShutdownSignal,
     on_accept: A,
     handler: H,
 ) where
@@ -72,51 +72,65 @@ pub(crate) async fn serve<H, F, A>(
     H: Fn(Request<Incoming>, std::net::SocketAddr) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    while let Some((stream, peer)) = accept_next(&listener, &mut signal).await {
-        let Some(stream) = on_accept(stream) else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let handler = handler.clone();
-        spawn_until(&signal, async move {
-            let service = service_fn(move |req| {
-                let response = handler(req, peer);
-                async move { Ok::<_, Infallible>(response.await) }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
-                .await;
-        });
-    }
+    serve_connections(listener, signal, None, on_accept, handler).await;
 }
 
-/// As [`serve`], over TLS with `config` (no upgrades: the list endpoint has none). A
-/// failed handshake closes that connection only.
+/// As [`serve`], over TLS with `config`. A failed handshake closes that connection only.
 pub(crate) async fn serve_tls<H, F>(
     listener: TcpListener,
-    mut signal: ShutdownSignal,
+    signal: ShutdownSignal,
     config: std::sync::Arc<rustls::ServerConfig>,
     handler: H,
 ) where
     H: Fn(Request<Incoming>, std::net::SocketAddr) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    serve_connections(listener, signal, Some(config), Some, handler).await;
+}
+
+/// [`serve`], each connection first through TLS when `tls` is set (an HTTPS proxy, an
+/// https list endpoint).
+pub(crate) async fn serve_connections<H, F, A>(
+    listener: TcpListener,
+    mut signal: ShutdownSignal,
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    on_accept: A,
+    handler: H,
+) where
+    A: Fn(TcpStream) -> Option<TcpStream> + Send + 'static,
+    H: Fn(Request<Incoming>, std::net::SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     while let Some((stream, peer)) = accept_next(&listener, &mut signal).await {
+        let Some(stream) = on_accept(stream) else {
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let (handler, acceptor) = (handler.clone(), acceptor.clone());
         spawn_until(&signal, async move {
-            let Ok(stream) = acceptor.accept(stream).await else {
-                return;
-            };
             let service = service_fn(move |req| {
                 let response = handler(req, peer);
                 async move { Ok::<_, Infallible>(response.await) }
             });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let builder = http1::Builder::new();
+            let _ = match acceptor {
+                None => {
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .with_upgrades()
+                        .await
+                }
+                Some(acceptor) => {
+                    let Ok(stream) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .with_upgrades()
+                        .await
+                }
+            };
         });
     }
 }

@@ -4,7 +4,8 @@
 use super::conn::Conn;
 use super::error::TlsError;
 use super::load::{load_certs, load_key, load_roots, provider};
-use rustls::pki_types::ServerName;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use std::io;
 use std::path::PathBuf;
@@ -45,34 +46,72 @@ impl ClientTls {
     pub fn load(files: &ClientTlsFiles) -> Result<Self, TlsError> {
         let roots = match &files.ca {
             Some(ca) => load_roots(ca)?,
-            None => RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            },
+            None => public_roots(),
         };
-        let builder = ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError::Config(e.to_string()))?
-            .with_root_certificates(roots);
-        let mut config = match (&files.cert, &files.key) {
-            (Some(cert), Some(key)) => builder
-                .with_client_auth_cert(load_certs(cert)?, load_key(key)?)
-                .map_err(|e| TlsError::Pem {
-                    path: key.clone(),
-                    what: format!("does not go with {}: {e}", cert.display()),
-                })?,
-            (None, None) => builder.with_no_client_auth(),
+        let identity = match (&files.cert, &files.key) {
+            (Some(cert), Some(key)) => Some((load_certs(cert)?, load_key(key)?, key)),
+            (None, None) => None,
             _ => {
                 return Err(TlsError::Config(
                     "a client certificate needs both cert and key".into(),
                 ));
             }
         };
+        let builder = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Config(e.to_string()))?
+            .with_root_certificates(roots);
+        let config = match identity {
+            Some((certs, key, key_path)) => {
+                builder
+                    .with_client_auth_cert(certs, key)
+                    .map_err(|e| TlsError::Pem {
+                        path: key_path.clone(),
+                        what: format!("does not go with the certificate: {e}"),
+                    })?
+            }
+            None => builder.with_no_client_auth(),
+        };
+        Ok(Self::of(config))
+    }
+
+    /// Trusts the CA certificates of a PEM text (a bundle shipped rather than read from a
+    /// file), or the public roots for `None`; no client certificate.
+    pub fn from_ca_pem(pem: Option<&str>) -> Result<Self, TlsError> {
+        let roots = match pem {
+            None => public_roots(),
+            Some(pem) => {
+                let mut roots = RootCertStore::empty();
+                for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                    let cert =
+                        cert.map_err(|e| TlsError::Config(format!("not a PEM CA bundle: {e}")))?;
+                    roots.add(cert).map_err(|e| {
+                        TlsError::Config(format!("not a usable CA certificate: {e}"))
+                    })?;
+                }
+                if roots.is_empty() {
+                    return Err(TlsError::Config(
+                        "the CA bundle holds no certificate".into(),
+                    ));
+                }
+                roots
+            }
+        };
+        let config = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Config(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Self::of(config))
+    }
+
+    fn of(mut config: ClientConfig) -> Self {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let config = Arc::new(config);
-        Ok(ClientTls {
+        ClientTls {
             connector: tokio_rustls::TlsConnector::from(Arc::clone(&config)),
             config,
-        })
+        }
     }
 
     /// The rustls configuration (for clients that dial themselves).
@@ -88,5 +127,12 @@ impl ClientTls {
             .to_owned();
         let tls = self.connector.connect(name, tcp).await?;
         Ok(Conn::Client(Box::new(tls)))
+    }
+}
+
+/// The public roots (webpki's bundle).
+fn public_roots() -> RootCertStore {
+    RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     }
 }

@@ -144,6 +144,7 @@ pub(crate) mod tests {
                     clients,
                     held: Vec::new(),
                     ticket_key: None,
+                    upstream_tls: Vec::new(),
                 },
                 Vec::new,
             )

@@ -20,6 +20,7 @@ use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use crate::state::Shared;
 use crate::usage::UsageCell;
+use proxypool_edge::Conn;
 use proxypool_proto::socks5::{self, Reply};
 use proxypool_proto::{ProtoError, TargetAddr, with_timeout};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -184,7 +185,7 @@ async fn route(
     exchange: &mut Exchange,
 ) -> Result<
     (
-        TcpStream,
+        Conn,
         crate::proxies::capacity::Lease,
         ConnectionPermit,
         Arc<UsageCell>,

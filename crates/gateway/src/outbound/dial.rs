@@ -1,6 +1,6 @@
 //! Dialing through an upstream proxy: TCP connect to the proxy, then its handshake
 //! (HTTP `CONNECT` with Basic credentials, or SOCKS5 with username/password), each under
-//! its own timeout. Failures are classified ([`crate::failure`]) so the caller
+//! its own timeout; to an `https` proxy, TLS comes between the two. Failures are classified ([`crate::failure`]) so the caller
 //! knows whether to blame the proxy (count it, retry elsewhere) or the target (no retry:
 //! every proxy would fail alike, and the proxy is not counted).
 
@@ -11,6 +11,7 @@ use crate::outbound::peeked_head::PeekedHead;
 use crate::routing::dialer::{DialFailure, Dialer};
 use crate::snapshot::ViewProxy;
 use proxypool_core::Protocol;
+use proxypool_edge::Conn;
 use proxypool_proto::{TargetAddr, http_connect, socks5, with_timeout};
 use std::io;
 use std::time::Duration;
@@ -33,11 +34,31 @@ impl DialTimeouts {
     }
 }
 
-/// TCP to the proxy itself.
+/// The link to the proxy itself: TCP, then for an `https` proxy TLS, verified against its
+/// upstream's CA bundle under the expected name, before a byte of the proxy protocol.
 pub(crate) async fn connect_proxy(
     proxy: &ViewProxy,
-    timeout: Duration,
-) -> Result<TcpStream, DialFailure> {
+    timeouts: DialTimeouts,
+) -> Result<Conn, DialFailure> {
+    let tcp = connect_tcp(proxy, timeouts.connect).await?;
+    let Some(tls) = &proxy.tls else {
+        return Ok(Conn::Plain(tcp));
+    };
+    let handshake = tls.client.handshake(&tls.server_name, tcp);
+    match tokio::time::timeout(timeouts.handshake, handshake).await {
+        Err(_) => Err(DialFailure::proxy("proxy_tls_timeout")),
+        Ok(Err(error)) => {
+            // Most often the upstream's CA bundle or server name is wrong: the operator's
+            // to fix, so say what TLS said.
+            tracing::warn!(proxy = %proxy.id, upstream = %proxy.upstream, %error, "TLS with the proxy failed");
+            Err(DialFailure::proxy("proxy_tls_error"))
+        }
+        Ok(Ok(conn)) => Ok(conn),
+    }
+}
+
+/// TCP to the proxy's address.
+async fn connect_tcp(proxy: &ViewProxy, timeout: Duration) -> Result<TcpStream, DialFailure> {
     let connecting = match &proxy.address {
         TargetAddr::Ip(addr) => tokio::time::timeout(timeout, TcpStream::connect(*addr)).await,
         TargetAddr::Domain(host, port) => {
@@ -63,19 +84,23 @@ pub(crate) async fn tunnel(
     proxy: &ViewProxy,
     target: &TargetAddr,
     timeouts: DialTimeouts,
-) -> Result<TcpStream, DialFailure> {
-    let mut stream = connect_proxy(proxy, timeouts.connect).await?;
+) -> Result<Conn, DialFailure> {
+    let mut stream = connect_proxy(proxy, timeouts).await?;
     let mut answered = false;
     let handshake = async {
-        match proxy.protocol {
-            Protocol::Http | Protocol::Https => {
-                let mut stream = PeekedHead::new(&mut stream);
-                http_connect::connect(&mut stream, &target.to_string(), proxy.auth()).await
+        match (proxy.protocol, &mut stream) {
+            (Protocol::Http | Protocol::Https, Conn::Plain(tcp)) => {
+                let mut tcp = PeekedHead::new(tcp);
+                http_connect::connect(&mut tcp, &target.to_string(), proxy.auth()).await
+            }
+            // Over TLS the reader's small steps come from rustls's buffer, not the socket.
+            (Protocol::Http | Protocol::Https, tls) => {
+                http_connect::connect(tls, &target.to_string(), proxy.auth()).await
             }
             // A SOCKS5 proxy that answered the greeting and then goes quiet is connecting
             // to the target: whether it answered at all decides whom a timeout blames.
-            Protocol::Socks5 => {
-                let mut stream = Heard::new(&mut stream, &mut answered);
+            (Protocol::Socks5, stream) => {
+                let mut stream = Heard::new(stream, &mut answered);
                 socks5::connect(&mut stream, target, proxy.auth())
                     .await
                     .map(|_bound| ())
@@ -97,12 +122,12 @@ pub(crate) struct TunnelDialer {
 }
 
 impl Dialer for TunnelDialer {
-    type Output = TcpStream;
+    type Output = Conn;
 
     fn dial<'a>(
         &'a self,
         proxy: &'a ViewProxy,
-    ) -> impl Future<Output = Result<TcpStream, DialFailure>> + Send + 'a {
+    ) -> impl Future<Output = Result<Conn, DialFailure>> + Send + 'a {
         tunnel(proxy, &self.target, self.timeouts)
     }
 }

@@ -5,10 +5,11 @@
 
 use crate::access::Exchange;
 use crate::context::{GatewayContext, Phase};
-use crate::outbound::tunnel;
+use crate::outbound::{stream_tunnel, tunnel};
 use crate::proxies::capacity::Lease;
 use crate::proxies::cutoff::CutReason;
 use crate::usage::UsageCell;
+use proxypool_edge::Conn;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -37,7 +38,7 @@ pub(crate) async fn run_tunnel(
     shared: &GatewayContext,
     account: TunnelAccount<'_>,
     client: TcpStream,
-    mut upstream: TcpStream,
+    mut upstream: Conn,
     early: &[u8],
 ) {
     let TunnelAccount {
@@ -62,7 +63,11 @@ pub(crate) async fn run_tunnel(
             reason = cut.closed() => Ended::Cut(reason),
         }
     };
-    let (relayed, ended) = tunnel::relay(client, upstream, shared.tunnel_idle(), ended).await;
+    let idle = shared.tunnel_idle();
+    let (relayed, ended) = match upstream {
+        Conn::Plain(upstream) => tunnel::relay(client, upstream, idle, ended).await,
+        tls => stream_tunnel::relay(client, tls, idle, ended).await,
+    };
     match ended {
         Some(Ended::ClientRemoved) => {
             tracing::info!(

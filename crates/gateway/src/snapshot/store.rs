@@ -15,7 +15,7 @@ use crate::policy::limits::{ClientCounters, ClientLimiter, LimiterClock};
 use crate::proxies::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
 use crate::refusal::Refusal;
 use arc_swap::ArcSwapOption;
-use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_keyed};
+use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_full};
 use proxypool_core::{
     CooldownChange, DomainCooldown, LockExt, ProxyId, SharedClock, SnapshotRef, UnixMillis,
     WorkerId,
@@ -141,12 +141,13 @@ impl SnapshotStore {
         if snapshot.worker != self.worker {
             return Err(ApplyError::WrongWorker(snapshot.worker));
         }
-        if snapshot_checksum_keyed(
+        if snapshot_checksum_full(
             &snapshot.proxies,
             &snapshot.held,
             &snapshot.clients,
             &snapshot.advisories,
             snapshot.ticket_key.as_ref(),
+            &snapshot.upstream_tls,
         ) != snapshot.reference.checksum
         {
             return Err(ApplyError::Checksum);

@@ -7,6 +7,7 @@
 use crate::policy::cidr::Cidr;
 use crate::policy::limits::{ClientLimiter, ClientPolicy};
 use crate::proxies::capacity::ProxySlot;
+use crate::snapshot::proxy_tls::{ProxyTls, UpstreamTrust};
 use http::HeaderValue;
 use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
 use proxypool_core::{
@@ -37,6 +38,8 @@ pub(crate) struct ViewProxy {
     pub max_sessions: u32,
     pub usable_until_ms: UnixMillis,
     pub lease_until_ms: UnixMillis,
+    /// `https` proxies only: the TLS spoken to the proxy before its protocol.
+    pub tls: Option<ProxyTls>,
     pub slot: Arc<ProxySlot>,
 }
 
@@ -153,8 +156,9 @@ impl SnapshotView {
     pub(crate) fn build(snapshot: WorkerSnapshot, parts: ViewParts) -> (Self, Skipped) {
         let mut skipped = Skipped::default();
         let mut proxies = Vec::with_capacity(snapshot.proxies.len());
+        let trust = UpstreamTrust::of(&snapshot.upstream_tls);
         for (proxy, slot) in snapshot.proxies.into_iter().zip(parts.slots) {
-            match view_proxy(proxy, slot) {
+            match view_proxy(proxy, slot, &trust) {
                 Ok(proxy) => proxies.push(proxy),
                 Err((id, why)) => skipped.proxies.push((id, why)),
             }
@@ -249,9 +253,21 @@ fn push<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Vec<u32>>, key: K, index: 
     map.entry(key).or_default().push(index);
 }
 
-fn view_proxy(proxy: SnapshotProxy, slot: Arc<ProxySlot>) -> Result<ViewProxy, (ProxyId, String)> {
+fn view_proxy(
+    proxy: SnapshotProxy,
+    slot: Arc<ProxySlot>,
+    trust: &UpstreamTrust,
+) -> Result<ViewProxy, (ProxyId, String)> {
     let address = TargetAddr::domain(proxy.host.clone(), proxy.port)
         .map_err(|error| (proxy.id.clone(), error.to_string()))?;
+    let tls = match proxy.protocol {
+        Protocol::Https => Some(
+            trust
+                .for_proxy(&proxy.upstream, &proxy.host)
+                .map_err(|why| (proxy.id.clone(), why))?,
+        ),
+        Protocol::Http | Protocol::Socks5 => None,
+    };
     let basic_header = match &proxy.credentials {
         Some(credentials) => {
             let value = proxypool_proto::http_connect::basic_auth_value(
@@ -282,6 +298,7 @@ fn view_proxy(proxy: SnapshotProxy, slot: Arc<ProxySlot>) -> Result<ViewProxy, (
         max_sessions: proxy.max_sessions,
         usable_until_ms: proxy.usable_until_ms,
         lease_until_ms: proxy.lease_until_ms,
+        tls,
         slot,
     })
 }

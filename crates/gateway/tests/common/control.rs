@@ -11,7 +11,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use proxypool_core::control::{
     Advisories, ErrorBody, ErrorDetail, GatewayClient, HeldLease, RegisterSession, ReportAck,
-    SessionGrant, SnapshotAck, SnapshotProxy, WorkerSnapshot, snapshot_checksum_keyed,
+    SessionGrant, SnapshotAck, SnapshotProxy, UpstreamTls, WorkerSnapshot, snapshot_checksum_full,
 };
 use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, TicketKey, WorkerId, now_millis};
 use std::net::SocketAddr;
@@ -49,6 +49,8 @@ pub struct ControlState {
     pub advisories: Advisories,
     /// The feedback-ticket key the snapshot carries (none: the gateway issues no tickets).
     pub ticket_key: Option<TicketKey>,
+    /// How the snapshot says to reach `https` proxies.
+    pub upstream_tls: Vec<UpstreamTls>,
     /// The controller hangs, as a stopped process does: connections are accepted, nothing
     /// is ever answered, waiting long-polls included.
     pub frozen: bool,
@@ -241,12 +243,13 @@ impl TestController {
             reference: SnapshotRef {
                 version: state.version,
                 epoch: 1,
-                checksum: snapshot_checksum_keyed(
+                checksum: snapshot_checksum_full(
                     &state.proxies,
                     &state.held,
                     &state.clients,
                     &state.advisories,
                     state.ticket_key.as_ref(),
+                    &state.upstream_tls,
                 ),
             },
             generated_at_ms: now_millis(),
@@ -255,6 +258,7 @@ impl TestController {
             clients: state.clients.clone(),
             held: state.held.clone(),
             ticket_key: state.ticket_key.clone(),
+            upstream_tls: state.upstream_tls.clone(),
         }
     }
 

@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use super::shared::{Shared, admit, relay};
 use super::stats::Counters;
 use crate::exit::connect_from;
-use crate::http::{Body, respond, serve as serve_http};
+use crate::http::{Body, respond, serve_connections};
 use crate::shutdown::{ShutdownSignal, spawn_until};
 
 /// Headers that describe one hop and must not be forwarded (RFC 9110 §7.6.1, plus the
@@ -32,12 +32,19 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-pub(super) async fn serve(listener: TcpListener, signal: ShutdownSignal, shared: Arc<Shared>) {
+/// Serves the HTTP kind; with `tls`, an HTTPS proxy (TLS to the proxy, then the same).
+pub(super) async fn serve(
+    listener: TcpListener,
+    signal: ShutdownSignal,
+    shared: Arc<Shared>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
     let accept_shared = Arc::clone(&shared);
     let tasks = signal.clone();
-    serve_http(
+    serve_connections(
         listener,
         signal,
+        tls,
         move |stream| admit(&accept_shared, stream),
         move |req, _peer: SocketAddr| handle(Arc::clone(&shared), tasks.clone(), req),
     )

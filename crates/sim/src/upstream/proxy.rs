@@ -39,6 +39,8 @@ pub struct UpstreamProxyConfig {
     pub region: Option<String>,
     /// Label only: what the vendor lists as carrier.
     pub carrier: Option<String>,
+    /// `Http` only: speak TLS first with this configuration (an HTTPS proxy).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for UpstreamProxyConfig {
@@ -54,6 +56,7 @@ impl Default for UpstreamProxyConfig {
             dead: false,
             region: None,
             carrier: None,
+            tls: None,
         }
     }
 }
@@ -74,6 +77,7 @@ impl UpstreamProxy {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             kind: config.kind,
+            tls: config.tls.is_some(),
             exit_ip: config.exit_ip,
             credentials: config.credentials,
             region: config.region,
@@ -87,7 +91,10 @@ impl UpstreamProxy {
         let signal = shutdown.signal();
         let serving = Arc::clone(&shared);
         match config.kind {
-            ProxyKind::Http => spawn_until(&signal, http::serve(listener, signal.clone(), serving)),
+            ProxyKind::Http => spawn_until(
+                &signal,
+                http::serve(listener, signal.clone(), serving, config.tls.clone()),
+            ),
             ProxyKind::Socks5 => {
                 spawn_until(&signal, socks::serve(listener, signal.clone(), serving))
             }
@@ -133,9 +140,10 @@ impl UpstreamProxy {
     }
 
     /// A proxy URL for curl's `-x` / `--proxy`, credentials included:
-    /// `http://user:pass@127.0.0.1:port` or `socks5h://...`.
+    /// `http://user:pass@127.0.0.1:port`, `https://...` or `socks5h://...`.
     pub fn url(&self) -> String {
         let scheme = match self.shared.kind {
+            ProxyKind::Http if self.shared.tls => "https",
             ProxyKind::Http => "http",
             ProxyKind::Socks5 => "socks5h",
         };

@@ -16,6 +16,8 @@ use crate::faults::FaultDice;
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) kind: ProxyKind,
+    /// Speaks TLS first (an HTTPS proxy).
+    pub(super) tls: bool,
     pub(super) exit_ip: Ipv4Addr,
     pub(super) credentials: Option<(String, String)>,
     pub(super) region: Option<String>,

@@ -142,6 +142,7 @@ impl Fleet {
             dead: false,
             region: pick(&c.regions),
             carrier: pick(&c.carriers),
+            tls: None,
         }
     }
 

@@ -425,7 +425,7 @@ async fn open(
     clock: &dyn Clock,
 ) -> Result<SendRequest<CountingBody>, DialFailure> {
     let stream = match proxy.protocol {
-        Protocol::Http | Protocol::Https => dial::connect_proxy(proxy, timeouts.connect).await?,
+        Protocol::Http | Protocol::Https => dial::connect_proxy(proxy, timeouts).await?,
         Protocol::Socks5 => dial::tunnel(proxy, target, timeouts).await?,
     };
     let (sender, connection) = client_http1::Builder::new()
