@@ -3,9 +3,12 @@ and, when a site answers with a ban status, reports the proxy that carried the a
 `POST /v1/feedback` and retries the request, which the gateway then routes through
 another proxy.
 
-The gateway already retries a banned bodyless GET once by itself; what reaches this
-middleware are bans inside HTTPS tunnels (the gateway cannot see their status), on
-requests with a body (never sent twice by the gateway), and bans its retry met too.
+On plain HTTP the gateway already sends a banned bodyless GET again, once, through another
+proxy; what reaches this middleware there are bans on requests with a body (the gateway
+never sends those twice) and bans the gateway's retry met too. On https:// pages Scrapy
+keeps the gateway's CONNECT answer, which carries the proxy id and the ticket, to itself:
+a ban there is retried (the gateway rotates) but cannot be reported by proxy, and is
+counted in the stat `proxypool/unattributed_bans`.
 
 Enable it in your project's settings:
 
@@ -19,7 +22,8 @@ Enable it in your project's settings:
     PROXYPOOL_BAN_RETRIES = 5                 # optional: retries after bans, per request
 
 Its priority must stay below 750, so Scrapy's HttpProxyMiddleware turns the credentials
-in `meta["proxy"]` into the `Proxy-Authorization` header.
+in `meta["proxy"]` into the `Proxy-Authorization` header. It needs the asyncio reactor,
+Scrapy's default: a report waits in a thread through asyncio.
 """
 
 import asyncio
@@ -43,8 +47,7 @@ class ProxypoolMiddleware:
         self.token = settings.get("PROXYPOOL_TOKEN")
         if not all((self.gateway, self.username, self.password, self.api, self.token)):
             raise NotConfigured("PROXYPOOL_GATEWAY, _USERNAME, _PASSWORD, _API and _TOKEN are required")
-        self.ban_statuses = set(settings.getlist("PROXYPOOL_BAN_STATUSES", [403, 429]))
-        self.ban_statuses = {int(status) for status in self.ban_statuses}
+        self.ban_statuses = {int(s) for s in settings.getlist("PROXYPOOL_BAN_STATUSES", [403, 429])}
         self.ban_retries = settings.getint("PROXYPOOL_BAN_RETRIES", 5)
 
     @classmethod
@@ -62,24 +65,11 @@ class ProxypoolMiddleware:
         if response.status not in self.ban_statuses:
             return response
         proxy_id = response.headers.get("X-Proxypool-Proxy")
-        ticket = response.headers.get("X-Proxypool-Ticket")
         if proxy_id is None:
-            # Not the gateway's answer (a request that named another proxy): nothing to report.
-            return response
-        proxy_id = proxy_id.decode()
-        report = {
-            "proxy_id": proxy_id,
-            "ticket": ticket.decode() if ticket else None,
-            "domain": urlparse(request.url).hostname,
-            "verdict": "banned",
-        }
-        # The report is a blocking call in a thread, so the crawl goes on meanwhile.
-        status, answer = await asyncio.to_thread(self.send_feedback, report)
-        self.crawler.stats.inc_value(f"proxypool/feedback/{status}")
-        reported = {"proxy": proxy_id, "status": response.status, "feedback": status,
-                    "outcome": answer.get("outcome") or answer.get("error", {}).get("code")}
-        self.crawler.spider.logger.info("ban reported: %s", reported)
-
+            self.crawler.stats.inc_value("proxypool/unattributed_bans")
+        else:
+            report = await self.report_ban(request, response, proxy_id.decode())
+            request.meta["proxypool_bans"] = request.meta.get("proxypool_bans", []) + [report]
         retry = get_retry_request(
             request,
             spider=self.crawler.spider,
@@ -87,11 +77,30 @@ class ProxypoolMiddleware:
             max_retry_times=self.ban_retries,
             stats_base_key="proxypool/ban_retry",
         )
-        if retry is None:
-            return response
-        # What the spider can read on the final answer: the bans this request met.
-        retry.meta["proxypool_bans"] = request.meta.get("proxypool_bans", []) + [reported]
-        return retry
+        # Out of retries, the spider gets the ban itself.
+        return retry or response
+
+    async def report_ban(self, request, response, proxy_id):
+        """Reports the proxy the gateway named; what the spider can read about it (the
+        retry's `meta["proxypool_bans"]` lists every ban the request met)."""
+        ticket = response.headers.get("X-Proxypool-Ticket")
+        body = {
+            "proxy_id": proxy_id,
+            "ticket": ticket.decode() if ticket else None,
+            "domain": urlparse(request.url).hostname,
+            "verdict": "banned",
+        }
+        # A blocking call, in a thread: the crawl goes on meanwhile.
+        status, answer = await asyncio.to_thread(self.send_feedback, body)
+        self.crawler.stats.inc_value(f"proxypool/feedback/{status}")
+        report = {
+            "proxy": proxy_id,
+            "status": response.status,
+            "feedback": status,
+            "outcome": answer.get("outcome") or answer.get("error", {}).get("code"),
+        }
+        self.crawler.spider.logger.info("ban reported: %s", report)
+        return report
 
     def send_feedback(self, report):
         """`POST /v1/feedback`: (HTTP status, JSON answer)."""
