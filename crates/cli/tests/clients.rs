@@ -241,8 +241,18 @@ fn the_playwright_example_keeps_a_session_and_rotates_without_one() {
     let scratch = Scratch::new("clients-playwright");
     let (_dev, banner) = start_dev("dev-clients-playwright", &scratch, &STILL);
     let target = format!("http://shop-b.test:{}/", origin_port(&banner));
+    // The chromium on PATH (Debian's is /usr/bin/chromium, the example's default).
+    let (code, found) = common::shell("command -v chromium");
+    assert_eq!(code, 0, "chromium answered --version but is not on PATH");
+    let chromium = ["--chromium", found.trim()];
 
-    let run = run_example(&python, "playwright_example.py", &banner, &target, &[]);
+    let run = run_example(
+        &python,
+        "playwright_example.py",
+        &banner,
+        &target,
+        &chromium,
+    );
     assert_eq!(run.code, Some(0), "{run:?}");
     let sticky = run.lines_starting("sticky session dev-session-");
     assert_eq!(sticky.len(), 1, "{run:?}");
@@ -259,7 +269,7 @@ fn the_playwright_example_keeps_a_session_and_rotates_without_one() {
     wrong
         .fields
         .insert("proxy password".to_owned(), "not-the-password".to_owned());
-    let refused = run_example(&python, "playwright_example.py", &wrong, &target, &[]);
+    let refused = run_example(&python, "playwright_example.py", &wrong, &target, &chromium);
     assert_eq!(refused.code, Some(1), "{refused:?}");
     assert!(refused.stderr.contains("failed: 407"), "{refused:?}");
 }
