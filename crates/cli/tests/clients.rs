@@ -75,6 +75,8 @@ fn run_example(python: &str, script: &str, banner: &Banner, target: &str, args: 
         .env("PROXYPOOL_USERNAME", "dev")
         .env("PROXYPOOL_PASSWORD", banner.password())
         .env("TARGET_URL", target)
+        // The runner imports the middleware: no bytecode cache in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         // A proxy of the machine's own must not come between the examples and dev.
         .env_remove("http_proxy")
         .env_remove("https_proxy")
