@@ -219,6 +219,29 @@ fn the_scrapy_middleware_reports_a_ban_and_retries_through_another_proxy() {
     assert_eq!(served.len(), 12, "every search answered: {run:?}");
     assert!(run.stdout.ends_with("OK\n"), "{run:?}");
 
+    // The ticket is what let the middleware report a proxy it never extracted: the same
+    // report without it, or with a forged one, is refused like an unknown id.
+    let banned = reported[0].split_whitespace().nth(2).unwrap();
+    let forged = format!("v1.{}.{}", u64::MAX / 2, "0".repeat(64));
+    for ticket in [None, Some(forged.as_str())] {
+        let body = serde_json::json!({ "proxy_id": banned, "ticket": ticket,
+                                       "domain": format!("shop-{n}.test"), "verdict": "banned" });
+        let (code, out) = curl(&[
+            "-H",
+            &format!("Authorization: Bearer {}", banner.token()),
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            &body.to_string(),
+            "-w",
+            "\n%{http_code}",
+            &format!("{}/v1/feedback", banner.api()),
+        ]);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.ends_with("\n404"), "{ticket:?}: {out}");
+        assert!(out.contains(r#""code":"not_found""#), "{ticket:?}: {out}");
+    }
+
     // The same crawl of a site that bans nobody meets no ban, and `--require-ban` says so.
     let open = format!("http://shop-b.test:{port}/search");
     let unbanned = run_example(&python, "scrapy_run.py", &banner, &open, &["--require-ban"]);
