@@ -188,8 +188,8 @@ fn the_scrapy_middleware_reports_a_ban_and_retries_through_another_proxy() {
         &["--require-ban"],
     );
     assert_eq!(run.code, Some(0), "{run:?}");
-    let bans = run.lines_starting("query-");
-    let reported: Vec<&str> = bans
+    let lines = run.lines_starting("query-");
+    let reported: Vec<&str> = lines
         .iter()
         .copied()
         .filter(|line| line.contains(" answered "))
@@ -204,14 +204,14 @@ fn the_scrapy_middleware_reports_a_ban_and_retries_through_another_proxy() {
             "{line}"
         );
         assert!(line.ends_with("feedback 200 cooling"), "{line}");
-        let served = bans
+        let served = lines
             .iter()
             .find(|l| l.starts_with(&format!("{query}: 200 through proxy ")))
             .unwrap_or_else(|| panic!("{query} was served: {run:?}"));
         let carrier = served.rsplit(' ').next().unwrap();
         assert_ne!(carrier, banned, "{query} was retried through another proxy");
     }
-    let served: BTreeSet<&str> = bans
+    let served: BTreeSet<&str> = lines
         .iter()
         .filter(|line| line.contains(": 200 through proxy "))
         .map(|line| line.split(':').next().unwrap())
