@@ -46,7 +46,8 @@ missing_packages() {
   command -v ip >/dev/null 2>&1 || echo iproute2
   # The shipped systemd units are checked with `systemd-analyze verify`.
   command -v systemd-analyze >/dev/null 2>&1 || echo systemd
-  # The dashboard's browser tests drive headless Chromium over the DevTools protocol.
+  # The dashboard's browser tests drive headless Chromium over the DevTools protocol, and
+  # the Playwright client example runs it (Playwright's own browser download is not used).
   command -v chromium >/dev/null 2>&1 || echo chromium
   # The Prometheus rules and configuration are checked and unit-tested with promtool.
   command -v promtool >/dev/null 2>&1 || echo prometheus
@@ -54,7 +55,8 @@ missing_packages() {
   command -v objcopy >/dev/null 2>&1 || echo binutils
   # The container test builds its Debian base image with debootstrap (no registry to pull from).
   command -v debootstrap >/dev/null 2>&1 || echo debootstrap
-  # The API conformance test runs schemathesis (from PyPI) in a virtual environment.
+  # The API conformance test runs schemathesis, and the client examples' test requests,
+  # Scrapy and Playwright (all from PyPI), each in a virtual environment.
   if ! command -v python3 >/dev/null 2>&1; then
     echo python3
     echo python3-venv
@@ -131,6 +133,25 @@ if ! "$venv/bin/st" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; the
 fi
 export PROXYPOOL_SCHEMATHESIS="$PWD/$venv/bin/st"
 echo "schemathesis: $("$PROXYPOOL_SCHEMATHESIS" --version)"
+
+# The client examples' packages (requests, Scrapy, Playwright), pinned in
+# examples/clients/requirements.txt, in a virtual environment of their own under target/
+# (kept between runs, made again when the pins change); their test finds its python
+# through PROXYPOOL_CLIENTS_PYTHON. Playwright's wheel carries its driver; the browser is
+# the system's chromium.
+clients_requirements=examples/clients/requirements.txt
+clients_venv=target/clients-venv
+if ! cmp -s "$clients_requirements" "$clients_venv/requirements.txt"; then
+  step "install the client examples' packages into $clients_venv"
+  rm -rf "$clients_venv"
+  mkdir -p target
+  python3 -m venv "$clients_venv"
+  "$clients_venv/bin/pip" install --quiet --disable-pip-version-check -r "$clients_requirements"
+  cp "$clients_requirements" "$clients_venv/requirements.txt"
+fi
+export PROXYPOOL_CLIENTS_PYTHON="$PWD/$clients_venv/bin/python"
+echo "client examples: $("$PROXYPOOL_CLIENTS_PYTHON" -m pip freeze --disable-pip-version-check \
+  | grep -iE '^(requests|scrapy|playwright)==' | tr '\n' ' ')"
 
 # A fresh toolchain may lack the components; rustup can add them.
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
