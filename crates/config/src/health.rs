@@ -1,5 +1,5 @@
 //! An upstream's `health` table: how the checker proves one of its proxies works (the
-//! plain-HTTP targets fetched through it, the interval, the failure count and latency
+//! `http://` and `https://` targets fetched through it, the interval, the failure count and latency
 //! bound), and its checks.
 
 use crate::check::Check;
@@ -11,8 +11,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HealthConfig {
-    /// Plain-HTTP URLs fetched through the proxy; every one must answer as expected.
+    /// URLs fetched through the proxy; every one must answer as expected. An `https://`
+    /// target is fetched over TLS inside a `CONNECT` tunnel, its certificate verified.
     pub targets: Vec<CheckTarget>,
+    /// The CA bundle `https://` targets must chain to. Unset = the public roots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca: Option<std::path::PathBuf>,
     /// An AVAILABLE proxy is checked again when its last check is this old.
     pub interval: Millis,
     /// Consecutive failures that make a proxy UNHEALTHY (fewer make it SUSPECT).
@@ -20,7 +24,8 @@ pub struct HealthConfig {
     /// A proxy slower than this fails its check as `slow` (unset: only the timeout).
     pub max_latency: Option<Millis>,
     /// How HTTP proxies are checked: `absolute` (absolute-form request) or `connect`
-    /// (CONNECT tunnel, then the request). HTTPS-labelled proxies always use `connect`.
+    /// (CONNECT tunnel, then the request). HTTPS-labelled proxies and `https://` targets
+    /// always use `connect`.
     pub via: HttpCheckMode,
 }
 
@@ -28,6 +33,7 @@ impl Default for HealthConfig {
     fn default() -> Self {
         HealthConfig {
             targets: Vec::new(),
+            ca: None,
             interval: Millis::from_secs(30),
             unhealthy_after: 3,
             max_latency: None,
@@ -72,6 +78,9 @@ pub(crate) fn validate(
         format!("{path}.targets"),
         "at least one check target is needed: proxies are served only after a check through them",
     );
+    if let Some(ca) = &mut health.ca {
+        crate::tls::pem_file(c, &format!("{path}.ca"), ca);
+    }
     for (j, target) in health.targets.iter_mut().enumerate() {
         match TargetUrl::parse(&target.url) {
             Ok(parsed) => target.parsed = Some(parsed),

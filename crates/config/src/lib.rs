@@ -90,7 +90,7 @@ pub use role::Role;
 pub use secret::{MIN_VERIFIED_LEN, SecretRef, SecretSource};
 pub use store::{DurabilityPolicy, StoreConfig, StoreKind};
 pub use target::TargetUrl;
-pub use tls::{ClientTlsConfig, ServerTlsConfig};
+pub use tls::{ClientTlsConfig, ProxyTlsConfig, ServerTlsConfig};
 pub use tuning::{
     CheckerConfig, CooldownsConfig, MAX_FEEDBACK_RATE, MaintenanceConfig, OwnershipConfig,
     SnapshotConfig,

@@ -1,18 +1,19 @@
 //! URLs the controller dials itself: check targets and vendor list endpoints.
 //!
-//! A check target ([`TargetUrl::parse`]) is `http://` only: the checker speaks HTTP/1.1
-//! through the proxy without TLS, so an `https://` target would be a promise the build
-//! cannot keep. A vendor list ([`TargetUrl::parse_list`]) is fetched by the controller
-//! directly, over TLS for `https://` (port 443 by default) or in plain text for `http://`;
-//! whether plain text is allowed is the provider's `allow_plaintext`, checked by the
-//! caller.
+//! A check target ([`TargetUrl::parse`]) is `http://` or `https://`: the checker fetches
+//! it through the proxy, an `https://` one over TLS inside a `CONNECT` tunnel (so the
+//! proxy must carry TLS to the site, as it must for the clients). A vendor list
+//! ([`TargetUrl::parse_list`]) is fetched by the controller directly, over TLS for
+//! `https://` or in plain text for `http://`; whether plain text is allowed is the
+//! provider's `allow_plaintext`, checked by the caller. `https://` defaults to port 443.
 
 use std::fmt;
 
-/// A parsed `http[s]://host[:port]/path?query` URL; whether it is TLS is told by
-/// [`TargetUrl::parse_list`], the only parser that takes `https://`.
+/// A parsed `http[s]://host[:port]/path?query` URL.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TargetUrl {
+    /// `https://`: spoken over TLS.
+    pub tls: bool,
     pub host: String,
     pub port: u16,
     /// Origin-form request target, at least `/`.
@@ -20,11 +21,13 @@ pub struct TargetUrl {
 }
 
 impl TargetUrl {
-    /// A check target: `http://` only.
+    /// A check target: `http://` or `https://`.
     pub fn parse(url: &str) -> Result<Self, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| "only http:// URLs are supported".to_owned())?;
+        let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (false, rest),
+            (None, Some(rest)) => (true, rest),
+            (None, None) => return Err("only http:// and https:// URLs are supported".into()),
+        };
         let (authority, path) = match rest.find(['/', '?']) {
             Some(at) => (&rest[..at], &rest[at..]),
             None => (rest, "/"),
@@ -45,27 +48,25 @@ impl TargetUrl {
             return Err("the path contains spaces or control characters".into());
         }
         Ok(TargetUrl {
+            tls,
             host,
-            port: port.unwrap_or(80),
+            port: port.unwrap_or(if tls { 443 } else { 80 }),
             path_and_query,
         })
     }
 
-    /// A vendor list URL: `https://` (port 443 by default) or `http://`; the flag says
-    /// whether it is TLS.
+    /// A vendor list URL: `https://` or `http://`; the flag says whether it is TLS.
     pub fn parse_list(url: &str) -> Result<(bool, Self), String> {
-        if let Some(rest) = url.strip_prefix("https://") {
-            let mut target = Self::parse(&format!("http://{rest}"))?;
-            let authority = rest.split(['/', '?']).next().unwrap_or_default();
-            if split_host_port(authority)?.1.is_none() {
-                target.port = 443;
-            }
-            Ok((true, target))
-        } else {
-            Self::parse(url)
-                .map(|t| (false, t))
-                .map_err(|_| "must be an https:// (or, with allow_plaintext, http://) URL".into())
+        match Self::parse(url) {
+            Ok(target) => Ok((target.tls, target)),
+            Err(message) if url.starts_with("https://") => Err(message),
+            Err(_) => Err("must be an https:// (or, with allow_plaintext, http://) URL".into()),
         }
+    }
+
+    /// The scheme's own port, left out of the `Host` header.
+    fn default_port(&self) -> u16 {
+        if self.tls { 443 } else { 80 }
     }
 
     /// The `Host` header value.
@@ -75,7 +76,7 @@ impl TargetUrl {
         } else {
             self.host.clone()
         };
-        if self.port == 80 {
+        if self.port == self.default_port() {
             host
         } else {
             format!("{host}:{}", self.port)
@@ -84,7 +85,8 @@ impl TargetUrl {
 
     /// The absolute form, as sent to an HTTP proxy.
     pub fn absolute(&self) -> String {
-        format!("http://{}{}", self.host_header(), self.path_and_query)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.host_header(), self.path_and_query)
     }
 }
 
@@ -139,9 +141,24 @@ mod tests {
         assert_eq!(t.host_header(), "[::1]");
         let t = TargetUrl::parse("http://h?x").unwrap();
         assert_eq!(t.path_and_query, "/?x");
-        assert!(TargetUrl::parse("https://example.com/").is_err());
+        assert!(!t.tls);
+        assert!(TargetUrl::parse("ftp://example.com/").is_err());
         assert!(TargetUrl::parse("http://u:p@example.com/").is_err());
+        assert!(TargetUrl::parse("https://u:p@example.com/").is_err());
         assert!(TargetUrl::parse("http://example.com:0/").is_err());
         assert!(TargetUrl::parse("http:///").is_err());
+    }
+
+    #[test]
+    fn parses_https_urls_with_their_own_default_port() {
+        let t = TargetUrl::parse("https://Example.com/health").unwrap();
+        assert!(t.tls);
+        assert_eq!((t.host.as_str(), t.port), ("example.com", 443));
+        assert_eq!(t.host_header(), "example.com");
+        assert_eq!(t.absolute(), "https://example.com/health");
+        let t = TargetUrl::parse("https://example.com:8443/").unwrap();
+        assert_eq!(t.host_header(), "example.com:8443");
+        let t = TargetUrl::parse("https://example.com:80/").unwrap();
+        assert_eq!(t.host_header(), "example.com:80");
     }
 }

@@ -1,7 +1,8 @@
 //! TLS settings: a listener's certificate files ([`ServerTlsConfig`], `[api.tls]`,
 //! `[control.tls]`, `[gateway.admin_tls]`) and an outbound link's trust and identity
 //! ([`ClientTlsConfig`], `[gateway.controller_tls]`, `[store.tls]`, an upstream's
-//! `provider.tls`).
+//! `provider.tls`), and the TLS to an upstream's `https` proxies ([`ProxyTlsConfig`], an
+//! upstream's `proxy_tls`).
 //!
 //! Relative paths are taken from the file's directory (like `{ file = ... }` secrets) and
 //! made absolute at load; each named file must exist and hold PEM text, so a typo fails
@@ -50,8 +51,22 @@ pub struct ClientTlsConfig {
     pub key: Option<PathBuf>,
 }
 
+/// How the gateways and the checker reach an upstream's `https` proxies: TLS to the proxy
+/// itself, verified against `ca` under `server_name`, before the proxy protocol.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyTlsConfig {
+    /// The CA bundle the proxies' certificates must chain to. Unset = the public roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PathBuf>,
+    /// The name the proxies' certificates must carry (a vendor that lists addresses but
+    /// certifies a host name). Unset = each proxy's own host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+}
+
 /// Makes `path` absolute against the file's directory and checks it holds PEM text.
-fn pem_file(c: &mut Check<'_>, key: &str, path: &mut PathBuf) {
+pub(crate) fn pem_file(c: &mut Check<'_>, key: &str, path: &mut PathBuf) {
     c.anchor(path);
     match std::fs::read(&*path) {
         Ok(bytes) if bytes.windows(11).any(|w| w == b"-----BEGIN ") => {}
@@ -87,4 +102,34 @@ pub(crate) fn check_client(c: &mut Check<'_>, path: &str, tls: &mut ClientTlsCon
         (Some(_), None) => c.at(format!("{path}.key"), "a client certificate needs its key"),
         (None, Some(_)) => c.at(format!("{path}.cert"), "a key needs its client certificate"),
     }
+}
+
+pub(crate) fn check_proxy(c: &mut Check<'_>, path: &str, tls: &mut ProxyTlsConfig) {
+    if let Some(ca) = &mut tls.ca {
+        pem_file(c, &format!("{path}.ca"), ca);
+    }
+    if let Some(name) = &tls.server_name {
+        c.require(
+            is_server_name(name),
+            format!("{path}.server_name"),
+            "must be a host name or an IP address",
+        );
+    }
+}
+
+/// Whether `name` can be a TLS server name: an IP address, or a DNS name of letters,
+/// digits, `-` and `.` (at most 253 characters, labels of 1 to 63).
+fn is_server_name(name: &str) -> bool {
+    if name.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
 }

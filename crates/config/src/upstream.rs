@@ -34,6 +34,10 @@ pub struct UpstreamConfig {
     pub provider: ProviderConfig,
     #[serde(default)]
     pub health: HealthConfig,
+    /// How its `https` proxies are reached (unset: TLS against the public roots, under
+    /// each proxy's host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_tls: Option<crate::tls::ProxyTlsConfig>,
 }
 
 fn default_max_sessions() -> u32 {
@@ -130,6 +134,9 @@ pub(crate) fn validate_upstreams(
             &mut upstream.health,
             check_timeout,
         );
+        if let Some(tls) = &mut upstream.proxy_tls {
+            crate::tls::check_proxy(c, &format!("{path}.proxy_tls"), tls);
+        }
     }
     ids
 }

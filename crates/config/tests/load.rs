@@ -915,3 +915,77 @@ fn the_access_log_takes_its_keys_and_refuses_bad_values_by_name() {
         assert!(message.contains(key), "{key}: {message}");
     }
 }
+
+#[test]
+fn proxy_tls_and_a_health_ca_load_anchored_and_bad_ones_are_named_by_key() {
+    let dir = secret_dir();
+    std::fs::create_dir_all(dir.join("tls")).unwrap();
+    for name in ["acme-proxy-ca.pem", "site-ca.pem"] {
+        std::fs::write(dir.join("tls").join(name), "-----BEGIN X-----\n").unwrap();
+    }
+    let enabled = example()
+        .replacen("# ca = \"tls/site-ca.pem\"", "ca = \"tls/site-ca.pem\"", 1)
+        .replacen("# [upstreams.proxy_tls]", "[upstreams.proxy_tls]", 1)
+        .replacen(
+            "# ca = \"tls/acme-proxy-ca.pem\"",
+            "ca = \"tls/acme-proxy-ca.pem\"",
+            1,
+        )
+        .replacen(
+            "# server_name = \"proxy.vendor.example\"",
+            "server_name = \"proxy.vendor.example\"",
+            1,
+        );
+    let config = load(&enabled, example_env(), &dir).unwrap();
+    let upstream = &config.upstreams[0];
+    let tls = upstream
+        .proxy_tls
+        .as_ref()
+        .expect("the example's proxy_tls");
+    assert_eq!(tls.ca, Some(dir.join("tls/acme-proxy-ca.pem")));
+    assert_eq!(tls.server_name.as_deref(), Some("proxy.vendor.example"));
+    assert_eq!(upstream.health.ca, Some(dir.join("tls/site-ca.pem")));
+    assert!(config.upstreams[1].proxy_tls.is_none());
+
+    let broken = enabled
+        .replace("tls/acme-proxy-ca.pem", "tls/missing.pem")
+        .replace("tls/site-ca.pem", "tls/absent.pem")
+        .replace("\"proxy.vendor.example\"", "\"not a name\"");
+    let found: Vec<String> = problems(load(&broken, example_env(), &dir))
+        .into_iter()
+        .map(|p| p.0)
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "upstreams[0].health.ca",
+            "upstreams[0].proxy_tls.ca",
+            "upstreams[0].proxy_tls.server_name",
+        ]
+    );
+}
+
+#[test]
+fn https_check_targets_load_and_other_schemes_are_refused() {
+    let dir = secret_dir();
+    let https = example().replacen(
+        "url = \"http://example.com/\"",
+        "url = \"https://example.com/health\"",
+        1,
+    );
+    let config = load(&https, example_env(), &dir).unwrap();
+    let target = config.upstreams[0].health.targets[0]
+        .parsed
+        .as_ref()
+        .unwrap();
+    assert!(target.tls);
+    assert_eq!(target.port, 443);
+    let ftp = example().replacen(
+        "url = \"http://example.com/\"",
+        "url = \"ftp://example.com/\"",
+        1,
+    );
+    let found = problems(load(&ftp, example_env(), &dir));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "upstreams[0].health.targets[0].url");
+}

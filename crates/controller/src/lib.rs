@@ -12,6 +12,8 @@
 //! - [`clock`]: the one place `now` is read ([`SystemClock`], [`ManualClock`] for tests).
 //! - [`provider`]: the provider reconciler (vendor fetch, list formats, chunked upsert).
 //! - [`checker`]: the health checker (dials through proxies with `proxypool-proto`).
+//! - [`upstream_tls`]: the TLS to `https` proxies, shipped in snapshots and used by the
+//!   checker.
 //! - [`ownership`]: the ownership manager (balanced leases, renewals, drains, expiry).
 //! - [`snapshot`]: the snapshot publisher (per-session versions, long-poll).
 //! - [`api`]: the worker control API (axum): `router`, `state` ([`api::ControlState`]),
@@ -36,6 +38,7 @@ pub mod ownership;
 pub mod provider;
 pub mod snapshot;
 pub mod store;
+pub mod upstream_tls;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{Config, ConfigError, Env};

@@ -14,6 +14,7 @@ use proxypool_pool::{MemoryPool, MemoryPoolOptions};
 use proxypool_sim::{Origin, ProxyKind, UpstreamProxy, UpstreamProxyConfig};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -305,6 +306,8 @@ async fn a_proxy_whose_name_resolves_inside_is_not_dialed_when_internal_hosts_ar
         via: HttpCheckMode::Absolute,
         max_latency: None,
         refuse_internal: true,
+        proxy_tls: proxypool_controller::upstream_tls::ProxyTlsClient::public(),
+        target_tls: Ok(proxypool_edge::ClientTls::public_roots()),
     };
     let outcome = probe(&record, &plan, Duration::from_secs(2)).await;
     assert_eq!(
@@ -323,4 +326,140 @@ async fn a_proxy_whose_name_resolves_inside_is_not_dialed_when_internal_hosts_ar
         tokio::time::timeout(Duration::from_secs(2), canary.accept())
     );
     assert!(accepted.is_ok(), "the canary saw no dial when allowed");
+}
+
+/// A rustls server configuration with a certificate of `ca` for 127.0.0.1 and localhost.
+fn tls_server(ca: &proxypool_testkit::TestCa, stem: &str) -> Arc<rustls::ServerConfig> {
+    let files = ca.server(stem).unwrap();
+    proxypool_edge::ServerTls::load(proxypool_edge::ServerTlsFiles {
+        cert: files.cert,
+        key: files.key,
+        client_ca: None,
+    })
+    .unwrap()
+    .current()
+}
+
+/// An upstream whose proxies are checked against `target`, with optional TLS settings.
+fn tls_upstream(
+    id: &str,
+    target: &str,
+    proxy_ca: Option<&Path>,
+    target_ca: Option<&Path>,
+) -> String {
+    let mut text = upstream(id, target, "absolute");
+    if let Some(ca) = target_ca {
+        text = text.replace(
+            "[upstreams.health]\n",
+            &format!("[upstreams.health]\nca = \"{}\"\n", ca.display()),
+        );
+    }
+    if let Some(ca) = proxy_ca {
+        text.push_str(&format!(
+            "[upstreams.proxy_tls]\nca = \"{}\"\n",
+            ca.display()
+        ));
+    }
+    text
+}
+
+#[tokio::test]
+async fn https_proxies_and_https_targets_are_checked_over_verified_tls() {
+    let vendor_ca = proxypool_testkit::TestCa::new("vendor ca").unwrap();
+    let other_ca = proxypool_testkit::TestCa::new("someone else").unwrap();
+    let site_ca = proxypool_testkit::TestCa::new("site ca").unwrap();
+    let origin = Origin::start().await.unwrap();
+    let site = Origin::start_tls(tls_server(&site_ca, "site"))
+        .await
+        .unwrap();
+    let plain_target = origin.url("/health");
+    let https_target = site.url("/health");
+    assert!(https_target.starts_with("https://"), "{https_target}");
+    // One proxy per upstream: a record belongs to the upstream that listed it.
+    let mut https_proxies = Vec::new();
+    for exit in [21, 22, 23] {
+        https_proxies.push(
+            proxy(ProxyKind::Http, exit, |c| {
+                c.tls = Some(tls_server(&vendor_ca, &format!("proxy-{exit}")));
+            })
+            .await,
+        );
+    }
+    let plain_proxies = [
+        proxy(ProxyKind::Http, 24, |_| {}).await,
+        proxy(ProxyKind::Http, 25, |_| {}).await,
+    ];
+
+    let text = config_text(&format!(
+        "[checker]\ntimeout = \"1500ms\"\nconcurrency = 4\n{}{}{}{}{}",
+        tls_upstream("proxy_ok", &plain_target, Some(vendor_ca.ca_path()), None),
+        tls_upstream(
+            "proxy_other_ca",
+            &plain_target,
+            Some(other_ca.ca_path()),
+            None
+        ),
+        tls_upstream("site_ok", &https_target, None, Some(site_ca.ca_path())),
+        tls_upstream("site_untrusted", &https_target, None, None),
+        tls_upstream(
+            "both",
+            &https_target,
+            Some(vendor_ca.ca_path()),
+            Some(site_ca.ca_path())
+        ),
+    ));
+    let config = parse_config(&text);
+    let pool = Arc::new(MemoryPool::new(MemoryPoolOptions::default()));
+    let checker = Checker::new(
+        pool.clone(),
+        ManualClock::new(T0),
+        config.checker.clone(),
+        &config.upstreams,
+    );
+    let mut ids = Vec::new();
+    for (upstream, proxy, protocol) in [
+        ("proxy_ok", &https_proxies[0], Protocol::Https),
+        ("proxy_other_ca", &https_proxies[1], Protocol::Https),
+        ("site_ok", &plain_proxies[0], Protocol::Http),
+        ("site_untrusted", &plain_proxies[1], Protocol::Http),
+        ("both", &https_proxies[2], Protocol::Https),
+    ] {
+        let id = insert(&pool, T0, upstream, &[(proxy, protocol, PASS)]).await;
+        let round = checker.check_round().await.unwrap();
+        let outcome = round
+            .observations
+            .iter()
+            .find(|o| o.proxy_id == id[0])
+            .map(|o| o.outcome.clone())
+            .unwrap_or_else(|| panic!("{upstream} was checked: {round:?}"));
+        ids.push((upstream, outcome));
+    }
+    let kinds: Vec<(&str, String)> = ids
+        .into_iter()
+        .map(|(upstream, outcome)| {
+            let kind = match outcome {
+                CheckOutcome::Success { .. } => "ok".to_owned(),
+                CheckOutcome::Failure { error } => error,
+            };
+            (upstream, kind)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("proxy_ok", "ok".to_owned()),
+            ("proxy_other_ca", "proxy_tls".to_owned()),
+            ("site_ok", "ok".to_owned()),
+            ("site_untrusted", "target_tls".to_owned()),
+            ("both", "ok".to_owned()),
+        ]
+    );
+    // The https target was reached through the proxies' tunnels, from their exits.
+    assert!(site.requests() >= 2, "{}", site.requests());
+    assert_eq!(
+        https_proxies[1].stats().tunnels,
+        0,
+        "no tunnel without trusted TLS"
+    );
+    assert!(https_proxies[2].stats().tunnels >= 1);
 }

@@ -25,7 +25,7 @@ use hyper::{Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
-use crate::http::{Body, full, serve};
+use crate::http::{Body, full, serve_connections};
 use crate::shutdown::Shutdown;
 
 /// What the origin answers.
@@ -88,6 +88,8 @@ pub fn host_name(raw: &str) -> String {
 #[derive(Debug)]
 pub struct Origin {
     addr: SocketAddr,
+    /// Serves https (its URLs say so).
+    tls: bool,
     counts: Arc<Counts>,
     _shutdown: Shutdown,
 }
@@ -105,6 +107,18 @@ impl Origin {
 
     /// Starts on `addr` (port 0: any free port).
     pub async fn start_at(addr: SocketAddr) -> io::Result<Self> {
+        Self::start_serving(addr, None).await
+    }
+
+    /// Starts on `127.0.0.1:0`, serving https with `config` (a site behind TLS).
+    pub async fn start_tls(config: Arc<rustls::ServerConfig>) -> io::Result<Self> {
+        Self::start_serving(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), Some(config)).await
+    }
+
+    async fn start_serving(
+        addr: SocketAddr,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let counts = Arc::new(Counts::default());
@@ -114,9 +128,17 @@ impl Origin {
             let response = answer(&handler_counts, &req, peer);
             async move { response }
         };
-        tokio::spawn(serve(listener, shutdown.signal(), Some, handler));
+        let serves_tls = tls.is_some();
+        tokio::spawn(serve_connections(
+            listener,
+            shutdown.signal(),
+            tls,
+            Some,
+            handler,
+        ));
         Ok(Self {
             addr,
+            tls: serves_tls,
             counts,
             _shutdown: shutdown,
         })
@@ -127,9 +149,13 @@ impl Origin {
         self.addr
     }
 
-    /// `http://127.0.0.1:port{path}`.
+    /// `http://127.0.0.1:port{path}` (`https://` when it serves TLS).
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("{}://{}{path}", self.scheme(), self.addr)
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
     }
 
     /// Requests answered so far.
@@ -137,10 +163,10 @@ impl Origin {
         self.counts.requests.load(Ordering::Relaxed)
     }
 
-    /// `http://{host}:port{path}`: this origin under a name, as reached through the
-    /// simulated upstreams (`host` under `.test`).
+    /// `http://{host}:port{path}` (`https://` when it serves TLS): this origin under a
+    /// name, as reached through the simulated upstreams (`host` under `.test`).
     pub fn host_url(&self, host: &str, path: &str) -> String {
-        format!("http://{host}:{}{path}", self.addr.port())
+        format!("{}://{host}:{}{path}", self.scheme(), self.addr.port())
     }
 
     /// Requests answered so far, per peer address (exit).

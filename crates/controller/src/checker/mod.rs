@@ -11,11 +11,13 @@ pub mod probe;
 use crate::clock::SharedClock;
 use crate::config::{CheckerConfig, ProviderKind, UpstreamConfig};
 use crate::leadership::job::LeaderJob;
+use crate::upstream_tls::ProxyTlsClient;
 use probe::{ProbePlan, probe};
 use proxypool_core::{
     CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthStore, PoolResult, ProxyStatus,
     UpstreamId,
 };
+use proxypool_edge::{ClientTls, ClientTlsFiles};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -68,7 +70,8 @@ impl Checker {
                         .refusing_internal(
                             u.provider.kind == ProviderKind::Http
                                 && !u.provider.allow_private_hosts,
-                        ),
+                        )
+                        .with_tls(ProxyTlsClient::of(u), target_trust(u)),
                     ),
                     recheck_after_ms: u.health.interval.as_ms(),
                     unhealthy_after: u.health.unhealthy_after,
@@ -221,4 +224,18 @@ impl LeaderJob for Checker {
             }
         }
     }
+}
+
+/// The trust for an upstream's `https://` check targets: its health `ca`, or the public
+/// roots. A bundle that cannot be loaded fails those checks (`target_tls`), and is logged.
+fn target_trust(upstream: &UpstreamConfig) -> Result<ClientTls, String> {
+    let files = ClientTlsFiles {
+        ca: upstream.health.ca.clone(),
+        cert: None,
+        key: None,
+    };
+    ClientTls::load(&files).map_err(|error| {
+        tracing::error!(upstream = %upstream.id, %error, "the health check CA bundle cannot be loaded");
+        error.to_string()
+    })
 }

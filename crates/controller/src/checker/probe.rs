@@ -4,6 +4,10 @@
 //! - HTTP proxies, `via = "connect"`, and HTTPS-labelled proxies: `CONNECT target`, then an
 //!   origin-form `GET` through the tunnel.
 //! - SOCKS5 proxies: RFC 1928 CONNECT with RFC 1929 username/password, then the `GET`.
+//! - An `https` proxy is reached over TLS first (its upstream's `proxy_tls`), as the
+//!   gateways reach it; an `https://` target is always tunnelled and spoken to over TLS
+//!   inside the tunnel, its certificate verified against the health `ca` (or the public
+//!   roots).
 //!
 //! The proxy's host is resolved once per check and only an address that was checked is
 //! dialed: for a fetched list (unless `allow_private_hosts`), a host with any loopback,
@@ -14,14 +18,16 @@
 
 use crate::config::{CheckTarget, HttpCheckMode, TargetUrl};
 use crate::provider::hygiene::is_internal_address;
+use crate::upstream_tls::ProxyTlsClient;
 use proxypool_core::{CheckOutcome, Protocol, ProxyRecord};
+use proxypool_edge::{ClientTls, Conn};
 use proxypool_proto::http_connect::{
     self, MAX_RESPONSE_HEAD, basic_auth_value, read_response_head,
 };
 use proxypool_proto::{ProtoError, TargetAddr, socks5};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// How to check the proxies of one upstream.
@@ -34,6 +40,10 @@ pub struct ProbePlan {
     /// A proxy whose host resolves to a loopback, private or link-local address is not
     /// dialed (failure `private_host`): set for fetched lists unless `allow_private_hosts`.
     pub refuse_internal: bool,
+    /// TLS to the upstream's `https` proxies.
+    pub proxy_tls: ProxyTlsClient,
+    /// Trust for `https://` targets.
+    pub target_tls: Result<ClientTls, String>,
 }
 
 impl ProbePlan {
@@ -46,7 +56,20 @@ impl ProbePlan {
             via,
             max_latency,
             refuse_internal: false,
+            proxy_tls: ProxyTlsClient::public(),
+            target_tls: Ok(ClientTls::public_roots()),
         }
+    }
+
+    /// The same plan with this TLS to the proxies and this trust for `https://` targets.
+    pub fn with_tls(
+        mut self,
+        proxy_tls: ProxyTlsClient,
+        target_tls: Result<ClientTls, String>,
+    ) -> Self {
+        self.proxy_tls = proxy_tls;
+        self.target_tls = target_tls;
+        self
     }
 
     /// The same plan, refusing internal addresses when `refuse` is set.
@@ -87,7 +110,7 @@ async fn probe_all(record: &ProxyRecord, plan: &ProbePlan) -> Result<(), &'stati
     // cannot pass the check and then be dialed as another address.
     let proxy = dial_address(record, plan.refuse_internal).await?;
     for (target, expect) in &plan.targets {
-        let status = probe_one(record, proxy, target, plan.via).await?;
+        let status = probe_one(record, proxy, target, plan).await?;
         if status != *expect {
             return Err(if status == 407 {
                 "proxy_auth"
@@ -121,15 +144,24 @@ async fn probe_one(
     record: &ProxyRecord,
     proxy: SocketAddr,
     target: &TargetUrl,
-    via: HttpCheckMode,
+    plan: &ProbePlan,
 ) -> Result<u16, &'static str> {
-    let mut stream = TcpStream::connect(proxy)
+    let tcp = TcpStream::connect(proxy)
         .await
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::ConnectionRefused => "connect_refused",
             _ => "connect_failed",
         })?;
-    let _ = stream.set_nodelay(true);
+    let _ = tcp.set_nodelay(true);
+    let mut stream = match record.protocol {
+        Protocol::Https => {
+            let tls = plan.proxy_tls.client.as_ref().map_err(|_| "proxy_tls")?;
+            tls.handshake(plan.proxy_tls.name_for(&record.host), tcp)
+                .await
+                .map_err(|_| "proxy_tls")?
+        }
+        Protocol::Http | Protocol::Socks5 => Conn::Plain(tcp),
+    };
     let creds = record
         .credentials
         .as_ref()
@@ -143,7 +175,7 @@ async fn probe_one(
                 .map_err(proto_kind)?;
             true
         }
-        Protocol::Http if via == HttpCheckMode::Absolute => false,
+        Protocol::Http if plan.via == HttpCheckMode::Absolute && !target.tls => false,
         Protocol::Http | Protocol::Https => {
             let authority = authority(target);
             http_connect::connect(&mut stream, &authority, creds)
@@ -168,11 +200,29 @@ async fn probe_one(
         "Host: {}\r\nUser-Agent: proxypool-checker\r\nAccept: */*\r\nConnection: close\r\n\r\n",
         target.host_header()
     ));
+    if !target.tls {
+        return exchange(&mut stream, &request).await;
+    }
+    // TLS to the site inside the tunnel: a proxy that cannot carry it (or tampers with
+    // it) fails its check.
+    let trust = plan.target_tls.as_ref().map_err(|_| "target_tls")?;
+    let mut inner = trust
+        .connect(&target.host, &mut stream)
+        .await
+        .map_err(|_| "target_tls")?;
+    exchange(&mut inner, &request).await
+}
+
+/// Sends `request` and reads the status of the answer's head.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    request: &str,
+) -> Result<u16, &'static str> {
     stream
         .write_all(request.as_bytes())
         .await
         .map_err(|_| "io_error")?;
-    let head = read_response_head(&mut stream, MAX_RESPONSE_HEAD)
+    let head = read_response_head(stream, MAX_RESPONSE_HEAD)
         .await
         .map_err(proto_kind)?;
     Ok(head.status)

@@ -54,14 +54,17 @@ impl Controller {
         crate::metrics::install();
         let metered: Arc<dyn ActivityPool> = Arc::new(MeteredPool::new(store.pool.clone()));
         let changes = ChangeSignal::default();
-        let publisher = Arc::new(SnapshotPublisher::new(
-            metered.clone(),
-            clock.clone(),
-            config.snapshot.clone(),
-            gateway_clients(&config),
-            config.cooldowns.policy(),
-            changes,
-        ));
+        let publisher = Arc::new(
+            SnapshotPublisher::new(
+                metered.clone(),
+                clock.clone(),
+                config.snapshot.clone(),
+                gateway_clients(&config),
+                config.cooldowns.policy(),
+                changes,
+            )
+            .with_upstream_tls(crate::upstream_tls::shipped(&config.upstreams)),
+        );
         Controller {
             tokens: Arc::new(WorkerTokens::new(config.worker_tokens.clone())),
             config: Arc::new(ArcSwap::from_pointee(config)),

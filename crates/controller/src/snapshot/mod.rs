@@ -31,7 +31,8 @@ pub use signal::ChangeSignal;
 use crate::clock::SharedClock;
 use crate::config::SnapshotConfig;
 use proxypool_core::control::{
-    Advisories, GatewayClient, HeldLease, SnapshotProxy, WorkerSnapshot, snapshot_checksum_keyed,
+    Advisories, GatewayClient, HeldLease, SnapshotProxy, UpstreamTls, WorkerSnapshot,
+    snapshot_checksum_full,
 };
 use proxypool_core::cooldown::MAX_SESSION_FEEDBACK;
 use proxypool_core::{
@@ -73,6 +74,8 @@ pub struct SnapshotPublisher {
     /// The store's ticket key and when it was read: read again by a build at most every
     /// [`TICKET_KEY_REREAD_MS`], which also keeps it alive in the store.
     ticket_key: Mutex<Option<(TicketKey, UnixMillis)>>,
+    /// How gateways reach `https` proxies (`crate::upstream_tls`), in every snapshot.
+    upstream_tls: Vec<UpstreamTls>,
 }
 
 /// How long a build reuses the ticket key it read: the key changes only with the store's
@@ -106,7 +109,14 @@ impl SnapshotPublisher {
             built: Mutex::new(HashMap::new()),
             memo: BuildMemo::default(),
             ticket_key: Mutex::new(None),
+            upstream_tls: Vec::new(),
         }
+    }
+
+    /// Ships `upstream_tls` in every snapshot.
+    pub fn with_upstream_tls(mut self, upstream_tls: Vec<UpstreamTls>) -> Self {
+        self.upstream_tls = upstream_tls;
+        self
     }
 
     /// When this controller built version `version` of the session's snapshot (`None`
@@ -266,8 +276,14 @@ impl SnapshotPublisher {
         held.sort_by(|a, b| a.id.cmp(&b.id));
         let advisories = self.advisories(now, &proxies, &clients).await?;
         let ticket_key = self.ticket_key(now).await?;
-        let checksum =
-            snapshot_checksum_keyed(&proxies, &held, &clients, &advisories, Some(&ticket_key));
+        let checksum = snapshot_checksum_full(
+            &proxies,
+            &held,
+            &clients,
+            &advisories,
+            Some(&ticket_key),
+            &self.upstream_tls,
+        );
         let remembered = |latest_version: u64| Remembered {
             session_id: session_id.to_owned(),
             version,
@@ -330,6 +346,7 @@ impl SnapshotPublisher {
             clients: clients.as_ref().clone(),
             held,
             ticket_key: Some(ticket_key),
+            upstream_tls: self.upstream_tls.clone(),
         }))
     }
 

@@ -10,7 +10,9 @@ use rustls::{ClientConfig, RootCertStore};
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
 
 /// The files of an outbound TLS link; all optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -122,11 +124,20 @@ impl ClientTls {
     /// Runs the handshake on `tcp` for the server named `host` (a DNS name or an IP).
     /// A certificate the roots do not vouch for fails with rustls's reason in the error.
     pub async fn handshake(&self, host: &str, tcp: TcpStream) -> io::Result<Conn> {
+        let tls = self.connect(host, tcp).await?;
+        Ok(Conn::Client(Box::new(tls)))
+    }
+
+    /// As [`handshake`](Self::handshake), over any stream: TLS inside a tunnel or inside
+    /// another TLS link.
+    pub async fn connect<S>(&self, host: &str, io: S) -> io::Result<TlsStream<S>>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
         let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']'))
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "not a TLS server name"))?
             .to_owned();
-        let tls = self.connector.connect(name, tcp).await?;
-        Ok(Conn::Client(Box::new(tls)))
+        self.connector.connect(name, io).await
     }
 }
 
