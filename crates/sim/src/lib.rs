@@ -8,7 +8,9 @@
 //!
 //! Module map:
 //! - [`upstream`]: [`UpstreamProxy`], one forward proxy (HTTP CONNECT + absolute-form, or
-//!   SOCKS5) with credentials, latency, seeded failure rate and a dead switch.
+//!   SOCKS5; an HTTP one optionally over TLS) with credentials, latency, seeded failure
+//!   rate and a dead switch, or a vendor's backconnect gateway ([`BackconnectConfig`]:
+//!   the username's session picks the exit).
 //! - [`origin`]: [`Origin`], an HTTP server that echoes the exit address it sees, and
 //!   can ban chosen exits for chosen host names (answering 403, 429, ...), counted per
 //!   (exit, host).
@@ -38,5 +40,7 @@ pub use exit::SIM_SUFFIX;
 pub use hyper::StatusCode;
 pub use origin::{Echo, HostCount, Origin};
 pub use sim_vendor::{SimConfig, SimVendor};
-pub use upstream::{ProxyKind, UpstreamProxy, UpstreamProxyConfig, UpstreamStats};
+pub use upstream::{
+    BackconnectConfig, ProxyKind, SessionRequest, UpstreamProxy, UpstreamProxyConfig, UpstreamStats,
+};
 pub use vendor::{FleetConfig, ListFaults, ListFormat, Listing, VendorConfig, VendorEndpoint};

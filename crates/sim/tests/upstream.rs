@@ -310,3 +310,69 @@ async fn proxy_url_is_curl_ready() {
     assert_eq!(socks.region(), Some("eu"));
     assert_eq!(socks.exit_ip(), Ipv4Addr::new(127, 0, 0, 35));
 }
+
+#[tokio::test]
+async fn a_backconnect_gateway_keeps_a_sessions_exit_and_rotates_without_one() {
+    use proxypool_sim::BackconnectConfig;
+    let origin = Origin::start().await.unwrap();
+    for kind in [ProxyKind::Http, ProxyKind::Socks5] {
+        let gateway = UpstreamProxy::start(UpstreamProxyConfig {
+            kind,
+            backconnect: Some(BackconnectConfig {
+                account: "acct".into(),
+                password: "pw".into(),
+                exits: (11..=14).map(|n| Ipv4Addr::new(127, 0, 1, n)).collect(),
+                default_minutes: 10,
+            }),
+            ..UpstreamProxyConfig::default()
+        })
+        .await
+        .unwrap();
+        let origin_addr = origin.addr();
+        let gateway_addr = gateway.addr();
+        let exit_as = |user: &'static str| async move {
+            let fetched = match kind {
+                ProxyKind::Http => {
+                    get_via_http_proxy(gateway_addr, Some((user, "pw")), origin_addr, "/").await
+                }
+                ProxyKind::Socks5 => {
+                    let target = TargetAddr::Ip(origin_addr);
+                    get_via_socks5(gateway_addr, Some((user, "pw")), &target, "/").await
+                }
+            };
+            // The exit the origin saw, or the refusal's status (0: the handshake failed).
+            match fetched {
+                Ok(f) if f.status == 200 => Ok(f.echo().unwrap().exit),
+                Ok(f) => Err(f.status),
+                Err(_) => Err(0),
+            }
+        };
+        let session = exit_as("acct-country-us-session-s1-sesstime-5")
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                exit_as("acct-country-us-session-s1-sesstime-5")
+                    .await
+                    .unwrap(),
+                session,
+                "{kind:?}: a session keeps its exit"
+            );
+        }
+        let mut rotating = std::collections::BTreeSet::new();
+        for _ in 0..4 {
+            rotating.insert(exit_as("acct-country-de").await.unwrap());
+        }
+        assert!(
+            rotating.len() >= 3,
+            "{kind:?}: without a session it rotates: {rotating:?}"
+        );
+        assert_eq!(gateway.live_sessions(), 1);
+        assert_eq!(gateway.countries().get("de"), Some(&4));
+        assert!(
+            exit_as("other-session-s1").await.is_err(),
+            "{kind:?}: another account is refused"
+        );
+        assert_eq!(gateway.stats().auth_failures, 1, "{kind:?}");
+    }
+}

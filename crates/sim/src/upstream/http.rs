@@ -1,7 +1,7 @@
 //! The HTTP kind: `CONNECT` tunnels and absolute-form plain HTTP over one keep-alive
 //! connection, each request authenticated on its own (as real vendor gateways do).
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use hyper::body::Incoming;
@@ -56,7 +56,7 @@ async fn handle(
     tasks: ShutdownSignal,
     req: Request<Incoming>,
 ) -> Response<Body> {
-    if !authorized(&shared, &req) {
+    let Some(exit) = exit_of(&shared, &req) else {
         Counters::bump(&shared.counters.auth_failures);
         let mut response = respond(
             StatusCode::PROXY_AUTHENTICATION_REQUIRED,
@@ -67,16 +67,16 @@ async fn handle(
             HeaderValue::from_static("Basic realm=\"proxypool-sim\""),
         );
         return response;
-    }
+    };
     if shared.dice.roll() {
         Counters::bump(&shared.counters.injected_failures);
         return respond(StatusCode::BAD_GATEWAY, "injected failure\n");
     }
     shared.delay().await;
     if req.method() == Method::CONNECT {
-        tunnel(shared, tasks, req).await
+        tunnel(shared, tasks, req, exit).await
     } else if req.uri().scheme_str() == Some("http") && req.uri().authority().is_some() {
-        forward(shared, tasks, req).await
+        forward(shared, tasks, req, exit).await
     } else {
         respond(
             StatusCode::BAD_REQUEST,
@@ -85,21 +85,27 @@ async fn handle(
     }
 }
 
-fn authorized(shared: &Shared, req: &Request<Incoming>) -> bool {
-    if shared.credentials.is_none() {
-        return true;
-    }
-    req.headers()
+/// The exit the request's `Proxy-Authorization` earns (`None`: refused).
+fn exit_of(shared: &Shared, req: &Request<Incoming>) -> Option<Ipv4Addr> {
+    let credentials = req
+        .headers()
         .get(header::PROXY_AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(parse_basic_auth)
-        .is_some_and(|(user, pass)| shared.credentials_ok(&user, &pass))
+        .and_then(parse_basic_auth);
+    shared.exit_for(
+        credentials
+            .as_ref()
+            .map(|(user, pass)| (user.as_str(), pass.as_str())),
+    )
 }
 
-/// Connects to `target` from this proxy's exit address; a failure is counted and answered
-/// with a 502.
-async fn dial(shared: &Shared, target: &TargetAddr) -> Result<TcpStream, Response<Body>> {
-    connect_from(shared.exit_ip, target).await.map_err(|err| {
+/// Connects to `target` from `exit`; a failure is counted and answered with a 502.
+async fn dial(
+    shared: &Shared,
+    exit: Ipv4Addr,
+    target: &TargetAddr,
+) -> Result<TcpStream, Response<Body>> {
+    connect_from(exit, target).await.map_err(|err| {
         Counters::bump(&shared.counters.connect_failures);
         respond(
             StatusCode::BAD_GATEWAY,
@@ -112,6 +118,7 @@ async fn tunnel(
     shared: Arc<Shared>,
     tasks: ShutdownSignal,
     req: Request<Incoming>,
+    exit: Ipv4Addr,
 ) -> Response<Body> {
     let Some(target) = req
         .uri()
@@ -120,7 +127,7 @@ async fn tunnel(
     else {
         return respond(StatusCode::BAD_REQUEST, "CONNECT needs host:port\n");
     };
-    let outbound = match dial(&shared, &target).await {
+    let outbound = match dial(&shared, exit, &target).await {
         Ok(stream) => stream,
         Err(response) => return response,
     };
@@ -139,6 +146,7 @@ async fn forward(
     shared: Arc<Shared>,
     tasks: ShutdownSignal,
     req: Request<Incoming>,
+    exit: Ipv4Addr,
 ) -> Response<Body> {
     let (mut parts, body) = req.into_parts();
     let Some(authority) = parts.uri.authority().cloned() else {
@@ -149,7 +157,7 @@ async fn forward(
         Ok(target) => target,
         Err(_) => return respond(StatusCode::BAD_REQUEST, "bad host\n"),
     };
-    let outbound = match dial(&shared, &target).await {
+    let outbound = match dial(&shared, exit, &target).await {
         Ok(stream) => stream,
         Err(response) => return response,
     };

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use super::backconnect::{Backconnect, BackconnectConfig};
 use super::kind::ProxyKind;
 use super::shared::Shared;
 use super::stats::{Counters, UpstreamStats};
@@ -41,6 +42,9 @@ pub struct UpstreamProxyConfig {
     pub carrier: Option<String>,
     /// `Http` only: speak TLS first with this configuration (an HTTPS proxy).
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Be a backconnect gateway (the username picks the exit; `credentials` and
+    /// `exit_ip` are then unused).
+    pub backconnect: Option<BackconnectConfig>,
 }
 
 impl Default for UpstreamProxyConfig {
@@ -57,6 +61,7 @@ impl Default for UpstreamProxyConfig {
             region: None,
             carrier: None,
             tls: None,
+            backconnect: None,
         }
     }
 }
@@ -86,6 +91,7 @@ impl UpstreamProxy {
             latency_us: AtomicU64::new(duration_us(config.latency)),
             dice: FaultDice::new(config.seed, config.failure_rate),
             counters: Counters::default(),
+            backconnect: config.backconnect.clone().map(Backconnect::new),
         });
         let shutdown = Shutdown::new();
         let signal = shutdown.signal();
@@ -151,6 +157,23 @@ impl UpstreamProxy {
             Some((user, pass)) => format!("{scheme}://{user}:{pass}@{}", self.addr),
             None => format!("{scheme}://{}", self.addr),
         }
+    }
+
+    /// A backconnect gateway's sessions alive now (0 for a plain proxy).
+    pub fn live_sessions(&self) -> usize {
+        self.shared
+            .backconnect
+            .as_ref()
+            .map_or(0, Backconnect::live_sessions)
+    }
+
+    /// How many connections of a backconnect gateway named each country.
+    pub fn countries(&self) -> std::collections::HashMap<String, u64> {
+        self.shared
+            .backconnect
+            .as_ref()
+            .map(Backconnect::countries)
+            .unwrap_or_default()
     }
 
     /// Counters so far.

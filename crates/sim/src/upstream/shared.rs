@@ -1,5 +1,5 @@
 //! [`Shared`]: the state an upstream proxy's handle shares with its connection tasks
-//! (identity, credentials and the live fault knobs), and what both accept loops do with
+//! (identity, credentials or a backconnect gateway's sessions, and the live fault knobs), and what both accept loops do with
 //! a connection (`admit`, then `relay` once the tunnel is up).
 
 use std::net::Ipv4Addr;
@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
+use super::backconnect::Backconnect;
 use super::kind::ProxyKind;
 use super::stats::Counters;
 use crate::faults::FaultDice;
@@ -26,13 +27,30 @@ pub(super) struct Shared {
     pub(super) latency_us: AtomicU64,
     pub(super) dice: FaultDice,
     pub(super) counters: Counters,
+    /// A backconnect gateway: the username picks the exit.
+    pub(super) backconnect: Option<Backconnect>,
 }
 
 impl Shared {
-    pub(super) fn credentials_ok(&self, user: &str, pass: &str) -> bool {
-        self.credentials
-            .as_ref()
-            .is_none_or(|(u, p)| u == user && p == pass)
+    /// Whether a client must authenticate.
+    pub(super) fn requires_auth(&self) -> bool {
+        self.credentials.is_some() || self.backconnect.is_some()
+    }
+
+    /// The exit for a client with these credentials (`None`: refused): a backconnect
+    /// gateway's pick, else the proxy's own exit when the credentials match (or none are
+    /// required).
+    pub(super) fn exit_for(&self, credentials: Option<(&str, &str)>) -> Option<Ipv4Addr> {
+        if let Some(backconnect) = &self.backconnect {
+            let (user, pass) = credentials?;
+            return backconnect.exit_for(user, pass);
+        }
+        let allowed = match (&self.credentials, credentials) {
+            (None, _) => true,
+            (Some((u, p)), Some((user, pass))) => u == user && p == pass,
+            (Some(_), None) => false,
+        };
+        allowed.then_some(self.exit_ip)
     }
 
     pub(super) fn latency(&self) -> Duration {

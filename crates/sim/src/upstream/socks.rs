@@ -25,7 +25,7 @@ pub(super) async fn serve(listener: TcpListener, mut signal: ShutdownSignal, sha
 }
 
 async fn session(shared: &Shared, mut stream: TcpStream) -> Result<(), ProtoError> {
-    let offered = socks5::negotiate(&mut stream, shared.credentials.is_some()).await;
+    let offered = socks5::negotiate(&mut stream, shared.requires_auth()).await;
     let credentials = match offered {
         Ok(credentials) => credentials,
         Err(err) => {
@@ -36,23 +36,28 @@ async fn session(shared: &Shared, mut stream: TcpStream) -> Result<(), ProtoErro
             return Err(err);
         }
     };
-    if let Some(creds) = credentials {
-        let ok = shared.credentials_ok(&creds.username, &creds.password);
+    let exit = shared.exit_for(
+        credentials
+            .as_ref()
+            .map(|c| (c.username.as_str(), c.password.as_str())),
+    );
+    if credentials.is_some() {
+        let ok = exit.is_some();
         if !ok {
             Counters::bump(&shared.counters.auth_failures);
         }
         socks5::send_auth_result(&mut stream, ok).await?;
-        if !ok {
-            return Err(ProtoError::AuthRejected);
-        }
     }
+    let Some(exit) = exit else {
+        return Err(ProtoError::AuthRejected);
+    };
     let target = socks5::read_request(&mut stream).await?;
     if shared.dice.roll() {
         Counters::bump(&shared.counters.injected_failures);
         return socks5::send_reply(&mut stream, Reply::GeneralFailure, unspecified()).await;
     }
     shared.delay().await;
-    let outbound = match connect_from(shared.exit_ip, &target).await {
+    let outbound = match connect_from(exit, &target).await {
         Ok(outbound) => outbound,
         Err(err) => {
             Counters::bump(&shared.counters.connect_failures);

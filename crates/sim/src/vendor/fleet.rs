@@ -143,6 +143,7 @@ impl Fleet {
             region: pick(&c.regions),
             carrier: pick(&c.carriers),
             tls: None,
+            backconnect: None,
         }
     }
 
