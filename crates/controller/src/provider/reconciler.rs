@@ -1,15 +1,15 @@
-//! One upstream's reconciler: fetch (or take the static list), parse, upsert in chunks,
-//! record the outcome, and pace the next round (interval + jitter, or backoff on failure).
+//! One upstream's reconciler: fetch every page (or take the static list), parse, upsert in
+//! chunks, record the outcome, and pace the next round (interval + jitter, or backoff on failure).
 
 use super::entry::{EntryDefaults, ParsedList};
 use super::fetch::{FetchError, VendorClient};
 use super::hygiene::HostPolicy;
-use super::json::parse_json;
+use super::pages::Walk;
 use super::resolve;
 use super::status::StatusBoard;
-use super::text::{parse_line, parse_text};
+use super::text::parse_line;
 use crate::clock::SharedClock;
-use crate::config::{ListFormat, ProviderKind, UpstreamConfig};
+use crate::config::{ProviderKind, UpstreamConfig};
 use crate::jitter;
 use crate::leadership::job::LeaderJob;
 use proxypool_core::{
@@ -238,26 +238,14 @@ impl Reconciler {
                 (list, self.clock.now())
             }
             ProviderKind::Http => {
-                let url = provider.url.as_deref().unwrap_or_default();
-                let body = self
-                    .client
-                    .fetch(
-                        url,
-                        provider.authorization.as_ref().and_then(|a| a.plain()),
-                        provider.timeout.as_duration(),
-                        provider.max_bytes,
-                    )
-                    .await?;
-                let now = self.clock.now();
-                let mut list = match provider.format.unwrap_or(ListFormat::Text) {
-                    ListFormat::Text => {
-                        let text = std::str::from_utf8(&body)
-                            .map_err(|_| RoundError::MalformedBody("text"))?;
-                        parse_text(text, &self.defaults)
-                    }
-                    ListFormat::Json => parse_json(&body, now, &self.defaults)
-                        .map_err(|_| RoundError::MalformedBody("json"))?,
+                let walk = Walk {
+                    client: &self.client,
+                    provider,
+                    defaults: &self.defaults,
+                    clock: &self.clock,
                 };
+                let mut list = walk.read().await?;
+                let now = self.clock.now();
                 if self
                     .defaults
                     .hosts
