@@ -282,4 +282,105 @@ mod tests {
             NotAList
         );
     }
+
+    /// The simulated vendor's API shape, mapped.
+    fn mapped(unit: TimeUnit) -> FieldMapConfig {
+        let at = |p: &str| Some(p.to_owned());
+        FieldMapConfig {
+            list: at("/result/items"),
+            host: at("/addr"),
+            port: at("/port_no"),
+            protocol: at("/kind"),
+            username: at("/login"),
+            password: at("/secret"),
+            region: at("/geo/country"),
+            city: at("/geo/city"),
+            carrier: at("/isp"),
+            expires_at: at("/valid_until"),
+            issued_at: at("/issued"),
+            max_sessions: at("/slots"),
+            time_unit: unit,
+        }
+    }
+
+    #[test]
+    fn mapped_fields_are_read_at_their_pointers_only() {
+        let body = br#"{"result": {"items": [
+            {"addr": "1.2.3.4", "port_no": 8080, "kind": "socks5", "login": "u", "secret": "p",
+             "geo": {"country": "DE", "city": "Berlin"}, "isp": "dt", "valid_until": 2000,
+             "issued": 900, "slots": 3},
+            {"addr": "1.2.3.5", "port_no": "81", "host": "ignored", "ttl": 5},
+            {"host": "9.9.9.9", "port_no": 80},
+            {"addr": "1.2.3.6"}
+        ]}, "links": {"next": "/p/2"}}"#;
+        let page = parse_json_page(
+            body,
+            1_000,
+            &EntryDefaults::plain_http(),
+            &mapped(TimeUnit::Seconds),
+            Some("/links/next"),
+        )
+        .unwrap();
+        assert_eq!((page.entries, page.next.as_deref()), (4, Some("/p/2")));
+        let c = &page.list.candidates;
+        assert_eq!(c.len(), 2);
+        assert_eq!((c[0].host.as_str(), c[0].port), ("1.2.3.4", 8080));
+        assert_eq!(c[0].protocol, Protocol::Socks5);
+        assert_eq!(c[0].credentials.as_ref().unwrap().username, "u");
+        assert_eq!(c[0].region.as_deref(), Some("DE"));
+        assert_eq!(c[0].labels.get("city").map(String::as_str), Some("Berlin"));
+        assert_eq!(c[0].carrier.as_deref(), Some("dt"));
+        assert_eq!(c[0].expires_at_ms, Some(2_000_000));
+        assert_eq!(c[0].issued_at_ms, Some(900_000));
+        assert_eq!(c[0].max_sessions, Some(3));
+        // A mapped expiry replaces the default names: `ttl` is not read.
+        assert_eq!(c[1].expires_at_ms, None);
+        // The mapped host is missing in one entry, the port in another: refused, counted.
+        assert_eq!(page.list.dropped[&EntryError::Malformed], 1);
+        assert_eq!(page.list.dropped[&EntryError::InvalidPort], 1);
+    }
+
+    #[test]
+    fn times_in_ms_and_the_end_of_the_walk() {
+        let body = br#"{"result": {"items": [{"addr": "h", "port_no": 1, "valid_until": 2500}]},
+                        "links": {"next": null}}"#;
+        let page = parse_json_page(
+            body,
+            0,
+            &EntryDefaults::plain_http(),
+            &mapped(TimeUnit::Ms),
+            Some("/links/next"),
+        )
+        .unwrap();
+        assert_eq!(page.list.candidates[0].expires_at_ms, Some(2_500));
+        assert_eq!(page.next, None);
+        for next in [r#""""#, r#""  ""#] {
+            let body = format!(r#"{{"result": {{"items": []}}, "links": {{"next": {next}}}}}"#);
+            let page = parse_json_page(
+                body.as_bytes(),
+                0,
+                &EntryDefaults::plain_http(),
+                &mapped(TimeUnit::Ms),
+                Some("/links/next"),
+            )
+            .unwrap();
+            assert_eq!((page.entries, page.next), (0, None));
+        }
+    }
+
+    #[test]
+    fn a_list_pointer_that_is_not_an_array_or_a_next_that_is_not_text_is_no_list() {
+        let fields = mapped(TimeUnit::Seconds);
+        let defaults = EntryDefaults::plain_http();
+        for body in [
+            &br#"{"result": {"items": {"addr": "h"}}}"#[..],
+            br#"{"proxies": []}"#,
+            br#"{"result": {"items": []}, "links": {"next": 2}}"#,
+        ] {
+            assert_eq!(
+                parse_json_page(body, 0, &defaults, &fields, Some("/links/next")).unwrap_err(),
+                NotAList
+            );
+        }
+    }
 }
