@@ -234,11 +234,12 @@ pub(crate) fn validate(
                     c,
                     &format!("{path}.pagination"),
                     pagination,
-                    p.format,
+                    p.format == Some(ListFormat::Json),
                 );
             }
             if let Some(fields) = &p.fields {
-                crate::vendor_api::validate_fields(c, &format!("{path}.fields"), fields, p.format);
+                let json = p.format == Some(ListFormat::Json);
+                crate::vendor_api::validate_fields(c, &format!("{path}.fields"), fields, json);
             }
         }
         ProviderKind::Static => {

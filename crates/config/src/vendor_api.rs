@@ -4,7 +4,6 @@
 //! ([`FieldMapConfig`]), with the checks of each.
 
 use crate::check::Check;
-use crate::provider::ListFormat;
 use crate::secret::SecretRef;
 use serde::{Deserialize, Serialize};
 
@@ -199,12 +198,8 @@ fn is_token(text: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-pub(crate) fn validate_pagination(
-    c: &mut Check<'_>,
-    path: &str,
-    p: &PaginationConfig,
-    format: Option<ListFormat>,
-) {
+/// Checks the pagination table; `json` = the list is `format = "json"`.
+pub(crate) fn validate_pagination(c: &mut Check<'_>, path: &str, p: &PaginationConfig, json: bool) {
     c.require(
         (1..=MAX_PAGES).contains(&p.max_pages),
         format!("{path}.max_pages"),
@@ -226,7 +221,7 @@ pub(crate) fn validate_pagination(
                 }
             }
             c.require(
-                format == Some(ListFormat::Json),
+                json,
                 format!("{path}.style"),
                 "next_url reads the body, so it needs format = \"json\"",
             );
@@ -313,14 +308,10 @@ pub(crate) fn validate_auth(
     }
 }
 
-pub(crate) fn validate_fields(
-    c: &mut Check<'_>,
-    path: &str,
-    fields: &FieldMapConfig,
-    format: Option<ListFormat>,
-) {
+/// Checks the field pointers; `json` = the list is `format = "json"`.
+pub(crate) fn validate_fields(c: &mut Check<'_>, path: &str, fields: &FieldMapConfig, json: bool) {
     c.require(
-        format == Some(ListFormat::Json),
+        json,
         path.to_owned(),
         "field pointers are for format = \"json\"",
     );

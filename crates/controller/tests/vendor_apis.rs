@@ -51,9 +51,12 @@ struct Rig {
     reconciler: Reconciler,
 }
 
-/// A file holding `secret`, for a `{ file = ... }` reference.
+/// A file of its own holding `secret`, for a `{ file = ... }` reference (tests run in
+/// parallel: none may read another's half-written file).
 fn secret_file(name: &str, secret: &str) -> String {
-    let path = std::env::temp_dir().join(format!("proxypool-{name}-{}", std::process::id()));
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("proxypool-{name}-{}-{n}", std::process::id()));
     std::fs::write(&path, secret).unwrap();
     path.display().to_string()
 }

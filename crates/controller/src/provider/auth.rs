@@ -2,7 +2,7 @@
 //! upstream's provider names, built from resolved secrets and put on every request of a
 //! round. Header values are marked sensitive, so neither a log nor a `Debug` shows them.
 
-use super::fetch::FetchError;
+use super::failure::FetchError;
 use crate::config::ProviderConfig;
 use proxypool_core::Secret;
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};

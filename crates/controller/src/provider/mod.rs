@@ -1,6 +1,7 @@
 //! The provider reconciler: brings each vendor's proxies into the pool.
 //!
 //! - [`reconciler`]: one upstream's loop (fetch → parse → chunked upsert → status).
+//! - [`failure`]: why a fetch or a round fails, by kind.
 //! - [`fetch`]: one page's HTTPS (or allowed HTTP) fetch with timeout, size cap and the
 //!   redirect host rule; [`auth`]: the header, Basic or query-key authentication it
 //!   carries; `pages`: a round's walk over every page (next URL, `Link` header or page
@@ -14,6 +15,7 @@
 
 pub mod auth;
 pub mod entry;
+pub mod failure;
 pub mod fetch;
 pub mod hygiene;
 pub mod json;

@@ -9,9 +9,9 @@
 
 use super::auth::{VendorAuth, set_query_param};
 use super::entry::{EntryDefaults, ParsedList};
-use super::fetch::{FetchError, HostRule, Page, VendorClient};
+use super::failure::{FetchError, RoundError};
+use super::fetch::{HostRule, Page, VendorClient};
 use super::json::parse_json_page;
-use super::reconciler::RoundError;
 use super::text::parse_text;
 use crate::clock::SharedClock;
 use crate::config::{FieldMapConfig, ListFormat, PageStyle, ProviderConfig};

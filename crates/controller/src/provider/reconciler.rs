@@ -2,7 +2,8 @@
 //! chunks, record the outcome, and pace the next round (interval + jitter, or backoff on failure).
 
 use super::entry::{EntryDefaults, ParsedList};
-use super::fetch::{FetchError, VendorClient};
+pub use super::failure::RoundError;
+use super::fetch::VendorClient;
 use super::hygiene::HostPolicy;
 use super::pages::Walk;
 use super::resolve;
@@ -13,7 +14,7 @@ use crate::config::{ProviderKind, UpstreamConfig};
 use crate::jitter;
 use crate::leadership::job::LeaderJob;
 use proxypool_core::{
-    ActivityPool, Candidate, Credentials, FetchedBatch, PoolError, UnixMillis, UpsertReport,
+    ActivityPool, Candidate, Credentials, FetchedBatch, UnixMillis, UpsertReport,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,28 +35,6 @@ pub struct RoundOutcome {
     pub parse_dropped: BTreeMap<String, u32>,
     /// Of those, the entries the host policy refused (`host_not_allowed`, `private_host`).
     pub refused: u32,
-}
-
-/// Why a round failed (nothing was upserted, or the store refused).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RoundError {
-    #[error(transparent)]
-    Fetch(#[from] FetchError),
-    #[error("the body is not a valid {0} list")]
-    MalformedBody(&'static str),
-    #[error("store: {0}")]
-    Store(PoolError),
-}
-
-impl RoundError {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            RoundError::Fetch(e) => e.kind(),
-            RoundError::MalformedBody(_) => "malformed_body",
-            RoundError::Store(e) if e.is_unavailable() => "store_unavailable",
-            RoundError::Store(_) => "store_rejected",
-        }
-    }
 }
 
 /// Reconciles one upstream.
