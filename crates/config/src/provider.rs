@@ -58,9 +58,11 @@ pub struct ProviderConfig {
     /// lock step.
     #[serde(default)]
     pub jitter: Millis,
+    /// The deadline of each page's fetch (connect, redirects, headers, body).
     #[serde(default = "default_fetch_timeout")]
     pub timeout: Millis,
-    /// Largest response body accepted; a larger one fails the fetch whole.
+    /// Largest list accepted, all pages' decoded bodies together; a larger one fails the
+    /// round whole.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: usize,
     /// `http` only: the `Authorization` header value, by reference (the shorthand of
