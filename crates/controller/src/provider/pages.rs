@@ -57,6 +57,8 @@ impl Walk<'_> {
                 .await?;
             pages += 1;
             budget -= page.body.len();
+            // Where a redirect led is a page read too: a link back to it is a loop.
+            seen.insert(page.url.to_string());
             let (read, body_next) = self.parse(&page)?;
             let entries = read.entries();
             list.absorb(read);
