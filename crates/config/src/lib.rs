@@ -18,7 +18,8 @@
 //! - [`store`], [`quota`]: the activity pool's and the durable quota's stores.
 //! - [`control`]: the worker control API (`[control]`) and `[[worker_tokens]]`.
 //! - [`tuning`]: `[snapshot]`, `[ownership]`, `[checker]`, `[cooldowns]`, `[maintenance]`.
-//! - [`upstream`], [`provider`], [`health`]: vendors, their lists and their health checks.
+//! - [`upstream`], [`provider`], [`health`]: vendors, their lists and their health checks;
+//!   [`vendor_api`]: a list API's pagination, authentication and JSON field pointers.
 //! - [`client`]: tenants (`[[clients]]`).
 //! - [`api`], [`gateway`]: the client API's and a gateway worker's tables.
 //! - [`limiter`]: token-bucket policies and engine settings, as the throttle crate takes them.
@@ -67,6 +68,7 @@ pub mod tls;
 pub mod tuning;
 pub mod upstream;
 mod validate;
+pub mod vendor_api;
 
 pub use api::{ApiLimits, ApiSection, ApiShield, ExtractionSettings};
 pub use cidr::{Cidrs, parse_block, parse_cidr, parse_cidrs};
@@ -96,3 +98,7 @@ pub use tuning::{
     SnapshotConfig,
 };
 pub use upstream::{CredentialsConfig, UpstreamConfig, UpstreamDefaults};
+pub use vendor_api::{
+    AuthHeaderConfig, BasicAuthConfig, FieldMapConfig, PageStyle, PaginationConfig,
+    QueryAuthConfig, TimeUnit, VendorAuthConfig,
+};

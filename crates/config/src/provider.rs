@@ -1,12 +1,14 @@
 //! An upstream's `provider` table: where a vendor's proxies come from (an `http` list
 //! endpoint or a `static` list in the file), how the list is read, which hosts its entries
-//! may point at ([`AllowedHost`]), and the checks of all of it.
+//! may point at ([`AllowedHost`]), and the checks of all of it. A list API's pages,
+//! authentication and field pointers are [`crate::vendor_api`]'s.
 
 use crate::check::Check;
 use crate::cidr::parse_block;
 use crate::duration::Millis;
 use crate::secret::SecretRef;
 use crate::target::{TargetUrl, split_host_port};
+use crate::vendor_api::{FieldMapConfig, PaginationConfig, VendorAuthConfig};
 use proxypool_core::IpNet;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
@@ -56,14 +58,30 @@ pub struct ProviderConfig {
     /// lock step.
     #[serde(default)]
     pub jitter: Millis,
+    /// The deadline of each page's fetch (connect, redirects, headers, body).
     #[serde(default = "default_fetch_timeout")]
     pub timeout: Millis,
-    /// Largest response body accepted; a larger one fails the fetch whole.
+    /// Largest list accepted, all pages' decoded bodies together; a larger one fails the
+    /// round whole.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: usize,
-    /// `http` only: the `Authorization` header value, by reference.
+    /// `http` only: the `Authorization` header value, by reference (the shorthand of
+    /// `auth.header` with `name = "Authorization"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authorization: Option<SecretRef>,
+    /// `http` only: a header of any name, HTTP Basic, or a query parameter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<VendorAuthConfig>,
+    /// `http` only: hosts besides the list URL's own that a redirect or a next-page link
+    /// may lead to (exact names or addresses). They receive the fetch's authentication.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redirect_hosts: Vec<String>,
+    /// `http` only: how a list spread over pages is walked (unset: one page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pagination: Option<PaginationConfig>,
+    /// `http` with `format = "json"` only: where the list and each field are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<FieldMapConfig>,
 }
 
 fn default_fetch_interval() -> Millis {
@@ -204,6 +222,27 @@ pub(crate) fn validate(
             if let Some(authorization) = &mut p.authorization {
                 c.resolve_plain(&format!("{path}.authorization"), authorization);
             }
+            let shorthand = p.authorization.is_some();
+            if let Some(auth) = &mut p.auth {
+                crate::vendor_api::validate_auth(c, &format!("{path}.auth"), auth, shorthand);
+            }
+            crate::vendor_api::validate_redirect_hosts(
+                c,
+                &format!("{path}.redirect_hosts"),
+                &p.redirect_hosts,
+            );
+            if let Some(pagination) = &p.pagination {
+                crate::vendor_api::validate_pagination(
+                    c,
+                    &format!("{path}.pagination"),
+                    pagination,
+                    p.format == Some(ListFormat::Json),
+                );
+            }
+            if let Some(fields) = &p.fields {
+                let json = p.format == Some(ListFormat::Json);
+                crate::vendor_api::validate_fields(c, &format!("{path}.fields"), fields, json);
+            }
         }
         ProviderKind::Static => {
             c.require(
@@ -220,9 +259,14 @@ pub(crate) fn validate(
                 "a static provider takes no url or format",
             );
             c.require(
-                p.authorization.is_none(),
+                p.authorization.is_none() && p.auth.is_none(),
                 format!("{path}.authorization"),
-                "a static provider takes no authorization",
+                "a static provider takes no authorization or auth",
+            );
+            c.require(
+                p.redirect_hosts.is_empty() && p.pagination.is_none() && p.fields.is_none(),
+                format!("{path}.pagination"),
+                "redirect_hosts, pagination and fields are for an http provider",
             );
             c.require(
                 !p.proxies.is_empty(),

@@ -137,7 +137,7 @@ fn unknown_keys_are_errors_that_name_the_key_path() {
 fn bad_values_name_the_file_the_key_and_the_reason() {
     let dir = secret_dir();
     let text = example().replace(
-        "timeout = \"10s\"            # the whole fetch",
+        "timeout = \"10s\"            # each page's fetch (connect, redirects, body)",
         "timeout = 10",
     );
     let message = load(&text, example_env(), &dir).unwrap_err().to_string();
@@ -914,6 +914,179 @@ fn the_access_log_takes_its_keys_and_refuses_bad_values_by_name() {
         let message = gateway(&text).unwrap_err().to_string();
         assert!(message.contains(key), "{key}: {message}");
     }
+}
+
+/// The example with its commented `[upstreams.provider.auth.*]` tables named in `auth` and
+/// its `[upstreams.provider.fields]` table written out.
+fn with_vendor_api(auth: &[&str]) -> String {
+    let mut out = String::new();
+    let mut live = false;
+    for line in example().lines() {
+        if let Some(table) = line.strip_prefix("# [upstreams.provider.") {
+            live = auth
+                .iter()
+                .any(|a| table.starts_with(&format!("auth.{a}]")))
+                || table.starts_with("fields]");
+        } else if !line.starts_with("# ") {
+            live = false;
+        }
+        match line.strip_prefix("# ") {
+            Some(uncommented) if live => out.push_str(uncommented),
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn vendor_api_env() -> Vec<(&'static str, &'static str)> {
+    let mut env = example_env();
+    env.extend([
+        ("ACME_API_TOKEN", "acme-api-token"),
+        ("ACME_LIST_PASSWORD", "acme-list-password"),
+        ("ACME_API_KEY", "acme-api-key"),
+    ]);
+    env
+}
+
+#[test]
+fn the_example_s_vendor_api_settings_load_when_written_out() {
+    use proxypool_config::{PageStyle, TimeUnit};
+    let dir = secret_dir();
+    let text = with_vendor_api(&["header", "query"]);
+    let config = load(&text, vendor_api_env(), &dir).unwrap_or_else(|e| panic!("{e}"));
+    let provider = &config.upstreams[0].provider;
+    let pages = provider.pagination.as_ref().unwrap();
+    assert_eq!(
+        (pages.style, pages.next.as_deref(), pages.max_pages),
+        (PageStyle::NextUrl, Some("/next"), 20)
+    );
+    let auth = provider.auth.as_ref().unwrap();
+    let header = auth.header.as_ref().unwrap();
+    assert_eq!(
+        (header.name.as_str(), header.scheme.as_deref()),
+        ("Authorization", Some("Token"))
+    );
+    assert_eq!(header.value.plain().unwrap().expose(), "acme-api-token");
+    assert_eq!(
+        auth.query.as_ref().unwrap().value.plain().unwrap().expose(),
+        "acme-api-key"
+    );
+    let fields = provider.fields.as_ref().unwrap();
+    assert_eq!(fields.list.as_deref(), Some("/result/items"));
+    assert_eq!(fields.city.as_deref(), Some("/geo/city"));
+    assert_eq!(fields.time_unit, TimeUnit::Seconds);
+    // The secrets never reach the effective configuration.
+    let shown = config.effective_toml().unwrap();
+    assert!(!shown.contains("acme-api-token") && !shown.contains("acme-api-key"));
+}
+
+#[test]
+fn bad_vendor_api_settings_name_the_file_the_line_and_the_key() {
+    let dir = secret_dir();
+    let base = with_vendor_api(&["query"]);
+    let cases = [
+        (
+            "next = \"/next\"",
+            "next = \"links/next\"",
+            "upstreams[0].provider.pagination.next",
+        ),
+        (
+            "max_pages = 20",
+            "max_pages = 0",
+            "upstreams[0].provider.pagination.max_pages",
+        ),
+        (
+            "max_pages = 20",
+            "max_pages = 1001",
+            "upstreams[0].provider.pagination.max_pages",
+        ),
+        (
+            "host = \"/addr\"",
+            "host = \"/a~2ddr\"",
+            "upstreams[0].provider.fields.host",
+        ),
+        (
+            "list = \"/result/items\"",
+            "list = \"result\"",
+            "upstreams[0].provider.fields.list",
+        ),
+        (
+            "name = \"api_key\"",
+            "name = \"\"",
+            "upstreams[0].provider.auth.query.name",
+        ),
+        (
+            "format = \"json\"",
+            "format = \"text\"",
+            "upstreams[0].provider.pagination.style",
+        ),
+    ];
+    for (from, to, key) in cases {
+        assert!(base.contains(from), "{from}");
+        let text = base.replacen(from, to, 1);
+        let err = load(&text, vendor_api_env(), &dir).unwrap_err();
+        let problem = err
+            .problems()
+            .iter()
+            .find(|p| p.path == key)
+            .unwrap_or_else(|| panic!("{to}: no problem at {key}: {err}"));
+        let written = text.lines().position(|l| l.starts_with(to)).map(|i| i + 1);
+        if key.ends_with(to.split(' ').next().unwrap()) {
+            assert_eq!(problem.line, written, "{to}: {err}");
+        }
+        assert!(err.to_string().contains("proxypool.toml"), "{err}");
+    }
+    // Text with field pointers: the fields table is named.
+    let text = base.replacen("format = \"json\"", "format = \"text\"", 1);
+    let found = problems(load(&text, vendor_api_env(), &dir));
+    assert!(
+        found.iter().any(|p| p.0 == "upstreams[0].provider.fields"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn basic_and_an_authorization_header_together_are_refused() {
+    let dir = secret_dir();
+    for (auth, shorthand) in [
+        (&["basic", "header"][..], false),
+        (&["basic"][..], true),
+        (&["header"][..], true),
+    ] {
+        let mut text = with_vendor_api(auth);
+        if shorthand {
+            text = text.replacen(
+                "# authorization = { env = \"ACME_API_AUTHORIZATION\" }",
+                "authorization = { env = \"ACME_API_TOKEN\" }",
+                1,
+            );
+        }
+        let found = problems(load(&text, vendor_api_env(), &dir));
+        assert_eq!(
+            found.iter().map(|p| p.0.as_str()).collect::<Vec<_>>(),
+            ["upstreams[0].provider.auth.basic"],
+            "{auth:?} {shorthand}: {found:?}"
+        );
+        assert!(found[0].1.contains("Authorization"), "{found:?}");
+    }
+    // A header of another name goes with Basic.
+    let text = with_vendor_api(&["basic", "header"]).replacen(
+        "\nname = \"Authorization\"",
+        "\nname = \"X-Api-Key\"",
+        1,
+    );
+    let config = load(&text, vendor_api_env(), &dir).unwrap_or_else(|e| panic!("{e}"));
+    let auth = config.upstreams[0].provider.auth.clone().unwrap();
+    assert!(auth.basic.is_some() && auth.header.is_some());
+    // A header name that is no token.
+    let text = with_vendor_api(&["header"]).replacen(
+        "\nname = \"Authorization\"",
+        "\nname = \"X Api Key\"",
+        1,
+    );
+    let found = problems(load(&text, vendor_api_env(), &dir));
+    assert_eq!(found[0].0, "upstreams[0].provider.auth.header.name");
 }
 
 #[test]

@@ -31,6 +31,7 @@ async fn rig(format: ListFormat, list_format: &str, size: usize, provider_extra:
         },
         ttl: Some(Duration::from_secs(120)),
         faults: ListFaults::default(),
+        api: Default::default(),
     })
     .await
     .unwrap();

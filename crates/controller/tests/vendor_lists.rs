@@ -3,7 +3,8 @@
 //! that would get the upstream's credentials on a host outside `allowed_hosts`, or on an
 //! internal address, is refused, counted, and never stored with the credentials. The
 //! fetch itself: a gzip list is decompressed under the size cap, redirects are followed
-//! only on the list's own host and only a bounded number of times.
+//! only on the list's own host and only a bounded number of times, and a page walk whose
+//! next link leads back to a page already read fails as `page_loop`.
 
 mod common;
 
@@ -353,7 +354,10 @@ async fn redirects_on_the_list_host_are_followed_a_bounded_number_of_times() {
         assert!(seen.iter().all(|head| head.contains("Bearer vendor-key")));
     }
     let url = format!("http://127.0.0.1:{port}/hop/{}", hops + 1);
-    assert_eq!(fetch(&url, None, 1024).await, Err(FetchError::Status(302)));
+    assert_eq!(
+        fetch(&url, None, 1024).await,
+        Err(FetchError::TooManyRedirects)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -373,7 +377,7 @@ async fn a_redirect_to_another_host_is_not_followed() {
     let url = format!("http://127.0.0.1:{port}/list");
     assert_eq!(
         fetch(&url, Some("Bearer vendor-key"), 1024).await,
-        Err(FetchError::Status(302))
+        Err(FetchError::ForeignHost("127.0.0.2".into()))
     );
     assert!(
         reached.lock().unwrap().is_empty(),
@@ -417,9 +421,35 @@ async fn a_redirect_from_https_down_to_http_is_not_followed() {
     let client = VendorClient::with_tls(proxypool_edge::ClientTls::load(&files).unwrap());
     let url = format!("https://127.0.0.1:{port}/list");
     let fetched = client.fetch(&url, None, Duration::from_secs(5), 1024).await;
-    assert_eq!(fetched, Err(FetchError::Status(302)));
+    assert_eq!(fetched, Err(FetchError::InsecureRedirect));
     assert!(
         reached.lock().unwrap().is_empty(),
         "never sent in plain text"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_link_back_to_a_page_already_read_fails_the_round_as_a_loop() {
+    // `/a` links to `/b`, which links back to `/a`.
+    let (port, seen) = raw_server("127.0.0.1", |path| {
+        let next = if path == "/a" { "/b" } else { "/a" };
+        response(
+            "200 OK",
+            &format!("link: <{next}>; rel=\"next\"\r\n"),
+            PUBLIC_LIST.as_bytes(),
+        )
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{port}/a");
+    let rig = rig(
+        &url,
+        "allow_plaintext = true\n[upstreams.provider.pagination]\nstyle = \"link_header\"\n",
+        "",
+    );
+    let error = rig.reconciler.reconcile_once().await.unwrap_err();
+    assert_eq!(error.kind(), "page_loop", "{error}");
+    assert_eq!(seen.lock().unwrap().len(), 2, "each page read once");
+    assert!(records(&rig).await.is_empty());
+    let status = rig.board.get(&acme()).unwrap();
+    assert_eq!(status.last_error.as_deref(), Some("page_loop"));
 }

@@ -95,7 +95,8 @@ pub struct ProviderStatus {
     pub last_attempt_ms: Option<UnixMillis>,
     pub last_success_ms: Option<UnixMillis>,
     /// A short kind (`connect`, `timeout`, `http_status`, `too_large`, `malformed_body`,
-    /// `store_unavailable`, `store_rejected`); `None` after a success.
+    /// `foreign_host`, `too_many_pages`, ..., `store_unavailable`, `store_rejected`: the
+    /// controller's `provider::failure`); `None` after a success.
     pub last_error: Option<String>,
     pub consecutive_failures: u32,
     /// Entries in the last successful list.

@@ -15,7 +15,8 @@
 //!   can ban chosen exits for chosen host names (answering 403, 429, ...), counted per
 //!   (exit, host).
 //! - [`vendor`]: [`VendorEndpoint`], the vendor's list URL (text or JSON) over a fleet of
-//!   upstream proxies that rotates like a residential vendor, with fault knobs.
+//!   upstream proxies that rotates like a residential vendor, with fault knobs; beside it a
+//!   paginated, token-authenticated, gzip JSON API and a text list behind HTTP Basic.
 //! - [`sim_vendor`]: [`SimVendor`], all of the above in one call.
 //! - [`client`]: tiny GET helpers (direct, absolute-form, CONNECT, SOCKS5) for tests.
 //! - `exit`, `faults`, `http`, `shutdown`: outgoing dials from an exit address (names
@@ -43,4 +44,7 @@ pub use sim_vendor::{SimConfig, SimVendor};
 pub use upstream::{
     BackconnectConfig, ProxyKind, SessionRequest, UpstreamProxy, UpstreamProxyConfig, UpstreamStats,
 };
-pub use vendor::{FleetConfig, ListFaults, ListFormat, Listing, VendorConfig, VendorEndpoint};
+pub use vendor::{
+    ApiConfig, ApiKnobs, ContentEncoding, FleetConfig, ListFaults, ListFormat, Listing,
+    VendorConfig, VendorEndpoint,
+};

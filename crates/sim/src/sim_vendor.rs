@@ -98,6 +98,7 @@ impl SimVendor {
                 },
                 ttl: config.ttl,
                 faults: ListFaults::default(),
+                api: crate::vendor::ApiConfig::default(),
             },
             SocketAddr::from((config.listen_ip, config.list_port)),
         )

@@ -82,8 +82,9 @@ fn describe() {
     describe_counter!(
         FETCHES,
         "Provider rounds (vendor fetch or static list, then upsert) by upstream and outcome \
-         (success, or the error kind: connect, timeout, http_status, too_large, body, \
-         request, malformed_body, store_unavailable, store_rejected)."
+         (success, or the error kind: connect, tls, timeout, http_status, too_large, body, \
+         request, foreign_host, insecure_redirect, too_many_redirects, too_many_pages, \
+         page_loop, bad_next_link, malformed_body, store_unavailable, store_rejected)."
     );
     proxypool_metrics::set_buckets(FETCH_SECONDS, proxypool_metrics::REMOTE_CALL_BUCKETS);
     describe_histogram!(

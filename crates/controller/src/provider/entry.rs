@@ -129,4 +129,17 @@ impl ParsedList {
             Err(reason) => *self.dropped.entry(reason).or_default() += 1,
         }
     }
+
+    /// Adds another page's candidates and drops to this list.
+    pub(crate) fn absorb(&mut self, page: ParsedList) {
+        self.candidates.extend(page.candidates);
+        for (reason, n) in page.dropped {
+            *self.dropped.entry(reason).or_default() += n;
+        }
+    }
+
+    /// Entries read, kept or dropped.
+    pub(crate) fn entries(&self) -> usize {
+        self.candidates.len() + self.dropped.values().sum::<u32>() as usize
+    }
 }

@@ -1,66 +1,32 @@
-//! Fetching a vendor's list over HTTPS (or, where allowed, HTTP) with a deadline and a
-//! size cap.
+//! Fetching one page of a vendor's list over HTTPS (or, where allowed, HTTP) with a
+//! deadline and a size cap.
 //!
 //! reqwest over the edge's rustls configuration (the upstream's CA bundle and client
-//! certificate, or the public roots): the whole fetch (connect, redirects, headers, body)
-//! shares one timeout; a gzip body is decompressed; a declared or actual body over the cap
-//! fails the fetch without buffering the rest (the cap counts decompressed bytes, so a
-//! small compressed bomb cannot get past it); the `Authorization` value is marked
-//! sensitive so it never reaches a log.
+//! certificate, or the public roots): the page's fetch (connect, redirects, headers, body)
+//! shares one timeout; a gzip or deflate body is decoded; a declared or actual body over the
+//! cap fails the fetch without buffering the rest (the cap counts decoded bytes, so a small
+//! compressed bomb cannot get past it); every authentication value is marked sensitive so
+//! it never reaches a log.
 //!
-//! Redirects are followed at most [`MAX_REDIRECTS`] times, and only on the list URL's own
-//! host and never from `https` down to `http`: the list URL is what the operator
-//! configured (and `allow_plaintext` vetted), so a redirect may not carry the request,
-//! and its `authorization`, anywhere else. A redirect that is not followed fails the fetch
-//! with its status.
+//! Redirects are followed here, not by reqwest, at most [`MAX_REDIRECTS`] times, and only
+//! to hosts the [`HostRule`] allows (the list URL's own and `redirect_hosts`), never from
+//! `https` down to `http`: the list URL is what the operator configured (and
+//! `allow_plaintext` vetted), so a redirect may not carry the request, and its
+//! authentication, anywhere else. Each refusal has its own kind on the upstream's status.
 
+use super::auth::VendorAuth;
+use super::link::next_link;
 use bytes::{Bytes, BytesMut};
 use proxypool_config::ClientTlsConfig;
 use proxypool_core::{Secret, UpstreamId};
 use proxypool_edge::{ClientTls, ClientTlsFiles};
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue, USER_AGENT};
-use reqwest::redirect::{Attempt, Policy};
+use reqwest::header::{ACCEPT, LINK, LOCATION, USER_AGENT};
+use reqwest::redirect::Policy;
 use reqwest::{StatusCode, Url};
 use std::error::Error as _;
 use std::time::Duration;
 
-/// Redirects one fetch follows at most.
-pub const MAX_REDIRECTS: usize = 5;
-
-/// Why a fetch failed; the kind is what the status API shows.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FetchError {
-    #[error("cannot connect to the vendor")]
-    Connect,
-    /// The TLS handshake failed (the vendor's certificate is not trusted, or the TLS
-    /// settings could not be loaded).
-    #[error("TLS with the vendor failed: {0}")]
-    Tls(String),
-    #[error("the vendor did not answer in time")]
-    Timeout,
-    #[error("the vendor answered HTTP {0}")]
-    Status(u16),
-    #[error("the response is larger than max_bytes")]
-    TooLarge,
-    #[error("the response body could not be read")]
-    Body,
-    #[error("the request could not be built")]
-    Request,
-}
-
-impl FetchError {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            FetchError::Connect => "connect",
-            FetchError::Tls(_) => "tls",
-            FetchError::Timeout => "timeout",
-            FetchError::Status(_) => "http_status",
-            FetchError::TooLarge => "too_large",
-            FetchError::Body => "body",
-            FetchError::Request => "request",
-        }
-    }
-}
+pub use super::failure::{FetchError, MAX_REDIRECTS};
 
 /// The HTTP client of one upstream's vendor list: plain `http://` or `https://` with the
 /// upstream's CA bundle (or the public roots) and optional client certificate.
@@ -120,7 +86,8 @@ impl VendorClient {
         }
     }
 
-    /// GETs `url`; the body must arrive within `timeout` and be at most `max_bytes`.
+    /// GETs `url` alone (no pages, no hosts beyond its own) with an optional
+    /// `Authorization`; the body must arrive within `timeout` and be at most `max_bytes`.
     pub async fn fetch(
         &self,
         url: &str,
@@ -128,70 +95,184 @@ impl VendorClient {
         timeout: Duration,
         max_bytes: usize,
     ) -> Result<Bytes, FetchError> {
-        tokio::time::timeout(timeout, self.fetch_inner(url, authorization, max_bytes))
+        let url = Url::parse(url).map_err(|_| FetchError::Request)?;
+        let hosts = HostRule::new(&url, &[]);
+        let auth = VendorAuth::authorization(authorization)?;
+        let page = self.page(url, &auth, &hosts, timeout, max_bytes).await?;
+        Ok(page.body)
+    }
+
+    /// GETs one page at `url` with `auth`, following redirects `hosts` allows; the body
+    /// must arrive within `timeout` and be at most `max_bytes`.
+    pub async fn page(
+        &self,
+        url: Url,
+        auth: &VendorAuth,
+        hosts: &HostRule,
+        timeout: Duration,
+        max_bytes: usize,
+    ) -> Result<Page, FetchError> {
+        tokio::time::timeout(timeout, self.page_inner(url, auth, hosts, max_bytes))
             .await
             .unwrap_or(Err(FetchError::Timeout))
     }
 
-    async fn fetch_inner(
+    async fn page_inner(
         &self,
-        url: &str,
-        authorization: Option<&Secret>,
+        mut url: Url,
+        auth: &VendorAuth,
+        hosts: &HostRule,
         max_bytes: usize,
-    ) -> Result<Bytes, FetchError> {
-        let url = Url::parse(url).map_err(|_| FetchError::Request)?;
-        // Credentials travel in `authorization`, never in the URL.
-        if !url.username().is_empty() || url.password().is_some() || !url.has_host() {
-            return Err(FetchError::Request);
-        }
-        match (url.scheme(), &self.tls_error) {
-            ("https", Some(error)) => return Err(FetchError::Tls(error.clone())),
-            ("https" | "http", _) => {}
-            _ => return Err(FetchError::Request),
-        }
+    ) -> Result<Page, FetchError> {
         let client = self
             .client
             .as_ref()
             .map_err(|error| FetchError::Tls(error.clone()))?;
-        let mut request = client
-            .get(url)
-            .header(USER_AGENT, "proxypool-controller")
-            .header(ACCEPT, "application/json, text/plain;q=0.9, */*;q=0.5");
-        if let Some(secret) = authorization {
-            let mut value =
-                HeaderValue::from_str(secret.expose()).map_err(|_| FetchError::Request)?;
-            value.set_sensitive(true);
-            request = request.header(AUTHORIZATION, value);
-        }
-        let mut response = request.send().await.map_err(|error| sent(&error))?;
-        if response.status() != StatusCode::OK {
-            return Err(FetchError::Status(response.status().as_u16()));
-        }
-        // Without decompression this is the header as declared; with it, reqwest reports
-        // none and the cap is checked as the body arrives.
-        if response
-            .content_length()
-            .is_some_and(|len| len > max_bytes as u64)
-        {
-            return Err(FetchError::TooLarge);
-        }
-        let mut body = BytesMut::new();
-        while let Some(chunk) = response.chunk().await.map_err(|_| FetchError::Body)? {
-            if body.len() + chunk.len() > max_bytes {
-                return Err(FetchError::TooLarge);
+        let mut redirects = 0;
+        loop {
+            hosts.check(&url)?;
+            if url.scheme() == "https"
+                && let Some(error) = &self.tls_error
+            {
+                return Err(FetchError::Tls(error.clone()));
             }
-            body.extend_from_slice(&chunk);
+            let request = client
+                .get(auth.url(&url))
+                .header(USER_AGENT, "proxypool-controller")
+                .header(ACCEPT, "application/json, text/plain;q=0.9, */*;q=0.5");
+            let response = auth
+                .apply(request)
+                .send()
+                .await
+                .map_err(|error| sent(&error))?;
+            let status = response.status();
+            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
+                let location = response
+                    .headers()
+                    .get(LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .ok_or(FetchError::Status(status.as_u16()))?;
+                let next = url
+                    .join(location)
+                    .map_err(|_| FetchError::Status(status.as_u16()))?;
+                redirects += 1;
+                if redirects > MAX_REDIRECTS {
+                    return Err(FetchError::TooManyRedirects);
+                }
+                url = next;
+                continue;
+            }
+            if status != StatusCode::OK {
+                return Err(FetchError::Status(status.as_u16()));
+            }
+            let links = response
+                .headers()
+                .get_all(LINK)
+                .iter()
+                .filter_map(|v| v.to_str().ok());
+            let next_link = next_link(links);
+            let body = read_capped(response, max_bytes).await?;
+            return Ok(Page {
+                url,
+                body,
+                next_link,
+            });
         }
-        Ok(body.freeze())
     }
 }
 
-/// One reqwest client on `tls`'s rustls configuration, following redirects by
-/// [`redirect`]. `Err` (shown as the `tls` kind) if reqwest refuses the configuration.
+/// One page as it came: the URL that answered (after redirects: what a next link is
+/// resolved against), its decoded body, and a `Link: <...>; rel="next"` target as written.
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub url: Url,
+    pub body: Bytes,
+    pub next_link: Option<String>,
+}
+
+/// Where one upstream's fetch may go: the list URL's host and `redirect_hosts` (exact,
+/// case-insensitive), and, for an `https` list, only over `https`.
+#[derive(Debug, Clone)]
+pub struct HostRule {
+    hosts: Vec<String>,
+    https_only: bool,
+}
+
+impl HostRule {
+    pub fn new(list: &Url, redirect_hosts: &[String]) -> Self {
+        let mut hosts: Vec<String> = redirect_hosts
+            .iter()
+            .map(|h| {
+                h.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_ascii_lowercase()
+            })
+            .collect();
+        hosts.extend(list.host_str().map(host_name));
+        HostRule {
+            hosts,
+            https_only: list.scheme() == "https",
+        }
+    }
+
+    /// Whether the fetch may send a request to `url`.
+    pub fn check(&self, url: &Url) -> Result<(), FetchError> {
+        // Credentials travel in headers or the configured query key, never in the URL.
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(FetchError::Request);
+        }
+        match url.scheme() {
+            "https" => {}
+            "http" if self.https_only => return Err(FetchError::InsecureRedirect),
+            "http" => {}
+            _ => return Err(FetchError::Request),
+        }
+        let host = url.host_str().map(host_name).ok_or(FetchError::Request)?;
+        if self.hosts.contains(&host) {
+            Ok(())
+        } else {
+            Err(FetchError::ForeignHost(host))
+        }
+    }
+}
+
+/// A URL's host as compared: lower case, an IPv6 address without brackets.
+fn host_name(host: &str) -> String {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase()
+}
+
+/// The body, failing as soon as it is known to be over `max_bytes`.
+async fn read_capped(
+    mut response: reqwest::Response,
+    max_bytes: usize,
+) -> Result<Bytes, FetchError> {
+    // Without decompression this is the header as declared; with it, reqwest reports
+    // none and the cap is checked as the body arrives.
+    if response
+        .content_length()
+        .is_some_and(|len| len > max_bytes as u64)
+    {
+        return Err(FetchError::TooLarge);
+    }
+    let mut body = BytesMut::new();
+    while let Some(chunk) = response.chunk().await.map_err(|_| FetchError::Body)? {
+        if body.len() + chunk.len() > max_bytes {
+            return Err(FetchError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// One reqwest client on `tls`'s rustls configuration, following no redirect itself
+/// ([`VendorClient::page`] does). `Err` (shown as the `tls` kind) if reqwest refuses the
+/// configuration.
 fn client(tls: &ClientTls) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .use_preconfigured_tls((*tls.config()).clone())
-        .redirect(Policy::custom(redirect))
+        .redirect(Policy::none())
         // As before reqwest: no idle connection kept, no proxy from the environment, and no
         // `Referer` telling a redirect's target where the request came from.
         .pool_max_idle_per_host(0)
@@ -199,23 +280,6 @@ fn client(tls: &ClientTls) -> Result<reqwest::Client, String> {
         .referer(false)
         .build()
         .map_err(|error| error.to_string())
-}
-
-/// Follows a redirect only on the list URL's host, never down from `https`, at most
-/// [`MAX_REDIRECTS`] times; any other redirect is answered as it came (its status fails
-/// the fetch).
-fn redirect(attempt: Attempt<'_>) -> reqwest::redirect::Action {
-    let Some(origin) = attempt.previous().first() else {
-        return attempt.stop();
-    };
-    let next = attempt.url();
-    let same_host = next.host() == origin.host();
-    let downgrade = origin.scheme() == "https" && next.scheme() != "https";
-    if attempt.previous().len() > MAX_REDIRECTS || !same_host || downgrade {
-        attempt.stop()
-    } else {
-        attempt.follow()
-    }
 }
 
 /// What a failed send means: a refused certificate is worth its own kind (the operator

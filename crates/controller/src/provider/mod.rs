@@ -1,7 +1,11 @@
 //! The provider reconciler: brings each vendor's proxies into the pool.
 //!
 //! - [`reconciler`]: one upstream's loop (fetch → parse → chunked upsert → status).
-//! - [`fetch`]: the HTTPS (or allowed HTTP) fetch with timeout and size cap.
+//! - [`failure`]: why a fetch or a round fails, by kind.
+//! - [`fetch`]: one page's HTTPS (or allowed HTTP) fetch with timeout, size cap and the
+//!   redirect host rule; [`auth`]: the header, Basic or query-key authentication it
+//!   carries; `pages`: a round's walk over every page (next URL, `Link` header or page
+//!   parameter, under `max_pages`); [`link`]: the `Link: rel="next"` header.
 //! - [`text`], [`json`]: the two list formats; [`entry`]: what they produce and why an
 //!   entry is dropped.
 //! - [`hygiene`]: which fetched entries are accepted (`allowed_hosts` for the default
@@ -9,15 +13,20 @@
 //!   addresses before the entries are stored.
 //! - [`status`]: per-upstream status for the API.
 
+pub mod auth;
 pub mod entry;
+pub mod failure;
 pub mod fetch;
 pub mod hygiene;
 pub mod json;
+pub mod link;
+mod pages;
 pub mod reconciler;
 mod resolve;
 pub mod status;
 pub mod text;
 
-pub use fetch::{FetchError, VendorClient};
+pub use auth::VendorAuth;
+pub use fetch::{FetchError, HostRule, Page, VendorClient};
 pub use reconciler::{Reconciler, RoundError, RoundOutcome};
 pub use status::{StatusBoard, UpstreamOverview, UpstreamStatus};

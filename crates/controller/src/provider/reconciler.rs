@@ -1,19 +1,20 @@
-//! One upstream's reconciler: fetch (or take the static list), parse, upsert in chunks,
-//! record the outcome, and pace the next round (interval + jitter, or backoff on failure).
+//! One upstream's reconciler: fetch every page (or take the static list), parse, upsert in
+//! chunks, record the outcome, and pace the next round (interval + jitter, or backoff on failure).
 
 use super::entry::{EntryDefaults, ParsedList};
-use super::fetch::{FetchError, VendorClient};
+pub use super::failure::RoundError;
+use super::fetch::VendorClient;
 use super::hygiene::HostPolicy;
-use super::json::parse_json;
+use super::pages::Walk;
 use super::resolve;
 use super::status::StatusBoard;
-use super::text::{parse_line, parse_text};
+use super::text::parse_line;
 use crate::clock::SharedClock;
-use crate::config::{ListFormat, ProviderKind, UpstreamConfig};
+use crate::config::{ProviderKind, UpstreamConfig};
 use crate::jitter;
 use crate::leadership::job::LeaderJob;
 use proxypool_core::{
-    ActivityPool, Candidate, Credentials, FetchedBatch, PoolError, UnixMillis, UpsertReport,
+    ActivityPool, Candidate, Credentials, FetchedBatch, UnixMillis, UpsertReport,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,28 +35,6 @@ pub struct RoundOutcome {
     pub parse_dropped: BTreeMap<String, u32>,
     /// Of those, the entries the host policy refused (`host_not_allowed`, `private_host`).
     pub refused: u32,
-}
-
-/// Why a round failed (nothing was upserted, or the store refused).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RoundError {
-    #[error(transparent)]
-    Fetch(#[from] FetchError),
-    #[error("the body is not a valid {0} list")]
-    MalformedBody(&'static str),
-    #[error("store: {0}")]
-    Store(PoolError),
-}
-
-impl RoundError {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            RoundError::Fetch(e) => e.kind(),
-            RoundError::MalformedBody(_) => "malformed_body",
-            RoundError::Store(e) if e.is_unavailable() => "store_unavailable",
-            RoundError::Store(_) => "store_rejected",
-        }
-    }
 }
 
 /// Reconciles one upstream.
@@ -238,26 +217,14 @@ impl Reconciler {
                 (list, self.clock.now())
             }
             ProviderKind::Http => {
-                let url = provider.url.as_deref().unwrap_or_default();
-                let body = self
-                    .client
-                    .fetch(
-                        url,
-                        provider.authorization.as_ref().and_then(|a| a.plain()),
-                        provider.timeout.as_duration(),
-                        provider.max_bytes,
-                    )
-                    .await?;
-                let now = self.clock.now();
-                let mut list = match provider.format.unwrap_or(ListFormat::Text) {
-                    ListFormat::Text => {
-                        let text = std::str::from_utf8(&body)
-                            .map_err(|_| RoundError::MalformedBody("text"))?;
-                        parse_text(text, &self.defaults)
-                    }
-                    ListFormat::Json => parse_json(&body, now, &self.defaults)
-                        .map_err(|_| RoundError::MalformedBody("json"))?,
+                let walk = Walk {
+                    client: &self.client,
+                    provider,
+                    defaults: &self.defaults,
+                    clock: &self.clock,
                 };
+                let mut list = walk.read().await?;
+                let now = self.clock.now();
                 if self
                     .defaults
                     .hosts

@@ -2,7 +2,8 @@
 //!
 //! Accepted shapes (blank lines and `#` comments are skipped):
 //! `host:port`, `host:port:user:pass`, either with a `scheme://` prefix, and
-//! `scheme://user:pass@host:port`. IPv6 hosts are bracketed: `[2001:db8::1]:8080`.
+//! `user:pass@host:port`, with or without a `scheme://` prefix (the URL shape). IPv6
+//! hosts are bracketed: `[2001:db8::1]:8080`.
 
 use super::entry::{EntryDefaults, EntryError, ParsedList, parse_port, parse_scheme};
 use proxypool_core::{Candidate, Credentials};
@@ -121,6 +122,77 @@ https://h.example:443:carol:pw
         assert_eq!(c[3].host, "proxy.example");
         assert_eq!(c[4].protocol, Protocol::Https);
         assert_eq!(c[5].host, "2001:db8::1");
+    }
+
+    /// The one candidate `line` makes: protocol, host, port and user:pass.
+    fn one(line: &str) -> (Protocol, String, u16, Option<(String, String)>) {
+        let list = parse_text(line, &EntryDefaults::plain_http());
+        assert!(list.dropped.is_empty(), "{line}: {:?}", list.dropped);
+        let [c] = list.candidates.as_slice() else {
+            panic!("{line}: {:?}", list.candidates);
+        };
+        let credentials = c
+            .credentials
+            .as_ref()
+            .map(|c| (c.username.clone(), c.password.expose().to_owned()));
+        (c.protocol, c.host.clone(), c.port, credentials)
+    }
+
+    fn pair(user: &str, pass: &str) -> Option<(String, String)> {
+        Some((user.to_owned(), pass.to_owned()))
+    }
+
+    #[test]
+    fn shape_host_port() {
+        assert_eq!(
+            one("gw.vendor.example:8080"),
+            (Protocol::Http, "gw.vendor.example".into(), 8080, None)
+        );
+    }
+
+    #[test]
+    fn shape_host_port_user_pass() {
+        assert_eq!(
+            one("203.0.113.5:3128:alice:s3cret"),
+            (
+                Protocol::Http,
+                "203.0.113.5".into(),
+                3128,
+                pair("alice", "s3cret")
+            )
+        );
+    }
+
+    #[test]
+    fn shape_user_pass_at_host_port_without_a_scheme() {
+        assert_eq!(
+            one("alice:s3cret@203.0.113.5:3128"),
+            (
+                Protocol::Http,
+                "203.0.113.5".into(),
+                3128,
+                pair("alice", "s3cret")
+            )
+        );
+        // The last `@` splits, so a password may hold one.
+        assert_eq!(
+            one("alice:p@ss@[2001:db8::1]:3128").3,
+            pair("alice", "p@ss")
+        );
+    }
+
+    #[test]
+    fn shape_url_with_credentials() {
+        assert_eq!(
+            one("socks5://alice:s3cret@203.0.113.5:1080"),
+            (
+                Protocol::Socks5,
+                "203.0.113.5".into(),
+                1080,
+                pair("alice", "s3cret")
+            )
+        );
+        assert_eq!(one("socks5h://203.0.113.5:1080/").0, Protocol::Socks5);
     }
 
     #[test]

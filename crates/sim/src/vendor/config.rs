@@ -1,6 +1,7 @@
 //! How a [`VendorEndpoint`](super::VendorEndpoint) is started and made to misbehave:
 //! [`VendorConfig`], the [`FleetConfig`] of the proxies behind the list, the
-//! [`ListFormat`] and the [`ListFaults`].
+//! [`ListFormat`] and the [`ListFaults`]; the list API's [`ApiConfig`] and live
+//! [`ApiKnobs`].
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -76,6 +77,50 @@ impl Default for FleetConfig {
     }
 }
 
+/// The list API's fixed settings (see the `api` module): the token, the page size and
+/// the Basic credentials of the text list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiConfig {
+    /// `Authorization: Token <token>`.
+    pub token: String,
+    /// Proxies per page.
+    pub page_size: usize,
+    /// The Basic-auth text list's user and password.
+    pub basic: (String, String),
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            token: "sim-api-token".into(),
+            page_size: 2,
+            basic: ("list-user".into(), "list-pass".into()),
+        }
+    }
+}
+
+/// The list API's live knobs. The default answers pages gzip-encoded, without redirects.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApiKnobs {
+    /// The body's `Content-Encoding`.
+    pub encoding: ContentEncoding,
+    /// `/api/v1/proxies` answers 307 to the same page under `/api/v2/proxies`.
+    pub redirect_once: bool,
+    /// `/api/v1/proxies` answers 307 to this absolute URL (a foreign host, for tests).
+    pub foreign_redirect: Option<String>,
+    /// The first page's next link is this absolute URL (a foreign host, for tests).
+    pub foreign_next: Option<String>,
+}
+
+/// How the API's pages are compressed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ContentEncoding {
+    #[default]
+    Gzip,
+    /// zlib-wrapped deflate, as HTTP's `deflate` is.
+    Deflate,
+}
+
 /// How to start a [`VendorEndpoint`](super::VendorEndpoint).
 #[derive(Clone, Debug, Default)]
 pub struct VendorConfig {
@@ -87,4 +132,6 @@ pub struct VendorConfig {
     pub ttl: Option<Duration>,
     /// Misbehaviour, changeable later with [`VendorEndpoint::set_faults`](super::VendorEndpoint::set_faults).
     pub faults: ListFaults,
+    /// The list API's token, page size and Basic credentials.
+    pub api: ApiConfig,
 }

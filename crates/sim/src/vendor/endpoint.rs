@@ -1,5 +1,5 @@
-//! [`VendorEndpoint`]: the list server over a fleet, its live knobs, and the rotation of
-//! proxies as they expire.
+//! [`VendorEndpoint`]: the list server over a fleet (its plain list, and the API paths
+//! `api` answers), its live knobs, and the rotation of proxies as they expire.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use hyper::body::Bytes;
+use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderValue};
-use hyper::{Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
 
-use super::config::{ListFaults, ListFormat, VendorConfig};
+use super::api;
+use super::config::{ApiConfig, ApiKnobs, ListFaults, ListFormat, VendorConfig};
 use super::fleet::Fleet;
 use super::listing::{self, Listing};
 use crate::http::{Body, chunked, full, respond, serve, serve_tls};
@@ -23,6 +24,7 @@ use crate::upstream::UpstreamProxy;
 struct Knobs {
     format: ListFormat,
     faults: ListFaults,
+    api: ApiKnobs,
 }
 
 #[derive(Debug)]
@@ -30,7 +32,10 @@ struct Inner {
     fleet: Fleet,
     // std Mutex: read (cloned) at the start of a request, never held across an await.
     knobs: Mutex<Knobs>,
+    api: ApiConfig,
     fetches: AtomicU64,
+    /// Requests to the API's and the Basic list's paths.
+    api_requests: AtomicU64,
 }
 
 /// A running vendor endpoint and its fleet. Dropping it stops the endpoint and every
@@ -58,14 +63,17 @@ impl VendorEndpoint {
             knobs: Mutex::new(Knobs {
                 format: config.format,
                 faults: config.faults,
+                api: ApiKnobs::default(),
             }),
+            api: config.api,
             fetches: AtomicU64::new(0),
+            api_requests: AtomicU64::new(0),
         });
         let listener = TcpListener::bind(list_addr).await?;
         let addr = listener.local_addr()?;
         let shutdown = Shutdown::new();
         let handler_inner = Arc::clone(&inner);
-        let handler = move |_req, _peer| answer(Arc::clone(&handler_inner));
+        let handler = move |req, _peer| answer(Arc::clone(&handler_inner), req);
         tokio::spawn(serve(listener, shutdown.signal(), Some, handler));
         if config.ttl.is_some() {
             tokio::spawn(rotate_on_expiry(Arc::clone(&inner), shutdown.signal()));
@@ -89,7 +97,7 @@ impl VendorEndpoint {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
         let inner = Arc::clone(&self.inner);
-        let handler = move |_req, _peer| answer(Arc::clone(&inner));
+        let handler = move |req, _peer| answer(Arc::clone(&inner), req);
         tokio::spawn(serve_tls(listener, self.shutdown.signal(), config, handler));
         Ok(format!("https://{addr}/proxies"))
     }
@@ -97,6 +105,32 @@ impl VendorEndpoint {
     /// The list URL: `http://127.0.0.1:port/proxies`.
     pub fn url(&self) -> String {
         format!("http://{}/proxies", self.addr)
+    }
+
+    /// The paginated JSON API's first page: `http://127.0.0.1:port/api/v1/proxies` (the
+    /// path that redirects when [`ApiKnobs::redirect_once`] is on).
+    pub fn api_url(&self) -> String {
+        format!("http://{}{}", self.addr, api::API_V1)
+    }
+
+    /// The text list behind HTTP Basic: `http://127.0.0.1:port/basic/proxies.txt`.
+    pub fn basic_url(&self) -> String {
+        format!("http://{}{}", self.addr, api::BASIC_TEXT)
+    }
+
+    /// The API's token, page size and Basic credentials.
+    pub fn api_config(&self) -> &ApiConfig {
+        &self.inner.api
+    }
+
+    /// Changes the API's knobs from the next request on.
+    pub fn set_api_knobs(&self, knobs: ApiKnobs) {
+        self.knobs().api = knobs;
+    }
+
+    /// How many requests the API and the Basic list answered.
+    pub fn api_requests(&self) -> u64 {
+        self.inner.api_requests.load(Ordering::Relaxed)
     }
 
     /// The proxies currently listed, in list order.
@@ -182,7 +216,24 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-async fn answer(inner: Arc<Inner>) -> Response<Body> {
+async fn answer(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path();
+    if [api::API_V1, api::API_V2, api::BASIC_TEXT].contains(&path) {
+        inner.api_requests.fetch_add(1, Ordering::Relaxed);
+        let knobs = inner
+            .knobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .api
+            .clone();
+        let listings = inner.fleet.listings();
+        let query = req.uri().query().unwrap_or_default();
+        return if path == api::BASIC_TEXT {
+            api::answer_basic(&inner.api, req.headers(), &listings)
+        } else {
+            api::answer_api(&inner.api, &knobs, path, query, req.headers(), &listings)
+        };
+    }
     inner.fetches.fetch_add(1, Ordering::Relaxed);
     let (format, faults) = {
         let knobs = inner.knobs.lock().unwrap_or_else(PoisonError::into_inner);

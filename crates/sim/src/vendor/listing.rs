@@ -66,6 +66,21 @@ impl Listing {
         line
     }
 
+    /// The line in the `shape`-th accepted text shape, cycling: `host:port`,
+    /// `host:port:user:pass`, `user:pass@host:port`, `scheme://user:pass@host:port` (the
+    /// first has no credentials, the others the listing's when it has them).
+    pub fn text_shape(&self, shape: usize) -> String {
+        let (host, port) = (&self.host, self.port);
+        let scheme = self.protocol.scheme();
+        match (shape % 4, &self.username, &self.password) {
+            (1, Some(user), Some(pass)) => format!("{host}:{port}:{user}:{pass}"),
+            (2, Some(user), Some(pass)) => format!("{user}:{pass}@{host}:{port}"),
+            (3, Some(user), Some(pass)) => format!("{scheme}://{user}:{pass}@{host}:{port}"),
+            (3, _, _) => format!("{scheme}://{host}:{port}"),
+            _ => format!("{host}:{port}"),
+        }
+    }
+
     /// The JSON object: host, port, protocol, issued_at_ms, and username, password,
     /// region, carrier, expires_at_ms when known.
     pub fn json(&self) -> Value {
@@ -158,6 +173,20 @@ mod tests {
             sample(true).json(),
             json!({"host": "127.0.0.1", "port": 3128, "protocol": "socks5", "username": "u",
                    "password": "p", "region": "eu", "expires_at_ms": 1000, "issued_at_ms": 500})
+        );
+    }
+
+    #[test]
+    fn every_text_shape() {
+        let shapes: Vec<String> = (0..4).map(|i| sample(true).text_shape(i)).collect();
+        assert_eq!(
+            shapes,
+            [
+                "127.0.0.1:3128",
+                "127.0.0.1:3128:u:p",
+                "u:p@127.0.0.1:3128",
+                "socks5://u:p@127.0.0.1:3128"
+            ]
         );
     }
 
