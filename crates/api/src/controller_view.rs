@@ -28,7 +28,7 @@ pub enum FetchHealth {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpstreamStatus {
     pub id: UpstreamId,
-    /// The provider kind, e.g. `http_list` or `static`.
+    /// The provider kind: `http_list`, `static` or `backconnect`.
     pub provider: String,
     pub health: FetchHealth,
     pub fetch_interval_ms: u64,

@@ -19,6 +19,7 @@
 //! - [`control`]: the worker control API (`[control]`) and `[[worker_tokens]]`.
 //! - [`tuning`]: `[snapshot]`, `[ownership]`, `[checker]`, `[cooldowns]`, `[maintenance]`.
 //! - [`upstream`], [`provider`], [`health`]: vendors, their lists and their health checks;
+//!   [`backconnect`]: a vendor gateway whose username picks the exit, and its templates;
 //!   [`vendor_api`]: a list API's pagination, authentication and JSON field pointers.
 //! - [`client`]: tenants (`[[clients]]`).
 //! - [`api`], [`gateway`]: the client API's and a gateway worker's tables.
@@ -40,6 +41,7 @@
 //! `docs/ARCHITECTURE.md` says how to add a key.
 
 pub mod api;
+pub mod backconnect;
 mod check;
 pub mod cidr;
 pub mod client;
@@ -71,6 +73,7 @@ mod validate;
 pub mod vendor_api;
 
 pub use api::{ApiLimits, ApiSection, ApiShield, ExtractionSettings};
+pub use backconnect::{BackconnectConfig, Placeholder, SessionGroup, Template};
 pub use cidr::{Cidrs, parse_block, parse_cidr, parse_cidrs};
 pub use client::{
     ClientConfig, ClientRotation, MAX_ROTATE_EVERY, MAX_ROTATE_REQUESTS, QUOTA_OPERATIONS,

@@ -51,6 +51,9 @@ pub struct ProviderConfig {
     /// `credentials`, never inline).
     #[serde(default)]
     pub proxies: Vec<String>,
+    /// `backconnect` only: the vendor gateway, its username syntax and the sessions to keep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backconnect: Option<crate::backconnect::BackconnectConfig>,
     /// How often to fetch (or, for `static`, to refresh the lifetimes).
     #[serde(default = "default_fetch_interval")]
     pub interval: Millis,
@@ -96,12 +99,14 @@ fn default_max_bytes() -> usize {
     4 * 1024 * 1024
 }
 
-/// `http` (a vendor list endpoint) or `static` (a fixed list in this file).
+/// `http` (a vendor list endpoint), `static` (a fixed list in this file) or
+/// `backconnect` (a vendor gateway whose username picks the exit: sessions as proxies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
     Http,
     Static,
+    Backconnect,
 }
 
 /// How a vendor writes its list.
@@ -242,6 +247,39 @@ pub(crate) fn validate(
             if let Some(fields) = &p.fields {
                 let json = p.format == Some(ListFormat::Json);
                 crate::vendor_api::validate_fields(c, &format!("{path}.fields"), fields, json);
+            }
+        }
+        ProviderKind::Backconnect => {
+            c.require(
+                p.url.is_none() && p.format.is_none() && p.proxies.is_empty(),
+                format!("{path}.url"),
+                "a backconnect provider takes no url, format or proxies: its gateway is [upstreams.provider.backconnect]",
+            );
+            c.require(
+                !p.allow_plaintext
+                    && p.tls.is_none()
+                    && p.allowed_hosts.is_empty()
+                    && !p.allow_private_hosts
+                    && p.authorization.is_none()
+                    && p.auth.is_none()
+                    && p.redirect_hosts.is_empty()
+                    && p.pagination.is_none()
+                    && p.fields.is_none(),
+                format!("{path}.kind"),
+                "list settings (allow_plaintext, tls, allowed_hosts, allow_private_hosts, \
+                 authorization, auth, redirect_hosts, pagination, fields) are for an http provider",
+            );
+            match &mut p.backconnect {
+                Some(backconnect) => crate::backconnect::validate(
+                    c,
+                    &format!("{path}.backconnect"),
+                    backconnect,
+                    has_credentials,
+                ),
+                None => c.at(
+                    format!("{path}.backconnect"),
+                    "a backconnect provider needs its [upstreams.provider.backconnect] table",
+                ),
             }
         }
         ProviderKind::Static => {

@@ -119,7 +119,7 @@ pub(crate) fn check_proxy(c: &mut Check<'_>, path: &str, tls: &mut ProxyTlsConfi
 
 /// Whether `name` can be a TLS server name: an IP address, or a DNS name of letters,
 /// digits, `-` and `.` (at most 253 characters, labels of 1 to 63).
-fn is_server_name(name: &str) -> bool {
+pub(crate) fn is_server_name(name: &str) -> bool {
     if name.parse::<std::net::IpAddr>().is_ok() {
         return true;
     }

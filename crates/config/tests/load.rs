@@ -1162,3 +1162,73 @@ fn https_check_targets_load_and_other_schemes_are_refused() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].0, "upstreams[0].health.targets[0].url");
 }
+
+#[test]
+fn a_backconnect_upstream_loads_and_its_mistakes_are_named_by_key() {
+    let dir = secret_dir();
+    let upstream = |username: &str, groups: &str, credentials: bool| {
+        let credentials = if credentials {
+            "[upstreams.credentials]\nusername = \"acct\"\npassword = { file = \"secrets/dc-password\" }\n"
+        } else {
+            ""
+        };
+        format!(
+            "\n[[upstreams]]\nid = \"resi_bc\"\nttl = \"10m\"\nmax_size = 100\n{credentials}\
+             [upstreams.provider]\nkind = \"backconnect\"\n\
+             [upstreams.provider.backconnect]\nhost = \"gate.vendor.example\"\nport = 7777\n\
+             username = \"{username}\"\nsession_lifetime = \"5m\"\n{groups}\
+             [[upstreams.health.targets]]\nurl = \"http://example.com/\"\n"
+        )
+    };
+    let group = "[[upstreams.provider.backconnect.sessions]]\ncountry = \"us\"\ncount = 3\n";
+    let good = upstream(
+        "customer-{account}-cc-{country}[-city-{city}]-sessid-{session}-sesstime-{minutes}",
+        group,
+        true,
+    );
+    let config = load(&format!("{}{good}", example()), example_env(), &dir).unwrap();
+    let backconnect = config.upstreams[2].provider.backconnect.as_ref().unwrap();
+    assert!(
+        backconnect.templates.is_some(),
+        "validation parses the templates"
+    );
+    assert_eq!(backconnect.sessions[0].count, 3);
+
+    for (bad, key) in [
+        (
+            upstream("customer-{account}-cc-{country}", group, true),
+            "upstreams[2].provider.backconnect.username",
+        ),
+        (
+            upstream("customer-{acount}-sessid-{session}", group, true),
+            "upstreams[2].provider.backconnect.username",
+        ),
+        (
+            upstream("{account}-city-{city}-sessid-{session}", group, true),
+            "upstreams[2].provider.backconnect.sessions[0].city",
+        ),
+        (
+            upstream("{account}-sessid-{session}", "", true),
+            "upstreams[2].provider.backconnect.sessions",
+        ),
+        (
+            upstream(
+                "{account}-sessid-{session}",
+                "[[upstreams.provider.backconnect.sessions]]\ncountry = \"u-s\"\ncount = 0\n",
+                true,
+            ),
+            "upstreams[2].provider.backconnect.sessions[0].count",
+        ),
+        (
+            upstream("{account}-sessid-{session}", group, false),
+            "upstreams[2].provider.backconnect.username",
+        ),
+    ] {
+        let found: Vec<String> =
+            problems(load(&format!("{}{bad}", example()), example_env(), &dir))
+                .into_iter()
+                .map(|p| p.0)
+                .collect();
+        assert!(found.contains(&key.to_owned()), "{key}: {found:?}");
+    }
+}

@@ -93,6 +93,22 @@ fn summarize_controller(config: &Config, lines: &mut Vec<String>) {
                 u.provider.proxies.len(),
                 u.max_size
             ),
+            ProviderKind::Backconnect => {
+                let (gateway, sessions) =
+                    u.provider
+                        .backconnect
+                        .as_ref()
+                        .map_or((String::new(), 0), |b| {
+                            (
+                                format!("{}:{}", b.host, b.port),
+                                b.sessions.iter().map(|g| g.count).sum::<u32>(),
+                            )
+                        });
+                format!(
+                    "{} (backconnect {gateway}, {sessions} sessions, max {})",
+                    u.id, u.max_size
+                )
+            }
         })
         .collect();
     lines.push(format!(

@@ -151,6 +151,7 @@ impl Controller {
                 provider: match u.provider.kind {
                     ProviderKind::Http => "http_list",
                     ProviderKind::Static => "static",
+                    ProviderKind::Backconnect => "backconnect",
                 },
                 fetch_interval_ms: u.provider.interval.as_ms(),
                 proxy_ttl_ms: u.ttl.as_ms(),

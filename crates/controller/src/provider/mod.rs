@@ -1,6 +1,7 @@
 //! The provider reconciler: brings each vendor's proxies into the pool.
 //!
 //! - [`reconciler`]: one upstream's loop (fetch → parse → chunked upsert → status).
+//! - [`backconnect`]: a backconnect upstream's sessions, kept alive as proxies.
 //! - [`failure`]: why a fetch or a round fails, by kind.
 //! - [`fetch`]: one page's HTTPS (or allowed HTTP) fetch with timeout, size cap and the
 //!   redirect host rule; [`auth`]: the header, Basic or query-key authentication it
@@ -14,6 +15,7 @@
 //! - [`status`]: per-upstream status for the API.
 
 pub mod auth;
+pub mod backconnect;
 pub mod entry;
 pub mod failure;
 pub mod fetch;

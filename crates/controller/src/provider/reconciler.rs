@@ -1,6 +1,7 @@
 //! One upstream's reconciler: fetch every page (or take the static list), parse, upsert in
 //! chunks, record the outcome, and pace the next round (interval + jitter, or backoff on failure).
 
+use super::backconnect::SessionKeeper;
 use super::entry::{EntryDefaults, ParsedList};
 pub use super::failure::RoundError;
 use super::fetch::VendorClient;
@@ -14,11 +15,11 @@ use crate::config::{ProviderKind, UpstreamConfig};
 use crate::jitter;
 use crate::leadership::job::LeaderJob;
 use proxypool_core::{
-    ActivityPool, Candidate, Credentials, FetchedBatch, UnixMillis, UpsertReport,
+    ActivityPool, Candidate, Credentials, FetchedBatch, LockExt, UnixMillis, UpsertReport,
 };
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Candidates per upsert call: small enough that one store call stays short.
@@ -52,6 +53,8 @@ pub struct Reconciler {
     round: AtomicU64,
     /// Consecutive failed rounds (the backoff).
     failures: u32,
+    /// A backconnect upstream's live sessions (held only between store calls).
+    sessions: Option<Mutex<SessionKeeper>>,
 }
 
 impl Reconciler {
@@ -91,6 +94,7 @@ impl Reconciler {
                  entries cross the network in clear"
             );
         }
+        let sessions = SessionKeeper::new(&upstream).map(Mutex::new);
         Reconciler {
             upstream,
             store,
@@ -102,6 +106,7 @@ impl Reconciler {
             run_id: jitter::hex_id(),
             round: AtomicU64::new(0),
             failures: 0,
+            sessions,
         }
     }
 
@@ -207,6 +212,7 @@ impl Reconciler {
     async fn round_inner(&self) -> Result<RoundOutcome, RoundError> {
         let provider = &self.upstream.provider;
         let (parsed, now) = match provider.kind {
+            ProviderKind::Backconnect => return self.backconnect_round().await,
             ProviderKind::Static => {
                 let mut list = ParsedList::default();
                 for entry in &provider.proxies {
@@ -263,6 +269,35 @@ impl Reconciler {
             parse_dropped,
             refused,
         })
+    }
+
+    /// A backconnect upstream's round, group by group: refresh the live sessions (the
+    /// store's answer says how many of them are held), then start new ones until the group
+    /// has its `count` of sessions nobody holds.
+    async fn backconnect_round(&self) -> Result<RoundOutcome, RoundError> {
+        let Some(keeper) = &self.sessions else {
+            // Validation fills what the keeper needs; without it nothing can be rendered.
+            return Err(RoundError::MalformedBody("backconnect"));
+        };
+        let now = self.clock.now();
+        let groups = keeper.lock_or_recover().groups();
+        let mut outcome = RoundOutcome::default();
+        for group in 0..groups {
+            let live = keeper.lock_or_recover().live(group, now);
+            let mut held = 0;
+            if !live.is_empty() {
+                outcome.fetched += live.len() as u32;
+                let report = self.upsert_all(now, live).await?;
+                held = report.extracted_ignored as usize;
+                merge(&mut outcome.report, report);
+            }
+            let started = keeper.lock_or_recover().top_up(group, held, now);
+            if !started.is_empty() {
+                outcome.fetched += started.len() as u32;
+                merge(&mut outcome.report, self.upsert_all(now, started).await?);
+            }
+        }
+        Ok(outcome)
     }
 
     /// Upserts in chunks; each chunk has its own operation id, and a chunk whose write may

@@ -71,7 +71,7 @@ impl StatusBoard {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UpstreamOverview {
     pub id: UpstreamId,
-    /// `http_list` or `static`.
+    /// `http_list`, `static` or `backconnect`.
     pub provider: &'static str,
     pub fetch_interval_ms: u64,
     pub proxy_ttl_ms: u64,

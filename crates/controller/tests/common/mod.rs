@@ -77,12 +77,17 @@ url = "http://127.0.0.1:9/"
 }
 
 pub fn parse_config(text: &str) -> Config {
+    parse_config_env(text, &[])
+}
+
+/// [`parse_config`] with these environment variables (for `{ env = ... }` secrets).
+pub fn parse_config_env(text: &str, env: &[(&str, &str)]) -> Config {
     Config::from_toml_str(
         text,
         "test.toml",
         Path::new("."),
         Role::Controller,
-        &Env::default(),
+        &Env::from_pairs(env.iter().copied()),
     )
     .unwrap_or_else(|e| panic!("{e}"))
 }

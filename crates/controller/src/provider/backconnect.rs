@@ -1,0 +1,144 @@
+//! A backconnect upstream's sessions as proxies of the pool.
+//!
+//! Each session is the vendor gateway's address under a username rendered with a fresh
+//! session id, so it is a proxy of its own (its own id, exclusive like any other) whose
+//! exit the vendor keeps for the session's life. The keeper holds the live sessions of
+//! each group; a round drops the ones that ended (or are within the upstream's safety
+//! margin of it), refreshes the rest, and starts new ones until each group has `count`
+//! sessions nobody holds. Its memory is the leader's: after a change of leader the new
+//! one starts its own sessions and the old ones run out in the store by their expiry.
+
+use crate::config::{BackconnectConfig, Placeholder, SessionGroup, UpstreamConfig};
+use proxypool_config::backconnect::lifetime_minutes;
+use proxypool_core::{Candidate, Credentials, Protocol, UnixMillis};
+
+/// Live sessions one group may have at once, as a multiple of its `count`: sessions
+/// handed out stay until they end, and new ones replace them only this far.
+const MAX_LIVE_PER_COUNT: usize = 4;
+
+/// One session: its id and when it began and ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Session {
+    id: String,
+    started_ms: UnixMillis,
+    ends_ms: UnixMillis,
+}
+
+/// The live sessions of every group of one upstream.
+#[derive(Debug)]
+pub struct SessionKeeper {
+    backconnect: BackconnectConfig,
+    protocol: Protocol,
+    account: String,
+    password: String,
+    safety_margin_ms: u64,
+    groups: Vec<Vec<Session>>,
+}
+
+impl SessionKeeper {
+    /// The keeper of a `backconnect` upstream (`None` for any other kind, or before the
+    /// configuration's validation filled the templates and credentials).
+    pub fn new(upstream: &UpstreamConfig) -> Option<Self> {
+        let backconnect = upstream.provider.backconnect.clone()?;
+        backconnect.templates.as_ref()?;
+        let credentials = upstream.credentials.as_ref()?;
+        let password = credentials.password.plain()?.expose().to_owned();
+        Some(SessionKeeper {
+            groups: vec![Vec::new(); backconnect.sessions.len()],
+            backconnect,
+            protocol: upstream.defaults.protocol,
+            account: credentials.username.clone(),
+            password,
+            safety_margin_ms: upstream.safety_margin.as_ms(),
+        })
+    }
+
+    /// How many groups there are.
+    pub fn groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Drops the sessions that ended (or will within the safety margin) and returns the
+    /// live ones of `group`, to be refreshed.
+    pub fn live(&mut self, group: usize, now: UnixMillis) -> Vec<Candidate> {
+        let margin = self.safety_margin_ms;
+        self.groups[group].retain(|s| s.ends_ms > now.saturating_add(margin));
+        self.groups[group]
+            .iter()
+            .filter_map(|s| self.candidate(group, s))
+            .collect()
+    }
+
+    /// Starts sessions until `group` has its `count` of sessions nobody holds, given how
+    /// many of its live ones are held (`held`), and returns the new ones.
+    pub fn top_up(&mut self, group: usize, held: usize, now: UnixMillis) -> Vec<Candidate> {
+        let count = self.backconnect.sessions[group].count as usize;
+        let live = self.groups[group].len();
+        let free = live.saturating_sub(held);
+        let room = (count * MAX_LIVE_PER_COUNT).saturating_sub(live);
+        let wanted = count.saturating_sub(free).min(room);
+        let lifetime = self.backconnect.session_lifetime.as_ms();
+        let mut started = Vec::with_capacity(wanted);
+        for _ in 0..wanted {
+            let Ok(id) = proxypool_core::random::hex(8) else {
+                tracing::error!("no randomness for a session id; starting no session this round");
+                break;
+            };
+            let session = Session {
+                id,
+                started_ms: now,
+                ends_ms: now.saturating_add(lifetime),
+            };
+            if let Some(candidate) = self.candidate(group, &session) {
+                started.push(candidate);
+                self.groups[group].push(session);
+            }
+        }
+        started
+    }
+
+    /// The session as a proxy: the gateway's address, the rendered credentials, the
+    /// group's labels, the session's end as its expiry and its start as its issue time
+    /// (a session started after a loss of the pool store is provably new).
+    fn candidate(&self, group: usize, session: &Session) -> Option<Candidate> {
+        let (username, password) = self.backconnect.templates.as_ref()?;
+        let group_config: &SessionGroup = &self.backconnect.sessions[group];
+        let minutes = lifetime_minutes(self.backconnect.session_lifetime).to_string();
+        let value = |placeholder: Placeholder| -> Option<String> {
+            match placeholder {
+                Placeholder::Account => Some(self.account.clone()),
+                Placeholder::Password => Some(self.password.clone()),
+                Placeholder::Session => Some(session.id.clone()),
+                Placeholder::Minutes => Some(minutes.clone()),
+                own => group_config.value(own).map(str::to_owned),
+            }
+        };
+        let (username, password) = match (username.render(value), password.render(value)) {
+            (Ok(username), Ok(password)) => (username, password),
+            (Err(why), _) | (_, Err(why)) => {
+                tracing::error!(%why, "a backconnect template cannot be rendered");
+                return None;
+            }
+        };
+        let mut candidate = Candidate::new(
+            self.protocol,
+            self.backconnect.host.clone(),
+            self.backconnect.port,
+        );
+        candidate.credentials = Some(Credentials::new(username, password));
+        candidate.region = group_config.country.clone();
+        candidate.carrier = group_config.carrier.clone();
+        for (name, value) in [
+            ("state", &group_config.state),
+            ("city", &group_config.city),
+            ("asn", &group_config.asn),
+        ] {
+            if let Some(value) = value {
+                candidate.labels.insert(name.to_owned(), value.clone());
+            }
+        }
+        candidate.expires_at_ms = Some(session.ends_ms);
+        candidate.issued_at_ms = Some(session.started_ms);
+        Some(candidate)
+    }
+}
