@@ -5,9 +5,9 @@
 //!
 //! Templates are literal text with `{placeholder}`s and `[optional]` parts, left out
 //! when a placeholder inside has no value (`customer-{account}[-cc-{country}]-sessid-{session}`).
-//! Placeholders: `account` and `password` (the upstream's credentials), `session`,
-//! `minutes` (the lifetime, rounded up), and a group's `country`, `state`, `city`,
-//! `carrier` and `asn`.
+//! Placeholders: `account` and `password` (the upstream's credentials), `session` (a fresh
+//! random id of `session_id_length` hex digits), `minutes` and `seconds` (the lifetime,
+//! rounded up), and a group's `country`, `state`, `city`, `carrier` and `asn`.
 
 use crate::check::Check;
 use crate::duration::Millis;
@@ -36,6 +36,9 @@ pub struct BackconnectConfig {
     /// The selector combinations and how many sessions of each to keep available.
     #[serde(default)]
     pub sessions: Vec<SessionGroup>,
+    /// Hex digits of a session id (some vendors want a fixed length).
+    #[serde(default = "default_session_id_length")]
+    pub session_id_length: u8,
     /// The parsed templates, filled by validation.
     #[serde(skip)]
     pub templates: Option<(Template, Template)>,
@@ -43,6 +46,10 @@ pub struct BackconnectConfig {
 
 fn default_password() -> String {
     "{password}".into()
+}
+
+fn default_session_id_length() -> u8 {
+    16
 }
 
 fn default_lifetime() -> Millis {
@@ -81,7 +88,8 @@ impl SessionGroup {
             Placeholder::Account
             | Placeholder::Password
             | Placeholder::Session
-            | Placeholder::Minutes => None,
+            | Placeholder::Minutes
+            | Placeholder::Seconds => None,
         }
     }
 }
@@ -93,6 +101,7 @@ pub enum Placeholder {
     Password,
     Session,
     Minutes,
+    Seconds,
     Country,
     State,
     City,
@@ -101,11 +110,12 @@ pub enum Placeholder {
 }
 
 impl Placeholder {
-    const ALL: [(&'static str, Placeholder); 9] = [
+    const ALL: [(&'static str, Placeholder); 10] = [
         ("account", Placeholder::Account),
         ("password", Placeholder::Password),
         ("session", Placeholder::Session),
         ("minutes", Placeholder::Minutes),
+        ("seconds", Placeholder::Seconds),
         ("country", Placeholder::Country),
         ("state", Placeholder::State),
         ("city", Placeholder::City),
@@ -233,6 +243,11 @@ pub fn lifetime_minutes(lifetime: Millis) -> u64 {
     lifetime.as_ms().div_ceil(60_000).max(1)
 }
 
+/// `{seconds}` for a lifetime: whole seconds, rounded up.
+pub fn lifetime_seconds(lifetime: Millis) -> u64 {
+    lifetime.as_ms().div_ceil(1_000).max(1)
+}
+
 /// A group value: letters, digits and `_` (it goes inside a username).
 fn is_value(text: &str) -> bool {
     !text.is_empty()
@@ -262,6 +277,11 @@ pub(crate) fn validate(
         backconnect.session_lifetime,
         Millis::from_secs(10),
         Millis::from_secs(86_400),
+    );
+    c.require(
+        (6..=32).contains(&backconnect.session_id_length),
+        format!("{path}.session_id_length"),
+        "must be 6..=32",
     );
     c.require(
         has_credentials,
@@ -320,6 +340,7 @@ pub(crate) fn validate(
                         | Placeholder::Password
                         | Placeholder::Session
                         | Placeholder::Minutes
+                        | Placeholder::Seconds
                 );
                 if own && group.value(placeholder).is_none() {
                     c.at(
@@ -392,7 +413,8 @@ mod tests {
     }
 
     #[test]
-    fn minutes_round_up() {
+    fn minutes_and_seconds_round_up() {
+        assert_eq!(lifetime_seconds(Millis(1_500)), 2);
         assert_eq!(lifetime_minutes(Millis::from_secs(600)), 10);
         assert_eq!(lifetime_minutes(Millis::from_secs(90)), 2);
         assert_eq!(lifetime_minutes(Millis::from_secs(20)), 1);

@@ -168,6 +168,15 @@ async fn sessions_fill_the_pool_rotate_on_expiry_keep_their_exit_and_are_extract
                 && user.ends_with("-sesstime-2"),
             "{user}"
         );
+        let session = user
+            .split("-session-")
+            .nth(1)
+            .and_then(|rest| rest.split('-').next())
+            .unwrap();
+        assert!(
+            session.len() == 16 && session.chars().all(|c| c.is_ascii_hexdigit()),
+            "a session id of 16 hex digits: {user}"
+        );
         assert_eq!(
             record.hard_expiry_ms,
             T0 + LIFETIME_MS,

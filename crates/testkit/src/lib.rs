@@ -20,7 +20,7 @@
 //! - `skip`: [`redis_or_skip`] / [`postgres_or_skip`]: skip with a banner when a binary is
 //!   missing, panic under `CI=true`.
 //! - `process`: spawning, janitors (cleanup even when the test process is killed),
-//!   signals, bounded readiness waits, free ports, log tails.
+//!   signals, bounded readiness waits, free ports ([`free_port`]), log tails.
 //! - `private_server`: launch on a free port, stop, launch again: what both guards share.
 //! - `privilege`: running PostgreSQL as an unprivileged account when tests run as root.
 //! - `binaries`: where the server programs are found.
@@ -74,3 +74,10 @@ pub use skip::{
     private_redis_or_skip, private_redis_tls_or_skip, redis_or_skip, running_in_ci,
 };
 pub use tls::{CertFiles, TestCa};
+
+/// A free loopback port for a test's own listener, never one this process handed out
+/// before (to a test or to one of the servers here): the kernel may offer a just-released
+/// port again, and two listeners of one test would then collide.
+pub fn free_port() -> u16 {
+    process::free_loopback_port().expect("a free loopback port")
+}

@@ -389,14 +389,9 @@ pub fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     )
 }
 
-/// A free loopback port (bound and released: another process could take it in between,
-/// which on a test machine does not happen in practice).
+/// A free loopback port, never one this process handed out before.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    proxypool_testkit::free_port()
 }
 
 /// The `[[upstreams]]` entry `sim` for `sim`'s vendor list, fetched every 2 s and checked

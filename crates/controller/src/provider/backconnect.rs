@@ -9,7 +9,7 @@
 //! one starts its own sessions and the old ones run out in the store by their expiry.
 
 use crate::config::{BackconnectConfig, Placeholder, SessionGroup, UpstreamConfig};
-use proxypool_config::backconnect::lifetime_minutes;
+use proxypool_config::backconnect::{lifetime_minutes, lifetime_seconds};
 use proxypool_core::{Candidate, Credentials, Protocol, UnixMillis};
 
 /// Live sessions one group may have at once, as a multiple of its `count`: sessions
@@ -80,10 +80,12 @@ impl SessionKeeper {
         let lifetime = self.backconnect.session_lifetime.as_ms();
         let mut started = Vec::with_capacity(wanted);
         for _ in 0..wanted {
-            let Ok(id) = proxypool_core::random::hex(8) else {
+            let digits = usize::from(self.backconnect.session_id_length);
+            let Ok(mut id) = proxypool_core::random::hex(digits.div_ceil(2)) else {
                 tracing::error!("no randomness for a session id; starting no session this round");
                 break;
             };
+            id.truncate(digits);
             let session = Session {
                 id,
                 started_ms: now,
@@ -103,13 +105,15 @@ impl SessionKeeper {
     fn candidate(&self, group: usize, session: &Session) -> Option<Candidate> {
         let (username, password) = self.backconnect.templates.as_ref()?;
         let group_config: &SessionGroup = &self.backconnect.sessions[group];
-        let minutes = lifetime_minutes(self.backconnect.session_lifetime).to_string();
+        let lifetime = self.backconnect.session_lifetime;
+        let (minutes, seconds) = (lifetime_minutes(lifetime), lifetime_seconds(lifetime));
         let value = |placeholder: Placeholder| -> Option<String> {
             match placeholder {
                 Placeholder::Account => Some(self.account.clone()),
                 Placeholder::Password => Some(self.password.clone()),
                 Placeholder::Session => Some(session.id.clone()),
-                Placeholder::Minutes => Some(minutes.clone()),
+                Placeholder::Minutes => Some(minutes.to_string()),
+                Placeholder::Seconds => Some(seconds.to_string()),
                 own => group_config.value(own).map(str::to_owned),
             }
         };

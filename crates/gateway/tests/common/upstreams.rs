@@ -13,7 +13,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use proxypool_sim::{ProxyKind, UpstreamProxy, UpstreamProxyConfig};
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener as StdListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -85,13 +85,10 @@ pub fn exit_of(body: &str) -> String {
         .unwrap_or_else(|| body.trim().to_owned())
 }
 
-/// A free loopback port (released again; the caller's program binds it).
+/// A free loopback port (released again; the caller's program binds it), never one
+/// this process handed out before.
 pub fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    proxypool_testkit::free_port()
 }
 
 /// An address nothing listens on (for dead upstreams).
