@@ -76,3 +76,170 @@ fn sim_prints_what_it_serves_and_stops_on_a_signal() {
     sim.signal("TERM");
     assert_eq!(sim.wait(Duration::from_secs(10)).code(), Some(0));
 }
+
+/// The `[[upstreams]]` entry starting at the `n`th such line of the banner (0-based).
+fn printed_entry(lines: &[String], n: usize) -> String {
+    let start = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, line)| *line == "[[upstreams]]")
+        .nth(n)
+        .map(|(at, _)| at)
+        .unwrap_or_else(|| panic!("no upstream entry {n} in {lines:#?}"));
+    lines[start..]
+        .iter()
+        .take_while(|l| !l.is_empty())
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The backconnect entry `sim` prints, used as printed by `serve`: its sessions are
+/// proxies of their own, extracted by region, each keeping its exit at the simulated
+/// gateway, and the gateway's sticky sessions ride on the one it leases.
+#[test]
+fn the_printed_backconnect_entry_serves_sessions_as_proxies() {
+    if !curl_or_skip() {
+        return;
+    }
+    let scratch = Scratch::new("sim-bc");
+    let mut sim = Proc::start(
+        "sim",
+        &["sim", "--proxies", "2", "--proxy-ttl", "0"],
+        &[],
+        &scratch.path,
+    );
+    sim.read_until(Duration::from_secs(20), |line| line == "Stop with Ctrl-C.");
+    let lines = sim.stdout.clone();
+    let origin = field(&lines, "origin").to_owned();
+    let backconnect = field(&lines, "backconnect").to_owned();
+    let entry = printed_entry(&lines, 1);
+    assert!(entry.contains("kind = \"backconnect\""), "{entry}");
+    let origin_port = origin.rsplit(':').next().unwrap().trim_end_matches('/');
+    let (api, http, admin) = (
+        common::free_port(),
+        common::free_port(),
+        common::free_port(),
+    );
+    let config = scratch.write(
+        "serve.toml",
+        &format!(
+            r#"
+[quota]
+url = "sqlite://data/quota.sqlite3"
+[listen]
+control = "127.0.0.1:0"
+api = "127.0.0.1:{api}"
+[ownership]
+per_worker_target = 1
+interval = "200ms"
+[checker]
+interval = "200ms"
+
+{entry}
+
+[[clients]]
+id = "acme"
+project = "acme"
+api_token = {{ env = "ACME_TOKEN" }}
+gateway_password = {{ env = "ACME_PASSWORD" }}
+
+[gateway]
+worker_id = "box-1"
+[gateway.listeners]
+http = "127.0.0.1:{http}"
+admin = "127.0.0.1:{admin}"
+[gateway.destinations]
+allow_cidrs = ["127.0.0.1/32"]
+ports = [{origin_port}]
+"#
+        ),
+    );
+    let env = [
+        ("ACME_TOKEN", "acme-api-token-0001"),
+        ("ACME_PASSWORD", "acme-gateway-password"),
+        ("SIM_BC_PASSWORD", "sim-bc-pass"),
+    ];
+    let (code, stdout, stderr) = run(&["check-config", config.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let mut serve = Proc::start(
+        "serve",
+        &["serve", "--config", config.to_str().unwrap()],
+        &env,
+        &scratch.path,
+    );
+
+    // A us and a de session, each handed out: proxies on the gateway's address under their
+    // own usernames. (The gateway leases one of the four sessions, so each country has
+    // one that no one holds.)
+    let extract = |region: &str| {
+        let body = format!(r#"{{"count":1,"filters":{{"region":"{region}"}}}}"#);
+        let answer = curl(&[
+            "-s",
+            "-H",
+            "Authorization: Bearer acme-api-token-0001",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            &body,
+            &format!("http://127.0.0.1:{api}/v1/extractions"),
+        ])
+        .1;
+        serde_json::from_str::<Value>(&answer).unwrap_or(Value::Null)
+    };
+    let mut proxies = Vec::new();
+    for region in ["us", "de"] {
+        let mut extracted = Value::Null;
+        common::eventually(
+            "a session of each country can be extracted",
+            Duration::from_secs(30),
+            || {
+                extracted = extract(region);
+                extracted["returned"] == 1
+            },
+        );
+        proxies.push(extracted["proxies"][0].clone());
+    }
+    let mut exits = std::collections::BTreeSet::new();
+    for proxy in &proxies {
+        assert_eq!(
+            format!("{}:{}", proxy["host"].as_str().unwrap(), proxy["port"]),
+            backconnect
+        );
+        let user = proxy["username"].as_str().unwrap();
+        let region = proxy["region"].as_str().unwrap();
+        assert!(
+            user.starts_with(&format!("sim-bc-country-{region}-session-")),
+            "{user}"
+        );
+        let via = format!(
+            "http://{user}:{}@{backconnect}",
+            proxy["password"].as_str().unwrap()
+        );
+        let first = exit_of(&curl(&["-s", "-x", &via, &origin]).1);
+        let second = exit_of(&curl(&["-s", "-x", &via, &origin]).1);
+        assert!(first.starts_with("127.254.0."), "{first}");
+        assert_eq!(first, second, "a session keeps its exit: {user}");
+        exits.insert(first);
+    }
+    assert_eq!(exits.len(), 2, "two sessions, two exits: {exits:?}");
+
+    // Through proxypool's own gateway, a sticky session rides on one session proxy.
+    let sticky = format!("http://acme-session-s1:acme-gateway-password@127.0.0.1:{http}");
+    let mut first = None;
+    common::eventually(
+        "the gateway routes through a session",
+        Duration::from_secs(30),
+        || {
+            first = common::try_exit_via(&sticky, &origin);
+            first.is_some()
+        },
+    );
+    for _ in 0..3 {
+        assert_eq!(common::try_exit_via(&sticky, &origin), first);
+    }
+    serve.signal("TERM");
+    assert_eq!(serve.wait(Duration::from_secs(15)).code(), Some(0));
+    sim.signal("TERM");
+    assert_eq!(sim.wait(Duration::from_secs(10)).code(), Some(0));
+}

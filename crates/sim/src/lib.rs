@@ -17,7 +17,7 @@
 //! - [`vendor`]: [`VendorEndpoint`], the vendor's list URL (text or JSON) over a fleet of
 //!   upstream proxies that rotates like a residential vendor, with fault knobs; beside it a
 //!   paginated, token-authenticated, gzip JSON API and a text list behind HTTP Basic.
-//! - [`sim_vendor`]: [`SimVendor`], all of the above in one call.
+//! - [`sim_vendor`]: [`SimVendor`], all of the above in one call, with a backconnect gateway.
 //! - [`client`]: tiny GET helpers (direct, absolute-form, CONNECT, SOCKS5) for tests.
 //! - `exit`, `faults`, `http`, `shutdown`: outgoing dials from an exit address (names
 //!   under [`SIM_SUFFIX`], `.test`, resolve to loopback: the origin under many names),
@@ -40,7 +40,7 @@ pub use exit::SIM_SUFFIX;
 /// The status type of [`Origin::ban`].
 pub use hyper::StatusCode;
 pub use origin::{Echo, HostCount, Origin};
-pub use sim_vendor::{SimConfig, SimVendor};
+pub use sim_vendor::{BACKCONNECT_ACCOUNT, BACKCONNECT_PASSWORD, SimConfig, SimVendor};
 pub use upstream::{
     BackconnectConfig, ProxyKind, SessionRequest, UpstreamProxy, UpstreamProxyConfig, UpstreamStats,
 };

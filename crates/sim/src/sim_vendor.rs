@@ -1,6 +1,7 @@
 //! The whole simulated vendor in one call: N upstream proxies on distinct exits
-//! (127.0.0.2, .3, ...), one list endpoint over them, one origin. What `proxypool dev`
-//! starts, and what end-to-end tests stand on.
+//! (127.0.0.2, .3, ...), one list endpoint over them, one origin, and a backconnect
+//! gateway (account [`BACKCONNECT_ACCOUNT`], exits 127.254.0.1 to .8). What
+//! `proxypool dev` and `proxypool sim` start, and what end-to-end tests stand on.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -8,8 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::origin::Origin;
-use crate::upstream::{ProxyKind, UpstreamProxy};
+use crate::upstream::{BackconnectConfig, ProxyKind, UpstreamProxy, UpstreamProxyConfig};
 use crate::vendor::{FleetConfig, ListFaults, ListFormat, VendorConfig, VendorEndpoint};
+
+/// The backconnect gateway's account and password.
+pub const BACKCONNECT_ACCOUNT: &str = "sim-bc";
+pub const BACKCONNECT_PASSWORD: &str = "sim-bc-pass";
 
 /// How to start a [`SimVendor`]. `Default` is 4 proxies alternating HTTP and SOCKS5 with
 /// credentials `sim-user` / `sim-pass`, no TTL, text list.
@@ -74,6 +79,7 @@ impl Default for SimConfig {
 pub struct SimVendor {
     vendor: VendorEndpoint,
     origin: Origin,
+    backconnect: UpstreamProxy,
 }
 
 impl SimVendor {
@@ -103,7 +109,30 @@ impl SimVendor {
             SocketAddr::from((config.listen_ip, config.list_port)),
         )
         .await?;
-        Ok(Self { vendor, origin })
+        // Exits far from the fleet's, which counts up from `first_exit`.
+        let backconnect = UpstreamProxy::start(UpstreamProxyConfig {
+            kind: ProxyKind::Http,
+            listen_ip: config.listen_ip,
+            backconnect: Some(BackconnectConfig {
+                account: BACKCONNECT_ACCOUNT.into(),
+                password: BACKCONNECT_PASSWORD.into(),
+                exits: (1..=8).map(|n| Ipv4Addr::new(127, 254, 0, n)).collect(),
+                default_minutes: 10,
+            }),
+            ..UpstreamProxyConfig::default()
+        })
+        .await?;
+        Ok(Self {
+            vendor,
+            origin,
+            backconnect,
+        })
+    }
+
+    /// The backconnect gateway (HTTP): `sim-bc[-country-CC][-session-ID][-sesstime-MIN]`
+    /// with the password `sim-bc-pass`.
+    pub fn backconnect(&self) -> &UpstreamProxy {
+        &self.backconnect
     }
 
     /// The vendor list endpoint (also for fault knobs and rotation).

@@ -1,11 +1,14 @@
 //! `proxypool sim`: the simulated vendor on its own (the one `dev` runs inside), so split
 //! mode can be tried and tested by hand without writing a vendor: it prints its list URL,
-//! its proxies, its origin and a ready `[[upstreams]]` entry, then serves until a signal.
+//! its proxies, its origin, its backconnect gateway and a ready `[[upstreams]]` entry for
+//! each, then serves until a signal.
 
 use crate::args::SimArgs;
 use crate::failure::Failure;
 use crate::signal::Shutdown;
-use proxypool_sim::{ListFormat, ProxyKind, SimConfig, SimVendor};
+use proxypool_sim::{
+    BACKCONNECT_ACCOUNT, BACKCONNECT_PASSWORD, ListFormat, ProxyKind, SimConfig, SimVendor,
+};
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -98,6 +101,11 @@ fn banner(sim: &SimVendor, ttl: u64) -> String {
     }
     let _ = writeln!(
         out,
+        "  backconnect   {}   (user {BACKCONNECT_ACCOUNT}[-country-CC][-session-ID][-sesstime-MIN], password {BACKCONNECT_PASSWORD})",
+        sim.backconnect().addr()
+    );
+    let _ = writeln!(
+        out,
         "\nAn upstream entry for the controller's file (the origin serves the health check; the\nlist is plain http on a private address, hence allow_plaintext and allow_private_hosts):\n"
     );
     let _ = writeln!(
@@ -110,10 +118,43 @@ fn banner(sim: &SimVendor, ttl: u64) -> String {
     );
     let _ = writeln!(
         out,
+        "\nAnd one for the backconnect gateway (with SIM_BC_PASSWORD={BACKCONNECT_PASSWORD} in the\nenvironment): two sessions per country, each its own proxy for two minutes:\n\n{}",
+        backconnect_upstream(sim)
+    );
+    let _ = writeln!(
+        out,
         "\nThe origin is on loopback: let the gateways reach it with\n[gateway.destinations] allow_cidrs = [\"{}/32\"] and a ports list with {}.",
         sim.origin().addr().ip(),
         sim.origin().addr().port()
     );
     let _ = writeln!(out, "Stop with Ctrl-C.");
     out
+}
+
+/// The `[[upstreams]]` entry of the backconnect gateway (`sim_bc`), its password from the
+/// environment variable `SIM_BC_PASSWORD`.
+pub(crate) fn backconnect_upstream(sim: &SimVendor) -> String {
+    let gateway = sim.backconnect().addr();
+    let mut entry = format!(
+        "[[upstreams]]\nid = \"sim_bc\"\nttl = \"10m\"\nsafety_margin = \"10s\"\nmax_size = 100\n\
+         [upstreams.credentials]\nusername = \"{BACKCONNECT_ACCOUNT}\"\npassword = {{ env = \"SIM_BC_PASSWORD\" }}\n\
+         [upstreams.provider]\nkind = \"backconnect\"\ninterval = \"1s\"\n\
+         [upstreams.provider.backconnect]\nhost = \"{}\"\nport = {}\n\
+         username = \"{{account}}[-country-{{country}}]-session-{{session}}-sesstime-{{minutes}}\"\n\
+         session_lifetime = \"2m\"\n",
+        gateway.ip(),
+        gateway.port()
+    );
+    for country in ["us", "de"] {
+        let _ = write!(
+            entry,
+            "[[upstreams.provider.backconnect.sessions]]\ncountry = \"{country}\"\ncount = 2\n"
+        );
+    }
+    let _ = write!(
+        entry,
+        "[[upstreams.health.targets]]\nurl = \"{}\"",
+        sim.origin().url("/health")
+    );
+    entry
 }
