@@ -54,6 +54,25 @@ fn sim_prints_what_it_serves_and_stops_on_a_signal() {
         assert!(text.contains(port), "{} not listed in {text}", proxy[1]);
     }
 
+    // The vendor API and the Basic text list answer as printed, and refuse without their
+    // credentials.
+    let api = field(&lines, "vendor API");
+    let (code, out) = curl(&["-s", "-o", "/dev/null", "-w", "%{http_code}", api]);
+    assert_eq!((code, out.as_str()), (0, "401"));
+    let (code, body) = curl(&[
+        "-s",
+        "--compressed",
+        "-H",
+        "Authorization: Token sim-api-token",
+        api,
+    ]);
+    assert_eq!(code, 0);
+    assert!(serde_json::from_str::<Value>(&body).is_ok(), "{body}");
+    let basic = field(&lines, "basic list");
+    let (code, body) = curl(&["-s", "-u", "list-user:list-pass", basic]);
+    assert_eq!(code, 0);
+    assert!(body.lines().count() >= 1, "{body}");
+
     // An HTTP proxy as printed carries a request to the origin from its printed exit.
     let http = printed.iter().find(|p| p[0] == "http").unwrap();
     let via = format!("http://{}@{}", http[4], http[1]);

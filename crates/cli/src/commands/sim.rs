@@ -77,6 +77,20 @@ fn banner(sim: &SimVendor, ttl: u64) -> String {
         "  vendor list   {}   (JSON; {rotation})",
         sim.list_url()
     );
+    let api = sim.vendor().api_config();
+    let _ = writeln!(
+        out,
+        "  vendor API    {}   (paginated gzip JSON; Authorization: Token {})",
+        sim.vendor().api_url(),
+        api.token
+    );
+    let _ = writeln!(
+        out,
+        "  basic list    {}   (text, HTTP Basic {}:{})",
+        sim.vendor().basic_url(),
+        api.basic.0,
+        api.basic.1
+    );
     let _ = writeln!(
         out,
         "  origin        {}   (answers with the exit address it saw)",
