@@ -125,16 +125,26 @@ url = "{target}"
     config_text(&text)
 }
 
-#[tokio::test]
-async fn sessions_fill_the_pool_rotate_on_expiry_keep_their_exit_and_are_extracted_exclusively() {
+/// The simulated gateway and origin, a memory pool on a manual clock at `T0`, and the
+/// upstream's reconciler and checker.
+struct Rig {
+    origin: Origin,
+    gateway: UpstreamProxy,
+    pool: Arc<MemoryPool>,
+    clock: Arc<ManualClock>,
+    reconciler: Reconciler,
+    checker: Checker,
+}
+
+async fn rig(lifetime_ms: u64, groups: &[(&str, u32)]) -> Rig {
     let origin = Origin::start().await.unwrap();
     let gateway = backconnect_gateway().await;
     let text = upstream_text(
         gateway.addr().port(),
-        LIFETIME_MS,
+        lifetime_ms,
         "10s",
         &origin.url("/health"),
-        &[("us", 3), ("de", 2)],
+        groups,
     );
     let config = parse_config_env(&text, &[("BC_PASSWORD", "bc-pass")]);
     let pool = Arc::new(MemoryPool::new(MemoryPoolOptions::default()));
@@ -152,6 +162,26 @@ async fn sessions_fill_the_pool_rotate_on_expiry_keep_their_exit_and_are_extract
         config.checker.clone(),
         &config.upstreams,
     );
+    Rig {
+        origin,
+        gateway,
+        pool,
+        clock,
+        reconciler,
+        checker,
+    }
+}
+
+#[tokio::test]
+async fn sessions_fill_the_pool_rotate_on_expiry_keep_their_exit_and_are_extracted_exclusively() {
+    let Rig {
+        origin,
+        gateway,
+        pool,
+        clock,
+        reconciler,
+        checker,
+    } = rig(LIFETIME_MS, &[("us", 3), ("de", 2)]).await;
 
     // The first round starts every group's sessions, each its own proxy.
     let outcome = reconciler.reconcile_once().await.unwrap();
@@ -273,31 +303,15 @@ async fn backconnect_gateway() -> UpstreamProxy {
 
 #[tokio::test]
 async fn a_session_retires_at_the_safety_margin_and_held_sessions_are_replaced_only_so_far() {
-    let origin = Origin::start().await.unwrap();
-    let gateway = backconnect_gateway().await;
-    let text = upstream_text(
-        gateway.addr().port(),
-        60_000,
-        "10s",
-        &origin.url("/health"),
-        &[("us", 1)],
-    );
-    let config = parse_config_env(&text, &[("BC_PASSWORD", "bc-pass")]);
-    let pool = Arc::new(MemoryPool::new(MemoryPoolOptions::default()));
-    let clock = ManualClock::new(T0);
-    let reconciler = Reconciler::new(
-        Arc::new(config.upstreams[0].clone()),
-        pool.clone(),
-        clock.clone(),
-        VendorClient::new(),
-        Arc::new(StatusBoard::default()),
-    );
-    let checker = Checker::new(
-        pool.clone(),
-        clock.clone(),
-        config.checker.clone(),
-        &config.upstreams,
-    );
+    // The origin and the gateway serve the checks until the end.
+    let Rig {
+        origin: _origin,
+        gateway: _gateway,
+        pool,
+        clock,
+        reconciler,
+        checker,
+    } = rig(60_000, &[("us", 1)]).await;
     // A round, then a check of what it started (so it can be handed out).
     let round = |expected_inserted: u32, what: &'static str| {
         let (reconciler, checker) = (&reconciler, &checker);
