@@ -72,6 +72,10 @@ pub(crate) struct SimArgs {
     /// The origin's port on loopback (0 = any free port).
     #[arg(long, value_name = "PORT", default_value_t = 0)]
     pub origin_port: u16,
+    /// Where the HTTPS proxy's CA and certificate are written (default: a directory of
+    /// this run under the system's temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub tls_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

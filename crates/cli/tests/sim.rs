@@ -80,6 +80,27 @@ fn sim_prints_what_it_serves_and_stops_on_a_signal() {
     assert_eq!(code, 0, "{body}");
     assert_eq!(exit_of(&body), http[3]);
 
+    // The HTTPS proxy as printed: reached over TLS with the printed CA, not without it.
+    let https_line = lines
+        .iter()
+        .find(|line| line.trim_start().starts_with("https proxy"))
+        .unwrap_or_else(|| panic!("no https proxy in {lines:#?}"));
+    let https_addr = field(&lines, "https proxy");
+    let ca = https_line
+        .rsplit("CA ")
+        .next()
+        .unwrap()
+        .trim_end_matches(')');
+    let via = format!("https://sim-user:sim-pass@{https_addr}");
+    let (code, body) = curl(&["-s", "--proxy-cacert", ca, "-x", &via, origin]);
+    assert_eq!(code, 0, "{body}");
+    assert_eq!(exit_of(&body), "127.254.1.1");
+    let (code, _) = curl(&["-s", "-x", &via, origin]);
+    assert_ne!(
+        code, 0,
+        "without the printed CA the proxy's certificate is refused"
+    );
+
     // The printed upstream entry is a configuration `check-config` accepts.
     let start = lines.iter().position(|l| l == "[[upstreams]]").unwrap();
     let entry = lines[start..]

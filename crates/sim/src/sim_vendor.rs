@@ -50,6 +50,9 @@ pub struct SimConfig {
     /// The origin's port on loopback (0: any free port). The origin stays on loopback
     /// whatever `listen_ip` is: it is reached through the proxies.
     pub origin_port: u16,
+    /// Also run an HTTPS proxy (the fleet's credentials, exit 127.254.1.1) with this TLS
+    /// configuration: the caller's certificate.
+    pub https_proxy: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for SimConfig {
@@ -70,6 +73,7 @@ impl Default for SimConfig {
             listen_ip: Ipv4Addr::LOCALHOST,
             list_port: 0,
             origin_port: 0,
+            https_proxy: None,
         }
     }
 }
@@ -80,6 +84,7 @@ pub struct SimVendor {
     vendor: VendorEndpoint,
     origin: Origin,
     backconnect: UpstreamProxy,
+    https_proxy: Option<UpstreamProxy>,
 }
 
 impl SimVendor {
@@ -87,6 +92,20 @@ impl SimVendor {
     pub async fn start(config: SimConfig) -> io::Result<Self> {
         let origin =
             Origin::start_at(SocketAddr::from((Ipv4Addr::LOCALHOST, config.origin_port))).await?;
+        let https_proxy = match config.https_proxy.clone() {
+            Some(tls) => Some(
+                UpstreamProxy::start(UpstreamProxyConfig {
+                    kind: ProxyKind::Http,
+                    listen_ip: config.listen_ip,
+                    exit_ip: Ipv4Addr::new(127, 254, 1, 1),
+                    credentials: config.credentials.clone(),
+                    tls: Some(tls),
+                    ..UpstreamProxyConfig::default()
+                })
+                .await?,
+            ),
+            None => None,
+        };
         let vendor = VendorEndpoint::start_at(
             VendorConfig {
                 format: config.format,
@@ -126,7 +145,13 @@ impl SimVendor {
             vendor,
             origin,
             backconnect,
+            https_proxy,
         })
+    }
+
+    /// The HTTPS proxy, when [`SimConfig::https_proxy`] asked for one.
+    pub fn https_proxy(&self) -> Option<&UpstreamProxy> {
+        self.https_proxy.as_ref()
     }
 
     /// The backconnect gateway (HTTP): `sim-bc[-country-CC][-session-ID][-sesstime-MIN]`

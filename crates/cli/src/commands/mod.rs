@@ -10,4 +10,5 @@ pub(crate) mod migrate;
 pub(crate) mod probe;
 pub(crate) mod serve;
 pub(crate) mod sim;
+mod sim_tls;
 pub(crate) mod store;

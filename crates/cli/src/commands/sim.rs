@@ -17,16 +17,21 @@ pub(crate) async fn run(args: SimArgs) -> Result<(), Failure> {
     let shutdown =
         Shutdown::install().map_err(|e| Failure::runtime(format!("signal handlers: {e}")))?;
     let listen_ip = resolve_ipv4(&args.listen).await?;
+    let tls_dir = args.tls_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("proxypool-sim-{}", std::process::id()))
+    });
+    let tls = super::sim_tls::make(&tls_dir, listen_ip)?;
     let config = SimConfig {
         listen_ip,
         list_port: args.list_port,
         origin_port: args.origin_port,
+        https_proxy: Some(tls.config),
         ..vendor_config(args.proxies, args.proxy_ttl)
     };
     let sim = SimVendor::start(config)
         .await
         .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;
-    print!("{}", banner(&sim, args.proxy_ttl));
+    print!("{}", banner(&sim, args.proxy_ttl, &tls.ca_file));
     shutdown.wait().await;
     Ok(())
 }
@@ -64,7 +69,7 @@ pub(crate) fn vendor_config(proxies: u16, ttl_secs: u64) -> SimConfig {
 }
 
 /// What `sim` prints: every line a person (or a test) needs to point a controller at it.
-fn banner(sim: &SimVendor, ttl: u64) -> String {
+fn banner(sim: &SimVendor, ttl: u64, ca_file: &std::path::Path) -> String {
     let mut out = String::new();
     let rotation = if ttl > 0 {
         format!("each lives up to {ttl}s, then the vendor replaces it")
@@ -118,6 +123,19 @@ fn banner(sim: &SimVendor, ttl: u64) -> String {
         "  backconnect   {}   (user {BACKCONNECT_ACCOUNT}[-country-CC][-session-ID][-sesstime-MIN], password {BACKCONNECT_PASSWORD})",
         sim.backconnect().addr()
     );
+    if let Some(https) = sim.https_proxy() {
+        let credentials = https
+            .credentials()
+            .map(|(user, pass)| format!("{user}:{pass}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  https proxy   {}   (exit {}, {credentials}, CA {})",
+            https.addr(),
+            https.exit_ip(),
+            ca_file.display()
+        );
+    }
     let _ = writeln!(
         out,
         "\nAn upstream entry for the controller's file (the origin serves the health check; the\nlist is plain http on a private address, hence allow_plaintext and allow_private_hosts):\n"
