@@ -20,18 +20,27 @@ pub(crate) async fn run(args: SimArgs) -> Result<(), Failure> {
     let tls_dir = args.tls_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("proxypool-sim-{}", std::process::id()))
     });
-    let tls = super::sim_tls::make(&tls_dir, listen_ip)?;
+    // The HTTPS proxy is an extra: where its files cannot be written (a read-only
+    // container), the rest runs without it.
+    let tls = match super::sim_tls::make(&tls_dir, listen_ip) {
+        Ok(tls) => Some(tls),
+        Err(failure) => {
+            tracing::warn!(error = %failure, "no HTTPS proxy: its certificate cannot be made");
+            None
+        }
+    };
+    let ca_file = tls.as_ref().map(|tls| tls.ca_file.clone());
     let config = SimConfig {
         listen_ip,
         list_port: args.list_port,
         origin_port: args.origin_port,
-        https_proxy: Some(tls.config),
+        https_proxy: tls.map(|tls| tls.config),
         ..vendor_config(args.proxies, args.proxy_ttl)
     };
     let sim = SimVendor::start(config)
         .await
         .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;
-    print!("{}", banner(&sim, args.proxy_ttl, &tls.ca_file));
+    print!("{}", banner(&sim, args.proxy_ttl, ca_file.as_deref()));
     shutdown.wait().await;
     Ok(())
 }
@@ -69,7 +78,7 @@ pub(crate) fn vendor_config(proxies: u16, ttl_secs: u64) -> SimConfig {
 }
 
 /// What `sim` prints: every line a person (or a test) needs to point a controller at it.
-fn banner(sim: &SimVendor, ttl: u64, ca_file: &std::path::Path) -> String {
+fn banner(sim: &SimVendor, ttl: u64, ca_file: Option<&std::path::Path>) -> String {
     let mut out = String::new();
     let rotation = if ttl > 0 {
         format!("each lives up to {ttl}s, then the vendor replaces it")
@@ -123,7 +132,7 @@ fn banner(sim: &SimVendor, ttl: u64, ca_file: &std::path::Path) -> String {
         "  backconnect   {}   (user {BACKCONNECT_ACCOUNT}[-country-CC][-session-ID][-sesstime-MIN], password {BACKCONNECT_PASSWORD})",
         sim.backconnect().addr()
     );
-    if let Some(https) = sim.https_proxy() {
+    if let (Some(https), Some(ca_file)) = (sim.https_proxy(), ca_file) {
         let credentials = https
             .credentials()
             .map(|(user, pass)| format!("{user}:{pass}"))
