@@ -1,4 +1,5 @@
-//! One module per subcommand; each exposes `run(args) -> Result<(), Failure>`.
+//! One module per subcommand; each exposes `run(args) -> Result<(), Failure>` (and
+//! `sim_tls`, the certificate `sim` makes for its HTTPS proxy).
 
 pub(crate) mod check_config;
 pub(crate) mod controller;
