@@ -10,7 +10,7 @@ use common::*;
 use proxypool_controller::ManualClock;
 
 use proxypool_controller::checker::Checker;
-use proxypool_controller::provider::{Reconciler, StatusBoard, VendorClient};
+use proxypool_controller::provider::{Reconciler, SessionHealth, StatusBoard, VendorClient};
 use proxypool_core::{
     ClientId, DueQuery, ExtractMode, ExtractRequest, Extractor, HealthStore, ProxyFilter,
     ProxyRecord, ProxyStatus,
@@ -149,19 +149,23 @@ async fn rig(lifetime_ms: u64, groups: &[(&str, u32)]) -> Rig {
     let config = parse_config_env(&text, &[("BC_PASSWORD", "bc-pass")]);
     let pool = Arc::new(MemoryPool::new(MemoryPoolOptions::default()));
     let clock = ManualClock::new(T0);
+    // As the controller wires them: the checker tells the keeper about failing sessions.
+    let health = Arc::new(SessionHealth::default());
     let reconciler = Reconciler::new(
         Arc::new(config.upstreams[0].clone()),
         pool.clone(),
         clock.clone(),
         VendorClient::new(),
         Arc::new(StatusBoard::default()),
-    );
+    )
+    .with_session_health(health.clone());
     let checker = Checker::new(
         pool.clone(),
         clock.clone(),
         config.checker.clone(),
         &config.upstreams,
-    );
+    )
+    .with_session_health(health);
     Rig {
         origin,
         gateway,
@@ -343,4 +347,50 @@ async fn a_session_retires_at_the_safety_margin_and_held_sessions_are_replaced_o
         .await;
     }
     assert_eq!(handed_out, 4, "four sessions live at most, all handed out");
+}
+
+#[tokio::test]
+async fn a_session_whose_exit_fails_its_checks_is_replaced_before_its_end() {
+    let Rig {
+        origin,
+        gateway: _gateway,
+        pool,
+        clock,
+        reconciler,
+        checker,
+    } = rig(600_000, &[("us", 1)]).await;
+    // The site refuses the gateway's first exit, which the first session gets.
+    origin.ban(
+        IpAddr::V4(Ipv4Addr::new(127, 0, 2, 1)),
+        "127.0.0.1",
+        proxypool_sim::StatusCode::FORBIDDEN,
+    );
+    let outcome = reconciler.reconcile_once().await.unwrap();
+    assert_eq!(outcome.report.inserted, 1);
+    let first = records(&pool, T0).await.remove(0).id;
+    // Three failed checks in a row (`unhealthy_after`, by default): then the next round
+    // starts a new session in its place, long before the first one would end.
+    for n in 0..3 {
+        clock.advance(1_000);
+        checker.check_round().await.unwrap();
+        let now = proxypool_core::Clock::now(clock.as_ref());
+        let record = records(&pool, now).await;
+        let status = record.iter().find(|r| r.id == first).unwrap().status;
+        assert_ne!(status, ProxyStatus::Available, "check {n}");
+        if n < 2 {
+            let outcome = reconciler.reconcile_once().await.unwrap();
+            assert_eq!(outcome.report.inserted, 0, "kept after {} failures", n + 1);
+        }
+    }
+    let outcome = reconciler.reconcile_once().await.unwrap();
+    assert_eq!(outcome.report.inserted, 1, "{outcome:?}");
+    checker.check_round().await.unwrap();
+    let now = proxypool_core::Clock::now(clock.as_ref());
+    let available: Vec<ProxyRecord> = records(&pool, now)
+        .await
+        .into_iter()
+        .filter(|r| r.status == ProxyStatus::Available)
+        .collect();
+    assert_eq!(available.len(), 1, "the new session passes its check");
+    assert_ne!(available[0].id, first);
 }

@@ -11,6 +11,7 @@ pub mod probe;
 use crate::clock::SharedClock;
 use crate::config::{CheckerConfig, ProviderKind, UpstreamConfig};
 use crate::leadership::job::LeaderJob;
+use crate::provider::SessionHealth;
 use crate::upstream_tls::ProxyTlsClient;
 use probe::{ProbePlan, probe};
 use proxypool_core::{
@@ -29,6 +30,8 @@ struct UpstreamChecks {
     plan: Arc<ProbePlan>,
     recheck_after_ms: u64,
     unhealthy_after: u32,
+    /// A backconnect upstream: its checks go to the session keeper too.
+    backconnect: bool,
 }
 
 /// What one round did.
@@ -48,6 +51,8 @@ pub struct Checker {
     config: CheckerConfig,
     upstreams: HashMap<UpstreamId, UpstreamChecks>,
     semaphore: Arc<Semaphore>,
+    /// Where backconnect sessions' checks go, for their keeper.
+    session_health: Arc<SessionHealth>,
 }
 
 impl Checker {
@@ -75,6 +80,7 @@ impl Checker {
                     ),
                     recheck_after_ms: u.health.interval.as_ms(),
                     unhealthy_after: u.health.unhealthy_after,
+                    backconnect: u.provider.kind == ProviderKind::Backconnect,
                 };
                 (u.id.clone(), checks)
             })
@@ -85,7 +91,15 @@ impl Checker {
             clock,
             config,
             upstreams,
+            session_health: Arc::default(),
         }
+    }
+
+    /// Tells `health` every check of a backconnect upstream's session (the registry the
+    /// reconcilers read).
+    pub fn with_session_health(mut self, health: Arc<SessionHealth>) -> Self {
+        self.session_health = health;
+        self
     }
 
     /// Checks what is due now and writes the results.
@@ -155,6 +169,10 @@ impl Checker {
             let Ok(Some((upstream, observation))) = joined else {
                 continue;
             };
+            if self.upstreams.get(&upstream).is_some_and(|u| u.backconnect) {
+                let ok = matches!(observation.outcome, CheckOutcome::Success { .. });
+                self.session_health.observe(&observation.proxy_id, ok);
+            }
             round.observations.push(observation.clone());
             let batch = pending.entry(upstream.clone()).or_default();
             batch.push(observation);

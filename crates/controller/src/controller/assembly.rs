@@ -12,7 +12,7 @@ use crate::maintenance::Sweeper;
 use crate::metrics::metered::MeteredPool;
 use crate::ownership::OwnershipManager;
 use crate::provider::status::UpstreamOverview;
-use crate::provider::{Reconciler, StatusBoard, VendorClient};
+use crate::provider::{Reconciler, SessionHealth, StatusBoard, VendorClient};
 use crate::snapshot::{ChangeSignal, SnapshotPublisher};
 use crate::store::{OpenedStore, StoreGuard, open_store, recovery_hold_ms};
 use arc_swap::ArcSwap;
@@ -38,6 +38,8 @@ pub struct Controller {
     pub(super) wake_ownership: Arc<Notify>,
     /// Keeps the store the one the durable ledger remembers ([`Controller::guard_store`]).
     pub(super) guard: Option<StoreGuard>,
+    /// The checker's failed checks of backconnect sessions, read by their reconcilers.
+    pub(super) session_health: Arc<SessionHealth>,
 }
 
 impl Controller {
@@ -76,6 +78,7 @@ impl Controller {
             publisher,
             wake_ownership: Arc::new(Notify::new()),
             guard: None,
+            session_health: Arc::default(),
         }
     }
 
@@ -187,6 +190,7 @@ impl Controller {
                     VendorClient::for_upstream(&u.id, u.provider.tls.as_ref()),
                     self.board.clone(),
                 )
+                .with_session_health(self.session_health.clone())
             })
             .collect()
     }
@@ -198,6 +202,7 @@ impl Controller {
             self.config().checker.clone(),
             &self.config().upstreams,
         )
+        .with_session_health(self.session_health.clone())
     }
 
     pub fn ownership_manager(&self) -> OwnershipManager {

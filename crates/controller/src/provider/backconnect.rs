@@ -8,18 +8,20 @@
 //! sessions nobody holds. Its memory is the leader's: after a change of leader the new
 //! one starts its own sessions and the old ones run out in the store by their expiry.
 
+use super::session_health::SessionHealth;
 use crate::config::{BackconnectConfig, Placeholder, SessionGroup, UpstreamConfig};
 use proxypool_config::backconnect::{lifetime_minutes, lifetime_seconds};
-use proxypool_core::{Candidate, Credentials, Protocol, UnixMillis};
+use proxypool_core::{Candidate, Credentials, Protocol, ProxyId, UnixMillis, proxy_id_for};
 
 /// Live sessions one group may have at once, as a multiple of its `count`: sessions
 /// handed out stay until they end, and new ones replace them only this far.
 const MAX_LIVE_PER_COUNT: usize = 4;
 
-/// One session: its id and when it began and ends.
+/// One session: its id, the proxy it is, and when it began and ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Session {
     id: String,
+    proxy: ProxyId,
     started_ms: UnixMillis,
     ends_ms: UnixMillis,
 }
@@ -58,11 +60,28 @@ impl SessionKeeper {
         self.groups.len()
     }
 
-    /// Drops the sessions that ended (or will within the safety margin) and returns the
-    /// live ones of `group`, to be refreshed.
-    pub fn live(&mut self, group: usize, now: UnixMillis) -> Vec<Candidate> {
+    /// Drops the sessions that ended (or will within the safety margin) and those whose
+    /// last `retire_after` checks failed, and returns the live ones of `group`, to be
+    /// refreshed.
+    pub fn live(
+        &mut self,
+        group: usize,
+        now: UnixMillis,
+        health: &SessionHealth,
+        retire_after: u32,
+    ) -> Vec<Candidate> {
         let margin = self.safety_margin_ms;
-        self.groups[group].retain(|s| s.ends_ms > now.saturating_add(margin));
+        self.groups[group].retain(|s| {
+            let ended = s.ends_ms <= now.saturating_add(margin);
+            let failing = health.failures(&s.proxy) >= retire_after;
+            if ended || failing {
+                if failing && !ended {
+                    tracing::info!(session = %s.id, "a backconnect session failed its checks; a new one takes its place");
+                }
+                health.forget(&s.proxy);
+            }
+            !(ended || failing)
+        });
         self.groups[group]
             .iter()
             .filter_map(|s| self.candidate(group, s))
@@ -86,12 +105,20 @@ impl SessionKeeper {
                 break;
             };
             id.truncate(digits);
-            let session = Session {
+            let mut session = Session {
                 id,
+                proxy: ProxyId::new("0".repeat(32)).expect("a valid placeholder id"),
                 started_ms: now,
                 ends_ms: now.saturating_add(lifetime),
             };
             if let Some(candidate) = self.candidate(group, &session) {
+                let username = candidate.credentials.as_ref().map(|c| c.username.as_str());
+                session.proxy = proxy_id_for(
+                    candidate.protocol,
+                    &candidate.host,
+                    candidate.port,
+                    username,
+                );
                 started.push(candidate);
                 self.groups[group].push(session);
             }

@@ -1,7 +1,8 @@
 //! The provider reconciler: brings each vendor's proxies into the pool.
 //!
 //! - [`reconciler`]: one upstream's loop (fetch → parse → chunked upsert → status).
-//! - [`backconnect`]: a backconnect upstream's sessions, kept alive as proxies.
+//! - [`backconnect`]: a backconnect upstream's sessions, kept alive as proxies;
+//!   [`session_health`]: the checker's failed checks of them, so failing ones are retired.
 //! - [`failure`]: why a fetch or a round fails, by kind.
 //! - [`fetch`]: one page's HTTPS (or allowed HTTP) fetch with timeout, size cap and the
 //!   redirect host rule; [`auth`]: the header, Basic or query-key authentication it
@@ -25,10 +26,12 @@ pub mod link;
 mod pages;
 pub mod reconciler;
 mod resolve;
+pub mod session_health;
 pub mod status;
 pub mod text;
 
 pub use auth::VendorAuth;
 pub use fetch::{FetchError, HostRule, Page, VendorClient};
 pub use reconciler::{Reconciler, RoundError, RoundOutcome};
+pub use session_health::SessionHealth;
 pub use status::{StatusBoard, UpstreamOverview, UpstreamStatus};

@@ -8,6 +8,7 @@ use super::fetch::VendorClient;
 use super::hygiene::HostPolicy;
 use super::pages::Walk;
 use super::resolve;
+use super::session_health::SessionHealth;
 use super::status::StatusBoard;
 use super::text::parse_line;
 use crate::clock::SharedClock;
@@ -55,6 +56,8 @@ pub struct Reconciler {
     failures: u32,
     /// A backconnect upstream's live sessions (held only between store calls).
     sessions: Option<Mutex<SessionKeeper>>,
+    /// The checker's failed checks of those sessions.
+    session_health: Arc<SessionHealth>,
 }
 
 impl Reconciler {
@@ -107,7 +110,15 @@ impl Reconciler {
             round: AtomicU64::new(0),
             failures: 0,
             sessions,
+            session_health: Arc::default(),
         }
+    }
+
+    /// Takes the checker's failed checks of this upstream's sessions from `health` (the
+    /// one the controller's checker writes to).
+    pub fn with_session_health(mut self, health: Arc<SessionHealth>) -> Self {
+        self.session_health = health;
+        self
     }
 
     /// Takes the stored status of this upstream into the board once per term, so totals
@@ -271,9 +282,10 @@ impl Reconciler {
         })
     }
 
-    /// A backconnect upstream's round, group by group: refresh the live sessions (the
-    /// store's answer says how many of them are held), then start new ones until the group
-    /// has its `count` of sessions nobody holds.
+    /// A backconnect upstream's round, group by group: retire the sessions that ended or
+    /// failed their last `unhealthy_after` checks, refresh the live ones (the store's
+    /// answer says how many of them are held), then start new ones until the group has its
+    /// `count` of sessions nobody holds.
     async fn backconnect_round(&self) -> Result<RoundOutcome, RoundError> {
         let Some(keeper) = &self.sessions else {
             // Validation fills what the keeper needs; without it nothing can be rendered.
@@ -283,7 +295,11 @@ impl Reconciler {
         let groups = keeper.lock_or_recover().groups();
         let mut outcome = RoundOutcome::default();
         for group in 0..groups {
-            let live = keeper.lock_or_recover().live(group, now);
+            let retire_after = self.upstream.health.unhealthy_after;
+            let live =
+                keeper
+                    .lock_or_recover()
+                    .live(group, now, &self.session_health, retire_after);
             let mut held = 0;
             if !live.is_empty() {
                 outcome.fetched += live.len() as u32;
