@@ -17,13 +17,14 @@ use proxypool_core::{Candidate, Credentials, Protocol, ProxyId, UnixMillis, prox
 /// handed out stay until they end, and new ones replace them only this far.
 const MAX_LIVE_PER_COUNT: usize = 4;
 
-/// One session: its id, the proxy it is, and when it began and ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One session: its id, when it ends, and the proxy it is (rendered once, refreshed as is
+/// every round).
+#[derive(Debug, Clone)]
 struct Session {
     id: String,
-    proxy: ProxyId,
-    started_ms: UnixMillis,
     ends_ms: UnixMillis,
+    proxy: ProxyId,
+    candidate: Candidate,
 }
 
 /// The live sessions of every group of one upstream.
@@ -84,7 +85,7 @@ impl SessionKeeper {
         });
         self.groups[group]
             .iter()
-            .filter_map(|s| self.candidate(group, s))
+            .map(|s| s.candidate.clone())
             .collect()
     }
 
@@ -105,22 +106,22 @@ impl SessionKeeper {
                 break;
             };
             id.truncate(digits);
-            let mut session = Session {
-                id,
-                proxy: ProxyId::new("0".repeat(32)).expect("a valid placeholder id"),
-                started_ms: now,
-                ends_ms: now.saturating_add(lifetime),
-            };
-            if let Some(candidate) = self.candidate(group, &session) {
+            let ends_ms = now.saturating_add(lifetime);
+            if let Some(candidate) = self.candidate(group, &id, now, ends_ms) {
                 let username = candidate.credentials.as_ref().map(|c| c.username.as_str());
-                session.proxy = proxy_id_for(
+                let proxy = proxy_id_for(
                     candidate.protocol,
                     &candidate.host,
                     candidate.port,
                     username,
                 );
-                started.push(candidate);
-                self.groups[group].push(session);
+                started.push(candidate.clone());
+                self.groups[group].push(Session {
+                    id,
+                    ends_ms,
+                    proxy,
+                    candidate,
+                });
             }
         }
         started
@@ -129,7 +130,13 @@ impl SessionKeeper {
     /// The session as a proxy: the gateway's address, the rendered credentials, the
     /// group's labels, the session's end as its expiry and its start as its issue time
     /// (a session started after a loss of the pool store is provably new).
-    fn candidate(&self, group: usize, session: &Session) -> Option<Candidate> {
+    fn candidate(
+        &self,
+        group: usize,
+        session_id: &str,
+        started_ms: UnixMillis,
+        ends_ms: UnixMillis,
+    ) -> Option<Candidate> {
         let (username, password) = self.backconnect.templates.as_ref()?;
         let group_config: &SessionGroup = &self.backconnect.sessions[group];
         let lifetime = self.backconnect.session_lifetime;
@@ -138,7 +145,7 @@ impl SessionKeeper {
             match placeholder {
                 Placeholder::Account => Some(self.account.clone()),
                 Placeholder::Password => Some(self.password.clone()),
-                Placeholder::Session => Some(session.id.clone()),
+                Placeholder::Session => Some(session_id.to_owned()),
                 Placeholder::Minutes => Some(minutes.to_string()),
                 Placeholder::Seconds => Some(seconds.to_string()),
                 own => group_config.value(own).map(str::to_owned),
@@ -168,8 +175,8 @@ impl SessionKeeper {
                 candidate.labels.insert(name.to_owned(), value.clone());
             }
         }
-        candidate.expires_at_ms = Some(session.ends_ms);
-        candidate.issued_at_ms = Some(session.started_ms);
+        candidate.expires_at_ms = Some(ends_ms);
+        candidate.issued_at_ms = Some(started_ms);
         Some(candidate)
     }
 }
