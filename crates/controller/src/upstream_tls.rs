@@ -1,10 +1,10 @@
 //! The TLS to each upstream's `https` proxies, as its `proxy_tls` gives it: read once at
 //! start, shipped in every snapshot (so a gateway verifies a proxy exactly as the checker
-//! did) and turned into the checker's TLS client.
+//! did) and turned into the checker's [`ProxyTrust`], the one the gateways build.
 
 use crate::config::UpstreamConfig;
 use proxypool_core::control::UpstreamTls;
-use proxypool_edge::ClientTls;
+use proxypool_edge::ProxyTrust;
 
 /// The entries a snapshot carries: one per upstream with `proxy_tls`. A CA bundle that
 /// cannot be read is shipped empty, which no gateway accepts: the upstream's `https`
@@ -29,35 +29,8 @@ pub fn shipped(upstreams: &[UpstreamConfig]) -> Vec<UpstreamTls> {
         .collect()
 }
 
-/// How the checker speaks TLS to a proxy: the client and the name to verify (`None`: the
-/// proxy's own host).
-#[derive(Debug, Clone)]
-pub struct ProxyTlsClient {
-    pub client: Result<ClientTls, String>,
-    pub server_name: Option<String>,
-}
-
-impl ProxyTlsClient {
-    /// The TLS to `upstream`'s `https` proxies (the public roots when it sets nothing).
-    pub fn of(upstream: &UpstreamConfig) -> Self {
-        let shipped = shipped(std::slice::from_ref(upstream)).pop();
-        let ca = shipped.as_ref().and_then(|tls| tls.ca_pem.as_deref());
-        ProxyTlsClient {
-            client: ClientTls::from_ca_pem(ca).map_err(|error| error.to_string()),
-            server_name: shipped.and_then(|tls| tls.server_name),
-        }
-    }
-
-    /// TLS against the public roots, under each proxy's host.
-    pub fn public() -> Self {
-        ProxyTlsClient {
-            client: Ok(ClientTls::public_roots()),
-            server_name: None,
-        }
-    }
-
-    /// The name a proxy at `host` must be certified for.
-    pub fn name_for<'a>(&'a self, host: &'a str) -> &'a str {
-        self.server_name.as_deref().unwrap_or(host)
-    }
+/// How the checker reaches `upstream`'s `https` proxies: as the gateways do, from what
+/// the snapshots ship (the public roots when it sets nothing).
+pub fn trust_of(upstream: &UpstreamConfig) -> ProxyTrust {
+    ProxyTrust::of(shipped(std::slice::from_ref(upstream)).first())
 }

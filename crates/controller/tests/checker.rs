@@ -306,7 +306,7 @@ async fn a_proxy_whose_name_resolves_inside_is_not_dialed_when_internal_hosts_ar
         via: HttpCheckMode::Absolute,
         max_latency: None,
         refuse_internal: true,
-        proxy_tls: proxypool_controller::upstream_tls::ProxyTlsClient::public(),
+        proxy_tls: proxypool_edge::ProxyTrust::of(None),
         target_tls: Ok(proxypool_edge::ClientTls::public_roots()),
     };
     let outcome = probe(&record, &plan, Duration::from_secs(2)).await;

@@ -42,4 +42,6 @@ pub use gate::{
 pub use hyper_util::service::TowerToHyperService;
 pub use request_id::{REQUEST_ID_HEADER, RequestId};
 pub use serve::{MIN_HEADER_BYTES, Peer, ServeLimits, serve};
-pub use tls::{ClientTls, ClientTlsFiles, Conn, ServerTls, ServerTlsFiles, Target, TlsError};
+pub use tls::{
+    ClientTls, ClientTlsFiles, Conn, ProxyTrust, ServerTls, ServerTlsFiles, Target, TlsError,
+};

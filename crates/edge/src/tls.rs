@@ -15,15 +15,19 @@
 //! - [`Conn`]: one stream type for plain TCP and both TLS sides, so the scaffold and the
 //!   HTTP clients have one IO type whatever the link speaks.
 //! - [`Target`]: an `http://` or `https://` base URL split into what a dial needs.
+//! - [`ProxyTrust`]: the TLS to an upstream's `https` proxies (CA bundle, server name),
+//!   shared by the gateway's dial and the controller's checker.
 //!
 //! Module map: `server` ([`ServerTls`], [`ServerTlsFiles`]), `client` ([`ClientTls`],
-//! [`ClientTlsFiles`]), `target` ([`Target`]), `conn` ([`Conn`]), `load` (the one crypto
+//! [`ClientTlsFiles`]), `proxy_trust` ([`ProxyTrust`]), `target` ([`Target`]), `conn`
+//! ([`Conn`]), `load` (the one crypto
 //! provider; certificates, keys and roots from PEM files), `error` ([`TlsError`]).
 
 mod client;
 mod conn;
 mod error;
 mod load;
+mod proxy_trust;
 mod server;
 mod target;
 
@@ -31,5 +35,6 @@ pub use client::{ClientTls, ClientTlsFiles};
 pub use conn::Conn;
 pub use error::TlsError;
 pub use load::{load_certs, load_key, load_roots};
+pub use proxy_trust::ProxyTrust;
 pub use server::{DEFAULT_POLL, ServerTls, ServerTlsFiles};
 pub use target::Target;

@@ -12,7 +12,6 @@ use crate::clock::SharedClock;
 use crate::config::{CheckerConfig, ProviderKind, UpstreamConfig};
 use crate::leadership::job::LeaderJob;
 use crate::provider::SessionHealth;
-use crate::upstream_tls::ProxyTlsClient;
 use probe::{ProbePlan, probe};
 use proxypool_core::{
     CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthStore, PoolResult, ProxyStatus,
@@ -76,7 +75,7 @@ impl Checker {
                             u.provider.kind == ProviderKind::Http
                                 && !u.provider.allow_private_hosts,
                         )
-                        .with_tls(ProxyTlsClient::of(u), target_trust(u)),
+                        .with_tls(crate::upstream_tls::trust_of(u), target_trust(u)),
                     ),
                     recheck_after_ms: u.health.interval.as_ms(),
                     unhealthy_after: u.health.unhealthy_after,

@@ -18,9 +18,8 @@
 
 use crate::config::{CheckTarget, HttpCheckMode, TargetUrl};
 use crate::provider::hygiene::is_internal_address;
-use crate::upstream_tls::ProxyTlsClient;
 use proxypool_core::{CheckOutcome, Protocol, ProxyRecord};
-use proxypool_edge::{ClientTls, Conn};
+use proxypool_edge::{ClientTls, Conn, ProxyTrust};
 use proxypool_proto::http_connect::{
     self, MAX_RESPONSE_HEAD, basic_auth_value, read_response_head,
 };
@@ -41,7 +40,7 @@ pub struct ProbePlan {
     /// dialed (failure `private_host`): set for fetched lists unless `allow_private_hosts`.
     pub refuse_internal: bool,
     /// TLS to the upstream's `https` proxies.
-    pub proxy_tls: ProxyTlsClient,
+    pub proxy_tls: ProxyTrust,
     /// Trust for `https://` targets.
     pub target_tls: Result<ClientTls, String>,
 }
@@ -56,7 +55,7 @@ impl ProbePlan {
             via,
             max_latency,
             refuse_internal: false,
-            proxy_tls: ProxyTlsClient::public(),
+            proxy_tls: ProxyTrust::of(None),
             target_tls: Ok(ClientTls::public_roots()),
         }
     }
@@ -64,7 +63,7 @@ impl ProbePlan {
     /// The same plan with this TLS to the proxies and this trust for `https://` targets.
     pub fn with_tls(
         mut self,
-        proxy_tls: ProxyTlsClient,
+        proxy_tls: ProxyTrust,
         target_tls: Result<ClientTls, String>,
     ) -> Self {
         self.proxy_tls = proxy_tls;
@@ -155,8 +154,8 @@ async fn probe_one(
     let _ = tcp.set_nodelay(true);
     let mut stream = match record.protocol {
         Protocol::Https => {
-            let tls = plan.proxy_tls.client.as_ref().map_err(|_| "proxy_tls")?;
-            tls.handshake(plan.proxy_tls.name_for(&record.host), tcp)
+            let tls = plan.proxy_tls.client().map_err(|_| "proxy_tls")?;
+            tls.handshake(plan.proxy_tls.server_name(&record.host), tcp)
                 .await
                 .map_err(|_| "proxy_tls")?
         }

@@ -3,13 +3,12 @@
 
 use super::conn::Conn;
 use super::error::TlsError;
-use super::load::{load_certs, load_key, load_roots, provider};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use super::load::{certs_of_pem, load_certs, load_key, load_roots, provider, roots_of};
+use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, RootCertStore};
 use std::io;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -39,9 +38,14 @@ impl std::fmt::Debug for ClientTls {
 }
 
 impl ClientTls {
-    /// The public roots, no client certificate.
+    /// The public roots, no client certificate; built once per process (a clone shares it).
     pub fn public_roots() -> Self {
-        Self::load(&ClientTlsFiles::default()).expect("the public roots always load")
+        static PUBLIC: OnceLock<ClientTls> = OnceLock::new();
+        PUBLIC
+            .get_or_init(|| {
+                Self::with_roots(public_roots(), None).expect("the public roots always load")
+            })
+            .clone()
     }
 
     /// Loads the configured files.
@@ -51,7 +55,7 @@ impl ClientTls {
             None => public_roots(),
         };
         let identity = match (&files.cert, &files.key) {
-            (Some(cert), Some(key)) => Some((load_certs(cert)?, load_key(key)?, key)),
+            (Some(cert), Some(key)) => Some((cert, key)),
             (None, None) => None,
             _ => {
                 return Err(TlsError::Config(
@@ -59,61 +63,45 @@ impl ClientTls {
                 ));
             }
         };
-        let builder = ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError::Config(e.to_string()))?
-            .with_root_certificates(roots);
-        let config = match identity {
-            Some((certs, key, key_path)) => {
-                builder
-                    .with_client_auth_cert(certs, key)
-                    .map_err(|e| TlsError::Pem {
-                        path: key_path.clone(),
-                        what: format!("does not go with the certificate: {e}"),
-                    })?
-            }
-            None => builder.with_no_client_auth(),
-        };
-        Ok(Self::of(config))
+        Self::with_roots(roots, identity)
     }
 
     /// Trusts the CA certificates of a PEM text (a bundle shipped rather than read from a
     /// file), or the public roots for `None`; no client certificate.
     pub fn from_ca_pem(pem: Option<&str>) -> Result<Self, TlsError> {
-        let roots = match pem {
-            None => public_roots(),
-            Some(pem) => {
-                let mut roots = RootCertStore::empty();
-                for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                    let cert =
-                        cert.map_err(|e| TlsError::Config(format!("not a PEM CA bundle: {e}")))?;
-                    roots.add(cert).map_err(|e| {
-                        TlsError::Config(format!("not a usable CA certificate: {e}"))
-                    })?;
-                }
-                if roots.is_empty() {
-                    return Err(TlsError::Config(
-                        "the CA bundle holds no certificate".into(),
-                    ));
-                }
-                roots
-            }
+        let Some(pem) = pem else {
+            return Ok(Self::public_roots());
         };
-        let config = ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError::Config(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Ok(Self::of(config))
+        let roots = certs_of_pem(pem.as_bytes())
+            .and_then(roots_of)
+            .map_err(|what| TlsError::Config(format!("the CA bundle: {what}")))?;
+        Self::with_roots(roots, None)
     }
 
-    fn of(mut config: ClientConfig) -> Self {
+    /// The configuration on `roots`, with the client certificate and key of `identity`.
+    fn with_roots(
+        roots: RootCertStore,
+        identity: Option<(&PathBuf, &PathBuf)>,
+    ) -> Result<Self, TlsError> {
+        let builder = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Config(e.to_string()))?
+            .with_root_certificates(roots);
+        let mut config = match identity {
+            Some((cert, key)) => builder
+                .with_client_auth_cert(load_certs(cert)?, load_key(key)?)
+                .map_err(|e| TlsError::Pem {
+                    path: key.clone(),
+                    what: format!("does not go with {}: {e}", cert.display()),
+                })?,
+            None => builder.with_no_client_auth(),
+        };
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let config = Arc::new(config);
-        ClientTls {
+        Ok(ClientTls {
             connector: tokio_rustls::TlsConnector::from(Arc::clone(&config)),
             config,
-        }
+        })
     }
 
     /// The rustls configuration (for clients that dial themselves).

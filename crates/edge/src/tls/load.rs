@@ -23,18 +23,19 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 
 /// Every certificate in a PEM file (at least one).
 pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let bytes = read(path)?;
-    let certs = CertificateDer::pem_slice_iter(&bytes)
+    certs_of_pem(&read(path)?).map_err(|what| TlsError::Pem {
+        path: path.to_owned(),
+        what,
+    })
+}
+
+/// Every certificate of a PEM text (at least one).
+pub(super) fn certs_of_pem(bytes: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_slice_iter(bytes)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::Pem {
-            path: path.to_owned(),
-            what: format!("not a PEM certificate file: {e}"),
-        })?;
+        .map_err(|e| format!("not a PEM certificate file: {e}"))?;
     if certs.is_empty() {
-        return Err(TlsError::Pem {
-            path: path.to_owned(),
-            what: "no CERTIFICATE block".into(),
-        });
+        return Err("no CERTIFICATE block".into());
     }
     Ok(certs)
 }
@@ -50,12 +51,19 @@ pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 
 /// A root store from a CA bundle file.
 pub fn load_roots(path: &Path) -> Result<RootCertStore, TlsError> {
+    roots_of(load_certs(path)?).map_err(|what| TlsError::Pem {
+        path: path.to_owned(),
+        what,
+    })
+}
+
+/// A root store of these CA certificates.
+pub(super) fn roots_of(certs: Vec<CertificateDer<'static>>) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
-    for cert in load_certs(path)? {
-        roots.add(cert).map_err(|e| TlsError::Pem {
-            path: path.to_owned(),
-            what: format!("not a usable CA certificate: {e}"),
-        })?;
+    for cert in certs {
+        roots
+            .add(cert)
+            .map_err(|e| format!("not a usable CA certificate: {e}"))?;
     }
     Ok(roots)
 }
