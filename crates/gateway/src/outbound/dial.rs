@@ -1,8 +1,9 @@
 //! Dialing through an upstream proxy: TCP connect to the proxy, then its handshake
 //! (HTTP `CONNECT` with Basic credentials, or SOCKS5 with username/password), each under
-//! its own timeout; to an `https` proxy, TLS comes between the two. Failures are classified ([`crate::failure`]) so the caller
-//! knows whether to blame the proxy (count it, retry elsewhere) or the target (no retry:
-//! every proxy would fail alike, and the proxy is not counted).
+//! its own timeout; to an `https` proxy, TLS comes between the two. Failures are
+//! classified ([`crate::failure`]) so the caller knows whether to blame the proxy (count
+//! it, retry elsewhere) or the target (no retry: every proxy would fail alike, and the
+//! proxy is not counted).
 
 use crate::config::GatewayConfig;
 use crate::failure::classify;
