@@ -9,6 +9,11 @@ use std::time::Duration;
 /// How many fresh ports to try when someone else grabs ours between probe and bind.
 const PORT_ATTEMPTS: usize = 3;
 
+/// A restart must keep its port: while another socket holds it (a client's outgoing
+/// connection may be given the same ephemeral port), try again this often, this long apart.
+const SAME_PORT_ATTEMPTS: usize = 10;
+const SAME_PORT_PAUSE: Duration = Duration::from_millis(200);
+
 /// A private server as its guard drives it: launched on a free port, stopped, and launched
 /// again on the same port. Only `launch` differs between servers.
 pub(crate) trait PrivateServer {
@@ -39,7 +44,8 @@ pub(crate) trait PrivateServer {
         }
     }
 
-    /// Launches the server again on `port`; a no-op while it runs.
+    /// Launches the server again on `port`; a no-op while it runs. While another socket
+    /// holds the port, tries again for a bounded time.
     fn start_again(&mut self, port: u16) -> Result<()> {
         if let Some(server) = self.process_mut() {
             if server.exited().is_none() {
@@ -47,7 +53,17 @@ pub(crate) trait PrivateServer {
             }
             *self.process_mut() = None;
         }
-        self.launch(port).map_err(|failure| failure.error)
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.launch(port) {
+                Ok(()) => return Ok(()),
+                Err(failure) if failure.port_taken && attempt < SAME_PORT_ATTEMPTS => {
+                    std::thread::sleep(SAME_PORT_PAUSE);
+                }
+                Err(failure) => return Err(failure.error),
+            }
+        }
     }
 
     /// Whether the server's process is alive.
