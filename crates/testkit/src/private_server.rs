@@ -7,7 +7,7 @@ use crate::process::{ServerProcess, StartFailure, free_loopback_port};
 use std::time::Duration;
 
 /// How many fresh ports to try when someone else grabs ours between probe and bind.
-const PORT_ATTEMPTS: usize = 3;
+pub(crate) const PORT_ATTEMPTS: usize = 3;
 
 /// A restart must keep its port: while another socket holds it (a client's outgoing
 /// connection may be given the same ephemeral port), try again this often, this long apart.

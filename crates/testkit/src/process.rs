@@ -200,7 +200,7 @@ impl ServerProcess {
 
     /// Sends `signal` (a name such as `QUIT`) through the shell's `kill` builtin: std can
     /// only send SIGKILL, and `libc::kill` would need `unsafe`.
-    fn signal(&self, signal: &str) -> Result<()> {
+    pub(crate) fn signal(&self, signal: &str) -> Result<()> {
         let status = Command::new("sh")
             .args(["-c", r#"kill -s "$1" "$2""#, "proxypool-testkit-kill"])
             .arg(signal)

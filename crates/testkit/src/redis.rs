@@ -176,11 +176,13 @@ pub struct RedisServer {
 }
 
 /// Quotes a value for redis.conf (double quotes, backslash escapes).
-fn config_quote(value: &str) -> String {
+pub(crate) fn config_quote(value: &str) -> String {
     format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-fn write_config(dir: &Path) -> Result<PathBuf> {
+/// Writes `dir/redis.conf`: the non-persistent base every private server runs with, then
+/// `extra` (whole lines, e.g. the cluster settings of a cluster node).
+pub(crate) fn write_config(dir: &Path, extra: &str) -> Result<PathBuf> {
     let config = dir.join("redis.conf");
     let text = format!(
         "# Written by proxypool-testkit: a throwaway, non-persistent test server.\n\
@@ -190,7 +192,8 @@ fn write_config(dir: &Path) -> Result<PathBuf> {
          dir {}\n\
          save \"\"\n\
          appendonly no\n\
-         logfile \"\"\n",
+         logfile \"\"\n\
+         {extra}",
         config_quote(&dir.to_string_lossy()),
     );
     std::fs::write(&config, text)
@@ -198,7 +201,8 @@ fn write_config(dir: &Path) -> Result<PathBuf> {
     Ok(config)
 }
 
-fn ping(port: u16) -> std::result::Result<(), String> {
+/// The readiness probe: `PING` answered with `PONG`.
+pub(crate) fn ping(port: u16) -> std::result::Result<(), String> {
     let mut connection =
         RespConnection::connect("127.0.0.1", port).map_err(|error| error.to_string())?;
     match connection.command(&["PING"]) {
@@ -290,7 +294,7 @@ impl RedisServer {
     fn start_private_with(tls: Option<RedisTls>) -> Result<Self> {
         let binary = binaries::redis_server()?;
         let dir = ScratchDir::create(&scratch_base(None), "redis")?;
-        let config = write_config(dir.path())?;
+        let config = write_config(dir.path(), "")?;
         let mut private = PrivateRedis {
             process: None,
             binary,
