@@ -1,6 +1,7 @@
 //! Finding the server binaries.
 //!
-//! redis-server comes from `PATH` (or `PROXYPOOL_TEST_REDIS_SERVER`). PostgreSQL is awkward
+//! redis-server comes from `PATH` (or `PROXYPOOL_TEST_REDIS_SERVER`), redis-cli (the cluster
+//! guard's) from beside it, or `PATH` (or `PROXYPOOL_TEST_REDIS_CLI`). PostgreSQL is awkward
 //! on Debian/Ubuntu: the packages put `initdb` and `postgres` in
 //! `/usr/lib/postgresql/<major>/bin`, which is not on `PATH`, so we also look there (newest
 //! major first) and in the other usual places. `initdb` and `postgres` must come from the
@@ -14,6 +15,8 @@ use crate::error::{Result, TestkitError};
 
 /// Names a redis-server binary explicitly (skips the `PATH` search).
 pub(crate) const REDIS_SERVER_ENV: &str = "PROXYPOOL_TEST_REDIS_SERVER";
+/// Names a redis-cli binary explicitly (skips the search); the cluster guard runs it.
+pub(crate) const REDIS_CLI_ENV: &str = "PROXYPOOL_TEST_REDIS_CLI";
 /// Names the PostgreSQL bin directory explicitly (skips the search).
 pub(crate) const POSTGRES_BIN_DIR_ENV: &str = "PROXYPOOL_TEST_PG_BIN_DIR";
 
@@ -76,6 +79,41 @@ pub(crate) fn redis_server() -> Result<PathBuf> {
         .ok_or_else(|| TestkitError::BinaryNotFound {
             binary: "redis-server",
             searched: format!("PATH, {}", REDIS_FALLBACK_DIRS.join(", ")),
+        })
+}
+
+/// Locates redis-cli: next to the redis-server in use first (the same installation, so the
+/// same version), then `PATH` and the usual places.
+pub(crate) fn redis_cli() -> Result<PathBuf> {
+    if let Some(explicit) = env::var_os(REDIS_CLI_ENV) {
+        let explicit = PathBuf::from(explicit);
+        return if is_executable(&explicit) {
+            Ok(explicit)
+        } else {
+            Err(TestkitError::BinaryNotFound {
+                binary: "redis-cli",
+                searched: format!("{REDIS_CLI_ENV}={}", explicit.display()),
+            })
+        };
+    }
+    let beside_server = redis_server()
+        .ok()
+        .and_then(|server| Some(server.parent()?.join("redis-cli")))
+        .filter(|candidate| is_executable(candidate));
+    beside_server
+        .or_else(|| find_in_path("redis-cli"))
+        .or_else(|| {
+            REDIS_FALLBACK_DIRS
+                .iter()
+                .map(|dir| Path::new(dir).join("redis-cli"))
+                .find(|candidate| is_executable(candidate))
+        })
+        .ok_or_else(|| TestkitError::BinaryNotFound {
+            binary: "redis-cli",
+            searched: format!(
+                "beside redis-server, PATH, {}",
+                REDIS_FALLBACK_DIRS.join(", ")
+            ),
         })
 }
 

@@ -106,6 +106,30 @@ pub enum TestkitError {
         /// The server's own error text (PostgreSQL: with the SQLSTATE).
         message: String,
     },
+
+    /// A Redis Cluster did not reach the state a test waits for within the bound.
+    #[error(
+        "redis cluster: {waiting_for} not reached after {waited:?} (last seen: {last_seen}); \
+         node log tails:\n{log_tails}"
+    )]
+    ClusterNotReady {
+        /// What the testkit waited for, e.g. "every node agrees on all 16384 slots".
+        waiting_for: String,
+        /// How long it waited.
+        waited: Duration,
+        /// Why the last look at the cluster did not count.
+        last_seen: String,
+        /// The last lines of every node's log.
+        log_tails: String,
+    },
+
+    /// A Redis Cluster guard was asked for something its nodes cannot do (an unknown port,
+    /// a failover of a node that was no primary, resuming a killed node).
+    #[error("redis cluster: {message}")]
+    Cluster {
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl TestkitError {

@@ -15,10 +15,13 @@
 //!
 //! Module map:
 //! - `redis`: [`RedisServer`] and a RESP2 client on the `redis` crate ([`RespConnection`]).
+//! - [`redis_cluster`]: [`RedisCluster`], a private Redis Cluster (primaries with replicas,
+//!   one `redis-server` per node, formed by `redis-cli --cluster create`) whose nodes tests
+//!   kill, pause, resume and restart, with waits for failover and rejoin.
 //! - `postgres`: [`PostgresServer`] (initdb template per test process, copied per
 //!   server) and the sqlx client behind [`PostgresServer::query`].
-//! - `skip`: [`redis_or_skip`] / [`postgres_or_skip`]: skip with a banner when a binary is
-//!   missing, panic under `CI=true`.
+//! - `skip`: [`redis_or_skip`] / [`postgres_or_skip`] / [`redis_cluster_or_skip`]: skip
+//!   with a banner when a binary is missing, panic under `CI=true`.
 //! - `process`: spawning, janitors (cleanup even when the test process is killed),
 //!   signals, bounded readiness waits, free ports ([`free_port`]), log tails.
 //! - `private_server`: launch on a free port, stop, launch again: what both guards share.
@@ -38,8 +41,9 @@
 //! Environment:
 //! - `PROXYPOOL_TEST_REDIS_URL`, `PROXYPOOL_TEST_POSTGRES_URL`: use an external server;
 //!   `stop`/`restart` then fail with [`TestkitError::ExternalServer`].
-//! - `PROXYPOOL_TEST_REDIS_SERVER` (binary), `PROXYPOOL_TEST_PG_BIN_DIR` (directory with
-//!   `initdb` and `postgres`): pin the programs instead of searching.
+//! - `PROXYPOOL_TEST_REDIS_SERVER` (binary), `PROXYPOOL_TEST_REDIS_CLI` (the cluster's
+//!   `redis-cli`), `PROXYPOOL_TEST_PG_BIN_DIR` (directory with `initdb` and `postgres`):
+//!   pin the programs instead of searching.
 //! - `PROXYPOOL_TEST_PG_USER`: the account PostgreSQL runs as when the tests run as root.
 //! - `PROXYPOOL_TEST_TMPDIR`: where scratch directories go (default: `/dev/shm` when it
 //!   is a tmpfs with 1 GiB free, else the temp dir).
@@ -60,6 +64,7 @@ mod private_server;
 mod privilege;
 mod process;
 pub mod redis;
+pub mod redis_cluster;
 mod scratch;
 mod skip;
 pub mod tls;
@@ -69,9 +74,13 @@ pub use browser::{Browser, browser_or_skip};
 pub use error::TestkitError;
 pub use postgres::{POSTGRES_URL_ENV, PostgresServer, Rows};
 pub use redis::{REDIS_URL_ENV, RedisServer, RespConnection, RespValue};
+pub use redis_cluster::{
+    CLUSTER_NODE_TIMEOUT, CLUSTER_SLOTS, ClusterNode, ClusterRole, NodeState, RedisCluster,
+};
 pub use skip::{
     postgres_or_skip, private_postgres_or_skip, private_postgres_tls_or_skip,
-    private_redis_or_skip, private_redis_tls_or_skip, redis_or_skip, running_in_ci,
+    private_redis_or_skip, private_redis_tls_or_skip, redis_cluster_or_skip, redis_or_skip,
+    running_in_ci,
 };
 pub use tls::{CertFiles, TestCa};
 

@@ -10,6 +10,7 @@ use std::io::Write;
 use crate::error::TestkitError;
 use crate::postgres::{POSTGRES_URL_ENV, PostgresServer};
 use crate::redis::{REDIS_URL_ENV, RedisServer};
+use crate::redis_cluster::RedisCluster;
 
 /// Whether the environment says "this is CI": `CI=true` (or `1`, `yes`), as CI services set it.
 pub fn running_in_ci() -> bool {
@@ -103,5 +104,24 @@ pub fn private_postgres_or_skip() -> Option<PostgresServer> {
         "PostgreSQL (initdb/postgres)",
         POSTGRES_URL_ENV,
         PostgresServer::start_private(),
+    )
+}
+
+/// A private Redis Cluster of `primaries` primaries with `replicas_per_primary` replicas
+/// each, or `None` (after a loud banner) when redis-server or redis-cli is not installed;
+/// panics under `CI=true` or when the cluster fails to form.
+///
+/// ```no_run
+/// let Some(cluster) = proxypool_testkit::redis_cluster_or_skip(3, 1) else { return };
+/// # drop(cluster);
+/// ```
+pub fn redis_cluster_or_skip(
+    primaries: usize,
+    replicas_per_primary: usize,
+) -> Option<RedisCluster> {
+    skip_or_fail(
+        "a Redis Cluster (redis-server, redis-cli)",
+        "PROXYPOOL_TEST_REDIS_SERVER / PROXYPOOL_TEST_REDIS_CLI",
+        RedisCluster::start(primaries, replicas_per_primary),
     )
 }
