@@ -6,7 +6,9 @@
 //! 1. `POST {SESSIONS_PATH}` with [`RegisterSession`] → [`SessionGrant`]. A new session id
 //!    fences the worker's previous session.
 //! 2. `GET {snapshot_path}?session_id=S&after_version=V&wait_ms=W` long-polls: 200 with a
-//!    [`WorkerSnapshot`] newer than `V`, or 204 when nothing changed within `W`.
+//!    [`SnapshotUpdate`](crate::snapshot_delta::SnapshotUpdate) newer than `V` (the whole
+//!    [`WorkerSnapshot`], or a delta against `V` when the controller knows the content at
+//!    `V`; `V = 0` always gets the whole snapshot), or 204 when nothing changed within `W`.
 //! 3. `POST {ack_path}` with [`SnapshotAck`] once the snapshot is applied → 204.
 //! 4. `POST {report_path}` with a [`RuntimeReport`](crate::RuntimeReport) every
 //!    `report_interval_ms` → [`ReportAck`]; accepted reports also renew the session.
@@ -60,6 +62,11 @@ pub struct RegisterSession {
     /// Software version, for operators.
     #[serde(default)]
     pub version: Option<String>,
+    /// The worker control protocol the gateway speaks
+    /// ([`CONTROL_PROTOCOL`](crate::snapshot_delta::CONTROL_PROTOCOL)); absent (0) from a
+    /// gateway older than incremental snapshots, which the controller refuses.
+    #[serde(default)]
+    pub protocol: u32,
 }
 
 /// The controller grants a session and says how to pace the control loop.
@@ -71,6 +78,10 @@ pub struct SessionGrant {
     pub session_ttl_ms: u64,
     pub report_interval_ms: u64,
     pub snapshot_wait_ms: u64,
+    /// The worker control protocol the controller speaks; absent (0) from a controller
+    /// older than incremental snapshots, which the gateway refuses.
+    #[serde(default)]
+    pub protocol: u32,
 }
 
 /// One pooled proxy a worker may route through, with what it needs to dial it.
@@ -291,9 +302,9 @@ pub fn snapshot_checksum_of(
     snapshot_checksum_keyed(proxies, held, clients, advisories, None)
 }
 
-/// The checksum of a whole snapshot's content. Parts that are empty are left out, so a
-/// snapshot without drains, advisories or a ticket key keeps the checksum it had before
-/// they existed. The ticket key counts by its [`TicketKey::id`], never the key itself.
+/// The checksum of a whole snapshot's content (`crate::snapshot_content`: a sum of one
+/// digest per item, so a delta can update it). The ticket key counts by its
+/// [`TicketKey::id`], never the key itself.
 pub fn snapshot_checksum_keyed(
     proxies: &[SnapshotProxy],
     held: &[HeldLease],
@@ -314,20 +325,14 @@ pub fn snapshot_checksum_full(
     ticket_key: Option<&TicketKey>,
     upstream_tls: &[UpstreamTls],
 ) -> String {
-    let mut body = serde_json::json!({ "proxies": proxies, "clients": clients });
-    if !held.is_empty() {
-        body["held"] = serde_json::json!(held);
-    }
-    if !advisories.is_empty() {
-        body["advisories"] = serde_json::json!(advisories);
-    }
-    if let Some(key) = ticket_key {
-        body["ticket_key_id"] = serde_json::json!(key.id());
-    }
-    if !upstream_tls.is_empty() {
-        body["upstream_tls"] = serde_json::json!(upstream_tls);
-    }
-    crate::ids::digest_hex(&[body.to_string().as_bytes()], 16)
+    crate::snapshot_content::content_checksum(
+        proxies,
+        held,
+        clients,
+        advisories,
+        ticket_key,
+        upstream_tls,
+    )
 }
 
 #[cfg(test)]

@@ -57,6 +57,8 @@ pub mod random;
 pub mod runtime;
 pub mod secret;
 pub mod secret_hash;
+pub mod snapshot_content;
+pub mod snapshot_delta;
 pub mod store_loss;
 pub mod store_mark;
 pub mod sync;
@@ -94,8 +96,8 @@ pub use ports::{
 };
 pub use proxy::{Health, Protocol, ProxyRecord, ProxyStatus, proxy_id_for};
 pub use runtime::{
-    ProxyRuntime, ReportOutcome, ReportReceipt, RuntimeReport, SnapshotRef, SnapshotVersion,
-    StoredRuntime, WorkerSession,
+    Holding, ProxyRuntime, ReportOutcome, ReportReceipt, RuntimeReport, SNAPSHOT_JOURNAL_CAP,
+    SnapshotChanges, SnapshotRef, SnapshotVersion, StoredRuntime, WorkerSession,
 };
 pub use secret::{Credentials, Secret};
 pub use secret_hash::SecretHash;

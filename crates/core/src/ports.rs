@@ -19,7 +19,8 @@ use crate::listing::{ProxyListFilter, ProxyPage};
 use crate::ownership::{Assignment, OwnedProxy};
 use crate::proxy::ProxyRecord;
 use crate::runtime::{
-    ReportReceipt, RuntimeReport, SnapshotRef, SnapshotVersion, StoredRuntime, WorkerSession,
+    ReportReceipt, RuntimeReport, SnapshotChanges, SnapshotRef, SnapshotVersion, StoredRuntime,
+    WorkerSession,
 };
 use crate::store_mark::StoreIdentity;
 use crate::ticket::TicketKey;
@@ -229,6 +230,22 @@ pub trait WorkerRuntimeStore: Send + Sync + Debug {
     /// can tell whether anything it would list may have changed without re-reading it.
     /// A worker nothing was ever written for is at zero.
     async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion>;
+
+    /// The proxies whose place in the worker's snapshot may have changed since its counter
+    /// was at `after` (every write that moves the counter for a proxy names it), together
+    /// with `also` (proxies the caller wants read again, e.g. because time ended something
+    /// about them), each read at `now` as [`Holding`], in one atomic step with the
+    /// counters. `changed` is `None` when the store cannot say (it forgot changes that far
+    /// back: it remembers at most [`SNAPSHOT_JOURNAL_CAP`](crate::SNAPSHOT_JOURNAL_CAP)
+    /// proxies per worker) or when more than `limit` proxies would be returned.
+    async fn snapshot_changes(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        after: u64,
+        also: &[ProxyId],
+        limit: usize,
+    ) -> PoolResult<SnapshotChanges>;
 }
 
 /// Per-upstream inventory (the API's and the reconciler's port).

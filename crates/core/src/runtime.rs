@@ -41,6 +41,35 @@ pub struct SnapshotVersion {
     pub feedback: u64,
 }
 
+/// How far back a store remembers which proxies changed for each worker: past this many
+/// distinct proxies since a version, a delta from it is refused (`changed: None`) and the
+/// snapshot is rebuilt whole, which then costs about as much anyway.
+pub const SNAPSHOT_JOURNAL_CAP: usize = 16_384;
+
+/// What a worker holds of a proxy, read the way a snapshot build reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Holding {
+    /// Listed: an unexpired, non-draining lease on a usable record (`owned_by`'s rule).
+    Serving(Box<crate::ownership::OwnedProxy>),
+    /// Held while draining, with an unexpired lease (`draining_of`'s rule).
+    Draining(crate::ownership::Assignment),
+    /// Neither (released, expired, moved to another worker, gone).
+    Nothing,
+}
+
+/// The proxies whose snapshot entries may have changed for a worker since a version of its
+/// counter, each read as it is now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotChanges {
+    /// The counters when the changes were read: a later call from `version.worker` sees
+    /// every change after this one.
+    pub version: SnapshotVersion,
+    /// Each changed (or asked for) proxy once, by id, with what the worker holds of it;
+    /// `None` when the store no longer remembers back to the asked version or more than
+    /// the asked limit changed: rebuild whole.
+    pub changed: Option<Vec<(ProxyId, Holding)>>,
+}
+
 /// The current session of one worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerSession {

@@ -64,7 +64,12 @@
 //! session-feedback-expiry ZSET feedback id -> expires_at
 //! snapshot-versions      HASH  worker -> counter of writes that may change its snapshot
 //!                               (HINCRBY in the shared helpers); '*feedback' -> counter of
-//!                               session feedback. Lives as long as the epoch.
+//!                               session feedback; '*floor:<w>' -> the highest counter value
+//!                               of <w> its journal forgot (present once <w> had a journal).
+//!                               Lives as long as the epoch.
+//! snapshot-journal:<w>   ZSET  id -> the value of <w>'s counter at the proxy's latest
+//!                               change (at most `SNAPSHOT_JOURNAL_CAP` ids, the lowest
+//!                               trimmed; a slack past its latest change)
 //! ticket-key             STRING the key of the gateways' feedback tickets (64 hex digits;
 //!                               made once by `ticket_key.lua`, SET NX; kept with the pool
 //!                               state and 30 days past its last read)

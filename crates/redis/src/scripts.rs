@@ -2,10 +2,11 @@
 //!
 //! The library is one Lua chunk, put together in a fixed order: the field constants of the
 //! stored layouts, generated from the Rust codecs (`codec::layout`), so both sides read one
-//! list; then the helpers under `src/lua/lib/`, one file per concern, in the order they build
-//! on each other (each file's header says what it owns and keeps); then each operation under
-//! `src/lua/` as one entry point (`redis.register_function`). The helpers are defined once,
-//! when the library is loaded, not on every call. Calls are `FCALL`; the library is loaded on
+//! list, and likewise the limits core sets for every store (`CONSTANTS`); then the helpers
+//! under `src/lua/lib/`, one file per concern, in the order they build on each other (each
+//! file's header says what it owns and keeps); then each operation under `src/lua/` as one
+//! entry point (`redis.register_function`). The helpers are defined once, when the library
+//! is loaded, not on every call. Calls are `FCALL`; the library is loaded on
 //! the first call that finds its function missing (first use, a restarted Redis without
 //! persistence, a failover to a replica that never saw the load, `FUNCTION FLUSH`), like
 //! NOSCRIPT handling for EVALSHA.
@@ -36,6 +37,11 @@ const LAYOUTS: [&Layout; 5] = [
     &extraction::LAYOUT,
 ];
 
+/// Limits of core's that the scripts enforce too, generated in front of every helper as
+/// `local NAME = value`, so the Lua side cannot drift from the Rust constant.
+const CONSTANTS: [(&str, usize); 1] =
+    [("SNAPSHOT_JOURNAL_CAP", proxypool_core::SNAPSHOT_JOURNAL_CAP)];
+
 /// Helpers, in the order they build on each other: a file may use the `local`s of the files
 /// before it (Lua scoping), and every `P.` function of any file at call time.
 const HELPERS: [&str; 16] = [
@@ -58,7 +64,7 @@ const HELPERS: [&str; 16] = [
 ];
 
 /// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
-const ENTRIES: [(&str, &str); 47] = [
+const ENTRIES: [(&str, &str); 48] = [
     ("upsert", include_str!("lua/upsert.lua")),
     ("health", include_str!("lua/health.lua")),
     ("due", include_str!("lua/due.lua")),
@@ -108,6 +114,7 @@ const ENTRIES: [(&str, &str); 47] = [
     ("ticket_key", include_str!("lua/ticket_key.lua")),
     ("return_extracted", include_str!("lua/return_extracted.lua")),
     ("snapshot_version", include_str!("lua/snapshot_version.lua")),
+    ("snapshot_changes", include_str!("lua/snapshot_changes.lua")),
     ("mark_get", include_str!("lua/mark_get.lua")),
     ("mark_install", include_str!("lua/mark_install.lua")),
     ("mark_advance", include_str!("lua/mark_advance.lua")),
@@ -134,6 +141,9 @@ impl Library {
         let mut body = String::from("-- Field constants, generated from src/codec (layout.rs).\n");
         for layout in LAYOUTS {
             body.push_str(&layout.lua_prelude());
+        }
+        for (name, value) in CONSTANTS {
+            body.push_str(&format!("local {name} = {value}\n"));
         }
         for part in HELPERS {
             body.push_str(part);
@@ -213,6 +223,7 @@ pub(crate) struct Scripts {
     pub(crate) ticket_key: Function,
     pub(crate) return_extracted: Function,
     pub(crate) snapshot_version: Function,
+    pub(crate) snapshot_changes: Function,
     pub(crate) mark_get: Function,
     pub(crate) mark_install: Function,
     pub(crate) mark_advance: Function,
@@ -269,6 +280,7 @@ impl Scripts {
             ticket_key: library.function("ticket_key"),
             return_extracted: library.function("return_extracted"),
             snapshot_version: library.function("snapshot_version"),
+            snapshot_changes: library.function("snapshot_changes"),
             mark_get: library.function("mark_get"),
             mark_install: library.function("mark_install"),
             mark_advance: library.function("mark_advance"),
@@ -317,6 +329,7 @@ mod tests {
         let generated: Vec<&str> = LAYOUTS
             .iter()
             .flat_map(|layout| layout.lua_names.iter().copied().chain([layout.count_name]))
+            .chain(CONSTANTS.iter().map(|(name, _)| *name))
             .collect();
         let sources = HELPERS.iter().chain(ENTRIES.iter().map(|(_, code)| code));
         for source in sources {
@@ -335,5 +348,27 @@ mod tests {
         }
         let source = &Scripts::load().extract.library.source;
         assert!(source.contains("local ST, HARD, USABLE"), "{source:.300}");
+    }
+
+    #[test]
+    fn the_journal_cap_is_core_s() {
+        // The journal's trim (lib/counters.lua) must keep exactly what MemoryPool keeps.
+        let source = &Scripts::load().extract.library.source;
+        let declared = format!(
+            "\nlocal SNAPSHOT_JOURNAL_CAP = {}\n",
+            proxypool_core::SNAPSHOT_JOURNAL_CAP
+        );
+        assert!(source.contains(&declared), "{source:.600}");
+        let helpers = source.find("-- lib/call.lua").unwrap();
+        assert!(
+            source.find(&declared).unwrap() < helpers,
+            "before every helper"
+        );
+        assert!(
+            HELPERS
+                .iter()
+                .any(|helper| helper.contains("> SNAPSHOT_JOURNAL_CAP")),
+            "the journal trims at the cap"
+        );
     }
 }

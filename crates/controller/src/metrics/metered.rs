@@ -19,9 +19,9 @@ use proxypool_core::{
     HealthStore, InventoryReader, InventoryView, KeyedCall, KeyedModeSet, Maintenance, OwnedProxy,
     OwnershipRepository, PoolResult, ProviderStatus, ProxyId, ProxyListFilter, ProxyLister,
     ProxyPage, ProxyRecord, ReportReceipt, Reporter, ReturnOutcome, RuntimeReport, SessionFeedback,
-    SnapshotRef, SnapshotVersion, StoreIdentity, StoreMark, StoredRuntime, SweepReport, TicketKey,
-    TicketKeyStore, UnixMillis, UpsertReport, Upserter, UpstreamId, UsageReader, WorkerId,
-    WorkerMode, WorkerModeRecord, WorkerRuntimeStore, WorkerSession,
+    SnapshotChanges, SnapshotRef, SnapshotVersion, StoreIdentity, StoreMark, StoredRuntime,
+    SweepReport, TicketKey, TicketKeyStore, UnixMillis, UpsertReport, Upserter, UpstreamId,
+    UsageReader, WorkerId, WorkerMode, WorkerModeRecord, WorkerRuntimeStore, WorkerSession,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -108,6 +108,7 @@ metered! {
         fn report_runtime(now: UnixMillis, report: RuntimeReport, ttl_ms: u64) -> ReportReceipt;
         fn runtime(now: UnixMillis, worker: &WorkerId) -> Option<StoredRuntime>;
         fn snapshot_version(worker: &WorkerId) -> SnapshotVersion;
+        fn snapshot_changes(now: UnixMillis, worker: &WorkerId, after: u64, also: &[ProxyId], limit: usize) -> SnapshotChanges;
     }
     impl InventoryReader {
         fn inventory(now: UnixMillis, upstream: &UpstreamId) -> InventoryView;

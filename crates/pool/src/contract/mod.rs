@@ -18,6 +18,7 @@ pub mod fixtures;
 pub mod health;
 pub mod identity;
 pub mod inventory;
+pub mod journal;
 pub mod lease;
 pub mod listing;
 pub mod maintenance;

@@ -11,6 +11,7 @@ mod extract;
 mod health;
 mod identity;
 mod inventory;
+mod journal;
 mod lease;
 mod listing;
 mod ownership;

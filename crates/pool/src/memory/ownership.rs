@@ -4,8 +4,8 @@ use super::MemoryPool;
 use super::state::State;
 use async_trait::async_trait;
 use proxypool_core::{
-    Assignment, AssignmentState, Conflict, OwnedProxy, OwnershipRepository, PoolError, PoolResult,
-    ProxyId, ProxyRecord, UnixMillis, WorkerId,
+    Assignment, AssignmentState, Conflict, Holding, OwnedProxy, OwnershipRepository, PoolError,
+    PoolResult, ProxyId, ProxyRecord, UnixMillis, WorkerId,
 };
 
 fn check_lease(lease_ms: u64) -> PoolResult<()> {
@@ -34,6 +34,40 @@ fn owned_assignment(
         return Err(PoolError::Conflict(Conflict::LeaseExpired));
     }
     Ok(assignment.clone())
+}
+
+impl State {
+    /// `id` as `worker`'s snapshot lists it: an unexpired, non-draining lease of `worker`
+    /// on a live, usable record (`owned_by`'s rule).
+    fn serving(&self, now: UnixMillis, worker: &WorkerId, id: &ProxyId) -> Option<OwnedProxy> {
+        let assignment = self.assignments.get(id).filter(|a| &a.worker == worker)?;
+        let record = self.live_record(id, now)?;
+        let serving =
+            !assignment.is_draining() && now < assignment.lease_until_ms && record.is_usable(now);
+        serving.then(|| OwnedProxy {
+            record: record.clone(),
+            assignment: assignment.clone(),
+        })
+    }
+
+    /// `worker`'s draining assignment of `id` with an unexpired lease (`draining_of`'s
+    /// rule).
+    fn draining(&self, now: UnixMillis, worker: &WorkerId, id: &ProxyId) -> Option<&Assignment> {
+        self.assignments
+            .get(id)
+            .filter(|a| &a.worker == worker && a.is_draining() && now < a.lease_until_ms)
+    }
+
+    /// What `worker` holds of `id` at `now`, by the rules of `owned_by` and `draining_of`.
+    pub(crate) fn holding(&self, now: UnixMillis, worker: &WorkerId, id: &ProxyId) -> Holding {
+        if let Some(owned) = self.serving(now, worker, id) {
+            return Holding::Serving(Box::new(owned));
+        }
+        match self.draining(now, worker, id) {
+            Some(assignment) => Holding::Draining(assignment.clone()),
+            None => Holding::Nothing,
+        }
+    }
 }
 
 #[async_trait]
@@ -215,17 +249,7 @@ impl OwnershipRepository for MemoryPool {
         };
         let mut result: Vec<OwnedProxy> = owned
             .iter()
-            .filter_map(|id| {
-                let assignment = state.assignments.get(id)?;
-                let record = state.live_record(id, now)?;
-                let serving = !assignment.is_draining()
-                    && now < assignment.lease_until_ms
-                    && record.is_usable(now);
-                serving.then(|| OwnedProxy {
-                    record: record.clone(),
-                    assignment: assignment.clone(),
-                })
-            })
+            .filter_map(|id| state.serving(now, worker, id))
             .collect();
         result.sort_by(|a, b| a.record.id.cmp(&b.record.id));
         result.truncate(limit);
@@ -244,8 +268,7 @@ impl OwnershipRepository for MemoryPool {
         };
         let mut result: Vec<Assignment> = owned
             .iter()
-            .filter_map(|id| state.assignments.get(id))
-            .filter(|a| a.is_draining() && now < a.lease_until_ms)
+            .filter_map(|id| state.draining(now, worker, id))
             .cloned()
             .collect();
         result.sort_by(|a, b| a.proxy_id.cmp(&b.proxy_id));

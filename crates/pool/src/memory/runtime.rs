@@ -7,9 +7,10 @@ use async_trait::async_trait;
 use proxypool_core::runtime::validate_session_id;
 use proxypool_core::{
     Conflict, PoolError, PoolResult, ProxyId, ReportOutcome, ReportReceipt, RuntimeReport,
-    SnapshotRef, SnapshotVersion, StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore,
-    WorkerSession,
+    SnapshotChanges, SnapshotRef, SnapshotVersion, StoredRuntime, UnixMillis, WorkerId,
+    WorkerRuntimeStore, WorkerSession,
 };
+use std::collections::BTreeSet;
 
 fn check_ttl(ttl_ms: u64) -> PoolResult<()> {
     if ttl_ms == 0 {
@@ -224,10 +225,11 @@ impl WorkerRuntimeStore for MemoryPool {
         let sequence = report.sequence;
         let mut report = report;
         let stale_proxies = take_stale_entries(&state, now, &mut report);
-        if !stale_proxies.is_empty() {
-            // The gateway serves from a snapshot that no longer matches what it owns: let a
-            // waiting long-poll re-check at once rather than trust its remembered answer.
-            state.bump_snapshot_version(&worker);
+        // The gateway serves from a snapshot that no longer matches what it owns: let a
+        // waiting long-poll re-check at once rather than trust its remembered answer, and
+        // re-read each stale proxy.
+        for id in &stale_proxies {
+            state.bump_snapshot_version(&worker, Some(id));
         }
         // Accounted here, in the step that accepts the report; the stored runtime does not
         // need to carry it.
@@ -265,9 +267,46 @@ impl WorkerRuntimeStore for MemoryPool {
 
     async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion> {
         let state = self.lock()?;
-        Ok(SnapshotVersion {
-            worker: state.snapshot_versions.get(worker).copied().unwrap_or(0),
-            feedback: state.feedback_version,
-        })
+        Ok(state.snapshot_version_of(worker))
+    }
+
+    async fn snapshot_changes(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        after: u64,
+        also: &[ProxyId],
+        limit: usize,
+    ) -> PoolResult<SnapshotChanges> {
+        let state = self.lock()?;
+        let version = state.snapshot_version_of(worker);
+        let journal = state.snapshot_journals.get(worker);
+        // A worker without a journal had no change that named a proxy.
+        let changed = match journal.map(|j| j.changed_after(after)) {
+            None => Some(BTreeSet::new()),
+            Some(None) => None,
+            Some(Some(ids)) => Some(ids.collect::<BTreeSet<&ProxyId>>()),
+        };
+        let changed = changed
+            .map(|mut ids| {
+                ids.extend(also);
+                ids
+            })
+            .filter(|ids| ids.len() <= limit)
+            .map(|ids| {
+                ids.into_iter()
+                    .map(|id| (id.clone(), state.holding(now, worker, id)))
+                    .collect()
+            });
+        Ok(SnapshotChanges { version, changed })
+    }
+}
+
+impl State {
+    fn snapshot_version_of(&self, worker: &WorkerId) -> SnapshotVersion {
+        SnapshotVersion {
+            worker: self.snapshot_versions.get(worker).copied().unwrap_or(0),
+            feedback: self.feedback_version,
+        }
     }
 }

@@ -6,7 +6,8 @@
 
 use proxypool_core::{
     Assignment, ClientId, ExtractResponse, ExtractionId, Label, Protocol, ProxyId, ProxyRecord,
-    StoredRuntime, UnixMillis, UpsertReport, UpstreamId, WorkerId, WorkerSession,
+    SNAPSHOT_JOURNAL_CAP, StoredRuntime, UnixMillis, UpsertReport, UpstreamId, WorkerId,
+    WorkerSession,
 };
 use proxypool_core::{DomainCooldown, SessionFeedback};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -166,6 +167,9 @@ pub(crate) struct State {
     /// (`SnapshotVersion::worker`). Kept for every worker ever written for, so a counter
     /// never goes back: one small entry per worker id.
     pub(crate) snapshot_versions: HashMap<WorkerId, u64>,
+    /// Per worker, the proxies its counter moved for (`snapshot_changes`), from the first
+    /// such move on. Lives as long as the worker's counter: for good.
+    pub(crate) snapshot_journals: HashMap<WorkerId, super::journal::Journal>,
     /// `SnapshotVersion::feedback`: moved by every new session feedback.
     pub(crate) feedback_version: u64,
     /// The store's identity, generation and recovery (`proxypool_core::store_mark`).
@@ -188,20 +192,37 @@ impl State {
             && !self.assignments.contains_key(&record.id)
     }
 
-    /// Moves the worker's snapshot version: a write may have changed what it lists.
-    pub(crate) fn bump_snapshot_version(&mut self, worker: &WorkerId) {
-        match self.snapshot_versions.get_mut(worker) {
-            Some(version) => *version += 1,
+    /// Moves the worker's snapshot version: a write may have changed what it lists. A write
+    /// about one proxy names it (`proxy`), so the worker's journal remembers it at the new
+    /// value; one about the worker itself (its session) names none.
+    pub(crate) fn bump_snapshot_version(&mut self, worker: &WorkerId, proxy: Option<&ProxyId>) {
+        let value = match self.snapshot_versions.get_mut(worker) {
+            Some(version) => {
+                *version += 1;
+                *version
+            }
             None => {
                 self.snapshot_versions.insert(worker.clone(), 1);
+                1
+            }
+        };
+        let Some(proxy) = proxy else {
+            return;
+        };
+        match self.snapshot_journals.get_mut(worker) {
+            Some(journal) => journal.record(proxy, value, SNAPSHOT_JOURNAL_CAP),
+            None => {
+                let mut journal = super::journal::Journal::default();
+                journal.record(proxy, value, SNAPSHOT_JOURNAL_CAP);
+                self.snapshot_journals.insert(worker.clone(), journal);
             }
         }
     }
 
-    /// Moves the snapshot version of the worker holding `id`, if any.
+    /// Moves the snapshot version of the worker holding `id`, if any, naming `id`.
     fn bump_owner_of(&mut self, id: &ProxyId) {
         if let Some(owner) = self.assignments.get(id).map(|a| a.worker.clone()) {
-            self.bump_snapshot_version(&owner);
+            self.bump_snapshot_version(&owner, Some(id));
         }
     }
 
@@ -361,7 +382,7 @@ impl State {
     pub(crate) fn put_assignment(&mut self, assignment: Assignment) {
         let id = assignment.proxy_id.clone();
         self.drop_assignment(&id);
-        self.bump_snapshot_version(&assignment.worker);
+        self.bump_snapshot_version(&assignment.worker, Some(&id));
         self.lease_expiry
             .insert((assignment.lease_until_ms, id.clone()));
         self.worker_owned
@@ -376,7 +397,7 @@ impl State {
     /// still available).
     pub(crate) fn drop_assignment(&mut self, id: &ProxyId) -> Option<Assignment> {
         let assignment = self.assignments.remove(id)?;
-        self.bump_snapshot_version(&assignment.worker);
+        self.bump_snapshot_version(&assignment.worker, Some(id));
         self.lease_expiry
             .remove(&(assignment.lease_until_ms, id.clone()));
         if let Some(owned) = self.worker_owned.get_mut(&assignment.worker) {
@@ -436,7 +457,7 @@ impl State {
     pub(crate) fn forget_session(&mut self, worker: &WorkerId) {
         self.sessions.remove(worker);
         self.runtimes.remove(worker);
-        self.bump_snapshot_version(worker);
+        self.bump_snapshot_version(worker, None);
     }
 
     /// The worker's current session, if it is live.

@@ -14,8 +14,8 @@ local function main()
   local out = { 'ok' }
   for _, id in ipairs(ids) do
     local a = P.get_assignment(id)
-    local ticket = P.drain_ticket(id)
-    if a and ticket and NOW < P.num(a[A_LEASE]) then
+    local ticket = a and P.draining_ticket(id, a)
+    if ticket then
       out[#out + 1] = id
       out[#out + 1] = table.concat(a, '\t')
       out[#out + 1] = ticket

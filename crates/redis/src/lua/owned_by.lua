@@ -14,8 +14,8 @@ local function main()
   local out = { 'ok' }
   for _, id in ipairs(ids) do
     local a = P.get_assignment(id)
-    local r = P.live_record(id)
-    if a and r and not P.drain_ticket(id) and NOW < P.num(a[A_LEASE]) and P.is_usable(r) then
+    local r = a and P.serving_record(id, a)
+    if r then
       out[#out + 1] = id
       out[#out + 1] = P.encode(r)
       out[#out + 1] = table.concat(a, '\t')

@@ -73,10 +73,10 @@ local function main()
     return { 'conflict', 'snapshot' }
   end
   local stored, busy, stale = judge_entries(worker, snapshot_epoch)
-  if #stale > 0 then
-    -- The gateway serves from a snapshot that no longer matches what it owns: a waiting
-    -- long-poll re-checks at once.
-    P.bump_snapshot(worker)
+  -- The gateway serves from a snapshot that no longer matches what it owns: a waiting
+  -- long-poll re-checks at once, and re-reads each stale proxy.
+  for _, id in ipairs(stale) do
+    P.bump_snapshot(worker, id)
   end
   local expires = P.num(ARGV[10])
   local report = ARGV[11] .. table.concat(stored, ',') .. ARGV[12]

@@ -1,16 +1,18 @@
 //! WorkerRuntimeStore: sessions that fence their predecessors, issued and acknowledged
-//! snapshots, strictly sequenced runtime reports; validation and digests from core.
+//! snapshots, strictly sequenced runtime reports, the snapshot counters and the change
+//! journal behind them; validation and digests from core.
 
 use crate::codec::session::{self, snapshot_json};
-use crate::codec::{clamp_ms, parse_u64, runtime};
+use crate::codec::{assignment, clamp_ms, parse_u64, record, runtime};
 use crate::pool::{RedisPool, Side};
 use crate::reply::Reply;
 use crate::scripts::Function;
 use async_trait::async_trait;
 use proxypool_core::runtime::validate_session_id;
 use proxypool_core::{
-    PoolError, PoolResult, ProxyId, ReportOutcome, ReportReceipt, RuntimeReport, SnapshotRef,
-    SnapshotVersion, StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore, WorkerSession,
+    Holding, OwnedProxy, PoolError, PoolResult, ProxyId, ReportOutcome, ReportReceipt,
+    RuntimeReport, SNAPSHOT_JOURNAL_CAP, SnapshotChanges, SnapshotRef, SnapshotVersion,
+    StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore, WorkerSession,
 };
 
 fn check_ttl(ttl_ms: u64) -> PoolResult<()> {
@@ -23,6 +25,21 @@ fn check_ttl(ttl_ms: u64) -> PoolResult<()> {
 /// `{'ok', session, issued}` of `worker`.
 fn one(worker: &WorkerId, reply: &Reply) -> PoolResult<WorkerSession> {
     session::decode(worker, &reply.text(0)?, &reply.text(1)?)
+}
+
+/// One proxy of a `snapshot_changes` reply: `id, kind, a, b` (see `snapshot_changes.lua`).
+fn holding(id: &str, kind: &str, a: &str, b: &str) -> PoolResult<(ProxyId, Holding)> {
+    let proxy = ProxyId::new(id).map_err(|_| PoolError::corrupt("undecodable proxy id"))?;
+    let holding = match kind {
+        "s" => Holding::Serving(Box::new(OwnedProxy {
+            record: record::decode(a)?,
+            assignment: assignment::decode(id, b, "")?,
+        })),
+        "d" => Holding::Draining(assignment::decode(id, a, b)?),
+        "n" => Holding::Nothing,
+        _ => return Err(PoolError::corrupt("undecodable snapshot changes in redis")),
+    };
+    Ok((proxy, holding))
 }
 
 /// `worker, session id, snapshot`: what issuing and acknowledging a snapshot both send.
@@ -236,5 +253,44 @@ impl WorkerRuntimeStore for RedisPool {
             worker: reply.number(0)?,
             feedback: reply.number(1)?,
         })
+    }
+
+    async fn snapshot_changes(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+        after: u64,
+        also: &[ProxyId],
+        limit: usize,
+    ) -> PoolResult<SnapshotChanges> {
+        // The journal keeps at most the cap, so no answer is longer than the cap plus the
+        // asked ids: a larger limit changes nothing, and the script's count stays exact.
+        let limit = limit.min(SNAPSHOT_JOURNAL_CAP.saturating_add(also.len()));
+        let mut args = vec![worker.to_string(), after.to_string(), limit.to_string()];
+        args.extend(also.iter().map(ToString::to_string));
+        let reply = self
+            .call(&self.scripts.snapshot_changes, now, Side::Read, args)
+            .await?;
+        let version = SnapshotVersion {
+            worker: reply.number(0)?,
+            feedback: reply.number(1)?,
+        };
+        let texts = reply.texts()?;
+        let changed = match texts.get(2).map(String::as_str) {
+            Some("none") => None,
+            Some("some") => {
+                let mut changed = texts[3..]
+                    .chunks(4)
+                    .map(|t| match t {
+                        [id, kind, a, b] => holding(id, kind, a, b),
+                        _ => Err(PoolError::corrupt("undecodable snapshot changes in redis")),
+                    })
+                    .collect::<PoolResult<Vec<_>>>()?;
+                changed.sort_by(|a, b| a.0.cmp(&b.0));
+                Some(changed)
+            }
+            _ => return Err(PoolError::corrupt("undecodable snapshot changes in redis")),
+        };
+        Ok(SnapshotChanges { version, changed })
     }
 }

@@ -33,7 +33,7 @@ function P.drop_assignment(id, keep_out)
     return nil
   end
   local ticket = P.drain_ticket(id)
-  P.bump_snapshot(a[A_WORKER])
+  P.bump_snapshot(a[A_WORKER], id)
   redis.call('HDEL', B .. 'owners', id)
   redis.call('ZREM', B .. 'owner-expiry', id)
   redis.call('ZREM', B .. 'worker-owned:' .. a[A_WORKER], id)
@@ -64,7 +64,7 @@ function P.put_assignment(id, a, ticket)
   P.drop_assignment(id, true)
   local lease = P.num(a[A_LEASE])
   local per_worker = ticket and 'worker-draining:' or 'worker-owned:'
-  P.bump_snapshot(a[A_WORKER])
+  P.bump_snapshot(a[A_WORKER], id)
   redis.call('HSET', B .. 'owners', id, table.concat(a, '\t'))
   redis.call('ZADD', B .. 'owner-expiry', a[A_LEASE], id)
   redis.call('ZADD', B .. per_worker .. a[A_WORKER], a[A_LEASE], id)

@@ -46,7 +46,7 @@ function P.put_cooldowns(id, entries, hard)
   -- Every snapshot listing the proxy carries its cooldowns.
   local a = P.get_assignment(id)
   if a then
-    P.bump_snapshot(a[A_WORKER])
+    P.bump_snapshot(a[A_WORKER], id)
   end
   if #entries == 0 then
     redis.call('HDEL', B .. 'cooldowns', id)

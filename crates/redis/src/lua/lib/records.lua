@@ -46,7 +46,7 @@ function P.bump_owner_if_listed_changed(id, old, r, owned)
     if not HEALTH_ONLY[i] and old[i] ~= r[i] then
       local a = P.get_assignment(id)
       if a then
-        P.bump_snapshot(a[A_WORKER])
+        P.bump_snapshot(a[A_WORKER], id)
       end
       return
     end
