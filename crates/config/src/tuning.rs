@@ -26,6 +26,10 @@ pub struct SnapshotConfig {
     /// another controller, health changes, expiry): one read of the worker's snapshot
     /// version, and a rebuild only when it moved or something listed ran out.
     pub poll_interval: Millis,
+    /// How often a session's snapshot is read whole from the store although the store's
+    /// change journal could say what changed. What goes to the gateway is still only the
+    /// difference; the whole read makes sure the issued content never drifts from the store.
+    pub full_read_interval: Millis,
 }
 
 impl Default for SnapshotConfig {
@@ -37,6 +41,7 @@ impl Default for SnapshotConfig {
             report_interval: Millis::from_secs(5),
             max_proxies: 10_000,
             poll_interval: Millis(1_000),
+            full_read_interval: Millis::from_secs(300),
         }
     }
 }
@@ -190,6 +195,12 @@ pub(crate) fn validate_cooldowns(c: &mut Check<'_>, cooldowns: &CooldownsConfig)
 
 /// Checks `[snapshot]`.
 pub(crate) fn validate_snapshot(c: &mut Check<'_>, s: &SnapshotConfig) {
+    c.duration(
+        "snapshot.full_read_interval",
+        s.full_read_interval,
+        Millis::from_secs(1),
+        Millis::from_secs(86_400),
+    );
     c.duration(
         "snapshot.long_poll_wait",
         s.long_poll_wait,

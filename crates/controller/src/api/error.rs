@@ -1,5 +1,6 @@
 //! API errors in the shared body (`{"error":{"code","message"},"request_id"}`) with the
-//! shared codes of `proxypool_edge::Code`, plus the control API's own `fenced` and `body_timeout`.
+//! shared codes of `proxypool_edge::Code`, plus the control API's own `fenced`, `body_timeout` and
+//! `protocol_mismatch`.
 //!
 //! Store failures are mapped once, by `proxypool_edge::from_pool`: "unavailable" never
 //! leaks the store's detail to the caller (it is logged for operators), and always carries
@@ -16,6 +17,9 @@ pub const FENCED: Code = Code::new(StatusCode::CONFLICT, "fenced");
 
 /// 408: the request body did not arrive whole within `body_read_timeout`.
 pub const BODY_TIMEOUT: Code = Code::new(StatusCode::REQUEST_TIMEOUT, "body_timeout");
+
+/// 400: the gateway speaks another worker control protocol than this controller.
+pub const PROTOCOL_MISMATCH: Code = Code::new(StatusCode::BAD_REQUEST, "protocol_mismatch");
 
 /// An error answer.
 #[derive(Debug, Clone)]
@@ -55,6 +59,27 @@ impl ApiError {
         ApiError::coded(
             Code::UNAUTHENTICATED,
             "a valid worker token is required (Authorization: Bearer ...)",
+            rid,
+        )
+    }
+
+    /// The gateway named protocol `theirs`; this controller speaks only its own.
+    pub fn protocol_mismatch(theirs: u32, rid: &RequestId) -> Self {
+        let ours = proxypool_core::snapshot_delta::CONTROL_PROTOCOL;
+        let older = if theirs < ours {
+            "the gateway is older than this controller: upgrade the gateway"
+        } else {
+            "the gateway is newer than this controller: upgrade the controller"
+        };
+        ApiError::coded(
+            PROTOCOL_MISMATCH,
+            format!(
+                "this controller speaks worker control protocol {ours}, the gateway {}; {older}",
+                match theirs {
+                    0 => "none (it predates protocol versions)".to_owned(),
+                    n => n.to_string(),
+                }
+            ),
             rid,
         )
     }

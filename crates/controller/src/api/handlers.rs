@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use proxypool_core::control::{RegisterSession, ReportAck, SessionGrant, SnapshotAck};
 use proxypool_core::runtime::validate_session_id;
+use proxypool_core::snapshot_delta::CONTROL_PROTOCOL;
 use proxypool_core::{CooldownReport, ReportOutcome, RuntimeReport, WorkerId};
 use serde::Deserialize;
 use std::time::Duration;
@@ -49,6 +50,9 @@ pub(super) async fn register(
     )
     .await?;
     token.may_act_for(&request.worker, &rid)?;
+    if request.protocol != CONTROL_PROTOCOL {
+        return Err(ApiError::protocol_mismatch(request.protocol, &rid));
+    }
     let ttl = state.snapshot.session_ttl.as_ms();
     let session = state
         .pool
@@ -66,6 +70,7 @@ pub(super) async fn register(
         session_ttl_ms: ttl,
         report_interval_ms: state.snapshot.report_interval.as_ms(),
         snapshot_wait_ms: state.snapshot.long_poll_wait.as_ms(),
+        protocol: CONTROL_PROTOCOL,
     }))
 }
 
@@ -101,8 +106,8 @@ pub(super) async fn snapshot(
         .await
         .map_err(|e| ApiError::from_pool(e, &rid))?;
     Ok(match outcome {
-        PollOutcome::Snapshot(snapshot) => {
-            let mut response = Json(snapshot).into_response();
+        PollOutcome::Update(update) => {
+            let mut response = Json(update).into_response();
             // It carries upstream proxy credentials.
             response
                 .headers_mut()

@@ -39,9 +39,10 @@ pub const STORE_ERRORS: &str = "proxypool_controller_store_errors_total";
 pub const COOLDOWN_CHANGES: &str = "proxypool_controller_cooldown_changes_total";
 pub const STORE_LOSSES: &str = "proxypool_controller_store_losses_total";
 pub const STORE_STATE: &str = "proxypool_controller_store_state";
+pub const SNAPSHOT_UPDATES: &str = "proxypool_controller_snapshot_updates_total";
 
 /// Every family the controller exports (for tests that look for all of them).
-pub const FAMILIES: [&str; 19] = [
+pub const FAMILIES: [&str; 20] = [
     PROXIES,
     FETCHES,
     FETCH_SECONDS,
@@ -61,6 +62,7 @@ pub const FAMILIES: [&str; 19] = [
     COOLDOWN_CHANGES,
     STORE_LOSSES,
     STORE_STATE,
+    SNAPSHOT_UPDATES,
 ];
 
 /// Installs the process's recorder (or finds it installed) and registers the help texts.
@@ -144,6 +146,15 @@ fn describe() {
          2 recovering from a loss (proxies that may have been handed out are withheld), \
          3 lost (every call refused until the new incarnation is in place)."
     );
+    describe_counter!(
+        SNAPSHOT_UPDATES,
+        "Snapshot updates served to gateways, by what went out (update: full, delta) and \
+         what the controller read to make it (read: whole, the worker's every proxy; \
+         changes, only the proxies the store's change journal named)."
+    );
+    for (update, read) in [("full", "whole"), ("delta", "whole"), ("delta", "changes")] {
+        metrics::counter!(SNAPSHOT_UPDATES, "update" => update, "read" => read).increment(0);
+    }
     describe_counter!(
         SWEEPS,
         "Maintenance sweep rounds by outcome (success, failure)."
@@ -254,6 +265,13 @@ pub(crate) fn health_check(upstream: &UpstreamId, success: bool, elapsed: Durati
 }
 
 /// One maintenance round finished (or failed).
+/// One snapshot update served: `delta` or whole, made from a `whole` read or the changes.
+pub(crate) fn snapshot_update(delta: bool, whole_read: bool) {
+    let update = if delta { "delta" } else { "full" };
+    let read = if whole_read { "whole" } else { "changes" };
+    metrics::counter!(SNAPSHOT_UPDATES, "update" => update, "read" => read).increment(1);
+}
+
 pub(crate) fn sweep_round(success: bool) {
     let outcome = if success { "success" } else { "failure" };
     metrics::counter!(SWEEPS, "outcome" => outcome).increment(1);

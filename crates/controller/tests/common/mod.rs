@@ -11,15 +11,18 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use proxypool_controller::config::{Config, Env, Role};
 use proxypool_controller::{AlwaysLeader, Controller, ManualClock, OpenedStore};
+use proxypool_core::snapshot_content::SnapshotContent;
+use proxypool_core::snapshot_delta::SnapshotUpdate;
 use proxypool_core::{
     ActivityPool, Candidate, CheckOutcome, FetchedBatch, HealthBatch, HealthObservation, Protocol,
     ProxyId, SecretHash, UpstreamId,
 };
 use proxypool_pool::{MemoryPool, MemoryPoolOptions};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub const WORKER_TOKEN: &str = "test-worker-token";
 pub const T0: u64 = 1_800_000_000_000;
@@ -193,7 +196,12 @@ pub async fn seed_more(
 pub struct Reply {
     pub status: StatusCode,
     pub headers: hyper::HeaderMap,
+    /// For a snapshot with content: the whole snapshot's JSON, also when a delta came
+    /// (applied to what the client holds, checksum checked); otherwise the body as sent.
     pub body: Bytes,
+    /// For a snapshot with content: `"full"` or `"delta"`, and the bytes that came.
+    pub update: Option<&'static str>,
+    pub wire: Bytes,
 }
 
 impl Reply {
@@ -216,6 +224,8 @@ pub struct ControlClient {
     base: String,
     token: Option<String>,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// What each (worker, session) was last sent, as a gateway holds it: deltas apply to it.
+    held: Arc<Mutex<HashMap<(String, String), SnapshotContent>>>,
 }
 
 impl ControlClient {
@@ -224,7 +234,16 @@ impl ControlClient {
             base: format!("http://{addr}"),
             token: token.map(str::to_owned),
             client: Client::builder(TokioExecutor::new()).build_http(),
+            held: Arc::default(),
         }
+    }
+
+    /// Forgets what the client holds of the session (a gateway that lost its snapshot).
+    pub fn forget(&self, worker: &str, session: &str) {
+        self.held
+            .lock()
+            .unwrap()
+            .remove(&(worker.to_owned(), session.to_owned()));
     }
 
     pub async fn send(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
@@ -252,6 +271,8 @@ impl ControlClient {
         Reply {
             status,
             headers,
+            wire: body.clone(),
+            update: None,
             body,
         }
     }
@@ -260,7 +281,10 @@ impl ControlClient {
         self.send(
             Method::POST,
             proxypool_core::control::SESSIONS_PATH,
-            Some(serde_json::json!({"worker": worker, "session_id": session, "version": "test"})),
+            Some(serde_json::json!({
+                "worker": worker, "session_id": session, "version": "test",
+                "protocol": proxypool_core::snapshot_delta::CONTROL_PROTOCOL,
+            })),
         )
         .await
     }
@@ -268,12 +292,50 @@ impl ControlClient {
     pub async fn snapshot(&self, worker: &str, session: &str, after: u64, wait_ms: u64) -> Reply {
         let path =
             proxypool_core::control::snapshot_path(&proxypool_core::WorkerId::new(worker).unwrap());
-        self.send(
-            Method::GET,
-            &format!("{path}?session_id={session}&after_version={after}&wait_ms={wait_ms}"),
-            None,
-        )
-        .await
+        let mut reply = self
+            .send(
+                Method::GET,
+                &format!("{path}?session_id={session}&after_version={after}&wait_ms={wait_ms}"),
+                None,
+            )
+            .await;
+        if reply.status != StatusCode::OK {
+            return reply;
+        }
+        let update: SnapshotUpdate = serde_json::from_slice(&reply.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&reply.body)));
+        let key = (worker.to_owned(), session.to_owned());
+        let mut held = self.held.lock().unwrap();
+        let whole = match update {
+            SnapshotUpdate::Full(whole) => {
+                reply.update = Some("full");
+                let content = SnapshotContent::of(&whole).unwrap();
+                assert_eq!(
+                    content.checksum(),
+                    whole.reference.checksum,
+                    "whole snapshot checksum"
+                );
+                held.insert(key, content);
+                *whole
+            }
+            SnapshotUpdate::Delta(delta) => {
+                reply.update = Some("delta");
+                let content = held
+                    .get_mut(&key)
+                    .unwrap_or_else(|| panic!("a delta for a session the client holds nothing of"));
+                assert_eq!(
+                    content.reference().version,
+                    after,
+                    "a delta from the asked version"
+                );
+                content
+                    .apply(&delta)
+                    .unwrap_or_else(|e| panic!("the delta does not apply: {e}"));
+                content.to_snapshot(&delta.worker, delta.generated_at_ms, delta.max_staleness_ms)
+            }
+        };
+        reply.body = Bytes::from(serde_json::to_vec(&whole).unwrap());
+        reply
     }
 
     pub async fn ack(&self, worker: &str, session: &str, reference: &Value) -> Reply {

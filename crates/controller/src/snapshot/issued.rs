@@ -1,0 +1,144 @@
+//! The content the publisher last issued to each worker's session, kept so the next
+//! change can go out as a delta that costs what changed, not what is listed.
+//!
+//! Each entry holds the content at the issued version, the store's worker counter it
+//! reflects (changes after it are read from the store's journal), and per listed or held
+//! proxy the earliest time at which time alone changes it (a lease, usable-until or hard
+//! expiry, a cooldown forgotten), so those proxies are read again when it passes.
+//!
+//! An entry is taken out while a poll works on it and put back after, so no lock is held
+//! across an `.await`; a second poll of the same worker meanwhile finds none and rebuilds
+//! whole. Bounded by [`MAX_ISSUED`] workers.
+
+use proxypool_core::control::GatewayClient;
+use proxypool_core::snapshot_content::SnapshotContent;
+use proxypool_core::{LockExt, ProxyId, UnixMillis, WorkerId};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// Most workers whose issued content is kept; past it an arbitrary one is dropped (its
+/// next change goes out whole).
+pub(crate) const MAX_ISSUED: usize = 1_024;
+
+/// What was issued to one session.
+#[derive(Debug)]
+pub(crate) struct Issued {
+    pub(crate) content: SnapshotContent,
+    /// The store's worker counter the content reflects.
+    pub(crate) counter: u64,
+    /// The store's session-feedback counter the content reflects.
+    pub(crate) feedback: u64,
+    /// The clients list it was built from (a reload swaps the `Arc`).
+    pub(crate) clients: Arc<Vec<GatewayClient>>,
+    pub(crate) horizons: Horizons,
+    /// The drain epoch of each held (draining) proxy: a snapshot must be at an epoch at
+    /// least the largest of them.
+    pub(crate) drain_epochs: HashMap<ProxyId, u64>,
+    /// When the content was last read whole from the store.
+    pub(crate) read_whole_at_ms: UnixMillis,
+}
+
+impl Issued {
+    pub(crate) fn needed_epoch(&self) -> u64 {
+        self.drain_epochs.values().copied().max().unwrap_or(0)
+    }
+}
+
+/// Per proxy, the earliest instant at which time alone changes its place in a snapshot.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Horizons {
+    by_time: BTreeSet<(UnixMillis, ProxyId)>,
+    of: HashMap<ProxyId, UnixMillis>,
+}
+
+impl Horizons {
+    pub(crate) fn set(&mut self, id: &ProxyId, at: UnixMillis) {
+        if let Some(old) = self.of.insert(id.clone(), at) {
+            self.by_time.remove(&(old, id.clone()));
+        }
+        self.by_time.insert((at, id.clone()));
+    }
+
+    pub(crate) fn remove(&mut self, id: &ProxyId) {
+        if let Some(old) = self.of.remove(id) {
+            self.by_time.remove(&(old, id.clone()));
+        }
+    }
+
+    /// The proxies whose horizon is at or before `now`.
+    pub(crate) fn due(&self, now: UnixMillis) -> Vec<ProxyId> {
+        self.by_time
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .map(|(_, id)| id.clone())
+            .collect()
+    }
+
+    pub(crate) fn earliest(&self) -> UnixMillis {
+        self.by_time.first().map_or(UnixMillis::MAX, |(at, _)| *at)
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct IssuedContents {
+    entries: Mutex<HashMap<WorkerId, Issued>>,
+}
+
+impl IssuedContents {
+    /// Takes the worker's entry out when it is for `session_id` at `version` (what the
+    /// caller holds); otherwise leaves everything as it is.
+    pub(crate) fn take(&self, worker: &WorkerId, session_id: &str, version: u64) -> Option<Issued> {
+        let mut entries = self.entries.lock_or_recover();
+        let fits = entries.get(worker).is_some_and(|issued| {
+            issued.content.session_id() == session_id
+                && issued.content.reference().version == version
+        });
+        if fits { entries.remove(worker) } else { None }
+    }
+
+    pub(crate) fn put(&self, worker: &WorkerId, issued: Issued) {
+        let mut entries = self.entries.lock_or_recover();
+        if entries.len() >= MAX_ISSUED
+            && !entries.contains_key(worker)
+            && let Some(any) = entries.keys().next().cloned()
+        {
+            entries.remove(&any);
+        }
+        entries.insert(worker.clone(), issued);
+    }
+
+    pub(crate) fn forget(&self, worker: &WorkerId) {
+        self.entries.lock_or_recover().remove(worker);
+    }
+
+    /// Drops the workers not in `live` (their sessions ended).
+    pub(crate) fn retain(&self, live: &BTreeSet<WorkerId>) {
+        self.entries
+            .lock_or_recover()
+            .retain(|w, _| live.contains(w));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(i: u32) -> ProxyId {
+        ProxyId::new(format!("{i:032x}")).unwrap()
+    }
+
+    #[test]
+    fn horizons_come_due_in_time_order_and_move() {
+        let mut h = Horizons::default();
+        h.set(&id(1), 300);
+        h.set(&id(2), 100);
+        h.set(&id(3), 200);
+        assert_eq!(h.earliest(), 100);
+        assert_eq!(h.due(200), vec![id(2), id(3)]);
+        h.set(&id(2), 400);
+        assert_eq!(h.due(200), vec![id(3)]);
+        h.remove(&id(3));
+        assert_eq!(h.due(350), vec![id(1)]);
+        assert_eq!(h.earliest(), 300);
+    }
+}
