@@ -13,6 +13,7 @@
 //! `limiter_denials_total{limiter}`, `destination_denials_total{reason}`, `tunnels_open`,
 //! `tunnels_closed_total{reason}` (closed because the proxy's lease went: `lease_lapsed`,
 //! `stale`), `snapshot_age_seconds`, `snapshot_version`, `snapshot_proxies`,
+//! `snapshot_updates_total{kind}`,
 //! `leased_proxies`, `ready`, `upstream_dial_seconds`, `request_duration_seconds{kind}`
 //! and `tunnel_duration_seconds{kind}` (histograms; the last two and
 //! `access_log_lines_total{outcome}` are recorded by `crate::access`), and for ban-aware
@@ -73,6 +74,9 @@ pub(crate) struct GatewayMetrics {
     pub reports_failed: Counter,
     pub snapshot_version: Gauge,
     pub snapshot_proxies: Gauge,
+    /// Snapshots applied whole, and deltas applied.
+    pub snapshot_wholes: Counter,
+    pub snapshot_deltas: Counter,
     pub dial_seconds: Histogram,
     pub bans: Counter,
     pub ban_retries: Counter,
@@ -138,6 +142,8 @@ impl GatewayMetrics {
             leased_proxies: gauge!("proxypool_gateway_leased_proxies"),
             snapshot_age: gauge!("proxypool_gateway_snapshot_age_seconds"),
             snapshot_version: gauge!("proxypool_gateway_snapshot_version"),
+            snapshot_wholes: counter!("proxypool_gateway_snapshot_updates_total", "kind" => "full"),
+            snapshot_deltas: counter!("proxypool_gateway_snapshot_updates_total", "kind" => "delta"),
             snapshot_proxies: gauge!("proxypool_gateway_snapshot_proxies"),
             dial_seconds: histogram!("proxypool_gateway_upstream_dial_seconds"),
             bans: counter!("proxypool_gateway_bans_total"),
@@ -351,6 +357,10 @@ fn describe() {
     describe_gauge!(
         "proxypool_gateway_snapshot_version",
         "Applied snapshot version."
+    );
+    describe_counter!(
+        "proxypool_gateway_snapshot_updates_total",
+        "Snapshot updates applied, by kind: the whole snapshot or a delta."
     );
     describe_gauge!(
         "proxypool_gateway_snapshot_proxies",

@@ -211,10 +211,10 @@ fn status_json(shared: &Shared) -> String {
         "control_error": shared.control.last_error().as_deref().map(String::as_str),
         "snapshot": view.as_ref().map(|v| serde_json::json!({
             "session_id": v.session_id,
-            "version": v.reference.version,
-            "epoch": v.reference.epoch,
+            "version": v.reference().version,
+            "epoch": v.reference().epoch,
             "generated_at_ms": v.generated_at_ms,
-            "checksum": v.reference.checksum,
+            "checksum": v.reference().checksum,
             "max_staleness_ms": v.max_staleness_ms,
             "proxies": v.proxies.len(),
             "clients": v.client_count(),

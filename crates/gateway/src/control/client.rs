@@ -22,9 +22,10 @@ use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 use proxypool_core::control::{
-    ErrorBody, RegisterSession, ReportAck, SESSIONS_PATH, SessionGrant, SnapshotAck,
-    WorkerSnapshot, ack_path, report_path, session_path, snapshot_path,
+    ErrorBody, RegisterSession, ReportAck, SESSIONS_PATH, SessionGrant, SnapshotAck, ack_path,
+    report_path, session_path, snapshot_path,
 };
+use proxypool_core::snapshot_delta::{CONTROL_PROTOCOL, SnapshotUpdate};
 use proxypool_core::{RuntimeReport, Secret, WorkerId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -57,6 +58,9 @@ pub(crate) enum ControlError {
     Moved,
     #[error("bad controller response: {0}")]
     Decode(String),
+    /// The controller speaks another worker control protocol.
+    #[error("{0}")]
+    Protocol(String),
 }
 
 /// Client of the controllers for one worker (one at a time; see the module doc).
@@ -139,17 +143,45 @@ impl ControlClient {
                 Some(json(request)?),
                 self.timeout,
             )
-            .await?;
-        decode(&body.1)
+            .await
+            .map_err(|error| match error {
+                // A controller that predates protocol versions refuses the unknown field.
+                ControlError::Status { message, .. } if message.contains("`protocol`") => {
+                    ControlError::Protocol(format!(
+                        "the controller does not know worker control protocol \
+                         {CONTROL_PROTOCOL} (it is older than this gateway): upgrade the \
+                         controller ({message})"
+                    ))
+                }
+                ControlError::Status { code, message, .. } if code == "protocol_mismatch" => {
+                    ControlError::Protocol(message)
+                }
+                other => other,
+            })?;
+        let grant: SessionGrant = decode(&body.1)?;
+        if grant.protocol != CONTROL_PROTOCOL {
+            return Err(ControlError::Protocol(format!(
+                "this gateway speaks worker control protocol {CONTROL_PROTOCOL}, the controller \
+                 {}: upgrade the {}",
+                grant.protocol,
+                if grant.protocol < CONTROL_PROTOCOL {
+                    "controller"
+                } else {
+                    "gateway"
+                }
+            )));
+        }
+        Ok(grant)
     }
 
-    /// Long-polls for a snapshot newer than `after_version`; `None` = nothing new.
+    /// Long-polls for a snapshot newer than `after_version` (whole, or a delta against
+    /// `after_version`; 0 asks for the whole snapshot); `None` = nothing new.
     pub(crate) async fn poll_snapshot(
         &self,
         session_id: &str,
         after_version: u64,
         wait: Duration,
-    ) -> Result<Option<WorkerSnapshot>, ControlError> {
+    ) -> Result<Option<SnapshotUpdate>, ControlError> {
         let path = format!(
             "{}?session_id={}&after_version={after_version}&wait_ms={}",
             snapshot_path(&self.worker),

@@ -14,6 +14,8 @@ use crate::routing::bans::Bans;
 use crate::snapshot::SnapshotStore;
 use crate::usage::UsageTable;
 use proxypool_core::control::{RegisterSession, SessionGrant, SnapshotAck};
+use proxypool_core::snapshot_content::SnapshotContent;
+use proxypool_core::snapshot_delta::{CONTROL_PROTOCOL, SnapshotDelta, SnapshotUpdate};
 use proxypool_core::{LockExt, ProxyId, RuntimeReport, SnapshotRef, WorkerId};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -122,6 +124,7 @@ impl ControlLoop {
                 worker: self.worker.clone(),
                 session_id: crate::session_id::new_session_id(),
                 version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+                protocol: CONTROL_PROTOCOL,
             };
             match self.client.register(&request).await {
                 Ok(grant) => {
@@ -129,6 +132,10 @@ impl ControlLoop {
                     self.store.bound_by_session(grant.expires_at_ms);
                     *self.session.lock_or_recover() = Some(grant.session_id.clone());
                     return grant;
+                }
+                Err(error @ ControlError::Protocol(_)) => {
+                    tracing::error!(%error, "the controller and this gateway cannot work together");
+                    tokio::time::sleep(self.backoff.max).await;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "registering with the controller failed");
@@ -142,22 +149,34 @@ impl ControlLoop {
     async fn poll_loop(&self, grant: &SessionGrant) -> Ended {
         let wait = Duration::from_millis(grant.snapshot_wait_ms.max(1));
         let mut delay = self.backoff.initial;
+        // What this session applied: the base of the next delta. `None` asks for the
+        // whole snapshot (a new session, or a delta that did not fit).
+        let mut content: Option<SnapshotContent> = None;
         loop {
-            let after = self
-                .store
-                .view()
-                .filter(|view| view.session_id == grant.session_id)
-                .map_or(0, |view| view.reference.version);
+            let after = content.as_ref().map_or(0, |c| c.reference().version);
             match self
                 .client
                 .poll_snapshot(&grant.session_id, after, wait)
                 .await
             {
-                Ok(Some(snapshot)) => {
+                Ok(Some(update)) => {
                     self.store.mark_fresh();
                     delay = self.backoff.initial;
-                    let version = snapshot.reference.version;
-                    match self.store.apply(snapshot, || self.bans.ledger.overlay()) {
+                    let version = update.reference().version;
+                    let is_delta = matches!(update, SnapshotUpdate::Delta(_));
+                    let applied = match update {
+                        SnapshotUpdate::Full(snapshot) => self
+                            .store
+                            .apply(*snapshot, || self.bans.ledger.overlay())
+                            .map(|(reference, whole)| {
+                                self.metrics.snapshot_wholes.increment(1);
+                                content = Some(whole);
+                                reference
+                            })
+                            .map_err(|error| error.to_string()),
+                        SnapshotUpdate::Delta(delta) => self.apply_delta(&mut content, &delta),
+                    };
+                    match applied {
                         Ok(reference) => {
                             self.metrics.snapshot_version.set(version as f64);
                             if let Some(view) = self.store.view() {
@@ -174,6 +193,10 @@ impl ControlLoop {
                                     tracing::warn!(%error, version, "snapshot ack failed")
                                 }
                             }
+                        }
+                        Err(error) if is_delta => {
+                            // A delta that did not fit: the next poll asks for it whole.
+                            tracing::warn!(%error, version, "snapshot delta not applied; asking for the whole snapshot");
                         }
                         Err(error) => {
                             tracing::error!(%error, version, "snapshot rejected; keeping the previous one");
@@ -196,6 +219,33 @@ impl ControlLoop {
                 }
             }
         }
+    }
+
+    /// Applies a delta to the held content and then to the slots (lease ends and
+    /// cooldowns only) or to a new view. Any failure drops the content, so the next poll
+    /// asks for the whole snapshot; the current view keeps serving meanwhile.
+    fn apply_delta(
+        &self,
+        content: &mut Option<SnapshotContent>,
+        delta: &SnapshotDelta,
+    ) -> Result<SnapshotRef, String> {
+        let Some(mut held) = content.take() else {
+            return Err("a delta came without a snapshot to apply it to".to_owned());
+        };
+        held.apply(delta).map_err(|error| error.to_string())?;
+        self.metrics.snapshot_deltas.increment(1);
+        let applied = if delta.touches_only_leases_and_cooldowns() {
+            self.store
+                .patch(delta, &held, || self.bans.ledger.overlay())
+        } else {
+            self.store
+                .apply_content(&held, delta.generated_at_ms, delta.max_staleness_ms, || {
+                    self.bans.ledger.overlay()
+                })
+        };
+        let reference = applied.map_err(|error| error.to_string())?;
+        *content = Some(held);
+        Ok(reference)
     }
 
     async fn report_loop(&self, grant: &SessionGrant) -> Ended {

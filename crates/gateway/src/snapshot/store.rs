@@ -15,7 +15,9 @@ use crate::policy::limits::{ClientCounters, ClientLimiter, LimiterClock};
 use crate::proxies::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
 use crate::refusal::Refusal;
 use arc_swap::ArcSwapOption;
-use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_full};
+use proxypool_core::control::WorkerSnapshot;
+use proxypool_core::snapshot_content::{ContentError, SnapshotContent};
+use proxypool_core::snapshot_delta::SnapshotDelta;
 use proxypool_core::{
     CooldownChange, DomainCooldown, LockExt, ProxyId, SharedClock, SnapshotRef, UnixMillis,
     WorkerId,
@@ -43,6 +45,10 @@ pub(crate) enum ApplyError {
     RegistryFull(#[from] RegistryFull),
     #[error("client policies: {0}")]
     Limiter(String),
+    #[error(transparent)]
+    Content(ContentError),
+    #[error("the delta does not fit the current view")]
+    NotPatchable,
 }
 
 /// The current view, its freshness and the counters that outlive views.
@@ -130,49 +136,119 @@ impl SnapshotStore {
         &self.registry
     }
 
-    /// Validates, indexes and swaps in a snapshot. On error nothing changes. `local_cooldowns`
-    /// gives the cooldown changes this gateway made that the snapshot may not show yet (the
-    /// report ledger's overlay); it is asked only once the snapshot is sure to be applied.
+    /// Validates, indexes and swaps in a whole snapshot, and returns its content (the base
+    /// of the next delta). On error nothing changes. `local_cooldowns` gives the cooldown
+    /// changes this gateway made that the snapshot may not show yet (the report ledger's
+    /// overlay); it is asked only once the snapshot is sure to be applied.
     pub(crate) fn apply(
         &self,
         snapshot: WorkerSnapshot,
         local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
-    ) -> Result<SnapshotRef, ApplyError> {
+    ) -> Result<(SnapshotRef, SnapshotContent), ApplyError> {
         if snapshot.worker != self.worker {
             return Err(ApplyError::WrongWorker(snapshot.worker));
         }
-        if snapshot_checksum_full(
-            &snapshot.proxies,
-            &snapshot.held,
-            &snapshot.clients,
-            &snapshot.advisories,
-            snapshot.ticket_key.as_ref(),
-            &snapshot.upstream_tls,
-        ) != snapshot.reference.checksum
-        {
+        let content = SnapshotContent::of(&snapshot).map_err(|error| match error {
+            ContentError::DuplicateProxy(id) => ApplyError::DuplicateProxy(id),
+            ContentError::DuplicateClient(id) => ApplyError::DuplicateClient(id),
+            other => ApplyError::Content(other),
+        })?;
+        if content.checksum() != snapshot.reference.checksum {
             return Err(ApplyError::Checksum);
         }
+        let reference = self.install(snapshot, local_cooldowns)?;
+        Ok((reference, content))
+    }
+
+    /// Swaps in the view of `content`, which a delta just changed beyond what
+    /// [`patch`](Self::patch) can do (proxies or clients came or went, or changed).
+    pub(crate) fn apply_content(
+        &self,
+        content: &SnapshotContent,
+        generated_at_ms: UnixMillis,
+        max_staleness_ms: u64,
+        local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
+    ) -> Result<SnapshotRef, ApplyError> {
+        let snapshot = content.to_snapshot(&self.worker, generated_at_ms, max_staleness_ms);
+        self.install(snapshot, local_cooldowns)
+    }
+
+    /// Applies a delta that moves only lease ends, draining leases and cooldowns of proxies
+    /// the current view lists, to their slots, without a new view; the view then names
+    /// the delta's version. Fails (changing nothing) when the current view is not the
+    /// delta's base.
+    pub(crate) fn patch(
+        &self,
+        delta: &SnapshotDelta,
+        content: &SnapshotContent,
+        local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
+    ) -> Result<SnapshotRef, ApplyError> {
+        let view = self.view.load_full().ok_or(ApplyError::NotPatchable)?;
+        if view.session_id != delta.session_id
+            || *view.reference() != delta.base
+            || !delta.touches_only_leases_and_cooldowns()
+        {
+            return Err(ApplyError::NotPatchable);
+        }
+        for lease in &delta.leases {
+            if let Some(slot) = self.registry.slot(&lease.id)
+                && let Some(proxy) = content.proxy(&lease.id)
+            {
+                slot.cutoff
+                    .set_lease_end(lease.lease_until_ms.min(proxy.usable_until_ms));
+            }
+        }
+        for held in &delta.held {
+            if content.proxy(&held.id).is_none()
+                && let Some(slot) = self.registry.slot(&held.id)
+            {
+                slot.cutoff.set_lease_end(held.lease_until_ms);
+            }
+        }
+        if !delta.cooldowns.is_empty() {
+            let shipped: Vec<DomainCooldown> = delta
+                .cooldowns
+                .iter()
+                .flat_map(|group| group.entries.iter().cloned())
+                .collect();
+            let slots: Vec<(ProxyId, Arc<ProxySlot>)> = delta
+                .cooldowns
+                .iter()
+                .filter_map(|g| {
+                    self.registry
+                        .slot(&g.proxy_id)
+                        .map(|slot| (g.proxy_id.clone(), slot))
+                })
+                .collect();
+            replace_shipped(
+                &shipped,
+                slots.iter().map(|(id, slot)| (id, slot)),
+                &local_cooldowns(),
+                self.clock.now(),
+            );
+        }
+        view.set_reference(delta.reference.clone());
+        view.refresh_leases();
+        self.mark_fresh();
+        Ok(delta.reference.clone())
+    }
+
+    /// Indexes and swaps in a snapshot whose content was checked.
+    fn install(
+        &self,
+        snapshot: WorkerSnapshot,
+        local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
+    ) -> Result<SnapshotRef, ApplyError> {
         if let Some(current) = self.view.load().as_ref()
             && current.session_id == snapshot.session_id
-            && snapshot.reference.version < current.reference.version
+            && snapshot.reference.version < current.reference().version
         {
             return Err(ApplyError::Older {
                 got: snapshot.reference.version,
-                applied: current.reference.version,
+                applied: current.reference().version,
             });
         }
-        let mut seen = HashSet::with_capacity(snapshot.proxies.len());
-        for proxy in &snapshot.proxies {
-            if !seen.insert(&proxy.id) {
-                return Err(ApplyError::DuplicateProxy(proxy.id.clone()));
-            }
-        }
-        let mut seen_clients = HashSet::with_capacity(snapshot.clients.len());
-        for client in &snapshot.clients {
-            if !seen_clients.insert(&client.id) {
-                return Err(ApplyError::DuplicateClient(client.id.to_string()));
-            }
-        }
+        let seen: HashSet<&ProxyId> = snapshot.proxies.iter().map(|p| &p.id).collect();
         let limiter = self.limiter_for(&snapshot)?;
         let ids: Vec<&ProxyId> = snapshot.proxies.iter().map(|p| &p.id).collect();
         let slots = self.registry.prepare(&ids)?;

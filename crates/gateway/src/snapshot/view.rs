@@ -8,6 +8,7 @@ use crate::policy::cidr::Cidr;
 use crate::policy::limits::{ClientLimiter, ClientPolicy};
 use crate::proxies::capacity::ProxySlot;
 use crate::snapshot::proxy_tls::{ProxyTls, UpstreamTrust};
+use arc_swap::ArcSwap;
 use http::HeaderValue;
 use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
 use proxypool_core::{
@@ -36,8 +37,6 @@ pub(crate) struct ViewProxy {
     pub region: Option<Label>,
     pub carrier: Option<Label>,
     pub max_sessions: u32,
-    pub usable_until_ms: UnixMillis,
-    pub lease_until_ms: UnixMillis,
     /// `https` proxies only: the TLS spoken to the proxy before its protocol.
     pub tls: Option<ProxyTls>,
     pub slot: Arc<ProxySlot>,
@@ -51,9 +50,10 @@ impl ViewProxy {
         self.slot.cutoff.is_open(now_ms)
     }
 
-    /// Where the lease really ends: the lease, never past the proxy's own `usable_until`.
+    /// Where the lease really ends: the lease as the latest snapshot or delta gave it,
+    /// never past the proxy's own `usable_until`.
     pub(crate) fn lease_end_ms(&self) -> UnixMillis {
-        self.lease_until_ms.min(self.usable_until_ms)
+        self.slot.cutoff.lease_end_ms()
     }
 
     /// `(username, password)` for the upstream handshake.
@@ -106,7 +106,9 @@ impl ClientEntry {
 /// An immutable snapshot with its indexes.
 #[derive(Debug)]
 pub(crate) struct SnapshotView {
-    pub reference: SnapshotRef,
+    /// The snapshot the view shows: replaced when a delta that changes only lease ends
+    /// and cooldowns is applied to the slots without a new view.
+    reference: ArcSwap<SnapshotRef>,
     pub session_id: String,
     pub generated_at_ms: UnixMillis,
     pub max_staleness_ms: u64,
@@ -164,7 +166,7 @@ impl SnapshotView {
             }
         }
         let mut view = SnapshotView {
-            reference: snapshot.reference,
+            reference: ArcSwap::from_pointee(snapshot.reference),
             session_id: snapshot.session_id,
             generated_at_ms: snapshot.generated_at_ms,
             max_staleness_ms: snapshot.max_staleness_ms,
@@ -205,6 +207,15 @@ impl SnapshotView {
                 .insert(entry.id.as_str().to_owned(), Arc::new(entry));
         }
         (view, skipped)
+    }
+
+    /// The snapshot (version, epoch, checksum) the view shows now.
+    pub(crate) fn reference(&self) -> Arc<SnapshotRef> {
+        self.reference.load_full()
+    }
+
+    pub(crate) fn set_reference(&self, reference: SnapshotRef) {
+        self.reference.store(Arc::new(reference));
     }
 
     /// The client named `id`.
@@ -296,8 +307,6 @@ fn view_proxy(
         region: proxy.region,
         carrier: proxy.carrier,
         max_sessions: proxy.max_sessions,
-        usable_until_ms: proxy.usable_until_ms,
-        lease_until_ms: proxy.lease_until_ms,
         tls,
         slot,
     })

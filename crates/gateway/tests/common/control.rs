@@ -13,6 +13,8 @@ use proxypool_core::control::{
     Advisories, ErrorBody, ErrorDetail, GatewayClient, HeldLease, RegisterSession, ReportAck,
     SessionGrant, SnapshotAck, SnapshotProxy, UpstreamTls, WorkerSnapshot, snapshot_checksum_full,
 };
+use proxypool_core::snapshot_content::SnapshotContent;
+use proxypool_core::snapshot_delta::{CONTROL_PROTOCOL, SnapshotUpdate};
 use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, TicketKey, WorkerId, now_millis};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -63,6 +65,17 @@ pub struct ControlState {
     pub session_ttl_ms: u64,
     /// Runtime reports are answered 503 (the store is down): sessions are not renewed.
     pub refuse_reports: bool,
+    /// Every snapshot served, by (session, version), so a gateway holding one gets the next
+    /// as a delta, as from the real controller.
+    pub served: std::collections::HashMap<(String, u64), SnapshotContent>,
+    /// Serve only whole snapshots.
+    pub whole_only: bool,
+    /// The next delta announces a wrong checksum (as a delta against content the gateway
+    /// does not hold would come out).
+    pub corrupt_next_delta: bool,
+    /// Deltas and whole snapshots served.
+    pub deltas_served: u32,
+    pub wholes_served: u32,
 }
 
 impl ControlState {
@@ -304,6 +317,7 @@ impl TestController {
                     } else {
                         state.snapshot_wait_ms
                     },
+                    protocol: CONTROL_PROTOCOL,
                 })
             }
             (Method::GET, p) if p == format!("{worker}/snapshot") => {
@@ -330,7 +344,28 @@ impl TestController {
                             return error(StatusCode::CONFLICT, "fenced");
                         }
                         if state.version > after {
-                            return json(&self.snapshot(&state, &session));
+                            let whole = self.snapshot(&state, &session);
+                            let next = SnapshotContent::of(&whole).unwrap();
+                            let base = state.served.get(&(session.clone(), after)).cloned();
+                            state
+                                .served
+                                .insert((session.clone(), whole.reference.version), next.clone());
+                            return match base {
+                                Some(base) if !state.whole_only => {
+                                    state.deltas_served += 1;
+                                    let mut delta = base.delta_to(&self.worker, &next);
+                                    delta.generated_at_ms = whole.generated_at_ms;
+                                    delta.max_staleness_ms = whole.max_staleness_ms;
+                                    if std::mem::take(&mut state.corrupt_next_delta) {
+                                        delta.reference.checksum = "0".repeat(32);
+                                    }
+                                    json(&SnapshotUpdate::Delta(Box::new(delta)))
+                                }
+                                _ => {
+                                    state.wholes_served += 1;
+                                    json(&SnapshotUpdate::Full(Box::new(whole)))
+                                }
+                            };
                         }
                     }
                     if tokio::time::timeout_at(deadline, notified).await.is_err() {

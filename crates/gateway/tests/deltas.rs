@@ -1,0 +1,112 @@
+//! Incremental snapshots at the gateway: a delta that moves only lease ends and cooldowns
+//! is applied to the proxies' slots without a new view, one that adds a proxy builds a new
+//! view, and one that does not fit the held content is refused and the whole snapshot is
+//! asked for instead.
+
+mod common;
+
+use common::control::TestController;
+use common::upstreams::dead_addr;
+use common::*;
+use proxypool_core::{Domain, DomainCooldown, Protocol, now_millis};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deltas_patch_leases_and_cooldowns_rebuild_for_new_proxies_and_recover_when_refused() {
+    let controller = TestController::start(WORKER, 60_000).await;
+    let addr = dead_addr();
+    let p = |n: u8| proxy(n, Protocol::Http, addr, None, "vendor", "us");
+    let clients = || vec![client("alice")];
+    controller.publish(vec![p(1), p(2), p(3)], clients());
+    let gateway = Running::start(config(&controller)).await;
+    acked(&controller, 1).await;
+
+    // One lease renewed: a delta, patched into the slot.
+    // (earlier than the others, all of which end with their usable-until, an hour out)
+    let renewed_until = now_millis() + 1_800_000;
+    controller.publish(
+        vec![leased_until(p(1), renewed_until), p(2), p(3)],
+        clients(),
+    );
+    acked(&controller, 2).await;
+    let (_, status) = admin_json(&gateway, "/status").await;
+    assert_eq!(status["snapshot"]["version"], 2, "{status}");
+    assert_eq!(
+        status["leases"]["earliest_end_ms"], renewed_until,
+        "{status}"
+    );
+    assert_eq!(
+        metric(
+            &gateway,
+            "proxypool_gateway_snapshot_updates_total{kind=\"delta\"}"
+        )
+        .await,
+        Some(1.0)
+    );
+
+    // A cooldown set on one proxy: a delta, patched into that proxy's table.
+    {
+        let mut state = controller.state.lock().unwrap();
+        state.advisories.cooldowns = vec![DomainCooldown {
+            proxy_id: p(2).id,
+            domain: Domain::of_host("example.com").unwrap(),
+            project: None,
+            until_ms: now_millis() + 600_000,
+            strikes: 1,
+            forget_at_ms: now_millis() + 1_200_000,
+        }];
+    }
+    controller.bump();
+    acked(&controller, 3).await;
+    let (_, status) = admin_json(&gateway, "/status").await;
+    assert_eq!(status["cooldowns"]["cooling"], 1, "{status}");
+    assert_eq!(
+        status["cooldowns"]["entries"][0]["proxy_id"],
+        p(2).id.as_str()
+    );
+
+    // A new proxy: a delta too, applied by building a new view.
+    controller.publish(
+        vec![leased_until(p(1), renewed_until), p(2), p(3), p(4)],
+        clients(),
+    );
+    acked(&controller, 4).await;
+    let (_, status) = admin_json(&gateway, "/status").await;
+    assert_eq!(status["snapshot"]["proxies"], 4, "{status}");
+    assert_eq!(
+        status["cooldowns"]["cooling"], 1,
+        "kept through the rebuild"
+    );
+    {
+        let state = controller.state.lock().unwrap();
+        assert_eq!((state.wholes_served, state.deltas_served), (1, 3));
+    }
+
+    // A delta whose result does not match: refused, and the whole snapshot asked for.
+    controller.state.lock().unwrap().corrupt_next_delta = true;
+    controller.publish(vec![p(1), p(2)], clients());
+    acked(&controller, 5).await;
+    let (_, status) = admin_json(&gateway, "/status").await;
+    assert_eq!(status["snapshot"]["proxies"], 2, "{status}");
+    {
+        let state = controller.state.lock().unwrap();
+        assert_eq!(
+            (state.wholes_served, state.deltas_served),
+            (2, 4),
+            "the refused delta was followed by the whole snapshot"
+        );
+        assert!(
+            state
+                .acks
+                .iter()
+                .all(|a| a.snapshot.checksum != "0".repeat(32)),
+            "nothing was acknowledged at the wrong checksum"
+        );
+    }
+    let state = controller.state.clone();
+    eventually(Duration::from_secs(5), "a full update counted", || {
+        state.lock().unwrap().wholes_served == 2
+    })
+    .await;
+    gateway.shutdown().await;
+}
