@@ -20,6 +20,11 @@
 //! - plain-HTTP GETs through the gateway, each on the next proxy of the rotation (every
 //!   proxy is a distinct loopback address of one open simulated upstream), timed for the
 //!   gateway's CPU per request: the pick must cost the same at every pool size;
+//! - one change at a time (a cooldown set on one proxy, one lease renewed), each served
+//!   whole (`after_version=0`: a whole read and the whole snapshot, what every change cost
+//!   before deltas) and as a delta (the version the caller holds: only what the store's
+//!   change journal names is read and sent), for the CPU per change and the bytes on the
+//!   wire (a second table);
 //! - the CPU time of the process (user + system, `/proc/self/stat`) over each step is
 //!   printed beside the wall time: on a shared machine it is the steadier number.
 //!
@@ -249,7 +254,12 @@ async fn measure(bench: &Bench, proxies: usize) {
     // The probe session, and one ownership round leasing everything to the worker.
     let worker = WorkerId::new(WORKER).unwrap();
     let session = "0123456789abcdef0123456789abcdef";
-    let register = serde_json::json!({"worker": WORKER, "session_id": session}).to_string();
+    let register = serde_json::json!({
+        "worker": WORKER,
+        "session_id": session,
+        "protocol": proxypool_core::snapshot_delta::CONTROL_PROTOCOL,
+    })
+    .to_string();
     let (status, _) = call(control, "POST", "/control/v1/sessions", Some(register)).await;
     assert_eq!(status, 200);
     let round = controller.ownership_manager().round().await.unwrap();
@@ -262,10 +272,12 @@ async fn measure(bench: &Bench, proxies: usize) {
     let (status, body) = call(control, "GET", &path, None).await;
     let (issue, issue_cpu) = (started.elapsed(), cpu() - cpu0);
     assert_eq!(status, 200);
-    let version =
-        serde_json::from_slice::<serde_json::Value>(&body).unwrap()["reference"]["version"]
-            .as_u64()
-            .unwrap();
+    let version = update_version(&body);
+
+    // One change at a time (a cooldown set, a lease renewed), each served whole (as every
+    // change was before deltas: a whole read and the whole snapshot) and as a delta.
+    let changes = per_change(&pool, control, session, version, proxies).await;
+    let version = changes.version;
 
     // A long-poll that waits while nothing changes: it re-reads the store every
     // `poll_interval` (1 s) for changes made elsewhere. CPU per second of waiting.
@@ -301,6 +313,8 @@ async fn measure(bench: &Bench, proxies: usize) {
         process_rss(gateway.child.id()),
     );
     let per_request = gateway_cpu_per_request(&gateway, &bench.origin).await;
+    let applied = gateway_apply_costs(&pool, &gateway, proxies, bench.upstream.addr().port()).await;
+    CHANGES.lock().unwrap().push(applied);
     println!(
         "| {proxies} | {:.1} | {:.0} | {:.2} | {idle_calls_per_s:.2} | {:.1} | {:.0} | {:.1} | {} | {:.1} | {per_request:.1} |",
         issue.as_secs_f64() * 1e3,
@@ -314,9 +328,205 @@ async fn measure(bench: &Bench, proxies: usize) {
     );
     drop(gateway);
     RESULTS.lock().unwrap().push((proxies, gateway_rss));
+    CHANGES.lock().unwrap().extend(changes.rows);
 }
 
 static RESULTS: std::sync::Mutex<Vec<(usize, u64)>> = std::sync::Mutex::new(Vec::new());
+static CHANGES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The gateway's `/status` snapshot version.
+async fn gateway_version(admin: SocketAddr) -> u64 {
+    let (_, body) = call(admin, "GET", "/status", None).await;
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    status["snapshot"]["version"].as_u64().unwrap_or(0)
+}
+
+/// The gateway's CPU per delta it applies: a cooldown set (patched into one proxy's slot)
+/// and a proxy added (a new view), medians over `CHANGES_PER_KIND` each. Each change is
+/// made in the store; the gateway's waiting long-poll finds it within `poll_interval`
+/// (1 s), so each window also holds up to a second of the idle gateway (its timers).
+async fn gateway_apply_costs(
+    pool: &MemoryPool,
+    gateway: &GatewayProcess,
+    proxies: usize,
+    port: u16,
+) -> String {
+    use proxypool_core::{
+        CooldownChange, CooldownStore, Domain, DomainCooldown, OwnershipRepository,
+    };
+    let worker = WorkerId::new(WORKER).unwrap();
+    let owned = pool.owned_by(now_millis(), &worker, proxies).await.unwrap();
+    let mut medians = Vec::new();
+    for kind in ["cooldown set", "proxy added"] {
+        let mut spent = Vec::new();
+        for round in 0..CHANGES_PER_KIND {
+            let before = gateway_version(gateway.admin).await;
+            let cpu0 = process_cpu_ns(gateway.child.id());
+            let now = now_millis();
+            if kind == "cooldown set" {
+                let entry = DomainCooldown {
+                    proxy_id: owned[(round * 7_919) % owned.len()].record.id.clone(),
+                    domain: Domain::of_host("example.org").unwrap(),
+                    project: None,
+                    until_ms: now + 60_000,
+                    strikes: 1,
+                    forget_at_ms: now + 120_000,
+                };
+                pool.apply_cooldowns(now, &[CooldownChange::Set(entry)])
+                    .await
+                    .unwrap();
+            } else {
+                let host = format!("127.254.{}.{}", round / 250, 1 + round % 250);
+                let id = proxypool_core::proxy_id_for(Protocol::Http, &host, port, None);
+                let mut candidate = Candidate::new(Protocol::Http, host, port);
+                candidate.region = Some("us".parse().unwrap());
+                pool.upsert(
+                    now,
+                    FetchedBatch {
+                        upstream: UpstreamId::new("bench").unwrap(),
+                        operation_id: None,
+                        ttl_ms: 600_000,
+                        safety_margin_ms: 10_000,
+                        max_size: 200_000,
+                        default_max_sessions: 16,
+                        candidates: vec![candidate],
+                    },
+                )
+                .await
+                .unwrap();
+                pool.apply_health(
+                    now,
+                    HealthBatch {
+                        observations: vec![HealthObservation {
+                            proxy_id: id.clone(),
+                            checked_at_ms: now,
+                            outcome: CheckOutcome::Success { latency_ms: 5 },
+                        }],
+                        unhealthy_after_failures: 3,
+                    },
+                )
+                .await
+                .unwrap();
+                pool.assign(now, &id, &worker, 300_000).await.unwrap();
+            }
+            let started = Instant::now();
+            while gateway_version(gateway.admin).await <= before {
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "gateway applied"
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            spent.push(process_cpu_ns(gateway.child.id()) - cpu0);
+        }
+        spent.sort();
+        medians.push(spent[spent.len() / 2] as f64 / 1e6);
+    }
+    format!(
+        "| {proxies} | gateway applies (CPU ms, median): cooldown set {:.2}, proxy added {:.1} | | | | | | |",
+        medians[0], medians[1]
+    )
+}
+
+/// The version a long-poll's answer (whole or delta) brings.
+fn update_version(body: &[u8]) -> u64 {
+    let update: serde_json::Value = serde_json::from_slice(body).unwrap();
+    let inner = update.get("full").or_else(|| update.get("delta")).unwrap();
+    inner["reference"]["version"].as_u64().unwrap()
+}
+
+/// Changes measured per kind and way of serving them.
+const CHANGES_PER_KIND: usize = 10;
+
+struct PerChange {
+    /// The session's version after the last change.
+    version: u64,
+    /// Table rows: proxies, change, whole CPU ms and bytes, delta CPU ms and bytes, ratios.
+    rows: Vec<String>,
+}
+
+/// For each kind of change, `CHANGES_PER_KIND` changes served whole (`after_version=0`:
+/// the controller reads the worker's every proxy and sends all of it) and as many served as
+/// deltas (the version the caller holds: the controller reads what the change journal
+/// names and sends that): the bench process's CPU per change (the controller, plus the
+/// loopback client receiving the bytes; the answer is not parsed inside the window) and
+/// the bytes on the wire, medians.
+async fn per_change(
+    pool: &MemoryPool,
+    control: SocketAddr,
+    session: &str,
+    mut version: u64,
+    proxies: usize,
+) -> PerChange {
+    use proxypool_core::{
+        CooldownChange, CooldownStore, Domain, DomainCooldown, OwnershipRepository,
+    };
+    let worker = WorkerId::new(WORKER).unwrap();
+    let owned = pool.owned_by(now_millis(), &worker, proxies).await.unwrap();
+    let snapshot_path = proxypool_core::control::snapshot_path(&worker);
+    let mut rows = Vec::new();
+    let mut next = 0usize;
+    for kind in ["cooldown set", "lease renewed"] {
+        let mut measured = [Vec::new(), Vec::new()];
+        for round in 0..2 * CHANGES_PER_KIND {
+            let whole = round % 2 == 0;
+            let owned = &owned[next % owned.len()];
+            next += 7_919;
+            let now = now_millis();
+            match kind {
+                "cooldown set" => {
+                    let entry = DomainCooldown {
+                        proxy_id: owned.record.id.clone(),
+                        domain: Domain::of_host("example.com").unwrap(),
+                        project: None,
+                        until_ms: now + 60_000,
+                        strikes: 1,
+                        forget_at_ms: now + 120_000,
+                    };
+                    pool.apply_cooldowns(now, &[CooldownChange::Set(entry)])
+                        .await
+                        .unwrap();
+                }
+                _ => {
+                    pool.renew(
+                        now,
+                        &owned.record.id,
+                        &worker,
+                        owned.assignment.epoch,
+                        30_000 + round as u64,
+                    )
+                    .await
+                    .unwrap();
+                }
+            }
+            let after = if whole { 0 } else { version };
+            let path =
+                format!("{snapshot_path}?session_id={session}&after_version={after}&wait_ms=0");
+            let cpu0 = process_cpu_ns(std::process::id());
+            let (status, body) = call(control, "GET", &path, None).await;
+            let spent = process_cpu_ns(std::process::id()) - cpu0;
+            assert_eq!(status, 200);
+            assert_eq!(body.starts_with(b"{\"delta\""), !whole, "served as asked");
+            version = update_version(&body);
+            measured[usize::from(!whole)].push((spent, body.len()));
+        }
+        let median = |m: &mut Vec<(u64, usize)>| {
+            m.sort();
+            let cpu = m[m.len() / 2].0 as f64 / 1e6;
+            let mut bytes: Vec<usize> = m.iter().map(|(_, b)| *b).collect();
+            bytes.sort();
+            (cpu, bytes[bytes.len() / 2])
+        };
+        let (whole_cpu, whole_bytes) = median(&mut measured[0]);
+        let (delta_cpu, delta_bytes) = median(&mut measured[1]);
+        rows.push(format!(
+            "| {proxies} | {kind} | {whole_cpu:.2} | {whole_bytes} | {delta_cpu:.3} | {delta_bytes} | {:.0}× | {:.0}× |",
+            whole_cpu / delta_cpu,
+            whole_bytes as f64 / delta_bytes as f64,
+        ));
+    }
+    PerChange { version, rows }
+}
 
 /// A `proxypool gateway` process of the worker, and its listeners.
 struct GatewayProcess {
@@ -476,6 +686,14 @@ fn main() {
     });
     for proxies in SIZES {
         runtime.block_on(measure(&bench, proxies));
+    }
+    println!();
+    println!(
+        "| proxies | change | whole: CPU ms | whole: bytes | delta: CPU ms | delta: bytes | CPU ratio | bytes ratio |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for row in CHANGES.lock().unwrap().iter() {
+        println!("{row}");
     }
     let results = RESULTS.lock().unwrap();
     let (small, large) = (results[0], results[results.len() - 1]);

@@ -231,7 +231,8 @@ async fn session_feedback_reaches_the_workers_of_its_client_until_it_expires() {
 #[tokio::test]
 async fn snapshots_carry_the_store_s_ticket_key_counted_in_their_checksum() {
     use proxypool_core::TicketKeyStore;
-    use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_keyed, snapshot_checksum_of};
+    use proxypool_core::control::WorkerSnapshot;
+    use proxypool_core::snapshot_content::{snapshot_checksum_keyed, snapshot_checksum_of};
     let (controller, pool, _clock) = controller(config(""));
     seed_available(pool.as_ref(), T0, "acme", 3).await;
     let client = ControlClient::new(serve_control(&controller).await, Some(WORKER_TOKEN));

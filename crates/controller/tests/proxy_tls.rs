@@ -5,7 +5,8 @@
 mod common;
 
 use common::*;
-use proxypool_core::control::{WorkerSnapshot, snapshot_checksum_full};
+use proxypool_core::control::WorkerSnapshot;
+use proxypool_core::snapshot_content::snapshot_checksum_full;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_carry_each_upstreams_proxy_tls() {

@@ -111,6 +111,59 @@ pub fn content_checksum(
     checksum_text(sum)
 }
 
+/// The checksum of a snapshot's content (proxies and clients, every field of each,
+/// including a client's `allowed_ports`), so a worker and the controller can agree on
+/// exactly what was applied.
+pub fn snapshot_checksum(proxies: &[SnapshotProxy], clients: &[GatewayClient]) -> String {
+    snapshot_checksum_with_held(proxies, &[], clients)
+}
+
+/// The checksum of a snapshot that also holds draining leases; with none it is
+/// [`snapshot_checksum`], so snapshots without drains keep the checksum they always had.
+pub fn snapshot_checksum_with_held(
+    proxies: &[SnapshotProxy],
+    held: &[HeldLease],
+    clients: &[GatewayClient],
+) -> String {
+    snapshot_checksum_of(proxies, held, clients, &Advisories::default())
+}
+
+/// The checksum of a snapshot's content without a ticket key (see [`snapshot_checksum_keyed`]).
+pub fn snapshot_checksum_of(
+    proxies: &[SnapshotProxy],
+    held: &[HeldLease],
+    clients: &[GatewayClient],
+    advisories: &Advisories,
+) -> String {
+    snapshot_checksum_keyed(proxies, held, clients, advisories, None)
+}
+
+/// The checksum of a whole snapshot's content (`crate::snapshot_content`: a sum of one
+/// digest per item, so a delta can update it). The ticket key counts by its
+/// [`TicketKey::id`], never the key itself.
+pub fn snapshot_checksum_keyed(
+    proxies: &[SnapshotProxy],
+    held: &[HeldLease],
+    clients: &[GatewayClient],
+    advisories: &Advisories,
+    ticket_key: Option<&TicketKey>,
+) -> String {
+    snapshot_checksum_full(proxies, held, clients, advisories, ticket_key, &[])
+}
+
+/// [`snapshot_checksum_keyed`] with the upstreams' TLS settings, which count only when
+/// some upstream has any.
+pub fn snapshot_checksum_full(
+    proxies: &[SnapshotProxy],
+    held: &[HeldLease],
+    clients: &[GatewayClient],
+    advisories: &Advisories,
+    ticket_key: Option<&TicketKey>,
+    upstream_tls: &[UpstreamTls],
+) -> String {
+    content_checksum(proxies, held, clients, advisories, ticket_key, upstream_tls)
+}
+
 /// An item with its digest, so replacing it needs no second serialization of the old one.
 #[derive(Debug, Clone, PartialEq)]
 struct Digested<T> {
@@ -666,5 +719,92 @@ fn digested_list<T: Serialize>(kind: u8, items: Vec<T>) -> Digested<Vec<T>> {
     Digested {
         item: items,
         digest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::ClientRotation;
+    use crate::ids::ClientId;
+    use crate::port_set::PortSet;
+    use crate::secret_hash::SecretHash;
+
+    fn client() -> GatewayClient {
+        GatewayClient {
+            id: ClientId::new("acme").unwrap(),
+            project: "acme".into(),
+            password_hash: SecretHash::derive("pw", "salt").unwrap(),
+            allowed_upstreams: Vec::new(),
+            allowed_regions: Vec::new(),
+            ip_allowlist: Vec::new(),
+            rate_limit: None,
+            max_connections: 8,
+            allowed_ports: None,
+            ban_statuses: None,
+            rotation: None,
+        }
+    }
+
+    #[test]
+    fn the_checksum_covers_a_client_s_port_override() {
+        let plain = snapshot_checksum(&[], &[client()]);
+        let ports = GatewayClient {
+            allowed_ports: Some(PortSet::only([443])),
+            ..client()
+        };
+        let with_ports = snapshot_checksum(&[], std::slice::from_ref(&ports));
+        assert_ne!(plain, with_ports);
+        let other = GatewayClient {
+            allowed_ports: Some(PortSet::only([443, 8443])),
+            ..client()
+        };
+        assert_ne!(with_ports, snapshot_checksum(&[], &[other]));
+        // Without an override the JSON (and so the checksum) is what it was before the
+        // field existed, and a client sent without it reads back as `None`.
+        let json = serde_json::to_value(client()).unwrap();
+        assert!(json.get("allowed_ports").is_none());
+        let back: GatewayClient = serde_json::from_value(json).unwrap();
+        assert_eq!(back.allowed_ports, None);
+        let back: GatewayClient =
+            serde_json::from_value(serde_json::to_value(&ports).unwrap()).unwrap();
+        assert_eq!(back, ports);
+    }
+
+    #[test]
+    fn a_client_s_rotation_is_in_the_checksum_only_when_set() {
+        let plain = client();
+        let json = serde_json::to_value(&plain).unwrap();
+        assert!(json.get("rotation").is_none(), "{json}");
+        let cases = [
+            (ClientRotation::PerRequest, serde_json::json!("per_request")),
+            (ClientRotation::LeastUsed, serde_json::json!("least_used")),
+            (
+                ClientRotation::EveryRequests(5),
+                serde_json::json!({ "every_requests": 5 }),
+            ),
+            (
+                ClientRotation::EveryMs(30_000),
+                serde_json::json!({ "every_ms": 30_000 }),
+            ),
+        ];
+        let mut checksums = vec![snapshot_checksum(&[], std::slice::from_ref(&plain))];
+        for (rotation, expected) in cases {
+            let with = GatewayClient {
+                rotation: Some(rotation),
+                ..client()
+            };
+            let json = serde_json::to_value(&with).unwrap();
+            assert_eq!(json["rotation"], expected);
+            let back: GatewayClient = serde_json::from_value(json).unwrap();
+            assert_eq!(back, with);
+            checksums.push(snapshot_checksum(&[], &[with]));
+        }
+        let distinct: std::collections::HashSet<_> = checksums.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            checksums.len(),
+            "every rotation changes the checksum"
+        );
     }
 }

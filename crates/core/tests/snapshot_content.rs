@@ -3,9 +3,9 @@
 //! changes nothing.
 
 use proxypool_core::control::{
-    Advisories, GatewayClient, HeldLease, SnapshotProxy, WorkerSnapshot, snapshot_checksum_full,
+    Advisories, GatewayClient, HeldLease, SnapshotProxy, WorkerSnapshot,
 };
-use proxypool_core::snapshot_content::{ContentError, SnapshotContent};
+use proxypool_core::snapshot_content::{ContentError, SnapshotContent, snapshot_checksum_full};
 use proxypool_core::snapshot_delta::{LeaseEnd, SnapshotDelta};
 use proxypool_core::{
     ClientId, CooldownPolicy, Credentials, Domain, DomainCooldown, Protocol, ProxyId, SecretHash,

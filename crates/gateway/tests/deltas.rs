@@ -1,6 +1,6 @@
 //! Incremental snapshots at the gateway: a delta that moves only lease ends and cooldowns
-//! is applied to the proxies' slots without a new view, one that adds a proxy builds a new
-//! view, and one that does not fit the held content is refused and the whole snapshot is
+//! is applied to the proxies' slots without a new view, one that adds or removes a proxy
+//! builds a new view from the current one, and one that does not fit the held content is refused and the whole snapshot is
 //! asked for instead.
 
 mod common;
@@ -82,17 +82,31 @@ async fn deltas_patch_leases_and_cooldowns_rebuild_for_new_proxies_and_recover_w
         assert_eq!((state.wholes_served, state.deltas_served), (1, 3));
     }
 
+    // A proxy removed: a new view without it; the others keep their lease ends.
+    controller.publish(
+        vec![leased_until(p(1), renewed_until), p(2), p(4)],
+        clients(),
+    );
+    acked(&controller, 5).await;
+    let (_, status) = admin_json(&gateway, "/status").await;
+    assert_eq!(status["snapshot"]["proxies"], 3, "{status}");
+    assert_eq!(
+        status["leases"]["earliest_end_ms"], renewed_until,
+        "{status}"
+    );
+    assert_eq!(status["cooldowns"]["cooling"], 1, "{status}");
+
     // A delta whose result does not match: refused, and the whole snapshot asked for.
     controller.state.lock().unwrap().corrupt_next_delta = true;
     controller.publish(vec![p(1), p(2)], clients());
-    acked(&controller, 5).await;
+    acked(&controller, 6).await;
     let (_, status) = admin_json(&gateway, "/status").await;
     assert_eq!(status["snapshot"]["proxies"], 2, "{status}");
     {
         let state = controller.state.lock().unwrap();
         assert_eq!(
             (state.wholes_served, state.deltas_served),
-            (2, 4),
+            (2, 5),
             "the refused delta was followed by the whole snapshot"
         );
         assert!(

@@ -221,8 +221,8 @@ impl ControlLoop {
         }
     }
 
-    /// Applies a delta to the held content and then to the slots (lease ends and
-    /// cooldowns only) or to a new view. Any failure drops the content, so the next poll
+    /// Applies a delta to the held content and then to the gateway's state
+    /// (`SnapshotStore::apply_delta`). Any failure drops the content, so the next poll
     /// asks for the whole snapshot; the current view keeps serving meanwhile.
     fn apply_delta(
         &self,
@@ -234,15 +234,9 @@ impl ControlLoop {
         };
         held.apply(delta).map_err(|error| error.to_string())?;
         self.metrics.snapshot_deltas.increment(1);
-        let applied = if delta.touches_only_leases_and_cooldowns() {
-            self.store
-                .patch(delta, &held, || self.bans.ledger.overlay())
-        } else {
-            self.store
-                .apply_content(&held, delta.generated_at_ms, delta.max_staleness_ms, || {
-                    self.bans.ledger.overlay()
-                })
-        };
+        let applied = self
+            .store
+            .apply_delta(delta, &held, || self.bans.ledger.overlay());
         let reference = applied.map_err(|error| error.to_string())?;
         *content = Some(held);
         Ok(reference)

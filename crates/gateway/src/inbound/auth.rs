@@ -92,7 +92,8 @@ fn password_matches(hash: Option<&SecretHash>, password: &str) -> bool {
 pub(crate) mod tests {
     use super::*;
     use crate::snapshot::SnapshotStore;
-    use proxypool_core::control::{GatewayClient, WorkerSnapshot, snapshot_checksum};
+    use proxypool_core::control::{GatewayClient, WorkerSnapshot};
+    use proxypool_core::snapshot_content::snapshot_checksum;
     use proxypool_core::{ClientId, SnapshotRef, SystemClock, WorkerId};
     use std::cell::Cell;
 

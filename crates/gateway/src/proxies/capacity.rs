@@ -283,6 +283,63 @@ impl CapacityRegistry {
         Arc::clone(&self.freed)
     }
 
+    /// What [`prepare`](Self::prepare) does for a delta: the slots of the proxies it adds
+    /// (existing counters kept), the ones it removes marked as removed, the cap checked for
+    /// `listed` proxies in all. Nothing changes when the cap would be exceeded. Costs one
+    /// pass over the tracked entries (no copy of the listing).
+    pub(crate) fn prepare_changes(
+        &self,
+        added: &[&ProxyId],
+        removed: &[&ProxyId],
+        listed: usize,
+    ) -> Result<Vec<Arc<ProxySlot>>, RegistryFull> {
+        let now = Instant::now();
+        let mut tracked = self.tracked.lock_or_recover();
+        prune(&mut tracked, now);
+        let going: std::collections::HashSet<&ProxyId> = removed.iter().copied().collect();
+        let coming: std::collections::HashSet<&ProxyId> = added.iter().copied().collect();
+        let busy_removed = tracked
+            .iter()
+            .filter(|(id, entry)| {
+                !coming.contains(id)
+                    && (entry.removed_at.is_some() || going.contains(id))
+                    && entry.slot.load().total() > 0
+            })
+            .count();
+        let needed = listed + busy_removed;
+        if needed > self.cap {
+            return Err(RegistryFull {
+                needed,
+                cap: self.cap,
+            });
+        }
+        for id in removed {
+            if let Some(entry) = tracked.get_mut(*id)
+                && entry.removed_at.is_none()
+            {
+                entry.removed_at = Some(now);
+            }
+        }
+        if tracked.len() + added.len() > self.cap {
+            // Idle removed proxies go before their grace ends rather than break the cap.
+            tracked.retain(|id, entry| {
+                entry.removed_at.is_none() || coming.contains(id) || entry.slot.load().total() > 0
+            });
+        }
+        let pool_shards = self.pool_shards.load(Ordering::Relaxed);
+        Ok(added
+            .iter()
+            .map(|id| {
+                let entry = tracked.entry((*id).clone()).or_insert_with(|| Tracked {
+                    slot: Arc::new(ProxySlot::with_signal(Arc::clone(&self.freed), pool_shards)),
+                    removed_at: None,
+                });
+                entry.removed_at = None;
+                Arc::clone(&entry.slot)
+            })
+            .collect())
+    }
+
     /// The slots for a new snapshot's proxies (existing counters kept), marking proxies
     /// no longer listed as removed. Nothing changes when the cap would be exceeded.
     pub(crate) fn prepare(&self, ids: &[&ProxyId]) -> Result<Vec<Arc<ProxySlot>>, RegistryFull> {
@@ -450,6 +507,32 @@ mod tests {
         assert!(entries[0].draining, "removed while busy: draining");
         drop(lease);
         assert!(registry.runtime_entries().is_empty());
+    }
+
+    #[test]
+    fn a_delta_keeps_counters_marks_removals_and_counts_busy_removed_against_the_cap() {
+        let registry = CapacityRegistry::new(3);
+        let (a, b, c, d) = (id(1), id(2), id(3), id(4));
+        let slots = registry.prepare(&[&a, &b]).unwrap();
+        let busy = slots[1].try_reserve(5).unwrap().activate();
+        // b goes while busy: it drains, and still takes a place under the cap.
+        let added = registry.prepare_changes(&[&c], &[&b], 2).unwrap();
+        assert_eq!(added.len(), 1);
+        let entries = registry.runtime_entries();
+        assert!(entries.iter().any(|e| e.proxy_id == b && e.draining));
+        assert!(
+            registry.prepare_changes(&[&d], &[], 3).is_err(),
+            "3 listed + 1 draining is past the cap of 3"
+        );
+        assert!(
+            registry.slot(&d).is_none(),
+            "a refused delta changed nothing"
+        );
+        drop(busy);
+        let again = registry.prepare_changes(&[&d], &[], 3).unwrap();
+        assert_eq!(again.len(), 1);
+        // a was never touched: the same counters.
+        assert!(Arc::ptr_eq(&registry.slot(&a).unwrap(), &slots[0]));
     }
 
     #[test]

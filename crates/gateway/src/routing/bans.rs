@@ -212,7 +212,7 @@ fn pinned_proxy<'v>(
 ) -> Option<&'v ViewProxy> {
     let pin = sticky.get(feedback.client.as_str(), &feedback.session, now_ms)?;
     let index = view.index_of(&pin.proxy)?;
-    view.proxies.get(index as usize)
+    view.proxies.get(index as usize).map(|p| &**p)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::policy::limits::{ClientCounters, ClientLimiter, LimiterClock};
 use crate::proxies::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
 use crate::refusal::Refusal;
 use arc_swap::ArcSwapOption;
-use proxypool_core::control::WorkerSnapshot;
+use proxypool_core::control::{GatewayClient, WorkerSnapshot};
 use proxypool_core::snapshot_content::{ContentError, SnapshotContent};
 use proxypool_core::snapshot_delta::SnapshotDelta;
 use proxypool_core::{
@@ -162,7 +162,7 @@ impl SnapshotStore {
 
     /// Swaps in the view of `content`, which a delta just changed beyond what
     /// [`patch`](Self::patch) can do (proxies or clients came or went, or changed).
-    pub(crate) fn apply_content(
+    fn apply_content(
         &self,
         content: &SnapshotContent,
         generated_at_ms: UnixMillis,
@@ -173,23 +173,75 @@ impl SnapshotStore {
         self.install(snapshot, local_cooldowns)
     }
 
-    /// Applies a delta that moves only lease ends, draining leases and cooldowns of proxies
-    /// the current view lists, to their slots, without a new view; the view then names
-    /// the delta's version. Fails (changing nothing) when the current view is not the
-    /// delta's base.
-    pub(crate) fn patch(
+    /// Applies a delta that `content` already holds applied: into the slots when it moves
+    /// only lease ends, draining leases and cooldowns ([`patch`](Self::patch)); else as a
+    /// new view that keeps every unchanged proxy of the current one
+    /// ([`SnapshotView::with_delta`]); a whole new view when the upstreams' TLS changed.
+    pub(crate) fn apply_delta(
         &self,
         delta: &SnapshotDelta,
         content: &SnapshotContent,
         local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
     ) -> Result<SnapshotRef, ApplyError> {
-        let view = self.view.load_full().ok_or(ApplyError::NotPatchable)?;
-        if view.session_id != delta.session_id
-            || *view.reference() != delta.base
-            || !delta.touches_only_leases_and_cooldowns()
-        {
-            return Err(ApplyError::NotPatchable);
+        if delta.touches_only_leases_and_cooldowns() {
+            return self.patch(delta, content, local_cooldowns);
         }
+        let current = self.view.load_full().ok_or(ApplyError::NotPatchable)?;
+        if delta.upstream_tls.is_some()
+            || current.session_id != delta.session_id
+            || *current.reference() != delta.base
+        {
+            return self.apply_content(
+                content,
+                delta.generated_at_ms,
+                delta.max_staleness_ms,
+                local_cooldowns,
+            );
+        }
+        let limiter = self.limiter_for(content.clients())?;
+        let added: Vec<&ProxyId> = delta.upsert.iter().map(|p| &p.id).collect();
+        let removed: Vec<&ProxyId> = delta.remove.iter().collect();
+        let slots = self
+            .registry
+            .prepare_changes(&added, &removed, content.proxy_count())?;
+        // Nothing fails from here on (see `install`).
+        let session_end = self.session_end();
+        for (proxy, slot) in delta.upsert.iter().zip(&slots) {
+            slot.cutoff.set_session_end(session_end);
+            slot.cutoff
+                .set_lease_end(proxy.lease_until_ms.min(proxy.usable_until_ms));
+        }
+        self.set_lease_ends(delta, content);
+        // An added proxy's table is the content's entries (a slot kept from an earlier
+        // listing may remember others), like every changed one's.
+        let mut refreshed: Vec<&ProxyId> = delta.cooldowns.iter().map(|g| &g.proxy_id).collect();
+        refreshed.extend(added.iter().copied());
+        self.replace_cooldowns(&refreshed, content, local_cooldowns);
+        let client_ids: Vec<_> = content.clients().iter().map(|c| &c.id).collect();
+        let connections = self.clients.prepare(&client_ids);
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let (view, skipped) = current.with_delta(
+            delta,
+            content,
+            ViewParts {
+                slots,
+                connections,
+                limiter,
+                generation,
+            },
+        );
+        for (id, why) in &skipped.proxies {
+            tracing::warn!(proxy = %id, %why, "snapshot proxy cannot be dialed; skipped");
+        }
+        self.view.store(Some(Arc::new(view)));
+        self.swaps
+            .send_modify(|swaps| *swaps = swaps.wrapping_add(1));
+        self.mark_fresh();
+        Ok(delta.reference.clone())
+    }
+
+    /// A delta's new lease ends of listed proxies and of draining ones, into their slots.
+    fn set_lease_ends(&self, delta: &SnapshotDelta, content: &SnapshotContent) {
         for lease in &delta.leases {
             if let Some(slot) = self.registry.slot(&lease.id)
                 && let Some(proxy) = content.proxy(&lease.id)
@@ -205,28 +257,55 @@ impl SnapshotStore {
                 slot.cutoff.set_lease_end(held.lease_until_ms);
             }
         }
-        if !delta.cooldowns.is_empty() {
-            let shipped: Vec<DomainCooldown> = delta
-                .cooldowns
-                .iter()
-                .flat_map(|group| group.entries.iter().cloned())
-                .collect();
-            let slots: Vec<(ProxyId, Arc<ProxySlot>)> = delta
-                .cooldowns
-                .iter()
-                .filter_map(|g| {
-                    self.registry
-                        .slot(&g.proxy_id)
-                        .map(|slot| (g.proxy_id.clone(), slot))
-                })
-                .collect();
-            replace_shipped(
-                &shipped,
-                slots.iter().map(|(id, slot)| (id, slot)),
-                &local_cooldowns(),
-                self.clock.now(),
-            );
+    }
+
+    /// Replaces the cooldown tables of `proxies` with the content's entries, the local
+    /// changes laid over them.
+    fn replace_cooldowns(
+        &self,
+        proxies: &[&ProxyId],
+        content: &SnapshotContent,
+        local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
+    ) {
+        if proxies.is_empty() {
+            return;
         }
+        let shipped: Vec<DomainCooldown> = proxies
+            .iter()
+            .flat_map(|id| content.cooldowns(id).iter().cloned())
+            .collect();
+        let slots: Vec<(&ProxyId, Arc<ProxySlot>)> = proxies
+            .iter()
+            .filter_map(|id| self.registry.slot(id).map(|slot| (*id, slot)))
+            .collect();
+        replace_shipped(
+            &shipped,
+            slots.iter().map(|(id, slot)| (*id, slot)),
+            &local_cooldowns(),
+            self.clock.now(),
+        );
+    }
+
+    /// Applies a delta that moves only lease ends, draining leases and cooldowns of proxies
+    /// the current view lists, to their slots, without a new view; the view then names
+    /// the delta's version. Fails (changing nothing) when the current view is not the
+    /// delta's base.
+    fn patch(
+        &self,
+        delta: &SnapshotDelta,
+        content: &SnapshotContent,
+        local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
+    ) -> Result<SnapshotRef, ApplyError> {
+        let view = self.view.load_full().ok_or(ApplyError::NotPatchable)?;
+        if view.session_id != delta.session_id
+            || *view.reference() != delta.base
+            || !delta.touches_only_leases_and_cooldowns()
+        {
+            return Err(ApplyError::NotPatchable);
+        }
+        self.set_lease_ends(delta, content);
+        let changed: Vec<&ProxyId> = delta.cooldowns.iter().map(|g| &g.proxy_id).collect();
+        self.replace_cooldowns(&changed, content, local_cooldowns);
         view.set_reference(delta.reference.clone());
         view.refresh_leases();
         self.mark_fresh();
@@ -249,7 +328,7 @@ impl SnapshotStore {
             });
         }
         let seen: HashSet<&ProxyId> = snapshot.proxies.iter().map(|p| &p.id).collect();
-        let limiter = self.limiter_for(&snapshot)?;
+        let limiter = self.limiter_for(&snapshot.clients)?;
         let ids: Vec<&ProxyId> = snapshot.proxies.iter().map(|p| &p.id).collect();
         let slots = self.registry.prepare(&ids)?;
         // Nothing fails from here on. The new lease ends go into the slots before the view
@@ -303,9 +382,8 @@ impl SnapshotStore {
 
     /// The client limiter for this snapshot's policies: the current one when unchanged
     /// (so buckets and lockouts survive), else a new one.
-    fn limiter_for(&self, snapshot: &WorkerSnapshot) -> Result<Arc<ClientLimiter>, ApplyError> {
-        let mut specs: Vec<_> = snapshot
-            .clients
+    fn limiter_for(&self, clients: &[GatewayClient]) -> Result<Arc<ClientLimiter>, ApplyError> {
+        let mut specs: Vec<_> = clients
             .iter()
             .filter_map(|c| c.rate_limit.clone().map(|spec| (c.id.clone(), spec)))
             .collect();

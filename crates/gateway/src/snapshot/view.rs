@@ -11,12 +11,14 @@ use crate::snapshot::proxy_tls::{ProxyTls, UpstreamTrust};
 use arc_swap::ArcSwap;
 use http::HeaderValue;
 use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
+use proxypool_core::snapshot_content::SnapshotContent;
+use proxypool_core::snapshot_delta::SnapshotDelta;
 use proxypool_core::{
     ClientId, CooldownPolicy, Credentials, Label, PortSet, ProjectId, Protocol, ProxyId,
     SecretHash, SessionFeedback, SnapshotRef, TicketKey, TicketSigner, UnixMillis, UpstreamId,
 };
 use proxypool_proto::TargetAddr;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -114,7 +116,9 @@ pub(crate) struct SnapshotView {
     pub max_staleness_ms: u64,
     /// Increases with every applied snapshot (per-connection caches key on it).
     pub generation: u64,
-    pub proxies: Vec<ViewProxy>,
+    /// Shared with the views built after it from deltas: an unchanged proxy is the same
+    /// `Arc` in each.
+    pub proxies: Vec<Arc<ViewProxy>>,
     pub limiter: Arc<ClientLimiter>,
     /// How bans grow cooldowns: the controller's `[cooldowns]`, or the default.
     pub cooldown_policy: CooldownPolicy,
@@ -140,12 +144,31 @@ pub(crate) struct SnapshotView {
 /// What the view needs besides the snapshot: counters that outlive views.
 #[derive(Debug)]
 pub(crate) struct ViewParts {
-    /// One per snapshot proxy, in snapshot order.
+    /// One per snapshot proxy, in snapshot order (for a delta: one per proxy it adds or
+    /// replaces, in its order).
     pub slots: Vec<Arc<ProxySlot>>,
     /// One per snapshot client, in snapshot order.
     pub connections: Vec<Arc<AtomicU32>>,
     pub limiter: Arc<ClientLimiter>,
     pub generation: u64,
+}
+
+/// [`ViewParts`] but the slots, which the proxies already hold.
+struct Shared {
+    connections: Vec<Arc<AtomicU32>>,
+    limiter: Arc<ClientLimiter>,
+    generation: u64,
+}
+
+/// What a view says besides its proxies and clients.
+struct Header {
+    reference: SnapshotRef,
+    session_id: String,
+    generated_at_ms: UnixMillis,
+    max_staleness_ms: u64,
+    policy: Option<CooldownPolicy>,
+    session_feedback: Vec<SessionFeedback>,
+    ticket_key: Option<TicketKey>,
 }
 
 /// Proxies left out of a view because they cannot be dialed as given.
@@ -159,17 +182,108 @@ impl SnapshotView {
         let mut skipped = Skipped::default();
         let mut proxies = Vec::with_capacity(snapshot.proxies.len());
         let trust = UpstreamTrust::of(&snapshot.upstream_tls);
-        for (proxy, slot) in snapshot.proxies.into_iter().zip(parts.slots) {
+        let ViewParts {
+            slots,
+            connections,
+            limiter,
+            generation,
+        } = parts;
+        for (proxy, slot) in snapshot.proxies.into_iter().zip(slots) {
             match view_proxy(proxy, slot, &trust) {
-                Ok(proxy) => proxies.push(proxy),
+                Ok(proxy) => proxies.push(Arc::new(proxy)),
                 Err((id, why)) => skipped.proxies.push((id, why)),
             }
         }
+        let view = SnapshotView::assemble(
+            Header {
+                reference: snapshot.reference,
+                session_id: snapshot.session_id,
+                generated_at_ms: snapshot.generated_at_ms,
+                max_staleness_ms: snapshot.max_staleness_ms,
+                policy: snapshot.advisories.policy,
+                session_feedback: snapshot.advisories.session_feedback,
+                ticket_key: snapshot.ticket_key,
+            },
+            proxies,
+            snapshot.clients,
+            Shared {
+                connections,
+                limiter,
+                generation,
+            },
+        );
+        (view, skipped)
+    }
+
+    /// The view after `delta`, which `content` already holds applied: the proxies it
+    /// neither removes nor replaces are this view's own (the same `Arc`s), the ones it
+    /// adds or replaces are built with `parts.slots` (one per `delta.upsert`, in order),
+    /// and the indexes, clients and advisories are made anew. The upstreams' TLS must be
+    /// unchanged (a delta that changes it gets a whole new view).
+    pub(crate) fn with_delta(
+        &self,
+        delta: &SnapshotDelta,
+        content: &SnapshotContent,
+        parts: ViewParts,
+    ) -> (Self, Skipped) {
+        let mut skipped = Skipped::default();
+        let replaced: HashSet<&ProxyId> = delta
+            .remove
+            .iter()
+            .chain(delta.upsert.iter().map(|p| &p.id))
+            .collect();
+        let mut proxies: Vec<Arc<ViewProxy>> = self
+            .proxies
+            .iter()
+            .filter(|p| !replaced.contains(&p.id))
+            .cloned()
+            .collect();
+        let trust = UpstreamTrust::of(content.upstream_tls());
+        let ViewParts {
+            slots,
+            connections,
+            limiter,
+            generation,
+        } = parts;
+        for (proxy, slot) in delta.upsert.iter().cloned().zip(slots) {
+            match view_proxy(proxy, slot, &trust) {
+                Ok(proxy) => proxies.push(Arc::new(proxy)),
+                Err((id, why)) => skipped.proxies.push((id, why)),
+            }
+        }
+        let view = SnapshotView::assemble(
+            Header {
+                reference: delta.reference.clone(),
+                session_id: delta.session_id.clone(),
+                generated_at_ms: delta.generated_at_ms,
+                max_staleness_ms: delta.max_staleness_ms,
+                policy: content.policy().copied(),
+                session_feedback: content.session_feedback().to_vec(),
+                ticket_key: content.ticket_key().cloned(),
+            },
+            proxies,
+            content.clients().to_vec(),
+            Shared {
+                connections,
+                limiter,
+                generation,
+            },
+        );
+        (view, skipped)
+    }
+
+    /// A view of these proxies and clients, indexed.
+    fn assemble(
+        header: Header,
+        proxies: Vec<Arc<ViewProxy>>,
+        clients: Vec<GatewayClient>,
+        parts: Shared,
+    ) -> Self {
         let mut view = SnapshotView {
-            reference: ArcSwap::from_pointee(snapshot.reference),
-            session_id: snapshot.session_id,
-            generated_at_ms: snapshot.generated_at_ms,
-            max_staleness_ms: snapshot.max_staleness_ms,
+            reference: ArcSwap::from_pointee(header.reference),
+            session_id: header.session_id,
+            generated_at_ms: header.generated_at_ms,
+            max_staleness_ms: header.max_staleness_ms,
             generation: parts.generation,
             all: (0..proxies.len() as u32).collect(),
             by_id: HashMap::with_capacity(proxies.len()),
@@ -177,14 +291,13 @@ impl SnapshotView {
             by_region: HashMap::new(),
             by_carrier: HashMap::new(),
             by_protocol: HashMap::new(),
-            clients: HashMap::with_capacity(snapshot.clients.len()),
+            clients: HashMap::with_capacity(clients.len()),
             limiter: Arc::clone(&parts.limiter),
-            cooldown_policy: snapshot
-                .advisories
+            cooldown_policy: header
                 .policy
                 .unwrap_or_else(|| proxypool_config::CooldownsConfig::default().policy()),
-            session_feedback: snapshot.advisories.session_feedback,
-            tickets: snapshot.ticket_key.as_ref().map(TicketKey::signer),
+            session_feedback: header.session_feedback,
+            tickets: header.ticket_key.as_ref().map(TicketKey::signer),
             leased_until: AtomicU64::new(0),
             proxies,
         };
@@ -201,12 +314,12 @@ impl SnapshotView {
                 push(&mut view.by_carrier, carrier.clone(), index);
             }
         }
-        for (client, connections) in snapshot.clients.into_iter().zip(parts.connections) {
+        for (client, connections) in clients.into_iter().zip(parts.connections) {
             let entry = client_entry(client, connections, &parts.limiter);
             view.clients
                 .insert(entry.id.as_str().to_owned(), Arc::new(entry));
         }
-        (view, skipped)
+        view
     }
 
     /// The snapshot (version, epoch, checksum) the view shows now.

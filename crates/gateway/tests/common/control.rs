@@ -11,9 +11,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use proxypool_core::control::{
     Advisories, ErrorBody, ErrorDetail, GatewayClient, HeldLease, RegisterSession, ReportAck,
-    SessionGrant, SnapshotAck, SnapshotProxy, UpstreamTls, WorkerSnapshot, snapshot_checksum_full,
+    SessionGrant, SnapshotAck, SnapshotProxy, UpstreamTls, WorkerSnapshot,
 };
-use proxypool_core::snapshot_content::SnapshotContent;
+use proxypool_core::snapshot_content::{SnapshotContent, snapshot_checksum_full};
 use proxypool_core::snapshot_delta::{CONTROL_PROTOCOL, SnapshotUpdate};
 use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, TicketKey, WorkerId, now_millis};
 use std::net::SocketAddr;
