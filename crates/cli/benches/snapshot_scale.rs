@@ -67,8 +67,14 @@ fn config(proxies: usize) -> Config {
 [snapshot]
 max_proxies = 100000
 long_poll_wait = "5s"
+# The probe session sends no reports: it must outlive the per-change measurements.
+session_ttl = "10m"
+report_interval = "5s"
 
 [ownership]
+# No renewals run (no background loops): the leases must outlive the measurements.
+lease = "10m"
+renew_before = "1m"
 per_worker_target = {proxies}
 assign_batch = {proxies}
 
@@ -334,11 +340,18 @@ async fn measure(bench: &Bench, proxies: usize) {
 static RESULTS: std::sync::Mutex<Vec<(usize, u64)>> = std::sync::Mutex::new(Vec::new());
 static CHANGES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
-/// The gateway's `/status` snapshot version.
+/// The gateway's applied snapshot version, from its `/metrics` (which, unlike `/status`,
+/// does no work per proxy, so polling it costs the gateway little).
 async fn gateway_version(admin: SocketAddr) -> u64 {
-    let (_, body) = call(admin, "GET", "/status", None).await;
-    let status: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-    status["snapshot"]["version"].as_u64().unwrap_or(0)
+    let (_, body) = call(admin, "GET", "/metrics", None).await;
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("proxypool_gateway_snapshot_version ")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
 }
 
 /// The gateway's CPU per delta it applies: a cooldown set (patched into one proxy's slot)

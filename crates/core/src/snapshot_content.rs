@@ -86,6 +86,11 @@ fn policy_digest(policy: Option<&CooldownPolicy>) -> u128 {
     policy.map_or(0, |p| item_digest(tag::POLICY, p))
 }
 
+/// `sum` with the item digested `old` replaced by one digested `new`.
+fn swap(sum: u128, old: u128, new: u128) -> u128 {
+    sum.wrapping_sub(old).wrapping_add(new)
+}
+
 /// The checksum text of a digest sum.
 fn checksum_text(sum: u128) -> String {
     format!("{sum:032x}")
@@ -584,31 +589,31 @@ impl SnapshotContent {
                 }
             }
             let digest = sum_of(tag::CLIENT, clients);
-            sum = sum.wrapping_sub(self.clients.digest).wrapping_add(digest);
+            sum = swap(sum, self.clients.digest, digest);
             plan.clients = digest;
         }
         if let Some(policy) = &delta.policy {
-            sum = sum
-                .wrapping_sub(policy_digest(self.policy.as_ref()))
-                .wrapping_add(policy_digest(Some(policy)));
+            sum = swap(
+                sum,
+                policy_digest(self.policy.as_ref()),
+                policy_digest(Some(policy)),
+            );
         }
         if let Some(feedback) = &delta.session_feedback {
             let digest = sum_of(tag::FEEDBACK, feedback);
-            sum = sum
-                .wrapping_sub(self.session_feedback.digest)
-                .wrapping_add(digest);
+            sum = swap(sum, self.session_feedback.digest, digest);
             plan.session_feedback = digest;
         }
         if let Some(key) = &delta.ticket_key {
-            sum = sum
-                .wrapping_sub(ticket_digest(self.ticket_key.as_ref()))
-                .wrapping_add(ticket_digest(Some(key)));
+            sum = swap(
+                sum,
+                ticket_digest(self.ticket_key.as_ref()),
+                ticket_digest(Some(key)),
+            );
         }
         if let Some(tls) = &delta.upstream_tls {
             let digest = sum_of(tag::UPSTREAM_TLS, tls);
-            sum = sum
-                .wrapping_sub(self.upstream_tls.digest)
-                .wrapping_add(digest);
+            sum = swap(sum, self.upstream_tls.digest, digest);
             plan.upstream_tls = digest;
         }
         plan.sum = sum;

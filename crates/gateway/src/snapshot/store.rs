@@ -10,7 +10,7 @@
 //! accepted report), not the snapshot's age: an unchanged snapshot from a reachable
 //! controller is current.
 
-use super::view::{SnapshotView, ViewParts};
+use super::view::{Skipped, SnapshotView, ViewParts};
 use crate::policy::limits::{ClientCounters, ClientLimiter, LimiterClock};
 use crate::proxies::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
 use crate::refusal::Refusal;
@@ -230,13 +230,7 @@ impl SnapshotStore {
                 generation,
             },
         );
-        for (id, why) in &skipped.proxies {
-            tracing::warn!(proxy = %id, %why, "snapshot proxy cannot be dialed; skipped");
-        }
-        self.view.store(Some(Arc::new(view)));
-        self.swaps
-            .send_modify(|swaps| *swaps = swaps.wrapping_add(1));
-        self.mark_fresh();
+        self.swap_in(view, &skipped);
         Ok(delta.reference.clone())
     }
 
@@ -370,6 +364,12 @@ impl SnapshotStore {
                 generation,
             },
         );
+        self.swap_in(view, &skipped);
+        Ok(reference)
+    }
+
+    /// Makes `view` the current one and tells the waiters of view swaps.
+    fn swap_in(&self, view: SnapshotView, skipped: &Skipped) {
         for (id, why) in &skipped.proxies {
             tracing::warn!(proxy = %id, %why, "snapshot proxy cannot be dialed; skipped");
         }
@@ -377,7 +377,6 @@ impl SnapshotStore {
         self.swaps
             .send_modify(|swaps| *swaps = swaps.wrapping_add(1));
         self.mark_fresh();
-        Ok(reference)
     }
 
     /// The client limiter for this snapshot's policies: the current one when unchanged
