@@ -353,3 +353,69 @@ async fn a_library_flushed_from_the_slot_owner_is_loaded_there_again() {
     let inventory = pool.inventory(T0 + 2, &upstream).await.unwrap();
     assert_eq!(inventory.unextracted, 12);
 }
+
+/// `rediss+cluster://` as the controller opens it: every node verified against the store's
+/// CA, the slot map read over TLS (so it names the TLS ports), a failover followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_calls_verify_the_nodes_and_follow_a_failover() {
+    use proxypool_redis::RedisClient;
+
+    let ca = proxypool_testkit::TestCa::new("cluster-pool").unwrap();
+    let Some(mut cluster) = proxypool_testkit::redis_cluster_tls_or_skip(3, 1, &ca) else {
+        return;
+    };
+    let seeds: Vec<(String, u16)> = cluster
+        .tls_seed_urls()
+        .iter()
+        .map(|url| {
+            let port = url.trim_end_matches('/').rsplit_once(':').unwrap().1;
+            ("127.0.0.1".to_owned(), port.parse().unwrap())
+        })
+        .collect();
+    let options = || RedisPoolOptions {
+        key_prefix: support::unique_prefix("ctls"),
+        call_timeout: CALL_TIMEOUT,
+        ..RedisPoolOptions::default()
+    };
+    let certificates = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(std::fs::read(ca.ca_path()).unwrap()),
+    };
+    let client = RedisClient::cluster(
+        &seeds,
+        redis::RedisConnectionInfo::default(),
+        true,
+        Some(certificates),
+    )
+    .unwrap();
+    let pool = RedisPool::new(client, options()).unwrap();
+    until_available(|| pool.upsert(T0, batch(0..10))).await;
+    pool.probe().await.unwrap();
+    let primary = pool_primary(&cluster, &pool);
+    assert_eq!(libraries_on(&cluster, primary), 1);
+
+    // Without the CA the nodes' certificates are not trusted: no call gets through.
+    let untrusted =
+        RedisClient::cluster(&seeds, redis::RedisConnectionInfo::default(), true, None).unwrap();
+    let untrusted = RedisPool::new(untrusted, options()).unwrap();
+    let refused = untrusted.probe().await;
+    assert!(
+        matches!(refused, Err(PoolError::Unavailable(Unavailable::Store(_)))),
+        "{refused:?}"
+    );
+
+    let promoted = tokio::task::block_in_place(|| {
+        cluster.kill(primary).unwrap();
+        cluster.wait_for_failover(primary, FAILOVER_WAIT).unwrap()
+    });
+    let promoted_at = Instant::now();
+    until_available(|| pool.upsert(T0 + 1, batch(10..12))).await;
+    assert!(
+        promoted_at.elapsed() < RECOVERY,
+        "took {:?} after the promotion",
+        promoted_at.elapsed()
+    );
+    assert_eq!(pool_primary(&cluster, &pool), promoted);
+    let upstream = UpstreamId::new("acme").unwrap();
+    until_available(|| pool.inventory(T0 + 2, &upstream)).await;
+}
