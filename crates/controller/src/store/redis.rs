@@ -210,4 +210,23 @@ mod tests {
         );
         assert!(node_address("nohost").is_err());
     }
+
+    #[test]
+    fn a_cluster_store_opens_a_cluster_client_on_its_seeds() {
+        let config = StoreConfig {
+            url: "redis+cluster://10.0.0.1:7000,[::1]:7001".into(),
+            kind: StoreKind::Cluster {
+                nodes: vec!["10.0.0.1:7000".into(), "::1:7001".into()],
+                tls: false,
+            },
+            ..StoreConfig::default()
+        };
+        let client = client(&config).unwrap();
+        assert!(client.is_cluster());
+        let printed = format!("{client:?}");
+        assert!(
+            printed.contains("redis://10.0.0.1:7000/") && printed.contains("redis://[::1]:7001/"),
+            "{printed}"
+        );
+    }
 }
