@@ -419,3 +419,47 @@ async fn over_tls_calls_verify_the_nodes_and_follow_a_failover() {
     let upstream = UpstreamId::new("acme").unwrap();
     until_available(|| pool.inventory(T0 + 2, &upstream)).await;
 }
+
+/// The store password goes to every node the cluster client connects to (seeds and the
+/// nodes it learns), and a pool without it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_password_reaches_every_node() {
+    use proxypool_redis::RedisClient;
+
+    let Some(cluster) = proxypool_testkit::redis_cluster_or_skip(3, 1) else {
+        return;
+    };
+    const PASSWORD: &str = "cluster-s3cret";
+    for node in cluster.nodes() {
+        let mut connection = cluster.connect(node.port).unwrap();
+        connection
+            .command(&["CONFIG", "SET", "masterauth", PASSWORD])
+            .unwrap();
+        connection
+            .command(&["CONFIG", "SET", "requirepass", PASSWORD])
+            .unwrap();
+    }
+    // One seed only: the other nodes are learned from the slot map and need it too.
+    let seed = [("127.0.0.1".to_owned(), cluster.nodes()[0].port)];
+    let open = |settings| {
+        let client = RedisClient::cluster(&seed, settings, false, None).unwrap();
+        let options = RedisPoolOptions {
+            key_prefix: support::unique_prefix("cpw"),
+            call_timeout: CALL_TIMEOUT,
+            ..RedisPoolOptions::default()
+        };
+        RedisPool::new(client, options).unwrap()
+    };
+    let pool = open(redis::RedisConnectionInfo::default().set_password(PASSWORD));
+    for i in 0..3 {
+        until_available(|| pool.upsert(T0 + i, batch(i as usize..i as usize + 1))).await;
+    }
+    pool.probe().await.unwrap();
+    assert!(pool.durability().await.unwrap().servers.len() == 3);
+
+    let refused = open(redis::RedisConnectionInfo::default()).probe().await;
+    assert!(
+        matches!(refused, Err(PoolError::Unavailable(Unavailable::Store(_)))),
+        "{refused:?}"
+    );
+}
