@@ -1,6 +1,6 @@
-//! `[store]`: where the activity pool lives (the embedded memory store, one Redis, or
-//! Redis behind Sentinel), the Redis-only tuning and durability policy, and their checks.
-//! The URL is parsed into [`StoreKind`] at load and never carries a password.
+//! `[store]`: where the activity pool lives (the embedded memory store, one Redis, Redis
+//! behind Sentinel, or a Redis Cluster), the Redis-only tuning and durability policy, and
+//! their checks. The URL is parsed into [`StoreKind`] at load and never carries a password.
 
 use crate::check::Check;
 use crate::duration::Millis;
@@ -8,13 +8,14 @@ use crate::secret::SecretRef;
 use crate::target::split_host_port;
 use serde::{Deserialize, Serialize};
 
-/// Where the activity pool lives: `memory`, `redis://host:port/db` or
-/// `redis+sentinel://host:port[,host:port]/master_name[/db]`.
+/// Where the activity pool lives: `memory`, `redis://host:port/db`,
+/// `redis+sentinel://host:port[,host:port]/master_name[/db]` or
+/// `redis+cluster://host:port[,host:port]` (`rediss+cluster://` over TLS).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
     pub url: String,
-    /// Redis only: the password (for Sentinel, the master's).
+    /// Redis only: the password (for Sentinel, the master's; for a Cluster, every node's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<SecretRef>,
     /// Redis only: every key lives under `{key_prefix}:{activity}:` (1-64 characters of
@@ -29,8 +30,9 @@ pub struct StoreConfig {
     /// and maintenance loops; a standby takes over within this long after the holder dies.
     #[serde(default = "default_leader_lease")]
     pub leader_lease: Millis,
-    /// Redis only, with `rediss://`: the CA bundle the server must chain to (unset = the
-    /// system roots) and a client certificate if Redis asks for one (`tls-auth-clients`).
+    /// Redis only, with `rediss://` or `rediss+cluster://`: the CA bundle the server (every
+    /// cluster node) must chain to (unset = the system roots) and a client certificate if
+    /// Redis asks for one (`tls-auth-clients`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::ClientTlsConfig>,
     /// Redis Sentinel only: the sentinels and the master speak TLS (verified against the
@@ -97,6 +99,9 @@ pub enum StoreKind {
         master: String,
         db: u32,
     },
+    /// A Redis Cluster: seed nodes as `host:port` (an IPv6 host without brackets); `tls`
+    /// for `rediss+cluster://`. Database 0, the only one a cluster has.
+    Cluster { nodes: Vec<String>, tls: bool },
 }
 
 /// A Redis URL names no user or password: the password is given as `password`.
@@ -133,10 +138,19 @@ pub(crate) fn validate(c: &mut Check<'_>, store: &mut StoreConfig) {
             Ok(kind) => kind,
             Err(message) => return c.at("store.url", message),
         }
+    } else if let Some((rest, tls)) = cluster_seeds(&url) {
+        if !no_userinfo(c, "store.url", &url) {
+            return;
+        }
+        match parse_cluster(rest, tls) {
+            Ok(kind) => kind,
+            Err(message) => return c.at("store.url", message),
+        }
     } else {
         return c.at(
             "store.url",
-            "must be \"memory\", redis://HOST:PORT[/DB] or redis+sentinel://HOST:PORT[,HOST:PORT]/MASTER[/DB]",
+            "must be \"memory\", redis://HOST:PORT[/DB], redis+sentinel://HOST:PORT[,HOST:PORT]/MASTER[/DB] \
+             or redis+cluster://HOST:PORT[,HOST:PORT] (rediss:// and rediss+cluster:// over TLS)",
         );
     };
     if let Some(password) = &mut store.password {
@@ -148,9 +162,9 @@ pub(crate) fn validate(c: &mut Check<'_>, store: &mut StoreConfig) {
     if let Some(tls) = &mut store.tls {
         crate::tls::check_client(c, "store.tls", tls);
         c.require(
-            store.url.starts_with("rediss://"),
+            store.url.starts_with("rediss://") || store.url.starts_with("rediss+cluster://"),
             "store.tls",
-            "needs a rediss:// URL (Sentinel over TLS trusts the system roots)",
+            "needs a rediss:// or rediss+cluster:// URL (Sentinel over TLS trusts the system roots)",
         );
     }
     c.require(
@@ -222,4 +236,61 @@ fn parse_sentinel(rest: &str) -> Result<StoreKind, String> {
         master: master.to_owned(),
         db,
     })
+}
+
+/// The seed list of a `redis+cluster://` or `rediss+cluster://` URL, and whether it is TLS.
+fn cluster_seeds(url: &str) -> Option<(&str, bool)> {
+    url.strip_prefix("redis+cluster://")
+        .map(|rest| (rest, false))
+        .or_else(|| {
+            url.strip_prefix("rediss+cluster://")
+                .map(|rest| (rest, true))
+        })
+}
+
+/// `HOST[:PORT][,HOST[:PORT]...]`, default port 6379, at most a trailing `/` or `/0`.
+fn parse_cluster(rest: &str, tls: bool) -> Result<StoreKind, String> {
+    if rest.contains('?') {
+        return Err("a redis+cluster:// URL takes no query parameters".into());
+    }
+    let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !matches!(path, "" | "0") {
+        return Err(format!(
+            "a Redis Cluster has only database 0, not {path:?}: drop the path after the seed nodes"
+        ));
+    }
+    let nodes = hosts
+        .split(',')
+        .map(|h| {
+            if h.is_empty() {
+                return Err("an empty seed node (a stray comma?)".to_owned());
+            }
+            split_host_port(h).map(|(host, port)| format!("{host}:{}", port.unwrap_or(6379)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(StoreKind::Cluster { nodes, tls })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_urls_give_seed_nodes_with_default_ports() {
+        assert_eq!(
+            parse_cluster("10.0.0.1,10.0.0.2:7001,[::1]:7002/", false),
+            Ok(StoreKind::Cluster {
+                nodes: vec![
+                    "10.0.0.1:6379".into(),
+                    "10.0.0.2:7001".into(),
+                    "::1:7002".into()
+                ],
+                tls: false
+            })
+        );
+        assert!(parse_cluster("h:7000/0", true).is_ok());
+        for bad in ["", "h,", ",h", "h:0", "h:x", "h/1", "h?x=1", "[::1"] {
+            assert!(parse_cluster(bad, false).is_err(), "{bad:?}");
+        }
+    }
 }

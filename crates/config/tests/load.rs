@@ -334,6 +334,78 @@ fn redis_stores_parse_their_url_and_tuning_and_open_without_connecting() {
 }
 
 #[test]
+fn redis_cluster_urls_give_seed_nodes_and_bad_forms_name_the_line() {
+    let dir = secret_dir();
+    let with_url = |url: &str| example().replace("url = \"memory\"", &format!("url = \"{url}\""));
+    let config = load(
+        &with_url("redis+cluster://10.0.0.1:7000,Redis-B,[fd00::1]:7002"),
+        example_env(),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!(
+        config.store.kind,
+        StoreKind::Cluster {
+            nodes: vec![
+                "10.0.0.1:7000".into(),
+                "redis-b:6379".into(),
+                "fd00::1:7002".into()
+            ],
+            tls: false
+        }
+    );
+    // The cluster's TLS takes [store.tls] as rediss:// does.
+    std::fs::write(
+        dir.join("redis-ca.pem"),
+        "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let tls = with_url("rediss+cluster://h1:6380/").replace(
+        "# [store.tls]              # optional",
+        "[store.tls]\nca = \"redis-ca.pem\"\n# optional",
+    );
+    let config = load(&tls, example_env(), &dir).unwrap();
+    assert_eq!(
+        config.store.kind,
+        StoreKind::Cluster {
+            nodes: vec!["h1:6380".into()],
+            tls: true
+        }
+    );
+    assert!(config.store.tls.is_some());
+    let plain_tls = tls.replace("rediss+cluster://", "redis+cluster://");
+    let err = load(&plain_tls, example_env(), &dir).unwrap_err();
+    assert_eq!(err.problems()[0].path, "store.tls", "{err}");
+
+    let url_line = example()
+        .lines()
+        .position(|l| l.starts_with("url = \"memory\""))
+        .unwrap()
+        + 1;
+    for (url, says) in [
+        ("redis+cluster://:hunter2@h1:7000", "credentials"),
+        ("redis+cluster://h1:7000/2", "only database 0"),
+        ("redis+cluster://h1:7000,", "empty seed node"),
+        ("redis+cluster://", "empty seed node"),
+        ("redis+cluster://h1:0", "invalid port"),
+        ("redis+cluster://h1:7000?timeout=1", "no query"),
+        ("redis+clusters://h1:7000", "redis+cluster://HOST:PORT"),
+    ] {
+        let err = load(&with_url(url), example_env(), &dir).unwrap_err();
+        let problem = &err.problems()[0];
+        assert_eq!(problem.path, "store.url", "{url}: {err}");
+        assert_eq!(problem.line, Some(url_line), "{url}: {err}");
+        assert!(problem.message.contains(says), "{url}: {err}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+    // Sentinel-only settings stay Sentinel-only.
+    let text =
+        with_url("redis+cluster://h1").replace("# sentinel_tls = false", "sentinel_tls = true");
+    let err = load(&text, example_env(), &dir).unwrap_err();
+    assert_eq!(err.problems()[0].path, "store.sentinel_tls", "{err}");
+}
+
+#[test]
 fn with_a_shared_store_renew_before_must_cover_a_leader_failover() {
     let dir = secret_dir();
     let short = example().replace("renew_before = \"20s\"", "renew_before = \"12s\"");

@@ -1,7 +1,7 @@
 //! Key names the Rust side needs; the scripts build the rest from the same base.
 //!
-//! Every key is `{prefix}:{activity}:v3:<identity>:{name}`: one hash tag, so the whole pool
-//! is one Cluster slot and every script stays atomic if the deployment ever moves there.
+//! Every key is `{prefix}:{activity}:v3:<identity>:{name}`: one hash tag, so on a Redis
+//! Cluster the whole pool is one slot and every script stays atomic.
 //! Keys carry ids and digests only, never a credential. `<identity>` is the store's current
 //! incarnation (`proxypool_core::store_mark`), named by the one key outside it, the mark
 //! `{prefix}:{activity}:v3:mark` (HASH: identity, generation, and during a recovery lost_at

@@ -2,17 +2,20 @@
 //!
 //! [`RedisPool::new`] is the one constructor; callers see only the ports of
 //! `proxypool_core::ports` (the same ones MemoryPool implements, checked by the same
-//! contract suite). Each port call is one atomic Lua function call (`FCALL`) over one keyspace under the
-//! fixed `{activity}` hash tag (single instance or Sentinel; a later Cluster move keeps
-//! the atomic boundary). Time comes from the caller (`now`); native TTLs are a memory
-//! safety net only. Every call is bounded by a timeout and a fixed amount of script work,
-//! and every failure to decide is `Unavailable`, never a wrong "no inventory".
+//! contract suite). Each port call is one atomic Lua function call (`FCALL`) over one
+//! keyspace under the fixed `{activity}` hash tag: on a single instance, behind Sentinel,
+//! or on a Redis Cluster, where the tag keeps the whole pool in one slot and every call is
+//! routed by its keys. Time comes from the caller (`now`); native TTLs are a memory safety
+//! net only. Every call is bounded by a timeout and a fixed amount of script work, and
+//! every failure to decide is `Unavailable`, never a wrong "no inventory".
 //!
 //! Module map:
 //! - [`pool`]: `RedisPool`, its constructor and the shared call plumbing.
 //! - [`options`]: `RedisPoolOptions` and defaults.
-//! - [`client`]: `RedisClient`: a Redis URL or a `redis+sentinel://` target.
-//! - `connection`: connection manager, per-call timeout, error mapping, Sentinel failover.
+//! - [`client`]: `RedisClient`: a Redis URL, a `redis+sentinel://` or a `redis+cluster://`
+//!   target.
+//! - `connection`: connection manager or cluster connection, routing by key, per-call
+//!   timeout, error mapping, Sentinel and Cluster failover.
 //! - `keys`: the keyspace and its layout version (documented there), key names built in Rust.
 //! - `scripts`: the Lua of `src/lua/` as one Redis function library (helpers defined once).
 //! - `reply`: script replies to payloads and `PoolError`s.
@@ -31,6 +34,6 @@ mod reply;
 mod scripts;
 
 pub use client::RedisClient;
-pub use durability::Durability;
+pub use durability::{Durability, ServerDurability};
 pub use options::RedisPoolOptions;
 pub use pool::RedisPool;

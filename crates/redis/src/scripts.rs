@@ -230,7 +230,25 @@ pub(crate) struct Scripts {
     pub(crate) mark_end_recovery: Function,
     /// `return 1` as a plain EVALSHA script, without the library: the cheapest possible
     /// round trip (the readiness probe and the benchmark's ceiling).
-    pub(crate) probe: Script,
+    pub(crate) probe: PlainScript,
+}
+
+/// A plain script run with `EVALSHA`, its text kept for `SCRIPT LOAD` on the server (or
+/// the cluster node) that does not know it.
+#[derive(Debug)]
+pub(crate) struct PlainScript {
+    /// The SHA-1 digest `EVALSHA` names it by.
+    pub(crate) sha: String,
+    pub(crate) source: &'static str,
+}
+
+impl PlainScript {
+    fn new(source: &'static str) -> PlainScript {
+        PlainScript {
+            sha: Script::new(source).get_hash().to_owned(),
+            source,
+        }
+    }
 }
 
 impl Scripts {
@@ -285,7 +303,7 @@ impl Scripts {
             mark_install: library.function("mark_install"),
             mark_advance: library.function("mark_advance"),
             mark_end_recovery: library.function("mark_end_recovery"),
-            probe: Script::new(include_str!("lua/probe.lua")),
+            probe: PlainScript::new(include_str!("lua/probe.lua")),
         }
     }
 }

@@ -16,8 +16,8 @@
 //! Module map:
 //! - `redis`: [`RedisServer`] and a RESP2 client on the `redis` crate ([`RespConnection`]).
 //! - [`redis_cluster`]: [`RedisCluster`], a private Redis Cluster (primaries with replicas,
-//!   one `redis-server` per node, formed by `redis-cli --cluster create`) whose nodes tests
-//!   kill, pause, resume and restart, with waits for failover and rejoin.
+//!   one `redis-server` per node, formed by `redis-cli --cluster create`, also over TLS)
+//!   whose nodes tests kill, pause, resume and restart, with waits for failover and rejoin.
 //! - `postgres`: [`PostgresServer`] (initdb template per test process, copied per
 //!   server) and the sqlx client behind [`PostgresServer::query`].
 //! - `skip`: [`redis_or_skip`] / [`postgres_or_skip`] / [`redis_cluster_or_skip`]: skip
@@ -79,8 +79,8 @@ pub use redis_cluster::{
 };
 pub use skip::{
     postgres_or_skip, private_postgres_or_skip, private_postgres_tls_or_skip,
-    private_redis_or_skip, private_redis_tls_or_skip, redis_cluster_or_skip, redis_or_skip,
-    running_in_ci,
+    private_redis_or_skip, private_redis_tls_or_skip, redis_cluster_or_skip,
+    redis_cluster_tls_or_skip, redis_or_skip, running_in_ci,
 };
 pub use tls::{CertFiles, TestCa};
 

@@ -20,6 +20,12 @@
 //! failover takes a few seconds. The cluster is always private: `PROXYPOOL_TEST_REDIS_URL`
 //! does not apply.
 //!
+//! TLS ([`start_tls`](RedisCluster::start_tls)): every node also serves TLS on a third port
+//! with a server certificate of a [`TestCa`], and the nodes speak TLS to each other (cluster
+//! bus and replication, `tls-cluster yes`, each presenting a client certificate of the same
+//! CA). A client connected over TLS is told the nodes' TLS ports (`CLUSTER SLOTS`, MOVED),
+//! one connected in plain text their plain ports, which the guard itself keeps using.
+//!
 //! Cleanup: dropping the guard kills every node and removes the scratch directory. If the
 //! test process dies instead, each node's janitor kills it (SIGKILL also ends a paused
 //! node) and a directory janitor removes the whole tree (see `process`).
@@ -34,6 +40,7 @@ use crate::private_server::{PORT_ATTEMPTS, PrivateServer};
 use crate::process::{self, Janitor, Launch, ServerProcess, StartFailure};
 use crate::redis::{RespConnection, RespValue, config_quote, ping, write_config};
 use crate::scratch::{ScratchDir, scratch_base};
+use crate::tls::{CertFiles, TestCa};
 
 /// How long a node may stay silent before the others suspect it: short, so that a killed
 /// or paused primary is failed over within a few seconds.
@@ -82,6 +89,9 @@ pub struct ClusterNode {
     pub port: u16,
     /// `redis://127.0.0.1:PORT/`.
     pub url: String,
+    /// `rediss://127.0.0.1:TLS_PORT/` on a cluster started with
+    /// [`RedisCluster::start_tls`] (its TLS port also stays the same across restarts).
+    pub tls_url: Option<String>,
     /// Its process id (`None` while killed).
     pub pid: Option<u32>,
     /// Its role when the guard last looked: at startup, and after each fault and wait.
@@ -98,6 +108,16 @@ struct Shard {
     replicas: Vec<u16>,
 }
 
+/// The TLS side of every node: the files of a [`TestCa`].
+#[derive(Debug, Clone)]
+struct ClusterTls {
+    /// The certificate clients (and other nodes) are shown.
+    server: CertFiles,
+    /// The certificate a node shows the others it connects to (the bus requires one).
+    client: CertFiles,
+    ca: PathBuf,
+}
+
 /// A node's server process, directory and ports.
 #[derive(Debug)]
 struct Node {
@@ -108,6 +128,8 @@ struct Node {
     dir: PathBuf,
     port: u16,
     bus_port: u16,
+    /// With TLS: the port TLS clients connect to, and the files.
+    tls: Option<(u16, ClusterTls)>,
     role: ClusterRole,
     state: NodeState,
     /// What the node was just before its last kill, pause or restart (`None`: no primary).
@@ -121,16 +143,40 @@ impl PrivateServer for Node {
 
     fn launch(&mut self, port: u16) -> std::result::Result<(), StartFailure> {
         let log_offset = process::log_len(&self.log);
+        let mut args: Vec<std::ffi::OsString> = vec![
+            self.config.clone().into_os_string(),
+            "--port".into(),
+            port.to_string().into(),
+            "--cluster-port".into(),
+            self.bus_port.to_string().into(),
+        ];
+        if let Some((tls_port, tls)) = &self.tls {
+            args.extend([
+                "--tls-port".into(),
+                tls_port.to_string().into(),
+                "--tls-cert-file".into(),
+                tls.server.cert.clone().into_os_string(),
+                "--tls-key-file".into(),
+                tls.server.key.clone().into_os_string(),
+                "--tls-client-cert-file".into(),
+                tls.client.cert.clone().into_os_string(),
+                "--tls-client-key-file".into(),
+                tls.client.key.clone().into_os_string(),
+                "--tls-ca-cert-file".into(),
+                tls.ca.clone().into_os_string(),
+                // Clients need no certificate; the bus always checks the other node's.
+                "--tls-auth-clients".into(),
+                "optional".into(),
+                "--tls-cluster".into(),
+                "yes".into(),
+                "--tls-replication".into(),
+                "yes".into(),
+            ]);
+        }
         let launch = Launch {
             server: "redis-server",
             program: &self.binary,
-            args: vec![
-                self.config.clone().into_os_string(),
-                "--port".into(),
-                port.to_string().into(),
-                "--cluster-port".into(),
-                self.bus_port.to_string().into(),
-            ],
+            args,
             log: &self.log,
             working_dir: &self.dir,
             user: None,
@@ -146,7 +192,12 @@ impl PrivateServer for Node {
 }
 
 impl Node {
-    fn create(binary: &Path, cluster_dir: &Path, index: usize) -> Result<Self> {
+    fn create(
+        binary: &Path,
+        cluster_dir: &Path,
+        index: usize,
+        tls: Option<&ClusterTls>,
+    ) -> Result<Self> {
         let dir = cluster_dir.join(format!("node-{index}"));
         std::fs::create_dir(&dir)
             .map_err(|error| TestkitError::io(format!("creating {}", dir.display()), error))?;
@@ -170,19 +221,23 @@ impl Node {
             dir,
             port: 0,
             bus_port: 0,
+            tls: tls.map(|tls| (0, tls.clone())),
             role: ClusterRole::Primary,
             state: NodeState::Running,
             faulted_as: None,
         })
     }
 
-    /// Launches on a fresh pair of free ports (client and bus), a new pair when the
-    /// server found one of them taken.
+    /// Launches on fresh free ports (client, bus and, with TLS, the TLS port), new ones
+    /// when the server found one of them taken.
     fn launch_on_free_ports(&mut self) -> Result<()> {
         let mut attempt = 0;
         loop {
             attempt += 1;
             self.bus_port = process::free_loopback_port()?;
+            if let Some((tls_port, _)) = &mut self.tls {
+                *tls_port = process::free_loopback_port()?;
+            }
             let port = process::free_loopback_port()?;
             match self.launch(port) {
                 Ok(()) => {
@@ -197,6 +252,12 @@ impl Node {
 
     fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn tls_url(&self) -> Option<String> {
+        self.tls
+            .as_ref()
+            .map(|(tls_port, _)| format!("rediss://127.0.0.1:{tls_port}/"))
     }
 
     fn pid(&self) -> Option<u32> {
@@ -566,6 +627,27 @@ impl RedisCluster {
     /// Fails with [`TestkitError::BinaryNotFound`] when redis-server or redis-cli is
     /// missing (see [`redis_cluster_or_skip`](crate::redis_cluster_or_skip)).
     pub fn start(primaries: usize, replicas_per_primary: usize) -> Result<Self> {
+        Self::start_with(primaries, replicas_per_primary, None)
+    }
+
+    /// As [`start`](Self::start), every node also serving TLS with a server certificate of
+    /// `ca` (for `127.0.0.1` and `localhost`) and the nodes speaking TLS among themselves
+    /// (see the module docs); [`tls_seed_urls`](Self::tls_seed_urls) are the `rediss://`
+    /// seeds. A client needs no certificate of its own.
+    pub fn start_tls(primaries: usize, replicas_per_primary: usize, ca: &TestCa) -> Result<Self> {
+        let tls = ClusterTls {
+            server: ca.server("redis-cluster")?,
+            client: ca.client("redis-cluster-bus", "redis-cluster-node")?,
+            ca: ca.ca_path().to_owned(),
+        };
+        Self::start_with(primaries, replicas_per_primary, Some(tls))
+    }
+
+    fn start_with(
+        primaries: usize,
+        replicas_per_primary: usize,
+        tls: Option<ClusterTls>,
+    ) -> Result<Self> {
         if primaries < 3 {
             return Err(TestkitError::Cluster {
                 message: format!("a cluster needs at least 3 primaries, not {primaries}"),
@@ -582,7 +664,7 @@ impl RedisCluster {
             dir,
         };
         for index in 0..primaries * (1 + replicas_per_primary) {
-            let mut node = Node::create(&binary, cluster.dir.path(), index)?;
+            let mut node = Node::create(&binary, cluster.dir.path(), index, tls.as_ref())?;
             node.launch_on_free_ports()?;
             cluster.nodes.push(node);
         }
@@ -671,6 +753,7 @@ impl RedisCluster {
             .map(|node| ClusterNode {
                 port: node.port,
                 url: node.url(),
+                tls_url: node.tls_url(),
                 pid: node.pid(),
                 role: node.role,
                 state: node.state,
@@ -681,6 +764,12 @@ impl RedisCluster {
     /// Every node's URL (killed ones too): the seeds of a cluster client.
     pub fn seed_urls(&self) -> Vec<String> {
         self.nodes.iter().map(Node::url).collect()
+    }
+
+    /// Every node's `rediss://` URL on a cluster started with [`start_tls`](Self::start_tls)
+    /// (empty otherwise).
+    pub fn tls_seed_urls(&self) -> Vec<String> {
+        self.nodes.iter().filter_map(Node::tls_url).collect()
     }
 
     /// The scratch directory holding every node's directory (`node-N`, each with its

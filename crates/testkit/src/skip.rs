@@ -125,3 +125,17 @@ pub fn redis_cluster_or_skip(
         RedisCluster::start(primaries, replicas_per_primary),
     )
 }
+
+/// As [`redis_cluster_or_skip`], every node also serving TLS with a certificate of `ca`
+/// ([`RedisCluster::start_tls`]).
+pub fn redis_cluster_tls_or_skip(
+    primaries: usize,
+    replicas_per_primary: usize,
+    ca: &crate::TestCa,
+) -> Option<RedisCluster> {
+    skip_or_fail(
+        "a Redis Cluster (redis-server, redis-cli)",
+        "PROXYPOOL_TEST_REDIS_SERVER / PROXYPOOL_TEST_REDIS_CLI",
+        RedisCluster::start_tls(primaries, replicas_per_primary, ca),
+    )
+}

@@ -511,3 +511,86 @@ fn a_missing_redis_cli_skips_locally_and_fails_in_ci() {
     assert!(!output.contains("OUTCOME"), "{output}");
     assert!(output.contains("CI=true and a Redis Cluster"), "{output}");
 }
+
+/// The ports `CLUSTER SLOTS` names, in its order.
+fn slot_ports(reply: &redis::Value) -> Vec<u16> {
+    let redis::Value::Array(ranges) = reply else {
+        panic!("CLUSTER SLOTS answered {reply:?}")
+    };
+    ranges
+        .iter()
+        .flat_map(|range| match range {
+            redis::Value::Array(fields) => fields[2..]
+                .iter()
+                .map(|node| match node {
+                    redis::Value::Array(parts) => match &parts[1] {
+                        redis::Value::Int(port) => u16::try_from(*port).unwrap(),
+                        other => panic!("a node's port is {other:?}"),
+                    },
+                    other => panic!("a node is {other:?}"),
+                })
+                .collect::<Vec<_>>(),
+            other => panic!("a slot range is {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_tls_cluster_tells_tls_clients_its_tls_ports() {
+    let ca = proxypool_testkit::TestCa::new("cluster").unwrap();
+    let Some(cluster) = proxypool_testkit::redis_cluster_tls_or_skip(3, 1, &ca) else {
+        return;
+    };
+    let nodes = cluster.nodes();
+    let tls_ports: HashSet<u16> = nodes
+        .iter()
+        .map(|node| {
+            let url = node.tls_url.as_deref().expect("a TLS node");
+            url.trim_end_matches('/')
+                .rsplit_once(':')
+                .unwrap()
+                .1
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    let plain_ports: HashSet<u16> = nodes.iter().map(|node| node.port).collect();
+    assert_eq!(cluster.tls_seed_urls().len(), 6);
+    assert!(tls_ports.is_disjoint(&plain_ports));
+
+    let certificates = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(std::fs::read(ca.ca_path()).unwrap()),
+    };
+    let client =
+        redis::Client::build_with_tls(cluster.tls_seed_urls()[0].as_str(), certificates).unwrap();
+    let mut connection = client.get_connection().unwrap();
+    let over_tls: redis::Value = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(&mut connection)
+        .unwrap();
+    // Every primary at least (Redis leaves out a replica that has replicated nothing yet).
+    let named: HashSet<u16> = slot_ports(&over_tls).into_iter().collect();
+    assert!(
+        named.len() >= 3 && named.is_subset(&tls_ports),
+        "a TLS client is told the TLS ports: {named:?} of {tls_ports:?}"
+    );
+
+    let mut plain = redis::Client::open(nodes[0].url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let in_plain: redis::Value = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(&mut plain)
+        .unwrap();
+    let named: HashSet<u16> = slot_ports(&in_plain).into_iter().collect();
+    assert!(
+        named.len() >= 3 && named.is_subset(&plain_ports),
+        "a plain client is told the plain ports: {named:?} of {plain_ports:?}"
+    );
+
+    // The server certificate is the private CA's: the system roots do not trust it.
+    let untrusted = redis::Client::open(cluster.tls_seed_urls()[0].as_str()).unwrap();
+    assert!(untrusted.get_connection().is_err());
+}

@@ -67,6 +67,12 @@ fn summarize_controller(config: &Config, lines: &mut Vec<String>) {
         StoreKind::Sentinel {
             sentinels, master, ..
         } => format!("redis sentinel {} master {master}", sentinels.join(",")),
+        StoreKind::Cluster { nodes, tls } => format!(
+            "redis cluster {} ({}seed nodes, prefix {})",
+            nodes.join(","),
+            if *tls { "TLS, " } else { "" },
+            config.store.key_prefix
+        ),
     };
     let quota = match &config.quota.kind {
         QuotaKind::Memory => "memory (lost on restart)".to_owned(),

@@ -18,6 +18,8 @@ pub async fn open_store(config: &StoreConfig) -> Result<OpenedStore, StoreOpenEr
         }),
         // Boxed: the durability check makes this future deep, and every embedding
         // future (the binary's, a doc example's) would carry it inline.
-        StoreKind::Redis { .. } | StoreKind::Sentinel { .. } => Box::pin(redis::open(config)).await,
+        StoreKind::Redis { .. } | StoreKind::Sentinel { .. } | StoreKind::Cluster { .. } => {
+            Box::pin(redis::open(config)).await
+        }
     }
 }

@@ -4,11 +4,12 @@
 //! The password comes only from `password_env` / `password_file` (the URL may not carry
 //! one) and goes straight into the connection settings: it is never formatted into a URL,
 //! an error or a log line. For Sentinel it is the master's password; the Sentinels
-//! themselves are asked without one.
+//! themselves are asked without one. For a Cluster every node takes it.
 //!
-//! TLS: a `rediss://` URL connects over rustls, verifying the server against
-//! `[store.tls] ca` (else the system roots) and presenting `[store.tls] cert`/`key` when
-//! set; `sentinel_tls` reaches the Sentinels and the master over TLS.
+//! TLS: a `rediss://` (or `rediss+cluster://`) URL connects over rustls, verifying the
+//! server (every cluster node) against `[store.tls] ca` (else the system roots) and
+//! presenting `[store.tls] cert`/`key` when set; `sentinel_tls` reaches the Sentinels and
+//! the master over TLS.
 
 use super::opened::{OpenedStore, StoreOpenError};
 use crate::clock::SystemClock;
@@ -134,13 +135,26 @@ fn client(config: &StoreConfig) -> Result<RedisClient, StoreOpenError> {
         } => {
             let nodes = sentinels
                 .iter()
-                .map(|node| sentinel_node(node))
+                .map(|node| node_address(node))
                 .collect::<Result<Vec<_>, _>>()?;
             let mut settings = RedisConnectionInfo::default().set_db(i64::from(*db));
             if let Some(password) = password {
                 settings = settings.set_password(password);
             }
             RedisClient::sentinel_with(&nodes, master, settings, config.sentinel_tls)
+                .map_err(|e| StoreOpenError::Open(e.to_string()))
+        }
+        StoreKind::Cluster { nodes, tls } => {
+            let seeds = nodes
+                .iter()
+                .map(|node| node_address(node))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut settings = RedisConnectionInfo::default();
+            if let Some(password) = password {
+                settings = settings.set_password(password);
+            }
+            let certificates = config.tls.as_ref().map(certificates).transpose()?;
+            RedisClient::cluster(&seeds, settings, *tls, certificates)
                 .map_err(|e| StoreOpenError::Open(e.to_string()))
         }
         StoreKind::Memory => Err(StoreOpenError::Open("not a redis store".into())),
@@ -167,9 +181,9 @@ fn certificates(tls: &ClientTlsConfig) -> Result<redis::TlsCertificates, StoreOp
 }
 
 /// `host:port` as validated by the config (an IPv6 host comes without brackets, and goes
-/// back into them for the `redis://` URL the Sentinel client builds).
-fn sentinel_node(node: &str) -> Result<(String, u16), StoreOpenError> {
-    let bad = || StoreOpenError::Open(format!("invalid sentinel address {node:?}"));
+/// back into them for the `redis://` URL the Sentinel or cluster client builds).
+fn node_address(node: &str) -> Result<(String, u16), StoreOpenError> {
+    let bad = || StoreOpenError::Open(format!("invalid node address {node:?}"));
     let (host, port) = node.rsplit_once(':').ok_or_else(bad)?;
     let port = port.parse().map_err(|_| bad())?;
     let host = if host.contains(':') && !host.starts_with('[') {
@@ -185,15 +199,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sentinel_nodes_split_and_bracket_ipv6() {
+    fn node_addresses_split_and_bracket_ipv6() {
         assert_eq!(
-            sentinel_node("10.0.0.1:26379").unwrap(),
+            node_address("10.0.0.1:26379").unwrap(),
             ("10.0.0.1".to_owned(), 26379)
         );
         assert_eq!(
-            sentinel_node("::1:26380").unwrap(),
+            node_address("::1:26380").unwrap(),
             ("[::1]".to_owned(), 26380)
         );
-        assert!(sentinel_node("nohost").is_err());
+        assert!(node_address("nohost").is_err());
+    }
+
+    #[test]
+    fn a_cluster_store_opens_a_cluster_client_on_its_seeds() {
+        let config = StoreConfig {
+            url: "redis+cluster://10.0.0.1:7000,[::1]:7001".into(),
+            kind: StoreKind::Cluster {
+                nodes: vec!["10.0.0.1:7000".into(), "::1:7001".into()],
+                tls: false,
+            },
+            ..StoreConfig::default()
+        };
+        let client = client(&config).unwrap();
+        assert!(client.is_cluster());
+        let printed = format!("{client:?}");
+        assert!(
+            printed.contains("redis://10.0.0.1:7000/") && printed.contains("redis://[::1]:7001/"),
+            "{printed}"
+        );
     }
 }

@@ -1,21 +1,40 @@
-//! Shared by the Redis test binaries: one private redis-server per test binary (started
-//! once, killed by the testkit's janitor when the binary exits) and pools isolated from
-//! each other by a unique key prefix.
+//! Shared by the Redis test binaries: one private redis-server (or Redis Cluster) per test
+//! binary (started once, killed by the testkit's janitors when the binary exits) and pools
+//! isolated from each other by a unique key prefix.
 
 #![allow(dead_code, unreachable_pub)]
 
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
-use proxypool_testkit::RedisServer;
+use proxypool_testkit::{RedisCluster, RedisServer};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static SERVER: OnceLock<Option<RedisServer>> = OnceLock::new();
+static CLUSTER: OnceLock<Option<RedisCluster>> = OnceLock::new();
 
 /// The binary's shared private redis-server, or `None` after the testkit's skip banner.
 pub fn shared_server() -> Option<&'static RedisServer> {
     SERVER
         .get_or_init(proxypool_testkit::private_redis_or_skip)
         .as_ref()
+}
+
+/// The binary's shared Redis Cluster (3 primaries with a replica each), or `None` after the
+/// testkit's skip banner. Tests of faults start a cluster of their own.
+pub fn shared_cluster() -> Option<&'static RedisCluster> {
+    CLUSTER
+        .get_or_init(|| proxypool_testkit::redis_cluster_or_skip(3, 1))
+        .as_ref()
+}
+
+/// `redis+cluster://` with every node of `cluster` as a seed.
+pub fn cluster_url(cluster: &RedisCluster) -> String {
+    let seeds: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|node| format!("127.0.0.1:{}", node.port))
+        .collect();
+    format!("redis+cluster://{}", seeds.join(","))
 }
 
 /// A key prefix no other pool of this process (or an earlier run) uses.

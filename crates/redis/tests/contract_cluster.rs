@@ -1,0 +1,132 @@
+//! The whole activity-pool contract suite (the same functions MemoryPool and a single
+//! redis-server run) against RedisPool on a private Redis Cluster of 3 primaries with a
+//! replica each, shared by this test binary; every pool gets its own key prefix, so tests
+//! run in parallel without seeing each other. The pool's keys share one hash tag, so each
+//! pool lives in one slot: what this proves is the routing (every call reaches the slot's
+//! primary, the library is loaded there), not a spread over the cluster.
+
+mod support;
+
+use async_trait::async_trait;
+use proxypool_pool::contract::{PoolFactory, ScanLimits};
+use proxypool_redis::{RedisPool, RedisPoolOptions};
+
+#[derive(Debug, Clone, Copy)]
+struct ClusterFactory;
+
+#[async_trait]
+impl PoolFactory for ClusterFactory {
+    type Pool = RedisPool;
+
+    async fn create(&self, limits: ScanLimits) -> Option<RedisPool> {
+        let cluster = support::shared_cluster()?;
+        Some(support::pool_on(
+            &support::cluster_url(cluster),
+            RedisPoolOptions {
+                key_prefix: "contract".to_owned(),
+                extract_scan_budget: limits.extract_scan_budget,
+                inventory_scan_budget: limits.inventory_scan_budget,
+                call_timeout: support::TEST_TIMEOUT,
+                ..RedisPoolOptions::default()
+            },
+        ))
+    }
+}
+
+proxypool_pool::contract_suite!(ClusterFactory);
+proxypool_pool::lease_contract_suite!(ClusterFactory);
+
+/// Every call is routed by its key: the pool's slot owner holds its keys and the one
+/// library the calls loaded, and no other primary was sent a load (a load broadcast to
+/// every primary would fail whenever one is down).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_reach_only_the_primary_of_the_pool_slot() {
+    use proxypool_core::{Candidate, FetchedBatch, Protocol, Upserter, UpstreamId};
+    use proxypool_testkit::{RedisCluster, RespValue};
+
+    let Some(pool) = ClusterFactory.create(ScanLimits::default()).await else {
+        return;
+    };
+    let cluster = support::shared_cluster().unwrap();
+    let batch = FetchedBatch {
+        upstream: UpstreamId::new("acme").unwrap(),
+        operation_id: None,
+        ttl_ms: 60_000,
+        safety_margin_ms: 5_000,
+        max_size: 100,
+        default_max_sessions: 4,
+        candidates: vec![Candidate::new(Protocol::Http, "r.vendor.test", 80)],
+    };
+    assert_eq!(
+        pool.upsert(1_700_000_000_000, batch)
+            .await
+            .unwrap()
+            .inserted,
+        1
+    );
+    pool.probe().await.unwrap();
+
+    let owner = cluster
+        .primary_of_slot(RedisCluster::key_slot(pool.keyspace()))
+        .unwrap();
+    let primaries = cluster.primaries().unwrap();
+    assert_eq!(primaries.len(), 3);
+    for port in primaries {
+        let mut node = cluster.connect(port).unwrap();
+        let libraries = match node
+            .command(&["FUNCTION", "LIST", "LIBRARYNAME", "proxypool_*"])
+            .unwrap()
+        {
+            RespValue::Array(libraries) => libraries.len(),
+            other => panic!("FUNCTION LIST answered {other:?}"),
+        };
+        let keys = match node.command(&["DBSIZE"]).unwrap() {
+            RespValue::Integer(n) => n,
+            other => panic!("DBSIZE answered {other:?}"),
+        };
+        if port == owner {
+            assert_eq!(libraries, 1, "the slot owner {port} holds the library");
+            assert!(keys > 0, "the slot owner {port} holds the keys");
+        } else {
+            assert_eq!(libraries, 0, "primary {port} was sent a load");
+            assert_eq!(keys, 0, "primary {port} holds keys");
+        }
+    }
+}
+
+/// Durability is read from every primary, and a risk names the primary it is on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durability_is_read_from_every_primary() {
+    let Some(pool) = ClusterFactory.create(ScanLimits::default()).await else {
+        return;
+    };
+    let cluster = support::shared_cluster().unwrap();
+    let durability = pool.durability().await.unwrap();
+    let mut read: Vec<u16> = durability
+        .servers
+        .iter()
+        .map(|s| {
+            let server = s.server.as_deref().expect("a cluster names each primary");
+            server.rsplit_once(':').unwrap().1.parse().unwrap()
+        })
+        .collect();
+    read.sort_unstable();
+    let mut primaries = cluster.primaries().unwrap();
+    primaries.sort_unstable();
+    assert_eq!(read, primaries);
+    // The kit's nodes keep nothing on disk.
+    for server in &durability.servers {
+        assert_eq!(server.appendonly, Some(false), "{server:?}");
+        assert!(server.maxmemory_policy.is_some(), "{server:?}");
+    }
+    let risks = durability.risks();
+    assert!(
+        risks
+            .iter()
+            .filter(|r| r.contains("appendonly is off"))
+            .count()
+            == 3
+            && risks.iter().all(|r| r.starts_with("primary 127.0.0.1:")),
+        "{risks:?}"
+    );
+}
