@@ -312,3 +312,62 @@ fn routes_match_the_paths_the_gateway_uses() {
         "/control/v1/workers/gw-1/sessions/s1"
     );
 }
+
+/// A gateway of another control protocol is refused at registration and at the snapshot
+/// long-poll, with a message that says which side to upgrade, and nothing is opened for it.
+#[tokio::test]
+async fn a_gateway_of_another_control_protocol_is_refused_with_a_clear_message() {
+    let (_controller, client, _) = setup().await;
+    let ours = proxypool_core::snapshot_delta::CONTROL_PROTOCOL;
+    for (protocol, upgrade) in [
+        (None, "upgrade the gateway"),
+        (Some(ours + 1), "upgrade the controller"),
+    ] {
+        let mut body = serde_json::json!({"worker": "gw-a", "session_id": "s", "version": "old"});
+        if let Some(protocol) = protocol {
+            body["protocol"] = serde_json::json!(protocol);
+        }
+        let reply = client
+            .send(
+                Method::POST,
+                proxypool_core::control::SESSIONS_PATH,
+                Some(body),
+            )
+            .await;
+        assert_eq!(
+            (reply.status, reply.error_code().as_str()),
+            (StatusCode::BAD_REQUEST, "protocol_mismatch")
+        );
+        let message = reply.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(message.contains(upgrade), "{message}");
+    }
+    // Nothing was opened: the same session id registers now with the right protocol.
+    assert_eq!(client.register("gw-a", "s").await.status, StatusCode::OK);
+
+    // A long-poll without the protocol (a gateway from before it) is refused, not answered
+    // with an update it could not read.
+    let reply = client
+        .send(
+            Method::GET,
+            "/control/v1/workers/gw-a/snapshot?session_id=s&after_version=0&wait_ms=0",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.error_code().as_str()),
+        (StatusCode::BAD_REQUEST, "protocol_mismatch")
+    );
+    assert!(
+        reply.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("upgrade the gateway")
+    );
+    assert_eq!(
+        client.snapshot("gw-a", "s", 0, 0).await.status,
+        StatusCode::OK
+    );
+}

@@ -5,7 +5,8 @@
 //!
 //! 1. `POST {SESSIONS_PATH}` with [`RegisterSession`] → [`SessionGrant`]. A new session id
 //!    fences the worker's previous session.
-//! 2. `GET {snapshot_path}?session_id=S&after_version=V&wait_ms=W` long-polls: 200 with a
+//! 2. `GET {snapshot_path}?session_id=S&after_version=V&wait_ms=W&protocol=P` long-polls
+//!    (a poll without the controller's protocol is refused: 400 `protocol_mismatch`): 200 with a
 //!    [`SnapshotUpdate`](crate::snapshot_delta::SnapshotUpdate) newer than `V` (the whole
 //!    [`WorkerSnapshot`], or a delta against `V` when the controller knows the content at
 //!    `V`; `V = 0` always gets the whole snapshot), or 204 when nothing changed within `W`.

@@ -124,3 +124,28 @@ async fn deltas_patch_leases_and_cooldowns_rebuild_for_new_proxies_and_recover_w
     .await;
     gateway.shutdown().await;
 }
+
+/// A controller that speaks another control protocol: the gateway applies nothing from it
+/// and says on `/status` which side to upgrade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_of_another_protocol_is_refused_and_named_on_status() {
+    let controller = TestController::start(WORKER, 60_000).await;
+    controller.state.lock().unwrap().grant_protocol = Some(1);
+    controller.publish(vec![], vec![client("alice")]);
+    let gateway = Running::start(config(&controller)).await;
+    let mut shown = String::new();
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        let (_, status) = admin_json(&gateway, "/status").await;
+        if let Some(error) = status["control_error"].as_str() {
+            shown = error.to_owned();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(shown.contains("upgrade the controller"), "{shown:?}");
+    let (_, status) = admin_json(&gateway, "/status").await;
+    assert!(status["snapshot"].is_null(), "nothing applied: {status}");
+    assert!(controller.state.lock().unwrap().acks.is_empty());
+    gateway.shutdown().await;
+}

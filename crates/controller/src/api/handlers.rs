@@ -82,9 +82,13 @@ pub(super) struct SnapshotQuery {
     after_version: u64,
     #[serde(default)]
     wait_ms: u64,
+    /// The worker control protocol the gateway speaks: a gateway older than protocol
+    /// versions sends none and could not read the answer, so it is refused with a message.
+    #[serde(default)]
+    protocol: u32,
 }
 
-/// `GET /control/v1/workers/{worker}/snapshot?session_id=S&after_version=V&wait_ms=W`
+/// `GET /control/v1/workers/{worker}/snapshot?session_id=S&after_version=V&wait_ms=W&protocol=P`
 pub(super) async fn snapshot(
     State(state): State<ControlState>,
     rid: RequestId,
@@ -94,6 +98,9 @@ pub(super) async fn snapshot(
 ) -> Result<Response, ApiError> {
     let worker = authorized_worker(&state, &headers, path, &rid)?;
     let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text(), &rid))?;
+    if query.protocol != CONTROL_PROTOCOL {
+        return Err(ApiError::protocol_mismatch(query.protocol, &rid));
+    }
     validate_session_id(&query.session_id).map_err(|e| ApiError::from_pool(e, &rid))?;
     let outcome = state
         .publisher

@@ -295,7 +295,10 @@ impl ControlClient {
         let mut reply = self
             .send(
                 Method::GET,
-                &format!("{path}?session_id={session}&after_version={after}&wait_ms={wait_ms}"),
+                &format!(
+                    "{path}?session_id={session}&after_version={after}&wait_ms={wait_ms}&protocol={}",
+                    proxypool_core::snapshot_delta::CONTROL_PROTOCOL
+                ),
                 None,
             )
             .await;

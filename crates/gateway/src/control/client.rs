@@ -157,10 +157,11 @@ impl ControlClient {
                     ControlError::Protocol(message)
                 }
                 other => other,
-            })?;
+            })
+            .inspect_err(|error| self.show_protocol_error(error))?;
         let grant: SessionGrant = decode(&body.1)?;
         if grant.protocol != CONTROL_PROTOCOL {
-            return Err(ControlError::Protocol(format!(
+            let error = ControlError::Protocol(format!(
                 "this gateway speaks worker control protocol {CONTROL_PROTOCOL}, the controller \
                  {}: upgrade the {}",
                 grant.protocol,
@@ -169,9 +170,19 @@ impl ControlClient {
                 } else {
                     "gateway"
                 }
-            )));
+            ));
+            self.show_protocol_error(&error);
+            return Err(error);
         }
         Ok(grant)
+    }
+
+    /// A protocol mismatch is what `/status` shows as the control error (the call itself
+    /// may have succeeded).
+    fn show_protocol_error(&self, error: &ControlError) {
+        if let ControlError::Protocol(_) = error {
+            self.last_error.store(Some(Arc::new(error.to_string())));
+        }
     }
 
     /// Long-polls for a snapshot newer than `after_version` (whole, or a delta against
@@ -183,7 +194,7 @@ impl ControlClient {
         wait: Duration,
     ) -> Result<Option<SnapshotUpdate>, ControlError> {
         let path = format!(
-            "{}?session_id={}&after_version={after_version}&wait_ms={}",
+            "{}?session_id={}&after_version={after_version}&wait_ms={}&protocol={CONTROL_PROTOCOL}",
             snapshot_path(&self.worker),
             session_id,
             wait.as_millis()

@@ -73,6 +73,8 @@ pub struct ControlState {
     /// The next delta announces a wrong checksum (as a delta against content the gateway
     /// does not hold would come out).
     pub corrupt_next_delta: bool,
+    /// The control protocol the grant names (`None`: this build's).
+    pub grant_protocol: Option<u32>,
     /// Deltas and whole snapshots served.
     pub deltas_served: u32,
     pub wholes_served: u32,
@@ -317,7 +319,7 @@ impl TestController {
                     } else {
                         state.snapshot_wait_ms
                     },
-                    protocol: CONTROL_PROTOCOL,
+                    protocol: state.grant_protocol.unwrap_or(CONTROL_PROTOCOL),
                 })
             }
             (Method::GET, p) if p == format!("{worker}/snapshot") => {
