@@ -42,13 +42,6 @@ impl SnapshotUpdate {
             SnapshotUpdate::Delta(d) => &d.reference,
         }
     }
-
-    pub fn session_id(&self) -> &str {
-        match self {
-            SnapshotUpdate::Full(s) => &s.session_id,
-            SnapshotUpdate::Delta(d) => &d.session_id,
-        }
-    }
 }
 
 /// The changes that turn the snapshot at `base` into the one at `reference`. Every list is
@@ -115,21 +108,6 @@ impl SnapshotDelta {
             ticket_key: None,
             upstream_tls: None,
         }
-    }
-
-    /// Whether the delta changes nothing.
-    pub fn is_empty(&self) -> bool {
-        self.upsert.is_empty()
-            && self.leases.is_empty()
-            && self.remove.is_empty()
-            && self.held.is_empty()
-            && self.unhold.is_empty()
-            && self.cooldowns.is_empty()
-            && self.clients.is_none()
-            && self.policy.is_none()
-            && self.session_feedback.is_none()
-            && self.ticket_key.is_none()
-            && self.upstream_tls.is_none()
     }
 
     /// Whether applying it changes only lease ends and cooldowns of proxies already listed
