@@ -5,7 +5,7 @@
 //! and hands the same proxies out again. The controller reads the two settings that decide
 //! it (on a Redis Cluster from every primary: slots move between them) and warns (or refuses to start, if so configured).
 
-use crate::pool::RedisPool;
+use crate::group::GroupPool;
 use proxypool_core::PoolResult;
 use std::collections::BTreeMap;
 
@@ -70,11 +70,11 @@ impl ServerDurability {
     }
 }
 
-impl RedisPool {
+impl GroupPool {
     /// Reads the persistence and eviction settings of the server, or of every primary of
     /// a cluster. A server that refuses `CONFIG` answers `None` for both; one that cannot
     /// be reached (on a cluster: any primary) is an error.
-    pub async fn durability(&self) -> PoolResult<Durability> {
+    pub(crate) async fn durability(&self) -> PoolResult<Durability> {
         let mut servers = BTreeMap::new();
         for (server, value) in self.conn().config_get("appendonly").await? {
             settings_of(&mut servers, server).appendonly = value.map(|v| v == "yes");

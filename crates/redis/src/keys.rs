@@ -1,7 +1,10 @@
 //! Key names the Rust side needs; the scripts build the rest from the same base.
 //!
-//! Every key is `{prefix}:{activity}:v3:<identity>:{name}`: one hash tag, so on a Redis
-//! Cluster the whole pool is one slot and every script stays atomic.
+//! Every key is `{prefix}:{<tag>}:v3:<identity>:{name}`, where `<tag>` is the key's shard
+//! group: `activity` for the first (the home group, and the only one of a pool in one
+//! group), `activity.<n>` for the others (`group_tags`). One hash tag per group, so on a
+//! Redis Cluster a group is one slot and every script, which touches one group, stays
+//! atomic; the groups' tags are chosen so their slots fall in distinct ranges.
 //! Keys carry ids and digests only, never a credential. `<identity>` is the store's current
 //! incarnation (`proxypool_core::store_mark`), named by the one key outside it, the mark
 //! `{prefix}:{activity}:v3:mark` (HASH: identity, generation, and during a recovery lost_at
@@ -45,6 +48,10 @@
 //! worker-snapshots        HASH  worker -> issued snapshot; worker-snapshot-expiry ZSET
 //! worker-runtime          HASH  worker -> runtime report;  worker-runtime-expiry  ZSET
 //! idem:<extraction id>    STRING stored extraction response (PX);  idem-expiry ZSET
+//! idem:<id>:<token>       STRING one group's part of an extraction over several groups,
+//!                               taken under the claim <token> (PX; idem-expiry)
+//! xclaim:<extraction id>  HASH  token, client, digest: the claim of an extraction over
+//!                               several groups while its parts are taken (home group, PX)
 //! op:<digest>             STRING stored upsert result (PX);        op-expiry   ZSET
 //! keys                    SET   names of the dynamic ownership index keys (footprint/sweeps)
 //! leases                  HASH  lease name -> holder, token, acquired_at, expires_at
@@ -88,25 +95,67 @@ use sha2::{Digest, Sha256};
 /// The key layout version, part of every key name (see the module doc).
 const LAYOUT_VERSION: &str = "v3";
 
-/// The base of a pool that checks no identity: `{prefix}:{activity}:v3:`.
-pub(crate) fn base(prefix: &str) -> String {
-    format!("{prefix}:{{activity}}:{LAYOUT_VERSION}:")
+/// The hash tag of the home group (the first), the one of a pool kept in one group.
+pub(crate) const HOME_TAG: &str = "activity";
+
+/// The number of hash slots of a Redis Cluster.
+const SLOTS: usize = 16_384;
+
+/// The hash tags of `groups` shard groups: `activity`, then `activity.<n>` with the
+/// smallest `n` whose slot lies in the next of `groups` equal slot ranges (counting on from
+/// the home tag's range), so a cluster whose primaries split the slots evenly, as
+/// `redis-cli --cluster create` does, serves each group from another primary while there
+/// are no more groups than primaries.
+pub(crate) fn group_tags(groups: usize) -> Vec<String> {
+    let range = |tag: &str| slot(tag) * groups / SLOTS;
+    let home = range(HOME_TAG);
+    let mut tags = vec![HOME_TAG.to_owned()];
+    for i in 1..groups {
+        let wanted = (home + i) % groups;
+        let tag = (0..)
+            .map(|n| format!("{HOME_TAG}.{n}"))
+            .find(|tag| range(tag) == wanted)
+            .expect("every slot range holds some tag");
+        tags.push(tag);
+    }
+    tags
 }
 
-/// The base of the incarnation `identity`: `{prefix}:{activity}:v3:<identity>:`.
-pub(crate) fn incarnation_base(prefix: &str, identity: &str) -> String {
-    format!("{}{identity}:", base(prefix))
+/// The cluster hash slot of a key whose whole name is its hash tag.
+pub(crate) fn slot(tag: &str) -> usize {
+    usize::from(crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes())) % SLOTS
 }
 
-/// The store's mark: `{prefix}:{activity}:v3:mark`.
-pub(crate) fn mark(prefix: &str) -> String {
-    format!("{}mark", base(prefix))
+/// The base of a group that checks no identity: `{prefix}:{<tag>}:v3:`.
+pub(crate) fn base(prefix: &str, tag: &str) -> String {
+    format!("{prefix}:{{{tag}}}:{LAYOUT_VERSION}:")
+}
+
+/// The base of the incarnation `identity`: `{prefix}:{<tag>}:v3:<identity>:`.
+pub(crate) fn incarnation_base(prefix: &str, tag: &str, identity: &str) -> String {
+    format!("{}{identity}:", base(prefix, tag))
+}
+
+/// The group's copy of the store's mark: `{prefix}:{<tag>}:v3:mark`.
+pub(crate) fn mark(prefix: &str, tag: &str) -> String {
+    format!("{}mark", base(prefix, tag))
 }
 
 /// Where an extraction's response is stored (the extraction id is already a digest of the
 /// client and its idempotency key or request id).
 pub(crate) fn extraction(id: &ExtractionId) -> String {
     format!("idem:{id}")
+}
+
+/// Where the claim of an extraction over several groups is kept (home group), while its
+/// parts are taken.
+pub(crate) fn extraction_claim(id: &ExtractionId) -> String {
+    format!("xclaim:{id}")
+}
+
+/// Where one group keeps its part of the extraction `id` taken under the claim `token`.
+pub(crate) fn extraction_part(id: &ExtractionId, token: &str) -> String {
+    format!("idem:{id}:{token}")
 }
 
 /// Where an upsert operation's result is stored; `chunk` names one chunk of the batch.
@@ -127,10 +176,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn group_tags_start_at_home_and_fall_in_distinct_slot_ranges() {
+        assert_eq!(group_tags(1), vec![HOME_TAG.to_owned()]);
+        // The slot Redis documents for a known key: CRC16("123456789") = 0x31C3.
+        assert_eq!(slot("123456789"), 0x31C3);
+        for groups in [2, 3, 5, 8] {
+            let tags = group_tags(groups);
+            assert_eq!(tags.len(), groups);
+            assert_eq!(tags[0], HOME_TAG);
+            let mut ranges: Vec<usize> = tags.iter().map(|t| slot(t) * groups / SLOTS).collect();
+            ranges.sort_unstable();
+            ranges.dedup();
+            assert_eq!(ranges.len(), groups, "{tags:?}");
+        }
+    }
+
+    #[test]
     fn keys_share_one_hash_tag_and_hide_operation_ids() {
-        assert_eq!(base("pp"), "pp:{activity}:v3:");
-        assert_eq!(mark("pp"), "pp:{activity}:v3:mark");
-        assert_eq!(incarnation_base("pp", "ab"), "pp:{activity}:v3:ab:");
+        assert_eq!(base("pp", HOME_TAG), "pp:{activity}:v3:");
+        assert_eq!(mark("pp", HOME_TAG), "pp:{activity}:v3:mark");
+        assert_eq!(
+            incarnation_base("pp", HOME_TAG, "ab"),
+            "pp:{activity}:v3:ab:"
+        );
         let upstream = UpstreamId::new("acme").unwrap();
         let whole = operation(&upstream, "fetch-42", None);
         assert!(whole.starts_with("op:") && !whole.contains("fetch"));

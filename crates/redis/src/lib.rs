@@ -26,14 +26,15 @@ pub mod client;
 mod codec;
 mod connection;
 pub mod durability;
+mod group;
 mod keys;
 pub mod options;
-pub mod pool;
 mod ports;
 mod reply;
 mod scripts;
+mod sharded;
 
 pub use client::RedisClient;
 pub use durability::{Durability, ServerDurability};
 pub use options::RedisPoolOptions;
-pub use pool::RedisPool;
+pub use sharded::RedisPool;

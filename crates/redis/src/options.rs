@@ -33,7 +33,16 @@ pub struct RedisPoolOptions {
     /// first, and a key outlives its latest logical expiry by at least this much (at most
     /// twice: an extension adds one slack of headroom, so keys are not extended per call).
     pub key_ttl_slack_ms: u64,
+    /// Shard groups the pool's keys are spread over (`keys::group_tags`), 1..=64. One keeps
+    /// the whole pool under one hash tag (a single instance or Sentinel needs no more);
+    /// on a Redis Cluster, one per primary spreads the pool over them. Every proxy lives in
+    /// the group its id hashes to. A store's group count is fixed when it is first used:
+    /// a pool opened with another count is refused.
+    pub groups: usize,
 }
+
+/// The most shard groups a pool may have.
+pub const MAX_GROUPS: usize = 64;
 
 impl Default for RedisPoolOptions {
     fn default() -> Self {
@@ -46,6 +55,7 @@ impl Default for RedisPoolOptions {
             operation_ttl_ms: 10 * 60 * 1000,
             upsert_chunk: 1_000,
             key_ttl_slack_ms: 60_000,
+            groups: 1,
         }
     }
 }
@@ -71,6 +81,11 @@ impl RedisPoolOptions {
         }
         if self.upsert_chunk == 0 || self.upsert_chunk > 10_000 {
             return Err(PoolError::invalid("upsert_chunk must be in 1..=10000"));
+        }
+        if self.groups == 0 || self.groups > MAX_GROUPS {
+            return Err(PoolError::invalid(format!(
+                "groups must be in 1..={MAX_GROUPS}"
+            )));
         }
         if self.operation_ttl_ms == 0 {
             return Err(PoolError::invalid("operation_ttl_ms must be at least 1"));

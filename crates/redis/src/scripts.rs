@@ -44,7 +44,7 @@ const CONSTANTS: [(&str, usize); 1] =
 
 /// Helpers, in the order they build on each other: a file may use the `local`s of the files
 /// before it (Lua scoping), and every `P.` function of any file at call time.
-const HELPERS: [&str; 16] = [
+const HELPERS: [&str; 17] = [
     include_str!("lua/lib/call.lua"),
     include_str!("lua/lib/util.lua"),
     include_str!("lua/lib/mark.lua"),
@@ -61,10 +61,11 @@ const HELPERS: [&str; 16] = [
     include_str!("lua/lib/owned.lua"),
     include_str!("lua/lib/workers.lua"),
     include_str!("lua/lib/usage.lua"),
+    include_str!("lua/lib/extraction.lua"),
 ];
 
 /// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
-const ENTRIES: [(&str, &str); 48] = [
+const ENTRIES: [(&str, &str); 55] = [
     ("upsert", include_str!("lua/upsert.lua")),
     ("health", include_str!("lua/health.lua")),
     ("due", include_str!("lua/due.lua")),
@@ -122,6 +123,13 @@ const ENTRIES: [(&str, &str); 48] = [
         "mark_end_recovery",
         include_str!("lua/mark_end_recovery.lua"),
     ),
+    ("xbegin", include_str!("lua/xbegin.lua")),
+    ("xend", include_str!("lua/xend.lua")),
+    ("xundo", include_str!("lua/xundo.lua")),
+    ("lease_mirror", include_str!("lua/lease_mirror.lua")),
+    ("raise", include_str!("lua/raise.lua")),
+    ("known", include_str!("lua/known.lua")),
+    ("groups", include_str!("lua/groups.lua")),
 ];
 
 /// The library source and its digest-derived name.
@@ -228,6 +236,13 @@ pub(crate) struct Scripts {
     pub(crate) mark_install: Function,
     pub(crate) mark_advance: Function,
     pub(crate) mark_end_recovery: Function,
+    pub(crate) xbegin: Function,
+    pub(crate) xend: Function,
+    pub(crate) xundo: Function,
+    pub(crate) lease_mirror: Function,
+    pub(crate) raise: Function,
+    pub(crate) known: Function,
+    pub(crate) groups: Function,
     /// `return 1` as a plain EVALSHA script, without the library: the cheapest possible
     /// round trip (the readiness probe and the benchmark's ceiling).
     pub(crate) probe: PlainScript,
@@ -303,6 +318,13 @@ impl Scripts {
             mark_install: library.function("mark_install"),
             mark_advance: library.function("mark_advance"),
             mark_end_recovery: library.function("mark_end_recovery"),
+            xbegin: library.function("xbegin"),
+            xend: library.function("xend"),
+            xundo: library.function("xundo"),
+            lease_mirror: library.function("lease_mirror"),
+            raise: library.function("raise"),
+            known: library.function("known"),
+            groups: library.function("groups"),
             probe: PlainScript::new(include_str!("lua/probe.lua")),
         }
     }

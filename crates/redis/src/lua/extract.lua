@@ -8,9 +8,10 @@
 -- sent with an idempotency key: ExtractRequest::held_until), ARGV[18] for_domain ('' =
 -- any; otherwise candidates cooling down for that domain are skipped, one HGET each),
 -- ARGV[19] the client's project, whose own cooldowns count besides the shared ones
--- ('' = the shared ones only).
+-- ('' = the shared ones only), ARGV[20] 'part' when this is one group's part of an
+-- extraction over several groups (no usage counted here; '' or absent otherwise).
 --
--- Reply: {'ok', response} | {'replay', response} | {'conflict', 'digest'} |
+-- Reply: {'ok', response, reserve left behind, candidates examined} | {'replay', response} | {'conflict', 'digest'} |
 -- {'conflict', 'expired'} | {'insufficient', matching} | {'scan_budget'} |
 -- {'recovering', first release} (too little found while records are withheld), where response is
 -- a header line (X_CLIENT ... X_HELD, generated from src/codec/extraction.rs) followed by
@@ -25,23 +26,9 @@ local function main()
   local for_domain, project = ARGV[18], ARGV[19] or ''
   local filter = { [PROTO] = ARGV[12], [REGION] = ARGV[13], [CARRIER] = ARGV[14], [UP] = ARGV[15] }
 
-  local stored = redis.call('GET', B .. key)
-  if stored then
-    local header = P.split(string.match(stored, '^[^\n]*'), '\t')
-    if #header ~= X_FIELDS and #header ~= X_HELD - 1 then
-      P.corrupt('extraction')
-    end
-    local replayable_until = P.num(header[X_EXPIRES])
-    local held_until = P.num(header[X_HELD] or header[X_EXPIRES])
-    if NOW < held_until then
-      if header[X_CLIENT] ~= client or header[X_DIGEST] ~= digest then
-        return { 'conflict', 'digest' }
-      end
-      if NOW >= replayable_until then
-        return { 'conflict', 'expired' }
-      end
-      return { 'replay', stored }
-    end
+  local answer = P.stored_extraction(key, client, digest)
+  if answer then
+    return answer
   end
 
   -- Longest-lived first; (score, id) descending is MemoryPool's order. The matching
@@ -109,35 +96,15 @@ local function main()
       earliest = hard
     end
   end
-  -- One usage add per upstream, not per proxy.
-  for _, upstream in ipairs(upstreams) do
+  -- One usage add per upstream, not per proxy; a part of an extraction over several groups
+  -- leaves it to the home group, which counts the whole (ARGV[20] = 'part').
+  for _, upstream in ipairs(ARGV[20] == 'part' and {} or upstreams) do
     P.usage_add(client, upstream, 'extracted', per_upstream[upstream])
   end
-  -- proxypool_core::ExtractResponse::replay_ttl_ms: the idempotency TTL cut at the
-  -- earliest hard expiry in the response, at least 1 ms.
-  local replay_ttl = ttl
-  if earliest ~= nil then
-    replay_ttl = math.min(ttl, math.max(0, earliest - NOW))
-  end
-  replay_ttl = math.max(1, replay_ttl)
-  local expires_at = NOW + replay_ttl
-  local held_until = math.max(expires_at, NOW + (P.num(ARGV[17]) or 0))
-  local header = table.concat({
-    [X_CLIENT] = client,
-    [X_DIGEST] = digest,
-    [X_EXPIRES] = P.fmt(expires_at),
-    [X_REQUESTED] = ARGV[7],
-    [X_CREATED] = P.fmt(NOW),
-    [X_HELD] = P.fmt(held_until),
-  }, '\t', 1, X_FIELDS)
-  local response = header
-  if #lines > 0 then
-    response = header .. '\n' .. table.concat(lines, '\n')
-  end
-  redis.call('SET', B .. key, response, 'PX', P.fmt(held_until - NOW + SLACK))
-  redis.call('ZADD', B .. 'idem-expiry', P.fmt(held_until), key)
-  P.touch_key(B .. 'idem-expiry', held_until)
-  return { 'ok', response }
+  local response = P.store_extraction(key, client, digest, ARGV[7], ttl, P.num(ARGV[17]), lines, earliest)
+  -- How many matching proxies this call left behind as the reserve, and how many it
+  -- examined: a part's share of the whole extraction's reserve and scan budget.
+  return { 'ok', response, P.fmt(math.min(matching, reserve)), P.fmt(examined) }
 end
 
 return P.run(main)

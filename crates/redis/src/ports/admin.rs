@@ -2,7 +2,7 @@
 //! `provider_status*.lua`), one hash each under the pool's base.
 
 use crate::codec::{corrupt, parse_u64};
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use async_trait::async_trait;
 use proxypool_core::admin::{MAX_KEYED_ADMIN_CALLS, MAX_PROVIDER_STATUSES, MAX_WORKER_MODES};
 use proxypool_core::extract::validate_idempotency_key;
@@ -22,7 +22,7 @@ fn mode_record(worker: &str, value: &str) -> PoolResult<WorkerModeRecord> {
     })
 }
 
-impl RedisPool {
+impl GroupPool {
     async fn set_mode(
         &self,
         now: UnixMillis,
@@ -63,7 +63,7 @@ impl RedisPool {
 }
 
 #[async_trait]
-impl AdminStore for RedisPool {
+impl AdminStore for GroupPool {
     async fn set_worker_mode(
         &self,
         now: UnixMillis,

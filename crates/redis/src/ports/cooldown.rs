@@ -4,7 +4,7 @@
 //! gives a proxy back.
 
 use crate::codec::cooldown;
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use async_trait::async_trait;
 use proxypool_core::cooldown::{MAX_COOLDOWNS_PER_PROXY, MAX_SESSION_FEEDBACK, validate_changes};
 use proxypool_core::{
@@ -13,7 +13,7 @@ use proxypool_core::{
 };
 
 #[async_trait]
-impl CooldownStore for RedisPool {
+impl CooldownStore for GroupPool {
     async fn apply_cooldowns(
         &self,
         now: UnixMillis,

@@ -1,7 +1,7 @@
 //! HealthStore: `health.lua` applies a batch atomically; `due.lua` lists what to check.
 
 use crate::codec::record;
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use async_trait::async_trait;
 use proxypool_core::{
     CheckOutcome, DueQuery, HealthBatch, HealthReport, HealthStore, PoolResult, ProxyRecord,
@@ -9,7 +9,7 @@ use proxypool_core::{
 };
 
 #[async_trait]
-impl HealthStore for RedisPool {
+impl HealthStore for GroupPool {
     async fn apply_health(&self, now: UnixMillis, batch: HealthBatch) -> PoolResult<HealthReport> {
         batch.validate()?;
         let mut args = Vec::with_capacity(1 + batch.observations.len() * 3);

@@ -1,7 +1,7 @@
 //! StoreIdentity: the mark (`lib/mark.lua`, `mark_*.lua`), and which incarnation's keyspace
-//! every handle of the pool calls (`RedisPool::set_expectation`).
+//! every handle of the pool calls (`GroupPool::set_expectation`).
 
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use crate::reply::{self, Reply};
 use async_trait::async_trait;
 use proxypool_core::store_mark::is_identity;
@@ -10,7 +10,7 @@ use proxypool_core::{
 };
 
 #[async_trait]
-impl StoreIdentity for RedisPool {
+impl StoreIdentity for GroupPool {
     async fn read_mark(&self) -> PoolResult<Option<StoreMark>> {
         let value = self
             .eval_expecting(&self.scripts.mark_get, 0, Side::Read, Vec::new(), Some(""))

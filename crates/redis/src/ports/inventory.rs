@@ -2,7 +2,7 @@
 //! `scan_budget` rather than approximate.
 
 use crate::codec::record::status_of;
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use async_trait::async_trait;
 use proxypool_core::{
     InventoryReader, InventoryView, PoolError, PoolResult, UnixMillis, UpstreamId,
@@ -10,7 +10,7 @@ use proxypool_core::{
 use std::collections::BTreeMap;
 
 #[async_trait]
-impl InventoryReader for RedisPool {
+impl InventoryReader for GroupPool {
     async fn inventory(&self, now: UnixMillis, upstream: &UpstreamId) -> PoolResult<InventoryView> {
         let args = vec![
             upstream.to_string(),

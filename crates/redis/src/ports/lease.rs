@@ -1,7 +1,7 @@
 //! LeaseStore: named leader leases with fencing tokens (`lease_*.lua`).
 
 use crate::codec::{clamp_ms, corrupt, parse_u64};
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use crate::reply;
 use async_trait::async_trait;
 use proxypool_core::lease::validate_lease_request;
@@ -25,7 +25,7 @@ fn decode(name: &str, reply: &reply::Reply) -> PoolResult<Option<Lease>> {
 }
 
 #[async_trait]
-impl LeaseStore for RedisPool {
+impl LeaseStore for GroupPool {
     async fn try_acquire(
         &self,
         now: UnixMillis,

@@ -3,7 +3,7 @@
 
 use crate::codec::record::status_code;
 use crate::codec::{assignment, opt_to_field, record};
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use async_trait::async_trait;
 use proxypool_core::listing::check_limit;
 use proxypool_core::{
@@ -12,7 +12,7 @@ use proxypool_core::{
 };
 
 #[async_trait]
-impl ProxyLister for RedisPool {
+impl ProxyLister for GroupPool {
     async fn list_proxies(
         &self,
         now: UnixMillis,

@@ -1,13 +1,13 @@
 //! Maintenance: `sweep.lua` removes expired state in batches of `limit`; `footprint.lua`
 //! counts what the pool holds.
 
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use crate::reply;
 use async_trait::async_trait;
 use proxypool_core::{Footprint, Maintenance, PoolResult, SweepReport, UnixMillis};
 
 #[async_trait]
-impl Maintenance for RedisPool {
+impl Maintenance for GroupPool {
     async fn sweep(&self, now: UnixMillis, limit: usize) -> PoolResult<SweepReport> {
         // A fixed work bound per script; `more_pending` tells the caller to come back.
         let limit = limit.min(self.options.inventory_scan_budget).to_string();

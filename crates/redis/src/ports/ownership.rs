@@ -2,7 +2,7 @@
 //! indexes with extraction, so assign and extract racing for a proxy have one winner.
 
 use crate::codec::{assignment, clamp_ms, record};
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use crate::reply::Reply;
 use async_trait::async_trait;
 use proxypool_core::{
@@ -44,14 +44,14 @@ fn triples(reply: &Reply) -> PoolResult<Vec<Assignment>> {
         .collect()
 }
 
-impl RedisPool {
+impl GroupPool {
     fn budget(&self) -> String {
         self.options.inventory_scan_budget.to_string()
     }
 }
 
 #[async_trait]
-impl OwnershipRepository for RedisPool {
+impl OwnershipRepository for GroupPool {
     async fn assign(
         &self,
         now: UnixMillis,

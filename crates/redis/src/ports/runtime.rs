@@ -4,7 +4,7 @@
 
 use crate::codec::session::{self, snapshot_json};
 use crate::codec::{assignment, clamp_ms, parse_u64, record, runtime};
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use crate::reply::Reply;
 use crate::scripts::Function;
 use async_trait::async_trait;
@@ -51,7 +51,7 @@ fn snapshot_args(worker: &WorkerId, session_id: &str, snapshot: &SnapshotRef) ->
     ]
 }
 
-impl RedisPool {
+impl GroupPool {
     /// Opening and renewing send the same arguments and read the same reply; the script
     /// decides whether a session is started or extended.
     async fn session_until(
@@ -74,7 +74,7 @@ impl RedisPool {
 }
 
 #[async_trait]
-impl WorkerRuntimeStore for RedisPool {
+impl WorkerRuntimeStore for GroupPool {
     async fn open_session(
         &self,
         now: UnixMillis,

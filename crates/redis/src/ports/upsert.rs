@@ -4,17 +4,30 @@
 
 use crate::codec::upsert::{Counts, decode_batch, dropped_json};
 use crate::codec::{clamp_ms, record};
+use crate::group::{GroupPool, Side};
 use crate::keys;
-use crate::pool::{RedisPool, Side};
 use async_trait::async_trait;
 use proxypool_core::{
-    FetchedBatch, PoolError, PoolResult, UnixMillis, UpsertReport, Upserter, prepare_batch,
+    FetchedBatch, PoolError, PoolResult, PreparedBatch, UnixMillis, UpsertReport, Upserter,
+    prepare_batch,
 };
 
 #[async_trait]
-impl Upserter for RedisPool {
+impl Upserter for GroupPool {
     async fn upsert(&self, now: UnixMillis, batch: FetchedBatch) -> PoolResult<UpsertReport> {
         let prepared = prepare_batch(now, &batch)?;
+        self.upsert_prepared(now, prepared).await
+    }
+}
+
+impl GroupPool {
+    /// Stores a batch `prepare_batch` made (a pool over several groups hands each group its
+    /// share, with the room under max_size that share may take).
+    pub(crate) async fn upsert_prepared(
+        &self,
+        now: UnixMillis,
+        prepared: PreparedBatch,
+    ) -> PoolResult<UpsertReport> {
         let chunks: Vec<_> = prepared.records.chunks(self.options.upsert_chunk).collect();
         // An empty batch still runs once: it may replay a stored report or store one.
         let rounds = chunks.len().max(1);

@@ -1,7 +1,7 @@
 //! UsageReader: the usage keys `usage.lua` writes (in `report.lua` and `extract.lua`),
 //! read by `usage_read.lua` in one script per call.
 
-use crate::pool::{RedisPool, Side};
+use crate::group::{GroupPool, Side};
 use crate::reply;
 use async_trait::async_trait;
 use proxypool_core::usage::{ClientUsage, UpstreamAmounts, usage_horizon};
@@ -9,7 +9,7 @@ use proxypool_core::{ClientId, PoolError, PoolResult, UnixMillis, UpstreamId, Us
 use std::collections::BTreeMap;
 
 #[async_trait]
-impl UsageReader for RedisPool {
+impl UsageReader for GroupPool {
     async fn usage(&self, now: UnixMillis, clients: &[ClientId]) -> PoolResult<Vec<ClientUsage>> {
         if clients.is_empty() {
             return Ok(Vec::new());

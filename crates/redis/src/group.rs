@@ -1,4 +1,5 @@
-//! [`RedisPool`]: the one constructor and the plumbing every port shares.
+//! [`GroupPool`]: one shard group of the pool (every key under one hash tag) and the call
+//! plumbing every port of a group shares. `RedisPool` (`sharded/`) routes over one or more.
 
 use crate::client::RedisClient;
 use crate::codec::clamp_ms;
@@ -14,10 +15,13 @@ use proxypool_core::{
 use redis::Value;
 use std::sync::{Arc, RwLock};
 
-/// The activity pool in Redis: every port call is one atomic Lua function (or one read).
+/// One shard group of the activity pool in Redis: every port call is one atomic Lua
+/// function (or one read) over the group's keys, which share one hash tag.
 #[derive(Debug)]
-pub struct RedisPool {
+pub(crate) struct GroupPool {
     pub(crate) options: RedisPoolOptions,
+    /// The group's hash tag (`keys::group_tag`), in every key name of the group.
+    tag: Arc<str>,
     /// Which incarnation calls go to and what they check, shared by every handle.
     incarnation: Arc<RwLock<Incarnation>>,
     /// The store's mark (`keys::mark`).
@@ -37,10 +41,10 @@ struct Incarnation {
     expect: String,
 }
 
-// RedisPool is a complete activity pool (and a lease store), like MemoryPool.
+// GroupPool is a complete activity pool (and a lease store), like MemoryPool.
 const _: fn() = || {
     fn implements<T: proxypool_core::ActivityPool + proxypool_core::LeaseStore>() {}
-    implements::<RedisPool>();
+    implements::<GroupPool>();
 };
 
 /// Whether a script removes a few expired records on the side: every write does, as
@@ -52,22 +56,39 @@ pub(crate) enum Side {
     Read,
 }
 
-impl RedisPool {
-    /// A pool on `client` (nothing connects until the first call, so a Redis that is down
-    /// at start-up is a 503 per call, not a failed start). Fails only on invalid options.
-    pub fn new(client: impl Into<RedisClient>, options: RedisPoolOptions) -> PoolResult<RedisPool> {
-        options.validate()?;
-        Ok(RedisPool {
+impl GroupPool {
+    /// The group tagged `tag` on a connection and a script set the groups share (nothing
+    /// connects until the first call, so a Redis that is down at start-up is a 503 per call,
+    /// not a failed start).
+    pub(crate) fn new(
+        conn: Arc<Connector>,
+        scripts: Arc<Scripts>,
+        options: RedisPoolOptions,
+        tag: &str,
+    ) -> GroupPool {
+        GroupPool {
             incarnation: Arc::new(RwLock::new(Incarnation {
-                base: keys::base(&options.key_prefix),
+                base: keys::base(&options.key_prefix, tag),
                 expect: String::new(),
             })),
-            mark: keys::mark(&options.key_prefix),
-            conn: Arc::new(Connector::new(client.into(), options.call_timeout)),
-            scripts: Arc::new(Scripts::load()),
+            mark: keys::mark(&options.key_prefix, tag),
+            tag: tag.into(),
+            conn,
+            scripts,
             fence: String::new(),
             options,
-        })
+        }
+    }
+
+    /// A connection and the script set for the groups of a pool on `client`.
+    pub(crate) fn shared(
+        client: impl Into<RedisClient>,
+        options: &RedisPoolOptions,
+    ) -> (Arc<Connector>, Arc<Scripts>) {
+        (
+            Arc::new(Connector::new(client.into(), options.call_timeout)),
+            Arc::new(Scripts::load()),
+        )
     }
 
     fn incarnation(&self) -> Incarnation {
@@ -83,11 +104,11 @@ impl RedisPool {
         let prefix = &self.options.key_prefix;
         let next = match expectation {
             Some(e) => Incarnation {
-                base: keys::incarnation_base(prefix, &e.identity),
+                base: keys::incarnation_base(prefix, &self.tag, &e.identity),
                 expect: format!("{}\t{}", e.identity, e.generation),
             },
             None => Incarnation {
-                base: keys::base(prefix),
+                base: keys::base(prefix, &self.tag),
                 expect: String::new(),
             },
         };
@@ -99,21 +120,18 @@ impl RedisPool {
     }
 
     /// The options the pool runs with.
-    pub fn options(&self) -> &RedisPoolOptions {
-        &self.options
-    }
 
     /// The key prefix every key of this pool's current incarnation starts with
     /// (`{prefix}:{activity}:v3:` and the identity it expects, if any), for operators and
     /// tests that inspect the keyspace.
-    pub fn keyspace(&self) -> String {
+    pub(crate) fn keyspace(&self) -> String {
         self.incarnation().base
     }
 
     /// One trivial script round trip (`EVALSHA` of `return 1`) through the same connection,
     /// timeout and error mapping as every port call: a readiness probe, and the ceiling the
     /// benchmark compares extraction with.
-    pub async fn probe(&self) -> PoolResult<()> {
+    pub(crate) async fn probe(&self) -> PoolResult<()> {
         self.conn
             .eval(&self.scripts.probe, &self.incarnation().base, &[])
             .await
@@ -217,15 +235,23 @@ fn is_stale_term(value: &Value) -> bool {
     }
 }
 
-impl Fencing for RedisPool {
-    fn fenced(&self, fence: Fence) -> Arc<dyn ActivityPool> {
-        Arc::new(RedisPool {
+impl GroupPool {
+    /// A handle on the same group whose every call is fenced by `fence`.
+    pub(crate) fn with_fence(&self, fence: &Fence) -> GroupPool {
+        GroupPool {
             options: self.options.clone(),
+            tag: self.tag.clone(),
             incarnation: self.incarnation.clone(),
             mark: self.mark.clone(),
             conn: self.conn.clone(),
             scripts: self.scripts.clone(),
             fence: format!("{}\t{}\t{}", fence.lease, fence.holder, fence.token),
-        })
+        }
+    }
+}
+
+impl Fencing for GroupPool {
+    fn fenced(&self, fence: Fence) -> Arc<dyn ActivityPool> {
+        Arc::new(self.with_fence(&fence))
     }
 }

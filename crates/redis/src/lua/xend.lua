@@ -1,0 +1,45 @@
+-- xend.lua: the home group's last step of an extraction over several groups: completes the
+-- claim with the merged response (stored like extract.lua's, with the usage counted once)
+-- or aborts it, only while the claim is still the caller's. Whoever ends a claim first
+-- decides for every attempt that shares it.
+--
+-- ARGV[4] stored-response key, ARGV[5] claim key, ARGV[6] claim token, ARGV[7] 'complete'
+-- | 'abort', ARGV[8] client, ARGV[9] request digest, ARGV[10] requested count, ARGV[11]
+-- idempotency TTL ms, ARGV[12] how long the key stays held past now ('' = only while
+-- replayable), ARGV[13..] the parts' records (one encoded record each, EXTRACTED).
+-- Reply: {'ok', response} (completed) | {'aborted'} | {'replay', response} (another
+-- attempt completed it) | {'conflict', kind} | {'lost'} (the claim ended without a
+-- response: another attempt aborted it, or it lapsed).
+
+local function main()
+  local key, claim, token, action = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+  local client, digest = ARGV[8], ARGV[9]
+  if redis.call('HGET', B .. claim, 'token') ~= token then
+    return P.stored_extraction(key, client, digest) or { 'lost' }
+  end
+  redis.call('DEL', B .. claim)
+  if action == 'abort' then
+    return { 'aborted' }
+  end
+  local lines, earliest, per_upstream, upstreams = {}, nil, {}, {}
+  for i = 13, #ARGV do
+    local r = P.decode(ARGV[i], 'extracted record')
+    lines[#lines + 1] = ARGV[i]
+    local hard = P.num(r[HARD])
+    if earliest == nil or hard < earliest then
+      earliest = hard
+    end
+    if per_upstream[r[UP]] == nil then
+      per_upstream[r[UP]] = 0
+      upstreams[#upstreams + 1] = r[UP]
+    end
+    per_upstream[r[UP]] = per_upstream[r[UP]] + 1
+  end
+  for _, upstream in ipairs(upstreams) do
+    P.usage_add(client, upstream, 'extracted', per_upstream[upstream])
+  end
+  local response = P.store_extraction(key, client, digest, ARGV[10], P.num(ARGV[11]), P.num(ARGV[12]), lines, earliest)
+  return { 'ok', response }
+end
+
+return P.run(main)

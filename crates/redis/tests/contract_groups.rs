@@ -1,0 +1,36 @@
+//! The whole activity-pool contract suite against RedisPool with its keys spread over
+//! three shard groups on one redis-server: every call that spans groups (extraction,
+//! upserts near max_size, sessions, the journal, leases and fencing) answers exactly as
+//! one group does. `contract_cluster.rs` runs the same groups over a cluster's primaries.
+
+mod support;
+
+use async_trait::async_trait;
+use proxypool_pool::contract::{PoolFactory, ScanLimits};
+use proxypool_redis::{RedisPool, RedisPoolOptions};
+
+#[derive(Debug, Clone, Copy)]
+struct GroupsFactory;
+
+#[async_trait]
+impl PoolFactory for GroupsFactory {
+    type Pool = RedisPool;
+
+    async fn create(&self, limits: ScanLimits) -> Option<RedisPool> {
+        let server = support::shared_server()?;
+        Some(support::pool_on(
+            server.url(),
+            RedisPoolOptions {
+                key_prefix: "contract".to_owned(),
+                extract_scan_budget: limits.extract_scan_budget,
+                inventory_scan_budget: limits.inventory_scan_budget,
+                call_timeout: support::TEST_TIMEOUT,
+                groups: 3,
+                ..RedisPoolOptions::default()
+            },
+        ))
+    }
+}
+
+proxypool_pool::contract_suite!(GroupsFactory);
+proxypool_pool::lease_contract_suite!(GroupsFactory);
