@@ -119,8 +119,6 @@ impl GroupPool {
         &self.conn
     }
 
-    /// The options the pool runs with.
-
     /// The key prefix every key of this pool's current incarnation starts with
     /// (`{prefix}:{activity}:v3:` and the identity it expects, if any), for operators and
     /// tests that inspect the keyspace.
