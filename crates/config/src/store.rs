@@ -22,6 +22,11 @@ pub struct StoreConfig {
     /// `[A-Za-z0-9._:-]`), so several deployments can share one Redis.
     #[serde(default = "default_key_prefix")]
     pub key_prefix: String,
+    /// Redis only: the shard groups the pool's keys are spread over, one hash tag each
+    /// (1-64). On a Redis Cluster one per primary spreads the pool over them; 1 keeps the
+    /// whole pool in one slot. A store keeps the count it was first used with.
+    #[serde(default = "default_groups")]
+    pub groups: u32,
     /// Redis only: bound of one Redis round trip (connecting included); past it the call
     /// fails as unavailable instead of hanging.
     #[serde(default = "default_call_timeout")]
@@ -62,6 +67,10 @@ fn default_key_prefix() -> String {
     "pp".into()
 }
 
+fn default_groups() -> u32 {
+    1
+}
+
 fn default_call_timeout() -> Millis {
     Millis(500)
 }
@@ -76,6 +85,7 @@ impl Default for StoreConfig {
             url: "memory".into(),
             password: None,
             key_prefix: default_key_prefix(),
+            groups: default_groups(),
             call_timeout: default_call_timeout(),
             leader_lease: default_leader_lease(),
             tls: None,
@@ -186,6 +196,11 @@ fn store_tuning(c: &mut Check<'_>, store: &StoreConfig) {
                 .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '.' | '_' | ':' | '-')),
         "store.key_prefix",
         "must be 1-64 characters of [A-Za-z0-9._:-]",
+    );
+    c.require(
+        (1..=64).contains(&store.groups),
+        "store.groups",
+        "must be between 1 and 64",
     );
     c.duration(
         "store.call_timeout",

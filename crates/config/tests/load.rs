@@ -435,6 +435,15 @@ fn store_tuning_is_checked_and_named() {
     let err = load(&text, example_env(), &dir).unwrap_err();
     assert_eq!(err.problems()[0].path, "store.key_prefix");
 
+    // Shard groups: 1-64, read as given.
+    for bad in ["0", "65"] {
+        let text = example().replace("groups = 1 ", &format!("groups = {bad} "));
+        let err = load(&text, example_env(), &dir).unwrap_err();
+        assert_eq!(err.problems()[0].path, "store.groups", "{bad}");
+    }
+    let text = example().replace("groups = 1 ", "groups = 3 ");
+    assert_eq!(load(&text, example_env(), &dir).unwrap().store.groups, 3);
+
     // The leader must be able to retry a slow renewal before its lease ends.
     let text = example().replace("leader_lease = \"10s\"", "leader_lease = \"1s\"");
     let mut env = example_env();

@@ -27,9 +27,10 @@ pub(super) async fn open(config: &StoreConfig) -> Result<OpenedStore, StoreOpenE
     let options = RedisPoolOptions {
         key_prefix: config.key_prefix.clone(),
         call_timeout: config.call_timeout.as_duration(),
+        groups: config.groups as usize,
         ..RedisPoolOptions::default()
     };
-    tracing::info!(redis = ?client, key_prefix = %options.key_prefix, "opening the redis store");
+    tracing::info!(redis = ?client, key_prefix = %options.key_prefix, groups = options.groups, "opening the redis store");
     let pool =
         Arc::new(RedisPool::new(client, options).map_err(|e| StoreOpenError::Open(e.to_string()))?);
     check_durability(&pool, config.durability).await?;
