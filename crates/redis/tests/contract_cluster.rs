@@ -1,9 +1,9 @@
 //! The whole activity-pool contract suite (the same functions MemoryPool and a single
 //! redis-server run) against RedisPool on a private Redis Cluster of 3 primaries with a
 //! replica each, shared by this test binary; every pool gets its own key prefix, so tests
-//! run in parallel without seeing each other. The pool's keys share one hash tag, so each
-//! pool lives in one slot: what this proves is the routing (every call reaches the slot's
-//! primary, the library is loaded there), not a spread over the cluster.
+//! run in parallel without seeing each other. Each pool spreads its keys over three shard
+//! groups, one per primary: every call is routed to its group's primary, and the calls that
+//! span groups (extraction, sessions, leases, counters) answer as one group does.
 
 mod support;
 
@@ -27,6 +27,7 @@ impl PoolFactory for ClusterFactory {
                 extract_scan_budget: limits.extract_scan_budget,
                 inventory_scan_budget: limits.inventory_scan_budget,
                 call_timeout: support::TEST_TIMEOUT,
+                groups: 3,
                 ..RedisPoolOptions::default()
             },
         ))
@@ -36,11 +37,10 @@ impl PoolFactory for ClusterFactory {
 proxypool_pool::contract_suite!(ClusterFactory);
 proxypool_pool::lease_contract_suite!(ClusterFactory);
 
-/// Every call is routed by its key: the pool's slot owner holds its keys and the one
-/// library the calls loaded, and no other primary was sent a load (a load broadcast to
-/// every primary would fail whenever one is down).
+/// The three groups land on the three primaries, each holding its group's keys and the one
+/// library the calls routed to it loaded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_reach_only_the_primary_of_the_pool_slot() {
+async fn each_group_lives_on_its_own_primary() {
     use proxypool_core::{Candidate, FetchedBatch, Protocol, Upserter, UpstreamId};
     use proxypool_testkit::{RedisCluster, RespValue};
 
@@ -55,22 +55,40 @@ async fn calls_reach_only_the_primary_of_the_pool_slot() {
         safety_margin_ms: 5_000,
         max_size: 100,
         default_max_sessions: 4,
-        candidates: vec![Candidate::new(Protocol::Http, "r.vendor.test", 80)],
+        candidates: (0..30)
+            .map(|i| Candidate::new(Protocol::Http, format!("r{i}.vendor.test"), 80))
+            .collect(),
     };
     assert_eq!(
         pool.upsert(1_700_000_000_000, batch)
             .await
             .unwrap()
             .inserted,
-        1
+        30
     );
     pool.probe().await.unwrap();
 
-    let owner = cluster
-        .primary_of_slot(RedisCluster::key_slot(pool.keyspace()))
-        .unwrap();
-    let primaries = cluster.primaries().unwrap();
-    assert_eq!(primaries.len(), 3);
+    let keyspaces = pool.group_keyspaces();
+    assert_eq!(keyspaces.len(), 3);
+    let mut owners: Vec<u16> = Vec::new();
+    for keyspace in &keyspaces {
+        let slot = RedisCluster::key_slot(keyspace);
+        let owner = cluster.primary_of_slot(slot).unwrap();
+        let mut node = cluster.connect(owner).unwrap();
+        let held = match node
+            .command(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()])
+            .unwrap()
+        {
+            RespValue::Integer(n) => n,
+            other => panic!("COUNTKEYSINSLOT answered {other:?}"),
+        };
+        assert!(held > 0, "group {keyspace} holds no keys on {owner}");
+        owners.push(owner);
+    }
+    owners.sort_unstable();
+    let mut primaries = cluster.primaries().unwrap();
+    primaries.sort_unstable();
+    assert_eq!(owners, primaries, "one group per primary");
     for port in primaries {
         let mut node = cluster.connect(port).unwrap();
         let libraries = match node
@@ -80,17 +98,7 @@ async fn calls_reach_only_the_primary_of_the_pool_slot() {
             RespValue::Array(libraries) => libraries.len(),
             other => panic!("FUNCTION LIST answered {other:?}"),
         };
-        let keys = match node.command(&["DBSIZE"]).unwrap() {
-            RespValue::Integer(n) => n,
-            other => panic!("DBSIZE answered {other:?}"),
-        };
-        if port == owner {
-            assert_eq!(libraries, 1, "the slot owner {port} holds the library");
-            assert!(keys > 0, "the slot owner {port} holds the keys");
-        } else {
-            assert_eq!(libraries, 0, "primary {port} was sent a load");
-            assert_eq!(keys, 0, "primary {port} holds keys");
-        }
+        assert_eq!(libraries, 1, "primary {port} holds the library");
     }
 }
 

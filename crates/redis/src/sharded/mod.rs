@@ -113,8 +113,9 @@ impl RedisPool {
         (self.groups.len() == 1).then(|| self.home())
     }
 
-    /// The index of the group `proxy` lives in.
-    pub(crate) fn group_index(&self, proxy: &ProxyId) -> usize {
+    /// The index of the group `proxy` lives in (0 is the home group; the order of
+    /// [`group_keyspaces`](Self::group_keyspaces)).
+    pub fn group_index(&self, proxy: &ProxyId) -> usize {
         let digest = Sha256::digest(proxy.as_str().as_bytes());
         let word = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
         (word % self.groups.len() as u64) as usize
