@@ -95,17 +95,55 @@ fn controller_config_with(
     tls: Option<&Tls>,
     admin: bool,
 ) -> String {
-    let (store_url, quota_url) = match tls {
-        Some(tls) => (
-            redis.tls_url().unwrap().to_owned(),
-            tls.pg(&format!(
-                "postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"
-            )),
-        ),
-        None => (
-            format!("redis://127.0.0.1:{}/0", redis.port()),
-            format!("postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"),
-        ),
+    let store_url = match tls {
+        Some(_) => redis.tls_url().unwrap().to_owned(),
+        None => format!("redis://127.0.0.1:{}/0", redis.port()),
+    };
+    controller_config_on(
+        &store_url,
+        pg_port,
+        control,
+        api,
+        per_worker_target,
+        upstream,
+        tls,
+        admin,
+    )
+}
+
+/// The `[store] url` of a controller on `cluster`, its primaries as the seeds
+/// (`redis+cluster://127.0.0.1:P1,127.0.0.1:P2,...`): the client reads the slot map from
+/// whichever seed answers, so a seed killed later costs nothing.
+pub fn cluster_store_url(cluster: &proxypool_testkit::RedisCluster) -> String {
+    let seeds: Vec<String> = cluster
+        .primaries()
+        .unwrap()
+        .iter()
+        .map(|port| format!("127.0.0.1:{port}"))
+        .collect();
+    format!("redis+cluster://{}", seeds.join(","))
+}
+
+/// The controller file every split-mode test shares, on the pool store at `store_url` (one
+/// Redis, or a cluster's `redis+cluster://` seeds). With `tls` the control and client APIs
+/// serve TLS, PostgreSQL is verified against the run's CA, and so is the store (`[store.tls]`,
+/// for a `rediss://` URL).
+#[allow(clippy::too_many_arguments)]
+pub fn controller_config_on(
+    store_url: &str,
+    pg_port: u16,
+    control: u16,
+    api: u16,
+    per_worker_target: usize,
+    upstream: &str,
+    tls: Option<&Tls>,
+    admin: bool,
+) -> String {
+    let quota_url = match tls {
+        Some(tls) => tls.pg(&format!(
+            "postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"
+        )),
+        None => format!("postgres://proxypool_quota@127.0.0.1:{pg_port}/proxypool_split"),
     };
     let tls_tables = match tls {
         Some(tls) => format!(
