@@ -1,10 +1,13 @@
-//! Split mode on a Redis Cluster that loses the primary holding the pool: one
-//! `proxypool controller` and two `proxypool gateway` processes, the activity pool on a
-//! private Redis Cluster (3 primaries with a replica each, `redis+cluster://` with the
-//! primaries as seeds), the quota on a private PostgreSQL, against a simulated vendor.
+//! Split mode on a Redis Cluster that loses a primary: one `proxypool controller` and two
+//! `proxypool gateway` processes, the activity pool on a private Redis Cluster (3 primaries
+//! with a replica each, `redis+cluster://` with the primaries as seeds) spread over three
+//! shard groups (`[store] groups = 3`, one per primary), the quota on a private PostgreSQL,
+//! against a simulated vendor.
 //!
 //! While clients send requests through both gateways and extract proxies through the client
-//! API, the primary that owns the pool's slot is killed with SIGKILL. What this proves:
+//! API, the primary of the home group (the leader lease, the extraction claims and merged
+//! responses, the first copy of every worker session, beside a third of the proxies) is
+//! killed with SIGKILL. What this proves:
 //!
 //! - Recovery without a restart: once the cluster has promoted the replica, the same
 //!   controller and gateway processes serve again within a bound: extractions succeed, both
@@ -38,9 +41,11 @@ const PROXIES: usize = 64;
 const PER_GATEWAY: u64 = 8;
 /// Extracted in one call before the loops start.
 const EXTRACTED: usize = 3;
-/// The hash tags the pool's keys live under. Today every key is
-/// `{key_prefix}:{activity}:v3:...`: one tag, so the whole pool is one slot of one primary.
-const POOL_HASH_TAGS: [&str; 1] = ["{activity}"];
+/// The pool's shard groups: one per primary.
+const GROUPS: usize = 3;
+/// The hash tag of the home group (`{key_prefix}:{activity}:v3:...`); the other groups'
+/// are `{activity.<n>}`.
+const HOME_TAG: &str = "{activity}";
 /// How long the cluster may take to promote the replica (node timeout 1 s).
 const FAILOVER_WAIT: Duration = Duration::from_secs(30);
 /// How long after the promotion extractions and both gateways may take to work again.
@@ -264,8 +269,26 @@ fn failures(answers: &[Answer]) -> Option<(Duration, Duration, usize)> {
     Some((failed.first()?.sent, failed.last()?.answered, failed.len()))
 }
 
+/// Which primary the test kills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Victim {
+    /// The home group's: the leader lease, the extraction claims, the first session copies.
+    Home,
+    /// Another group's: only its proxies and the copies every group keeps.
+    Other,
+}
+
 #[test]
-fn a_killed_cluster_primary_holding_the_pool_is_failed_over_without_breaking_exclusivity() {
+fn a_killed_primary_of_the_home_group_is_failed_over_without_breaking_exclusivity() {
+    failover(Victim::Home);
+}
+
+#[test]
+fn a_killed_primary_of_another_group_is_failed_over_without_breaking_exclusivity() {
+    failover(Victim::Other);
+}
+
+fn failover(which: Victim) {
     if !curl_or_skip() {
         return;
     }
@@ -291,7 +314,8 @@ fn a_killed_cluster_primary_holding_the_pool_is_failed_over_without_breaking_exc
             &sim_upstream(&sim),
             None,
             false,
-        ),
+        )
+        .replacen("[store]\n", &format!("[store]\ngroups = {GROUPS}\n"), 1),
     );
     let config = config.to_str().unwrap();
     let mut env: Vec<(&str, &str)> = ENV.to_vec();
@@ -382,24 +406,43 @@ fn a_killed_cluster_primary_holding_the_pool_is_failed_over_without_breaking_exc
             && extractions.seen().iter().filter(|e| e.code == 0).count() >= 2
     });
 
-    // The primary holding the pool's keys dies.
-    let (victim, slot) = primary_of_group(&cluster, POOL_HASH_TAGS[0]);
-    let keys = keys_in_slot(&cluster, victim, slot);
+    // The pool is spread: every primary holds some of its keys.
+    for port in cluster.primaries().unwrap() {
+        let held = cluster
+            .connect(port)
+            .and_then(|mut node| node.command(&["DBSIZE"]))
+            .unwrap();
+        assert!(
+            matches!(held, RespValue::Integer(n) if n > 0),
+            "primary {port} holds none of the pool ({held:?})"
+        );
+    }
+    // The primary of the home group, or of another one, dies.
+    let (home, slot) = primary_of_group(&cluster, HOME_TAG);
+    let keys = keys_in_slot(&cluster, home, slot);
     assert!(
         keys > 0,
-        "the pool's slot {slot} holds no key on its primary {victim}"
+        "the home group's slot {slot} holds no key on its primary {home}"
     );
+    let victim = match which {
+        Victim::Home => home,
+        Victim::Other => cluster
+            .primaries()
+            .unwrap()
+            .into_iter()
+            .find(|port| *port != home)
+            .unwrap(),
+    };
     let killed_at = t0.elapsed();
     cluster.kill(victim).unwrap();
-    eprintln!(
-        "killed primary {victim} (slot {slot} of {}, {keys} keys) at {killed_at:?}",
-        POOL_HASH_TAGS[0]
-    );
+    eprintln!("killed primary {victim} ({which:?} group) at {killed_at:?}");
 
     // 3. The replica takes over; then everything works again, within a bound.
     let promoted = cluster.wait_for_failover(victim, FAILOVER_WAIT).unwrap();
     let failed_over_at = t0.elapsed();
-    assert_eq!(primary_of_group(&cluster, POOL_HASH_TAGS[0]).0, promoted);
+    if which == Victim::Home {
+        assert_eq!(primary_of_group(&cluster, HOME_TAG).0, promoted);
+    }
     eprintln!(
         "replica {promoted} promoted {:?} after the kill",
         failed_over_at - killed_at
