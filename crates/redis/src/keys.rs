@@ -51,7 +51,8 @@
 //! idem:<id>:<token>       STRING one group's part of an extraction over several groups,
 //!                               taken under the claim <token> (PX; idem-expiry)
 //! xclaim:<extraction id>  HASH  token, client, digest: the claim of an extraction over
-//!                               several groups while its parts are taken (home group, PX)
+//!                               several groups while its parts are taken (in its anchor
+//!                               group, beside its stored response; PX)
 //! op:<digest>             STRING stored upsert result (PX);        op-expiry   ZSET
 //! keys                    SET   names of the dynamic ownership index keys (footprint/sweeps)
 //! leases                  HASH  lease name -> holder, token, acquired_at, expires_at
@@ -147,8 +148,8 @@ pub(crate) fn extraction(id: &ExtractionId) -> String {
     format!("idem:{id}")
 }
 
-/// Where the claim of an extraction over several groups is kept (home group), while its
-/// parts are taken.
+/// Where the claim of an extraction over several groups is kept (its anchor group), while
+/// its parts are taken.
 pub(crate) fn extraction_claim(id: &ExtractionId) -> String {
     format!("xclaim:{id}")
 }

@@ -65,7 +65,7 @@ const HELPERS: [&str; 17] = [
 ];
 
 /// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
-const ENTRIES: [(&str, &str); 55] = [
+const ENTRIES: [(&str, &str); 54] = [
     ("upsert", include_str!("lua/upsert.lua")),
     ("health", include_str!("lua/health.lua")),
     ("due", include_str!("lua/due.lua")),
@@ -123,7 +123,6 @@ const ENTRIES: [(&str, &str); 55] = [
         "mark_end_recovery",
         include_str!("lua/mark_end_recovery.lua"),
     ),
-    ("xbegin", include_str!("lua/xbegin.lua")),
     ("xend", include_str!("lua/xend.lua")),
     ("xundo", include_str!("lua/xundo.lua")),
     ("lease_mirror", include_str!("lua/lease_mirror.lua")),
@@ -236,7 +235,6 @@ pub(crate) struct Scripts {
     pub(crate) mark_install: Function,
     pub(crate) mark_advance: Function,
     pub(crate) mark_end_recovery: Function,
-    pub(crate) xbegin: Function,
     pub(crate) xend: Function,
     pub(crate) xundo: Function,
     pub(crate) lease_mirror: Function,
@@ -318,7 +316,6 @@ impl Scripts {
             mark_install: library.function("mark_install"),
             mark_advance: library.function("mark_advance"),
             mark_end_recovery: library.function("mark_end_recovery"),
-            xbegin: library.function("xbegin"),
             xend: library.function("xend"),
             xundo: library.function("xundo"),
             lease_mirror: library.function("lease_mirror"),

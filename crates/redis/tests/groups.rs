@@ -154,8 +154,34 @@ async fn attempts_of_one_keyed_extraction_hand_out_one_set() {
     let left = pool.inventory(T0 + 1, &upstream("acme")).await.unwrap();
     assert_eq!(left.unextracted, 34, "one set was handed out");
 
+    // More than the anchor group holds: the attempts share one claim and its parts.
+    let mut across = extract_request("c1", 20, ExtractMode::AllOrNothing);
+    across.idempotency_key = Some("k3".to_owned());
+    let attempts: Vec<_> = (0..8)
+        .map(|_| {
+            let (pool, request) = (pool.clone(), across.clone());
+            tokio::spawn(async move { pool.extract(T0 + 1, request).await.unwrap() })
+        })
+        .collect();
+    let mut sets = BTreeSet::new();
+    for attempt in attempts {
+        let ids: BTreeSet<ProxyId> = attempt
+            .await
+            .unwrap()
+            .response
+            .proxies
+            .iter()
+            .map(|p| p.id.clone())
+            .collect();
+        assert_eq!(ids.len(), 20);
+        sets.insert(ids);
+    }
+    assert_eq!(sets.len(), 1, "every attempt answers the same proxies");
+    let left = pool.inventory(T0 + 1, &upstream("acme")).await.unwrap();
+    assert_eq!(left.unextracted, 14, "one set of 20 more was handed out");
+
     // Attempts of a keyed all-or-nothing request that cannot be met take nothing.
-    let mut too_many = extract_request("c1", 50, ExtractMode::AllOrNothing);
+    let mut too_many = extract_request("c1", 30, ExtractMode::AllOrNothing);
     too_many.idempotency_key = Some("k2".to_owned());
     let attempts: Vec<_> = (0..8)
         .map(|_| {
@@ -166,11 +192,11 @@ async fn attempts_of_one_keyed_extraction_hand_out_one_set() {
     for attempt in attempts {
         assert!(matches!(
             attempt.await.unwrap(),
-            Err(PoolError::InsufficientInventory { requested: 50, .. })
+            Err(PoolError::InsufficientInventory { requested: 30, .. })
         ));
     }
     let left = pool.inventory(T0 + 2, &upstream("acme")).await.unwrap();
-    assert_eq!(left.unextracted, 34, "nothing stays taken");
+    assert_eq!(left.unextracted, 14, "nothing stays taken");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,10 +8,15 @@
 -- sent with an idempotency key: ExtractRequest::held_until), ARGV[18] for_domain ('' =
 -- any; otherwise candidates cooling down for that domain are skipped, one HGET each),
 -- ARGV[19] the client's project, whose own cooldowns count besides the shared ones
--- ('' = the shared ones only), ARGV[20] 'part' when this is one group's part of an
--- extraction over several groups (no usage counted here; '' or absent otherwise).
+-- ('' = the shared ones only), ARGV[20] the call's role in an extraction over several
+-- groups: '' (or absent) for none; 'part' for a group's part (stored at ARGV[4], no usage
+-- counted here); 'anchor' for the first call, in the group the extraction id picks, which
+-- answers alone when it finds everything and otherwise leaves its part at ARGV[22] under a
+-- claim (ARGV[21] claim key, ARGV[23] token, ARGV[24] claim lifetime ms).
 --
--- Reply: {'ok', response, reserve left behind, candidates examined} | {'replay', response} | {'conflict', 'digest'} |
+-- Reply: {'ok', response, reserve left behind, candidates examined} | {'replay', response} |
+-- (anchor only) {'claimed', token} (an earlier attempt's claim, to resume) |
+-- {'short', part, reserve left behind, candidates examined, first release or ''} | {'conflict', 'digest'} |
 -- {'conflict', 'expired'} | {'insufficient', matching} | {'scan_budget'} |
 -- {'recovering', first release} (too little found while records are withheld), where response is
 -- a header line (X_CLIENT ... X_HELD, generated from src/codec/extraction.rs) followed by
@@ -29,6 +34,16 @@ local function main()
   local answer = P.stored_extraction(key, client, digest)
   if answer then
     return answer
+  end
+  local role = ARGV[20] or ''
+  if role == 'anchor' then
+    local claim = redis.call('HMGET', B .. ARGV[21], 'token', 'client', 'digest')
+    if claim[1] then
+      if claim[2] ~= client or claim[3] ~= digest then
+        return { 'conflict', 'digest' }
+      end
+      return { 'claimed', claim[1] }
+    end
   end
 
   -- Longest-lived first; (score, id) descending is MemoryPool's order. The matching
@@ -62,14 +77,16 @@ local function main()
     end
   end
 
+  -- An anchor that found too little leaves the rest to the other groups (below).
+  local short = role == 'anchor' and #chosen < wanted
   -- Too little while a recovery withholds records: say so, with the first release.
-  if (mode == 'all' and #chosen < wanted) or #chosen == 0 then
+  if not short and ((mode == 'all' and #chosen < wanted) or #chosen == 0) then
     local first = redis.call('ZRANGE', B .. 'withheld', 0, 0, 'WITHSCORES')
     if first[2] then
       return { 'recovering', first[2] }
     end
   end
-  if mode == 'all' and #chosen < wanted then
+  if not short and mode == 'all' and #chosen < wanted then
     return { 'insufficient', math.max(0, matching - reserve) }
   end
 
@@ -96,15 +113,24 @@ local function main()
       earliest = hard
     end
   end
-  -- One usage add per upstream, not per proxy; a part of an extraction over several groups
-  -- leaves it to the home group, which counts the whole (ARGV[20] = 'part').
-  for _, upstream in ipairs(ARGV[20] == 'part' and {} or upstreams) do
+  local reserved, scanned = P.fmt(math.min(matching, reserve)), P.fmt(examined)
+  if short then
+    -- The part, under a new claim the other groups' parts join (xend.lua ends it).
+    local part = P.store_extraction(ARGV[22], client, digest, ARGV[7], ttl, nil, lines, earliest)
+    redis.call('HSET', B .. ARGV[21], 'token', ARGV[23], 'client', client, 'digest', digest)
+    redis.call('PEXPIRE', B .. ARGV[21], ARGV[24])
+    local first = redis.call('ZRANGE', B .. 'withheld', 0, 0, 'WITHSCORES')
+    return { 'short', part, reserved, scanned, first[2] or '' }
+  end
+  -- One usage add per upstream, not per proxy; a part's is counted when the whole ends
+  -- (xend.lua).
+  for _, upstream in ipairs(role == 'part' and {} or upstreams) do
     P.usage_add(client, upstream, 'extracted', per_upstream[upstream])
   end
   local response = P.store_extraction(key, client, digest, ARGV[7], ttl, P.num(ARGV[17]), lines, earliest)
   -- How many matching proxies this call left behind as the reserve, and how many it
   -- examined: a part's share of the whole extraction's reserve and scan budget.
-  return { 'ok', response, P.fmt(math.min(matching, reserve)), P.fmt(examined) }
+  return { 'ok', response, reserved, scanned }
 end
 
 return P.run(main)

@@ -1,6 +1,7 @@
--- xend.lua: the home group's last step of an extraction over several groups: completes the
--- claim with the merged response (stored like extract.lua's, with the usage counted once)
--- or aborts it, only while the claim is still the caller's. Whoever ends a claim first
+-- xend.lua: the last step of an extraction over several groups, in its anchor group (where
+-- extract.lua left the claim): completes the claim with the merged response (stored like
+-- extract.lua's, with the usage counted once) or aborts it, only while the claim is still
+-- the caller's. Whoever ends a claim first
 -- decides for every attempt that shares it.
 --
 -- ARGV[4] stored-response key, ARGV[5] claim key, ARGV[6] claim token, ARGV[7] 'complete'

@@ -12,9 +12,9 @@ use proxypool_core::{
     Extractor, PoolError, PoolResult, Unavailable, UnixMillis,
 };
 
-/// How one group's extraction script answered: the stored response's text, whether it
-/// was replayed, and (when not) how many matching proxies it left behind as the reserve
-/// and how many candidates it examined.
+/// A stored response as one group's extraction script answered it: its text, whether it
+/// was replayed, and (when not) how many matching proxies the call left behind as the
+/// reserve and how many candidates it examined.
 pub(crate) struct Stored {
     pub(crate) text: String,
     pub(crate) replayed: bool,
@@ -22,22 +22,54 @@ pub(crate) struct Stored {
     pub(crate) examined: usize,
 }
 
+/// What a call of `extract.lua` is, in an extraction over several groups.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Role<'a> {
+    /// The whole extraction (one group).
+    Whole,
+    /// One group's part, stored at the call's key, with the scan budget left to it.
+    Part { budget: usize },
+    /// The first call, in the group the extraction id picks: it answers alone when it finds
+    /// everything, else leaves its part at `part` under a new claim `token` at `claim`.
+    Anchor {
+        claim: &'a str,
+        part: &'a str,
+        token: &'a str,
+        claim_ms: u64,
+    },
+}
+
+/// How `extract.lua` answered.
+pub(crate) enum Answer {
+    /// The response stored at the call's key (new or replayed).
+    Stored(Stored),
+    /// (anchor) An earlier attempt's claim, to resume.
+    Claimed(String),
+    /// (anchor) Too little in this group: its part, and the first release of the records a
+    /// recovery withholds here, if any.
+    Short {
+        part: Stored,
+        first_release: Option<u64>,
+    },
+}
+
 impl GroupPool {
-    /// Runs `extract.lua` for `request` with its response stored at `key` under `digest`; a
-    /// `part` is one group's share of an extraction over several groups, with the scan
-    /// budget left to it (its usage counted by the home group when the whole completes).
-    /// Errors as the port's.
+    /// Runs `extract.lua` for `request` with its response stored at `key` under `digest`,
+    /// in the given role. Errors as the port's.
     pub(crate) async fn extract_stored(
         &self,
         now: UnixMillis,
         request: &ExtractRequest,
         key: String,
         digest: String,
-        part: Option<usize>,
-    ) -> PoolResult<Stored> {
-        let budget = part.unwrap_or(self.options.extract_scan_budget);
+        role: Role<'_>,
+    ) -> PoolResult<Answer> {
+        let budget = match role {
+            Role::Part { budget } => budget,
+            _ => self.options.extract_scan_budget,
+        };
         let filter = &request.filter;
-        let args = vec![
+        let mut args = vec![
             key,
             request.client.to_string(),
             digest,
@@ -62,8 +94,23 @@ impl GroupPool {
             },
             opt_to_field(request.for_domain.as_ref()),
             opt_to_field(request.project.as_ref()),
-            if part.is_some() { "part" } else { "" }.to_owned(),
         ];
+        match role {
+            Role::Whole => {}
+            Role::Part { .. } => args.push("part".to_owned()),
+            Role::Anchor {
+                claim,
+                part,
+                token,
+                claim_ms,
+            } => args.extend([
+                "anchor".to_owned(),
+                claim.to_owned(),
+                part.to_owned(),
+                token.to_owned(),
+                claim_ms.to_string(),
+            ]),
+        }
         let value = self
             .eval(&self.scripts.extract, now, Side::Write, args)
             .await?;
@@ -71,23 +118,38 @@ impl GroupPool {
             return Err(recovering(first_release, now));
         }
         let reply = reply::parse(value, request.count)?;
-        let replayed = match reply.status.as_str() {
-            "replay" => true,
-            "ok" => false,
-            other => {
-                return Err(PoolError::corrupt(format!(
-                    "unexpected extract reply {other}"
-                )));
-            }
+        let fresh = |reply: &reply::Reply| -> PoolResult<Stored> {
+            Ok(Stored {
+                text: reply.text(0)?,
+                replayed: false,
+                reserved: u32::try_from(reply.number(1)?).unwrap_or(u32::MAX),
+                examined: usize::try_from(reply.number(2)?).unwrap_or(usize::MAX),
+            })
         };
-        let count =
-            |i: usize| -> PoolResult<u64> { if replayed { Ok(0) } else { reply.number(i) } };
-        Ok(Stored {
-            text: reply.text(0)?,
-            replayed,
-            reserved: u32::try_from(count(1)?).unwrap_or(u32::MAX),
-            examined: usize::try_from(count(2)?).unwrap_or(usize::MAX),
-        })
+        match reply.status.as_str() {
+            "replay" => Ok(Answer::Stored(Stored {
+                text: reply.text(0)?,
+                replayed: true,
+                reserved: 0,
+                examined: 0,
+            })),
+            "ok" => Ok(Answer::Stored(fresh(&reply)?)),
+            "claimed" => Ok(Answer::Claimed(reply.text(0)?)),
+            "short" => {
+                let first = reply.text(3)?;
+                Ok(Answer::Short {
+                    part: fresh(&reply)?,
+                    first_release: if first.is_empty() {
+                        None
+                    } else {
+                        Some(crate::codec::parse_u64(&first, "extract reply")?)
+                    },
+                })
+            }
+            other => Err(PoolError::corrupt(format!(
+                "unexpected extract reply {other}"
+            ))),
+        }
     }
 }
 
@@ -107,9 +169,13 @@ impl Extractor for GroupPool {
     ) -> PoolResult<ExtractOutcome> {
         request.validate()?;
         let id = request.extraction_id();
-        let stored = self
-            .extract_stored(now, &request, keys::extraction(&id), request.digest(), None)
-            .await?;
+        let key = keys::extraction(&id);
+        let Answer::Stored(stored) = self
+            .extract_stored(now, &request, key, request.digest(), Role::Whole)
+            .await?
+        else {
+            return Err(PoolError::corrupt("unexpected extract reply"));
+        };
         let decoded = extraction::decode(&id, &stored.text)?;
         if !stored.replayed {
             // The script mirrors ExtractResponse::replay_ttl_ms; keep them in step.

@@ -3,7 +3,7 @@
 
 mod admin;
 mod cooldown;
-mod extract;
+pub(crate) mod extract;
 mod health;
 mod identity;
 mod inventory;

@@ -1,5 +1,5 @@
 //! The calls a group answers only for the pool over several groups: the steps of an
-//! extraction over groups (`xbegin.lua`, `xend.lua`, `xundo.lua`), counters raised to a
+//! extraction over groups after its anchor call (`xend.lua`, `xundo.lua`), counters raised to a
 //! common floor (`raise.lua`), a lease copied from the home group (`lease_mirror.lua`),
 //! what an upsert must know to split a batch (`known.lua`) and the pinned group count
 //! (`groups.lua`).
@@ -16,7 +16,7 @@ pub(crate) enum Counter<'a> {
     Snapshot(&'a str),
 }
 
-/// How the home group ends an extraction's claim.
+/// How the anchor group ends an extraction's claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ClaimEnd {
     Complete,
@@ -90,26 +90,6 @@ impl GroupPool {
         usize::try_from(reply.number(0)?).map_err(|_| PoolError::corrupt("group count"))
     }
 
-    /// The extraction's stored response or its claim (see `xbegin.lua`).
-    pub(crate) async fn claim_extraction(
-        &self,
-        now: UnixMillis,
-        keys: &ClaimKeys,
-        token: &str,
-        claim_ms: u64,
-    ) -> PoolResult<Reply> {
-        let args = vec![
-            keys.response.clone(),
-            keys.claim.clone(),
-            keys.client.clone(),
-            keys.digest.clone(),
-            token.to_owned(),
-            claim_ms.to_string(),
-        ];
-        self.call(&self.scripts.xbegin, now, Side::Write, args)
-            .await
-    }
-
     /// Ends the extraction's claim `token` (see `xend.lua`), with the parts' `records`
     /// when it completes.
     #[allow(clippy::too_many_arguments)]
@@ -162,7 +142,7 @@ impl GroupPool {
     }
 }
 
-/// The names an extraction over groups is kept under in the home group, and who asks.
+/// The names an extraction over groups is kept under in its anchor group, and who asks.
 #[derive(Debug, Clone)]
 pub(crate) struct ClaimKeys {
     pub(crate) response: String,

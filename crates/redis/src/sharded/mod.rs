@@ -8,8 +8,8 @@
 //!   `ownership`, `data`).
 //! - **Home.** The first group holds what is the cluster's, not a proxy's: the leader
 //!   lease (copied to every group so a fenced call checks its term in its own atomic step,
-//!   `identity`), the ticket key, worker modes, provider statuses, usage, session feedback
-//!   and the merged extraction responses.
+//!   `identity`), the ticket key, worker modes, provider statuses, usage and session
+//!   feedback.
 //! - **Everywhere.** The store's mark, the worker sessions and the issued snapshots are
 //!   written to every group, so each judges them atomically with its own proxies
 //!   (`runtime`); a session is granted only as long as every group holds it.
@@ -17,9 +17,10 @@
 //!   per group; a reader raises every group to the highest value it read, so any later
 //!   change counts above what it returns, and one number serves as the epoch of a
 //!   snapshot and the version of a journal (`raise.lua`).
-//! - **Extraction** over groups: a claim in the home group, a part per group under it, and
-//!   the merged response stored at home; all-or-nothing takes parts and gives them back
-//!   when the whole falls short (`extract`).
+//! - **Extraction** is anchored in the group its id hashes to, which answers alone when it
+//!   holds enough (one call, as with one group) and otherwise keeps a claim under which the
+//!   other groups add their parts; all-or-nothing takes parts and gives them back when the
+//!   whole falls short (`extract`).
 
 mod calls;
 mod data;

@@ -2,8 +2,7 @@
 --
 -- Owns: the stored response of an extraction id (`idem:<id>`, STRING, with `idem-expiry`),
 -- read back by P.stored_extraction and written by P.store_extraction, for extract.lua and
--- for the home group's half of an extraction over several groups (`xbegin.lua`,
--- `xend.lua`). Invariant: a response is replayed only to its client with its digest, and
+-- for the end of an extraction over several groups in its anchor group (`xend.lua`). Invariant: a response is replayed only to its client with its digest, and
 -- only while replayable; past that and while the key is held, a reuse is a conflict.
 
 -- What a stored response at `key` answers a request of `client` with `digest`: nil when
