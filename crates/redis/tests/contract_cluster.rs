@@ -9,7 +9,7 @@ mod support;
 
 use async_trait::async_trait;
 use proxypool_pool::contract::{PoolFactory, ScanLimits};
-use proxypool_redis::{RedisPool, RedisPoolOptions};
+use proxypool_redis::RedisPool;
 
 #[derive(Debug, Clone, Copy)]
 struct ClusterFactory;
@@ -19,17 +19,10 @@ impl PoolFactory for ClusterFactory {
     type Pool = RedisPool;
 
     async fn create(&self, limits: ScanLimits) -> Option<RedisPool> {
-        let cluster = support::shared_cluster()?;
-        Some(support::pool_on(
-            &support::cluster_url(cluster),
-            RedisPoolOptions {
-                key_prefix: "contract".to_owned(),
-                extract_scan_budget: limits.extract_scan_budget,
-                inventory_scan_budget: limits.inventory_scan_budget,
-                call_timeout: support::TEST_TIMEOUT,
-                groups: 3,
-                ..RedisPoolOptions::default()
-            },
+        Some(support::contract_pool(
+            &support::cluster_url(support::shared_cluster()?),
+            limits,
+            3,
         ))
     }
 }

@@ -6,7 +6,7 @@ mod support;
 
 use async_trait::async_trait;
 use proxypool_pool::contract::{PoolFactory, ScanLimits};
-use proxypool_redis::{RedisPool, RedisPoolOptions};
+use proxypool_redis::RedisPool;
 
 #[derive(Debug, Clone, Copy)]
 struct RedisFactory;
@@ -16,16 +16,10 @@ impl PoolFactory for RedisFactory {
     type Pool = RedisPool;
 
     async fn create(&self, limits: ScanLimits) -> Option<RedisPool> {
-        let server = support::shared_server()?;
-        Some(support::pool_on(
-            server.url(),
-            RedisPoolOptions {
-                key_prefix: "contract".to_owned(),
-                extract_scan_budget: limits.extract_scan_budget,
-                inventory_scan_budget: limits.inventory_scan_budget,
-                call_timeout: support::TEST_TIMEOUT,
-                ..RedisPoolOptions::default()
-            },
+        Some(support::contract_pool(
+            support::shared_server()?.url(),
+            limits,
+            1,
         ))
     }
 }

@@ -51,6 +51,25 @@ pub fn unique_prefix(tag: &str) -> String {
 /// machine must not turn a slow call into a failed assertion.
 pub const TEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// A pool for the contract suite on `url`: the suite's scan limits, `groups` shard groups.
+pub fn contract_pool(
+    url: &str,
+    limits: proxypool_pool::contract::ScanLimits,
+    groups: usize,
+) -> RedisPool {
+    pool_on(
+        url,
+        RedisPoolOptions {
+            key_prefix: "contract".to_owned(),
+            extract_scan_budget: limits.extract_scan_budget,
+            inventory_scan_budget: limits.inventory_scan_budget,
+            call_timeout: TEST_TIMEOUT,
+            groups,
+            ..RedisPoolOptions::default()
+        },
+    )
+}
+
 /// A pool on `url` with a unique prefix and the given options.
 pub fn pool_on(url: &str, options: RedisPoolOptions) -> RedisPool {
     let options = RedisPoolOptions {
