@@ -22,7 +22,9 @@
 //!
 //! Between steps 2 and 3 an all-or-nothing extraction that will fail holds its parts for a
 //! moment, so a concurrent extraction may find less than it would have: the cost of taking
-//! across groups without a lock over them. No proxy is ever handed out twice.
+//! across groups without a lock over them. A part in a group that cannot be reached when
+//! the parts are given back stays taken until its proxies' lifetime ends (nobody is
+//! handed them meanwhile). No proxy is ever handed out twice.
 
 use super::RedisPool;
 use super::calls::{ClaimEnd, ClaimKeys};
