@@ -10,57 +10,22 @@
 //!
 //! Run: `cargo bench -p proxypool-redis --bench redis_pool` (release; about two minutes).
 
+mod common;
+
+use common::{REGIONS, batch, command_stats, load, make_available, ms, request, run};
 use proxypool_core::ports::*;
-use proxypool_core::{
-    Candidate, CheckOutcome, ClientId, Credentials, ExtractMode, ExtractRequest, FetchedBatch,
-    HealthBatch, HealthObservation, Label, Protocol, ProxyFilter, ProxyId, UpstreamId, now_millis,
-    proxy_id_for,
-};
+use proxypool_core::{Label, ProxyFilter, UpstreamId, now_millis};
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
 use proxypool_testkit::{RedisServer, RespValue};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const REGIONS: [&str; 10] = ["us", "de", "fr", "gb", "br", "in", "jp", "ca", "au", "nl"];
-const CARRIERS: [&str; 4] = ["att", "vodafone", "orange", "tmobile"];
 const SEQUENTIAL_OPS: usize = 2_000;
 const CONCURRENT_OPS: usize = 4_000;
 /// Every row starts from the same pool size: what the previous row extracted is replaced.
 const TOP_UP: usize = CONCURRENT_OPS;
 const IN_FLIGHT: usize = 8;
-
-/// Proxy `i`: credentials, a region, a carrier on every other one (a residential/mobile mix).
-fn candidate(i: usize) -> Candidate {
-    let mut c = Candidate::new(
-        Protocol::Http,
-        format!("10.{}.{}.{}", (i >> 16) & 255, (i >> 8) & 255, i & 255),
-        8000 + (i % 1000) as u16,
-    );
-    c.credentials = Some(Credentials::new(format!("user{i}"), format!("pw{i:08}")));
-    c.region = Some(REGIONS[i % REGIONS.len()].into());
-    if i.is_multiple_of(2) {
-        c.carrier = Some(CARRIERS[i % CARRIERS.len()].into());
-    }
-    c
-}
-
-fn id_of(i: usize) -> ProxyId {
-    let c = candidate(i);
-    proxy_id_for(c.protocol, &c.host, c.port, Some(&format!("user{i}")))
-}
-
-fn batch(range: std::ops::Range<usize>) -> FetchedBatch {
-    FetchedBatch {
-        upstream: UpstreamId::new("acme").unwrap(),
-        operation_id: None,
-        ttl_ms: 3_600_000,
-        safety_margin_ms: 5_000,
-        max_size: 1_000_000,
-        default_max_sessions: 4,
-        candidates: range.map(candidate).collect(),
-    }
-}
 
 fn used_memory(server: &RedisServer) -> i64 {
     let info = server.command(&["INFO", "memory"]).unwrap();
@@ -78,24 +43,10 @@ fn used_memory(server: &RedisServer) -> i64 {
 /// the client's scheduling on a busy machine.
 fn server_usec_per_call(server: &RedisServer) -> f64 {
     let info = server.command(&["INFO", "commandstats"]).unwrap();
-    let (mut calls, mut usec) = (0.0, 0.0);
-    for line in info.as_text().unwrap().lines() {
-        let Some(stats) = line
-            .strip_prefix("cmdstat_evalsha:")
-            .or_else(|| line.strip_prefix("cmdstat_fcall:"))
-        else {
-            continue;
-        };
-        let field = |name: &str| -> f64 {
-            stats
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(name))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0.0)
-        };
-        calls += field("calls=");
-        usec += field("usec=");
-    }
+    let (calls, usec) = command_stats(&info.as_text().unwrap())
+        .into_iter()
+        .filter(|(name, _, _)| name == "evalsha" || name == "fcall")
+        .fold((0.0, 0.0), |(c, u), (_, n, us)| (c + n, u + us));
     if calls == 0.0 { 0.0 } else { usec / calls }
 }
 
@@ -120,23 +71,10 @@ fn server_cpu_seconds(server: &RedisServer) -> f64 {
 /// (command, calls per call, server µs per call).
 fn commands_per_call(server: &RedisServer, calls: usize) -> Vec<(String, f64, f64)> {
     let info = server.command(&["INFO", "commandstats"]).unwrap();
-    let mut out: Vec<(String, f64, f64)> = info
-        .as_text()
-        .unwrap()
-        .lines()
-        .filter_map(|line| {
-            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let field = |key: &str| -> Option<f64> {
-                stats
-                    .split(',')
-                    .find_map(|kv| kv.strip_prefix(key))?
-                    .parse()
-                    .ok()
-            };
-            let (n, usec) = (field("calls=")?, field("usec=")?);
-            (!name.starts_with("config") && name != "info")
-                .then(|| (name.to_owned(), n / calls as f64, usec / calls as f64))
-        })
+    let mut out: Vec<(String, f64, f64)> = command_stats(&info.as_text().unwrap())
+        .into_iter()
+        .filter(|(name, _, _)| !name.starts_with("config") && name != "info")
+        .map(|(name, n, usec)| (name, n / calls as f64, usec / calls as f64))
         .collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1));
     out
@@ -199,105 +137,6 @@ fn new_pool(server: &RedisServer, prefix: &str) -> Arc<RedisPool> {
         ..RedisPoolOptions::default()
     };
     Arc::new(RedisPool::new(RedisClient::open(server.url()).unwrap(), options).unwrap())
-}
-
-/// Loads proxies `from..from + n` in 1,000-proxy batches; returns batches per second.
-async fn load(pool: &RedisPool, from: usize, n: usize) -> f64 {
-    let started = Instant::now();
-    for first in (from..from + n).step_by(1_000) {
-        let report = pool
-            .upsert(now_millis(), batch(first..first + 1_000))
-            .await
-            .unwrap();
-        assert_eq!(report.inserted, 1_000);
-    }
-    (n / 1_000) as f64 / started.elapsed().as_secs_f64()
-}
-
-async fn make_available(pool: &RedisPool, from: usize, n: usize) {
-    for first in (from..from + n).step_by(10_000) {
-        let now = now_millis();
-        let observations = (first..(first + 10_000).min(from + n))
-            .map(|i| HealthObservation {
-                proxy_id: id_of(i),
-                checked_at_ms: now,
-                outcome: CheckOutcome::Success { latency_ms: 20 },
-            })
-            .collect();
-        let report = pool
-            .apply_health(
-                now,
-                HealthBatch {
-                    observations,
-                    unhealthy_after_failures: 3,
-                },
-            )
-            .await
-            .unwrap();
-        assert_eq!(report.ignored, 0);
-    }
-}
-
-fn request(filter: ProxyFilter) -> ExtractRequest {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    ExtractRequest {
-        project: None,
-        for_domain: None,
-        client: ClientId::new("bench").unwrap(),
-        idempotency_key: None,
-        request_id: format!("bench-{}", NEXT.fetch_add(1, Ordering::Relaxed)),
-        count: 1,
-        mode: ExtractMode::Partial,
-        filter,
-        min_health_freshness_ms: None,
-        reserve_for_gateway: 0,
-        idempotency_ttl_ms: 60_000,
-        key_held_ms: 0,
-    }
-}
-
-/// Latencies (sorted) and throughput of `ops` calls with `in_flight` at a time.
-struct Run {
-    p50: Duration,
-    p99: Duration,
-    ops_per_sec: f64,
-}
-
-async fn run<F, Fut>(ops: usize, in_flight: usize, call: F) -> Run
-where
-    F: Fn() -> Fut + Send + Sync + Clone + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..in_flight {
-        let call = call.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(ops / in_flight);
-            for _ in 0..ops / in_flight {
-                let t = Instant::now();
-                call().await;
-                latencies.push(t.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut latencies = Vec::with_capacity(ops);
-    for task in tasks {
-        latencies.extend(task.await.unwrap());
-    }
-    let elapsed = started.elapsed();
-    latencies.sort();
-    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    Run {
-        p50: at(0.50),
-        p99: at(0.99),
-        ops_per_sec: latencies.len() as f64 / elapsed.as_secs_f64(),
-    }
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1_000.0)
 }
 
 /// The trivial script's rate right now, with `in_flight` calls at a time: measured next to
