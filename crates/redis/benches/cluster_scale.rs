@@ -55,7 +55,7 @@ const GROUPS: usize = 3;
 /// Well below a third of `POOL`, so no group runs dry within a row even if the
 /// extractions landed on one group (the table of where they came from shows it).
 const EXTRACTIONS: usize = 8_000;
-const IN_FLIGHT: [usize; 2] = [16, 64];
+const IN_FLIGHT: [usize; 3] = [16, 64, 192];
 /// 1,000-proxy batches of new proxies per upsert measurement.
 const UPSERT_BATCHES: usize = 30;
 /// Trivial calls per probe measurement (a multiple of the in-flight count).
@@ -604,6 +604,7 @@ async fn main() {
     let rows = [
         Row::Extract(IN_FLIGHT[0]),
         Row::Extract(IN_FLIGHT[1]),
+        Row::Extract(IN_FLIGHT[2]),
         Row::Upsert,
         Row::Probe,
     ];
