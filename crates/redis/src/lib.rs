@@ -2,15 +2,17 @@
 //!
 //! [`RedisPool::new`] is the one constructor; callers see only the ports of
 //! `proxypool_core::ports` (the same ones MemoryPool implements, checked by the same
-//! contract suite). Each port call is one atomic Lua function call (`FCALL`) over one
-//! keyspace under the fixed `{activity}` hash tag: on a single instance, behind Sentinel,
-//! or on a Redis Cluster, where the tag keeps the whole pool in one slot and every call is
-//! routed by its keys. Time comes from the caller (`now`); native TTLs are a memory safety
+//! contract suite). The pool's keys are split into shard groups (one by default), each under
+//! its own hash tag; each port call is one atomic Lua function call (`FCALL`) per group it
+//! touches: on a single instance, behind Sentinel, or on a Redis Cluster, where each group
+//! is one slot (the groups spread over the primaries) and every call is routed by its
+//! keys. Time comes from the caller (`now`); native TTLs are a memory safety
 //! net only. Every call is bounded by a timeout and a fixed amount of script work, and
 //! every failure to decide is `Unavailable`, never a wrong "no inventory".
 //!
 //! Module map:
-//! - [`pool`]: `RedisPool`, its constructor and the shared call plumbing.
+//! - `sharded`: `RedisPool`, its constructor, and the ports routed over the groups.
+//! - `group`: `GroupPool`, one group, and the call plumbing its ports share.
 //! - [`options`]: `RedisPoolOptions` and defaults.
 //! - [`client`]: `RedisClient`: a Redis URL, a `redis+sentinel://` or a `redis+cluster://`
 //!   target.

@@ -4,8 +4,7 @@
 //!
 //! With one group (the default) every call goes to it unchanged. With more:
 //! - **Per proxy.** A proxy lives in the group its id hashes to (`group_of`); a call
-//!   about proxies goes to their groups, a batch split by group (`upsert`, `health`,
-//!   `ownership`, `data`).
+//!   about proxies goes to their groups, a batch split by group (`data`, `ownership`).
 //! - **Home.** The first group holds what is the cluster's, not a proxy's: the leader
 //!   lease (copied to every group so a fenced call checks its term in its own atomic step,
 //!   `identity`), the ticket key, worker modes, provider statuses, usage and session
