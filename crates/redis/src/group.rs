@@ -20,7 +20,7 @@ use std::sync::{Arc, RwLock};
 #[derive(Debug)]
 pub(crate) struct GroupPool {
     pub(crate) options: RedisPoolOptions,
-    /// The group's hash tag (`keys::group_tag`), in every key name of the group.
+    /// The group's hash tag (`keys::group_tags`), in every key name of the group.
     tag: Arc<str>,
     /// Which incarnation calls go to and what they check, shared by every handle.
     incarnation: Arc<RwLock<Incarnation>>,

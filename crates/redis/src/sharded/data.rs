@@ -44,12 +44,12 @@ impl Upserter for RedisPool {
             }
         }
         let mut allowed = vec![0u64; parts.len()];
-        let mut seen = HashSet::new();
         for record in &prepared.records {
             if room == 0 {
                 break;
             }
-            if fresh.contains(&record.id) && seen.insert(record.id.clone()) {
+            // Taken out as it is counted: a proxy listed twice needs room once.
+            if fresh.remove(&record.id) {
                 allowed[self.group_index(&record.id)] += 1;
                 room -= 1;
             }
@@ -83,12 +83,12 @@ impl Upserter for RedisPool {
 
 /// Where a record stands in the checker's queue: FETCHED oldest first, then SUSPECT, then
 /// the re-checks, ties by id (`due.lua`'s score).
-fn due_order(r: &ProxyRecord) -> (u8, UnixMillis, ProxyId) {
+fn due_order(r: &ProxyRecord) -> (u8, UnixMillis, &ProxyId) {
     let checked = r.health.checked_at_ms.unwrap_or(0);
     match r.status {
-        ProxyStatus::Fetched => (0, r.fetched_at_ms, r.id.clone()),
-        ProxyStatus::Suspect => (1, checked, r.id.clone()),
-        _ => (2, checked, r.id.clone()),
+        ProxyStatus::Fetched => (0, r.fetched_at_ms, &r.id),
+        ProxyStatus::Suspect => (1, checked, &r.id),
+        _ => (2, checked, &r.id),
     }
 }
 
@@ -127,11 +127,12 @@ impl HealthStore for RedisPool {
         now: UnixMillis,
         query: DueQuery,
     ) -> PoolResult<Vec<ProxyRecord>> {
-        let parts = try_join_all(self.groups().iter().map(|g| g.due_for_check(now, query))).await?;
-        let mut all: Vec<ProxyRecord> = parts.into_iter().flatten().collect();
-        all.sort_by_cached_key(due_order);
-        all.truncate(query.limit);
-        Ok(all)
+        self.gathered(
+            query.limit,
+            |g| g.due_for_check(now, query),
+            |a, b| due_order(a).cmp(&due_order(b)),
+        )
+        .await
     }
 }
 

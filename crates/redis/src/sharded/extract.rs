@@ -38,7 +38,6 @@ use proxypool_core::{
     ClientId, ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractionId,
     Extractor, PoolError, PoolResult, Unavailable, UnixMillis,
 };
-use sha2::{Digest, Sha256};
 
 /// The shortest a claim lives: long enough for one attempt over every group.
 const MIN_CLAIM_MS: u64 = 60_000;
@@ -66,9 +65,7 @@ impl Parts {
 impl RedisPool {
     /// The index of the group the extraction `id` is anchored in.
     fn anchor_index(&self, id: &ExtractionId) -> usize {
-        let digest = Sha256::digest(id.as_str().as_bytes());
-        let word = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
-        (word % self.groups().len() as u64) as usize
+        self.index_of(id.as_str())
     }
 
     /// Takes the parts of groups `anchor + from ..` under `token` until `request.count` is

@@ -116,9 +116,32 @@ impl RedisPool {
     /// The index of the group `proxy` lives in (0 is the home group; the order of
     /// [`group_keyspaces`](Self::group_keyspaces)).
     pub fn group_index(&self, proxy: &ProxyId) -> usize {
-        let digest = Sha256::digest(proxy.as_str().as_bytes());
+        self.index_of(proxy.as_str())
+    }
+
+    /// The group a name (a proxy id, an extraction id) hashes to.
+    pub(crate) fn index_of(&self, name: &str) -> usize {
+        let digest = Sha256::digest(name.as_bytes());
         let word = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
         (word % self.groups.len() as u64) as usize
+    }
+
+    /// Every group's answer to a read that lists at most `limit`, merged in `order` and cut
+    /// at `limit`: what one group holding the whole pool would answer.
+    pub(crate) async fn gathered<'a, T, Fut>(
+        &'a self,
+        limit: usize,
+        call: impl Fn(&'a GroupPool) -> Fut,
+        order: impl FnMut(&T, &T) -> std::cmp::Ordering,
+    ) -> PoolResult<Vec<T>>
+    where
+        Fut: std::future::Future<Output = PoolResult<Vec<T>>>,
+    {
+        let parts = futures_util::future::try_join_all(self.groups.iter().map(call)).await?;
+        let mut all: Vec<T> = parts.into_iter().flatten().collect();
+        all.sort_by(order);
+        all.truncate(limit);
+        Ok(all)
     }
 
     /// The group `proxy` lives in.

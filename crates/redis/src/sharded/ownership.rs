@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use futures_util::future::try_join_all;
 use proxypool_core::{
     Assignment, OwnedProxy, OwnershipRepository, PoolResult, ProxyId, ProxyRecord, UnixMillis,
-    WorkerId,
+    WorkerId, now_millis,
 };
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -63,15 +63,6 @@ impl RedisPool {
         .await?;
         Ok(highest)
     }
-}
-
-/// The wall clock, for the one port call that takes no `now` (`current_epoch`) but may
-/// write a counter (whose native TTL, a memory safety net only, is measured from it).
-pub(super) fn wall_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 #[async_trait]
@@ -142,12 +133,13 @@ impl OwnershipRepository for RedisPool {
     }
 
     async fn assignable(&self, now: UnixMillis, limit: usize) -> PoolResult<Vec<ProxyRecord>> {
-        let parts = try_join_all(self.groups().iter().map(|g| g.assignable(now, limit))).await?;
-        let mut all: Vec<ProxyRecord> = parts.into_iter().flatten().collect();
         // Longest-lived first, ties by id descending: one group's (score, id) order.
-        all.sort_by(|a, b| (b.usable_until_ms, &b.id).cmp(&(a.usable_until_ms, &a.id)));
-        all.truncate(limit);
-        Ok(all)
+        self.gathered(
+            limit,
+            |g| g.assignable(now, limit),
+            |a, b| (b.usable_until_ms, &b.id).cmp(&(a.usable_until_ms, &a.id)),
+        )
+        .await
     }
 
     async fn owned_by(
@@ -156,12 +148,12 @@ impl OwnershipRepository for RedisPool {
         worker: &WorkerId,
         limit: usize,
     ) -> PoolResult<Vec<OwnedProxy>> {
-        let parts =
-            try_join_all(self.groups().iter().map(|g| g.owned_by(now, worker, limit))).await?;
-        let mut all: Vec<OwnedProxy> = parts.into_iter().flatten().collect();
-        all.sort_by(|a, b| a.record.id.cmp(&b.record.id));
-        all.truncate(limit);
-        Ok(all)
+        self.gathered(
+            limit,
+            |g| g.owned_by(now, worker, limit),
+            |a, b| a.record.id.cmp(&b.record.id),
+        )
+        .await
     }
 
     async fn draining_of(
@@ -170,16 +162,12 @@ impl OwnershipRepository for RedisPool {
         worker: &WorkerId,
         limit: usize,
     ) -> PoolResult<Vec<Assignment>> {
-        let parts = try_join_all(
-            self.groups()
-                .iter()
-                .map(|g| g.draining_of(now, worker, limit)),
+        self.gathered(
+            limit,
+            |g| g.draining_of(now, worker, limit),
+            |a, b| a.proxy_id.cmp(&b.proxy_id),
         )
-        .await?;
-        let mut all: Vec<Assignment> = parts.into_iter().flatten().collect();
-        all.sort_by(|a, b| a.proxy_id.cmp(&b.proxy_id));
-        all.truncate(limit);
-        Ok(all)
+        .await
     }
 
     async fn current_epoch(&self) -> PoolResult<u64> {
@@ -187,7 +175,7 @@ impl OwnershipRepository for RedisPool {
             return one.current_epoch().await;
         }
         let values = try_join_all(self.groups().iter().map(|g| g.current_epoch())).await?;
-        self.read_as_one(wall_clock_ms(), Counter::Epoch, values)
-            .await
+        // The port takes no `now`; the wall clock only dates a raised counter's native TTL.
+        self.read_as_one(now_millis(), Counter::Epoch, values).await
     }
 }

@@ -15,7 +15,7 @@ use futures_util::future::try_join_all;
 use proxypool_core::{
     Holding, PoolResult, ProxyId, ReportOutcome, ReportReceipt, RuntimeReport, SnapshotChanges,
     SnapshotRef, SnapshotVersion, StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore,
-    WorkerSession,
+    WorkerSession, now_millis,
 };
 use std::future::Future;
 
@@ -198,11 +198,10 @@ impl WorkerRuntimeStore for RedisPool {
         let versions =
             try_join_all(self.groups().iter().map(|g| g.snapshot_version(worker))).await?;
         let counters = versions.iter().map(|v| v.worker).collect();
-        // Counters carry no time; `now` only dates the native TTL of a raised counter.
-        let now = wall_clock();
+        // Counters carry no time; the wall clock only dates a raised counter's native TTL.
         Ok(SnapshotVersion {
             worker: self
-                .read_as_one(now, Counter::Snapshot(worker.as_str()), counters)
+                .read_as_one(now_millis(), Counter::Snapshot(worker.as_str()), counters)
                 .await?,
             feedback: versions[0].feedback,
         })
@@ -234,13 +233,12 @@ impl WorkerRuntimeStore for RedisPool {
                 .await?,
             feedback: parts[0].version.feedback,
         };
-        let mut changed: Option<Vec<(ProxyId, Holding)>> = Some(Vec::new());
-        for part in parts {
-            match (changed.as_mut(), part.changed) {
-                (Some(all), Some(some)) => all.extend(some),
-                _ => changed = None,
-            }
-        }
+        // Known only when every group can say.
+        let mut changed: Option<Vec<(ProxyId, Holding)>> = parts
+            .into_iter()
+            .map(|p| p.changed)
+            .collect::<Option<Vec<_>>>()
+            .map(|all| all.into_iter().flatten().collect());
         if let Some(all) = changed.as_mut() {
             all.sort_by(|a, b| a.0.cmp(&b.0));
         }
@@ -251,8 +249,4 @@ impl WorkerRuntimeStore for RedisPool {
         });
         Ok(SnapshotChanges { version, changed })
     }
-}
-
-fn wall_clock() -> u64 {
-    super::ownership::wall_clock_ms()
 }
