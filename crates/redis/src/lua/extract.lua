@@ -90,7 +90,7 @@ local function main()
     return { 'insufficient', math.max(0, matching - reserve) }
   end
 
-  local lines, earliest, per_upstream, upstreams = {}, nil, {}, {}
+  local taken = {}
   for i, id in ipairs(chosen) do
     local old = records[i]
     local r = P.copy(old)
@@ -102,32 +102,22 @@ local function main()
     -- touch_key, not touch: the record's hard expiry already anchored the epoch and the
     -- key registry when the record was written, so they need no second look here.
     P.touch_key(B .. 'extracted-by', P.num(r[HARD]))
-    if per_upstream[r[UP]] == nil then
-      per_upstream[r[UP]] = 0
-      upstreams[#upstreams + 1] = r[UP]
-    end
-    per_upstream[r[UP]] = per_upstream[r[UP]] + 1
-    lines[#lines + 1] = P.encode(r)
-    local hard = P.num(r[HARD])
-    if earliest == nil or hard < earliest then
-      earliest = hard
-    end
+    taken[#taken + 1] = r
   end
   local reserved, scanned = P.fmt(math.min(matching, reserve)), P.fmt(examined)
   if short then
     -- The part, under a new claim the other groups' parts join (xend.lua ends it).
-    local part = P.store_extraction(ARGV[22], client, digest, ARGV[7], ttl, nil, lines, earliest)
+    local part = P.store_extraction(ARGV[22], client, digest, ARGV[7], ttl, nil, taken)
     redis.call('HSET', B .. ARGV[21], 'token', ARGV[23], 'client', client, 'digest', digest)
     redis.call('PEXPIRE', B .. ARGV[21], ARGV[24])
     local first = redis.call('ZRANGE', B .. 'withheld', 0, 0, 'WITHSCORES')
     return { 'short', part, reserved, scanned, first[2] or '' }
   end
-  -- One usage add per upstream, not per proxy; a part's is counted when the whole ends
-  -- (xend.lua).
-  for _, upstream in ipairs(role == 'part' and {} or upstreams) do
-    P.usage_add(client, upstream, 'extracted', per_upstream[upstream])
+  -- A part's usage is counted when the whole ends (xend.lua).
+  if role ~= 'part' then
+    P.usage_extracted(client, taken)
   end
-  local response = P.store_extraction(key, client, digest, ARGV[7], ttl, P.num(ARGV[17]), lines, earliest)
+  local response = P.store_extraction(key, client, digest, ARGV[7], ttl, P.num(ARGV[17]), taken)
   -- How many matching proxies this call left behind as the reserve, and how many it
   -- examined: a part's share of the whole extraction's reserve and scan budget.
   return { 'ok', response, reserved, scanned }

@@ -22,24 +22,12 @@ local function main()
   if action == 'abort' then
     return { 'aborted' }
   end
-  local lines, earliest, per_upstream, upstreams = {}, nil, {}, {}
+  local records = {}
   for i = 13, #ARGV do
-    local r = P.decode(ARGV[i], 'extracted record')
-    lines[#lines + 1] = ARGV[i]
-    local hard = P.num(r[HARD])
-    if earliest == nil or hard < earliest then
-      earliest = hard
-    end
-    if per_upstream[r[UP]] == nil then
-      per_upstream[r[UP]] = 0
-      upstreams[#upstreams + 1] = r[UP]
-    end
-    per_upstream[r[UP]] = per_upstream[r[UP]] + 1
+    records[#records + 1] = P.decode(ARGV[i], 'extracted record')
   end
-  for _, upstream in ipairs(upstreams) do
-    P.usage_add(client, upstream, 'extracted', per_upstream[upstream])
-  end
-  local response = P.store_extraction(key, client, digest, ARGV[10], P.num(ARGV[11]), P.num(ARGV[12]), lines, earliest)
+  P.usage_extracted(client, records)
+  local response = P.store_extraction(key, client, digest, ARGV[10], P.num(ARGV[11]), P.num(ARGV[12]), records)
   return { 'ok', response }
 end
 

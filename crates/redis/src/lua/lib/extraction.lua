@@ -30,11 +30,19 @@ function P.stored_extraction(key, client, digest)
   return { 'replay', stored }
 end
 
--- Stores the response of `lines` (encoded records, `earliest` their first hard expiry or
--- nil) at `key`: replayable for the idempotency TTL `ttl` cut at `earliest`
+-- Stores the response handing out `records` (EXTRACTED) at `key`: replayable for the
+-- idempotency TTL `ttl` cut at their earliest hard expiry
 -- (proxypool_core::ExtractResponse::replay_ttl_ms, at least 1 ms), held `held` ms past NOW
 -- at least as long. Returns the response.
-function P.store_extraction(key, client, digest, requested, ttl, held, lines, earliest)
+function P.store_extraction(key, client, digest, requested, ttl, held, records)
+  local lines, earliest = {}, nil
+  for _, r in ipairs(records) do
+    lines[#lines + 1] = P.encode(r)
+    local hard = P.num(r[HARD])
+    if earliest == nil or hard < earliest then
+      earliest = hard
+    end
+  end
   local replay_ttl = ttl
   if earliest ~= nil then
     replay_ttl = math.min(ttl, math.max(0, earliest - NOW))

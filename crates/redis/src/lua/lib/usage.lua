@@ -1,5 +1,5 @@
 -- lib/usage.lua: usage accounting helpers (MemoryPool: memory/usage.rs; rules: core usage.rs),
--- composed into report.lua and extract.lua.
+-- composed into report.lua, extract.lua and xend.lua.
 --
 -- usage-seen:<worker>   HASH client\tupstream -> instance\trequests\tfailures\tup\tdown\tat
 -- usage-total:<client>  HASH upstream\tkind -> amount          (until a year unused)
@@ -47,6 +47,21 @@ function P.usage_add(client, upstream, kind, amount)
   P.touch_key(total_key, NOW + USAGE_TOTAL_TTL)
   usage_bucket(B .. 'usage-m:' .. client, math.floor(NOW / USAGE_MINUTE), 60, USAGE_MINUTE, field, amount_text)
   usage_bucket(B .. 'usage-h:' .. client, math.floor(NOW / USAGE_HOUR), 24, USAGE_HOUR, field, amount_text)
+end
+
+-- Counts `records` as extracted by `client`: one usage add per upstream, not per proxy.
+function P.usage_extracted(client, records)
+  local per_upstream, upstreams = {}, {}
+  for _, r in ipairs(records) do
+    if per_upstream[r[UP]] == nil then
+      per_upstream[r[UP]] = 0
+      upstreams[#upstreams + 1] = r[UP]
+    end
+    per_upstream[r[UP]] = per_upstream[r[UP]] + 1
+  end
+  for _, upstream in ipairs(upstreams) do
+    P.usage_add(client, upstream, 'extracted', per_upstream[upstream])
+  end
 end
 
 -- Accounts a gateway's cumulative usage (core usage_delta): `text` is
