@@ -10,10 +10,11 @@ mod support;
 
 use proxypool_core::Candidate;
 use proxypool_core::{
-    CheckOutcome, ClientId, CooldownStore, ExtractMode, ExtractRequest, Extractor, FetchedBatch,
-    HealthBatch, HealthObservation, HealthStore, PoolError, Protocol, ProxyFilter, ProxyId,
-    Unavailable, UnixMillis, Upserter, UpstreamId, proxy_id_for,
+    CheckOutcome, ClientId, CooldownStore, ExtractMode, Extractor, FetchedBatch, HealthBatch,
+    HealthObservation, HealthStore, PoolError, Protocol, ProxyId, Unavailable, UnixMillis,
+    Upserter, UpstreamId, proxy_id_for,
 };
+use proxypool_pool::contract::fixtures::extract_request;
 use proxypool_redis::{RedisPool, RedisPoolOptions};
 use proxypool_testkit::RedisCluster;
 use std::collections::HashMap;
@@ -52,23 +53,6 @@ async fn healthy(pool: &RedisPool, now: UnixMillis, ids: &[ProxyId]) -> Result<(
     .map(|_| ())
 }
 
-fn request(client: &str, n: u64) -> ExtractRequest {
-    ExtractRequest {
-        project: None,
-        for_domain: None,
-        client: ClientId::new(client).unwrap(),
-        idempotency_key: None,
-        request_id: format!("{client}-{n}"),
-        count: SET,
-        mode: ExtractMode::AllOrNothing,
-        filter: ProxyFilter::default(),
-        min_health_freshness_ms: None,
-        reserve_for_gateway: 0,
-        idempotency_ttl_ms: 60_000,
-        key_held_ms: 0,
-    }
-}
-
 /// Who holds which proxy now, and what went wrong.
 #[derive(Default)]
 struct Ledger {
@@ -87,11 +71,12 @@ async fn client_loop(
     ledger: Arc<Mutex<Ledger>>,
     stop: Arc<AtomicBool>,
 ) {
-    let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
-        n += 1;
         let now = clock.fetch_add(1, Ordering::Relaxed);
-        let taken = match pool.extract(now, request(name, n)).await {
+        let taken = match pool
+            .extract(now, extract_request(name, SET, ExtractMode::AllOrNothing))
+            .await
+        {
             Ok(out) => out.response.proxies,
             Err(e) => {
                 ledger.lock().unwrap().failures.push(e);
