@@ -102,14 +102,9 @@ async fn refill(pool: &MemoryPool, first: usize, n: usize) {
     .unwrap();
 }
 
-/// CPU time this process has used (user + system), from `/proc/self/stat` (clock ticks,
-/// assumed 100 per second as on every Linux this runs on). `None` elsewhere.
+/// CPU time this process has used (user + system); `None` where `/proc` cannot tell.
 fn process_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may contain spaces) start after the last ')'.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(Duration::from_millis(ticks * 10))
+    proxypool_testkit::cpu::cpu_time("self")
 }
 
 /// What one phase measured.

@@ -660,16 +660,7 @@ fn start_gateway(control: SocketAddr, proxies: usize, origin: SocketAddr) -> Gat
 
 /// User + system CPU time of process `pid`.
 fn process_cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    // USER_HZ is 100 on Linux.
-    Duration::from_millis(ticks * 10)
+    proxypool_testkit::cpu::cpu_time(&pid.to_string()).expect("the process's /proc/<pid>/stat")
 }
 
 /// Resident memory of process `pid`, in bytes.

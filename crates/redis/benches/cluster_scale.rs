@@ -167,14 +167,9 @@ impl Deployment {
     }
 }
 
-/// utime + stime of a process, in clock ticks (`/proc/<pid>/stat`, fields 14 and 15).
+/// utime + stime of a process, in clock ticks.
 fn cpu_ticks(pid: &str) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // The command name (field 2) is in parentheses and may hold spaces: count after it.
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
-        .split_whitespace()
-        .collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    proxypool_testkit::cpu::cpu_ticks(pid).expect("the process's /proc/<pid>/stat")
 }
 
 /// Nanoseconds the threads of a process spent runnable but waiting for a core (the second
@@ -202,16 +197,6 @@ fn machine_ticks() -> (u64, u64) {
         .collect();
     // user nice system idle iowait irq softirq steal (guest time is inside user).
     (f[0] + f[1] + f[2] + f[5] + f[6], f[7])
-}
-
-fn clock_ticks_per_second() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 /// CPU counters at one instant.
@@ -493,7 +478,7 @@ async fn fill(deployment: &mut Deployment) -> Duration {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let started = Instant::now();
-    let hz = clock_ticks_per_second();
+    let hz = proxypool_testkit::cpu::clock_ticks_per_second() as f64;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let server = RedisServer::start_private().expect("redis-server must be installed");
     let cluster =

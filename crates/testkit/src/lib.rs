@@ -34,6 +34,7 @@
 //!   `tungstenite`'s blocking WebSocket), and [`browser_or_skip`].
 //! - [`edge`]: real-socket clients for listener tests (idle floods, a client on another
 //!   loopback address, trickling and oversize requests); async, on tokio.
+//! - [`cpu`]: CPU time of a process from `/proc`, for benchmarks' CPU per operation.
 //! - [`flood`]: idle floods spread over many loopback addresses, IPv4 and IPv6 (one /64
 //!   routed to loopback, which needs root: skipped with a banner otherwise, failed under
 //!   `CI=true`).
@@ -56,6 +57,7 @@
 
 mod binaries;
 pub mod browser;
+pub mod cpu;
 pub mod edge;
 pub mod error;
 pub mod flood;
