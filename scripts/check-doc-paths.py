@@ -40,6 +40,13 @@ PATH_PREFIXES = ("crates/", "scripts/", "deploy/", "docs/", "examples/")
 TOP_FILES = ("README.md", "Dockerfile", "Cargo.toml", "Cargo.lock", "LICENSE",
              "rust-toolchain.toml", "rustfmt.toml")
 
+# A repository path inside a word: a top-level entry, then path characters (a `*` glob and
+# `<name>` placeholders included). Whatever surrounds it (`$(cat `, `)@host`, quotes) is
+# not part of the path.
+REPO_PATH_RE = re.compile(
+    r"(?<![\w./-])((?:" + "|".join(re.escape(p) for p in PATH_PREFIXES) + r")[\w./*<>-]*"
+    r"|(?:" + "|".join(re.escape(f) for f in TOP_FILES) + r")(?![\w.-]))"
+)
 CODE_SPAN_RE = re.compile(r"(`+)(.+?)\1")
 LINK_RE = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 FENCE_RE = re.compile(r"^\s*(```|~~~)")
@@ -52,17 +59,9 @@ def default_files() -> list[Path]:
     return [ROOT / "docs" / "ARCHITECTURE.md", *sorted((ROOT / "docs" / "design").glob("*.md"))]
 
 
-def looks_like_repo_path(word: str) -> bool:
-    if word.startswith(PATH_PREFIXES):
-        return True
-    return word.split("#", 1)[0] in TOP_FILES
-
-
-def clean(word: str) -> str:
-    """The path a word names: without surrounding punctuation or a `:LINE` suffix."""
-    word = word.strip("\"'()[]{},;")
-    word = word.rstrip(".:")
-    return TRAILING_LINE_RE.sub("", word)
+def repo_paths(word: str) -> list[str]:
+    """The repository paths a word names, without a trailing `.`/`:` or `:LINE` suffix."""
+    return [TRAILING_LINE_RE.sub("", m.rstrip(".:")) for m in REPO_PATH_RE.findall(word)]
 
 
 def path_exists(path: str) -> bool:
@@ -133,10 +132,7 @@ def check_file(doc: Path, cache: dict[Path, set[str]]) -> tuple[list[str], int]:
                 problem = check_link(doc, target, cache)
                 if problem:
                     problems.append(f"{where}: {problem}")
-        for word in words:
-            path = clean(word)
-            if not looks_like_repo_path(path):
-                continue
+        for path in (p for word in words for p in repo_paths(word)):
             checked += 1
             if not path_exists(path):
                 problems.append(f"{where}: {path} does not exist")
@@ -158,7 +154,7 @@ def main() -> int:
     for problem in problems:
         print(problem)
     if problems:
-        print(f"{len(problems)} path(s) named in the docs do not exist", file=sys.stderr)
+        print(f"{len(problems)} path(s) named in the docs do not exist")
         return 1
     print(f"ok: {checked} paths named in {len(files)} doc(s) exist")
     return 0
