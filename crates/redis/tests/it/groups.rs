@@ -6,7 +6,7 @@
 //! one set; the counters read as one order every group; a fenced call in any group ends
 //! with the term.
 
-mod support;
+use crate::support;
 
 use proxypool_core::{
     Conflict, ExtractMode, Extractor, Fence, Fencing, InventoryReader, LeaseStore,

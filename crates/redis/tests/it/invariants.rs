@@ -4,7 +4,7 @@
 //! sweeps. This guards the scripts' shortcuts (indexes and counters touched only when
 //! they change).
 
-mod support;
+use crate::support;
 
 use proxypool_core::ports::*;
 use proxypool_core::{

@@ -2,7 +2,7 @@
 //! a server that is down, frozen or restarted. Each test owns a private redis-server so
 //! it can break it.
 
-mod support;
+use crate::support::{self, until_available};
 
 use proxypool_core::{
     Candidate, CheckOutcome, Credentials, ExtractMode, ExtractRequest, Extractor, FetchedBatch,
@@ -90,23 +90,14 @@ fn private_pool(timeout: Duration) -> Option<(RedisServer, RedisPool)> {
     Some((server, pool))
 }
 
-/// Retries what is unavailable, as a caller would: these tests run short timeouts on
-/// purpose, and a loaded machine must not turn a slow call into a failure.
-async fn until_available<T, F, Fut>(mut call: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = proxypool_core::PoolResult<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match call().await {
-            Ok(value) => return value,
-            Err(error) if error.is_unavailable() && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(error) => panic!("still failing: {error:?}"),
-        }
-    }
+/// Waits until the server answers a fresh connection again: a `CLIENT PAUSE` is over, and
+/// the commands it held, queued before this one, have run.
+fn until_unpaused(server: &RedisServer) {
+    proxypool_testkit::eventually(
+        "the paused server answering",
+        Duration::from_secs(10),
+        || server.command(&["PING"]).is_ok(),
+    );
 }
 
 async fn unextracted(pool: &RedisPool, now: UnixMillis) -> u64 {
@@ -116,18 +107,12 @@ async fn unextracted(pool: &RedisPool, now: UnixMillis) -> u64 {
         .unextracted
 }
 
+/// A private server: the flush must not race the shared server's other tests' probes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_mid_run_reloads_transparently() {
-    let Some(server) = support::shared_server() else {
+    let Some((server, pool)) = private_pool(support::TEST_TIMEOUT) else {
         return;
     };
-    let pool = support::pool_on(
-        server.url(),
-        RedisPoolOptions {
-            call_timeout: support::TEST_TIMEOUT,
-            ..RedisPoolOptions::default()
-        },
-    );
     seed(&pool, T0, 0..10).await;
     let first = pool.extract(T0 + 1, request("flush-1", 3)).await.unwrap();
     assert_eq!(first.response.returned, 3);
@@ -190,7 +175,7 @@ async fn reply_lost_after_commit_replays_with_one_effect() {
         matches!(lost, Err(PoolError::Unavailable(Unavailable::Store(_)))),
         "{lost:?}"
     );
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    until_unpaused(&server);
 
     // The caller retries with the same operation id / idempotency key: the stored first
     // result comes back and nothing is applied twice.
@@ -221,7 +206,7 @@ async fn chunked_upsert_interrupted_then_retried_counts_once() {
     server.command(&["CLIENT", "PAUSE", "600", "ALL"]).unwrap();
     let interrupted = pool.upsert(T0 + 1, batch(0..30, Some("big-1"))).await;
     assert!(interrupted.is_err(), "{interrupted:?}");
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    until_unpaused(&server);
     assert_eq!(
         unextracted(&pool, T0 + 1).await,
         1 + 7,
@@ -262,20 +247,8 @@ async fn server_down_is_unavailable_within_the_timeout_and_recovers() {
 
     // Same port, empty data (no persistence): the same pool object works again.
     server.start_again().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match pool.upsert(T0 + 2, batch(0..5, None)).await {
-            Ok(report) => {
-                assert_eq!(report.inserted, 5, "the restarted server is empty");
-                break;
-            }
-            Err(error) if Instant::now() < deadline => {
-                assert!(error.is_unavailable(), "{error:?}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(error) => panic!("no recovery after restart: {error:?}"),
-        }
-    }
+    let report = until_available(|| pool.upsert(T0 + 2, batch(0..5, None))).await;
+    assert_eq!(report.inserted, 5, "the restarted server is empty");
     seed(&pool, T0 + 3, 5..8).await;
     let out = until_available(|| pool.extract(T0 + 4, request("after-restart", 2))).await;
     assert_eq!(out.response.returned, 2);

@@ -3,7 +3,7 @@
 //! The number of keys (DBSIZE) and of hash fields / sorted-set members stays bounded, and
 //! once everything expired the pool holds (almost) nothing.
 
-mod support;
+use crate::support;
 
 use proxypool_core::ports::*;
 use proxypool_core::{
@@ -352,16 +352,14 @@ async fn abandoned_pool_frees_itself() {
     assert!(support::scan_keys(server, &pattern).len() > 5);
 
     // Nobody sweeps: the keys go by themselves once the latest expiry plus slack passed.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let left = support::scan_keys(server, &pattern);
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still there: {left:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let gone = proxypool_testkit::poll_until(std::time::Duration::from_secs(5), || {
+        support::scan_keys(server, &pattern)
+            .is_empty()
+            .then_some(())
+    });
+    assert!(
+        gone.is_some(),
+        "still there: {:?}",
+        support::scan_keys(server, &pattern)
+    );
 }

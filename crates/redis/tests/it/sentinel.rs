@@ -2,16 +2,15 @@
 //! it (redis-server in sentinel mode), and a pool that finds the master through it, also
 //! after the master restarts.
 
-mod support;
+use crate::support;
 
 use proxypool_core::ports::*;
 use proxypool_core::{Candidate, FetchedBatch, Protocol, UpstreamId};
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
 use proxypool_testkit::{RedisServer, RespConnection};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A Sentinel process this test started; killed (by its pid) and cleaned up on drop.
 struct Sentinel {
@@ -22,11 +21,9 @@ struct Sentinel {
 
 impl Sentinel {
     fn start(master: &RedisServer) -> Sentinel {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // From the testkit, which never hands a port out twice: the servers other tests
+        // of this binary start cannot be given it meanwhile.
+        let port = proxypool_testkit::free_port();
         let dir = std::env::temp_dir().join(format!("pp-sentinel-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("sentinel.conf");
@@ -47,14 +44,11 @@ impl Sentinel {
             .spawn()
             .unwrap();
         let sentinel = Sentinel { child, dir, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while RespConnection::connect("127.0.0.1", port)
-            .and_then(|mut c| c.command(&["PING"]))
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "sentinel did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        proxypool_testkit::eventually("the sentinel answering", Duration::from_secs(10), || {
+            RespConnection::connect("127.0.0.1", port)
+                .and_then(|mut c| c.command(&["PING"]))
+                .is_ok()
+        });
         sentinel
     }
 }
@@ -109,18 +103,6 @@ async fn sentinel_url_finds_the_master_and_follows_a_restart() {
 
     // The master goes away and comes back: the pool asks the Sentinel again and recovers.
     master.restart().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match pool.upsert(t0 + 1, batch(2)).await {
-            Ok(report) => {
-                assert_eq!(report.inserted, 2, "the restarted master is empty");
-                break;
-            }
-            Err(error) if Instant::now() < deadline => {
-                assert!(error.is_unavailable(), "{error:?}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(error) => panic!("no recovery through the sentinel: {error:?}"),
-        }
-    }
+    let report = support::until_available(|| pool.upsert(t0 + 1, batch(2))).await;
+    assert_eq!(report.inserted, 2, "the restarted master is empty");
 }

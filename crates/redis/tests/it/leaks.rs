@@ -2,7 +2,7 @@
 //! debug output never print one, and once the proxies expired and were swept no key or
 //! value anywhere in Redis holds one.
 
-mod support;
+use crate::support;
 
 use proxypool_core::ports::*;
 use proxypool_core::{

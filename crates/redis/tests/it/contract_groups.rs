@@ -3,7 +3,7 @@
 //! upserts near max_size, sessions, the journal, leases and fencing) answers exactly as
 //! one group does. `contract_cluster.rs` runs the same groups over a cluster's primaries.
 
-mod support;
+use crate::support;
 
 use async_trait::async_trait;
 use proxypool_pool::contract::{PoolFactory, ScanLimits};

@@ -5,7 +5,7 @@
 //! groups, one per primary: every call is routed to its group's primary, and the calls that
 //! span groups (extraction, sessions, leases, counters) answer as one group does.
 
-mod support;
+use crate::support;
 
 use async_trait::async_trait;
 use proxypool_pool::contract::{PoolFactory, ScanLimits};

@@ -7,7 +7,7 @@
 //! on the promoted replica. The store-mark machinery detects a rolled-back store; these
 //! tests do not assert that no write was lost. Each test owns a private cluster.
 
-mod support;
+use crate::support::{self, until_available};
 
 use proxypool_core::{
     Candidate, FetchedBatch, InventoryReader, PoolError, Protocol, Unavailable, UnixMillis,
@@ -31,6 +31,13 @@ const NO_HANG: Duration = Duration::from_millis(1500);
 /// Calls that start this long after the promotion must all succeed: the cluster client
 /// reads the new slot map within a call or two.
 const RECOVERY: Duration = Duration::from_secs(3);
+
+/// How many calls of the load a phase of a test looks at: enough that a call that still
+/// fails would be seen (`check` wants at least 10).
+const CALLS_LOOKED_AT: usize = 15;
+
+/// Bound of the waits for the load's calls: generous, for a loaded machine.
+const CALLS_WAIT: Duration = Duration::from_secs(30);
 
 /// How long the cluster may take to promote a replica (the node timeout is 1 s).
 const FAILOVER_WAIT: Duration = Duration::from_secs(30);
@@ -66,25 +73,6 @@ fn cluster_pool() -> Option<(RedisCluster, Arc<RedisPool>)> {
 fn pool_primary(cluster: &RedisCluster, pool: &RedisPool) -> u16 {
     let slot = RedisCluster::key_slot(pool.keyspace());
     cluster.primary_of_slot(slot).unwrap()
-}
-
-/// Retries what is unavailable, as a caller would (a cluster just formed may still be
-/// settling).
-async fn until_available<T, F, Fut>(mut call: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = proxypool_core::PoolResult<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match call().await {
-            Ok(value) => return value,
-            Err(error) if error.is_unavailable() && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(error) => panic!("still failing: {error:?}"),
-        }
-    }
 }
 
 /// One port call of the load.
@@ -127,6 +115,7 @@ impl Load {
                     let started = Instant::now();
                     let result = pool.probe().await;
                     record(&outcomes, "probe", started, result);
+                    // Paces the load (the stimulus), so that it does not starve the cluster.
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
@@ -136,6 +125,25 @@ impl Load {
             outcomes,
             task,
         }
+    }
+
+    /// Waits until `count` calls that started at or after `since` have ended.
+    async fn until_calls_since(&self, since: Instant, count: usize) {
+        let outcomes = self.outcomes.clone();
+        proxypool_testkit::eventually_async(
+            &format!("{count} calls of the load since {since:?}"),
+            CALLS_WAIT,
+            || {
+                let done = outcomes
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|o| o.started >= since)
+                    .count();
+                async move { (done >= count).then_some(()) }
+            },
+        )
+        .await;
     }
 
     async fn finish(self) -> Vec<Outcome> {
@@ -234,7 +242,8 @@ async fn killed_primary_of_the_pool_slot_fails_over_and_calls_recover() {
     until_available(|| pool.upsert(T0, batch(0..10))).await;
     let primary = pool_primary(&cluster, &pool);
     let load = Load::start(pool.clone());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    load.until_calls_since(Instant::now(), CALLS_LOOKED_AT)
+        .await;
 
     let killed_at = Instant::now();
     let promoted = tokio::task::block_in_place(|| {
@@ -243,7 +252,8 @@ async fn killed_primary_of_the_pool_slot_fails_over_and_calls_recover() {
     });
     let promoted_at = Instant::now();
     assert_ne!(promoted, primary);
-    tokio::time::sleep(RECOVERY + Duration::from_secs(2)).await;
+    load.until_calls_since(promoted_at + RECOVERY, CALLS_LOOKED_AT)
+        .await;
     let until = Instant::now();
     let outcomes = load.finish().await;
 
@@ -275,7 +285,8 @@ async fn frozen_primary_fails_fast_and_calls_recover_after_the_failover() {
     until_available(|| pool.upsert(T0, batch(0..10))).await;
     let primary = pool_primary(&cluster, &pool);
     let load = Load::start(pool.clone());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    load.until_calls_since(Instant::now(), CALLS_LOOKED_AT)
+        .await;
 
     // Frozen, its sockets open: calls to it get no answer, only their timeout. It stays
     // frozen through the failover and past the recovery bound.
@@ -289,7 +300,8 @@ async fn frozen_primary_fails_fast_and_calls_recover_after_the_failover() {
         promoted_at - paused_at > proxypool_testkit::CLUSTER_NODE_TIMEOUT,
         "frozen for less than the node timeout"
     );
-    tokio::time::sleep(RECOVERY + Duration::from_secs(2)).await;
+    load.until_calls_since(promoted_at + RECOVERY, CALLS_LOOKED_AT)
+        .await;
     let frozen_until = Instant::now();
 
     // Thawed, the old primary learns it was replaced and rejoins as a replica.
@@ -301,7 +313,8 @@ async fn frozen_primary_fails_fast_and_calls_recover_after_the_failover() {
         );
     });
     let rejoined_at = Instant::now();
-    tokio::time::sleep(RECOVERY + Duration::from_secs(2)).await;
+    load.until_calls_since(rejoined_at + RECOVERY, CALLS_LOOKED_AT)
+        .await;
     let until = Instant::now();
     let outcomes = load.finish().await;
 

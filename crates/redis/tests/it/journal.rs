@@ -3,7 +3,7 @@
 //! that lapsed by its TTL while the counters lived on is answered as forgotten (rebuild
 //! whole), never as "nothing changed".
 
-mod support;
+use crate::support;
 
 use proxypool_core::ports::*;
 use proxypool_core::{

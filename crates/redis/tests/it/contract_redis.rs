@@ -2,7 +2,7 @@
 //! RedisPool on a private redis-server shared by this test binary; every pool gets its own
 //! key prefix, so tests run in parallel without seeing each other.
 
-mod support;
+use crate::support;
 
 use async_trait::async_trait;
 use proxypool_pool::contract::{PoolFactory, ScanLimits};

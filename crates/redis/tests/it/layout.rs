@@ -4,7 +4,7 @@
 //! indexes as proxies come and go, and a filtered extraction merges the matching indexes
 //! in MemoryPool's order.
 
-mod support;
+use crate::support;
 
 use proxypool_core::ports::*;
 use proxypool_core::{
