@@ -4,11 +4,9 @@
 
 #![cfg(feature = "sqlite")]
 
-#[path = "support/scratch.rs"]
-mod scratch;
-
 use std::time::{Duration, Instant};
 
+use crate::support::scratch::ScratchDir;
 use proxypool_core::store_mark::{LedgerEntry, LossReason, Recovery, StoreLedger};
 use proxypool_core::{PoolError, Unavailable};
 use proxypool_quota::contract::fixtures::{
@@ -17,7 +15,6 @@ use proxypool_quota::contract::fixtures::{
 use proxypool_quota::{
     Operation, QuotaDecision, SetupError, SqliteQuota, SqliteSettings, UnavailableReason,
 };
-use scratch::ScratchDir;
 use sqlx::Connection;
 use sqlx::sqlite::SqliteConnection;
 

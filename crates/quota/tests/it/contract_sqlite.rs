@@ -2,11 +2,6 @@
 
 #![cfg(feature = "sqlite")]
 
-#[path = "support/scratch.rs"]
-mod scratch;
-#[path = "support/sqlite.rs"]
-mod sqlite;
-
-use sqlite::SqliteFactory;
+use crate::support::sqlite::SqliteFactory;
 
 proxypool_quota::contract_suite!(SqliteFactory);

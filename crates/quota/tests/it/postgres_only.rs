@@ -5,16 +5,11 @@
 
 #![cfg(feature = "postgres")]
 
-#[path = "support/postgres.rs"]
-mod postgres;
-#[path = "support/proxy.rs"]
-mod proxy;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use postgres::{expire_windows, fresh_database, quota, shared_server, stored};
-use proxy::{FaultProxy, Mode};
+use crate::support::postgres::{expire_windows, fresh_database, quota, shared_server, stored};
+use crate::support::proxy::{FaultProxy, Mode};
 use proxypool_core::store_mark::{LedgerEntry, LossReason, Recovery, StoreLedger};
 use proxypool_core::{PoolError, Unavailable};
 use proxypool_quota::contract::fixtures::{
@@ -58,24 +53,21 @@ fn is_unavailable(decision: &QuotaDecision) -> bool {
 
 /// Waits (bounded, polling the server) until a session of `role` waits on a lock.
 async fn until_waiting_on_lock(admin: &PgPool, role: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock'",
-        )
-        .bind(role)
-        .fetch_one(admin)
-        .await
-        .expect("pg_stat_activity");
-        if waiting > 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the decision never waited on the lock"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    proxypool_testkit::eventually_async(
+        "the decision waiting on the lock",
+        Duration::from_secs(10),
+        || async move {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock'",
+            )
+            .bind(role)
+            .fetch_one(admin)
+            .await
+            .expect("pg_stat_activity");
+            (waiting > 0).then_some(())
+        },
+    )
+    .await;
 }
 
 /// Waits (bounded) until `idle` connections sit in the quota's pool: the pool pings each
@@ -211,19 +203,12 @@ async fn reply_lost_after_commit_is_replayed_without_a_second_charge() {
 
         // The server committed although the client never heard back (bounded wait: the
         // backend may still be finishing the statement when the client gives up).
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let committed = loop {
-            if let Some(bucket) =
-                stored(&database.admin, PROJECT, &subject, Operation::Extract).await
-            {
-                break bucket;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the lost statement never committed"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
+        let committed = proxypool_testkit::eventually_async(
+            "the lost statement committed",
+            Duration::from_secs(5),
+            || stored(&database.admin, PROJECT, &subject, Operation::Extract),
+        )
+        .await;
         assert_eq!(
             (committed.consumed_count, committed.receipt_ids.clone()),
             (1, vec!["idem-lost".to_owned()])
