@@ -1,9 +1,7 @@
 //! Bounded memory: new keys are denied at the cap, known keys keep working, sweeps evict
 //! stale keys first and then the least recently seen unlocked keys, in bounded batches.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_throttle::{EngineOptions, Policy, Reason, ScopeName, Sweeper};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;

@@ -1,9 +1,7 @@
 //! Keys are (policy id or operation, client IP without port); IPv6 by prefix; shared ids
 //! share buckets; traffic without a policy uses the global limiter.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_throttle::{AddressAggregation, EngineOptions, ManualClock, PolicyLimiter, Reason};
 use std::net::SocketAddr;
 use std::sync::Arc;

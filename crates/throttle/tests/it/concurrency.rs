@@ -1,9 +1,7 @@
 //! Threads hammering one key never get more than `burst + rate × T` admissions, the cap
 //! holds under concurrent inserts, and counters add up.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_throttle::{EngineOptions, ManualClock, Policy, PolicyLimiter};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;

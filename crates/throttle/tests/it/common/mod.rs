@@ -1,17 +1,15 @@
 //! Shared helpers for the integration tests: limiters on a manual clock.
 
-#![allow(dead_code, unreachable_pub)]
-
 use proxypool_throttle::{EngineOptions, ManualClock, Policy, PolicyLimiter};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub const MS: u64 = 1_000_000;
-pub const SEC: u64 = 1_000_000_000;
+pub(crate) const MS: u64 = 1_000_000;
+pub(crate) const SEC: u64 = 1_000_000_000;
 
 /// A limiter whose only policy is the global one, on a fresh manual clock.
-pub fn global_limiter(
+pub(crate) fn global_limiter(
     options: EngineOptions,
     policy: Policy,
 ) -> (PolicyLimiter<Arc<ManualClock>>, Arc<ManualClock>) {
@@ -23,14 +21,14 @@ pub fn global_limiter(
 }
 
 /// A policy that never escalates to a lockout, to observe pure token-bucket behaviour.
-pub fn no_lockout(requests_per_second: f64, burst: f64) -> Policy {
+pub(crate) fn no_lockout(requests_per_second: f64, burst: f64) -> Policy {
     Policy::new(requests_per_second, burst).with_max_soft_violations(u16::MAX)
 }
 
-pub fn ip(text: &str) -> IpAddr {
+pub(crate) fn ip(text: &str) -> IpAddr {
     text.parse().expect("test address")
 }
 
-pub fn ms(value: u64) -> Duration {
+pub(crate) fn ms(value: u64) -> Duration {
     Duration::from_millis(value)
 }

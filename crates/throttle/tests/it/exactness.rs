@@ -1,8 +1,6 @@
 //! Admissions over long simulated periods are exact, and retry hints are exact.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_throttle::{EngineOptions, InitialTokens, Reason};
 
 /// Drains the bucket at every step of `step_ns` for `duration_ns`; returns admissions.

@@ -1,9 +1,7 @@
 //! Reports in text and JSON: options, counters, tracked and peak keys, hard-blocked count,
 //! and the keys under most pressure (locked first, then largest deficit).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_throttle::{EngineOptions, ManualClock, Policy, PolicyLimiter};
 use std::sync::Arc;
 

@@ -1,8 +1,6 @@
 //! Soft violations escalate to a hard lockout, lockouts expire, admissions reset the count.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_throttle::{EngineOptions, Policy, Reason};
 
 fn strict() -> Policy {
