@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use proxypool_testkit::{
     CLUSTER_NODE_TIMEOUT, ClusterRole, NodeState, RedisCluster, RespConnection, RespValue,
-    TestkitError, redis_cluster_or_skip,
+    TestkitError, eventually, redis_cluster_or_skip,
 };
 
 /// Generous bound of the failover and rejoin waits: they take 1-3 s on an idle machine
@@ -99,17 +99,6 @@ fn refuses_connections(port: u16) -> bool {
         Err(error) => error.kind() == ErrorKind::ConnectionRefused,
         Ok(_) => false,
     }
-}
-
-fn wait_until(timeout: Duration, condition: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    condition()
 }
 
 fn assert_cluster_ok(port: u16) {
@@ -374,11 +363,15 @@ fn a_paused_primary_is_failed_over_and_becomes_a_replica_when_resumed() {
         (promoted, RespValue::Simple("OK".into()))
     );
     // Replication is asynchronous: the old primary catches up shortly after the write.
-    assert!(wait_until(Duration::from_secs(5), || {
-        let mut reader = connect(victim);
-        reader.command(&["READONLY"]).unwrap();
-        reader.command(&["GET", &key]).unwrap() == RespValue::Bulk(b"after".to_vec())
-    }));
+    eventually(
+        "the old primary replicating the write",
+        Duration::from_secs(5),
+        || {
+            let mut reader = connect(victim);
+            reader.command(&["READONLY"]).unwrap();
+            reader.command(&["GET", &key]).unwrap() == RespValue::Bulk(b"after".to_vec())
+        },
+    );
     for node in cluster.nodes() {
         assert_cluster_ok(node.port);
     }
@@ -405,6 +398,7 @@ fn helper_hold_a_cluster_until_killed() {
     let paused = cluster.nodes()[5].port;
     cluster.pause(paused).unwrap();
     println!("HOLDING {} {}", cluster.dir().display(), ports.join(" "));
+    // Holding the cluster is the point: the parent kills this process meanwhile.
     std::thread::sleep(Duration::from_secs(120));
 }
 
@@ -414,7 +408,7 @@ fn a_cluster_dies_with_a_killed_test_process() {
         .args([
             "--ignored",
             "--exact",
-            "helper_hold_a_cluster_until_killed",
+            "redis_cluster::helper_hold_a_cluster_until_killed",
             "--nocapture",
         ])
         .env("PROXYPOOL_TESTKIT_HOLD_CLUSTER", "1")
@@ -447,9 +441,10 @@ fn a_cluster_dies_with_a_killed_test_process() {
     helper.wait().unwrap();
 
     let gone = |dir: &Path| ports.iter().all(|&port| refuses_connections(port)) && !dir.exists();
-    assert!(
-        wait_until(Duration::from_secs(15), || gone(&dir)),
-        "cluster nodes (one of them paused) or their directory outlived the killed test process"
+    eventually(
+        "cluster nodes (one of them paused) and their directory gone with the killed test process",
+        Duration::from_secs(15),
+        || gone(&dir),
     );
 }
 
@@ -479,7 +474,7 @@ fn a_missing_redis_cli_skips_locally_and_fails_in_ci() {
             .args([
                 "--ignored",
                 "--exact",
-                "helper_redis_cluster_or_skip",
+                "redis_cluster::helper_redis_cluster_or_skip",
                 "--nocapture",
             ])
             .env("PROXYPOOL_TESTKIT_SKIP_PROBE", "1")

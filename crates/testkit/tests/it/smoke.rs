@@ -7,10 +7,10 @@ use std::net::TcpStream;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proxypool_testkit::{
-    PostgresServer, RedisServer, RespValue, TestkitError, private_postgres_or_skip,
+    PostgresServer, RedisServer, RespValue, TestkitError, eventually, private_postgres_or_skip,
     private_redis_or_skip, redis_or_skip,
 };
 
@@ -261,18 +261,8 @@ fn helper_hold_servers_until_killed() {
         postgres.port(),
         postgres.dir().unwrap().display()
     );
+    // Holding the servers is the point: the parent kills this process meanwhile.
     std::thread::sleep(Duration::from_secs(120));
-}
-
-fn wait_until(timeout: Duration, condition: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    condition()
 }
 
 #[test]
@@ -288,7 +278,7 @@ fn servers_die_with_a_killed_test_process() {
         .args([
             "--ignored",
             "--exact",
-            "helper_hold_servers_until_killed",
+            "smoke::helper_hold_servers_until_killed",
             "--nocapture",
         ])
         .env("PROXYPOOL_TESTKIT_HOLD_SERVERS", "1")
@@ -314,16 +304,15 @@ fn servers_die_with_a_killed_test_process() {
     helper.wait().unwrap();
 
     let gone = |port: u16, dir: &Path| refuses_connections(port) && !dir.exists();
-    assert!(
-        wait_until(Duration::from_secs(15), || gone(redis_port, &redis_dir)),
-        "redis-server outlived its killed test process"
+    eventually(
+        "redis-server gone with its killed test process",
+        Duration::from_secs(15),
+        || gone(redis_port, &redis_dir),
     );
-    assert!(
-        wait_until(Duration::from_secs(15), || gone(
-            postgres_port,
-            &postgres_dir
-        )),
-        "postgres outlived its killed test process"
+    eventually(
+        "postgres gone with its killed test process",
+        Duration::from_secs(15),
+        || gone(postgres_port, &postgres_dir),
     );
 }
 
@@ -352,7 +341,7 @@ fn a_missing_server_skips_locally_and_fails_in_ci() {
             .args([
                 "--ignored",
                 "--exact",
-                "helper_redis_or_skip",
+                "smoke::helper_redis_or_skip",
                 "--nocapture",
             ])
             .env("PROXYPOOL_TESTKIT_SKIP_PROBE", "1")
