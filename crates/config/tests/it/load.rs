@@ -6,8 +6,8 @@ use proxypool_core::PortSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-const EXAMPLE: &str = include_str!("../../../examples/proxypool.toml");
-const GATEWAY_EXAMPLE: &str = include_str!("../../../examples/gateway.toml");
+const EXAMPLE: &str = include_str!("../../../../examples/proxypool.toml");
+const GATEWAY_EXAMPLE: &str = include_str!("../../../../examples/gateway.toml");
 
 fn example() -> String {
     EXAMPLE.to_owned()
