@@ -352,10 +352,12 @@ async fn abandoned_pool_frees_itself() {
     assert!(support::scan_keys(server, &pattern).len() > 5);
 
     // Nobody sweeps: the keys go by themselves once the latest expiry plus slack passed.
-    let gone = proxypool_testkit::poll_until(std::time::Duration::from_secs(5), || {
-        support::scan_keys(server, &pattern)
-            .is_empty()
-            .then_some(())
+    let gone = tokio::task::block_in_place(|| {
+        proxypool_testkit::poll_until(std::time::Duration::from_secs(5), || {
+            support::scan_keys(server, &pattern)
+                .is_empty()
+                .then_some(())
+        })
     });
     assert!(
         gone.is_some(),

@@ -91,13 +91,16 @@ fn private_pool(timeout: Duration) -> Option<(RedisServer, RedisPool)> {
 }
 
 /// Waits until the server answers a fresh connection again: a `CLIENT PAUSE` is over, and
-/// the commands it held, queued before this one, have run.
+/// the commands it held, queued before this one, have run. The probe blocks while the
+/// server is paused, so the test's worker thread is handed over to the runtime's others.
 fn until_unpaused(server: &RedisServer) {
-    proxypool_testkit::eventually(
-        "the paused server answering",
-        Duration::from_secs(10),
-        || server.command(&["PING"]).is_ok(),
-    );
+    tokio::task::block_in_place(|| {
+        proxypool_testkit::eventually(
+            "the paused server answering",
+            Duration::from_secs(10),
+            || server.command(&["PING"]).is_ok(),
+        );
+    });
 }
 
 async fn unextracted(pool: &RedisPool, now: UnixMillis) -> u64 {
