@@ -1,9 +1,7 @@
 //! Every error code, each produced by a real request against a real server, with the
 //! error shape, request id and headers the API conventions ask for (docs/ARCHITECTURE.md).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_api::{ApiLimits, ExtractionSettings, ShieldSettings};
 use proxypool_quota::{Operation, OperationLimits, QuotaConfig};
 use proxypool_testkit::edge::OTHER_SOURCE;

@@ -3,10 +3,8 @@
 //! the result keeps its meaning (503 naming the store that is down), and a flood from one
 //! address is refused by the per-IP shield while `/healthz` is not.
 
-mod common;
-
+use crate::common::*;
 use async_trait::async_trait;
-use common::*;
 use proxypool_api::ShieldSettings;
 use proxypool_quota::{
     Charge, InvalidCommand, OperationLimits, QuotaCommand, QuotaDecision, QuotaPort, SettleOutcome,

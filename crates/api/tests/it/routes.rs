@@ -1,9 +1,7 @@
 //! The route table against the OpenAPI document and the live router, plus the operational
 //! routes: health, readiness, metrics and the document itself.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_api::{OPENAPI_JSON, ROUTES};
 use serde_json::Value;
 use std::collections::BTreeSet;

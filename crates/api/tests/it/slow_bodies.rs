@@ -4,9 +4,7 @@
 //! not whole within `body_read_timeout` is 408 and charges nothing; the dashboard's
 //! sign-in takes at most 1 KiB.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_api::ApiLimits;
 use proxypool_config::Millis;
 use proxypool_quota::Operation;

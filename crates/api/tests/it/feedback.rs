@@ -3,9 +3,7 @@
 //! and replaced in one call, `for_domain` on extractions, and every refusal changing
 //! nothing.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_core::{
     ClientId, CooldownChange, Domain, DomainCooldown, ProjectId, ProxyId, ProxyStatus,
     TICKET_LIFETIME_MS, TicketKey, UnixMillis, Verdict, issue_ticket, now_millis,

@@ -7,9 +7,7 @@
 //!
 //! (The same charging on Redis and PostgreSQL, with a Redis outage: `redis_postgres.rs`.)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_api::ExtractionSettings;
 use proxypool_core::{UnixMillis, now_millis};
 use proxypool_pool::{MemoryPool, MemoryPoolOptions};

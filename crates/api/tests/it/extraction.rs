@@ -2,9 +2,7 @@
 //! one's own extraction, filters, the gateway reserve, and 50 concurrent clients that never
 //! receive the same proxy twice. Each test runs on the memory and the SQLite quota.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_api::ExtractionSettings;
 use proxypool_quota::Operation;
 use serde_json::{Value, json};

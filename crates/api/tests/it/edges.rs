@@ -4,9 +4,7 @@
 //! address), idle and trickling connections are closed after the header timeout, an
 //! oversize head gets 431 in the error shape.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_api::ApiLimits;
 use proxypool_config::Millis;
 use proxypool_testkit::edge::{

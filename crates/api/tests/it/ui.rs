@@ -2,9 +2,7 @@
 //! attributes, cookie authentication on the JSON routes, CSRF and same-site checks on every
 //! write made with the cookie, sign-out, and the bounded proxy listing's input checks.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_core::{WorkerId, WorkerMode, now_millis};
 use serde_json::json;
 
@@ -379,7 +377,7 @@ async fn a_session_ends_when_its_clients_token_rotates_or_the_client_goes() {
 #[tokio::test]
 async fn every_refused_sign_in_gets_the_same_answer() {
     let mut clients = standard_clients();
-    let mut fenced = common::client("fenced", "platform", "token-fenced-0123456789");
+    let mut fenced = crate::common::client("fenced", "platform", "token-fenced-0123456789");
     fenced.admin = true;
     fenced.ip_allowlist = proxypool_config::Cidrs::parse(&["192.0.2.0/24"]).unwrap();
     clients.push(fenced);

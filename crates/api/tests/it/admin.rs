@@ -1,9 +1,7 @@
 //! Admin routes: listing workers (session, snapshot versions, last report, mode) and
 //! cordoning, draining and uncordoning a worker (a mode in the store).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_api::{ExtractionSettings, OwnershipWake};
 use proxypool_core::{
     ProxyId, ProxyRuntime, RuntimeReport, SnapshotRef, WorkerId, WorkerMode, now_millis,

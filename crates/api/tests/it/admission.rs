@@ -3,9 +3,7 @@
 //! request; no inventory change on any denial), and the layers run in the documented order.
 //! Each test runs on the memory quota and on the SQLite quota.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_api::{ApiLimits, ShieldSettings};
 use proxypool_config::Cidrs;
 use proxypool_quota::Operation;

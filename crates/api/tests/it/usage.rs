@@ -2,9 +2,7 @@
 //! client's; the numbers are the store's (a gateway's runtime report and an extraction,
 //! made through the real ports); the read is charged to `inspect`; bad input is refused.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_core::usage::{GatewayCounters, GatewayUsage, GatewayUsageEntry};
 use proxypool_core::{ClientId, RuntimeReport, SnapshotRef, WorkerId, now_millis};
 use proxypool_quota::Operation;

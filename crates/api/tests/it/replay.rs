@@ -3,9 +3,7 @@
 //! retries with the same key. It gets the identical body and the quota is charged once.
 //! Raw TCP, so the client really goes away mid-request.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_quota::Operation;
 use serde_json::json;
 use std::time::Duration;

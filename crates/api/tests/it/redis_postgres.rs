@@ -11,9 +11,7 @@
 //! Without the server binaries these tests skip with the testkit's banner (and fail under
 //! `CI=true`).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_quota::postgres::{create_quota_role, migrate};
 use proxypool_quota::{Operation, PostgresQuota, PostgresSettings};
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
