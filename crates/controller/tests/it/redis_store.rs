@@ -7,9 +7,7 @@
 //! against bounds with some slack for a loaded machine; each test prints what it measured
 //! (`cargo test -- --nocapture`).
 
-mod common;
-
-use common::e2e;
+use crate::common::e2e;
 use proxypool_controller::config::{Config, Env, Role};
 use proxypool_controller::leadership::CONTROLLER_LEASE;
 use proxypool_controller::{Controller, RunningController, Term, open_store};

@@ -4,9 +4,7 @@
 //! exclusively and the next round starts as many new ones, each session keeps its exit
 //! while it lives, and at the end of their lifetime every session is replaced by a new one.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_controller::ManualClock;
 
 use proxypool_controller::checker::Checker;

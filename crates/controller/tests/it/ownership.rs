@@ -3,9 +3,7 @@
 //! a clean session close handing a worker's proxies back at once (a stale one: nothing);
 //! and a crashed worker's proxies coming back once its session lapses.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use hyper::StatusCode;
 use proxypool_controller::Clock;
 use proxypool_core::{

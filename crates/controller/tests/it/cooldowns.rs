@@ -2,9 +2,7 @@
 //! store and come back in the next snapshot's advisories with the `[cooldowns]` policy;
 //! session feedback reaches the workers that serve its client until it expires.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use hyper::{Method, StatusCode};
 use proxypool_core::{
     ClientId, CooldownPolicy, CooldownStore, Domain, DomainCooldown, ProxyId, SecretHash,

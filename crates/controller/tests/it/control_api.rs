@@ -1,9 +1,7 @@
 //! The worker control API over real HTTP: session fencing, authentication, long-poll,
 //! report sequencing and the error format.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use hyper::{Method, StatusCode};
 use std::time::{Duration, Instant};
 

@@ -1,9 +1,7 @@
 //! The health checker through real proxies (simulated upstreams) to a real origin:
 //! alive, dead, slow, wrong credentials, bad status; HTTP absolute-form, CONNECT and SOCKS5.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_controller::ManualClock;
 use proxypool_controller::checker::Checker;
 use proxypool_core::{

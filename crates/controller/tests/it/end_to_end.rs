@@ -1,9 +1,7 @@
 //! The controller end to end with the memory store (the scenario is in `common::e2e`, shared
 //! with the Redis store's run in `redis_store.rs`).
 
-mod common;
-
-use common::e2e;
+use crate::common::e2e;
 use proxypool_controller::Controller;
 use proxypool_controller::config::{Config, Role};
 use std::net::Ipv4Addr;

@@ -2,10 +2,12 @@
 //! change and one lease renewal each reach the worker as a delta of a few hundred bytes
 //! (checked by the client, which applies it to what it holds and compares checksums), and
 //! a worker that missed a delta, or starts over, gets the whole snapshot.
+//!
+//! It reads what was served from the process's one metrics registry, so it runs one at a
+//! time with the other tests that do (`SERIAL`).
 
-mod common;
-
-use common::*;
+use crate::SERIAL;
+use crate::common::*;
 use proxypool_core::{
     ActivityPool, Candidate, CheckOutcome, CooldownChange, CooldownStore, Domain, DomainCooldown,
     FetchedBatch, HealthBatch, HealthObservation, OwnershipRepository, Protocol, ProxyId,
@@ -84,6 +86,7 @@ fn listed<'a>(snapshot: &'a Value, id: &ProxyId) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_change_at_100k_proxies_is_a_delta_of_a_few_hundred_bytes() {
+    let _serial = SERIAL.lock().await;
     let text = config_text("").replace("[snapshot]\n", "[snapshot]\nmax_proxies = 100000\n");
     let (controller, pool, _clock) = controller(parse_config(&text));
     let metrics = proxypool_metrics::install().unwrap();

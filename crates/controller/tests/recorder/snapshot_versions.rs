@@ -5,14 +5,11 @@
 //! The tests count store calls in the process's one metrics registry, so they run one at
 //! a time (`SERIAL`).
 
-mod common;
-
-use common::*;
+use crate::SERIAL;
+use crate::common::*;
 use hyper::StatusCode;
 use proxypool_controller::{AlwaysLeader, Controller, OpenedStore};
 use std::time::{Duration, Instant};
-
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `poll_interval` is 50 ms in the test config: an answer well within a second is the
 /// periodic look, not the end of the wait (8 s).

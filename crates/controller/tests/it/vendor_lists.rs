@@ -6,10 +6,8 @@
 //! only on the list's own host and only a bounded number of times, and a page walk whose
 //! next link leads back to a page already read fails as `page_loop`.
 
-mod common;
-
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
@@ -255,7 +253,10 @@ fn long_list() -> String {
 }
 
 /// [`long_list`] as `gzip` wrote it (`gzip -n`: no name, no time), 570 bytes for 5533.
-const LONG_LIST_GZ: &[u8] = include_bytes!("data/long_list.txt.gz");
+const LONG_LIST_GZ: &[u8] = include_bytes!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/long_list.txt.gz"
+));
 
 /// A raw HTTP/1.1 server on `ip`: each request's path goes to `answer`, whose bytes are
 /// written back whole before the connection is closed; returns the port and every request

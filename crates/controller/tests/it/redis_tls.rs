@@ -2,9 +2,7 @@
 //! server's CA in `[store.tls]` the pool answers; trusting only the system roots it fails
 //! closed (unavailable), as does a plain `redis://` client on the TLS port.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_controller::open_store;
 use proxypool_core::DueQuery;
 use proxypool_testkit::{TestCa, private_redis_tls_or_skip};

@@ -4,9 +4,7 @@
 //! a walk past `max_pages` fail the round whole (nothing upserted, the kind on the
 //! upstream's status); a text list behind HTTP Basic is read in every line shape.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_controller::provider::{Reconciler, RoundError, StatusBoard, VendorClient};
 use proxypool_controller::{Clock, ManualClock};
 use proxypool_core::{DueQuery, HealthStore, ProxyRecord, UpstreamId};

@@ -1,9 +1,7 @@
 //! The provider reconciler against a simulated vendor endpoint over real sockets: good,
 //! malformed, oversized and failing responses.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_controller::provider::{Reconciler, RoundError, StatusBoard, VendorClient};
 use proxypool_controller::{Clock, ManualClock};
 use proxypool_core::{DueQuery, HealthStore, Protocol, ProxyRecord, UpstreamId};

@@ -2,9 +2,7 @@
 //! snapshot, counted in the checksum the gateway verifies: the CA bundle's text and the
 //! server name, for that upstream only.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_core::control::WorkerSnapshot;
 use proxypool_core::snapshot_content::snapshot_checksum_full;
 

@@ -7,9 +7,7 @@
 //! addresses do not lock out a ninth (the oldest unused one makes room), and one IPv6 /64
 //! counts as one address.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proxypool_testkit::edge::{
     OTHER_SOURCE, connect_from, http_from, idle_flood, served_within_a_second, still_open, trickle,
     upload,

@@ -2,10 +2,8 @@
 //! paused time (every timing below is exact virtual time, not a sleep), and the singleton
 //! loops parking and resuming as a term comes and goes.
 
-mod common;
-
+use crate::common::{T0, parse_config, static_upstream};
 use async_trait::async_trait;
-use common::{T0, parse_config, static_upstream};
 use proxypool_controller::clock::Clock;
 use proxypool_controller::{
     Controller, Leadership, LeaseLeadership, LeaseOptions, OpenedStore, SharedClock, SystemClock,
@@ -392,7 +390,7 @@ async fn the_loops_park_while_not_leading_and_resume_with_the_next_term() {
         "kind = \"static\"",
         "kind = \"static\"\ninterval = \"100ms\"",
     );
-    let config = parse_config(&common::config_text(&upstream));
+    let config = parse_config(&crate::common::config_text(&upstream));
     let manual = Arc::new(Manual {
         term: watch::Sender::new(None),
     });
@@ -486,7 +484,7 @@ async fn the_loops_wait_for_the_store_to_be_established_even_while_leading() {
         "kind = \"static\"",
         "kind = \"static\"\ninterval = \"100ms\"",
     );
-    let config = parse_config(&common::config_text(&upstream));
+    let config = parse_config(&crate::common::config_text(&upstream));
     let manual = Arc::new(Manual {
         term: watch::Sender::new(Some(Term(1))),
     });
