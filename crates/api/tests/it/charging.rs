@@ -1,8 +1,9 @@
 //! How requests are charged, over HTTP, on the memory and the SQLite quota: a keyed request
 //! that cannot succeed is charged on every try (no free scans), a key whose extraction can
 //! no longer be replayed is refused rather than bought again, the service's own failures
-//! are refunded, receipts of keys and of request ids never collide, a replay under a
-//! lowered limit still replays, and the client's rate-limit policy and its cap on
+//! are refunded (and a retry made while a failing attempt still runs is not left unpaid
+//! by that attempt's refund), receipts of keys and of request ids never collide, a replay
+//! under a lowered limit still replays, and the client's rate-limit policy and its cap on
 //! extractions in flight come before the quota.
 //!
 //! (The same charging on Redis and PostgreSQL, with a Redis outage: `redis_postgres.rs`.)
@@ -336,14 +337,12 @@ async fn extractions_in_flight_are_capped_per_client(kind: QuotaKind) {
         let server = server.clone();
         async move { server.extract(ALICE, Some("slow"), &body(1)).await }
     });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while gated.calls() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the first never reached the store"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(
+        Duration::from_secs(10),
+        "the first reached the store",
+        async || (gated.calls() > 0).then_some(()),
+    )
+    .await;
     let second = server.extract(ALICE, Some("other"), &body(1)).await;
     second.assert_error(429, "rate_limited");
     assert_eq!(second.header("retry-after"), Some("1"));
@@ -367,6 +366,96 @@ async fn extractions_in_flight_are_capped_per_client(kind: QuotaKind) {
         server.extract(ALICE, Some("other"), &body(1)).await.status,
         200
     );
+}
+
+/// An extractor over a real pool whose first call hangs until a second call arrives (or
+/// [`FirstCallFailsLate::HOLD`] passes), then fails as an unavailable store does, which
+/// has its charge refunded; later calls go through.
+#[derive(Debug)]
+struct FirstCallFailsLate {
+    inner: Arc<dyn proxypool_core::Extractor>,
+    calls: AtomicU64,
+    second_arrived: tokio::sync::Notify,
+}
+
+impl FirstCallFailsLate {
+    /// The stimulus: how long the first call hangs when no second one comes while it does.
+    const HOLD: Duration = Duration::from_secs(1);
+}
+
+#[async_trait::async_trait]
+impl proxypool_core::Extractor for FirstCallFailsLate {
+    async fn extract(
+        &self,
+        now: UnixMillis,
+        request: proxypool_core::ExtractRequest,
+    ) -> proxypool_core::PoolResult<proxypool_core::ExtractOutcome> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            tokio::select! {
+                () = self.second_arrived.notified() => {}
+                () = tokio::time::sleep(Self::HOLD) => {}
+            }
+            return Err(proxypool_core::PoolError::Unavailable(
+                proxypool_core::Unavailable::Store("the first call fails".into()),
+            ));
+        }
+        self.second_arrived.notify_one();
+        self.inner.extract(now, request).await
+    }
+
+    async fn get_extraction(
+        &self,
+        now: UnixMillis,
+        client: &proxypool_core::ClientId,
+        id: &proxypool_core::ExtractionId,
+    ) -> proxypool_core::PoolResult<proxypool_core::ExtractResponse> {
+        self.inner.get_extraction(now, client, id).await
+    }
+}
+
+/// A client that gave up waiting retries with the same key while its first attempt still
+/// runs, and that attempt then fails and refunds its charge. The retry was admitted on the
+/// first attempt's receipt; had it gone ahead, the refund would leave its extraction
+/// unpaid. It waits for the first attempt to settle and is charged itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_is_not_left_unpaid_by_the_refund_of_an_attempt_still_running() {
+    let pool = Arc::new(MemoryPool::default());
+    let extractor = Arc::new(FirstCallFailsLate {
+        inner: pool.clone(),
+        calls: AtomicU64::new(0),
+        second_arrived: tokio::sync::Notify::new(),
+    });
+    let setup = Setup {
+        extractor: Some(extractor.clone()),
+        ..Setup::default()
+    }
+    .with_quota(quota_config(10));
+    let server =
+        Arc::new(TestServer::start_on(setup, pool, Quota::new(QuotaKind::Memory).await).await);
+    server.seed("acme", 0, 4).await;
+    let first = tokio::spawn({
+        let server = server.clone();
+        async move { server.extract(ALICE, Some("k"), &body(1)).await }
+    });
+    eventually(
+        Duration::from_secs(10),
+        "the first attempt reached the store",
+        async || (extractor.calls.load(Ordering::SeqCst) > 0).then_some(()),
+    )
+    .await;
+
+    let retry = server.extract(ALICE, Some("k"), &body(1)).await;
+    assert_eq!(retry.status, 200, "{}", retry.text());
+    first.await.unwrap().assert_error(503, "unavailable");
+    assert_eq!(
+        server
+            .quota
+            .consumed("p-alice", "alice", Operation::Extract)
+            .await,
+        1,
+        "the retry's extraction is paid for once"
+    );
+    assert_eq!(server.unextracted("acme").await, 3);
 }
 
 on_memory_and_sqlite!(

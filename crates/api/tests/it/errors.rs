@@ -469,14 +469,16 @@ async fn unavailable_when_the_quota_store_is_down() {
 async fn unavailable_when_saturated_or_timed_out_and_429_over_the_address_cap() {
     let upstreams = Arc::new(StaticUpstreams {
         list: vec![status("acme")],
-        delay: Some(Duration::from_millis(400)),
+        // Longer than the request timeout, which cuts it; the other requests must arrive
+        // while the slow one holds the slot, so the timeout leaves a loaded machine time.
+        delay: Some(Duration::from_secs(30)),
         ..StaticUpstreams::default()
     });
     let server = TestServer::memory(Setup {
         limits: ApiLimits {
             max_concurrent_requests: 1,
             max_requests_in_flight_per_ip: 1,
-            request_timeout: proxypool_config::Millis(200),
+            request_timeout: proxypool_config::Millis(2_000),
             ..ApiLimits::default()
         },
         upstreams,
@@ -491,14 +493,18 @@ async fn unavailable_when_saturated_or_timed_out_and_429_over_the_address_cap() 
     let slow = server.get("/v1/upstreams", Some(ALICE));
     let others = async {
         // Once the slow request is inside its handler it holds the only slot.
-        while server
-            .upstreams
-            .calls
-            .load(std::sync::atomic::Ordering::SeqCst)
-            == 0
-        {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        eventually(
+            Duration::from_secs(10),
+            "the slow request reached its handler",
+            async || {
+                let calls = server
+                    .upstreams
+                    .calls
+                    .load(std::sync::atomic::Ordering::SeqCst);
+                (calls > 0).then_some(())
+            },
+        )
+        .await;
         let from_other = other
             .get(server.url("/v1/me"))
             .bearer_auth(ALICE)

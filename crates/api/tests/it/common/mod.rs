@@ -3,7 +3,7 @@
 //!
 //! Nothing here mocks a store. The upstream status source is the API's own trait, which
 //! the controller implements in production; tests implement it here.
-#![allow(dead_code, unreachable_pub)]
+#![allow(unreachable_pub)]
 
 use async_trait::async_trait;
 use proxypool_api::{
@@ -25,6 +25,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::oneshot;
+
+mod wait;
+pub use wait::eventually;
 
 pub const ALICE: &str = "token-alice-0123456789";
 pub const BOB: &str = "token-bob-0123456789";
@@ -94,6 +97,7 @@ impl UpstreamStatusSource for StaticUpstreams {
     async fn upstreams(&self) -> PoolResult<Vec<UpstreamStatus>> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if let Some(delay) = self.delay {
+            // The stimulus: a controller that is slow to answer.
             tokio::time::sleep(delay).await;
         }
         Ok(self.list.clone())
@@ -134,7 +138,14 @@ pub enum QuotaKind {
 #[derive(Debug, Clone)]
 pub enum Quota {
     Memory(Arc<MemoryQuota>),
-    Sqlite(Arc<SqliteQuota>, Arc<TempDir>),
+    Sqlite(
+        Arc<SqliteQuota>,
+        #[expect(
+            dead_code,
+            reason = "held only so the database's directory outlives it"
+        )]
+        Arc<TempDir>,
+    ),
     /// The quota (as its least-privilege role) and a superuser pool to read buckets.
     Postgres(Arc<proxypool_quota::PostgresQuota>, sqlx::PgPool),
 }
@@ -384,6 +395,9 @@ impl Extractor for CountingExtractor {
     }
 }
 
+/// How many times [`TestServer::extract_retrying`] sends a request at most.
+pub const EXTRACT_TRIES: usize = 5;
+
 /// A running server.
 pub struct TestServer {
     pub base: String,
@@ -494,6 +508,23 @@ impl TestServer {
     /// `POST /v1/extractions` with a JSON body and an optional idempotency key.
     pub async fn extract(&self, token: &str, key: Option<&str>, body: &Value) -> Reply {
         self.post_json("/v1/extractions", token, key, body).await
+    }
+
+    /// [`TestServer::extract`] as a real client makes it: a 503 with `Retry-After` (the
+    /// server busy, or its store too slow for a loaded machine) is sent again with the same
+    /// key after the time it names, at most [`EXTRACT_TRIES`] times in all.
+    pub async fn extract_retrying(&self, token: &str, key: Option<&str>, body: &Value) -> Reply {
+        for _ in 1..EXTRACT_TRIES {
+            let reply = self.extract(token, key, body).await;
+            let Some(retry_after) = reply.header("retry-after").filter(|_| reply.status == 503)
+            else {
+                return reply;
+            };
+            let seconds: u64 = retry_after.parse().unwrap();
+            // The client's back-off, as the server asked: not a wait for anything here.
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+        }
+        self.extract(token, key, body).await
     }
 
     /// `POST path` with a JSON body, the client's bearer token and an optional
