@@ -2,7 +2,7 @@
 //! paused time (every timing below is exact virtual time, not a sleep), and the singleton
 //! loops parking and resuming as a term comes and goes.
 
-use crate::common::{T0, parse_config, static_upstream};
+use crate::common::{T0, eventually, parse_config, static_upstream};
 use async_trait::async_trait;
 use proxypool_controller::clock::Clock;
 use proxypool_controller::{
@@ -200,6 +200,7 @@ async fn a_resigned_lease_is_taken_over_within_a_tenth_of_the_lease() {
     let first = leads_within(&mut a_rx, Duration::from_millis(1)).await;
     let b = contender(&store, &clock);
     let mut b_rx = b.watch();
+    // Into A's lease, past a renewal (virtual time, like every timing here).
     tokio::time::sleep(Duration::from_millis(5_500)).await;
 
     // B polls every tenth of the lease while A holds it, so it sees the release at its
@@ -227,6 +228,7 @@ async fn steps_down_before_the_lease_ends_when_the_store_is(mode: u8) {
     let a = contender(&store, &clock);
     let mut a_rx = a.watch();
     let first = leads_within(&mut a_rx, Duration::from_millis(1)).await;
+    // A few renewals in (virtual time).
     tokio::time::sleep(Duration::from_secs(7)).await;
     let before = store
         .pool
@@ -288,6 +290,7 @@ async fn no_term_before_the_store_is_established_and_none_once_it_is_replaced() 
         LeaseOptions::new(TTL, CALL_TIMEOUT),
     );
     let mut term = leader.watch();
+    // A whole lease's time (virtual) to have taken a term, had it been allowed to.
     tokio::time::sleep(TTL).await;
     assert_eq!(*term.borrow(), None, "led an unestablished store");
 
@@ -326,6 +329,7 @@ async fn terms_grow_as_the_lease_changes_hands_and_never_overlap() {
     }
     let mut last = Term(0);
     for round in 0..4 {
+        // Time (virtual) for one of them to take the lease.
         tokio::time::sleep(Duration::from_secs(3)).await;
         let leader = contenders
             .iter()
@@ -344,6 +348,7 @@ async fn terms_grow_as_the_lease_changes_hands_and_never_overlap() {
         let c = contender(&store, &clock);
         overlap.add(&c);
         contenders.push(c);
+        // Past a lease (virtual time): a crashed leader's has run out.
         tokio::time::sleep(TTL + TTL / 10).await;
     }
     // Tokens are never below the time they were taken at (they survive a store loss).
@@ -373,18 +378,9 @@ fn fetches(controller: &Controller) -> u64 {
         .sum()
 }
 
-async fn wait_until(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + bound;
-    while !done() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what} within {bound:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-#[tokio::test]
+/// In paused time (the loops pause on tokio's clock): "nothing runs for a while" is exact
+/// virtual time, not a guess at how long a loaded machine needs.
+#[tokio::test(start_paused = true)]
 async fn the_loops_park_while_not_leading_and_resume_with_the_next_term() {
     let upstream = static_upstream("parked").replace(
         "kind = \"static\"",
@@ -405,17 +401,19 @@ async fn the_loops_park_while_not_leading_and_resume_with_the_next_term() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let running = controller.clone().start_on(listener).unwrap();
 
-    // Not leading: nothing runs.
+    // Not leading: nothing runs in three of the 100 ms intervals.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fetches(&controller), 0);
 
     manual.term.send_replace(Some(Term(1)));
-    wait_until("rounds while leading", Duration::from_secs(5), || {
-        fetches(&controller) >= 3
+    eventually(Duration::from_secs(5), "rounds while leading", async || {
+        (fetches(&controller) >= 3).then_some(())
     })
     .await;
 
-    // The term ends: rounds stop (the 100 ms interval would have run several by now).
+    // The term ends: rounds stop (the 100 ms interval would have run five in 500 ms). Paused
+    // time moves on only once every task is idle, so after this any round in flight when
+    // the term ended has been dropped or has finished.
     manual.term.send_replace(None);
     tokio::time::sleep(Duration::from_millis(50)).await;
     let parked = fetches(&controller);
@@ -424,9 +422,11 @@ async fn the_loops_park_while_not_leading_and_resume_with_the_next_term() {
 
     // The next term resumes them.
     manual.term.send_replace(Some(Term(2)));
-    wait_until("rounds in the next term", Duration::from_secs(5), || {
-        fetches(&controller) > parked
-    })
+    eventually(
+        Duration::from_secs(5),
+        "rounds in the next term",
+        async || (fetches(&controller) > parked).then_some(()),
+    )
     .await;
     running.shutdown().await;
 }
@@ -478,7 +478,8 @@ impl StoreLedger for HeldLedger {
 
 /// A leader whose store the guard has not established yet runs no round: each would only
 /// be refused (and counted as a failure); the rounds start once the store is in place.
-#[tokio::test]
+/// In paused time, like the test above.
+#[tokio::test(start_paused = true)]
 async fn the_loops_wait_for_the_store_to_be_established_even_while_leading() {
     let upstream = static_upstream("guarded").replace(
         "kind = \"static\"",
@@ -504,6 +505,7 @@ async fn the_loops_wait_for_the_store_to_be_established_even_while_leading() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let running = controller.clone().start_on(listener).unwrap();
 
+    // Three of the 100 ms intervals, leading, with the store not yet established.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let attempts = |c: &Controller| {
         c.status_board()
@@ -519,9 +521,11 @@ async fn the_loops_wait_for_the_store_to_be_established_even_while_leading() {
     );
 
     ledger.open.send_replace(true);
-    wait_until("rounds once established", Duration::from_secs(5), || {
-        fetches(&controller) >= 2
-    })
+    eventually(
+        Duration::from_secs(5),
+        "rounds once established",
+        async || (fetches(&controller) >= 2).then_some(()),
+    )
     .await;
     assert_eq!(
         controller

@@ -12,6 +12,7 @@ use proxypool_core::{
 };
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[tokio::test]
 async fn two_workers_share_assign_renew_drain_and_expire() {
@@ -339,32 +340,22 @@ async fn a_running_controller_reassigns_a_closed_workers_proxies_without_waiting
     let client = ControlClient::new(running.control_addr(), Some(WORKER_TOKEN));
     let b = WorkerId::new("gw-b").unwrap();
     let owned_by_b = || async { pool.owned_by(clock.now(), &b, 100).await.unwrap().len() };
-    wait_until(|| async { owned_by_b().await == 2 }).await;
+    eventually(Duration::from_secs(10), "gw-b owns two", async || {
+        (owned_by_b().await == 2).then_some(())
+    })
+    .await;
 
     assert_eq!(
         client.close("gw-a", "a1").await.status,
         StatusCode::NO_CONTENT
     );
-    wait_until(|| async { owned_by_b().await == 4 }).await;
+    eventually(Duration::from_secs(10), "gw-b owns all four", async || {
+        (owned_by_b().await == 4).then_some(())
+    })
+    .await;
     let after = owners(pool.as_ref(), clock.now(), &seeded).await;
     assert!(after.iter().all(|o| o.as_deref() == Some("gw-b")));
     running.shutdown().await;
-}
-
-/// Polls `check` until it holds, for at most 5 s.
-async fn wait_until<F, Fut>(check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !check().await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "condition not reached in 5 s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]

@@ -221,8 +221,18 @@ async fn failing_vendors_are_reported_by_kind() {
 
     // A vendor that is gone altogether.
     let url = rig.vendor.url();
+    let listening = rig.vendor.addr();
     drop(rig.vendor);
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Its listener closes on its own task, once the vendor's shutdown reaches it.
+    eventually(
+        Duration::from_secs(10),
+        "the vendor stopped listening",
+        async || {
+            let connected = tokio::net::TcpStream::connect(listening).await;
+            connected.is_err().then_some(())
+        },
+    )
+    .await;
     let error = rig.reconciler.reconcile_once().await.unwrap_err();
     assert_eq!(error.kind(), "connect", "{url}");
     let status = rig.board.get(&sim()).unwrap();

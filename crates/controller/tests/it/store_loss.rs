@@ -4,6 +4,7 @@
 //! first because its store is not the one it remembers, then, once it caught up, because
 //! its term is not the new leader's.
 
+use crate::common::eventually;
 use proxypool_controller::{SharedClock, StoreGuard, SystemClock};
 use proxypool_core::{
     ActivityPool, Candidate, CheckOutcome, ExtractMode, ExtractRequest, Fence, FetchedBatch,
@@ -67,14 +68,15 @@ fn extract_request(n: u32) -> ExtractRequest {
 async fn first_answer(
     pool: &Arc<dyn ActivityPool>,
 ) -> Result<proxypool_core::Footprint, PoolError> {
-    loop {
-        match pool.footprint().await {
-            Err(PoolError::Unavailable(Unavailable::Store(_))) => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            other => return other,
-        }
-    }
+    eventually(
+        Duration::from_secs(10),
+        "Redis answered again",
+        async || match pool.footprint().await {
+            Err(PoolError::Unavailable(Unavailable::Store(_))) => None,
+            other => Some(other),
+        },
+    )
+    .await
 }
 
 fn lost<T: std::fmt::Debug>(result: Result<T, PoolError>, call: &str) -> LossReason {

@@ -16,6 +16,18 @@ use std::time::{Duration, Instant};
 const WAIT_MS: u64 = 8_000;
 const PROMPT: Duration = Duration::from_secs(1);
 
+/// Waits until a waiting poll has looked at the store's snapshot version `looks` more
+/// times (one look per `poll_interval`), so it has had its chances to answer early.
+async fn until_the_poll_looked(looks: u64) {
+    let before = store_calls("snapshot_version");
+    eventually(
+        Duration::from_secs(10),
+        "the waiting poll looked at the version",
+        async || (store_calls("snapshot_version") >= before + looks).then_some(()),
+    )
+    .await;
+}
+
 /// Store calls the controllers of this process made so far, by call name.
 fn store_calls(call: &str) -> u64 {
     let handle = proxypool_metrics::install().expect("the controller installed the recorder");
@@ -54,7 +66,7 @@ async fn a_waiting_poll_notices_a_change_another_controller_made() {
         let client = client.clone();
         tokio::spawn(async move { client.snapshot("gw-a", "s", version, WAIT_MS).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_the_poll_looked(3).await;
     assert!(
         !waiting.is_finished(),
         "nothing changed yet: the poll waits"
@@ -100,7 +112,7 @@ async fn a_waiting_poll_notices_a_lease_ending_by_the_clock() {
         let client = client.clone();
         tokio::spawn(async move { client.snapshot("gw-a", "s", version, WAIT_MS).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_the_poll_looked(3).await;
     assert!(!waiting.is_finished(), "nothing ended yet: the poll waits");
 
     // No write happens: only time passes the leases' end.

@@ -1,7 +1,10 @@
 //! Shared test helpers: a tiny HTTP client for the control API, configs, and pool seeding.
-#![allow(dead_code, unreachable_pub)]
+#![allow(unreachable_pub)]
 
 pub mod e2e;
+mod wait;
+
+pub use wait::eventually;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -201,6 +204,7 @@ pub struct Reply {
     pub body: Bytes,
     /// For a snapshot with content: `"full"` or `"delta"`, and the bytes that came.
     pub update: Option<&'static str>,
+    #[allow(dead_code, reason = "read by the recorder binary's delta tests only")]
     pub wire: Bytes,
 }
 
@@ -239,6 +243,7 @@ impl ControlClient {
     }
 
     /// Forgets what the client holds of the session (a gateway that lost its snapshot).
+    #[allow(dead_code, reason = "used by the recorder binary's delta tests only")]
     pub fn forget(&self, worker: &str, session: &str) {
         self.held
             .lock()
