@@ -3,13 +3,11 @@
 //! origin, which echoes the exit it saw; HTTPS via CONNECT to `openssl s_server`; and an
 //! origin or upstream that sends `X-Proxypool-*` headers of its own.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{
+use crate::common::control::TestController;
+use crate::common::upstreams::{
     TlsOrigin, UPSTREAM_PASS, UPSTREAM_USER, dead_addr, exit_of, sim_upstream,
 };
-use common::*;
+use crate::common::*;
 use proxypool_core::{ManualClock, Protocol, now_millis};
 use proxypool_sim::{Origin, ProxyKind};
 use std::collections::HashSet;
@@ -292,6 +290,7 @@ async fn a_manual_clock_makes_the_snapshot_stale_without_sleeping() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_upstreams_are_retried_elsewhere_and_all_dead_is_a_502() {
+    let _alone = alone().await;
     let origin = Origin::start().await.unwrap();
     let live = sim_upstream(ProxyKind::Http, exit(31)).await;
     // Dead three ways: nothing listening, and a proxy that accepts and hangs up at once.
@@ -310,6 +309,12 @@ async fn dead_upstreams_are_retried_elsewhere_and_all_dead_is_a_502() {
     settings.dial.max_attempts = 4;
     let gateway = Running::start(settings).await;
     acked(&controller, 1).await;
+    let failures = ["proxy_connect_refused", "proxy_auth_rejected"]
+        .map(|reason| format!("proxypool_gateway_upstream_failures_total{{reason=\"{reason}\"}}"));
+    let mut failures_before = Vec::new();
+    for series in &failures {
+        failures_before.push(metric(&gateway, series).await.unwrap_or(0.0));
+    }
     for _ in 0..6 {
         let response = curl(&[
             "-x",
@@ -378,19 +383,10 @@ async fn dead_upstreams_are_retried_elsewhere_and_all_dead_is_a_502() {
     ])
     .await;
     assert_eq!(plain.status, 502, "{plain:?}");
-    let metrics = curl(&[&format!("http://{}/metrics", gateway.admin)]).await;
-    assert!(
-        metrics.body.contains(
-            "proxypool_gateway_upstream_failures_total{reason=\"proxy_connect_refused\"}"
-        ),
-        "{}",
-        metrics.body
-    );
-    assert!(
-        metrics.body.contains("reason=\"proxy_auth_rejected\""),
-        "{}",
-        metrics.body
-    );
+    for (series, before) in failures.iter().zip(failures_before) {
+        let after = metric(&gateway, series).await.unwrap_or(0.0);
+        assert!(after > before, "{series}: {after}, {before} before");
+    }
     gateway.shutdown().await;
 }
 
@@ -457,8 +453,11 @@ async fn hot_path_needs_no_controller_until_the_snapshot_is_stale() {
     }
     assert!(served >= 3);
     // ...until max_staleness has passed: then fail closed.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let stale = curl(&["-x", &user, &origin.url("/")]).await;
+    let stale = wait_for(Duration::from_secs(10), "a stale answer", async || {
+        let answer = curl(&["-x", &user, &origin.url("/")]).await;
+        (answer.status != 200).then_some(answer)
+    })
+    .await;
     assert_eq!(stale.status, 503);
     assert_eq!(stale.header("x-proxypool-error"), Some("gateway_stale"));
     let socks = curl(&[
@@ -470,16 +469,12 @@ async fn hot_path_needs_no_controller_until_the_snapshot_is_stale() {
     assert_ne!(socks.exit, 0);
     // The controller returns: serving resumes.
     controller.restart().await;
-    let user2 = user.clone();
-    let mut ok = false;
-    for _ in 0..100 {
-        if curl(&["-x", &user2, &origin.url("/")]).await.status == 200 {
-            ok = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(ok, "serving again once the controller answers");
+    wait_for(
+        Duration::from_secs(10),
+        "serving again once the controller answers",
+        async || (curl(&["-x", &user, &origin.url("/")]).await.status == 200).then_some(()),
+    )
+    .await;
     gateway.shutdown().await;
 }
 
@@ -631,15 +626,12 @@ async fn graceful_shutdown_lets_open_tunnels_finish_and_refuses_new_connections(
     let started = tokio::time::Instant::now();
     let stopping = tokio::spawn(gateway.shutdown());
     // Draining: no new connections...
-    let mut refused = false;
-    for _ in 0..100 {
-        if TcpStream::connect(http).await.is_err() {
-            refused = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(refused, "the listener closes when draining starts");
+    wait_for(
+        Duration::from_secs(1),
+        "the listener to close when draining starts",
+        async || TcpStream::connect(http).await.is_err().then_some(()),
+    )
+    .await;
     // ...but the open tunnel still carries traffic.
     tunnel
         .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

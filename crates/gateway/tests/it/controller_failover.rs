@@ -1,10 +1,8 @@
 //! A gateway that lists several controllers moves on when the one it talks to dies or
 //! hangs, so a controller failover costs it one retry, not its leases.
 
-mod common;
-
-use common::control::TestController;
-use common::*;
+use crate::common::control::TestController;
+use crate::common::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,7 +24,7 @@ async fn controller_on_status(gateway: &Running) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_first_controller_is_passed_over_at_start() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let dead = TestController::start(WORKER, 60_000).await;
     dead.stop();
     let live = TestController::start(WORKER, 60_000).await;
@@ -40,7 +38,7 @@ async fn a_dead_first_controller_is_passed_over_at_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_that_dies_mid_session_is_left_at_once() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let first = TestController::start(WORKER, 60_000).await;
     let second = TestController::start(WORKER, 60_000).await;
     first.publish(vec![], vec![client("alice")]);
@@ -78,7 +76,7 @@ async fn a_controller_that_dies_mid_session_is_left_at_once() {
 /// short instead of running to the end of its wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_that_hangs_is_left_after_one_call_timeout() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let first = TestController::start(WORKER, 60_000).await;
     let second = TestController::start(WORKER, 60_000).await;
     {
@@ -126,7 +124,7 @@ async fn a_controller_that_hangs_is_left_after_one_call_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_one_controller_the_gateway_keeps_retrying_it() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let only = TestController::start(WORKER, 60_000).await;
     only.publish(vec![], vec![client("alice")]);
     let gateway = Running::start(config(&only)).await;

@@ -3,10 +3,8 @@
 //! wants a client certificate refuses a gateway without one from its CA. The admin
 //! listener serves over TLS too.
 
-mod common;
-
-use common::control::TestController;
-use common::*;
+use crate::common::control::TestController;
+use crate::common::*;
 use proxypool_config::{ClientTlsConfig, Millis, ServerTlsConfig};
 use proxypool_edge::{ServerTls, ServerTlsFiles};
 use proxypool_testkit::{CertFiles, TestCa};
@@ -31,24 +29,14 @@ fn trusting(ca: &TestCa, identity: Option<&CertFiles>) -> ClientTlsConfig {
 
 /// Waits until the admin `/status` shows a control error containing `needle`.
 async fn status_says(gateway: &Running, needle: &str) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let what = format!("/status to say {needle:?}");
+    wait_for(Duration::from_secs(10), &what, async || {
         let status = curl(&[&format!("http://{}/status", gateway.admin)]).await;
         let json: serde_json::Value = serde_json::from_str(&status.body).unwrap_or_default();
-        let error = json["control_error"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        if error.contains(needle) {
-            return error;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "status never said {needle:?}: {}",
-            status.body
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        let error = json["control_error"].as_str().unwrap_or_default();
+        error.contains(needle).then(|| error.to_owned())
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

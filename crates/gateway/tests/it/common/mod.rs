@@ -1,9 +1,13 @@
-//! Shared test kit: a running gateway, snapshot records, and `curl` as the client.
-#![allow(dead_code, unreachable_pub)]
+//! Shared test kit: a running gateway, snapshot records, `curl` as the client, and the
+//! one wait on a condition.
+#![allow(unreachable_pub)]
 
+pub mod alone;
 pub mod control;
 pub mod upstreams;
 
+use alone::GatewayPermit;
+pub use alone::alone;
 use control::{TOKEN, TestController};
 pub use proxypool_config::Millis;
 use proxypool_core::control::{GatewayClient, RateLimitSpec, SnapshotProxy};
@@ -74,6 +78,8 @@ pub struct Running {
     pub reload: GatewayReload,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    /// Its share of the process, beside the other tests' gateways (none for a lone test).
+    _permit: Option<GatewayPermit>,
 }
 
 impl Running {
@@ -83,6 +89,7 @@ impl Running {
 
     /// A gateway on `clock` (a [`proxypool_core::ManualClock`] moves its time by hand).
     pub async fn start_with_clock(config: GatewayConfig, clock: SharedClock) -> Self {
+        let permit = alone::gateway_permit().await;
         let gateway = Gateway::bind_with_clock(config, clock)
             .await
             .expect("gateway binds");
@@ -101,6 +108,7 @@ impl Running {
             reload,
             stop: Some(stop),
             task: Some(task),
+            _permit: permit,
         }
     }
 
@@ -274,16 +282,32 @@ pub fn socks_proxy_url(user: &str, addr: SocketAddr) -> String {
     format!("socks5h://{user}:{PASSWORD}@{addr}")
 }
 
-/// Waits until `check` holds (polling), panicking after `timeout`.
-pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, what: &str, mut check: F) {
+/// How often a wait looks at its condition again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Polls `check` until it gives a value, panicking with `what` after `timeout`: the one
+/// way these tests wait for something to happen.
+pub async fn wait_for<T>(
+    timeout: Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
     let deadline = tokio::time::Instant::now() + timeout;
-    while !check() {
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
+            "timed out after {timeout:?} waiting for {what}"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(POLL).await;
     }
+}
+
+/// [`wait_for`] a condition on state the test holds.
+pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, what: &str, mut check: F) {
+    wait_for(timeout, what, async || check().then_some(())).await;
 }
 
 /// Waits until the gateway applied and acknowledged snapshot `version`.
@@ -314,6 +338,17 @@ pub async fn admin_json(gateway: &Running, path: &str) -> (u16, serde_json::Valu
     (response.status, body)
 }
 
+/// Waits until the gateway holds exactly `n` client connections (as its `/status` counts
+/// them): it has accepted the ones a test opened, and closed the ones the test closed.
+pub async fn holds_connections(gateway: &Running, n: u64) {
+    let what = format!("{n} open client connections");
+    wait_for(Duration::from_secs(5), &what, async || {
+        let (_, status) = admin_json(gateway, "/status").await;
+        (status["open_connections"] == n).then_some(())
+    })
+    .await;
+}
+
 /// The value of one series on the admin `/metrics` (its full name with labels).
 pub async fn metric(gateway: &Running, series: &str) -> Option<f64> {
     let text = curl(&[&format!("http://{}/metrics", gateway.admin)])
@@ -339,13 +374,6 @@ pub async fn socks_reply(
         Err(proxypool_proto::ProtoError::SocksRejected { reply }) => reply,
         Err(other) => panic!("SOCKS5 exchange failed: {other}"),
     }
-}
-
-/// Serializes the tests of one test binary that read metric values: every gateway of a
-/// process records into one registry, so concurrent tests would count into each other.
-pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
-    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    SERIAL.lock().await
 }
 
 /// CONNECT to `target` as `alice` over `stream`, a fresh connection to the gateway's HTTP

@@ -4,11 +4,9 @@
 //! (and the test controller's session grants) run on, so nothing sleeps for a rotation
 //! period or an idle bound, and the least-used counts do not decay under the test.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, exit_of, sim_upstream};
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, exit_of, sim_upstream};
+use crate::common::*;
 use proxypool_core::control::{ClientRotation, GatewayClient};
 use proxypool_core::{ManualClock, Protocol, now_millis};
 use proxypool_gateway::Rotation;

@@ -1,13 +1,11 @@
 //! Whom a handshake timeout blames, on real sockets: a SOCKS5 upstream that says nothing
 //! at all is at fault; one that answered the greeting and is still connecting to the
-//! target is waiting for the target, and is not counted. Its own test binary: the metrics
-//! it reads are process-wide.
+//! target is waiting for the target, and is not counted. It runs alone: the metrics it
+//! reads are process-wide.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{EchoOrigin, UPSTREAM_PASS, UPSTREAM_USER};
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::{EchoOrigin, UPSTREAM_PASS, UPSTREAM_USER};
+use crate::common::*;
 use proxypool_core::Protocol;
 use proxypool_sim::{ProxyKind, UpstreamProxy, UpstreamProxyConfig};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -35,6 +33,7 @@ async fn mute_proxy() -> SocketAddr {
 /// answered the greeting and is still connecting to the target is waiting for the target.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handshake_timeout_blames_a_silent_proxy_but_not_one_still_reaching_the_target() {
+    let _alone = alone().await;
     let good = EchoOrigin::start().await;
     // Answers the greeting and the authentication at once, then takes a second to connect.
     let slow = UpstreamProxy::start(UpstreamProxyConfig {
@@ -61,6 +60,13 @@ async fn a_handshake_timeout_blames_a_silent_proxy_but_not_one_still_reaching_th
     let gateway = Running::start(config).await;
     acked(&controller, 1).await;
 
+    const TARGET_TIMEOUTS: &str =
+        "proxypool_gateway_target_failures_total{reason=\"target_timeout\"}";
+    const PROXY_TIMEOUTS: &str =
+        "proxypool_gateway_upstream_failures_total{reason=\"proxy_handshake_timeout\"}";
+    let count = |series: &'static str| async { metric(&gateway, series).await.unwrap_or(0.0) };
+    let (target_timeouts, proxy_timeouts) =
+        (count(TARGET_TIMEOUTS).await, count(PROXY_TIMEOUTS).await);
     let url = good.url();
     for user in ["mallory-region-us", "mallory-region-de"] {
         let response = curl(&[
@@ -74,16 +80,13 @@ async fn a_handshake_timeout_blames_a_silent_proxy_but_not_one_still_reaching_th
         .await;
         assert_ne!(response.status, 200, "{user}: {response:?}");
     }
-    let count = |series: &'static str| async { metric(&gateway, series).await.unwrap_or(0.0) };
     assert_eq!(
-        count("proxypool_gateway_target_failures_total{reason=\"target_timeout\"}").await,
-        1.0,
+        count(TARGET_TIMEOUTS).await,
+        target_timeouts + 1.0,
         "the slow proxy's timeout is the target's"
     );
     assert!(
-        count("proxypool_gateway_upstream_failures_total{reason=\"proxy_handshake_timeout\"}")
-            .await
-            >= 1.0,
+        count(PROXY_TIMEOUTS).await >= proxy_timeouts + 1.0,
         "the mute proxy's timeout is its own"
     );
     gateway.shutdown().await;

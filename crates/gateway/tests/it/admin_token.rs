@@ -1,10 +1,8 @@
 //! The admin listener's bearer token: `/metrics` and `/status` need it once it is set,
 //! the probes do not, and a reload sets or lifts it for the next request.
 
-mod common;
-
-use common::control::TestController;
-use common::*;
+use crate::common::control::TestController;
+use crate::common::*;
 use proxypool_core::SecretHash;
 
 const ADMIN_TOKEN: &str = "gateway-admin-token-0123456789";

@@ -2,12 +2,9 @@
 //! gateway, serve its connections, and end when it stops, gracefully, twice in one
 //! process, so none is leaked, and with a gateway dropped without running; `io_threads = 0`
 //! serves on the caller's runtime instead.
-//! (One test in this binary: it counts the process's threads.)
 
-mod common;
-
-use common::control::TestController;
-use common::{Running, WORKER, config};
+use crate::common::control::TestController;
+use crate::common::{Running, WORKER, alone, config, eventually, holds_connections};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -41,6 +38,8 @@ async fn status_line(http: SocketAddr) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn io_threads_serve_and_end_with_the_gateway_every_time() {
+    // It counts the process's gateway threads: no other test's gateway may run meanwhile.
+    let _alone = alone().await;
     let controller = TestController::start(WORKER, 3_600_000).await;
     assert_eq!(io_threads_alive(), 0);
     for (round, threads) in [(1, 3), (2, 3), (3, 0)] {
@@ -62,7 +61,7 @@ async fn io_threads_serve_and_end_with_the_gateway_every_time() {
         // A connection that never sends a byte stays open past the grace: the stop must
         // still end it, and the threads with it.
         let mut silent = TcpStream::connect(http).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        holds_connections(&running, 1).await;
         running.shutdown().await;
         assert_eq!(io_threads_alive(), 0, "round {round}: every thread ended");
         let mut rest = Vec::new();
@@ -82,12 +81,10 @@ async fn io_threads_serve_and_end_with_the_gateway_every_time() {
     assert_eq!(gateway.io_threads(), 2);
     assert_eq!(io_threads_alive(), 2);
     drop(gateway);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while io_threads_alive() > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the threads of a gateway never run end when it is dropped"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(
+        Duration::from_secs(5),
+        "the threads of a gateway never run to end when it is dropped",
+        || io_threads_alive() == 0,
+    )
+    .await;
 }

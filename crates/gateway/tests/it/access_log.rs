@@ -3,11 +3,9 @@
 //! thins served requests but never refusals, a reload reopens the file (what logrotate's
 //! SIGHUP does), and the request and tunnel duration histograms count with the log off.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, echo_server, sim_upstream};
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, echo_server, sim_upstream};
+use crate::common::*;
 use proxypool_core::Protocol;
 use proxypool_proto::TargetAddr;
 use proxypool_sim::{Origin, ProxyKind};
@@ -104,7 +102,6 @@ fn the_line<'a>(lines: &'a [Value], wanted: &[(&str, Value)]) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_kind_and_refusal_yields_exactly_one_line_with_its_fields() {
-    let _serial = serial().await;
     let scratch = Scratch::new("kinds");
     let path = scratch.0.join("access.log");
     let file = path.clone();
@@ -262,7 +259,6 @@ async fn every_request_kind_and_refusal_yields_exactly_one_line_with_its_fields(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampling_thins_served_requests_only_and_a_reload_reopens_the_file() {
-    let _serial = serial().await;
     let scratch = Scratch::new("sampling");
     let path = scratch.0.join("access.log");
     let file = path.clone();
@@ -328,7 +324,7 @@ async fn sampling_thins_served_requests_only_and_a_reload_reopens_the_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_and_tunnel_durations_are_counted_by_kind_with_the_log_off() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let (_controller, gateway, origin, _upstream) = start(|_| {}).await;
     let series =
         |name: &str, kind: &str| format!("proxypool_gateway_{name}_count{{kind=\"{kind}\"}}");
@@ -358,12 +354,16 @@ async fn request_and_tunnel_durations_are_counted_by_kind_with_the_log_off() {
     let private: SocketAddr = "10.0.0.1:80".parse().unwrap();
     socks_reply(&gateway, "alice", private).await;
 
-    let mut tunnels = 0.0;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while tunnels < tunnels_before + 1.0 && tokio::time::Instant::now() < deadline {
-        tunnels = before("tunnel_duration_seconds", "connect").await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The tunnel is counted when it ends, a moment after the client closed.
+    let tunnels = wait_for(
+        Duration::from_secs(5),
+        "the tunnel's life counted",
+        async || {
+            let now = before("tunnel_duration_seconds", "connect").await;
+            (now > tunnels_before).then_some(now)
+        },
+    )
+    .await;
     assert_eq!(tunnels, tunnels_before + 1.0, "the tunnel's life");
     assert_eq!(
         before("request_duration_seconds", "http").await,

@@ -3,16 +3,15 @@
 //! builds a new view from the current one, and one that does not fit the held content is refused and the whole snapshot is
 //! asked for instead.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::dead_addr;
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::dead_addr;
+use crate::common::*;
 use proxypool_core::{Domain, DomainCooldown, Protocol, now_millis};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deltas_patch_leases_and_cooldowns_rebuild_for_new_proxies_and_recover_when_refused() {
+    let _alone = alone().await;
     let controller = TestController::start(WORKER, 60_000).await;
     let addr = dead_addr();
     let p = |n: u8| proxy(n, Protocol::Http, addr, None, "vendor", "us");
@@ -20,6 +19,8 @@ async fn deltas_patch_leases_and_cooldowns_rebuild_for_new_proxies_and_recover_w
     controller.publish(vec![p(1), p(2), p(3)], clients());
     let gateway = Running::start(config(&controller)).await;
     acked(&controller, 1).await;
+    let deltas = "proxypool_gateway_snapshot_updates_total{kind=\"delta\"}";
+    let deltas_before = metric(&gateway, deltas).await.unwrap_or(0.0);
 
     // One lease renewed: a delta, patched into the slot.
     // (earlier than the others, all of which end with their usable-until, an hour out)
@@ -35,14 +36,7 @@ async fn deltas_patch_leases_and_cooldowns_rebuild_for_new_proxies_and_recover_w
         status["leases"]["earliest_end_ms"], renewed_until,
         "{status}"
     );
-    assert_eq!(
-        metric(
-            &gateway,
-            "proxypool_gateway_snapshot_updates_total{kind=\"delta\"}"
-        )
-        .await,
-        Some(1.0)
-    );
+    assert_eq!(metric(&gateway, deltas).await, Some(deltas_before + 1.0));
 
     // A cooldown set on one proxy: a delta, patched into that proxy's table.
     {
@@ -133,16 +127,11 @@ async fn a_controller_of_another_protocol_is_refused_and_named_on_status() {
     controller.state.lock().unwrap().grant_protocol = Some(1);
     controller.publish(vec![], vec![client("alice")]);
     let gateway = Running::start(config(&controller)).await;
-    let mut shown = String::new();
-    let started = std::time::Instant::now();
-    while started.elapsed() < Duration::from_secs(10) {
+    let shown = wait_for(Duration::from_secs(10), "a control error", async || {
         let (_, status) = admin_json(&gateway, "/status").await;
-        if let Some(error) = status["control_error"].as_str() {
-            shown = error.to_owned();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        status["control_error"].as_str().map(str::to_owned)
+    })
+    .await;
     assert!(shown.contains("upgrade the controller"), "{shown:?}");
     let (_, status) = admin_json(&gateway, "/status").await;
     assert!(status["snapshot"].is_null(), "nothing applied: {status}");

@@ -2,15 +2,14 @@
 //! for want of leases or of a fresh snapshot, and never blame the selectors for it; a
 //! selector that matches nothing keeps its own code. Time moves on a manual clock.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
+use crate::common::*;
 use proxypool_core::{Clock, ManualClock, Protocol, now_millis};
 use proxypool_proto::socks5::Reply;
 use proxypool_sim::{Origin, ProxyKind};
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 const CREDS: Option<(&str, &str)> = Some((UPSTREAM_USER, UPSTREAM_PASS));
 const LEASE_MS: u64 = 10_000;
@@ -21,7 +20,7 @@ async fn get(gateway: &Running, user: &str, origin: &Origin) -> Curl {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_and_refusals_follow_leases_and_staleness() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let origin = Origin::start().await.unwrap();
     let up = sim_upstream(ProxyKind::Http, Ipv4Addr::new(127, 0, 0, 111)).await;
     let clock = ManualClock::new(now_millis());
@@ -119,18 +118,17 @@ async fn readiness_and_refusals_follow_leases_and_staleness() {
 
     // It comes back: the next answer makes the gateway fresh, and ready, again.
     controller.restart().await;
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    while admin_json(&gateway, "/readyz").await.0 != 200 {
-        assert!(tokio::time::Instant::now() < deadline, "ready again");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    wait_for(Duration::from_secs(10), "ready again", async || {
+        (admin_json(&gateway, "/readyz").await.0 == 200).then_some(())
+    })
+    .await;
     assert_eq!(get(&gateway, "alice", &origin).await.status, 200);
     gateway.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selector_that_matches_nothing_keeps_its_own_code() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let origin = Origin::start().await.unwrap();
     let us = sim_upstream(ProxyKind::Http, Ipv4Addr::new(127, 0, 0, 112)).await;
     let de = sim_upstream(ProxyKind::Http, Ipv4Addr::new(127, 0, 0, 113)).await;

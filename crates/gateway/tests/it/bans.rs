@@ -3,11 +3,9 @@
 //! exits with a ban status. Each origin listens on its own loopback address, and each IP
 //! literal is a registrable domain of its own, so two origins are two sites.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{EchoOrigin, UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::{EchoOrigin, UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
+use crate::common::*;
 use proxypool_core::control::{GatewayClient, SnapshotProxy};
 use proxypool_core::{
     Clock, CooldownChange, CooldownPolicy, Domain, DomainCooldown, ManualClock, PortSet, Protocol,
@@ -449,13 +447,15 @@ async fn a_cooldown_the_store_cleared_or_shortened_leaves_with_the_next_snapshot
         !s.reported().is_empty()
     })
     .await;
-    for _ in 0..50 {
-        let (_, status) = admin_json(&s.gateway, "/status").await;
-        if status["cooldowns"]["pending_report"] == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for(
+        Duration::from_secs(5),
+        "no cooldown change pending",
+        async || {
+            let (_, status) = admin_json(&s.gateway, "/status").await;
+            (status["cooldowns"]["pending_report"] == 0).then_some(())
+        },
+    )
+    .await;
 
     // The store cleared proxy 1's cooldown (a client said `ok`) and shortened proxy 2's to
     // an end already past; the next snapshot shows that (and not yet the ban of proxy 3).

@@ -8,10 +8,8 @@
 //! makes room), one IPv6 /64 counts as one address, and a connection that sends nothing is
 //! closed at the first-byte deadline, well before the head's.
 
-mod common;
-
-use common::control::TestController;
-use common::*;
+use crate::common::control::TestController;
+use crate::common::*;
 use proxypool_testkit::edge::{
     OTHER_SOURCE, connect_from, http_from, idle_flood, served_within_a_second, still_open, trickle,
 };

@@ -3,11 +3,9 @@
 //! sees; a trusted balancer's connection without one is closed; from an untrusted peer a
 //! PROXY header is not believed (the request is malformed).
 
-mod common;
-
+use crate::common::control::TestController;
+use crate::common::*;
 use base64::Engine;
-use common::control::TestController;
-use common::*;
 use std::net::IpAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -3,11 +3,9 @@
 //! (`no_eligible_proxy`) at the deadline or at once past the waiters' bound. Real sockets
 //! throughout: client → gateway → proxypool-sim upstream → an echo server of the test's.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, echo_server, sim_upstream};
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, echo_server, sim_upstream};
+use crate::common::*;
 use proxypool_core::Protocol;
 use proxypool_sim::ProxyKind;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -89,25 +87,18 @@ async fn count(gateway: &Running, series: &str) -> f64 {
     metric(gateway, series).await.unwrap_or(0.0)
 }
 
-/// Polls until `series` reaches `value` (deadline-bounded).
+/// Waits until `series` reaches `value`.
 async fn metric_reaches(gateway: &Running, series: &str, value: f64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let now = count(gateway, series).await;
-        if now >= value {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{series} stuck at {now}, wanted {value}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("{series} to reach {value}");
+    wait_for(Duration::from_secs(10), &what, async || {
+        (count(gateway, series).await >= value).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_are_served_when_tunnels_close_within_the_wait() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let s = setup(|c| c.limits.capacity_wait = Millis(10_000)).await;
     let (waits, served) = (
         count(&s.gateway, WAITS).await,
@@ -144,7 +135,7 @@ async fn waiters_are_served_when_tunnels_close_within_the_wait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_past_its_deadline_is_refused_as_before() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let s = setup(|c| c.limits.capacity_wait = Millis(300)).await;
     let timed_out = count(&s.gateway, TIMED_OUT).await;
     let _first = connect(s.gateway.http, s.target).await.unwrap();
@@ -163,7 +154,7 @@ async fn a_waiter_past_its_deadline_is_refused_as_before() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_past_the_per_client_bound_are_refused_at_once() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let s = setup(|c| {
         c.limits.capacity_wait = Millis(10_000);
         c.limits.max_capacity_waiters_per_client = 1;
@@ -193,7 +184,7 @@ async fn waiters_past_the_per_client_bound_are_refused_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wait_turns_off_and_on_by_reload() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let mut tuned = None;
     let s = setup(|c| {
         c.limits.capacity_wait = Millis(0);

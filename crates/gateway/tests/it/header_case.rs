@@ -7,11 +7,9 @@
 //! sends it the absolute-form request, so it sees exactly what the gateway wrote) and once
 //! for an origin behind microsocks (a SOCKS5 tunnel passes bytes unchanged).
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, Upstream};
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, Upstream};
+use crate::common::*;
 use proxypool_core::Protocol;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};

@@ -1,9 +1,7 @@
 //! The control loop against a test controller, and the refusals that need no upstream.
 
-mod common;
-
-use common::control::TestController;
-use common::*;
+use crate::common::control::TestController;
+use crate::common::*;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -192,8 +190,11 @@ async fn refuses_clearly_without_touching_an_upstream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_snapshot_yet_is_gateway_stale_and_not_ready_but_alive() {
+    let _alone = alone().await;
     let controller = TestController::start(WORKER, 60_000).await;
     let gateway = Running::start(config(&controller)).await;
+    let stale_refusals = "proxypool_gateway_refusals_total{code=\"gateway_stale\"}";
+    let stale_before = metric(&gateway, stale_refusals).await.unwrap_or(0.0);
     let response = curl(&[
         "-x",
         &http_proxy_url("alice", gateway.http),
@@ -225,14 +226,12 @@ async fn no_snapshot_yet_is_gateway_stale_and_not_ready_but_alive() {
     );
     let health = curl(&[&format!("http://{}/healthz", gateway.admin)]).await;
     assert_eq!(health.status, 200);
-    let metrics = curl(&[&format!("http://{}/metrics", gateway.admin)]).await;
-    assert!(
-        metrics
-            .body
-            .contains("proxypool_gateway_refusals_total{code=\"gateway_stale\"}"),
-        "{}",
-        metrics.body
+    assert_eq!(
+        metric(&gateway, stale_refusals).await,
+        Some(stale_before + 1.0),
+        "the refusal is counted"
     );
+    let metrics = curl(&[&format!("http://{}/metrics", gateway.admin)]).await;
     assert!(
         metrics.body.contains("proxypool_gateway_snapshot_version"),
         "{}",
@@ -323,9 +322,10 @@ async fn connection_limits_timeouts_and_ip_allowlist() {
     // The global connection cap: three silent connections held; a fourth is admitted by
     // closing the oldest of them, and is served.
     let mut held = Vec::new();
-    for _ in 0..3 {
+    for n in 1..=3 {
         held.push(TcpStream::connect(gateway.http).await.unwrap());
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Admitted one after the other, so which one is the oldest is known.
+        holds_connections(&gateway, n).await;
     }
     let mut extra = TcpStream::connect(gateway.http).await.unwrap();
     let (_, oldest_closed) = read_until_closed(&mut held[0], Duration::from_secs(2)).await;

@@ -5,11 +5,9 @@
 //! client → gateway → proxypool-sim upstream proxy → an echo server. Time moves on a manual
 //! clock; a closure is awaited with a polling deadline.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, echo_server, sim_upstream};
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, echo_server, sim_upstream};
+use crate::common::*;
 use proxypool_core::control::{HeldLease, SnapshotProxy};
 use proxypool_core::{Clock, ManualClock, Protocol, now_millis};
 use proxypool_sim::ProxyKind;
@@ -25,6 +23,23 @@ const LEASE_MS: u64 = 10_000;
 const LAPSED: &str = "proxypool_gateway_tunnels_closed_total{reason=\"lease_lapsed\"}";
 const STALE: &str = "proxypool_gateway_tunnels_closed_total{reason=\"stale\"}";
 const SESSION_LAPSED: &str = "proxypool_gateway_tunnels_closed_total{reason=\"session_lapsed\"}";
+const TUNNELS_OPEN: &str = "proxypool_gateway_tunnels_open";
+
+/// Lets the keeper look at the clock twice (it looks every 200 ms) where the test shows
+/// that nothing closes: the absence of a cut has no event to wait for, so this sleep is
+/// the stimulus, the window in which a wrong cut would show.
+async fn keeper_looks_twice() {
+    tokio::time::sleep(Duration::from_millis(400)).await;
+}
+
+/// Waits until the tunnels closed for `series`' reason reach `value` (they are counted a
+/// moment after the close).
+async fn counted(gateway: &Running, series: &str, value: f64) {
+    wait_for(Duration::from_secs(5), series, async || {
+        (metric(gateway, series).await == Some(value)).then_some(())
+    })
+    .await;
+}
 
 async fn connect_tunnel(gateway: &Running, target: SocketAddr) -> TcpStream {
     connect_as_alice(TcpStream::connect(gateway.http).await.unwrap(), target).await
@@ -98,34 +113,25 @@ async fn setup(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tunnels_close_when_the_lease_passes_unextended() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let (_controller, gateway, clock, target, _up) = setup(121).await;
     let before = metric(&gateway, LAPSED).await.unwrap();
+    let open_before = metric(&gateway, TUNNELS_OPEN).await.unwrap();
     let mut connect = connect_tunnel(&gateway, target).await;
     let mut socks = socks_tunnel(&gateway, target).await;
     assert_open(&mut connect, "CONNECT").await;
     assert_open(&mut socks, "SOCKS5").await;
     // Short of the lease end (and of its skew margin): nothing changes.
     clock.advance(LEASE_MS - 1_000);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    keeper_looks_twice().await;
     assert_open(&mut connect, "CONNECT before the lease end").await;
     assert_open(&mut socks, "SOCKS5 before the lease end").await;
     // The lease end passes and no snapshot extended it: both close.
     clock.advance(1_000);
     assert_closed(&mut connect, "CONNECT").await;
     assert_closed(&mut socks, "SOCKS5").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while metric(&gateway, LAPSED).await != Some(before + 2.0) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "both tunnels counted"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(
-        metric(&gateway, "proxypool_gateway_tunnels_open").await,
-        Some(0.0)
-    );
+    counted(&gateway, LAPSED, before + 2.0).await;
+    assert_eq!(metric(&gateway, TUNNELS_OPEN).await, Some(open_before));
     // And nothing new goes through it.
     let refused = curl(&[
         "-p",
@@ -140,7 +146,7 @@ async fn tunnels_close_when_the_lease_passes_unextended() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tunnels_stay_open_for_three_lease_lengths_while_snapshots_extend_the_lease() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let (controller, gateway, clock, target, up) = setup(122).await;
     let before = metric(&gateway, LAPSED).await.unwrap();
     let mut connect = connect_tunnel(&gateway, target).await;
@@ -153,7 +159,7 @@ async fn tunnels_stay_open_for_three_lease_lengths_while_snapshots_extend_the_le
             vec![client("alice")],
         );
         acked(&controller, round + 2).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        keeper_looks_twice().await;
         assert_open(&mut connect, &format!("CONNECT, renewal {round}")).await;
         assert_open(&mut socks, &format!("SOCKS5, renewal {round}")).await;
     }
@@ -170,7 +176,7 @@ async fn tunnels_stay_open_for_three_lease_lengths_while_snapshots_extend_the_le
 /// accepted reports move the session end on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tunnels_close_when_the_session_lapses_before_the_lease() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let (controller, gateway, clock, target, _up) = setup(126).await;
     let reports = |controller: &TestController| controller.state.lock().unwrap().reports.len();
     let accepted_after = |n: usize| {
@@ -213,7 +219,7 @@ async fn tunnels_close_when_the_session_lapses_before_the_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_answer_naming_the_proxy_stale_closes_its_tunnels() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let (controller, gateway, clock, target, up) = setup(123).await;
     let before = metric(&gateway, STALE).await.unwrap();
     let mut connect = connect_tunnel(&gateway, target).await;
@@ -225,14 +231,7 @@ async fn a_report_answer_naming_the_proxy_stale_closes_its_tunnels() {
     controller.state.lock().unwrap().stale_proxies = vec![id];
     assert_closed(&mut connect, "CONNECT").await;
     assert_closed(&mut socks, "SOCKS5").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while metric(&gateway, STALE).await != Some(before + 2.0) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "both tunnels counted"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    counted(&gateway, STALE, before + 2.0).await;
     // The proxy is out of picks too, and the gateway says so.
     let (status, ready) = admin_json(&gateway, "/readyz").await;
     assert_eq!(status, 503, "{ready}");
@@ -257,7 +256,7 @@ async fn a_report_answer_naming_the_proxy_stale_closes_its_tunnels() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draining_proxy_keeps_its_tunnels_while_its_lease_lives() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let (controller, gateway, clock, target, up) = setup(124).await;
     let other = sim_upstream(ProxyKind::Http, Ipv4Addr::new(127, 0, 0, 125)).await;
     let draining = listed(up.addr(), 1, 0).id;
@@ -281,7 +280,7 @@ async fn a_draining_proxy_keeps_its_tunnels_while_its_lease_lives() {
     assert_open(&mut connect, "draining CONNECT").await;
     assert_open(&mut socks, "draining SOCKS5").await;
     clock.advance(LEASE_MS - 1_000);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    keeper_looks_twice().await;
     assert_open(&mut connect, "draining CONNECT, lease still live").await;
     assert_open(&mut socks, "draining SOCKS5, lease still live").await;
     // New tunnels go to the other proxy meanwhile, and outlive the drained one's lease.
@@ -304,7 +303,7 @@ async fn a_draining_proxy_keeps_its_tunnels_while_its_lease_lives() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draining_proxy_s_renewed_lease_keeps_its_tunnels_past_the_first_lease_end() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let (controller, gateway, clock, target, up) = setup(126).await;
     let other = sim_upstream(ProxyKind::Http, Ipv4Addr::new(127, 0, 0, 127)).await;
     let draining = listed(up.addr(), 1, 0).id;
@@ -325,7 +324,7 @@ async fn a_draining_proxy_s_renewed_lease_keeps_its_tunnels_past_the_first_lease
         version += 1;
         acked(&controller, version).await;
         clock.advance(LEASE_MS - 1_000);
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        keeper_looks_twice().await;
         assert_open(&mut connect, &format!("draining CONNECT, renewal {round}")).await;
     }
     // Renewals stop (the store no longer extends it): cut at the last lease end.
@@ -391,7 +390,7 @@ async fn serve_kept_alive(mut stream: TcpStream) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_alive_upstream_connections_close_when_the_lease_passes() {
-    let _serial = serial().await;
+    let _alone = alone().await;
     let upstream = KeepAliveProxy::start().await;
     let clock = ManualClock::new(now_millis());
     let controller = TestController::start(WORKER, 3_600_000).await;

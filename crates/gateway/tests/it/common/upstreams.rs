@@ -6,6 +6,7 @@
 //! SOCKS5 with username/password) with a plain echo origin. HTTPS origins are
 //! `openssl s_server` with a certificate made for the test.
 
+use super::wait_for;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::server::conn::http1;
@@ -96,29 +97,28 @@ pub fn dead_addr() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
-/// Waits up to 10 s for `addr` to accept, giving up early when `child` exits.
+/// Up to 10 s for a program to listen: a third-party daemon starting on a loaded 2-core
+/// machine can be slow.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits for `addr` to accept, giving up early (false) when `child` exits.
 async fn listening_while_alive(addr: SocketAddr, child: &mut Child) -> bool {
-    for _ in 0..500 {
+    let what = format!("{addr} to accept");
+    wait_for(START_TIMEOUT, &what, async || {
         if TcpStream::connect(addr).await.is_ok() {
-            return true;
+            return Some(true);
         }
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
+        matches!(child.try_wait(), Ok(Some(_))).then_some(false)
+    })
+    .await
 }
 
 async fn wait_listening(addr: SocketAddr) {
-    // Up to 10 s: a third-party daemon starting on a loaded 2-core machine can be slow.
-    for _ in 0..500 {
-        if TcpStream::connect(addr).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{addr} never started listening");
+    let what = format!("{addr} to start listening");
+    wait_for(START_TIMEOUT, &what, async || {
+        TcpStream::connect(addr).await.is_ok().then_some(())
+    })
+    .await;
 }
 
 fn scratch_dir(tag: &str) -> PathBuf {
@@ -137,7 +137,6 @@ fn scratch_dir(tag: &str) -> PathBuf {
 #[derive(Debug)]
 pub struct Upstream {
     pub addr: SocketAddr,
-    pub exit: Ipv4Addr,
     child: Child,
     dir: Option<PathBuf>,
 }
@@ -180,7 +179,6 @@ impl Upstream {
         wait_listening(addr).await;
         Self {
             addr,
-            exit,
             child,
             dir: Some(dir),
         }
@@ -209,15 +207,9 @@ impl Upstream {
         wait_listening(addr).await;
         Self {
             addr,
-            exit,
             child,
             dir: None,
         }
-    }
-
-    /// Stops the proxy (it becomes a dead upstream).
-    pub async fn kill(&mut self) {
-        let _ = self.child.kill().await;
     }
 }
 

@@ -1,11 +1,9 @@
 //! Interop with third-party upstream proxies from Debian: tinyproxy (HTTP, Basic auth)
 //! and microsocks (SOCKS5, username/password), each leaving from its own exit address.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{EchoOrigin, TlsOrigin, UPSTREAM_PASS, UPSTREAM_USER, Upstream};
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::{EchoOrigin, TlsOrigin, UPSTREAM_PASS, UPSTREAM_USER, Upstream};
+use crate::common::*;
 use proxypool_core::Protocol;
 use std::net::Ipv4Addr;
 

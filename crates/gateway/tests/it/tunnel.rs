@@ -2,11 +2,9 @@
 //! upstream proxy → a raw TCP server of the test's own, with both sides streaming at
 //! once, a server that stops reading, and the SOCKS5 reply's bound address.
 
-mod common;
-
-use common::control::TestController;
-use common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
-use common::*;
+use crate::common::control::TestController;
+use crate::common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, sim_upstream};
+use crate::common::*;
 use proxypool_core::Protocol;
 use proxypool_core::control::{GatewayClient, SnapshotProxy};
 use proxypool_sim::ProxyKind;
@@ -162,6 +160,7 @@ async fn a_server_that_stops_reading_ends_the_tunnel_after_the_write_deadline() 
     let server = tokio::spawn(async move {
         let (mut stream, _) = listener.accept().await.unwrap();
         while stream.write_all(b"tick").await.is_ok() {
+            // The pace of the trickle: a tick every 20 ms keeps the tunnel from going idle.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
