@@ -3,6 +3,7 @@
 //! refuses clients without a certificate from the configured CA, and a stalled handshake
 //! is cut at the header-read timeout, freeing its slot.
 
+use crate::common::wait_for;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty, Full};
@@ -143,19 +144,12 @@ async fn a_replaced_certificate_reaches_new_connections_and_open_ones_keep_worki
     let rotated = new_ca.server("srv").unwrap();
     replace(&rotated.key, &served.key);
     replace(&rotated.cert, &served.cert);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut fresh = loop {
-        match connect(addr, &trusts_new).await {
-            Ok(sender) => break sender,
-            Err(error) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "the new certificate never served: {error}"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    };
+    let mut fresh = wait_for(
+        Duration::from_secs(10),
+        "the new certificate to serve",
+        async || connect(addr, &trusts_new).await.ok(),
+    )
+    .await;
     assert_eq!(get(&mut fresh).await.unwrap(), "ok");
     let error = connect(addr, &trusts_old)
         .await
@@ -232,16 +226,11 @@ async fn a_stalled_handshake_is_cut_at_the_header_timeout_and_frees_its_slot() {
         "cut before the timeout"
     );
     // Its slot is free again: a real client is served.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(mut sender) = connect(addr, &client(&ca, None)).await
-            && get(&mut sender).await.as_deref() == Ok("ok")
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the slot was never freed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for(Duration::from_secs(5), "the slot to be freed", async || {
+        let mut sender = connect(addr, &client(&ca, None)).await.ok()?;
+        (get(&mut sender).await.as_deref() == Ok("ok")).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

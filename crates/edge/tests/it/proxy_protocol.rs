@@ -157,7 +157,9 @@ async fn a_silent_connection_is_closed_by_the_shutdown_at_once() {
         let _ = stopped.await;
     }));
     let silent = TcpStream::connect(addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Connections are accepted in the order they came: once a later one is answered, the
+    // scaffold holds the silent one.
+    assert!(exchange(addr, REQUEST).await.ends_with("peer=127.0.0.1"));
     let _ = stop.send(());
     let open = proxypool_testkit::edge::still_open(vec![silent], Duration::from_secs(2)).await;
     assert_eq!(open, 0, "a silent connection held the shutdown up");
