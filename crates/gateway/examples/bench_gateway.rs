@@ -23,6 +23,9 @@
 #[path = "../tests/it/common/control.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod control;
+#[path = "../tests/it/common/wait.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod wait;
 
 use proxypool_core::control::{GatewayClient, SnapshotProxy};
 use proxypool_core::{

@@ -2,6 +2,7 @@
 //! knobs the tests turn (publish a snapshot, fence the session, name proxies stale in its
 //! report answers, go away entirely).
 
+use super::wait::wait_for;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -196,18 +197,15 @@ impl TestController {
         }
     }
 
-    /// Comes back on the same address.
+    /// Comes back on the same address (free again once the aborted listener is dropped).
     pub async fn restart(self: &Arc<Self>) {
         self.stop();
-        let mut listener = None;
-        for _ in 0..50 {
-            if let Ok(bound) = TcpListener::bind(self.addr).await {
-                listener = Some(bound);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        self.serve(listener.expect("rebind the controller address"));
+        let what = format!("{} to be free again", self.addr);
+        let listener = wait_for(Duration::from_secs(5), &what, async || {
+            TcpListener::bind(self.addr).await.ok()
+        })
+        .await;
+        self.serve(listener);
     }
 
     /// Publishes a new snapshot version with these proxies and clients.

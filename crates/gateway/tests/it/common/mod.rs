@@ -1,10 +1,10 @@
-//! Shared test kit: a running gateway, snapshot records, `curl` as the client, and the
-//! one wait on a condition.
+//! Shared test kit: a running gateway, snapshot records, and `curl` as the client.
 #![allow(unreachable_pub)]
 
 pub mod alone;
 pub mod control;
 pub mod upstreams;
+pub mod wait;
 
 use alone::GatewayPermit;
 pub use alone::alone;
@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+pub use wait::{eventually, wait_for};
 
 pub const WORKER: &str = "gw-test";
 pub const PASSWORD: &str = "client-secret";
@@ -280,34 +281,6 @@ pub fn http_proxy_url(user: &str, addr: SocketAddr) -> String {
 
 pub fn socks_proxy_url(user: &str, addr: SocketAddr) -> String {
     format!("socks5h://{user}:{PASSWORD}@{addr}")
-}
-
-/// How often a wait looks at its condition again.
-const POLL: Duration = Duration::from_millis(20);
-
-/// Polls `check` until it gives a value, panicking with `what` after `timeout`: the one
-/// way these tests wait for something to happen.
-pub async fn wait_for<T>(
-    timeout: Duration,
-    what: &str,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// [`wait_for`] a condition on state the test holds.
-pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, what: &str, mut check: F) {
-    wait_for(timeout, what, async || check().then_some(())).await;
 }
 
 /// Waits until the gateway applied and acknowledged snapshot `version`.
