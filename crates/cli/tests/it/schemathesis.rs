@@ -8,9 +8,7 @@
 //! names its `st` in `PROXYPOOL_SCHEMATHESIS`; without it the test skips loudly (and fails
 //! under `CI=true`).
 
-mod common;
-
-use common::{Scratch, start_dev};
+use crate::common::{Scratch, start_dev};
 use std::process::Command;
 
 #[test]

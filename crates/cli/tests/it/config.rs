@@ -3,9 +3,7 @@
 //! non-zero exit code, a hash made by `hash-secret` stands in for a token, and
 //! `PROXYPOOL_CONFIG` names the file when `--config` does not.
 
-mod common;
-
-use common::{BIN, Scratch, run};
+use crate::common::{BIN, Scratch, run};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -6,9 +6,7 @@
 //! into a virtual environment under `target/` and names its python in
 //! `PROXYPOOL_CLIENTS_PYTHON`; without it the tests skip loudly (and fail under `CI=true`).
 
-mod common;
-
-use common::{Banner, Scratch, curl, exit_of, start_dev, tool_or_skip};
+use crate::common::{Banner, Scratch, api, curl, exit_of, start_dev, tool_or_skip};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
@@ -226,20 +224,18 @@ fn the_scrapy_middleware_reports_a_ban_and_retries_through_another_proxy() {
     for ticket in [None, Some(forged.as_str())] {
         let body = serde_json::json!({ "proxy_id": banned, "ticket": ticket,
                                        "domain": format!("shop-{n}.test"), "verdict": "banned" });
-        let (code, out) = curl(&[
-            "-H",
-            &format!("Authorization: Bearer {}", banner.token()),
-            "-H",
-            "Content-Type: application/json",
-            "-d",
-            &body.to_string(),
-            "-w",
-            "\n%{http_code}",
+        let answer = api::call(
+            "POST",
             &format!("{}/v1/feedback", banner.api()),
-        ]);
-        assert_eq!(code, 0, "{out}");
-        assert!(out.ends_with("\n404"), "{ticket:?}: {out}");
-        assert!(out.contains(r#""code":"not_found""#), "{ticket:?}: {out}");
+            Some(banner.token()),
+            Some(&body.to_string()),
+        );
+        assert_eq!(answer.status, 404, "{ticket:?}: {answer:?}");
+        assert_eq!(
+            answer.json()["error"]["code"],
+            "not_found",
+            "{ticket:?}: {answer:?}"
+        );
     }
 
     // The same crawl of a site that bans nobody meets no ban, and `--require-ban` says so.
@@ -267,7 +263,7 @@ fn the_playwright_example_keeps_a_session_and_rotates_without_one() {
     let (_dev, banner) = start_dev("dev-clients-playwright", &scratch, &STILL);
     let target = format!("http://shop-b.test:{}/", origin_port(&banner));
     // The chromium on PATH (Debian's is /usr/bin/chromium, the example's default).
-    let (code, found) = common::shell("command -v chromium");
+    let (code, found) = crate::common::shell("command -v chromium");
     assert_eq!(code, 0, "chromium answered --version but is not on PATH");
     let chromium = ["--chromium", found.trim()];
 

@@ -3,10 +3,8 @@
 //! upstream is fetched, an open tunnel of an unchanged client survives; a broken file is
 //! refused whole and the running configuration keeps serving.
 
-mod common;
-
-use common::{
-    Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, free_port, sim_upstream,
+use crate::common::{
+    Proc, Scratch, allow_sim_origin, api, curl, curl_or_skip, eventually, free_port, sim_upstream,
     sim_vendor, try_exit_via,
 };
 use std::io::{BufRead, BufReader, Read, Write};
@@ -177,12 +175,11 @@ fn gateway_status(http: u16, user: &str, origin: &str) -> String {
     out
 }
 
-fn api_status(api: u16, token: &str, path: &str, method: &str) -> (String, String) {
-    let url = format!("http://127.0.0.1:{api}{path}");
-    let auth = format!("Authorization: Bearer {token}");
-    let (_, out) = curl(&["-X", method, "-w", "\n%{http_code}", "-H", &auth, &url]);
-    let (body, code) = out.rsplit_once('\n').unwrap_or(("", &out));
-    (code.to_owned(), body.to_owned())
+/// A client API call as `token`, a 503 retried as a client does: (status, body).
+fn api_status(port: u16, token: &str, path: &str, method: &str) -> (String, String) {
+    let url = format!("http://127.0.0.1:{port}{path}");
+    let answer = api::call(method, &url, Some(token), None);
+    (answer.status.to_string(), answer.body)
 }
 
 #[test]

@@ -8,10 +8,10 @@
 //! gateway client certificates, Redis over TLS, PostgreSQL with `sslmode=verify-full`, the
 //! vendor list over https; certificates from a test CA), and in plain text.
 
-mod common;
-
-use common::split::{Tls, controller_config, gateway_config, migrate_quota, sim_upstream_tls};
-use common::{
+use crate::common::split::{
+    Tls, controller_config, gateway_config, migrate_quota, sim_upstream_tls,
+};
+use crate::common::{
     Proc, Scratch, curl, curl_or_skip, eventually, exit_of, free_port, gateway_proxies, run,
     sim_upstream, sim_vendor, try_exit_via,
 };

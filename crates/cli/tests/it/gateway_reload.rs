@@ -4,9 +4,7 @@
 //! a restart (a listener) is reported and not applied, a broken file is refused whole and
 //! shown on `/status`, and the gateway keeps serving throughout.
 
-mod common;
-
-use common::{
+use crate::common::{
     Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, free_port, sim_upstream,
     sim_vendor, try_exit_via,
 };

@@ -19,12 +19,10 @@
 //!   `${DS_PROMETHEUS}` would find no such data source): the variable's default names no
 //!   data source then, so Grafana opens it on the first Prometheus data source it lists.
 
-mod common;
-
-use common::promql::{
+use crate::common::promql::{
     Query, assert_exported, dev_scrape_after_traffic, parse_promql, problems, unsampled,
 };
-use common::{Scratch, curl_or_skip};
+use crate::common::{Scratch, curl_or_skip};
 use serde_json::Value;
 use std::time::Duration;
 

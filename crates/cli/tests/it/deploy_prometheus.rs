@@ -15,10 +15,8 @@
 //! Without promtool the promtool checks skip loudly; under `CI=true` they fail
 //! (`scripts/test.sh` installs Debian's `prometheus` package, which has promtool).
 
-mod common;
-
-use common::promql::{Query, assert_exported, dev_scrape_after_traffic, parse_promql};
-use common::{Scratch, curl_or_skip};
+use crate::common::promql::{Query, assert_exported, dev_scrape_after_traffic, parse_promql};
+use crate::common::{Scratch, curl_or_skip};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};

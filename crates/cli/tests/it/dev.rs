@@ -1,10 +1,8 @@
 //! End to end on `proxypool dev`: the built binary started as a process, driven with
 //! real `curl` and `proxypool extract`, stopped with SIGTERM.
 
-mod common;
-
-use common::{
-    Scratch, curl, curl_or_skip, exit_of, exit_via_http, exit_via_socks5, run, shell, start_dev,
+use crate::common::{
+    Scratch, api, curl, curl_or_skip, exit_of, exit_via_http, exit_via_socks5, shell, start_dev,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -127,21 +125,11 @@ fn feedback_gives_a_banned_proxy_back_and_replaces_it() {
     }
     let scratch = Scratch::new("feedback");
     let (_dev, banner) = start_dev("dev", &scratch, &STILL);
-    let auth = format!("Authorization: Bearer {}", banner.token());
     let post = |path: &str, body: &str| {
         let url = format!("{}{path}", banner.api());
-        let (code, out) = curl(&[
-            "-H",
-            &auth,
-            "-H",
-            "Content-Type: application/json",
-            "-d",
-            body,
-            &url,
-        ]);
-        assert_eq!(code, 0, "POST {path}");
-        let value: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-        value
+        let answer = api::call("POST", &url, Some(banner.token()), Some(body));
+        assert_eq!(answer.status, 200, "POST {path}: {answer:?}");
+        answer.json()
     };
     let extraction = post("/v1/extractions", r#"{"count":1}"#);
     let held = extraction["proxies"][0]["id"].as_str().unwrap().to_owned();
@@ -211,13 +199,14 @@ fn extracted_proxies_are_never_routed_by_the_gateway_nor_extracted_again() {
 
     // The CLI, table and JSON.
     let env = [("PROXYPOOL_TOKEN", token.as_str())];
-    let (code, table, stderr) = run(&["extract", "--api", &api, "--count", "1"], &env);
+    let (code, table, stderr) =
+        api::run_retrying(&["extract", "--api", &api, "--count", "1"], &env);
     assert_eq!(code, 0, "{stderr}");
     assert!(
         table.contains("PROXY") && table.contains("1 of 1"),
         "{table}"
     );
-    let (code, json, stderr) = run(
+    let (code, json, stderr) = api::run_retrying(
         &[
             "extract",
             "--api",
@@ -233,7 +222,7 @@ fn extracted_proxies_are_never_routed_by_the_gateway_nor_extracted_again() {
     assert_eq!(code, 0, "{stderr}");
     let first: Value = serde_json::from_str(&json).unwrap();
     // A retry with the same key is the same extraction, not a new one.
-    let (_, replay, _) = run(
+    let (_, replay, _) = api::run_retrying(
         &[
             "extract",
             "--api",
@@ -249,17 +238,14 @@ fn extracted_proxies_are_never_routed_by_the_gateway_nor_extracted_again() {
     assert_eq!(serde_json::from_str::<Value>(&replay).unwrap(), first);
 
     // Plain curl against the API takes what is left.
-    let (code, body) = curl(&[
-        "-H",
-        &format!("Authorization: Bearer {token}"),
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        r#"{"count":100}"#,
+    let answer = api::call(
+        "POST",
         &format!("{api}/v1/extractions"),
-    ]);
-    assert_eq!(code, 0);
-    let rest: Value = serde_json::from_str(&body).unwrap();
+        Some(&token),
+        Some(r#"{"count":100}"#),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let rest: Value = answer.json();
 
     let mut extracted = Vec::new();
     for answer in [&first, &rest] {
@@ -273,7 +259,7 @@ fn extracted_proxies_are_never_routed_by_the_gateway_nor_extracted_again() {
     assert!(extracted.len() >= 4, "{extracted:?}");
 
     // Nothing left for another extraction: exit code 4 (insufficient).
-    let (code, _, stderr) = run(
+    let (code, _, stderr) = api::run_retrying(
         &[
             "extract",
             "--api",
@@ -287,7 +273,7 @@ fn extracted_proxies_are_never_routed_by_the_gateway_nor_extracted_again() {
     );
     assert_eq!(code, 4, "{stderr}");
     // A wrong token: exit code 3.
-    let (code, _, _) = run(
+    let (code, _, _) = api::run_retrying(
         &["extract", "--api", &api],
         &[("PROXYPOOL_TOKEN", "not-the-token")],
     );

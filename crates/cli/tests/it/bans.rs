@@ -15,11 +15,9 @@
 //! 4. A client that knows only its sticky session reports it by session: the gateway that
 //!    holds the session bans the session's proxy, and the session moves off it.
 
-mod common;
-
-use common::split::{controller_config_as, gateway_config, migrate_quota};
-use common::{Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies};
-use common::{gateway_status, sim_upstream, sim_vendor};
+use crate::common::split::{controller_config_as, gateway_config, migrate_quota};
+use crate::common::{Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies};
+use crate::common::{api, gateway_status, sim_upstream, sim_vendor};
 use proxypool_sim::StatusCode;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -208,17 +206,13 @@ fn bans_follow_the_proxy_from_gateway_to_gateway_and_feedback_covers_tunnels() {
 
     // 2. Gateway B takes A's proxies over, with what A learned.
     let (_gateway_b, proxy_b, admin_b) = start_gateway("gw-b");
-    let (code, body) = curl(&[
-        "-X",
+    let drain = api::call(
         "POST",
-        "-H",
-        "Authorization: Bearer acme-api-token-0001",
-        "-w",
-        "\n%{http_code}",
         &format!("http://127.0.0.1:{api}/v1/admin/workers/gw-a/drain"),
-    ]);
-    assert_eq!(code, 0, "{body}");
-    assert!(body.ends_with("200"), "{body}");
+        Some("acme-api-token-0001"),
+        None,
+    );
+    assert_eq!(drain.status, 200, "{drain:?}");
     let mut first_full: Option<Value> = None;
     eventually(
         "gateway B holds every proxy",
@@ -328,23 +322,14 @@ fn bans_follow_the_proxy_from_gateway_to_gateway_and_feedback_covers_tunnels() {
 
 /// `POST /v1/feedback` with `body` as the client acme; the answer's body (asserted 200).
 fn feedback(api: u16, body: Value) -> String {
-    let (code, out) = curl(&[
-        "-X",
+    let answer = api::call(
         "POST",
-        "-H",
-        "Authorization: Bearer acme-api-token-0001",
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        &body.to_string(),
-        "-w",
-        "\n%{http_code}",
         &format!("http://127.0.0.1:{api}/v1/feedback"),
-    ]);
-    assert_eq!(code, 0, "{out}");
-    let (answer, status) = out.rsplit_once('\n').unwrap();
-    assert_eq!(status, "200", "{answer}");
-    answer.to_owned()
+        Some("acme-api-token-0001"),
+        Some(&body.to_string()),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body
 }
 
 /// Whether the gateway at `admin` lists a running cooldown of `proxy_id` for `domain`.

@@ -3,9 +3,7 @@
 //! from its printed exit; the printed `[[upstreams]]` entry is a valid configuration; a
 //! signal stops it cleanly.
 
-mod common;
-
-use common::{Proc, Scratch, curl, curl_or_skip, exit_of, run};
+use crate::common::{Proc, Scratch, curl, curl_or_skip, exit_of, run};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -157,9 +155,9 @@ fn the_printed_backconnect_entry_serves_sessions_as_proxies() {
     assert!(entry.contains("kind = \"backconnect\""), "{entry}");
     let origin_port = origin.rsplit(':').next().unwrap().trim_end_matches('/');
     let (api, http, admin) = (
-        common::free_port(),
-        common::free_port(),
-        common::free_port(),
+        crate::common::free_port(),
+        crate::common::free_port(),
+        crate::common::free_port(),
     );
     let config = scratch.write(
         "serve.toml",
@@ -230,7 +228,7 @@ ports = [{origin_port}]
     let mut proxies = Vec::new();
     for region in ["us", "de"] {
         let mut extracted = Value::Null;
-        common::eventually(
+        crate::common::eventually(
             "a session of each country can be extracted",
             Duration::from_secs(30),
             || {
@@ -267,16 +265,16 @@ ports = [{origin_port}]
     // Through proxypool's own gateway, a sticky session rides on one session proxy.
     let sticky = format!("http://acme-session-s1:acme-gateway-password@127.0.0.1:{http}");
     let mut first = None;
-    common::eventually(
+    crate::common::eventually(
         "the gateway routes through a session",
         Duration::from_secs(30),
         || {
-            first = common::try_exit_via(&sticky, &origin);
+            first = crate::common::try_exit_via(&sticky, &origin);
             first.is_some()
         },
     );
     for _ in 0..3 {
-        assert_eq!(common::try_exit_via(&sticky, &origin), first);
+        assert_eq!(crate::common::try_exit_via(&sticky, &origin), first);
     }
     serve.signal("TERM");
     assert_eq!(serve.wait(Duration::from_secs(15)).code(), Some(0));

@@ -15,11 +15,9 @@
 //!    feedback still goes through.
 //! 5. Requests to a target that refuses every connection make no proxy look failed.
 
-mod common;
-
-use common::split::{controller_config_as, migrate_quota};
-use common::{Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies};
-use common::{gateway_status, sim_upstream, sim_vendor};
+use crate::common::split::{controller_config_as, migrate_quota};
+use crate::common::{Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies};
+use crate::common::{api, gateway_status, sim_upstream, sim_vendor};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -64,35 +62,19 @@ feedback_per_minute = 60
 feedback_burst = 10
 "#;
 
-/// One client API call: (status, head, body).
+/// One client API call, a 503 retried as a client does: (status, head, body).
 fn call(
-    api: u16,
+    port: u16,
     token: &str,
     method: &str,
     path: &str,
     body: Option<&Value>,
 ) -> (u16, String, Value) {
-    let url = format!("http://127.0.0.1:{api}{path}");
-    let auth = format!("Authorization: Bearer {token}");
+    let url = format!("http://127.0.0.1:{port}{path}");
     let text = body.map(Value::to_string);
-    let mut args = vec!["-s", "-i", "-X", method, "-H", auth.as_str()];
-    if let Some(text) = &text {
-        args.extend(["-H", "Content-Type: application/json", "-d", text.as_str()]);
-    }
-    args.push(&url);
-    let (code, out) = curl(&args);
-    assert_eq!(code, 0, "curl {url}: {out}");
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (
-        status,
-        head.to_ascii_lowercase(),
-        serde_json::from_str(body).unwrap_or(Value::Null),
-    )
+    let answer = api::call(method, &url, Some(token), text.as_deref());
+    assert_ne!(answer.status, 0, "{url}: no answer: {}", answer.body);
+    (answer.status, answer.head.clone(), answer.json())
 }
 
 fn feedback(api: u16, token: &str, body: Value) -> (u16, String, Value) {

@@ -12,11 +12,9 @@
 //! 4. Redis restored from an older copy of its AOF (taken in step 3): recognised as rolled
 //!    back, and again nothing handed out before is handed out again.
 
-mod common;
-
-use common::split::{failover_controller_config, gateway_config, migrate_quota};
-use common::{
-    Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies, sim_upstream,
+use crate::common::split::{failover_controller_config, gateway_config, migrate_quota};
+use crate::common::{
+    Proc, Scratch, api, curl, curl_or_skip, eventually, free_port, gateway_proxies, sim_upstream,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,42 +39,21 @@ struct Api {
 }
 
 impl Api {
-    /// (status, headers and body as text, JSON body).
-    fn call(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String, Value) {
+    /// One call, sent once: the test observes the store's 503s itself (status 0 when
+    /// nothing answered).
+    fn call(&self, method: &str, path: &str, body: Option<&str>) -> api::Answer {
         let url = format!("http://127.0.0.1:{}{path}", self.port);
-        let mut args = vec![
-            "-X",
-            method,
-            "-i",
-            "-H",
-            "Authorization: Bearer acme-api-token-0001",
-            "-w",
-            "\n%{http_code}",
-        ];
-        if let Some(body) = body {
-            args.extend(["-H", "Content-Type: application/json", "-d", body]);
-        }
-        args.push(&url);
-        let (code, out) = curl(&args);
-        if code != 0 {
-            return (0, String::new(), Value::Null);
-        }
-        let (text, status) = out.rsplit_once('\n').unwrap();
-        let json = text
-            .split("\r\n\r\n")
-            .last()
-            .and_then(|b| serde_json::from_str(b).ok())
-            .unwrap_or(Value::Null);
-        (status.parse().unwrap(), text.to_owned(), json)
+        api::call_once(method, &url, Some("acme-api-token-0001"), body)
     }
 
     /// A partial extraction of `count`: (status, error code, ids with their host:port).
     fn extract(&self, count: u32) -> (u16, String, Vec<(String, String)>) {
-        let (status, _, body) = self.call(
+        let answer = self.call(
             "POST",
             "/v1/extractions",
             Some(&format!(r#"{{"count": {count}, "mode": "partial"}}"#)),
         );
+        let (status, body) = (answer.status, answer.json());
         let code = body["error"]["code"]
             .as_str()
             .unwrap_or_default()
@@ -109,17 +86,20 @@ impl Api {
 
     /// `store` of `/v1/upstreams` (Null when the call fails).
     fn store(&self) -> Value {
-        let (status, _, body) = self.call("GET", "/v1/upstreams", None);
-        if status != 200 {
+        let answer = self.call("GET", "/v1/upstreams", None);
+        if answer.status != 200 {
             return Value::Null;
         }
-        body["store"].clone()
+        answer.json()["store"].clone()
     }
 
     /// Every proxy of the pool: id -> (status, owner).
     fn listing(&self) -> BTreeMap<String, (String, Option<String>)> {
-        let (status, _, body) = self.call("GET", "/v1/admin/proxies?limit=500", None);
-        assert_eq!(status, 200, "{body}");
+        // Once the store serves again: a 503 here is load, retried as a client does.
+        let url = format!("http://127.0.0.1:{}/v1/admin/proxies?limit=500", self.port);
+        let answer = api::call("GET", &url, Some("acme-api-token-0001"), None);
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let body = answer.json();
         assert!(body["next"].is_null(), "one page");
         body["proxies"]
             .as_array()
@@ -191,9 +171,10 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Checks, for a while, that extractions and both gateways' routes never hand out what
-/// `before` says was handed out (a gateway may route only what it held itself); returns
-/// the ids extracted meanwhile (all new).
+/// Checks, over at least 30 rounds and until new proxies were extracted, that
+/// extractions and both gateways' routes never hand out what `before` says was handed out
+/// (a gateway may route only what it held itself); returns the ids extracted meanwhile
+/// (all new).
 fn nothing_handed_out_again(
     apis: &[Api],
     gateways: &[(&str, String)],
@@ -203,7 +184,9 @@ fn nothing_handed_out_again(
 ) -> BTreeSet<String> {
     let mut extracted = BTreeSet::new();
     let mut routed_new = 0;
-    for round in 0..30 {
+    let mut round = 0;
+    eventually("new proxies extracted", Duration::from_secs(120), || {
+        round += 1;
         let (status, code, ids) = apis[round % 2].extract(5);
         match status {
             200 => {
@@ -236,9 +219,8 @@ fn nothing_handed_out_again(
                 }
             }
         }
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    assert!(!extracted.is_empty(), "new proxies were extracted");
+        round >= 30 && !extracted.is_empty()
+    });
     eprintln!(
         "after the loss: {} new proxies extracted, {routed_new} routes over new leases",
         extracted.len()
@@ -265,7 +247,7 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
         return;
     };
     let admin_url = pg.create_database("proxypool_split").unwrap();
-    let (runtime, sim) = common::sim_vendor(PROXIES);
+    let (runtime, sim) = crate::common::sim_vendor(PROXIES);
     // Proxies live a minute: that is the hold of a recovery.
     let upstream = sim_upstream(&sim)
         .replace("ttl = \"10m\"", "ttl = \"60s\"")
@@ -384,9 +366,9 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
         })
         .sum();
     assert_eq!(losses, 1.0, "one controller recorded the loss");
-    let (status, text, body) = apis[0].call("GET", "/readyz", None);
-    assert_eq!(status, 200, "{text}");
-    assert_eq!(body["store"]["state"], "recovering");
+    let ready = apis[0].call("GET", "/readyz", None);
+    assert_eq!(ready.status, 200, "{ready:?}");
+    assert_eq!(ready.json()["store"]["state"], "recovering");
     // Refetched, every proxy is withheld: a clear answer, never someone else's proxy.
     eventually(
         "extraction says the store is recovering",
@@ -400,8 +382,8 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
             status == 503 && code == "store_recovering"
         },
     );
-    let (_, head, _) = apis[0].call("POST", "/v1/extractions", Some(r#"{"count": 1}"#));
-    assert!(head.to_ascii_lowercase().contains("retry-after:"), "{head}");
+    let refused = apis[0].call("POST", "/v1/extractions", Some(r#"{"count": 1}"#));
+    assert!(refused.header("retry-after").is_some(), "{refused:?}");
     // The vendor issues new proxies: provably new, they are served.
     let mut rotated: BTreeSet<String> = runtime
         .block_on(sim.vendor().rotate(60))
@@ -418,10 +400,19 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
     redis_down_and_up(&mut redis, |dir| {
         copy_dir(&dir.join("appendonlydir"), &backup)
     });
-    std::thread::sleep(Duration::from_secs(3));
-    eventually("the store serves again", Duration::from_secs(30), || {
-        apis[0].store()["identity"] == identity
-    });
+    // Both controllers checked the restarted store (each identity check advances the
+    // generation) before the loss count is read.
+    let generations = apis.each_ref().map(|a| a.store()["generation"].as_u64());
+    eventually(
+        "both controllers checked the restarted store",
+        Duration::from_secs(30),
+        || {
+            apis.iter().zip(generations).all(|(a, before)| {
+                let store = a.store();
+                store["identity"] == identity && store["generation"].as_u64() > before.or(Some(0))
+            })
+        },
+    );
     let losses: f64 = apis
         .iter()
         .map(|a| a.metric_sum("proxypool_controller_store_losses_total", "reason="))
@@ -436,19 +427,25 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
             .iter()
             .map(|p| p.addr().to_string()),
     );
-    std::thread::sleep(Duration::from_secs(3));
     let mut before_second = HandedOut::default();
     before_second
         .extracted
         .extend(before.extracted.iter().cloned());
     before_second.extracted.extend(after_first.iter().cloned());
-    for _ in 0..4 {
+    // Once the new proxies are checked: something extracted, then a few more tries.
+    let extract_into = |extracted: &mut BTreeSet<String>| {
         let (status, _, ids) = apis[0].extract(10);
-        if status == 200 {
-            before_second
-                .extracted
-                .extend(ids.into_iter().map(|(id, _)| id));
-        }
+        let got = status == 200 && !ids.is_empty();
+        extracted.extend(ids.into_iter().map(|(id, _)| id));
+        got
+    };
+    eventually(
+        "proxies extracted after the copy",
+        Duration::from_secs(60),
+        || extract_into(&mut before_second.extracted),
+    );
+    for _ in 0..3 {
+        extract_into(&mut before_second.extracted);
     }
     before_second.add_listing(&apis[0].listing());
     // Leases of the first incarnation a gateway may still route.

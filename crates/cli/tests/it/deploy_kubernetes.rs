@@ -6,9 +6,7 @@
 //! files it ships pass `proxypool check-config` with the Secret's keys as the files the
 //! pods see (the gateway with a pod name as its worker id, as the Deployment gives it).
 
-mod common;
-
-use common::{Scratch, run};
+use crate::common::{Scratch, run};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

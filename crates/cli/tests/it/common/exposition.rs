@@ -49,3 +49,16 @@ pub fn total(text: &str, name: &str, with: &[&str]) -> f64 {
         .map(|(_, v)| v)
         .sum()
 }
+
+/// How many ownership rounds the leading controller whose `/metrics` is at `url` ran: each
+/// round asks the store for assignable proxies once, and nothing else does. 0 when it does
+/// not answer (or never led).
+pub fn ownership_rounds(url: &str) -> f64 {
+    scrape(url).map_or(0.0, |text| {
+        total(
+            &text,
+            "proxypool_controller_store_duration_seconds_count",
+            &["call=\"assignable\""],
+        )
+    })
+}

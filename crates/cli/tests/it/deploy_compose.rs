@@ -9,13 +9,22 @@
 //! `CI=true`, since a machine without an engine cannot run containers at all): the whole
 //! stack on the engine. No registry is reachable here, so the test makes its own base
 //! images first: a Debian bookworm root from `debootstrap`, imported with `docker import`,
-//! and from it the stand-ins of `tests/containers/` (Rust with the host's toolchain and the
-//! vendored crates; Redis, PostgreSQL and Prometheus from Debian's packages), each tagged
-//! by a hash of what it is built from so a second run skips it. Then:
+//! and from it the stand-ins of `tests/containers/` (Redis, PostgreSQL and Prometheus from
+//! Debian's packages, and the build stage's image, see below), each tagged by a hash of
+//! what it is built from so a second run skips it. Then:
 //!
 //! 1. the project image from the shipped Dockerfile, with `RUST_IMAGE` and `RUNTIME_IMAGE`
 //!    pointing at the stand-ins (its binary under 30 MB, its user 10001, its health check
-//!    `proxypool probe`);
+//!    `proxypool probe`). Its binary comes one of two ways, and the test logs which:
+//!    - `PROXYPOOL_TEST_RELEASE_BINARY` set (`scripts/test.sh` sets it to the
+//!      `target/dist/proxypool` it built once for the whole run): the Dockerfile's
+//!      `PREBUILT_BINARY` installs that binary, compiling nothing, on the `prebuilt`
+//!      stand-in (the base with CA certificates); the image must hold that very binary.
+//!      The host is Debian bookworm like the image, so the binary runs there (the build
+//!      stage runs `proxypool --version`).
+//!    - unset (`cargo test` alone): the build stage compiles it, as `docker build .` does,
+//!      on the `rust` stand-in (the host's toolchain and the vendored crates), a cold
+//!      release build of many minutes;
 //! 2. the shipped compose file plus a test override (stand-in images, a private project
 //!    name, ephemeral host ports on loopback, Grafana left out as it has no Debian
 //!    package, every proxy leasable so they can all move); two proxies extracted through
@@ -30,9 +39,7 @@
 //! 5. everything of the private project (containers, network, volumes) removed, even when
 //!    an assertion failed (a drop guard).
 
-mod common;
-
-use common::{Scratch, curl, eventually, run};
+use crate::common::{Scratch, curl, eventually, poll_until, run};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -301,7 +308,7 @@ fn base_image(started: Instant) -> Option<String> {
         log(started, &format!("base image {tag} (cached)"));
         return Some(tag);
     }
-    if !common::tool_or_skip("debootstrap") {
+    if !crate::common::tool_or_skip("debootstrap") {
         return None;
     }
     let root = work_dir().join("rootfs");
@@ -424,6 +431,56 @@ fn rust_stand_in(base: &str, started: Instant) -> String {
     build_on(base, &tag, &context);
     let _ = std::fs::remove_dir_all(&context);
     tag
+}
+
+/// Where the project image's binary comes from.
+enum ProjectBinary {
+    /// `PROXYPOOL_TEST_RELEASE_BINARY`: a release binary `scripts/build-release.sh` built
+    /// on this (bookworm) host, at `in_context` in the repository, the build context.
+    Prebuilt { path: PathBuf, in_context: String },
+    /// Unset: the Dockerfile's build stage compiles it.
+    Compiled,
+}
+
+impl ProjectBinary {
+    fn from_env() -> ProjectBinary {
+        let Some(path) = std::env::var_os("PROXYPOOL_TEST_RELEASE_BINARY") else {
+            return ProjectBinary::Compiled;
+        };
+        let path = std::fs::canonicalize(&path).unwrap_or_else(|e| {
+            panic!(
+                "PROXYPOOL_TEST_RELEASE_BINARY={}: {e}",
+                path.to_string_lossy()
+            )
+        });
+        let repo = std::fs::canonicalize(repo()).unwrap();
+        let in_context = path
+            .strip_prefix(&repo)
+            .unwrap_or_else(|_| {
+                panic!(
+                    "PROXYPOOL_TEST_RELEASE_BINARY={} is not inside the build context {} \
+                     (scripts/build-release.sh target/dist puts it where .dockerignore \
+                     lets it through)",
+                    path.display(),
+                    repo.display()
+                )
+            })
+            .to_str()
+            .unwrap()
+            .to_owned();
+        ProjectBinary::Prebuilt { path, in_context }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            ProjectBinary::Prebuilt { in_context, .. } => format!(
+                "the prebuilt {in_context} (PROXYPOOL_TEST_RELEASE_BINARY), nothing compiled"
+            ),
+            ProjectBinary::Compiled => {
+                "compiled in its build stage (PROXYPOOL_TEST_RELEASE_BINARY unset)".to_owned()
+            }
+        }
+    }
 }
 
 /// `docker build` of the stand-in in `context` on the base image `base`, tagged `tag`.
@@ -600,7 +657,8 @@ impl Traffic {
                     end_ms,
                     outcome,
                 });
-                // A steady, bounded rate (about 10 requests a second).
+                // The client's pace, not a wait for anything: a steady, bounded rate (about
+                // 10 requests a second).
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
@@ -656,7 +714,11 @@ fn the_stack_runs_on_docker_and_keeps_serving_through_a_killed_leader_and_a_cut_
     let Some(base) = base_image(started) else {
         return;
     };
-    let rust = rust_stand_in(&base, started);
+    let binary = ProjectBinary::from_env();
+    let build_image = match &binary {
+        ProjectBinary::Prebuilt { .. } => stand_in("prebuilt", &base, started),
+        ProjectBinary::Compiled => rust_stand_in(&base, started),
+    };
     let redis = stand_in("redis", &base, started);
     let postgres = stand_in("postgres", &base, started);
     let prometheus = stand_in("prometheus", &base, started);
@@ -666,23 +728,25 @@ fn the_stack_runs_on_docker_and_keeps_serving_through_a_killed_leader_and_a_cut_
     let previous = exec("docker", &["image", "inspect", "-f", "{{.Id}}", image], &[]).1;
     log(
         started,
-        "building the project image from the shipped Dockerfile",
+        &format!(
+            "building the project image from the shipped Dockerfile: {}",
+            binary.describe()
+        ),
     );
-    must(
-        "docker",
-        &[
-            "build",
-            "-q",
-            "--build-arg",
-            &format!("RUST_IMAGE={rust}"),
-            "--build-arg",
-            &format!("RUNTIME_IMAGE={base}"),
-            "-t",
-            image,
-            repo().to_str().unwrap(),
-        ],
-        &[],
-    );
+    let mut build_args = vec![
+        format!("RUST_IMAGE={build_image}"),
+        format!("RUNTIME_IMAGE={base}"),
+    ];
+    if let ProjectBinary::Prebuilt { in_context, .. } = &binary {
+        build_args.push(format!("PREBUILT_BINARY={in_context}"));
+    }
+    let mut args = vec!["build", "-q"];
+    for arg in &build_args {
+        args.extend(["--build-arg", arg.as_str()]);
+    }
+    let repo_dir = repo();
+    args.extend(["-t", image, repo_dir.to_str().unwrap()]);
+    must("docker", &args, &[]);
     let current = must("docker", &["image", "inspect", "-f", "{{.Id}}", image], &[]);
     if !previous.trim().is_empty() && previous.trim() != current.trim() {
         // The last run's image, now untagged: not kept around.
@@ -716,6 +780,10 @@ fn the_stack_runs_on_docker_and_keeps_serving_through_a_killed_leader_and_a_cut_
     let mut lines = size.lines();
     let bytes: u64 = lines.next().unwrap().trim().parse().unwrap();
     assert!(bytes < MAX_BINARY_BYTES, "the binary is {bytes} bytes");
+    if let ProjectBinary::Prebuilt { path, .. } = &binary {
+        let prebuilt = std::fs::metadata(path).unwrap().len();
+        assert_eq!(bytes, prebuilt, "the image holds {}", path.display());
+    }
     assert_eq!(lines.next(), Some("10001"), "{size}");
     eprintln!("the image's binary: {bytes} bytes");
 
@@ -982,14 +1050,11 @@ its provisioning is checked by `docker-compose config` only ***\n"
             .len()
     };
     // (Polled without failing here: a failed request below says more than a timeout.)
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
+    poll_until(Duration::from_secs(30), || {
         let samples = traffic.samples();
-        if moved_seen(&samples) as u64 == half || samples.iter().any(|s| s.outcome.is_err()) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        (moved_seen(&samples) as u64 == half || samples.iter().any(|s| s.outcome.is_err()))
+            .then_some(())
+    });
     let samples = traffic.finish();
 
     let failed: Vec<&Sample> = samples.iter().filter(|s| s.outcome.is_err()).collect();

@@ -3,10 +3,8 @@
 //! families on each), and a running `dev` exports every controller family with values
 //! that match what it is doing.
 
-mod common;
-
-use common::exposition::{families, samples, scrape, total};
-use common::{
+use crate::common::exposition::{families, samples, scrape, total};
+use crate::common::{
     Proc, Scratch, allow_sim_origin, curl_or_skip, eventually, free_port, gateway_proxies,
     sim_upstream, sim_vendor, start_dev,
 };

@@ -12,20 +12,19 @@
 //! 3. A drain sent to the standby is carried out by the leader, and survives the leader's
 //!    death: the next leader keeps the gateway drained until it is uncordoned.
 
-mod common;
-
-use common::split::{failover_controller_config, gateway_config, migrate_quota};
-use common::{
-    Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies, gateway_status,
-    sim_upstream, sim_vendor, try_exit_via,
+use crate::common::exposition::ownership_rounds;
+use crate::common::split::{failover_controller_config, gateway_config, migrate_quota};
+use crate::common::{
+    Proc, Scratch, api, curl, curl_or_skip, eventually, eventually_some, free_port,
+    gateway_proxies, gateway_status, sim_upstream, sim_vendor, try_exit_via,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const PROXIES: usize = 10;
 /// `[ownership] renew_before` by default.
@@ -112,26 +111,16 @@ impl Controller {
         self.metric("proxypool_controller_leader") == 1.0
     }
 
-    /// An admin call to its client API: (status, body); status 0 when it cannot be reached.
+    /// An admin call to its client API, a 503 retried as a client does: (status, body);
+    /// status 0 when it cannot be reached.
     fn admin(&self, method: &str, path: &str) -> (u16, Value) {
-        let (code, body) = curl(&[
-            "-X",
+        let answer = api::call(
             method,
-            "-H",
-            "Authorization: Bearer acme-api-token-0001",
-            "-w",
-            "\n%{http_code}",
             &format!("http://127.0.0.1:{}{path}", self.api),
-        ]);
-        if code != 0 {
-            // Not listening (yet): no status.
-            return (0, Value::Null);
-        }
-        let (body, status) = body.rsplit_once('\n').unwrap();
-        (
-            status.parse().unwrap(),
-            serde_json::from_str(body).unwrap_or(Value::Null),
-        )
+            Some("acme-api-token-0001"),
+            None,
+        );
+        (answer.status, answer.json())
     }
 
     fn worker_mode(&self, worker: &str) -> String {
@@ -151,17 +140,28 @@ impl Controller {
 /// time and what the gateway answered.
 struct Traffic {
     stop: Arc<AtomicBool>,
+    /// When the last finished request was sent (Unix ms; 0 before the first).
+    last_sent_ms: Arc<AtomicU64>,
+    /// How many requests finished.
+    finished: Arc<AtomicUsize>,
     thread: Option<JoinHandle<(usize, Vec<String>)>>,
 }
 
 impl Traffic {
     fn start(proxy: String, origin: String) -> Traffic {
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        let last_sent_ms = Arc::new(AtomicU64::new(0));
+        let finished = Arc::new(AtomicUsize::new(0));
+        let (flag, last, count) = (
+            Arc::clone(&stop),
+            Arc::clone(&last_sent_ms),
+            Arc::clone(&finished),
+        );
         let thread = std::thread::spawn(move || {
             let (mut sent, mut failed) = (0, Vec::new());
             while !flag.load(Ordering::Relaxed) {
                 sent += 1;
+                let sent_at = now_ms();
                 let (code, body) = curl(&["-x", &proxy, &origin]);
                 let ok = code == 0
                     && serde_json::from_str::<Value>(&body)
@@ -169,14 +169,28 @@ impl Traffic {
                 if !ok {
                     failed.push(format!("at {} ms: curl {code}: {body}", now_ms()));
                 }
+                last.store(sent_at, Ordering::Relaxed);
+                count.fetch_add(1, Ordering::Relaxed);
+                // The client's pace (about 20 requests a second), not a wait for anything.
                 std::thread::sleep(Duration::from_millis(50));
             }
             (sent, failed)
         });
         Traffic {
             stop,
+            last_sent_ms,
+            finished,
             thread: Some(thread),
         }
+    }
+
+    /// Whether a request sent after `ms` (Unix) has finished.
+    fn sent_after(&self, ms: u64) -> bool {
+        self.last_sent_ms.load(Ordering::Relaxed) > ms
+    }
+
+    fn finished(&self) -> usize {
+        self.finished.load(Ordering::Relaxed)
     }
 
     /// Stops and asserts that every request succeeded.
@@ -311,18 +325,17 @@ fn gateways_serve_through_a_killed_a_stopped_and_a_draining_leader() {
         Traffic::start(proxy_a.clone(), origin.clone()),
         Traffic::start(proxy_b.clone(), origin.clone()),
     ];
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let lease_end = loop {
-        assert!(Instant::now() < deadline, "no lease cycle found");
-        let end = earliest_lease_end(&admins).expect("leases");
-        let kill_at = end.saturating_sub(RENEW_BEFORE_MS + 300);
-        let now = now_ms();
-        if kill_at >= now + 50 {
-            std::thread::sleep(Duration::from_millis(kill_at - now));
-            break end;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let (lease_end, kill_at) = eventually_some(
+        "a lease cycle with time to aim the kill",
+        Duration::from_secs(60),
+        || {
+            let end = earliest_lease_end(&admins).expect("leases");
+            let kill_at = end.saturating_sub(RENEW_BEFORE_MS + 300);
+            (kill_at >= now_ms() + 50).then_some((end, kill_at))
+        },
+    );
+    // The moment of the kill is the stimulus: the worst one in the lease cycle.
+    std::thread::sleep(Duration::from_millis(kill_at.saturating_sub(now_ms())));
     let killed_at = now_ms();
     first.kill();
     eprintln!(
@@ -335,9 +348,14 @@ fn gateways_serve_through_a_killed_a_stopped_and_a_draining_leader() {
         || second.leads(),
     );
     eprintln!("the standby leads {took_over:?} after the kill");
-    // Past the old lease end (and its cutoff) with every request answered.
+    // Past the old lease end (and its cutoff) with every request answered: the traffic
+    // must span it, so each loop has a request sent after it.
     let past = lease_end + 3_000;
-    std::thread::sleep(Duration::from_millis(past.saturating_sub(now_ms())));
+    eventually(
+        "both client loops send past the old lease end",
+        Duration::from_secs(60),
+        || traffic.iter().all(|t| t.sent_after(past)),
+    );
     let renewed = earliest_lease_end(&admins).expect("leases");
     assert!(
         renewed > lease_end,
@@ -362,21 +380,51 @@ fn gateways_serve_through_a_killed_a_stopped_and_a_draining_leader() {
         Traffic::start(proxy_b.clone(), origin.clone()),
     ];
     second.signal("STOP");
+    let stopped_at = now_ms();
     let took_over = eventually(
         "the restarted controller takes over from the stopped one",
         LEADER_LEASE + Duration::from_secs(10),
         || first.leads(),
     );
     eprintln!("took over {took_over:?} after SIGSTOP");
-    // Let the new leader renew, and the gateways move off the stopped controller.
-    std::thread::sleep(Duration::from_secs(8));
+    // Both gateways move off the stopped controller: the live one answered them after the
+    // stop.
+    let live_control = format!("127.0.0.1:{}", controls[0]);
+    let moved = eventually(
+        "both gateways are served by the live controller",
+        Duration::from_secs(60),
+        || {
+            admins.iter().all(|admin| {
+                gateway_status(admin).is_some_and(|status| {
+                    let since_stop = now_ms().saturating_sub(stopped_at);
+                    status["controller"] == live_control.as_str()
+                        && status["since_controller_ms"]
+                            .as_u64()
+                            .is_some_and(|since| since + 500 < since_stop)
+                })
+            })
+        },
+    );
+    eprintln!("both gateways on the live controller {moved:?} after the takeover");
     second.signal("CONT");
     eventually(
         "the resumed controller steps down",
         Duration::from_secs(10),
         || second.metric("proxypool_controller_leader") == 0.0 && !second.leads(),
     );
-    std::thread::sleep(Duration::from_secs(3));
+    // Traffic through both gateways after the resume, while the resumed controller's
+    // stale writes are refused.
+    let resumed = traffic.each_ref().map(Traffic::finished);
+    eventually(
+        "40 more requests through each gateway after the resume",
+        Duration::from_secs(60),
+        || {
+            traffic
+                .iter()
+                .zip(resumed)
+                .all(|(t, at)| t.finished() >= at + 40)
+        },
+    );
     let [a, b] = traffic;
     let sent = a.finish("gateway A across the stop") + b.finish("gateway B across the stop");
     let refused = second.metric_sum(
@@ -418,8 +466,15 @@ fn gateways_serve_through_a_killed_a_stopped_and_a_draining_leader() {
         || second.leads(),
     );
     assert_eq!(second.worker_mode("gw-b"), "draining");
-    // A few ownership rounds of the new leader: gateway B still gets nothing.
-    std::thread::sleep(Duration::from_secs(4));
+    // A few ownership rounds of the new leader (each asks the store for assignable
+    // proxies once): gateway B still gets nothing.
+    let rounds = || ownership_rounds(&format!("http://127.0.0.1:{}/metrics", second.api));
+    let before = rounds();
+    eventually(
+        "four ownership rounds of the new leader",
+        Duration::from_secs(60),
+        || rounds() >= before + 4.0,
+    );
     assert_eq!(
         gateway_proxies(&admin_b),
         0,

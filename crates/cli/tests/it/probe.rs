@@ -2,9 +2,7 @@
 //! answer, 1 on another status or no server, 2 on a URL it cannot use; against a one-shot
 //! HTTP server on loopback that answers what the test tells it.
 
-mod common;
-
-use common::run;
+use crate::common::run;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::thread::JoinHandle;

@@ -20,10 +20,10 @@
 //!   other gateway had started routing it (one lease move per proxy at most, never
 //!   overlapping).
 
-mod common;
-
-use common::split::{cluster_store_url, controller_config_on, gateway_config, migrate_quota};
-use common::{
+use crate::common::split::{
+    cluster_store_url, controller_config_on, gateway_config, migrate_quota,
+};
+use crate::common::{
     Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies, gateway_status, run,
     sim_upstream, sim_vendor, try_exit_via,
 };
@@ -202,6 +202,7 @@ impl<T: Clone + Send + 'static> Recorder<T> {
                     calls += 1;
                     let outcome = call();
                     seen.lock().unwrap().push(outcome);
+                    // The client's pace, not a wait for anything.
                     std::thread::sleep(pause);
                 }
             }

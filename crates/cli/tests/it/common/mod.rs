@@ -2,13 +2,19 @@
 //! process, read what it prints, send it signals, and run real `curl`.
 //!
 //! Readiness across processes has no shared signal, so waits are bounded polls with a
-//! deadline; every child is killed when its guard drops, so a failed test leaves nothing
-//! running.
-#![allow(dead_code, unreachable_pub)]
+//! deadline (the testkit's `eventually` and `poll_until`, re-exported here); every child
+//! is killed when its guard drops, so a failed test leaves nothing running. API calls
+//! retry a 503 as a real client does (`api`).
+// `pub` marks what the test modules use; the crate is a test binary, so nothing is
+// reachable from outside anyway.
+#![allow(unreachable_pub)]
 
+pub mod api;
 pub mod exposition;
 pub mod promql;
 pub mod split;
+
+pub use proxypool_testkit::{eventually, eventually_some, poll_until};
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -151,21 +157,17 @@ impl Proc {
 
     /// Waits for the process to exit, within `timeout`.
     pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
         let child = self.child.as_mut().unwrap();
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                self.child = None;
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
+        let exited = poll_until(timeout, || child.try_wait().unwrap());
+        let Some(status) = exited else {
+            panic!(
                 "{} did not exit within {timeout:?}\nstderr:\n{}",
                 self.name,
                 self.stderr_tail()
             );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        };
+        self.child = None;
+        status
     }
 }
 
@@ -361,17 +363,14 @@ pub fn exit_via_socks5(banner: &Banner, user: &str) -> String {
 
 /// One extraction of a proxy through `dev`'s API as its client: the answer's JSON.
 pub fn extract_one(banner: &Banner) -> Value {
-    let (code, body) = curl(&[
-        "-H",
-        &format!("Authorization: Bearer {}", banner.token()),
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        r#"{"count":1}"#,
+    let answer = api::call(
+        "POST",
         &format!("{}/v1/extractions", banner.api()),
-    ]);
-    assert_eq!(code, 0, "the extraction: {body}");
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+        Some(banner.token()),
+        Some(r#"{"count":1}"#),
+    );
+    assert_eq!(answer.status, 200, "the extraction: {answer:?}");
+    answer.json()
 }
 
 /// Runs `proxypool ARGS` to completion with `env`; returns (exit code, stdout, stderr).
@@ -440,21 +439,6 @@ pub fn sim_vendor(proxies: usize) -> (tokio::runtime::Runtime, proxypool_sim::Si
         }))
         .unwrap();
     (runtime, sim)
-}
-
-/// Polls `probe` every 100 ms until it is true, within `timeout`.
-pub fn eventually(what: &str, timeout: Duration, mut probe: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    loop {
-        if probe() {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < timeout,
-            "{what}: not within {timeout:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// A GET through an HTTP proxy URL (`http://user:pass@host:port`); the exit, if answered.

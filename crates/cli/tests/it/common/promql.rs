@@ -10,9 +10,11 @@
 //! carries.
 
 use super::exposition::{samples, scrape, types};
-use super::{Proc, Scratch, curl, exit_via_http, exit_via_socks5, extract_one, start_dev};
+use super::{
+    Proc, Scratch, curl, exit_via_http, exit_via_socks5, extract_one, poll_until, start_dev,
+};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Families that get their first series only when something fails or is denied: in a
 /// healthy `dev` they are declared (`# TYPE`) but have no sample, so only their
@@ -375,14 +377,12 @@ pub fn dev_scrape_after_traffic(scratch: &Scratch, queries: &[Query]) -> (Proc, 
     assert_eq!(extraction["returned"], 1, "{extraction}");
 
     let url = format!("{}/metrics", banner.api());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let text = loop {
-        let text = scrape(&url).unwrap_or_default();
-        if unsampled(queries, &text).is_empty() || Instant::now() > deadline {
-            break text;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    // The last scrape, sampled or not: `assert_exported` names what is missing.
+    let mut text = String::new();
+    poll_until(Duration::from_secs(60), || {
+        text = scrape(&url).unwrap_or_default();
+        unsampled(queries, &text).is_empty().then_some(())
+    });
     (dev, text)
 }
 

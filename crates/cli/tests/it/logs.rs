@@ -4,10 +4,8 @@
 //! `PROXYPOOL__LOG__FORMAT` overrides the file. The gateway's access log goes to standard
 //! output (apart from that log), or to a file that SIGHUP reopens, as logrotate expects.
 
-mod common;
-
-use common::{Proc, Scratch, curl, eventually, free_port};
-use std::time::{Duration, Instant};
+use crate::common::{Proc, Scratch, curl, eventually, free_port, poll_until};
+use std::time::Duration;
 
 /// A split gateway whose controller is not there: it logs at once, and keeps logging.
 fn gateway_file(scratch: &Scratch, log: &str) -> std::path::PathBuf {
@@ -36,15 +34,11 @@ fn log_lines(
         env,
         &scratch.path,
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
     let mut lines = Vec::new();
-    while Instant::now() < deadline {
+    poll_until(Duration::from_secs(10), || {
         lines = gateway.stderr_tail().lines().map(str::to_owned).collect();
-        if lines.len() >= 3 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        (lines.len() >= 3).then_some(())
+    });
     gateway.signal("KILL");
     let _ = gateway.wait(Duration::from_secs(5));
     assert!(lines.len() >= 3, "{name} logged too little: {lines:?}");

@@ -6,9 +6,8 @@
 //! recovers from a loss, and `proxypool store` forces and acknowledges one. Screenshots of
 //! every page go to `target/ui-screenshots/`.
 
-mod common;
-
-use common::{Banner, Scratch, curl, curl_or_skip, extract_one, start_dev};
+use crate::common::exposition::ownership_rounds;
+use crate::common::{Banner, Scratch, api, curl, curl_or_skip, extract_one, poll_until, start_dev};
 use proxypool_testkit::{Browser, browser_or_skip};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -26,11 +25,12 @@ fn screenshots() -> PathBuf {
         .join("ui-screenshots")
 }
 
+/// `GET path` as the admin, a 503 retried as a client does: the JSON it answered.
 fn api_get(banner: &Banner, path: &str) -> Value {
-    let auth = format!("Authorization: Bearer {}", banner.token());
-    let (code, body) = curl(&["-H", &auth, &format!("{}{path}", banner.api())]);
-    assert_eq!(code, 0, "GET {path}");
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+    let url = format!("{}{path}", banner.api());
+    let answer = api::call("GET", &url, Some(banner.token()), None);
+    assert_eq!(answer.status, 200, "GET {path}: {answer:?}");
+    answer.json()
 }
 
 fn status_of(args: &[&str]) -> u16 {
@@ -48,21 +48,22 @@ fn page_matches_api(
     mut expected: impl FnMut() -> Value,
     timeout: Duration,
 ) -> Value {
-    let deadline = Instant::now() + timeout;
-    loop {
+    let mut last = None;
+    let matched = poll_until(timeout, || {
         let want = expected();
         // An element the page has not rendered yet makes the expression throw: that is
         // "not shown yet", like a stale number, until the deadline.
         let shown = browser.eval(expression);
         if matches!(&shown, Ok(value) if *value == want) {
-            return want;
+            return Some(want);
         }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: the page shows {shown:?}, the API says {want}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        last = Some((shown, want));
+        None
+    });
+    matched.unwrap_or_else(|| {
+        let (shown, want) = last.expect("polled at least once");
+        panic!("{what}: the page shows {shown:?}, the API says {want}")
+    })
 }
 
 fn open_signed_in(browser: &mut Browser, banner: &Banner) {
@@ -136,7 +137,7 @@ fn every_page_shows_what_the_api_says_and_follows_it_live() {
     open_signed_in(&mut browser, &banner);
 
     // Overview: all 16 simulated proxies, half leased to the gateway, as the API says.
-    common::eventually("16 proxies, 8 leased", Duration::from_secs(30), || {
+    crate::common::eventually("16 proxies, 8 leased", Duration::from_secs(30), || {
         let o = api_get(&banner, "/v1/admin/overview");
         proxy_total(&o) == 16 && o["proxies"]["owned"] == 8
     });
@@ -180,7 +181,7 @@ fn every_page_shows_what_the_api_says_and_follows_it_live() {
         let (code, _) = curl(&["-x", &proxy, banner.origin()]);
         assert_eq!(code, 0);
     }
-    common::eventually(
+    crate::common::eventually(
         "the gateway's requests counted",
         Duration::from_secs(15),
         || {
@@ -368,7 +369,7 @@ fn cordoning_a_gateway_from_the_page_stops_new_leases_to_it() {
         )
         .unwrap();
     let worker = worker.as_str().unwrap().to_owned();
-    common::eventually("8 proxies leased", Duration::from_secs(30), || {
+    crate::common::eventually("8 proxies leased", Duration::from_secs(30), || {
         leased_to(&banner, &worker) == 8
     });
     page_matches_api(
@@ -384,14 +385,14 @@ fn cordoning_a_gateway_from_the_page_stops_new_leases_to_it() {
 
     // Drain from the page: every lease goes back. Then cordon: none comes again.
     click(&mut browser, "drain", &worker);
-    common::eventually("draining", Duration::from_secs(3), || {
+    crate::common::eventually("draining", Duration::from_secs(3), || {
         mode_in_api(&banner, &worker) == "draining"
     });
-    common::eventually("the drain finished", Duration::from_secs(30), || {
+    crate::common::eventually("the drain finished", Duration::from_secs(30), || {
         leased_to(&banner, &worker) == 0
     });
     click(&mut browser, "cordon", &worker);
-    common::eventually("cordoned", Duration::from_secs(3), || {
+    crate::common::eventually("cordoned", Duration::from_secs(3), || {
         mode_in_api(&banner, &worker) == "cordoned"
     });
     browser
@@ -400,21 +401,26 @@ fn cordoning_a_gateway_from_the_page_stops_new_leases_to_it() {
             Duration::from_secs(3),
         )
         .unwrap();
-    // The ownership manager runs every 200 ms: 15 of its rounds assign nothing.
-    let watch = Instant::now();
-    while watch.elapsed() < Duration::from_secs(3) {
-        assert_eq!(
-            leased_to(&banner, &worker),
-            0,
-            "a cordoned gateway got a lease"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // 15 ownership rounds assign nothing to it.
+    let rounds = || ownership_rounds(&format!("{}/metrics", banner.api()));
+    let before = rounds();
+    crate::common::eventually(
+        "15 ownership rounds while cordoned",
+        Duration::from_secs(30),
+        || {
+            assert_eq!(
+                leased_to(&banner, &worker),
+                0,
+                "a cordoned gateway got a lease"
+            );
+            rounds() >= before + 15.0
+        },
+    );
     shoot(&mut browser, "gateways-cordoned");
 
     // Uncordon from the page: leases come back, so the watch above could have failed.
     click(&mut browser, "uncordon", &worker);
-    common::eventually(
+    crate::common::eventually(
         "leases again after uncordon",
         Duration::from_secs(10),
         || leased_to(&banner, &worker) > 0,
@@ -552,11 +558,11 @@ fn without_a_session_nothing_shows_and_cookie_writes_need_the_csrf_token() {
 fn start_serve_with_sqlite(
     scratch: &Scratch,
     sim: &proxypool_sim::SimVendor,
-) -> (common::Proc, String, PathBuf) {
+) -> (crate::common::Proc, String, PathBuf) {
     let (api, http, admin) = (
-        common::free_port(),
-        common::free_port(),
-        common::free_port(),
+        crate::common::free_port(),
+        crate::common::free_port(),
+        crate::common::free_port(),
     );
     let config = scratch.write(
         "proxypool.toml",
@@ -585,11 +591,11 @@ http = "127.0.0.1:{http}"
 admin = "127.0.0.1:{admin}"
 {destinations}
 "#,
-            upstream = common::sim_upstream(sim),
-            destinations = common::allow_sim_origin(sim),
+            upstream = crate::common::sim_upstream(sim),
+            destinations = crate::common::allow_sim_origin(sim),
         ),
     );
-    let serve = common::Proc::start(
+    let serve = crate::common::Proc::start(
         "serve-store",
         &["serve", "--config", config.to_str().unwrap()],
         &SERVE_ENV,
@@ -618,7 +624,7 @@ fn store_of(api: &str) -> Value {
 
 /// `proxypool store ACTION --config FILE`: (exit code, the JSON it printed, stderr).
 fn store_command(action: &str, config: &std::path::Path) -> (i32, Value, String) {
-    let (code, stdout, stderr) = common::run(
+    let (code, stdout, stderr) = crate::common::run(
         &["store", action, "--config", config.to_str().unwrap()],
         &SERVE_ENV,
     );
@@ -639,9 +645,9 @@ fn the_overview_says_when_the_pool_store_recovers_and_operators_control_it() {
         return;
     };
     let scratch = Scratch::new("dashboard-store");
-    let (_runtime, sim) = common::sim_vendor(4);
+    let (_runtime, sim) = crate::common::sim_vendor(4);
     let (_serve, api, config) = start_serve_with_sqlite(&scratch, &sim);
-    common::eventually("the store is established", Duration::from_secs(30), || {
+    crate::common::eventually("the store is established", Duration::from_secs(30), || {
         store_of(&api)["state"] == "ok"
     });
     let identity = store_of(&api)["identity"].clone();
@@ -654,7 +660,7 @@ fn the_overview_says_when_the_pool_store_recovers_and_operators_control_it() {
     let (code, forced, stderr) = store_command("recover", &config);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(forced["ledger"]["loss"], "forced");
-    common::eventually(
+    crate::common::eventually(
         "the forced recovery is in place",
         Duration::from_secs(30),
         || {
@@ -685,7 +691,7 @@ fn the_overview_says_when_the_pool_store_recovers_and_operators_control_it() {
     let (code, acknowledged, stderr) = store_command("acknowledge", &config);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(acknowledged["ledger"]["recovery"], Value::Null);
-    common::eventually("the recovery ends", Duration::from_secs(30), || {
+    crate::common::eventually("the recovery ends", Duration::from_secs(30), || {
         store_of(&api)["state"] == "ok"
     });
     browser

@@ -7,9 +7,7 @@
 //! Without `systemd-analyze` the test skips loudly; under `CI=true` it fails
 //! (`scripts/test.sh` installs systemd).
 
-mod common;
-
-use common::{BIN, Scratch};
+use crate::common::{BIN, Scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,11 +1,9 @@
 //! End to end on `proxypool serve --config FILE`: controller, client API and gateway in
 //! one process from a config file, against a simulated vendor.
 
-mod common;
-
-use common::{
-    Proc, Scratch, allow_sim_origin, curl, curl_or_skip, eventually, free_port, gateway_proxies,
-    run, sim_upstream, sim_vendor, try_exit_via,
+use crate::common::{
+    Proc, Scratch, allow_sim_origin, api, curl, curl_or_skip, eventually, free_port,
+    gateway_proxies, sim_upstream, sim_vendor, try_exit_via,
 };
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -146,7 +144,7 @@ admin = "127.0.0.1:{admin}"
     );
 
     let api_url = format!("http://127.0.0.1:{api}");
-    let (code, stdout, stderr) = run(
+    let (code, stdout, stderr) = api::run_retrying(
         &[
             "extract",
             "--api",

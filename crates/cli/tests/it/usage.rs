@@ -4,14 +4,11 @@
 //! each carrying a known number of bytes each way, and one extraction: `GET /v1/usage`
 //! shows exactly those numbers, split by upstream, and both controllers answer the same.
 
-mod common;
-
-use common::split::{controller_config, gateway_config, migrate_quota};
-use common::{
-    Proc, Scratch, curl, curl_or_skip, eventually, free_port, gateway_proxies, run,
+use crate::common::split::{controller_config, gateway_config, migrate_quota};
+use crate::common::{
+    Proc, Scratch, api, curl_or_skip, eventually, free_port, gateway_proxies, run,
     sim_upstream_named, sim_vendor,
 };
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -66,15 +63,16 @@ fn tunnel_exchange(gateway: &str, username: &str, origin: std::net::SocketAddr) 
 /// `GET /v1/usage?client=acme` from the controller at `api`: per upstream, (requests,
 /// failures, bytes_up, bytes_down, extracted).
 fn usage(api: &str) -> Option<BTreeMap<String, [u64; 5]>> {
-    let (code, body) = curl(&[
-        "-H",
-        &format!("Authorization: Bearer {API_TOKEN}"),
+    let answer = api::call(
+        "GET",
         &format!("http://{api}/v1/usage?client=acme"),
-    ]);
-    if code != 0 {
+        Some(API_TOKEN),
+        None,
+    );
+    if answer.status != 200 {
         return None;
     }
-    let body: Value = serde_json::from_str(&body).ok()?;
+    let body = answer.json();
     let totals = body["clients"][0]["totals"].as_array()?;
     Some(
         totals
@@ -232,9 +230,9 @@ fn usage_is_exact_per_upstream_and_the_same_from_every_controller() {
     );
     // Later reports carry the same totals: they must add nothing. Wait for two more.
     let reports = || {
-        common::exposition::scrape(&format!("http://{admin_addr}/metrics"))
+        crate::common::exposition::scrape(&format!("http://{admin_addr}/metrics"))
             .map(|text| {
-                common::exposition::total(
+                crate::common::exposition::total(
                     &text,
                     "proxypool_gateway_reports_total",
                     &["outcome=\"accepted\""],
