@@ -340,7 +340,7 @@ async fn quota_exceeded_with_rate_limit_headers() {
     assert_eq!(first.status, 200);
     assert_eq!(
         first.header("ratelimit-policy"),
-        Some("\"extract\";q=2;w=60")
+        Some("\"extract\";q=2;w=300")
     );
     assert!(
         first
@@ -353,7 +353,7 @@ async fn quota_exceeded_with_rate_limit_headers() {
     denied.assert_error(429, "quota_exceeded");
     assert_eq!(
         denied.header("ratelimit-policy"),
-        Some("\"extract\";q=2;w=60")
+        Some("\"extract\";q=2;w=300")
     );
     assert!(
         denied
@@ -382,7 +382,7 @@ async fn each_client_is_charged_under_its_own_limits_on_one_quota() {
         };
         client.quota = QuotaConfig::default().with(
             Operation::Extract,
-            OperationLimits::new(Duration::from_secs(60), limit).unwrap(),
+            OperationLimits::new(QUOTA_WINDOW, limit).unwrap(),
         );
     }
     let server = TestServer::start(setup, Quota::new(QuotaKind::Memory).await).await;
@@ -392,7 +392,7 @@ async fn each_client_is_charged_under_its_own_limits_on_one_quota() {
     assert_eq!(alice.status, 200, "{}", alice.text());
     assert_eq!(
         alice.header("ratelimit-policy"),
-        Some("\"extract\";q=1;w=60")
+        Some("\"extract\";q=1;w=300")
     );
     server
         .extract(ALICE, None, &body(1))
@@ -401,7 +401,10 @@ async fn each_client_is_charged_under_its_own_limits_on_one_quota() {
     for left in [2, 1, 0] {
         let bob = server.extract(BOB, None, &body(1)).await;
         assert_eq!(bob.status, 200, "{}", bob.text());
-        assert_eq!(bob.header("ratelimit-policy"), Some("\"extract\";q=3;w=60"));
+        assert_eq!(
+            bob.header("ratelimit-policy"),
+            Some("\"extract\";q=3;w=300")
+        );
         assert!(
             bob.header("ratelimit")
                 .unwrap()

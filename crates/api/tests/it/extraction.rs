@@ -31,7 +31,7 @@ async fn an_extraction_hands_out_proxies_with_credentials(kind: QuotaKind) {
     assert_eq!(reply.header("idempotent-replayed"), Some("false"));
     assert_eq!(
         reply.header("ratelimit-policy"),
-        Some("\"extract\";q=100;w=60")
+        Some("\"extract\";q=100;w=300")
     );
     assert!(
         reply
@@ -99,7 +99,7 @@ async fn a_keyed_replay_is_identical_and_charged_once(kind: QuotaKind) {
     assert_eq!(read.body, first.body);
     assert_eq!(
         read.header("ratelimit-policy"),
-        Some("\"inspect\";q=100;w=60")
+        Some("\"inspect\";q=100;w=300")
     );
     server
         .get(&format!("/v1/extractions/{id}"), Some(BOB))

@@ -169,7 +169,7 @@ async fn each_verdict_changes_the_cooldown_and_bans_grow() {
     assert!(body.get("replacement").is_none());
     assert_eq!(
         reply.header("ratelimit-policy"),
-        Some("\"inspect\";q=1000;w=60")
+        Some("\"inspect\";q=1000;w=300")
     );
     let stored = server.cooldowns(first).await;
     assert_cooling(&stored, SHOP_A, 1, MINUTE, window);
@@ -395,7 +395,7 @@ async fn a_returned_proxy_is_suspect_and_replaced_by_one_not_cooling_for_the_dom
     assert_eq!(reply.header("idempotent-replayed"), Some("false"));
     assert_eq!(
         reply.header("ratelimit-policy"),
-        Some("\"extract\";q=1000;w=60")
+        Some("\"extract\";q=1000;w=300")
     );
     assert_eq!(server.with_status(ProxyStatus::Suspect).await, 1);
     assert_eq!(server.with_status(ProxyStatus::Extracted).await, 1);

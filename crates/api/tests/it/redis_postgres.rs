@@ -85,6 +85,8 @@ struct Stack {
 }
 
 async fn stack(limit: u32, setup: Setup) -> Option<Stack> {
+    // These tests count charges over seconds (a Redis restart, PostgreSQL round trips).
+    in_one_quota_window(Duration::from_secs(30)).await;
     let redis = proxypool_testkit::private_redis_or_skip()?;
     let pg = postgres()?;
     let (admin, role_url) = quota_database(pg).await;
@@ -131,7 +133,7 @@ async fn error_codes_and_bad_inputs_on_redis_and_postgres() {
     assert_eq!(first.status, 200, "{}", first.text());
     assert_eq!(
         first.header("ratelimit-policy"),
-        Some("\"extract\";q=3;w=60")
+        Some("\"extract\";q=3;w=300")
     );
     let replay = server.extract(ALICE, Some("a"), &body(2)).await;
     assert_eq!(replay.body, first.body);

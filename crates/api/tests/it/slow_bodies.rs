@@ -75,14 +75,50 @@ async fn me_from(source: IpAddr, addr: SocketAddr) -> (String, Value) {
     (head, body)
 }
 
-/// Waits until a request from `source` is refused (429 or 503): the slow requests sent
-/// from it before have all reached the server.
-async fn until_refused(source: IpAddr, addr: SocketAddr) {
-    eventually(PATIENCE, &format!("{source} refused"), async || {
-        let (head, _) = me_from(source, addr).await;
-        (head.starts_with("HTTP/1.1 429") || head.starts_with("HTTP/1.1 503")).then_some(())
-    })
+/// `cap` stalled requests from `source`, each holding one of the address's `cap` slots:
+/// returned once a request from it is refused with 429 while none of them was answered.
+///
+/// Writing a request is not its reaching the server: on a loaded machine a probe sent
+/// after a stalled request may be read before it and take its slot, and the stalled one is
+/// then refused. Such a one is sent again, until the address is full of stalled requests.
+async fn stalled_holding_every_slot(
+    source: IpAddr,
+    addr: SocketAddr,
+    head: &str,
+    cap: usize,
+) -> Vec<TcpStream> {
+    let mut held = Vec::with_capacity(cap);
+    for _ in 0..cap {
+        held.push(stalled(source, addr, head).await);
+    }
+    eventually(
+        PATIENCE,
+        &format!("{source} full of stalled requests"),
+        async || {
+            for stream in &mut held {
+                if answered(stream) {
+                    *stream = stalled(source, addr, head).await;
+                }
+            }
+            let (probe, _) = me_from(source, addr).await;
+            let refused = probe.starts_with("HTTP/1.1 429");
+            if !refused {
+                eprintln!(
+                    "{source} not refused yet: {}",
+                    probe.lines().next().unwrap_or("")
+                );
+            }
+            (refused && !held.iter().any(answered)).then_some(())
+        },
+    )
     .await;
+    held
+}
+
+/// Whether the server has answered (or closed) a stalled request.
+fn answered(stream: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    !matches!(stream.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 /// Eight stalled bodies from each of two addresses (sixteen, over the eight global slots;
@@ -92,12 +128,8 @@ async fn stalled_bodies_hold_no_global_slot(heads: [String; 2]) {
     let server = server(limits(8, Duration::from_secs(30))).await;
     let mut held = Vec::new();
     for (source, head) in [FLOOD_SOURCE, OTHER_SOURCE].into_iter().zip(&heads) {
-        for _ in 0..8 {
-            held.push(stalled(source, server.addr, head).await);
-        }
+        held.extend(stalled_holding_every_slot(source, server.addr, head, 8).await);
     }
-    until_refused(FLOOD_SOURCE, server.addr).await;
-    until_refused(OTHER_SOURCE, server.addr).await;
 
     // Served, not refused: had the stalled bodies taken global slots, this would be 503 at
     // once (or, were requests queued for a slot, no answer until the bodies time out).
@@ -126,11 +158,7 @@ async fn slow_extraction_bodies_do_not_stop_another_client() {
 async fn one_address_over_its_in_flight_cap_gets_429_and_another_is_served() {
     let server = server(limits(2, Duration::from_secs(30))).await;
     let head = post_head("/ui/session", None, 600);
-    let held = vec![
-        stalled(FLOOD_SOURCE, server.addr, &head).await,
-        stalled(FLOOD_SOURCE, server.addr, &head).await,
-    ];
-    until_refused(FLOOD_SOURCE, server.addr).await;
+    let held = stalled_holding_every_slot(FLOOD_SOURCE, server.addr, &head, 2).await;
 
     let (refused, body) = me_from(FLOOD_SOURCE, server.addr).await;
     assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");

@@ -273,8 +273,24 @@ pub fn one_address_limits() -> ApiLimits {
 }
 
 /// Quota limits: the same window and limit for every operation.
+/// The quota window of these tests: the longest there is. Windows are fixed and aligned to
+/// the clock, so a test counting charges over its requests fails when a new window starts
+/// while it runs; the longer the window, the rarer that is (see [`in_one_quota_window`]).
+pub const QUOTA_WINDOW: Duration = OperationLimits::MAX_WINDOW;
+
 pub fn quota_config(limit: u32) -> QuotaConfig {
-    QuotaConfig::uniform(OperationLimits::new(Duration::from_secs(60), limit).unwrap())
+    QuotaConfig::uniform(OperationLimits::new(QUOTA_WINDOW, limit).unwrap())
+}
+
+/// Returns once at least `needed` is left of the current quota window, waiting for the next
+/// window to start if need be: a long test that counts charges runs in one window.
+pub async fn in_one_quota_window(needed: Duration) {
+    let window = QUOTA_WINDOW.as_millis() as u64;
+    let left = window - now_millis() % window;
+    if left < needed.as_millis() as u64 {
+        // Until the clock reaches the next window's start (and a little past it).
+        tokio::time::sleep(Duration::from_millis(left + 100)).await;
+    }
 }
 
 /// What a test server is built from.
