@@ -14,7 +14,8 @@
 
 use crate::common::split::{failover_controller_config, gateway_config, migrate_quota};
 use crate::common::{
-    Proc, Scratch, api, curl, curl_or_skip, eventually, free_port, gateway_proxies, sim_upstream,
+    Proc, Scratch, api, curl, curl_or_skip, eventually, eventually_some, free_port,
+    gateway_proxies, sim_upstream,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -400,16 +401,26 @@ fn nothing_handed_out_before_a_store_loss_is_handed_out_again() {
     redis_down_and_up(&mut redis, |dir| {
         copy_dir(&dir.join("appendonlydir"), &backup)
     });
-    // Both controllers checked the restarted store (each identity check advances the
-    // generation) before the loss count is read.
-    let generations = apis.each_ref().map(|a| a.store()["generation"].as_u64());
+    // Both controllers checked the restarted store before the loss count is read, and
+    // the generation moved past the copy's, so restoring the copy below is a rollback:
+    // each identity check advances the generation, and none can while the store is down,
+    // so a controller's generation changing after the restart is a check of the
+    // restarted store.
+    let generations = apis.each_ref().map(|a| {
+        eventually_some(
+            "the controller reports the store's generation",
+            Duration::from_secs(30),
+            || a.store()["generation"].as_u64(),
+        )
+    });
     eventually(
         "both controllers checked the restarted store",
         Duration::from_secs(30),
         || {
             apis.iter().zip(generations).all(|(a, before)| {
                 let store = a.store();
-                store["identity"] == identity && store["generation"].as_u64() > before.or(Some(0))
+                store["identity"] == identity
+                    && store["generation"].as_u64().is_some_and(|now| now > before)
             })
         },
     );
