@@ -184,8 +184,8 @@ async fn one_address_over_its_in_flight_cap_gets_429_and_another_is_served() {
     .await;
 }
 
-/// An answer to a trickled body: its head, its JSON body, when it came (from the first
-/// byte of the body) and how many bytes of the body had been sent by then.
+/// An answer to a trickled body: its head, its JSON body, when it came (from just before
+/// the request's head was sent) and how many bytes of the body had been sent by then.
 struct Answered {
     head: String,
     body: Value,
@@ -198,8 +198,10 @@ struct Answered {
 async fn trickled_body(addr: SocketAddr, head: &str, body: &[u8], every: Duration) -> Answered {
     let stream = connect_from(OTHER_SOURCE, addr).await.unwrap();
     let (mut reader, mut writer) = stream.into_split();
-    writer.write_all(head.as_bytes()).await.unwrap();
+    // Before the head goes out: the server's deadline starts once it has read the head,
+    // which may be before this task runs again.
     let started = Instant::now();
+    writer.write_all(head.as_bytes()).await.unwrap();
     let body = body.to_vec();
     let sent = Arc::new(AtomicUsize::new(0));
     let writing = tokio::spawn({

@@ -210,8 +210,10 @@ async fn a_report_body_trickled_past_the_deadline_gets_408() {
     );
     let stream = connect_from(OTHER_SOURCE, addr).await.unwrap();
     let (mut reader, mut writer) = stream.into_split();
-    writer.write_all(head.as_bytes()).await.unwrap();
+    // Before the head goes out: the server's deadline starts once it has read the head,
+    // which may be before this task runs again.
     let started = Instant::now();
+    writer.write_all(head.as_bytes()).await.unwrap();
     let writing = tokio::spawn(async move {
         for _ in 0..length {
             if writer.write_all(b" ").await.is_err() {
