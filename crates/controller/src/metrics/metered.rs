@@ -107,7 +107,7 @@ metered! {
         fn ack_snapshot(now: UnixMillis, worker: &WorkerId, session_id: &str, snapshot: SnapshotRef) -> WorkerSession;
         fn report_runtime(now: UnixMillis, report: RuntimeReport, ttl_ms: u64) -> ReportReceipt;
         fn runtime(now: UnixMillis, worker: &WorkerId) -> Option<StoredRuntime>;
-        fn snapshot_version(worker: &WorkerId) -> SnapshotVersion;
+        fn snapshot_version(now: UnixMillis, worker: &WorkerId) -> SnapshotVersion;
         fn snapshot_changes(now: UnixMillis, worker: &WorkerId, after: u64, also: &[ProxyId], limit: usize) -> SnapshotChanges;
     }
     impl InventoryReader {

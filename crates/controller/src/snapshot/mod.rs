@@ -238,7 +238,11 @@ impl SnapshotPublisher {
     ) -> PoolResult<Option<SnapshotUpdate>> {
         // Both read before anything they vouch for: a change after them moves them.
         let local = self.changes.generation();
-        let version = self.pool.snapshot_version(worker).await?;
+        let version = self
+            .pool
+            .snapshot_version(self.clock.now(), worker)
+            .await?;
+        // Read after the counters, like every time this poll compares.
         let now = self.clock.now();
         match self
             .memo

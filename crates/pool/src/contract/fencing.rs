@@ -56,7 +56,7 @@ where
         .unwrap();
     assert!(second.token > first.token);
     let footprint = pool.footprint().await.unwrap();
-    let version_before = pool.snapshot_version(&w1).await.unwrap();
+    let version_before = pool.snapshot_version(taken, &w1).await.unwrap();
 
     let now = taken + 1;
     stale(
@@ -155,7 +155,7 @@ where
     assert_eq!(pool.get(now, &ids[1]).await.unwrap(), None);
     assert_eq!(pool.current_epoch().await.unwrap(), epoch_before);
     assert_eq!(
-        pool.snapshot_version(&w1).await.unwrap(),
+        pool.snapshot_version(now, &w1).await.unwrap(),
         version_before,
         "no refused write moves a snapshot version"
     );
