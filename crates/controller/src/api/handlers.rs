@@ -14,8 +14,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use proxypool_core::control::{RegisterSession, ReportAck, SessionGrant, SnapshotAck};
 use proxypool_core::runtime::validate_session_id;
-use proxypool_core::snapshot_delta::CONTROL_PROTOCOL;
 use proxypool_core::{CooldownReport, ReportOutcome, RuntimeReport, WorkerId};
+use proxypool_snapshot::CONTROL_PROTOCOL;
 use serde::Deserialize;
 use std::time::Duration;
 

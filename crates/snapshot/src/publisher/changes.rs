@@ -1,17 +1,22 @@
 //! Turns what the store says changed for a worker into a delta against the content last
 //! issued to it: each changed proxy read as it is now ([`Holding`]) becomes an upsert, a
 //! lease move, a removal, a held lease or nothing, and its cooldowns are compared with the
-//! issued ones. Pure: the publisher does the reads.
+//! issued ones; the controller's own inputs (clients, policy, ticket key, upstream TLS) are
+//! compared with what the content holds of them. Pure: the publisher's driver does the reads.
 
-use super::issued::Issued;
-use proxypool_core::control::{HeldLease, SnapshotProxy};
-use proxypool_core::snapshot_content::same_but_lease;
-use proxypool_core::snapshot_delta::{LeaseEnd, ProxyCooldowns, SnapshotDelta};
-use proxypool_core::{AssignmentState, DomainCooldown, Holding, OwnedProxy, ProxyId, UnixMillis};
+use super::Issued;
+use crate::content::same_but_lease;
+use crate::delta::{LeaseEnd, ProxyCooldowns, SnapshotDelta};
+use proxypool_core::control::{GatewayClient, HeldLease, SnapshotProxy, UpstreamTls};
+use proxypool_core::{
+    AssignmentState, CooldownPolicy, DomainCooldown, Holding, OwnedProxy, ProxyId, TicketKey,
+    UnixMillis,
+};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The listing of an owned proxy in a snapshot.
-pub(super) fn snapshot_proxy(owned: &OwnedProxy) -> SnapshotProxy {
+pub(crate) fn snapshot_proxy(owned: &OwnedProxy) -> SnapshotProxy {
     let record = &owned.record;
     SnapshotProxy {
         id: record.id.clone(),
@@ -30,7 +35,7 @@ pub(super) fn snapshot_proxy(owned: &OwnedProxy) -> SnapshotProxy {
 }
 
 /// When time alone ends an owned proxy's listing: its lease, usable-until or hard expiry.
-pub(super) fn listing_ends_at(owned: &OwnedProxy) -> UnixMillis {
+pub(crate) fn listing_ends_at(owned: &OwnedProxy) -> UnixMillis {
     owned
         .assignment
         .lease_until_ms
@@ -39,7 +44,7 @@ pub(super) fn listing_ends_at(owned: &OwnedProxy) -> UnixMillis {
 }
 
 /// The earliest time a proxy's cooldown entries are forgotten.
-pub(super) fn forgotten_at(entries: &[DomainCooldown]) -> UnixMillis {
+pub(crate) fn forgotten_at(entries: &[DomainCooldown]) -> UnixMillis {
     entries
         .iter()
         .map(|c| c.forget_at_ms)
@@ -50,7 +55,7 @@ pub(super) fn forgotten_at(entries: &[DomainCooldown]) -> UnixMillis {
 /// Adds the proxies' changes to `delta` and returns the proxies listed after it, each with
 /// when its listing ends (its cooldowns are compared next, by [`add_cooldowns`]). Keeps
 /// `issued`'s drain epochs and the horizons of held and dropped proxies in step.
-pub(super) fn add_proxies(
+pub fn add_proxies(
     issued: &mut Issued,
     changed: Vec<(ProxyId, Holding)>,
     delta: &mut SnapshotDelta,
@@ -115,7 +120,7 @@ pub(super) fn add_proxies(
 
 /// Adds the cooldown changes of the `listed` proxies (their entries as the store has them
 /// now, by proxy then domain) and sets each one's horizon.
-pub(super) fn add_cooldowns(
+pub fn add_cooldowns(
     issued: &mut Issued,
     listed: &HashMap<ProxyId, UnixMillis>,
     cooldowns: Vec<DomainCooldown>,
@@ -140,5 +145,34 @@ pub(super) fn add_cooldowns(
             });
         }
         issued.horizons.set(id, ends);
+    }
+}
+
+/// The inputs of a snapshot that are the controller's own (its configuration) or read
+/// apart from the proxies: each goes into `delta` whole when it differs from the issued.
+#[derive(Debug)]
+pub struct Inputs<'a> {
+    pub clients: &'a Arc<Vec<GatewayClient>>,
+    pub policy: CooldownPolicy,
+    pub ticket_key: TicketKey,
+    pub upstream_tls: &'a [UpstreamTls],
+}
+
+/// Adds the changed inputs to `delta`.
+pub fn add_inputs(issued: &Issued, inputs: Inputs<'_>, delta: &mut SnapshotDelta) {
+    // The same `Arc` is the same list: no compare needed.
+    if !Arc::ptr_eq(inputs.clients, &issued.clients)
+        && inputs.clients.as_slice() != issued.content.clients()
+    {
+        delta.clients = Some(inputs.clients.as_ref().clone());
+    }
+    if issued.content.policy() != Some(&inputs.policy) {
+        delta.policy = Some(inputs.policy);
+    }
+    if issued.content.ticket_key().map(TicketKey::id) != Some(inputs.ticket_key.id()) {
+        delta.ticket_key = Some(inputs.ticket_key);
+    }
+    if issued.content.upstream_tls() != inputs.upstream_tls {
+        delta.upstream_tls = Some(inputs.upstream_tls.to_vec());
     }
 }

@@ -10,63 +10,121 @@
 //! across an `.await`; a second poll of the same worker meanwhile finds none and rebuilds
 //! whole. Bounded by [`MAX_ISSUED`] workers.
 
+use crate::content::SnapshotContent;
+use crate::delta::SnapshotDelta;
 use proxypool_core::control::GatewayClient;
-use proxypool_core::snapshot_content::SnapshotContent;
-use proxypool_core::{LockExt, ProxyId, UnixMillis, WorkerId};
+use proxypool_core::{LockExt, ProxyId, SnapshotVersion, UnixMillis, WorkerId};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// Most workers whose issued content is kept; past it an arbitrary one is dropped (its
 /// next change goes out whole).
-pub(crate) const MAX_ISSUED: usize = 1_024;
+pub const MAX_ISSUED: usize = 1_024;
 
 /// What was issued to one session.
 #[derive(Debug)]
-pub(crate) struct Issued {
-    pub(crate) content: SnapshotContent,
+pub struct Issued {
+    pub content: SnapshotContent,
     /// The store's worker counter the content reflects.
-    pub(crate) counter: u64,
+    pub counter: u64,
     /// The store's session-feedback counter the content reflects.
-    pub(crate) feedback: u64,
+    pub feedback: u64,
     /// The clients list it was built from (a reload swaps the `Arc`).
-    pub(crate) clients: Arc<Vec<GatewayClient>>,
-    pub(crate) horizons: Horizons,
+    pub clients: Arc<Vec<GatewayClient>>,
+    pub horizons: Horizons,
     /// The drain epoch of each held (draining) proxy: a snapshot must be at an epoch at
     /// least the largest of them.
-    pub(crate) drain_epochs: HashMap<ProxyId, u64>,
+    pub drain_epochs: HashMap<ProxyId, u64>,
     /// When the content was last read whole from the store.
-    pub(crate) read_whole_at_ms: UnixMillis,
+    pub read_whole_at_ms: UnixMillis,
 }
 
 impl Issued {
-    pub(crate) fn needed_epoch(&self) -> u64 {
+    /// The ownership epoch a snapshot of this content must be at, at least.
+    pub fn needed_epoch(&self) -> u64 {
         self.drain_epochs.values().copied().max().unwrap_or(0)
+    }
+
+    /// Whether the next build must read the snapshot whole anyway: the last whole read is
+    /// `interval_ms` old (a bound on what a missed journal entry could cost).
+    pub fn read_whole_due(&self, now: UnixMillis, interval_ms: u64) -> bool {
+        now.saturating_sub(self.read_whole_at_ms) >= interval_ms
+    }
+
+    /// The earliest instant at which time alone changes this content: a listed or held
+    /// proxy's horizon or a session feedback's expiry.
+    pub fn content_until(&self) -> UnixMillis {
+        let feedback_until = self
+            .content
+            .session_feedback()
+            .iter()
+            .map(|f| f.expires_at_ms)
+            .min()
+            .unwrap_or(UnixMillis::MAX);
+        self.horizons.earliest().min(feedback_until)
+    }
+
+    /// Whether the session feedback must be read again: its counter moved, the clients
+    /// changed (the feedback served is theirs), or some of it expired.
+    pub fn feedback_due(
+        &self,
+        counters: SnapshotVersion,
+        clients_changed: bool,
+        now: UnixMillis,
+    ) -> bool {
+        counters.feedback != self.feedback
+            || clients_changed
+            || self
+                .content
+                .session_feedback()
+                .iter()
+                .any(|f| f.expires_at_ms <= now)
+    }
+
+    /// This content with `delta` applied, at the store's `counters` and built from
+    /// `clients`; `None` when the delta does not fit it or the result lists more than
+    /// `max_proxies` (cannot happen from a consistent store, but never serve a guess:
+    /// read whole).
+    pub fn advance(
+        mut self,
+        delta: &SnapshotDelta,
+        counters: SnapshotVersion,
+        clients: Arc<Vec<GatewayClient>>,
+        max_proxies: usize,
+    ) -> Option<Issued> {
+        self.counter = counters.worker;
+        self.feedback = counters.feedback;
+        self.clients = clients;
+        self.content.apply_unchecked(delta).ok()?;
+        let within =
+            self.content.proxy_count() <= max_proxies && self.content.held_count() <= max_proxies;
+        within.then_some(self)
     }
 }
 
 /// Per proxy, the earliest instant at which time alone changes its place in a snapshot.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Horizons {
+pub struct Horizons {
     by_time: BTreeSet<(UnixMillis, ProxyId)>,
     of: HashMap<ProxyId, UnixMillis>,
 }
 
 impl Horizons {
-    pub(crate) fn set(&mut self, id: &ProxyId, at: UnixMillis) {
+    pub fn set(&mut self, id: &ProxyId, at: UnixMillis) {
         if let Some(old) = self.of.insert(id.clone(), at) {
             self.by_time.remove(&(old, id.clone()));
         }
         self.by_time.insert((at, id.clone()));
     }
 
-    pub(crate) fn remove(&mut self, id: &ProxyId) {
+    pub fn remove(&mut self, id: &ProxyId) {
         if let Some(old) = self.of.remove(id) {
             self.by_time.remove(&(old, id.clone()));
         }
     }
 
     /// The proxies whose horizon is at or before `now`.
-    pub(crate) fn due(&self, now: UnixMillis) -> Vec<ProxyId> {
+    pub fn due(&self, now: UnixMillis) -> Vec<ProxyId> {
         self.by_time
             .iter()
             .take_while(|(at, _)| *at <= now)
@@ -74,20 +132,20 @@ impl Horizons {
             .collect()
     }
 
-    pub(crate) fn earliest(&self) -> UnixMillis {
+    pub fn earliest(&self) -> UnixMillis {
         self.by_time.first().map_or(UnixMillis::MAX, |(at, _)| *at)
     }
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct IssuedContents {
+pub struct IssuedContents {
     entries: Mutex<HashMap<WorkerId, Issued>>,
 }
 
 impl IssuedContents {
     /// Takes the worker's entry out when it is for `session_id` at `version` (what the
     /// caller holds); otherwise leaves everything as it is.
-    pub(crate) fn take(&self, worker: &WorkerId, session_id: &str, version: u64) -> Option<Issued> {
+    pub fn take(&self, worker: &WorkerId, session_id: &str, version: u64) -> Option<Issued> {
         let mut entries = self.entries.lock_or_recover();
         let fits = entries.get(worker).is_some_and(|issued| {
             issued.content.session_id() == session_id
@@ -96,7 +154,7 @@ impl IssuedContents {
         if fits { entries.remove(worker) } else { None }
     }
 
-    pub(crate) fn put(&self, worker: &WorkerId, issued: Issued) {
+    pub fn put(&self, worker: &WorkerId, issued: Issued) {
         let mut entries = self.entries.lock_or_recover();
         if entries.len() >= MAX_ISSUED
             && !entries.contains_key(worker)
@@ -107,12 +165,12 @@ impl IssuedContents {
         entries.insert(worker.clone(), issued);
     }
 
-    pub(crate) fn forget(&self, worker: &WorkerId) {
+    pub fn forget(&self, worker: &WorkerId) {
         self.entries.lock_or_recover().remove(worker);
     }
 
     /// Drops the workers not in `live` (their sessions ended).
-    pub(crate) fn retain(&self, live: &BTreeSet<WorkerId>) {
+    pub fn retain(&self, live: &BTreeSet<WorkerId>) {
         self.entries
             .lock_or_recover()
             .retain(|w, _| live.contains(w));
