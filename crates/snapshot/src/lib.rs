@@ -39,17 +39,19 @@
 //!
 //! # Glossary: the numbers that order the protocol
 //!
-//! Each is monotonic where it lives. None orders anything outside that scope, and a reader
-//! may compare two values only within it.
+//! Each counter is monotonic where it lives (the checksum and the session id are not
+//! orders but names). None orders anything outside its scope: a reader may compare two
+//! values only within it.
 //!
 //! - **Snapshot version** ([`SnapshotRef::version`]). Orders the snapshots issued to *one
 //!   worker session*. Advanced by the publisher of whichever controller issues new content
 //!   ([`publisher::issue::decide`]: one above the largest of the session's issued version,
 //!   its acknowledged version and the caller's), recorded in the store with
 //!   `issue_snapshot`, so any controller continues the sequence. Within a session a larger
-//!   version was issued later and one version names one content; `0` means "nothing held,
-//!   send it whole". Not comparable across sessions (each starts again at 1), and a version
-//!   alone does not say what content it is: a delta's base is the whole [`SnapshotRef`].
+//!   version was issued later; `0` means "nothing held, send it whole". Not comparable
+//!   across sessions (each starts again at 1), and a version alone does not say what
+//!   content it is: two controllers racing may issue one version with different contents,
+//!   which is why a delta's base is the whole [`SnapshotRef`] (version, epoch, checksum).
 //! - **Epoch** ([`SnapshotRef::epoch`], `Assignment::epoch`, the `drain_epoch` of a
 //!   draining assignment). The store's one global ownership epoch, advanced by every
 //!   assignment and every drain (`OwnershipRepository::assign`, `begin_drain`). A
@@ -95,10 +97,12 @@
 //!   runs on every controller and is not fenced: its correctness rests on the store's
 //!   atomic calls, never on the token.
 //! - **Report sequence** (`RuntimeReport::sequence`). Orders one gateway process's runtime
-//!   reports, across all its sessions: strictly increasing, so the store tells a replay
-//!   (the same sequence, answered as the first time) from an older report (refused). It
-//!   says nothing about snapshot versions; a report names the acknowledged [`SnapshotRef`]
-//!   separately, and stale entries are judged by that snapshot's epoch.
+//!   reports: its counter never restarts, not even across the process's sessions. The
+//!   store keeps the last accepted one per session and refuses one at or below it, unless
+//!   it is a replay (the same sequence and content, answered as the first time). It says
+//!   nothing about snapshot versions; a report names the acknowledged [`SnapshotRef`]
+//!   separately, and its stale entries and finished drains are judged by that snapshot's
+//!   epoch.
 //! - **Session id** (`WorkerSession::session_id`). Not a number but the fence of a
 //!   worker's control session: a new registration replaces the session and fences the old
 //!   one's writes (`Conflict::Fenced`). Snapshot versions, the publisher's memory and the
