@@ -2,10 +2,10 @@
 //! and the store's `issue_snapshot` happen here; what they come to is decided by
 //! `proxypool_snapshot::publisher`.
 
-use super::{Read, SnapshotPublisher};
+use super::SnapshotPublisher;
 use proxypool_core::{PoolError, PoolResult, ProxyId, SNAPSHOT_JOURNAL_CAP, WorkerSession};
 use proxypool_snapshot::publisher::{
-    Inputs, Issue, Issued, Remembered, WholeRead, add_cooldowns, add_inputs, add_proxies, issue,
+    Inputs, Issue, Issued, PollStart, WholeRead, add_cooldowns, add_inputs, add_proxies, issue,
     listed_ids,
 };
 use proxypool_snapshot::{SnapshotDelta, SnapshotUpdate};
@@ -16,7 +16,7 @@ impl SnapshotPublisher {
     /// holds, else whole.
     pub(super) async fn read_whole_and_issue(
         &self,
-        read: &Read<'_>,
+        read: &PollStart<'_>,
         base: Option<Issued>,
     ) -> PoolResult<Option<SnapshotUpdate>> {
         let (worker, now) = (read.worker, read.now);
@@ -36,7 +36,7 @@ impl SnapshotPublisher {
         let issued = WholeRead {
             worker,
             session_id: read.session_id,
-            counters: read.version,
+            counters: read.counters,
             epoch,
             now,
             owned: &owned,
@@ -64,7 +64,7 @@ impl SnapshotPublisher {
     /// what changed or the result would pass a limit.
     pub(super) async fn issue_changes(
         &self,
-        read: &Read<'_>,
+        read: &PollStart<'_>,
         mut issued: Issued,
     ) -> PoolResult<Option<SnapshotUpdate>> {
         let (worker, now) = (read.worker, read.now);
@@ -95,13 +95,13 @@ impl SnapshotPublisher {
             upstream_tls: &self.upstream_tls,
         };
         add_inputs(&issued, inputs, &mut delta);
-        if issued.feedback_due(read.version, delta.clients.is_some(), now) {
+        if issued.feedback_due(read.counters, delta.clients.is_some(), now) {
             let feedback = self.served_feedback(now, &clients).await?;
             if feedback.as_slice() != issued.content.session_feedback() {
                 delta.session_feedback = Some(feedback);
             }
         }
-        let Some(next) = issued.advance(&delta, read.version, clients, self.config.max_proxies)
+        let Some(next) = issued.advance(&delta, read.counters, clients, self.config.max_proxies)
         else {
             return self.read_whole_and_issue(read, None).await;
         };
@@ -114,7 +114,7 @@ impl SnapshotPublisher {
     /// `delta_of` makes or the whole snapshot.
     async fn finish(
         &self,
-        read: &Read<'_>,
+        read: &PollStart<'_>,
         session: &WorkerSession,
         epoch: u64,
         mut issued: Issued,
@@ -134,39 +134,21 @@ impl SnapshotPublisher {
                 .issue_snapshot(now, worker, session_id, reference.clone())
                 .await?;
         }
-        let reference = decision.reference().clone();
-        issued.content.set_reference(reference.clone());
-        self.remember_build(read, session, &issued, reference.version);
-        if matches!(decision, Issue::Current(_)) {
-            self.issued.put(worker, issued);
-            return Ok(None);
-        }
-        self.remember(worker, session_id, reference.version, now);
-        let max_staleness_ms = self.config.max_staleness.as_ms();
-        let update = issue::answer(worker, &issued, delta_of(&issued), now, max_staleness_ms);
-        crate::metrics::snapshot_update(matches!(update, SnapshotUpdate::Delta(_)), whole_read);
-        self.issued.put(worker, issued);
-        Ok(Some(update))
-    }
-
-    /// Remembers what a build read, so a waiting poll can skip the next one.
-    fn remember_build(
-        &self,
-        read: &Read<'_>,
-        session: &WorkerSession,
-        issued: &Issued,
-        latest_version: u64,
-    ) {
-        self.memo.remember(
-            read.worker,
-            Remembered {
-                session_id: read.session_id.to_owned(),
-                version: read.version,
-                local: read.local,
-                content_until_ms: issued.content_until(),
-                session_until_ms: session.expires_at_ms,
-                latest_version,
-            },
-        );
+        issued.content.set_reference(decision.reference().clone());
+        let update = match decision {
+            Issue::Current(_) => None,
+            Issue::Again(_) | Issue::New(_) => {
+                let max_staleness_ms = self.config.max_staleness.as_ms();
+                let update =
+                    issue::answer(worker, &issued, delta_of(&issued), now, max_staleness_ms);
+                crate::metrics::snapshot_update(
+                    matches!(update, SnapshotUpdate::Delta(_)),
+                    whole_read,
+                );
+                Some(update)
+            }
+        };
+        self.state.settle(read, session, &decision, issued);
+        Ok(update)
     }
 }

@@ -36,13 +36,10 @@ use crate::clock::SharedClock;
 use crate::config::SnapshotConfig;
 use arc_swap::ArcSwap;
 use proxypool_core::control::{GatewayClient, UpstreamTls};
-use proxypool_core::{
-    ActivityPool, CooldownPolicy, LockExt, PoolResult, SnapshotVersion, TicketKey, UnixMillis,
-    WorkerId,
-};
+use proxypool_core::{ActivityPool, CooldownPolicy, PoolResult, TicketKey, UnixMillis, WorkerId};
 use proxypool_snapshot::SnapshotUpdate;
-use proxypool_snapshot::publisher::{BuildMemo, IssuedContents, Verdict, issue};
-use std::collections::{BTreeSet, HashMap};
+use proxypool_snapshot::publisher::{Base, Plan, PollStart, PublisherState};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -67,39 +64,15 @@ pub struct SnapshotPublisher {
     /// `[cooldowns]`, shipped in every snapshot; swapped on a reload like the clients.
     cooldown_policy: ArcSwap<CooldownPolicy>,
     changes: ChangeSignal,
-    /// When this controller built the latest snapshot it served each worker, for the
-    /// snapshot-age gauge (`crate::metrics::pool`). One entry per worker with a session;
-    /// held only to copy in or out, never across an `.await`.
-    built: Mutex<HashMap<WorkerId, Built>>,
-    /// What the latest build for each worker's session read, so a waiting poll can skip
-    /// rebuilding while nothing it read can have changed.
-    memo: BuildMemo,
-    /// The content issued to each worker's session, the base of the next delta.
-    issued: IssuedContents,
+    /// Per worker: what the latest build read (so a waiting poll can skip rebuilding), the
+    /// content issued (the base of the next delta) and when the latest snapshot served
+    /// was built (the snapshot-age gauge, `crate::metrics::pool`).
+    state: PublisherState,
     /// The store's ticket key and when it was read: read again by a build at most every
     /// [`reads::TICKET_KEY_REREAD_MS`], which also keeps it alive in the store.
     ticket_key: Mutex<Option<(TicketKey, UnixMillis)>>,
     /// How gateways reach `https` proxies (`crate::upstream_tls`), in every snapshot.
     upstream_tls: Vec<UpstreamTls>,
-}
-
-/// What one poll read first: the caller's position and the counters its reads start from.
-#[derive(Debug)]
-struct Read<'a> {
-    worker: &'a WorkerId,
-    session_id: &'a str,
-    after_version: u64,
-    version: SnapshotVersion,
-    local: u64,
-    now: UnixMillis,
-}
-
-/// The latest snapshot served to a worker's session, and when it was built.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Built {
-    session_id: String,
-    version: u64,
-    at_ms: UnixMillis,
 }
 
 impl SnapshotPublisher {
@@ -118,9 +91,7 @@ impl SnapshotPublisher {
             clients: ArcSwap::from_pointee(clients),
             cooldown_policy: ArcSwap::from_pointee(cooldown_policy),
             changes,
-            built: Mutex::new(HashMap::new()),
-            memo: BuildMemo::default(),
-            issued: IssuedContents::default(),
+            state: PublisherState::default(),
             ticket_key: Mutex::new(None),
             upstream_tls: Vec::new(),
         }
@@ -140,36 +111,12 @@ impl SnapshotPublisher {
         session_id: &str,
         version: u64,
     ) -> Option<UnixMillis> {
-        self.built
-            .lock_or_recover()
-            .get(worker)
-            .filter(|b| b.session_id == session_id && b.version == version)
-            .map(|b| b.at_ms)
+        self.state.built_at(worker, session_id, version)
     }
 
     /// Drops what is remembered for workers not in `live` (their sessions ended).
     pub(crate) fn forget_other_workers(&self, live: &BTreeSet<WorkerId>) {
-        self.built.lock_or_recover().retain(|w, _| live.contains(w));
-        self.memo.retain(live);
-        self.issued.retain(live);
-    }
-
-    /// Remembers a served snapshot; serving the same version again keeps its build time.
-    fn remember(&self, worker: &WorkerId, session_id: &str, version: u64, now: UnixMillis) {
-        let mut built = self.built.lock_or_recover();
-        let same = built
-            .get(worker)
-            .is_some_and(|b| b.session_id == session_id && b.version == version);
-        if !same {
-            built.insert(
-                worker.clone(),
-                Built {
-                    session_id: session_id.to_owned(),
-                    version,
-                    at_ms: now,
-                },
-            );
-        }
+        self.state.retain(live);
     }
 
     /// Replaces the gateway clients and wakes every waiting long-poll, so each gateway
@@ -232,52 +179,39 @@ impl SnapshotPublisher {
     ) -> PoolResult<Option<SnapshotUpdate>> {
         // Both read before anything they vouch for: a change after them moves them.
         let local = self.changes.generation();
-        let version = self.pool.snapshot_version(self.clock.now(), worker).await?;
+        let counters = self.pool.snapshot_version(self.clock.now(), worker).await?;
         // Read after the counters, like every time this poll compares.
         let now = self.clock.now();
-        match self
-            .memo
-            .verdict(worker, session_id, after_version, version, local, now)
-        {
-            Verdict::Unchanged => return Ok(None),
-            Verdict::SessionDue => match self.current_session(now, worker, session_id).await {
-                // Still current, and nobody issued since the caller's version: nothing to serve.
-                Ok(session) if issue::latest_version_of(&session) == after_version => {
-                    self.memo
-                        .session_renewed(worker, session_id, session.expires_at_ms);
-                    return Ok(None);
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    self.memo.forget(worker);
-                    self.issued.forget(worker);
-                    return Err(e);
-                }
-            },
-            Verdict::Rebuild => {}
-        }
-        let base = match after_version {
-            // A caller without a snapshot (or asking to start over) gets it whole.
-            0 => None,
-            v => self.issued.take(worker, session_id, v),
-        };
-        let read = Read {
+        let start = PollStart {
             worker,
             session_id,
             after_version,
-            version,
+            counters,
             local,
             now,
         };
-        let result = match base {
-            Some(issued) if !issued.read_whole_due(now, self.config.full_read_interval.as_ms()) => {
-                self.issue_changes(&read, issued).await
-            }
-            base => self.read_whole_and_issue(&read, base).await,
+        match self.state.plan(&start) {
+            Plan::Unchanged => return Ok(None),
+            Plan::SessionDue => match self.current_session(now, worker, session_id).await {
+                // Still current, and nobody issued since the caller's version: nothing to serve.
+                Ok(session) if self.state.session_read(&start, &session) => return Ok(None),
+                Ok(_) => {}
+                Err(e) => {
+                    self.state.session_lost(worker);
+                    return Err(e);
+                }
+            },
+            Plan::Build => {}
+        }
+        let result = match self
+            .state
+            .base(&start, self.config.full_read_interval.as_ms())
+        {
+            Base::Changes(issued) => self.issue_changes(&start, issued).await,
+            Base::Whole(issued) => self.read_whole_and_issue(&start, issued).await,
         };
         if result.is_err() {
-            // What was taken out is gone; the next poll starts over from the store.
-            self.memo.forget(worker);
+            self.state.build_failed(worker);
         }
         result
     }

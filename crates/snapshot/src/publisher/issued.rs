@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 /// Most workers whose issued content is kept; past it an arbitrary one is dropped (its
 /// next change goes out whole).
-pub const MAX_ISSUED: usize = 1_024;
+pub(crate) const MAX_ISSUED: usize = 1_024;
 
 /// What was issued to one session.
 #[derive(Debug)]
@@ -138,14 +138,14 @@ impl Horizons {
 }
 
 #[derive(Debug, Default)]
-pub struct IssuedContents {
+pub(crate) struct IssuedContents {
     entries: Mutex<HashMap<WorkerId, Issued>>,
 }
 
 impl IssuedContents {
     /// Takes the worker's entry out when it is for `session_id` at `version` (what the
     /// caller holds); otherwise leaves everything as it is.
-    pub fn take(&self, worker: &WorkerId, session_id: &str, version: u64) -> Option<Issued> {
+    pub(crate) fn take(&self, worker: &WorkerId, session_id: &str, version: u64) -> Option<Issued> {
         let mut entries = self.entries.lock_or_recover();
         let fits = entries.get(worker).is_some_and(|issued| {
             issued.content.session_id() == session_id
@@ -154,7 +154,7 @@ impl IssuedContents {
         if fits { entries.remove(worker) } else { None }
     }
 
-    pub fn put(&self, worker: &WorkerId, issued: Issued) {
+    pub(crate) fn put(&self, worker: &WorkerId, issued: Issued) {
         let mut entries = self.entries.lock_or_recover();
         if entries.len() >= MAX_ISSUED
             && !entries.contains_key(worker)
@@ -165,12 +165,12 @@ impl IssuedContents {
         entries.insert(worker.clone(), issued);
     }
 
-    pub fn forget(&self, worker: &WorkerId) {
+    pub(crate) fn forget(&self, worker: &WorkerId) {
         self.entries.lock_or_recover().remove(worker);
     }
 
     /// Drops the workers not in `live` (their sessions ended).
-    pub fn retain(&self, live: &BTreeSet<WorkerId>) {
+    pub(crate) fn retain(&self, live: &BTreeSet<WorkerId>) {
         self.entries
             .lock_or_recover()
             .retain(|w, _| live.contains(w));

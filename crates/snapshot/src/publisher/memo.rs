@@ -19,28 +19,28 @@ use std::sync::Mutex;
 
 /// Most workers remembered at once; past it an arbitrary entry is forgotten (that worker's
 /// next poll rebuilds once).
-pub const MAX_REMEMBERED: usize = 10_000;
+pub(crate) const MAX_REMEMBERED: usize = 10_000;
 
 /// The inputs and the outcome of one build for one session.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Remembered {
-    pub session_id: String,
+pub(crate) struct Remembered {
+    pub(crate) session_id: String,
     /// The store's counters, read before the build's first read.
-    pub version: SnapshotVersion,
+    pub(crate) version: SnapshotVersion,
     /// The local change signal's generation, read before the counters.
-    pub local: u64,
+    pub(crate) local: u64,
     /// The earliest instant at which time alone changes what the build's reads answer.
-    pub content_until_ms: UnixMillis,
+    pub(crate) content_until_ms: UnixMillis,
     /// When the session lapses unless a report renewed it in between.
-    pub session_until_ms: UnixMillis,
+    pub(crate) session_until_ms: UnixMillis,
     /// The version of the session's latest snapshot (issued, else acknowledged) after the
     /// build: a caller at it has the current snapshot.
-    pub latest_version: u64,
+    pub(crate) latest_version: u64,
 }
 
 /// What a waiting poll may skip, given what it just read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Nothing changed and the caller has the latest snapshot.
     Unchanged,
     /// Nothing changed and the caller has the latest snapshot, but the session's
@@ -51,14 +51,14 @@ pub enum Verdict {
 }
 
 #[derive(Debug, Default)]
-pub struct BuildMemo {
+pub(crate) struct BuildMemo {
     entries: Mutex<HashMap<WorkerId, Remembered>>,
 }
 
 impl BuildMemo {
     /// Whether a caller at `after_version` of `session_id` needs a rebuild, given the
     /// counters and the local generation just read and the time now.
-    pub fn verdict(
+    pub(crate) fn verdict(
         &self,
         worker: &WorkerId,
         session_id: &str,
@@ -86,7 +86,7 @@ impl BuildMemo {
     }
 
     /// Remembers a build (replacing what was remembered for the worker).
-    pub fn remember(&self, worker: &WorkerId, remembered: Remembered) {
+    pub(crate) fn remember(&self, worker: &WorkerId, remembered: Remembered) {
         let mut entries = self.entries.lock_or_recover();
         if entries.len() >= MAX_REMEMBERED
             && !entries.contains_key(worker)
@@ -98,7 +98,7 @@ impl BuildMemo {
     }
 
     /// The session was re-read and is still current: it lasts until `until_ms`.
-    pub fn session_renewed(&self, worker: &WorkerId, session_id: &str, until_ms: u64) {
+    pub(crate) fn session_renewed(&self, worker: &WorkerId, session_id: &str, until_ms: u64) {
         let mut entries = self.entries.lock_or_recover();
         if let Some(last) = entries.get_mut(worker)
             && last.session_id == session_id
@@ -108,12 +108,12 @@ impl BuildMemo {
     }
 
     /// Forgets what was built for the worker (its session is not the remembered one).
-    pub fn forget(&self, worker: &WorkerId) {
+    pub(crate) fn forget(&self, worker: &WorkerId) {
         self.entries.lock_or_recover().remove(worker);
     }
 
     /// Drops the workers not in `live` (their sessions ended).
-    pub fn retain(&self, live: &BTreeSet<WorkerId>) {
+    pub(crate) fn retain(&self, live: &BTreeSet<WorkerId>) {
         self.entries
             .lock_or_recover()
             .retain(|w, _| live.contains(w));
