@@ -176,3 +176,215 @@ pub fn add_inputs(issued: &Issued, inputs: Inputs<'_>, delta: &mut SnapshotDelta
         delta.upstream_tls = Some(inputs.upstream_tls.to_vec());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::content::SnapshotContent;
+    use crate::publisher::Horizons;
+    use proxypool_core::control::{Advisories, WorkerSnapshot};
+    use proxypool_core::{
+        Assignment, Domain, Health, Protocol, ProxyRecord, ProxyStatus, SnapshotRef,
+        SnapshotVersion, UpstreamId, WorkerId,
+    };
+    use std::collections::BTreeMap;
+
+    fn id(i: u32) -> ProxyId {
+        ProxyId::new(format!("{i:032x}")).unwrap()
+    }
+
+    fn assignment(i: u32, lease: UnixMillis, state: AssignmentState) -> Assignment {
+        Assignment {
+            proxy_id: id(i),
+            upstream: UpstreamId::new("vendor").unwrap(),
+            worker: WorkerId::new("gw-1").unwrap(),
+            epoch: 1,
+            assigned_at_ms: 0,
+            lease_until_ms: lease,
+            state,
+        }
+    }
+
+    fn owned(i: u32, lease: UnixMillis, host: &str) -> OwnedProxy {
+        OwnedProxy {
+            record: ProxyRecord {
+                id: id(i),
+                protocol: Protocol::Http,
+                host: host.to_owned(),
+                port: 8080,
+                credentials: None,
+                upstream: UpstreamId::new("vendor").unwrap(),
+                region: None,
+                carrier: None,
+                labels: BTreeMap::new(),
+                status: ProxyStatus::Available,
+                health: Health::default(),
+                fetched_at_ms: 0,
+                hard_expiry_ms: 5_000,
+                usable_until_ms: 4_000,
+                max_sessions: 4,
+                issued_at_ms: None,
+                withheld_until_ms: None,
+            },
+            assignment: assignment(i, lease, AssignmentState::Active),
+        }
+    }
+
+    fn cooldown(i: u32, forget_at_ms: UnixMillis) -> DomainCooldown {
+        DomainCooldown {
+            proxy_id: id(i),
+            domain: Domain::of_host("example.com").unwrap(),
+            project: None,
+            until_ms: forget_at_ms / 2,
+            strikes: 1,
+            forget_at_ms,
+        }
+    }
+
+    /// The content of a whole read listing `owned`, holding `held`.
+    fn content(
+        owned: &[OwnedProxy],
+        held: &[(u32, UnixMillis)],
+        cooldowns: Vec<DomainCooldown>,
+    ) -> SnapshotContent {
+        let snapshot = WorkerSnapshot {
+            worker: WorkerId::new("gw-1").unwrap(),
+            session_id: "s1".to_owned(),
+            reference: SnapshotRef {
+                version: 1,
+                epoch: 1,
+                checksum: String::new(),
+            },
+            generated_at_ms: 0,
+            max_staleness_ms: 0,
+            proxies: owned.iter().map(snapshot_proxy).collect(),
+            clients: Vec::new(),
+            held: held
+                .iter()
+                .map(|(i, lease)| HeldLease {
+                    id: id(*i),
+                    lease_until_ms: *lease,
+                })
+                .collect(),
+            advisories: Advisories {
+                policy: None,
+                cooldowns,
+                session_feedback: Vec::new(),
+            },
+            ticket_key: None,
+            upstream_tls: Vec::new(),
+        };
+        SnapshotContent::of(&snapshot).unwrap()
+    }
+
+    #[test]
+    fn store_changes_become_the_delta_a_whole_read_would_give() {
+        let before = [owned(1, 500, "a"), owned(2, 500, "b"), owned(3, 500, "c")];
+        let mut issued = Issued {
+            content: content(&before, &[(4, 700)], vec![cooldown(1, 3_000)]),
+            counter: 4,
+            feedback: 0,
+            clients: Arc::new(Vec::new()),
+            horizons: Horizons::default(),
+            drain_epochs: HashMap::from([(id(4), 2)]),
+            read_whole_at_ms: 0,
+        };
+        let changed = vec![
+            // Renewed: a lease move.
+            (id(1), Holding::Serving(Box::new(owned(1, 900, "a")))),
+            // Changed beyond its lease: replaced whole.
+            (id(2), Holding::Serving(Box::new(owned(2, 500, "b2")))),
+            // Draining now: removed, held.
+            (
+                id(3),
+                Holding::Draining(assignment(
+                    3,
+                    800,
+                    AssignmentState::Draining { drain_epoch: 7 },
+                )),
+            ),
+            // Released: no longer held.
+            (id(4), Holding::Nothing),
+            // New.
+            (id(5), Holding::Serving(Box::new(owned(5, 600, "e")))),
+        ];
+        let base = issued.content.reference().clone();
+        let mut delta = SnapshotDelta::empty(WorkerId::new("gw-1").unwrap(), "s1".into(), base);
+        let listed = add_proxies(&mut issued, changed, &mut delta);
+        assert_eq!(delta.leases.len(), 1);
+        assert_eq!(delta.leases[0].id, id(1));
+        let upserted: Vec<_> = delta.upsert.iter().map(|p| p.id.clone()).collect();
+        assert_eq!(upserted, vec![id(2), id(5)]);
+        assert_eq!(delta.remove, vec![id(3)]);
+        assert_eq!(
+            delta.held,
+            vec![HeldLease {
+                id: id(3),
+                lease_until_ms: 800
+            }]
+        );
+        assert_eq!(delta.unhold, vec![id(4)]);
+        assert_eq!(issued.drain_epochs, HashMap::from([(id(3), 7)]));
+        assert_eq!(issued.needed_epoch(), 7);
+        let mut keys: Vec<_> = listed.keys().cloned().collect();
+        keys.sort();
+        assert_eq!(keys, vec![id(1), id(2), id(5)]);
+        assert_eq!(listed[&id(5)], 600, "the lease ends first");
+
+        // Proxy 1's cooldown was forgotten, proxy 2 has a new one.
+        add_cooldowns(&mut issued, &listed, vec![cooldown(2, 450)], &mut delta);
+        let groups: Vec<_> = delta
+            .cooldowns
+            .iter()
+            .map(|g| (g.proxy_id.clone(), g.entries.len()))
+            .collect();
+        assert_eq!(groups, vec![(id(1), 0), (id(2), 1)]);
+        assert!(issued.horizons.due(449).is_empty());
+        assert_eq!(
+            issued.horizons.due(450),
+            vec![id(2)],
+            "its cooldown is forgotten before its lease ends"
+        );
+
+        let counters = SnapshotVersion {
+            worker: 9,
+            feedback: 0,
+        };
+        let next = issued
+            .advance(&delta, counters, Arc::new(Vec::new()), 10)
+            .unwrap();
+        assert_eq!(next.counter, 9);
+        let after = [owned(1, 900, "a"), owned(2, 500, "b2"), owned(5, 600, "e")];
+        let whole = content(&after, &[(3, 800)], vec![cooldown(2, 450)]);
+        assert_eq!(
+            next.content.checksum(),
+            whole.checksum(),
+            "the same content as a whole read"
+        );
+    }
+
+    #[test]
+    fn a_result_past_the_limit_is_not_served() {
+        let issued = Issued {
+            content: content(&[owned(1, 500, "a")], &[], Vec::new()),
+            counter: 4,
+            feedback: 0,
+            clients: Arc::new(Vec::new()),
+            horizons: Horizons::default(),
+            drain_epochs: HashMap::new(),
+            read_whole_at_ms: 0,
+        };
+        let mut delta = SnapshotDelta::empty(
+            WorkerId::new("gw-1").unwrap(),
+            "s1".into(),
+            issued.content.reference().clone(),
+        );
+        delta.upsert.push(snapshot_proxy(&owned(2, 500, "b")));
+        let counters = SnapshotVersion::default();
+        assert!(
+            issued
+                .advance(&delta, counters, Arc::new(Vec::new()), 1)
+                .is_none()
+        );
+    }
+}

@@ -180,6 +180,8 @@ impl IssuedContents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proxypool_core::control::{Advisories, WorkerSnapshot};
+    use proxypool_core::{ClientId, Domain, SessionFeedback, SnapshotRef, Verdict};
 
     fn id(i: u32) -> ProxyId {
         ProxyId::new(format!("{i:032x}")).unwrap()
@@ -198,5 +200,79 @@ mod tests {
         h.remove(&id(3));
         assert_eq!(h.due(350), vec![id(1)]);
         assert_eq!(h.earliest(), 300);
+    }
+
+    fn issued(feedback_expiry: UnixMillis, horizon: UnixMillis) -> Issued {
+        let feedback = SessionFeedback {
+            id: "f1".to_owned(),
+            client: ClientId::new("acme").unwrap(),
+            session: "s".to_owned(),
+            domain: Domain::of_host("example.com").unwrap(),
+            project: None,
+            verdict: Verdict::Banned,
+            ttl_ms: None,
+            expires_at_ms: feedback_expiry,
+        };
+        let snapshot = WorkerSnapshot {
+            worker: WorkerId::new("gw-1").unwrap(),
+            session_id: "s1".to_owned(),
+            reference: SnapshotRef {
+                version: 1,
+                epoch: 1,
+                checksum: String::new(),
+            },
+            generated_at_ms: 0,
+            max_staleness_ms: 0,
+            proxies: Vec::new(),
+            clients: Vec::new(),
+            held: Vec::new(),
+            advisories: Advisories {
+                policy: None,
+                cooldowns: Vec::new(),
+                session_feedback: vec![feedback],
+            },
+            ticket_key: None,
+            upstream_tls: Vec::new(),
+        };
+        let mut horizons = Horizons::default();
+        horizons.set(&ProxyId::new(format!("{:032x}", 1)).unwrap(), horizon);
+        Issued {
+            content: SnapshotContent::of(&snapshot).unwrap(),
+            counter: 4,
+            feedback: 2,
+            clients: Arc::new(Vec::new()),
+            horizons,
+            drain_epochs: HashMap::new(),
+            read_whole_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn feedback_is_read_again_when_its_counter_moved_the_clients_changed_or_it_expired() {
+        let issued = issued(300, 1_000);
+        let same = SnapshotVersion {
+            worker: 9,
+            feedback: 2,
+        };
+        assert!(
+            !issued.feedback_due(same, false, 299),
+            "the worker counter is not its"
+        );
+        assert!(issued.feedback_due(
+            SnapshotVersion {
+                feedback: 3,
+                ..same
+            },
+            false,
+            0
+        ));
+        assert!(issued.feedback_due(same, true, 0));
+        assert!(issued.feedback_due(same, false, 300));
+    }
+
+    #[test]
+    fn time_alone_changes_the_content_at_its_earliest_horizon_or_feedback_expiry() {
+        assert_eq!(issued(300, 1_000).content_until(), 300);
+        assert_eq!(issued(2_000, 1_000).content_until(), 1_000);
     }
 }
