@@ -8,16 +8,33 @@
 # dedicated non-root user, and has no shell tools the service needs (its health check is
 # `proxypool probe`). Both base images are build arguments, so a mirror or a pinned digest
 # can stand in: --build-arg RUST_IMAGE=... --build-arg RUNTIME_IMAGE=...
+#
+# A release binary already built on Debian bookworm (the runtime image's base, so the same
+# C library) can go in as it is instead of being compiled again:
+#
+#   scripts/build-release.sh target/dist
+#   docker build --build-arg PREBUILT_BINARY=target/dist/proxypool -t proxypool .
+#
+# (.dockerignore sends target/dist/proxypool and nothing else of target/; proxypool.debug
+# stays on the host that built it.) The build stage then compiles nothing: any bookworm
+# image with a shell and the ca-certificates package can be its RUST_IMAGE.
 ARG RUST_IMAGE=rust:1.95-slim-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 FROM ${RUST_IMAGE} AS build
+# Empty (the default): compile. Otherwise the path, in the build context, of a prebuilt
+# release binary to install instead.
+ARG PREBUILT_BINARY=
 WORKDIR /src
 COPY . .
 # The release build as it ships (scripts/build-release.sh: `cargo build --release --locked`,
 # the binary stripped under 30 MB, its symbols and line tables in proxypool.debug beside it
-# for gdb and backtraces).
-RUN scripts/build-release.sh /out \
+# for gdb and backtraces), or the prebuilt binary. Either way it must run here.
+RUN if [ -n "$PREBUILT_BINARY" ]; then \
+      install -D -m 0755 "$PREBUILT_BINARY" /out/proxypool; \
+    else \
+      scripts/build-release.sh /out; \
+    fi \
  && rm -rf target \
  && /out/proxypool --version
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The one test command (README, CI): makes sure the test servers are installed, then runs
-# the format check, clippy with warnings denied, and every test of the workspace.
+# the format check, clippy with warnings denied, the structure checks (dependency rules,
+# import cycles, file sizes, the docs' paths), the release build, and every test of the
+# workspace (one integration-test binary per crate). Each step's duration is printed as it
+# ends, and all of them at the end, so a slow step shows in any CI log.
 #
 # Adapter tests run against private redis-server and PostgreSQL instances started by
 # crates/testkit, so both must be installed. When they are missing and we are root on
@@ -10,8 +13,24 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# Each step's name and duration, for the summary at the end.
+step_names=()
+step_starts=()
 step() {
-  printf '\n==> %s\n' "$*"
+  if ((${#step_starts[@]} > 0)); then
+    printf '    (%d s)\n' $((SECONDS - step_starts[-1]))
+  fi
+  step_names+=("$*")
+  step_starts+=("$SECONDS")
+  printf '\n==> [%d s] %s\n' "$SECONDS" "$*"
+}
+summary() {
+  local i end
+  printf '\n==> step durations (total %d s)\n' "$SECONDS"
+  for i in "${!step_names[@]}"; do
+    end=${step_starts[i + 1]:-$SECONDS}
+    printf '%6d s  %s\n' $((end - step_starts[i])) "${step_names[i]}"
+  done
 }
 
 # Debian/Ubuntu install initdb/postgres into /usr/lib/postgresql/<major>/bin, off PATH.
@@ -111,6 +130,8 @@ if ((${#missing[@]} > 0)); then
   step "install ${missing[*]}"
   install_packages "${missing[@]}"
 fi
+# From here on, every exit prints how long each step took.
+trap summary EXIT
 pg_bin=$(postgres_bin_dir) || {
   echo "error: PostgreSQL installed but initdb/postgres not found" >&2
   exit 1
@@ -210,10 +231,41 @@ echo "ok: one TLS stack (rustls) and one provider (ring)"
 step "no import cycle between the files of any crate"
 python3 scripts/module-cycles.py --layers gateway crates
 
-step "cargo test --workspace"
-cargo test --workspace
+# Files drift past what one reader can hold one small addition at a time: a production
+# source file may have at most 500 lines of non-test code (split it along its concerns).
+step "no production source file over 500 lines of non-test code"
+python3 scripts/check-file-size.py
+
+# The architecture map and the design notes name the files to open: every path they name
+# must exist, so the map cannot drift from the tree unnoticed.
+step "every path the architecture map and the design notes name exists"
+python3 scripts/check-doc-paths.py
 
 # The shipped binary: a release build, stripped, its debug info in a separate file; fails if
-# the binary reaches 30 MB (scripts/build-release.sh prints both sizes).
+# the binary reaches 30 MB (scripts/build-release.sh prints both sizes). Built before the
+# tests because the container test puts this very binary into the image built from the
+# shipped Dockerfile, instead of compiling it a second time inside the image.
 step "scripts/build-release.sh target/dist (release binary under 30 MB)"
 scripts/build-release.sh target/dist
+export PROXYPOOL_TEST_RELEASE_BINARY="$PWD/target/dist/proxypool"
+
+# --no-fail-fast: one failing test binary must not hide the failures of the ones after it.
+# The output is kept to add up every binary's result into one closing line.
+step "cargo test --workspace --no-fail-fast"
+test_log=target/test-output.log
+set +e
+cargo test --workspace --no-fail-fast 2>&1 | tee "$test_log"
+test_status=${PIPESTATUS[0]}
+set -e
+
+trap - EXIT
+summary
+awk '/^test result:/ {
+       for (i = 1; i <= NF; i++) {
+         if ($(i + 1) ~ /^passed/) passed += $i
+         if ($(i + 1) ~ /^failed/) failed += $i
+         if ($(i + 1) ~ /^ignored/) ignored += $i
+       }
+     }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", passed, failed, ignored }' "$test_log"
+exit "$test_status"

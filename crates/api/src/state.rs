@@ -6,6 +6,7 @@
 
 use crate::admission::address_slots::AddressSlots;
 use crate::admission::feedback_rate::{FeedbackLimits, FeedbackRate};
+use crate::admission::key_turns::KeyTurns;
 use crate::admission::policy::{ClientPolicies, InFlight};
 use crate::admission::quota_board::QuotaBoard;
 use crate::admission::shield_limiter::Shield;
@@ -86,6 +87,8 @@ struct Inner {
     /// `POST /v1/feedback`'s own bucket per client; rebuilt with the clients or the rate.
     feedback_limits: ArcSwap<FeedbackLimits>,
     in_flight: InFlight,
+    /// Keyed extractions running, one attempt per key at a time.
+    key_turns: KeyTurns,
     shield: Shield,
     limits: ApiLimits,
     extraction: ArcSwap<ExtractionSettings>,
@@ -265,6 +268,7 @@ impl ApiStateBuilder {
                 policies: ArcSwap::new(policies),
                 feedback_limits: ArcSwap::new(feedback_limits),
                 in_flight: InFlight::default(),
+                key_turns: KeyTurns::default(),
                 shield,
                 limits: self.limits,
                 extraction: ArcSwap::from_pointee(self.extraction),
@@ -362,6 +366,10 @@ impl ApiState {
 
     pub(crate) fn in_flight(&self) -> &InFlight {
         &self.inner.in_flight
+    }
+
+    pub(crate) fn key_turns(&self) -> &KeyTurns {
+        &self.inner.key_turns
     }
 
     /// Replaces the extraction settings (a configuration reload).

@@ -145,8 +145,9 @@ pub trait OwnershipRepository: Send + Sync + Debug {
         limit: usize,
     ) -> PoolResult<Vec<Assignment>>;
 
-    /// The current global ownership epoch.
-    async fn current_epoch(&self) -> PoolResult<u64>;
+    /// The current global ownership epoch. `now` dates what a store keeps of the read (a
+    /// sharded store raising its groups' copies to one value sets their native TTLs by it).
+    async fn current_epoch(&self, now: UnixMillis) -> PoolResult<u64>;
 }
 
 /// Worker sessions, snapshot references and runtime reports (the worker control API's port).

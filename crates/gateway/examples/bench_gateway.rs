@@ -20,9 +20,12 @@
 //! `GATEWAY_IO_THREADS` sets `io_threads` (default: one per CPU; `0` = the client
 //! connections on the multi-thread runtime, whose size `GATEWAY_WORKERS` sets).
 
-#[path = "../tests/common/control.rs"]
+#[path = "../tests/it/common/control.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod control;
+#[path = "../tests/it/common/wait.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod wait;
 
 use proxypool_core::control::{GatewayClient, SnapshotProxy};
 use proxypool_core::{

@@ -15,7 +15,7 @@
 //! release build). Absolute numbers on a shared 2-core machine are noise; the ratio is the
 //! result.
 
-#[path = "../tests/support/scratch.rs"]
+#[path = "../tests/it/support/scratch.rs"]
 mod scratch;
 
 use std::future::Future;

@@ -35,6 +35,8 @@
 //! - [`edge`]: real-socket clients for listener tests (idle floods, a client on another
 //!   loopback address, trickling and oversize requests); async, on tokio.
 //! - [`cpu`]: CPU time of a process from `/proc`, for benchmarks' CPU per operation.
+//! - [`wait`]: bounded waits on a condition ([`eventually`], [`eventually_some`],
+//!   [`eventually_async`], [`poll_until`]), the poll loop every crate's tests share.
 //! - [`flood`]: idle floods spread over many loopback addresses, IPv4 and IPv6 (one /64
 //!   routed to loopback, which needs root: skipped with a banner otherwise, failed under
 //!   `CI=true`).
@@ -51,9 +53,10 @@
 //! - `PROXYPOOL_TEST_CHROMIUM`: the browser binary (default: `chromium` on `PATH`).
 //! - `CI=true`: a missing server fails the test instead of skipping it.
 //!
-//! Everything but `edge` and `flood` is blocking (the PostgreSQL client runs sqlx on a runtime of its
-//! own, on a thread of its own); calling it from an async test blocks that
-//! test's thread for the server's startup, which is what a test wants anyway.
+//! Everything but `edge`, `flood` and [`eventually_async`] is blocking (the PostgreSQL
+//! client runs sqlx on a runtime of its own, on a thread of its own); calling it from an
+//! async test blocks that test's thread for the server's startup, which is what a test
+//! wants anyway.
 
 mod binaries;
 pub mod browser;
@@ -71,6 +74,7 @@ mod scratch;
 mod skip;
 pub mod tls;
 mod url;
+pub mod wait;
 
 pub use browser::{Browser, browser_or_skip};
 pub use error::TestkitError;
@@ -85,6 +89,7 @@ pub use skip::{
     redis_cluster_tls_or_skip, redis_or_skip, running_in_ci,
 };
 pub use tls::{CertFiles, TestCa};
+pub use wait::{eventually, eventually_async, eventually_some, poll_until};
 
 /// A free loopback port for a test's own listener, never one this process handed out
 /// before (to a test or to one of the servers here): the kernel may offer a just-released

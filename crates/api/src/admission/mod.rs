@@ -13,8 +13,9 @@
 //! 7. [`auth`]: bearer token → client (hashed tokens, constant-time comparison);
 //! 8. [`authorize`]: the client's allowed upstreams and regions (403 never touches quota);
 //! 9. [`policy`]: the client's rate-limit policy (429 `rate_limited`, charges nothing) and,
-//!    for extractions, its cap on extractions in flight; for feedback, first its own
-//!    bucket ([`feedback_rate`]);
+//!    for extractions, its cap on extractions in flight, then for a keyed one its turn
+//!    with the key ([`key_turns`]: an earlier attempt with it settles first); for
+//!    feedback, first its own bucket ([`feedback_rate`]);
 //! 10. [`quota`]: the durable per-(project, client, operation) quota, whose receipt is the
 //!     idempotency key (or the request id, in another namespace), so a replay is never
 //!     charged twice; its answers become statuses and headers in [`quota_http`]; once the
@@ -35,6 +36,7 @@ pub(crate) mod body_first;
 pub(crate) mod feedback_rate;
 pub(crate) mod forwarded;
 pub(crate) mod in_flight;
+pub(crate) mod key_turns;
 pub(crate) mod limits;
 pub(crate) mod policy;
 pub(crate) mod quota;

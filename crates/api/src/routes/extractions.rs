@@ -124,7 +124,8 @@ pub(crate) fn prepare(
 }
 
 /// Runs a prepared extraction under the client's in-flight cap: the quota charge, the
-/// extraction and the settling of the charge, to completion.
+/// extraction and the settling of the charge, to completion. A keyed one first waits for
+/// the key's earlier attempt, if one still runs (`admission::key_turns`).
 pub(crate) async fn run(
     state: &ApiState,
     client: Arc<ApiClient>,
@@ -134,9 +135,14 @@ pub(crate) async fn run(
     let slot = state
         .in_flight()
         .acquire(&client.id, settings.max_in_flight_per_client)?;
+    let turn = match &prepared.request.idempotency_key {
+        Some(key) => Some(state.key_turns().take(&client.id, key).await),
+        None => None,
+    };
     let state = state.clone();
     RunToCompletion::new(async move {
         let _slot = slot;
+        let _turn = turn;
         admit_and_extract(state, client, prepared.receipt, prepared.request).await
     })
     .await

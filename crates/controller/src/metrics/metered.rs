@@ -95,7 +95,7 @@ metered! {
         fn assignable(now: UnixMillis, limit: usize) -> Vec<ProxyRecord>;
         fn owned_by(now: UnixMillis, worker: &WorkerId, limit: usize) -> Vec<OwnedProxy>;
         fn draining_of(now: UnixMillis, worker: &WorkerId, limit: usize) -> Vec<Assignment>;
-        fn current_epoch() -> u64;
+        fn current_epoch(now: UnixMillis) -> u64;
     }
     impl WorkerRuntimeStore {
         fn open_session(now: UnixMillis, worker: &WorkerId, session_id: &str, ttl_ms: u64) -> WorkerSession;

@@ -21,7 +21,7 @@ impl SnapshotPublisher {
     ) -> PoolResult<Option<SnapshotUpdate>> {
         let (worker, now) = (read.worker, read.now);
         let session = self.current_session(now, worker, read.session_id).await?;
-        let epoch = self.pool.current_epoch().await?;
+        let epoch = self.pool.current_epoch(now).await?;
         let owned = self
             .pool
             .owned_by(now, worker, self.config.max_proxies)
@@ -69,7 +69,7 @@ impl SnapshotPublisher {
     ) -> PoolResult<Option<SnapshotUpdate>> {
         let (worker, now) = (read.worker, read.now);
         let session = self.current_session(now, worker, read.session_id).await?;
-        let epoch = self.pool.current_epoch().await?;
+        let epoch = self.pool.current_epoch(now).await?;
         let due = issued.horizons.due(now);
         let changed = self
             .pool

@@ -107,7 +107,7 @@ async fn ready_session<P: ActivityPool>(
 ) -> SnapshotRef {
     let snap = SnapshotRef {
         version: 1,
-        epoch: pool.current_epoch().await.unwrap(),
+        epoch: pool.current_epoch(now).await.unwrap(),
         checksum: "sum".into(),
     };
     pool.open_session(now, worker, session, SESSION_TTL)

@@ -250,7 +250,7 @@ pub async fn versions_move_with_sessions_reports_and_feedback<F: PoolFactory>(fa
     pool.assign(T0 + 2, &ids[1], &w2, LEASE_MS).await.unwrap();
     let snap = SnapshotRef {
         version: 1,
-        epoch: pool.current_epoch().await.unwrap(),
+        epoch: pool.current_epoch(T0 + 2).await.unwrap(),
         checksum: "sum".into(),
     };
     pool.issue_snapshot(T0 + 2, &w1, "s2", snap.clone())

@@ -1,0 +1,296 @@
+//! The client examples of `examples/clients/` (Python `requests`, a Scrapy middleware,
+//! Playwright on Chromium) run against a running `proxypool dev`, each asserted on its
+//! exit code and on what it printed: they must do what their README says.
+//!
+//! `scripts/test.sh` installs the pinned packages (`examples/clients/requirements.txt`)
+//! into a virtual environment under `target/` and names its python in
+//! `PROXYPOOL_CLIENTS_PYTHON`; without it the tests skip loudly (and fail under `CI=true`).
+
+use crate::common::{Banner, Scratch, api, curl, exit_of, start_dev, tool_or_skip};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// No rotation: the examples count proxies, which the vendor must not replace meanwhile.
+const STILL: [&str; 2] = ["--proxy-ttl", "0"];
+
+/// The virtual environment's python, or `None` (after saying so) when the test skips.
+fn clients_python() -> Option<String> {
+    let env = proxypool_config::Env::from_process();
+    let python = env.get("PROXYPOOL_CLIENTS_PYTHON").map(str::to_owned);
+    if python.is_none() {
+        assert!(
+            !proxypool_testkit::running_in_ci(),
+            "PROXYPOOL_CLIENTS_PYTHON is not set: scripts/test.sh installs the client \
+             examples' packages and sets it"
+        );
+        eprintln!("SKIPPED: PROXYPOOL_CLIENTS_PYTHON is not set (scripts/test.sh sets it)");
+    }
+    python
+}
+
+fn examples_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/clients")
+}
+
+/// The origin's port, for URLs that name it as a site under `.test`.
+fn origin_port(banner: &Banner) -> &str {
+    banner
+        .origin()
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+}
+
+/// What one example printed and how it ended.
+#[derive(Debug)]
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn lines_starting(&self, prefix: &str) -> Vec<&str> {
+        self.stdout
+            .lines()
+            .filter(|line| line.starts_with(prefix))
+            .collect()
+    }
+}
+
+/// Runs `python SCRIPT ARGS` from `examples/clients/` with dev's settings in the
+/// environment variables the examples document, `target` as `TARGET_URL`.
+fn run_example(python: &str, script: &str, banner: &Banner, target: &str, args: &[&str]) -> Run {
+    let output = Command::new("timeout")
+        .args(["180", python, script])
+        .args(args)
+        .current_dir(examples_dir())
+        .env("PROXYPOOL_API", banner.api())
+        .env("PROXYPOOL_TOKEN", banner.token())
+        .env("PROXYPOOL_GATEWAY", banner.http())
+        .env("PROXYPOOL_USERNAME", "dev")
+        .env("PROXYPOOL_PASSWORD", banner.password())
+        .env("TARGET_URL", target)
+        // The runner imports the middleware: no bytecode cache in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        // A proxy of the machine's own must not come between the examples and dev.
+        .env_remove("http_proxy")
+        .env_remove("https_proxy")
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("ALL_PROXY")
+        .env_remove("all_proxy")
+        .output()
+        .expect("python runs");
+    let run = Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    eprintln!("{script} {args:?} -> {:?}\n{}", run.code, run.stdout);
+    run
+}
+
+/// The number just before `word` in `line` ("8 requests through 3 proxies": 3 for
+/// "proxies").
+fn count_before(line: &str, word: &str) -> usize {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == word)
+        .unwrap_or_else(|| panic!("no {word:?} in {line:?}"));
+    words[at - 1]
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {line:?}"))
+}
+
+#[test]
+fn the_requests_example_extracts_rotates_and_keeps_a_session() {
+    let Some(python) = clients_python() else {
+        return;
+    };
+    let scratch = Scratch::new("clients-requests");
+    let (_dev, banner) = start_dev("dev-clients-requests", &scratch, &STILL);
+    let target = format!("http://shop-b.test:{}/", origin_port(&banner));
+
+    let run = run_example(&python, "requests_example.py", &banner, &target, &[]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let extracted = run.lines_starting("extracted proxy ");
+    assert_eq!(extracted.len(), 1, "{run:?}");
+    assert!(
+        extracted[0].contains("status 200, exit 127.0.0."),
+        "{run:?}"
+    );
+    let rotation = run.lines_starting("rotation: ");
+    assert_eq!(rotation.len(), 1, "{run:?}");
+    assert!(count_before(rotation[0], "proxies,") > 1, "{run:?}");
+    let sticky = run.lines_starting("sticky session dev-session-");
+    assert_eq!(sticky.len(), 1, "{run:?}");
+    assert_eq!(count_before(sticky[0], "requests"), 5, "{run:?}");
+    assert_eq!(count_before(sticky[0], "proxy,"), 1, "{run:?}");
+    assert_eq!(run.stdout.lines().last(), Some("OK"), "{run:?}");
+
+    // A wrong gateway password is refused (407), and the example says so by its exit code.
+    let mut wrong = banner.clone();
+    wrong
+        .fields
+        .insert("proxy password".to_owned(), "not-the-password".to_owned());
+    let refused = run_example(&python, "requests_example.py", &wrong, &target, &[]);
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(refused.stderr.contains("407"), "{refused:?}");
+    // And without a target it names what is missing.
+    let missing = run_example(&python, "requests_example.py", &banner, "", &[]);
+    assert_eq!(missing.code, Some(2), "{missing:?}");
+    assert!(missing.stderr.contains("--target"), "{missing:?}");
+}
+
+#[test]
+fn the_scrapy_middleware_reports_a_ban_and_retries_through_another_proxy() {
+    let Some(python) = clients_python() else {
+        return;
+    };
+    let scratch = Scratch::new("clients-scrapy");
+    // Each exit 127.0.0.N is banned for its own site shop-N.test (403 or 429), so whichever
+    // proxies dev leases to its gateway, the site of one of their exits bans exactly one
+    // of them.
+    let bans: Vec<String> = (2..=17)
+        .map(|n| {
+            let status = if n % 2 == 0 { 403 } else { 429 };
+            format!("127.0.0.{n}=shop-{n}.test:{status}")
+        })
+        .flat_map(|ban| ["--ban-exit".to_owned(), ban])
+        .collect();
+    let mut args: Vec<&str> = STILL.to_vec();
+    args.extend(bans.iter().map(String::as_str));
+    let (_dev, banner) = start_dev("dev-clients-scrapy", &scratch, &args);
+    let port = origin_port(&banner).to_owned();
+
+    // An exit of a proxy the gateway holds: the origin by address is banned for nobody.
+    let proxy = format!("http://dev:{}@{}", banner.password(), banner.http());
+    let (code, body) = curl(&["-x", &proxy, banner.origin()]);
+    assert_eq!(code, 0, "{body}");
+    let exit = exit_of(&body);
+    let n = exit.strip_prefix("127.0.0.").expect("a simulated exit");
+    let banning = format!("http://shop-{n}.test:{port}/search");
+
+    // Each search is a POST, which the gateway never sends twice: a ban reaches the
+    // middleware. The gateway picks its proxies in turn, so 12 searches over its 8
+    // proxies meet the banned one.
+    let run = run_example(
+        &python,
+        "scrapy_run.py",
+        &banner,
+        &banning,
+        &["--require-ban"],
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let lines = run.lines_starting("query-");
+    let reported: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|line| line.contains(" answered "))
+        .collect();
+    assert!(!reported.is_empty(), "{run:?}");
+    for line in &reported {
+        // "query-3: proxy ID answered 403, reported: feedback 200 cooling"
+        let query = line.split(':').next().unwrap();
+        let banned = line.split_whitespace().nth(2).unwrap();
+        assert!(
+            line.contains("answered 403,") || line.contains("answered 429,"),
+            "{line}"
+        );
+        assert!(line.ends_with("feedback 200 cooling"), "{line}");
+        let served = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{query}: 200 through proxy ")))
+            .unwrap_or_else(|| panic!("{query} was served: {run:?}"));
+        let carrier = served.rsplit(' ').next().unwrap();
+        assert_ne!(carrier, banned, "{query} was retried through another proxy");
+    }
+    let served: BTreeSet<&str> = lines
+        .iter()
+        .filter(|line| line.contains(": 200 through proxy "))
+        .map(|line| line.split(':').next().unwrap())
+        .collect();
+    assert_eq!(served.len(), 12, "every search answered: {run:?}");
+    assert!(run.stdout.ends_with("OK\n"), "{run:?}");
+
+    // The ticket is what let the middleware report a proxy it never extracted: the same
+    // report without it, or with a forged one, is refused like an unknown id.
+    let banned = reported[0].split_whitespace().nth(2).unwrap();
+    let forged = format!("v1.{}.{}", u64::MAX / 2, "0".repeat(64));
+    for ticket in [None, Some(forged.as_str())] {
+        let body = serde_json::json!({ "proxy_id": banned, "ticket": ticket,
+                                       "domain": format!("shop-{n}.test"), "verdict": "banned" });
+        let answer = api::call(
+            "POST",
+            &format!("{}/v1/feedback", banner.api()),
+            Some(banner.token()),
+            Some(&body.to_string()),
+        );
+        assert_eq!(answer.status, 404, "{ticket:?}: {answer:?}");
+        assert_eq!(
+            answer.json()["error"]["code"],
+            "not_found",
+            "{ticket:?}: {answer:?}"
+        );
+    }
+
+    // The same crawl of a site that bans nobody meets no ban, and `--require-ban` says so.
+    let open = format!("http://shop-b.test:{port}/search");
+    let unbanned = run_example(&python, "scrapy_run.py", &banner, &open, &["--require-ban"]);
+    assert_eq!(unbanned.code, Some(1), "{unbanned:?}");
+    assert!(
+        unbanned
+            .stdout
+            .contains("12 of 12 queries answered, 0 bans"),
+        "{unbanned:?}"
+    );
+    assert!(unbanned.stdout.contains("no ban met"), "{unbanned:?}");
+}
+
+#[test]
+fn the_playwright_example_keeps_a_session_and_rotates_without_one() {
+    let Some(python) = clients_python() else {
+        return;
+    };
+    if !tool_or_skip("chromium") {
+        return;
+    }
+    let scratch = Scratch::new("clients-playwright");
+    let (_dev, banner) = start_dev("dev-clients-playwright", &scratch, &STILL);
+    let target = format!("http://shop-b.test:{}/", origin_port(&banner));
+    // The chromium on PATH (Debian's is /usr/bin/chromium, the example's default).
+    let (code, found) = crate::common::shell("command -v chromium");
+    assert_eq!(code, 0, "chromium answered --version but is not on PATH");
+    let chromium = ["--chromium", found.trim()];
+
+    let run = run_example(
+        &python,
+        "playwright_example.py",
+        &banner,
+        &target,
+        &chromium,
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let sticky = run.lines_starting("sticky session dev-session-");
+    assert_eq!(sticky.len(), 1, "{run:?}");
+    assert_eq!(count_before(sticky[0], "page"), 4, "{run:?}");
+    assert_eq!(count_before(sticky[0], "proxies"), 1, "{run:?}");
+    assert!(sticky[0].contains("exits ['127.0.0."), "{run:?}");
+    let rotation = run.lines_starting("rotation as dev: ");
+    assert_eq!(rotation.len(), 1, "{run:?}");
+    assert!(count_before(rotation[0], "proxies") > 1, "{run:?}");
+    assert_eq!(run.stdout.lines().last(), Some("OK"), "{run:?}");
+
+    // The browser's proxy credentials are the gateway's: a wrong password loads nothing.
+    let mut wrong = banner.clone();
+    wrong
+        .fields
+        .insert("proxy password".to_owned(), "not-the-password".to_owned());
+    let refused = run_example(&python, "playwright_example.py", &wrong, &target, &chromium);
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(refused.stderr.contains("failed: 407"), "{refused:?}");
+}

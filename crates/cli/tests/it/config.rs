@@ -1,0 +1,235 @@
+//! `proxypool check-config`, `proxypool migrate` and `proxypool hash-secret` as a user
+//! runs them: the examples check out, mistakes are reported with their file and key and a
+//! non-zero exit code, a hash made by `hash-secret` stands in for a token, and
+//! `PROXYPOOL_CONFIG` names the file when `--config` does not.
+
+use crate::common::{BIN, Scratch, run};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+fn example(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn the_commented_examples_check_out() {
+    let scratch = Scratch::new("examples");
+    let full = scratch.write("proxypool.toml", &example("proxypool.toml"));
+    std::fs::create_dir_all(scratch.file("secrets")).unwrap();
+    scratch.write("secrets/dc-password", "dc-secret\n");
+    let env = [
+        ("PROXYPOOL_WORKER_TOKEN", "worker-secret-value-1"),
+        ("ACME_PROXY_PASSWORD", "acme-secret"),
+        ("SCRAPER_API_TOKEN", "api-secret-value-0001"),
+        ("SCRAPER_GATEWAY_PASSWORD", "gateway-secret-value"),
+    ];
+    let (code, stdout, stderr) = run(&["check-config", full.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(": OK"), "{stdout}");
+    for part in [
+        "store",
+        "quota",
+        "upstreams   2",
+        "clients     1",
+        "gateway     worker local",
+    ] {
+        assert!(stdout.contains(part), "{part} in {stdout}");
+    }
+    for secret in [
+        "worker-secret-value-1",
+        "acme-secret",
+        "api-secret-value-0001",
+        "gateway-secret-value",
+        "dc-secret",
+    ] {
+        assert!(!stdout.contains(secret) && !stderr.contains(secret));
+    }
+
+    // --effective: the resolved file, overrides applied, secrets only as references.
+    let mut with_override = env.to_vec();
+    with_override.push(("PROXYPOOL__CHECKER__TIMEOUT", "4s"));
+    let (code, stdout, stderr) = run(
+        &["check-config", full.to_str().unwrap(), "--effective"],
+        &with_override,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("timeout = \"4s\""), "{stdout}");
+    assert!(stdout.contains("env = \"SCRAPER_API_TOKEN\""), "{stdout}");
+    for secret in [
+        "worker-secret-value-1",
+        "acme-secret",
+        "api-secret-value-0001",
+        "gateway-secret-value",
+        "dc-secret",
+    ] {
+        assert!(!stdout.contains(secret), "{secret} in --effective");
+    }
+
+    let gateway = scratch.write("gateway.toml", &example("gateway.toml"));
+    let (code, stdout, stderr) = run(&["check-config", gateway.to_str().unwrap()], &env[..1]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("worker gw-1, controller http://127.0.0.1:7070"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn mistakes_name_the_file_and_key_and_exit_non_zero() {
+    let scratch = Scratch::new("mistakes");
+    let cases = [
+        (
+            "typo.toml",
+            "[listen]\ncontorl = \"127.0.0.1:1\"\n",
+            "listen",
+        ),
+        ("syntax.toml", "[store\nurl = 1\n", "syntax.toml:1:"),
+        (
+            "gateway.toml",
+            "[gateway]\nworker_id = \"gw\"\ncontroller_url = \"http://127.0.0.1:1\"\nworker_token = { env = \"WT\" }\n[gateway.listeners]\nhttp = \"127.0.0.1:0\"\n[gateway.dial]\nmax_attempts = 0\n",
+            "dial.max_attempts",
+        ),
+        (
+            "api.toml",
+            "[api.limits]\nmax_connection = 1\n",
+            "api.limits",
+        ),
+        (
+            "destinations.toml",
+            "[gateway]\nworker_id = \"gw\"\ncontroller_url = \"http://127.0.0.1:1\"\nworker_token = { env = \"WT\" }\n[gateway.listeners]\nhttp = \"127.0.0.1:0\"\n[gateway.destinations]\nallow_cidrs = [\"10.0.0.0/8\", \"10.0.0.0/33\"]\n",
+            "line 8: gateway.destinations.allow_cidrs[1]",
+        ),
+        ("empty.toml", "", "nothing to run"),
+    ];
+    for (name, text, expected) in cases {
+        let path = scratch.write(name, text);
+        let (code, _, stderr) = run(&["check-config", path.to_str().unwrap()], &[("WT", "t")]);
+        assert_eq!(code, 2, "{name}: {stderr}");
+        assert!(stderr.contains(name), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+    }
+    let (code, _, stderr) = run(&["check-config", "/nonexistent/proxypool.toml"], &[]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
+fn migrate_prepares_the_sqlite_quota() {
+    let scratch = Scratch::new("migrate");
+    let config = scratch.write(
+        "proxypool.toml",
+        "[quota]\nurl = \"sqlite://data/q.sqlite3\"\n",
+    );
+    let (code, stdout, stderr) = run(&["migrate", "--config", config.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("SQLite quota migrated"), "{stdout}");
+    assert!(scratch.file("data/q.sqlite3").exists());
+    // Twice is fine (migrations are idempotent); PostgreSQL-only flags are refused.
+    let (code, _, _) = run(&["migrate", "--config", config.to_str().unwrap()], &[]);
+    assert_eq!(code, 0);
+    let (code, _, stderr) = run(
+        &[
+            "migrate",
+            "--config",
+            config.to_str().unwrap(),
+            "--create-role",
+            "q",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{stderr}");
+}
+
+/// `proxypool hash-secret` with `input` on standard input: exit code, stdout, stderr.
+fn hash_secret(input: &str) -> (i32, String, String) {
+    let mut child = Command::new(BIN)
+        .arg("hash-secret")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the proxypool binary runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_hash_from_hash_secret_stands_in_for_the_token_it_was_made_from() {
+    let token = "scraper-api-token-made-by-hand-0001";
+    let (code, reference, stderr) = hash_secret(&format!("{token}\n"));
+    assert_eq!(code, 0, "{stderr}");
+    let reference = reference.trim();
+    assert!(reference.starts_with("{ hash = \"sha256:"), "{reference}");
+    assert!(!reference.contains(token), "{reference}");
+
+    // The example's client token given as that hash: the file checks out without the
+    // token's variable, and the effective file shows the hash, never a secret.
+    let scratch = Scratch::new("hash-secret");
+    let text = example("proxypool.toml").replace(
+        "api_token = { env = \"SCRAPER_API_TOKEN\" }",
+        &format!("api_token = {reference}"),
+    );
+    assert!(text.contains(reference));
+    let file = scratch.write("proxypool.toml", &text);
+    std::fs::create_dir_all(scratch.file("secrets")).unwrap();
+    scratch.write("secrets/dc-password", "dc-secret\n");
+    let env = [
+        ("PROXYPOOL_WORKER_TOKEN", "worker-secret-value-1"),
+        ("ACME_PROXY_PASSWORD", "acme-secret"),
+        ("SCRAPER_GATEWAY_PASSWORD", "gateway-secret-value"),
+    ];
+    let (code, stdout, stderr) = run(
+        &["check-config", file.to_str().unwrap(), "--effective"],
+        &env,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("[clients.api_token]\nhash = "),
+        "the token is given as a hash: {stdout}"
+    );
+    let hash = reference
+        .trim_start_matches("{ hash = \"")
+        .trim_end_matches("\" }");
+    let hash = proxypool_core::SecretHash::parse(hash).unwrap();
+    assert!(hash.verify(token) && !hash.verify("scraper-api-token-made-by-hand-0002"));
+
+    // Too short to guard anything: refused, and not echoed.
+    let (code, stdout, stderr) = hash_secret("hunter2\n");
+    assert_eq!(code, 2, "{stdout}");
+    assert!(stderr.contains("7 characters"), "{stderr}");
+    assert!(!stderr.contains("hunter2") && stdout.is_empty(), "{stderr}");
+}
+
+#[test]
+fn proxypool_config_names_the_file_when_the_flag_does_not() {
+    let scratch = Scratch::new("config-env");
+    let missing = scratch.file("not-there.toml");
+    for command in ["serve", "controller", "gateway", "migrate"] {
+        let (code, _, stderr) = run(
+            &[command],
+            &[("PROXYPOOL_CONFIG", missing.to_str().unwrap())],
+        );
+        assert_eq!(code, 2, "{command}: {stderr}");
+        assert!(
+            stderr.contains("not-there.toml"),
+            "{command} read the file PROXYPOOL_CONFIG names: {stderr}"
+        );
+    }
+    // Neither: a usage error that names both ways.
+    let (code, _, stderr) = run(&["serve"], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--config"), "{stderr}");
+}

@@ -1,0 +1,1131 @@
+//! The container deployment: the root `Dockerfile` and `deploy/compose/compose.yaml`.
+//!
+//! Without an engine: the Compose stack's configuration files pass `check-config` with its
+//! secret files in place of `/run/secrets/`, every secret they name is one Compose mounts,
+//! and `docker-compose config` (or `docker compose config`) accepts the file and refuses a
+//! broken copy.
+//!
+//! With a Docker Engine (`docker info` answers; skipped with a banner otherwise, even under
+//! `CI=true`, since a machine without an engine cannot run containers at all): the whole
+//! stack on the engine. No registry is reachable here, so the test makes its own base
+//! images first: a Debian bookworm root from `debootstrap`, imported with `docker import`,
+//! and from it the stand-ins of `tests/containers/` (Redis, PostgreSQL and Prometheus from
+//! Debian's packages, and the build stage's image, see below), each tagged by a hash of
+//! what it is built from so a second run skips it. Then:
+//!
+//! 1. the project image from the shipped Dockerfile, with `RUST_IMAGE` and `RUNTIME_IMAGE`
+//!    pointing at the stand-ins (its binary under 30 MB, its user 10001, its health check
+//!    `proxypool probe`). Its binary comes one of two ways, and the test logs which:
+//!    - `PROXYPOOL_TEST_RELEASE_BINARY` set (`scripts/test.sh` sets it to the
+//!      `target/dist/proxypool` it built once for the whole run): the Dockerfile's
+//!      `PREBUILT_BINARY` installs that binary, compiling nothing, on the `prebuilt`
+//!      stand-in (the base with CA certificates); the image must hold that very binary.
+//!      The host is Debian bookworm like the image, so the binary runs there (the build
+//!      stage runs `proxypool --version`).
+//!    - unset (`cargo test` alone): the build stage compiles it, as `docker build .` does,
+//!      on the `rust` stand-in (the host's toolchain and the vendored crates), a cold
+//!      release build of many minutes;
+//! 2. the shipped compose file plus a test override (stand-in images, a private project
+//!    name, ephemeral host ports on loopback, Grafana left out as it has no Debian
+//!    package, every proxy leasable so they can all move); two proxies extracted through
+//!    the client API before the gateways start;
+//! 3. traffic through both gateways (each routes its own proxies, never an extracted one)
+//!    and Prometheus scraping all four servers;
+//! 4. the leader controller's container killed and one gateway's container cut off its
+//!    network (`docker network disconnect`) while a client loop runs on the other gateway:
+//!    no request of that loop fails; the cut-off gateway's proxies move to the other only
+//!    after its cutoff passed (the last instant its leases and session let it use them), so
+//!    no proxy is routed by two gateways at once;
+//! 5. everything of the private project (containers, network, volumes) removed, even when
+//!    an assertion failed (a drop guard).
+
+use crate::common::{Scratch, curl, eventually, poll_until, run};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The simulated vendor's proxies (compose.yaml) and how many the test extracts.
+const PROXIES: usize = 24;
+const EXTRACTED: usize = 2;
+/// The gateway's admin listener inside its container.
+const ADMIN: &str = "http://127.0.0.1:9090";
+/// The origin of the simulated vendor, reached through the proxies by a `.test` name.
+const ORIGIN: &str = "http://origin.test:8080/";
+/// The shipped binary's size bound.
+const MAX_BINARY_BYTES: u64 = 30_000_000;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn compose_dir() -> PathBuf {
+    repo().join("deploy/compose")
+}
+
+fn shipped(path: &str) -> String {
+    let path = compose_dir().join(path);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn secret(name: &str) -> String {
+    shipped(&format!("secrets/{name}")).trim_end().to_owned()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The `/run/secrets/NAME` names a configuration file reads.
+fn secret_refs(text: &str) -> Vec<String> {
+    text.split("\"/run/secrets/")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_compose_configuration_files_check_out_with_their_secret_files() {
+    let compose = shipped("compose.yaml");
+    let scratch = Scratch::new("compose-config");
+    std::fs::create_dir_all(scratch.file("secrets")).unwrap();
+    for (file, env) in [
+        ("controller.toml", vec![]),
+        (
+            "gateway.toml",
+            vec![("PROXYPOOL__GATEWAY__WORKER_ID", "gateway-2")],
+        ),
+    ] {
+        let text = shipped(&format!("config/{file}"));
+        let refs = secret_refs(&text);
+        assert!(!refs.is_empty(), "{file} reads no secret file");
+        for name in &refs {
+            // The gateway's token is mounted under a name of its own per gateway.
+            let sources: Vec<String> = if name == "worker-token" {
+                vec![
+                    "worker-token-gateway-1".into(),
+                    "worker-token-gateway-2".into(),
+                ]
+            } else {
+                vec![name.clone()]
+            };
+            for source in &sources {
+                assert!(
+                    compose.contains(&format!("  {source}: {{ file: ./secrets/{source} }}")),
+                    "{file} reads /run/secrets/{name}: compose.yaml declares no secret {source}"
+                );
+                assert!(
+                    compose_dir().join("secrets").join(source).is_file(),
+                    "secrets/{source} is missing"
+                );
+            }
+            scratch.write(&format!("secrets/{name}"), &secret(&sources[0]));
+        }
+        // The same file with the secrets where this test put them.
+        let secrets_dir = format!("{}/", scratch.file("secrets").display());
+        let path = scratch.write(file, &text.replace("/run/secrets/", &secrets_dir));
+        let (code, stdout, stderr) = run(&["check-config", path.to_str().unwrap()], &env);
+        assert_eq!(code, 0, "{file}: {stderr}");
+        assert!(stdout.contains(": OK"), "{file}: {stdout}");
+    }
+    // Every service that loads the controllers' file mounts every secret it reads.
+    let controller_refs = secret_refs(&shipped("config/controller.toml"));
+    let list = format!("secrets: [{}]", controller_refs.join(", "));
+    assert_eq!(
+        compose.matches(&list).count(),
+        2,
+        "migrate and the controllers mount {list}"
+    );
+    // Secrets never reach a container as an environment literal: every variable that
+    // carries one names a file.
+    assert!(!compose.contains("REPLACE-ME"));
+    for line in compose.lines() {
+        let Some((key, _)) = line.trim().split_once(':') else {
+            continue;
+        };
+        let is_variable = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        if is_variable && (key.contains("PASSWORD") || key.contains("TOKEN")) {
+            assert!(
+                key.ends_with("_FILE"),
+                "a secret in the environment: {line}"
+            );
+        }
+    }
+}
+
+/// `docker-compose` (v1) or `docker compose` (the plugin), whichever answers.
+fn compose_command() -> Option<Vec<String>> {
+    for candidate in [vec!["docker-compose"], vec!["docker", "compose"]] {
+        let answered = Command::new(candidate[0])
+            .args(&candidate[1..])
+            .arg("version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if answered {
+            return Some(candidate.into_iter().map(str::to_owned).collect());
+        }
+    }
+    None
+}
+
+/// Runs `program args` to completion: (success, stdout, stderr).
+fn exec(program: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let mut command = Command::new(program);
+    command.args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{program} {args:?}: {e}"));
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Like [`exec`], failing the test with everything it printed unless it succeeds.
+fn must(program: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    let (ok, stdout, stderr) = exec(program, args, env);
+    assert!(
+        ok,
+        "{program} {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+        tail(&stdout, 60),
+        tail(&stderr, 60)
+    );
+    stdout
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[test]
+fn docker_compose_accepts_the_file_and_refuses_a_broken_copy() {
+    let Some(compose) = compose_command() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "docker-compose or docker compose is required under CI"
+        );
+        eprintln!("\n*** SKIPPED: neither docker-compose nor docker compose is installed ***\n");
+        return;
+    };
+    let file = compose_dir().join("compose.yaml");
+    let file = file.to_str().unwrap();
+    let mut args: Vec<&str> = compose[1..].iter().map(String::as_str).collect();
+    args.extend(["-f", file, "config"]);
+    let rendered = must(&compose[0], &args, &[]);
+    for service in [
+        "redis:",
+        "postgres:",
+        "migrate:",
+        "sim:",
+        "controller-1:",
+        "controller-2:",
+        "gateway-1:",
+        "gateway-2:",
+        "prometheus:",
+        "grafana:",
+    ] {
+        assert!(
+            rendered.contains(&format!("\n  {service}\n")),
+            "{service} {rendered}"
+        );
+    }
+    assert!(rendered.contains("--appendonly yes --maxmemory-policy noeviction"));
+
+    // A copy whose controllers wait for a service nobody declared is refused: the check
+    // can fail.
+    let scratch = Scratch::new("compose-broken");
+    let broken = shipped("compose.yaml").replace(
+        "      migrate: { condition: service_completed_successfully }",
+        "      migrations: { condition: service_completed_successfully }",
+    );
+    assert_ne!(broken, shipped("compose.yaml"));
+    let path = scratch.write("compose.yaml", &broken);
+    let mut args: Vec<&str> = compose[1..].iter().map(String::as_str).collect();
+    args.extend(["-f", path.to_str().unwrap(), "config"]);
+    let (ok, stdout, stderr) = exec(&compose[0], &args, &[]);
+    assert!(!ok, "a broken file passed: {stdout}");
+    assert!(stderr.contains("migrations"), "{stderr}");
+}
+
+// ---------------------------------------------------------------------------------------
+// The stack on the engine.
+
+/// FNV-1a over every part: a stable content hash for image tags (not for security).
+fn content_hash(parts: &[&[u8]]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in part.iter().chain(&[0xff]) {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
+}
+
+fn image_exists(tag: &str) -> bool {
+    exec("docker", &["image", "inspect", tag], &[]).0
+}
+
+/// Where the test builds its contexts (kept between runs under the target directory).
+fn work_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("docker-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn log(started: Instant, what: &str) {
+    eprintln!("[{:>6.1}s] {what}", started.elapsed().as_secs_f64());
+}
+
+/// The Debian bookworm base every stand-in starts from: `debootstrap` into a scratch root,
+/// `docker import`ed. `None` (skipped) without debootstrap outside CI.
+fn base_image(started: Instant) -> Option<String> {
+    let mirror = std::env::var("PROXYPOOL_TEST_DEBIAN_MIRROR")
+        .unwrap_or_else(|_| "http://deb.debian.org/debian".to_owned());
+    let args = ["--variant=minbase", "bookworm", "ROOT", mirror.as_str()];
+    let tag = format!(
+        "proxypool-test/debian:bookworm-{}",
+        content_hash(&[args.join(" ").as_bytes()])
+    );
+    if image_exists(&tag) {
+        log(started, &format!("base image {tag} (cached)"));
+        return Some(tag);
+    }
+    if !crate::common::tool_or_skip("debootstrap") {
+        return None;
+    }
+    let root = work_dir().join("rootfs");
+    let _ = std::fs::remove_dir_all(&root);
+    let root_str = root.to_str().unwrap();
+    let args: Vec<&str> = args
+        .iter()
+        .map(|a| if *a == "ROOT" { root_str } else { a })
+        .collect();
+    log(started, &format!("debootstrap {}", args.join(" ")));
+    must("debootstrap", &args, &[]);
+    must(
+        "sh",
+        &[
+            "-c",
+            &format!("tar -C '{root_str}' -c . | docker import - '{tag}'"),
+        ],
+        &[],
+    );
+    let _ = std::fs::remove_dir_all(&root);
+    log(started, &format!("base image {tag} imported"));
+    Some(tag)
+}
+
+fn read_dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&path).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// A stand-in of `tests/containers/NAME`, built from `base` (once per content hash).
+fn stand_in(name: &str, base: &str, started: Instant) -> String {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/containers")
+        .join(name);
+    let files = read_dir_files(&dir);
+    let mut parts: Vec<&[u8]> = vec![base.as_bytes()];
+    for (file, bytes) in &files {
+        parts.push(file.as_bytes());
+        parts.push(bytes);
+    }
+    let tag = format!("proxypool-test/{name}:{}", content_hash(&parts));
+    if image_exists(&tag) {
+        log(started, &format!("stand-in {tag} (cached)"));
+        return tag;
+    }
+    log(started, &format!("building stand-in {tag}"));
+    build_on(base, &tag, &dir);
+    tag
+}
+
+/// The Rust stand-in: the host's toolchain (without its documentation) and the
+/// workspace's crates vendored, keyed by the toolchain and Cargo.lock.
+fn rust_stand_in(base: &str, started: Instant) -> String {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/containers/rust");
+    let dockerfile = std::fs::read(dir.join("Dockerfile")).unwrap();
+    let lock = std::fs::read(repo().join("Cargo.lock")).unwrap();
+    let repo_dir = repo();
+    let repo_str = repo_dir.to_str().unwrap();
+    let (_, version, _) = exec("rustc", &["-vV"], &[]);
+    let tag = format!(
+        "proxypool-test/rust:{}",
+        content_hash(&[base.as_bytes(), &dockerfile, &lock, version.as_bytes()])
+    );
+    if image_exists(&tag) {
+        log(started, &format!("stand-in {tag} (cached)"));
+        return tag;
+    }
+    log(
+        started,
+        &format!("building stand-in {tag} (toolchain and vendored crates)"),
+    );
+    let context = work_dir().join("rust-context");
+    let _ = std::fs::remove_dir_all(&context);
+    std::fs::create_dir_all(context.join("toolchain")).unwrap();
+    std::fs::write(context.join("Dockerfile"), &dockerfile).unwrap();
+    // The toolchain rustup picks in this tree (rust-toolchain.toml).
+    let mut rustc = Command::new("rustc");
+    rustc.args(["--print", "sysroot"]).current_dir(&repo_dir);
+    let sysroot = String::from_utf8(rustc.output().unwrap().stdout).unwrap();
+    let sysroot = sysroot.trim();
+    for part in ["bin", "lib", "libexec", "etc"] {
+        let from = Path::new(sysroot).join(part);
+        if from.exists() {
+            let to = context.join("toolchain").join(part);
+            let (to, from) = (to.to_str().unwrap(), from.to_str().unwrap());
+            // Hard links when the target directory shares the file system, else a copy.
+            if !exec("cp", &["-al", from, to], &[]).0 {
+                let _ = std::fs::remove_dir_all(to);
+                must("cp", &["-a", from, to], &[]);
+            }
+        }
+    }
+    let vendor = context.join("vendor");
+    must(
+        "cargo",
+        &[
+            "vendor",
+            "--locked",
+            "--manifest-path",
+            &format!("{repo_str}/Cargo.toml"),
+            vendor.to_str().unwrap(),
+        ],
+        &[],
+    );
+    std::fs::write(
+        context.join("config.toml"),
+        "[source.crates-io]\nreplace-with = \"vendored-sources\"\n\n[source.vendored-sources]\ndirectory = \"/usr/local/cargo/vendor\"\n",
+    )
+    .unwrap();
+    build_on(base, &tag, &context);
+    let _ = std::fs::remove_dir_all(&context);
+    tag
+}
+
+/// Where the project image's binary comes from.
+enum ProjectBinary {
+    /// `PROXYPOOL_TEST_RELEASE_BINARY`: a release binary `scripts/build-release.sh` built
+    /// on this (bookworm) host, at `in_context` in the repository, the build context.
+    Prebuilt { path: PathBuf, in_context: String },
+    /// Unset: the Dockerfile's build stage compiles it.
+    Compiled,
+}
+
+impl ProjectBinary {
+    fn from_env() -> ProjectBinary {
+        let Some(path) = std::env::var_os("PROXYPOOL_TEST_RELEASE_BINARY") else {
+            return ProjectBinary::Compiled;
+        };
+        let path = std::fs::canonicalize(&path).unwrap_or_else(|e| {
+            panic!(
+                "PROXYPOOL_TEST_RELEASE_BINARY={}: {e}",
+                path.to_string_lossy()
+            )
+        });
+        let repo = std::fs::canonicalize(repo()).unwrap();
+        let in_context = path
+            .strip_prefix(&repo)
+            .unwrap_or_else(|_| {
+                panic!(
+                    "PROXYPOOL_TEST_RELEASE_BINARY={} is not inside the build context {} \
+                     (scripts/build-release.sh target/dist puts it where .dockerignore \
+                     lets it through)",
+                    path.display(),
+                    repo.display()
+                )
+            })
+            .to_str()
+            .unwrap()
+            .to_owned();
+        ProjectBinary::Prebuilt { path, in_context }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            ProjectBinary::Prebuilt { in_context, .. } => format!(
+                "the prebuilt {in_context} (PROXYPOOL_TEST_RELEASE_BINARY), nothing compiled"
+            ),
+            ProjectBinary::Compiled => {
+                "compiled in its build stage (PROXYPOOL_TEST_RELEASE_BINARY unset)".to_owned()
+            }
+        }
+    }
+}
+
+/// `docker build` of the stand-in in `context` on the base image `base`, tagged `tag`.
+fn build_on(base: &str, tag: &str, context: &Path) {
+    must(
+        "docker",
+        &[
+            "build",
+            "-q",
+            "--build-arg",
+            &format!("BASE={base}"),
+            "-t",
+            tag,
+            context.to_str().unwrap(),
+        ],
+        &[],
+    );
+}
+
+/// The compose project of one run: every command names the shipped file and the test
+/// override; dropping it takes the project down with its volumes and network.
+struct Stack {
+    compose: Vec<String>,
+    project: String,
+    files: [PathBuf; 2],
+    env: Vec<(String, String)>,
+}
+
+impl Stack {
+    fn command(&self, args: &[&str]) -> (bool, String, String) {
+        let mut full: Vec<&str> = self.compose[1..].iter().map(String::as_str).collect();
+        full.extend(["-p", &self.project]);
+        for file in &self.files {
+            full.extend(["-f", file.to_str().unwrap()]);
+        }
+        full.extend(args);
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        exec(&self.compose[0], &full, &env)
+    }
+
+    fn must(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.command(args);
+        if !ok {
+            let (_, logs, _) = self.command(&["logs", "--no-color", "--tail", "30"]);
+            panic!(
+                "compose {args:?} failed\nstdout:\n{stdout}\nstderr:\n{}\nlogs:\n{logs}",
+                tail(&stderr, 60)
+            );
+        }
+        stdout
+    }
+
+    /// The container id of a service.
+    fn container(&self, service: &str) -> String {
+        let id = self.must(&["ps", "-q", service]).trim().to_owned();
+        assert!(!id.is_empty(), "{service} has no container");
+        id
+    }
+
+    /// `127.0.0.1:PORT` the service's `port` is published on.
+    fn published(&self, service: &str, port: u16) -> String {
+        let out = self.must(&["port", service, &port.to_string()]);
+        let address = out.trim().to_owned();
+        assert!(
+            address.starts_with("127.0.0.1:"),
+            "{service}:{port} -> {out}"
+        );
+        address
+    }
+
+    fn logs(&self, service: &str) -> String {
+        self.command(&["logs", "--no-color", "--tail", "40", service])
+            .1
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let (ok, _, stderr) =
+            self.command(&["down", "--volumes", "--remove-orphans", "--timeout", "5"]);
+        if !ok {
+            eprintln!("compose down failed: {stderr}");
+        }
+    }
+}
+
+/// `proxypool probe URL` inside a container: the body when it answered 2xx.
+fn probe_in(container: &str, url: &str) -> Option<String> {
+    let (ok, stdout, _) = exec(
+        "docker",
+        &["exec", container, "proxypool", "probe", url],
+        &[],
+    );
+    ok.then_some(stdout)
+}
+
+fn gateway_status(container: &str) -> Option<Value> {
+    serde_json::from_str(&probe_in(container, &format!("{ADMIN}/status"))?).ok()
+}
+
+fn snapshot_proxies(container: &str) -> u64 {
+    gateway_status(container)
+        .and_then(|s| s["snapshot"]["proxies"].as_u64())
+        .unwrap_or(0)
+}
+
+/// One GET through a gateway: the proxy that carried it (`X-Proxypool-Proxy`) and the
+/// exit, or why it failed.
+fn through(proxy: &str) -> Result<(String, String), String> {
+    let (code, out) = curl(&["-D", "-", "-x", proxy, ORIGIN]);
+    if code != 0 {
+        return Err(format!("curl {code}: {out}"));
+    }
+    let (head, body) = out
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no head: {out}"))?;
+    let id = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("x-proxypool-proxy")
+                .then(|| value.trim().to_owned())
+        })
+        .ok_or_else(|| format!("no X-Proxypool-Proxy: {head}"))?;
+    let echo: Value = serde_json::from_str(body).map_err(|e| format!("{e}: {body}"))?;
+    let exit = echo["exit"]
+        .as_str()
+        .ok_or_else(|| format!("no exit: {body}"))?;
+    Ok((id, exit.to_owned()))
+}
+
+/// The proxies seen through a gateway over `n` requests (each must succeed).
+fn routed(proxy: &str, n: usize) -> BTreeSet<String> {
+    (0..n)
+        .map(|_| {
+            through(proxy)
+                .unwrap_or_else(|e| panic!("through {proxy}: {e}"))
+                .0
+        })
+        .collect()
+}
+
+/// One request of a client loop: when it started and ended, and its outcome.
+#[derive(Debug, Clone)]
+struct Sample {
+    start_ms: u64,
+    end_ms: u64,
+    outcome: Result<String, String>,
+}
+
+/// Requests through one gateway in a loop until stopped, every one recorded.
+struct Traffic {
+    stop: Arc<AtomicBool>,
+    samples: Arc<Mutex<Vec<Sample>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Traffic {
+    fn start(proxy: String) -> Traffic {
+        let stop = Arc::new(AtomicBool::new(false));
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let (flag, sink) = (Arc::clone(&stop), Arc::clone(&samples));
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                let start_ms = now_ms();
+                let outcome = through(&proxy).map(|(id, _)| id);
+                let end_ms = now_ms();
+                sink.lock().unwrap().push(Sample {
+                    start_ms,
+                    end_ms,
+                    outcome,
+                });
+                // The client's pace, not a wait for anything: a steady, bounded rate (about
+                // 10 requests a second).
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Traffic {
+            stop,
+            samples,
+            thread: Some(thread),
+        }
+    }
+
+    fn samples(&self) -> Vec<Sample> {
+        self.samples.lock().unwrap().clone()
+    }
+
+    fn finish(mut self) -> Vec<Sample> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap();
+        self.samples()
+    }
+}
+
+impl Drop for Traffic {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Whether a controller leads, by its `/metrics` series `proxypool_controller_leader`
+/// (absent or 0: it stands by); `None` when it does not answer.
+fn leads(api: &str) -> Option<bool> {
+    let (code, body) = curl(&[&format!("http://{api}/metrics")]);
+    if code != 0 || !body.contains("# TYPE") {
+        return None;
+    }
+    Some(
+        body.lines()
+            .find_map(|line| line.strip_prefix("proxypool_controller_leader "))
+            .is_some_and(|value| value.trim() == "1"),
+    )
+}
+
+#[test]
+fn the_stack_runs_on_docker_and_keeps_serving_through_a_killed_leader_and_a_cut_off_gateway() {
+    let started = Instant::now();
+    if !exec("docker", &["info"], &[]).0 {
+        eprintln!("\n*** SKIPPED: no Docker Engine answers `docker info` ***\n");
+        return;
+    }
+    let compose = compose_command().expect("docker-compose or docker compose with the engine");
+    let Some(base) = base_image(started) else {
+        return;
+    };
+    let binary = ProjectBinary::from_env();
+    let build_image = match &binary {
+        ProjectBinary::Prebuilt { .. } => stand_in("prebuilt", &base, started),
+        ProjectBinary::Compiled => rust_stand_in(&base, started),
+    };
+    let redis = stand_in("redis", &base, started);
+    let postgres = stand_in("postgres", &base, started);
+    let prometheus = stand_in("prometheus", &base, started);
+
+    // 1. The project image from the shipped Dockerfile, on the stand-ins.
+    let image = "proxypool-test/proxypool:latest";
+    let previous = exec("docker", &["image", "inspect", "-f", "{{.Id}}", image], &[]).1;
+    log(
+        started,
+        &format!(
+            "building the project image from the shipped Dockerfile: {}",
+            binary.describe()
+        ),
+    );
+    let mut build_args = vec![
+        format!("RUST_IMAGE={build_image}"),
+        format!("RUNTIME_IMAGE={base}"),
+    ];
+    if let ProjectBinary::Prebuilt { in_context, .. } = &binary {
+        build_args.push(format!("PREBUILT_BINARY={in_context}"));
+    }
+    let mut args = vec!["build", "-q"];
+    for arg in &build_args {
+        args.extend(["--build-arg", arg.as_str()]);
+    }
+    let repo_dir = repo();
+    args.extend(["-t", image, repo_dir.to_str().unwrap()]);
+    must("docker", &args, &[]);
+    let current = must("docker", &["image", "inspect", "-f", "{{.Id}}", image], &[]);
+    if !previous.trim().is_empty() && previous.trim() != current.trim() {
+        // The last run's image, now untagged: not kept around.
+        let _ = exec("docker", &["rmi", previous.trim()], &[]);
+    }
+    log(started, "project image built");
+    let inspect: Value = serde_json::from_str(&must("docker", &["image", "inspect", image], &[]))
+        .expect("docker image inspect prints JSON");
+    let config = &inspect[0]["Config"];
+    assert_eq!(config["User"], "10001:10001", "{config}");
+    assert_eq!(config["Entrypoint"], serde_json::json!(["proxypool"]));
+    assert!(
+        config["Healthcheck"]["Test"]
+            .to_string()
+            .contains("proxypool probe"),
+        "{config}"
+    );
+    let size = must(
+        "docker",
+        &[
+            "run",
+            "--rm",
+            "--entrypoint",
+            "/bin/sh",
+            image,
+            "-c",
+            "wc -c < /usr/local/bin/proxypool && id -u && proxypool --version",
+        ],
+        &[],
+    );
+    let mut lines = size.lines();
+    let bytes: u64 = lines.next().unwrap().trim().parse().unwrap();
+    assert!(bytes < MAX_BINARY_BYTES, "the binary is {bytes} bytes");
+    if let ProjectBinary::Prebuilt { path, .. } = &binary {
+        let prebuilt = std::fs::metadata(path).unwrap().len();
+        assert_eq!(bytes, prebuilt, "the image holds {}", path.display());
+    }
+    assert_eq!(lines.next(), Some("10001"), "{size}");
+    eprintln!("the image's binary: {bytes} bytes");
+
+    // 2. The shipped stack, with a test override.
+    let scratch = Scratch::new("compose-stack");
+    let override_file = scratch.write(
+        "test-override.yaml",
+        &format!(
+            r#"# The container test's changes to the shipped compose.yaml: local stand-in images,
+# every proxy leasable (so a cut-off gateway's proxies can all move to the other), and a
+# vendor that does not rotate.
+services:
+  redis: {{ image: "{redis}" }}
+  postgres: {{ image: "{postgres}" }}
+  prometheus: {{ image: "{prometheus}" }}
+  # No Debian package and no registry: Grafana is not started by the test.
+  grafana: {{ profiles: ["not-in-the-container-test"] }}
+  migrate: {{ image: "{image}" }}
+  # No rotation: every proxy lives through the test, so each one's move can be followed.
+  sim:
+    image: "{image}"
+    command: ["sim", "--listen", "sim", "--list-port", "8000", "--origin-port", "8080", "--proxies", "{PROXIES}", "--proxy-ttl", "0"]
+  controller-1:
+    image: "{image}"
+    environment: {{ PROXYPOOL__OWNERSHIP__PER_WORKER_TARGET: "{PROXIES}" }}
+  controller-2:
+    image: "{image}"
+    environment: {{ PROXYPOOL__OWNERSHIP__PER_WORKER_TARGET: "{PROXIES}" }}
+  gateway-1: {{ image: "{image}" }}
+  gateway-2: {{ image: "{image}" }}
+"#
+        ),
+    );
+    eprintln!(
+        "\n*** NOTE: Grafana is left out of the container test (no Debian package, no registry); \
+its provisioning is checked by `docker-compose config` only ***\n"
+    );
+    // Every published port ephemeral on loopback: no clash with a stack already running.
+    let env: Vec<(String, String)> = [
+        "PROXYPOOL_API_PORT_1",
+        "PROXYPOOL_API_PORT_2",
+        "PROXYPOOL_HTTP_PORT_1",
+        "PROXYPOOL_HTTP_PORT_2",
+        "PROXYPOOL_SOCKS5_PORT_1",
+        "PROXYPOOL_SOCKS5_PORT_2",
+        "PROXYPOOL_PROMETHEUS_PORT",
+        "PROXYPOOL_GRAFANA_PORT",
+    ]
+    .iter()
+    .map(|var| ((*var).to_owned(), "0".to_owned()))
+    .collect();
+    let stack = Stack {
+        compose,
+        project: format!("proxypooltest{}", std::process::id()),
+        files: [compose_dir().join("compose.yaml"), override_file],
+        env,
+    };
+
+    // The controllers first (Compose starts what they depend on: Redis, PostgreSQL, the
+    // migration, the vendor): with no gateway yet every proxy is unowned, so two can be
+    // extracted; they must never be routed by a gateway afterwards.
+    log(
+        started,
+        "compose up: the controllers and what they depend on",
+    );
+    stack.must(&["up", "-d", "controller-1", "controller-2"]);
+    let apis = [
+        stack.published("controller-1", 7080),
+        stack.published("controller-2", 7080),
+    ];
+    eventually(
+        "one controller leads, the other stands by",
+        Duration::from_secs(60),
+        || {
+            let roles: Vec<Option<bool>> = apis.iter().map(|api| leads(api)).collect();
+            roles.contains(&Some(true)) && roles.contains(&Some(false))
+        },
+    );
+    let token = secret("demo-api-token");
+    let mut extracted = Value::Null;
+    eventually(
+        "checked proxies to extract",
+        Duration::from_secs(60),
+        || {
+            let (code, stdout, _) = run(
+                &[
+                    "extract",
+                    "--api",
+                    &format!("http://{}", apis[1]),
+                    "--count",
+                    &EXTRACTED.to_string(),
+                    "--mode",
+                    "all-or-nothing",
+                    "--json",
+                ],
+                &[("PROXYPOOL_TOKEN", token.as_str())],
+            );
+            if code == 0 {
+                extracted = serde_json::from_str(&stdout).unwrap();
+            }
+            code == 0
+        },
+    );
+    let extracted: BTreeSet<String> = extracted["proxies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(extracted.len(), EXTRACTED, "{extracted:?}");
+    log(started, &format!("extracted {extracted:?}"));
+
+    log(started, "compose up: everything else");
+    stack.must(&["up", "-d"]);
+    let gateways = [stack.container("gateway-1"), stack.container("gateway-2")];
+    let half = ((PROXIES - EXTRACTED) / 2) as u64;
+    eventually(
+        "both gateways hold half of the proxies",
+        Duration::from_secs(90),
+        || gateways.iter().all(|g| snapshot_proxies(g) == half),
+    );
+    log(started, "both gateways serve");
+
+    // 3. Traffic through both: each routes its own proxies, never an extracted one.
+    let password = secret("demo-gateway-password");
+    let proxies = [
+        format!(
+            "http://demo:{password}@{}",
+            stack.published("gateway-1", 8080)
+        ),
+        format!(
+            "http://demo:{password}@{}",
+            stack.published("gateway-2", 8080)
+        ),
+    ];
+    let n = 3 * half as usize;
+    let routed_a = routed(&proxies[0], n);
+    let routed_b = routed(&proxies[1], n);
+    assert_eq!(routed_a.len() as u64, half, "{routed_a:?}");
+    assert_eq!(routed_b.len() as u64, half, "{routed_b:?}");
+    assert!(
+        routed_a.is_disjoint(&routed_b),
+        "{routed_a:?} / {routed_b:?}"
+    );
+    assert!(routed_a.is_disjoint(&extracted) && routed_b.is_disjoint(&extracted));
+    // SOCKS5 through the second gateway too.
+    let socks = stack.published("gateway-2", 1080);
+    let (code, body) = curl(&[
+        "--socks5-hostname",
+        &socks,
+        "--proxy-user",
+        &format!("demo:{password}"),
+        ORIGIN,
+    ]);
+    assert_eq!(code, 0, "SOCKS5: {body}");
+    assert!(body.contains("\"exit\""), "{body}");
+
+    // Prometheus scrapes all four servers with the shipped scrape configuration.
+    let prometheus_api = stack.published("prometheus", 9090);
+    eventually(
+        "Prometheus scrapes both controllers and both gateways",
+        Duration::from_secs(60),
+        || {
+            let (code, body) = curl(&[&format!("http://{prometheus_api}/api/v1/targets")]);
+            let Ok(targets) = serde_json::from_str::<Value>(&body) else {
+                return false;
+            };
+            let up: BTreeMap<String, String> = targets["data"]["activeTargets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    (
+                        t["labels"]["instance"].as_str().unwrap_or("").to_owned(),
+                        t["health"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect();
+            code == 0 && up.len() == 4 && up.values().all(|h| h == "up")
+        },
+    );
+    let (_, rules) = curl(&[&format!("http://{prometheus_api}/api/v1/rules")]);
+    let rules: Value = serde_json::from_str(&rules).unwrap();
+    assert_eq!(rules["status"], "success", "{rules}");
+    let shipped_rules = std::fs::read_dir(repo().join("deploy/prometheus/rules"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "yml"))
+        })
+        .count();
+    let groups = rules["data"]["groups"].as_array().map_or(0, Vec::len);
+    assert!(
+        shipped_rules == 0 || groups > 0,
+        "{shipped_rules} rule files, {groups} groups loaded"
+    );
+    log(
+        started,
+        "traffic through both gateways, Prometheus scraping",
+    );
+
+    // 4. The leader's container killed, gateway-1's cut off its network, while a client
+    //    loop runs through gateway-2.
+    let leader = (0..2)
+        .find(|&i| leads(&apis[i]) == Some(true))
+        .expect("a leader");
+    let leader_service = format!("controller-{}", leader + 1);
+    let leader_container = stack.container(&leader_service);
+    let network = format!("{}_default", stack.project);
+    let traffic = Traffic::start(proxies[1].clone());
+    // A few answered requests before anything happens.
+    eventually("the client loop runs", Duration::from_secs(10), || {
+        traffic
+            .samples()
+            .iter()
+            .filter(|s| s.outcome.is_ok())
+            .count()
+            >= 5
+    });
+    let before_cut_at = now_ms();
+    let before_cut = gateway_status(&gateways[0]).expect("gateway-1's status");
+    assert!(before_cut["ready"].as_bool().unwrap(), "{before_cut}");
+    let killed_at = now_ms();
+    must("docker", &["kill", &leader_container], &[]);
+    must(
+        "docker",
+        &["network", "disconnect", &network, &gateways[0]],
+        &[],
+    );
+    let cut_at = now_ms();
+    log(
+        started,
+        &format!("killed the leader {leader_service}, cut gateway-1 off the network"),
+    );
+
+    // Gateway-1's own view while cut off: its cutoff (the lease ends it knows of, bounded
+    // by its session's end) no longer moves, and it stops being ready once it passed.
+    // Gateway-2 gets every proxy.
+    let mut cutoff_a = 0;
+    let mut a_not_ready_at = None;
+    eventually(
+        "gateway-1 stops and gateway-2 holds every proxy",
+        Duration::from_secs(150),
+        || {
+            if let Some(status) = gateway_status(&gateways[0]) {
+                if let Some(end) = status["leases"]["cutoff_ms"].as_u64() {
+                    cutoff_a = cutoff_a.max(end);
+                }
+                if status["ready"] == false && a_not_ready_at.is_none() {
+                    a_not_ready_at = Some(now_ms());
+                }
+            }
+            a_not_ready_at.is_some() && snapshot_proxies(&gateways[1]) == 2 * half
+        },
+    );
+    log(started, "gateway-1 stopped, gateway-2 holds every proxy");
+    // Requests after the move use gateway-1's former proxies too.
+    let moved_seen = |samples: &[Sample]| {
+        samples
+            .iter()
+            .filter_map(|s| s.outcome.as_ref().ok())
+            .filter(|id| routed_a.contains(*id))
+            .collect::<BTreeSet<_>>()
+            .len()
+    };
+    // (Polled without failing here: a failed request below says more than a timeout.)
+    poll_until(Duration::from_secs(30), || {
+        let samples = traffic.samples();
+        (moved_seen(&samples) as u64 == half || samples.iter().any(|s| s.outcome.is_err()))
+            .then_some(())
+    });
+    let samples = traffic.finish();
+
+    let failed: Vec<&Sample> = samples.iter().filter(|s| s.outcome.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests through gateway-2 failed across the kill and the cut: {failed:#?}\n{}",
+        failed.len(),
+        samples.len(),
+        stack.logs("gateway-2")
+    );
+    let b_routed: BTreeSet<&String> = samples
+        .iter()
+        .filter_map(|s| s.outcome.as_ref().ok())
+        .collect();
+    assert_eq!(
+        moved_seen(&samples) as u64,
+        half,
+        "gateway-2 routed {} proxies, of them {} of gateway-1's {routed_a:?}: {b_routed:?}\n\
+         gateway-2's status: {}\ngateway-2's metrics:\n{}\ngateway-2's log:\n{}",
+        b_routed.len(),
+        moved_seen(&samples),
+        gateway_status(&gateways[1]).map_or_else(|| "none".to_owned(), |s| s.to_string()),
+        probe_in(&gateways[1], &format!("{ADMIN}/metrics"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("proxypool_gateway_")
+                && (l.contains("failure")
+                    || l.contains("closed")
+                    || l.contains("refusals")
+                    || l.contains("misses")
+                    || l.contains("proxies")))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        stack.logs("gateway-2")
+    );
+    let a_status = gateway_status(&gateways[0]).expect("gateway-1 answers inside its container");
+    assert_eq!(a_status["ready"], false, "{a_status}");
+    assert!(
+        cutoff_a > before_cut_at,
+        "gateway-1 was ready just before the cut, so its cutoff was still ahead: {before_cut}"
+    );
+    // No proxy of gateway-1 was routed by gateway-2 before gateway-1's cutoff passed:
+    // never by two gateways at once.
+    let first_move = samples
+        .iter()
+        .filter(|s| s.outcome.as_ref().is_ok_and(|id| routed_a.contains(id)))
+        .map(|s| s.start_ms)
+        .min()
+        .expect("gateway-2 routed gateway-1's former proxies");
+    assert!(
+        first_move > cutoff_a,
+        "gateway-2 used a proxy of gateway-1 at {first_move}, before gateway-1's cutoff {cutoff_a}"
+    );
+    assert!(
+        samples
+            .iter()
+            .filter_map(|s| s.outcome.as_ref().ok())
+            .all(|id| !extracted.contains(id)),
+        "an extracted proxy was routed"
+    );
+    let answered = samples.len();
+    let spanning = samples.last().unwrap().end_ms - samples[0].start_ms;
+    eprintln!(
+        "{answered} requests through gateway-2 over {spanning} ms, none failed; leader killed at \
+{killed_at}, gateway-1's cutoff passed {} ms after the cut, its proxies first routed by \
+gateway-2 {} ms after that; gateway-1 seen not ready {} ms after the cut",
+        cutoff_a.saturating_sub(cut_at),
+        first_move - cutoff_a,
+        a_not_ready_at.unwrap().saturating_sub(cut_at)
+    );
+    log(started, "done; tearing the stack down");
+    drop(stack);
+    log(started, "stack removed");
+}

@@ -1,0 +1,193 @@
+//! The request and response heads as the gateway rewrites them: the target read from an
+//! absolute-form URL, the form and credentials each upstream protocol wants, hop-by-hop
+//! headers dropped in order, and no `X-Proxypool-*` header but the gateway's own.
+
+use crate::refusal::Refusal;
+use crate::snapshot::ViewProxy;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Uri};
+use proxypool_core::Protocol;
+use proxypool_proto::TargetAddr;
+
+/// `http://host[:port]/...` → the target; anything else is a 400.
+pub(crate) fn target_of(uri: &Uri) -> Result<TargetAddr, Refusal> {
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(other) => {
+            return Err(Refusal::BadRequest(format!(
+                "scheme '{other}' is not forwarded; use CONNECT for https"
+            )));
+        }
+        None => {
+            return Err(Refusal::BadRequest(
+                "a proxy request needs an absolute URL (http://host/path) or CONNECT".into(),
+            ));
+        }
+    }
+    let authority = uri
+        .authority()
+        .ok_or_else(|| Refusal::BadRequest("the URL has no host".into()))?;
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    TargetAddr::domain(host, authority.port_u16().unwrap_or(80))
+        .map_err(|error| Refusal::BadRequest(format!("bad target host: {error}")))
+}
+
+/// Absolute form + Basic credentials for HTTP proxies; origin form for SOCKS5 tunnels.
+pub(super) fn prepare<B>(proxy: &ViewProxy, request: &mut Request<B>, target: &TargetAddr) {
+    match proxy.protocol {
+        Protocol::Http | Protocol::Https => {
+            if let Some(value) = &proxy.basic_header {
+                request
+                    .headers_mut()
+                    .insert(header::PROXY_AUTHORIZATION, value.clone());
+            }
+        }
+        Protocol::Socks5 => {
+            let path = request
+                .uri()
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_owned();
+            if let Ok(uri) = path.parse() {
+                *request.uri_mut() = uri;
+            }
+            if !request.headers().contains_key(header::HOST) {
+                let host = if target.port() == 80 {
+                    target.host()
+                } else {
+                    target.to_string()
+                };
+                if let Ok(value) = HeaderValue::from_str(&host) {
+                    request.headers_mut().insert(header::HOST, value);
+                }
+            }
+        }
+    }
+}
+
+/// Removes hop-by-hop headers (RFC 9110 §7.6.1), including those named in `Connection`,
+/// and the client's proxy credentials, keeping the order of the rest: a removal from a
+/// `HeaderMap` moves its last entry into the gap, so the map is rebuilt instead whenever
+/// something goes (nearly always: `Proxy-Authorization`).
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    let hop_by_hop = |name: &HeaderName| {
+        matches!(
+            name.as_str(),
+            "connection"
+                | "proxy-authorization"
+                | "proxy-authenticate"
+                | "te"
+                | "trailer"
+                | "transfer-encoding"
+                | "upgrade"
+                | "keep-alive"
+                | "proxy-connection"
+        ) || named.contains(name)
+    };
+    if !headers.keys().any(hop_by_hop) {
+        return;
+    }
+    let all = std::mem::take(headers);
+    headers.reserve(all.keys_len());
+    let mut current: Option<HeaderName> = None;
+    for (name, value) in all {
+        // A name comes once, before the first of its values; `None` is one more of them.
+        if let Some(name) = name {
+            current = Some(name);
+        }
+        if let Some(name) = current.as_ref().filter(|name| !hop_by_hop(name)) {
+            headers.append(name.clone(), value);
+        }
+    }
+}
+
+/// Removes every `X-Proxypool-*` header an upstream or origin sent: only the gateway
+/// speaks under its own prefix, so a client never reads a spoofed session, proxy or error.
+pub(super) fn strip_own_headers(headers: &mut HeaderMap) {
+    const PREFIX: &str = "x-proxypool-";
+    let spoofed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with(PREFIX))
+        .cloned()
+        .collect();
+    for name in spoofed {
+        headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_only_absolute_http() {
+        let uri: Uri = "http://example.com/x?y".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap().to_string(), "example.com:80");
+        let uri: Uri = "http://[::1]:8080/".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap().to_string(), "[::1]:8080");
+        let uri: Uri = "https://example.com/".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap_err().code(), "bad_request");
+        let uri: Uri = "/just/a/path".parse().unwrap();
+        assert_eq!(target_of(&uri).unwrap_err().code(), "bad_request");
+    }
+
+    #[test]
+    fn strips_hop_by_hop_and_credentials() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-drop"),
+        );
+        headers.insert("x-drop", HeaderValue::from_static("1"));
+        headers.insert("x-keep", HeaderValue::from_static("1"));
+        headers.insert(
+            header::PROXY_AUTHORIZATION,
+            HeaderValue::from_static("Basic x"),
+        );
+        headers.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key("x-keep"));
+    }
+
+    #[test]
+    fn stripping_keeps_the_order_and_the_repeats_of_the_rest() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("host", "example.com"),
+            ("proxy-authorization", "Basic x"),
+            ("x-first", "1"),
+            ("accept", "*/*"),
+            ("x-first", "2"),
+            ("proxy-connection", "keep-alive"),
+            ("x-last", "3"),
+        ] {
+            headers.append(name, HeaderValue::from_static(value));
+        }
+        strip_hop_by_hop(&mut headers);
+        let seen: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("host", "example.com"),
+                ("x-first", "1"),
+                ("x-first", "2"),
+                ("accept", "*/*"),
+                ("x-last", "3"),
+            ]
+        );
+    }
+}

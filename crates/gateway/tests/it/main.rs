@@ -1,0 +1,52 @@
+//! The gateway's integration tests, one binary; `common` is the harness (a running
+//! gateway, a test controller, upstream proxies and origins on loopback, curl as the
+//! client, one wait on a condition, and [`common::alone`] for the tests that read the
+//! process-wide metrics, count threads or time a failover). One module per concern:
+//!
+//! - `access_log`: one JSON line per request and refusal, sampling, reopening on reload.
+//! - `admin_token`: the admin bearer token on `/metrics` and `/status`, not on the probes.
+//! - `bans`: ban-aware routing: banned exits retried elsewhere, cooldowns, feedback.
+//! - `capacity_wait`: a full pool's CONNECT waits for a slot, bounded and reloadable.
+//! - `control_loop`: register, ack, report, fencing, session end; refusals without upstream.
+//! - `controller_failover`: a dead or hung controller costs one retry, not the leases.
+//! - `controller_tls`: the control loop over `https://`, mutual TLS, the admin over TLS.
+//! - `deltas`: snapshot deltas patched in, rebuilt from, or refused for the whole.
+//! - `destinations`: the destination policy on every way in, before any upstream dial.
+//! - `edges`: the listeners under hostile connections (floods, trickles, big heads).
+//! - `handshake_blame`: a handshake timeout blames a silent proxy, not a slow target.
+//! - `header_case`: header names keep their case and order through forwarding.
+//! - `interop`: tinyproxy and microsocks as upstream proxies.
+//! - `io_threads`: the I/O threads start and end with the gateway, none leaked.
+//! - `lease_cut`: tunnels and kept-alive upstream connections close when the lease goes.
+//! - `proxy_protocol`: client addresses behind a load balancer's PROXY header.
+//! - `proxying`: curl through the gateway end to end: retries, staleness, shutdown.
+//! - `readiness`: `/readyz`, `/status` and refusals follow leases and staleness.
+//! - `rotation`: rotation strategies counted over known request sequences.
+//! - `target_failures`: a tenant's failing targets never take shared proxies out.
+//! - `tls_upstreams`: `https` upstream proxies verified against the upstream's CA.
+//! - `tunnel`: CONNECT and SOCKS5 tunnels streaming both ways, write deadlines.
+
+mod common;
+
+mod access_log;
+mod admin_token;
+mod bans;
+mod capacity_wait;
+mod control_loop;
+mod controller_failover;
+mod controller_tls;
+mod deltas;
+mod destinations;
+mod edges;
+mod handshake_blame;
+mod header_case;
+mod interop;
+mod io_threads;
+mod lease_cut;
+mod proxy_protocol;
+mod proxying;
+mod readiness;
+mod rotation;
+mod target_failures;
+mod tls_upstreams;
+mod tunnel;
