@@ -263,7 +263,7 @@ async fn measure(bench: &Bench, proxies: usize) {
     let register = serde_json::json!({
         "worker": WORKER,
         "session_id": session,
-        "protocol": proxypool_core::snapshot_delta::CONTROL_PROTOCOL,
+        "protocol": proxypool_snapshot::CONTROL_PROTOCOL,
     })
     .to_string();
     let (status, _) = call(control, "POST", "/control/v1/sessions", Some(register)).await;

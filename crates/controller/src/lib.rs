@@ -15,7 +15,8 @@
 //! - [`upstream_tls`]: the TLS to `https` proxies, shipped in snapshots and used by the
 //!   checker.
 //! - [`ownership`]: the ownership manager (balanced leases, renewals, drains, expiry).
-//! - [`snapshot`]: the snapshot publisher (per-session versions, long-poll).
+//! - [`snapshot`]: the snapshot publisher's driver (reads, long-poll waits) over the decisions
+//!   of `proxypool_snapshot::publisher`.
 //! - [`api`]: the worker control API (axum): `router`, `state` ([`api::ControlState`]),
 //!   `handlers`, `auth`, `body`, `error`, `request_id`.
 //! - [`maintenance`]: the bounded sweep of expired state.

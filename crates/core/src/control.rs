@@ -7,7 +7,7 @@
 //!    fences the worker's previous session.
 //! 2. `GET {snapshot_path}?session_id=S&after_version=V&wait_ms=W&protocol=P` long-polls
 //!    (a poll without the controller's protocol is refused: 400 `protocol_mismatch`): 200 with a
-//!    [`SnapshotUpdate`](crate::snapshot_delta::SnapshotUpdate) newer than `V` (the whole
+//!    `SnapshotUpdate` (`proxypool_snapshot`, the protocol's owner) newer than `V` (the whole
 //!    [`WorkerSnapshot`], or a delta against `V` when the controller knows the content at
 //!    `V`; `V = 0` always gets the whole snapshot), or 204 when nothing changed within `W`.
 //! 3. `POST {ack_path}` with [`SnapshotAck`] once the snapshot is applied → 204.
@@ -64,7 +64,7 @@ pub struct RegisterSession {
     #[serde(default)]
     pub version: Option<String>,
     /// The worker control protocol the gateway speaks
-    /// ([`CONTROL_PROTOCOL`](crate::snapshot_delta::CONTROL_PROTOCOL)); absent (0) from a
+    /// (`proxypool_snapshot::CONTROL_PROTOCOL`); absent (0) from a
     /// gateway older than incremental snapshots, which the controller refuses.
     #[serde(default)]
     pub protocol: u32,

@@ -57,8 +57,6 @@ pub mod random;
 pub mod runtime;
 pub mod secret;
 pub mod secret_hash;
-pub mod snapshot_content;
-pub mod snapshot_delta;
 pub mod store_loss;
 pub mod store_mark;
 pub mod sync;

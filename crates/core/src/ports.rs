@@ -145,8 +145,9 @@ pub trait OwnershipRepository: Send + Sync + Debug {
         limit: usize,
     ) -> PoolResult<Vec<Assignment>>;
 
-    /// The current global ownership epoch.
-    async fn current_epoch(&self) -> PoolResult<u64>;
+    /// The current global ownership epoch. `now` dates what a store keeps of the read (a
+    /// sharded store raising its groups' copies to one value sets their native TTLs by it).
+    async fn current_epoch(&self, now: UnixMillis) -> PoolResult<u64>;
 }
 
 /// Worker sessions, snapshot references and runtime reports (the worker control API's port).
@@ -228,8 +229,13 @@ pub trait WorkerRuntimeStore: Send + Sync + Debug {
 
     /// The worker's [`SnapshotVersion`]: one small read, so a waiting snapshot long-poll
     /// can tell whether anything it would list may have changed without re-reading it.
-    /// A worker nothing was ever written for is at zero.
-    async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion>;
+    /// A worker nothing was ever written for is at zero. The counters carry no time; `now`
+    /// dates what a read may write (a sharded store raising its groups to one value).
+    async fn snapshot_version(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+    ) -> PoolResult<SnapshotVersion>;
 
     /// The proxies whose place in the worker's snapshot may have changed since its counter
     /// was at `after` (every write that moves the counter for a proxy names it), together

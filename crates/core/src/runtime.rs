@@ -29,6 +29,8 @@ pub struct SnapshotRef {
 /// would list, so a waiting long-poll reads them instead of rebuilding the snapshot. Only
 /// their movement means anything: equal counters mean no such write happened in between
 /// (changes that come from time alone, a lease or a cooldown running out, move nothing).
+/// What each counter orders, and what not, is in the glossary of the protocol's owner,
+/// `proxypool_snapshot`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SnapshotVersion {
     /// Moved by every write to the worker's assignments (assign, renew, drain, release,

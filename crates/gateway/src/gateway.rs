@@ -109,7 +109,6 @@ impl Gateway {
             Arc::new(CoarseClock::new().map_err(GatewayError::Clock)?);
         let shield = build_shield(&config, &limiter_clock)?;
         let store = Arc::new(SnapshotStore::new(
-            config.worker_id.clone(),
             config.limits.max_tracked_proxies,
             config.limiter.clone(),
             Arc::clone(&limiter_clock),

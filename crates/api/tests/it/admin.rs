@@ -27,7 +27,7 @@ async fn live_worker(server: &TestServer, name: &str, proxies: &[ProxyId]) -> Sn
     }
     let snapshot = SnapshotRef {
         version: 3,
-        epoch: pool.current_epoch().await.unwrap(),
+        epoch: pool.current_epoch(now).await.unwrap(),
         checksum: "c".into(),
     };
     pool.issue_snapshot(now, &worker(name), "s-1", snapshot.clone())

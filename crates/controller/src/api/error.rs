@@ -65,7 +65,7 @@ impl ApiError {
 
     /// The gateway named protocol `theirs`; this controller speaks only its own.
     pub fn protocol_mismatch(theirs: u32, rid: &RequestId) -> Self {
-        let ours = proxypool_core::snapshot_delta::CONTROL_PROTOCOL;
+        let ours = proxypool_snapshot::CONTROL_PROTOCOL;
         let older = if theirs < ours {
             "the gateway is older than this controller: upgrade the gateway"
         } else {

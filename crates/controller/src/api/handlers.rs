@@ -14,8 +14,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use proxypool_core::control::{RegisterSession, ReportAck, SessionGrant, SnapshotAck};
 use proxypool_core::runtime::validate_session_id;
-use proxypool_core::snapshot_delta::CONTROL_PROTOCOL;
 use proxypool_core::{CooldownReport, ReportOutcome, RuntimeReport, WorkerId};
+use proxypool_snapshot::CONTROL_PROTOCOL;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -248,7 +248,7 @@ pub(super) async fn close(
         .map_err(store_err)?
         .is_some_and(|s| s.session_id == session_id);
     // Read before the close: anything assigned after it belongs to a newer session.
-    let up_to_epoch = state.pool.current_epoch().await.map_err(store_err)?;
+    let up_to_epoch = state.pool.current_epoch(now).await.map_err(store_err)?;
     state
         .pool
         .close_session(now, &worker, &session_id)

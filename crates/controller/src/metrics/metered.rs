@@ -95,7 +95,7 @@ metered! {
         fn assignable(now: UnixMillis, limit: usize) -> Vec<ProxyRecord>;
         fn owned_by(now: UnixMillis, worker: &WorkerId, limit: usize) -> Vec<OwnedProxy>;
         fn draining_of(now: UnixMillis, worker: &WorkerId, limit: usize) -> Vec<Assignment>;
-        fn current_epoch() -> u64;
+        fn current_epoch(now: UnixMillis) -> u64;
     }
     impl WorkerRuntimeStore {
         fn open_session(now: UnixMillis, worker: &WorkerId, session_id: &str, ttl_ms: u64) -> WorkerSession;
@@ -107,7 +107,7 @@ metered! {
         fn ack_snapshot(now: UnixMillis, worker: &WorkerId, session_id: &str, snapshot: SnapshotRef) -> WorkerSession;
         fn report_runtime(now: UnixMillis, report: RuntimeReport, ttl_ms: u64) -> ReportReceipt;
         fn runtime(now: UnixMillis, worker: &WorkerId) -> Option<StoredRuntime>;
-        fn snapshot_version(worker: &WorkerId) -> SnapshotVersion;
+        fn snapshot_version(now: UnixMillis, worker: &WorkerId) -> SnapshotVersion;
         fn snapshot_changes(now: UnixMillis, worker: &WorkerId, after: u64, also: &[ProxyId], limit: usize) -> SnapshotChanges;
     }
     impl InventoryReader {

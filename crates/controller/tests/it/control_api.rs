@@ -318,7 +318,7 @@ fn routes_match_the_paths_the_gateway_uses() {
 #[tokio::test]
 async fn a_gateway_of_another_control_protocol_is_refused_with_a_clear_message() {
     let (_controller, client, _) = setup().await;
-    let ours = proxypool_core::snapshot_delta::CONTROL_PROTOCOL;
+    let ours = proxypool_snapshot::CONTROL_PROTOCOL;
     for (protocol, upgrade) in [
         (None, "upgrade the gateway"),
         (Some(ours + 1), "upgrade the controller"),

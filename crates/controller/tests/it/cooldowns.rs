@@ -230,7 +230,7 @@ async fn session_feedback_reaches_the_workers_of_its_client_until_it_expires() {
 async fn snapshots_carry_the_store_s_ticket_key_counted_in_their_checksum() {
     use proxypool_core::TicketKeyStore;
     use proxypool_core::control::WorkerSnapshot;
-    use proxypool_core::snapshot_content::{snapshot_checksum_keyed, snapshot_checksum_of};
+    use proxypool_snapshot::snapshot_checksum;
     let (controller, pool, _clock) = controller(config(""));
     seed_available(pool.as_ref(), T0, "acme", 3).await;
     let client = ControlClient::new(serve_control(&controller).await, Some(WORKER_TOKEN));
@@ -253,11 +253,11 @@ async fn snapshots_carry_the_store_s_ticket_key_counted_in_their_checksum() {
     );
     assert_eq!(
         snapshot.reference.checksum,
-        snapshot_checksum_keyed(parts.0, parts.1, parts.2, parts.3, Some(&key))
+        snapshot_checksum(parts.0, parts.1, parts.2, parts.3, Some(&key), &[])
     );
     assert_ne!(
         snapshot.reference.checksum,
-        snapshot_checksum_of(parts.0, parts.1, parts.2, parts.3),
+        snapshot_checksum(parts.0, parts.1, parts.2, parts.3, None, &[]),
         "a new key is a new snapshot"
     );
 }

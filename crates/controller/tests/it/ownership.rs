@@ -373,7 +373,7 @@ async fn release_works_in_batches_and_spares_later_assignments() {
     pool.begin_drain(T0, &drained.proxy_id, &a, drained.epoch)
         .await
         .unwrap();
-    let up_to_epoch = pool.current_epoch().await.unwrap();
+    let up_to_epoch = pool.current_epoch(T0).await.unwrap();
     // Assigned after the close (a new session of the same worker id): not ours to release.
     pool.assign(T0, last, &a, 30_000).await.unwrap();
 

@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use proxypool_core::control::WorkerSnapshot;
-use proxypool_core::snapshot_content::snapshot_checksum_full;
+use proxypool_snapshot::snapshot_checksum;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_carry_each_upstreams_proxy_tls() {
@@ -36,7 +36,7 @@ async fn snapshots_carry_each_upstreams_proxy_tls() {
     );
     assert_eq!(shipped.server_name.as_deref(), Some("proxy.vendor.test"));
     assert_eq!(
-        snapshot_checksum_full(
+        snapshot_checksum(
             &snapshot.proxies,
             &snapshot.held,
             &snapshot.clients,
@@ -48,7 +48,7 @@ async fn snapshots_carry_each_upstreams_proxy_tls() {
         "the gateway's check of the checksum covers it"
     );
     assert_ne!(
-        snapshot_checksum_full(
+        snapshot_checksum(
             &snapshot.proxies,
             &snapshot.held,
             &snapshot.clients,

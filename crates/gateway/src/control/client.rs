@@ -25,8 +25,8 @@ use proxypool_core::control::{
     ErrorBody, RegisterSession, ReportAck, SESSIONS_PATH, SessionGrant, SnapshotAck, ack_path,
     report_path, session_path, snapshot_path,
 };
-use proxypool_core::snapshot_delta::{CONTROL_PROTOCOL, SnapshotUpdate};
 use proxypool_core::{RuntimeReport, Secret, WorkerId};
+use proxypool_snapshot::{CONTROL_PROTOCOL, SnapshotUpdate};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;

@@ -12,11 +12,11 @@ use super::client::{ControlClient, ControlError};
 use crate::metrics::GatewayMetrics;
 use crate::routing::bans::Bans;
 use crate::snapshot::SnapshotStore;
+use crate::snapshot::store::Applying;
 use crate::usage::UsageTable;
 use proxypool_core::control::{RegisterSession, SessionGrant, SnapshotAck};
-use proxypool_core::snapshot_content::SnapshotContent;
-use proxypool_core::snapshot_delta::{CONTROL_PROTOCOL, SnapshotDelta, SnapshotUpdate};
 use proxypool_core::{LockExt, ProxyId, RuntimeReport, SnapshotRef, WorkerId};
+use proxypool_snapshot::{Applier, CONTROL_PROTOCOL, UpdateKind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -149,34 +149,31 @@ impl ControlLoop {
     async fn poll_loop(&self, grant: &SessionGrant) -> Ended {
         let wait = Duration::from_millis(grant.snapshot_wait_ms.max(1));
         let mut delay = self.backoff.initial;
-        // What this session applied: the base of the next delta. `None` asks for the
-        // whole snapshot (a new session, or a delta that did not fit).
-        let mut content: Option<SnapshotContent> = None;
+        // What this session applied: the base of the next delta. Nothing held asks for the
+        // whole snapshot (a new session, or an update that did not fit).
+        let mut applier = Applier::new(self.worker.clone());
+        let target = Applying {
+            store: &self.store,
+            local_cooldowns: || self.bans.ledger.overlay(),
+        };
         loop {
-            let after = content.as_ref().map_or(0, |c| c.reference().version);
             match self
                 .client
-                .poll_snapshot(&grant.session_id, after, wait)
+                .poll_snapshot(&grant.session_id, applier.after_version(), wait)
                 .await
             {
                 Ok(Some(update)) => {
                     self.store.mark_fresh();
                     delay = self.backoff.initial;
                     let version = update.reference().version;
-                    let is_delta = matches!(update, SnapshotUpdate::Delta(_));
-                    let applied = match update {
-                        SnapshotUpdate::Full(snapshot) => self
-                            .store
-                            .apply(*snapshot, || self.bans.ledger.overlay())
-                            .map(|(reference, whole)| {
-                                self.metrics.snapshot_wholes.increment(1);
-                                content = Some(whole);
-                                reference
-                            })
-                            .map_err(|error| error.to_string()),
-                        SnapshotUpdate::Delta(delta) => self.apply_delta(&mut content, &delta),
-                    };
-                    match applied {
+                    let outcome = applier.apply(update, &target);
+                    if outcome.counted {
+                        match outcome.kind {
+                            UpdateKind::Whole => self.metrics.snapshot_wholes.increment(1),
+                            UpdateKind::Delta => self.metrics.snapshot_deltas.increment(1),
+                        }
+                    }
+                    match outcome.result {
                         Ok(reference) => {
                             self.metrics.snapshot_version.set(version as f64);
                             if let Some(view) = self.store.view() {
@@ -194,7 +191,7 @@ impl ControlLoop {
                                 }
                             }
                         }
-                        Err(error) if is_delta => {
+                        Err(error) if outcome.kind == UpdateKind::Delta => {
                             // A delta that did not fit: the next poll asks for it whole.
                             tracing::warn!(%error, version, "snapshot delta not applied; asking for the whole snapshot");
                         }
@@ -219,27 +216,6 @@ impl ControlLoop {
                 }
             }
         }
-    }
-
-    /// Applies a delta to the held content and then to the gateway's state
-    /// (`SnapshotStore::apply_delta`). Any failure drops the content, so the next poll
-    /// asks for the whole snapshot; the current view keeps serving meanwhile.
-    fn apply_delta(
-        &self,
-        content: &mut Option<SnapshotContent>,
-        delta: &SnapshotDelta,
-    ) -> Result<SnapshotRef, String> {
-        let Some(mut held) = content.take() else {
-            return Err("a delta came without a snapshot to apply it to".to_owned());
-        };
-        held.apply(delta).map_err(|error| error.to_string())?;
-        self.metrics.snapshot_deltas.increment(1);
-        let applied = self
-            .store
-            .apply_delta(delta, &held, || self.bans.ledger.overlay());
-        let reference = applied.map_err(|error| error.to_string())?;
-        *content = Some(held);
-        Ok(reference)
     }
 
     async fn report_loop(&self, grant: &SessionGrant) -> Ended {

@@ -93,8 +93,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::snapshot::SnapshotStore;
     use proxypool_core::control::{GatewayClient, WorkerSnapshot};
-    use proxypool_core::snapshot_content::snapshot_checksum;
     use proxypool_core::{ClientId, SnapshotRef, SystemClock, WorkerId};
+    use proxypool_snapshot::snapshot_checksum;
     use std::cell::Cell;
 
     thread_local! {
@@ -105,7 +105,6 @@ pub(crate) mod tests {
     fn view_with(clients: &[&str]) -> Arc<SnapshotView> {
         let worker = WorkerId::new("w").unwrap();
         let store = SnapshotStore::new(
-            worker.clone(),
             10,
             Default::default(),
             Arc::new(proxypool_throttle::CoarseClock::new().unwrap()),
@@ -127,9 +126,9 @@ pub(crate) mod tests {
                 rotation: None,
             })
             .collect::<Vec<_>>();
-        let checksum = snapshot_checksum(&[], &clients);
+        let checksum = snapshot_checksum(&[], &[], &clients, &Default::default(), None, &[]);
         store
-            .apply(
+            .install(
                 WorkerSnapshot {
                     advisories: Default::default(),
                     worker,

@@ -2,7 +2,9 @@
 //! rule that makes the gateway fail closed when the controller has been gone too long.
 //!
 //! Requests call [`SnapshotStore::current`] (one atomic load and a clock read). The control
-//! loop calls [`SnapshotStore::apply`] and [`SnapshotStore::mark_fresh`]. A snapshot is the
+//! loop's applier (`proxypool_snapshot::Applier`) decides how each update applies and
+//! calls the store through [`Applying`], its `ApplyTarget`; the loop also calls
+//! [`SnapshotStore::mark_fresh`]. A snapshot is the
 //! authority for the cooldowns of the proxies it lists: a cooldown the store cleared or
 //! shortened leaves this gateway with the next snapshot, while what the gateway saw itself
 //! and the snapshot may not show yet is kept (the report ledger's overlay, handed in). Freshness is
@@ -16,45 +18,30 @@ use crate::proxies::capacity::{CapacityRegistry, ProxySlot, RegistryFull};
 use crate::refusal::Refusal;
 use arc_swap::ArcSwapOption;
 use proxypool_core::control::{GatewayClient, WorkerSnapshot};
-use proxypool_core::snapshot_content::{ContentError, SnapshotContent};
-use proxypool_core::snapshot_delta::SnapshotDelta;
 use proxypool_core::{
     CooldownChange, DomainCooldown, LockExt, ProxyId, SharedClock, SnapshotRef, UnixMillis,
-    WorkerId,
 };
+use proxypool_snapshot::{ApplyTarget, SnapshotContent, SnapshotDelta};
 use proxypool_throttle::EngineOptions;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
-/// Why a snapshot was not applied (the old view stays).
+/// Why the store could not take a snapshot the applier accepted (the old view stays).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ApplyError {
-    #[error("snapshot is for worker {0}, not this one")]
-    WrongWorker(WorkerId),
-    #[error("snapshot checksum does not match its content")]
-    Checksum,
-    #[error("snapshot lists proxy {0} twice")]
-    DuplicateProxy(ProxyId),
-    #[error("snapshot lists client {0} twice")]
-    DuplicateClient(String),
-    #[error("snapshot version {got} is older than the applied {applied}")]
-    Older { got: u64, applied: u64 },
     #[error(transparent)]
     RegistryFull(#[from] RegistryFull),
     #[error("client policies: {0}")]
     Limiter(String),
-    #[error(transparent)]
-    Content(ContentError),
-    #[error("the delta does not fit the current view")]
-    NotPatchable,
+    #[error("there is no view to apply the delta to")]
+    NoView,
 }
 
 /// The current view, its freshness and the counters that outlive views.
 #[derive(Debug)]
 pub(crate) struct SnapshotStore {
-    worker: WorkerId,
     view: ArcSwapOption<SnapshotView>,
     registry: CapacityRegistry,
     clients: ClientCounters,
@@ -76,14 +63,12 @@ pub(crate) struct SnapshotStore {
 
 impl SnapshotStore {
     pub(crate) fn new(
-        worker: WorkerId,
         max_tracked_proxies: usize,
         limiter_options: EngineOptions,
         limiter_clock: LimiterClock,
         clock: SharedClock,
     ) -> Self {
         Self {
-            worker,
             view: ArcSwapOption::empty(),
             registry: CapacityRegistry::new(max_tracked_proxies),
             clients: ClientCounters::default(),
@@ -136,68 +121,24 @@ impl SnapshotStore {
         &self.registry
     }
 
-    /// Validates, indexes and swaps in a whole snapshot, and returns its content (the base
-    /// of the next delta). On error nothing changes. `local_cooldowns` gives the cooldown
-    /// changes this gateway made that the snapshot may not show yet (the report ledger's
-    /// overlay); it is asked only once the snapshot is sure to be applied.
-    pub(crate) fn apply(
-        &self,
-        snapshot: WorkerSnapshot,
-        local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
-    ) -> Result<(SnapshotRef, SnapshotContent), ApplyError> {
-        if snapshot.worker != self.worker {
-            return Err(ApplyError::WrongWorker(snapshot.worker));
-        }
-        let content = SnapshotContent::of(&snapshot).map_err(|error| match error {
-            ContentError::DuplicateProxy(id) => ApplyError::DuplicateProxy(id),
-            ContentError::DuplicateClient(id) => ApplyError::DuplicateClient(id),
-            other => ApplyError::Content(other),
-        })?;
-        if content.checksum() != snapshot.reference.checksum {
-            return Err(ApplyError::Checksum);
-        }
-        let reference = self.install(snapshot, local_cooldowns)?;
-        Ok((reference, content))
+    /// The session and reference of the view served now.
+    fn serving(&self) -> Option<(String, SnapshotRef)> {
+        self.view
+            .load()
+            .as_ref()
+            .map(|view| (view.session_id.clone(), view.reference().as_ref().clone()))
     }
 
-    /// Swaps in the view of `content`, which a delta just changed beyond what
-    /// [`patch`](Self::patch) can do (proxies or clients came or went, or changed).
-    fn apply_content(
-        &self,
-        content: &SnapshotContent,
-        generated_at_ms: UnixMillis,
-        max_staleness_ms: u64,
-        local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
-    ) -> Result<SnapshotRef, ApplyError> {
-        let snapshot = content.to_snapshot(&self.worker, generated_at_ms, max_staleness_ms);
-        self.install(snapshot, local_cooldowns)
-    }
-
-    /// Applies a delta that `content` already holds applied: into the slots when it moves
-    /// only lease ends, draining leases and cooldowns ([`patch`](Self::patch)); else as a
-    /// new view that keeps every unchanged proxy of the current one
-    /// ([`SnapshotView::with_delta`]); a whole new view when the upstreams' TLS changed.
-    pub(crate) fn apply_delta(
+    /// Applies a delta that `content` already holds applied as a new view that keeps
+    /// every unchanged proxy of the current one ([`SnapshotView::with_delta`]); the
+    /// applier calls it only when the current view is the delta's base.
+    fn change(
         &self,
         delta: &SnapshotDelta,
         content: &SnapshotContent,
         local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
     ) -> Result<SnapshotRef, ApplyError> {
-        if delta.touches_only_leases_and_cooldowns() {
-            return self.patch(delta, content, local_cooldowns);
-        }
-        let current = self.view.load_full().ok_or(ApplyError::NotPatchable)?;
-        if delta.upstream_tls.is_some()
-            || current.session_id != delta.session_id
-            || *current.reference() != delta.base
-        {
-            return self.apply_content(
-                content,
-                delta.generated_at_ms,
-                delta.max_staleness_ms,
-                local_cooldowns,
-            );
-        }
+        let current = self.view.load_full().ok_or(ApplyError::NoView)?;
         let limiter = self.limiter_for(content.clients())?;
         let added: Vec<&ProxyId> = delta.upsert.iter().map(|p| &p.id).collect();
         let removed: Vec<&ProxyId> = delta.remove.iter().collect();
@@ -282,45 +223,32 @@ impl SnapshotStore {
 
     /// Applies a delta that moves only lease ends, draining leases and cooldowns of proxies
     /// the current view lists, to their slots, without a new view; the view then names
-    /// the delta's version. Fails (changing nothing) when the current view is not the
+    /// the delta's version. The applier calls it only when the current view is the
     /// delta's base.
     fn patch(
         &self,
         delta: &SnapshotDelta,
         content: &SnapshotContent,
         local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
-    ) -> Result<SnapshotRef, ApplyError> {
-        let view = self.view.load_full().ok_or(ApplyError::NotPatchable)?;
-        if view.session_id != delta.session_id
-            || *view.reference() != delta.base
-            || !delta.touches_only_leases_and_cooldowns()
-        {
-            return Err(ApplyError::NotPatchable);
-        }
+    ) -> SnapshotRef {
         self.set_lease_ends(delta, content);
         let changed: Vec<&ProxyId> = delta.cooldowns.iter().map(|g| &g.proxy_id).collect();
         self.replace_cooldowns(&changed, content, local_cooldowns);
-        view.set_reference(delta.reference.clone());
-        view.refresh_leases();
+        if let Some(view) = self.view.load().as_ref() {
+            view.set_reference(delta.reference.clone());
+            view.refresh_leases();
+        }
         self.mark_fresh();
-        Ok(delta.reference.clone())
+        delta.reference.clone()
     }
 
-    /// Indexes and swaps in a snapshot whose content was checked.
-    fn install(
+    /// Indexes and swaps in a snapshot whose content was checked (the applier checks it
+    /// and that it is not older than the view served).
+    pub(crate) fn install(
         &self,
         snapshot: WorkerSnapshot,
         local_cooldowns: impl FnOnce() -> Vec<CooldownChange>,
     ) -> Result<SnapshotRef, ApplyError> {
-        if let Some(current) = self.view.load().as_ref()
-            && current.session_id == snapshot.session_id
-            && snapshot.reference.version < current.reference().version
-        {
-            return Err(ApplyError::Older {
-                got: snapshot.reference.version,
-                applied: current.reference().version,
-            });
-        }
         let seen: HashSet<&ProxyId> = snapshot.proxies.iter().map(|p| &p.id).collect();
         let limiter = self.limiter_for(&snapshot.clients)?;
         let ids: Vec<&ProxyId> = snapshot.proxies.iter().map(|p| &p.id).collect();
@@ -449,6 +377,48 @@ impl SnapshotStore {
         if let Some(limiter) = limiter {
             limiter.sweep(max_evictions);
         }
+    }
+}
+
+/// The store as the applier's target, with the cooldown changes this gateway made that a
+/// snapshot may not show yet (the report ledger's overlay), asked only once a snapshot is
+/// sure to be applied.
+pub(crate) struct Applying<'a, F> {
+    pub(crate) store: &'a SnapshotStore,
+    pub(crate) local_cooldowns: F,
+}
+
+impl<F: Fn() -> Vec<CooldownChange>> ApplyTarget for Applying<'_, F> {
+    type Error = ApplyError;
+
+    fn serving(&self) -> Option<(String, SnapshotRef)> {
+        self.store.serving()
+    }
+
+    fn install(&self, snapshot: WorkerSnapshot) -> Result<SnapshotRef, ApplyError> {
+        self.store.install(snapshot, &self.local_cooldowns)
+    }
+
+    fn patch(
+        &self,
+        delta: &SnapshotDelta,
+        content: &SnapshotContent,
+    ) -> Result<SnapshotRef, ApplyError> {
+        Ok(self.store.patch(delta, content, &self.local_cooldowns))
+    }
+
+    fn change(
+        &self,
+        delta: &SnapshotDelta,
+        content: &SnapshotContent,
+    ) -> Result<SnapshotRef, ApplyError> {
+        self.store.change(delta, content, &self.local_cooldowns)
+    }
+}
+
+impl<F> std::fmt::Debug for Applying<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Applying").finish_non_exhaustive()
     }
 }
 

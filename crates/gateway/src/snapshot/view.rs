@@ -11,13 +11,12 @@ use crate::snapshot::proxy_tls::{ProxyTls, UpstreamTrust};
 use arc_swap::ArcSwap;
 use http::HeaderValue;
 use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
-use proxypool_core::snapshot_content::SnapshotContent;
-use proxypool_core::snapshot_delta::SnapshotDelta;
 use proxypool_core::{
     ClientId, CooldownPolicy, Credentials, Label, PortSet, ProjectId, Protocol, ProxyId,
     SecretHash, SessionFeedback, SnapshotRef, TicketKey, TicketSigner, UnixMillis, UpstreamId,
 };
 use proxypool_proto::TargetAddr;
+use proxypool_snapshot::{SnapshotContent, SnapshotDelta};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -40,7 +40,7 @@ where
         .assign(T0 + 2, &ids[0], &w1, OWNERSHIP_MS)
         .await
         .unwrap();
-    let epoch_before = pool.current_epoch().await.unwrap();
+    let epoch_before = pool.current_epoch(T0 + 2).await.unwrap();
     // One proxy extracted under the live term, for the stale return below.
     let kept = seed_range(old.as_ref(), T0 + 2, "other", 10, 1).await;
     let mut request = extract_request("c1", 1, proxypool_core::ExtractMode::AllOrNothing);
@@ -56,7 +56,7 @@ where
         .unwrap();
     assert!(second.token > first.token);
     let footprint = pool.footprint().await.unwrap();
-    let version_before = pool.snapshot_version(&w1).await.unwrap();
+    let version_before = pool.snapshot_version(taken, &w1).await.unwrap();
 
     let now = taken + 1;
     stale(
@@ -153,9 +153,9 @@ where
     assert_eq!(pool.footprint().await.unwrap(), footprint);
     assert_eq!(pool.get(now, &ids[0]).await.unwrap(), Some(held.clone()));
     assert_eq!(pool.get(now, &ids[1]).await.unwrap(), None);
-    assert_eq!(pool.current_epoch().await.unwrap(), epoch_before);
+    assert_eq!(pool.current_epoch(now).await.unwrap(), epoch_before);
     assert_eq!(
-        pool.snapshot_version(&w1).await.unwrap(),
+        pool.snapshot_version(now, &w1).await.unwrap(),
         version_before,
         "no refused write moves a snapshot version"
     );

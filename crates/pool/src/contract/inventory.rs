@@ -60,7 +60,7 @@ pub async fn inventory_counts_managed_and_slots<F: PoolFactory>(factory: &F) {
         .unwrap();
     let snap = SnapshotRef {
         version: 1,
-        epoch: pool.current_epoch().await.unwrap(),
+        epoch: pool.current_epoch(T0 + 1).await.unwrap(),
         checksum: "c".into(),
     };
     pool.open_session(T0 + 1, &w1, "s1", 30_000).await.unwrap();

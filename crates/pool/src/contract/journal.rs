@@ -32,7 +32,7 @@ async fn changes<P: ActivityPool>(
         .unwrap();
     assert_eq!(
         changes.version,
-        pool.snapshot_version(worker).await.unwrap(),
+        pool.snapshot_version(now, worker).await.unwrap(),
         "the counters come with the changes"
     );
     changes
@@ -107,7 +107,7 @@ async fn ready_session<P: ActivityPool>(
 ) -> SnapshotRef {
     let snap = SnapshotRef {
         version: 1,
-        epoch: pool.current_epoch().await.unwrap(),
+        epoch: pool.current_epoch(now).await.unwrap(),
         checksum: "sum".into(),
     };
     pool.open_session(now, worker, session, SESSION_TTL)
@@ -280,7 +280,7 @@ pub async fn journal_keeps_other_workers_proxies_out<F: PoolFactory>(factory: &F
 
     // Asked for by name, w2's proxy is nothing of w1's; neither is one the store never had.
     let unknown = candidate_id(99);
-    let current = pool.snapshot_version(&w1).await.unwrap().worker;
+    let current = pool.snapshot_version(T0 + 2, &w1).await.unwrap().worker;
     let read = changes(
         &pool,
         T0 + 2,
@@ -307,7 +307,7 @@ pub async fn journal_reads_from_the_current_version_asked_ids_and_a_limit<F: Poo
     for id in &ids[..2] {
         pool.assign(T0, id, &w1, LEASE_MS).await.unwrap();
     }
-    let current = pool.snapshot_version(&w1).await.unwrap().worker;
+    let current = pool.snapshot_version(T0 + 1, &w1).await.unwrap().worker;
 
     let read = changes(&pool, T0 + 1, &w1, current, &[], NO_LIMIT).await;
     assert_eq!(read.changed, Some(Vec::new()), "nothing after the current");

@@ -32,7 +32,7 @@ pub async fn ownership_assign_requires_available_unowned<F: PoolFactory>(factory
         .unwrap_err();
     assert_eq!(missing, PoolError::NotFound);
 
-    let epoch_before = pool.current_epoch().await.unwrap();
+    let epoch_before = pool.current_epoch(T0 + 1).await.unwrap();
     let assignment = pool.assign(T0 + 1, &ids[0], &w1, LEASE).await.unwrap();
     assert_eq!(assignment.worker, w1);
     assert_eq!(assignment.state, AssignmentState::Active);
@@ -144,7 +144,7 @@ pub async fn ownership_drain_is_idempotent_and_bumps_epoch<F: PoolFactory>(facto
     let ids = seed_range(&pool, T0, "acme", 0, 1).await;
     let w1 = worker("gw-1");
     let a = pool.assign(T0, &ids[0], &w1, LEASE).await.unwrap();
-    let epoch_before = pool.current_epoch().await.unwrap();
+    let epoch_before = pool.current_epoch(T0).await.unwrap();
 
     let drained = pool
         .begin_drain(T0 + 1, &ids[0], &w1, a.epoch)
@@ -154,13 +154,13 @@ pub async fn ownership_drain_is_idempotent_and_bumps_epoch<F: PoolFactory>(facto
         panic!("not draining")
     };
     assert!(drain_epoch > epoch_before);
-    assert_eq!(pool.current_epoch().await.unwrap(), drain_epoch);
+    assert_eq!(pool.current_epoch(T0).await.unwrap(), drain_epoch);
     let again = pool
         .begin_drain(T0 + 2, &ids[0], &w1, a.epoch)
         .await
         .unwrap();
     assert_eq!(again, drained, "a repeated drain changes nothing");
-    assert_eq!(pool.current_epoch().await.unwrap(), drain_epoch);
+    assert_eq!(pool.current_epoch(T0).await.unwrap(), drain_epoch);
     let foreign = pool
         .begin_drain(T0 + 2, &ids[0], &worker("gw-2"), a.epoch)
         .await

@@ -15,8 +15,10 @@ use proxypool_core::{
 const LEASE_MS: u64 = 10_000;
 const SESSION_TTL: u64 = 15_000;
 
+/// The worker's counters. They carry no time, so every read here is at `T0` (a read's
+/// `now` dates only what a sharded store writes to raise its groups to one value).
 async fn version<P: ActivityPool>(pool: &P, worker: &WorkerId) -> SnapshotVersion {
-    pool.snapshot_version(worker).await.unwrap()
+    pool.snapshot_version(T0, worker).await.unwrap()
 }
 
 /// Asserts that `write` moved `moved`'s counter and left each of `still`'s alone.
@@ -248,7 +250,7 @@ pub async fn versions_move_with_sessions_reports_and_feedback<F: PoolFactory>(fa
     pool.assign(T0 + 2, &ids[1], &w2, LEASE_MS).await.unwrap();
     let snap = SnapshotRef {
         version: 1,
-        epoch: pool.current_epoch().await.unwrap(),
+        epoch: pool.current_epoch(T0 + 2).await.unwrap(),
         checksum: "sum".into(),
     };
     pool.issue_snapshot(T0 + 2, &w1, "s2", snap.clone())

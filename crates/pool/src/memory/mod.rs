@@ -11,7 +11,6 @@ mod extract;
 mod health;
 mod identity;
 mod inventory;
-mod journal;
 mod lease;
 mod listing;
 mod ownership;

@@ -276,7 +276,7 @@ impl OwnershipRepository for MemoryPool {
         Ok(result)
     }
 
-    async fn current_epoch(&self) -> PoolResult<u64> {
+    async fn current_epoch(&self, _now: UnixMillis) -> PoolResult<u64> {
         Ok(self.lock()?.epoch)
     }
 }

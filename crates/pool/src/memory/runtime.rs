@@ -265,7 +265,11 @@ impl WorkerRuntimeStore for MemoryPool {
         Ok(state.live_runtime(worker, now).cloned())
     }
 
-    async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion> {
+    async fn snapshot_version(
+        &self,
+        _now: UnixMillis,
+        worker: &WorkerId,
+    ) -> PoolResult<SnapshotVersion> {
         let state = self.lock()?;
         Ok(state.snapshot_version_of(worker))
     }

@@ -169,7 +169,7 @@ pub(crate) struct State {
     pub(crate) snapshot_versions: HashMap<WorkerId, u64>,
     /// Per worker, the proxies its counter moved for (`snapshot_changes`), from the first
     /// such move on. Lives as long as the worker's counter: for good.
-    pub(crate) snapshot_journals: HashMap<WorkerId, super::journal::Journal>,
+    pub(crate) snapshot_journals: HashMap<WorkerId, proxypool_snapshot::Journal>,
     /// `SnapshotVersion::feedback`: moved by every new session feedback.
     pub(crate) feedback_version: u64,
     /// The store's identity, generation and recovery (`proxypool_core::store_mark`).
@@ -212,7 +212,7 @@ impl State {
         match self.snapshot_journals.get_mut(worker) {
             Some(journal) => journal.record(proxy, value, SNAPSHOT_JOURNAL_CAP),
             None => {
-                let mut journal = super::journal::Journal::default();
+                let mut journal = proxypool_snapshot::Journal::default();
                 journal.record(proxy, value, SNAPSHOT_JOURNAL_CAP);
                 self.snapshot_journals.insert(worker.clone(), journal);
             }

@@ -209,7 +209,7 @@ impl OwnershipRepository for GroupPool {
         Ok(draining)
     }
 
-    async fn current_epoch(&self) -> PoolResult<u64> {
+    async fn current_epoch(&self, _now: UnixMillis) -> PoolResult<u64> {
         match self.get("epoch").await? {
             None => Ok(0),
             Some(raw) => std::str::from_utf8(&raw)

@@ -239,12 +239,16 @@ impl WorkerRuntimeStore for GroupPool {
         reply.optional(|reply| runtime::decode(&reply.text(0)?, &reply.text(1)?, &reply.text(2)?))
     }
 
-    async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion> {
-        // Counters carry no time; `now` only fills the calling convention.
+    async fn snapshot_version(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+    ) -> PoolResult<SnapshotVersion> {
+        // A read only: the counters carry no time, `now` fills the calling convention.
         let reply = self
             .call(
                 &self.scripts.snapshot_version,
-                0,
+                now,
                 Side::Read,
                 vec![worker.to_string()],
             )

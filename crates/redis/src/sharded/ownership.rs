@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use futures_util::future::try_join_all;
 use proxypool_core::{
     Assignment, OwnedProxy, OwnershipRepository, PoolResult, ProxyId, ProxyRecord, UnixMillis,
-    WorkerId, now_millis,
+    WorkerId,
 };
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -170,12 +170,11 @@ impl OwnershipRepository for RedisPool {
         .await
     }
 
-    async fn current_epoch(&self) -> PoolResult<u64> {
+    async fn current_epoch(&self, now: UnixMillis) -> PoolResult<u64> {
         if let Some(one) = self.single() {
-            return one.current_epoch().await;
+            return one.current_epoch(now).await;
         }
-        let values = try_join_all(self.groups().iter().map(|g| g.current_epoch())).await?;
-        // The port takes no `now`; the wall clock only dates a raised counter's native TTL.
-        self.read_as_one(now_millis(), Counter::Epoch, values).await
+        let values = try_join_all(self.groups().iter().map(|g| g.current_epoch(now))).await?;
+        self.read_as_one(now, Counter::Epoch, values).await
     }
 }

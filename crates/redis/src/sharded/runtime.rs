@@ -15,7 +15,7 @@ use futures_util::future::try_join_all;
 use proxypool_core::{
     Holding, PoolResult, ProxyId, ReportOutcome, ReportReceipt, RuntimeReport, SnapshotChanges,
     SnapshotRef, SnapshotVersion, StoredRuntime, UnixMillis, WorkerId, WorkerRuntimeStore,
-    WorkerSession, now_millis,
+    WorkerSession,
 };
 use std::future::Future;
 
@@ -191,17 +191,25 @@ impl WorkerRuntimeStore for RedisPool {
         Ok(Some(whole))
     }
 
-    async fn snapshot_version(&self, worker: &WorkerId) -> PoolResult<SnapshotVersion> {
+    async fn snapshot_version(
+        &self,
+        now: UnixMillis,
+        worker: &WorkerId,
+    ) -> PoolResult<SnapshotVersion> {
         if let Some(one) = self.single() {
-            return one.snapshot_version(worker).await;
+            return one.snapshot_version(now, worker).await;
         }
-        let versions =
-            try_join_all(self.groups().iter().map(|g| g.snapshot_version(worker))).await?;
+        let versions = try_join_all(
+            self.groups()
+                .iter()
+                .map(|g| g.snapshot_version(now, worker)),
+        )
+        .await?;
         let counters = versions.iter().map(|v| v.worker).collect();
-        // Counters carry no time; the wall clock only dates a raised counter's native TTL.
+        // Counters carry no time; `now` only dates a raised counter's native TTL.
         Ok(SnapshotVersion {
             worker: self
-                .read_as_one(now_millis(), Counter::Snapshot(worker.as_str()), counters)
+                .read_as_one(now, Counter::Snapshot(worker.as_str()), counters)
                 .await?,
             feedback: versions[0].feedback,
         })

@@ -186,7 +186,7 @@ async fn ttl_churn_keeps_keys_and_fields_bounded() {
         }
         let snapshot = SnapshotRef {
             version: tick + 1,
-            epoch: pool.current_epoch().await.unwrap(),
+            epoch: pool.current_epoch(now).await.unwrap(),
             checksum: format!("sum-{tick}"),
         };
         pool.issue_snapshot(now, &worker, "s1", snapshot.clone())

@@ -246,7 +246,7 @@ async fn counters_read_as_one_order_every_group() {
     for id in &groups[0][..5] {
         pool.assign(T0 + 1, id, &w1, 20_000).await.unwrap();
     }
-    let epoch = pool.current_epoch().await.unwrap();
+    let epoch = pool.current_epoch(T0 + 1).await.unwrap();
     assert!(epoch >= 5);
     for group in &groups[1..] {
         let later = pool.assign(T0 + 2, &group[0], &w1, 20_000).await.unwrap();
@@ -258,12 +258,12 @@ async fn counters_read_as_one_order_every_group() {
 
     // The same for a worker's snapshot counter and its journal.
     pool.open_session(T0 + 3, &w1, "s1", 60_000).await.unwrap();
-    let version = pool.snapshot_version(&w1).await.unwrap().worker;
+    let version = pool.snapshot_version(T0 + 3, &w1).await.unwrap().worker;
     let moved = pool
         .assign(T0 + 4, &groups[2][1], &w1, 20_000)
         .await
         .unwrap();
-    assert!(pool.snapshot_version(&w1).await.unwrap().worker > version);
+    assert!(pool.snapshot_version(T0 + 4, &w1).await.unwrap().worker > version);
     let changes = pool
         .snapshot_changes(T0 + 4, &w1, version, &[], 1_000)
         .await

@@ -56,7 +56,7 @@ async fn the_journal_is_a_sorted_set_per_worker_with_a_ttl() {
     let ids = seed_range(&pool, T0, "acme", 0, 1).await;
     let (w1, w3) = (worker("gw-1"), worker("gw-3"));
     pool.assign(T0, &ids[0], &w1, LEASE_MS).await.unwrap();
-    let version = pool.snapshot_version(&w1).await.unwrap().worker;
+    let version = pool.snapshot_version(T0, &w1).await.unwrap().worker;
 
     let key = format!("{base}snapshot-journal:gw-1");
     let score = text(server, &["ZSCORE", &key, ids[0].as_str()]);
@@ -94,11 +94,11 @@ async fn a_journal_that_lapsed_is_forgotten_not_empty() {
     let ids = seed_range(&pool, T0, "acme", 0, 1).await;
     let w1 = worker("gw-1");
     let assigned = pool.assign(T0, &ids[0], &w1, LEASE_MS).await.unwrap();
-    let built = pool.snapshot_version(&w1).await.unwrap().worker;
+    let built = pool.snapshot_version(T0, &w1).await.unwrap().worker;
     pool.renew(T0 + 1, &ids[0], &w1, assigned.epoch, LEASE_MS)
         .await
         .unwrap();
-    let current = pool.snapshot_version(&w1).await.unwrap().worker;
+    let current = pool.snapshot_version(T0 + 1, &w1).await.unwrap().worker;
     assert_eq!(
         changed(&pool, T0 + 2, &w1, built).await.map(|c| c.len()),
         Some(1),

@@ -14,13 +14,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use proxypool_controller::config::{Config, Env, Role};
 use proxypool_controller::{AlwaysLeader, Controller, ManualClock, OpenedStore};
-use proxypool_core::snapshot_content::SnapshotContent;
-use proxypool_core::snapshot_delta::SnapshotUpdate;
 use proxypool_core::{
     ActivityPool, Candidate, CheckOutcome, FetchedBatch, HealthBatch, HealthObservation, Protocol,
     ProxyId, SecretHash, UpstreamId,
 };
 use proxypool_pool::{MemoryPool, MemoryPoolOptions};
+use proxypool_snapshot::{SnapshotContent, SnapshotUpdate};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -288,7 +287,7 @@ impl ControlClient {
             proxypool_core::control::SESSIONS_PATH,
             Some(serde_json::json!({
                 "worker": worker, "session_id": session, "version": "test",
-                "protocol": proxypool_core::snapshot_delta::CONTROL_PROTOCOL,
+                "protocol": proxypool_snapshot::CONTROL_PROTOCOL,
             })),
         )
         .await
@@ -302,7 +301,7 @@ impl ControlClient {
                 Method::GET,
                 &format!(
                     "{path}?session_id={session}&after_version={after}&wait_ms={wait_ms}&protocol={}",
-                    proxypool_core::snapshot_delta::CONTROL_PROTOCOL
+                    proxypool_snapshot::CONTROL_PROTOCOL
                 ),
                 None,
             )

@@ -14,9 +14,8 @@ use proxypool_core::control::{
     Advisories, ErrorBody, ErrorDetail, GatewayClient, HeldLease, RegisterSession, ReportAck,
     SessionGrant, SnapshotAck, SnapshotProxy, UpstreamTls, WorkerSnapshot,
 };
-use proxypool_core::snapshot_content::{SnapshotContent, snapshot_checksum_full};
-use proxypool_core::snapshot_delta::{CONTROL_PROTOCOL, SnapshotUpdate};
 use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, TicketKey, WorkerId, now_millis};
+use proxypool_snapshot::{CONTROL_PROTOCOL, SnapshotContent, SnapshotUpdate, snapshot_checksum};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -256,7 +255,7 @@ impl TestController {
             reference: SnapshotRef {
                 version: state.version,
                 epoch: 1,
-                checksum: snapshot_checksum_full(
+                checksum: snapshot_checksum(
                     &state.proxies,
                     &state.held,
                     &state.clients,

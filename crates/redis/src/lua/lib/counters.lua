@@ -27,6 +27,8 @@ end
 
 -- The change journal (`snapshot-journal:<w>` ZSET proxy id -> the counter value of its
 -- latest change), so snapshot_changes.lua re-reads only the proxies named since a version.
+-- Its rules are the snapshot protocol's (proxypool_snapshot::journal, whose crate doc is
+-- the glossary of these counters); MemoryPool keeps them with that code.
 -- A proxy is kept once, so the journal holds at most SNAPSHOT_JOURNAL_CAP (generated from
 -- proxypool_core's constant) distinct proxies: past it the lowest goes and the worker's
 -- floor rises to its value (`snapshot-versions` field '*floor:<w>', never a worker id:

@@ -5,11 +5,12 @@
 use proxypool_core::control::{
     Advisories, GatewayClient, HeldLease, SnapshotProxy, WorkerSnapshot,
 };
-use proxypool_core::snapshot_content::{ContentError, SnapshotContent, snapshot_checksum_full};
-use proxypool_core::snapshot_delta::{LeaseEnd, SnapshotDelta};
 use proxypool_core::{
     ClientId, CooldownPolicy, Credentials, Domain, DomainCooldown, Protocol, ProxyId, SecretHash,
     SnapshotRef, TicketKey, UpstreamId, WorkerId,
+};
+use proxypool_snapshot::{
+    ContentError, LeaseEnd, SnapshotContent, SnapshotDelta, snapshot_checksum,
 };
 
 fn worker() -> WorkerId {
@@ -77,7 +78,7 @@ fn snapshot(
         cooldowns,
         session_feedback: Vec::new(),
     };
-    let checksum = snapshot_checksum_full(&proxies, &held, &clients, &advisories, Some(key), &[]);
+    let checksum = snapshot_checksum(&proxies, &held, &clients, &advisories, Some(key), &[]);
     WorkerSnapshot {
         worker: worker(),
         session_id: "s1".into(),

@@ -4,7 +4,7 @@
 //! gateway is new, behind, or holds content the controller does not know, else a
 //! [`SnapshotDelta`] against the version the gateway holds. A delta names its base (the
 //! version and checksum it applies to) and its result (the new reference, whose checksum
-//! is that of the whole content after it, [`crate::snapshot_content`]); a gateway whose
+//! is that of the whole content after it, [`crate::checksum`]); a gateway whose
 //! content is not the base, or whose content after the delta does not have the result's
 //! checksum, applies nothing and asks for the whole snapshot (`after_version=0`).
 //!
@@ -12,12 +12,12 @@
 //! cooldown change the changed proxy's entries, and the clients, the policy, the session
 //! feedback, the ticket key and the upstreams' TLS only when they changed, whole.
 
-use crate::control::{GatewayClient, HeldLease, SnapshotProxy, UpstreamTls, WorkerSnapshot};
-use crate::cooldown::{CooldownPolicy, DomainCooldown, SessionFeedback};
-use crate::ids::{ProxyId, WorkerId};
-use crate::runtime::SnapshotRef;
-use crate::ticket::TicketKey;
-use crate::time::UnixMillis;
+use proxypool_core::control::{
+    GatewayClient, HeldLease, SnapshotProxy, UpstreamTls, WorkerSnapshot,
+};
+use proxypool_core::cooldown::{CooldownPolicy, DomainCooldown, SessionFeedback};
+use proxypool_core::ticket::TicketKey;
+use proxypool_core::{ProxyId, SnapshotRef, UnixMillis, WorkerId};
 use serde::{Deserialize, Serialize};
 
 /// The version of the worker control protocol this build speaks. A gateway names it when

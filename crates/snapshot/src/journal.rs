@@ -4,12 +4,18 @@
 //! Each proxy is kept once, at the counter value of its latest change, so the journal holds
 //! at most one entry per distinct proxy; past the cap the oldest go and the floor rises to
 //! the highest counter value that went, below which the journal can no longer answer.
+//!
+//! These are the rules of every store: the memory pool keeps one [`Journal`] per worker,
+//! and the Redis adapter keeps the same map as a sorted set per worker with the same cap,
+//! order and floor (`crates/redis/src/lua/lib/counters.lua`, `snapshot_changes.lua`); the
+//! pool's contract suite holds both to them.
 
 use proxypool_core::ProxyId;
 use std::collections::{BTreeSet, HashMap};
 
+/// One worker's change journal (see the module doc).
 #[derive(Debug, Default)]
-pub(crate) struct Journal {
+pub struct Journal {
     /// Proxy -> the counter value of its latest change.
     latest: HashMap<ProxyId, u64>,
     /// (counter value, proxy) of every entry of `latest`: the order to read from and to trim
@@ -22,7 +28,7 @@ pub(crate) struct Journal {
 impl Journal {
     /// Records that the counter moved to `counter` for `proxy`, keeping at most `cap`
     /// distinct proxies.
-    pub(crate) fn record(&mut self, proxy: &ProxyId, counter: u64, cap: usize) {
+    pub fn record(&mut self, proxy: &ProxyId, counter: u64, cap: usize) {
         if let Some(old) = self.latest.insert(proxy.clone(), counter) {
             self.order.remove(&(old, proxy.clone()));
         }
@@ -38,7 +44,7 @@ impl Journal {
 
     /// The proxies changed after the counter was at `after`, latest change first; `None`
     /// when changes that far back were trimmed away.
-    pub(crate) fn changed_after(&self, after: u64) -> Option<impl Iterator<Item = &ProxyId>> {
+    pub fn changed_after(&self, after: u64) -> Option<impl Iterator<Item = &ProxyId>> {
         if after < self.floor {
             return None;
         }

@@ -1,0 +1,3 @@
+//! The snapshot protocol's integration tests, one module per concern.
+
+mod content;
