@@ -54,40 +54,15 @@ use crate::redis::RespConnection;
 use crate::scratch::ScratchDir;
 
 use node::Node;
+pub use node::{CLUSTER_NODE_TIMEOUT, NodeState};
 use topology::View;
-
-/// How long a node may stay silent before the others suspect it: short, so that a killed
-/// or paused primary is failed over within a few seconds.
-pub const CLUSTER_NODE_TIMEOUT: Duration = Duration::from_millis(1000);
-
-/// The number of hash slots of every Redis Cluster.
-pub const CLUSTER_SLOTS: u16 = 16384;
+pub use topology::{CLUSTER_SLOTS, ClusterRole};
 
 /// How often the waits look at the cluster (each look opens one connection per live node).
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Log lines per node in a failure message.
 const LOG_TAIL_LINES: usize = 15;
-
-/// A node's role in the cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClusterRole {
-    /// Owns slots (or could: a primary without slots is still a primary).
-    Primary,
-    /// Replicates a primary and may be promoted when it fails.
-    Replica,
-}
-
-/// What the guard has done to a node's process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeState {
-    /// Running (as far as the guard knows).
-    Running,
-    /// Stopped with SIGSTOP by [`RedisCluster::pause`].
-    Paused,
-    /// Killed with SIGKILL by [`RedisCluster::kill`].
-    Killed,
-}
 
 /// One node of a [`RedisCluster`], as [`RedisCluster::nodes`] reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]

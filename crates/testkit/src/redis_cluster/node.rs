@@ -3,6 +3,7 @@
 //! the TLS port) and the TLS files it serves and shows the other nodes.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::error::{Result, TestkitError};
 use crate::private_server::{PORT_ATTEMPTS, PrivateServer};
@@ -10,8 +11,23 @@ use crate::process::{self, Launch, ServerProcess, StartFailure};
 use crate::redis::{config_quote, ping, write_config};
 use crate::tls::CertFiles;
 
+use super::ClusterRole;
 use super::topology::Shard;
-use super::{CLUSTER_NODE_TIMEOUT, ClusterRole, NodeState};
+
+/// How long a node may stay silent before the others suspect it: short, so that a killed
+/// or paused primary is failed over within a few seconds.
+pub const CLUSTER_NODE_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// What the guard has done to a node's process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeState {
+    /// Running (as far as the guard knows).
+    Running,
+    /// Stopped with SIGSTOP by [`RedisCluster::pause`].
+    Paused,
+    /// Killed with SIGKILL by [`RedisCluster::kill`].
+    Killed,
+}
 
 /// The TLS side of every node: the files of a [`TestCa`].
 #[derive(Debug, Clone)]

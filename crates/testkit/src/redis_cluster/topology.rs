@@ -2,7 +2,17 @@
 //! (who owns which slots, who replicates whom, which configuration epoch it knows), and
 //! the [`Shard`] a primary held before a fault.
 
-use super::ClusterRole;
+/// The number of hash slots of every Redis Cluster.
+pub const CLUSTER_SLOTS: u16 = 16384;
+
+/// A node's role in the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterRole {
+    /// Owns slots (or could: a primary without slots is still a primary).
+    Primary,
+    /// Replicates a primary and may be promoted when it fails.
+    Replica,
+}
 
 /// The slots a primary owned and the ports of its replicas, taken just before a fault, so
 /// that [`RedisCluster::wait_for_failover`] knows whom to expect in its place.
@@ -187,7 +197,6 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::redis_cluster::CLUSTER_SLOTS;
 
     #[test]
     fn cluster_nodes_lines_are_parsed() {
