@@ -10,7 +10,6 @@
 //! polls an async probe on tokio. Each fails the test naming what it waited for;
 //! [`poll_until`] leaves the failure to the caller.
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// How often a condition is looked at: often enough that a wait ends soon after the
@@ -47,19 +46,20 @@ pub fn eventually(what: &str, timeout: Duration, mut probe: impl FnMut() -> bool
 }
 
 /// Awaits `probe` until it gives a value, within `timeout`, sleeping [`POLL_INTERVAL`]
-/// between looks on tokio's timer; panics naming `what` otherwise. The deadline is
-/// checked between looks: one look that hangs is the probe's to bound.
-pub async fn eventually_async<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
+/// between looks on tokio's timer; panics naming `what` otherwise. The deadline is on
+/// tokio's clock too, so in a test in paused time it is virtual time. It is checked
+/// between looks: one look that hangs is the probe's to bound.
+pub async fn eventually_async<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if let Some(value) = probe().await {
             return value;
         }
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         assert!(!left.is_zero(), "{what}: not within {timeout:?}");
         tokio::time::sleep(POLL_INTERVAL.min(left)).await;
     }

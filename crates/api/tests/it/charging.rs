@@ -337,9 +337,9 @@ async fn extractions_in_flight_are_capped_per_client(kind: QuotaKind) {
         let server = server.clone();
         async move { server.extract(ALICE, Some("slow"), &body(1)).await }
     });
-    eventually(
-        Duration::from_secs(10),
+    eventually_async(
         "the first reached the store",
+        Duration::from_secs(10),
         async || (gated.calls() > 0).then_some(()),
     )
     .await;
@@ -437,9 +437,9 @@ async fn a_retry_is_not_left_unpaid_by_the_refund_of_an_attempt_still_running() 
         let server = server.clone();
         async move { server.extract(ALICE, Some("k"), &body(1)).await }
     });
-    eventually(
-        Duration::from_secs(10),
+    eventually_async(
         "the first attempt reached the store",
+        Duration::from_secs(10),
         async || (extractor.calls.load(Ordering::SeqCst) > 0).then_some(()),
     )
     .await;

@@ -496,9 +496,9 @@ async fn unavailable_when_saturated_or_timed_out_and_429_over_the_address_cap() 
     let slow = server.get("/v1/upstreams", Some(ALICE));
     let others = async {
         // Once the slow request is inside its handler it holds the only slot.
-        eventually(
-            Duration::from_secs(10),
+        eventually_async(
             "the slow request reached its handler",
+            Duration::from_secs(10),
             async || {
                 let calls = server
                     .upstreams

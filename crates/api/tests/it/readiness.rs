@@ -127,7 +127,7 @@ async fn a_store_going_down_shows_within_a_second_with_its_name() {
     assert_eq!(server.get("/readyz", None).await.status, 200);
     quota.down.store(true, Ordering::SeqCst);
     let went_down = Instant::now();
-    let reply = eventually(SHOWS_WITHIN, "/readyz answered 503", async || {
+    let reply = eventually_async("/readyz answered 503", SHOWS_WITHIN, async || {
         let reply = server.get("/readyz", None).await;
         (reply.status == 503).then_some(reply)
     })
@@ -136,7 +136,7 @@ async fn a_store_going_down_shows_within_a_second_with_its_name() {
     assert!(message.contains("quota"), "{message}");
     eprintln!("the store down showed after {:?}", went_down.elapsed());
     quota.down.store(false, Ordering::SeqCst);
-    eventually(SHOWS_WITHIN, "/readyz answered 200 again", async || {
+    eventually_async("/readyz answered 200 again", SHOWS_WITHIN, async || {
         (server.get("/readyz", None).await.status == 200).then_some(())
     })
     .await;

@@ -483,9 +483,9 @@ async fn redis_stopped_is_503_within_the_timeout_and_200_after_restart() {
     stack.redis.start_again().unwrap();
     // Readiness comes back first (the first call on a connection that died with the old
     // server may still fail once: the answer stays 503 until a call succeeds), ...
-    eventually(
-        Duration::from_secs(10),
+    eventually_async(
         "/readyz recovered after the restart",
+        Duration::from_secs(10),
         async || (stack.server.get("/readyz", None).await.status == 200).then_some(()),
     )
     .await;

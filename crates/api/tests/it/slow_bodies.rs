@@ -91,9 +91,9 @@ async fn stalled_holding_every_slot(
     for _ in 0..cap {
         held.push(stalled(source, addr, head).await);
     }
-    eventually(
-        PATIENCE,
+    eventually_async(
         &format!("{source} full of stalled requests"),
+        PATIENCE,
         async || {
             for stream in &mut held {
                 if answered(stream) {
@@ -177,7 +177,7 @@ async fn one_address_over_its_in_flight_cap_gets_429_and_another_is_served() {
 
     // The slots come back when the slow senders go away.
     drop(held);
-    eventually(PATIENCE, "the address served again", async || {
+    eventually_async("the address served again", PATIENCE, async || {
         let (head, _) = me_from(FLOOD_SOURCE, server.addr).await;
         head.starts_with("HTTP/1.1 200").then_some(())
     })

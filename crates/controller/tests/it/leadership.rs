@@ -2,7 +2,7 @@
 //! paused time (every timing below is exact virtual time, not a sleep), and the singleton
 //! loops parking and resuming as a term comes and goes.
 
-use crate::common::{T0, eventually, parse_config, static_upstream};
+use crate::common::{T0, eventually_async, parse_config, static_upstream};
 use async_trait::async_trait;
 use proxypool_controller::clock::Clock;
 use proxypool_controller::{
@@ -406,7 +406,7 @@ async fn the_loops_park_while_not_leading_and_resume_with_the_next_term() {
     assert_eq!(fetches(&controller), 0);
 
     manual.term.send_replace(Some(Term(1)));
-    eventually(Duration::from_secs(5), "rounds while leading", async || {
+    eventually_async("rounds while leading", Duration::from_secs(5), async || {
         (fetches(&controller) >= 3).then_some(())
     })
     .await;
@@ -422,9 +422,9 @@ async fn the_loops_park_while_not_leading_and_resume_with_the_next_term() {
 
     // The next term resumes them.
     manual.term.send_replace(Some(Term(2)));
-    eventually(
-        Duration::from_secs(5),
+    eventually_async(
         "rounds in the next term",
+        Duration::from_secs(5),
         async || (fetches(&controller) > parked).then_some(()),
     )
     .await;
@@ -521,9 +521,9 @@ async fn the_loops_wait_for_the_store_to_be_established_even_while_leading() {
     );
 
     ledger.open.send_replace(true);
-    eventually(
-        Duration::from_secs(5),
+    eventually_async(
         "rounds once established",
+        Duration::from_secs(5),
         async || (fetches(&controller) >= 2).then_some(()),
     )
     .await;

@@ -340,7 +340,7 @@ async fn a_running_controller_reassigns_a_closed_workers_proxies_without_waiting
     let client = ControlClient::new(running.control_addr(), Some(WORKER_TOKEN));
     let b = WorkerId::new("gw-b").unwrap();
     let owned_by_b = || async { pool.owned_by(clock.now(), &b, 100).await.unwrap().len() };
-    eventually(Duration::from_secs(10), "gw-b owns two", async || {
+    eventually_async("gw-b owns two", Duration::from_secs(10), async || {
         (owned_by_b().await == 2).then_some(())
     })
     .await;
@@ -349,7 +349,7 @@ async fn a_running_controller_reassigns_a_closed_workers_proxies_without_waiting
         client.close("gw-a", "a1").await.status,
         StatusCode::NO_CONTENT
     );
-    eventually(Duration::from_secs(10), "gw-b owns all four", async || {
+    eventually_async("gw-b owns all four", Duration::from_secs(10), async || {
         (owned_by_b().await == 4).then_some(())
     })
     .await;

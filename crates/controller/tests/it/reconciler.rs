@@ -224,9 +224,9 @@ async fn failing_vendors_are_reported_by_kind() {
     let listening = rig.vendor.addr();
     drop(rig.vendor);
     // Its listener closes on its own task, once the vendor's shutdown reaches it.
-    eventually(
-        Duration::from_secs(10),
+    eventually_async(
         "the vendor stopped listening",
+        Duration::from_secs(10),
         async || {
             let connected = tokio::net::TcpStream::connect(listening).await;
             connected.is_err().then_some(())

@@ -7,7 +7,7 @@
 //! against bounds with some slack for a loaded machine; each test prints what it measured
 //! (`cargo test -- --nocapture`).
 
-use crate::common::{e2e, eventually};
+use crate::common::{e2e, eventually_async};
 use proxypool_controller::config::{Config, Env, Role};
 use proxypool_controller::leadership::CONTROLLER_LEASE;
 use proxypool_controller::{Controller, RunningController, Term, open_store};
@@ -200,9 +200,9 @@ async fn two_controllers_one_leader_only_it_fetches_and_a_crash_hands_over_withi
     assert!(crashed.elapsed() <= lease + SLACK);
 
     // The new leader fetches.
-    eventually(
-        Duration::from_secs(10),
+    eventually_async(
         "the new leader fetches",
+        Duration::from_secs(10),
         async || (fetches(&standby) >= 2).then_some(()),
     )
     .await;
@@ -221,7 +221,7 @@ async fn a_clean_shutdown_hands_the_lease_over_at_once() {
     let config = failover_config(&redis, &vendor, "3s");
     let (leader, standby) = leader_and_standby(&config).await;
     let mut standby_term = term_of(&standby);
-    eventually(Duration::from_secs(10), "the leader fetches", async || {
+    eventually_async("the leader fetches", Duration::from_secs(10), async || {
         (fetches(&leader) >= 1).then_some(())
     })
     .await;
@@ -253,7 +253,7 @@ async fn a_leader_cut_off_from_redis_steps_down_before_its_lease_ends_and_leads_
     let running = start(failover_config(&redis, &vendor, "1s")).await;
     let mut term = term_of(&running);
     wait_leading(&mut term, true, Duration::from_secs(10), "first term").await;
-    eventually(Duration::from_secs(10), "the leader fetches", async || {
+    eventually_async("the leader fetches", Duration::from_secs(10), async || {
         (vendor.vendor().fetches() >= 2).then_some(())
     })
     .await;
@@ -277,7 +277,7 @@ async fn a_leader_cut_off_from_redis_steps_down_before_its_lease_ends_and_leads_
     tokio::task::block_in_place(|| redis.start_again()).unwrap();
     let back = wait_leading(&mut term, true, Duration::from_secs(5), "re-election").await;
     eprintln!("measured: leading again {back:?} after Redis restarted");
-    eventually(Duration::from_secs(10), "fetches resume", async || {
+    eventually_async("fetches resume", Duration::from_secs(10), async || {
         (vendor.vendor().fetches() > parked).then_some(())
     })
     .await;

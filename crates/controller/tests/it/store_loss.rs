@@ -4,7 +4,7 @@
 //! first because its store is not the one it remembers, then, once it caught up, because
 //! its term is not the new leader's.
 
-use crate::common::eventually;
+use crate::common::eventually_async;
 use proxypool_controller::{SharedClock, StoreGuard, SystemClock};
 use proxypool_core::{
     ActivityPool, Candidate, CheckOutcome, ExtractMode, ExtractRequest, Fence, FetchedBatch,
@@ -68,9 +68,9 @@ fn extract_request(n: u32) -> ExtractRequest {
 async fn first_answer(
     pool: &Arc<dyn ActivityPool>,
 ) -> Result<proxypool_core::Footprint, PoolError> {
-    eventually(
-        Duration::from_secs(10),
+    eventually_async(
         "Redis answered again",
+        Duration::from_secs(10),
         async || match pool.footprint().await {
             Err(PoolError::Unavailable(Unavailable::Store(_))) => None,
             other => Some(other),

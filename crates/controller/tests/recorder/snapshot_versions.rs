@@ -20,9 +20,9 @@ const PROMPT: Duration = Duration::from_secs(1);
 /// times (one look per `poll_interval`), so it has had its chances to answer early.
 async fn until_the_poll_looked(looks: u64) {
     let before = store_calls("snapshot_version");
-    eventually(
-        Duration::from_secs(10),
+    eventually_async(
         "the waiting poll looked at the version",
+        Duration::from_secs(10),
         async || (store_calls("snapshot_version") >= before + looks).then_some(()),
     )
     .await;

@@ -1,12 +1,10 @@
-//! The edge scaffold's integration tests, one binary; `common` holds the one wait on a
-//! condition. One module per concern:
+//! The edge scaffold's integration tests, one binary (waits on a condition are the test
+//! kit's). One module per concern:
 //!
 //! - `proxy_protocol`: PROXY headers from listed balancers, per-IP caps behind them,
 //!   silent connections closed at the first-byte deadline or by a shutdown.
 //! - `tls`: TLS listeners: readable refusal of plain HTTP, certificates replaced on disk
 //!   or by a reload, mutual TLS, a stalled handshake cut at the header timeout.
-
-mod common;
 
 mod proxy_protocol;
 mod tls;

@@ -3,7 +3,6 @@
 //! refuses clients without a certificate from the configured CA, and a stalled handshake
 //! is cut at the header-read timeout, freeing its slot.
 
-use crate::common::wait_for;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty, Full};
@@ -11,6 +10,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use proxypool_edge::{ClientTls, ClientTlsFiles, ServeLimits, ServerTls, ServerTlsFiles, serve};
+use proxypool_testkit::eventually_async;
 use proxypool_testkit::{CertFiles, TestCa};
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -144,9 +144,9 @@ async fn a_replaced_certificate_reaches_new_connections_and_open_ones_keep_worki
     let rotated = new_ca.server("srv").unwrap();
     replace(&rotated.key, &served.key);
     replace(&rotated.cert, &served.cert);
-    let mut fresh = wait_for(
-        Duration::from_secs(10),
+    let mut fresh = eventually_async(
         "the new certificate to serve",
+        Duration::from_secs(10),
         async || connect(addr, &trusts_new).await.ok(),
     )
     .await;
@@ -226,7 +226,7 @@ async fn a_stalled_handshake_is_cut_at_the_header_timeout_and_frees_its_slot() {
         "cut before the timeout"
     );
     // Its slot is free again: a real client is served.
-    wait_for(Duration::from_secs(5), "the slot to be freed", async || {
+    eventually_async("the slot to be freed", Duration::from_secs(5), async || {
         let mut sender = connect(addr, &client(&ca, None)).await.ok()?;
         (get(&mut sender).await.as_deref() == Ok("ok")).then_some(())
     })

@@ -355,9 +355,9 @@ async fn request_and_tunnel_durations_are_counted_by_kind_with_the_log_off() {
     socks_reply(&gateway, "alice", private).await;
 
     // The tunnel is counted when it ends, a moment after the client closed.
-    let tunnels = wait_for(
-        Duration::from_secs(5),
+    let tunnels = eventually_async(
         "the tunnel's life counted",
+        Duration::from_secs(5),
         async || {
             let now = before("tunnel_duration_seconds", "connect").await;
             (now > tunnels_before).then_some(now)

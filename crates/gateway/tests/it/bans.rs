@@ -447,9 +447,9 @@ async fn a_cooldown_the_store_cleared_or_shortened_leaves_with_the_next_snapshot
         !s.reported().is_empty()
     })
     .await;
-    wait_for(
-        Duration::from_secs(5),
+    eventually_async(
         "no cooldown change pending",
+        Duration::from_secs(5),
         async || {
             let (_, status) = admin_json(&s.gateway, "/status").await;
             (status["cooldowns"]["pending_report"] == 0).then_some(())

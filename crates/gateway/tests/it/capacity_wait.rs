@@ -90,7 +90,7 @@ async fn count(gateway: &Running, series: &str) -> f64 {
 /// Waits until `series` reaches `value`.
 async fn metric_reaches(gateway: &Running, series: &str, value: f64) {
     let what = format!("{series} to reach {value}");
-    wait_for(Duration::from_secs(10), &what, async || {
+    eventually_async(&what, Duration::from_secs(10), async || {
         (count(gateway, series).await >= value).then_some(())
     })
     .await;

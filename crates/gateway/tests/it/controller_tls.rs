@@ -30,7 +30,7 @@ fn trusting(ca: &TestCa, identity: Option<&CertFiles>) -> ClientTlsConfig {
 /// Waits until the admin `/status` shows a control error containing `needle`.
 async fn status_says(gateway: &Running, needle: &str) -> String {
     let what = format!("/status to say {needle:?}");
-    wait_for(Duration::from_secs(10), &what, async || {
+    eventually_async(&what, Duration::from_secs(10), async || {
         let status = curl(&[&format!("http://{}/status", gateway.admin)]).await;
         let json: serde_json::Value = serde_json::from_str(&status.body).unwrap_or_default();
         let error = json["control_error"].as_str().unwrap_or_default();

@@ -127,7 +127,7 @@ async fn a_controller_of_another_protocol_is_refused_and_named_on_status() {
     controller.state.lock().unwrap().grant_protocol = Some(1);
     controller.publish(vec![], vec![client("alice")]);
     let gateway = Running::start(config(&controller)).await;
-    let shown = wait_for(Duration::from_secs(10), "a control error", async || {
+    let shown = eventually_async("a control error", Duration::from_secs(10), async || {
         let (_, status) = admin_json(&gateway, "/status").await;
         status["control_error"].as_str().map(str::to_owned)
     })

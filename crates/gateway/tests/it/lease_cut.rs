@@ -35,7 +35,7 @@ async fn keeper_looks_twice() {
 /// Waits until the tunnels closed for `series`' reason reach `value` (they are counted a
 /// moment after the close).
 async fn counted(gateway: &Running, series: &str, value: f64) {
-    wait_for(Duration::from_secs(5), series, async || {
+    eventually_async(series, Duration::from_secs(5), async || {
         (metric(gateway, series).await == Some(value)).then_some(())
     })
     .await;

@@ -453,7 +453,7 @@ async fn hot_path_needs_no_controller_until_the_snapshot_is_stale() {
     }
     assert!(served >= 3);
     // ...until max_staleness has passed: then fail closed.
-    let stale = wait_for(Duration::from_secs(10), "a stale answer", async || {
+    let stale = eventually_async("a stale answer", Duration::from_secs(10), async || {
         let answer = curl(&["-x", &user, &origin.url("/")]).await;
         (answer.status != 200).then_some(answer)
     })
@@ -469,9 +469,9 @@ async fn hot_path_needs_no_controller_until_the_snapshot_is_stale() {
     assert_ne!(socks.exit, 0);
     // The controller returns: serving resumes.
     controller.restart().await;
-    wait_for(
-        Duration::from_secs(10),
+    eventually_async(
         "serving again once the controller answers",
+        Duration::from_secs(10),
         async || (curl(&["-x", &user, &origin.url("/")]).await.status == 200).then_some(()),
     )
     .await;
@@ -626,9 +626,9 @@ async fn graceful_shutdown_lets_open_tunnels_finish_and_refuses_new_connections(
     let started = tokio::time::Instant::now();
     let stopping = tokio::spawn(gateway.shutdown());
     // Draining: no new connections...
-    wait_for(
-        Duration::from_secs(1),
+    eventually_async(
         "the listener to close when draining starts",
+        Duration::from_secs(1),
         async || TcpStream::connect(http).await.is_err().then_some(()),
     )
     .await;

@@ -118,7 +118,7 @@ async fn readiness_and_refusals_follow_leases_and_staleness() {
 
     // It comes back: the next answer makes the gateway fresh, and ready, again.
     controller.restart().await;
-    wait_for(Duration::from_secs(10), "ready again", async || {
+    eventually_async("ready again", Duration::from_secs(10), async || {
         (admin_json(&gateway, "/readyz").await.0 == 200).then_some(())
     })
     .await;

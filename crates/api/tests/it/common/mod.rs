@@ -26,8 +26,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-mod wait;
-pub use wait::eventually;
+pub use proxypool_testkit::eventually_async;
 
 pub const ALICE: &str = "token-alice-0123456789";
 pub const BOB: &str = "token-bob-0123456789";

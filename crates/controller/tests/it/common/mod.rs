@@ -2,9 +2,8 @@
 #![allow(unreachable_pub)]
 
 pub mod e2e;
-mod wait;
 
-pub use wait::eventually;
+pub use proxypool_testkit::eventually_async;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

@@ -2,7 +2,6 @@
 //! knobs the tests turn (publish a snapshot, fence the session, name proxies stale in its
 //! report answers, go away entirely).
 
-use super::wait::wait_for;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -16,6 +15,7 @@ use proxypool_core::control::{
 };
 use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, TicketKey, WorkerId, now_millis};
 use proxypool_snapshot::{CONTROL_PROTOCOL, SnapshotContent, SnapshotUpdate, snapshot_checksum};
+use proxypool_testkit::eventually_async;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -200,7 +200,7 @@ impl TestController {
     pub async fn restart(self: &Arc<Self>) {
         self.stop();
         let what = format!("{} to be free again", self.addr);
-        let listener = wait_for(Duration::from_secs(5), &what, async || {
+        let listener = eventually_async(&what, Duration::from_secs(5), async || {
             TcpListener::bind(self.addr).await.ok()
         })
         .await;

@@ -16,12 +16,13 @@ use proxypool_core::{
     SystemClock, UpstreamId, WorkerId, now_millis,
 };
 use proxypool_gateway::{DestinationPolicy, Destinations, Gateway, GatewayConfig, GatewayReload};
+pub use proxypool_testkit::eventually_async;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-pub use wait::{eventually, wait_for};
+pub use wait::eventually;
 
 pub const WORKER: &str = "gw-test";
 pub const PASSWORD: &str = "client-secret";
@@ -315,7 +316,7 @@ pub async fn admin_json(gateway: &Running, path: &str) -> (u16, serde_json::Valu
 /// them): it has accepted the ones a test opened, and closed the ones the test closed.
 pub async fn holds_connections(gateway: &Running, n: u64) {
     let what = format!("{n} open client connections");
-    wait_for(Duration::from_secs(5), &what, async || {
+    eventually_async(&what, Duration::from_secs(5), async || {
         let (_, status) = admin_json(gateway, "/status").await;
         (status["open_connections"] == n).then_some(())
     })

@@ -6,13 +6,13 @@
 //! SOCKS5 with username/password) with a plain echo origin. HTTPS origins are
 //! `openssl s_server` with a certificate made for the test.
 
-use super::wait_for;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use proxypool_sim::{ProxyKind, UpstreamProxy, UpstreamProxyConfig};
+use proxypool_testkit::eventually_async;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -104,7 +104,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// Waits for `addr` to accept, giving up early (false) when `child` exits.
 async fn listening_while_alive(addr: SocketAddr, child: &mut Child) -> bool {
     let what = format!("{addr} to accept");
-    wait_for(START_TIMEOUT, &what, async || {
+    eventually_async(&what, START_TIMEOUT, async || {
         if TcpStream::connect(addr).await.is_ok() {
             return Some(true);
         }
@@ -115,7 +115,7 @@ async fn listening_while_alive(addr: SocketAddr, child: &mut Child) -> bool {
 
 async fn wait_listening(addr: SocketAddr) {
     let what = format!("{addr} to start listening");
-    wait_for(START_TIMEOUT, &what, async || {
+    eventually_async(&what, START_TIMEOUT, async || {
         TcpStream::connect(addr).await.is_ok().then_some(())
     })
     .await;

@@ -1,33 +1,10 @@
-//! The one way these tests wait for something to happen: on a condition, with a deadline.
-//! Free of the rest of the kit, so `examples/bench_gateway.rs` takes it in beside the
-//! test controller.
+//! Waiting on state the test holds (a flag, a counter) with the test kit's bounded poll, the
+//! one way these tests wait for something to happen. `examples/bench_gateway.rs` takes it
+//! in beside the test controller.
 
 use std::time::Duration;
 
-/// How often a wait looks at its condition again.
-const POLL: Duration = Duration::from_millis(20);
-
-/// Polls `check` until it gives a value, panicking with `what` after `timeout`: the one
-/// way these tests wait for something to happen.
-pub async fn wait_for<T>(
-    timeout: Duration,
-    what: &str,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// [`wait_for`] a condition on state the test holds.
+/// Polls `check` until it is true, panicking with `what` after `timeout`.
 pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, what: &str, mut check: F) {
-    wait_for(timeout, what, async || check().then_some(())).await;
+    proxypool_testkit::eventually_async(what, timeout, async || check().then_some(())).await;
 }
