@@ -169,8 +169,9 @@ impl Applier {
         if let Err(error) = held.apply(delta) {
             return (false, Err(ApplyError::Content(error)));
         }
-        let serves_base = target.serving().is_some_and(|(session, reference)| {
-            session == delta.session_id && reference == delta.base
+        let serving = target.serving();
+        let serves_base = serving.as_ref().is_some_and(|(session, reference)| {
+            *session == delta.session_id && *reference == delta.base
         });
         let applied = if delta.touches_only_leases_and_cooldowns() {
             if serves_base {
@@ -178,7 +179,7 @@ impl Applier {
             } else {
                 Err(ApplyError::NotPatchable)
             }
-        } else if target.serving().is_none() {
+        } else if serving.is_none() {
             Err(ApplyError::NotPatchable)
         } else if serves_base && delta.upstream_tls.is_none() {
             target.change(delta, &held).map_err(ApplyError::Target)
