@@ -39,6 +39,7 @@
 //! 5. everything of the private project (containers, network, volumes) removed, even when
 //!    an assertion failed (a drop guard).
 
+use crate::common::api::Answer;
 use crate::common::{Scratch, curl, eventually, poll_until, run};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -598,17 +599,12 @@ fn through(proxy: &str) -> Result<(String, String), String> {
     if code != 0 {
         return Err(format!("curl {code}: {out}"));
     }
-    let (head, body) = out
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("no head: {out}"))?;
-    let id = head
-        .lines()
-        .find_map(|line| {
-            let (name, value) = line.split_once(':')?;
-            name.eq_ignore_ascii_case("x-proxypool-proxy")
-                .then(|| value.trim().to_owned())
-        })
-        .ok_or_else(|| format!("no X-Proxypool-Proxy: {head}"))?;
+    let answer = Answer::parse(&out);
+    let id = answer
+        .header("x-proxypool-proxy")
+        .ok_or_else(|| format!("no X-Proxypool-Proxy: {out}"))?
+        .to_owned();
+    let body = answer.body.as_str();
     let echo: Value = serde_json::from_str(body).map_err(|e| format!("{e}: {body}"))?;
     let exit = echo["exit"]
         .as_str()

@@ -20,6 +20,7 @@
 //!   other gateway had started routing it (one lease move per proxy at most, never
 //!   overlapping).
 
+use crate::common::api::Answer as HttpAnswer;
 use crate::common::split::{
     cluster_store_url, controller_config_on, gateway_config, migrate_quota,
 };
@@ -130,22 +131,14 @@ fn through(proxy: &str, origin: &str) -> (u16, Option<String>, String) {
     if code != 0 {
         return (0, None, format!("curl exit {code}"));
     }
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|status| status.parse().ok())
-        .unwrap_or(0);
-    let proxy = lines
-        .filter_map(|line| line.split_once(':'))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case("x-proxypool-proxy"))
-        .map(|(_, value)| value.trim().to_owned());
-    let error = if (200..300).contains(&status) {
+    let answer = HttpAnswer::parse(&out);
+    let proxy = answer.header("x-proxypool-proxy").map(str::to_owned);
+    let error = if (200..300).contains(&answer.status) {
         String::new()
     } else {
-        body.chars().take(160).collect()
+        answer.body.chars().take(160).collect()
     };
+    let status = answer.status;
     (status, proxy, error)
 }
 

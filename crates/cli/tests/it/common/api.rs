@@ -25,6 +25,34 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// What `curl -i` (or `-D -`) printed: the answer's head, then its body.
+    pub fn parse(out: &str) -> Answer {
+        let mut rest = out;
+        // An interim `100 Continue` head comes before the answer's own.
+        while rest.starts_with("HTTP/1.1 100") {
+            rest = rest.split_once("\r\n\r\n").map_or("", |(_, after)| after);
+        }
+        let (head, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let head = head
+            .lines()
+            .map(|line| match line.split_once(':') {
+                Some((key, value)) => format!("{}:{value}", key.to_ascii_lowercase()),
+                None => line.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        Answer {
+            status,
+            head,
+            body: body.to_owned(),
+        }
+    }
+
     /// The body as JSON (`Null` when it is not JSON).
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
@@ -67,30 +95,7 @@ pub fn call_once(method: &str, url: &str, token: Option<&str>, body: Option<&str
             body: out,
         };
     }
-    let mut rest = out.as_str();
-    // An interim `100 Continue` head comes before the answer's own.
-    while rest.starts_with("HTTP/1.1 100") {
-        rest = rest.split_once("\r\n\r\n").map_or("", |(_, after)| after);
-    }
-    let (head, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let head = head
-        .lines()
-        .map(|line| match line.split_once(':') {
-            Some((key, value)) => format!("{}:{value}", key.to_ascii_lowercase()),
-            None => line.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    Answer {
-        status,
-        head,
-        body: body.to_owned(),
-    }
+    Answer::parse(&out)
 }
 
 /// [`call_once`], sent again after the wait a `503` with `Retry-After` names, for up to
