@@ -43,6 +43,7 @@ pub mod control;
 pub mod cooldown;
 pub mod error;
 pub mod extract;
+pub mod geo;
 pub mod health;
 pub mod http_head;
 pub mod ids;
@@ -80,6 +81,7 @@ pub use error::{Conflict, PoolError, PoolResult, Unavailable};
 pub use extract::{
     ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractedProxy, ProxyFilter,
 };
+pub use geo::GeoLabel;
 pub use health::{CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthReport};
 pub use http_head::MIN_HEADER_BYTES;
 pub use ids::{ClientId, ExtractionId, Label, ProjectId, ProxyId, UpstreamId, WorkerId};

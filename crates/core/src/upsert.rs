@@ -5,6 +5,7 @@
 //! by reason. What comes out is a list of normalized records the adapter can store as-is.
 
 use crate::error::PoolError;
+use crate::geo::GeoLabel;
 use crate::ids::{Label, ProxyId, UpstreamId};
 use crate::proxy::{Health, Protocol, ProxyRecord, ProxyStatus, proxy_id_for};
 use crate::secret::Credentials;
@@ -239,7 +240,7 @@ fn prepare_candidate(
         upstream: batch.upstream.clone(),
         region,
         carrier,
-        labels: candidate.labels.clone(),
+        labels: canonical_labels(&candidate.labels),
         status: ProxyStatus::Fetched,
         health: Health::default(),
         fetched_at_ms: now,
@@ -249,6 +250,19 @@ fn prepare_candidate(
         issued_at_ms: candidate.issued_at_ms,
         withheld_until_ms: None,
     })
+}
+
+/// The labels as stored: the geo labels in their canonical form (`crate::geo`), so every
+/// store and every gateway compares them as plain strings. A geo value that names no place
+/// is left out rather than costing the entry its host and port.
+fn canonical_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    labels
+        .iter()
+        .filter_map(|(key, value)| match GeoLabel::from_key(key) {
+            Some(geo) => geo.canonical(value).map(|v| (key.clone(), v)),
+            None => Some((key.clone(), value.clone())),
+        })
+        .collect()
 }
 
 /// Lower-cases a host name or IP literal and rejects anything that is neither.
@@ -297,6 +311,23 @@ mod tests {
         assert!(normalize_host("").is_none());
         assert!(normalize_host("a..b").is_none());
         assert!(normalize_host("-a.com").is_none());
+    }
+
+    #[test]
+    fn geo_labels_are_stored_canonical_and_a_bad_one_costs_only_itself() {
+        let mut candidate = Candidate::new(Protocol::Http, "geo.example", 8080);
+        for (key, value) in [("city", "New York"), ("asn", "AS7922"), ("state", "a/b")] {
+            candidate.labels.insert(key.into(), value.into());
+        }
+        candidate
+            .labels
+            .insert("isp".into(), "Comcast Cable".into());
+        let prepared = prepare_batch(0, &batch(vec![candidate])).unwrap();
+        let labels = &prepared.records[0].labels;
+        assert_eq!(labels.get("city").map(String::as_str), Some("new_york"));
+        assert_eq!(labels.get("asn").map(String::as_str), Some("7922"));
+        assert_eq!(labels.get("state"), None);
+        assert_eq!(labels.get("isp").map(String::as_str), Some("Comcast Cable"));
     }
 
     #[test]
