@@ -67,6 +67,7 @@ fn main() {
                 upstream: UpstreamId::new("bench").unwrap(),
                 region: Some(Label::new("us").unwrap()),
                 carrier: None,
+                geo: Default::default(),
                 max_sessions: env_number("BENCH_MAX_SESSIONS").unwrap_or(1_000_000) as u32,
                 usable_until_ms: now_millis() + 86_400_000,
                 lease_until_ms: now_millis() + 86_400_000,

@@ -279,6 +279,7 @@ mod tests {
             upstream: UpstreamId::new("vendor").unwrap(),
             region: None,
             carrier: None,
+            geo: Default::default(),
             max_sessions: 4,
             usable_until_ms: 1_000_000,
             lease_until_ms: lease,

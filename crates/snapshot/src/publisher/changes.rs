@@ -7,7 +7,7 @@
 use super::Issued;
 use crate::content::same_but_lease;
 use crate::delta::{LeaseEnd, ProxyCooldowns, SnapshotDelta};
-use proxypool_core::control::{GatewayClient, HeldLease, SnapshotProxy, UpstreamTls};
+use proxypool_core::control::{GatewayClient, HeldLease, SnapshotGeo, SnapshotProxy, UpstreamTls};
 use proxypool_core::{
     AssignmentState, CooldownPolicy, DomainCooldown, Holding, OwnedProxy, ProxyId, TicketKey,
     UnixMillis,
@@ -27,6 +27,7 @@ pub(crate) fn snapshot_proxy(owned: &OwnedProxy) -> SnapshotProxy {
         upstream: record.upstream.clone(),
         region: record.region.clone(),
         carrier: record.carrier.clone(),
+        geo: SnapshotGeo::of_labels(&record.labels),
         max_sessions: record.max_sessions,
         usable_until_ms: record.usable_until_ms,
         lease_until_ms: owned.assignment.lease_until_ms,
@@ -361,6 +362,48 @@ mod tests {
             whole.checksum(),
             "the same content as a whole read"
         );
+    }
+
+    #[test]
+    fn a_record_s_geo_labels_are_listed_and_a_changed_one_is_an_upsert() {
+        let labelled = |city: &str| {
+            let mut owned = owned(1, 500, "a");
+            owned.record.labels = BTreeMap::from([
+                ("city".to_owned(), city.to_owned()),
+                ("asn".to_owned(), "AS7922".to_owned()),
+                ("zip".to_owned(), "10001".to_owned()),
+            ]);
+            owned
+        };
+        let listed = snapshot_proxy(&labelled("new_york"));
+        assert_eq!(listed.geo.city.as_deref(), Some("new_york"));
+        assert_eq!(listed.geo.asn.as_deref(), Some("7922"), "canonical");
+        assert_eq!(listed.geo.state, None);
+        let mut issued = Issued {
+            content: content(&[labelled("new_york")], &[], Vec::new()),
+            counter: 4,
+            feedback: 0,
+            clients: Arc::new(Vec::new()),
+            horizons: Horizons::default(),
+            drain_epochs: HashMap::new(),
+            read_whole_at_ms: 0,
+        };
+        let mut delta = SnapshotDelta::empty(
+            WorkerId::new("gw-1").unwrap(),
+            "s1".into(),
+            issued.content.reference().clone(),
+        );
+        // Renewed and moved to another city: more than a lease end.
+        let mut moved = labelled("boston");
+        moved.assignment.lease_until_ms = 900;
+        add_proxies(
+            &mut issued,
+            vec![(id(1), Holding::Serving(Box::new(moved)))],
+            &mut delta,
+        );
+        assert!(delta.leases.is_empty(), "{delta:?}");
+        assert_eq!(delta.upsert.len(), 1);
+        assert_eq!(delta.upsert[0].geo.city.as_deref(), Some("boston"));
     }
 
     #[test]

@@ -27,6 +27,7 @@ fn proxy(i: u32, lease: u64) -> SnapshotProxy {
         upstream: UpstreamId::new("vendor").unwrap(),
         region: None,
         carrier: None,
+        geo: Default::default(),
         max_sessions: 4,
         usable_until_ms: 1_000_000,
         lease_until_ms: lease,
@@ -275,4 +276,59 @@ fn a_lease_renewal_at_scale_is_a_small_delta() {
         "one renewal is {} bytes on the wire",
         wire.len()
     );
+}
+
+#[test]
+fn geo_labels_are_in_the_checksum_and_travel_in_deltas() {
+    use proxypool_core::control::SnapshotGeo;
+    let key = TicketKey::from_bytes([7; 32]);
+    let in_city = |city: &str| SnapshotProxy {
+        geo: SnapshotGeo {
+            city: Some(city.to_owned()),
+            state: Some("ny".to_owned()),
+            asn: Some("7922".to_owned()),
+        },
+        ..proxy(1, 500)
+    };
+    let of = |version: u64, first: SnapshotProxy| {
+        snapshot(
+            version,
+            vec![first, proxy(2, 500)],
+            vec![],
+            vec![],
+            vec![client("a")],
+            &key,
+        )
+    };
+    let plain = SnapshotContent::of(&of(1, proxy(1, 500))).unwrap();
+    let new_york = SnapshotContent::of(&of(2, in_city("new_york"))).unwrap();
+    let boston = SnapshotContent::of(&of(3, in_city("boston"))).unwrap();
+    assert_ne!(plain.checksum(), new_york.checksum(), "labels added");
+    assert_ne!(new_york.checksum(), boston.checksum(), "one city changed");
+    for label in ["state", "asn"] {
+        let mut other = in_city("new_york");
+        match label {
+            "state" => other.geo.state = Some("nj".into()),
+            _ => other.geo.asn = Some("3356".into()),
+        }
+        let changed = SnapshotContent::of(&of(4, other)).unwrap();
+        assert_ne!(changed.checksum(), new_york.checksum(), "{label} changed");
+    }
+    // A proxy without labels lists as it did before they existed, so its checksum holds.
+    let json = serde_json::to_value(proxy(1, 500)).unwrap();
+    assert!(json.get("geo").is_none(), "{json}");
+    let json = serde_json::to_value(in_city("boston")).unwrap();
+    assert_eq!(json["geo"]["city"], "boston", "{json}");
+
+    // The change travels whole in a delta and lands at the announced checksum.
+    let mut content = new_york.clone();
+    let delta = content.delta_to(&worker(), &boston);
+    assert!(delta.leases.is_empty());
+    assert_eq!(delta.upsert.len(), 1);
+    assert_eq!(delta.upsert[0].geo.city.as_deref(), Some("boston"));
+    let wire: SnapshotDelta =
+        serde_json::from_value(serde_json::to_value(&delta).unwrap()).unwrap();
+    content.apply(&wire).unwrap();
+    assert_eq!(content.checksum(), boston.checksum());
+    assert_eq!(content, boston);
 }

@@ -176,6 +176,7 @@ pub fn proxy(
         upstream: UpstreamId::new(upstream).unwrap(),
         region: Some(Label::new(region).unwrap()),
         carrier: None,
+        geo: Default::default(),
         max_sessions: 1_000,
         usable_until_ms: now_millis() + 3_600_000,
         lease_until_ms: now_millis() + 3_600_000,
