@@ -3,15 +3,25 @@
 //! proxies of the pool; each is the gateway's address under a username rendered from the
 //! vendor's template with a fresh session id, and lives `session_lifetime`.
 //!
-//! Templates are literal text with `{placeholder}`s and `[optional]` parts, left out
-//! when a placeholder inside has no value (`customer-{account}[-cc-{country}]-sessid-{session}`).
+//! Templates ([`template`]) are literal text with `{placeholder}`s, each with optional
+//! transforms (`{city|lower|plus}`), and `[optional]` parts, left out when a placeholder
+//! inside has no value (`customer-{account}[-cc-{country|upper}]-sessid-{session}`).
 //! Placeholders: `account` and `password` (the upstream's credentials), `session` (a fresh
 //! random id of `session_id_length` hex digits), `minutes` and `seconds` (the lifetime,
 //! rounded up), and a group's `country`, `state`, `city`, `carrier` and `asn`.
+//!
+//! Validation renders every group value as each template writes it, so a value that would
+//! carry a character the vendor reads as the end of a value (and so inject a parameter of
+//! its own) is refused at load, never sent. A template that names `{country}` takes a city
+//! or state only with its country: vendors resolve a place name within a country.
+
+pub mod template;
 
 use crate::check::Check;
 use crate::duration::Millis;
+use proxypool_core::GeoLabel;
 use serde::{Deserialize, Serialize};
+pub use template::{Placeholder, Slot, Template, Transform};
 
 /// Sessions kept per group at most, and over all groups.
 pub const MAX_SESSIONS_PER_GROUP: u32 = 1_000;
@@ -92,149 +102,14 @@ impl SessionGroup {
             | Placeholder::Seconds => None,
         }
     }
-}
 
-/// What a template may name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placeholder {
-    Account,
-    Password,
-    Session,
-    Minutes,
-    Seconds,
-    Country,
-    State,
-    City,
-    Carrier,
-    Asn,
-}
-
-impl Placeholder {
-    const ALL: [(&'static str, Placeholder); 10] = [
-        ("account", Placeholder::Account),
-        ("password", Placeholder::Password),
-        ("session", Placeholder::Session),
-        ("minutes", Placeholder::Minutes),
-        ("seconds", Placeholder::Seconds),
-        ("country", Placeholder::Country),
-        ("state", Placeholder::State),
-        ("city", Placeholder::City),
-        ("carrier", Placeholder::Carrier),
-        ("asn", Placeholder::Asn),
-    ];
-
-    fn named(name: &str) -> Option<Self> {
-        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, p)| *p)
-    }
-
-    fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, p)| *p == self)
-            .map_or("?", |(n, _)| n)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
-    Text(String),
-    Value(Placeholder),
-    Optional(Vec<Part>),
-}
-
-/// A parsed username or password template.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Template {
-    parts: Vec<Part>,
-}
-
-impl Template {
-    /// Parses `text`; optional parts do not nest.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let mut parts = Vec::new();
-        let mut optional: Option<Vec<Part>> = None;
-        let mut rest = text;
-        while let Some(at) = rest.find(['{', '}', '[', ']']) {
-            let target = optional.as_mut().unwrap_or(&mut parts);
-            if at > 0 {
-                target.push(Part::Text(rest[..at].to_owned()));
-            }
-            match rest.as_bytes()[at] {
-                b'{' => {
-                    let end = rest[at..].find('}').ok_or("a { without its }")?;
-                    let name = &rest[at + 1..at + end];
-                    let placeholder = Placeholder::named(name)
-                        .ok_or_else(|| format!("unknown placeholder {{{name}}}"))?;
-                    target.push(Part::Value(placeholder));
-                    rest = &rest[at + end + 1..];
-                    continue;
-                }
-                b'}' => return Err("a } without its {".into()),
-                b'[' if optional.is_some() => {
-                    return Err("optional parts do not nest".into());
-                }
-                b'[' => optional = Some(Vec::new()),
-                _ => match optional.take() {
-                    Some(inner) => parts.push(Part::Optional(inner)),
-                    None => return Err("a ] without its [".into()),
-                },
-            }
-            rest = &rest[at + 1..];
+    /// The group's value of a geo label, as written (the store keeps its canonical form).
+    pub fn geo(&self, label: GeoLabel) -> Option<&str> {
+        match label {
+            GeoLabel::City => self.city.as_deref(),
+            GeoLabel::State => self.state.as_deref(),
+            GeoLabel::Asn => self.asn.as_deref(),
         }
-        if optional.is_some() {
-            return Err("a [ without its ]".into());
-        }
-        if !rest.is_empty() {
-            parts.push(Part::Text(rest.to_owned()));
-        }
-        if parts.is_empty() {
-            return Err("the template is empty".into());
-        }
-        Ok(Template { parts })
-    }
-
-    /// Whether `placeholder` appears outside every optional part.
-    pub fn requires(&self, placeholder: Placeholder) -> bool {
-        self.parts.contains(&Part::Value(placeholder))
-    }
-
-    /// The placeholders outside optional parts.
-    fn required(&self) -> impl Iterator<Item = Placeholder> + '_ {
-        self.parts.iter().filter_map(|part| match part {
-            Part::Value(p) => Some(*p),
-            _ => None,
-        })
-    }
-
-    /// The text with every placeholder's value; an optional part is left out when one of
-    /// its placeholders has none. `Err` names a required placeholder without a value.
-    pub fn render(&self, value: impl Fn(Placeholder) -> Option<String>) -> Result<String, String> {
-        let mut out = String::new();
-        for part in &self.parts {
-            match part {
-                Part::Text(text) => out.push_str(text),
-                Part::Value(p) => {
-                    out.push_str(
-                        &value(*p).ok_or_else(|| format!("{{{}}} has no value", p.name()))?,
-                    );
-                }
-                Part::Optional(inner) => {
-                    let mut piece = String::new();
-                    let complete = inner.iter().all(|part| match part {
-                        Part::Text(text) => {
-                            piece.push_str(text);
-                            true
-                        }
-                        Part::Value(p) => value(*p).map(|v| piece.push_str(&v)).is_some(),
-                        Part::Optional(_) => false,
-                    });
-                    if complete {
-                        out.push_str(&piece);
-                    }
-                }
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -248,11 +123,140 @@ pub fn lifetime_seconds(lifetime: Millis) -> u64 {
     lifetime.as_ms().div_ceil(1_000).max(1)
 }
 
-/// A group value: letters, digits and `_` (it goes inside a username).
-fn is_value(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= 64
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+/// What a group's own value may be, by placeholder; `Err` says what it must be. Country and
+/// carrier are also the proxies' `region` and `carrier` labels, so they are label text;
+/// a city or state may be written as the place is called (`New York`), as long as it has
+/// a canonical geo label; an ASN is its number.
+fn check_value(placeholder: Placeholder, value: &str) -> Result<(), &'static str> {
+    let sized = !value.is_empty() && value.len() <= 64;
+    match placeholder {
+        Placeholder::Country | Placeholder::Carrier => {
+            let label = sized
+                && !value.starts_with('_')
+                && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            label
+                .then_some(())
+                .ok_or("must be 1-64 ASCII letters, digits or _, not starting with _")
+        }
+        Placeholder::City | Placeholder::State => {
+            let place = sized
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '-' | '+' | '_'))
+                && GeoLabel::City.canonical(value).is_some();
+            place.then_some(()).ok_or(
+                "must be 1-64 ASCII letters, digits, spaces, -, + or _, with a letter or digit (Sao Paulo, not São Paulo)",
+            )
+        }
+        Placeholder::Asn => {
+            let number = value.len() <= 10
+                && value.bytes().all(|b| b.is_ascii_digit())
+                && GeoLabel::Asn.canonical(value).is_some();
+            number
+                .then_some(())
+                .ok_or("must be the AS number, digits only (7922, not AS7922)")
+        }
+        Placeholder::Account
+        | Placeholder::Password
+        | Placeholder::Session
+        | Placeholder::Minutes
+        | Placeholder::Seconds => Ok(()),
+    }
+}
+
+/// Checks how `slot` writes `value` into `template`: letters, digits, `_` and `+` only,
+/// and none of the characters that end a value there. `Err` says why not.
+fn check_rendered(template: &Template, slot: &Slot, value: &str) -> Result<(), String> {
+    let rendered = slot.write(value);
+    let ends = template.value_ends();
+    if let Some(bad) = rendered.chars().find(|c| ends.contains(c)) {
+        return Err(format!(
+            "{} writes it as \"{rendered}\", whose {bad:?} ends a value in this template: the vendor would read the rest as another parameter; add a transform that joins the words (|plus, |underscore or |nospace) or write the value without it",
+            slot.spec()
+        ));
+    }
+    if let Some(bad) = rendered
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '+')))
+    {
+        return Err(format!(
+            "{} writes it as \"{rendered}\", and a username or password carries no {bad:?}: add a transform that joins the words (|plus, |underscore or |nospace)",
+            slot.spec()
+        ));
+    }
+    if rendered.is_empty() {
+        return Err(format!("{} writes it as nothing", slot.spec()));
+    }
+    Ok(())
+}
+
+/// Checks one session group against the parsed templates (named by their keys).
+fn check_group(
+    c: &mut Check<'_>,
+    gpath: &str,
+    group: &SessionGroup,
+    templates: &[(&str, &Template)],
+) {
+    c.require(
+        (1..=MAX_SESSIONS_PER_GROUP).contains(&group.count),
+        format!("{gpath}.count"),
+        "must be 1..=1000",
+    );
+    let own = [
+        Placeholder::Country,
+        Placeholder::State,
+        Placeholder::City,
+        Placeholder::Carrier,
+        Placeholder::Asn,
+    ];
+    for placeholder in own {
+        let Some(value) = group.value(placeholder) else {
+            continue;
+        };
+        let key = format!("{gpath}.{}", placeholder.name());
+        if let Err(why) = check_value(placeholder, value) {
+            c.at(key, why);
+            continue;
+        }
+        for (which, template) in templates {
+            for slot in template.slots().filter(|s| s.placeholder == placeholder) {
+                if let Err(why) = check_rendered(template, slot, value) {
+                    c.at(key.clone(), format!("in the {which} template: {why}"));
+                }
+            }
+        }
+    }
+    for (_, template) in templates {
+        for placeholder in template.required() {
+            if placeholder.is_group_value() && group.value(placeholder).is_none() {
+                c.at(
+                    format!("{gpath}.{}", placeholder.name()),
+                    format!(
+                        "the template needs {{{}}}: set it here or put it in an optional [part]",
+                        placeholder.name()
+                    ),
+                );
+            }
+        }
+    }
+    // A template that names the country declares that the vendor resolves a city or a
+    // state within it: without the country the vendor would refuse the username, or pick
+    // a namesake elsewhere.
+    let names_country = templates.iter().any(|(_, t)| t.names(Placeholder::Country));
+    if names_country && group.country.is_none() {
+        for placeholder in [Placeholder::City, Placeholder::State] {
+            if group.value(placeholder).is_some() {
+                c.at(
+                    format!("{gpath}.country"),
+                    format!(
+                        "this group sets a {} and the templates name {{country}}: the vendor takes a {} only with its country, so set country too",
+                        placeholder.name(),
+                        placeholder.name()
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// Checks a backconnect provider's table at `path` and parses its templates.
@@ -308,51 +312,14 @@ pub(crate) fn validate(
         format!("{path}.sessions"),
         "at least one session group is needed",
     );
+    let templates: Vec<(&str, &Template)> = [("username", &username), ("password", &password)]
+        .into_iter()
+        .filter_map(|(which, t)| t.as_ref().ok().map(|t| (which, t)))
+        .collect();
     let mut total = 0u32;
     for (j, group) in backconnect.sessions.iter().enumerate() {
-        let gpath = format!("{path}.sessions[{j}]");
-        c.require(
-            (1..=MAX_SESSIONS_PER_GROUP).contains(&group.count),
-            format!("{gpath}.count"),
-            "must be 1..=1000",
-        );
+        check_group(c, &format!("{path}.sessions[{j}]"), group, &templates);
         total = total.saturating_add(group.count);
-        for (name, value) in [
-            ("country", &group.country),
-            ("state", &group.state),
-            ("city", &group.city),
-            ("carrier", &group.carrier),
-            ("asn", &group.asn),
-        ] {
-            if let Some(value) = value {
-                c.require(
-                    is_value(value),
-                    format!("{gpath}.{name}"),
-                    "must be 1-64 letters, digits or _",
-                );
-            }
-        }
-        for template in [&username, &password].into_iter().flatten() {
-            for placeholder in template.required() {
-                let own = !matches!(
-                    placeholder,
-                    Placeholder::Account
-                        | Placeholder::Password
-                        | Placeholder::Session
-                        | Placeholder::Minutes
-                        | Placeholder::Seconds
-                );
-                if own && group.value(placeholder).is_none() {
-                    c.at(
-                        format!("{gpath}.{}", placeholder.name()),
-                        format!(
-                            "the template needs {{{}}}: set it here or put it in an optional [part]",
-                            placeholder.name()
-                        ),
-                    );
-                }
-            }
-        }
     }
     c.require(
         total <= MAX_SESSIONS,
@@ -367,50 +334,6 @@ pub(crate) fn validate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn values(p: Placeholder) -> Option<String> {
-        match p {
-            Placeholder::Account => Some("acme42".into()),
-            Placeholder::Session => Some("a1b2".into()),
-            Placeholder::Minutes => Some("10".into()),
-            Placeholder::Country => Some("us".into()),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn renders_values_and_leaves_out_optional_parts_without_one() {
-        let t = Template::parse(
-            "customer-{account}[-cc-{country}][-city-{city}]-sessid-{session}-sesstime-{minutes}",
-        )
-        .unwrap();
-        assert_eq!(
-            t.render(values).unwrap(),
-            "customer-acme42-cc-us-sessid-a1b2-sesstime-10"
-        );
-        assert!(t.requires(Placeholder::Session));
-        assert!(!t.requires(Placeholder::Country));
-        let needs_city = Template::parse("{account}-city-{city}").unwrap();
-        assert_eq!(
-            needs_city.render(values).unwrap_err(),
-            "{city} has no value"
-        );
-    }
-
-    #[test]
-    fn refuses_malformed_templates() {
-        for (text, why) in [
-            ("user-{sesion}", "unknown placeholder {sesion}"),
-            ("user-{session", "a { without its }"),
-            ("user-}", "a } without its {"),
-            ("user[-a[-b]]", "optional parts do not nest"),
-            ("user[-cc-{country}", "a [ without its ]"),
-            ("user]-x", "a ] without its ["),
-            ("", "the template is empty"),
-        ] {
-            assert_eq!(Template::parse(text).unwrap_err(), why, "{text}");
-        }
-    }
 
     #[test]
     fn minutes_and_seconds_round_up() {

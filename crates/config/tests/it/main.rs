@@ -1,6 +1,10 @@
 //! The configuration's integration tests, one binary:
 //!
+//! - `backconnect`: backconnect templates, their transforms, and the group values they refuse;
 //! - `load`: loading the shipped examples, unknown keys, overrides, secret references, and
 //!   errors that say where (file, line, key).
+//! - `ownership`: the share of the pool kept for extraction, by role, and its bad values.
 
+mod backconnect;
 mod load;
+mod ownership;
