@@ -11,7 +11,9 @@
 use super::session_health::SessionHealth;
 use crate::config::{BackconnectConfig, Placeholder, SessionGroup, UpstreamConfig};
 use proxypool_config::backconnect::{lifetime_minutes, lifetime_seconds};
-use proxypool_core::{Candidate, Credentials, Protocol, ProxyId, UnixMillis, proxy_id_for};
+use proxypool_core::{
+    Candidate, Credentials, GeoLabel, Protocol, ProxyId, UnixMillis, proxy_id_for,
+};
 
 /// Live sessions one group may have at once, as a multiple of its `count`: sessions
 /// handed out stay until they end, and new ones replace them only this far.
@@ -127,9 +129,10 @@ impl SessionKeeper {
         started
     }
 
-    /// The session as a proxy: the gateway's address, the rendered credentials, the
-    /// group's labels, the session's end as its expiry and its start as its issue time
-    /// (a session started after a loss of the pool store is provably new).
+    /// The session as a proxy: the gateway's address, the credentials rendered as the
+    /// vendor writes each value (the templates' transforms), the group's labels, the
+    /// session's end as its expiry and its start as its issue time (a session started
+    /// after a loss of the pool store is provably new).
     fn candidate(
         &self,
         group: usize,
@@ -166,13 +169,13 @@ impl SessionKeeper {
         candidate.credentials = Some(Credentials::new(username, password));
         candidate.region = group_config.country.clone();
         candidate.carrier = group_config.carrier.clone();
-        for (name, value) in [
-            ("state", &group_config.state),
-            ("city", &group_config.city),
-            ("asn", &group_config.asn),
-        ] {
-            if let Some(value) = value {
-                candidate.labels.insert(name.to_owned(), value.clone());
+        // The group's place as written (`New York`); the upsert stores it canonical, so the
+        // gateway's selectors and the extraction filters find the session by it.
+        for label in GeoLabel::ALL {
+            if let Some(value) = group_config.geo(label) {
+                candidate
+                    .labels
+                    .insert(label.key().to_owned(), value.to_owned());
             }
         }
         candidate.expires_at_ms = Some(ends_ms);

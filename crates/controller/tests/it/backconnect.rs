@@ -3,6 +3,8 @@
 //! own, the checker proves each one through the gateway, an extraction hands sessions out
 //! exclusively and the next round starts as many new ones, each session keeps its exit
 //! while it lives, and at the end of their lifetime every session is replaced by a new one.
+//! A group's place reaches the vendor as the template's transforms write it and stays on
+//! each session as its canonical geo labels.
 
 use crate::common::*;
 use proxypool_controller::ManualClock;
@@ -83,15 +85,21 @@ async fn exit_as(gateway: &UpstreamProxy, origin: &Origin, username: &str) -> Ip
     fetched.echo().unwrap().exit
 }
 
-/// A controller configuration with one backconnect upstream on the gateway at `port`.
+/// The username template of most tests: the simulated gateway's syntax.
+const TEMPLATE: &str = "{account}[-country-{country}]-session-{session}-sesstime-{minutes}";
+
+/// A controller configuration with one backconnect upstream on the gateway at `port`,
+/// whose `username` template renders the sessions of `groups` (TOML lines of
+/// `[[upstreams.provider.backconnect.sessions]]` tables).
 fn upstream_text(
     port: u16,
     lifetime_ms: u64,
     margin: &str,
     target: &str,
-    groups: &[(&str, u32)],
+    username: &str,
+    groups: &str,
 ) -> String {
-    let mut text = format!(
+    config_text(&format!(
         r#"
 [checker]
 timeout = "2s"
@@ -109,18 +117,24 @@ interval = "1s"
 [upstreams.provider.backconnect]
 host = "127.0.0.1"
 port = {port}
-username = "{{account}}[-country-{{country}}]-session-{{session}}-sesstime-{{minutes}}"
+username = "{username}"
 session_lifetime = "{lifetime_ms}ms"
 [[upstreams.health.targets]]
 url = "{target}"
-"#
-    );
-    for (country, count) in groups {
-        text.push_str(&format!(
-            "[[upstreams.provider.backconnect.sessions]]\ncountry = \"{country}\"\ncount = {count}\n"
-        ));
-    }
-    config_text(&text)
+{groups}"#
+    ))
+}
+
+/// `[[upstreams.provider.backconnect.sessions]]` tables of one country each.
+fn country_groups(groups: &[(&str, u32)]) -> String {
+    groups
+        .iter()
+        .map(|(country, count)| {
+            format!(
+                "[[upstreams.provider.backconnect.sessions]]\ncountry = \"{country}\"\ncount = {count}\n"
+            )
+        })
+        .collect()
 }
 
 /// The simulated gateway and origin, a memory pool on a manual clock at `T0`, and the
@@ -135,6 +149,11 @@ struct Rig {
 }
 
 async fn rig(lifetime_ms: u64, groups: &[(&str, u32)]) -> Rig {
+    rig_with(lifetime_ms, TEMPLATE, &country_groups(groups)).await
+}
+
+/// [`rig`] with a username template and session groups of its own.
+async fn rig_with(lifetime_ms: u64, username: &str, groups: &str) -> Rig {
     let origin = Origin::start().await.unwrap();
     let gateway = backconnect_gateway().await;
     let text = upstream_text(
@@ -142,6 +161,7 @@ async fn rig(lifetime_ms: u64, groups: &[(&str, u32)]) -> Rig {
         lifetime_ms,
         "10s",
         &origin.url("/health"),
+        username,
         groups,
     );
     let config = parse_config_env(&text, &[("BC_PASSWORD", "bc-pass")]);
@@ -391,4 +411,70 @@ async fn a_session_whose_exit_fails_its_checks_is_replaced_before_its_end() {
         .collect();
     assert_eq!(available.len(), 1, "the new session passes its check");
     assert_ne!(available[0].id, first);
+}
+
+#[tokio::test]
+async fn sessions_carry_their_groups_place_as_labels_and_the_vendor_gets_it_as_it_writes_it() {
+    // The vendor's syntax through transforms: the state and city lower-case, the city's
+    // words joined by `+`; the group writes the place as it is called.
+    let template = "{account}[-country-{country|lower}][-state-{state|lower}][-city-{city|lower|plus}][-asn-{asn}]-session-{session}-sesstime-{minutes}";
+    let groups = "[[upstreams.provider.backconnect.sessions]]\ncountry = \"US\"\nstate = \"NY\"\ncity = \"New York\"\nasn = \"701\"\ncount = 2\n\
+                  [[upstreams.provider.backconnect.sessions]]\ncountry = \"de\"\ncity = \"Frankfurt am Main\"\ncount = 1\n";
+    let Rig {
+        origin: _origin,
+        gateway,
+        pool,
+        clock: _clock,
+        reconciler,
+        checker,
+    } = rig_with(LIFETIME_MS, template, groups).await;
+
+    let outcome = reconciler.reconcile_once().await.unwrap();
+    assert_eq!(outcome.report.inserted, 3, "{outcome:?}");
+    // The gateway accepts every rendered username: each session passes its check.
+    checker.check_round().await.unwrap();
+    let sessions = records(&pool, T0).await;
+    assert!(
+        sessions.iter().all(|r| r.status == ProxyStatus::Available),
+        "{sessions:?}"
+    );
+    let places = gateway.places();
+    assert!(
+        places.get("city-new+york").copied().unwrap_or(0) >= 2
+            && places.get("state-ny").copied().unwrap_or(0) >= 2
+            && places.get("asn-701").copied().unwrap_or(0) >= 2
+            && places.get("city-frankfurt+am+main").copied().unwrap_or(0) >= 1,
+        "{places:?}"
+    );
+
+    // Each session carries its group's place, stored in the one canonical form the
+    // gateway's selectors and the extraction filters compare with.
+    let mut by_city: BTreeMap<String, Vec<&ProxyRecord>> = BTreeMap::new();
+    for record in &sessions {
+        by_city
+            .entry(record.labels.get("city").cloned().unwrap_or_default())
+            .or_default()
+            .push(record);
+    }
+    let new_york = &by_city["new_york"];
+    assert_eq!(new_york.len(), 2, "{by_city:?}");
+    for record in new_york {
+        let user = &record.credentials.as_ref().unwrap().username;
+        assert!(
+            user.starts_with("bc-acct-country-us-state-ny-city-new+york-asn-701-session-"),
+            "{user}"
+        );
+        assert_eq!(record.region.as_ref().unwrap().as_str(), "us");
+        assert_eq!(record.labels.get("state").map(String::as_str), Some("ny"));
+        assert_eq!(record.labels.get("asn").map(String::as_str), Some("701"));
+        assert_eq!(
+            Some(record.labels["city"].clone()),
+            proxypool_core::GeoLabel::City.canonical("new+york"),
+            "a client's selector, canonicalised, meets the stored label"
+        );
+    }
+    let frankfurt = &by_city["frankfurt_am_main"];
+    assert_eq!(frankfurt.len(), 1, "{by_city:?}");
+    assert_eq!(frankfurt[0].region.as_ref().unwrap().as_str(), "de");
+    assert_eq!(frankfurt[0].labels.get("state"), None);
 }

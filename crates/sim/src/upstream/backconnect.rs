@@ -1,8 +1,9 @@
 //! A vendor's backconnect gateway, simulated: one proxy address where the username picks
-//! the exit. `ACCOUNT[-country-CC][-session-ID][-sesstime-MINUTES]` (the password is the
-//! account's): with a session id, the same exit for the session's minutes from its first
-//! use (then a new one, as a real vendor's session ends); without one, the next exit on
-//! every connection (rotating). The country is taken and counted, not routed on.
+//! the exit. `ACCOUNT[-country-CC][-state-S][-city-C][-asn-N][-session-ID][-sesstime-MINUTES]`
+//! (the password is the account's): with a session id, the same exit for the session's
+//! minutes from its first use (then a new one, as a real vendor's session ends); without
+//! one, the next exit on every connection (rotating). The country, state, city and ASN are
+//! taken and counted as written, not routed on.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -27,6 +28,8 @@ pub struct BackconnectConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SessionRequest {
     pub country: Option<String>,
+    /// The state, city and ASN as written (`city-new+york`), in the username's order.
+    pub places: Vec<(String, String)>,
     pub session: Option<String>,
     pub minutes: Option<u32>,
 }
@@ -45,6 +48,7 @@ impl SessionRequest {
             let value = parts.next().filter(|v| !v.is_empty())?;
             match key {
                 "country" => request.country = Some(value.to_ascii_lowercase()),
+                "state" | "city" | "asn" => request.places.push((key.into(), value.into())),
                 "session" => request.session = Some(value.to_owned()),
                 "sesstime" => request.minutes = Some(value.parse().ok().filter(|m| *m > 0)?),
                 _ => return None,
@@ -61,6 +65,7 @@ pub(super) struct Backconnect {
     next: AtomicUsize,
     sessions: Mutex<HashMap<String, (Ipv4Addr, Instant)>>,
     countries: Mutex<HashMap<String, u64>>,
+    places: Mutex<HashMap<String, u64>>,
 }
 
 impl Backconnect {
@@ -74,6 +79,7 @@ impl Backconnect {
             next: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),
             countries: Mutex::new(HashMap::new()),
+            places: Mutex::new(HashMap::new()),
         }
     }
 
@@ -85,6 +91,11 @@ impl Backconnect {
         let request = SessionRequest::parse(username, &self.config.account)?;
         if let Some(country) = &request.country {
             *lock(&self.countries).entry(country.clone()).or_default() += 1;
+        }
+        for (key, value) in &request.places {
+            *lock(&self.places)
+                .entry(format!("{key}-{value}"))
+                .or_default() += 1;
         }
         let Some(session) = request.session else {
             return Some(self.rotate());
@@ -114,6 +125,11 @@ impl Backconnect {
     /// Connections that named each country.
     pub(super) fn countries(&self) -> HashMap<String, u64> {
         lock(&self.countries).clone()
+    }
+
+    /// Connections that named each state, city or ASN, as `key-value` (`city-new+york`).
+    pub(super) fn places(&self) -> HashMap<String, u64> {
+        lock(&self.places).clone()
     }
 
     fn rotate(&self) -> Ipv4Addr {
@@ -149,7 +165,15 @@ mod tests {
                 country: Some("us".into()),
                 session: Some("ab12".into()),
                 minutes: Some(5),
+                ..SessionRequest::default()
             })
+        );
+        assert_eq!(
+            SessionRequest::parse("acct-country-us-state-ny-city-new+york-asn-701", "acct")
+                .unwrap()
+                .places,
+            [("state", "ny"), ("city", "new+york"), ("asn", "701")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
         );
         assert_eq!(
             SessionRequest::parse("acct", "acct"),

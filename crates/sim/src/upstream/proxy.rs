@@ -176,6 +176,16 @@ impl UpstreamProxy {
             .unwrap_or_default()
     }
 
+    /// How many connections of a backconnect gateway named each state, city or ASN, as
+    /// `key-value` written in the username (`city-new+york`).
+    pub fn places(&self) -> std::collections::HashMap<String, u64> {
+        self.shared
+            .backconnect
+            .as_ref()
+            .map(Backconnect::places)
+            .unwrap_or_default()
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> UpstreamStats {
         self.shared.counters.snapshot()
