@@ -2,6 +2,7 @@
 
 use crate::cooldown::Domain;
 use crate::error::PoolError;
+use crate::geo::{GeoLabel, MAX_GEO_VALUE};
 use crate::ids::{ClientId, ExtractionId, Label, ProjectId, ProxyId, UpstreamId, digest_hex};
 use crate::proxy::{Protocol, ProxyRecord};
 use crate::secret::Secret;
@@ -20,14 +21,32 @@ pub const MAX_KEY_HELD_MS: u64 = 86_400_000;
 const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
 /// Which proxies an extraction (or a gateway selection) may take. Unset fields match all.
+///
+/// Read from JSON as clients write it (`FilterFields`): `country` is another name for
+/// `region` (giving both is refused), and the geo values are canonicalised, so a value
+/// that names no place is refused with the field's name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "FilterFields")]
 pub struct ProxyFilter {
     pub protocol: Option<Protocol>,
     pub region: Option<Label>,
     pub carrier: Option<Label>,
     pub upstream: Option<UpstreamId>,
+    /// The geo labels (`crate::geo`), each in its canonical form (set them with
+    /// [`ProxyFilter::set_geo`]): a proxy matches when its label of that key is equal.
+    /// Left out of the serialized form when unset, so a request without them keeps the
+    /// digest it always had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub city: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asn: Option<String>,
 }
+
+/// The longest geo filter value taken as written, in characters (its canonical form is
+/// bounded by [`crate::geo::MAX_GEO_VALUE`] bytes too).
+pub const MAX_GEO_FILTER_CHARS: usize = 64;
 
 impl ProxyFilter {
     pub fn matches(&self, record: &ProxyRecord) -> bool {
@@ -41,6 +60,151 @@ impl ProxyFilter {
                 .as_ref()
                 .is_none_or(|c| record.carrier.as_ref() == Some(c))
             && self.upstream.as_ref().is_none_or(|u| &record.upstream == u)
+            // Stored labels are canonical (`prepare_batch`), as the filter's values are.
+            && GeoLabel::ALL.into_iter().all(|label| {
+                self.geo(label)
+                    .is_none_or(|wanted| record.labels.get(label.key()).map(String::as_str) == Some(wanted))
+            })
+    }
+
+    /// The filter on `label`, canonical.
+    pub fn geo(&self, label: GeoLabel) -> Option<&str> {
+        self.geo_slot(label).as_deref()
+    }
+
+    fn geo_slot(&self, label: GeoLabel) -> &Option<String> {
+        match label {
+            GeoLabel::City => &self.city,
+            GeoLabel::State => &self.state,
+            GeoLabel::Asn => &self.asn,
+        }
+    }
+
+    /// Filters on `label` by `value` as a client wrote it (`New York`, `AS7922`), kept in
+    /// its canonical form so it compares equal with the stored labels. A value that names
+    /// no place is refused with a message that says what is accepted (without the field's
+    /// name, which the caller knows) and the filter is left as it was.
+    pub fn set_geo(&mut self, label: GeoLabel, value: &str) -> Result<(), PoolError> {
+        let canonical = canonical_geo(label, value).map_err(PoolError::invalid)?;
+        let slot = match label {
+            GeoLabel::City => &mut self.city,
+            GeoLabel::State => &mut self.state,
+            GeoLabel::Asn => &mut self.asn,
+        };
+        *slot = Some(canonical);
+        Ok(())
+    }
+
+    /// Checks that every geo value is in its canonical form (a filter built in code
+    /// without [`ProxyFilter::set_geo`] could hold another form, which would match nothing
+    /// in one store and, were a store to canonicalise, something in another).
+    pub fn validate(&self) -> Result<(), PoolError> {
+        for label in GeoLabel::ALL {
+            if let Some(value) = self.geo(label)
+                && label.canonical(value).as_deref() != Some(value)
+            {
+                return Err(PoolError::invalid(format!(
+                    "filters.{}: {}",
+                    label.key(),
+                    geo_rule(label)
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A filter as a client writes it, before `region` and its alias are merged.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilterFields {
+    #[serde(default)]
+    protocol: Option<Protocol>,
+    #[serde(default)]
+    region: Option<Label>,
+    /// What vendors and clients mostly call the region.
+    #[serde(default)]
+    country: Option<Label>,
+    #[serde(default)]
+    carrier: Option<Label>,
+    #[serde(default)]
+    upstream: Option<UpstreamId>,
+    #[serde(default, deserialize_with = "geo_field::city")]
+    city: Option<String>,
+    #[serde(default, deserialize_with = "geo_field::state")]
+    state: Option<String>,
+    #[serde(default, deserialize_with = "geo_field::asn")]
+    asn: Option<String>,
+}
+
+impl TryFrom<FilterFields> for ProxyFilter {
+    type Error = String;
+
+    fn try_from(fields: FilterFields) -> Result<Self, String> {
+        let region = match (fields.region, fields.country) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "country is another name for region: give one of them, not both".into(),
+                );
+            }
+            (region, country) => region.or(country),
+        };
+        Ok(ProxyFilter {
+            protocol: fields.protocol,
+            region,
+            carrier: fields.carrier,
+            upstream: fields.upstream,
+            city: fields.city,
+            state: fields.state,
+            asn: fields.asn,
+        })
+    }
+}
+
+/// The geo fields of `FilterFields`, canonical as they are read, so an error names the
+/// field.
+mod geo_field {
+    use super::{GeoLabel, canonical_geo};
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    fn read<'de, D: Deserializer<'de>>(d: D, label: GeoLabel) -> Result<Option<String>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|value| canonical_geo(label, &value).map_err(D::Error::custom))
+            .transpose()
+    }
+
+    pub(super) fn city<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        read(d, GeoLabel::City)
+    }
+
+    pub(super) fn state<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        read(d, GeoLabel::State)
+    }
+
+    pub(super) fn asn<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        read(d, GeoLabel::Asn)
+    }
+}
+
+/// `value`'s canonical form as a `label` filter, or what such a filter may be.
+fn canonical_geo(label: GeoLabel, value: &str) -> Result<String, String> {
+    (value.chars().count() <= MAX_GEO_FILTER_CHARS)
+        .then(|| label.canonical(value))
+        .flatten()
+        .ok_or_else(|| geo_rule(label))
+}
+
+/// What a geo filter value may be.
+fn geo_rule(label: GeoLabel) -> String {
+    match label {
+        GeoLabel::City | GeoLabel::State => format!(
+            "must be letters and digits in any case, words separated by spaces, -, + or _, \
+             at most {MAX_GEO_FILTER_CHARS} characters ({MAX_GEO_VALUE} bytes once lower-cased \
+             with one _ between words)"
+        ),
+        GeoLabel::Asn => {
+            "must be an autonomous system number, with or without AS (AS7922 or 7922)".to_owned()
+        }
     }
 }
 
@@ -97,6 +261,7 @@ impl ExtractRequest {
 
     /// Checks the request before any store work.
     pub fn validate(&self) -> Result<(), PoolError> {
+        self.filter.validate()?;
         if self.count == 0 || self.count > MAX_EXTRACT_COUNT {
             return Err(PoolError::invalid(format!(
                 "count must be in 1..={MAX_EXTRACT_COUNT}"
@@ -202,6 +367,13 @@ pub struct ExtractedProxy {
     pub upstream: UpstreamId,
     pub region: Option<Label>,
     pub carrier: Option<Label>,
+    /// The proxy's geo labels (`crate::geo`, canonical), what the geo filters compare.
+    #[serde(default)]
+    pub city: Option<String>,
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub asn: Option<String>,
     pub usable_until_ms: UnixMillis,
     pub expires_at_ms: UnixMillis,
 }
@@ -218,6 +390,9 @@ impl From<&ProxyRecord> for ExtractedProxy {
             upstream: record.upstream.clone(),
             region: record.region.clone(),
             carrier: record.carrier.clone(),
+            city: record.labels.get(GeoLabel::City.key()).cloned(),
+            state: record.labels.get(GeoLabel::State.key()).cloned(),
+            asn: record.labels.get(GeoLabel::Asn.key()).cloned(),
             usable_until_ms: record.usable_until_ms,
             expires_at_ms: record.hard_expiry_ms,
         }
@@ -284,5 +459,132 @@ mod tests {
             error.to_string().contains("min_health_freshness_ms"),
             "{error}"
         );
+    }
+
+    fn record_with(labels: &[(&str, &str)]) -> ProxyRecord {
+        let mut candidate = crate::Candidate::new(Protocol::Http, "p.vendor.test", 8080);
+        for (key, value) in labels {
+            candidate.labels.insert((*key).into(), (*value).into());
+        }
+        let batch = crate::FetchedBatch {
+            upstream: UpstreamId::new("acme").unwrap(),
+            operation_id: None,
+            ttl_ms: 60_000,
+            safety_margin_ms: 5_000,
+            max_size: 10,
+            default_max_sessions: 1,
+            candidates: vec![candidate],
+        };
+        crate::prepare_batch(1_000, &batch)
+            .unwrap()
+            .records
+            .remove(0)
+    }
+
+    #[test]
+    fn geo_filters_are_kept_canonical_and_match_the_stored_labels() {
+        let record = record_with(&[("city", "New York"), ("state", "NY"), ("asn", "AS7922")]);
+        let mut filter = ProxyFilter::default();
+        filter.set_geo(GeoLabel::City, "new-YORK").unwrap();
+        filter.set_geo(GeoLabel::State, "ny").unwrap();
+        filter.set_geo(GeoLabel::Asn, "as7922").unwrap();
+        assert_eq!(
+            (filter.geo(GeoLabel::City), filter.geo(GeoLabel::Asn)),
+            (Some("new_york"), Some("7922"))
+        );
+        assert!(filter.matches(&record));
+        filter.validate().unwrap();
+
+        let mut other = filter.clone();
+        other.set_geo(GeoLabel::City, "Boston").unwrap();
+        assert!(!other.matches(&record));
+        assert!(!filter.matches(&record_with(&[("state", "ny"), ("asn", "7922")])));
+
+        // Refused values leave the filter as it was.
+        for (label, bad) in [
+            (GeoLabel::City, "new;york"),
+            (GeoLabel::City, ""),
+            (GeoLabel::State, &"a".repeat(MAX_GEO_FILTER_CHARS + 1)),
+            (GeoLabel::Asn, "AS-7922"),
+            (GeoLabel::Asn, "4294967296"),
+        ] {
+            let mut kept = filter.clone();
+            let error = kept.set_geo(label, bad).unwrap_err();
+            assert!(matches!(error, PoolError::InvalidInput(_)), "{bad:?}");
+            assert_eq!(kept, filter, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_geo_filter_not_in_canonical_form_is_refused() {
+        let mut bad = request(None);
+        bad.filter.city = Some("New York".into());
+        let error = bad.validate().unwrap_err();
+        assert!(error.to_string().contains("filters.city"), "{error}");
+        let mut good = request(None);
+        good.filter.city = Some("new_york".into());
+        good.validate().unwrap();
+    }
+
+    #[test]
+    fn geo_filters_are_part_of_the_request_identity() {
+        let plain = request(None);
+        // A request without geo filters keeps the digest it had before they existed.
+        let before = serde_json::json!({
+            "count": 1,
+            "mode": "partial",
+            "filter": {"protocol": null, "region": null, "carrier": null, "upstream": null},
+            "min_health_freshness_ms": null,
+        });
+        assert_eq!(
+            plain.digest(),
+            digest_hex(&[before.to_string().as_bytes()], 16)
+        );
+        let mut digests = std::collections::HashSet::from([plain.digest()]);
+        for label in GeoLabel::ALL {
+            let mut geo = request(None);
+            geo.filter.set_geo(label, "1").unwrap();
+            assert!(digests.insert(geo.digest()), "{label:?}");
+        }
+        let (mut written, mut canonical) = (request(None), request(None));
+        written.filter.set_geo(GeoLabel::City, "New York").unwrap();
+        canonical
+            .filter
+            .set_geo(GeoLabel::City, "new_york")
+            .unwrap();
+        assert_eq!(
+            written.digest(),
+            canonical.digest(),
+            "one place, one request"
+        );
+    }
+
+    #[test]
+    fn filters_are_read_as_clients_write_them() {
+        let read = |json: &str| serde_json::from_str::<ProxyFilter>(json);
+        let country = read(r#"{"country": "US", "city": "New York", "asn": "AS7922"}"#).unwrap();
+        assert_eq!(country.region, Some(Label::new("us").unwrap()));
+        assert_eq!(
+            (country.geo(GeoLabel::City), country.geo(GeoLabel::Asn)),
+            (Some("new_york"), Some("7922"))
+        );
+        assert_eq!(
+            read(r#"{"region": "us", "city": "new_york", "asn": "7922"}"#).unwrap(),
+            country
+        );
+        assert_eq!(
+            read(r#"{"region": null, "country": "us"}"#).unwrap().region,
+            country.region
+        );
+
+        let both = read(r#"{"region": "us", "country": "us"}"#).unwrap_err();
+        assert!(both.to_string().contains("not both"), "{both}");
+        let bad = read(r#"{"state": "new;york"}"#).unwrap_err();
+        assert!(bad.to_string().contains("letters and digits"), "{bad}");
+        assert!(read(r#"{"colour": "red"}"#).is_err());
+        // What is written back (the request digest's input) names the region as region.
+        let written = serde_json::to_value(&country).unwrap();
+        assert_eq!(written["region"], "us");
+        assert!(written.get("country").is_none() && written.get("state").is_none());
     }
 }

@@ -15,6 +15,7 @@ pub mod extract;
 mod factory;
 pub mod fencing;
 pub mod fixtures;
+pub mod geo;
 pub mod health;
 pub mod identity;
 pub mod inventory;

@@ -8,11 +8,13 @@
 -- sent with an idempotency key: ExtractRequest::held_until), ARGV[18] for_domain ('' =
 -- any; otherwise candidates cooling down for that domain are skipped, one HGET each),
 -- ARGV[19] the client's project, whose own cooldowns count besides the shared ones
--- ('' = the shared ones only), ARGV[20] the call's role in an extraction over several
+-- ('' = the shared ones only), ARGV[20..22] the geo filters city, state, asn, canonical
+-- ('' = any; no candidate index holds them, so each candidate examined is checked against
+-- its labels: P.labels_match), ARGV[23] the call's role in an extraction over several
 -- groups: '' (or absent) for none; 'part' for a group's part (stored at ARGV[4], no usage
 -- counted here); 'anchor' for the first call, in the group the extraction id picks, which
--- answers alone when it finds everything and otherwise leaves its part at ARGV[22] under a
--- claim (ARGV[21] claim key, ARGV[23] token, ARGV[24] claim lifetime ms).
+-- answers alone when it finds everything and otherwise leaves its part at ARGV[25] under a
+-- claim (ARGV[24] claim key, ARGV[26] token, ARGV[27] claim lifetime ms).
 --
 -- Reply: {'ok', response, reserve left behind, candidates examined} | {'replay', response} |
 -- (anchor only) {'claimed', token} (an earlier attempt's claim, to resume) |
@@ -30,14 +32,16 @@ local function main()
   local freshness, ttl, budget = P.num(ARGV[10]), P.num(ARGV[11]), P.num(ARGV[16])
   local for_domain, project = ARGV[18], ARGV[19] or ''
   local filter = { [PROTO] = ARGV[12], [REGION] = ARGV[13], [CARRIER] = ARGV[14], [UP] = ARGV[15] }
+  local geo = { city = ARGV[20], state = ARGV[21], asn = ARGV[22] }
+  local any_geo = geo.city ~= '' or geo.state ~= '' or geo.asn ~= ''
 
   local answer = P.stored_extraction(key, client, digest)
   if answer then
     return answer
   end
-  local role = ARGV[20] or ''
+  local role = ARGV[23] or ''
   if role == 'anchor' then
-    local claim = redis.call('HMGET', B .. ARGV[21], 'token', 'client', 'digest')
+    local claim = redis.call('HMGET', B .. ARGV[24], 'token', 'client', 'digest')
     if claim[1] then
       if claim[2] ~= client or claim[3] ~= digest then
         return { 'conflict', 'digest' }
@@ -66,6 +70,7 @@ local function main()
       and NOW < P.num(r[HARD])
       and P.is_usable(r)
       and (freshness == nil or (r[SUCC] ~= '' and P.num(r[SUCC]) + freshness >= NOW))
+      and (not any_geo or P.labels_match(r, geo))
       and (for_domain == '' or not P.is_cooling_for(id, for_domain, project))
     if accepted then
       matching = matching + 1
@@ -107,9 +112,9 @@ local function main()
   local reserved, scanned = P.fmt(math.min(matching, reserve)), P.fmt(examined)
   if short then
     -- The part, under a new claim the other groups' parts join (xend.lua ends it).
-    local part = P.store_extraction(ARGV[22], client, digest, ARGV[7], ttl, nil, taken)
-    redis.call('HSET', B .. ARGV[21], 'token', ARGV[23], 'client', client, 'digest', digest)
-    redis.call('PEXPIRE', B .. ARGV[21], ARGV[24])
+    local part = P.store_extraction(ARGV[25], client, digest, ARGV[7], ttl, nil, taken)
+    redis.call('HSET', B .. ARGV[24], 'token', ARGV[26], 'client', client, 'digest', digest)
+    redis.call('PEXPIRE', B .. ARGV[24], ARGV[27])
     local first = redis.call('ZRANGE', B .. 'withheld', 0, 0, 'WITHSCORES')
     return { 'short', part, reserved, scanned, first[2] or '' }
   end

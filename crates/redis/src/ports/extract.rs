@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use proxypool_core::store_mark::recovery_retry_after_ms;
 use proxypool_core::{
     ClientId, ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractionId,
-    Extractor, PoolError, PoolResult, Unavailable, UnixMillis,
+    Extractor, GeoLabel, PoolError, PoolResult, Unavailable, UnixMillis,
 };
 
 /// A stored response as one group's extraction script answered it: its text, whether it
@@ -95,6 +95,9 @@ impl GroupPool {
             opt_to_field(request.for_domain.as_ref()),
             opt_to_field(request.project.as_ref()),
         ];
+        // The geo filters, canonical (checked by `request.validate`): compared as they are
+        // with the record's stored labels.
+        args.extend(GeoLabel::ALL.map(|label| filter.geo(label).unwrap_or_default().to_owned()));
         match role {
             Role::Whole => {}
             Role::Part { .. } => args.push("part".to_owned()),

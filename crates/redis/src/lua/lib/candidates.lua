@@ -2,7 +2,8 @@
 --
 -- Owns: `cand:<protocol>/<upstream>/<region>/<carrier>` (one sorted set per filter
 -- combination, '' for no region/carrier, scored by usable_until), `candidates` and
--- `candidate-heads`, and P.candidate_stream, which an extraction reads.
+-- `candidate-heads`, and P.candidate_stream, which an extraction reads; P.labels_match, the
+-- filters no candidate index holds.
 -- Invariants (kept by records.lua and assignments.lua through P.index_add/index_remove):
 -- * a record is in exactly one candidate index, its filter combination, when it is
 --   AVAILABLE and has no assignment, and in none otherwise (whatever the time; entries past
@@ -243,4 +244,30 @@ end
 
 function P.same_filters(a, b)
   return a[PROTO] == b[PROTO] and a[UP] == b[UP] and a[REGION] == b[REGION] and a[CARRIER] == b[CARRIER]
+end
+
+-- Whether record `r` carries every geo label `wanted` names (label key -> value, '' for
+-- any). The labels are stored canonical (core's prepare_batch) and the filter's values are
+-- canonical too (ExtractRequest::validate), so the comparison is plain. No index holds
+-- them: an extraction checks them on each candidate it examines, within its scan budget.
+function P.labels_match(r, wanted)
+  local labels = nil
+  for key, value in pairs(wanted) do
+    if value ~= '' then
+      if labels == nil then
+        if r[LABELS] == '' then
+          return false
+        end
+        local ok, decoded = pcall(cjson.decode, r[LABELS])
+        if not ok or type(decoded) ~= 'table' then
+          P.corrupt('record labels')
+        end
+        labels = decoded
+      end
+      if labels[key] ~= value then
+        return false
+      end
+    end
+  end
+  return true
 end
