@@ -82,7 +82,9 @@ pub use extract::{
     ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractedProxy, ProxyFilter,
 };
 pub use geo::GeoLabel;
-pub use health::{CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthReport};
+pub use health::{
+    CheckFailure, CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthReport,
+};
 pub use http_head::MIN_HEADER_BYTES;
 pub use ids::{ClientId, ExtractionId, Label, ProjectId, ProxyId, UpstreamId, WorkerId};
 pub use inventory::{Footprint, InventoryView, SweepReport};

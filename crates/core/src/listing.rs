@@ -7,6 +7,7 @@
 //! operator can walk the whole pool page by page. Credentials never leave the store here.
 
 use crate::error::{PoolError, PoolResult};
+use crate::health::CheckFailure;
 use crate::ids::{ClientId, Label, ProxyId, UpstreamId, WorkerId};
 use crate::ownership::Assignment;
 use crate::proxy::{Protocol, ProxyRecord, ProxyStatus};
@@ -48,6 +49,10 @@ pub struct ListedProxy {
     pub checked_at_ms: Option<UnixMillis>,
     pub latency_ms: Option<u32>,
     pub failures: u32,
+    /// Why the last check failed; `None` after a success or before any check. A kind
+    /// stored by an older version that is no reason of today's shows as `Other` until the
+    /// next check.
+    pub last_check_error: Option<CheckFailure>,
 }
 
 impl ListedProxy {
@@ -81,6 +86,11 @@ impl ListedProxy {
             checked_at_ms: record.health.checked_at_ms,
             latency_ms: record.health.latency_ms,
             failures: record.health.failures,
+            last_check_error: record
+                .health
+                .last_error
+                .as_deref()
+                .map(|kind| CheckFailure::parse(kind).unwrap_or(CheckFailure::Other)),
         }
     }
 }

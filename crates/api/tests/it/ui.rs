@@ -1,6 +1,7 @@
 //! The dashboard's sign-in and the admin read routes it polls: the session cookie's
 //! attributes, cookie authentication on the JSON routes, CSRF and same-site checks on every
-//! write made with the cookie, sign-out, and the bounded proxy listing's input checks.
+//! write made with the cookie, sign-out, and the bounded proxy listing's input checks and
+//! its reason for each proxy's last failed check.
 
 use crate::common::*;
 use proxypool_core::{WorkerId, WorkerMode, now_millis};
@@ -319,6 +320,41 @@ async fn the_proxy_listing_refuses_bad_input_and_pages_by_cursor() {
         server.get("/v1/admin/proxies", Some(ALICE)).await.status,
         403
     );
+}
+
+#[tokio::test]
+async fn the_proxy_listing_says_why_each_last_check_failed() {
+    use proxypool_core::{CheckFailure, CheckOutcome, HealthBatch, HealthObservation};
+    let server = TestServer::memory(Setup::default()).await;
+    let ids = server.seed("acme", 0, 2).await;
+    let now = now_millis();
+    server
+        .pool
+        .apply_health(
+            now,
+            HealthBatch {
+                observations: vec![HealthObservation {
+                    proxy_id: ids[0].clone(),
+                    checked_at_ms: now,
+                    outcome: CheckOutcome::failure(CheckFailure::ProxyTls),
+                }],
+                unhealthy_after_failures: 3,
+            },
+        )
+        .await
+        .unwrap();
+    let listed = server.get("/v1/admin/proxies", Some(ADMIN)).await.json();
+    let reason_of = |id: &proxypool_core::ProxyId| {
+        listed["proxies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id.as_str())
+            .map(|p| p["last_check_error"].clone())
+            .unwrap()
+    };
+    assert_eq!(reason_of(&ids[0]), json!("proxy_tls"), "{listed}");
+    assert_eq!(reason_of(&ids[1]), json!(null), "checked fine: {listed}");
 }
 
 #[tokio::test]

@@ -5,14 +5,21 @@
 //! timeout ([`probe`]), and writes the results in batches per upstream (each upstream has
 //! its own unhealthy threshold). Rounds run one after another, so a proxy is never checked
 //! twice at once; a round is bounded by `round_size` and so lasts at most a few timeouts.
+//!
+//! A failed check is kept on its record as one of the bounded reasons of
+//! [`proxypool_core::CheckFailure`] (shown by the admin listing), counted under that
+//! reason, and logged by [`failure_log`] (a warning the first time per upstream and
+//! reason).
 
+mod failure_log;
 pub mod probe;
 
 use crate::clock::SharedClock;
 use crate::config::{CheckerConfig, ProviderKind, UpstreamConfig};
 use crate::leadership::job::LeaderJob;
 use crate::provider::SessionHealth;
-use probe::{ProbePlan, probe};
+use failure_log::FailureLog;
+use probe::ProbePlan;
 use proxypool_core::{
     CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthStore, PoolResult, ProxyStatus,
     UpstreamId,
@@ -52,6 +59,7 @@ pub struct Checker {
     semaphore: Arc<Semaphore>,
     /// Where backconnect sessions' checks go, for their keeper.
     session_health: Arc<SessionHealth>,
+    failure_log: FailureLog,
 }
 
 impl Checker {
@@ -91,6 +99,7 @@ impl Checker {
             config,
             upstreams,
             session_health: Arc::default(),
+            failure_log: FailureLog::default(),
         }
     }
 
@@ -145,29 +154,37 @@ impl Checker {
                 let _permit = semaphore.acquire_owned().await.ok()?;
                 let checked_at_ms = clock.now();
                 let started = std::time::Instant::now();
-                let outcome = probe(&record, &plan, timeout).await;
+                let checked = probe::check(&record, &plan, timeout).await;
                 crate::metrics::health_check(
                     &record.upstream,
-                    matches!(outcome, CheckOutcome::Success { .. }),
+                    checked.as_ref().err().map(|f| f.reason),
                     started.elapsed(),
                 );
-                Some((
-                    record.upstream.clone(),
-                    HealthObservation {
-                        proxy_id: record.id.clone(),
-                        checked_at_ms,
-                        outcome,
+                let outcome = match &checked {
+                    Ok(latency_ms) => CheckOutcome::Success {
+                        latency_ms: *latency_ms,
                     },
-                ))
+                    Err(failed) => CheckOutcome::failure(failed.reason),
+                };
+                let observation = HealthObservation {
+                    proxy_id: record.id.clone(),
+                    checked_at_ms,
+                    outcome,
+                };
+                Some((record, observation, checked.err()))
             });
         }
 
         let mut round = CheckRound::default();
         let mut pending: HashMap<UpstreamId, Vec<HealthObservation>> = HashMap::new();
         while let Some(joined) = tasks.join_next().await {
-            let Ok(Some((upstream, observation))) = joined else {
+            let Ok(Some((record, observation, failed))) = joined else {
                 continue;
             };
+            if let Some(failed) = &failed {
+                self.failure_log.record(&record, failed);
+            }
+            let upstream = record.upstream;
             if self.upstreams.get(&upstream).is_some_and(|u| u.backconnect) {
                 let ok = matches!(observation.outcome, CheckOutcome::Success { .. });
                 self.session_health.observe(&observation.proxy_id, ok);

@@ -11,20 +11,25 @@
 //!
 //! The proxy's host is resolved once per check and only an address that was checked is
 //! dialed: for a fetched list (unless `allow_private_hosts`), a host with any loopback,
-//! private or link-local address is not dialed at all (failure `private_host`).
+//! private or link-local address is not dialed at all (failure `dns`).
 //!
 //! The wire protocols are `proxypool-proto`'s; this module only sequences them. A failure
-//! becomes a short error kind (never text the proxy sent, which could echo credentials).
+//! becomes one of the bounded reasons of [`CheckFailure`], which is what the record keeps,
+//! and a cause for the log: the error's own chain (an OS error, rustls's reason, a SOCKS5
+//! reply code, a status number), never a message whose text the proxy chose, which could
+//! echo credentials.
 
 use crate::config::{CheckTarget, HttpCheckMode, TargetUrl};
 use crate::provider::hygiene::is_internal_address;
-use proxypool_core::{CheckOutcome, Protocol, ProxyRecord};
+use proxypool_core::{CheckFailure, CheckOutcome, Protocol, ProxyRecord};
 use proxypool_edge::{ClientTls, Conn, ProxyTrust};
 use proxypool_proto::http_connect::{
     self, MAX_RESPONSE_HEAD, basic_auth_value, read_response_head,
 };
 use proxypool_proto::{ProtoError, TargetAddr, socks5};
+use std::error::Error;
 use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -37,7 +42,7 @@ pub struct ProbePlan {
     /// Slower than this (but in time) is a failure of kind `slow`.
     pub max_latency: Option<Duration>,
     /// A proxy whose host resolves to a loopback, private or link-local address is not
-    /// dialed (failure `private_host`): set for fetched lists unless `allow_private_hosts`.
+    /// dialed (failure `dns`): set for fetched lists unless `allow_private_hosts`.
     pub refuse_internal: bool,
     /// TLS to the upstream's `https` proxies.
     pub proxy_tls: ProxyTrust,
@@ -78,44 +83,126 @@ impl ProbePlan {
     }
 }
 
+/// A failed check: the reason kept and counted, and its cause for the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    pub reason: CheckFailure,
+    /// What went wrong, from our errors' text only (see the module doc).
+    pub cause: String,
+}
+
+impl Failed {
+    fn new(reason: CheckFailure, cause: impl Into<String>) -> Self {
+        Failed {
+            reason,
+            cause: cause.into(),
+        }
+    }
+
+    /// `reason`, caused by `error` and the errors under it.
+    fn of(reason: CheckFailure, error: &dyn Error) -> Self {
+        Failed::new(reason, chain(error))
+    }
+}
+
+/// An error and its sources, `": "`-separated; a source whose text its parent's already
+/// ends with (`"i/o error: {0}"` over the `io::Error`) is not repeated.
+pub fn chain(error: &dyn Error) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(source) = next {
+        let part = source.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = source.source();
+    }
+    text
+}
+
+/// The step a check is at, so that a timeout can say where it was waiting.
+#[derive(Debug)]
+struct Progress(Mutex<&'static str>);
+
+impl Progress {
+    fn at(&self, step: &'static str) {
+        // A poisoned lock only loses the step's name; the check goes on.
+        if let Ok(mut current) = self.0.lock() {
+            *current = step;
+        }
+    }
+
+    fn step(&self) -> &'static str {
+        self.0.lock().map_or("checking", |current| *current)
+    }
+}
+
 /// Checks `record` against every target of `plan` within `timeout` (for the whole check).
 pub async fn probe(record: &ProxyRecord, plan: &ProbePlan, timeout: Duration) -> CheckOutcome {
+    match check(record, plan, timeout).await {
+        Ok(latency_ms) => CheckOutcome::Success { latency_ms },
+        Err(failed) => CheckOutcome::failure(failed.reason),
+    }
+}
+
+/// As [`probe`], with the cause of a failure: the latency in milliseconds (at least 1), or
+/// why the check failed.
+pub async fn check(
+    record: &ProxyRecord,
+    plan: &ProbePlan,
+    timeout: Duration,
+) -> Result<u32, Failed> {
     let started = Instant::now();
-    let result = tokio::time::timeout(timeout, probe_all(record, plan)).await;
+    let progress = Progress(Mutex::new("resolving the proxy's host"));
+    let result = tokio::time::timeout(timeout, probe_all(record, plan, &progress)).await;
     let elapsed = started.elapsed();
     match result {
-        Err(_) => failure("timeout"),
-        Ok(Err(kind)) => failure(kind),
-        Ok(Ok(())) if plan.max_latency.is_some_and(|max| elapsed > max) => failure("slow"),
-        Ok(Ok(())) => CheckOutcome::Success {
-            latency_ms: u32::try_from(elapsed.as_millis())
+        Err(_) => Err(Failed::new(
+            CheckFailure::Timeout,
+            format!("no result within {timeout:?}, while {}", progress.step()),
+        )),
+        Ok(Err(failed)) => Err(failed),
+        Ok(Ok(())) => match plan.max_latency {
+            Some(max) if elapsed > max => Err(Failed::new(
+                CheckFailure::Slow,
+                format!("took {elapsed:?}, more than max_latency {max:?}"),
+            )),
+            _ => Ok(u32::try_from(elapsed.as_millis())
                 .unwrap_or(u32::MAX)
-                .max(1),
+                .max(1)),
         },
     }
 }
 
-fn failure(kind: &str) -> CheckOutcome {
-    CheckOutcome::Failure {
-        error: kind.to_owned(),
-    }
-}
-
-async fn probe_all(record: &ProxyRecord, plan: &ProbePlan) -> Result<(), &'static str> {
+async fn probe_all(
+    record: &ProxyRecord,
+    plan: &ProbePlan,
+    progress: &Progress,
+) -> Result<(), Failed> {
     if plan.targets.is_empty() {
-        return Err("no_targets");
+        return Err(Failed::new(CheckFailure::Other, "no check target"));
     }
     // Resolved once per check, and only an address that was checked is dialed, so a name
     // cannot pass the check and then be dialed as another address.
     let proxy = dial_address(record, plan.refuse_internal).await?;
     for (target, expect) in &plan.targets {
-        let status = probe_one(record, proxy, target, plan).await?;
+        let status = probe_one(record, proxy, target, plan, progress).await?;
+        if status == 407 && *expect != 407 {
+            // Absolute-form: the proxy itself answered the request.
+            return Err(Failed::new(
+                CheckFailure::Auth,
+                "the proxy answered 407 Proxy Authentication Required",
+            ));
+        }
         if status != *expect {
-            return Err(if status == 407 {
-                "proxy_auth"
-            } else {
-                "bad_status"
-            });
+            return Err(Failed::new(
+                CheckFailure::Status,
+                format!(
+                    "{} answered {status}, expected {expect}",
+                    target.host_header()
+                ),
+            ));
         }
     }
     Ok(())
@@ -123,19 +210,23 @@ async fn probe_all(record: &ProxyRecord, plan: &ProbePlan) -> Result<(), &'stati
 
 /// The address the proxy's host resolves to, refused when `refuse_internal` and any of
 /// its addresses is internal.
-async fn dial_address(
-    record: &ProxyRecord,
-    refuse_internal: bool,
-) -> Result<SocketAddr, &'static str> {
+async fn dial_address(record: &ProxyRecord, refuse_internal: bool) -> Result<SocketAddr, Failed> {
     let host = record.host.trim_start_matches('[').trim_end_matches(']');
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, record.port))
         .await
-        .map_err(|_| "resolve_failed")?
+        .map_err(|e| Failed::of(CheckFailure::Dns, &e))?
         .collect();
     if refuse_internal && addrs.iter().any(|addr| is_internal_address(addr.ip())) {
-        return Err("private_host");
+        return Err(Failed::new(
+            CheckFailure::Dns,
+            "the host resolves to an internal address, which this fetched list may not name \
+             (allow_private_hosts)",
+        ));
     }
-    addrs.first().copied().ok_or("resolve_failed")
+    addrs
+        .first()
+        .copied()
+        .ok_or_else(|| Failed::new(CheckFailure::Dns, "the host resolves to no address"))
 }
 
 /// The status the target answered through the proxy at `proxy`.
@@ -144,20 +235,25 @@ async fn probe_one(
     proxy: SocketAddr,
     target: &TargetUrl,
     plan: &ProbePlan,
-) -> Result<u16, &'static str> {
+    progress: &Progress,
+) -> Result<u16, Failed> {
+    progress.at("connecting to the proxy");
     let tcp = TcpStream::connect(proxy)
         .await
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::ConnectionRefused => "connect_refused",
-            _ => "connect_failed",
-        })?;
+        .map_err(|e| Failed::of(CheckFailure::Connect, &e))?;
     let _ = tcp.set_nodelay(true);
     let mut stream = match record.protocol {
         Protocol::Https => {
-            let tls = plan.proxy_tls.client().map_err(|_| "proxy_tls")?;
+            progress.at("in the TLS handshake with the proxy");
+            let tls = plan.proxy_tls.client().map_err(|e| {
+                Failed::new(
+                    CheckFailure::ProxyTls,
+                    format!("the upstream's proxy CA bundle cannot be used: {e}"),
+                )
+            })?;
             tls.handshake(plan.proxy_tls.server_name(&record.host), tcp)
                 .await
-                .map_err(|_| "proxy_tls")?
+                .map_err(|e| Failed::of(CheckFailure::ProxyTls, &e))?
         }
         Protocol::Http | Protocol::Socks5 => Conn::Plain(tcp),
     };
@@ -165,13 +261,14 @@ async fn probe_one(
         .credentials
         .as_ref()
         .map(|c| (c.username.as_str(), c.password.expose()));
+    progress.at("waiting for the proxy to open the tunnel");
     let tunnel = match record.protocol {
         Protocol::Socks5 => {
-            let addr =
-                TargetAddr::domain(target.host.clone(), target.port).map_err(|_| "bad_target")?;
+            let addr = TargetAddr::domain(target.host.clone(), target.port)
+                .map_err(|e| Failed::of(CheckFailure::Other, &e))?;
             socks5::connect(&mut stream, &addr, creds)
                 .await
-                .map_err(proto_kind)?;
+                .map_err(proto_failure)?;
             true
         }
         Protocol::Http if plan.via == HttpCheckMode::Absolute && !target.tls => false,
@@ -179,7 +276,7 @@ async fn probe_one(
             let authority = authority(target);
             http_connect::connect(&mut stream, &authority, creds)
                 .await
-                .map_err(proto_kind)?;
+                .map_err(proto_failure)?;
             true
         }
     };
@@ -200,15 +297,23 @@ async fn probe_one(
         target.host_header()
     ));
     if !target.tls {
+        progress.at("waiting for the target's answer");
         return exchange(&mut stream, &request).await;
     }
     // TLS to the site inside the tunnel: a proxy that cannot carry it (or tampers with
     // it) fails its check.
-    let trust = plan.target_tls.as_ref().map_err(|_| "target_tls")?;
+    progress.at("in the TLS handshake with the target");
+    let trust = plan.target_tls.as_ref().map_err(|e| {
+        Failed::new(
+            CheckFailure::TargetTls,
+            format!("the health check CA bundle cannot be used: {e}"),
+        )
+    })?;
     let mut inner = trust
         .connect(&target.host, &mut stream)
         .await
-        .map_err(|_| "target_tls")?;
+        .map_err(|e| Failed::of(CheckFailure::TargetTls, &e))?;
+    progress.at("waiting for the target's answer");
     exchange(&mut inner, &request).await
 }
 
@@ -216,14 +321,14 @@ async fn probe_one(
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     request: &str,
-) -> Result<u16, &'static str> {
+) -> Result<u16, Failed> {
     stream
         .write_all(request.as_bytes())
         .await
-        .map_err(|_| "io_error")?;
+        .map_err(|e| proto_failure(ProtoError::Io(e)))?;
     let head = read_response_head(stream, MAX_RESPONSE_HEAD)
         .await
-        .map_err(proto_kind)?;
+        .map_err(proto_failure)?;
     Ok(head.status)
 }
 
@@ -235,13 +340,70 @@ fn authority(target: &TargetUrl) -> String {
     }
 }
 
-fn proto_kind(error: ProtoError) -> &'static str {
-    match error {
-        e if e.is_auth_rejected() => "proxy_auth",
-        e if e.is_timeout() => "timeout",
-        ProtoError::Rejected { .. } | ProtoError::SocksRejected { .. } => "proxy_refused",
-        ProtoError::Malformed { .. } => "protocol_error",
-        ProtoError::Io(_) => "io_error",
-        _ => "proxy_error",
+/// The reason for a protocol step's error. Its text is ours: a status number, a SOCKS5
+/// reply code, what was malformed, an OS error.
+fn proto_failure(error: ProtoError) -> Failed {
+    let reason = match &error {
+        e if e.is_auth_rejected() => CheckFailure::Auth,
+        e if e.is_timeout() => CheckFailure::Timeout,
+        ProtoError::Rejected { .. } | ProtoError::SocksRejected { .. } => CheckFailure::Refused,
+        ProtoError::Malformed { .. } | ProtoError::Io(_) => CheckFailure::Protocol,
+        _ => CheckFailure::Other,
+    };
+    Failed::of(reason, &error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proxypool_proto::socks5::Reply;
+    use std::io;
+
+    #[test]
+    fn protocol_errors_map_to_their_reasons() {
+        let reason = |e: ProtoError| proto_failure(e).reason;
+        assert_eq!(
+            reason(ProtoError::Rejected { status: 407 }),
+            CheckFailure::Auth
+        );
+        assert_eq!(reason(ProtoError::AuthRejected), CheckFailure::Auth);
+        assert_eq!(
+            reason(ProtoError::Rejected { status: 403 }),
+            CheckFailure::Refused
+        );
+        assert_eq!(
+            reason(ProtoError::SocksRejected {
+                reply: Reply::HostUnreachable
+            }),
+            CheckFailure::Refused
+        );
+        assert_eq!(
+            reason(ProtoError::Timeout(Duration::from_secs(1))),
+            CheckFailure::Timeout
+        );
+        assert_eq!(
+            reason(ProtoError::Io(io::ErrorKind::TimedOut.into())),
+            CheckFailure::Timeout
+        );
+        assert_eq!(
+            reason(ProtoError::Io(io::ErrorKind::ConnectionReset.into())),
+            CheckFailure::Protocol
+        );
+        assert_eq!(
+            reason(ProtoError::malformed("http", "invalid status line")),
+            CheckFailure::Protocol
+        );
+    }
+
+    #[test]
+    fn a_cause_is_the_chain_without_repeats() {
+        let io = io::Error::new(io::ErrorKind::ConnectionReset, "reset by peer");
+        let failed = proto_failure(ProtoError::Io(io));
+        assert_eq!(failed.cause, "i/o error: reset by peer");
+        let failed = proto_failure(ProtoError::Rejected { status: 502 });
+        assert_eq!(
+            failed.cause,
+            "proxy rejected the request with HTTP status 502"
+        );
     }
 }

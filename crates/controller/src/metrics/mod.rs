@@ -16,7 +16,8 @@ pub mod metered;
 pub mod pool;
 
 use proxypool_core::{
-    CooldownReport, PoolError, ProxyStatus, SweepReport, UpsertReport, UpstreamId, WorkerId,
+    CheckFailure, CooldownReport, PoolError, ProxyStatus, SweepReport, UpsertReport, UpstreamId,
+    WorkerId,
 };
 use std::time::Duration;
 
@@ -104,7 +105,9 @@ fn describe() {
     );
     describe_counter!(
         HEALTH_CHECKS,
-        "Health checks through proxies by upstream and outcome (success, failure)."
+        "Health checks through proxies by upstream, outcome (success, failure) and reason \
+         (none for a success; for a failure one of dns, connect, proxy_tls, auth, refused, \
+         protocol, target_tls, status, timeout, slow, other)."
     );
     proxypool_metrics::set_buckets(HEALTH_SECONDS, proxypool_metrics::REMOTE_CALL_BUCKETS);
     describe_histogram!(
@@ -255,12 +258,20 @@ pub(crate) fn provider_round(
     }
 }
 
-/// One health check through a proxy.
-pub(crate) fn health_check(upstream: &UpstreamId, success: bool, elapsed: Duration) {
+/// One health check through a proxy: `failed` is its reason, `None` for a success.
+pub(crate) fn health_check(upstream: &UpstreamId, failed: Option<CheckFailure>, elapsed: Duration) {
     let upstream = upstream.to_string();
-    let outcome = if success { "success" } else { "failure" };
-    metrics::counter!(HEALTH_CHECKS, "upstream" => upstream.clone(), "outcome" => outcome)
-        .increment(1);
+    let (outcome, reason) = match failed {
+        None => ("success", "none"),
+        Some(reason) => ("failure", reason.as_str()),
+    };
+    metrics::counter!(
+        HEALTH_CHECKS,
+        "upstream" => upstream.clone(),
+        "outcome" => outcome,
+        "reason" => reason
+    )
+    .increment(1);
     metrics::histogram!(HEALTH_SECONDS, "upstream" => upstream).record(elapsed.as_secs_f64());
 }
 

@@ -197,18 +197,18 @@ async fn classifies_alive_dead_slow_and_refused_proxies() {
     };
     assert_eq!(kind(&absolute[0]), "ok", "http absolute-form");
     assert_eq!(kind(&absolute[1]), "ok", "socks5");
-    assert!(
-        ["io_error", "protocol_error", "connect_failed"].contains(&kind(&absolute[2]).as_str()),
-        "dead: {}",
-        kind(&absolute[2])
+    assert_eq!(
+        kind(&absolute[2]),
+        "protocol",
+        "dead: accepts, then hangs up"
     );
     assert_eq!(kind(&absolute[3]), "slow");
     assert_eq!(kind(&absolute[4]), "timeout");
-    assert_eq!(kind(&absolute[5]), "proxy_auth");
-    assert_eq!(kind(&absolute[6]), "proxy_auth");
+    assert_eq!(kind(&absolute[5]), "auth", "http: 407");
+    assert_eq!(kind(&absolute[6]), "auth", "socks5: authentication refused");
     assert_eq!(kind(&tunnel[0]), "ok", "CONNECT tunnel");
-    assert_eq!(kind(&teapot[0]), "bad_status");
-    assert_eq!(kind(&closed), "connect_refused");
+    assert_eq!(kind(&teapot[0]), "status");
+    assert_eq!(kind(&closed), "connect");
     if let CheckOutcome::Success { latency_ms } = outcome[&absolute[0]] {
         assert!(latency_ms < 400);
     }
@@ -311,7 +311,7 @@ async fn a_proxy_whose_name_resolves_inside_is_not_dialed_when_internal_hosts_ar
     assert_eq!(
         outcome,
         CheckOutcome::Failure {
-            error: "private_host".into()
+            error: "dns".into()
         }
     );
     let dialed = tokio::time::timeout(Duration::from_millis(300), canary.accept()).await;
@@ -460,4 +460,108 @@ async fn https_proxies_and_https_targets_are_checked_over_verified_tls() {
         "no tunnel without trusted TLS"
     );
     assert!(https_proxies[2].stats().tunnels >= 1);
+}
+
+/// A record of `protocol` at `port` with the test credentials (`password`), as the store
+/// hands it to the checker.
+async fn record_at(protocol: Protocol, port: u16, password: &str) -> proxypool_core::ProxyRecord {
+    let pool = MemoryPool::new(MemoryPoolOptions::default());
+    let mut candidate = Candidate::new(protocol, "127.0.0.1", port);
+    candidate.credentials = Some(Credentials::new(USER, password));
+    pool.upsert(
+        T0,
+        FetchedBatch {
+            upstream: UpstreamId::new("causes").unwrap(),
+            operation_id: None,
+            ttl_ms: 600_000,
+            safety_margin_ms: 0,
+            max_size: 100,
+            default_max_sessions: 4,
+            candidates: vec![candidate],
+        },
+    )
+    .await
+    .unwrap();
+    let query = proxypool_core::DueQuery {
+        limit: 1,
+        recheck_after_ms: 0,
+    };
+    pool.due_for_check(T0, query).await.unwrap().remove(0)
+}
+
+#[tokio::test]
+async fn a_failed_check_has_a_bounded_reason_and_a_cause_without_credentials() {
+    use proxypool_controller::checker::probe::{ProbePlan, check};
+    use proxypool_controller::config::{HttpCheckMode, TargetUrl};
+    use proxypool_core::CheckFailure;
+    let secret = "s3cret-pass-do-not-log";
+    let origin = Origin::start().await.unwrap();
+    let plan = ProbePlan {
+        targets: vec![(TargetUrl::parse(&origin.url("/health")).unwrap(), 200)],
+        via: HttpCheckMode::Absolute,
+        max_latency: None,
+        refuse_internal: false,
+        proxy_tls: proxypool_edge::ProxyTrust::of(None),
+        target_tls: Ok(proxypool_edge::ClientTls::public_roots()),
+    };
+    let timeout = Duration::from_millis(1500);
+    let vendor_ca = proxypool_testkit::TestCa::new("vendor ca").unwrap();
+    let untrusted = proxy(ProxyKind::Http, 31, |c| {
+        c.credentials = Some((USER.into(), secret.into()));
+        c.tls = Some(tls_server(&vendor_ca, "proxy-31"));
+    })
+    .await;
+    let wrong_pass = proxy(ProxyKind::Socks5, 32, |_| {}).await;
+    let stuck = proxy(ProxyKind::Http, 33, |c| {
+        c.credentials = Some((USER.into(), secret.into()));
+        c.latency = Duration::from_secs(5);
+    })
+    .await;
+    let closed = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap().port()
+    };
+
+    let cases = [
+        (
+            record_at(Protocol::Https, untrusted.addr().port(), secret).await,
+            CheckFailure::ProxyTls,
+            "certificate",
+        ),
+        (
+            record_at(Protocol::Socks5, wrong_pass.addr().port(), secret).await,
+            CheckFailure::Auth,
+            "authentication rejected",
+        ),
+        (
+            record_at(Protocol::Http, stuck.addr().port(), secret).await,
+            CheckFailure::Timeout,
+            "while waiting for the target's answer",
+        ),
+        (
+            record_at(Protocol::Http, closed, secret).await,
+            CheckFailure::Connect,
+            "refused",
+        ),
+    ];
+    for (record, reason, says) in cases {
+        let failed = check(&record, &plan, timeout).await.unwrap_err();
+        eprintln!("{}: {}", failed.reason, failed.cause);
+        assert_eq!(failed.reason, reason, "{failed:?}");
+        assert!(
+            failed.cause.to_lowercase().contains(says),
+            "{reason}: {}",
+            failed.cause
+        );
+        assert!(
+            !failed.cause.contains(secret) && !failed.cause.contains(USER),
+            "{reason}: {}",
+            failed.cause
+        );
+    }
+    assert_eq!(
+        untrusted.stats().tunnels,
+        0,
+        "nothing past a failed handshake"
+    );
 }

@@ -5,8 +5,9 @@ use super::factory::{PoolFactory, ScanLimits};
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::{
-    ExtractMode, MAX_LIST_LIMIT, PoolError, ProxyId, ProxyListFilter, ProxyLister, ProxyPage,
-    ProxyStatus, Unavailable, UnixMillis,
+    CheckFailure, CheckOutcome, ExtractMode, HealthBatch, HealthObservation, HealthStore,
+    MAX_LIST_LIMIT, PoolError, ProxyId, ProxyListFilter, ProxyLister, ProxyPage, ProxyStatus,
+    Unavailable, UnixMillis,
 };
 
 async fn all_pages<P: ProxyLister>(
@@ -160,6 +161,75 @@ pub async fn listing_filters_by_upstream_and_status<F: PoolFactory>(factory: &F)
         pool.list_proxies(T0 + 1, &none, 10).await.unwrap(),
         ProxyPage::default()
     );
+}
+
+/// The listing shows why each proxy's last check failed, cleared by a success; a kind an
+/// older version stored that is no reason of today's shows as `other`.
+pub async fn listing_shows_why_the_last_check_failed<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 0, 3).await;
+    let observe = |id: &ProxyId, at: UnixMillis, outcome: CheckOutcome| HealthObservation {
+        proxy_id: id.clone(),
+        checked_at_ms: at,
+        outcome,
+    };
+    let apply = |observations| {
+        pool.apply_health(
+            T0 + 10,
+            HealthBatch {
+                observations,
+                unhealthy_after_failures: 3,
+            },
+        )
+    };
+    apply(vec![
+        observe(
+            &ids[0],
+            T0 + 10,
+            CheckOutcome::failure(CheckFailure::ProxyTls),
+        ),
+        observe(
+            &ids[1],
+            T0 + 10,
+            CheckOutcome::Failure {
+                error: "connect_refused".into(),
+            },
+        ),
+    ])
+    .await
+    .unwrap();
+    let reasons = |page: ProxyPage| -> Vec<(ProxyId, Option<CheckFailure>)> {
+        page.proxies
+            .into_iter()
+            .map(|row| (row.id, row.last_check_error))
+            .collect()
+    };
+    let mut expected = vec![
+        (ids[0].clone(), Some(CheckFailure::ProxyTls)),
+        (ids[1].clone(), Some(CheckFailure::Other)),
+        (ids[2].clone(), None),
+    ];
+    expected.sort();
+    let page = pool
+        .list_proxies(T0 + 11, &ProxyListFilter::default(), 10)
+        .await
+        .unwrap();
+    assert_eq!(reasons(page), expected);
+
+    apply(vec![observe(
+        &ids[0],
+        T0 + 20,
+        CheckOutcome::Success { latency_ms: 5 },
+    )])
+    .await
+    .unwrap();
+    let page = pool
+        .list_proxies(T0 + 21, &ProxyListFilter::default(), 10)
+        .await
+        .unwrap();
+    let row = page.proxies.iter().find(|row| row.id == ids[0]).unwrap();
+    assert_eq!(row.last_check_error, None, "a success clears it");
+    assert_eq!(row.failures, 0);
 }
 
 pub async fn listing_rejects_bad_limits_and_changes_nothing<F: PoolFactory>(factory: &F) {
