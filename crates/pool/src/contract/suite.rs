@@ -74,6 +74,7 @@ macro_rules! contract_suite {
             admin::admin_bad_provider_status_changes_nothing,
             listing::listing_pages_in_id_order_with_owners,
             listing::listing_filters_by_upstream_and_status,
+            listing::listing_shows_why_the_last_check_failed,
             listing::listing_rejects_bad_limits_and_changes_nothing,
             listing::listing_over_scan_budget_is_unavailable,
             cooldowns::cooldowns_merge_is_order_free_and_replay_changes_nothing,
