@@ -105,11 +105,11 @@ fn each_documented_vendor_template_renders_its_vendors_syntax() {
         ),
         (
             "decodo",
-            "user-{account}[-country-{country|lower}][-state-us_{state|lower|underscore}][-city-{city|lower|underscore}]-session-{session}-sessionduration-{minutes}",
+            "user-{account}[-country-{country|lower}][-city-{city|lower|underscore}]-session-{session}-sessionduration-{minutes}",
             "{password}",
             group,
             (
-                "user-acct42-country-us-state-us_new_york-city-new_york-session-s1-sessionduration-10",
+                "user-acct42-country-us-city-new_york-session-s1-sessionduration-10",
                 "pw",
             ),
         ),
@@ -272,4 +272,42 @@ fn a_group_value_that_would_inject_a_vendor_parameter_is_refused() {
             "{key} = {value:?}: {found:?}"
         );
     }
+}
+
+/// The backconnect upstream the shipped example shows commented out loads as written.
+#[test]
+fn the_examples_backconnect_upstream_loads_once_uncommented() {
+    let example = include_str!("../../../../examples/proxypool.toml");
+    let start = example
+        .find("# [[upstreams]]\n# id = \"resi_bc\"")
+        .expect("the example shows a backconnect upstream");
+    let block = &example[start..];
+    let block = &block[..block.find("\n\n").unwrap_or(block.len())];
+    let text: String = block
+        .lines()
+        .map(|line| format!("{}\n", line.strip_prefix("# ").unwrap_or(line)))
+        .collect();
+    let config = Config::from_toml_str(
+        &text,
+        "proxypool.toml",
+        Path::new("/nonexistent"),
+        Role::Controller,
+        &Env::from_pairs(vec![("RESI_PASSWORD", "pw")]),
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let backconnect = config.upstreams[0].provider.backconnect.as_ref().unwrap();
+    let city = &backconnect.sessions[1];
+    let (username, _) = backconnect.templates.as_ref().unwrap();
+    let rendered = username
+        .render(|p| match p {
+            Placeholder::Account => Some("acme42".into()),
+            Placeholder::Session => Some("s1".into()),
+            Placeholder::Minutes => Some("10".into()),
+            own => city.value(own).map(str::to_owned),
+        })
+        .unwrap();
+    assert_eq!(
+        rendered,
+        "customer-acme42-cc-US-city-new_york-sessid-s1-sesstime-10"
+    );
 }
