@@ -104,6 +104,11 @@ fn mistakes_name_the_file_and_key_and_exit_non_zero() {
             "line 8: gateway.destinations.allow_cidrs[1]",
         ),
         ("empty.toml", "", "nothing to run"),
+        (
+            "city_without_country.toml",
+            "[[upstreams]]\nid = \"bc\"\nttl = \"10m\"\nmax_size = 10\n[upstreams.credentials]\nusername = \"acct\"\npassword = { env = \"WT\" }\n[upstreams.provider]\nkind = \"backconnect\"\n[upstreams.provider.backconnect]\nhost = \"gate.vendor.example\"\nport = 7777\nusername = \"{account}[-cc-{country|upper}][-city-{city|lower|underscore}]-sessid-{session}\"\n[[upstreams.provider.backconnect.sessions]]\ncity = \"New York\"\ncount = 1\n[[upstreams.health.targets]]\nurl = \"http://example.com/\"\n",
+            "upstreams[0].provider.backconnect.sessions[0].country: this group sets a city and the templates name {country}",
+        ),
     ];
     for (name, text, expected) in cases {
         let path = scratch.write(name, text);

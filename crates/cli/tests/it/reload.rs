@@ -311,6 +311,45 @@ fn sighup_applies_clients_policies_and_upstreams_and_refuses_a_broken_file() {
         "{metrics}"
     );
 
+    // So is a file whose backconnect template names an unknown transform: by line and key,
+    // and nothing of it applies (neither its upstream nor any other change).
+    let unknown_transform = config(&ports, &sim, true).replace(
+        "\n[gateway]\n",
+        "\n[[upstreams]]\nid = \"resi_bc\"\nttl = \"10m\"\nmax_size = 10\n\
+         [upstreams.credentials]\nusername = \"acct\"\npassword = { env = \"ACME_PASSWORD\" }\n\
+         [upstreams.provider]\nkind = \"backconnect\"\n[upstreams.provider.backconnect]\n\
+         host = \"127.0.0.1\"\nport = 9\nusername = \"{account}[-city-{city|camel}]-session-{session}\"\n\
+         [[upstreams.provider.backconnect.sessions]]\ncity = \"Berlin\"\ncount = 1\n\
+         [[upstreams.health.targets]]\nurl = \"http://127.0.0.1:9/\"\n\n[gateway]\n",
+    );
+    scratch.write(
+        "proxypool.toml",
+        &unknown_transform.replace("burst = 1.0", "burst = 50.0"),
+    );
+    let (code, report) = api_status(
+        ports.api,
+        "acme-api-token-value",
+        "/v1/admin/reload",
+        "POST",
+    );
+    assert_eq!(code, "200", "{report}");
+    assert!(report.contains("\"refused\""), "{report}");
+    assert!(
+        report.contains("upstreams[2].provider.backconnect.username: unknown transform")
+            && report.contains("line"),
+        "{report}"
+    );
+    assert!(report.contains("\"reloads_refused\":2"), "{report}");
+    let (_, upstreams) = api_status(ports.api, "acme-api-token-value", "/v1/upstreams", "GET");
+    assert!(!upstreams.contains("resi_bc"), "{upstreams}");
+    let carol: Vec<String> = (0..3)
+        .map(|_| gateway_status(ports.http, "carol:carol-gateway-password", &origin))
+        .collect();
+    assert!(
+        carol.iter().any(|s| s == "429"),
+        "carol's tight policy stays: {carol:?}"
+    );
+
     serve.signal("TERM");
     assert_eq!(serve.wait(Duration::from_secs(30)).code(), Some(0));
     let logs = serve.stderr_tail();
