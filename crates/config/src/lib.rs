@@ -102,6 +102,6 @@ pub use tuning::{
 };
 pub use upstream::{CredentialsConfig, UpstreamConfig, UpstreamDefaults};
 pub use vendor_api::{
-    AuthHeaderConfig, BasicAuthConfig, FieldMapConfig, PageStyle, PaginationConfig,
-    QueryAuthConfig, TimeUnit, VendorAuthConfig,
+    AuthHeaderConfig, BasicAuthConfig, FieldMapConfig, FlagValue, MS_FROM, PageStyle,
+    PaginationConfig, QueryAuthConfig, TimeUnit, VendorAuthConfig, parse_redirect_host,
 };

@@ -75,8 +75,10 @@ pub struct ProviderConfig {
     /// `http` only: a header of any name, HTTP Basic, or a query parameter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<VendorAuthConfig>,
-    /// `http` only: hosts besides the list URL's own that a redirect or a next-page link
-    /// may lead to (exact names or addresses). They receive the fetch's authentication.
+    /// `http` only: where besides the list URL's own host and port a redirect or a
+    /// next-page link may lead: a host (exact name or address) on its scheme's standard
+    /// port, or `host:port` on that port only (the list's own host on another port too).
+    /// They receive the fetch's authentication.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redirect_hosts: Vec<String>,
     /// `http` only: how a list spread over pages is walked (unset: one page).

@@ -127,25 +127,43 @@ pub struct FieldMapConfig {
     /// Stored as the proxy's `city` label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub city: Option<String>,
+    /// Stored as the proxy's `state` label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Stored as the proxy's `asn` label (a JSON number or a string such as `AS7922`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asn: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carrier: Option<String>,
-    /// An absolute expiry, in `time_unit`.
+    /// An absolute expiry: Unix seconds or milliseconds, or an RFC 3339 time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
-    /// When the vendor issued the proxy, in `time_unit`.
+    /// When the vendor issued the proxy, in the same forms as `expires_at`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issued_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sessions: Option<String>,
-    /// The unit of the mapped `expires_at` and `issued_at`: Unix `seconds` (the default)
-    /// or `ms`.
-    #[serde(default)]
-    pub time_unit: TimeUnit,
+    /// The vendor's own verdict on an entry: only an entry whose value here is one of
+    /// `valid_values` is taken (`valid = "/valid"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid: Option<String>,
+    /// The values of `valid` that mean usable (unset: `[true]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_values: Option<Vec<FlagValue>>,
+    /// The unit of a time written as a bare number: Unix `seconds` or `ms`. Unset, a
+    /// number is read by its size (below [`MS_FROM`]: seconds, from it on: milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_unit: Option<TimeUnit>,
 }
+
+/// From this value on, a bare time number without a `time_unit` is milliseconds: as
+/// seconds it would be the year 5138, as milliseconds it is March 1973, so no time a
+/// vendor writes today is ambiguous.
+pub const MS_FROM: u64 = 100_000_000_000;
 
 impl FieldMapConfig {
     /// Every entry field's name and pointer (the list's excluded).
-    pub fn entry_fields(&self) -> [(&'static str, Option<&str>); 11] {
+    pub fn entry_fields(&self) -> [(&'static str, Option<&str>); 14] {
         [
             ("host", self.host.as_deref()),
             ("port", self.port.as_deref()),
@@ -154,21 +172,67 @@ impl FieldMapConfig {
             ("password", self.password.as_deref()),
             ("region", self.region.as_deref()),
             ("city", self.city.as_deref()),
+            ("state", self.state.as_deref()),
+            ("asn", self.asn.as_deref()),
             ("carrier", self.carrier.as_deref()),
             ("expires_at", self.expires_at.as_deref()),
             ("issued_at", self.issued_at.as_deref()),
             ("max_sessions", self.max_sessions.as_deref()),
+            ("valid", self.valid.as_deref()),
         ]
+    }
+
+    /// The values of `valid` that mean usable: `valid_values`, or `[true]`.
+    pub fn usable_values(&self) -> Vec<FlagValue> {
+        self.valid_values
+            .clone()
+            .unwrap_or_else(|| vec![FlagValue::Bool(true)])
     }
 }
 
-/// The unit of a mapped time field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// The unit of a time written as a bare number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TimeUnit {
-    #[default]
     Seconds,
     Ms,
+}
+
+/// One value of a vendor's validity field that means usable: a boolean, a whole number or
+/// a string, compared with the entry's value exactly (`true` never equals `"true"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum FlagValue {
+    Bool(bool),
+    Integer(i64),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for FlagValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = FlagValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a boolean, a whole number or a string")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<FlagValue, E> {
+                Ok(FlagValue::Bool(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<FlagValue, E> {
+                Ok(FlagValue::Integer(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<FlagValue, E> {
+                i64::try_from(v)
+                    .map(FlagValue::Integer)
+                    .map_err(|_| E::custom("a usable value must fit in 64 signed bits"))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<FlagValue, E> {
+                Ok(FlagValue::Text(v.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// Checks an RFC 6901 JSON pointer: empty (the whole document) or `/`-separated tokens in
@@ -336,23 +400,62 @@ pub(crate) fn validate_fields(c: &mut Check<'_>, path: &str, fields: &FieldMapCo
             c.at(format!("{path}.{name}"), message);
         }
     }
+    match (&fields.valid, &fields.valid_values) {
+        (None, Some(_)) => c.at(
+            format!("{path}.valid_values"),
+            "needs valid, the pointer of the field these values are read from",
+        ),
+        (Some(_), Some(values)) if values.is_empty() => c.at(
+            format!("{path}.valid_values"),
+            "list at least one value that means usable (leave it out for [true])",
+        ),
+        _ => {}
+    }
 }
 
-/// Checks `redirect_hosts`: host names or IP addresses, matched exactly.
+/// One `redirect_hosts` entry: a host (a name or an IP address, an IPv6 one bracketed when
+/// a port follows) and, as `host:port`, the one port it may be reached on. Without a port
+/// the host is allowed on its scheme's standard port only (443 for https, 80 for http).
+pub fn parse_redirect_host(entry: &str) -> Result<(String, Option<u16>), String> {
+    let bad = || format!("{entry:?} is not a host, an IP address or host:port");
+    let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or_else(bad)?;
+        match after {
+            "" => (host, None),
+            after => (host, Some(after.strip_prefix(':').ok_or_else(bad)?)),
+        }
+    } else if entry.parse::<std::net::IpAddr>().is_ok() {
+        (entry, None)
+    } else {
+        match entry.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (entry, None),
+        }
+    };
+    let valid_host = host.parse::<std::net::IpAddr>().is_ok()
+        || (!host.is_empty()
+            && host.len() <= 253
+            && host.split('.').all(|l| {
+                !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            }));
+    if !valid_host {
+        return Err(bad());
+    }
+    let port = match port {
+        None => None,
+        Some(digits) => match digits.parse::<u16>() {
+            Ok(port) if port != 0 && digits.bytes().all(|b| b.is_ascii_digit()) => Some(port),
+            _ => return Err(format!("{entry:?}: the port must be a number in 1..=65535")),
+        },
+    };
+    Ok((host.to_ascii_lowercase(), port))
+}
+
+/// Checks `redirect_hosts`: hosts or `host:port`, matched exactly.
 pub(crate) fn validate_redirect_hosts(c: &mut Check<'_>, path: &str, hosts: &[String]) {
     for (j, host) in hosts.iter().enumerate() {
-        let name = host.trim_start_matches('[').trim_end_matches(']');
-        let valid = name.parse::<std::net::IpAddr>().is_ok()
-            || (!name.is_empty()
-                && name.len() <= 253
-                && name.split('.').all(|l| {
-                    !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                }));
-        if !valid {
-            c.at(
-                format!("{path}[{j}]"),
-                format!("{host:?} is not a host name or an IP address"),
-            );
+        if let Err(message) = parse_redirect_host(host) {
+            c.at(format!("{path}[{j}]"), message);
         }
     }
 }
@@ -369,6 +472,67 @@ mod tests {
         for bad in ["a", "next", "/a~", "/a~2", "links/next"] {
             assert!(check_pointer(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn redirect_hosts_are_hosts_or_host_and_port() {
+        let ok = |entry: &str, host: &str, port: Option<u16>| {
+            assert_eq!(
+                parse_redirect_host(entry),
+                Ok((host.to_owned(), port)),
+                "{entry}"
+            );
+        };
+        ok("dl.Vendor.example", "dl.vendor.example", None);
+        ok("dl.vendor.example:8443", "dl.vendor.example", Some(8443));
+        ok("203.0.113.7", "203.0.113.7", None);
+        ok("203.0.113.7:81", "203.0.113.7", Some(81));
+        ok("2001:db8::1", "2001:db8::1", None);
+        ok("[2001:db8::1]", "2001:db8::1", None);
+        ok("[2001:db8::1]:8443", "2001:db8::1", Some(8443));
+        for bad in [
+            "",
+            "host:",
+            "host:0",
+            "host:65536",
+            "host:+80",
+            "host:80:81",
+            "[2001:db8::1]8443",
+            "[2001:db8::1",
+            "bad host",
+            "https://host",
+            "host/path",
+        ] {
+            assert!(parse_redirect_host(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn usable_values_are_booleans_whole_numbers_or_strings() {
+        #[derive(Deserialize)]
+        struct T {
+            v: Vec<FlagValue>,
+        }
+        let t: T = toml::from_str(r#"v = [true, 1, "active"]"#).unwrap();
+        assert_eq!(
+            t.v,
+            [
+                FlagValue::Bool(true),
+                FlagValue::Integer(1),
+                FlagValue::Text("active".into())
+            ]
+        );
+        for bad in ["v = [1.5]", "v = [[true]]", "v = [{ a = 1 }]"] {
+            let error = toml::from_str::<T>(bad).err().unwrap().to_string();
+            assert!(
+                error.contains("a boolean, a whole number or a string"),
+                "{bad}: {error}"
+            );
+        }
+        assert_eq!(
+            FieldMapConfig::default().usable_values(),
+            [FlagValue::Bool(true)]
+        );
     }
 
     #[test]

@@ -105,6 +105,9 @@ pub struct ProviderStatus {
     pub last_refreshed: u32,
     /// Dropped entries of the last successful list, by reason (parse and validation).
     pub last_dropped: BTreeMap<String, u32>,
+    /// Fields of kept entries of the last successful list that could not be read and were
+    /// left out, by reason (`invalid_issued_at`): the entries are in the pool without them.
+    pub last_ignored: BTreeMap<String, u32>,
     pub last_over_max_size: u32,
     pub last_foreign_duplicates: u32,
     /// Entries of the last list refused by the host policy (also in `last_dropped`, as
@@ -115,6 +118,7 @@ pub struct ProviderStatus {
     pub total_failures: u64,
     pub total_inserted: u64,
     pub total_dropped: u64,
+    pub total_ignored: u64,
 }
 
 /// Longest encoded status the stores take (the reason map is a fixed set of kinds, so a

@@ -1032,7 +1032,7 @@ fn vendor_api_env() -> Vec<(&'static str, &'static str)> {
 
 #[test]
 fn the_example_s_vendor_api_settings_load_when_written_out() {
-    use proxypool_config::{PageStyle, TimeUnit};
+    use proxypool_config::{FlagValue, PageStyle, TimeUnit};
     let dir = secret_dir();
     let text = with_vendor_api(&["header", "query"]);
     let config = load(&text, vendor_api_env(), &dir).unwrap_or_else(|e| panic!("{e}"));
@@ -1056,7 +1056,16 @@ fn the_example_s_vendor_api_settings_load_when_written_out() {
     let fields = provider.fields.as_ref().unwrap();
     assert_eq!(fields.list.as_deref(), Some("/result/items"));
     assert_eq!(fields.city.as_deref(), Some("/geo/city"));
-    assert_eq!(fields.time_unit, TimeUnit::Seconds);
+    assert_eq!(fields.time_unit, Some(TimeUnit::Seconds));
+    assert_eq!(
+        (fields.state.as_deref(), fields.asn.as_deref()),
+        (Some("/geo/state"), Some("/geo/asn"))
+    );
+    assert_eq!(fields.valid.as_deref(), Some("/status"));
+    assert_eq!(
+        fields.usable_values(),
+        [FlagValue::Text("active".into()), FlagValue::Integer(1)]
+    );
     // The secrets never reach the effective configuration.
     let shown = config.effective_toml().unwrap();
     assert!(!shown.contains("acme-api-token") && !shown.contains("acme-api-key"));
@@ -1101,6 +1110,21 @@ fn bad_vendor_api_settings_name_the_file_the_line_and_the_key() {
             "format = \"json\"",
             "format = \"text\"",
             "upstreams[0].provider.pagination.style",
+        ),
+        (
+            "valid_values = [\"active\", 1]",
+            "valid_values = []",
+            "upstreams[0].provider.fields.valid_values",
+        ),
+        (
+            "valid = \"/status\"",
+            "# valid = \"/status\"",
+            "upstreams[0].provider.fields.valid_values",
+        ),
+        (
+            "format = \"json\"",
+            "format = \"json\"\nredirect_hosts = [\"dl.vendor.example:0\"]",
+            "upstreams[0].provider.redirect_hosts[0]",
         ),
     ];
     for (from, to, key) in cases {

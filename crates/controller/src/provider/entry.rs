@@ -9,15 +9,22 @@ use proxypool_core::{Candidate, Credentials, Label, Protocol};
 use proxypool_proto::inet_aton_v4;
 use std::collections::BTreeMap;
 
-/// Why an entry was dropped while parsing.
+/// Why an entry was dropped while parsing. The set is closed, so the reasons on an
+/// upstream's status and in the metrics stay few (`docs/vendors.md` lists them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EntryError {
     /// Not in any accepted shape.
     Malformed,
     InvalidPort,
     UnknownScheme,
-    /// A TTL or expiry that is not a non-negative number.
-    InvalidExpiry,
+    /// An expiry (`expires_at`, `expires_at_ms` or the mapped field) that is not a time.
+    InvalidExpiresAt,
+    /// A lifetime (`ttl`, `ttl_seconds`, `ttl_ms`) that is not a non-negative number.
+    InvalidTtl,
+    /// The vendor's own validity field says the proxy is not usable.
+    VendorInvalid,
+    /// A URL line's user or password holds a `%` that starts no valid escape.
+    InvalidEscape,
     /// Refused by the upstream's [`HostPolicy`]: it would get the default credentials on a
     /// host outside `allowed_hosts`.
     HostNotAllowed,
@@ -31,7 +38,10 @@ impl EntryError {
             EntryError::Malformed => "malformed_entry",
             EntryError::InvalidPort => "invalid_port",
             EntryError::UnknownScheme => "unknown_scheme",
-            EntryError::InvalidExpiry => "invalid_expiry",
+            EntryError::InvalidExpiresAt => "invalid_expires_at",
+            EntryError::InvalidTtl => "invalid_ttl",
+            EntryError::VendorInvalid => "vendor_invalid",
+            EntryError::InvalidEscape => "invalid_escape",
             EntryError::HostNotAllowed => "host_not_allowed",
             EntryError::PrivateHost => "private_host",
         }
@@ -40,6 +50,23 @@ impl EntryError {
     /// Whether the host policy refused the entry (rather than its shape).
     pub fn is_refusal(self) -> bool {
         matches!(self, EntryError::HostNotAllowed | EntryError::PrivateHost)
+    }
+}
+
+/// A field of a kept entry that could not be read and was left out: the entry is taken
+/// without it (an issue time only helps after a loss of the pool store; a proxy with a
+/// good host and port is worth more than it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Ignored {
+    /// `issued_at`, `issued_at_ms`, `created_at` or the mapped field is not a time.
+    InvalidIssuedAt,
+}
+
+impl Ignored {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ignored::InvalidIssuedAt => "invalid_issued_at",
+        }
     }
 }
 
@@ -115,11 +142,13 @@ pub(crate) fn parse_port(text: &str) -> Result<u16, EntryError> {
     }
 }
 
-/// A parsed list: the candidates and the entries dropped, by reason.
+/// A parsed list: the candidates, the entries dropped by reason, and the fields of kept
+/// entries that were left out, by reason.
 #[derive(Debug, Default)]
 pub struct ParsedList {
     pub candidates: Vec<Candidate>,
     pub dropped: BTreeMap<EntryError, u32>,
+    pub ignored: BTreeMap<Ignored, u32>,
 }
 
 impl ParsedList {
@@ -130,11 +159,19 @@ impl ParsedList {
         }
     }
 
-    /// Adds another page's candidates and drops to this list.
+    /// A kept entry's field left out for `reason`.
+    pub(crate) fn ignore(&mut self, reason: Ignored) {
+        *self.ignored.entry(reason).or_default() += 1;
+    }
+
+    /// Adds another page's candidates, drops and left-out fields to this list.
     pub(crate) fn absorb(&mut self, page: ParsedList) {
         self.candidates.extend(page.candidates);
         for (reason, n) in page.dropped {
             *self.dropped.entry(reason).or_default() += n;
+        }
+        for (reason, n) in page.ignored {
+            *self.ignored.entry(reason).or_default() += n;
         }
     }
 

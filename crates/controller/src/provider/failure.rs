@@ -26,9 +26,12 @@ pub enum FetchError {
     Body,
     #[error("the request could not be built")]
     Request,
-    /// A redirect or a next-page link led to a host that is neither the list URL's nor in
-    /// `redirect_hosts`; the host is named (never the URL, which may hold a key).
-    #[error("the vendor sent the fetch to {0}, outside the list's host and redirect_hosts")]
+    /// A redirect or a next-page link led to a host and port that are neither the list
+    /// URL's nor in `redirect_hosts`; the host and port are named (never the URL, which
+    /// may hold a key).
+    #[error(
+        "the vendor sent the fetch to {0}, outside the list's host and port and redirect_hosts"
+    )]
     ForeignHost(String),
     #[error("the vendor redirected from https down to http")]
     InsecureRedirect,

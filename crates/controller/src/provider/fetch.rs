@@ -9,7 +9,7 @@
 //! it never reaches a log.
 //!
 //! Redirects are followed here, not by reqwest, at most [`MAX_REDIRECTS`] times, and only
-//! to hosts the [`HostRule`] allows (the list URL's own and `redirect_hosts`), never from
+//! to hosts and ports the [`HostRule`] allows (the list URL's own and `redirect_hosts`), never from
 //! `https` down to `http`: the list URL is what the operator configured (and
 //! `allow_plaintext` vetted), so a redirect may not carry the request, and its
 //! authentication, anywhere else. Each refusal has its own kind on the upstream's status.
@@ -17,7 +17,7 @@
 use super::auth::VendorAuth;
 use super::link::next_link;
 use bytes::{Bytes, BytesMut};
-use proxypool_config::ClientTlsConfig;
+use proxypool_config::{ClientTlsConfig, parse_redirect_host};
 use proxypool_core::{Secret, UpstreamId};
 use proxypool_edge::{ClientTls, ClientTlsFiles};
 use reqwest::header::{ACCEPT, LINK, LOCATION, USER_AGENT};
@@ -190,25 +190,31 @@ pub struct Page {
     pub next_link: Option<String>,
 }
 
-/// Where one upstream's fetch may go: the list URL's host and `redirect_hosts` (exact,
-/// case-insensitive), and, for an `https` list, only over `https`.
+/// Where one upstream's fetch may go: the list URL's host on the list URL's port, and
+/// `redirect_hosts` (exact, case-insensitive): a bare host on its scheme's standard port
+/// (443 for https, 80 for http), `host:port` on that port only. A port is part of where a
+/// request goes: another port of the same host may be another service, which must not
+/// receive the fetch's authentication unless the operator named it. For an `https` list,
+/// only over `https`.
 #[derive(Debug, Clone)]
 pub struct HostRule {
-    hosts: Vec<String>,
+    /// Host and port (`None`: the standard port of the request's scheme).
+    hosts: Vec<(String, Option<u16>)>,
     https_only: bool,
 }
 
 impl HostRule {
+    /// The rule of a list URL and its (validated) `redirect_hosts`; an entry that does not
+    /// parse allows nothing.
     pub fn new(list: &Url, redirect_hosts: &[String]) -> Self {
-        let mut hosts: Vec<String> = redirect_hosts
+        let mut hosts: Vec<(String, Option<u16>)> = redirect_hosts
             .iter()
-            .map(|h| {
-                h.trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_ascii_lowercase()
-            })
+            .filter_map(|entry| parse_redirect_host(entry.trim()).ok())
+            .map(|(host, port)| (host_name(&host), port))
             .collect();
-        hosts.extend(list.host_str().map(host_name));
+        if let Some(host) = list.host_str() {
+            hosts.push((host_name(host), list.port_or_known_default()));
+        }
         HostRule {
             hosts,
             https_only: list.scheme() == "https",
@@ -228,10 +234,21 @@ impl HostRule {
             _ => return Err(FetchError::Request),
         }
         let host = url.host_str().map(host_name).ok_or(FetchError::Request)?;
-        if self.hosts.contains(&host) {
+        let port = url.port_or_known_default().ok_or(FetchError::Request)?;
+        let standard = url.port().is_none();
+        let allowed = self.hosts.iter().any(|(allowed, allowed_port)| {
+            *allowed == host
+                && match allowed_port {
+                    Some(allowed_port) => *allowed_port == port,
+                    None => standard,
+                }
+        });
+        if allowed {
             Ok(())
+        } else if host.contains(':') {
+            Err(FetchError::ForeignHost(format!("[{host}]:{port}")))
         } else {
-            Err(FetchError::ForeignHost(host))
+            Err(FetchError::ForeignHost(format!("{host}:{port}")))
         }
     }
 }
@@ -303,4 +320,81 @@ fn sent(error: &reqwest::Error) -> FetchError {
         source = cause.source();
     }
     FetchError::Connect
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(list: &str, redirect_hosts: &[&str]) -> HostRule {
+        let hosts: Vec<String> = redirect_hosts.iter().map(|h| (*h).to_owned()).collect();
+        HostRule::new(&Url::parse(list).unwrap(), &hosts)
+    }
+
+    fn check(rule: &HostRule, url: &str) -> Result<(), FetchError> {
+        rule.check(&Url::parse(url).unwrap())
+    }
+
+    #[test]
+    fn the_list_s_own_host_on_its_own_port_only() {
+        let r = rule("http://127.0.0.1:8080/list", &[]);
+        assert_eq!(check(&r, "http://127.0.0.1:8080/page/2"), Ok(()));
+        assert_eq!(
+            check(&r, "http://127.0.0.1:8081/list"),
+            Err(FetchError::ForeignHost("127.0.0.1:8081".into()))
+        );
+        assert_eq!(
+            check(&r, "http://127.0.0.1/list"),
+            Err(FetchError::ForeignHost("127.0.0.1:80".into()))
+        );
+        let r = rule("https://API.vendor.example/list", &[]);
+        assert_eq!(check(&r, "https://api.vendor.example:443/p"), Ok(()));
+        assert_eq!(
+            check(&r, "https://api.vendor.example:8443/p"),
+            Err(FetchError::ForeignHost("api.vendor.example:8443".into()))
+        );
+    }
+
+    #[test]
+    fn redirect_hosts_bare_on_the_standard_port_or_with_theirs() {
+        let r = rule(
+            "https://api.vendor.example/list",
+            &[
+                "dl.vendor.example",
+                "api.vendor.example:8443",
+                "[2001:db8::1]:9443",
+            ],
+        );
+        for ok in [
+            "https://dl.vendor.example/x",
+            "https://DL.vendor.example:443/x",
+            "https://api.vendor.example:8443/x",
+            "https://[2001:db8::1]:9443/x",
+        ] {
+            assert_eq!(check(&r, ok), Ok(()), "{ok}");
+        }
+        for (foreign, shown) in [
+            ("https://dl.vendor.example:8443/x", "dl.vendor.example:8443"),
+            (
+                "https://api.vendor.example:9443/x",
+                "api.vendor.example:9443",
+            ),
+            ("https://[2001:db8::1]/x", "[2001:db8::1]:443"),
+            ("https://other.example/x", "other.example:443"),
+        ] {
+            assert_eq!(
+                check(&r, foreign),
+                Err(FetchError::ForeignHost(shown.into())),
+                "{foreign}"
+            );
+        }
+        assert_eq!(
+            check(&r, "http://dl.vendor.example/x"),
+            Err(FetchError::InsecureRedirect)
+        );
+        // A bare host on an http list: port 80.
+        let r = rule("http://127.0.0.1:8080/list", &["127.0.0.2"]);
+        assert_eq!(check(&r, "http://127.0.0.2/x"), Ok(()));
+        assert!(check(&r, "http://127.0.0.2:8080/x").is_err());
+    }
 }

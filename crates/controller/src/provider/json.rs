@@ -5,15 +5,22 @@
 //! Entry fields, unless `fields` maps them elsewhere: `host` (or `ip`), `port` (number or
 //! numeric string), `protocol` (or `scheme`), `username`, `password`, `region` (or
 //! `country`), `carrier`, `max_sessions`, and a lifetime as `ttl_ms`, `ttl_seconds` (or
-//! `ttl`), `expires_at_ms` or `expires_at` (Unix seconds), and when the vendor issued it as
-//! `issued_at_ms`, or `issued_at` or `created_at` (Unix seconds). A mapped field is read at
-//! its pointer only; mapped `expires_at` and `issued_at` are absolute times in the
-//! mapping's `time_unit`; a mapped `city` becomes the proxy's `city` label (the domain
-//! model keeps places other than the region as labels). Unknown fields are ignored:
-//! vendors add fields freely, and an entry is judged by what we need from it.
+//! `ttl`), `expires_at_ms` or `expires_at`, and when the vendor issued it as
+//! `issued_at_ms`, or `issued_at` or `created_at`. Times are read by [`super::timestamps`]:
+//! Unix seconds or milliseconds, or RFC 3339 strings. A mapped field is read at its
+//! pointer only; mapped `city`, `state` and `asn` become the proxy's labels of those names
+//! (the domain model keeps places other than the region as labels, canonicalised when the
+//! batch is prepared). A mapped `valid` field keeps only the entries whose value there is
+//! one of `valid_values`. Unknown fields are ignored: vendors add fields freely, and an
+//! entry is judged by what we need from it.
+//!
+//! An expiry or a lifetime that cannot be read drops the entry (`invalid_expires_at`,
+//! `invalid_ttl`): a proxy kept past the vendor's end would fail clients. An issue time
+//! that cannot be read is left out and counted (`invalid_issued_at`), and the entry kept.
 
-use super::entry::{EntryDefaults, EntryError, ParsedList, parse_port, parse_scheme};
-use crate::config::{FieldMapConfig, TimeUnit};
+use super::entry::{EntryDefaults, EntryError, Ignored, ParsedList, parse_port, parse_scheme};
+use super::timestamps::read_time;
+use crate::config::{FieldMapConfig, FlagValue, TimeUnit};
 use proxypool_core::{Candidate, Credentials, UnixMillis};
 use serde_json::Value;
 
@@ -65,12 +72,25 @@ pub fn parse_json_page(
         }
         _ => return Err(NotAList),
     };
+    let usable = fields.valid.as_ref().map(|_| fields.usable_values());
     let mut list = ParsedList::default();
     for entry in entries {
-        list.push(match entry {
-            Value::Object(_) => parse_entry(&Entry { entry, fields }, now, defaults),
+        let mut ignored = None;
+        let parsed = match entry {
+            Value::Object(_) => {
+                let entry = Entry {
+                    entry,
+                    fields,
+                    usable: usable.as_deref(),
+                };
+                parse_entry(&entry, now, defaults, &mut ignored)
+            }
             _ => Err(EntryError::Malformed),
-        });
+        };
+        if let (Ok(_), Some(reason)) = (&parsed, ignored) {
+            list.ignore(reason);
+        }
+        list.push(parsed);
     }
     let next = match next.map(|pointer| root.pointer(pointer)) {
         None | Some(None | Some(Value::Null)) => None,
@@ -85,10 +105,12 @@ pub fn parse_json_page(
     })
 }
 
-/// One entry object and where its fields are.
+/// One entry object, where its fields are, and the values of `valid` that mean usable
+/// (`None`: no validity field is mapped).
 struct Entry<'a> {
     entry: &'a Value,
     fields: &'a FieldMapConfig,
+    usable: Option<&'a [FlagValue]>,
 }
 
 impl Entry<'_> {
@@ -107,13 +129,61 @@ impl Entry<'_> {
             Some(_) => Err(EntryError::Malformed),
         }
     }
+
+    /// A label's text, a whole number written as its digits (an ASN as a JSON number).
+    fn label(&self, mapped: &Option<String>) -> Result<Option<String>, EntryError> {
+        match self.get(mapped, &[]) {
+            Some(Value::Number(n)) if n.is_u64() => Ok(Some(n.to_string())),
+            _ => Ok(self.text(mapped, &[])?.map(str::to_owned)),
+        }
+    }
+
+    /// Whether the vendor says the entry is usable (always, when no `valid` is mapped).
+    fn usable(&self) -> bool {
+        let Some(usable) = self.usable else {
+            return true;
+        };
+        let value = self.get(&self.fields.valid, &[]);
+        usable.iter().any(|flag| match (flag, value) {
+            (FlagValue::Bool(b), Some(Value::Bool(v))) => b == v,
+            (FlagValue::Integer(i), Some(Value::Number(n))) => {
+                n.as_i64() == Some(*i) || n.as_f64() == Some(*i as f64)
+            }
+            (FlagValue::Text(t), Some(Value::String(v))) => t == v,
+            _ => false,
+        })
+    }
+
+    /// A time at the mapped pointer, or under the first default name present.
+    fn time(
+        &self,
+        mapped: &Option<String>,
+        names: &[(&str, Option<TimeUnit>)],
+    ) -> Result<Option<UnixMillis>, ()> {
+        let unit = self.fields.time_unit;
+        if let Some(pointer) = mapped {
+            return read_time(self.entry.pointer(pointer), unit).map_err(|_| ());
+        }
+        for (name, named_unit) in names {
+            if let Some(at) =
+                read_time(self.entry.get(*name), named_unit.or(unit)).map_err(|_| ())?
+            {
+                return Ok(Some(at));
+            }
+        }
+        Ok(None)
+    }
 }
 
 fn parse_entry(
     entry: &Entry<'_>,
     now: UnixMillis,
     defaults: &EntryDefaults,
+    ignored: &mut Option<Ignored>,
 ) -> Result<Candidate, EntryError> {
+    if !entry.usable() {
+        return Err(EntryError::VendorInvalid);
+    }
     let map = entry.fields;
     let host = entry
         .text(&map.host, &["host", "ip"])?
@@ -143,8 +213,14 @@ fn parse_entry(
     if let Some(region) = entry.text(&map.region, &["region", "country"])? {
         candidate.region = Some(region.to_owned());
     }
-    if let Some(city) = entry.text(&map.city, &[])? {
-        candidate.labels.insert("city".to_owned(), city.to_owned());
+    for (key, mapped) in [
+        ("city", &map.city),
+        ("state", &map.state),
+        ("asn", &map.asn),
+    ] {
+        if let Some(value) = entry.label(mapped)? {
+            candidate.labels.insert(key.to_owned(), value);
+        }
     }
     if let Some(carrier) = entry.text(&map.carrier, &["carrier"])? {
         candidate.carrier = Some(carrier.to_owned());
@@ -159,23 +235,47 @@ fn parse_entry(
             candidate.max_sessions = Some(sessions);
         }
     }
-    let in_ms = |value: u64| match map.time_unit {
-        TimeUnit::Seconds => value.saturating_mul(1000),
-        TimeUnit::Ms => value,
-    };
     candidate.expires_at_ms = match &map.expires_at {
-        Some(pointer) => time_value(entry.entry.pointer(pointer))?.map(in_ms),
-        None => expiry(entry.entry, now)?,
+        Some(_) => entry
+            .time(&map.expires_at, &[])
+            .map_err(|()| EntryError::InvalidExpiresAt)?,
+        None => expiry(entry, now)?,
     };
-    candidate.issued_at_ms = match &map.issued_at {
-        Some(pointer) => time_value(entry.entry.pointer(pointer))?.map(in_ms),
-        None => issued(entry.entry)?,
-    };
+    let issued = [
+        ("issued_at_ms", Some(TimeUnit::Ms)),
+        ("issued_at", None),
+        ("created_at", None),
+    ];
+    // After a loss of the pool store the issue time proves a proxy new; without it the
+    // proxy waits out the recovery like any other, so a bad one costs only itself.
+    candidate.issued_at_ms = entry.time(&map.issued_at, &issued).unwrap_or_else(|()| {
+        *ignored = Some(Ignored::InvalidIssuedAt);
+        None
+    });
     Ok(candidate)
 }
 
-/// A non-negative number (`InvalidExpiry` otherwise), or `None` when absent.
-fn time_value(value: Option<&Value>) -> Result<Option<u64>, EntryError> {
+/// The entry's own hard expiry, from whichever default-named lifetime field it carries:
+/// an absolute time first, then a lifetime from `now`.
+fn expiry(entry: &Entry<'_>, now: UnixMillis) -> Result<Option<UnixMillis>, EntryError> {
+    let absolute = [("expires_at_ms", Some(TimeUnit::Ms)), ("expires_at", None)];
+    if let Some(at) = entry
+        .time(&None, &absolute)
+        .map_err(|()| EntryError::InvalidExpiresAt)?
+    {
+        return Ok(Some(at));
+    }
+    for (name, scale) in [("ttl_ms", 1), ("ttl_seconds", 1000), ("ttl", 1000)] {
+        if let Some(ttl) = duration(entry.entry.get(name))? {
+            return Ok(Some(now.saturating_add(ttl.saturating_mul(scale))));
+        }
+    }
+    Ok(None)
+}
+
+/// A lifetime: a non-negative number (a fraction of the unit is dropped), or `None` when
+/// absent.
+fn duration(value: Option<&Value>) -> Result<Option<u64>, EntryError> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n
@@ -186,48 +286,9 @@ fn time_value(value: Option<&Value>) -> Result<Option<u64>, EntryError> {
                     .map(|f| f as u64)
             })
             .map(Some)
-            .ok_or(EntryError::InvalidExpiry),
-        Some(_) => Err(EntryError::InvalidExpiry),
+            .ok_or(EntryError::InvalidTtl),
+        Some(_) => Err(EntryError::InvalidTtl),
     }
-}
-
-/// A default-named time field.
-fn time_field(fields: &Value, name: &str) -> Result<Option<u64>, EntryError> {
-    time_value(fields.get(name))
-}
-
-/// When the vendor says it issued the proxy: `issued_at_ms`, or `issued_at` /
-/// `created_at` in Unix seconds. After a loss of the pool store it proves a proxy new.
-fn issued(fields: &Value) -> Result<Option<UnixMillis>, EntryError> {
-    if let Some(ms) = time_field(fields, "issued_at_ms")? {
-        return Ok(Some(ms));
-    }
-    for name in ["issued_at", "created_at"] {
-        if let Some(secs) = time_field(fields, name)? {
-            return Ok(Some(secs.saturating_mul(1000)));
-        }
-    }
-    Ok(None)
-}
-
-/// The entry's own hard expiry, from whichever lifetime field it carries.
-fn expiry(fields: &Value, now: UnixMillis) -> Result<Option<UnixMillis>, EntryError> {
-    let number = |name: &str| time_field(fields, name);
-    if let Some(ms) = number("expires_at_ms")? {
-        return Ok(Some(ms));
-    }
-    if let Some(secs) = number("expires_at")? {
-        return Ok(Some(secs.saturating_mul(1000)));
-    }
-    if let Some(ms) = number("ttl_ms")? {
-        return Ok(Some(now.saturating_add(ms)));
-    }
-    for name in ["ttl_seconds", "ttl"] {
-        if let Some(secs) = number(name)? {
-            return Ok(Some(now.saturating_add(secs.saturating_mul(1000))));
-        }
-    }
-    Ok(None)
 }
 
 #[cfg(test)]
@@ -268,11 +329,14 @@ mod tests {
             {"host": "h", "port": 80, "password": "p"}, {"host": "h", "port": 80, "ttl": "soon"},
             {"host": "h", "port": 80, "issued_at": -5}, {"host": "ok", "port": 1}]"#;
         let list = parse_json(body, 0, &EntryDefaults::plain_http()).unwrap();
-        assert_eq!(list.candidates.len(), 1);
+        // The entry with a bad issue time is kept without it.
+        assert_eq!(list.candidates.len(), 2);
+        assert_eq!(list.candidates[0].issued_at_ms, None);
+        assert_eq!(list.ignored[&Ignored::InvalidIssuedAt], 1);
         assert_eq!(list.dropped[&EntryError::Malformed], 3);
         assert_eq!(list.dropped[&EntryError::InvalidPort], 1);
         assert_eq!(list.dropped[&EntryError::UnknownScheme], 1);
-        assert_eq!(list.dropped[&EntryError::InvalidExpiry], 2);
+        assert_eq!(list.dropped[&EntryError::InvalidTtl], 1);
         assert_eq!(
             parse_json(b"{\"x\": 1}", 0, &EntryDefaults::plain_http()).unwrap_err(),
             NotAList
@@ -295,11 +359,15 @@ mod tests {
             password: at("/secret"),
             region: at("/geo/country"),
             city: at("/geo/city"),
+            state: at("/geo/state"),
+            asn: at("/geo/asn"),
             carrier: at("/isp"),
             expires_at: at("/valid_until"),
             issued_at: at("/issued"),
             max_sessions: at("/slots"),
-            time_unit: unit,
+            valid: None,
+            valid_values: None,
+            time_unit: Some(unit),
         }
     }
 
@@ -366,6 +434,199 @@ mod tests {
             .unwrap();
             assert_eq!((page.entries, page.next), (0, None));
         }
+    }
+
+    /// Webshare's `/api/v2/proxy/list/` page, as its documentation shows one.
+    const WEBSHARE_PAGE: &[u8] =
+        br#"{"count": 3, "next": "https://proxy.webshare.io/api/v2/proxy/list/?mode=direct&page=2",
+        "previous": null, "results": [
+        {"id": "d-10513", "username": "user1", "password": "pw1", "proxy_address": "203.0.113.10",
+         "port": 8168, "valid": true, "last_verification": "2026-11-03T16:19:03.018667+00:00",
+         "country_code": "US", "city_name": "New York", "asn_name": "COMCAST", "asn_number": 7922,
+         "high_country_confidence": true, "created_at": "2026-11-03T16:19:03.018667+00:00"},
+        {"id": "d-10514", "username": "user1", "password": "pw1", "proxy_address": "203.0.113.11",
+         "port": 8169, "valid": false, "last_verification": "2026-11-03T16:19:03.018667+00:00",
+         "country_code": "DE", "city_name": "Berlin", "asn_name": "DTAG", "asn_number": 3320,
+         "high_country_confidence": true, "created_at": "2026-11-03T09:19:03.018667-07:00"},
+        {"id": "d-10515", "username": "user1", "password": "pw1", "proxy_address": "203.0.113.12",
+         "port": 8170, "valid": true, "last_verification": null,
+         "country_code": "US", "city_name": "Los Angeles", "asn_name": null, "asn_number": null,
+         "high_country_confidence": false, "created_at": "2026-11-03T09:19:03.5-07:00"}
+    ]}"#;
+
+    fn webshare_fields() -> FieldMapConfig {
+        let at = |p: &str| Some(p.to_owned());
+        FieldMapConfig {
+            list: at("/results"),
+            host: at("/proxy_address"),
+            region: at("/country_code"),
+            city: at("/city_name"),
+            asn: at("/asn_number"),
+            valid: at("/valid"),
+            ..FieldMapConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_webshare_page_keeps_the_valid_entries_with_their_iso_issue_times() {
+        let page = parse_json_page(
+            WEBSHARE_PAGE,
+            0,
+            &EntryDefaults::plain_http(),
+            &webshare_fields(),
+            Some("/next"),
+        )
+        .unwrap();
+        assert_eq!(page.entries, 3);
+        assert_eq!(
+            page.next.as_deref(),
+            Some("https://proxy.webshare.io/api/v2/proxy/list/?mode=direct&page=2")
+        );
+        assert_eq!(page.list.dropped[&EntryError::VendorInvalid], 1);
+        assert!(page.list.ignored.is_empty());
+        let c = &page.list.candidates;
+        assert_eq!(
+            c.iter()
+                .map(|c| (c.host.as_str(), c.port))
+                .collect::<Vec<_>>(),
+            [("203.0.113.10", 8168), ("203.0.113.12", 8170)]
+        );
+        // `created_at`, read by its default name, in any offset.
+        assert_eq!(c[0].issued_at_ms, Some(1_793_722_743_018));
+        assert_eq!(c[1].issued_at_ms, Some(1_793_722_743_500));
+        assert_eq!(c[0].credentials.as_ref().unwrap().username, "user1");
+        assert_eq!(c[0].region.as_deref(), Some("US"));
+        assert_eq!(
+            c[0].labels.get("city").map(String::as_str),
+            Some("New York")
+        );
+        // A JSON number is an ASN's digits; a null one is no label.
+        assert_eq!(c[0].labels.get("asn").map(String::as_str), Some("7922"));
+        assert_eq!(c[1].labels.get("asn"), None);
+    }
+
+    #[test]
+    fn valid_values_of_every_kind_and_a_missing_flag_is_unusable() {
+        let body = br#"[{"host": "h1", "port": 1, "status": "active"},
+            {"host": "h2", "port": 1, "status": 1},
+            {"host": "h3", "port": 1, "status": 1.0},
+            {"host": "h4", "port": 1, "status": "Active"},
+            {"host": "h5", "port": 1, "status": true},
+            {"host": "h6", "port": 1, "status": "1"},
+            {"host": "h7", "port": 1},
+            {"host": "h8", "port": 1, "status": null}]"#;
+        let fields = FieldMapConfig {
+            valid: Some("/status".into()),
+            valid_values: Some(vec![
+                FlagValue::Text("active".into()),
+                FlagValue::Integer(1),
+            ]),
+            ..FieldMapConfig::default()
+        };
+        let page = parse_json_page(body, 0, &EntryDefaults::plain_http(), &fields, None).unwrap();
+        let hosts: Vec<_> = page
+            .list
+            .candidates
+            .iter()
+            .map(|c| c.host.as_str())
+            .collect();
+        assert_eq!(hosts, ["h1", "h2", "h3"]);
+        assert_eq!(page.list.dropped[&EntryError::VendorInvalid], 5);
+        // Without a validity field every entry counts as usable.
+        let page = parse_json_page(
+            body,
+            0,
+            &EntryDefaults::plain_http(),
+            &FieldMapConfig::default(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(page.list.candidates.len(), 8);
+    }
+
+    #[test]
+    fn times_in_every_form_and_refusals_named_by_field() {
+        let body = br#"[
+            {"host": "a", "port": 1, "expires_at": "2026-11-03T16:19:03Z", "issued_at": 1793722743018},
+            {"host": "b", "port": 1, "expires_at": 1793722743, "created_at": "2026-11-03T16:19:03+00:00"},
+            {"host": "c", "port": 1, "expires_at_ms": "2026-11-03T16:19:03Z"},
+            {"host": "d", "port": 1, "expires_at": "2026-11-03T16:19:03"},
+            {"host": "e", "port": 1, "expires_at_ms": -1},
+            {"host": "f", "port": 1, "ttl_seconds": "30"},
+            {"host": "g", "port": 1, "created_at": "yesterday"},
+            {"host": "h", "port": 1, "issued_at_ms": {"at": 1}}
+        ]"#;
+        let list = parse_json(body, 0, &EntryDefaults::plain_http()).unwrap();
+        let t = 1_793_722_743_000;
+        let kept: Vec<_> = list
+            .candidates
+            .iter()
+            .map(|c| (c.host.as_str(), c.expires_at_ms, c.issued_at_ms))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("a", Some(t), Some(t + 18)),
+                ("b", Some(t), Some(t)),
+                ("c", Some(t), None),
+                ("g", None, None),
+                ("h", None, None),
+            ]
+        );
+        assert_eq!(list.dropped[&EntryError::InvalidExpiresAt], 2);
+        assert_eq!(list.dropped[&EntryError::InvalidTtl], 1);
+        assert_eq!(list.ignored[&Ignored::InvalidIssuedAt], 2);
+
+        // Mapped fields: an ISO expiry, and a bare number by `time_unit` or by its size.
+        let body = br#"{"result": {"items": [
+            {"addr": "m1", "port_no": 1, "valid_until": "2026-11-03T18:19:03+02:00", "issued": "soon"},
+            {"addr": "m2", "port_no": 1, "valid_until": 1793722743018},
+            {"addr": "m3", "port_no": 1, "valid_until": false}
+        ]}}"#;
+        let mut fields = mapped(TimeUnit::Seconds);
+        fields.time_unit = None;
+        let page = parse_json_page(body, 0, &EntryDefaults::plain_http(), &fields, None).unwrap();
+        let c = &page.list.candidates;
+        assert_eq!((c[0].expires_at_ms, c[0].issued_at_ms), (Some(t), None));
+        assert_eq!(c[1].expires_at_ms, Some(t + 18));
+        assert_eq!(page.list.ignored[&Ignored::InvalidIssuedAt], 1);
+        assert_eq!(page.list.dropped[&EntryError::InvalidExpiresAt], 1);
+    }
+
+    #[test]
+    fn mapped_state_and_asn_are_labels() {
+        let body = br#"{"result": {"items": [
+            {"addr": "1.2.3.4", "port_no": 1, "geo": {"state": "New York", "asn": "AS7922"}},
+            {"addr": "1.2.3.5", "port_no": 1, "geo": {"state": null, "asn": 3320}},
+            {"addr": "1.2.3.6", "port_no": 1, "geo": {"asn": [1]}}
+        ]}}"#;
+        let page = parse_json_page(
+            body,
+            0,
+            &EntryDefaults::plain_http(),
+            &mapped(TimeUnit::Seconds),
+            None,
+        )
+        .unwrap();
+        let labels: Vec<_> = page
+            .list
+            .candidates
+            .iter()
+            .map(|c| c.labels.clone())
+            .collect();
+        let pairs = |p: &[(&str, &str)]| {
+            p.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        assert_eq!(
+            labels,
+            [
+                pairs(&[("state", "New York"), ("asn", "AS7922")]),
+                pairs(&[("asn", "3320")])
+            ]
+        );
+        assert_eq!(page.list.dropped[&EntryError::Malformed], 1);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!   carries; `pages`: a round's walk over every page (next URL, `Link` header or page
 //!   parameter, under `max_pages`); [`link`]: the `Link: rel="next"` header.
 //! - [`text`], [`json`]: the two list formats; [`entry`]: what they produce and why an
-//!   entry is dropped.
+//!   entry is dropped; [`timestamps`]: times as vendors write them (Unix seconds or
+//!   milliseconds, RFC 3339).
 //! - [`hygiene`]: which fetched entries are accepted (`allowed_hosts` for the default
 //!   credentials, no internal addresses); `resolve`: names resolved and judged by their
 //!   addresses before the entries are stored.
@@ -29,6 +30,7 @@ mod resolve;
 pub mod session_health;
 pub mod status;
 pub mod text;
+pub mod timestamps;
 
 pub use auth::VendorAuth;
 pub use fetch::{FetchError, HostRule, Page, VendorClient};

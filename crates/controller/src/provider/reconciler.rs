@@ -37,6 +37,8 @@ pub struct RoundOutcome {
     pub parse_dropped: BTreeMap<String, u32>,
     /// Of those, the entries the host policy refused (`host_not_allowed`, `private_host`).
     pub refused: u32,
+    /// Fields of kept entries left out because they could not be read, by reason.
+    pub ignored: BTreeMap<String, u32>,
 }
 
 /// Reconciles one upstream.
@@ -191,6 +193,8 @@ impl Reconciler {
                     s.last_refused = outcome.refused;
                     s.total_refused += u64::from(outcome.refused);
                     s.last_dropped = dropped;
+                    s.total_ignored += u64::from(outcome.ignored.values().sum::<u32>());
+                    s.last_ignored = outcome.ignored.clone();
                 }
                 Err(e) => {
                     s.last_error = Some(e.kind().to_owned());
@@ -273,12 +277,25 @@ impl Reconciler {
             .iter()
             .map(|(reason, n)| (reason.as_str().to_owned(), *n))
             .collect();
+        let ignored: BTreeMap<String, u32> = parsed
+            .ignored
+            .iter()
+            .map(|(reason, n)| (reason.as_str().to_owned(), *n))
+            .collect();
+        if !ignored.is_empty() {
+            tracing::debug!(
+                upstream = %self.upstream.id,
+                ?ignored,
+                "vendor list fields left out of kept entries"
+            );
+        }
         let report = self.upsert_all(now, parsed.candidates).await?;
         Ok(RoundOutcome {
             fetched,
             report,
             parse_dropped,
             refused,
+            ignored,
         })
     }
 

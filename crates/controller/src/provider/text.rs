@@ -4,6 +4,12 @@
 //! `host:port`, `host:port:user:pass`, either with a `scheme://` prefix, and
 //! `user:pass@host:port`, with or without a `scheme://` prefix (the URL shape). IPv6
 //! hosts are bracketed: `[2001:db8::1]:8080`.
+//!
+//! In a URL (`scheme://user:pass@host:port`) the user and the password are
+//! percent-encoded, as in any URL: `%40` is `@`, `%3A` is `:`. A `%` that starts no
+//! escape of two hex digits, or escapes that decode to no UTF-8 text, refuse the entry
+//! (`invalid_escape`) rather than give the proxy credentials it would not accept. The
+//! other shapes are no URLs, so their credentials are taken as written.
 
 use super::entry::{EntryDefaults, EntryError, ParsedList, parse_port, parse_scheme};
 use proxypool_core::{Candidate, Credentials};
@@ -46,7 +52,11 @@ fn parse_entry(line: &str, defaults: &EntryDefaults) -> Result<Candidate, EntryE
         if !tail.is_empty() {
             return Err(EntryError::Malformed);
         }
-        return defaults.candidate(protocol, host, port, credentials(user, pass)?);
+        let creds = match protocol {
+            Some(_) => credentials(&percent_decode(user)?, &percent_decode(pass)?)?,
+            None => credentials(user, pass)?,
+        };
+        return defaults.candidate(protocol, host, port, creds);
     }
     let (host, port, tail) = split_host_port(rest)?;
     let creds = match tail {
@@ -64,6 +74,32 @@ fn credentials(user: &str, pass: &str) -> Result<Option<Credentials>, EntryError
         return Err(EntryError::Malformed);
     }
     Ok(Some(Credentials::new(user, pass)))
+}
+
+/// A URL's user or password, its `%XX` escapes decoded.
+fn percent_decode(text: &str) -> Result<String, EntryError> {
+    if !text.contains('%') {
+        return Ok(text.to_owned());
+    }
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let high = bytes.get(i + 1).copied().and_then(hex);
+            let low = bytes.get(i + 2).copied().and_then(hex);
+            let (Some(high), Some(low)) = (high, low) else {
+                return Err(EntryError::InvalidEscape);
+            };
+            out.push((high * 16 + low) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| EntryError::InvalidEscape)
 }
 
 /// Splits `host:port[:tail]` or `[v6]:port[:tail]`; the tail excludes its leading `:`.
@@ -193,6 +229,37 @@ https://h.example:443:carol:pw
             )
         );
         assert_eq!(one("socks5h://203.0.113.5:1080/").0, Protocol::Socks5);
+    }
+
+    #[test]
+    fn a_url_s_credentials_are_percent_decoded() {
+        assert_eq!(
+            one("http://us%40er:p%3Ass%25w%2Fd@203.0.113.5:3128").3,
+            pair("us@er", "p:ss%w/d")
+        );
+        assert_eq!(
+            one("socks5://alice:caf%C3%A9@203.0.113.5:1080").3,
+            pair("alice", "café")
+        );
+        // Not a URL: taken as written.
+        assert_eq!(one("alice:100%@203.0.113.5:3128").3, pair("alice", "100%"));
+        assert_eq!(
+            one("203.0.113.5:3128:alice:p%40ss").3,
+            pair("alice", "p%40ss")
+        );
+    }
+
+    #[test]
+    fn a_bad_escape_refuses_the_entry() {
+        let body = "http://alice:100%@203.0.113.5:3128
+                    http://alice:%zz@203.0.113.5:3128
+                    http://al%4ice:pw@203.0.113.5:3128
+                    http://alice:%C3%28@203.0.113.5:3128
+                    http://alice:ok@203.0.113.5:3128
+";
+        let list = parse_text(body, &EntryDefaults::plain_http());
+        assert_eq!(list.candidates.len(), 1);
+        assert_eq!(list.dropped[&EntryError::InvalidEscape], 4);
     }
 
     #[test]

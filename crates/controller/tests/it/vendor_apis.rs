@@ -210,9 +210,10 @@ async fn a_paginated_gzip_token_api_behind_one_redirect_is_read_whole() {
             listing.region.as_deref()
         );
         assert_eq!(record.carrier.as_ref().map(|c| c.as_str()), Some("att"));
+        // Stored in the one canonical form of a place.
         assert_eq!(
             record.labels.get("city").map(String::as_str),
-            Some("Springfield")
+            Some("springfield")
         );
         // `valid_until` is in seconds: the vendor's expiry, to the second.
         let expiry = listing.expires_at_ms.unwrap() / 1000 * 1000;
@@ -303,7 +304,13 @@ async fn a_redirect_to_a_foreign_host_is_refused_and_shown_in_the_status() {
     assert!(error.to_string().contains("127.0.0.2"), "{error}");
     assert_eq!(reached.load(Ordering::Relaxed), 0, "the token never left");
 
-    // Listed in redirect_hosts, the same redirect is followed.
+    // Listed in redirect_hosts with its port, the same redirect is followed.
+    let authority = foreign
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
     let vendor = proxypool_sim::VendorEndpoint::start(VendorConfig::default())
         .await
         .unwrap();
@@ -313,7 +320,7 @@ async fn a_redirect_to_a_foreign_host_is_refused_and_shown_in_the_status() {
     });
     let url = vendor.api_url();
     let extra = format!(
-        "redirect_hosts = [\"127.0.0.2\"]\n{}{NEXT_URL_PAGES}{FIELDS}",
+        "redirect_hosts = [\"{authority}\"]\n{}{NEXT_URL_PAGES}{FIELDS}",
         token_auth(&token)
     );
     let allowed = rig(vendor, &url, "json", &extra);

@@ -378,7 +378,7 @@ async fn a_redirect_to_another_host_is_not_followed() {
     let url = format!("http://127.0.0.1:{port}/list");
     assert_eq!(
         fetch(&url, Some("Bearer vendor-key"), 1024).await,
-        Err(FetchError::ForeignHost("127.0.0.2".into()))
+        Err(FetchError::ForeignHost(format!("127.0.0.2:{foreign}")))
     );
     assert!(
         reached.lock().unwrap().is_empty(),
