@@ -16,7 +16,8 @@
 //!   (exit, host).
 //! - [`vendor`]: [`VendorEndpoint`], the vendor's list URL (text or JSON) over a fleet of
 //!   upstream proxies that rotates like a residential vendor, with fault knobs; beside it a
-//!   paginated, token-authenticated, gzip JSON API and a text list behind HTTP Basic.
+//!   paginated, token-authenticated, gzip JSON API, a text list behind HTTP Basic, and a
+//!   list API in Webshare's shape.
 //! - [`sim_vendor`]: [`SimVendor`], all of the above in one call, with a backconnect gateway.
 //! - [`client`]: tiny GET helpers (direct, absolute-form, CONNECT, SOCKS5) for tests.
 //! - `exit`, `faults`, `http`, `shutdown`: outgoing dials from an exit address (names
@@ -46,5 +47,5 @@ pub use upstream::{
 };
 pub use vendor::{
     ApiConfig, ApiKnobs, ContentEncoding, FleetConfig, ListFaults, ListFormat, Listing,
-    VendorConfig, VendorEndpoint,
+    VendorConfig, VendorEndpoint, iso8601, webshare_valid,
 };

@@ -17,6 +17,7 @@
 //! - `store_loss`: the store guard noticing a Redis that came back empty or older.
 //! - `vendor_apis`: paginated, authenticated vendor list APIs over real sockets.
 //! - `vendor_lists`: vendor lists over https and the entry rules.
+//! - `webshare`: a Webshare-shaped list API read with the configuration its docs show.
 //!
 //! One exception runs in a process of its own, the `recorder` binary: `snapshot_deltas`
 //! and `snapshot_versions` assert counter values of the process's one metrics recorder,
@@ -39,3 +40,4 @@ mod redis_tls;
 mod store_loss;
 mod vendor_apis;
 mod vendor_lists;
+mod webshare;

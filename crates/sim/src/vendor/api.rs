@@ -94,7 +94,16 @@ fn page(config: &ApiConfig, knobs: &ApiKnobs, query: &str, listings: &[Listing])
         .as_str()
         .and_then(|next| HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")).ok());
     let body = json!({"result": {"items": items, "total_pages": pages}, "links": {"next": next}});
-    let plain = serde_json::to_vec(&body).unwrap_or_default();
+    let mut response = encode_body(knobs, &body);
+    if let Some(link) = link {
+        response.headers_mut().insert(header::LINK, link);
+    }
+    response
+}
+
+/// A 200 JSON answer, compressed as `knobs` say.
+pub(super) fn encode_body(knobs: &ApiKnobs, body: &Value) -> Response<Body> {
+    let plain = serde_json::to_vec(body).unwrap_or_default();
     let (encoded, name) = match knobs.encoding {
         ContentEncoding::Gzip => (
             encode(GzEncoder::new(Vec::new(), Compression::default()), &plain),
@@ -112,9 +121,6 @@ fn page(config: &ApiConfig, knobs: &ApiKnobs, query: &str, listings: &[Listing])
         HeaderValue::from_static("application/json"),
     );
     headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(name));
-    if let Some(link) = link {
-        headers.insert(header::LINK, link);
-    }
     response
 }
 
@@ -191,7 +197,7 @@ pub(super) fn answer_basic(
     response
 }
 
-fn json_status(status: StatusCode, body: &Value) -> Response<Body> {
+pub(super) fn json_status(status: StatusCode, body: &Value) -> Response<Body> {
     let mut response = respond(status, serde_json::to_vec(body).unwrap_or_default());
     response.headers_mut().insert(
         header::CONTENT_TYPE,

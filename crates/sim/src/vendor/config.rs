@@ -110,6 +110,10 @@ pub struct ApiKnobs {
     pub foreign_redirect: Option<String>,
     /// The first page's next link is this absolute URL (a foreign host, for tests).
     pub foreign_next: Option<String>,
+    /// The Webshare-shaped list answers only on this port of the endpoint (one
+    /// [`VendorEndpoint::serve_second_port`](super::VendorEndpoint::serve_second_port)
+    /// returned): a request to any other port is redirected there with `301`.
+    pub webshare_port: Option<u16>,
 }
 
 /// How the API's pages are compressed.

@@ -12,10 +12,10 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
 
-use super::api;
 use super::config::{ApiConfig, ApiKnobs, ListFaults, ListFormat, VendorConfig};
 use super::fleet::Fleet;
 use super::listing::{self, Listing};
+use super::{api, webshare};
 use crate::http::{Body, chunked, full, respond, serve, serve_tls};
 use crate::shutdown::{Shutdown, ShutdownSignal};
 use crate::upstream::UpstreamProxy;
@@ -118,6 +118,38 @@ impl VendorEndpoint {
         format!("http://{}{}", self.addr, api::BASIC_TEXT)
     }
 
+    /// The list in Webshare's shape, first page:
+    /// `http://127.0.0.1:port/api/v2/proxy/list/?mode=direct`.
+    pub fn webshare_url(&self) -> String {
+        format!(
+            "http://{}{}?mode=direct",
+            self.addr,
+            webshare::WEBSHARE_LIST
+        )
+    }
+
+    /// The current list as the Webshare-shaped API shows it, each listing with its
+    /// `valid` flag (every third is `false`).
+    pub fn webshare_listings(&self) -> Vec<(Listing, bool)> {
+        self.listings()
+            .into_iter()
+            .enumerate()
+            .map(|(position, listing)| (listing, webshare::webshare_valid(position)))
+            .collect()
+    }
+
+    /// Serves every path of this endpoint on a second loopback port too (until the
+    /// endpoint drops), for a vendor that moves its API to another port of its host;
+    /// returns the port.
+    pub async fn serve_second_port(&self) -> io::Result<u16> {
+        let listener = TcpListener::bind((self.addr.ip(), 0)).await?;
+        let port = listener.local_addr()?.port();
+        let inner = Arc::clone(&self.inner);
+        let handler = move |req, _peer| answer(Arc::clone(&inner), req);
+        tokio::spawn(serve(listener, self.shutdown.signal(), Some, handler));
+        Ok(port)
+    }
+
     /// The API's token, page size and Basic credentials.
     pub fn api_config(&self) -> &ApiConfig {
         &self.inner.api
@@ -218,7 +250,14 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 
 async fn answer(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path();
-    if [api::API_V1, api::API_V2, api::BASIC_TEXT].contains(&path) {
+    if [
+        api::API_V1,
+        api::API_V2,
+        api::BASIC_TEXT,
+        webshare::WEBSHARE_LIST,
+    ]
+    .contains(&path)
+    {
         inner.api_requests.fetch_add(1, Ordering::Relaxed);
         let knobs = inner
             .knobs
@@ -230,6 +269,8 @@ async fn answer(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
         let query = req.uri().query().unwrap_or_default();
         return if path == api::BASIC_TEXT {
             api::answer_basic(&inner.api, req.headers(), &listings)
+        } else if path == webshare::WEBSHARE_LIST {
+            webshare::answer_webshare(&inner.api, &knobs, query, req.headers(), &listings)
         } else {
             api::answer_api(&inner.api, &knobs, path, query, req.headers(), &listings)
         };

@@ -8,24 +8,28 @@
 //! an oversized body, an error status, a slow answer, chunked encoding. Knobs can be
 //! changed while it runs. Beside it, `api` serves the same proxies as a vendor API would:
 //! paginated token-authenticated gzip JSON with its own field names
-//! ([`VendorEndpoint::api_url`]) and a text list behind HTTP Basic
-//! ([`VendorEndpoint::basic_url`]).
+//! ([`VendorEndpoint::api_url`]), a text list behind HTTP Basic
+//! ([`VendorEndpoint::basic_url`]), and a list in Webshare's shape
+//! ([`VendorEndpoint::webshare_url`]).
 
 //!
 //! Module map: `endpoint` ([`VendorEndpoint`]: the list server, its knobs and the
 //! rotation), `config` ([`VendorConfig`], [`FleetConfig`], [`ListFormat`],
 //! [`ListFaults`]), `fleet` (the upstream proxies behind the list and their lifetimes),
 //! `listing` ([`Listing`]: one proxy as the list shows it, and malformed entries), `api`
-//! (the paginated API and the Basic-auth list).
+//! (the paginated API and the Basic-auth list), `webshare` (Webshare's list API: DRF
+//! pages, ISO times, validity flags).
 
 mod api;
 mod config;
 mod endpoint;
 mod fleet;
 mod listing;
+mod webshare;
 
 pub use config::{
     ApiConfig, ApiKnobs, ContentEncoding, FleetConfig, ListFaults, ListFormat, VendorConfig,
 };
 pub use endpoint::VendorEndpoint;
 pub use listing::Listing;
+pub use webshare::{iso8601, webshare_valid};
