@@ -73,13 +73,16 @@ pub struct SessionGroup {
     /// Also the proxies' `region` label.
     #[serde(default)]
     pub country: Option<String>,
+    /// As the state is called (`California`, `NY`); also the proxies' `state` geo label.
     #[serde(default)]
     pub state: Option<String>,
+    /// As the city is called (`New York`); also the proxies' `city` geo label.
     #[serde(default)]
     pub city: Option<String>,
     /// Also the proxies' `carrier` label.
     #[serde(default)]
     pub carrier: Option<String>,
+    /// The AS number (`7922`); also the proxies' `asn` geo label.
     #[serde(default)]
     pub asn: Option<String>,
     /// Sessions of this group kept available (not handed out) at once.
@@ -139,11 +142,16 @@ fn check_value(placeholder: Placeholder, value: &str) -> Result<(), &'static str
                 .ok_or("must be 1-64 ASCII letters, digits or _, not starting with _")
         }
         Placeholder::City | Placeholder::State => {
+            let label = if placeholder == Placeholder::City {
+                GeoLabel::City
+            } else {
+                GeoLabel::State
+            };
             let place = sized
                 && value
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '-' | '+' | '_'))
-                && GeoLabel::City.canonical(value).is_some();
+                && label.canonical(value).is_some();
             place.then_some(()).ok_or(
                 "must be 1-64 ASCII letters, digits, spaces, -, + or _, with a letter or digit (Sao Paulo, not São Paulo)",
             )
