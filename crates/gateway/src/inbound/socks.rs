@@ -47,8 +47,9 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 
 /// What the handshake produced.
 enum Handshake {
-    /// Authenticated and the request read; `Err` = refuse with a reply.
-    Request(TargetAddr, Result<Authenticated, Refusal>),
+    /// Authenticated and the request read; `Err` = refuse with a reply. Boxed (once per
+    /// connection) so the rarer variants do not carry the selectors' size.
+    Request(TargetAddr, Result<Box<Authenticated>, Refusal>),
     /// Refused at the credentials step (which has no reply code): the connection is done.
     Refused(Refusal),
     /// The connection is done before it asked for anything (no method we offer).
@@ -76,7 +77,7 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
         () = mark.evicted() => return exchange.forget(),
     };
     let (target, auth) = match handshake {
-        Ok(Handshake::Request(target, auth)) => (target, auth),
+        Ok(Handshake::Request(target, auth)) => (target, auth.map(|auth| *auth)),
         Ok(Handshake::Refused(refusal)) => return exchange.refused_at_credentials(&refusal),
         Ok(Handshake::Closed) => return exchange.forget(),
         Err(error) => {
@@ -174,7 +175,7 @@ async fn handshake(
         Some(refusal) => Err(refusal),
         None => authenticated,
     };
-    Ok(Handshake::Request(target, authenticated))
+    Ok(Handshake::Request(target, authenticated.map(Box::new)))
 }
 
 async fn route(

@@ -181,7 +181,7 @@ impl Bans {
                 continue;
             }
             applied.insert(feedback.id.clone());
-            if let Some(proxy) = pinned_proxy(view, sticky, feedback, now_ms) {
+            for proxy in pinned_proxies(view, sticky, feedback, now_ms) {
                 // In the scope the API gave it: the reporting client's project, or shared.
                 let scope = feedback.project.as_ref();
                 let previous = proxy.slot.domains.get(&feedback.domain, scope, now_ms);
@@ -204,15 +204,27 @@ impl Bans {
     }
 }
 
-fn pinned_proxy<'v>(
+/// The proxies the session is pinned to: one, or one per set of geo selectors it was
+/// used with (each such set is a session of its own, under the one id feedback names).
+fn pinned_proxies<'v>(
     view: &'v SnapshotView,
     sticky: &StickyTable,
     feedback: &SessionFeedback,
     now_ms: UnixMillis,
-) -> Option<&'v ViewProxy> {
-    let pin = sticky.get(feedback.client.as_str(), &feedback.session, now_ms)?;
-    let index = view.index_of(&pin.proxy)?;
-    view.proxies.get(index as usize).map(|p| &**p)
+) -> Vec<&'v ViewProxy> {
+    let mut proxies: Vec<&ViewProxy> = Vec::new();
+    for pin in sticky.session_pins(feedback.client.as_str(), &feedback.session, now_ms) {
+        let Some(proxy) = view
+            .index_of(&pin.proxy)
+            .and_then(|i| view.proxies.get(i as usize))
+        else {
+            continue;
+        };
+        if !proxies.iter().any(|p| p.id == proxy.id) {
+            proxies.push(proxy);
+        }
+    }
+    proxies
 }
 
 #[cfg(test)]

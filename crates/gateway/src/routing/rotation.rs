@@ -5,10 +5,13 @@
 //! `"least_used"`, `[gateway] rotation = "least_used"`).
 //!
 //! The state lives in the sticky table, so it has the table's bounds (overall and per
-//! client, expired entries swept). A session is its own key; a rotation without a session
-//! is keyed by (client, every selector but `newip`), so `alice-region-us-rotate-5` and
-//! `alice-region-de-rotate-5` rotate independently. Such a key cannot collide with a
-//! session id: it starts with `~`, which session ids never contain.
+//! client, expired entries swept). A session is keyed by its id and its geo selectors
+//! (`-city-`, `-state-`, `-asn-`), so `alice-city-boston-session-s1` and
+//! `alice-city-austin-session-s1` are two sessions, each pinned in its own city; a
+//! rotation without a session is keyed by (client, every selector but `newip`), so
+//! `alice-region-us-rotate-5` and `alice-region-de-rotate-5` rotate independently. A
+//! rotation key starts with `~` and a session's geo part follows a `~`, which session ids
+//! never contain, so no two kinds of key can collide.
 //!
 //! Without a session the client's default rotation applies unless the username names its
 //! own; with a session only the username's `-rotate-...` does, so an existing sticky
@@ -29,8 +32,8 @@ use crate::routing::select::{Eligibility, Pick, Picker};
 use crate::routing::selector::Selectors;
 use crate::routing::sticky::{Pin, StickyTable};
 use crate::snapshot::{ClientEntry, SnapshotView, ViewProxy};
-use proxypool_core::ProxyId;
-use proxypool_core::control::ClientRotation;
+use proxypool_core::control::{ClientRotation, SnapshotGeo};
+use proxypool_core::{GeoLabel, ProxyId};
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
@@ -54,6 +57,7 @@ fn rotation_key(selectors: &Selectors, rotate: ClientRotation) -> String {
     if let Some(carrier) = &selectors.carrier {
         let _ = write!(key, "c{carrier}~");
     }
+    write_geo(&mut key, &selectors.geo);
     if let Some(upstream) = &selectors.upstream {
         let _ = write!(key, "u{upstream}~");
     }
@@ -70,6 +74,28 @@ fn rotation_key(selectors: &Selectors, rotate: ClientRotation) -> String {
         ClientRotation::PerRequest | ClientRotation::LeastUsed => {}
     }
     key
+}
+
+/// `label=value~` for each geo selector given (values are canonical: no `=` or `~`).
+fn write_geo(key: &mut String, geo: &SnapshotGeo) {
+    for label in GeoLabel::ALL {
+        if let Some(value) = geo.get(label) {
+            let _ = write!(key, "{}={value}~", label.key());
+        }
+    }
+}
+
+/// The table key of a session: its id, and after a `~` its geo selectors when it has any
+/// (only then does the key cost an allocation).
+fn session_key<'a>(session: &'a str, geo: &SnapshotGeo) -> Cow<'a, str> {
+    if geo.is_empty() {
+        return Cow::Borrowed(session);
+    }
+    let mut key = String::with_capacity(session.len() + 48);
+    key.push_str(session);
+    key.push('~');
+    write_geo(&mut key, geo);
+    Cow::Owned(key)
 }
 
 /// One request's rotation: what to look up, what it found, how to pick and what to store.
@@ -101,7 +127,7 @@ impl<'a> Plan<'a> {
         let selectors = &auth.selectors;
         let rotate = schedule(selectors, &auth.client);
         let (key, is_session) = match (&selectors.session, rotate) {
-            (Some(session), _) => (Some(Cow::Borrowed(session.as_str())), true),
+            (Some(session), _) => (Some(session_key(session, &selectors.geo)), true),
             (None, Some(r @ (ClientRotation::EveryRequests(_) | ClientRotation::EveryMs(_)))) => {
                 (Some(Cow::Owned(rotation_key(selectors, r))), false)
             }
@@ -312,5 +338,46 @@ mod tests {
         };
         assert_eq!(rotation_key(&us, five), rotation_key(&with_newip, five));
         assert!(rotation_key(&Selectors::default(), five).starts_with('~'));
+    }
+
+    #[test]
+    fn geo_selectors_make_their_own_sessions_and_rotation_keys() {
+        let parsed = |rest: &str| crate::routing::selector::parse_selectors(rest, 60).unwrap();
+        let key = |rest: &str| {
+            let selectors = parsed(rest);
+            session_key(selectors.session.as_deref().unwrap(), &selectors.geo).into_owned()
+        };
+        assert_eq!(key("session-s1"), "s1", "no geo: the id alone");
+        assert!(matches!(
+            session_key("s1", &SnapshotGeo::default()),
+            Cow::Borrowed(_)
+        ));
+        let a = key("city-a-session-s1");
+        let b = key("city-b-session-s1");
+        assert_ne!(a, b);
+        assert_ne!(a, key("session-s1"));
+        assert_ne!(key("state-x-session-s1"), key("city-x-session-s1"));
+        assert_ne!(key("asn-1-session-s1"), key("asn-2-session-s1"));
+        assert_eq!(
+            key("city-New_York-session-s1"),
+            key("session-s1-city-new+york")
+        );
+        for k in [&a, &b, &key("session-s1")] {
+            assert!(crate::routing::sticky::is_key_of_session(k, "s1"), "{k}");
+            assert!(!crate::routing::sticky::is_key_of_session(k, "s"), "{k}");
+        }
+        let five = ClientRotation::EveryRequests(5);
+        assert_ne!(
+            rotation_key(&parsed("city-a"), five),
+            rotation_key(&parsed("city-b"), five)
+        );
+        assert_ne!(
+            rotation_key(&parsed("state-a"), five),
+            rotation_key(&parsed("city-a"), five)
+        );
+        assert_ne!(
+            rotation_key(&parsed("asn-7922"), five),
+            rotation_key(&Selectors::default(), five)
+        );
     }
 }

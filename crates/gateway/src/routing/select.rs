@@ -9,7 +9,7 @@ use crate::proxies::capacity::Reservation;
 use crate::proxies::cooldowns::TargetDomain;
 use crate::routing::selector::Selectors;
 use crate::snapshot::{ClientEntry, SnapshotView, ViewProxy};
-use proxypool_core::{Domain, ProjectId};
+use proxypool_core::{Domain, GeoLabel, ProjectId};
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 /// Everything a pick needs to know about "now", failures and the target.
@@ -317,6 +317,7 @@ pub(crate) fn matches(proxy: &ViewProxy, client: &ClientEntry, selectors: &Selec
             .carrier
             .as_ref()
             .is_none_or(|c| proxy.carrier.as_ref() == Some(c))
+        && proxy.geo.covers(&selectors.geo)
         && selectors.protocol.is_none_or(|p| p == proxy.protocol)
         && client.upstream_allowed(&proxy.upstream)
         && client.region_allowed(proxy.region.as_ref())
@@ -362,6 +363,11 @@ fn candidate_sources<'v>(
     }
     if let Some(carrier) = &selectors.carrier {
         families.push(single(view.by_carrier.get(carrier)));
+    }
+    for label in GeoLabel::ALL {
+        if let Some(value) = selectors.geo.get(label) {
+            families.push(vec![view.with_geo(label, value)]);
+        }
     }
     if let Some(protocol) = &selectors.protocol {
         families.push(single(view.by_protocol.get(protocol)));

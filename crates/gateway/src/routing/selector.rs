@@ -1,6 +1,13 @@
-//! Username selectors: `CLIENT[-region-R][-carrier-C][-upstream-U][-protocol-P]
-//! [-session-S][-sesstime-MIN | -idle-MIN][-rotate-N | -rotate-Ts | -rotate-Tm |
-//! -rotate-least | -rotate-request][-newip]`, as commercial gateways take them.
+//! Username selectors: `CLIENT[-region-R | -country-R][-city-C][-state-S][-asn-A]
+//! [-carrier-C][-upstream-U][-protocol-P][-session-S][-sesstime-MIN | -idle-MIN]
+//! [-rotate-N | -rotate-Ts | -rotate-Tm | -rotate-least | -rotate-request][-newip]`, as
+//! commercial gateways take them.
+//!
+//! `country` is another name for `region` (the one selector, given once). Values match
+//! whatever their case: region and carrier are labels (lower-cased), and city, state and
+//! asn are read in the canonical form the store keeps them in
+//! ([`proxypool_core::GeoLabel::canonical`]: `New_York` and `new+york` are `new_york`,
+//! `AS7922` is `7922`), so the pick compares plain strings.
 //!
 //! `newip` is the one key without a value, so a flag can be added to any username
 //! without inventing a dummy value; anything written after it must be another key.
@@ -10,14 +17,17 @@
 //! everything after it must be well-formed `key-value` pairs. An unknown key or a bad value
 //! is an error with a message that names it, never silently ignored.
 
-use proxypool_core::control::ClientRotation;
-use proxypool_core::{Label, Protocol, UpstreamId};
+use proxypool_core::control::{ClientRotation, SnapshotGeo};
+use proxypool_core::{GeoLabel, Label, Protocol, UpstreamId};
 
 /// What the username asks for beyond the client id.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Selectors {
+    /// `-region-` or `-country-`.
     pub region: Option<Label>,
     pub carrier: Option<Label>,
+    /// `-city-`, `-state-`, `-asn-`, canonical.
+    pub geo: SnapshotGeo,
     pub upstream: Option<UpstreamId>,
     pub protocol: Option<Protocol>,
     pub session: Option<String>,
@@ -37,6 +47,7 @@ impl Selectors {
     pub fn has_filters(&self) -> bool {
         self.region.is_some()
             || self.carrier.is_some()
+            || !self.geo.is_empty()
             || self.upstream.is_some()
             || self.protocol.is_some()
     }
@@ -77,7 +88,7 @@ pub fn split_client(username: &str, is_client: impl Fn(&str) -> bool) -> Option<
 pub(crate) const MAX_SESSION_ID: usize = 64;
 
 /// Every key, for the error that names an unknown one.
-const KEYS: &str = "region, carrier, upstream, protocol, session, sesstime, idle, rotate, newip";
+const KEYS: &str = "region (or country), city, state, asn, carrier, upstream, protocol, session, sesstime, idle, rotate, newip";
 
 /// Most consecutive requests `-rotate-N` may keep on one proxy (as the file's
 /// `every_requests`).
@@ -87,6 +98,10 @@ fn is_key(token: &str) -> bool {
     matches!(
         token,
         "region"
+            | "country"
+            | "city"
+            | "state"
+            | "asn"
             | "carrier"
             | "upstream"
             | "protocol"
@@ -129,7 +144,11 @@ pub fn parse_selectors(rest: &str, max_minutes: u32) -> Result<Selectors, String
             return Err(format!("selector '{key}' has an empty value"));
         }
         let duplicate = match key {
-            "region" => set(&mut selectors.region, label(key, value)?),
+            "region" | "country" => set(&mut selectors.region, label(key, value)?),
+            "city" | "state" | "asn" => {
+                let geo = GeoLabel::from_key(key).expect("a geo key");
+                set(selectors.geo.slot(geo), geo_value(geo, value)?)
+            }
             "carrier" => set(&mut selectors.carrier, label(key, value)?),
             "upstream" => set(
                 &mut selectors.upstream,
@@ -156,7 +175,12 @@ pub fn parse_selectors(rest: &str, max_minutes: u32) -> Result<Selectors, String
             }
         };
         if duplicate {
-            return Err(format!("selector '{key}' given twice"));
+            return Err(match key {
+                "region" | "country" => {
+                    "selector 'region' (or 'country', its other name) given twice".into()
+                }
+                _ => format!("selector '{key}' given twice"),
+            });
         }
     }
     if selectors.sesstime_minutes.is_some() && selectors.session.is_none() {
@@ -186,6 +210,18 @@ fn set<T>(slot: &mut Option<T>, value: T) -> bool {
 
 fn label(key: &str, value: &str) -> Result<Label, String> {
     Label::new(value).map_err(|_| bad_label(key, value))
+}
+
+/// A city, state or asn as the store keeps it, or an error saying what it may be.
+fn geo_value(label: GeoLabel, value: &str) -> Result<String, String> {
+    label.canonical(value).ok_or_else(|| match label {
+        GeoLabel::Asn => format!("asn '{value}' must be a number, with or without 'AS' (AS7922)"),
+        GeoLabel::City | GeoLabel::State => format!(
+            "{} '{value}' must be letters and digits, words joined by '_' or '+' (new_york), at most {} characters",
+            label.key(),
+            proxypool_core::geo::MAX_GEO_VALUE
+        ),
+    })
 }
 
 fn bad_label(key: &str, value: &str) -> String {
@@ -391,13 +427,57 @@ mod tests {
             ),
             (
                 "colour-red",
-                "known: region, carrier, upstream, protocol, session, sesstime, idle, rotate, newip",
+                "known: region (or country), city, state, asn, carrier, upstream, protocol, session, sesstime, idle, rotate, newip",
             ),
         ];
         for (input, expected) in cases {
             let error = parse_selectors(input, 60).unwrap_err();
             assert!(error.contains(expected), "{input}: {error}");
         }
+    }
+
+    #[test]
+    fn country_is_region_s_other_name_and_geo_selectors_are_canonical() {
+        let parsed = |rest: &str| parse_selectors(rest, 60).unwrap();
+        assert_eq!(parsed("country-US").region, parsed("region-us").region);
+        assert_eq!(parsed("country-US").region.unwrap().as_str(), "us");
+        let geo = parsed("city-New_York-state-NY-asn-AS7922").geo;
+        assert_eq!(geo.city.as_deref(), Some("new_york"));
+        assert_eq!(geo.state.as_deref(), Some("ny"));
+        assert_eq!(geo.asn.as_deref(), Some("7922"));
+        assert_eq!(
+            parsed("city-new+york").geo.city.as_deref(),
+            Some("new_york")
+        );
+        assert_eq!(parsed("asn-7922").geo, parsed("asn-as7922").geo);
+        assert!(parsed("city-boston").has_filters());
+        assert!(!parsed("session-s1").has_filters());
+        let cases = [
+            (
+                "region-us-country-de",
+                "'region' (or 'country', its other name) given twice",
+            ),
+            ("country-us-country-us", "given twice"),
+            ("country-us-region-us", "given twice"),
+            ("city-a-city-b", "selector 'city' given twice"),
+            ("asn-1-asn-1", "selector 'asn' given twice"),
+            ("city-a;b", "city 'a;b' must be letters and digits"),
+            ("state-a.b", "state 'a.b' must be letters and digits"),
+            ("asn-ASx", "asn 'ASx' must be a number"),
+            ("asn-99999999999", "asn '99999999999' must be a number"),
+            ("city", "selector 'city' has no value"),
+            ("country-u$", "[a-z0-9_]"),
+        ];
+        for (input, expected) in cases {
+            let error = parse_selectors(input, 60).unwrap_err();
+            assert!(error.contains(expected), "{input}: {error}");
+        }
+        let long = format!("city-{}", "a".repeat(65));
+        assert!(
+            parse_selectors(&long, 60)
+                .unwrap_err()
+                .contains("at most 64")
+        );
     }
 
     #[test]

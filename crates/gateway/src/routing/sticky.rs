@@ -90,6 +90,14 @@ impl ClientPins {
     }
 }
 
+/// Whether the table key `key` belongs to the session `session`: it is the id, or the id
+/// and after a `~` the selectors that make it a session of its own (session ids never
+/// contain `~`; `crate::routing::rotation` makes the keys).
+pub(crate) fn is_key_of_session(key: &str, session: &str) -> bool {
+    key.strip_prefix(session)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('~'))
+}
+
 #[derive(Debug, Default)]
 struct Shard {
     clients: HashMap<String, ClientPins>,
@@ -126,8 +134,9 @@ impl StickyTable {
         }
     }
 
-    /// The live pin of the session, if any (a read that counts no use: client feedback
-    /// on the session looks its proxy up this way).
+    /// The live pin under `session`, the exact key, if any (a read that counts no use;
+    /// client feedback looks a session up by [`Self::session_pins`] instead).
+    #[cfg(test)]
     pub(crate) fn get(&self, client: &str, session: &str, now_ms: u64) -> Option<Pin> {
         let mut shard = self.shard(client).lock_or_recover();
         let pins = shard.clients.get_mut(client)?;
@@ -140,6 +149,23 @@ impl StickyTable {
             }
             None => None,
         }
+    }
+
+    /// The live pins of the session `session` under every key it has (its id alone, and
+    /// its id with each set of geo selectors it was used with): client feedback names a
+    /// session by its id. Scans the client's pins, which its own bound keeps few.
+    pub(crate) fn session_pins(&self, client: &str, session: &str, now_ms: u64) -> Vec<Pin> {
+        let shard = self.shard(client).lock_or_recover();
+        let Some(pins) = shard.clients.get(client) else {
+            return Vec::new();
+        };
+        pins.pins
+            .iter()
+            .filter(|(key, entry)| {
+                entry.pin.expires_at_ms > now_ms && is_key_of_session(key, session)
+            })
+            .map(|(_, entry)| entry.pin.clone())
+            .collect()
     }
 
     /// Runs `f` on the session's live pin under its shard's lock (a mutation that must
@@ -267,6 +293,29 @@ mod tests {
             "expired"
         );
         assert_eq!(table.sweep(0), 0, "and dropped");
+    }
+
+    #[test]
+    fn a_session_s_pins_are_found_under_each_of_its_keys() {
+        let table = StickyTable::new(100);
+        table.put("alice", "s1", pin(1, 1_000), 0, 100).unwrap();
+        table
+            .put("alice", "s1~city=a~", pin(2, 1_000), 0, 100)
+            .unwrap();
+        table
+            .put("alice", "s1~city=b~", pin(3, 10), 0, 100)
+            .unwrap();
+        table.put("alice", "s10", pin(4, 1_000), 0, 100).unwrap();
+        table.put("alice", "~n5", pin(5, 1_000), 0, 100).unwrap();
+        table.put("bob", "s1", pin(6, 1_000), 0, 100).unwrap();
+        let mut found = table.session_pins("alice", "s1", 100);
+        found.sort_by(|a, b| a.proxy.as_str().cmp(b.proxy.as_str()));
+        assert_eq!(
+            found,
+            vec![pin(1, 1_000), pin(2, 1_000)],
+            "live, alice's, s1's"
+        );
+        assert!(table.session_pins("carol", "s1", 100).is_empty());
     }
 
     #[test]

@@ -10,9 +10,9 @@ use crate::proxies::capacity::ProxySlot;
 use crate::snapshot::proxy_tls::{ProxyTls, UpstreamTrust};
 use arc_swap::ArcSwap;
 use http::HeaderValue;
-use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
+use proxypool_core::control::{GatewayClient, SnapshotGeo, SnapshotProxy, WorkerSnapshot};
 use proxypool_core::{
-    ClientId, CooldownPolicy, Credentials, Label, PortSet, ProjectId, Protocol, ProxyId,
+    ClientId, CooldownPolicy, Credentials, GeoLabel, Label, PortSet, ProjectId, Protocol, ProxyId,
     SecretHash, SessionFeedback, SnapshotRef, TicketKey, TicketSigner, UnixMillis, UpstreamId,
 };
 use proxypool_proto::TargetAddr;
@@ -37,6 +37,8 @@ pub(crate) struct ViewProxy {
     pub upstream: UpstreamId,
     pub region: Option<Label>,
     pub carrier: Option<Label>,
+    /// City, state and asn, canonical (the `-city-`, `-state-`, `-asn-` selectors).
+    pub geo: SnapshotGeo,
     pub max_sessions: u32,
     /// `https` proxies only: the TLS spoken to the proxy before its protocol.
     pub tls: Option<ProxyTls>,
@@ -131,6 +133,9 @@ pub(crate) struct SnapshotView {
     pub(crate) by_upstream: HashMap<UpstreamId, Vec<u32>>,
     pub(crate) by_region: HashMap<Label, Vec<u32>>,
     pub(crate) by_carrier: HashMap<Label, Vec<u32>>,
+    /// By city, state and asn (in [`GeoLabel::ALL`]'s order), keyed by the canonical text
+    /// so a selector's value is looked up as a `&str`.
+    by_geo: [HashMap<String, Vec<u32>>; 3],
     pub(crate) by_protocol: HashMap<Protocol, Vec<u32>>,
     /// Keyed by the id's text so a username prefix is looked up without allocating.
     clients: HashMap<String, Arc<ClientEntry>>,
@@ -289,6 +294,7 @@ impl SnapshotView {
             by_upstream: HashMap::new(),
             by_region: HashMap::new(),
             by_carrier: HashMap::new(),
+            by_geo: Default::default(),
             by_protocol: HashMap::new(),
             clients: HashMap::with_capacity(clients.len()),
             limiter: Arc::clone(&parts.limiter),
@@ -311,6 +317,11 @@ impl SnapshotView {
             }
             if let Some(carrier) = &proxy.carrier {
                 push(&mut view.by_carrier, carrier.clone(), index);
+            }
+            for (label, by) in GeoLabel::ALL.into_iter().zip(&mut view.by_geo) {
+                if let Some(value) = proxy.geo.get(label) {
+                    push(by, value.to_owned(), index);
+                }
             }
         }
         for (client, connections) in clients.into_iter().zip(parts.connections) {
@@ -338,6 +349,16 @@ impl SnapshotView {
     /// Whether `id` names a client (for the username split).
     pub(crate) fn has_client(&self, id: &str) -> bool {
         self.client(id).is_some()
+    }
+
+    /// The proxies whose `label` is `value` (canonical).
+    pub(crate) fn with_geo(&self, label: GeoLabel, value: &str) -> &[u32] {
+        let at = match label {
+            GeoLabel::City => 0,
+            GeoLabel::State => 1,
+            GeoLabel::Asn => 2,
+        };
+        self.by_geo[at].get(value).map_or(&[], Vec::as_slice)
     }
 
     pub(crate) fn index_of(&self, id: &ProxyId) -> Option<u32> {
@@ -418,6 +439,7 @@ fn view_proxy(
         upstream: proxy.upstream,
         region: proxy.region,
         carrier: proxy.carrier,
+        geo: proxy.geo,
         max_sessions: proxy.max_sessions,
         tls,
         slot,

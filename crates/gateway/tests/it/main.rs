@@ -13,6 +13,7 @@
 //! - `deltas`: snapshot deltas patched in, rebuilt from, or refused for the whole.
 //! - `destinations`: the destination policy on every way in, before any upstream dial.
 //! - `edges`: the listeners under hostile connections (floods, trickles, big heads).
+//! - `geo_selectors`: `-country-`, `-city-`, `-state-`, `-asn-` on every way in, sessions.
 //! - `handshake_blame`: a handshake timeout blames a silent proxy, not a slow target.
 //! - `header_case`: header names keep their case and order through forwarding.
 //! - `interop`: tinyproxy and microsocks as upstream proxies.
@@ -38,6 +39,7 @@ mod controller_tls;
 mod deltas;
 mod destinations;
 mod edges;
+mod geo_selectors;
 mod handshake_blame;
 mod header_case;
 mod interop;
