@@ -15,8 +15,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const STILL: [&str; 2] = ["--proxy-ttl", "0"];
-// Two browsers and two stacks at once are too much for a small CI machine.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+// Two browsers and two stacks at once are too much for a small CI machine (the
+// check_failures test takes it too).
+pub(crate) static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn screenshots() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR"))

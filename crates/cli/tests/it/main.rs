@@ -5,6 +5,8 @@
 //!
 //! - `bans`: ban-aware rotation in split mode; cooldowns follow a proxy to another gateway,
 //!   and clients report bans inside tunnels and by session.
+//! - `check_failures`: an untrusted https proxy's failed checks, and why, on the listing,
+//!   the metric, the log and the dashboard.
 //! - `clients`: the client examples of `examples/clients/` (requests, Scrapy, Playwright)
 //!   against `proxypool dev`.
 //! - `config`: `check-config`, `migrate` and `hash-secret` as a user runs them.
@@ -42,6 +44,7 @@
 mod common;
 
 mod bans;
+mod check_failures;
 mod clients;
 mod config;
 mod dashboard;

@@ -28,7 +28,7 @@ impl FailureLog {
         if first {
             tracing::warn!(
                 upstream = %record.upstream,
-                reason = failed.reason.as_str(),
+                reason = %failed.reason,
                 proxy = %record.id,
                 address = %format_args!("{}:{}", record.host, record.port),
                 cause = %failed.cause,
@@ -38,7 +38,7 @@ impl FailureLog {
         } else {
             tracing::debug!(
                 upstream = %record.upstream,
-                reason = failed.reason.as_str(),
+                reason = %failed.reason,
                 proxy = %record.id,
                 address = %format_args!("{}:{}", record.host, record.port),
                 cause = %failed.cause,

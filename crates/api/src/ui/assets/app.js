@@ -186,6 +186,27 @@ async function upstreams() {
 
 let proxyRows = [];
 
+// What each reason of a failed health check means (GET /v1/admin/proxies, last_check_error),
+// shown as the cell's tooltip.
+const CHECK_ERRORS = {
+  dns: "the proxy's host did not resolve, or resolved to an internal address its upstream may not dial",
+  connect: "TCP to the proxy failed (refused, unreachable)",
+  proxy_tls: "TLS to the https proxy failed: a certificate its trust does not vouch for, a wrong name, the handshake",
+  auth: "the proxy refused the credentials (407, SOCKS5 authentication)",
+  refused: "the proxy declined to reach the check target (CONNECT status, SOCKS5 reply)",
+  protocol: "the proxy's answer was malformed or cut off",
+  target_tls: "TLS to the https check target through the proxy failed",
+  status: "the check target answered another status than expected",
+  timeout: "no result within the checker's timeout",
+  slow: "in time, but slower than the upstream's max_latency",
+  other: "another failure; the controller's log has the cause",
+};
+
+function checkError(reason) {
+  if (!reason) return "–";
+  return el("span", { class: "check-error", title: CHECK_ERRORS[reason] || reason }, reason);
+}
+
 async function proxies() {
   const params = new URLSearchParams({ limit: "1000" });
   if ($("px-upstream").value) params.set("upstream", $("px-upstream").value);
@@ -201,11 +222,11 @@ async function proxies() {
 
 function renderProxies(more) {
   const q = $("px-search").value.trim().toLowerCase();
-  const shown = proxyRows.filter((p) => !q || [p.id, p.host + ":" + p.port, p.region || "", p.owner || "", p.extracted_by || "", p.upstream]
+  const shown = proxyRows.filter((p) => !q || [p.id, p.host + ":" + p.port, p.region || "", p.owner || "", p.extracted_by || "", p.upstream, p.last_check_error || ""]
     .some((f) => f.toLowerCase().includes(q)));
   $("px-count").textContent = shown.length + " of " + proxyRows.length + (more ? "+" : "") + " shown";
   fill($("px-table").tBodies[0], shown.map((p) =>
-    el("tr", { data: { proxy: p.id, state: p.status, owner: p.owner || "", client: p.extracted_by || "" } },
+    el("tr", { data: { proxy: p.id, state: p.status, owner: p.owner || "", client: p.extracted_by || "", checkError: p.last_check_error || "" } },
       el("td", { class: "mono", title: p.id }, p.id.slice(0, 12)),
       el("td", {}, p.upstream),
       el("td", {}, p.region || "–"),
@@ -214,7 +235,8 @@ function renderProxies(more) {
       el("td", {}, pill(p.status)),
       el("td", {}, p.owner ? p.owner + (p.draining ? " (draining)" : "") : p.extracted_by ? "extracted by " + p.extracted_by : "–"),
       el("td", { class: "num" }, left(p.time_left_ms)),
-      el("td", { class: "num" }, ms(p.latency_ms)))));
+      el("td", { class: "num" }, ms(p.latency_ms)),
+      el("td", {}, checkError(p.last_check_error)))));
 }
 
 async function gateways() {
