@@ -213,6 +213,13 @@ pub struct ProxyView {
     pub upstream: UpstreamId,
     pub region: Option<Label>,
     pub carrier: Option<Label>,
+    /// The geo labels the vendor gave, as the filters compare them (`new_york`, `7922`).
+    #[serde(default)]
+    pub city: Option<String>,
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub asn: Option<String>,
     /// Nothing should be sent through the proxy after this (ms since the epoch).
     pub usable_until: UnixMillis,
     /// The vendor's hard expiry (ms since the epoch).
@@ -232,6 +239,9 @@ impl From<&ExtractedProxy> for ProxyView {
             upstream: proxy.upstream.clone(),
             region: proxy.region.clone(),
             carrier: proxy.carrier.clone(),
+            city: proxy.city.clone(),
+            state: proxy.state.clone(),
+            asn: proxy.asn.clone(),
             usable_until: proxy.usable_until_ms,
             expires_at: proxy.expires_at_ms,
         }

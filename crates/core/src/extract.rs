@@ -187,8 +187,11 @@ mod geo_field {
 }
 
 /// `value`'s canonical form as a `label` filter, or what such a filter may be.
+/// Stricter than the canonical form on what it reads: words are separated by plain spaces
+/// (a tab or a line break in a filter is a mistake, not a separator).
 fn canonical_geo(label: GeoLabel, value: &str) -> Result<String, String> {
-    (value.chars().count() <= MAX_GEO_FILTER_CHARS)
+    let plain = value.chars().all(|c| c == ' ' || !c.is_whitespace());
+    (plain && value.chars().count() <= MAX_GEO_FILTER_CHARS)
         .then(|| label.canonical(value))
         .flatten()
         .ok_or_else(|| geo_rule(label))
@@ -504,6 +507,8 @@ mod tests {
         for (label, bad) in [
             (GeoLabel::City, "new;york"),
             (GeoLabel::City, ""),
+            (GeoLabel::City, "new\tyork"),
+            (GeoLabel::Asn, "7922\n"),
             (GeoLabel::State, &"a".repeat(MAX_GEO_FILTER_CHARS + 1)),
             (GeoLabel::Asn, "AS-7922"),
             (GeoLabel::Asn, "4294967296"),

@@ -8,6 +8,7 @@
 //! - `errors`: every error code from a real request, in the documented shape.
 //! - `extraction`: extraction's response, idempotent replays, filters, 50 concurrent clients.
 //! - `feedback`: `POST /v1/feedback`, each verdict's effect read back from the store.
+//! - `geo_filters`: `country`, `city`, `state` and `asn` filters; bad values cost nothing.
 //! - `readiness`: `GET /readyz` under load: one store check at a time, about one per second.
 //! - `redis_postgres`: the API on Redis and PostgreSQL, with a Redis outage mid-test.
 //! - `replay`: a keyed extraction replayed after a dropped connection, charged once.
@@ -26,6 +27,7 @@ mod edges;
 mod errors;
 mod extraction;
 mod feedback;
+mod geo_filters;
 mod readiness;
 mod redis_postgres;
 mod replay;
