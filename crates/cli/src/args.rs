@@ -197,8 +197,8 @@ pub(crate) struct ExtractArgs {
     /// Only proxies of this protocol (http, https, socks5).
     #[arg(long)]
     pub protocol: Option<String>,
-    /// Only proxies in this region.
-    #[arg(long)]
+    /// Only proxies in this region (`--country` is the same filter).
+    #[arg(long, visible_alias = "country")]
     pub region: Option<String>,
     /// Only proxies of this carrier.
     #[arg(long)]
@@ -206,6 +206,16 @@ pub(crate) struct ExtractArgs {
     /// Only proxies of this upstream (vendor) id.
     #[arg(long)]
     pub upstream: Option<String>,
+    /// Only proxies in this city, in any case and with spaces, -, + or _ between words
+    /// ("New York", new_york).
+    #[arg(long)]
+    pub city: Option<String>,
+    /// Only proxies in this state or province, written as a city is.
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only proxies of this autonomous system (AS7922 or 7922).
+    #[arg(long)]
+    pub asn: Option<String>,
     /// Only proxies checked within this many milliseconds.
     #[arg(long, value_name = "MS")]
     pub min_health_freshness_ms: Option<u64>,

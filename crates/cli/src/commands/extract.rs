@@ -158,6 +158,9 @@ fn request_body(args: &ExtractArgs) -> serde_json::Value {
         ("region", &args.region),
         ("carrier", &args.carrier),
         ("upstream", &args.upstream),
+        ("city", &args.city),
+        ("state", &args.state),
+        ("asn", &args.asn),
     ] {
         if let Some(value) = value {
             filters.insert(key.into(), json!(value));
@@ -196,7 +199,7 @@ fn print_table(view: &ExtractionView) {
         return;
     }
     let now = proxypool_core::now_millis();
-    let rows: Vec<[String; 5]> = view
+    let rows: Vec<[String; 6]> = view
         .proxies
         .iter()
         .map(|p| {
@@ -204,19 +207,27 @@ fn print_table(view: &ExtractionView) {
                 proxy_url(p),
                 p.upstream.to_string(),
                 p.region.as_ref().map_or("-".into(), |r| r.to_string()),
+                p.city.clone().unwrap_or_else(|| "-".into()),
                 p.carrier.as_ref().map_or("-".into(), |c| c.to_string()),
                 format!("{}s", p.usable_until.saturating_sub(now) / 1000),
             ]
         })
         .collect();
-    let header = ["PROXY", "UPSTREAM", "REGION", "CARRIER", "USABLE FOR"];
+    let header = [
+        "PROXY",
+        "UPSTREAM",
+        "REGION",
+        "CITY",
+        "CARRIER",
+        "USABLE FOR",
+    ];
     let mut widths = header.map(str::len);
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.len());
         }
     }
-    let line = |cells: [&str; 5]| {
+    let line = |cells: [&str; 6]| {
         cells
             .iter()
             .zip(widths)
@@ -228,7 +239,7 @@ fn print_table(view: &ExtractionView) {
     };
     println!("{}", line(header));
     for row in &rows {
-        println!("{}", line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
+        println!("{}", line(row.each_ref().map(String::as_str)));
     }
 }
 
@@ -268,6 +279,9 @@ mod tests {
             region: None,
             carrier: None,
             upstream: Some("sim".into()),
+            city: Some("New York".into()),
+            state: None,
+            asn: Some("AS7922".into()),
             min_health_freshness_ms: None,
             idempotency_key: None,
             json: false,
@@ -276,7 +290,8 @@ mod tests {
         assert_eq!(
             request_body(&args),
             json!({"count": 3, "mode": "all_or_nothing",
-                   "filters": {"protocol": "socks5", "upstream": "sim"}})
+                   "filters": {"protocol": "socks5", "upstream": "sim",
+                               "city": "New York", "asn": "AS7922"}})
         );
         assert_eq!(exit_code(409, "insufficient_inventory"), code::INSUFFICIENT);
         assert_eq!(exit_code(409, "idempotency_conflict"), code::CONFLICT);
@@ -285,5 +300,25 @@ mod tests {
         assert_eq!(exit_code(429, "quota_exceeded"), code::LIMITED);
         assert_eq!(exit_code(503, "unavailable"), code::UNAVAILABLE);
         assert_eq!(exit_code(400, "invalid_request"), code::INVALID);
+    }
+
+    fn parsed(flags: &[&str]) -> Result<ExtractArgs, clap::Error> {
+        use clap::Parser;
+        let argv = ["proxypool", "extract"].iter().chain(flags);
+        match crate::args::Cli::try_parse_from(argv)?.command {
+            crate::args::Command::Extract(args) => Ok(args),
+            _ => unreachable!("the extract subcommand"),
+        }
+    }
+
+    #[test]
+    fn country_is_the_region_and_the_geo_flags_are_sent_as_written() {
+        let args = parsed(&["--country", "DE", "--city", "São Paulo", "--state", "SP"]).unwrap();
+        assert_eq!(
+            request_body(&args)["filters"],
+            json!({"region": "DE", "city": "São Paulo", "state": "SP"})
+        );
+        let both = parsed(&["--region", "us", "--country", "de"]).unwrap_err();
+        assert_eq!(both.exit_code(), i32::from(code::INVALID), "{both}");
     }
 }
