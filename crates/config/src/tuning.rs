@@ -54,8 +54,25 @@ pub struct OwnershipConfig {
     pub lease: Millis,
     /// Leases closer than this to their end are renewed.
     pub renew_before: Millis,
-    /// Most proxies one worker owns; the rest stay unowned for extraction.
-    pub per_worker_target: usize,
+    /// Most proxies one worker owns (unset: [`DEFAULT_PER_WORKER_TARGET`]). Whether it was
+    /// set matters: see `extraction_share`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_worker_target: Option<usize>,
+    /// The fraction (0 to 1) of the usable proxies that gateways leave unowned for
+    /// extraction: the gateways' serving leases plus the unowned usable proxies one round
+    /// reads (at most `assign_batch`) are the usable ones, and no new lease is made that
+    /// would leave fewer than this fraction of them (rounded up) unowned. It holds
+    /// together with `per_worker_target`: a worker gets at most that many, and all workers
+    /// together at most the rest of the share. It only limits new leases: proxies a
+    /// gateway holds are not taken back when extraction uses up its part, so a busy
+    /// extraction client cannot empty the gateways.
+    ///
+    /// Unset, it depends on the process: with a gateway in the same process (`serve`) it
+    /// is [`IN_PROCESS_EXTRACTION_SHARE`], unless `per_worker_target` is set, in which case
+    /// it is 0 and that number alone decides, as it did before the share existed; for a
+    /// controller of split gateways it is 0 (the loader resolves it for the role that runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extraction_share: Option<f64>,
     /// How often the manager runs.
     pub interval: Millis,
     /// Most lapsed assignments released per expiry call.
@@ -69,11 +86,43 @@ impl Default for OwnershipConfig {
         OwnershipConfig {
             lease: Millis::from_secs(30),
             renew_before: Millis::from_secs(20),
-            per_worker_target: 500,
+            per_worker_target: None,
+            extraction_share: None,
             interval: Millis(1_000),
             expire_batch: 256,
             assign_batch: 1_000,
         }
+    }
+}
+
+/// What `per_worker_target` is when the file does not set it.
+pub const DEFAULT_PER_WORKER_TARGET: usize = 500;
+
+/// The share of the usable proxies a `serve` process keeps for extraction when the file
+/// sets neither `extraction_share` nor `per_worker_target`: half, as `dev` does, so the
+/// one gateway cannot lease every proxy away from the client API.
+pub const IN_PROCESS_EXTRACTION_SHARE: f64 = 0.5;
+
+impl OwnershipConfig {
+    /// Most proxies one worker owns.
+    pub fn worker_target(&self) -> usize {
+        self.per_worker_target.unwrap_or(DEFAULT_PER_WORKER_TARGET)
+    }
+
+    /// The share of the usable proxies kept unowned for extraction (0 when unset: the
+    /// loader has already put in the in-process default where it applies).
+    pub fn share_for_extraction(&self) -> f64 {
+        self.extraction_share.unwrap_or(0.0)
+    }
+}
+
+/// Puts in the role's default of `extraction_share` when the file sets neither it nor
+/// `per_worker_target` and a gateway runs in the controller's process: that gateway would
+/// otherwise lease up to 500 proxies, which is every proxy of most pools, and extraction
+/// would answer with none. A split controller keeps 0 (see `docs/design/controller.md`).
+pub(crate) fn resolve_extraction_share(o: &mut OwnershipConfig, in_process_gateway: bool) {
+    if in_process_gateway && o.extraction_share.is_none() && o.per_worker_target.is_none() {
+        o.extraction_share = Some(IN_PROCESS_EXTRACTION_SHARE);
     }
 }
 
@@ -261,9 +310,15 @@ pub(crate) fn validate_ownership(c: &mut Check<'_>, o: &OwnershipConfig, failove
         Millis::from_secs(60),
     );
     c.require(
-        o.per_worker_target >= 1,
+        o.per_worker_target.is_none_or(|n| n >= 1),
         "ownership.per_worker_target",
         "must be at least 1",
+    );
+    c.require(
+        o.extraction_share
+            .is_none_or(|s| s.is_finite() && (0.0..=1.0).contains(&s)),
+        "ownership.extraction_share",
+        "must be a fraction from 0 (gateways may lease every proxy) to 1 (they lease none)",
     );
     c.require(
         (1..=10_000).contains(&o.expire_batch),

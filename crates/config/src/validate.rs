@@ -30,6 +30,9 @@ pub(crate) fn validate(c: &mut Check<'_>, config: &mut Config, role: Role) {
             StoreKind::Memory => None,
             _ => crate::timing::failover_problem(config),
         };
+        // A gateway in the controller's process: `serve`, or a file checked as `serve`
+        // reads it.
+        tuning::resolve_extraction_share(&mut config.ownership, gateway && !remote_gateway);
         tuning::validate_ownership(c, &config.ownership, failover);
         tuning::validate_checker(c, &config.checker);
         tuning::validate_maintenance(c, &config.maintenance);

@@ -57,7 +57,55 @@ pub(crate) async fn run(args: CheckConfigArgs) -> Result<(), Failure> {
     for line in lines {
         println!("  {line}");
     }
+    for warning in share_warnings(&config) {
+        eprintln!("{file}: warning: {warning}");
+    }
     Ok(())
+}
+
+/// What a file that loads still gets wrong about the split of the pool between a gateway
+/// in the controller's process and extraction: with no share kept for extraction and a
+/// per-worker target at least as large as everything the upstreams can hold, the one
+/// gateway leases every usable proxy and the clients with an API token extract nothing.
+/// Only for that shape (`serve`): a split controller cannot know how many gateways will
+/// come. Also logged by `serve` at start.
+pub(crate) fn share_warnings(config: &Config) -> Vec<String> {
+    let ownership = &config.ownership;
+    let extracting = config
+        .clients
+        .iter()
+        .filter(|c| c.api_token.is_some())
+        .count();
+    if !config.has_controller()
+        || config.gateway.is_none()
+        || extracting == 0
+        || ownership.share_for_extraction() > 0.0
+    {
+        return Vec::new();
+    }
+    let most: u64 = config
+        .upstreams
+        .iter()
+        .map(|u| match u.provider.kind {
+            ProviderKind::Static => u.max_size.min(u.provider.proxies.len() as u64),
+            _ => u.max_size,
+        })
+        .sum();
+    let target = ownership.worker_target();
+    if most == 0 || most > target as u64 {
+        return Vec::new();
+    }
+    let why = if ownership.extraction_share.is_some() {
+        "[ownership] extraction_share = 0".to_owned()
+    } else {
+        format!("[ownership] per_worker_target = {target} without extraction_share")
+    };
+    vec![format!(
+        "{why} leaves extraction nothing: the in-process gateway may lease {target} proxies, \
+         and the upstreams hold at most {most}, so the {extracting} client(s) with an API \
+         token would extract none; set extraction_share (e.g. 0.5) or a per_worker_target \
+         below {most}"
+    )]
 }
 
 fn summarize_controller(config: &Config, lines: &mut Vec<String>) {
@@ -144,11 +192,17 @@ fn summarize_controller(config: &Config, lines: &mut Vec<String>) {
         config.clients.len(),
         list(&clients)
     ));
+    let share = config.ownership.share_for_extraction();
+    let kept = if share > 0.0 {
+        format!("a share of {share} of the usable proxies kept unowned for extraction")
+    } else {
+        "no share kept for extraction".to_owned()
+    };
     lines.push(format!(
-        "workers     {} token(s), lease {}, up to {} proxies per worker",
+        "workers     {} token(s), lease {}, up to {} proxies per worker, {kept}",
         config.worker_tokens.len(),
         config.ownership.lease,
-        config.ownership.per_worker_target
+        config.ownership.worker_target()
     ));
 }
 

@@ -1,6 +1,11 @@
 //! `proxypool serve --config FILE`: controller, client API and a gateway in one process
 //! for one machine. The gateway reaches the controller over the worker control API on
 //! loopback with a token made up for this run.
+//!
+//! The gateway and extraction share the pool: unless the file says otherwise, half of the
+//! usable proxies stay unowned for extraction (`[ownership] extraction_share`, resolved
+//! for this role by the configuration's loader), and a file that leaves extraction nothing
+//! is warned about at start, as `check-config` does.
 
 use crate::args::ConfigArg;
 use crate::failure::Failure;
@@ -15,6 +20,9 @@ use std::sync::Arc;
 pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
     let shutdown = Shutdown::install().map_err(|e| Failure::runtime(format!("signals: {e}")))?;
     let mut config = settings::load(&args.config, Role::Serve)?;
+    for warning in crate::commands::check_config::share_warnings(&config) {
+        tracing::warn!("{warning}");
+    }
     let (mut reloader, requests) = Reloader::new(args.config.clone(), Role::Serve, config.clone());
     let (worker, token) = LoopbackWorker::authorized_in(&mut config)?;
     reloader.keep_tokens(vec![token]);

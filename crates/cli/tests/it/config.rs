@@ -238,3 +238,77 @@ fn proxypool_config_names_the_file_when_the_flag_does_not() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--config"), "{stderr}");
 }
+
+/// `check-config` warns (exit 0) when a `serve` file lets its gateway lease everything
+/// the upstreams can hold while clients with an API token would extract: no share kept,
+/// and a `per_worker_target` at least as large as the upstreams' `max_size` together. It
+/// stays quiet when extraction keeps a share, when the target leaves some over, when no
+/// client extracts, and for a split controller, which cannot know its gateways.
+#[test]
+fn check_config_warns_when_the_gateway_of_serve_leaves_extraction_nothing() {
+    let scratch = Scratch::new("share-warning");
+    let upstream = "[[upstreams]]\nid = \"acme\"\nttl = \"10m\"\nmax_size = 40\n[upstreams.provider]\nkind = \"http\"\nurl = \"https://vendor.example/list\"\nformat = \"json\"\n[[upstreams.health.targets]]\nurl = \"https://example.com/\"\n";
+    let extracting =
+        "[[clients]]\nid = \"scraper\"\nproject = \"p\"\napi_token = { env = \"TOKEN\" }\n";
+    let routing =
+        "[[clients]]\nid = \"scraper\"\nproject = \"p\"\ngateway_password = { env = \"TOKEN\" }\n";
+    let gateway = "[gateway]\n[gateway.listeners]\nhttp = \"127.0.0.1:0\"\n";
+    let check = |name: &str, ownership: &str, clients: &str, gateway: &str| {
+        let text =
+            format!("[ownership]\ninterval = \"500ms\"\n{ownership}\n{upstream}{clients}{gateway}");
+        let file = scratch.write(name, &text);
+        let (code, stdout, stderr) = run(
+            &["check-config", file.to_str().unwrap()],
+            &[("TOKEN", "a-token-of-sixteen-chars")],
+        );
+        assert_eq!(code, 0, "{name}: {stderr}");
+        (stdout, stderr)
+    };
+
+    let (stdout, stderr) = check("target.toml", "per_worker_target = 40", extracting, gateway);
+    assert!(
+        stderr.contains("target.toml: warning: [ownership] per_worker_target = 40 without extraction_share leaves extraction nothing"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("at most 40"), "{stderr}");
+    assert!(stdout.contains("no share kept for extraction"), "{stdout}");
+    let (_, stderr) = check("zero.toml", "extraction_share = 0", extracting, gateway);
+    assert!(
+        stderr.contains(
+            "zero.toml: warning: [ownership] extraction_share = 0 leaves extraction nothing"
+        ),
+        "{stderr}"
+    );
+
+    for (name, ownership, clients, gateway) in [
+        ("default.toml", "", extracting, gateway),
+        (
+            "left-over.toml",
+            "per_worker_target = 39",
+            extracting,
+            gateway,
+        ),
+        (
+            "both.toml",
+            "per_worker_target = 40\nextraction_share = 0.1",
+            extracting,
+            gateway,
+        ),
+        (
+            "routing-only.toml",
+            "extraction_share = 0",
+            routing,
+            gateway,
+        ),
+        ("split.toml", "extraction_share = 0", extracting, ""),
+    ] {
+        let (stdout, stderr) = check(name, ownership, clients, gateway);
+        assert!(!stderr.contains("warning"), "{name}: {stderr}");
+        if name == "default.toml" {
+            assert!(
+                stdout.contains("a share of 0.5 of the usable proxies kept unowned for extraction"),
+                "{stdout}"
+            );
+        }
+    }
+}

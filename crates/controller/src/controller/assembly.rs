@@ -10,7 +10,7 @@ use crate::config::{Config, ProviderKind};
 use crate::leadership::Leadership;
 use crate::maintenance::Sweeper;
 use crate::metrics::metered::MeteredPool;
-use crate::ownership::OwnershipManager;
+use crate::ownership::{ExtractionView, ExtractionWatch, OwnershipManager};
 use crate::provider::status::UpstreamOverview;
 use crate::provider::{Reconciler, SessionHealth, StatusBoard, VendorClient};
 use crate::snapshot::{ChangeSignal, SnapshotPublisher};
@@ -36,6 +36,8 @@ pub struct Controller {
     pub(super) board: Arc<StatusBoard>,
     pub(super) publisher: Arc<SnapshotPublisher>,
     pub(super) wake_ownership: Arc<Notify>,
+    /// What the ownership manager's last round left for extraction.
+    pub(super) extraction: Arc<ExtractionWatch>,
     /// Keeps the store the one the durable ledger remembers ([`Controller::guard_store`]).
     pub(super) guard: Option<StoreGuard>,
     /// The checker's failed checks of backconnect sessions, read by their reconcilers.
@@ -77,6 +79,7 @@ impl Controller {
             board: Arc::new(StatusBoard::default()),
             publisher,
             wake_ownership: Arc::new(Notify::new()),
+            extraction: Arc::default(),
             guard: None,
             session_health: Arc::default(),
         }
@@ -212,7 +215,16 @@ impl Controller {
             self.config().ownership.clone(),
             self.publisher.changes().clone(),
             self.wake_ownership.clone(),
+            self.extraction.clone(),
         )
+    }
+
+    /// What the ownership manager's last round left for extraction, while it is current:
+    /// at most three rounds and five seconds old, so a controller that stopped leading
+    /// shows none instead of what it saw when it led.
+    pub fn extraction_view(&self) -> Option<ExtractionView> {
+        let fresh_for = self.config().ownership.interval.as_ms() * 3 + 5_000;
+        self.extraction.current(self.clock.now(), fresh_for)
     }
 
     /// Runs the ownership manager soon (an operator changed a worker's mode: on the

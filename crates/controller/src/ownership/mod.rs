@@ -20,19 +20,24 @@
 //! assignment moves to draining, which is renewed while the connections last, so the proxy
 //! stays exclusively the worker's until they end. Any change wakes the snapshot publisher.
 //!
+//! Extraction keeps its share: no new lease leaves fewer than `extraction_share` of the
+//! usable proxies unowned ([`plan`]); what each round left is recorded ([`extraction`]).
+//!
 //! Every store call of a round goes through the term's fenced handle
 //! ([`crate::leadership::TermStore`]).
 
+pub mod extraction;
 pub mod plan;
 mod release;
 
+pub use extraction::{ExtractionView, ExtractionWatch};
 pub use release::{MAX_BATCHES, RELEASE_BATCH, Released, release_worker};
 
 use crate::clock::SharedClock;
 use crate::config::OwnershipConfig;
 use crate::leadership::job::LeaderJob;
 use crate::snapshot::ChangeSignal;
-use plan::{Free, Held, WorkerLoad};
+use plan::{Free, Held, Limits, WorkerLoad};
 use proxypool_core::{
     ActivityPool, Assignment, AssignmentState, Conflict, LockExt, PoolError, PoolResult,
     StoredRuntime, UnixMillis, WorkerId, WorkerMode, WorkerSession,
@@ -79,6 +84,8 @@ pub struct OwnershipManager {
     config: OwnershipConfig,
     changes: ChangeSignal,
     wake: Arc<Notify>,
+    /// What each round left for extraction.
+    extraction: Arc<ExtractionWatch>,
     /// Workers with a leases gauge, so one whose session ended is set back to 0.
     gauged: Mutex<BTreeSet<WorkerId>>,
 }
@@ -90,6 +97,7 @@ impl OwnershipManager {
         config: OwnershipConfig,
         changes: ChangeSignal,
         wake: Arc<Notify>,
+        extraction: Arc<ExtractionWatch>,
     ) -> Self {
         OwnershipManager {
             pool,
@@ -97,6 +105,7 @@ impl OwnershipManager {
             config,
             changes,
             wake,
+            extraction,
             gauged: Mutex::new(BTreeSet::new()),
         }
     }
@@ -154,7 +163,11 @@ impl OwnershipManager {
                 max_sessions: r.max_sessions,
             })
             .collect();
-        let plan = plan::plan(&loads, &free, self.config.per_worker_target);
+        let limits = Limits {
+            per_worker_target: self.config.worker_target(),
+            extraction_share: self.config.share_for_extraction(),
+        };
+        let plan = plan::plan(&loads, &free, limits);
         for (proxy, worker, epoch) in &plan.drain {
             match self.pool.begin_drain(now, proxy, worker, *epoch).await {
                 Ok(_) => round.drains_started += 1,
@@ -173,6 +186,13 @@ impl OwnershipManager {
                 Err(e) => return Err(e),
             }
         }
+        let leased: usize = loads.iter().map(|l| l.held.len()).sum();
+        self.extraction.record(
+            now,
+            limits.extraction_share,
+            free.len().saturating_sub(round.assigned),
+            leased + round.assigned,
+        );
         if round.changed() {
             self.changes.notify();
         }
@@ -211,7 +231,7 @@ impl OwnershipManager {
         round: &mut OwnershipRound,
     ) -> PoolResult<WorkerLoad> {
         let worker = &session.worker;
-        let limit = self.config.per_worker_target.saturating_mul(2).max(16);
+        let limit = self.config.worker_target().saturating_mul(2).max(16);
         let owned = self.pool.owned_by(now, worker, limit).await?;
         let runtime = self.pool.runtime(now, worker).await?;
         round.drains_started += self

@@ -1,7 +1,8 @@
 //! Ownership across two workers over the real control API: assign, renew, drain (with the
 //! worker's report deciding when a drain is done) and expire, on a time-travelling clock;
 //! a clean session close handing a worker's proxies back at once (a stale one: nothing);
-//! and a crashed worker's proxies coming back once its session lapses.
+//! a crashed worker's proxies coming back once its session lapses; and the share of the
+//! pool kept unowned for extraction.
 
 use crate::common::*;
 use hyper::StatusCode;
@@ -135,6 +136,59 @@ async fn per_worker_target_leaves_proxies_for_extraction() {
     assert_eq!(round.assigned, 2);
     let free = pool.assignable(T0, 100).await.unwrap();
     assert_eq!(free.len(), 3);
+}
+
+/// With `extraction_share`, a round leases only what leaves extraction its share of the
+/// usable proxies and takes nothing back when extraction uses its share up; the
+/// controller's view says how the pool is split, and since when the gateways hold it all.
+#[tokio::test]
+async fn the_extraction_share_stays_unowned_and_the_view_shows_the_split() {
+    use proxypool_core::{ClientId, ExtractMode, ExtractRequest, Extractor, ProxyFilter};
+    let text = config_text(&static_upstream("acme")).replace(
+        "per_worker_target = 100",
+        "per_worker_target = 100\nextraction_share = 0.5",
+    );
+    let (controller, pool, clock) = controller(parse_config(&text));
+    let addr = serve_control(&controller).await;
+    let client = ControlClient::new(addr, Some(WORKER_TOKEN));
+    let manager = controller.ownership_manager();
+    seed_available(pool.as_ref(), T0, "acme", 6).await;
+    assert_eq!(controller.extraction_view(), None, "no round yet");
+    client.register("gw-a", "a1").await;
+    assert_eq!(manager.round().await.unwrap().assigned, 3);
+    assert_eq!(pool.assignable(clock.now(), 100).await.unwrap().len(), 3);
+    let view = controller.extraction_view().unwrap();
+    assert_eq!(view.extraction_share, 0.5);
+    assert_eq!((view.unowned, view.leased), (3, 3));
+    assert_eq!(view.gateways_hold_all_since_ms, None);
+
+    // Extraction takes its three: the gateway keeps its own, and now holds every usable one.
+    let request = ExtractRequest {
+        project: None,
+        for_domain: None,
+        client: ClientId::new("acme").unwrap(),
+        idempotency_key: None,
+        request_id: "take-the-share".into(),
+        count: 3,
+        mode: ExtractMode::AllOrNothing,
+        filter: ProxyFilter::default(),
+        min_health_freshness_ms: None,
+        reserve_for_gateway: 0,
+        idempotency_ttl_ms: 60_000,
+        key_held_ms: 0,
+    };
+    let taken = pool.extract(clock.now(), request).await.unwrap();
+    assert_eq!(taken.response.proxies.len(), 3);
+    clock.advance(1_000);
+    let round = manager.round().await.unwrap();
+    assert_eq!((round.assigned, round.drains_started), (0, 0));
+    let view = controller.extraction_view().unwrap();
+    assert_eq!((view.unowned, view.leased), (0, 3));
+    assert_eq!(view.gateways_hold_all_since_ms, Some(clock.now()));
+
+    // Only the leader's current view is shown: one left over from rounds long ago is not.
+    clock.advance(6_000);
+    assert_eq!(controller.extraction_view(), None);
 }
 
 #[tokio::test]
