@@ -58,6 +58,29 @@ pub trait UpstreamStatusSource: Send + Sync + Debug {
     fn store_status(&self) -> Option<StoreStatus> {
         None
     }
+
+    /// What the ownership manager's last round left for extraction (`None`: this
+    /// controller does not run it now, or keeps no such view).
+    fn extraction(&self) -> Option<ExtractionShare> {
+        None
+    }
+}
+
+/// How the pool is split between the gateways and extraction, as the leading controller's
+/// ownership manager last saw it: shown on `/readyz` so an operator sees at once why
+/// extraction answers with no proxies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtractionShare {
+    /// The fraction of the usable proxies kept unowned for extraction.
+    pub share: f64,
+    /// Usable proxies no gateway holds (what extraction can take).
+    pub unowned: u64,
+    /// Usable proxies leased to gateways.
+    pub leased_to_gateways: u64,
+    /// Since when the gateways have held every usable proxy, leaving extraction none.
+    pub gateways_hold_all_since_ms: Option<UnixMillis>,
+    /// When the round looked.
+    pub measured_at_ms: UnixMillis,
 }
 
 /// Tells the controller in this process that an operator changed a worker's mode, so its

@@ -42,7 +42,7 @@
 //! | `state` | [`ApiState`], [`ApiStateBuilder`], [`ApiPorts`] |
 //! | `config` | [`ApiLimits`], [`ExtractionSettings`], [`ShieldSettings`], [`ApiConfigError`] |
 //! | `clients` | [`ApiClient`], [`ClientDirectory`]: hashed bearer tokens |
-//! | `controller_view` | [`UpstreamStatusSource`], [`UpstreamStatus`], [`OwnershipWake`]: what the controller provides |
+//! | `controller_view` | [`UpstreamStatusSource`], [`UpstreamStatus`], [`ExtractionShare`], [`OwnershipWake`]: what the controller provides |
 //! | `wire` | the JSON shapes |
 //! | `body` | JSON bodies: content type, size cap, field-naming errors |
 //! | `completion` | admitted work runs to completion even when the client goes away |
@@ -76,7 +76,9 @@ pub use admission::feedback_rate::FeedbackRate;
 pub use admission::shield_limiter::Shield;
 pub use clients::{ApiClient, ClientDirectory};
 pub use config::{ApiConfigError, ApiLimits, ExtractionSettings, ShieldSettings};
-pub use controller_view::{FetchHealth, OwnershipWake, UpstreamStatus, UpstreamStatusSource};
+pub use controller_view::{
+    ExtractionShare, FetchHealth, OwnershipWake, UpstreamStatus, UpstreamStatusSource,
+};
 pub use error::{ApiError, ErrorCode};
 pub use proxypool_metrics::MetricsHandle;
 pub use request_id::RequestId;

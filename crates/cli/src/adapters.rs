@@ -1,12 +1,16 @@
 //! What the client API needs from the controller, implemented over a [`Controller`] in the
-//! same process: the upstreams' provider status ([`UpstreamStatusSource`]) and a nudge of
-//! the ownership manager when an operator changes a worker's mode ([`OwnershipWake`]).
+//! same process: the upstreams' provider status and how the ownership manager's last round
+//! split the pool between the gateways and extraction ([`UpstreamStatusSource`]), and a
+//! nudge of the ownership manager when an operator changes a worker's mode
+//! ([`OwnershipWake`]).
 //!
 //! The provider status is read from the store, where the leading controller's reconcilers
 //! write it, so with several controllers on one store every one answers the same.
 
 use async_trait::async_trait;
-use proxypool_api::{FetchHealth, OwnershipWake, UpstreamStatus, UpstreamStatusSource};
+use proxypool_api::{
+    ExtractionShare, FetchHealth, OwnershipWake, UpstreamStatus, UpstreamStatusSource,
+};
 use proxypool_controller::Controller;
 use proxypool_controller::provider::status::UpstreamOverview;
 use proxypool_core::{PoolResult, StoreStatus};
@@ -39,6 +43,18 @@ impl UpstreamStatusSource for ControllerView {
         self.controller
             .store_guard()
             .map(|_| self.controller.store_status())
+    }
+
+    fn extraction(&self) -> Option<ExtractionShare> {
+        self.controller
+            .extraction_view()
+            .map(|view| ExtractionShare {
+                share: view.extraction_share,
+                unowned: view.unowned as u64,
+                leased_to_gateways: view.leased as u64,
+                gateways_hold_all_since_ms: view.gateways_hold_all_since_ms,
+                measured_at_ms: view.measured_at_ms,
+            })
     }
 }
 

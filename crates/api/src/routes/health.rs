@@ -10,7 +10,15 @@
 //! Neither route
 //! needs authentication; `/readyz` is behind the per-IP shield (a probe every few seconds
 //! stays far below it), `/healthz` is not.
+//!
+//! A ready answer's `extraction` shows how the pool is split between the gateways and
+//! extraction, as the leading controller's last ownership round saw it (null elsewhere):
+//! when the gateways hold every usable proxy, it says since when, with a `warning`. That
+//! is a state of the inventory, not of this process, so readiness does not fail on it
+//! (like an extraction that finds nothing, which answers 200 with no proxies): a balancer
+//! taking the API out of rotation would not give extraction a single proxy back.
 
+use crate::controller_view::ExtractionShare;
 use crate::error::{ApiError, ErrorCode};
 use crate::readiness::Down;
 use crate::state::ApiState;
@@ -43,10 +51,12 @@ pub(crate) async fn readyz(State(state): State<ApiState>) -> Result<Json<Value>,
     let checking = state.clone();
     let down = state.readiness().get(|| check(checking)).await;
     if down.is_empty() {
+        let extraction = state.ports().upstreams.extraction().map(extraction_detail);
         return Ok(Json(json!({
             "status": "ready",
             "checks": { "store": "ok", "quota": "ok" },
             "store": identity,
+            "extraction": extraction,
         })));
     }
     tracing::warn!(down = ?down, "not ready");
@@ -54,6 +64,22 @@ pub(crate) async fn readyz(State(state): State<ApiState>) -> Result<Json<Value>,
         format!("not ready: {} unreachable", down.join(" and ")),
         state.retry_after(),
     ))
+}
+
+/// The `extraction` detail: the split, and a warning while the gateways hold everything.
+fn extraction_detail(share: ExtractionShare) -> Value {
+    let mut detail = json!(share);
+    if share.gateways_hold_all_since_ms.is_some() {
+        let warning = if share.share > 0.0 {
+            "the gateways hold every usable proxy: extraction has taken its share and finds \
+             none until more proxies come or leases end"
+        } else {
+            "the gateways hold every usable proxy: extraction finds none; set [ownership] \
+             extraction_share (or lower per_worker_target) to keep part of the pool for it"
+        };
+        detail["warning"] = json!(warning);
+    }
+    detail
 }
 
 /// Probes the activity pool with a one-session read and the quota with a read-only query,
