@@ -60,9 +60,15 @@ pub struct Limits {
 
 impl Limits {
     /// How many of `usable` proxies stay unowned: the share rounded up, counted in parts
-    /// per million so a share like 0.1 does not round 3.0000000000000004 up to 4.
+    /// per million so 0.07 of 100 keeps 7 (in floating point it is 7.000000000000001,
+    /// which would round up to 8). Any share above 0 keeps at least one part per million.
     pub fn kept_for_extraction(&self, usable: usize) -> usize {
-        let ppm = (self.extraction_share.clamp(0.0, 1.0) * 1e6).round() as u128;
+        let share = self.extraction_share.clamp(0.0, 1.0);
+        let ppm = if share > 0.0 {
+            ((share * 1e6).round() as u128).max(1)
+        } else {
+            0
+        };
         let kept = (usable as u128 * ppm).div_ceil(1_000_000);
         usize::try_from(kept).unwrap_or(usable).min(usable)
     }
@@ -317,11 +323,17 @@ mod tests {
     }
 
     #[test]
-    fn a_share_like_a_tenth_rounds_on_whole_proxies() {
+    fn a_share_rounds_up_on_whole_proxies_not_on_floating_point_noise() {
+        assert_eq!(shared(0.07).kept_for_extraction(100), 7);
         let limits = shared(0.1);
         assert_eq!(limits.kept_for_extraction(30), 3);
         assert_eq!(limits.kept_for_extraction(31), 4);
         assert_eq!(limits.kept_for_extraction(0), 0);
         assert_eq!(shared(1.0).kept_for_extraction(7), 7);
+        assert_eq!(
+            shared(1e-9).kept_for_extraction(7),
+            1,
+            "a share is never rounded away"
+        );
     }
 }
