@@ -390,7 +390,10 @@ mod tests {
             CheckFailure::Protocol
         );
         assert_eq!(
-            reason(ProtoError::malformed("http", "invalid status line")),
+            reason(ProtoError::Malformed {
+                protocol: "http",
+                reason: "invalid status line".into()
+            }),
             CheckFailure::Protocol
         );
     }
