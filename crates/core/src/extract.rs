@@ -25,8 +25,7 @@ const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 /// Read from JSON as clients write it (`FilterFields`): `country` is another name for
 /// `region` (giving both is refused), and the geo values are canonicalised, so a value
 /// that names no place is refused with the field's name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "FilterFields")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct ProxyFilter {
     pub protocol: Option<Protocol>,
     pub region: Option<Label>,
@@ -95,13 +94,19 @@ impl ProxyFilter {
         Ok(())
     }
 
-    /// Checks that every geo value is in its canonical form (a filter built in code
-    /// without [`ProxyFilter::set_geo`] could hold another form, which would match nothing
-    /// in one store and, were a store to canonicalise, something in another).
+    /// Checks that no geo value is another spelling of a canonical one (a filter built in
+    /// code without [`ProxyFilter::set_geo`] could hold `New York`, which would match
+    /// nothing in one store and, were a store to canonicalise, something in another).
+    /// A value the canonical form refuses outright passes if it is short enough: the
+    /// canonical form is not always a fixed point (`İ` lower-cases to `i` and a combining
+    /// dot, which it refuses), so such a value may be a stored label, and otherwise it
+    /// matches nothing.
     pub fn validate(&self) -> Result<(), PoolError> {
         for label in GeoLabel::ALL {
             if let Some(value) = self.geo(label)
-                && label.canonical(value).as_deref() != Some(value)
+                && (value.is_empty()
+                    || value.len() > MAX_GEO_VALUE
+                    || label.canonical(value).is_some_and(|c| c != value))
             {
                 return Err(PoolError::invalid(format!(
                     "filters.{}: {}",
@@ -135,6 +140,29 @@ struct FilterFields {
     state: Option<String>,
     #[serde(default, deserialize_with = "geo_field::asn")]
     asn: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for ProxyFilter {
+    /// An object only: a derived struct would take an array of the fields too.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = FilterFields;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of filters")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<FilterFields, A::Error> {
+                FilterFields::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        let fields = d.deserialize_map(Object)?;
+        ProxyFilter::try_from(fields).map_err(serde::de::Error::custom)
+    }
 }
 
 impl TryFrom<FilterFields> for ProxyFilter {
@@ -529,6 +557,12 @@ mod tests {
         let mut good = request(None);
         good.filter.city = Some("new_york".into());
         good.validate().unwrap();
+        // A canonical form the canonical form itself refuses (a letter whose lower case
+        // carries a combining mark) is still a canonical form.
+        let mut dotted = request(None);
+        dotted.filter.set_geo(GeoLabel::City, "İstanbul").unwrap();
+        assert_eq!(dotted.filter.city.as_deref(), Some("i\u{307}stanbul"));
+        dotted.validate().unwrap();
     }
 
     #[test]
@@ -587,6 +621,8 @@ mod tests {
         let bad = read(r#"{"state": "new;york"}"#).unwrap_err();
         assert!(bad.to_string().contains("letters and digits"), "{bad}");
         assert!(read(r#"{"colour": "red"}"#).is_err());
+        assert!(read(r#"[null, null]"#).is_err(), "an object only");
+        assert!(read(r#"null"#).is_err());
         // What is written back (the request digest's input) names the region as region.
         let written = serde_json::to_value(&country).unwrap();
         assert_eq!(written["region"], "us");
