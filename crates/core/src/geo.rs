@@ -55,7 +55,9 @@ fn canonical_place(value: &str) -> Option<String> {
     let mut out = String::with_capacity(value.len());
     let mut pending_separator = false;
     for c in value.chars() {
-        if c.is_whitespace() || matches!(c, '-' | '+' | '_') {
+        if c.is_control() {
+            return None;
+        } else if c.is_whitespace() || matches!(c, '-' | '+' | '_') {
             pending_separator = !out.is_empty();
         } else if c.is_alphanumeric() {
             if pending_separator {
