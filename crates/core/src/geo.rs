@@ -64,12 +64,20 @@ fn canonical_place(value: &str) -> Option<String> {
                 out.push('_');
                 pending_separator = false;
             }
-            out.extend(c.to_lowercase());
+            // Lower-casing may add a combining mark (`İ` is `i` and a dot above): marks
+            // are dropped, so the canonical form is its own canonical form and `İstanbul`
+            // is selected by `istanbul`.
+            out.extend(c.to_lowercase().filter(|l| !is_combining_mark(*l)));
         } else {
             return None;
         }
     }
     Some(out)
+}
+
+/// The combining diacritical marks block: what `char::to_lowercase` can add.
+fn is_combining_mark(c: char) -> bool {
+    ('\u{300}'..='\u{36f}').contains(&c)
 }
 
 fn canonical_asn(value: &str) -> Option<String> {
@@ -112,6 +120,18 @@ mod tests {
             Some("são_paulo")
         );
         assert_eq!(GeoLabel::State.canonical("CA").as_deref(), Some("ca"));
+        assert_eq!(
+            GeoLabel::City.canonical("İSTANBUL").as_deref(),
+            Some("istanbul")
+        );
+        for written in ["New York", "İstanbul", "São Paulo"] {
+            let once = GeoLabel::City.canonical(written).unwrap();
+            assert_eq!(
+                GeoLabel::City.canonical(&once),
+                Some(once.clone()),
+                "{written}"
+            );
+        }
     }
 
     #[test]
