@@ -8,6 +8,7 @@
 use async_trait::async_trait;
 use proxypool_core::{PoolResult, StoreStatus, UnixMillis, UpstreamId};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 /// How the last fetches of an upstream went.
@@ -41,6 +42,18 @@ pub struct UpstreamStatus {
     pub last_error: Option<String>,
     /// Proxies the last successful fetch listed.
     pub last_fetched: Option<u64>,
+    /// Entries of the last successful list that were not stored, by reason
+    /// (`vendor_invalid`, `invalid_expires_at`, `host_not_allowed`, ...): what an operator
+    /// reads when a vendor's list leaves the pool empty.
+    #[serde(default)]
+    pub last_dropped: BTreeMap<String, u32>,
+    /// Fields of stored entries of the last list that could not be read and were left out,
+    /// by reason (`invalid_issued_at`).
+    #[serde(default)]
+    pub last_ignored: BTreeMap<String, u32>,
+    /// Entries of the last list refused by the host policy (also in `last_dropped`).
+    #[serde(default)]
+    pub last_refused: u32,
 }
 
 /// The upstreams' provider status (the controller implements it from its reconciler).

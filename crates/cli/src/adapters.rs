@@ -88,6 +88,9 @@ fn to_status(overview: UpstreamOverview) -> UpstreamStatus {
         last_fetched: status
             .last_success_ms
             .map(|_| u64::from(status.last_fetched)),
+        last_dropped: status.last_dropped,
+        last_ignored: status.last_ignored,
+        last_refused: status.last_refused,
     }
 }
 
@@ -115,9 +118,15 @@ mod tests {
             last_attempt_ms: Some(5),
             last_success_ms: Some(5),
             last_fetched: 4,
+            last_dropped: [("vendor_invalid".to_owned(), 2)].into(),
+            last_ignored: [("invalid_issued_at".to_owned(), 1)].into(),
+            last_refused: 3,
             ..BoardStatus::default()
         })));
         assert_eq!((ok.health, ok.last_fetched), (FetchHealth::Ok, Some(4)));
+        assert_eq!(ok.last_dropped.get("vendor_invalid"), Some(&2));
+        assert_eq!(ok.last_ignored.get("invalid_issued_at"), Some(&1));
+        assert_eq!(ok.last_refused, 3);
         let failing = to_status(overview(Some(BoardStatus {
             last_attempt_ms: Some(9),
             last_error: Some("connect".into()),

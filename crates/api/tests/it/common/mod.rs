@@ -116,6 +116,9 @@ pub fn status(name: &str) -> UpstreamStatus {
         consecutive_failures: 0,
         last_error: None,
         last_fetched: Some(10),
+        last_dropped: Default::default(),
+        last_ignored: Default::default(),
+        last_refused: 0,
     }
 }
 
