@@ -1,7 +1,8 @@
 //! `proxypool sim`: the simulated vendor on its own (the one `dev` runs inside), so split
 //! mode can be tried and tested by hand without writing a vendor: it prints its list URL,
-//! its proxies, its origin, its backconnect gateway and a ready `[[upstreams]]` entry for
-//! each, then serves until a signal.
+//! its vendor APIs (Webshare's shape among them), its proxies, its origin, its backconnect
+//! gateway and a ready `[[upstreams]]` entry for the list and for the gateway, then serves
+//! until a signal.
 
 use crate::args::SimArgs;
 use crate::failure::Failure;
@@ -104,6 +105,15 @@ fn banner(sim: &SimVendor, ttl: u64, ca_file: Option<&std::path::Path>) -> Strin
         sim.vendor().basic_url(),
         api.basic.0,
         api.basic.1
+    );
+    // Webshare writes no protocol and docs/vendors.md's example reads every entry as
+    // http, so this list's SOCKS5 proxies fail their checks there: said here, before a
+    // person trying the example wonders why half the proxies never serve.
+    let _ = writeln!(
+        out,
+        "  webshare list {}   (Webshare's shape, docs/vendors.md's example: gzip JSON pages, every third entry \"valid\": false; Authorization: Token {}; no protocol: read as http, its socks5 proxies fail their checks)",
+        sim.vendor().webshare_url(),
+        api.token
     );
     let _ = writeln!(
         out,
