@@ -34,6 +34,9 @@
 //! - `store_loss`: exclusivity through a loss of the pool store.
 //! - `tenants`: clients of two projects against each other's limits.
 //! - `usage`: usage accounting across two controllers and two upstreams.
+//! - `webshare`: `docs/vendors.md`'s Webshare example against `sim`'s Webshare-shaped list
+//!   under `serve`: invalid entries counted and not stored, extraction and the gateway by
+//!   country, city and ASN.
 //!
 //! `common` holds the shared helpers (processes, scratch directories, `curl`, bounded
 //! waits, the API client that retries a 503 as a real client does).
@@ -68,3 +71,4 @@ mod split_cluster;
 mod store_loss;
 mod tenants;
 mod usage;
+mod webshare;
