@@ -229,7 +229,10 @@ impl ExtractionSettings {
     pub fn problems(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         if !(1..=MAX_EXTRACT_COUNT).contains(&self.max_count) {
-            out.push(("max_count", format!("must be in 1..={MAX_EXTRACT_COUNT}")));
+            out.push((
+                "max_count",
+                format!("must be between 1 and {MAX_EXTRACT_COUNT}"),
+            ));
         }
         out.extend(floors::at_least_one([
             ("idempotency_ttl", self.idempotency_ttl.as_ms()),

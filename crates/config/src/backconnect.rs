@@ -208,7 +208,7 @@ fn check_group(
     c.require(
         (1..=MAX_SESSIONS_PER_GROUP).contains(&group.count),
         format!("{gpath}.count"),
-        "must be 1..=1000",
+        "must be between 1 and 1000",
     );
     let own = [
         Placeholder::Country,
@@ -282,7 +282,7 @@ pub(crate) fn validate(
     c.require(
         backconnect.port != 0,
         format!("{path}.port"),
-        "must be 1..=65535",
+        "must be between 1 and 65535",
     );
     c.duration(
         &format!("{path}.session_lifetime"),
@@ -293,7 +293,7 @@ pub(crate) fn validate(
     c.require(
         (6..=32).contains(&backconnect.session_id_length),
         format!("{path}.session_id_length"),
-        "must be 6..=32",
+        "must be between 6 and 32",
     );
     c.require(
         has_credentials,

@@ -203,7 +203,7 @@ pub(crate) fn validate_clients(
             c.require(
                 (1..=1000).contains(&limit.limit),
                 format!("{qpath}.limit"),
-                "must be in 1..=1000",
+                "must be between 1 and 1000",
             );
             c.duration(
                 &format!("{qpath}.window"),
@@ -232,7 +232,7 @@ pub(crate) fn validate_clients(
             Some(ClientRotation::EveryRequests(n)) if !(1..=MAX_ROTATE_REQUESTS).contains(&n) => {
                 c.at(
                     format!("{path}.rotation.every_requests"),
-                    format!("must be in 1..={MAX_ROTATE_REQUESTS}"),
+                    format!("must be between 1 and {MAX_ROTATE_REQUESTS}"),
                 );
             }
             Some(ClientRotation::Every(every)) => c.duration(

@@ -46,8 +46,9 @@ pub(crate) fn connection_caps(
              that it takes at least {MIN_ADDRESSES_TO_FILL} addresses to fill the listener"
         )
     });
-    let prefix = (!(MIN_IPV6_PREFIX..=128).contains(&ipv6_prefix))
-        .then(|| format!("must be in {MIN_IPV6_PREFIX}..=128 (64 = one count per /64 network)"));
+    let prefix = (!(MIN_IPV6_PREFIX..=128).contains(&ipv6_prefix)).then(|| {
+        format!("must be between {MIN_IPV6_PREFIX} and 128 (64 = one count per /64 network)")
+    });
     let first = first_byte.and_then(|first| match first.as_ms() {
         0 => Some("must be at least 1ms".to_owned()),
         ms if ms > header_read.as_ms() => Some("must be at most header_read_timeout".to_owned()),

@@ -89,7 +89,7 @@ pub(crate) fn validate(
         c.require(
             (100..=599).contains(&target.expect_status),
             format!("{path}.targets[{j}].expect_status"),
-            "must be an HTTP status code (100..=599)",
+            "must be an HTTP status code, between 100 and 599",
         );
     }
     c.duration(

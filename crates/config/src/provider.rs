@@ -182,7 +182,7 @@ pub(crate) fn validate(
     c.require(
         (1..=64 * 1024 * 1024).contains(&p.max_bytes),
         format!("{path}.max_bytes"),
-        "must be in 1..=67108864",
+        "must be between 1 and 67108864 (64 MiB)",
     );
     match p.kind {
         ProviderKind::Http => {

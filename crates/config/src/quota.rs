@@ -105,7 +105,7 @@ pub(crate) fn validate(c: &mut Check<'_>, quota: &mut QuotaStoreConfig) {
         c.require(
             (1..=256).contains(&connections),
             "quota.max_connections",
-            "must be in 1..=256",
+            "must be between 1 and 256",
         );
     }
     let (min, max) = (Millis(1), Millis::from_secs(60));

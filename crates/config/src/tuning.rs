@@ -229,7 +229,7 @@ pub(crate) fn validate_cooldowns(c: &mut Check<'_>, cooldowns: &CooldownsConfig)
         cooldowns.cap.max(Millis::from_secs(1)),
     );
     c.duration("cooldowns.memory", cooldowns.memory, Millis(0), day);
-    let rate = format!("must be in 1..={MAX_FEEDBACK_RATE}");
+    let rate = format!("must be between 1 and {MAX_FEEDBACK_RATE}");
     c.require(
         (1..=MAX_FEEDBACK_RATE).contains(&cooldowns.feedback_per_minute),
         "cooldowns.feedback_per_minute",
@@ -282,7 +282,7 @@ pub(crate) fn validate_snapshot(c: &mut Check<'_>, s: &SnapshotConfig) {
     c.require(
         (1..=100_000).contains(&s.max_proxies),
         "snapshot.max_proxies",
-        "must be in 1..=100000",
+        "must be between 1 and 100000",
     );
 }
 
@@ -323,7 +323,7 @@ pub(crate) fn validate_ownership(c: &mut Check<'_>, o: &OwnershipConfig, failove
     c.require(
         (1..=10_000).contains(&o.expire_batch),
         "ownership.expire_batch",
-        "must be in 1..=10000",
+        "must be between 1 and 10000",
     );
     c.require(
         o.assign_batch >= 1,
@@ -337,7 +337,7 @@ pub(crate) fn validate_checker(c: &mut Check<'_>, k: &CheckerConfig) {
     c.require(
         (1..=10_000).contains(&k.concurrency),
         "checker.concurrency",
-        "must be in 1..=10000",
+        "must be between 1 and 10000",
     );
     c.duration(
         "checker.timeout",
@@ -359,7 +359,7 @@ pub(crate) fn validate_checker(c: &mut Check<'_>, k: &CheckerConfig) {
     c.require(
         (1..=proxypool_core::health::MAX_HEALTH_BATCH).contains(&k.write_batch),
         "checker.write_batch",
-        "must be in 1..=10000",
+        "must be between 1 and 10000",
     );
 }
 

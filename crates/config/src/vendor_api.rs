@@ -267,7 +267,7 @@ pub(crate) fn validate_pagination(c: &mut Check<'_>, path: &str, p: &PaginationC
     c.require(
         (1..=MAX_PAGES).contains(&p.max_pages),
         format!("{path}.max_pages"),
-        "must be in 1..=1000",
+        "must be between 1 and 1000",
     );
     let next_given = p.next.is_some();
     let param_given = p.param.is_some();
@@ -445,7 +445,11 @@ pub fn parse_redirect_host(entry: &str) -> Result<(String, Option<u16>), String>
         None => None,
         Some(digits) => match digits.parse::<u16>() {
             Ok(port) if port != 0 && digits.bytes().all(|b| b.is_ascii_digit()) => Some(port),
-            _ => return Err(format!("{entry:?}: the port must be a number in 1..=65535")),
+            _ => {
+                return Err(format!(
+                    "{entry:?}: the port must be a number between 1 and 65535"
+                ));
+            }
         },
     };
     Ok((host.to_ascii_lowercase(), port))

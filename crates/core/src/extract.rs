@@ -291,7 +291,7 @@ impl ExtractRequest {
         self.filter.validate()?;
         if self.count == 0 || self.count > MAX_EXTRACT_COUNT {
             return Err(PoolError::invalid(format!(
-                "count must be in 1..={MAX_EXTRACT_COUNT}"
+                "count must be between 1 and {MAX_EXTRACT_COUNT}"
             )));
         }
         if self
@@ -472,6 +472,19 @@ mod tests {
             reserve_for_gateway: 0,
             idempotency_ttl_ms: 1_000,
             key_held_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_count_out_of_range_is_refused_in_words() {
+        for count in [0, MAX_EXTRACT_COUNT + 1] {
+            let mut bad = request(None);
+            bad.count = count;
+            let error = bad.validate().unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("count must be between 1 and {MAX_EXTRACT_COUNT}")),
+                "{error}"
+            );
         }
     }
 

@@ -130,7 +130,7 @@ pub struct PreparedBatch {
 pub fn prepare_batch(now: UnixMillis, batch: &FetchedBatch) -> Result<PreparedBatch, PoolError> {
     if batch.ttl_ms == 0 || batch.ttl_ms > MAX_TTL_MS {
         return Err(PoolError::invalid(format!(
-            "ttl_ms must be in 1..={MAX_TTL_MS}"
+            "ttl_ms must be between 1 and {MAX_TTL_MS}"
         )));
     }
     if batch.safety_margin_ms >= batch.ttl_ms {
@@ -341,6 +341,13 @@ mod tests {
         let mut b = batch(vec![]);
         b.operation_id = Some("op\n1".into());
         assert!(prepare_batch(0, &b).is_err());
+        let mut b = batch(vec![]);
+        b.ttl_ms = 0;
+        let error = prepare_batch(0, &b).unwrap_err().to_string();
+        assert!(
+            error.contains(&format!("ttl_ms must be between 1 and {MAX_TTL_MS}")),
+            "{error}"
+        );
     }
 
     #[test]

@@ -911,12 +911,12 @@ fn a_bad_client_rotation_names_the_key() {
         (
             "{ every_requests = 0 }",
             "clients[0].rotation.every_requests",
-            "must be in 1..=1000000",
+            "must be between 1 and 1000000",
         ),
         (
             "{ every_requests = 1000001 }",
             "clients[0].rotation.every_requests",
-            "must be in 1..=1000000",
+            "must be between 1 and 1000000",
         ),
         (
             "{ every = \"500ms\" }",

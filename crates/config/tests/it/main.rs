@@ -4,7 +4,9 @@
 //! - `load`: loading the shipped examples, unknown keys, overrides, secret references, and
 //!   errors that say where (file, line, key).
 //! - `ownership`: the share of the pool kept for extraction, by role, and its bad values.
+//! - `ranges`: values out of their range, refused with the range in words.
 
 mod backconnect;
 mod load;
 mod ownership;
+mod ranges;
