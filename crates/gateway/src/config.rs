@@ -6,8 +6,8 @@
 use crate::policy::destination::DestinationPolicy;
 use proxypool_config::gateway::MAX_IO_THREADS;
 pub use proxypool_config::gateway::{
-    AccessLogConfig, BansConfig, ControlConfig, Destinations, DialConfig, Limits, Listeners,
-    Rotation, StickySessions,
+    AccessLogConfig, AccessLogFormat, BansConfig, ControlConfig, Destinations, DialConfig, Limits,
+    Listeners, Rotation, StickySessions,
 };
 use proxypool_config::{ClientTlsConfig, GatewaySection, SecretRef, ServerTlsConfig};
 use proxypool_core::{MIN_HEADER_BYTES, Secret, SecretHash, WorkerId};

@@ -88,8 +88,8 @@ mod state;
 mod usage;
 
 pub use config::{
-    AccessLogConfig, BansConfig, ConfigError, ControlConfig, Destinations, DialConfig,
-    GatewayConfig, Limits, Listeners, Rotation, StickySessions,
+    AccessLogConfig, AccessLogFormat, BansConfig, ConfigError, ControlConfig, Destinations,
+    DialConfig, GatewayConfig, Limits, Listeners, Rotation, StickySessions,
 };
 pub use gateway::{Gateway, GatewayError, shutdown_signal};
 pub use policy::destination::DestinationPolicy;

@@ -61,6 +61,7 @@ impl GatewayReload {
         next.access_log.enabled = config.access_log.enabled;
         next.access_log.file = config.access_log.file.clone();
         next.access_log.sample_one_in = config.access_log.sample_one_in;
+        next.access_log.format = config.access_log.format;
         next.validate()?;
         // Every reload reopens the access log (logrotate's SIGHUP); a file that cannot be
         // opened fails the reload before anything else changed.

@@ -1,6 +1,7 @@
-//! `[gateway.access_log]`: one JSON line per request and per tunnel the gateway served or
-//! refused, to standard output or a file, and its checks. Every key but `queue` applies on
-//! a reload, and a reload (SIGHUP) reopens the file, so logrotate can move it away first.
+//! `[gateway.access_log]`: one line per request and per tunnel the gateway served or
+//! refused, as JSON, squid's native format or the NCSA combined format, to standard output
+//! or a file, and its checks. Every key but `queue` applies on a reload, and a reload
+//! (SIGHUP) reopens the file, so logrotate can move it away first.
 
 use crate::check::Check;
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,10 @@ pub struct AccessLogConfig {
     /// Log one in this many requests that were served; refusals and failures are always
     /// logged. 1 = every request.
     pub sample_one_in: u32,
+    /// The shape of a line: `json` (every field, for collectors), `squid` (squid's native
+    /// `access.log`) or `combined` (the Apache/NCSA combined format), for the tools that
+    /// already read those.
+    pub format: AccessLogFormat,
     /// Lines waiting for the writer at most; beyond it lines are dropped and counted
     /// (`proxypool_gateway_access_log_lines_total{outcome="dropped"}`), so a slow disk never
     /// slows a request.
@@ -33,9 +38,23 @@ impl Default for AccessLogConfig {
             enabled: false,
             file: None,
             sample_one_in: 1,
+            format: AccessLogFormat::Json,
             queue: 16_384,
         }
     }
+}
+
+/// `[gateway.access_log] format`: the shape of each line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessLogFormat {
+    /// One JSON object with the same keys on every line.
+    #[default]
+    Json,
+    /// Squid's native `access.log` line (`logformat squid`).
+    Squid,
+    /// The Apache/NCSA combined log format.
+    Combined,
 }
 
 /// Largest `sample_one_in`.

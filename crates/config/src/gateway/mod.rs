@@ -21,7 +21,7 @@ pub mod limits;
 pub mod rotation;
 pub mod section;
 
-pub use access_log::AccessLogConfig;
+pub use access_log::{AccessLogConfig, AccessLogFormat};
 pub use bans::{BansConfig, MAX_BAN_RETRIES};
 pub use control::{ControlConfig, ControllerUrls, MAX_CONTROLLER_URLS};
 pub use destinations::Destinations;

@@ -1,6 +1,7 @@
 //! Configuration loading: the shipped examples, unknown keys, overrides, secret references
 //! and errors that say where (file, line, key).
 
+use proxypool_config::gateway::AccessLogFormat;
 use proxypool_config::{Config, ConfigError, Env, ProviderKind, QuotaKind, Role, StoreKind};
 use proxypool_core::PortSet;
 use std::path::{Path, PathBuf};
@@ -977,6 +978,28 @@ fn the_access_log_takes_its_keys_and_refuses_bad_values_by_name() {
         log.file.as_deref(),
         Some(Path::new("/var/log/proxypool/access.log"))
     );
+    assert_eq!(
+        log.format,
+        AccessLogFormat::Json,
+        "the example's, and the default"
+    );
+    for (written, format) in [
+        ("squid", AccessLogFormat::Squid),
+        ("combined", AccessLogFormat::Combined),
+    ] {
+        let text = base.replace("format = \"json\" ", &format!("format = \"{written}\" "));
+        assert_ne!(text, base, "the example names the format");
+        let config = gateway(&text).unwrap();
+        assert_eq!(config.gateway.unwrap().access_log.format, format);
+    }
+    // A bad format is refused by name, with the values it takes, whatever else is right.
+    let error = gateway(&base.replace("format = \"json\" ", "format = \"apache\" ")).unwrap_err();
+    let problem = &error.problems()[0];
+    assert_eq!(problem.path, "gateway.access_log.format", "{error}");
+    let message = error.to_string();
+    for named in ["apache", "json", "squid", "combined"] {
+        assert!(message.contains(named), "{named}: {message}");
+    }
     for (from, to, key) in [
         (
             "sample_one_in = 1 ",

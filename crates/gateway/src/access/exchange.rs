@@ -5,11 +5,17 @@
 //! end when there was none), the tunnel histogram for a tunnel, and one access-log line.
 //!
 //! Without the access log an exchange is a start time and a kind: nothing is copied or
-//! allocated for a line nobody writes.
+//! allocated for a line nobody writes. With it, an exchange collects what its format
+//! shows, the format being the one in force when the request was read: the JSON line's
+//! upstream name and proxy id, squid's peer host and media type, the combined line's
+//! `Referer` and `User-Agent`; nothing is formatted until the line is written.
 
 use super::line::Line;
 use super::sink::AccessLog;
+use super::text::{Peer, TextLine, protocol, refusal_tag, url_as_logged};
+use crate::config::AccessLogFormat;
 use crate::refusal::Refusal;
+use http::header::{self, HeaderMap};
 use proxypool_proto::TargetAddr;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,16 +38,27 @@ impl Kind {
             Kind::Socks5 => "socks5",
         }
     }
+
+    fn is_tunnel(self) -> bool {
+        !matches!(self, Kind::Http)
+    }
 }
+
+/// The SOCKS5 reply of an opened tunnel.
+const SOCKS_SUCCEEDED: u8 = 0;
 
 /// What only a line needs; boxed, and made only while the access log is on.
 #[derive(Debug)]
 struct Fields {
+    /// The format in force when the request was read: what is collected is its fields.
+    format: AccessLogFormat,
     time: SystemTime,
     source: SocketAddr,
     client: Option<String>,
     method: Option<String>,
+    /// `host:port`; in the text formats a plain request's URL instead.
     target: Option<String>,
+    /// JSON only: the upstream's name and the proxy's id.
     upstream: Option<String>,
     proxy: Option<String>,
     status: Option<u16>,
@@ -52,6 +69,26 @@ struct Fields {
     bytes_down: u64,
     /// A streamed request body's count, read when the exchange ends.
     uploaded: Option<Arc<AtomicU64>>,
+    /// What only the text formats show (`None` in JSON).
+    text: Option<TextFields>,
+}
+
+/// The text formats' own fields.
+#[derive(Debug, Default)]
+struct TextFields {
+    /// The request line's protocol.
+    protocol: Option<&'static str>,
+    /// squid's tag of the refusal, when refused.
+    refused: Option<&'static str>,
+    /// SOCKS5: the HTTP status of the refusal (the HTTP listener's answer to the same).
+    refusal_status: Option<u16>,
+    /// squid: the proxy that carried the request (its address; no string made for an IP).
+    peer: Option<TargetAddr>,
+    /// squid: the response's `Content-Type`.
+    content_type: Option<Box<[u8]>>,
+    /// combined: the request's `Referer` and `User-Agent`.
+    referer: Option<Box<[u8]>>,
+    user_agent: Option<Box<[u8]>>,
 }
 
 /// One request's account (see the module docs); inert once handed over or forgotten.
@@ -70,7 +107,9 @@ impl Exchange {
     /// A request of `kind` from `source`, read now.
     pub(crate) fn start(log: &Arc<AccessLog>, kind: Kind, source: SocketAddr) -> Exchange {
         let fields = log.enabled().then(|| {
+            let format = log.format();
             Box::new(Fields {
+                format,
                 time: SystemTime::now(),
                 source,
                 client: None,
@@ -85,6 +124,7 @@ impl Exchange {
                 bytes_up: 0,
                 bytes_down: 0,
                 uploaded: None,
+                text: (format != AccessLogFormat::Json).then(TextFields::default),
             })
         });
         Exchange {
@@ -127,18 +167,27 @@ impl Exchange {
         }
     }
 
-    pub(crate) fn method(&mut self, method: &http::Method) {
-        if let Some(fields) = &mut self.fields {
-            fields.method = Some(method.as_str().to_owned());
-        }
-    }
-
-    /// The request's target as its URI names it (`host:port`, the port from the scheme
-    /// when none is written), before the gateway parsed it.
-    pub(crate) fn target_as_written(&mut self, uri: &http::Uri) {
+    /// The request's head as the client wrote it: its method, and its target as its URI
+    /// names it (`host:port`, the port from the scheme when none is written; in the text
+    /// formats a plain request's URL), before the gateway parsed it.
+    pub(crate) fn request<B>(&mut self, request: &http::Request<B>) {
         let Some(fields) = &mut self.fields else {
             return;
         };
+        fields.method = Some(request.method().as_str().to_owned());
+        let uri = request.uri();
+        if let Some(text) = &mut fields.text {
+            text.protocol = Some(protocol(request.version()));
+            if fields.format == AccessLogFormat::Combined {
+                let copy = |name| request.headers().get(name).map(|v| v.as_bytes().into());
+                text.referer = copy(header::REFERER);
+                text.user_agent = copy(header::USER_AGENT);
+            }
+            if self.kind == Kind::Http {
+                fields.target = Some(url_as_logged(uri));
+                return;
+            }
+        }
         let Some(host) = uri.host() else {
             return;
         };
@@ -153,23 +202,51 @@ impl Exchange {
         });
     }
 
+    /// The target as the gateway parsed it (canonical `host:port`). A text line keeps a
+    /// plain request's URL instead.
     pub(crate) fn target(&mut self, target: &TargetAddr) {
-        if let Some(fields) = &mut self.fields {
+        if let Some(fields) = &mut self.fields
+            && !(fields.text.is_some() && self.kind == Kind::Http)
+        {
             fields.target = Some(target.to_string());
         }
     }
 
-    /// The proxy that carried the request (the last one tried) and how many were tried.
+    /// The proxy that carried the request (the last one tried: its upstream, its id and
+    /// its address) and how many were tried.
     pub(crate) fn routed(
         &mut self,
         upstream: &impl ToString,
         proxy: &impl ToString,
+        address: &TargetAddr,
         attempts: u32,
     ) {
         if let Some(fields) = &mut self.fields {
-            fields.upstream = Some(upstream.to_string());
-            fields.proxy = Some(proxy.to_string());
             fields.attempts = attempts;
+            match fields.format {
+                AccessLogFormat::Json => {
+                    fields.upstream = Some(upstream.to_string());
+                    fields.proxy = Some(proxy.to_string());
+                }
+                AccessLogFormat::Squid => {
+                    if let Some(text) = &mut fields.text {
+                        text.peer = Some(address.clone());
+                    }
+                }
+                AccessLogFormat::Combined => {}
+            }
+        }
+    }
+
+    /// The response's head (squid shows its media type).
+    pub(crate) fn response_headers(&mut self, headers: &HeaderMap) {
+        if let Some(fields) = &mut self.fields
+            && fields.format == AccessLogFormat::Squid
+            && let Some(text) = &mut fields.text
+        {
+            text.content_type = headers
+                .get(header::CONTENT_TYPE)
+                .map(|value| value.as_bytes().into());
         }
     }
 
@@ -191,9 +268,7 @@ impl Exchange {
 
     /// The gateway refused the request: its code, and the status or reply the client gets.
     pub(crate) fn refused(&mut self, refusal: &Refusal) {
-        if let Some(fields) = &mut self.fields {
-            fields.code = Some(refusal.code());
-        }
+        self.note_refusal(refusal);
         match self.kind {
             Kind::Socks5 => self.replied(refusal.socks_reply()),
             Kind::Http | Kind::Connect => self.answered(refusal.status()),
@@ -203,10 +278,18 @@ impl Exchange {
     /// The gateway refused the credentials (SOCKS5's username/password step, which has no
     /// room for a reply code): the request ends here.
     pub(crate) fn refused_at_credentials(mut self, refusal: &Refusal) {
+        self.note_refusal(refusal);
+        self.record_request();
+    }
+
+    fn note_refusal(&mut self, refusal: &Refusal) {
         if let Some(fields) = &mut self.fields {
             fields.code = Some(refusal.code());
+            if let Some(text) = &mut fields.text {
+                text.refused = Some(refusal_tag(refusal, self.kind.is_tunnel()));
+                text.refusal_status = Some(refusal.status());
+            }
         }
-        self.record_request();
     }
 
     /// The tunnel is up: from now on its life is measured.
@@ -268,23 +351,67 @@ impl Drop for Exchange {
         if fields.code.is_none() && !log.sampled() {
             return;
         }
-        let line = Line {
-            time: fields.time,
-            kind: self.kind.label(),
-            source: fields.source,
-            client: fields.client.as_deref(),
-            method: fields.method.as_deref(),
-            target: fields.target.as_deref(),
-            upstream: fields.upstream.as_deref(),
-            proxy: fields.proxy.as_deref(),
-            status: fields.status,
-            socks_reply: fields.socks_reply,
-            code: fields.code,
-            attempts: fields.attempts,
-            bytes_up: fields.bytes_up,
-            bytes_down: fields.bytes_down,
-            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+        let elapsed = self.started.elapsed();
+        let Some(text) = &fields.text else {
+            let line = Line {
+                time: fields.time,
+                kind: self.kind.label(),
+                source: fields.source,
+                client: fields.client.as_deref(),
+                method: fields.method.as_deref(),
+                target: fields.target.as_deref(),
+                upstream: fields.upstream.as_deref(),
+                proxy: fields.proxy.as_deref(),
+                status: fields.status,
+                socks_reply: fields.socks_reply,
+                code: fields.code,
+                attempts: fields.attempts,
+                bytes_up: fields.bytes_up,
+                bytes_down: fields.bytes_down,
+                duration_ms: elapsed.as_secs_f64() * 1000.0,
+            };
+            log.push(line.to_bytes());
+            return;
         };
-        log.push(line.to_bytes());
+        let (method, protocol, status) = match self.kind {
+            Kind::Http | Kind::Connect => (
+                fields.method.as_deref(),
+                text.protocol.unwrap_or("HTTP/1.1"),
+                fields.status,
+            ),
+            // No request line and no HTTP status: what stands for them (module docs).
+            Kind::Socks5 => (
+                Some("SOCKS5"),
+                "SOCKS/5",
+                match fields.socks_reply {
+                    Some(SOCKS_SUCCEEDED) => Some(200),
+                    _ => text.refusal_status,
+                },
+            ),
+        };
+        let line = TextLine {
+            started: fields.time,
+            elapsed,
+            source: fields.source.ip(),
+            client: fields.client.as_deref(),
+            method,
+            url: fields.target.as_deref(),
+            protocol,
+            tag: TextLine::tag(text.refused, text.peer.is_some(), self.kind.is_tunnel()),
+            status,
+            bytes: fields.bytes_down,
+            peer: text.peer.as_ref().map(|peer| match peer {
+                TargetAddr::Ip(addr) => Peer::Ip(addr.ip()),
+                TargetAddr::Domain(name, _) => Peer::Name(name),
+            }),
+            content_type: text.content_type.as_deref(),
+            referer: text.referer.as_deref(),
+            user_agent: text.user_agent.as_deref(),
+        };
+        log.push(if fields.format == AccessLogFormat::Combined {
+            line.combined()
+        } else {
+            line.squid()
+        });
     }
 }

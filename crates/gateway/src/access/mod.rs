@@ -7,11 +7,14 @@
 //!   one place a request is accounted, so each request yields exactly one line.
 //! - [`sink`]: [`AccessLog`], the bounded queue and the writer thread (standard output or
 //!   a file reopened on reload), sampling, and the duration histograms.
-//! - [`line`]: the JSON shape of a line.
+//! - [`line`]: the JSON shape of a line (`format = "json"`).
+//! - [`text`]: squid's native line and the NCSA combined line (`format = "squid"`,
+//!   `"combined"`), their escaping and squid's result tags.
 
 pub(crate) mod exchange;
 pub(crate) mod line;
 pub(crate) mod sink;
+pub(crate) mod text;
 
 pub(crate) use exchange::{Exchange, Kind};
 pub(crate) use sink::AccessLog;

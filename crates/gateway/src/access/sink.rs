@@ -8,11 +8,12 @@
 //! while it rests, so under load the hot path pays no thread wake-up and the disk one write
 //! per batch.
 //!
-//! A reload reconfigures the log live and always reopens the file (after logrotate moved
+//! A reload reconfigures the log live (its format from the next request read) and always
+//! reopens the file (after logrotate moved
 //! it, SIGHUP starts a new one); a file that cannot be opened fails the reload and the old
 //! one stays in use.
 
-use crate::config::AccessLogConfig;
+use crate::config::{AccessLogConfig, AccessLogFormat};
 use arc_swap::ArcSwapOption;
 use metrics::{Counter, Histogram, counter, histogram};
 use proxypool_core::LockExt;
@@ -20,7 +21,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -54,6 +55,8 @@ pub(crate) struct AccessLog {
     /// Off: exchanges collect nothing for a line.
     enabled: AtomicBool,
     sample_one_in: AtomicU32,
+    /// The [`AccessLogFormat`] of lines from requests read from now on ([`format_code`]).
+    format: AtomicU8,
     /// Served requests seen, for sampling one in N.
     served: AtomicU64,
     /// The queue's sending side; `None` once closed.
@@ -148,6 +151,7 @@ impl AccessLog {
         Ok(Arc::new(AccessLog {
             enabled: AtomicBool::new(config.enabled),
             sample_one_in: AtomicU32::new(config.sample_one_in.max(1)),
+            format: AtomicU8::new(format_code(config.format)),
             served: AtomicU64::new(0),
             sender: ArcSwapOption::from_pointee(sender),
             writer: Mutex::new(Some(writer)),
@@ -169,6 +173,8 @@ impl AccessLog {
         self.reopen.requested.store(true, Ordering::Release);
         self.sample_one_in
             .store(config.sample_one_in.max(1), Ordering::Relaxed);
+        self.format
+            .store(format_code(config.format), Ordering::Relaxed);
         self.enabled.store(config.enabled, Ordering::Relaxed);
         Ok(())
     }
@@ -176,6 +182,15 @@ impl AccessLog {
     /// Whether an exchange starting now should collect the fields of a line.
     pub(crate) fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// The format of a line for a request read now.
+    pub(super) fn format(&self) -> AccessLogFormat {
+        match self.format.load(Ordering::Relaxed) {
+            1 => AccessLogFormat::Squid,
+            2 => AccessLogFormat::Combined,
+            _ => AccessLogFormat::Json,
+        }
     }
 
     /// Whether a served request (not refused) is one of the sampled ones.
@@ -209,6 +224,15 @@ impl AccessLog {
         if let Some(writer) = writer {
             let _ = writer.join();
         }
+    }
+}
+
+/// [`AccessLogFormat`] as the atomic holds it.
+fn format_code(format: AccessLogFormat) -> u8 {
+    match format {
+        AccessLogFormat::Json => 0,
+        AccessLogFormat::Squid => 1,
+        AccessLogFormat::Combined => 2,
     }
 }
 

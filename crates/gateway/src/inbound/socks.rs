@@ -217,7 +217,7 @@ async fn route(
         .route(&view, auth, route_target, &dialer)
         .await?;
     let proxy = &view.proxies[routed.index as usize];
-    exchange.routed(&proxy.upstream, &proxy.id, routed.attempts);
+    exchange.routed(&proxy.upstream, &proxy.id, &proxy.address, routed.attempts);
     let usage = shared.usage.cell(&auth.client.id, &proxy.upstream);
     usage.routed();
     Ok((routed.value, routed.lease, permit, usage))

@@ -20,10 +20,10 @@ use tokio::net::TcpStream;
 const CREDS: Option<(&str, &str)> = Some((UPSTREAM_USER, UPSTREAM_PASS));
 
 /// A private directory for one test's log files, removed at the end.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Scratch {
-    fn new(tag: &str) -> Scratch {
+    pub(crate) fn new(tag: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("gw-access-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -46,7 +46,7 @@ fn lines_of(path: &Path) -> Vec<Value> {
 }
 
 /// Sends `payload` through an open tunnel, reads it back and closes the tunnel.
-async fn echo_through(mut tunnel: TcpStream, payload: &[u8]) {
+pub(crate) async fn echo_through(mut tunnel: TcpStream, payload: &[u8]) {
     tunnel.write_all(payload).await.unwrap();
     let mut back = vec![0u8; payload.len()];
     tunnel.read_exact(&mut back).await.unwrap();

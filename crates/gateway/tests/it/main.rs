@@ -3,6 +3,7 @@
 //! client, one wait on a condition, and [`common::alone`] for the tests that read the
 //! process-wide metrics, count threads or time a failover). One module per concern:
 //!
+//! - `access_formats`: squid and combined lines read back by parsers of those formats.
 //! - `access_log`: one JSON line per request and refusal, sampling, reopening on reload.
 //! - `admin_token`: the admin bearer token on `/metrics` and `/status`, not on the probes.
 //! - `bans`: ban-aware routing: banned exits retried elsewhere, cooldowns, feedback.
@@ -29,6 +30,7 @@
 
 mod common;
 
+mod access_formats;
 mod access_log;
 mod admin_token;
 mod bans;

@@ -54,7 +54,7 @@ pub(super) async fn connect(
         .route(view, auth, route_target, &dialer)
         .await?;
     let proxy = &view.proxies[routed.index as usize];
-    exchange.routed(&proxy.upstream, &proxy.id, routed.attempts);
+    exchange.routed(&proxy.upstream, &proxy.id, &proxy.address, routed.attempts);
     // The 200 goes out with the response below; the tunnel's account goes with the tunnel.
     exchange.answered(200);
     let mut exchange = exchange.hand_over();

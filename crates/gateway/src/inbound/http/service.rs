@@ -45,13 +45,13 @@ pub(super) async fn handle(
         Kind::Http
     };
     let mut exchange = Exchange::start(&shared.access, kind, state.peer);
-    exchange.method(request.method());
     // As the client wrote it, for a refusal before the target is parsed and checked (which
     // then puts the canonical form in its place).
-    exchange.target_as_written(request.uri());
+    exchange.request(&request);
     match admit_and_route(shared, state, request, &mut exchange).await {
         Ok(mut response) => {
             exchange.answered(response.status().as_u16());
+            exchange.response_headers(response.headers());
             if let ProxyBody::Upstream(body) = response.body_mut() {
                 body.account(exchange.hand_over());
             }

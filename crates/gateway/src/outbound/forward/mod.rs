@@ -113,7 +113,7 @@ pub(crate) async fn forward(
             Err(refusal) => match previous {
                 Some(previous) => {
                     let proxy = &view.proxies[previous.index as usize];
-                    exchange.routed(&proxy.upstream, &proxy.id, attempts);
+                    exchange.routed(&proxy.upstream, &proxy.id, &proxy.address, attempts);
                     return Ok(previous.into_response(shared, view, auth, proxy, attempts, permit));
                 }
                 None => return Err(refusal),
@@ -149,7 +149,7 @@ pub(crate) async fn forward(
             previous = Some(sent);
             continue;
         }
-        exchange.routed(&proxy.upstream, &proxy.id, attempts);
+        exchange.routed(&proxy.upstream, &proxy.id, &proxy.address, attempts);
         return Ok(sent.into_response(shared, view, auth, proxy, attempts, permit));
     }
 }
