@@ -106,12 +106,9 @@ fn banner(sim: &SimVendor, ttl: u64, ca_file: Option<&std::path::Path>) -> Strin
         api.basic.0,
         api.basic.1
     );
-    // Webshare writes no protocol and docs/vendors.md's example reads every entry as
-    // http, so this list's SOCKS5 proxies fail their checks there: said here, before a
-    // person trying the example wonders why half the proxies never serve.
     let _ = writeln!(
         out,
-        "  webshare list {}   (Webshare's shape, docs/vendors.md's example: gzip JSON pages, every third entry \"valid\": false; Authorization: Token {}; no protocol: read as http, its socks5 proxies fail their checks)",
+        "  webshare list {}   (Webshare's shape, docs/vendors.md's example: gzip JSON pages, the http proxies, every third entry \"valid\": false; Authorization: Token {})",
         sim.vendor().webshare_url(),
         api.token
     );

@@ -131,7 +131,7 @@ impl VendorEndpoint {
     /// The current list as the Webshare-shaped API shows it, each listing with its
     /// `valid` flag (every third is `false`).
     pub fn webshare_listings(&self) -> Vec<(Listing, bool)> {
-        self.listings()
+        webshare::listed(self.listings())
             .into_iter()
             .enumerate()
             .map(|(position, listing)| (listing, webshare::webshare_valid(position)))
@@ -270,7 +270,8 @@ async fn answer(inner: Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
         return if path == api::BASIC_TEXT {
             api::answer_basic(&inner.api, req.headers(), &listings)
         } else if path == webshare::WEBSHARE_LIST {
-            webshare::answer_webshare(&inner.api, &knobs, query, req.headers(), &listings)
+            let http = webshare::listed(listings);
+            webshare::answer_webshare(&inner.api, &knobs, query, req.headers(), &http)
         } else {
             api::answer_api(&inner.api, &knobs, path, query, req.headers(), &listings)
         };

@@ -13,6 +13,8 @@
 //!   `valid`, `last_verification`, `country_code`, `city_name`, `asn_name`, `asn_number`,
 //!   `high_country_confidence`, and `created_at` as ISO 8601 with microseconds and an
 //!   offset (`+00:00`, or the same instant at `-07:00` on every other entry);
+//! - only the fleet's HTTP proxies are listed (a Webshare proxy speaks HTTP, and SOCKS5 on
+//!   the same port; the list names no protocol, so a list reader takes each as `http`);
 //! - every third entry (positions 2, 5, 8, ...) is `"valid": false`;
 //! - gzip- (or deflate-) encoded, as [`ApiKnobs::encoding`](super::ApiKnobs) says;
 //! - with [`ApiKnobs::webshare_port`](super::ApiKnobs) set, a request that reaches any
@@ -27,6 +29,7 @@ use super::api::{encode_body, json_status};
 use super::config::{ApiConfig, ApiKnobs};
 use super::listing::Listing;
 use crate::http::{Body, respond};
+use crate::upstream::ProxyKind;
 
 /// The list's path.
 pub(super) const WEBSHARE_LIST: &str = "/api/v2/proxy/list/";
@@ -34,6 +37,14 @@ pub(super) const WEBSHARE_LIST: &str = "/api/v2/proxy/list/";
 /// Cities and networks given to the entries, in turn.
 const CITIES: &[&str] = &["New York", "Los Angeles", "São Paulo"];
 const NETWORKS: &[(&str, u32)] = &[("COMCAST-7922", 7922), ("DTAG", 3320), ("AS-GOOGLE", 15169)];
+
+/// The proxies the list names: the fleet's HTTP proxies, in the fleet's order.
+pub(super) fn listed(listings: Vec<Listing>) -> Vec<Listing> {
+    listings
+        .into_iter()
+        .filter(|listing| listing.protocol == ProxyKind::Http)
+        .collect()
+}
 
 /// Whether the entry at `position` of the list is `"valid": true`.
 pub fn webshare_valid(position: usize) -> bool {
