@@ -15,7 +15,9 @@
 //! `limits.capacity_wait` (default: the shipped default), for the full-pool measurement.
 //!
 //! `BENCH_ACCESS_LOG=FILE` turns the access log on, writing every line to `FILE` (the
-//! cost of the log: `scripts/bench-gateway-ab.sh` with it set for one side only).
+//! cost of the log: `scripts/bench-gateway-ab.sh` with it set for one side only), and
+//! `BENCH_ACCESS_LOG_FORMAT` (`json`, `squid` or `combined`; default `json`) picks its
+//! format, to compare the formats' costs.
 //!
 //! `GATEWAY_IO_THREADS` sets `io_threads` (default: one per CPU; `0` = the client
 //! connections on the multi-thread runtime, whose size `GATEWAY_WORKERS` sets).
@@ -32,7 +34,7 @@ use proxypool_core::{
     ClientId, Credentials, Label, Protocol, ProxyId, Secret, SecretHash, UpstreamId, WorkerId,
     now_millis,
 };
-use proxypool_gateway::{Gateway, GatewayConfig, shutdown_signal};
+use proxypool_gateway::{AccessLogFormat, Gateway, GatewayConfig, shutdown_signal};
 use std::net::SocketAddr;
 
 fn main() {
@@ -104,6 +106,14 @@ fn main() {
         if let Ok(file) = std::env::var("BENCH_ACCESS_LOG") {
             config.access_log.enabled = true;
             config.access_log.file = Some(file.into());
+            config.access_log.format = match std::env::var("BENCH_ACCESS_LOG_FORMAT").as_deref() {
+                Ok("squid") => AccessLogFormat::Squid,
+                Ok("combined") => AccessLogFormat::Combined,
+                Ok("json") | Err(_) => AccessLogFormat::Json,
+                Ok(other) => {
+                    panic!("BENCH_ACCESS_LOG_FORMAT: {other} is not json, squid or combined")
+                }
+            };
         }
         if let Some(ms) = env_number("BENCH_CAPACITY_WAIT_MS") {
             config.limits.capacity_wait = proxypool_config::Millis(ms);
