@@ -3,7 +3,7 @@
 //! Only parsing lives here; what each subcommand does is in `commands`. Defaults that a
 //! newcomer sees in `--help` are chosen so `proxypool dev` works with no flags at all.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
@@ -24,6 +24,9 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Everything in one process on loopback with a simulated vendor: try it in a minute.
     Dev(DevArgs),
+    /// Write a starter configuration with freshly generated secrets into DIR: one `serve`
+    /// (--single) or a controller and a gateway (--split).
+    Init(InitArgs),
     /// Controller, client API and a gateway in one process (one machine).
     Serve(ConfigArg),
     /// Controller and client API (split mode: gateways run as `proxypool gateway`).
@@ -42,14 +45,44 @@ pub(crate) enum Command {
     /// The simulated vendor on its own: upstream proxies, a list endpoint and an origin on
     /// loopback, to point a controller at by hand.
     Sim(SimArgs),
-    /// GET an http:// URL and exit 0 on a 2xx answer (1 otherwise), printing the body: a
-    /// health check for images that ship no HTTP client (`proxypool probe
+    /// GET an http:// or https:// URL and exit 0 on a 2xx answer (1 otherwise), printing
+    /// the body: a health check for images that ship no HTTP client (`proxypool probe
     /// http://127.0.0.1:7080/healthz`).
     Probe(ProbeArgs),
     /// Read a secret (an API token, a gateway password, a worker or metrics token) from
     /// standard input and print the `{ hash = "..." }` reference to put in the
-    /// configuration file instead of the secret.
+    /// configuration file instead of the secret. In a terminal it asks for one line (the
+    /// line is shown as typed); from a pipe it reads everything, silently.
     HashSecret,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("shape").required(true).args(["single", "split"])))]
+pub(crate) struct InitArgs {
+    /// Where the files go: created (mode 0700) if missing; one writable by every user is
+    /// refused.
+    #[arg(value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// One `proxypool serve` (controller, client API and gateway in one process): the pool
+    /// in memory, the quota in SQLite.
+    #[arg(long)]
+    pub single: bool,
+    /// `proxypool controller` and `proxypool gateway` as separate processes, the pool in
+    /// Redis and the quota in PostgreSQL (gateway.toml is the gateway's file).
+    #[arg(long)]
+    pub split: bool,
+    /// The vendor's proxy list (https://; JSON by default, see docs/vendors.md). Without
+    /// it the upstream is a commented placeholder to fill in before serving.
+    #[arg(long, value_name = "URL")]
+    pub vendor_url: Option<String>,
+    /// The list at --vendor-url is a `proxypool sim` on this machine and URL the origin it
+    /// printed: the list may be plain http with loopback proxies, the checks go to that
+    /// origin and the gateway may reach it (and nothing else on loopback).
+    #[arg(long, value_name = "URL", requires = "vendor_url")]
+    pub sim_origin: Option<String>,
+    /// Replace files a previous `init` wrote (their secrets are made anew).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -80,7 +113,7 @@ pub(crate) struct SimArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ProbeArgs {
-    /// The URL to GET (plain http://).
+    /// The URL to GET: http://, or https:// verified against the public roots.
     #[arg(value_name = "URL")]
     pub url: String,
     /// Give up after this many seconds.
@@ -249,8 +282,9 @@ impl Mode {
 
 #[derive(Debug, Args)]
 pub(crate) struct CheckConfigArgs {
-    /// The configuration file (controller, `[api]` and/or `[gateway]` sections).
-    #[arg(value_name = "FILE")]
+    /// The configuration file (controller, `[api]` and/or `[gateway]` sections); without
+    /// it, `PROXYPOOL_CONFIG` names it.
+    #[arg(value_name = "FILE", env = "PROXYPOOL_CONFIG")]
     pub file: PathBuf,
     /// Print the resolved configuration (overrides applied, defaults filled in, every
     /// secret shown only as its reference) instead of the summary.

@@ -1,10 +1,11 @@
 //! `proxypool`: the one binary of the proxy pool platform.
 //!
 //! Subcommands (see `proxypool --help`): `dev` (everything on loopback with a simulated
-//! vendor), `serve` (controller + client API + gateway in one process), `controller` and
-//! `gateway` (split deployment on Redis + PostgreSQL), `extract` (an API client),
-//! `check-config`, `migrate`, `sim` (the simulated vendor on its own), `hash-secret` and
-//! `probe` (a health check for images without an HTTP client).
+//! vendor), `init` (a starter configuration with generated secrets), `serve` (controller +
+//! client API + gateway in one process), `controller` and `gateway` (split deployment on
+//! Redis + PostgreSQL), `extract` (an API client), `check-config`, `migrate`, `store` (the
+//! pool store's record in the quota's database), `sim` (the simulated vendor on its own),
+//! `hash-secret` and `probe` (a health check for images without an HTTP client).
 //!
 //! Module map:
 //! - `args`: the command line (clap derive).
@@ -17,6 +18,7 @@
 //! - `adapters`: the client API's view of the controller (upstream status, cordons).
 //! - `http_client`: the one-request HTTP client of `extract`.
 //! - `signal`: SIGINT/SIGTERM handling.
+//! - `shell`: command lines printed for pasting (`dev`'s banner, `init`'s next steps).
 //! - `logging`, `random`, `failure`: logs to stderr, generated secrets, exit codes.
 
 mod adapters;
@@ -30,6 +32,7 @@ mod quota;
 mod random;
 mod reload;
 mod settings;
+mod shell;
 mod signal;
 mod stack;
 
@@ -44,7 +47,7 @@ fn main() -> ExitCode {
         Command::Dev(_) | Command::Sim(_) => "warn",
         Command::Extract(_) | Command::CheckConfig(_) | Command::Migrate(_) => "warn",
         Command::Store(_) => "warn",
-        Command::HashSecret | Command::Probe(_) => "warn",
+        Command::HashSecret | Command::Probe(_) | Command::Init(_) => "warn",
         _ => "info",
     };
     // The file's `[log] format`, read before the first line is logged.
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async move {
         match cli.command {
             Command::Dev(args) => commands::dev::run(args).await,
+            Command::Init(args) => commands::init::run(args),
             Command::Serve(args) => commands::serve::run(args).await,
             Command::Controller(args) => commands::controller::run(args).await,
             Command::Gateway(args) => commands::gateway::run(args).await,

@@ -1,6 +1,8 @@
 //! `proxypool check-config FILE`: loads the file exactly as the serving commands would
 //! (environment overrides and secret references included), and prints a short summary,
-//! or every problem with its file and key and exits non-zero.
+//! or every problem with its file and key and exits non-zero. Without FILE,
+//! `PROXYPOOL_CONFIG` names it, as for the serving commands. Nothing is connected to: a
+//! file naming Redis and PostgreSQL checks out with neither running.
 //!
 //! A file with controller sections is checked as `serve`/`controller` read it (its
 //! `[gateway]`, if any, as the in-process gateway); a file with only `[gateway]` is
@@ -16,23 +18,45 @@ use proxypool_gateway::GatewayConfig;
 
 pub(crate) async fn run(args: CheckConfigArgs) -> Result<(), Failure> {
     let config = settings::load(&args.file, Role::Check)?;
-    let file = args.file.display();
-    let has_controller = config.has_controller();
-    if !has_controller && config.gateway.is_none() {
-        return Err(Failure::config(format!(
-            "{file}: invalid configuration:\n  - (top level): no controller sections and no [gateway] table: nothing to run"
-        )));
-    }
+    let file = args.file.display().to_string();
     if args.effective {
+        runnable(&config, &file)?;
         let text = config
             .effective_toml()
             .map_err(|e| Failure::runtime(format!("printing the configuration: {e}")))?;
         print!("{text}");
         return Ok(());
     }
+    let lines = summary(&config, &file)?;
+    println!("{file}: OK");
+    for line in lines {
+        println!("  {line}");
+    }
+    for warning in share_warnings(&config) {
+        eprintln!("{file}: warning: {warning}");
+    }
+    Ok(())
+}
+
+/// A file that loads but has neither controller sections nor a `[gateway]` runs nothing.
+fn runnable(config: &Config, file: &str) -> Result<(), Failure> {
+    if !config.has_controller() && config.gateway.is_none() {
+        return Err(Failure::config(format!(
+            "{file}: invalid configuration:\n  - (top level): no controller sections and no [gateway] table: nothing to run"
+        )));
+    }
+    Ok(())
+}
+
+/// The summary lines of a loaded file, after the checks that need more than the loader
+/// (something to run, the gateway's settings as its role builds them). `init` runs the
+/// same checks on what it writes.
+pub(crate) fn summary(config: &Config, file: &str) -> Result<Vec<String>, Failure> {
+    runnable(config, file)?;
+    let has_controller = config.has_controller();
     let mut lines = Vec::new();
     if has_controller {
-        summarize_controller(&config, &mut lines);
+        summarize_controller(config, &mut lines);
         lines.push(format!(
             "api         {} connections, {} concurrent requests, extractions of up to {}",
             config.api.limits.max_connections,
@@ -50,17 +74,10 @@ pub(crate) async fn run(args: CheckConfigArgs) -> Result<(), Failure> {
             Placement::Remote
         };
         let remote = matches!(placement, Placement::Remote);
-        let gateway = gateway_config(&config, &placement)?;
+        let gateway = gateway_config(config, &placement)?;
         summarize_gateway(&gateway, remote, &mut lines);
     }
-    println!("{file}: OK");
-    for line in lines {
-        println!("  {line}");
-    }
-    for warning in share_warnings(&config) {
-        eprintln!("{file}: warning: {warning}");
-    }
-    Ok(())
+    Ok(lines)
 }
 
 /// What a file that loads still gets wrong about the split of the pool between a gateway

@@ -5,7 +5,11 @@
 //!
 //! The secret is read whole from standard input (never from an argument, which other users
 //! of the machine could see in the process list); one trailing newline is not part of it,
-//! as with `{ file = ... }`. It must be at least as long as the configuration demands of a
+//! as with `{ file = ... }`. In a terminal a prompt on standard error asks for it and one
+//! line is read, so Enter ends it; from a pipe nothing is printed but the reference, so
+//! scripts capture just that. The line is not hidden while typed: turning the terminal's
+//! echo off needs a dependency this binary does not otherwise carry, and a process killed
+//! in that state would leave the terminal without echo. It must be at least as long as the configuration demands of a
 //! secret given in clear (`proxypool_config::MIN_VERIFIED_LEN`): a hash hides how short a
 //! secret is, so this is the last place that can refuse a guessable one. The salt is fresh
 //! from the operating system's random source each time.
@@ -13,22 +17,33 @@
 use crate::failure::Failure;
 use proxypool_config::MIN_VERIFIED_LEN;
 use proxypool_core::SecretHash;
-use std::io::Read;
+use std::io::{BufRead, IsTerminal, Read, Write};
 
 /// Characters of salt (of `[a-zA-Z2-9]`, as `SecretHash` wants alphanumerics).
 const SALT_LEN: usize = 24;
 
 pub(crate) fn run() -> Result<(), Failure> {
+    let stdin = std::io::stdin();
     let mut input = String::new();
-    std::io::stdin()
-        .read_to_string(&mut input)
-        .map_err(|e| Failure::config(format!("reading the secret from standard input: {e}")))?;
+    let read = if stdin.is_terminal() {
+        let mut stderr = std::io::stderr();
+        let _ = write!(
+            stderr,
+            "The secret to hash (at least {MIN_VERIFIED_LEN} characters; shown as typed), then Enter: "
+        );
+        let _ = stderr.flush();
+        stdin.lock().read_line(&mut input)
+    } else {
+        stdin.lock().read_to_string(&mut input)
+    };
+    read.map_err(|e| Failure::config(format!("reading the secret from standard input: {e}")))?;
     println!("{}", reference(&input)?);
     Ok(())
 }
 
-/// The `{ hash = ... }` reference for the secret `input` holds.
-fn reference(input: &str) -> Result<String, Failure> {
+/// The `{ hash = ... }` reference for the secret `input` holds (also `init`'s, for the
+/// secrets it generates).
+pub(crate) fn reference(input: &str) -> Result<String, Failure> {
     let secret = input
         .strip_suffix('\n')
         .map_or(input, |line| line.strip_suffix('\r').unwrap_or(line));

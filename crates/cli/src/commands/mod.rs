@@ -7,6 +7,7 @@ pub(crate) mod dev;
 pub(crate) mod extract;
 pub(crate) mod gateway;
 pub(crate) mod hash_secret;
+pub(crate) mod init;
 pub(crate) mod migrate;
 pub(crate) mod probe;
 pub(crate) mod serve;

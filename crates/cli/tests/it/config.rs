@@ -1,9 +1,10 @@
 //! `proxypool check-config`, `proxypool migrate` and `proxypool hash-secret` as a user
 //! runs them: the examples check out, mistakes are reported with their file and key and a
-//! non-zero exit code, a hash made by `hash-secret` stands in for a token, and
-//! `PROXYPOOL_CONFIG` names the file when `--config` does not.
+//! non-zero exit code, a hash made by `hash-secret` stands in for a token (asked for in a
+//! terminal, silently read from a pipe), and `PROXYPOOL_CONFIG` names the file when
+//! `--config` (or check-config's FILE) does not.
 
-use crate::common::{BIN, Scratch, run};
+use crate::common::{BIN, Scratch, run, tool_or_skip};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -176,6 +177,7 @@ fn a_hash_from_hash_secret_stands_in_for_the_token_it_was_made_from() {
     let token = "scraper-api-token-made-by-hand-0001";
     let (code, reference, stderr) = hash_secret(&format!("{token}\n"));
     assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stderr, "", "from a pipe: nothing but the reference");
     let reference = reference.trim();
     assert!(reference.starts_with("{ hash = \"sha256:"), "{reference}");
     assert!(!reference.contains(token), "{reference}");
@@ -222,21 +224,89 @@ fn a_hash_from_hash_secret_stands_in_for_the_token_it_was_made_from() {
 fn proxypool_config_names_the_file_when_the_flag_does_not() {
     let scratch = Scratch::new("config-env");
     let missing = scratch.file("not-there.toml");
-    for command in ["serve", "controller", "gateway", "migrate"] {
-        let (code, _, stderr) = run(
-            &[command],
-            &[("PROXYPOOL_CONFIG", missing.to_str().unwrap())],
-        );
-        assert_eq!(code, 2, "{command}: {stderr}");
+    for command in [
+        &["serve"][..],
+        &["controller"],
+        &["gateway"],
+        &["migrate"],
+        &["check-config"],
+        &["store", "status"],
+    ] {
+        let (code, _, stderr) = run(command, &[("PROXYPOOL_CONFIG", missing.to_str().unwrap())]);
+        assert_eq!(code, 2, "{command:?}: {stderr}");
         assert!(
             stderr.contains("not-there.toml"),
-            "{command} read the file PROXYPOOL_CONFIG names: {stderr}"
+            "{command:?} read the file PROXYPOOL_CONFIG names: {stderr}"
         );
     }
     // Neither: a usage error that names both ways.
     let (code, _, stderr) = run(&["serve"], &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--config"), "{stderr}");
+    // check-config takes the file as its argument, or from the variable.
+    let scratch_file = scratch.write("named.toml", "[gateway]\nworker_id = \"gw\"\ncontroller_url = \"http://127.0.0.1:1\"\nworker_token = { env = \"WT\" }\n[gateway.listeners]\nhttp = \"127.0.0.1:0\"\n");
+    let (code, stdout, stderr) = run(
+        &["check-config"],
+        &[
+            ("PROXYPOOL_CONFIG", scratch_file.to_str().unwrap()),
+            ("WT", "a-worker-token-of-16"),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("named.toml: OK"), "{stdout}");
+    let (code, _, stderr) = run(&["check-config"], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("FILE"), "{stderr}");
+}
+
+/// In a terminal `hash-secret` asks for the secret on standard error and reads one line;
+/// the reference alone goes to standard output. Run under `script`, which gives the
+/// command a terminal (util-linux, on every Debian system).
+#[test]
+fn hash_secret_asks_for_the_secret_in_a_terminal() {
+    if !tool_or_skip("script") {
+        return;
+    }
+    let scratch = Scratch::new("hash-secret-tty");
+    let err = scratch.file("stderr");
+    let out = scratch.file("stdout");
+    let line = format!(
+        "{BIN} hash-secret 2>{} >{}",
+        err.to_str().unwrap(),
+        out.to_str().unwrap()
+    );
+    let mut child = Command::new("timeout")
+        .args(["20", "script", "-qec", &line, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script runs");
+    let token = "a-token-typed-at-the-prompt-0001";
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{token}\n").as_bytes())
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let prompt = std::fs::read_to_string(&err).unwrap();
+    assert!(
+        prompt.starts_with("The secret to hash") && prompt.contains("then Enter"),
+        "{prompt:?}"
+    );
+    let reference = std::fs::read_to_string(&out).unwrap();
+    let hash = reference
+        .trim()
+        .strip_prefix("{ hash = \"")
+        .and_then(|rest| rest.strip_suffix("\" }"))
+        .unwrap_or_else(|| panic!("not a reference: {reference:?}"));
+    assert!(
+        proxypool_core::SecretHash::parse(hash)
+            .unwrap()
+            .verify(token)
+    );
 }
 
 /// `check-config` warns (exit 0) when a `serve` file lets its gateway lease everything

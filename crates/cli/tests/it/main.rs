@@ -21,6 +21,8 @@
 //! - `failover`: split mode through a killed, a stopped and a draining leader.
 //! - `gateway_reload`: live reload (SIGHUP) of a split gateway and its controller's clients.
 //! - `grafana`: the Grafana dashboard against what proxypool exports, and its shape.
+//! - `init`: `proxypool init` writes files that check out and that `serve` runs as written
+//!   against `proxypool sim`, with its generated secrets; refusals change nothing.
 //! - `logs`: JSON and text logs on stderr as a collector reads them.
 //! - `metrics`: every `/metrics` endpoint renders the one registry; `dev` exports every
 //!   controller family.
@@ -59,6 +61,7 @@ mod dev;
 mod failover;
 mod gateway_reload;
 mod grafana;
+mod init;
 mod logs;
 mod metrics;
 mod probe;

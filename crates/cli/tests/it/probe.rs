@@ -69,3 +69,25 @@ fn another_status_or_no_server_exits_1_and_a_bad_url_2() {
     let (code, _, stderr) = run(&["probe", "ftp://127.0.0.1/"], &[]);
     assert_eq!(code, 2, "{stderr}");
 }
+
+/// Its help says what it takes (https too, verified against the public roots), and an
+/// https:// URL is dialed, not refused as a URL it cannot use.
+#[test]
+fn https_urls_are_taken_and_the_help_says_so() {
+    let (code, help, _) = run(&["probe", "--help"], &[]);
+    assert_eq!(code, 0);
+    assert!(!help.contains("plain http"), "{help}");
+    assert!(help.contains("https://"), "{help}");
+    let port = crate::common::free_port();
+    let (code, _, stderr) = run(
+        &[
+            "probe",
+            "--timeout",
+            "2",
+            &format!("https://127.0.0.1:{port}/healthz"),
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "dialed and found nothing: {stderr}");
+    assert!(stderr.contains("cannot connect"), "{stderr}");
+}

@@ -121,30 +121,11 @@ Extract with the CLI: PROXYPOOL_TOKEN={token} {exe} extract --api http://{api} -
 Stop with Ctrl-C.
 "#,
         n = sim.proxies().len(),
-        exe = this_binary(),
+        exe = crate::shell::this_binary(),
         quota = quota.display(),
         http = endpoints.http,
         socks5 = endpoints.socks5,
         api = endpoints.api,
         control = endpoints.control,
     )
-}
-
-/// How to call this binary from the current directory (`target/release/proxypool` after
-/// `cargo run --release`), falling back to `proxypool`.
-fn this_binary() -> String {
-    let (Ok(exe), Ok(cwd)) = (std::env::current_exe(), std::env::current_dir()) else {
-        return "proxypool".to_owned();
-    };
-    let path = match exe.strip_prefix(&cwd) {
-        Ok(relative) => relative.display().to_string(),
-        Err(_) => exe.display().to_string(),
-    };
-    // The line must paste as is: quote a path with anything a shell would interpret.
-    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-');
-    if path.chars().all(plain) {
-        path
-    } else {
-        format!("'{}'", path.replace('\'', r"'\''"))
-    }
 }
