@@ -74,6 +74,8 @@ missing_packages() {
   command -v objcopy >/dev/null 2>&1 || echo binutils
   # The container test builds its Debian base image with debootstrap (no registry to pull from).
   command -v debootstrap >/dev/null 2>&1 || echo debootstrap
+  # scripts/build-deb.sh computes the Debian package's Depends with dpkg-shlibdeps.
+  command -v dpkg-shlibdeps >/dev/null 2>&1 || echo dpkg-dev
   # The API conformance test runs schemathesis, and the client examples' test requests,
   # Scrapy and Playwright (all from PyPI), each in a virtual environment.
   if ! command -v python3 >/dev/null 2>&1; then
@@ -90,7 +92,7 @@ install_packages() {
     {
       echo "error: missing test dependencies: ${packages[*]}"
       echo "scripts/test.sh installs them only as root on Debian/Ubuntu (apt-get)."
-      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 systemd chromium prometheus binutils debootstrap python3-venv"
+      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 systemd chromium prometheus binutils debootstrap dpkg-dev python3-venv"
       echo "(or point the tests at running servers with PROXYPOOL_TEST_REDIS_URL and"
       echo " PROXYPOOL_TEST_POSTGRES_URL), then run scripts/test.sh again."
     } >&2
@@ -124,7 +126,7 @@ install_packages() {
   trap - EXIT
 }
 
-step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, systemd, chromium, promtool, objcopy, debootstrap, python3-venv)"
+step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, systemd, chromium, promtool, objcopy, debootstrap, dpkg-shlibdeps, python3-venv)"
 mapfile -t missing < <(missing_packages)
 if ((${#missing[@]} > 0)); then
   step "install ${missing[*]}"

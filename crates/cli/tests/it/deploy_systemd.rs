@@ -63,7 +63,7 @@ fn the_shipped_units_pass_systemd_analyze_verify_and_name_real_subcommands() {
     let scratch = Scratch::new("systemd");
     for (name, subcommand) in UNITS {
         let text = shipped(name);
-        let exec = format!("ExecStart=/usr/local/bin/proxypool {subcommand}\n");
+        let exec = format!("ExecStart=/usr/bin/proxypool {subcommand}\n");
         assert!(text.contains(&exec), "{name} runs `proxypool {subcommand}`");
         for key in [
             "NoNewPrivileges=yes",
@@ -75,7 +75,7 @@ fn the_shipped_units_pass_systemd_analyze_verify_and_name_real_subcommands() {
         ] {
             assert!(text.contains(key), "{name} has {key}");
         }
-        let unit = scratch.write(name, &text.replace("/usr/local/bin/proxypool", BIN));
+        let unit = scratch.write(name, &text.replace("/usr/bin/proxypool", BIN));
         let said = complaints(&unit).unwrap();
         assert!(said.trim().is_empty(), "{name}: {said}");
         // The subcommand exists: asked for help, the binary knows it.
@@ -87,7 +87,7 @@ fn the_shipped_units_pass_systemd_analyze_verify_and_name_real_subcommands() {
 
         // The same unit with a typo in a key and a bad value is caught.
         let broken = text
-            .replace("/usr/local/bin/proxypool", BIN)
+            .replace("/usr/bin/proxypool", BIN)
             .replace("NoNewPrivileges=yes", "NoNewPrivilege=yes")
             .replace("Restart=on-failure", "Restart=sometimes");
         let unit = scratch.write(&format!("broken-{name}"), &broken);
