@@ -182,7 +182,7 @@ fn compose_command() -> Option<Vec<String>> {
 }
 
 /// Runs `program args` to completion: (success, stdout, stderr).
-fn exec(program: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+pub(crate) fn exec(program: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let mut command = Command::new(program);
     command.args(args).stdin(Stdio::null());
     for (k, v) in env {
@@ -199,7 +199,7 @@ fn exec(program: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String, St
 }
 
 /// Like [`exec`], failing the test with everything it printed unless it succeeds.
-fn must(program: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+pub(crate) fn must(program: &str, args: &[&str], env: &[(&str, &str)]) -> String {
     let (ok, stdout, stderr) = exec(program, args, env);
     assert!(
         ok,
@@ -291,13 +291,19 @@ fn work_dir() -> PathBuf {
     dir
 }
 
-fn log(started: Instant, what: &str) {
+pub(crate) fn log(started: Instant, what: &str) {
     eprintln!("[{:>6.1}s] {what}", started.elapsed().as_secs_f64());
 }
 
 /// The Debian bookworm base every stand-in starts from: `debootstrap` into a scratch root,
-/// `docker import`ed. `None` (skipped) without debootstrap outside CI.
-fn base_image(started: Instant) -> Option<String> {
+/// `docker import`ed. `None` (skipped) without debootstrap outside CI. The Debian package's
+/// test (`deploy_debian`) uses it too: one test at a time makes it, so two never
+/// debootstrap into the same root.
+pub(crate) fn base_image(started: Instant) -> Option<String> {
+    static MAKING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = MAKING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let mirror = std::env::var("PROXYPOOL_TEST_DEBIAN_MIRROR")
         .unwrap_or_else(|_| "http://deb.debian.org/debian".to_owned());
     let args = ["--variant=minbase", "bookworm", "ROOT", mirror.as_str()];
@@ -350,7 +356,7 @@ fn read_dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// A stand-in of `tests/containers/NAME`, built from `base` (once per content hash).
-fn stand_in(name: &str, base: &str, started: Instant) -> String {
+pub(crate) fn stand_in(name: &str, base: &str, started: Instant) -> String {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/containers")
         .join(name);

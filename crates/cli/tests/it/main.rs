@@ -13,6 +13,8 @@
 //! - `dashboard`: the dashboard in headless Chromium, every number checked against the API.
 //! - `deploy_compose`: the root `Dockerfile` and the Compose stack, on a Docker Engine when
 //!   one answers (a killed leader, a cut-off gateway).
+//! - `deploy_debian`: the Debian package of `scripts/build-deb.sh`, its control file and
+//!   contents, installed, removed and purged in a Debian container when an engine answers.
 //! - `deploy_kubernetes`: the shipped Kubernetes base renders and runs unprivileged.
 //! - `deploy_prometheus`: the example scrape configuration, the alert rules and their unit
 //!   tests against what `dev` exports.
@@ -54,6 +56,7 @@ mod clients;
 mod config;
 mod dashboard;
 mod deploy_compose;
+mod deploy_debian;
 mod deploy_kubernetes;
 mod deploy_prometheus;
 mod deploy_systemd;
