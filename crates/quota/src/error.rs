@@ -81,7 +81,7 @@ pub struct InvalidCommand {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     /// The window is shorter than 1 s or longer than 5 min.
-    #[error("quota window {window:?} is outside {min:?}..={max:?}")]
+    #[error("quota window {window:?} is not between {min:?} and {max:?}")]
     WindowOutOfRange {
         /// The rejected window.
         window: Duration,
@@ -97,7 +97,7 @@ pub enum ConfigError {
         window: Duration,
     },
     /// The limit is 0 or above 1000.
-    #[error("quota limit {limit} is outside {min}..={max}")]
+    #[error("quota limit {limit} is not between {min} and {max}")]
     LimitOutOfRange {
         /// The rejected limit.
         limit: u32,

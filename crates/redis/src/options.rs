@@ -80,11 +80,11 @@ impl RedisPoolOptions {
             return Err(PoolError::invalid("scan budgets must be at least 1"));
         }
         if self.upsert_chunk == 0 || self.upsert_chunk > 10_000 {
-            return Err(PoolError::invalid("upsert_chunk must be in 1..=10000"));
+            return Err(PoolError::invalid("upsert_chunk must be between 1 and 10000"));
         }
         if self.groups == 0 || self.groups > MAX_GROUPS {
             return Err(PoolError::invalid(format!(
-                "groups must be in 1..={MAX_GROUPS}"
+                "groups must be between 1 and {MAX_GROUPS}"
             )));
         }
         if self.operation_ttl_ms == 0 {

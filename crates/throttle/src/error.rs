@@ -101,7 +101,7 @@ pub enum ConfigError {
         burst: f64,
     },
     /// An empty or unprintable policy id or operation name.
-    #[error("{what} must be 1..=128 printable characters without spaces, got {value:?}")]
+    #[error("{what} must be 1 to 128 printable characters without spaces, got {value:?}")]
     InvalidName {
         /// `policy id` or `operation name`.
         what: &'static str,

@@ -104,7 +104,7 @@ fn encode_auth(user: &str, pass: &str) -> Result<Vec<u8>, ProtoError> {
     let ulen = u8::try_from(user.len())
         .ok()
         .filter(|len| *len > 0)
-        .ok_or_else(|| malformed("username must be 1..=255 bytes"))?;
+        .ok_or_else(|| malformed("username must be 1 to 255 bytes"))?;
     let plen = u8::try_from(pass.len()).map_err(|_| malformed("password longer than 255 bytes"))?;
     let mut message = Vec::with_capacity(3 + user.len() + pass.len());
     message.push(AUTH_VERSION);

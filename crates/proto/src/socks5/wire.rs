@@ -35,7 +35,7 @@ pub(super) fn encode_addr(buf: &mut Vec<u8>, target: &TargetAddr) -> Result<(), 
             let len = u8::try_from(host.len())
                 .ok()
                 .filter(|len| *len > 0)
-                .ok_or_else(|| malformed("domain must be 1..=255 bytes"))?;
+                .ok_or_else(|| malformed("domain must be 1 to 255 bytes"))?;
             buf.push(ATYP_DOMAIN);
             buf.push(len);
             buf.extend_from_slice(host.as_bytes());
