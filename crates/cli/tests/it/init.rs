@@ -5,6 +5,7 @@
 //! run refuses and changes nothing unless `--force`; bad input is refused before anything
 //! is written.
 
+use crate::common::sim::{banner_field, start_sim};
 use crate::common::{
     Proc, Scratch, api, curl_or_skip, eventually, eventually_some, free_port, run, shell,
     try_exit_via,
@@ -46,30 +47,15 @@ fn secret(dir: &Path, name: &str) -> String {
     text.strip_suffix('\n').unwrap().to_owned()
 }
 
-/// The value after `label` on a banner line of `proxypool sim`.
-fn field<'a>(lines: &'a [String], label: &str) -> &'a str {
-    lines
-        .iter()
-        .find_map(|line| line.trim_start().strip_prefix(label))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no {label:?} in {lines:#?}"))
-}
-
 #[test]
 fn init_single_then_serve_routes_and_extracts_with_the_generated_secrets() {
     if !curl_or_skip() {
         return;
     }
     let scratch = Scratch::new("init-single");
-    let mut sim = Proc::start(
-        "sim",
-        &["sim", "--proxies", "4", "--proxy-ttl", "0"],
-        &[],
-        &scratch.path,
-    );
-    sim.read_until(Duration::from_secs(20), |line| line == "Stop with Ctrl-C.");
-    let list = field(&sim.stdout, "vendor list").to_owned();
-    let origin = field(&sim.stdout, "origin").to_owned();
+    let sim = start_sim(&scratch, 4);
+    let list = banner_field(&sim.stdout, "vendor list").to_owned();
+    let origin = banner_field(&sim.stdout, "origin").to_owned();
 
     let dir = scratch.file("proxypool");
     let dir_arg = dir.to_str().unwrap();

@@ -3,18 +3,10 @@
 //! from its printed exit; the printed `[[upstreams]]` entry is a valid configuration; a
 //! signal stops it cleanly.
 
+use crate::common::sim::{banner_field, start_sim};
 use crate::common::{Proc, Scratch, curl, curl_or_skip, exit_of, run};
 use serde_json::Value;
 use std::time::Duration;
-
-/// The value after `label` on a banner line (`  label   value   (comment)`).
-fn field<'a>(lines: &'a [String], label: &str) -> &'a str {
-    lines
-        .iter()
-        .find_map(|line| line.trim_start().strip_prefix(label))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no {label:?} in {lines:#?}"))
-}
 
 #[test]
 fn sim_prints_what_it_serves_and_stops_on_a_signal() {
@@ -22,17 +14,11 @@ fn sim_prints_what_it_serves_and_stops_on_a_signal() {
         return;
     }
     let scratch = Scratch::new("sim");
-    let mut sim = Proc::start(
-        "sim",
-        &["sim", "--proxies", "4", "--proxy-ttl", "0"],
-        &[],
-        &scratch.path,
-    );
-    sim.read_until(Duration::from_secs(20), |line| line == "Stop with Ctrl-C.");
+    let mut sim = start_sim(&scratch, 4);
     let lines = sim.stdout.clone();
-    let list_url = field(&lines, "vendor list");
-    let origin = field(&lines, "origin");
-    assert_eq!(field(&lines, "proxies"), "4");
+    let list_url = banner_field(&lines, "vendor list");
+    let origin = banner_field(&lines, "origin");
+    assert_eq!(banner_field(&lines, "proxies"), "4");
 
     // The printed proxies: "kind addr  exit ip  user:pass".
     let printed: Vec<Vec<&str>> = lines
@@ -54,7 +40,7 @@ fn sim_prints_what_it_serves_and_stops_on_a_signal() {
 
     // The vendor API and the Basic text list answer as printed, and refuse without their
     // credentials.
-    let api = field(&lines, "vendor API");
+    let api = banner_field(&lines, "vendor API");
     let (code, out) = curl(&["-s", "-o", "/dev/null", "-w", "%{http_code}", api]);
     assert_eq!((code, out.as_str()), (0, "401"));
     let (code, body) = curl(&[
@@ -66,7 +52,7 @@ fn sim_prints_what_it_serves_and_stops_on_a_signal() {
     ]);
     assert_eq!(code, 0);
     assert!(serde_json::from_str::<Value>(&body).is_ok(), "{body}");
-    let basic = field(&lines, "basic list");
+    let basic = banner_field(&lines, "basic list");
     let (code, body) = curl(&["-s", "-u", "list-user:list-pass", basic]);
     assert_eq!(code, 0);
     assert!(body.lines().count() >= 1, "{body}");
@@ -83,7 +69,7 @@ fn sim_prints_what_it_serves_and_stops_on_a_signal() {
         .iter()
         .find(|line| line.trim_start().starts_with("https proxy"))
         .unwrap_or_else(|| panic!("no https proxy in {lines:#?}"));
-    let https_addr = field(&lines, "https proxy");
+    let https_addr = banner_field(&lines, "https proxy");
     let ca = https_line
         .rsplit("CA ")
         .next()
@@ -141,16 +127,10 @@ fn the_printed_backconnect_entry_serves_sessions_as_proxies() {
         return;
     }
     let scratch = Scratch::new("sim-bc");
-    let mut sim = Proc::start(
-        "sim",
-        &["sim", "--proxies", "2", "--proxy-ttl", "0"],
-        &[],
-        &scratch.path,
-    );
-    sim.read_until(Duration::from_secs(20), |line| line == "Stop with Ctrl-C.");
+    let mut sim = start_sim(&scratch, 2);
     let lines = sim.stdout.clone();
-    let origin = field(&lines, "origin").to_owned();
-    let backconnect = field(&lines, "backconnect").to_owned();
+    let origin = banner_field(&lines, "origin").to_owned();
+    let backconnect = banner_field(&lines, "backconnect").to_owned();
     let entry = printed_entry(&lines, 1);
     assert!(entry.contains("kind = \"backconnect\""), "{entry}");
     let origin_port = origin.rsplit(':').next().unwrap().trim_end_matches('/');

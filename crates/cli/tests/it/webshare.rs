@@ -13,6 +13,7 @@
 //! the ownership manager's choice, so the test reads it from `GET /v1/admin/proxies` and
 //! checks each side against what it holds.
 
+use crate::common::sim::{banner_field, start_sim};
 use crate::common::{
     Proc, Scratch, api, curl, curl_or_skip, eventually, eventually_some, free_port,
     gateway_proxies, run,
@@ -61,15 +62,6 @@ fn upstream_for(url: &str, health: &str) -> String {
             1,
         )
         .replacen(DOC_HEALTH, &format!("url = \"{health}\""), 1)
-}
-
-/// The value after `label` on a banner line (`  label   value   (comment)`).
-fn field<'a>(lines: &'a [String], label: &str) -> &'a str {
-    lines
-        .iter()
-        .find_map(|line| line.trim_start().strip_prefix(label))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no {label:?} in {lines:#?}"))
 }
 
 /// One entry of the list as the vendor served it.
@@ -166,16 +158,9 @@ fn the_documented_webshare_example_serves_only_valid_proxies_by_place() {
         return;
     }
     let scratch = Scratch::new("webshare");
-    let proxies = PROXIES.to_string();
-    let mut sim = Proc::start(
-        "sim",
-        &["sim", "--proxies", &proxies, "--proxy-ttl", "0"],
-        &[],
-        &scratch.path,
-    );
-    sim.read_until(Duration::from_secs(20), |line| line == "Stop with Ctrl-C.");
+    let mut sim = start_sim(&scratch, PROXIES);
     let lines = sim.stdout.clone();
-    let webshare_url = field(&lines, "webshare list").to_owned();
+    let webshare_url = banner_field(&lines, "webshare list").to_owned();
     let vendor_token = lines
         .iter()
         .find(|line| line.trim_start().starts_with("webshare list"))
@@ -183,7 +168,7 @@ fn the_documented_webshare_example_serves_only_valid_proxies_by_place() {
         .and_then(|rest| rest.split([';', ')']).next())
         .expect("the banner names the Webshare list's token")
         .to_owned();
-    let origin = field(&lines, "origin").to_owned();
+    let origin = banner_field(&lines, "origin").to_owned();
     let origin_port = origin
         .trim_end_matches('/')
         .rsplit(':')

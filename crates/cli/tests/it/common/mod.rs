@@ -12,6 +12,7 @@
 pub mod api;
 pub mod exposition;
 pub mod promql;
+pub mod sim;
 pub mod split;
 
 pub use proxypool_testkit::{eventually, eventually_some, poll_until};
