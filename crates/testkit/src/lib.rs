@@ -35,6 +35,7 @@
 //! - [`edge`]: real-socket clients for listener tests (idle floods, a client on another
 //!   loopback address, trickling and oversize requests); async, on tokio.
 //! - [`cpu`]: CPU time of a process from `/proc`, for benchmarks' CPU per operation.
+//! - [`doc_block`]: a configuration block a doc shows, read from the page by the tests.
 //! - [`wait`]: bounded waits on a condition ([`eventually`], [`eventually_some`],
 //!   [`eventually_async`], [`poll_until`]), the poll loop every crate's tests share.
 //! - [`flood`]: idle floods spread over many loopback addresses, IPv4 and IPv6 (one /64
@@ -61,6 +62,7 @@
 mod binaries;
 pub mod browser;
 pub mod cpu;
+pub mod doc_block;
 pub mod edge;
 pub mod error;
 pub mod flood;
@@ -77,6 +79,7 @@ mod url;
 pub mod wait;
 
 pub use browser::{Browser, browser_or_skip};
+pub use doc_block::marked_toml_block;
 pub use error::TestkitError;
 pub use postgres::{POSTGRES_URL_ENV, PostgresServer, Rows};
 pub use redis::{REDIS_URL_ENV, RedisServer, RespConnection, RespValue};

@@ -37,16 +37,7 @@ const PROXIES: usize = 24;
 
 /// The TOML block of `docs/vendors.md`'s Webshare example.
 fn documented_config() -> &'static str {
-    let marker = VENDORS_MD
-        .find("<!-- webshare-config:")
-        .expect("docs/vendors.md marks the Webshare example's configuration");
-    let rest = &VENDORS_MD[marker..];
-    let start = rest
-        .find("```toml\n")
-        .expect("a toml block follows the marker")
-        + 8;
-    let end = start + rest[start..].find("```").expect("the block ends");
-    &rest[start..end]
+    proxypool_testkit::marked_toml_block(VENDORS_MD, "webshare-config:")
 }
 
 /// The documented upstream pointed at the simulated vendor: its list `url` (plain http on
