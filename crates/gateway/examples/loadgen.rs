@@ -10,6 +10,8 @@
 //! ```
 //! Several URLs or targets are used in turn (spreading connections over destinations).
 //! Results are printed as one `key=value` line for the script to parse.
+//! `LOADGEN_USER_AGENT` adds that `User-Agent` to every request and `CONNECT` (as a browser
+//! or a scraper sends one), for what a log format that copies it costs.
 
 use base64::Engine;
 use bytes::Bytes;
@@ -108,9 +110,11 @@ async fn http_load(
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut workers = tokio::task::JoinSet::new();
     let urls: Vec<String> = url.split(',').map(str::to_owned).collect();
+    let agent = std::env::var("LOADGEN_USER_AGENT").ok();
     for worker in 0..connections {
         let auth = auth.clone();
         let urls = urls.clone();
+        let agent = agent.clone();
         let mut turn = worker;
         workers.spawn(async move {
             let mut latencies: Vec<u32> = Vec::with_capacity(1 << 16);
@@ -142,11 +146,13 @@ async fn http_load(
                 }
                 turn += 1;
                 let url = &urls[turn % urls.len()];
-                let request = hyper::Request::get(url.as_str())
+                let mut request = hyper::Request::get(url.as_str())
                     .header("proxy-authorization", auth.as_str())
-                    .header("host", host_of(url))
-                    .body(Empty::<Bytes>::new())
-                    .unwrap();
+                    .header("host", host_of(url));
+                if let Some(agent) = &agent {
+                    request = request.header("user-agent", agent.as_str());
+                }
+                let request = request.body(Empty::<Bytes>::new()).unwrap();
                 match s.send_request(request).await {
                     Ok(response) => {
                         let ok = response.status().is_success();
@@ -204,8 +210,11 @@ async fn report(mut workers: tokio::task::JoinSet<(Vec<u32>, u64)>, seconds: u64
 async fn open_tunnel(proxy: SocketAddr, auth: &str, target: &str) -> Option<TcpStream> {
     let mut stream = TcpStream::connect(proxy).await.ok()?;
     let _ = stream.set_nodelay(true);
+    let agent = std::env::var("LOADGEN_USER_AGENT")
+        .map(|agent| format!("User-Agent: {agent}\r\n"))
+        .unwrap_or_default();
     let request = format!(
-        "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nProxy-Authorization: {auth}\r\n\r\n"
+        "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nProxy-Authorization: {auth}\r\n{agent}\r\n"
     );
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut head = Vec::with_capacity(128);
