@@ -157,24 +157,54 @@ fi
 export PROXYPOOL_SCHEMATHESIS="$PWD/$venv/bin/st"
 echo "schemathesis: $("$PROXYPOOL_SCHEMATHESIS" --version)"
 
-# The client examples' packages (requests, Scrapy, Playwright), pinned in
-# examples/clients/requirements.txt, in a virtual environment of their own under target/
-# (kept between runs, made again when the pins change); their test finds its python
-# through PROXYPOOL_CLIENTS_PYTHON. Playwright's wheel carries its driver; the browser is
+# The Python client package (clients/python, proxypool-client) and the client examples
+# that use it (examples/clients). Their pinned packages (examples/clients/requirements.txt:
+# requests, Scrapy, Playwright; clients/python/requirements-test.txt: pytest;
+# clients/python/requirements-build.txt: the build backend) are downloaded once into a
+# wheelhouse under target/ (made again when a pin changes). Every run then builds the
+# package's wheel from the tree, offline, and installs it with the scrapy extra into a
+# fresh virtual environment, taking every dependency from the wheelhouse only (so the
+# wheel's declared dependencies must resolve). The tests (crates/cli/tests/it/clients.rs)
+# run the examples and the package's pytest suite against `proxypool dev` with that
+# environment's python, PROXYPOOL_CLIENTS_PYTHON, and check the installed package is the
+# wheel PROXYPOOL_CLIENTS_WHEEL names. Playwright's wheel carries its driver; the browser is
 # the system's chromium.
-clients_requirements=examples/clients/requirements.txt
-clients_venv=target/clients-venv
-if ! cmp -s "$clients_requirements" "$clients_venv/requirements.txt"; then
-  step "install the client examples' packages into $clients_venv"
-  rm -rf "$clients_venv"
-  mkdir -p target
-  python3 -m venv "$clients_venv"
-  "$clients_venv/bin/pip" install --quiet --disable-pip-version-check -r "$clients_requirements"
-  cp "$clients_requirements" "$clients_venv/requirements.txt"
+clients_requirements=(examples/clients/requirements.txt clients/python/requirements-test.txt
+  clients/python/requirements-build.txt)
+clients_wheelhouse=target/clients-wheelhouse
+clients_build_venv=target/clients-build-venv
+if ! cat "${clients_requirements[@]}" | cmp -s - "$clients_wheelhouse/requirements.txt" \
+  || ! "$clients_build_venv/bin/python" -c 'import setuptools' 2>/dev/null; then
+  step "download the client packages' pinned dependencies into $clients_wheelhouse"
+  rm -rf "$clients_wheelhouse" "$clients_build_venv"
+  mkdir -p "$clients_wheelhouse"
+  python3 -m venv "$clients_build_venv"
+  "$clients_build_venv/bin/pip" wheel --quiet --disable-pip-version-check -w "$clients_wheelhouse" \
+    "${clients_requirements[@]/#/--requirement=}"
+  "$clients_build_venv/bin/pip" install --quiet --disable-pip-version-check --no-index \
+    --find-links "$clients_wheelhouse" --requirement=clients/python/requirements-build.txt
+  cat "${clients_requirements[@]}" >"$clients_wheelhouse/requirements.txt"
 fi
-export PROXYPOOL_CLIENTS_PYTHON="$PWD/$clients_venv/bin/python"
-echo "client examples: $("$PROXYPOOL_CLIENTS_PYTHON" -m pip freeze --disable-pip-version-check \
-  | grep -iE '^(requests|scrapy|playwright)==' | tr '\n' ' ')"
+step "build the proxypool-client wheel and install it into a fresh target/clients-venv"
+# Built from a copy: setuptools writes build/ and *.egg-info next to the sources it builds.
+rm -rf target/clients-build target/clients-dist target/clients-venv
+cp -r clients/python target/clients-build
+rm -rf target/clients-build/build target/clients-build/dist target/clients-build/src/*.egg-info
+"$clients_build_venv/bin/pip" wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+  --no-index -w target/clients-dist target/clients-build
+clients_wheel=$(compgen -G 'target/clients-dist/proxypool_client-*-py3-none-any.whl')
+# The environment gets no pip of its own, and nothing is byte-compiled ahead of use: the
+# build environment's pip installs into it (seconds instead of most of a minute).
+python3 -m venv --without-pip target/clients-venv
+clients_pip=("$clients_build_venv/bin/pip" --python target/clients-venv/bin/python)
+"${clients_pip[@]}" install --quiet --disable-pip-version-check --no-compile --no-index \
+  --find-links "$clients_wheelhouse" "$clients_wheel[scrapy]" \
+  --requirement=examples/clients/requirements.txt --requirement=clients/python/requirements-test.txt
+export PROXYPOOL_CLIENTS_PYTHON="$PWD/target/clients-venv/bin/python"
+export PROXYPOOL_CLIENTS_WHEEL="$PWD/$clients_wheel"
+echo "proxypool-client wheel: $clients_wheel ($(stat -c %s "$clients_wheel") bytes)"
+echo "client packages: $("${clients_pip[@]}" freeze --disable-pip-version-check \
+  | grep -iE '^(requests|scrapy|playwright|pytest)==' | tr '\n' ' ')"
 
 # A fresh toolchain may lack the components; rustup can add them.
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then

@@ -1,5 +1,5 @@
 """proxypool from Playwright: Chromium browses through the gateway, with selectors in the
-proxy username. A sticky session (`-session-NAME`) keeps one proxy, so one exit, across
+proxy username (written by proxypool-client's `gateway_username`). A sticky session (`-session-NAME`) keeps one proxy, so one exit, across
 page loads; the plain username rotates.
 
 Settings come from the environment (or the matching flags; `--help` lists them):
@@ -19,9 +19,8 @@ import argparse
 import json
 import os
 import sys
-import uuid
-
 from playwright.sync_api import sync_playwright
+from proxypool_client import gateway_username, new_session_id
 
 LOADS = 4
 
@@ -62,7 +61,7 @@ def main():
         if not getattr(args, name):
             parser.error(f"--{name} (or its environment variable) is required")
 
-    session = f"{args.username}-session-{uuid.uuid4().hex[:12]}"
+    session = gateway_username(args.username, session=new_session_id())
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=args.chromium)
         sticky = load_pages(browser, args, session)

@@ -1,6 +1,7 @@
-"""proxypool from Python `requests`: extract a proxy through the client API and use it,
-then go through the gateway, rotating and with a sticky session, reading which proxy
-carried each answer from `X-Proxypool-Proxy`.
+"""proxypool from Python `requests`, with the proxypool-client package
+(`pip install ./clients/python`): extract a proxy through the client API and use it, then
+go through the gateway, rotating and with a sticky session, reading which proxy carried
+each answer from `X-Proxypool-Proxy`.
 
 Settings come from the environment (or the matching flags; `--help` lists them):
 
@@ -12,24 +13,20 @@ Settings come from the environment (or the matching flags; `--help` lists them):
     TARGET_URL          the page to fetch          (required; with `proxypool dev`, an
                                                     "origin by name" URL it prints)
 
-Exits 0 when every step did what it says, 1 otherwise.
+Exits 0 when every step did what it says, 1 otherwise (or when the API or the gateway
+refused, saying why on stderr).
 """
 
 import argparse
 import os
 import sys
-import uuid
-from urllib.parse import quote
 
 import requests
 
+from proxypool_client import Client, GatewaySession, ProxypoolError, answer_of, gateway_username, new_session_id
+from proxypool_client.gateway import split_address
+
 TIMEOUT = 10
-
-
-def gateway_proxy(args, username):
-    """The gateway as a `requests` proxy URL; selectors ride in the username."""
-    url = f"http://{quote(username, safe='')}:{quote(args.password, safe='')}@{args.gateway}"
-    return {"http": url, "https": url}
 
 
 def exit_of(response):
@@ -40,60 +37,50 @@ def exit_of(response):
         return None
 
 
-def extract_and_use(args):
+def extract_and_use(args, api):
     """Takes one HTTP proxy for this client alone and fetches the target through it."""
-    answer = requests.post(
-        f"{args.api}/v1/extractions",
-        headers={"Authorization": f"Bearer {args.token}"},
-        json={"count": 1, "filters": {"protocol": "http"}},
-        timeout=TIMEOUT,
-    )
-    answer.raise_for_status()
-    proxies = answer.json()["proxies"]
-    if not proxies:
+    extraction = api.extract(1, protocol="http")
+    if not extraction.proxies:
         print("extraction: no proxy available")
         return False
-    proxy = proxies[0]
-    credentials = ""
-    if proxy.get("username"):
-        credentials = f"{quote(proxy['username'], safe='')}:{quote(proxy['password'] or '', safe='')}@"
-    url = f"http://{credentials}{proxy['host']}:{proxy['port']}"
-    page = requests.get(args.target, proxies={"http": url, "https": url}, timeout=TIMEOUT)
+    proxy = extraction.proxies[0]
+    page = requests.get(args.target, proxies=proxy.requests_proxies(), timeout=TIMEOUT)
     # Straight to the vendor's proxy: the gateway is not involved, so no proxypool header.
-    print(f"extracted proxy {proxy['id']} ({proxy['host']}:{proxy['port']}): "
+    print(f"extracted proxy {proxy.id} ({proxy.host}:{proxy.port}): "
           f"status {page.status_code}, exit {exit_of(page)}")
     return page.ok and "X-Proxypool-Proxy" not in page.headers
 
 
-def fetch_through_gateway(args, username, times):
-    """`times` GETs through the gateway as `username`: the (proxy id, exit) of each."""
+def fetch_through_gateway(args, api, times, session=None):
+    """`times` GETs through the gateway: the (proxy id, exit) of each. A ban status would
+    be reported to the API with the answer's proxy id and ticket."""
     seen = []
-    with requests.Session() as session:
-        session.proxies.update(gateway_proxy(args, username))
+    gateway = split_address(args.gateway)
+    with GatewaySession(args.username, args.password, **gateway, api=api, session=session) as http:
         for _ in range(times):
-            page = session.get(args.target, timeout=TIMEOUT)
+            page = http.get(args.target, timeout=TIMEOUT)
             page.raise_for_status()
-            seen.append((page.headers["X-Proxypool-Proxy"], exit_of(page)))
+            seen.append((answer_of(page).proxy_id, exit_of(page)))
     return seen
 
 
-def rotation(args):
+def rotation(args, api):
     """Without a session every request may take another proxy."""
-    seen = fetch_through_gateway(args, args.username, 8)
+    seen = fetch_through_gateway(args, api, 8)
     proxies = {proxy for proxy, _ in seen}
     print(f"rotation: {len(seen)} requests through {len(proxies)} proxies, "
           f"exits {sorted({exit for _, exit in seen if exit})}")
     return len(proxies) > 1
 
 
-def sticky_session(args):
+def sticky_session(args, api):
     """`-session-NAME` keeps one proxy, so one exit, for as long as the session lives."""
-    username = f"{args.username}-session-{uuid.uuid4().hex[:12]}"
-    seen = fetch_through_gateway(args, username, 5)
+    session = new_session_id()
+    seen = fetch_through_gateway(args, api, 5, session=session)
     proxies = {proxy for proxy, _ in seen}
     exits = {exit for _, exit in seen}
-    print(f"sticky session {username}: {len(seen)} requests through {len(proxies)} proxy, "
-          f"exits {sorted(e for e in exits if e)}")
+    print(f"sticky session {gateway_username(args.username, session=session)}: {len(seen)} requests "
+          f"through {len(proxies)} proxy, exits {sorted(e for e in exits if e)}")
     return len(proxies) == 1 and len(exits) == 1
 
 
@@ -111,11 +98,17 @@ def main():
         if not getattr(args, name):
             parser.error(f"--{name} (or its environment variable) is required")
 
-    results = {
-        "extraction": extract_and_use(args),
-        "rotation": rotation(args),
-        "sticky session": sticky_session(args),
-    }
+    try:
+        with Client(args.api, args.token) as api:
+            results = {
+                "extraction": extract_and_use(args, api),
+                "rotation": rotation(args, api),
+                "sticky session": sticky_session(args, api),
+            }
+    except (ProxypoolError, requests.RequestException) as failure:
+        # The API's or the gateway's refusal, with its status and code.
+        print(f"error: {failure}", file=sys.stderr)
+        return 1
     failed = [step for step, ok in results.items() if not ok]
     print("FAILED: " + ", ".join(failed) if failed else "OK")
     return 1 if failed else 0

@@ -1,6 +1,8 @@
-"""Runs a small spider through ProxypoolMiddleware (scrapy_middleware.py): it submits a
-site's search form for a few queries (POST, so the gateway never resends a banned one
-itself) and prints, for each answer, the proxy that carried it and the bans it met.
+"""Runs a small spider through proxypool-client's Scrapy add-on
+(`ADDONS = {"proxypool_client.scrapy.Addon": 0}`; `pip install "./clients/python[scrapy]"`):
+it submits a site's search form for a few queries (POST, so the gateway never resends a
+banned one itself) and prints, for each answer, the proxy that carried it and the bans it
+met, which the add-on reported to the API with the proxy's id and ticket and retried.
 
 Settings come from the environment (or the matching flags; `--help` lists them):
 
@@ -23,7 +25,6 @@ import sys
 import scrapy
 from scrapy.crawler import CrawlerProcess
 
-from scrapy_middleware import ProxypoolMiddleware
 
 
 class SearchSpider(scrapy.Spider):
@@ -65,7 +66,7 @@ def main():
 
     items = []
     process = CrawlerProcess(settings={
-        "DOWNLOADER_MIDDLEWARES": {ProxypoolMiddleware: 740},
+        "ADDONS": {"proxypool_client.scrapy.Addon": 0},
         "PROXYPOOL_GATEWAY": args.gateway,
         "PROXYPOOL_USERNAME": args.username,
         "PROXYPOOL_PASSWORD": args.password,
@@ -89,14 +90,15 @@ def main():
     problems = []
     bans = 0
     for item in sorted(items, key=lambda item: int(item["query"].split("-")[1])):
+        # Each ban is a proxypool_client.BanReport.
         for ban in item["bans"]:
             bans += 1
-            print(f"{item['query']}: proxy {ban['proxy']} answered {ban['status']}, "
-                  f"reported: feedback {ban['feedback']} {ban['outcome']}")
-            if not 200 <= ban["feedback"] < 300:
-                problems.append(f"{item['query']}: the report of {ban['proxy']} was refused")
-            if ban["proxy"] == item["proxy"]:
-                problems.append(f"{item['query']}: retried through the banned proxy {ban['proxy']}")
+            print(f"{item['query']}: proxy {ban.proxy_id} answered {ban.status}, "
+                  f"reported: feedback {ban.feedback_status} {ban.outcome or ban.error}")
+            if not ban.reported:
+                problems.append(f"{item['query']}: the report of {ban.proxy_id} was refused")
+            if ban.proxy_id == item["proxy"]:
+                problems.append(f"{item['query']}: retried through the banned proxy {ban.proxy_id}")
         print(f"{item['query']}: {item['status']} through proxy {item['proxy']}")
     answered = {item["query"] for item in items if item["status"] == 200}
     if len(answered) != args.queries:

@@ -1,10 +1,14 @@
-//! The client examples of `examples/clients/` (Python `requests`, a Scrapy middleware,
-//! Playwright on Chromium) run against a running `proxypool dev`, each asserted on its
-//! exit code and on what it printed: they must do what their README says.
+//! The Python client package `clients/python/` (proxypool-client) and the client examples
+//! of `examples/clients/` that use it (Python `requests`, the package's Scrapy add-on,
+//! Playwright on Chromium), run against a running `proxypool dev`: the examples asserted on
+//! their exit code and on what they printed (they must do what their README says), the
+//! package by its own pytest suite, which must pass whole, none of it skipped.
 //!
-//! `scripts/test.sh` installs the pinned packages (`examples/clients/requirements.txt`)
-//! into a virtual environment under `target/` and names its python in
-//! `PROXYPOOL_CLIENTS_PYTHON`; without it the tests skip loudly (and fail under `CI=true`).
+//! `scripts/test.sh` builds the package's wheel, installs it with the pinned packages
+//! (`examples/clients/requirements.txt`, `clients/python/requirements-test.txt`) into a
+//! fresh virtual environment under `target/`, and names its python in
+//! `PROXYPOOL_CLIENTS_PYTHON` and the wheel in `PROXYPOOL_CLIENTS_WHEEL`; without the
+//! python the tests skip loudly (and fail under `CI=true`).
 
 use crate::common::{Banner, Scratch, api, curl, exit_of, start_dev, tool_or_skip};
 use std::collections::BTreeSet;
@@ -31,6 +35,29 @@ fn clients_python() -> Option<String> {
 
 fn examples_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/clients")
+}
+
+fn package_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../clients/python")
+}
+
+/// `--ban-exit` values banning each exit of `proxies` simulated proxies (127.0.0.2 up) on
+/// a site of its own, `shop-N.test` for exit 127.0.0.N (403, or 429 for odd N): whichever
+/// proxies dev leases to its gateway, the site of one of their exits bans exactly that one.
+fn ban_every_exit(proxies: u8) -> Vec<String> {
+    (2..proxies + 2)
+        .map(|n| {
+            let status = if n % 2 == 0 { 403 } else { 429 };
+            format!("127.0.0.{n}=shop-{n}.test:{status}")
+        })
+        .collect()
+}
+
+/// `ARGS` for `proxypool dev`: each of `bans` after `--ban-exit`.
+fn ban_args(bans: &[String]) -> Vec<&str> {
+    bans.iter()
+        .flat_map(|ban| ["--ban-exit", ban.as_str()])
+        .collect()
 }
 
 /// The origin's port, for URLs that name it as a site under `.test`.
@@ -73,7 +100,7 @@ fn run_example(python: &str, script: &str, banner: &Banner, target: &str, args: 
         .env("PROXYPOOL_USERNAME", "dev")
         .env("PROXYPOOL_PASSWORD", banner.password())
         .env("TARGET_URL", target)
-        // The runner imports the middleware: no bytecode cache in the source tree.
+        // No bytecode cache in the source tree.
         .env("PYTHONDONTWRITEBYTECODE", "1")
         // A proxy of the machine's own must not come between the examples and dev.
         .env_remove("http_proxy")
@@ -90,6 +117,42 @@ fn run_example(python: &str, script: &str, banner: &Banner, target: &str, args: 
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     };
     eprintln!("{script} {args:?} -> {:?}\n{}", run.code, run.stdout);
+    run
+}
+
+/// The package's test suite run against `dev` (`banner`), `site` as the site that bans
+/// nobody and `bans` as the sites that do; what it printed and how it ended.
+fn run_package_tests(python: &str, banner: &Banner, site: &str, bans: &[String]) -> Run {
+    let wheel = std::env::var("PROXYPOOL_CLIENTS_WHEEL").unwrap_or_else(|_| {
+        panic!("PROXYPOOL_CLIENTS_WHEEL is not set: scripts/test.sh builds the wheel and sets it")
+    });
+    // The settings its conftest.py documents; pytest's own options are in pyproject.toml.
+    let output = Command::new("timeout")
+        .args(["600", python, "-m", "pytest", "-q", "-rfEs", "tests"])
+        .current_dir(package_dir())
+        .env("PROXYPOOL_API", banner.api())
+        .env("PROXYPOOL_TOKEN", banner.token())
+        .env("PROXYPOOL_GATEWAY", banner.http())
+        .env("PROXYPOOL_USERNAME", "dev")
+        .env("PROXYPOOL_PASSWORD", banner.password())
+        .env("PROXYPOOL_TEST_SITE", site)
+        .env("PROXYPOOL_TEST_BANS", bans.join(","))
+        .env("PROXYPOOL_TEST_WHEEL", wheel)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("http_proxy")
+        .env_remove("https_proxy")
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("ALL_PROXY")
+        .env_remove("all_proxy")
+        .output()
+        .expect("python runs");
+    let run = Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    eprintln!("pytest -> {:?}\n{}\n{}", run.code, run.stdout, run.stderr);
     run
 }
 
@@ -147,7 +210,7 @@ fn the_requests_example_extracts_rotates_and_keeps_a_session() {
 }
 
 #[test]
-fn the_scrapy_middleware_reports_a_ban_and_retries_through_another_proxy() {
+fn the_scrapy_example_reports_a_ban_and_retries_through_another_proxy() {
     let Some(python) = clients_python() else {
         return;
     };
@@ -155,15 +218,9 @@ fn the_scrapy_middleware_reports_a_ban_and_retries_through_another_proxy() {
     // Each exit 127.0.0.N is banned for its own site shop-N.test (403 or 429), so whichever
     // proxies dev leases to its gateway, the site of one of their exits bans exactly one
     // of them.
-    let bans: Vec<String> = (2..=17)
-        .map(|n| {
-            let status = if n % 2 == 0 { 403 } else { 429 };
-            format!("127.0.0.{n}=shop-{n}.test:{status}")
-        })
-        .flat_map(|ban| ["--ban-exit".to_owned(), ban])
-        .collect();
+    let bans = ban_every_exit(16);
     let mut args: Vec<&str> = STILL.to_vec();
-    args.extend(bans.iter().map(String::as_str));
+    args.extend(ban_args(&bans));
     let (_dev, banner) = start_dev("dev-clients-scrapy", &scratch, &args);
     let port = origin_port(&banner).to_owned();
 
@@ -176,7 +233,7 @@ fn the_scrapy_middleware_reports_a_ban_and_retries_through_another_proxy() {
     let banning = format!("http://shop-{n}.test:{port}/search");
 
     // Each search is a POST, which the gateway never sends twice: a ban reaches the
-    // middleware. The gateway picks its proxies in turn, so 12 searches over its 8
+    // add-on's middleware. The gateway picks its proxies in turn, so 12 searches over its 8
     // proxies meet the banned one.
     let run = run_example(
         &python,
@@ -217,7 +274,7 @@ fn the_scrapy_middleware_reports_a_ban_and_retries_through_another_proxy() {
     assert_eq!(served.len(), 12, "every search answered: {run:?}");
     assert!(run.stdout.ends_with("OK\n"), "{run:?}");
 
-    // The ticket is what let the middleware report a proxy it never extracted: the same
+    // The ticket is what let the add-on report a proxy it never extracted: the same
     // report without it, or with a forged one, is refused like an unknown id.
     let banned = reported[0].split_whitespace().nth(2).unwrap();
     let forged = format!("v1.{}.{}", u64::MAX / 2, "0".repeat(64));
@@ -293,4 +350,59 @@ fn the_playwright_example_keeps_a_session_and_rotates_without_one() {
     let refused = run_example(&python, "playwright_example.py", &wrong, &target, &chromium);
     assert_eq!(refused.code, Some(1), "{refused:?}");
     assert!(refused.stderr.contains("failed: 407"), "{refused:?}");
+}
+
+/// How many tests the package's suite holds today: fewer passing means some were lost.
+const PACKAGE_TESTS: usize = 117;
+/// dev's proxies for the package's tests: they extract about ten of the half dev keeps
+/// for extraction, and ban four of the gateway's half.
+const PACKAGE_PROXIES: u8 = 24;
+
+#[test]
+fn the_python_client_package_passes_its_own_tests_against_dev() {
+    let Some(python) = clients_python() else {
+        return;
+    };
+    let scratch = Scratch::new("clients-package");
+    let bans = ban_every_exit(PACKAGE_PROXIES);
+    let proxies = PACKAGE_PROXIES.to_string();
+    let mut args: Vec<&str> = STILL.to_vec();
+    args.extend(["--proxies", proxies.as_str()]);
+    args.extend(ban_args(&bans));
+    let (_dev, banner) = start_dev("dev-clients-package", &scratch, &args);
+    let site = format!("http://shop-b.test:{}/", origin_port(&banner));
+
+    let run = run_package_tests(&python, &banner, &site, &bans);
+    // 0 only when every test collected passed (5: none collected; 1: a failure).
+    assert_eq!(run.code, Some(0), "{run:?}");
+    // "117 passed in 21.30s": every test ran, none skipped (the tests against dev skip
+    // without their settings, the wheel's without its name), none left out.
+    let summary = run
+        .stdout
+        .lines()
+        .rev()
+        .find(|line| line.contains(" passed"))
+        .unwrap_or_else(|| panic!("no pytest summary: {run:?}"));
+    for word in [
+        "failed",
+        "error",
+        "skipped",
+        "deselected",
+        "xfailed",
+        "xpassed",
+    ] {
+        assert!(!summary.contains(word), "{summary}");
+    }
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|word| word.trim_end_matches(',') == "passed")
+        .unwrap_or_else(|| panic!("{summary}"));
+    let passed: usize = words[at - 1]
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {summary}"));
+    assert!(
+        passed >= PACKAGE_TESTS,
+        "{passed} passed, {PACKAGE_TESTS} expected: {summary}"
+    );
 }

@@ -7,8 +7,9 @@
 //!   and clients report bans inside tunnels and by session.
 //! - `check_failures`: an untrusted https proxy's failed checks, and why, on the listing,
 //!   the metric, the log and the dashboard.
-//! - `clients`: the client examples of `examples/clients/` (requests, Scrapy, Playwright)
-//!   against `proxypool dev`.
+//! - `clients`: the Python client package `clients/python/` (its pytest suite, from the
+//!   built wheel) and the client examples of `examples/clients/` that use it (requests,
+//!   Scrapy, Playwright) against `proxypool dev`.
 //! - `config`: `check-config`, `migrate` and `hash-secret` as a user runs them.
 //! - `dashboard`: the dashboard in headless Chromium, every number checked against the API.
 //! - `deploy_compose`: the root `Dockerfile` and the Compose stack, on a Docker Engine when
