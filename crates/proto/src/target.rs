@@ -84,9 +84,9 @@ impl FromStr for TargetAddr {
         let (host, port) = s
             .rsplit_once(':')
             .ok_or_else(|| ProtoError::malformed("target", "expected host:port"))?;
-        let port = port
-            .parse::<u16>()
-            .map_err(|_| ProtoError::malformed("target", "port is not a number between 0 and 65535"))?;
+        let port = port.parse::<u16>().map_err(|_| {
+            ProtoError::malformed("target", "port is not a number between 0 and 65535")
+        })?;
         if host.starts_with('[') || host.contains(':') {
             return Err(ProtoError::malformed(
                 "target",

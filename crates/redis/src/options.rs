@@ -80,7 +80,9 @@ impl RedisPoolOptions {
             return Err(PoolError::invalid("scan budgets must be at least 1"));
         }
         if self.upsert_chunk == 0 || self.upsert_chunk > 10_000 {
-            return Err(PoolError::invalid("upsert_chunk must be between 1 and 10000"));
+            return Err(PoolError::invalid(
+                "upsert_chunk must be between 1 and 10000",
+            ));
         }
         if self.groups == 0 || self.groups > MAX_GROUPS {
             return Err(PoolError::invalid(format!(
