@@ -19,7 +19,7 @@
 //! session exists; register again), `conflict`, `unauthenticated` and `unavailable`.
 
 use crate::cooldown::{CooldownPolicy, DomainCooldown, SessionFeedback};
-use crate::geo::GeoLabel;
+use crate::geo::GeoValues;
 use crate::ids::{ClientId, Label, ProxyId, UpstreamId, WorkerId};
 use crate::port_set::PortSet;
 use crate::proxy::Protocol;
@@ -29,7 +29,6 @@ use crate::secret_hash::SecretHash;
 use crate::ticket::TicketKey;
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// Registers a worker session.
 pub const SESSIONS_PATH: &str = "/control/v1/sessions";
@@ -101,66 +100,13 @@ pub struct SnapshotProxy {
     /// The record's city, state and ASN labels, canonical, for the gateway's `-city-`,
     /// `-state-` and `-asn-` selectors. Left out of the JSON when the proxy has none, so
     /// such a proxy keeps the checksum it had before the field existed.
-    #[serde(default, skip_serializing_if = "SnapshotGeo::is_empty")]
-    pub geo: SnapshotGeo,
+    #[serde(default, skip_serializing_if = "GeoValues::is_empty")]
+    pub geo: GeoValues,
     pub max_sessions: u32,
     pub usable_until_ms: UnixMillis,
     pub lease_until_ms: UnixMillis,
     /// The assignment's epoch.
     pub epoch: u64,
-}
-
-/// The geo labels a snapshot carries for one proxy: only these three, never a record's
-/// other labels, each in its canonical form ([`GeoLabel::canonical`]) so the gateway
-/// compares plain strings.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct SnapshotGeo {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub city: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub asn: Option<String>,
-}
-
-impl SnapshotGeo {
-    /// The geo labels among a record's `labels`, canonical; a value naming no place is
-    /// left out (the store keeps them canonical already; this also covers records stored
-    /// before it did).
-    pub fn of_labels(labels: &BTreeMap<String, String>) -> Self {
-        let mut geo = SnapshotGeo::default();
-        for label in GeoLabel::ALL {
-            *geo.slot(label) = labels.get(label.key()).and_then(|v| label.canonical(v));
-        }
-        geo
-    }
-
-    pub fn get(&self, label: GeoLabel) -> Option<&str> {
-        match label {
-            GeoLabel::City => self.city.as_deref(),
-            GeoLabel::State => self.state.as_deref(),
-            GeoLabel::Asn => self.asn.as_deref(),
-        }
-    }
-
-    pub fn slot(&mut self, label: GeoLabel) -> &mut Option<String> {
-        match label {
-            GeoLabel::City => &mut self.city,
-            GeoLabel::State => &mut self.state,
-            GeoLabel::Asn => &mut self.asn,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.city.is_none() && self.state.is_none() && self.asn.is_none()
-    }
-
-    /// Whether every label `wanted` names is this one's too (an empty `wanted` always is).
-    pub fn covers(&self, wanted: &SnapshotGeo) -> bool {
-        GeoLabel::ALL
-            .into_iter()
-            .all(|label| wanted.get(label).is_none_or(|w| self.get(label) == Some(w)))
-    }
 }
 
 /// A token-bucket policy as configured (the gateway validates it into a throttle policy).
@@ -334,52 +280,4 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     pub code: String,
     pub message: String,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_snapshot_carries_only_the_geo_labels_canonical() {
-        let labels: BTreeMap<String, String> = [
-            ("city", "New York"),
-            ("state", "ny"),
-            ("asn", "AS7922"),
-            ("zip", "10001"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        let geo = SnapshotGeo::of_labels(&labels);
-        assert_eq!(geo.get(GeoLabel::City), Some("new_york"));
-        assert_eq!(geo.get(GeoLabel::State), Some("ny"));
-        assert_eq!(geo.get(GeoLabel::Asn), Some("7922"));
-        let json = serde_json::to_value(&geo).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({"city": "new_york", "state": "ny", "asn": "7922"})
-        );
-        let bad: BTreeMap<String, String> = [("city".to_owned(), "a/b".to_owned())].into();
-        assert!(SnapshotGeo::of_labels(&bad).is_empty());
-    }
-
-    #[test]
-    fn covers_compares_only_the_labels_asked_for() {
-        let proxy = SnapshotGeo {
-            city: Some("boston".into()),
-            asn: Some("7922".into()),
-            ..SnapshotGeo::default()
-        };
-        assert!(proxy.covers(&SnapshotGeo::default()));
-        let wanted = |label: GeoLabel, value: &str| {
-            let mut geo = SnapshotGeo::default();
-            *geo.slot(label) = Some(value.to_owned());
-            geo
-        };
-        assert!(proxy.covers(&wanted(GeoLabel::City, "boston")));
-        assert!(proxy.covers(&wanted(GeoLabel::Asn, "7922")));
-        assert!(!proxy.covers(&wanted(GeoLabel::City, "new_york")));
-        assert!(!proxy.covers(&wanted(GeoLabel::State, "ma")), "no state");
-    }
 }

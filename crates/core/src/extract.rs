@@ -2,7 +2,7 @@
 
 use crate::cooldown::Domain;
 use crate::error::PoolError;
-use crate::geo::{GeoLabel, MAX_GEO_VALUE};
+use crate::geo::{GeoLabel, GeoValues, MAX_GEO_VALUE};
 use crate::ids::{ClientId, ExtractionId, Label, ProjectId, ProxyId, UpstreamId, digest_hex};
 use crate::proxy::{Protocol, ProxyRecord};
 use crate::secret::Secret;
@@ -33,14 +33,10 @@ pub struct ProxyFilter {
     pub upstream: Option<UpstreamId>,
     /// The geo labels (`crate::geo`), each in its canonical form (set them with
     /// [`ProxyFilter::set_geo`]): a proxy matches when its label of that key is equal.
-    /// Left out of the serialized form when unset, so a request without them keeps the
-    /// digest it always had.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub city: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub asn: Option<String>,
+    /// Flattened, and each left out of the serialized form when unset, so a request
+    /// without them keeps the digest it always had.
+    #[serde(flatten)]
+    pub geo: GeoValues,
 }
 
 /// The longest geo filter value taken as written, in characters (its canonical form is
@@ -61,22 +57,10 @@ impl ProxyFilter {
             && self.upstream.as_ref().is_none_or(|u| &record.upstream == u)
             // Stored labels are canonical (`prepare_batch`), as the filter's values are.
             && GeoLabel::ALL.into_iter().all(|label| {
-                self.geo(label)
-                    .is_none_or(|wanted| record.labels.get(label.key()).map(String::as_str) == Some(wanted))
+                self.geo.get(label).is_none_or(|wanted| {
+                    record.labels.get(label.key()).map(String::as_str) == Some(wanted)
+                })
             })
-    }
-
-    /// The filter on `label`, canonical.
-    pub fn geo(&self, label: GeoLabel) -> Option<&str> {
-        self.geo_slot(label).as_deref()
-    }
-
-    fn geo_slot(&self, label: GeoLabel) -> &Option<String> {
-        match label {
-            GeoLabel::City => &self.city,
-            GeoLabel::State => &self.state,
-            GeoLabel::Asn => &self.asn,
-        }
     }
 
     /// Filters on `label` by `value` as a client wrote it (`New York`, `AS7922`), kept in
@@ -84,13 +68,7 @@ impl ProxyFilter {
     /// no place is refused with a message that says what is accepted (without the field's
     /// name, which the caller knows) and the filter is left as it was.
     pub fn set_geo(&mut self, label: GeoLabel, value: &str) -> Result<(), PoolError> {
-        let canonical = canonical_geo(label, value).map_err(PoolError::invalid)?;
-        let slot = match label {
-            GeoLabel::City => &mut self.city,
-            GeoLabel::State => &mut self.state,
-            GeoLabel::Asn => &mut self.asn,
-        };
-        *slot = Some(canonical);
+        *self.geo.slot(label) = Some(canonical_geo(label, value).map_err(PoolError::invalid)?);
         Ok(())
     }
 
@@ -101,7 +79,7 @@ impl ProxyFilter {
     /// canonicalising it changes nothing.
     pub fn validate(&self) -> Result<(), PoolError> {
         for label in GeoLabel::ALL {
-            if let Some(value) = self.geo(label)
+            if let Some(value) = self.geo.get(label)
                 && label.canonical(value).as_deref() != Some(value)
             {
                 return Err(PoolError::invalid(format!(
@@ -178,9 +156,11 @@ impl TryFrom<FilterFields> for ProxyFilter {
             region,
             carrier: fields.carrier,
             upstream: fields.upstream,
-            city: fields.city,
-            state: fields.state,
-            asn: fields.asn,
+            geo: GeoValues {
+                city: fields.city,
+                state: fields.state,
+                asn: fields.asn,
+            },
         })
     }
 }
@@ -529,7 +509,10 @@ mod tests {
         filter.set_geo(GeoLabel::State, "ny").unwrap();
         filter.set_geo(GeoLabel::Asn, "as7922").unwrap();
         assert_eq!(
-            (filter.geo(GeoLabel::City), filter.geo(GeoLabel::Asn)),
+            (
+                filter.geo.get(GeoLabel::City),
+                filter.geo.get(GeoLabel::Asn)
+            ),
             (Some("new_york"), Some("7922"))
         );
         assert!(filter.matches(&record));
@@ -560,16 +543,16 @@ mod tests {
     #[test]
     fn a_geo_filter_not_in_canonical_form_is_refused() {
         let mut bad = request(None);
-        bad.filter.city = Some("New York".into());
+        bad.filter.geo.city = Some("New York".into());
         let error = bad.validate().unwrap_err();
         assert!(error.to_string().contains("filters.city"), "{error}");
         let mut good = request(None);
-        good.filter.city = Some("new_york".into());
+        good.filter.geo.city = Some("new_york".into());
         good.validate().unwrap();
         // A letter whose lower case carries a combining mark is stored without it.
         let mut dotted = request(None);
         dotted.filter.set_geo(GeoLabel::City, "İstanbul").unwrap();
-        assert_eq!(dotted.filter.city.as_deref(), Some("istanbul"));
+        assert_eq!(dotted.filter.geo.city.as_deref(), Some("istanbul"));
         dotted.validate().unwrap();
     }
 
@@ -612,7 +595,10 @@ mod tests {
         let country = read(r#"{"country": "US", "city": "New York", "asn": "AS7922"}"#).unwrap();
         assert_eq!(country.region, Some(Label::new("us").unwrap()));
         assert_eq!(
-            (country.geo(GeoLabel::City), country.geo(GeoLabel::Asn)),
+            (
+                country.geo.get(GeoLabel::City),
+                country.geo.get(GeoLabel::Asn)
+            ),
             (Some("new_york"), Some("7922"))
         );
         assert_eq!(

@@ -8,6 +8,7 @@
 //! the Redis scripts compare plain strings and can never disagree.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The longest canonical geo value.
 pub const MAX_GEO_VALUE: usize = 64;
@@ -48,6 +49,60 @@ impl GeoLabel {
             GeoLabel::Asn => canonical_asn(value)?,
         };
         (!canonical.is_empty() && canonical.len() <= MAX_GEO_VALUE).then_some(canonical)
+    }
+}
+
+/// A value for each geo label, canonical ([`GeoLabel::canonical`]): what a snapshot
+/// carries for one proxy (only these three, never a record's other labels), what a
+/// gateway username selects and what an extraction filters on, so each compares plain
+/// strings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GeoValues {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub city: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asn: Option<String>,
+}
+
+impl GeoValues {
+    /// The geo labels among a record's `labels`, canonical; a value naming no place is
+    /// left out (the store keeps them canonical already; this also covers records stored
+    /// before it did).
+    pub fn of_labels(labels: &BTreeMap<String, String>) -> Self {
+        let mut geo = GeoValues::default();
+        for label in GeoLabel::ALL {
+            *geo.slot(label) = labels.get(label.key()).and_then(|v| label.canonical(v));
+        }
+        geo
+    }
+
+    pub fn get(&self, label: GeoLabel) -> Option<&str> {
+        match label {
+            GeoLabel::City => self.city.as_deref(),
+            GeoLabel::State => self.state.as_deref(),
+            GeoLabel::Asn => self.asn.as_deref(),
+        }
+    }
+
+    pub fn slot(&mut self, label: GeoLabel) -> &mut Option<String> {
+        match label {
+            GeoLabel::City => &mut self.city,
+            GeoLabel::State => &mut self.state,
+            GeoLabel::Asn => &mut self.asn,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.city.is_none() && self.state.is_none() && self.asn.is_none()
+    }
+
+    /// Whether every label `wanted` names is this one's too (an empty `wanted` always is).
+    pub fn covers(&self, wanted: &GeoValues) -> bool {
+        GeoLabel::ALL
+            .into_iter()
+            .all(|label| wanted.get(label).is_none_or(|w| self.get(label) == Some(w)))
     }
 }
 
@@ -157,5 +212,48 @@ mod tests {
             assert_eq!(GeoLabel::from_key(label.key()), Some(label));
         }
         assert_eq!(GeoLabel::from_key("region"), None);
+    }
+
+    #[test]
+    fn a_snapshot_carries_only_the_geo_labels_canonical() {
+        let labels: BTreeMap<String, String> = [
+            ("city", "New York"),
+            ("state", "ny"),
+            ("asn", "AS7922"),
+            ("zip", "10001"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let geo = GeoValues::of_labels(&labels);
+        assert_eq!(geo.get(GeoLabel::City), Some("new_york"));
+        assert_eq!(geo.get(GeoLabel::State), Some("ny"));
+        assert_eq!(geo.get(GeoLabel::Asn), Some("7922"));
+        let json = serde_json::to_value(&geo).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"city": "new_york", "state": "ny", "asn": "7922"})
+        );
+        let bad: BTreeMap<String, String> = [("city".to_owned(), "a/b".to_owned())].into();
+        assert!(GeoValues::of_labels(&bad).is_empty());
+    }
+
+    #[test]
+    fn covers_compares_only_the_labels_asked_for() {
+        let proxy = GeoValues {
+            city: Some("boston".into()),
+            asn: Some("7922".into()),
+            ..GeoValues::default()
+        };
+        assert!(proxy.covers(&GeoValues::default()));
+        let wanted = |label: GeoLabel, value: &str| {
+            let mut geo = GeoValues::default();
+            *geo.slot(label) = Some(value.to_owned());
+            geo
+        };
+        assert!(proxy.covers(&wanted(GeoLabel::City, "boston")));
+        assert!(proxy.covers(&wanted(GeoLabel::Asn, "7922")));
+        assert!(!proxy.covers(&wanted(GeoLabel::City, "new_york")));
+        assert!(!proxy.covers(&wanted(GeoLabel::State, "ma")), "no state");
     }
 }

@@ -81,7 +81,7 @@ pub use error::{Conflict, PoolError, PoolResult, Unavailable};
 pub use extract::{
     ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractedProxy, ProxyFilter,
 };
-pub use geo::GeoLabel;
+pub use geo::{GeoLabel, GeoValues};
 pub use health::{
     CheckFailure, CheckOutcome, DueQuery, HealthBatch, HealthObservation, HealthReport,
 };

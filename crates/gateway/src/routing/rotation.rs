@@ -32,7 +32,8 @@ use crate::routing::select::{Eligibility, Pick, Picker};
 use crate::routing::selector::Selectors;
 use crate::routing::sticky::{Pin, StickyTable};
 use crate::snapshot::{ClientEntry, SnapshotView, ViewProxy};
-use proxypool_core::control::{ClientRotation, SnapshotGeo};
+use proxypool_core::GeoValues;
+use proxypool_core::control::ClientRotation;
 use proxypool_core::{GeoLabel, ProxyId};
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -77,7 +78,7 @@ fn rotation_key(selectors: &Selectors, rotate: ClientRotation) -> String {
 }
 
 /// `label=value~` for each geo selector given (values are canonical: no `=` or `~`).
-fn write_geo(key: &mut String, geo: &SnapshotGeo) {
+fn write_geo(key: &mut String, geo: &GeoValues) {
     for label in GeoLabel::ALL {
         if let Some(value) = geo.get(label) {
             let _ = write!(key, "{}={value}~", label.key());
@@ -87,7 +88,7 @@ fn write_geo(key: &mut String, geo: &SnapshotGeo) {
 
 /// The table key of a session: its id, and after a `~` its geo selectors when it has any
 /// (only then does the key cost an allocation).
-fn session_key<'a>(session: &'a str, geo: &SnapshotGeo) -> Cow<'a, str> {
+fn session_key<'a>(session: &'a str, geo: &GeoValues) -> Cow<'a, str> {
     if geo.is_empty() {
         return Cow::Borrowed(session);
     }
@@ -349,7 +350,7 @@ mod tests {
         };
         assert_eq!(key("session-s1"), "s1", "no geo: the id alone");
         assert!(matches!(
-            session_key("s1", &SnapshotGeo::default()),
+            session_key("s1", &GeoValues::default()),
             Cow::Borrowed(_)
         ));
         let a = key("city-a-session-s1");

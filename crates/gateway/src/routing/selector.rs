@@ -17,7 +17,8 @@
 //! everything after it must be well-formed `key-value` pairs. An unknown key or a bad value
 //! is an error with a message that names it, never silently ignored.
 
-use proxypool_core::control::{ClientRotation, SnapshotGeo};
+use proxypool_core::GeoValues;
+use proxypool_core::control::ClientRotation;
 use proxypool_core::{GeoLabel, Label, Protocol, UpstreamId};
 
 /// What the username asks for beyond the client id.
@@ -27,7 +28,7 @@ pub struct Selectors {
     pub region: Option<Label>,
     pub carrier: Option<Label>,
     /// `-city-`, `-state-`, `-asn-`, canonical.
-    pub geo: SnapshotGeo,
+    pub geo: GeoValues,
     pub upstream: Option<UpstreamId>,
     pub protocol: Option<Protocol>,
     pub session: Option<String>,

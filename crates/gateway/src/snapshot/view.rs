@@ -10,7 +10,8 @@ use crate::proxies::capacity::ProxySlot;
 use crate::snapshot::proxy_tls::{ProxyTls, UpstreamTrust};
 use arc_swap::ArcSwap;
 use http::HeaderValue;
-use proxypool_core::control::{GatewayClient, SnapshotGeo, SnapshotProxy, WorkerSnapshot};
+use proxypool_core::GeoValues;
+use proxypool_core::control::{GatewayClient, SnapshotProxy, WorkerSnapshot};
 use proxypool_core::{
     ClientId, CooldownPolicy, Credentials, GeoLabel, Label, PortSet, ProjectId, Protocol, ProxyId,
     SecretHash, SessionFeedback, SnapshotRef, TicketKey, TicketSigner, UnixMillis, UpstreamId,
@@ -38,7 +39,7 @@ pub(crate) struct ViewProxy {
     pub region: Option<Label>,
     pub carrier: Option<Label>,
     /// City, state and asn, canonical (the `-city-`, `-state-`, `-asn-` selectors).
-    pub geo: SnapshotGeo,
+    pub geo: GeoValues,
     pub max_sessions: u32,
     /// `https` proxies only: the TLS spoken to the proxy before its protocol.
     pub tls: Option<ProxyTls>,

@@ -8,7 +8,8 @@
 use crate::common::control::TestController;
 use crate::common::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, exit_of, sim_upstream};
 use crate::common::*;
-use proxypool_core::control::{SnapshotGeo, SnapshotProxy};
+use proxypool_core::GeoValues;
+use proxypool_core::control::SnapshotProxy;
 use proxypool_core::{
     ClientId, CooldownChange, Domain, Protocol, ProxyId, SessionFeedback, Verdict, now_millis,
 };
@@ -37,7 +38,7 @@ fn exit_name(n: u8) -> String {
 }
 
 fn located(mut proxy: SnapshotProxy, city: &str, state: Option<&str>, asn: &str) -> SnapshotProxy {
-    proxy.geo = SnapshotGeo {
+    proxy.geo = GeoValues {
         city: Some(city.to_owned()),
         state: state.map(str::to_owned),
         asn: Some(asn.to_owned()),

@@ -234,9 +234,9 @@ pub async fn extract_rejects_geo_filter_not_canonical<F: PoolFactory>(factory: &
     ] {
         let mut request = extract_request("c1", 1, ExtractMode::Partial);
         request.idempotency_key = Some("bad-geo".into());
-        request.filter.city = city.map(str::to_owned);
-        request.filter.state = state.map(str::to_owned);
-        request.filter.asn = asn.map(str::to_owned);
+        request.filter.geo.city = city.map(str::to_owned);
+        request.filter.geo.state = state.map(str::to_owned);
+        request.filter.geo.asn = asn.map(str::to_owned);
         let err = pool.extract(T0 + 1, request).await.unwrap_err();
         assert!(
             matches!(&err, PoolError::InvalidInput(m) if m.starts_with("filters.")),

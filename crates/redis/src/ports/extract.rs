@@ -97,7 +97,9 @@ impl GroupPool {
         ];
         // The geo filters, canonical (checked by `request.validate`): compared as they are
         // with the record's stored labels.
-        args.extend(GeoLabel::ALL.map(|label| filter.geo(label).unwrap_or_default().to_owned()));
+        args.extend(
+            GeoLabel::ALL.map(|label| filter.geo.get(label).unwrap_or_default().to_owned()),
+        );
         match role {
             Role::Whole => {}
             Role::Part { .. } => args.push("part".to_owned()),

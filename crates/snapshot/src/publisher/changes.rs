@@ -7,7 +7,8 @@
 use super::Issued;
 use crate::content::same_but_lease;
 use crate::delta::{LeaseEnd, ProxyCooldowns, SnapshotDelta};
-use proxypool_core::control::{GatewayClient, HeldLease, SnapshotGeo, SnapshotProxy, UpstreamTls};
+use proxypool_core::GeoValues;
+use proxypool_core::control::{GatewayClient, HeldLease, SnapshotProxy, UpstreamTls};
 use proxypool_core::{
     AssignmentState, CooldownPolicy, DomainCooldown, Holding, OwnedProxy, ProxyId, TicketKey,
     UnixMillis,
@@ -27,7 +28,7 @@ pub(crate) fn snapshot_proxy(owned: &OwnedProxy) -> SnapshotProxy {
         upstream: record.upstream.clone(),
         region: record.region.clone(),
         carrier: record.carrier.clone(),
-        geo: SnapshotGeo::of_labels(&record.labels),
+        geo: GeoValues::of_labels(&record.labels),
         max_sessions: record.max_sessions,
         usable_until_ms: record.usable_until_ms,
         lease_until_ms: owned.assignment.lease_until_ms,

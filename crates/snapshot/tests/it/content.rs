@@ -280,10 +280,10 @@ fn a_lease_renewal_at_scale_is_a_small_delta() {
 
 #[test]
 fn geo_labels_are_in_the_checksum_and_travel_in_deltas() {
-    use proxypool_core::control::SnapshotGeo;
+    use proxypool_core::GeoValues;
     let key = TicketKey::from_bytes([7; 32]);
     let in_city = |city: &str| SnapshotProxy {
-        geo: SnapshotGeo {
+        geo: GeoValues {
             city: Some(city.to_owned()),
             state: Some("ny".to_owned()),
             asn: Some("7922".to_owned()),
