@@ -7,9 +7,12 @@
 //! 1. **Admission at accept**, before a byte is read ([`ConnectionGate`]): the peer's
 //!    address (IPv6: its `ipv6_prefix` network) must be under `max_connections_per_ip`,
 //!    then the listener under `max_connections`. At the global cap the oldest connection
-//!    that has not started a request (else the one idle longest between requests) is
-//!    closed to make room, so idle sockets from many addresses cannot lock out a client
-//!    that sends a request; only when every connection is busy is the newcomer refused.
+//!    that has sent nothing yet (else the one idle longest between complete requests, no
+//!    byte of a next head read) is closed to make room, so idle sockets from many
+//!    addresses cannot lock out a client that sends a request. A connection that has
+//!    begun to speak (its TLS handshake or a head under way, a request in flight) is never
+//!    chosen, so a flood cannot reset a slow legitimate handshake; only when every
+//!    connection is speaking or busy is the newcomer refused.
 //!    Over the per-address cap the socket is closed at once. Balancers listed in
 //!    `uncounted_per_ip` carry many clients, so they count against the global cap only.
 //! 2. **First byte** within `first_byte_timeout`, much shorter than the head's deadline:
@@ -168,8 +171,8 @@ where
     Ok(())
 }
 
-/// One admitted connection from its first byte to its close: the first-byte deadline and
-/// the TLS handshake (either cut short if the gate chooses the connection to make room),
+/// One admitted connection from its first byte to its close: the first-byte deadline (cut
+/// short if the gate chooses the silent connection to make room) and the TLS handshake,
 /// then HTTP. The connection's slots are freed when it returns.
 async fn run_connection<S, B>(
     stream: tokio::net::TcpStream,
@@ -191,6 +194,9 @@ async fn run_connection<S, B>(
             tracing::debug!(%peer, "no first byte in time: closed");
             return None;
         }
+        // It began to speak: from here its TLS handshake and its head are never cut to
+        // make room (the head deadline bounds them).
+        mark.busy();
         secure(stream, peer, limits).await
     };
     let stream = tokio::select! {

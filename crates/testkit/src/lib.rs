@@ -41,6 +41,8 @@
 //! - [`flood`]: idle floods spread over many loopback addresses, IPv4 and IPv6 (one /64
 //!   routed to loopback, which needs root: skipped with a banner otherwise, failed under
 //!   `CI=true`).
+//! - [`server_side`]: what the server's end of a loopback connection holds unread (the
+//!   kernel's socket table), to wait until a server has read half a request.
 //!
 //! Environment:
 //! - `PROXYPOOL_TEST_REDIS_URL`, `PROXYPOOL_TEST_POSTGRES_URL`: use an external server;
@@ -54,10 +56,10 @@
 //! - `PROXYPOOL_TEST_CHROMIUM`: the browser binary (default: `chromium` on `PATH`).
 //! - `CI=true`: a missing server fails the test instead of skipping it.
 //!
-//! Everything but `edge`, `flood` and [`eventually_async`] is blocking (the PostgreSQL
-//! client runs sqlx on a runtime of its own, on a thread of its own); calling it from an
-//! async test blocks that test's thread for the server's startup, which is what a test
-//! wants anyway.
+//! Everything but `edge`, `flood`, `server_side` and [`eventually_async`] is blocking
+//! (the PostgreSQL client runs sqlx on a runtime of its own, on a thread of its own);
+//! calling it from an async test blocks that test's thread for the server's startup,
+//! which is what a test wants anyway.
 
 mod binaries;
 pub mod browser;
@@ -73,6 +75,7 @@ mod process;
 pub mod redis;
 pub mod redis_cluster;
 mod scratch;
+pub mod server_side;
 mod skip;
 pub mod tls;
 mod url;

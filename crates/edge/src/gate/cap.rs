@@ -1,30 +1,42 @@
 //! [`ConnectionCap`]: the connections a listener holds open in total, and what happens when
-//! they reach the cap: the oldest connection that has not started a request yet, else the
-//! one idle longest between requests, is closed to admit the new one.
+//! they reach the cap: the oldest connection that has sent nothing yet, else the one idle
+//! longest between complete requests, is closed to admit the new one.
 //!
 //! Why: a cap that only refuses lets idle sockets from a handful of addresses (each under
 //! its per-address cap) lock out every client that would send a request. Closing a
-//! connection that has not sent a request costs its peer nothing it was promised; an idle
-//! kept-alive connection may be closed by an HTTP server at any time. A connection with a
-//! request in flight (or a tunnel) is never chosen, so what a client is doing is never cut.
+//! connection that has sent nothing costs its peer nothing it was promised; an idle
+//! kept-alive connection may be closed by an HTTP server at any time. A connection that
+//! has begun to speak is never chosen: a TLS or SOCKS5 handshake in progress, a request
+//! head half read (the first or a kept-alive connection's next), a request in flight or a
+//! tunnel. Otherwise a few addresses opening connections in a loop would reset every
+//! legitimate client whose handshake is slower than their loop; a slow speaker is bounded
+//! by the listener's head deadline instead.
 //!
-//! The choice is cheap where it happens most: connections that have not started a request
-//! wait in accept order in a queue whose stale entries are dropped as they are met (and
-//! compacted when they outnumber the live ones), so finding the oldest costs O(1)
-//! amortised; only when none is left are the idle ones scanned.
+//! The choice is cheap where it happens most: connections that have sent nothing wait in
+//! accept order in a queue whose stale entries are dropped as they are met (and compacted
+//! when they outnumber the live ones), so finding the oldest costs O(1) amortised; only
+//! when none is left are the idle ones scanned.
+//!
+//! A connection's state moves by compare-and-swap, and being chosen is a state of its own:
+//! a connection whose first byte arrives at the moment the cap looks at it is either seen
+//! speaking (and passed over) or was chosen first (and hears it), never both.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 use tokio::sync::Notify;
 
-/// Has not started a request (or a handshake has not finished): may be closed for a newcomer.
+/// Has sent nothing yet: may be closed for a newcomer, the oldest first.
 const FRESH: u8 = 0;
-/// A request in flight or a tunnel open: never closed for a newcomer.
+/// Has begun to speak (a handshake or a head under way), has a request in flight or a
+/// tunnel open: never closed for a newcomer.
 const BUSY: u8 = 1;
-/// Between requests on a kept-alive connection: may be closed once no fresh one is left.
+/// Between complete requests on a kept-alive connection, no byte of the next head read:
+/// may be closed once no fresh one is left.
 const IDLE: u8 = 2;
+/// Chosen to be closed for a newcomer; final.
+const CHOSEN: u8 = 3;
 
 /// One open connection as the cap sees it: whether it may be closed for a newcomer, and the
 /// signal that it was.
@@ -34,28 +46,40 @@ pub struct ConnectionMark {
     state: AtomicU8,
     /// When it last went idle, in milliseconds since the cap was made.
     idle_since_ms: AtomicU64,
-    evicted: AtomicBool,
     notify: Notify,
     epoch: Instant,
 }
 
 impl ConnectionMark {
-    /// A request (or a tunnel) started: the connection is not closed for a newcomer until
-    /// [`idle`](Self::idle).
+    /// Bytes arrived (a handshake's or a head's), a request started or a tunnel opened: the
+    /// connection is not closed for a newcomer until [`idle`](Self::idle). Cheap when it
+    /// is busy already (one load), so a connection's reads may call it for every chunk.
     pub fn busy(&self) {
-        self.state.store(BUSY, Ordering::Release);
+        let mut state = self.state.load(Ordering::Acquire);
+        while state == FRESH || state == IDLE {
+            match self
+                .state
+                .compare_exchange_weak(state, BUSY, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => state = now,
+            }
+        }
     }
 
-    /// The connection finished its requests and waits for the next one.
+    /// The connection finished its requests and waits for the next one, no byte of it read.
     pub fn idle(&self) {
         let now = self.epoch.elapsed().as_millis() as u64;
         self.idle_since_ms.store(now, Ordering::Relaxed);
-        self.state.store(IDLE, Ordering::Release);
+        // Only from busy: a chosen connection stays chosen.
+        let _ = self
+            .state
+            .compare_exchange(BUSY, IDLE, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// Whether the cap chose this connection to close.
     pub fn is_evicted(&self) -> bool {
-        self.evicted.load(Ordering::Acquire)
+        self.state() == CHOSEN
     }
 
     /// Completes once the cap chose this connection to close (at once if it already did).
@@ -69,9 +93,13 @@ impl ConnectionMark {
         self.state.load(Ordering::Acquire)
     }
 
-    /// Marks it chosen, unless it started a request meanwhile or was already chosen.
+    /// Chooses it, unless it left `from` meanwhile (began to speak, say) or was chosen.
     fn evict(&self, from: u8) -> bool {
-        if self.state() != from || self.evicted.swap(true, Ordering::AcqRel) {
+        if self
+            .state
+            .compare_exchange(from, CHOSEN, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
             return false;
         }
         self.notify.notify_one();
@@ -83,7 +111,7 @@ impl ConnectionMark {
 #[derive(Debug, Default)]
 struct Registry {
     open: HashMap<u64, Arc<ConnectionMark>>,
-    /// Ids in accept order; an id whose connection closed or started a request is stale.
+    /// Ids in accept order; an id whose connection closed or began to speak is stale.
     fresh: VecDeque<u64>,
 }
 
@@ -92,7 +120,6 @@ impl Registry {
         while let Some(id) = self.fresh.pop_front() {
             if let Some(mark) = self.open.get(&id)
                 && mark.state() == FRESH
-                && !mark.is_evicted()
             {
                 return Some(Arc::clone(mark));
             }
@@ -103,7 +130,7 @@ impl Registry {
     fn longest_idle(&self) -> Option<Arc<ConnectionMark>> {
         self.open
             .values()
-            .filter(|mark| mark.state() == IDLE && !mark.is_evicted())
+            .filter(|mark| mark.state() == IDLE)
             .min_by_key(|mark| mark.idle_since_ms.load(Ordering::Relaxed))
             .cloned()
     }
@@ -157,8 +184,8 @@ impl ConnectionCap {
     }
 
     /// Admits one more connection: under the cap at once, at the cap by closing the oldest
-    /// connection that has not started a request (else the longest idle); `None` when every
-    /// open connection is busy.
+    /// connection that has sent nothing (else the longest idle); `None` when every open
+    /// connection is busy.
     pub fn admit(self: &Arc<Self>) -> Option<OpenConnection> {
         let cap = self.cap();
         let under = self
@@ -173,7 +200,7 @@ impl ConnectionCap {
             let fresh = loop {
                 match registry.oldest_fresh() {
                     Some(mark) if mark.evict(FRESH) => break Some(mark),
-                    // It started a request since it was queued: try the next.
+                    // It began to speak since it was queued: try the next.
                     Some(_) => continue,
                     None => break None,
                 }
@@ -189,7 +216,6 @@ impl ConnectionCap {
             id,
             state: AtomicU8::new(FRESH),
             idle_since_ms: AtomicU64::new(0),
-            evicted: AtomicBool::new(false),
             notify: Notify::new(),
             epoch: self.epoch,
         });
@@ -313,6 +339,54 @@ mod tests {
         a.mark().busy();
         assert!(cap.admit().is_none());
         assert!(!a.mark().is_evicted());
+    }
+
+    #[test]
+    fn a_connection_that_began_to_speak_is_never_chosen() {
+        let cap = ConnectionCap::new(2);
+        let speaking = cap.admit().unwrap();
+        let silent = cap.admit().unwrap();
+        // The first bytes of its handshake arrived; no request yet.
+        speaking.mark().busy();
+        let third = cap.admit().expect("the silent one makes room");
+        assert!(silent.mark().is_evicted());
+        assert!(
+            !speaking.mark().is_evicted(),
+            "a handshake under way is cut"
+        );
+        drop(silent);
+        third.mark().busy();
+        assert!(cap.admit().is_none(), "both speak: the newcomer is refused");
+        assert!(!speaking.mark().is_evicted() && !third.mark().is_evicted());
+    }
+
+    #[test]
+    fn a_kept_alive_connection_reading_its_next_head_is_not_chosen() {
+        let cap = ConnectionCap::new(1);
+        let kept = cap.admit().unwrap();
+        kept.mark().busy();
+        kept.mark().idle();
+        // The first bytes of its next request's head.
+        kept.mark().busy();
+        assert!(cap.admit().is_none());
+        assert!(!kept.mark().is_evicted());
+        kept.mark().idle();
+        let _newcomer = cap
+            .admit()
+            .expect("idle again with no byte of a head read: it makes room");
+        assert!(kept.mark().is_evicted());
+    }
+
+    #[test]
+    fn a_chosen_connection_stays_chosen() {
+        let cap = ConnectionCap::new(1);
+        let chosen = cap.admit().unwrap();
+        let _newcomer = cap.admit().unwrap();
+        assert!(chosen.mark().is_evicted());
+        // Its first byte came a moment too late: it still closes.
+        chosen.mark().busy();
+        chosen.mark().idle();
+        assert!(chosen.mark().is_evicted());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Admission at accept: a cap on the connections one address holds open
 //! ([`PerIpLimit`], IPv6 counted per network) and a cap on all of them
-//! ([`ConnectionCap`], which closes an unused connection to admit a new one), combined for
-//! the scaffold's listeners in [`ConnectionGate`].
+//! ([`ConnectionCap`], which closes a silent or idle connection, never one that has begun
+//! to speak, to admit a new one), combined for the scaffold's listeners in
+//! [`ConnectionGate`].
 //!
 //! Both are taken right after `accept`, before a byte is read, and the per-address cap is
 //! taken first: an address at its cap is refused without touching the global count, so one

@@ -1,7 +1,7 @@
 //! One admitted connection under hyper HTTP/1.1: the head timeout and size cap, the idle
 //! watchdog of a kept-alive connection, the graceful close on shutdown or when the gate
-//! chooses it to make room, and the [`Peer`] and in-flight count of every request (which
-//! tell the gate whether the connection is busy).
+//! chooses it to make room, and the [`Peer`] and in-flight count of every request (which,
+//! with the bytes its IO reads, tell the gate whether the connection is busy).
 
 use super::activity::Activity;
 use super::head_guard::HeadGuard;
@@ -44,6 +44,7 @@ pub(super) async fn serve_connection<S, B>(
     let io = TokioIo::new(HeadGuard::new(
         stream,
         Arc::clone(&activity),
+        Arc::clone(&mark),
         limits.max_header_bytes,
     ));
     let service = Tracked {

@@ -1,8 +1,10 @@
-//! [`HeadGuard`]: the connection's IO, which records activity and writes the JSON 431 in
-//! place of hyper's own empty one, then closes with a bounded linger (see the `serve`
-//! module docs for why).
+//! [`HeadGuard`]: the connection's IO, which records activity (and tells the gate that a
+//! kept-alive connection began its next head, so it is not closed to make room) and writes
+//! the JSON 431 in place of hyper's own empty one, then closes with a bounded linger (see
+//! the `serve` module docs for why).
 
 use super::activity::Activity;
+use crate::gate::ConnectionMark;
 use crate::request_id::RequestId;
 use crate::tls::Conn;
 use std::future::Future;
@@ -19,6 +21,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub(super) struct HeadGuard {
     stream: Conn,
     activity: Arc<Activity>,
+    /// Told of every byte read: between requests the first one starts a head.
+    mark: Arc<ConnectionMark>,
     max_header_bytes: usize,
     /// The replacement answer being written, and how much of it is out.
     replacing: Option<(Vec<u8>, usize, usize)>,
@@ -41,11 +45,17 @@ const LINGER_BYTES: usize = 2 * 1024 * 1024;
 const LINGER_FOR: Duration = Duration::from_secs(1);
 
 impl HeadGuard {
-    pub(super) fn new(stream: Conn, activity: Arc<Activity>, max_header_bytes: usize) -> Self {
+    pub(super) fn new(
+        stream: Conn,
+        activity: Arc<Activity>,
+        mark: Arc<ConnectionMark>,
+        max_header_bytes: usize,
+    ) -> Self {
         activity.touch();
         HeadGuard {
             stream,
             activity,
+            mark,
             max_header_bytes,
             replacing: None,
             linger: None,
@@ -131,6 +141,7 @@ impl AsyncRead for HeadGuard {
         let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
         if buf.filled().len() > before {
             this.activity.touch();
+            this.mark.busy();
         }
         polled
     }
