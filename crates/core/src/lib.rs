@@ -1,7 +1,8 @@
 //! proxypool-core: the domain model and the ports every other crate speaks.
 //!
 //! Module map:
-//! - [`address_block`]: CIDR blocks ([`IpNet`]) and whether an address lies in one.
+//! - [`address_block`]: CIDR blocks ([`IpNet`]) and whether an address lies in one; the
+//!   one rule of addresses that are never a vendor's public proxy.
 //! - [`http_head`]: the smallest request-head cap an HTTP listener can enforce.
 //! - [`ids`]: validated identifiers (upstream, worker, client, proxy, extraction, labels).
 //! - [`secret`]: passwords that cannot be printed by accident.
@@ -67,7 +68,8 @@ pub mod upsert;
 pub mod usage;
 
 pub use address_block::{
-    IpNet, address_group, block_contains, canonical_block, in_any_block, in_block,
+    IpNet, address_group, block_contains, canonical_block, dial_address, dial_ip, in_any_block,
+    in_block, is_internal_address,
 };
 pub use admin::{
     AdminStore, KeyedCall, KeyedModeSet, ProviderStatus, WorkerMode, WorkerModeRecord,

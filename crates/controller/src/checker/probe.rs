@@ -10,8 +10,10 @@
 //!   roots).
 //!
 //! The proxy's host is resolved once per check and only an address that was checked is
-//! dialed: for a fetched list (unless `allow_private_hosts`), a host with any loopback,
-//! private or link-local address is not dialed at all (failure `dns`).
+//! dialed: for a fetched list (unless `allow_private_hosts`), a host with any address
+//! that `proxypool_core::is_internal_address` refuses (loopback, private, link-local, ...)
+//! is not dialed at all (failure `dns`). The gateways apply the same rule to the same
+//! upstreams when they dial (`crate::upstream_tls::refuses_internal`).
 //!
 //! The wire protocols are `proxypool-proto`'s; this module only sequences them. A failure
 //! becomes one of the bounded reasons of [`CheckFailure`], which is what the record keeps,
@@ -20,8 +22,9 @@
 //! echo credentials.
 
 use crate::config::{CheckTarget, HttpCheckMode, TargetUrl};
-use crate::provider::hygiene::is_internal_address;
-use proxypool_core::{CheckFailure, CheckOutcome, Protocol, ProxyRecord};
+use proxypool_core::{
+    CheckFailure, CheckOutcome, Protocol, ProxyRecord, dial_address, is_internal_address,
+};
 use proxypool_edge::{ClientTls, Conn, ProxyTrust};
 use proxypool_proto::http_connect::{
     self, MAX_RESPONSE_HEAD, basic_auth_value, read_response_head,
@@ -185,7 +188,7 @@ async fn probe_all(
     }
     // Resolved once per check, and only an address that was checked is dialed, so a name
     // cannot pass the check and then be dialed as another address.
-    let proxy = dial_address(record, plan.refuse_internal).await?;
+    let proxy = checked_address(record, plan.refuse_internal).await?;
     for (target, expect) in &plan.targets {
         let status = probe_one(record, proxy, target, plan, progress).await?;
         if status == 407 && *expect != 407 {
@@ -210,11 +213,17 @@ async fn probe_all(
 
 /// The address the proxy's host resolves to, refused when `refuse_internal` and any of
 /// its addresses is internal.
-async fn dial_address(record: &ProxyRecord, refuse_internal: bool) -> Result<SocketAddr, Failed> {
+async fn checked_address(
+    record: &ProxyRecord,
+    refuse_internal: bool,
+) -> Result<SocketAddr, Failed> {
     let host = record.host.trim_start_matches('[').trim_end_matches(']');
+    // Canonical (an IPv4-mapped answer as its IPv4 address), so the rule judges the
+    // address the socket connects to.
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, record.port))
         .await
         .map_err(|e| Failed::of(CheckFailure::Dns, &e))?
+        .map(dial_address)
         .collect();
     if refuse_internal && addrs.iter().any(|addr| is_internal_address(addr.ip())) {
         return Err(Failed::new(

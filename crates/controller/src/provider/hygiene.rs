@@ -23,37 +23,11 @@
 //! other dropped entries on the upstream's status (`GET /v1/upstreams`).
 
 use crate::config::AllowedHost;
-use proxypool_core::{IpNet, block_contains};
+use proxypool_core::block_contains;
+/// The one rule of internal addresses, shared with the checker and the gateway's dial.
+pub use proxypool_core::is_internal_address;
 use proxypool_proto::inet_aton_v4;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-/// Blocks that are never a vendor's public proxy.
-const INTERNAL: &[IpNet] = &[
-    v4([0, 0, 0, 0], 8),
-    v4([10, 0, 0, 0], 8),
-    v4([100, 64, 0, 0], 10),
-    v4([127, 0, 0, 0], 8),
-    v4([169, 254, 0, 0], 16),
-    v4([172, 16, 0, 0], 12),
-    v4([192, 168, 0, 0], 16),
-    IpNet::new_assert(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 128),
-    IpNet::new_assert(IpAddr::V6(Ipv6Addr::LOCALHOST), 128),
-    v6(0xfc00, 7),
-    v6(0xfe80, 10),
-];
-
-/// A block written as its four octets.
-const fn v4([a, b, c, d]: [u8; 4], prefix: u8) -> IpNet {
-    IpNet::new_assert(IpAddr::V4(Ipv4Addr::new(a, b, c, d)), prefix)
-}
-
-/// A block whose address is `first:0:...:0`.
-const fn v6(first: u16, prefix: u8) -> IpNet {
-    IpNet::new_assert(
-        IpAddr::V6(Ipv6Addr::new(first, 0, 0, 0, 0, 0, 0, 0)),
-        prefix,
-    )
-}
+use std::net::IpAddr;
 
 /// Why an entry was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,12 +94,6 @@ impl HostPolicy {
             _ => false,
         })
     }
-}
-
-/// Whether `ip` lies in a block that is never a vendor's public proxy (loopback, private,
-/// CGNAT, link-local, unspecified; IPv4-mapped forms included).
-pub fn is_internal_address(ip: IpAddr) -> bool {
-    INTERNAL.iter().any(|block| block_contains(*block, ip))
 }
 
 fn is_internal(host: &str, ip: Option<IpAddr>) -> bool {
