@@ -271,8 +271,9 @@ async fn measure(bench: &Bench, proxies: usize) {
     let round = controller.ownership_manager().round().await.unwrap();
     assert_eq!(round.assigned as usize, proxies);
     let path = format!(
-        "{}?session_id={session}&after_version=0&wait_ms=0&protocol=2",
-        proxypool_core::control::snapshot_path(&worker)
+        "{}?session_id={session}&after_version=0&wait_ms=0&protocol={}",
+        proxypool_core::control::snapshot_path(&worker),
+        proxypool_snapshot::CONTROL_PROTOCOL
     );
     let (started, cpu0) = (Instant::now(), cpu());
     let (status, body) = call(control, "GET", &path, None).await;
@@ -288,8 +289,9 @@ async fn measure(bench: &Bench, proxies: usize) {
     // A long-poll that waits while nothing changes: it re-reads the store every
     // `poll_interval` (1 s) for changes made elsewhere. CPU per second of waiting.
     let waiting = format!(
-        "{}?session_id={session}&after_version={version}&wait_ms={WAIT_MS}&protocol=2",
-        proxypool_core::control::snapshot_path(&worker)
+        "{}?session_id={session}&after_version={version}&wait_ms={WAIT_MS}&protocol={}",
+        proxypool_core::control::snapshot_path(&worker),
+        proxypool_snapshot::CONTROL_PROTOCOL
     );
     let (started, cpu0, calls0) = (
         Instant::now(),
@@ -523,7 +525,8 @@ async fn per_change(
             }
             let after = if whole { 0 } else { version };
             let path = format!(
-                "{snapshot_path}?session_id={session}&after_version={after}&wait_ms=0&protocol=2"
+                "{snapshot_path}?session_id={session}&after_version={after}&wait_ms=0&protocol={}",
+                proxypool_snapshot::CONTROL_PROTOCOL
             );
             let cpu0 = process_cpu_ns(std::process::id());
             let (status, body) = call(control, "GET", &path, None).await;

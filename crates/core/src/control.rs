@@ -198,15 +198,16 @@ pub struct WorkerSnapshot {
     /// per response that names a proxy. None: the gateway issues no tickets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ticket_key: Option<TicketKey>,
-    /// How to reach the `https` proxies of each upstream that says more than the
-    /// default (the public roots, the proxy's host as the server name).
+    /// How to reach the proxies of each upstream that says more than the default (the
+    /// public roots, the proxy's host as the server name, any address).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstream_tls: Vec<UpstreamTls>,
 }
 
-/// How a gateway (and the checker) reach an upstream's `https` proxies: TLS to the proxy
-/// itself, verified against this CA bundle under this server name, before a byte of the
-/// proxy protocol (so the proxy's credentials never cross the network in clear).
+/// How a gateway (and the checker) reach an upstream's proxies: for `https` proxies, TLS
+/// to the proxy itself, verified against this CA bundle under this server name, before a
+/// byte of the proxy protocol (so the proxy's credentials never cross the network in
+/// clear); for every proxy, whether only public addresses may be dialed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamTls {
@@ -217,6 +218,12 @@ pub struct UpstreamTls {
     /// The name their certificates must carry; `None` = each proxy's own host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
+    /// A proxy's host must resolve to no address `crate::is_internal_address` refuses, or
+    /// it is not dialed: set for a fetched list without `allow_private_hosts`, as the
+    /// checker is told. Left out of the JSON when unset, so an upstream without it keeps
+    /// the checksum it had before the field existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refuse_internal: bool,
 }
 
 /// What a snapshot carries besides routing state: the remembered cooldowns of its proxies

@@ -391,6 +391,7 @@ mod tests {
             upstream: UpstreamId::new("vendor").unwrap(),
             ca_pem: None,
             server_name: Some("proxies.test".to_owned()),
+            refuse_internal: false,
         }];
         v4.reference.checksum = snapshot_checksum(
             &v4.proxies,

@@ -23,8 +23,11 @@ use serde::{Deserialize, Serialize};
 /// The version of the worker control protocol this build speaks. A gateway names it when
 /// it registers and the controller names it in the grant; either side refuses the other's
 /// when they differ, with a message that says which side is older. Version 2: snapshots
-/// come as [`SnapshotUpdate`]s (whole or delta) with content checksums.
-pub const CONTROL_PROTOCOL: u32 = 2;
+/// come as [`SnapshotUpdate`]s (whole or delta) with content checksums. Version 3: an
+/// upstream's entry may say its proxies are dialed only at public addresses
+/// (`UpstreamTls::refuse_internal`), which a gateway of version 2 would neither read nor
+/// enforce.
+pub const CONTROL_PROTOCOL: u32 = 3;
 
 /// A long-poll's answer with content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -79,10 +79,7 @@ impl Checker {
                             u.health.via,
                             u.health.max_latency.map(|m| m.as_duration()),
                         )
-                        .refusing_internal(
-                            u.provider.kind == ProviderKind::Http
-                                && !u.provider.allow_private_hosts,
-                        )
+                        .refusing_internal(crate::upstream_tls::refuses_internal(u))
                         .with_tls(crate::upstream_tls::trust_of(u), target_trust(u)),
                     ),
                     recheck_after_ms: u.health.interval.as_ms(),

@@ -39,6 +39,7 @@ fn trust(upstream: &str, ca: &TestCa) -> UpstreamTls {
         upstream: UpstreamId::new(upstream).unwrap(),
         ca_pem: Some(std::fs::read_to_string(ca.ca_path()).unwrap()),
         server_name: None,
+        refuse_internal: false,
     }
 }
 
