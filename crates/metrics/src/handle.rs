@@ -4,6 +4,7 @@
 
 use crate::process;
 use crate::recorder::{Registry, TextRecorder};
+use crate::redact::Scope;
 use crate::render;
 use std::sync::Arc;
 
@@ -25,7 +26,18 @@ impl MetricsHandle {
     /// The Prometheus text exposition (version 0.0.4) of every series, followed by the
     /// process metrics.
     pub fn render(&self) -> String {
-        let mut out = render::render(&self.registry);
+        self.render_scope(Scope::Everything)
+    }
+
+    /// [`MetricsHandle::render`] without the series of any tenant
+    /// ([`crate::redact::TENANT_LABELS`]): what a scrape without the endpoint's token sees.
+    pub fn render_aggregate(&self) -> String {
+        self.render_scope(Scope::Aggregate)
+    }
+
+    /// The series `scope` shows, followed by the process metrics.
+    pub fn render_scope(&self, scope: Scope) -> String {
+        let mut out = render::render(&self.registry, scope);
         process::render(&mut out);
         out
     }

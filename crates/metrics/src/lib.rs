@@ -18,7 +18,8 @@
 //! - [`recorder`]: [`TextRecorder`], the registry of series (atomics, registered once).
 //! - [`buckets`]: histogram bucket bounds chosen per family ([`set_buckets`]), with a default.
 //! - [`render`]: the text exposition format (families, escaping, cumulative buckets).
-//! - [`redact`]: an exposition without the series of one label (tenants' usage).
+//! - [`redact`]: which series are a tenant's ([`TENANT_LABELS`]), and the [`Scope`] of a
+//!   rendering: every series, or the aggregate without them.
 //! - [`process`]: `process_*` metrics read from `/proc` at render time.
 //! - `handle`: [`MetricsHandle`], what renders a registry, and [`CONTENT_TYPE`].
 //! - `install`: [`install`], the one process-wide recorder, and [`RecorderTaken`].
@@ -45,4 +46,4 @@ pub use buckets::{
 pub use handle::{CONTENT_TYPE, MetricsHandle};
 pub use install::{RecorderTaken, install};
 pub use recorder::TextRecorder;
-pub use redact::without_label;
+pub use redact::{Scope, TENANT_LABELS, is_tenant_series};

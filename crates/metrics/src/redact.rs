@@ -1,116 +1,94 @@
-//! Leaving series out of a rendered exposition by label name: what a `/metrics` endpoint
-//! shows a scraper that may not see every tenant's series (the client API drops every
-//! series with a `client` label for a scrape without its metrics token).
+//! Which series are one tenant's, and the exposition without them: what a `/metrics`
+//! endpoint shows a scraper without the endpoint's token (the client API's
+//! `metrics_token`, the gateway admin's `admin_token`).
 //!
-//! It works on the rendered text, so it needs no second path through the registry: a
-//! sample line whose label set names the label is dropped, and a family's `# HELP` and
-//! `# TYPE` lines go with it when none of its samples is left.
+//! A series is a tenant's when one of its labels names a tenant or what a tenant does
+//! ([`TENANT_LABELS`]): such a series says how much one client routed or extracted. The
+//! aggregate exposition drops those series whole (it never relabels or sums them: the
+//! families' totals without a tenant label are recorded beside them). The choice is made
+//! per series while the registry is rendered ([`Scope`]), from the labels of its key: no
+//! second pass over the text and no parsing of label values, whatever they hold.
+//!
+//! A family whose every series is a tenant's keeps its `# HELP` and `# TYPE` lines, as
+//! a family without series does: whether a tenant's series exists is not shown either.
 
-/// `text` without the samples that carry a label named `label`.
-pub fn without_label(text: &str, label: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    // The comment lines of the family being read, written only once one of its samples is.
-    let mut pending = String::new();
-    let mut in_samples = false;
-    for line in text.lines() {
-        if line.starts_with('#') {
-            if in_samples {
-                pending.clear();
-                in_samples = false;
-            }
-            pending.push_str(line);
-            pending.push('\n');
-            continue;
-        }
-        in_samples = true;
-        if line.is_empty() || has_label(line, label) {
-            continue;
-        }
-        out.push_str(&pending);
-        pending.clear();
-        out.push_str(line);
-        out.push('\n');
-    }
-    out
+use metrics::Key;
+
+/// The label names that make a series one tenant's: `client` (the usage families
+/// `proxypool_usage_*`, recorded by the gateway and the client API per client and
+/// upstream), and `project` and `domain`, which no family carries today but which would
+/// name a tenant's project or the sites it visits. A role that adds a label naming a
+/// tenant adds it here.
+pub const TENANT_LABELS: &[&str] = &["client", "project", "domain"];
+
+/// Which series a rendering shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every series (a scrape that presented the endpoint's token).
+    Everything,
+    /// Only series without a [`TENANT_LABELS`] label (a scrape without a token).
+    Aggregate,
 }
 
-/// Whether the sample line's label set has a label named `label`. Label values are read
-/// with their escapes (`\\`, `\"`, `\n`), so a value cannot fake a label name.
-fn has_label(line: &str, label: &str) -> bool {
-    let Some(open) = line.find(['{', ' ']) else {
-        return false;
-    };
-    if !line[open..].starts_with('{') {
-        return false;
+impl Scope {
+    /// Whether the series of `key` is rendered in this scope.
+    pub(crate) fn shows(self, key: &Key) -> bool {
+        match self {
+            Scope::Everything => true,
+            Scope::Aggregate => !is_tenant_series(key),
+        }
     }
-    let mut rest = &line[open + 1..];
-    loop {
-        rest = rest.trim_start_matches([' ', ',']);
-        if rest.starts_with('}') || rest.is_empty() {
-            return false;
-        }
-        let Some(eq) = rest.find('=') else {
-            return false;
-        };
-        if rest[..eq].trim() == label {
-            return true;
-        }
-        let Some(value) = rest[eq + 1..].trim_start().strip_prefix('"') else {
-            return false;
-        };
-        let mut chars = value.char_indices();
-        let mut end = None;
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '\\' => {
-                    chars.next();
-                }
-                '"' => {
-                    end = Some(i);
-                    break;
-                }
-                _ => {}
-            }
-        }
-        let Some(end) = end else {
-            return false;
-        };
-        rest = &value[end + 1..];
-    }
+}
+
+/// Whether one of the series' labels is a [`TENANT_LABELS`] name.
+pub fn is_tenant_series(key: &Key) -> bool {
+    key.labels()
+        .any(|label| TENANT_LABELS.contains(&label.key()))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::MetricsHandle;
 
     #[test]
-    fn drops_the_series_with_the_label_and_the_families_left_empty() {
-        let text = "\
-# HELP usage_total Usage by client.
-# TYPE usage_total counter
-usage_total{client=\"acme\",upstream=\"u\"} 3
-usage_total{upstream=\"u\",client=\"globex\"} 4
-# HELP mixed_total Some with, some without.
-# TYPE mixed_total counter
-mixed_total{client=\"acme\"} 1
-mixed_total{route=\"/x\"} 2
-# HELP plain Plain.
-# TYPE plain gauge
-plain 7
-tricky{route=\"a\\\",client=\\\"b\"} 1
-";
-        let kept = without_label(text, "client");
-        assert!(!kept.contains("acme") && !kept.contains("globex"), "{kept}");
-        assert!(
-            !kept.contains("usage_total"),
-            "an emptied family goes: {kept}"
+    fn the_aggregate_leaves_out_every_series_with_a_tenant_label_and_nothing_else() {
+        let (recorder, handle) = MetricsHandle::local();
+        metrics::with_local_recorder(&recorder, || {
+            metrics::describe_counter!("t_usage_total", "Usage by client.");
+            metrics::counter!("t_usage_total", "client" => "acme", "upstream" => "u").increment(3);
+            metrics::counter!("t_usage_total", "upstream" => "u", "client" => "globex")
+                .increment(4);
+            metrics::counter!("t_mixed_total", "project" => "acme").increment(1);
+            metrics::counter!("t_mixed_total", "route" => "/x").increment(2);
+            metrics::gauge!("t_cooling", "domain" => "shop.example").set(1.0);
+            metrics::histogram!("t_seconds", "client" => "acme").record(0.2);
+            metrics::histogram!("t_seconds", "call" => "x").record(0.3);
+            // A value that looks like a label is only a value.
+            metrics::counter!("t_tricky_total", "route" => "a\",client=\"b").increment(1);
+            metrics::gauge!("t_plain").set(7.0);
+        });
+        let everything = handle.render();
+        let aggregate = handle.render_aggregate();
+        for tenant in ["acme", "globex", "shop.example"] {
+            assert!(everything.contains(tenant), "{everything}");
+            assert!(!aggregate.contains(tenant), "{tenant} leaked:\n{aggregate}");
+        }
+        for kept in [
+            "t_mixed_total{route=\"/x\"} 2\n",
+            "t_seconds_count{call=\"x\"} 1\n",
+            "t_tricky_total{route=",
+            "t_plain 7\n",
+            // A family emptied of its series keeps its help and type, as one never recorded.
+            "# HELP t_usage_total Usage by client.\n# TYPE t_usage_total counter\n",
+        ] {
+            assert!(aggregate.contains(kept), "missing {kept:?} in\n{aggregate}");
+        }
+        assert!(!aggregate.contains("\nt_usage_total"), "{aggregate}");
+        assert!(!aggregate.contains("\nt_cooling"), "{aggregate}");
+        // Process metrics are in both.
+        assert_eq!(
+            everything.contains("process_"),
+            aggregate.contains("process_")
         );
-        assert!(kept.contains("# TYPE mixed_total counter\nmixed_total{route=\"/x\"} 2\n"));
-        assert!(kept.contains("# TYPE plain gauge\nplain 7\n"));
-        assert!(
-            kept.contains("tricky{route="),
-            "a label value is not a label name: {kept}"
-        );
-        assert_eq!(without_label(text, "nothing"), text);
     }
 }

@@ -4,6 +4,7 @@
 //! histogram buckets cumulative in ascending `le` order ending at `+Inf`.
 
 use crate::recorder::{Registry, read};
+use crate::redact::Scope;
 use metrics::Key;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -14,7 +15,9 @@ use std::sync::{Arc, RwLock};
 /// the order they were made).
 type Families = BTreeMap<String, (&'static str, BTreeMap<String, Vec<String>>)>;
 
-pub(crate) fn render(registry: &Registry) -> String {
+/// The exposition of the series `scope` shows (a family left without series keeps its help
+/// and type).
+pub(crate) fn render(registry: &Registry, scope: Scope) -> String {
     let help = read(&registry.help).clone();
     let mut families: Families = BTreeMap::new();
     let mut add = |key: &Key, kind: &'static str, lines: Vec<String>| {
@@ -24,17 +27,17 @@ pub(crate) fn render(registry: &Registry) -> String {
             .1
             .insert(labels(key, None), lines);
     };
-    for (key, value) in copy(&registry.counters) {
+    for (key, value) in copy(&registry.counters, scope) {
         let value = value.load(Ordering::Relaxed);
         let line = format!("{}{} {value}", sanitize(key.name()), labels(&key, None));
         add(&key, "counter", vec![line]);
     }
-    for (key, value) in copy(&registry.gauges) {
+    for (key, value) in copy(&registry.gauges, scope) {
         let value = number(f64::from_bits(value.load(Ordering::Relaxed)));
         let line = format!("{}{} {value}", sanitize(key.name()), labels(&key, None));
         add(&key, "gauge", vec![line]);
     }
-    for (key, histogram) in copy(&registry.histograms) {
+    for (key, histogram) in copy(&registry.histograms, scope) {
         let name = sanitize(key.name());
         let mut lines = Vec::with_capacity(histogram.bounds.len() + 3);
         let mut cumulative = 0;
@@ -80,10 +83,11 @@ pub(crate) fn render(registry: &Registry) -> String {
     out
 }
 
-/// Copies the map out so no lock is held while formatting.
-fn copy<T>(map: &RwLock<HashMap<Key, Arc<T>>>) -> Vec<(Key, Arc<T>)> {
+/// Copies out the series `scope` shows, so no lock is held while formatting.
+fn copy<T>(map: &RwLock<HashMap<Key, Arc<T>>>, scope: Scope) -> Vec<(Key, Arc<T>)> {
     read(map)
         .iter()
+        .filter(|(key, _)| scope.shows(key))
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect()
 }
@@ -155,7 +159,7 @@ mod tests {
     fn rendered(record: impl FnOnce()) -> String {
         let recorder = TextRecorder::new();
         metrics::with_local_recorder(&recorder, record);
-        super::render(&recorder.registry)
+        super::render(&recorder.registry, crate::redact::Scope::Everything)
     }
 
     #[test]

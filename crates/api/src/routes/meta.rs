@@ -1,10 +1,12 @@
 //! `GET /metrics` (Prometheus text; behind a bearer token when `[api] metrics_token` is
 //! set) and `GET /openapi.json` (the API description).
 //!
-//! Tenants' usage is private: a series with a `client` label (`proxypool_usage_*` and
-//! every other per-client count) says what one tenant does, so it is rendered only for a
-//! scrape that presents the metrics token. Without a configured token those series are
-//! left out, except in `dev`, whose one client is the operator's own.
+//! Tenants' usage is private: a series with a tenant's label (`client` on
+//! `proxypool_usage_*`; `proxypool_metrics::TENANT_LABELS`) says what one tenant does, so
+//! it is rendered only for a scrape that presents the metrics token. Without a configured
+//! token those series are left out while the registry is rendered
+//! (`MetricsHandle::render_aggregate`), except in `dev`, whose one client is the
+//! operator's own.
 
 use crate::error::ApiError;
 use crate::state::ApiState;
@@ -15,9 +17,6 @@ use axum::response::{IntoResponse, Response};
 /// The OpenAPI 3.1 document, written by hand next to the crate manifest; a test checks it
 /// lists exactly the routes [`crate::router`] serves.
 pub const OPENAPI_JSON: &str = include_str!("../../openapi.json");
-
-/// The label that makes a series one tenant's.
-const CLIENT_LABEL: &str = "client";
 
 pub(crate) async fn metrics(
     State(state): State<ApiState>,
@@ -36,10 +35,11 @@ pub(crate) async fn metrics(
     let handle = state
         .metrics_handle()
         .ok_or_else(|| ApiError::not_found("metrics are not enabled on this server"))?;
-    let mut text = handle.render();
-    if !shows_clients {
-        text = proxypool_metrics::without_label(&text, CLIENT_LABEL);
-    }
+    let text = if shows_clients {
+        handle.render()
+    } else {
+        handle.render_aggregate()
+    };
     let mut response = text.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
