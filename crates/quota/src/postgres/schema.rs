@@ -38,6 +38,11 @@ pub(crate) const MIGRATIONS: Migrations = &[
         "store ledger",
         include_str!("../../migrations/postgres/0003_store_ledger.sql"),
     ),
+    (
+        4,
+        "store ledger operator",
+        include_str!("../../migrations/postgres/0004_store_ledger_operator.sql"),
+    ),
 ];
 
 /// How long [`migrate_url`] waits for a connection.
@@ -98,7 +103,9 @@ fn valid_role_name(role: &str) -> bool {
 /// - `CONNECT` on the database, `USAGE` on [`SCHEMA`] (no `CREATE`), and exactly
 ///   `SELECT, INSERT, UPDATE` on `proxypool_quota.quota_buckets` and
 ///   `proxypool_quota.store_ledger`: no `DELETE`, `TRUNCATE`, ownership, or access to the
-///   migrator's table.
+///   migrator's table. Its writes to the store ledger are held by the ledger's trigger to
+///   what a controller does (migration 4): the operator's orders (`proxypool store
+///   acknowledge`, `recover`) need the owner's role ([`super::connect_operator`]).
 ///
 /// `password` sets (or, for an existing role, replaces) the password; `None` leaves it as is
 /// (a new role then logs in only through trust/peer/certificate authentication). Run

@@ -6,6 +6,8 @@
 //! - `contract_postgres`: the contract suite against PostgresQuota as its least-privilege
 //!   role.
 //! - `contract_sqlite`: the contract suite against SqliteQuota (a fresh file per test).
+//! - `ledger_roles`: who may write what to the PostgreSQL store ledger: the runtime role
+//!   what a controller does, the owner the operator's orders; the upgrade that adds it.
 //! - `postgres_only`: PostgreSQL-only behaviour of the quota and the store ledger: replicas
 //!   sharing buckets, lost replies, the database clock, faults with time bounds, the role,
 //!   the CHECK constraints, the races of the single statement.
@@ -19,6 +21,7 @@ mod support;
 mod contract_memory;
 mod contract_postgres;
 mod contract_sqlite;
+mod ledger_roles;
 mod postgres_only;
 mod postgres_tls;
 mod sqlite_only;

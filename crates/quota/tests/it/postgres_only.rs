@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::postgres::{expire_windows, fresh_database, quota, shared_server, stored};
+use crate::support::postgres::{
+    expire_windows, fresh_database, owner_ledger, quota, shared_server, stored,
+};
 use crate::support::proxy::{FaultProxy, Mode};
 use proxypool_core::store_mark::{LedgerEntry, LossReason, Recovery, StoreLedger};
 use proxypool_core::{PoolError, Unavailable};
@@ -503,7 +505,7 @@ async fn migrations_and_role_setup_are_idempotent() {
         .fetch_one(&database.admin)
         .await
         .unwrap();
-    assert_eq!(applied, 3);
+    assert_eq!(applied, 4);
     let privileges: Vec<(String, String)> = sqlx::query_as(
         "SELECT table_name::text, privilege_type::text FROM information_schema.role_table_grants \
          WHERE grantee = $1 AND table_schema = 'proxypool_quota' \
@@ -828,7 +830,9 @@ async fn broken_ledger_rows_are_refused_by_the_constraints_and_read_as_corrupt()
         return;
     };
     let database = fresh_database(server).await;
-    let quota = quota(&database.role_url);
+    // The owner writes these entries (recoveries, losses): the constraints are what this
+    // test is about, not the runtime role's limits (`ledger_roles`).
+    let quota = owner_ledger(&database);
     let breakages = [
         ("identity", "identity = 'not-an-identity'"),
         ("short", "identity = '0011'"),

@@ -25,11 +25,21 @@ pub(crate) fn shared_server() -> Option<&'static PostgresServer> {
 pub(crate) struct Database {
     /// The superuser, connected to the database (for looking and for fault injection).
     pub(crate) admin: PgPool,
+    /// The superuser's URL of the database (what an operator connects with).
+    pub(crate) admin_url: String,
     /// The least-privilege role's URL.
     pub(crate) role_url: String,
 }
 
 pub(crate) async fn fresh_database(server: &PostgresServer) -> Database {
+    let database = empty_database(server).await;
+    migrate(&database.admin).await.expect("migrate");
+    with_quota_role(database).await
+}
+
+/// A fresh database on `server` with nothing in it yet; `role_url` names the role
+/// [`with_quota_role`] creates.
+pub(crate) async fn empty_database(server: &PostgresServer) -> Database {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let suffix = format!(
         "{}_{}",
@@ -43,15 +53,27 @@ pub(crate) async fn fresh_database(server: &PostgresServer) -> Database {
         .connect(&admin_url)
         .await
         .expect("connect as superuser");
-    migrate(&admin).await.expect("migrate");
-    let role = format!("quota_role_{suffix}");
-    create_quota_role(&admin, &role, None)
-        .await
-        .expect("create the quota role");
     Database {
         admin,
-        role_url: server.url_for(&name, &role),
+        admin_url,
+        role_url: server.url_for(&name, &format!("quota_role_{suffix}")),
     }
+}
+
+/// Creates the quota role `database.role_url` names (after the migrations).
+pub(crate) async fn with_quota_role(database: Database) -> Database {
+    let after_scheme = database.role_url.split("://").nth(1).expect("scheme");
+    let role = after_scheme.split('@').next().expect("user").to_owned();
+    create_quota_role(&database.admin, &role, None)
+        .await
+        .expect("create the quota role");
+    database
+}
+
+/// The store ledger as the database's owner: the operator's orders pass, as do the
+/// contract suite's writes of every shape.
+pub(crate) fn owner_ledger(database: &Database) -> PostgresQuota {
+    PostgresQuota::from_pool(database.admin.clone(), std::time::Duration::from_secs(5))
 }
 
 /// A quota on `url` with test-sized timeouts.

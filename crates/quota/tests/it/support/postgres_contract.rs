@@ -4,16 +4,21 @@ use async_trait::async_trait;
 use proxypool_quota::contract::{QuotaFactory, QuotaHarness, StoredBucket};
 use proxypool_quota::{Operation, PostgresQuota};
 
-use super::postgres::{Database, expire_windows, fresh_database, quota, shared_server, stored};
+use super::postgres::{
+    Database, expire_windows, fresh_database, owner_ledger, quota, shared_server, stored,
+};
 
 /// The contract factory: shared server, fresh database, quota as the least-privilege role
-/// (so the suite also proves that SELECT/INSERT/UPDATE are enough).
+/// (so the suite also proves that SELECT/INSERT/UPDATE are enough). The ledger is the
+/// owner's: the contract writes entries of every shape, the operator's forced recoveries
+/// included, which the runtime role may not (`ledger_roles` tests what it may).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PostgresFactory;
 
 #[derive(Debug)]
 pub(crate) struct PostgresHarness {
     quota: PostgresQuota,
+    ledger: PostgresQuota,
     database: Database,
 }
 
@@ -26,6 +31,7 @@ impl QuotaFactory for PostgresFactory {
         let database = fresh_database(server).await;
         Some(PostgresHarness {
             quota: quota(&database.role_url),
+            ledger: owner_ledger(&database),
             database,
         })
     }
@@ -42,7 +48,7 @@ impl QuotaHarness for PostgresHarness {
     type Ledger = PostgresQuota;
 
     fn ledger(&self) -> &PostgresQuota {
-        &self.quota
+        &self.ledger
     }
 
     async fn ledger_count(&self) -> u64 {
