@@ -6,9 +6,12 @@
 //! Templates ([`template`]) are literal text with `{placeholder}`s, each with optional
 //! transforms (`{city|lower|plus}`), and `[optional]` parts, left out when a placeholder
 //! inside has no value (`customer-{account}[-cc-{country|upper}]-sessid-{session}`).
-//! Placeholders: `account` and `password` (the upstream's credentials), `session` (a fresh
-//! random id of `session_id_length` hex digits), `minutes` and `seconds` (the lifetime,
-//! rounded up), and a group's `country`, `state`, `city`, `carrier` and `asn`.
+//! Placeholders: `account` and `password` (the upstream's credentials; `password` only in
+//! the password template, since a rendered username is shown wherever a proxy's
+//! credentials are printed), `session` (a fresh random id of `session_id_length` hex
+//! digits, at least 12: ids are drawn at random for every session of every group, and
+//! shorter ones collide among thousands), `minutes` and `seconds` (the lifetime, rounded
+//! up), and a group's `country`, `state`, `city`, `carrier` and `asn`.
 //!
 //! Validation renders every group value as each template writes it, so a value that would
 //! carry a character the vendor reads as the end of a value (and so inject a parameter of
@@ -26,6 +29,12 @@ pub use template::{Placeholder, Slot, Template, Transform};
 /// Sessions kept per group at most, and over all groups.
 pub const MAX_SESSIONS_PER_GROUP: u32 = 1_000;
 pub const MAX_SESSIONS: u32 = 10_000;
+
+/// Bounds of `session_id_length`, in hex digits. The lower one keeps random ids apart:
+/// with 6 digits (16.7 million ids) two of a few thousand sessions share an id with odds
+/// near one in three, and two sessions on one id share an exit; 12 digits (48 bits) make
+/// that about one in a hundred million for the 10,000 sessions a file may keep.
+pub const SESSION_ID_DIGITS: std::ops::RangeInclusive<u8> = 12..=32;
 
 /// The vendor gateway and how sessions are named on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,7 +55,7 @@ pub struct BackconnectConfig {
     /// The selector combinations and how many sessions of each to keep available.
     #[serde(default)]
     pub sessions: Vec<SessionGroup>,
-    /// Hex digits of a session id (some vendors want a fixed length).
+    /// Hex digits of a session id (some vendors want a fixed length), 12 to 32.
     #[serde(default = "default_session_id_length")]
     pub session_id_length: u8,
     /// The parsed templates, filled by validation.
@@ -290,11 +299,16 @@ pub(crate) fn validate(
         Millis::from_secs(10),
         Millis::from_secs(86_400),
     );
-    c.require(
-        (6..=32).contains(&backconnect.session_id_length),
-        format!("{path}.session_id_length"),
-        "must be between 6 and 32",
-    );
+    if !SESSION_ID_DIGITS.contains(&backconnect.session_id_length) {
+        c.at(
+            format!("{path}.session_id_length"),
+            format!(
+                "must be between {} and {} hex digits: shorter random session ids collide among thousands of sessions, and two sessions on one id share an exit",
+                SESSION_ID_DIGITS.start(),
+                SESSION_ID_DIGITS.end()
+            ),
+        );
+    }
     c.require(
         has_credentials,
         format!("{path}.username"),
@@ -313,6 +327,11 @@ pub(crate) fn validate(
             username.requires(Placeholder::Session),
             format!("{path}.username"),
             "must hold {session} outside optional parts: it is what makes each session its own proxy",
+        );
+        c.require(
+            !username.names(Placeholder::Password),
+            format!("{path}.username"),
+            "must not hold {password}: a username is shown wherever a proxy's credentials are printed or logged; put the password in the password template",
         );
     }
     c.require(

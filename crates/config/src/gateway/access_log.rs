@@ -1,7 +1,8 @@
 //! `[gateway.access_log]`: one line per request and per tunnel the gateway served or
 //! refused, as JSON, squid's native format or the NCSA combined format, to standard output
-//! or a file, and its checks. Every key but `queue` applies on a reload, and a reload
-//! (SIGHUP) reopens the file, so logrotate can move it away first.
+//! or a file, with refusal lines on a budget of their own, and its checks. Every key but
+//! `queue` applies on a reload, and a reload (SIGHUP) reopens the file, so logrotate can
+//! move it away first.
 
 use crate::check::Check;
 use serde::{Deserialize, Serialize};
@@ -19,8 +20,8 @@ pub struct AccessLogConfig {
     /// process log on standard error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<PathBuf>,
-    /// Log one in this many requests that were served; refusals and failures are always
-    /// logged. 1 = every request.
+    /// Log one in this many requests that were served; refusals and failures are not
+    /// sampled (they have `refusals_per_second`). 1 = every request.
     pub sample_one_in: u32,
     /// The shape of a line: `json` (every field, for collectors), `squid` (squid's native
     /// `access.log`) or `combined` (the Apache/NCSA combined format), for the tools that
@@ -30,6 +31,12 @@ pub struct AccessLogConfig {
     /// (`proxypool_gateway_access_log_lines_total{outcome="dropped"}`), so a slow disk never
     /// slows a request.
     pub queue: usize,
+    /// Lines of refusals and failures written per second at most (a burst of one second's
+    /// worth); refusal lines also never hold more than a quarter of `queue`. Beyond either,
+    /// a refusal's line is dropped and counted
+    /// (`proxypool_gateway_access_log_dropped_total{kind="refusal"}`), so a flood of refused
+    /// requests cannot crowd out the lines of served ones. 0 = no refusal lines.
+    pub refusals_per_second: u32,
 }
 
 impl Default for AccessLogConfig {
@@ -40,6 +47,7 @@ impl Default for AccessLogConfig {
             sample_one_in: 1,
             format: AccessLogFormat::Json,
             queue: 16_384,
+            refusals_per_second: 1_000,
         }
     }
 }
@@ -63,6 +71,9 @@ pub const MAX_SAMPLE_ONE_IN: u32 = 1_000_000;
 /// Bounds of `queue`.
 pub const QUEUE_RANGE: std::ops::RangeInclusive<usize> = 16..=1_048_576;
 
+/// Largest `refusals_per_second`.
+pub const MAX_REFUSALS_PER_SECOND: u32 = 1_000_000;
+
 /// Checks `[gateway.access_log]` and makes a relative `file` relative to the config file.
 pub(crate) fn validate(c: &mut Check<'_>, log: &mut AccessLogConfig) {
     if !(1..=MAX_SAMPLE_ONE_IN).contains(&log.sample_one_in) {
@@ -79,6 +90,12 @@ pub(crate) fn validate(c: &mut Check<'_>, log: &mut AccessLogConfig) {
                 QUEUE_RANGE.start(),
                 QUEUE_RANGE.end()
             ),
+        );
+    }
+    if log.refusals_per_second > MAX_REFUSALS_PER_SECOND {
+        c.at(
+            "gateway.access_log.refusals_per_second",
+            format!("must be between 0 and {MAX_REFUSALS_PER_SECOND}"),
         );
     }
     if let Some(file) = &mut log.file {

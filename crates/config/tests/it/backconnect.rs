@@ -1,7 +1,8 @@
 //! Backconnect templates as the file states them: each documented vendor's template with
 //! its transforms loads and renders that vendor's syntax; an unknown transform or
-//! placeholder, a city or state without the country a template names, and a group value
-//! that would inject a vendor parameter are refused whole, by file, line and key.
+//! placeholder, a city or state without the country a template names, a group value that
+//! would inject a vendor parameter, `{password}` in a username template and a session id
+//! shorter than 12 hex digits are refused whole, by file, line and key.
 
 use proxypool_config::{Config, ConfigError, Env, Placeholder, Role, SessionGroup};
 use std::path::Path;
@@ -272,6 +273,68 @@ fn a_group_value_that_would_inject_a_vendor_parameter_is_refused() {
             "{key} = {value:?}: {found:?}"
         );
     }
+}
+
+#[test]
+fn the_password_is_refused_in_a_username_template() {
+    for username in [
+        "customer-{account}-pw-{password}-sessid-{session}",
+        "customer-{account}[-pw-{password}]-sessid-{session}",
+    ] {
+        let found = problems(&file(username, "{password}", "country = \"us\""));
+        assert_eq!(found.len(), 1, "{username}: {found:?}");
+        assert!(
+            found[0]
+                .contains("upstreams[0].provider.backconnect.username: must not hold {password}"),
+            "{found:?}"
+        );
+    }
+    // In the password template it is what the vendor wants.
+    rendered(&file(
+        "customer-{account}-sessid-{session}",
+        "{password}",
+        "country = \"us\"",
+    ));
+}
+
+#[test]
+fn session_ids_are_at_least_twelve_hex_digits() {
+    let with_length = |digits: u8| {
+        file(
+            "customer-{account}-sessid-{session}",
+            "{password}",
+            "country = \"us\"",
+        )
+        .replace(
+            "session_lifetime = \"10m\"",
+            &format!("session_lifetime = \"10m\"\nsession_id_length = {digits}"),
+        )
+    };
+    for digits in [6, 11, 33] {
+        let found = problems(&with_length(digits));
+        assert_eq!(found.len(), 1, "{digits}: {found:?}");
+        assert!(
+            found[0].contains(
+                "upstreams[0].provider.backconnect.session_id_length: must be between 12 and 32 hex digits: shorter random session ids collide"
+            ),
+            "{found:?}"
+        );
+    }
+    for digits in [12, 32] {
+        load(&with_length(digits)).unwrap_or_else(|e| panic!("{digits}: {e}"));
+    }
+    let config = load(&file(
+        "customer-{account}-sessid-{session}",
+        "{password}",
+        "country = \"us\"",
+    ))
+    .unwrap();
+    let backconnect = config.upstreams[0].provider.backconnect.as_ref().unwrap();
+    assert!(
+        backconnect.session_id_length >= 12,
+        "the default is {}",
+        backconnect.session_id_length
+    );
 }
 
 /// The backconnect upstream the shipped example shows commented out loads as written.

@@ -28,6 +28,9 @@ max_count = 0
 [api.limits]
 ipv6_prefix = 16
 
+[gateway.access_log]
+refusals_per_second = 2000000
+
 [[upstreams]]
 id = "listed"
 ttl = "10m"
@@ -100,6 +103,10 @@ fn every_range_is_said_in_words() {
         ("api.extraction.max_count", "must be between 1 and 1000"),
         ("api.limits.ipv6_prefix", "must be between 32 and 128"),
         (
+            "gateway.access_log.refusals_per_second",
+            "must be between 0 and 1000000",
+        ),
+        (
             "upstreams[0].provider.max_bytes",
             "must be between 1 and 67108864",
         ),
@@ -121,7 +128,7 @@ fn every_range_is_said_in_words() {
         ),
         (
             "upstreams[1].provider.backconnect.session_id_length",
-            "must be between 6 and 32",
+            "must be between 12 and 32 hex digits",
         ),
         (
             "upstreams[1].provider.backconnect.sessions[0].count",
