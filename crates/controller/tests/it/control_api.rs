@@ -114,6 +114,44 @@ async fn tokens_are_required_and_scoped() {
     );
 }
 
+/// A gateway's token is good for its own worker id only: presented for another id, every
+/// route refuses it with 403 before touching that worker's session, which goes on as if
+/// nothing happened.
+#[tokio::test]
+async fn a_gateway_token_used_for_another_worker_id_is_refused() {
+    let (controller, owner, addr) = setup().await;
+    // gw-b's own session, opened and synced with a token good for it.
+    assert_eq!(owner.register("gw-b", "b1").await.status, StatusCode::OK);
+    controller.ownership_manager().round().await.unwrap();
+    let (reference, owned) = owner.sync("gw-b", "b1", 0).await;
+    assert_eq!(owned.len(), 3);
+
+    // The token of gw-a, on every route of gw-b.
+    let gw_a = ControlClient::new(addr, Some("only-a-token"));
+    let forbidden = |reply: Reply, route: &str| {
+        assert_eq!(
+            (reply.status, reply.error_code().as_str()),
+            (StatusCode::FORBIDDEN, "forbidden"),
+            "{route}: {:?}",
+            String::from_utf8_lossy(&reply.body)
+        );
+    };
+    forbidden(gw_a.register("gw-b", "b1").await, "register");
+    forbidden(gw_a.register("gw-b", "stolen").await, "register a new session");
+    forbidden(gw_a.snapshot("gw-b", "b1", 0, 0).await, "snapshot");
+    forbidden(gw_a.ack("gw-b", "b1", &reference).await, "ack");
+    forbidden(gw_a.report("gw-b", "b1", 1, &reference, &[]).await, "report");
+    forbidden(gw_a.close("gw-b", "b1").await, "close");
+
+    // gw-b's session was neither fenced nor closed, and its proxies are still its own.
+    let reply = owner.report("gw-b", "b1", 1, &reference, &[]).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+    let (_, still) = owner.sync("gw-b", "b1", 0).await;
+    assert_eq!(still, owned);
+    // The same token is good for its own id.
+    assert_eq!(gw_a.register("gw-a", "a1").await.status, StatusCode::OK);
+}
+
 #[tokio::test]
 async fn long_polls_wait_and_wake_on_changes() {
     let (controller, client, _) = setup().await;
