@@ -137,10 +137,16 @@ async fn a_gateway_token_used_for_another_worker_id_is_refused() {
         );
     };
     forbidden(gw_a.register("gw-b", "b1").await, "register");
-    forbidden(gw_a.register("gw-b", "stolen").await, "register a new session");
+    forbidden(
+        gw_a.register("gw-b", "stolen").await,
+        "register a new session",
+    );
     forbidden(gw_a.snapshot("gw-b", "b1", 0, 0).await, "snapshot");
     forbidden(gw_a.ack("gw-b", "b1", &reference).await, "ack");
-    forbidden(gw_a.report("gw-b", "b1", 1, &reference, &[]).await, "report");
+    forbidden(
+        gw_a.report("gw-b", "b1", 1, &reference, &[]).await,
+        "report",
+    );
     forbidden(gw_a.close("gw-b", "b1").await, "close");
 
     // gw-b's session was neither fenced nor closed, and its proxies are still its own.
