@@ -3,7 +3,8 @@
 //!
 //! - `promtool check config` (which checks the rule files it names too), `promtool check
 //!   rules` and `promtool test rules` pass on the shipped files, and fail on a copy with a
-//!   missing token file, a rule that does not parse, or a rule whose duration no longer
+//!   missing token file (the controllers' metrics token or the gateways' admin token: both
+//!   jobs send one), a rule that does not parse, or a rule whose duration no longer
 //!   matches its tests: each check can fail.
 //! - Every alert has a `for:` duration, a `severity` label (`critical` or `warning`), a
 //!   summary and a description, and the unit tests have a case where it fires and one
@@ -41,8 +42,12 @@ const ALERTS: [&str; 11] = [
 /// Series Prometheus makes itself for every target it scrapes, never the exporter.
 const PROMETHEUS_SERIES: [&str; 1] = ["up"];
 
-/// The file of the metrics token the configuration names, relative to it.
-const TOKEN_FILE: &str = "secrets/proxypool-metrics-token";
+/// The token files the configuration names, relative to it: the controllers' metrics token
+/// and the gateways' admin token.
+const TOKEN_FILES: [&str; 2] = [
+    "secrets/proxypool-metrics-token",
+    "secrets/proxypool-gateway-admin-token",
+];
 
 fn deploy() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus")
@@ -168,9 +173,9 @@ fn promtool_or_skip() -> bool {
     false
 }
 
-/// `deploy/prometheus` copied into `scratch` as it would be installed: with the metrics
-/// token file the configuration names (promtool checks that it exists) when `token`.
-fn installed(scratch: &Scratch, token: bool) -> PathBuf {
+/// `deploy/prometheus` copied into `scratch` as it would be installed: with the token files
+/// the configuration names (promtool checks that they exist) but `missing`.
+fn installed(scratch: &Scratch, missing: Option<&str>) -> PathBuf {
     let root = scratch.file("prometheus");
     for folder in ["rules", "tests", "secrets"] {
         std::fs::create_dir_all(root.join(folder)).unwrap();
@@ -182,8 +187,8 @@ fn installed(scratch: &Scratch, token: bool) -> PathBuf {
             std::fs::write(root.join(&file), shipped(&file)).unwrap();
         }
     }
-    if token {
-        std::fs::write(root.join(TOKEN_FILE), "a-metrics-token-of-32-characters\n").unwrap();
+    for token in TOKEN_FILES.into_iter().filter(|t| Some(*t) != missing) {
+        std::fs::write(root.join(token), "a-token-of-32-characters-or-more\n").unwrap();
     }
     root
 }
@@ -212,7 +217,7 @@ fn the_config_the_rules_and_their_unit_tests_pass_promtool() {
         return;
     }
     let scratch = Scratch::new("prometheus");
-    let root = installed(&scratch, true);
+    let root = installed(&scratch, None);
     let said = passes(&root, &["check", "config", "prometheus.yml"]);
     // The configuration's rule_files glob finds the rules, and they are checked with it.
     assert!(said.contains("rules/proxypool.yml"), "{said}");
@@ -248,15 +253,20 @@ fn promtool_refuses_a_missing_token_a_broken_rule_and_a_rule_its_tests_contradic
     if !promtool_or_skip() {
         return;
     }
-    // The token file the controllers' job names is missing.
-    let scratch = Scratch::new("prometheus-no-token");
-    let root = installed(&scratch, false);
-    let said = fails(&root, &["check", "config", "prometheus.yml"]);
-    assert!(said.contains("proxypool-metrics-token"), "{said}");
+    // A token file one of the jobs names is missing.
+    for token in TOKEN_FILES {
+        let scratch = Scratch::new("prometheus-no-token");
+        let root = installed(&scratch, Some(token));
+        let said = fails(&root, &["check", "config", "prometheus.yml"]);
+        assert!(
+            said.contains(token.trim_start_matches("secrets/")),
+            "{said}"
+        );
+    }
 
     // A rule that does not parse: both checks name it.
     let scratch = Scratch::new("prometheus-broken");
-    let root = installed(&scratch, true);
+    let root = installed(&scratch, None);
     let rules = root.join("rules/proxypool.yml");
     let text = std::fs::read_to_string(&rules).unwrap();
     let good = "max by (upstream) (proxypool_pool_proxies";
@@ -274,7 +284,7 @@ fn promtool_refuses_a_missing_token_a_broken_rule_and_a_rule_its_tests_contradic
     // A rule that still parses but waits longer than its tests expect: only the unit tests
     // notice, and they name the alert.
     let scratch = Scratch::new("prometheus-contradicted");
-    let root = installed(&scratch, true);
+    let root = installed(&scratch, None);
     let rules = root.join("rules/proxypool.yml");
     let text = std::fs::read_to_string(&rules).unwrap();
     let waits = "proxypool_gateway_ready == 0\n        for: 2m";
