@@ -24,19 +24,31 @@
 //! whose `forget_at_ms` has passed is gone. A proxy keeps at most
 //! [`MAX_COOLDOWNS_PER_PROXY`] entries per scope: beyond that, the scope's entries to be
 //! forgotten first are dropped, so one project's reports never push out another's or the
-//! shared ones. Entries on proxies the pool does not hold are ignored.
+//! shared ones. It keeps at most [`MAX_PROJECT_SCOPES_PER_PROXY`] project scopes beside the
+//! shared one: beyond that, the scopes whose latest entry is forgotten first go whole, so
+//! a flood of made-up scopes cannot grow a proxy's entries (and every snapshot listing it)
+//! without bound. Entries on proxies the pool does not hold are ignored.
+//!
+//! Which scopes may be written at all is the writer's business: a client writes only its
+//! own project's (or, trusted, the shared one); a gateway's runtime report may name only
+//! the shared scope and the configured projects, and the controller drops the rest
+//! ([`drop_unknown_scopes`]) before the store sees them.
 
 use crate::error::{PoolError, PoolResult};
 use crate::ids::{ClientId, ProjectId, ProxyId};
 use crate::time::UnixMillis;
 use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeSet;
 use std::fmt::{self, Debug};
 use std::net::IpAddr;
 
 /// Most domains one proxy is remembered cooling down for, per scope (shared, or one
 /// project's).
 pub const MAX_COOLDOWNS_PER_PROXY: usize = 16;
+/// Most project scopes one proxy keeps entries in, besides the shared scope: with
+/// [`MAX_COOLDOWNS_PER_PROXY`], at most `(1 + 8) * 16` entries per proxy.
+pub const MAX_PROJECT_SCOPES_PER_PROXY: usize = 8;
 /// Most cooldown changes one call (a runtime report, a feedback batch) may carry.
 pub const MAX_COOLDOWN_CHANGES: usize = 10_000;
 /// The longest cooldown anyone may ask for (one day).
@@ -196,6 +208,48 @@ impl CooldownChange {
             CooldownChange::Clear { proxy_id, .. } => proxy_id,
         }
     }
+
+    /// The scope the change writes (`None` = shared).
+    pub fn project(&self) -> Option<&ProjectId> {
+        match self {
+            CooldownChange::Set(entry) => entry.project.as_ref(),
+            CooldownChange::Clear { project, .. } => project.as_ref(),
+        }
+    }
+}
+
+/// What [`drop_unknown_scopes`] took out of a batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnknownScopes {
+    /// Changes dropped.
+    pub dropped: usize,
+    /// The scopes they named, at most [`UnknownScopes::NAMED`] of them (for a log line).
+    pub named: BTreeSet<ProjectId>,
+}
+
+impl UnknownScopes {
+    /// Most distinct scopes named.
+    pub const NAMED: usize = 8;
+}
+
+/// Drops from `changes` every change in a project scope that `known` does not name (the
+/// shared scope is always known), keeping the others in their order.
+pub fn drop_unknown_scopes(
+    changes: &mut Vec<CooldownChange>,
+    known: impl Fn(&ProjectId) -> bool,
+) -> UnknownScopes {
+    let mut unknown = UnknownScopes::default();
+    changes.retain(|change| match change.project() {
+        Some(project) if !known(project) => {
+            unknown.dropped += 1;
+            if unknown.named.len() < UnknownScopes::NAMED {
+                unknown.named.insert(project.clone());
+            }
+            false
+        }
+        _ => true,
+    });
+    unknown
 }
 
 /// Applies `changes` to one proxy's stored entries by the module's rule, at `now`: what
@@ -232,14 +286,29 @@ pub fn merge_cooldowns(
     });
     let mut kept = 0;
     let mut scope: Option<Option<ProjectId>> = None;
+    // Each project scope's latest forget_at_ms: its first entry in this order.
+    let mut projects: Vec<(ProjectId, UnixMillis)> = Vec::new();
     stored.retain(|e| {
         if scope.as_ref() != Some(&e.project) {
             scope = Some(e.project.clone());
             kept = 0;
+            if let Some(project) = &e.project {
+                projects.push((project.clone(), e.forget_at_ms));
+            }
         }
         kept += 1;
         kept <= MAX_COOLDOWNS_PER_PROXY
     });
+    if projects.len() > MAX_PROJECT_SCOPES_PER_PROXY {
+        // The project scopes remembered longest stay, ties by project; shared always stays.
+        projects.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let staying: BTreeSet<ProjectId> = projects
+            .into_iter()
+            .take(MAX_PROJECT_SCOPES_PER_PROXY)
+            .map(|(project, _)| project)
+            .collect();
+        stored.retain(|e| e.project.as_ref().is_none_or(|p| staying.contains(p)));
+    }
     stored.sort_by(|a, b| {
         a.domain
             .cmp(&b.domain)
@@ -630,5 +699,58 @@ mod tests {
         };
         merge_cooldowns(&mut stored, &[&acme_ok], 0);
         assert_eq!((count(&stored, None), count(&stored, Some(&acme))), (1, 0));
+    }
+
+    #[test]
+    fn a_proxy_keeps_a_bounded_number_of_project_scopes_the_longest_remembered() {
+        let proxy = ProxyId::new("0123456789abcdef0123456789abcdef").unwrap();
+        let project = |i: usize| ProjectId::new(format!("p{i:02}")).unwrap();
+        let set = |scope: Option<ProjectId>, forget: u64| {
+            CooldownChange::Set(DomainCooldown {
+                proxy_id: proxy.clone(),
+                domain: domain("a.test"),
+                project: scope,
+                until_ms: 100,
+                strikes: 1,
+                forget_at_ms: forget,
+            })
+        };
+        // The shared entry is the one forgotten first of all, and stays all the same.
+        let mut flood = vec![set(None, 1_000)];
+        flood.extend(
+            (0..MAX_PROJECT_SCOPES_PER_PROXY + 5).map(|i| set(Some(project(i)), 2_000 + i as u64)),
+        );
+        let refs: Vec<&CooldownChange> = flood.iter().collect();
+        let mut stored = Vec::new();
+        merge_cooldowns(&mut stored, &refs, 0);
+        let scopes: Vec<Option<ProjectId>> = stored.iter().map(|e| e.project.clone()).collect();
+        let mut expected = vec![None];
+        expected.extend((5..MAX_PROJECT_SCOPES_PER_PROXY + 5).map(|i| Some(project(i))));
+        assert_eq!(
+            scopes, expected,
+            "shared, then the latest-forgotten project scopes"
+        );
+        // Merged the other way round, the same scopes stay.
+        let reversed: Vec<&CooldownChange> = flood.iter().rev().collect();
+        let mut other = Vec::new();
+        merge_cooldowns(&mut other, &reversed, 0);
+        assert_eq!(other, stored);
+    }
+
+    #[test]
+    fn changes_in_unknown_scopes_are_dropped_and_named() {
+        let proxy = ProxyId::new("0123456789abcdef0123456789abcdef").unwrap();
+        let clear = |scope: Option<&str>| CooldownChange::Clear {
+            proxy_id: proxy.clone(),
+            domain: domain("a.test"),
+            project: scope.map(|p| ProjectId::new(p).unwrap()),
+        };
+        let mut changes = vec![clear(None), clear(Some("acme")), clear(Some("made-up"))];
+        changes.extend((0..20).map(|i| clear(Some(&format!("fake-{i:02}")))));
+        let unknown = drop_unknown_scopes(&mut changes, |p| p.as_str() == "acme");
+        assert_eq!(changes, vec![clear(None), clear(Some("acme"))]);
+        assert_eq!(unknown.dropped, 21);
+        assert_eq!(unknown.named.len(), UnknownScopes::NAMED);
+        assert!(unknown.named.contains(&ProjectId::new("made-up").unwrap()));
     }
 }

@@ -13,10 +13,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use proxypool_core::control::{RegisterSession, ReportAck, SessionGrant, SnapshotAck};
+use proxypool_core::cooldown::drop_unknown_scopes;
 use proxypool_core::runtime::validate_session_id;
 use proxypool_core::{CooldownReport, ReportOutcome, RuntimeReport, WorkerId};
 use proxypool_snapshot::CONTROL_PROTOCOL;
 use serde::Deserialize;
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// The worker a `/workers/{worker}/...` request names, once its token may act for it.
@@ -158,6 +160,12 @@ pub(super) async fn ack(
 /// `POST /control/v1/workers/{worker}/reports`: one store call takes the report and renews
 /// the session. Entries on proxies the worker no longer owns do not refuse the report;
 /// the answer names them (`stale_proxies`) so the gateway stops using them.
+///
+/// Its cooldown changes may write the shared scope and the configured projects' only: a
+/// change in any other scope is dropped (counted as `unknown_scope`, the scopes logged),
+/// not refused with the report. A project removed by a reload may still be in a gateway's
+/// ledger until its next snapshot, and a refused report would cost that gateway its
+/// counters and its session renewal, for changes nobody can use anyway.
 pub(super) async fn report(
     State(state): State<ControlState>,
     rid: RequestId,
@@ -184,7 +192,20 @@ pub(super) async fn report(
     report
         .validate()
         .map_err(|e| ApiError::from_pool(e, &rid))?;
-    let cooldowns = report.cooldowns.clone();
+    let mut cooldowns = report.cooldowns.clone();
+    let unknown_scope = {
+        let config = state.config.load();
+        let projects: HashSet<&str> = config.clients.iter().map(|c| c.project.as_str()).collect();
+        drop_unknown_scopes(&mut cooldowns, |project| {
+            projects.contains(project.as_str())
+        })
+    };
+    if unknown_scope.dropped > 0 {
+        tracing::warn!(
+            %worker, dropped = unknown_scope.dropped, scopes = ?unknown_scope.named,
+            "report's cooldowns named projects that are not configured; dropped"
+        );
+    }
     let ttl = state.snapshot.session_ttl.as_ms();
     let now = state.clock.now();
     let receipt = state
@@ -205,7 +226,7 @@ pub(super) async fn report(
             .await
             .map_err(|e| ApiError::from_pool(e, &rid))?
     };
-    crate::metrics::cooldown_changes(&applied);
+    crate::metrics::cooldown_changes(&applied, unknown_scope.dropped);
     if !receipt.stale_proxies.is_empty() {
         tracing::debug!(
             %worker, stale = receipt.stale_proxies.len(),

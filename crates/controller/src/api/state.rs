@@ -2,8 +2,9 @@
 
 use super::auth::WorkerTokens;
 use crate::clock::SharedClock;
-use crate::config::{ControlLimits, SnapshotConfig};
+use crate::config::{Config, ControlLimits, SnapshotConfig};
 use crate::snapshot::SnapshotPublisher;
+use arc_swap::ArcSwap;
 use proxypool_core::ActivityPool;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -20,4 +21,7 @@ pub struct ControlState {
     pub limits: ControlLimits,
     /// Wakes the ownership manager (a new session should get proxies promptly).
     pub wake_ownership: Arc<Notify>,
+    /// The configuration in force, swapped whole on reload: the projects a report's
+    /// cooldowns may name are the configured clients' (read at each report).
+    pub config: Arc<ArcSwap<Config>>,
 }

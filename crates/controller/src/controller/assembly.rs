@@ -177,6 +177,7 @@ impl Controller {
             snapshot: self.config().snapshot.clone(),
             limits: self.config().control.limits.clone(),
             wake_ownership: self.wake_ownership.clone(),
+            config: self.config.clone(),
         })
     }
 

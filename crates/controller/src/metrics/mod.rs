@@ -175,7 +175,8 @@ fn describe() {
     describe_counter!(
         COOLDOWN_CHANGES,
         "Cooldown changes the gateways' runtime reports carried, by result (applied to a \
-         proxy the pool holds, unknown: its proxy is gone, so the change was ignored)."
+         proxy the pool holds, unknown: its proxy is gone, so the change was ignored, \
+         unknown_scope: its project is not configured, so it was dropped before the store)."
     );
     describe_counter!(
         STORE_ERRORS,
@@ -301,11 +302,16 @@ pub(crate) fn sweep_removed(report: &SweepReport) {
     }
 }
 
-/// The cooldown changes of one runtime report, as the store took them.
-pub(crate) fn cooldown_changes(report: &CooldownReport) {
-    for (result, n) in [("applied", report.applied), ("unknown", report.unknown)] {
-        // Every accepted report counts, at 0 when it carries none: both series exist from
-        // the first report on, so a rate is never missing.
+/// The cooldown changes of one runtime report: as the store took them, and those dropped
+/// before it for a scope no configured project has.
+pub(crate) fn cooldown_changes(report: &CooldownReport, unknown_scope: usize) {
+    for (result, n) in [
+        ("applied", report.applied),
+        ("unknown", report.unknown),
+        ("unknown_scope", unknown_scope),
+    ] {
+        // Every accepted report counts, at 0 when it carries none: every series exists
+        // from the first report on, so a rate is never missing.
         metrics::counter!(COOLDOWN_CHANGES, "result" => result).increment(n as u64);
     }
 }
@@ -324,16 +330,20 @@ mod tests {
     fn cooldown_changes_are_counted_by_result_and_both_series_exist_at_zero() {
         let (recorder, handle) = MetricsHandle::local();
         metrics::with_local_recorder(&recorder, || {
-            cooldown_changes(&CooldownReport::default());
-            cooldown_changes(&CooldownReport {
-                applied: 3,
-                unknown: 1,
-            });
+            cooldown_changes(&CooldownReport::default(), 0);
+            cooldown_changes(
+                &CooldownReport {
+                    applied: 3,
+                    unknown: 1,
+                },
+                2,
+            );
         });
         let text = handle.render();
         for expected in [
             "proxypool_controller_cooldown_changes_total{result=\"applied\"} 3\n",
             "proxypool_controller_cooldown_changes_total{result=\"unknown\"} 1\n",
+            "proxypool_controller_cooldown_changes_total{result=\"unknown_scope\"} 2\n",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in {text}");
         }

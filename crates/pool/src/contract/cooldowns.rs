@@ -6,7 +6,8 @@ use super::factory::PoolFactory;
 use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::cooldown::{
-    MAX_COOLDOWN_CHANGES, MAX_COOLDOWNS_PER_PROXY, MAX_SESSION_FEEDBACK, merge_cooldowns,
+    MAX_COOLDOWN_CHANGES, MAX_COOLDOWNS_PER_PROXY, MAX_PROJECT_SCOPES_PER_PROXY,
+    MAX_SESSION_FEEDBACK, merge_cooldowns,
 };
 use proxypool_core::{
     ActivityPool, CooldownChange, CooldownReport, CooldownStore, Domain, DomainCooldown, DueQuery,
@@ -730,6 +731,47 @@ pub async fn cooldowns_of_each_scope_are_merged_bounded_and_cleared_apart<F: Poo
         .map(|e| e.project.map(|p| p.to_string()).unwrap_or_default())
         .collect();
     assert_eq!(left, vec!["acme".to_owned()]);
+}
+
+/// A flood of reports in many project scopes on one proxy (one batch, then one more scope
+/// at a time) leaves the shared entry and at most [`MAX_PROJECT_SCOPES_PER_PROXY`] project
+/// scopes, the ones the reference keeps: those remembered longest.
+pub async fn cooldowns_project_scopes_per_proxy_are_bounded_as_the_reference_bounds_them<
+    F: PoolFactory,
+>(
+    factory: &F,
+) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 1, 1).await;
+    let p = &ids[0];
+    let scopes = MAX_PROJECT_SCOPES_PER_PROXY + 4;
+    let mut flood = vec![set(p, "shop.test", 5_000, 1, 20_000)];
+    for i in 0..scopes {
+        // Two domains per scope; scope i is remembered until 30_000 + i.
+        for name in ["shop.test", "other.test"] {
+            let forget = 30_000 + i as u64;
+            flood.push(scoped(set(p, name, 5_000, 1, forget), &format!("p{i:02}")));
+        }
+    }
+    pool.apply_cooldowns(T0, &flood).await.unwrap();
+    // One more scope, remembered longest of all, in a batch of its own.
+    let late = [scoped(set(p, "shop.test", 5_000, 1, 40_000), "late")];
+    pool.apply_cooldowns(T0 + 1, &late).await.unwrap();
+
+    let stored = cooldowns(&pool, T0 + 2, p).await;
+    assert_eq!(stored, reference(&[&flood, &late], T0 + 1));
+    let kept: BTreeSet<Option<String>> = stored
+        .iter()
+        .map(|e| e.project.as_ref().map(|p| p.to_string()))
+        .collect();
+    let mut expected: BTreeSet<Option<String>> = (scopes - MAX_PROJECT_SCOPES_PER_PROXY + 1
+        ..scopes)
+        .map(|i| Some(format!("p{i:02}")))
+        .collect();
+    expected.insert(Some("late".to_owned()));
+    expected.insert(None);
+    assert_eq!(kept, expected, "the shared scope and the longest remembered");
+    assert_eq!(stored.len(), 1 + 1 + 2 * (MAX_PROJECT_SCOPES_PER_PROXY - 1));
 }
 
 pub async fn extract_for_domain_honours_shared_cooldowns_and_the_client_s_project_s<

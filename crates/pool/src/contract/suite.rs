@@ -91,6 +91,7 @@ macro_rules! contract_suite {
             cooldowns::return_extracted_only_by_the_holder_and_checked_next,
             cooldowns::extract_for_domain_skips_proxies_cooling_for_it,
             cooldowns::cooldowns_of_each_scope_are_merged_bounded_and_cleared_apart,
+            cooldowns::cooldowns_project_scopes_per_proxy_are_bounded_as_the_reference_bounds_them,
             cooldowns::extract_for_domain_honours_shared_cooldowns_and_the_client_s_project_s,
             tickets::tickets_key_is_made_once_and_kept,
             tickets::tickets_concurrent_callers_get_one_key,

@@ -1,7 +1,8 @@
 -- cooldowns_apply.lua: merges a batch of cooldown changes (MemoryPool:
 -- memory/cooldown.rs, CooldownStore::apply_cooldowns; the rule is core's merge_cooldowns).
 --
--- ARGV[4] most entries per proxy and scope, then 7-tuples from ARGV[5]: proxy id, op
+-- ARGV[4] most entries per proxy and scope, ARGV[5] most project scopes per proxy
+-- (beside the shared one), then 7-tuples from ARGV[6]: proxy id, op
 -- ('s' = set, 'c' = clear), domain, until, strikes, forget_at (these three '' for a
 -- clear), project ('' = shared).
 -- Changes on a proxy that is not live are ignored and counted.
@@ -10,9 +11,10 @@
 local function main()
   P.remove_expired(CLEANUP)
   local max = P.num(ARGV[4])
+  local max_scopes = P.num(ARGV[5])
   -- Grouped per proxy in the batch's order: a set then a clear of one domain clears.
   local order, per_proxy = {}, {}
-  for i = 5, #ARGV, 7 do
+  for i = 6, #ARGV, 7 do
     local id = ARGV[i]
     local list = per_proxy[id]
     if not list then
@@ -27,7 +29,7 @@ local function main()
     local changes = per_proxy[id]
     local r = P.live_record(id)
     if r then
-      local merged = P.merge_cooldowns(P.remembered_cooldowns(id), changes, max)
+      local merged = P.merge_cooldowns(P.remembered_cooldowns(id), changes, max, max_scopes)
       P.put_cooldowns(id, merged, P.num(r[HARD]))
       applied = applied + #changes
     else

@@ -6,7 +6,9 @@
 use crate::codec::cooldown;
 use crate::group::{GroupPool, Side};
 use async_trait::async_trait;
-use proxypool_core::cooldown::{MAX_COOLDOWNS_PER_PROXY, MAX_SESSION_FEEDBACK, validate_changes};
+use proxypool_core::cooldown::{
+    MAX_COOLDOWNS_PER_PROXY, MAX_PROJECT_SCOPES_PER_PROXY, MAX_SESSION_FEEDBACK, validate_changes,
+};
 use proxypool_core::{
     ClientId, CooldownChange, CooldownReport, CooldownStore, DomainCooldown, PoolError, PoolResult,
     ProxyId, Reporter, ReturnOutcome, SessionFeedback, UnixMillis,
@@ -20,8 +22,9 @@ impl CooldownStore for GroupPool {
         changes: &[CooldownChange],
     ) -> PoolResult<CooldownReport> {
         validate_changes(changes)?;
-        let mut args = Vec::with_capacity(1 + changes.len() * 7);
+        let mut args = Vec::with_capacity(2 + changes.len() * 7);
         args.push(MAX_COOLDOWNS_PER_PROXY.to_string());
+        args.push(MAX_PROJECT_SCOPES_PER_PROXY.to_string());
         for change in changes {
             cooldown::change_args(change, &mut args);
         }

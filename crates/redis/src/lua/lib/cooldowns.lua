@@ -69,8 +69,10 @@ end
 -- proxypool_core::cooldown::merge_cooldowns, step for step: each change is
 -- {op ('s' | 'c'), domain, until, strikes, forget_at, project}, keyed by (project,
 -- domain); each scope keeps at most `max` entries, the ones forgotten soonest going first
--- (ties by domain); the result is in (domain, project) order, shared ('') first.
-function P.merge_cooldowns(stored, changes, max)
+-- (ties by domain); at most `max_scopes` project scopes stay beside the shared one, those
+-- whose latest entry is forgotten soonest going whole (ties by project); the result is in
+-- (domain, project) order, shared ('') first.
+function P.merge_cooldowns(stored, changes, max, max_scopes)
   for _, c in ipairs(changes) do
     local found = nil
     for i, e in ipairs(stored) do
@@ -108,14 +110,38 @@ function P.merge_cooldowns(stored, changes, max)
     return a[C_DOMAIN] < b[C_DOMAIN]
   end)
   local kept, scope, in_scope = {}, nil, 0
+  -- Each project scope's latest forget_at: its first entry in this order.
+  local projects = {}
   for _, e in ipairs(live) do
     if e[C_PROJECT] ~= scope then
       scope, in_scope = e[C_PROJECT], 0
+      if scope ~= '' then
+        projects[#projects + 1] = { scope, e[C_FORGET] }
+      end
     end
     in_scope = in_scope + 1
     if in_scope <= max then
       kept[#kept + 1] = e
     end
+  end
+  if #projects > max_scopes then
+    table.sort(projects, function(a, b)
+      if a[2] ~= b[2] then
+        return a[2] > b[2]
+      end
+      return a[1] < b[1]
+    end)
+    local staying = {}
+    for i = 1, max_scopes do
+      staying[projects[i][1]] = true
+    end
+    local bounded = {}
+    for _, e in ipairs(kept) do
+      if e[C_PROJECT] == '' or staying[e[C_PROJECT]] then
+        bounded[#bounded + 1] = e
+      end
+    end
+    kept = bounded
   end
   table.sort(kept, function(a, b)
     if a[C_DOMAIN] ~= b[C_DOMAIN] then
