@@ -9,6 +9,8 @@
 //! upstream's usage.
 //!
 //! The proxy's fault (it did not do its part of the job):
+//! - its host name resolves to no address, or, for a fetched list, to an internal one
+//!   (`crate::proxy_addresses`: it is not dialed at all);
 //! - the TCP connection to the proxy times out, is refused or fails;
 //! - the proxy refuses our credentials (HTTP 407, SOCKS5 authentication failure);
 //! - the proxy sends no byte of its handshake answer (HTTP `CONNECT` or SOCKS5) within

@@ -13,6 +13,7 @@ use crate::inbound::io_threads::{IoThreads, ThreadListeners};
 use crate::inbound::{http as http_listener, socks};
 use crate::metrics::GatewayMetrics;
 use crate::policy::limits::LimiterClock;
+use crate::proxy_addresses::{self, ProxyAddresses, ProxyResolution};
 use crate::reload::{GatewayReload, build_shield};
 use crate::routing::route::{RouteSettings, Router};
 use crate::routing::select::Picker;
@@ -92,6 +93,16 @@ impl Gateway {
     pub async fn bind_with_clock(
         config: GatewayConfig,
         clock: SharedClock,
+    ) -> Result<Self, GatewayError> {
+        Self::bind_with(config, clock, ProxyResolution::default()).await
+    }
+
+    /// [`Gateway::bind_with_clock`], resolving the proxies' host names as `resolution`
+    /// says (tests answer with a resolver of their own).
+    pub async fn bind_with(
+        config: GatewayConfig,
+        clock: SharedClock,
+        resolution: ProxyResolution,
     ) -> Result<Self, GatewayError> {
         config.validate()?;
         // Install the process's recorder before any metric handle is created (handles made
@@ -188,6 +199,7 @@ impl Gateway {
                 access,
                 phase: phase_rx,
                 clock,
+                addresses: Arc::new(ProxyAddresses::new(resolution)),
             },
             connections,
             per_ip,
@@ -287,6 +299,10 @@ impl Gateway {
         tasks.spawn(maintenance(Arc::clone(&shared)));
         tasks.spawn(follow_session_feedback(Arc::clone(&shared)));
         tasks.spawn(keeper::run(Arc::clone(&shared)));
+        tasks.spawn(proxy_addresses::keep_fresh(
+            Arc::clone(&shared.addresses),
+            Arc::clone(&shared.store),
+        ));
         let (stop_control, stop_rx) = watch::channel(false);
         let control_task = {
             let control = Arc::clone(&control);

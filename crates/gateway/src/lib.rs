@@ -38,7 +38,8 @@
 //!       -> control                     the control loop and client, the lease keeper
 //!       -> outbound                    dial, forward plain HTTP, relay tunnels
 //!         -> context                   GatewayContext: settings, store, router, bans, metrics, usage, clock
-//!           -> routing                 selectors, sticky, rotation, pick, wait, bans, the router
+//!           -> routing,                selectors, sticky, rotation, pick, wait, bans, the router;
+//!              proxy_addresses         the proxies' judged addresses, kept fresh off the hot path
 //!             -> snapshot              the immutable indexed view, its store, readiness
 //!               -> metrics, config,    metric handles; settings (which compile their policies);
 //!                  access              each request's account: duration histograms, access log
@@ -57,6 +58,7 @@
 //! | `outbound` | dialing through upstream proxies, plain-HTTP forwarding, tunnels and their relay |
 //! | `context` | `GatewayContext`: what routing and outbound read, and the gateway's phase |
 //! | `routing` | username selectors, sticky sessions, rotation, eligibility and the pick, capacity wait, bans, the router |
+//! | `proxy_addresses` | the addresses each proxy is dialed at: host names resolved off the hot path, judged by the internal-address rule for fetched lists; the resolver tests replace |
 //! | `snapshot` | the immutable indexed view, its atomic store (staleness), readiness |
 //! | `proxies` | per-proxy slots kept across snapshots: capacity, cutoff, cooldowns, recent use, idle upstream connections |
 //! | `policy` | the per-IP shield, per-client limiters and connection cap, IP allowlists, destination policy, ban statuses |
@@ -79,6 +81,7 @@ mod metrics;
 mod outbound;
 mod policy;
 mod proxies;
+mod proxy_addresses;
 mod refusal;
 mod reload;
 mod routing;
@@ -93,6 +96,9 @@ pub use config::{
 };
 pub use gateway::{Gateway, GatewayError, shutdown_signal};
 pub use policy::destination::DestinationPolicy;
+pub use proxy_addresses::{
+    DEFAULT_REFRESH, Lookup, MAX_STALE, ProxyResolution, ProxyResolver, SystemResolver,
+};
 pub use refusal::{ERROR_HEADER, Refusal};
 pub use reload::GatewayReload;
 pub use routing::route::{ATTEMPTS_HEADER, PROXY_HEADER, SESSION_HEADER, TICKET_HEADER};

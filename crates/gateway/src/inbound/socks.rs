@@ -206,6 +206,7 @@ async fn route(
     let dialer = TunnelDialer {
         target,
         timeouts: DialTimeouts::of(&shared.config()),
+        addresses: &shared.addresses,
     };
     let domain = crate::proxies::cooldowns::TargetDomain::new(&dialer.target);
     let route_target = crate::routing::route::RouteTarget {

@@ -1,14 +1,19 @@
 //! Dialing through an upstream proxy: TCP connect to the proxy, then its handshake
 //! (HTTP `CONNECT` with Basic credentials, or SOCKS5 with username/password), each under
-//! its own timeout; to an `https` proxy, TLS comes between the two. Failures are
-//! classified ([`crate::failure`]) so the caller knows whether to blame the proxy (count
-//! it, retry elsewhere) or the target (no retry: every proxy would fail alike, and the
-//! proxy is not counted).
+//! its own timeout; to an `https` proxy, TLS comes between the two (under the proxy's
+//! name, whatever address was dialed). Failures are classified ([`crate::failure`]) so
+//! the caller knows whether to blame the proxy (count it, retry elsewhere) or the target
+//! (no retry: every proxy would fail alike, and the proxy is not counted).
+//!
+//! The TCP connect goes only to an address [`ProxyAddresses`] judged: a name's kept answer,
+//! never a fresh lookup of the system resolver at connect time, and nothing at all when
+//! the proxy's upstream refuses internal addresses and one of them is internal.
 
 use crate::config::GatewayConfig;
 use crate::failure::classify;
 use crate::outbound::heard::Heard;
 use crate::outbound::peeked_head::PeekedHead;
+use crate::proxy_addresses::ProxyAddresses;
 use crate::routing::dialer::{DialFailure, Dialer};
 use crate::snapshot::ViewProxy;
 use proxypool_core::Protocol;
@@ -40,8 +45,9 @@ impl DialTimeouts {
 pub(crate) async fn connect_proxy(
     proxy: &ViewProxy,
     timeouts: DialTimeouts,
+    addresses: &ProxyAddresses,
 ) -> Result<Conn, DialFailure> {
-    let tcp = connect_tcp(proxy, timeouts.connect).await?;
+    let tcp = connect_tcp(proxy, timeouts.connect, addresses).await?;
     let Some(tls) = &proxy.tls else {
         return Ok(Conn::Plain(tcp));
     };
@@ -58,20 +64,31 @@ pub(crate) async fn connect_proxy(
     }
 }
 
-/// TCP to the proxy's address.
-async fn connect_tcp(proxy: &ViewProxy, timeout: Duration) -> Result<TcpStream, DialFailure> {
-    let connecting = match &proxy.address {
-        TargetAddr::Ip(addr) => tokio::time::timeout(timeout, TcpStream::connect(*addr)).await,
-        TargetAddr::Domain(host, port) => {
-            tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), *port))).await
+/// TCP to the proxy, at the first of its judged addresses that accepts, all within
+/// `timeout` (a name's lookup, when none was kept, included).
+async fn connect_tcp(
+    proxy: &ViewProxy,
+    timeout: Duration,
+    addresses: &ProxyAddresses,
+) -> Result<TcpStream, DialFailure> {
+    let connecting = tokio::time::timeout(timeout, async {
+        let targets = addresses
+            .to_dial(proxy)
+            .await
+            .map_err(|not| DialFailure::proxy(not.reason()))?;
+        let mut last = None;
+        for addr in targets.addrs() {
+            match TcpStream::connect(addr).await {
+                Ok(stream) => return Ok(stream),
+                Err(error) => last = Some(error),
+            }
         }
-    };
+        Err(connect_failure(last))
+    })
+    .await;
     match connecting {
         Err(_) => Err(DialFailure::proxy("proxy_connect_timeout")),
-        Ok(Err(error)) if error.kind() == io::ErrorKind::ConnectionRefused => {
-            Err(DialFailure::proxy("proxy_connect_refused"))
-        }
-        Ok(Err(_)) => Err(DialFailure::proxy("proxy_connect_error")),
+        Ok(Err(failure)) => Err(failure),
         Ok(Ok(stream)) => {
             // Small writes (handshakes, interactive tunnels) must not wait for Nagle.
             let _ = stream.set_nodelay(true);
@@ -80,13 +97,24 @@ async fn connect_tcp(proxy: &ViewProxy, timeout: Duration) -> Result<TcpStream, 
     }
 }
 
+/// The failure of a connect whose last attempt failed with `error`.
+fn connect_failure(error: Option<io::Error>) -> DialFailure {
+    match error {
+        Some(error) if error.kind() == io::ErrorKind::ConnectionRefused => {
+            DialFailure::proxy("proxy_connect_refused")
+        }
+        _ => DialFailure::proxy("proxy_connect_error"),
+    }
+}
+
 /// A tunnel to `target` through `proxy`: the returned stream carries the target's bytes.
 pub(crate) async fn tunnel(
     proxy: &ViewProxy,
     target: &TargetAddr,
     timeouts: DialTimeouts,
+    addresses: &ProxyAddresses,
 ) -> Result<Conn, DialFailure> {
-    let mut stream = connect_proxy(proxy, timeouts).await?;
+    let mut stream = connect_proxy(proxy, timeouts, addresses).await?;
     let mut answered = false;
     let handshake = async {
         match (proxy.protocol, &mut stream) {
@@ -117,18 +145,19 @@ pub(crate) async fn tunnel(
 
 /// Dials tunnels to one target.
 #[derive(Debug)]
-pub(crate) struct TunnelDialer {
+pub(crate) struct TunnelDialer<'a> {
     pub target: TargetAddr,
     pub timeouts: DialTimeouts,
+    pub addresses: &'a ProxyAddresses,
 }
 
-impl Dialer for TunnelDialer {
+impl Dialer for TunnelDialer<'_> {
     type Output = Conn;
 
     fn dial<'a>(
         &'a self,
         proxy: &'a ViewProxy,
     ) -> impl Future<Output = Result<Conn, DialFailure>> + Send + 'a {
-        tunnel(proxy, &self.target, self.timeouts)
+        tunnel(proxy, &self.target, self.timeouts, self.addresses)
     }
 }

@@ -1,11 +1,13 @@
-//! TLS to `https` upstream proxies: the trust each upstream asks for (its CA bundle and
-//! the name its proxies' certificates carry, shipped in the snapshot), resolved once per
-//! view into what a dial needs (`proxypool_edge::ProxyTrust`, the checker's too).
+//! How upstream proxies are reached, per upstream as the snapshot ships it: the TLS to
+//! `https` proxies (its CA bundle and the name its proxies' certificates carry), resolved
+//! once per view into what a dial needs (`proxypool_edge::ProxyTrust`, the checker's too),
+//! and whether its proxies may be dialed only at public addresses
+//! (`crate::proxy_addresses`).
 
 use proxypool_core::UpstreamId;
 use proxypool_core::control::UpstreamTls;
 use proxypool_edge::{ClientTls, ProxyTrust};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// How to reach one `https` proxy: the TLS client to use and the name to verify.
 #[derive(Debug, Clone)]
@@ -14,16 +16,20 @@ pub(crate) struct ProxyTls {
     pub server_name: String,
 }
 
-/// The upstreams' TLS settings of one snapshot, each loaded once.
+/// The upstreams' settings of one snapshot, each TLS setting loaded once.
 #[derive(Debug, Default)]
 pub(crate) struct UpstreamTrust {
     by_upstream: HashMap<UpstreamId, ProxyTrust>,
+    /// Upstreams whose proxies are dialed only at public addresses.
+    refuse_internal: HashSet<UpstreamId>,
 }
 
 impl UpstreamTrust {
     pub(crate) fn of(settings: &[UpstreamTls]) -> Self {
         let by_upstream = settings
             .iter()
+            // An entry that only refuses internal addresses asks for the default TLS.
+            .filter(|tls| tls.ca_pem.is_some() || tls.server_name.is_some())
             .map(|tls| {
                 let trust = ProxyTrust::of(Some(tls));
                 if let Err(error) = trust.client() {
@@ -32,7 +38,21 @@ impl UpstreamTrust {
                 (tls.upstream.clone(), trust)
             })
             .collect();
-        UpstreamTrust { by_upstream }
+        let refuse_internal = settings
+            .iter()
+            .filter(|entry| entry.refuse_internal)
+            .map(|entry| entry.upstream.clone())
+            .collect();
+        UpstreamTrust {
+            by_upstream,
+            refuse_internal,
+        }
+    }
+
+    /// Whether `upstream`'s proxies may be dialed only at addresses the internal-address
+    /// rule lets through, as the checker was told for it.
+    pub(crate) fn refuses_internal(&self, upstream: &UpstreamId) -> bool {
+        self.refuse_internal.contains(upstream)
     }
 
     /// The TLS of an `https` proxy of `upstream` at `host`; `Err` says why it cannot

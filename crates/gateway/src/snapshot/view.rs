@@ -43,6 +43,9 @@ pub(crate) struct ViewProxy {
     pub max_sessions: u32,
     /// `https` proxies only: the TLS spoken to the proxy before its protocol.
     pub tls: Option<ProxyTls>,
+    /// Dialed only at addresses the internal-address rule lets through
+    /// (`crate::proxy_addresses`): its upstream is a fetched list, as the checker was told.
+    pub refuse_internal: bool,
     pub slot: Arc<ProxySlot>,
 }
 
@@ -431,6 +434,7 @@ fn view_proxy(
         HeaderValue::from_maybe_shared(bytes::Bytes::from(proxy.id.as_str().to_owned()))
             .map_err(|_| (proxy.id.clone(), "its id does not fit a header".into()))?;
     Ok(ViewProxy {
+        refuse_internal: trust.refuses_internal(&proxy.upstream),
         id_header,
         id: proxy.id,
         protocol: proxy.protocol,

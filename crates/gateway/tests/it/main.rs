@@ -21,6 +21,7 @@
 //! - `io_threads`: the I/O threads start and end with the gateway, none leaked.
 //! - `lease_cut`: tunnels and kept-alive upstream connections close when the lease goes.
 //! - `proxy_protocol`: client addresses behind a load balancer's PROXY header.
+//! - `proxy_addresses`: a proxy name that resolves inside after its check is never dialed.
 //! - `proxying`: curl through the gateway end to end: retries, staleness, shutdown.
 //! - `readiness`: `/readyz`, `/status` and refusals follow leases and staleness.
 //! - `rotation`: rotation strategies counted over known request sequences.
@@ -47,6 +48,7 @@ mod header_case;
 mod interop;
 mod io_threads;
 mod lease_cut;
+mod proxy_addresses;
 mod proxy_protocol;
 mod proxying;
 mod readiness;

@@ -43,7 +43,11 @@ pub(super) async fn connect(
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     let timeouts = DialTimeouts::of(&shared.config());
-    let dialer = TunnelDialer { target, timeouts };
+    let dialer = TunnelDialer {
+        target,
+        timeouts,
+        addresses: &shared.addresses,
+    };
     let domain = crate::proxies::cooldowns::TargetDomain::new(&dialer.target);
     let route_target = RouteTarget {
         domain: Some(&domain),

@@ -265,6 +265,7 @@ async fn send_once(
         target_key: target.to_string(),
         target: target.clone(),
         timeouts,
+        addresses: &shared.addresses,
         pool_idle: shared.pool_idle(),
         clock: &*shared.clock,
     };
@@ -303,7 +304,7 @@ async fn send_once(
                 Some(unsent) if attempt_fresh => {
                     attempt_fresh = false;
                     request = unsent;
-                    sender = open(proxy, target, timeouts, &*shared.clock)
+                    sender = open(proxy, target, timeouts, &shared.addresses, &*shared.clock)
                         .await
                         .map_err(&fail)?;
                 }

@@ -5,6 +5,7 @@
 use crate::outbound::dial::{self, DialTimeouts};
 use crate::proxies::idle_pool::PoolKey;
 use crate::proxies::request_body::CountingBody;
+use crate::proxy_addresses::ProxyAddresses;
 use crate::routing::dialer::{DialFailure, Dialer};
 use crate::snapshot::ViewProxy;
 use hyper::client::conn::http1::{self as client_http1, SendRequest};
@@ -18,6 +19,7 @@ pub(super) struct ForwardDialer<'c> {
     pub(super) target: TargetAddr,
     pub(super) target_key: String,
     pub(super) timeouts: DialTimeouts,
+    pub(super) addresses: &'c ProxyAddresses,
     pub(super) pool_idle: Duration,
     pub(super) clock: &'c dyn Clock,
 }
@@ -34,7 +36,14 @@ impl Dialer for ForwardDialer<'_> {
         if let Some(sender) = pooled(proxy, &key, self.pool_idle).await {
             return Ok((sender, key, true));
         }
-        let sender = open(proxy, &self.target, self.timeouts, self.clock).await?;
+        let sender = open(
+            proxy,
+            &self.target,
+            self.timeouts,
+            self.addresses,
+            self.clock,
+        )
+        .await?;
         Ok((sender, key, false))
     }
 }
@@ -64,11 +73,12 @@ pub(super) async fn open(
     proxy: &ViewProxy,
     target: &TargetAddr,
     timeouts: DialTimeouts,
+    addresses: &ProxyAddresses,
     clock: &dyn Clock,
 ) -> Result<SendRequest<CountingBody>, DialFailure> {
     let stream = match proxy.protocol {
-        Protocol::Http | Protocol::Https => dial::connect_proxy(proxy, timeouts).await?,
-        Protocol::Socks5 => dial::tunnel(proxy, target, timeouts).await?,
+        Protocol::Http | Protocol::Https => dial::connect_proxy(proxy, timeouts, addresses).await?,
+        Protocol::Socks5 => dial::tunnel(proxy, target, timeouts, addresses).await?,
     };
     let (sender, connection) = client_http1::Builder::new()
         .preserve_header_case(true)

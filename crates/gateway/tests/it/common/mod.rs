@@ -15,7 +15,9 @@ use proxypool_core::{
     ClientId, Credentials, Label, PortSet, Protocol, ProxyId, Secret, SecretHash, SharedClock,
     SystemClock, UpstreamId, WorkerId, now_millis,
 };
-use proxypool_gateway::{DestinationPolicy, Destinations, Gateway, GatewayConfig, GatewayReload};
+use proxypool_gateway::{
+    DestinationPolicy, Destinations, Gateway, GatewayConfig, GatewayReload, ProxyResolution,
+};
 pub use proxypool_testkit::eventually_async;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -91,8 +93,17 @@ impl Running {
 
     /// A gateway on `clock` (a [`proxypool_core::ManualClock`] moves its time by hand).
     pub async fn start_with_clock(config: GatewayConfig, clock: SharedClock) -> Self {
+        Self::start_with(config, clock, ProxyResolution::default()).await
+    }
+
+    /// A gateway on `clock` that resolves its proxies' names as `resolution` says.
+    pub async fn start_with(
+        config: GatewayConfig,
+        clock: SharedClock,
+        resolution: ProxyResolution,
+    ) -> Self {
         let permit = alone::gateway_permit().await;
-        let gateway = Gateway::bind_with_clock(config, clock)
+        let gateway = Gateway::bind_with(config, clock, resolution)
             .await
             .expect("gateway binds");
         let http = gateway.http_addr().unwrap();
