@@ -1,16 +1,19 @@
 //! The admin listener: `/metrics` (Prometheus text), `/healthz` (liveness: 200 while the
 //! process answers), `/readyz` (readiness: 200 while the gateway can route, else 503 with
 //! the reason, see [`crate::snapshot::readiness`]; behind the per-IP shield) and `/status`
-//! (JSON for operators). With `[gateway] admin_token` set, `/metrics` and `/status` need it
-//! as a bearer token (`super::token`); the probes stay open. Readiness reads only the applied snapshot in memory, so a probe
-//! costs the controller nothing and needs no cached result.
+//! (JSON for operators, `super::status`). With `[gateway] admin_token` set, `/metrics` and
+//! `/status` need it as a bearer token; without one they show only the aggregate, no
+//! tenant's series or detail (`super::token`). The probes stay open. Readiness reads only
+//! the applied snapshot in memory, so a probe costs the controller nothing and needs no
+//! cached result.
 
-use super::token;
+use super::status::status_json;
+use super::token::{self, Access};
 use crate::config::Limits;
 use crate::context::Phase;
 use crate::outbound::forward::body::ProxyBody;
 use crate::refusal::Refusal;
-use crate::snapshot::readiness::{self, LeaseSummary};
+use crate::snapshot::readiness;
 use crate::state::Shared;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
@@ -60,8 +63,10 @@ pub(crate) async fn serve(
             .map(|peer| peer.0.ip());
         let path = request.uri().path();
         let response = match shielded(&shared, path, peer) {
-            Ok(()) if !token::authorized(&shared, path, request.headers()) => token::unauthorized(),
-            Ok(()) => answer(&shared, metrics.as_ref(), path),
+            Ok(()) => match token::access(&shared, path, request.headers()) {
+                Access::Refused => token::unauthorized(),
+                access => answer(&shared, metrics.as_ref(), path, access),
+            },
             Err(refusal) => refused(&refusal),
         };
         async move { Ok::<_, std::convert::Infallible>(response) }
@@ -103,16 +108,30 @@ fn refused(refusal: &Refusal) -> Response<ProxyBody> {
     response
 }
 
-fn answer(shared: &Shared, metrics: Option<&MetricsHandle>, path: &str) -> Response<ProxyBody> {
+/// The answer to `path`, showing what `access` allows.
+fn answer(
+    shared: &Shared,
+    metrics: Option<&MetricsHandle>,
+    path: &str,
+    access: Access,
+) -> Response<ProxyBody> {
+    let detail = access == Access::Full;
     let (status, content_type, body) = match path {
         "/metrics" => {
             if let Some(age) = shared.store.since_fresh_ms() {
                 shared.metrics.snapshot_age.set(age as f64 / 1000.0);
             }
             readiness::publish(&shared.store, &shared.metrics, shared.clock.now());
+            // The aggregate is chosen series by series while rendering: no second pass.
             let text = metrics.map_or_else(
                 || "# the process has another metrics recorder installed\n".to_owned(),
-                MetricsHandle::render,
+                |handle| {
+                    if detail {
+                        handle.render()
+                    } else {
+                        handle.render_aggregate()
+                    }
+                },
             );
             (StatusCode::OK, proxypool_metrics::CONTENT_TYPE, text)
         }
@@ -131,7 +150,11 @@ fn answer(shared: &Shared, metrics: Option<&MetricsHandle>, path: &str) -> Respo
                 serde_json::json!({ "ready": false, "reason": why.reason() }).to_string(),
             ),
         },
-        "/status" => (StatusCode::OK, "application/json", status_json(shared)),
+        "/status" => (
+            StatusCode::OK,
+            "application/json",
+            status_json(shared, detail),
+        ),
         _ => (
             StatusCode::NOT_FOUND,
             "text/plain",
@@ -144,85 +167,4 @@ fn answer(shared: &Shared, metrics: Option<&MetricsHandle>, path: &str) -> Respo
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
-}
-
-/// Most cooling (proxy, domain) pairs `/status` lists.
-const STATUS_COOLDOWNS: usize = 256;
-
-/// The cooldowns running now (bounded, by proxy id; `project` on a project's entries), and
-/// the changes waiting for a report.
-fn cooldowns_json(shared: &Shared, now: u64) -> serde_json::Value {
-    let mut cooling = Vec::new();
-    let mut total = 0usize;
-    let mut slots = shared.store.registry().slots();
-    slots.sort_by(|a, b| a.0.cmp(&b.0));
-    for (_, slot) in slots {
-        for entry in slot.domains.cooling(now) {
-            total += 1;
-            if cooling.len() < STATUS_COOLDOWNS {
-                let mut item = serde_json::json!({
-                    "proxy_id": entry.proxy_id,
-                    "domain": entry.domain,
-                    "until_ms": entry.until_ms,
-                    "strikes": entry.strikes,
-                });
-                // Whose it is: a project's report binds only that project's clients.
-                if let Some(project) = &entry.project {
-                    item["project"] = serde_json::json!(project);
-                }
-                cooling.push(item);
-            }
-        }
-    }
-    serde_json::json!({
-        "cooling": total,
-        "entries": cooling,
-        "pending_report": shared.bans.ledger.len(),
-    })
-}
-
-fn status_json(shared: &Shared) -> String {
-    let view = shared.store.view();
-    let now = shared.clock.now();
-    let ready = readiness::readiness(&shared.store, now);
-    let leases = view
-        .as_ref()
-        .map(|v| (LeaseSummary::of(v, now), v.leased_until_ms()));
-    serde_json::json!({
-        "worker": shared.config().worker_id,
-        "phase": format!("{:?}", *shared.phase.borrow()).to_lowercase(),
-        // Within max_staleness of the controller's last answer.
-        "serving": shared.store.current().is_ok(),
-        // Serving, and at least one proxy with a live lease.
-        "ready": ready.is_ok(),
-        "not_ready_reason": ready.err().map(|why| why.reason()),
-        "since_controller_ms": shared.store.since_fresh_ms(),
-        "snapshot_age_ms": view.as_ref().map(|v| now.saturating_sub(v.generated_at_ms)),
-        "leases": leases.map(|(l, cutoff)| serde_json::json!({
-            "proxies": l.proxies,
-            "leased": l.leased,
-            "earliest_end_ms": l.earliest_end_ms,
-            "latest_end_ms": l.latest_end_ms,
-            // The last instant any proxy may be relayed through: lease ends bounded by the
-            // session's end, less the skew margin.
-            "cutoff_ms": cutoff,
-        })),
-        "controller": shared.control.current_controller(),
-        "control_error": shared.control.last_error().as_deref().map(String::as_str),
-        "snapshot": view.as_ref().map(|v| serde_json::json!({
-            "session_id": v.session_id,
-            "version": v.reference().version,
-            "epoch": v.reference().epoch,
-            "generated_at_ms": v.generated_at_ms,
-            "checksum": v.reference().checksum,
-            "max_staleness_ms": v.max_staleness_ms,
-            "proxies": v.proxies.len(),
-            "clients": v.client_count(),
-        })),
-        "cooldowns": cooldowns_json(shared, now),
-        "tracked_proxies": shared.store.registry().len(),
-        "open_connections": shared.open_connections(),
-        "config_reload": shared.last_reload.load_full().as_deref().cloned(),
-    })
-    .to_string()
 }

@@ -1,7 +1,13 @@
-//! The admin listener's optional bearer token (`[gateway] admin_token`): `/metrics` (every
-//! client's usage series) and `/status` (the proxies and the domains tenants are hitting)
-//! then need it; `/healthz` and `/readyz` stay open, since orchestrators probe them
-//! without credentials and they say nothing about any tenant.
+//! The admin listener's optional bearer token (`[gateway] admin_token`) and what a request
+//! may read with or without it ([`Access`]).
+//!
+//! `/metrics` (every client's usage series) and `/status` (the cooldowns by proxy, domain
+//! and project; the last reload's keys, which name clients) carry tenants' detail. With a
+//! token configured they need it, and show everything to it. Without one they are private
+//! by default: anyone who reaches the listener reads only the aggregate (the series
+//! without a tenant's label, the status without its tenant detail). `/healthz` and
+//! `/readyz` stay open, since orchestrators probe them without credentials and they say
+//! nothing about any tenant.
 //!
 //! The token is held only as a salted hash and checked in constant time
 //! (`SecretHash::verify`); it is read from the running settings on every request, so a
@@ -12,17 +18,32 @@ use crate::state::Shared;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Response, StatusCode};
 
-/// Whether the request may read `path`.
-pub(crate) fn authorized(shared: &Shared, path: &str, headers: &HeaderMap) -> bool {
+/// What a request may read of the admin routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Everything: the probes, or the operator routes with the configured token.
+    Full,
+    /// The operator routes without a token configured: no tenant's detail.
+    Aggregate,
+    /// A token is configured and the request did not present it: 401.
+    Refused,
+}
+
+/// What the request may read of `path`.
+pub(crate) fn access(shared: &Shared, path: &str, headers: &HeaderMap) -> Access {
     if !matches!(path, "/metrics" | "/status") {
-        return true;
+        return Access::Full;
     }
     let config = shared.config();
     let Some(token) = config.admin_token.as_ref() else {
-        return true;
+        return Access::Aggregate;
     };
     let presented = proxypool_edge::bearer_token(headers).unwrap_or_default();
-    token.verify(presented)
+    if token.verify(presented) {
+        Access::Full
+    } else {
+        Access::Refused
+    }
 }
 
 /// 401 in the JSON error shape, naming the scheme to use.

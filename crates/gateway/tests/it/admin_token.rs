@@ -1,5 +1,6 @@
-//! The admin listener's bearer token: `/metrics` and `/status` need it once it is set,
-//! the probes do not, and a reload sets or lifts it for the next request.
+//! The admin listener's bearer token: `/metrics` and `/status` need it once it is set (and
+//! show everything to it), the probes do not, without one they show only the aggregate,
+//! and a reload sets or lifts it for the next request.
 
 use crate::common::control::TestController;
 use crate::common::*;
@@ -55,11 +56,19 @@ async fn metrics_and_status_need_the_admin_token_and_the_probes_do_not() {
     assert!(ready.body.contains("\"ready\""), "{}", ready.body);
     assert_ne!(ready.status, 401);
 
-    // A reload that lifts the token opens the routes from the next request, and one that
-    // sets it again closes them.
+    assert_eq!(status["detail"], true, "{status}");
+    assert!(status["cooldowns"]["entries"].is_array(), "{status}");
+
+    // A reload that lifts the token opens the routes from the next request, to their
+    // aggregate only, and one that sets it again closes them.
     settings.admin_token = None;
     gateway.reload.apply(&settings).unwrap();
-    assert_eq!(curl(&[&url("/status")]).await.status, 200);
+    let open = curl(&[&url("/status")]).await;
+    assert_eq!(open.status, 200);
+    let open: serde_json::Value = serde_json::from_str(&open.body).unwrap();
+    assert_eq!(open["detail"], false, "{open}");
+    assert!(open["cooldowns"].get("entries").is_none(), "{open}");
+    assert_eq!(open["worker"], WORKER, "{open}");
     settings.admin_token = Some(SecretHash::derive(ADMIN_TOKEN, "othersalt").unwrap());
     gateway.reload.apply(&settings).unwrap();
     assert_eq!(curl(&[&url("/metrics")]).await.status, 401);

@@ -65,6 +65,7 @@ async fn setup(n: u8, clients: Vec<GatewayClient>) -> Setup {
     }
     controller.publish(records, clients);
     let mut config = config(&controller);
+    with_operator_token(&mut config);
     config.destinations = DestinationPolicy::new(&Destinations {
         allow_cidrs: vec!["127.0.0.1/32".into(), "127.0.0.3/32".into()],
         deny_cidrs: Vec::new(),

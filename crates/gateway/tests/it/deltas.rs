@@ -17,7 +17,10 @@ async fn deltas_patch_leases_and_cooldowns_rebuild_for_new_proxies_and_recover_w
     let p = |n: u8| proxy(n, Protocol::Http, addr, None, "vendor", "us");
     let clients = || vec![client("alice")];
     controller.publish(vec![p(1), p(2), p(3)], clients());
-    let gateway = Running::start(config(&controller)).await;
+    let mut settings = config(&controller);
+    // `/status` lists the cooldowns' entries to the admin token.
+    with_operator_token(&mut settings);
+    let gateway = Running::start(settings).await;
     acked(&controller, 1).await;
     let deltas = "proxypool_gateway_snapshot_updates_total{kind=\"delta\"}";
     let deltas_before = metric(&gateway, deltas).await.unwrap_or(0.0);

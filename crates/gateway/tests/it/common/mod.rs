@@ -49,6 +49,15 @@ pub fn allow_loopback_origins(config: &mut GatewayConfig) {
     });
 }
 
+/// The admin token [`with_operator_token`] sets and [`admin_json`] presents.
+pub const OPERATOR_TOKEN: &str = "gateway-operator-token-0123456789";
+
+/// Sets [`OPERATOR_TOKEN`] as the admin token, for a test that reads the tenants' detail
+/// of `/status` (without a token it shows only the aggregate).
+pub fn with_operator_token(config: &mut GatewayConfig) {
+    config.admin_token = Some(SecretHash::derive(OPERATOR_TOKEN, "operator").unwrap());
+}
+
 /// [`config`] with the default destination policy: loopback origins are refused.
 pub fn strict_config(controller: &TestController) -> GatewayConfig {
     let mut config = GatewayConfig::new(
@@ -318,7 +327,8 @@ pub fn leased_until(mut proxy: SnapshotProxy, lease_until_ms: u64) -> SnapshotPr
 
 /// An admin route's status and JSON body.
 pub async fn admin_json(gateway: &Running, path: &str) -> (u16, serde_json::Value) {
-    let response = curl(&[&format!("http://{}{path}", gateway.admin)]).await;
+    let bearer = format!("Authorization: Bearer {OPERATOR_TOKEN}");
+    let response = curl(&["-H", &bearer, &format!("http://{}{path}", gateway.admin)]).await;
     let body = serde_json::from_str(&response.body)
         .unwrap_or_else(|e| panic!("{path} answers JSON ({e}): {}", response.body));
     (response.status, body)
@@ -337,7 +347,8 @@ pub async fn holds_connections(gateway: &Running, n: u64) {
 
 /// The value of one series on the admin `/metrics` (its full name with labels).
 pub async fn metric(gateway: &Running, series: &str) -> Option<f64> {
-    let text = curl(&[&format!("http://{}/metrics", gateway.admin)])
+    let bearer = format!("Authorization: Bearer {OPERATOR_TOKEN}");
+    let text = curl(&["-H", &bearer, &format!("http://{}/metrics", gateway.admin)])
         .await
         .body;
     text.lines()
