@@ -306,6 +306,12 @@ pub(crate) struct StoreArgs {
         global = true
     )]
     pub config: Option<PathBuf>,
+    /// PostgreSQL: environment variable with the operator's URL (the database owner's, as
+    /// `migrate --admin-url-env` takes it; password included). `acknowledge` and `recover`
+    /// need it: the runtime role of `[quota]` may not write them. `status` reads with
+    /// either.
+    #[arg(long, value_name = "VAR", global = true)]
+    pub admin_url_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]

@@ -15,6 +15,7 @@ use crate::settings;
 use proxypool_config::{Config, ProviderKind, QuotaKind, Role, StoreKind};
 use proxypool_core::Secret;
 use proxypool_gateway::GatewayConfig;
+use std::net::SocketAddr;
 
 pub(crate) async fn run(args: CheckConfigArgs) -> Result<(), Failure> {
     let config = settings::load(&args.file, Role::Check)?;
@@ -32,7 +33,10 @@ pub(crate) async fn run(args: CheckConfigArgs) -> Result<(), Failure> {
     for line in lines {
         println!("  {line}");
     }
-    for warning in share_warnings(&config) {
+    for warning in share_warnings(&config)
+        .into_iter()
+        .chain(exposure_warnings(&config))
+    {
         eprintln!("{file}: warning: {warning}");
     }
     Ok(())
@@ -123,6 +127,38 @@ pub(crate) fn share_warnings(config: &Config) -> Vec<String> {
          token would extract none; set extraction_share (e.g. 0.5) or a per_worker_target \
          below {most}"
     )]
+}
+
+/// The listeners that serve metrics or operator routes without a token while reachable
+/// from another host (not bound to loopback): one line each, naming the key, the address
+/// and what anyone who reaches it can read. Without their token these routes show only the
+/// aggregate, never a tenant's series or detail, but that still maps the deployment.
+pub(crate) fn exposure_warnings(config: &Config) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let exposed = |addr: &SocketAddr| !addr.ip().is_loopback();
+    if let Some(gateway) = &config.gateway
+        && let Some(addr) = gateway.listeners.admin.filter(exposed)
+        && gateway.admin_token.is_none()
+    {
+        warnings.push(format!(
+            "[gateway.listeners] admin = {addr} is not on loopback and [gateway] admin_token \
+             is unset: anyone who reaches it can read /metrics (request, error and byte \
+             counts by upstream, the pool and lease sizes) and /status (the controller's \
+             address, the snapshot, leases and cooldown counts); set admin_token, or bind \
+             it to 127.0.0.1"
+        ));
+    }
+    let api = config.listen.api;
+    if config.has_controller() && exposed(&api) && config.api.metrics_token.is_none() {
+        warnings.push(format!(
+            "[listen] api = {api} is not on loopback and [api] metrics_token is unset: \
+             anyone who reaches it can read /metrics (every role's counts by upstream, \
+             route and outcome, the pool's size and state, the controllers' leadership); \
+             set metrics_token, or keep the API on a network only clients and Prometheus \
+             reach"
+        ));
+    }
+    warnings
 }
 
 fn summarize_controller(config: &Config, lines: &mut Vec<String>) {

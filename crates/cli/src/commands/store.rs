@@ -3,12 +3,19 @@
 //! recoveries. The controllers' store guards carry a change out within a second: an
 //! acknowledgement ends the recovery in the store too (the sweep releases what was
 //! withheld), a forced recovery is installed as a new, empty store.
+//!
+//! On PostgreSQL, `acknowledge` and `recover` are the operator's orders: the ledger takes
+//! them only from its owner's role (`proxypool_quota::postgres::connect_operator`), so they
+//! connect with the URL in the variable `--admin-url-env` names, as `migrate` does, and are
+//! refused (exit 2) with the runtime role alone. `status` reads with the runtime role of
+//! `[quota]`. SQLite and memory have no roles: the file's permissions are the boundary.
 
 use crate::args::{StoreAction, StoreArgs};
 use crate::failure::Failure;
 use crate::{quota, settings};
-use proxypool_config::Role;
+use proxypool_config::{Config, Env, QuotaKind, Role};
 use proxypool_core::{LedgerEntry, LossReason, Recovery, StoreLedger, StoreMark};
+use proxypool_quota::postgres::{OperatorLedger, connect_operator};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub(crate) async fn run(args: StoreArgs) -> Result<(), Failure> {
@@ -18,14 +25,72 @@ pub(crate) async fn run(args: StoreArgs) -> Result<(), Failure> {
         ));
     };
     let config = settings::load(file, Role::Controller)?;
-    let opened = quota::open(&config).await?;
     let pool = config.store.key_prefix.clone();
     let hold_ms = proxypool_controller::recovery_hold_ms(&config);
-    let result = act(opened.ledger.as_ref(), &pool, args.action, hold_ms).await;
-    opened.close().await;
-    let entry = result?;
+    let entry = match (&config.quota.kind, args.admin_url_env.as_deref()) {
+        (QuotaKind::Postgres { .. }, Some(var)) => {
+            let ledger = operator_ledger(var).await?;
+            let result = act(&ledger, &pool, args.action, hold_ms).await;
+            ledger.pool().close().await;
+            result?
+        }
+        (QuotaKind::Postgres { .. }, None) if args.action != StoreAction::Status => {
+            return Err(Failure::config(format!(
+                "`proxypool store {}` is an operator's order, which the runtime role of \
+                 [quota] may not write: pass --admin-url-env VAR, VAR holding the operator's \
+                 PostgreSQL URL (the owner's, as for `proxypool migrate --admin-url-env`)",
+                action_name(args.action)
+            )));
+        }
+        (_, Some(_)) => {
+            return Err(Failure::config(
+                "--admin-url-env applies to a PostgreSQL quota only: SQLite has no roles \
+                 (who may write its file decides who may change the ledger)",
+            ));
+        }
+        (_, None) => runtime_act(&config, &pool, args.action, hold_ms).await?,
+    };
     println!("{}", serde_json::json!({ "pool": pool, "ledger": entry }));
     Ok(())
+}
+
+/// The ledger as the quota's configuration opens it (the runtime role on PostgreSQL).
+async fn runtime_act(
+    config: &Config,
+    pool: &str,
+    action: StoreAction,
+    hold_ms: u64,
+) -> Result<Option<LedgerEntry>, Failure> {
+    let opened = quota::open(config).await?;
+    let result = act(opened.ledger.as_ref(), pool, action, hold_ms).await;
+    opened.close().await;
+    result
+}
+
+/// The ledger as the operator whose URL is in `$var` (its own credentials, as `migrate`
+/// takes it), refused when that role is not the ledger's owner.
+async fn operator_ledger(var: &str) -> Result<proxypool_quota::PostgresQuota, Failure> {
+    let url = Env::from_process()
+        .get(var)
+        .map(str::to_owned)
+        .ok_or_else(|| Failure::config(format!("--admin-url-env: {var} is not set")))?;
+    match connect_operator(&url, None).await {
+        Ok(OperatorLedger::Operator(ledger)) => Ok(ledger),
+        Ok(OperatorLedger::NotOperator { role }) => Err(Failure::config(format!(
+            "--admin-url-env {var}: the role {role:?} may not write the operator's orders: it \
+             is not the owner of proxypool_quota.store_ledger nor a member of it (the runtime \
+             role never is); give the operator's URL, the one `proxypool migrate` runs with"
+        ))),
+        Err(e) => Err(Failure::runtime(format!("PostgreSQL ({var}): {e}"))),
+    }
+}
+
+fn action_name(action: StoreAction) -> &'static str {
+    match action {
+        StoreAction::Status => "status",
+        StoreAction::Acknowledge => "acknowledge",
+        StoreAction::Recover => "recover",
+    }
 }
 
 async fn act(

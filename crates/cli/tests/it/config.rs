@@ -382,3 +382,71 @@ fn check_config_warns_when_the_gateway_of_serve_leaves_extraction_nothing() {
         }
     }
 }
+
+/// `check-config` warns (exit 0) of each listener that serves metrics or operator routes
+/// without a token while reachable from other hosts: the gateway's admin listener without
+/// `admin_token`, the client API without `metrics_token`. One line each, naming the key,
+/// the address and what could be read; nothing for loopback, nor with the token.
+#[test]
+fn check_config_warns_of_admin_and_metrics_listeners_open_beyond_loopback() {
+    let scratch = Scratch::new("exposure-warning");
+    let env = [("TOKEN", "a-token-of-sixteen-chars")];
+    let check = |name: &str, text: &str| {
+        let file = scratch.write(name, text);
+        let (code, stdout, stderr) = run(&["check-config", file.to_str().unwrap()], &env);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        assert!(stdout.contains(": OK"), "{name}: {stdout}");
+        stderr
+    };
+    let gateway = |admin: &str, token: &str| {
+        format!(
+            "[gateway]\nworker_id = \"gw\"\ncontroller_url = \"http://10.0.0.1:7070\"\nworker_token = {{ env = \"TOKEN\" }}\n{token}\n[gateway.listeners]\nhttp = \"0.0.0.0:8080\"\nadmin = \"{admin}\"\n"
+        )
+    };
+    let token = "admin_token = { env = \"TOKEN\" }";
+
+    for (name, admin) in [("any.toml", "0.0.0.0:9090"), ("any6.toml", "[::]:9090")] {
+        let stderr = check(name, &gateway(admin, ""));
+        let warnings: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains(": warning: "))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{name}: {stderr}");
+        let expected = format!(
+            "{name}: warning: [gateway.listeners] admin = {admin} is not on loopback and [gateway] admin_token is unset: anyone who reaches it can read /metrics"
+        );
+        assert!(warnings[0].contains(&expected), "{stderr}");
+        assert!(warnings[0].contains("/status"), "{stderr}");
+    }
+    for (name, text) in [
+        ("loopback.toml", gateway("127.0.0.1:9090", "")),
+        ("loopback6.toml", gateway("[::1]:9090", "")),
+        ("token.toml", gateway("0.0.0.0:9090", token)),
+    ] {
+        let stderr = check(name, &text);
+        assert!(!stderr.contains("warning"), "{name}: {stderr}");
+    }
+
+    // The client API's /metrics, on a controller's file.
+    let controller = |api: &str, metrics_token: &str| {
+        format!(
+            "[listen]\napi = \"{api}\"\n[api]\n{metrics_token}\n[[upstreams]]\nid = \"acme\"\nttl = \"10m\"\nmax_size = 40\n[upstreams.provider]\nkind = \"http\"\nurl = \"https://vendor.example/list\"\nformat = \"json\"\n[[upstreams.health.targets]]\nurl = \"https://example.com/\"\n"
+        )
+    };
+    let stderr = check("api.toml", &controller("0.0.0.0:7080", ""));
+    assert_eq!(stderr.matches(": warning: ").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("api.toml: warning: [listen] api = 0.0.0.0:7080 is not on loopback and [api] metrics_token is unset: anyone who reaches it can read /metrics"),
+        "{stderr}"
+    );
+    for (name, text) in [
+        ("api-loopback.toml", controller("127.0.0.1:7080", "")),
+        (
+            "api-token.toml",
+            controller("0.0.0.0:7080", "metrics_token = { env = \"TOKEN\" }"),
+        ),
+    ] {
+        let stderr = check(name, &text);
+        assert!(!stderr.contains("warning"), "{name}: {stderr}");
+    }
+}

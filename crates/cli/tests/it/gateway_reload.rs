@@ -58,12 +58,15 @@ fn gateway_config(
     sim: &proxypool_sim::SimVendor,
 ) -> String {
     let destinations = allow_sim_origin(sim);
+    // The reload's key lists are tenants' detail: /status shows them to the token.
+    let admin_token = crate::common::gateway_admin_token_toml();
     format!(
         r#"
 [gateway]
 worker_id = "gw-reload"
 controller_url = "http://127.0.0.1:{control}"
 worker_token = {{ env = "WORKER_TOKEN" }}
+{admin_token}
 [gateway.listeners]
 http = "127.0.0.1:{http}"
 admin = "127.0.0.1:{admin}"
@@ -75,8 +78,7 @@ admin = "127.0.0.1:{admin}"
 }
 
 fn status(admin: u16) -> Value {
-    let (_, body) = curl(&[&format!("http://127.0.0.1:{admin}/status")]);
-    serde_json::from_str(&body).unwrap_or(Value::Null)
+    crate::common::gateway_status(&format!("127.0.0.1:{admin}")).unwrap_or(Value::Null)
 }
 
 fn code_via(proxy: &str, origin: &str) -> String {
@@ -190,7 +192,8 @@ fn sighup_applies_a_split_gateway_s_own_settings_and_refuses_a_broken_file() {
     );
     assert_eq!(report["reloads_refused"], 1, "{report}");
     assert_eq!(code_via(&proxy, &origin), "429", "the running shield stays");
-    let (_, metrics) = curl(&[&format!("http://127.0.0.1:{admin}/metrics")]);
+    let [flag, header] = crate::common::gateway_admin_header();
+    let (_, metrics) = curl(&[&flag, &header, &format!("http://127.0.0.1:{admin}/metrics")]);
     assert!(
         metrics.contains("proxypool_config_reloads_total{result=\"refused\"} 1"),
         "{metrics}"

@@ -3,6 +3,8 @@
 //! with private Redis and PostgreSQL servers from the testkit. Run one module with
 //! `cargo test -p proxypool --test it MODULE::`.
 //!
+//! - `admin_private`: the admin listener of `serve` shows no tenant's series or detail
+//!   without its token, everything with it.
 //! - `bans`: ban-aware rotation in split mode; cooldowns follow a proxy to another gateway,
 //!   and clients report bans inside tunnels and by session.
 //! - `check_failures`: an untrusted https proxy's failed checks, and why, on the listing,
@@ -37,6 +39,9 @@
 //! - `split`: split mode end to end, with and without TLS on every link.
 //! - `split_cluster`: split mode on a Redis Cluster that loses a primary.
 //! - `store_loss`: exclusivity through a loss of the pool store.
+//! - `store_operator`: `store recover` and `acknowledge` on PostgreSQL need the operator's
+//!   credential; the runtime role's raw statements are refused; the controller carries
+//!   the operator's orders out.
 //! - `tenants`: clients of two projects against each other's limits.
 //! - `usage`: usage accounting across two controllers and two upstreams.
 //! - `webshare`: `docs/vendors.md`'s Webshare example against `sim`'s Webshare-shaped list
@@ -51,6 +56,7 @@
 
 mod common;
 
+mod admin_private;
 mod bans;
 mod check_failures;
 mod clients;
@@ -76,6 +82,7 @@ mod sim;
 mod split;
 mod split_cluster;
 mod store_loss;
+mod store_operator;
 mod tenants;
 mod usage;
 mod webshare;

@@ -120,7 +120,8 @@ fn through_ticketed(
 
 /// Sum of the gateway's `family` series (from its admin `/metrics`).
 fn gateway_metric_sum(admin: &str, family: &str) -> f64 {
-    let (code, text) = curl(&["-s", &format!("http://{admin}/metrics")]);
+    let [flag, header] = crate::common::gateway_admin_header();
+    let (code, text) = curl(&["-s", &flag, &header, &format!("http://{admin}/metrics")]);
     assert_eq!(code, 0, "{text}");
     text.lines()
         .filter(|line| {

@@ -172,6 +172,22 @@ impl StoreGuard {
                 (None, Some(mark)) => return self.settle(now, entry, mark).await,
                 (_, _) if !entry.installed => {
                     // Recorded by a controller (or an operator) that has not installed it.
+                    // It withholds for at least this controller's hold: a shorter one
+                    // (another configuration, or an entry written with a stolen database
+                    // credential) would release proxies that may still be in use.
+                    if let Some(recovery) = entry.recovery.filter(|r| r.hold_ms < self.hold()) {
+                        let longer = LedgerEntry {
+                            recovery: Some(Recovery {
+                                hold_ms: self.hold(),
+                                ..recovery
+                            }),
+                            ..entry.clone()
+                        };
+                        self.ledger
+                            .replace(&self.name, Some(&entry.identity), &longer)
+                            .await?;
+                        continue;
+                    }
                     let mark = StoreMark {
                         identity: entry.identity.clone(),
                         generation: entry.generation,

@@ -452,9 +452,29 @@ pub fn try_exit_via(proxy: &str, origin: &str) -> Option<String> {
     echo["exit"].as_str().map(str::to_owned)
 }
 
-/// A gateway admin listener's `/status` JSON.
+/// The admin token of the split gateways the tests start (`split::gateway_config`), so
+/// their `/status` lists the cooldowns by domain; sent by [`gateway_status`].
+pub const GATEWAY_ADMIN_TOKEN: &str = "gateway-admin-token-of-the-tests";
+
+/// `admin_token = { hash = ... }` of [`GATEWAY_ADMIN_TOKEN`], for a `[gateway]` table.
+pub fn gateway_admin_token_toml() -> String {
+    let hash = proxypool_core::SecretHash::derive(GATEWAY_ADMIN_TOKEN, "gateway-admin").unwrap();
+    format!("admin_token = {{ hash = \"{}\" }}", hash.as_str())
+}
+
+/// `-H "Authorization: Bearer <GATEWAY_ADMIN_TOKEN>"`, as curl takes it.
+pub fn gateway_admin_header() -> [String; 2] {
+    [
+        "-H".to_owned(),
+        format!("Authorization: Bearer {GATEWAY_ADMIN_TOKEN}"),
+    ]
+}
+
+/// A gateway admin listener's `/status` JSON, asked with [`GATEWAY_ADMIN_TOKEN`] (a
+/// gateway without a token answers its aggregate, without the tenants' detail).
 pub fn gateway_status(admin: &str) -> Option<Value> {
-    let (code, body) = curl(&[&format!("http://{admin}/status")]);
+    let [flag, header] = gateway_admin_header();
+    let (code, body) = curl(&[&flag, &header, &format!("http://{admin}/status")]);
     if code != 0 {
         return None;
     }

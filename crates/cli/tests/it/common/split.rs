@@ -207,6 +207,8 @@ pub fn gateway_config(
     tls: Option<&Tls>,
 ) -> String {
     let destinations = allow_sim_origin(sim);
+    // With a token, so `gateway_status` sees the cooldowns' detail.
+    let admin_token = super::gateway_admin_token_toml();
     let token_var = if worker == "gw-a" {
         "WORKER_TOKEN_A"
     } else {
@@ -239,6 +241,7 @@ worker_id = "{worker}"
 controller_url = [{controllers}]
 worker_token = {{ env = "{token_var}" }}
 shutdown_grace = "2000ms"
+{admin_token}
 [gateway.listeners]
 http = "127.0.0.1:{http}"
 admin = "127.0.0.1:{admin}"
