@@ -20,8 +20,9 @@ pub struct ApiSection {
     pub extraction: ExtractionSettings,
     pub shield: ApiShield,
     /// When set, `GET /metrics` answers only `Authorization: Bearer <this token>` (resolved
-    /// to a salted hash; applies live on reload). Unset: `/metrics` is open, so keep the
-    /// API listener off untrusted networks or set it.
+    /// to a salted hash; applies live on reload). Unset: `/metrics` is open with only the
+    /// aggregate (no tenant's series; `dev` shows them), and `check-config` warns when the
+    /// API listens off loopback.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_token: Option<SecretRef>,
     /// Load balancers (CIDR blocks) whose `X-Forwarded-For` names the client: from them

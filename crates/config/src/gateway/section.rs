@@ -44,10 +44,11 @@ pub struct GatewaySection {
     /// Serve the admin listener over TLS (restart; the files are re-read when they change).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_tls: Option<crate::tls::ServerTlsConfig>,
-    /// The bearer token the admin listener's `/metrics` and `/status` then require
-    /// (resolved to a salted hash; applies live on reload). `/healthz` and `/readyz` stay
-    /// open for orchestrators. Unset: every admin route is open, so keep the admin
-    /// listener on a private network.
+    /// The bearer token the admin listener's `/metrics` and `/status` then require, and
+    /// show every tenant's series and detail to (resolved to a salted hash; applies live
+    /// on reload). `/healthz` and `/readyz` stay open for orchestrators. Unset: `/metrics`
+    /// and `/status` are open but show only the aggregate; `check-config` warns when the
+    /// listener is then off loopback.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<SecretRef>,
     pub listeners: Listeners,
