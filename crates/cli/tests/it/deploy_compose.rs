@@ -84,84 +84,394 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// The `/run/secrets/NAME` names a configuration file reads.
-fn secret_refs(text: &str) -> Vec<String> {
-    text.split("\"/run/secrets/")
-        .skip(1)
-        .map(|rest| rest.split('"').next().unwrap().to_owned())
+/// The control API's certificate files `secrets/make-control-tls.sh` makes (not shipped).
+const CONTROL_TLS: [&str; 3] = ["control-ca.pem", "control.pem", "control.key"];
+
+/// Runs the shipped `secrets/make-control-tls.sh` in `dir`, as the secrets README tells a
+/// user to: the control API's CA, certificate and key. `None` (skipped) without openssl
+/// outside CI.
+fn make_control_tls(dir: &Path) -> Option<()> {
+    let openssl = Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !openssl {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "openssl is required under CI (scripts/test.sh installs it)"
+        );
+        eprintln!("\n*** SKIPPED: openssl is not installed (scripts/test.sh installs it) ***\n");
+        return None;
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    let script = compose_dir().join("secrets/make-control-tls.sh");
+    let output = Command::new("sh")
+        .arg(&script)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "make-control-tls.sh: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for file in CONTROL_TLS {
+        assert!(
+            dir.join(file).is_file(),
+            "make-control-tls.sh made no {file}"
+        );
+    }
+    assert!(!dir.join("control-ca.key").exists(), "the CA's key is kept");
+    Some(())
+}
+
+/// The shipped compose file as Compose reads it: YAML with its anchors and merge keys
+/// applied.
+fn compose_file() -> serde_yaml::Value {
+    let mut compose: serde_yaml::Value = serde_yaml::from_str(&shipped("compose.yaml")).unwrap();
+    // A merge may bring in another merge key (controller-2 merges controller-1, which
+    // merges the common part): apply them until none is left.
+    for _ in 0..4 {
+        compose.apply_merge().unwrap();
+    }
+    assert!(
+        !serde_yaml::to_string(&compose).unwrap().contains("<<:"),
+        "merge keys left"
+    );
+    compose
+}
+
+/// What one service of the compose file holds.
+struct Service {
+    /// (source, target) of each secret it mounts under /run/secrets/.
+    secrets: Vec<(String, String)>,
+    /// Its environment.
+    environment: BTreeMap<String, String>,
+    /// Its configuration file in `deploy/compose` (the volume mounted where
+    /// `PROXYPOOL_CONFIG` names it), for proxypool's services that read one.
+    config: Option<String>,
+}
+
+fn service(compose: &serde_yaml::Value, name: &str) -> Service {
+    let service = &compose["services"][name];
+    assert!(service.is_mapping(), "no service {name}");
+    let secrets = service["secrets"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|secret| match secret.as_str() {
+            Some(name) => (name.to_owned(), name.to_owned()),
+            None => {
+                let source = secret["source"].as_str().unwrap().to_owned();
+                let target = secret["target"]
+                    .as_str()
+                    .map_or(source.clone(), str::to_owned);
+                (source, target)
+            }
+        })
+        .collect();
+    let environment: BTreeMap<String, String> = service["environment"]
+        .as_mapping()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| {
+            let value = match v {
+                serde_yaml::Value::String(s) => s.clone(),
+                other => serde_yaml::to_string(other).unwrap().trim().to_owned(),
+            };
+            (k.as_str().unwrap().to_owned(), value)
+        })
+        .collect();
+    let config = environment.get("PROXYPOOL_CONFIG").and_then(|inside| {
+        service["volumes"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+            .find_map(|v| {
+                let mut parts = v.split(':');
+                let (host, container) = (parts.next()?, parts.next()?);
+                (container == inside).then(|| host.trim_start_matches("./").to_owned())
+            })
+    });
+    Service {
+        secrets,
+        environment,
+        config,
+    }
+}
+
+/// The secrets' names (targets) a service mounts.
+fn held(compose: &serde_yaml::Value, name: &str) -> BTreeSet<String> {
+    service(compose, name)
+        .secrets
+        .into_iter()
+        .map(|(_, target)| target)
         .collect()
 }
 
 #[test]
-fn the_compose_configuration_files_check_out_with_their_secret_files() {
-    let compose = shipped("compose.yaml");
+fn each_service_mounts_what_its_file_needs_and_the_files_check_out() {
+    let compose = compose_file();
     let scratch = Scratch::new("compose-config");
-    std::fs::create_dir_all(scratch.file("secrets")).unwrap();
-    for (file, env) in [
-        ("controller.toml", vec![]),
-        (
-            "gateway.toml",
-            vec![("PROXYPOOL__GATEWAY__WORKER_ID", "gateway-2")],
-        ),
+    let tls = scratch.file("tls");
+    let Some(()) = make_control_tls(&tls) else {
+        return;
+    };
+    for name in [
+        "migrate",
+        "controller-1",
+        "controller-2",
+        "gateway-1",
+        "gateway-2",
     ] {
-        let text = shipped(&format!("config/{file}"));
-        let refs = secret_refs(&text);
-        assert!(!refs.is_empty(), "{file} reads no secret file");
-        for name in &refs {
-            // The gateway's token is mounted under a name of its own per gateway.
-            let sources: Vec<String> = if name == "worker-token" {
-                vec![
-                    "worker-token-gateway-1".into(),
-                    "worker-token-gateway-2".into(),
-                ]
+        let service = service(&compose, name);
+        // The service's /run/secrets/: what it mounts, nothing else.
+        let run_secrets = scratch.file(&format!("{name}/run/secrets"));
+        std::fs::create_dir_all(&run_secrets).unwrap();
+        for (source, target) in &service.secrets {
+            let declared = format!("./secrets/{source}");
+            assert_eq!(
+                compose["secrets"][source.as_str()]["file"].as_str(),
+                Some(declared.as_str()),
+                "{name} mounts {source}, which compose.yaml declares as no file of secrets/"
+            );
+            let content = if CONTROL_TLS.contains(&source.as_str()) {
+                std::fs::read_to_string(tls.join(source)).unwrap()
             } else {
-                vec![name.clone()]
+                shipped(&format!("secrets/{source}"))
             };
-            for source in &sources {
-                assert!(
-                    compose.contains(&format!("  {source}: {{ file: ./secrets/{source} }}")),
-                    "{file} reads /run/secrets/{name}: compose.yaml declares no secret {source}"
-                );
-                assert!(
-                    compose_dir().join("secrets").join(source).is_file(),
-                    "secrets/{source} is missing"
-                );
-            }
-            scratch.write(&format!("secrets/{name}"), &secret(&sources[0]));
+            std::fs::write(run_secrets.join(target), content).unwrap();
         }
-        // The same file with the secrets where this test put them.
-        let secrets_dir = format!("{}/", scratch.file("secrets").display());
-        let path = scratch.write(file, &text.replace("/run/secrets/", &secrets_dir));
+        // Its file, reading its secrets where this test put them, with the environment's
+        // overrides.
+        let file = service
+            .config
+            .as_deref()
+            .unwrap_or_else(|| panic!("{name} mounts no configuration file"));
+        let text = shipped(file).replace("/run/secrets/", &format!("{}/", run_secrets.display()));
+        let path = scratch.write(&format!("{name}.toml"), &text);
+        let env: Vec<(&str, &str)> = service
+            .environment
+            .iter()
+            .filter(|(k, _)| k.starts_with("PROXYPOOL__"))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         let (code, stdout, stderr) = run(&["check-config", path.to_str().unwrap()], &env);
-        assert_eq!(code, 0, "{file}: {stderr}");
-        assert!(stdout.contains(": OK"), "{file}: {stdout}");
+        assert_eq!(code, 0, "{name} ({file}): {stderr}");
+        assert!(stdout.contains(": OK"), "{name}: {stdout}");
     }
-    // Every service that loads the controllers' file mounts every secret it reads.
-    let controller_refs = secret_refs(&shipped("config/controller.toml"));
-    let list = format!("secrets: [{}]", controller_refs.join(", "));
-    assert_eq!(
-        compose.matches(&list).count(),
-        2,
-        "migrate and the controllers mount {list}"
+    // The check can fail: a gateway without the control API's CA.
+    let nowhere = format!("{}/", scratch.file("nowhere").display());
+    let text = shipped("config/gateway.toml").replace("/run/secrets/", &nowhere);
+    let path = scratch.write("broken-gateway.toml", &text);
+    let (code, _, stderr) = run(
+        &["check-config", path.to_str().unwrap()],
+        &[("PROXYPOOL__GATEWAY__WORKER_ID", "gateway-1")],
     );
+    assert_ne!(code, 0);
+    assert!(stderr.contains("control-ca.pem"), "{stderr}");
+
     // Secrets never reach a container as an environment literal: every variable that
     // carries one names a file.
-    assert!(!compose.contains("REPLACE-ME"));
-    for line in compose.lines() {
-        let Some((key, _)) = line.trim().split_once(':') else {
-            continue;
-        };
-        let is_variable = !key.is_empty()
-            && key
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-        if is_variable && (key.contains("PASSWORD") || key.contains("TOKEN")) {
+    assert!(!shipped("compose.yaml").contains("REPLACE-ME"));
+    for (name, service) in compose["services"].as_mapping().unwrap() {
+        for (key, _) in service["environment"].as_mapping().into_iter().flatten() {
+            let key = key.as_str().unwrap();
+            if key.contains("PASSWORD") || key.contains("TOKEN") {
+                assert!(
+                    key.ends_with("_FILE"),
+                    "a secret in {name:?}'s environment: {key}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn each_service_holds_only_the_secrets_of_its_role() {
+    let compose = compose_file();
+    let set =
+        |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| (*n).to_owned()).collect() };
+    // A gateway: its own worker token, the admin token, the control API's CA.
+    for (gateway, token) in [
+        ("gateway-1", "worker-token-gateway-1"),
+        ("gateway-2", "worker-token-gateway-2"),
+    ] {
+        assert_eq!(
+            held(&compose, gateway),
+            set(&["worker-token", "gateway-admin-token", "control-ca.pem"]),
+            "{gateway}"
+        );
+        assert!(
+            service(&compose, gateway)
+                .secrets
+                .contains(&(token.to_owned(), "worker-token".to_owned())),
+            "{gateway} mounts {token}"
+        );
+    }
+    // PostgreSQL's superuser: PostgreSQL and the migration only; the migration nothing else
+    // but the runtime role's password.
+    assert_eq!(
+        held(&compose, "postgres"),
+        set(&["postgres-superuser-password"])
+    );
+    assert_eq!(
+        held(&compose, "migrate"),
+        set(&["postgres-superuser-password", "postgres-password"])
+    );
+    for controller in ["controller-1", "controller-2"] {
+        let secrets = held(&compose, controller);
+        assert!(
+            !secrets.contains("postgres-superuser-password"),
+            "{controller}"
+        );
+        assert!(secrets.contains("control.key"), "{controller} serves TLS");
+    }
+    for (name, _) in compose["services"].as_mapping().unwrap() {
+        let name = name.as_str().unwrap();
+        if !name.starts_with("controller-") {
             assert!(
-                key.ends_with("_FILE"),
-                "a secret in the environment: {line}"
+                !held(&compose, name).contains("control.key"),
+                "{name} holds the control API's key"
             );
         }
     }
+    assert_eq!(held(&compose, "prometheus"), set(&["gateway-admin-token"]));
+
+    // The migration runs as the superuser and creates the runtime role the controllers'
+    // quota URL names; the superuser is PostgreSQL's own, not that role.
+    let command = compose["services"]["migrate"]["command"][0]
+        .as_str()
+        .unwrap();
+    for part in [
+        // `$$` is Compose's escape of a literal `$`: the shell runs the `cat`.
+        "PROXYPOOL_PG_ADMIN=\"postgres://postgres:$$(cat /run/secrets/postgres-superuser-password)@",
+        "--admin-url-env PROXYPOOL_PG_ADMIN",
+        "--create-role proxypool",
+        "--role-password-env PROXYPOOL_PG_PASSWORD",
+    ] {
+        assert!(command.contains(part), "{command} lacks {part}");
+    }
+    assert_eq!(
+        compose["services"]["postgres"]["environment"]["POSTGRES_USER"],
+        "postgres"
+    );
+    assert!(shipped("config/controller.toml").contains("url = \"postgres://proxypool@postgres"));
+}
+
+#[test]
+fn the_gateways_reach_the_controllers_over_tls_with_a_token_each_and_guard_their_admin() {
+    let compose = compose_file();
+    let scratch = Scratch::new("compose-trust");
+    let dir = scratch.file("run/secrets");
+    let Some(()) = make_control_tls(&dir) else {
+        return;
+    };
+    // Every secret file where both files read them.
+    for entry in std::fs::read_dir(compose_dir().join("secrets")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+    }
+    let load = |file: &str, role, env: &[(&str, &str)]| {
+        let text = shipped(file).replace("/run/secrets/", &format!("{}/", dir.display()));
+        let env = proxypool_config::Env::from_pairs(env.iter().copied());
+        proxypool_config::Config::from_toml_str(&text, file, &dir, role, &env)
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+    };
+    let controller = load(
+        "config/controller.toml",
+        proxypool_config::Role::Controller,
+        &[],
+    );
+    assert!(
+        controller.control.tls.is_some(),
+        "the controllers serve [control.tls]"
+    );
+    for gateway in ["gateway-1", "gateway-2"] {
+        // One token per gateway, good for that gateway's id alone.
+        let service = service(&compose, gateway);
+        assert_eq!(
+            service
+                .environment
+                .get("PROXYPOOL__GATEWAY__WORKER_ID")
+                .map(String::as_str),
+            Some(gateway)
+        );
+        let (source, _) = service
+            .secrets
+            .iter()
+            .find(|(_, target)| target == "worker-token")
+            .unwrap();
+        let presented = secret(source);
+        // Where the gateway's file reads it.
+        std::fs::write(dir.join("worker-token"), &presented).unwrap();
+        let mut good: Vec<&str> = Vec::new();
+        for token in &controller.worker_tokens {
+            assert_eq!(
+                token.workers.len(),
+                1,
+                "token {} is good for {:?}: one gateway id each (none = any)",
+                token.name,
+                token.workers
+            );
+            if token.token.verifier().unwrap().verify(&presented) {
+                good.extend(token.workers.iter().map(|w| w.as_str()));
+            }
+        }
+        assert_eq!(good, [gateway], "{gateway}'s token");
+
+        let config = load(
+            "config/gateway.toml",
+            proxypool_config::Role::Gateway,
+            &[("PROXYPOOL__GATEWAY__WORKER_ID", gateway)],
+        );
+        let section = config.gateway.unwrap();
+        let urls = section.controller_url.unwrap().0;
+        assert_eq!(
+            urls,
+            ["https://controller-1:7070", "https://controller-2:7070"]
+        );
+        let ca = section
+            .controller_tls
+            .and_then(|t| t.ca)
+            .expect("the control API's CA");
+        assert!(ca.ends_with("control-ca.pem"), "{}", ca.display());
+        // Prometheus reaches the admin listener over the stack's network: it needs the token.
+        let admin = section.listeners.admin.unwrap();
+        assert!(
+            admin.ip().is_loopback() || section.admin_token.is_some(),
+            "the admin listener is open on {admin}"
+        );
+    }
+    // The certificate names both controllers and chains to the CA the gateways trust.
+    for name in ["controller-1", "controller-2"] {
+        let verified = Command::new("openssl")
+            .args([
+                "verify",
+                "-CAfile",
+                "control-ca.pem",
+                "-verify_hostname",
+                name,
+                "control.pem",
+            ])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            verified.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&verified.stdout)
+        );
+    }
+    // Prometheus sends the admin token it mounts.
+    let prometheus = shipped("prometheus.yml");
+    assert!(
+        prometheus.contains("credentials_file: /run/secrets/gateway-admin-token"),
+        "{prometheus}"
+    );
 }
 
 /// `docker-compose` (v1) or `docker compose` (the plugin), whichever answers.
@@ -588,8 +898,22 @@ fn probe_in(container: &str, url: &str) -> Option<String> {
     ok.then_some(stdout)
 }
 
+/// GET `path` of a gateway's admin listener from inside its container with the admin token
+/// the gateway mounts: the body of a 200. (The image's one HTTP client, `proxypool probe`,
+/// sends no token; bash's /dev/tcp carries the request.)
+fn admin_get(container: &str, path: &str) -> Option<String> {
+    let script = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/9090 && printf 'GET {path} HTTP/1.0\\r\\nHost: 127.0.0.1\\r\\n\
+         Authorization: Bearer %s\\r\\n\\r\\n' \"$(cat /run/secrets/gateway-admin-token)\" >&3 \
+         && cat <&3"
+    );
+    let (ok, stdout, _) = exec("docker", &["exec", container, "bash", "-c", &script], &[]);
+    let (head, body) = stdout.split_once("\r\n\r\n")?;
+    (ok && head.split(' ').nth(1) == Some("200")).then(|| body.to_owned())
+}
+
 fn gateway_status(container: &str) -> Option<Value> {
-    serde_json::from_str(&probe_in(container, &format!("{ADMIN}/status"))?).ok()
+    serde_json::from_str(&admin_get(container, "/status")?).ok()
 }
 
 fn snapshot_proxies(container: &str) -> u64 {
@@ -789,8 +1113,19 @@ fn the_stack_runs_on_docker_and_keeps_serving_through_a_killed_leader_and_a_cut_
     assert_eq!(lines.next(), Some("10001"), "{size}");
     eprintln!("the image's binary: {bytes} bytes");
 
-    // 2. The shipped stack, with a test override.
+    // 2. The shipped stack, with a test override. The control API's certificate is made as
+    //    the secrets README tells a user to, here in the scratch directory.
     let scratch = Scratch::new("compose-stack");
+    let tls = scratch.file("tls");
+    let Some(()) = make_control_tls(&tls) else {
+        return;
+    };
+    let tls_file = |name: &str| tls.join(name).display().to_string();
+    let (ca, cert, key) = (
+        tls_file("control-ca.pem"),
+        tls_file("control.pem"),
+        tls_file("control.key"),
+    );
     let override_file = scratch.write(
         "test-override.yaml",
         &format!(
@@ -816,6 +1151,11 @@ services:
     environment: {{ PROXYPOOL__OWNERSHIP__PER_WORKER_TARGET: "{PROXIES}" }}
   gateway-1: {{ image: "{image}" }}
   gateway-2: {{ image: "{image}" }}
+# The control API's certificate, made for this run.
+secrets:
+  control-ca.pem: {{ file: "{ca}" }}
+  control.pem: {{ file: "{cert}" }}
+  control.key: {{ file: "{key}" }}
 "#
         ),
     );
@@ -907,7 +1247,50 @@ its provisioning is checked by `docker-compose config` only ***\n"
         Duration::from_secs(90),
         || gateways.iter().all(|g| snapshot_proxies(g) == half),
     );
-    log(started, "both gateways serve");
+    log(
+        started,
+        "both gateways serve, their snapshots pulled over TLS with a token each",
+    );
+    // The admin listener: /metrics and /status only to the admin token, /healthz to anyone.
+    assert!(probe_in(&gateways[0], &format!("{ADMIN}/healthz")).is_some());
+    assert!(probe_in(&gateways[0], &format!("{ADMIN}/status")).is_none());
+    assert!(probe_in(&gateways[0], &format!("{ADMIN}/metrics")).is_none());
+    assert!(admin_get(&gateways[0], "/metrics").is_some());
+    // The controllers connect to PostgreSQL as the runtime role the migration made, which
+    // is no superuser; only the migration used the superuser.
+    let postgres = stack.container("postgres");
+    let psql = |sql: &str| {
+        must(
+            "docker",
+            &[
+                "exec",
+                &postgres,
+                "psql",
+                "-U",
+                "postgres",
+                "-d",
+                "proxypool",
+                "-tAc",
+                sql,
+            ],
+            &[],
+        )
+        .trim()
+        .to_owned()
+    };
+    assert_eq!(
+        psql(
+            "SELECT rolsuper OR rolcreaterole OR rolcreatedb FROM pg_roles WHERE rolname = 'proxypool'"
+        ),
+        "f"
+    );
+    assert_eq!(
+        psql(
+            "SELECT string_agg(DISTINCT usename, ',') FROM pg_stat_activity \
+             WHERE datname = 'proxypool' AND pid <> pg_backend_pid()"
+        ),
+        "proxypool"
+    );
 
     // 3. Traffic through both: each routes its own proxies, never an extracted one.
     let password = secret("demo-gateway-password");
@@ -1079,7 +1462,7 @@ its provisioning is checked by `docker-compose config` only ***\n"
         b_routed.len(),
         moved_seen(&samples),
         gateway_status(&gateways[1]).map_or_else(|| "none".to_owned(), |s| s.to_string()),
-        probe_in(&gateways[1], &format!("{ADMIN}/metrics"))
+        admin_get(&gateways[1], "/metrics")
             .unwrap_or_default()
             .lines()
             .filter(|l| l.starts_with("proxypool_gateway_")
