@@ -206,7 +206,11 @@ async fn a_name_that_moves_inside_after_the_check_is_never_dialed_there() {
         setup.resolver.answer(NAME, &answer);
         setup.resolver.passed_two_lookups().await;
         let refused = through_tunnel(&setup).await;
-        assert_eq!(inside.count(), 0, "{answer:?}: the gateway connected inside");
+        assert_eq!(
+            inside.count(),
+            0,
+            "{answer:?}: the gateway connected inside"
+        );
         assert!(
             matches!(refused.status, 502 | 503),
             "{answer:?}: refused, not served or hung: {refused:?}"
@@ -217,7 +221,11 @@ async fn a_name_that_moves_inside_after_the_check_is_never_dialed_there() {
         );
         let socks = socks_reply(&setup.gateway, "alice", setup.origin.addr).await;
         assert_ne!(socks, Reply::Succeeded, "{answer:?}: SOCKS5 is refused too");
-        assert_eq!(inside.count(), 0, "{answer:?}: the gateway connected inside");
+        assert_eq!(
+            inside.count(),
+            0,
+            "{answer:?}: the gateway connected inside"
+        );
     }
     let after = refused_internal(&setup.gateway).await;
     assert!(
