@@ -7,10 +7,12 @@
 #   /usr/bin/proxypool                          the binary, as scripts/build-release.sh made it
 #   /lib/systemd/system/proxypool-*.service     the units of deploy/systemd/ (never enabled
 #                                               or started by the package)
-#   /usr/lib/sysusers.d/proxypool.conf          their account (deploy/systemd/proxypool.sysusers)
+#   /usr/lib/sysusers.d/proxypool.conf          their accounts, proxypool and proxypool-gateway
+#                                               (deploy/systemd/proxypool.sysusers)
 #   /etc/proxypool/proxypool.toml, gateway.toml a one-machine start (deploy/debian/config/),
 #                                               conffiles: an upgrade keeps your edits
-#   /etc/proxypool/secrets/                     for the secret files they name (group proxypool)
+#   /etc/proxypool/secrets/                     the controller's secret files (group proxypool)
+#   /etc/proxypool/gateway-secrets/             the gateway's (group proxypool-gateway)
 #   /usr/share/doc/proxypool/                   copyright, changelog, README, vendors.md and the
 #                                               complete examples
 #   /usr/share/man/man1/proxypool.1.gz          the binary's help of every command, as a page
@@ -116,7 +118,9 @@ manual_page() {
   printf "The controller's file (proxypool-controller.service).\\n"
   printf '.TP\n/etc/proxypool/gateway.toml\n'
   printf "The gateway's file (proxypool-gateway.service).\\n"
-  printf '.TP\n/etc/proxypool/secrets/\nThe secret files they name.\n'
+  printf "%s\n" '.TP' /etc/proxypool/secrets/ "The controller's secret files (group proxypool)."
+  printf "%s\n" '.TP' /etc/proxypool/gateway-secrets/ \
+    "The gateway's secret files (group proxypool-gateway)."
   printf '.SH SEE ALSO\n/usr/share/doc/proxypool/README.md.gz,\n'
   printf '/usr/share/doc/proxypool/examples/ (every configuration key)\n'
 }
@@ -169,8 +173,8 @@ conffiles=(/etc/proxypool/proxypool.toml /etc/proxypool/gateway.toml)
 for conffile in "${conffiles[@]}"; do
   install -D -m 0644 "deploy/debian/config/$(basename "$conffile")" "$root$conffile"
 done
-# Group proxypool is given the directory by the postinst, once the account exists.
-install -d -m 0750 "$root/etc/proxypool/secrets"
+# Each service's group is given its directory by the postinst, once the accounts exist.
+install -d -m 0750 "$root/etc/proxypool/secrets" "$root/etc/proxypool/gateway-secrets"
 
 doc=$root/usr/share/doc/proxypool
 install -D -m 0644 deploy/debian/copyright "$doc/copyright"

@@ -13,12 +13,14 @@
 //! With a Docker Engine (skipped with a banner otherwise, as the compose test is): the
 //! package installed with `dpkg -i` on the Debian bookworm base of `deploy_compose` (no
 //! systemd: it installs and says how to make the account) and on the `debian-host`
-//! stand-in (systemd's tools, not running): the account made by `systemd-sysusers`, the
-//! secrets directory given to its group, `systemd-analyze verify` clean on the installed
-//! units, `proxypool --version`, `check-config` of both files as the services' user with
-//! throwaway secrets (and refused a secret only root may read), an edited conffile kept by
-//! a reinstall and by `dpkg -r`, and `dpkg -P` removing the conffiles, the statoverride
-//! and the services' state but not the account.
+//! stand-in (systemd's tools, not running): the accounts made by `systemd-sysusers` (the
+//! controller's `proxypool`, the gateway's `proxypool-gateway`), each secrets directory
+//! given to its service's group, `systemd-analyze verify` clean on the installed units,
+//! `proxypool --version`, `check-config` of each file as its service's user with throwaway
+//! secrets (and refused a secret only root may read; the gateway's user refused the
+//! controller's file, whose secrets it cannot read), an edited conffile kept by a
+//! reinstall and by `dpkg -r`, and `dpkg -P` removing the conffiles, the statoverrides and
+//! the services' state but not the accounts.
 
 use crate::common::Scratch;
 use crate::deploy_compose::{base_image, exec, log, must, stand_in};
@@ -32,11 +34,18 @@ const CONFFILES: [&str; 2] = [
     "/etc/proxypool/proxypool.toml",
     "/etc/proxypool/gateway.toml",
 ];
-/// The secret files the shipped configurations name, relative to /etc/proxypool.
-const SECRETS: [&str; 3] = [
-    "secrets/worker-token",
-    "secrets/scraper-api-token",
-    "secrets/scraper-gateway-password",
+/// The secret files the shipped configurations name, relative to /etc/proxypool, and the
+/// group that reads each: the gateway's worker token is the gateway's (the controller's
+/// account is in its group), the rest the controller's alone.
+const SECRETS: [(&str, &str); 3] = [
+    ("gateway-secrets/worker-token", "proxypool-gateway"),
+    ("secrets/scraper-api-token", "proxypool"),
+    ("secrets/scraper-gateway-password", "proxypool"),
+];
+/// (configuration file, the account of the service that reads it)
+const SERVICES: [(&str, &str); 2] = [
+    ("/etc/proxypool/proxypool.toml", "proxypool"),
+    ("/etc/proxypool/gateway.toml", "proxypool-gateway"),
 ];
 
 fn repo() -> PathBuf {
@@ -220,6 +229,7 @@ fn the_package_has_a_proper_control_file_its_files_in_place_and_configurations_t
         ("./etc/proxypool/proxypool.toml", "-rw-r--r--"),
         ("./etc/proxypool/gateway.toml", "-rw-r--r--"),
         ("./etc/proxypool/secrets/", "drwxr-x---"),
+        ("./etc/proxypool/gateway-secrets/", "drwxr-x---"),
         ("./usr/share/doc/proxypool/copyright", "-rw-r--r--"),
         ("./usr/share/doc/proxypool/changelog.gz", "-rw-r--r--"),
         ("./usr/share/doc/proxypool/README.md.gz", "-rw-r--r--"),
@@ -243,7 +253,8 @@ fn the_package_has_a_proper_control_file_its_files_in_place_and_configurations_t
         .filter(|(_, mode)| !mode.starts_with('d'))
         .map(|(path, _)| path)
         .collect();
-    assert_eq!(regular.len(), expected.len() - 1, "{regular:?}");
+    let directories = expected.iter().filter(|(p, _)| p.ends_with('/')).count();
+    assert_eq!(regular.len(), expected.len() - directories, "{regular:?}");
 
     // The conffiles and maintainer scripts.
     let scratch = Scratch::new("debian-package");
@@ -310,8 +321,8 @@ fn the_package_has_a_proper_control_file_its_files_in_place_and_configurations_t
     let etc = root.join("etc/proxypool");
     let (ok, _, err) = check_config(&proxypool, &etc.join("gateway.toml"));
     assert!(!ok, "gateway.toml loaded without its worker token");
-    assert!(err.contains("secrets/worker-token"), "{err}");
-    for (i, secret) in SECRETS.iter().enumerate() {
+    assert!(err.contains("gateway-secrets/worker-token"), "{err}");
+    for (i, (secret, _)) in SECRETS.iter().enumerate() {
         std::fs::write(
             etc.join(secret),
             format!("throwaway-secret-{i}-0123456789\n"),
@@ -412,7 +423,7 @@ fn the_package_installs_on_debian_makes_its_account_and_keeps_conffiles_until_pu
         "stat -c '%U:%G %a %n' /usr/bin/proxypool /lib/systemd/system/proxypool-controller.service \
          /lib/systemd/system/proxypool-gateway.service /usr/lib/sysusers.d/proxypool.conf \
          /etc/proxypool/proxypool.toml /etc/proxypool/gateway.toml /etc/proxypool/secrets \
-         /usr/share/doc/proxypool/copyright",
+         /etc/proxypool/gateway-secrets /usr/share/doc/proxypool/copyright",
     );
     assert_eq!(
         stat.lines().collect::<Vec<_>>(),
@@ -424,17 +435,34 @@ fn the_package_installs_on_debian_makes_its_account_and_keeps_conffiles_until_pu
             "root:root 644 /etc/proxypool/proxypool.toml",
             "root:root 644 /etc/proxypool/gateway.toml",
             "root:proxypool 750 /etc/proxypool/secrets",
+            "root:proxypool-gateway 750 /etc/proxypool/gateway-secrets",
             "root:root 644 /usr/share/doc/proxypool/copyright",
         ]
     );
 
-    // The account: a system user with no login, its home the services' state directory.
+    // The accounts: system users with no login, the controller's home its state directory;
+    // the controller's account is in the gateway's group, never the other way round.
     let account = host.must("getent passwd proxypool");
     let fields: Vec<&str> = account.trim().split(':').collect();
     assert!(fields[2].parse::<u32>().unwrap() < 1000, "{account}");
     assert_eq!(fields[5], "/var/lib/proxypool", "{account}");
     assert_eq!(fields[6], "/usr/sbin/nologin", "{account}");
-    host.must("getent group proxypool");
+    let gateway = host.must("getent passwd proxypool-gateway");
+    let gateway_fields: Vec<&str> = gateway.trim().split(':').collect();
+    assert!(
+        gateway_fields[2].parse::<u32>().unwrap() < 1000,
+        "{gateway}"
+    );
+    assert_ne!(gateway_fields[2], fields[2], "one uid for both services");
+    assert_eq!(gateway_fields[6], "/usr/sbin/nologin", "{gateway}");
+    assert_eq!(
+        host.must("id -nG proxypool-gateway").trim(),
+        "proxypool-gateway"
+    );
+    assert_eq!(
+        host.must("id -nG proxypool").trim(),
+        "proxypool proxypool-gateway"
+    );
 
     // The installed units as systemd reads them: not one complaint.
     let (ok, said, err) = host.sh(
@@ -451,29 +479,37 @@ fn the_package_installs_on_debian_makes_its_account_and_keeps_conffiles_until_pu
         format!("proxypool {version}")
     );
 
-    // Both files load as the services' user once the operator wrote the secrets, readable
-    // by the group only; a secret only root may read is refused.
+    // Each file loads as its service's user once the operator wrote the secrets, readable
+    // by their group only; a secret only root may read is refused, and so is the
+    // controller's file to the gateway's user.
     let write_secrets: String = SECRETS
         .iter()
-        .map(|secret| {
+        .map(|(secret, group)| {
             format!(
-                "head -c 32 /dev/urandom | base64 | install -m 0640 -g proxypool /dev/stdin \
+                "head -c 32 /dev/urandom | base64 | install -m 0640 -g {group} /dev/stdin \
                  /etc/proxypool/{secret}\n"
             )
         })
         .collect();
     host.must(&write_secrets);
-    for file in CONFFILES {
+    for (file, user) in SERVICES {
         let said = host.must(&format!(
-            "runuser -u proxypool -- proxypool check-config {file}"
+            "runuser -u {user} -- proxypool check-config {file}"
         ));
         assert!(said.contains(": OK"), "{file}: {said}");
     }
-    let (ok, _, err) = host.sh("chmod 0600 /etc/proxypool/secrets/worker-token \
-         && runuser -u proxypool -- proxypool check-config /etc/proxypool/gateway.toml");
+    let (ok, _, err) = host
+        .sh("runuser -u proxypool-gateway -- proxypool check-config /etc/proxypool/proxypool.toml");
+    assert!(!ok, "the gateway's user read the controller's secrets");
+    assert!(err.contains("permission denied"), "{err}");
+    let (ok, _, _) =
+        host.sh("runuser -u proxypool-gateway -- cat /etc/proxypool/secrets/scraper-api-token");
+    assert!(!ok, "the gateway's user read a client's API token");
+    let (ok, _, err) = host.sh("chmod 0600 /etc/proxypool/gateway-secrets/worker-token \
+         && runuser -u proxypool-gateway -- proxypool check-config /etc/proxypool/gateway.toml");
     assert!(!ok, "a secret only root may read was read");
     assert!(err.contains("permission denied"), "{err}");
-    host.must("chmod 0640 /etc/proxypool/secrets/worker-token");
+    host.must("chmod 0640 /etc/proxypool/gateway-secrets/worker-token");
 
     // An edited conffile survives a reinstall, and so does the statoverride.
     host.must("echo '# edited here' >> /etc/proxypool/gateway.toml");
@@ -484,10 +520,16 @@ fn the_package_installs_on_debian_makes_its_account_and_keeps_conffiles_until_pu
             .1
             .contains("edited here")
     );
+    let overrides =
+        host.must("dpkg-statoverride --list /etc/proxypool/secrets /etc/proxypool/gateway-secrets");
+    let mut overrides: Vec<&str> = overrides.lines().collect();
+    overrides.sort_unstable();
     assert_eq!(
-        host.must("dpkg-statoverride --list /etc/proxypool/secrets")
-            .trim(),
-        "root proxypool 750 /etc/proxypool/secrets"
+        overrides,
+        [
+            "root proxypool 750 /etc/proxypool/secrets",
+            "root proxypool-gateway 750 /etc/proxypool/gateway-secrets",
+        ]
     );
 
     // What the controller's service would have written.
@@ -520,7 +562,7 @@ fn the_package_installs_on_debian_makes_its_account_and_keeps_conffiles_until_pu
     );
     host.must("test -f /etc/proxypool/proxypool.toml && test -d /var/lib/proxypool");
 
-    // dpkg -P: the conffiles, the statoverride and the state go; the account and the
+    // dpkg -P: the conffiles, the statoverrides and the state go; the accounts and the
     // operator's own secret files stay.
     let (ok, said, err) = host.sh("dpkg -P proxypool");
     assert!(ok, "{said}{err}");
@@ -530,12 +572,14 @@ fn the_package_installs_on_debian_makes_its_account_and_keeps_conffiles_until_pu
             "{gone} after dpkg -P"
         );
     }
-    assert!(
-        !host.sh("dpkg-statoverride --list /etc/proxypool/secrets").0,
-        "the statoverride outlived the purge"
-    );
+    for dir in ["/etc/proxypool/secrets", "/etc/proxypool/gateway-secrets"] {
+        assert!(
+            !host.sh(&format!("dpkg-statoverride --list {dir}")).0,
+            "the statoverride of {dir} outlived the purge"
+        );
+    }
     assert!(!host.sh("dpkg-query -W proxypool").0, "still known to dpkg");
-    host.must("getent passwd proxypool");
-    host.must("test -f /etc/proxypool/secrets/worker-token");
+    host.must("getent passwd proxypool && getent passwd proxypool-gateway");
+    host.must("test -f /etc/proxypool/gateway-secrets/worker-token");
     log(started, "removed and purged");
 }
