@@ -458,7 +458,7 @@ pub const GATEWAY_ADMIN_TOKEN: &str = "gateway-admin-token-of-the-tests";
 
 /// `admin_token = { hash = ... }` of [`GATEWAY_ADMIN_TOKEN`], for a `[gateway]` table.
 pub fn gateway_admin_token_toml() -> String {
-    let hash = proxypool_core::SecretHash::derive(GATEWAY_ADMIN_TOKEN, "gateway-admin").unwrap();
+    let hash = proxypool_core::SecretHash::derive(GATEWAY_ADMIN_TOKEN, "gatewayadmin").unwrap();
     format!("admin_token = {{ hash = \"{}\" }}", hash.as_str())
 }
 
