@@ -1,7 +1,10 @@
 //! [`ActivityIo`]: a client socket that remembers when it last moved a byte, so the
-//! connection's watchdog can close kept-alive connections that sit idle.
+//! connection's watchdog can close kept-alive connections that sit idle, and tells the
+//! connection cap of every byte read (between requests the first one starts a head, and a
+//! connection reading a head is not closed to make room).
 
 use proxypool_core::SharedClock;
+use proxypool_edge::ConnectionMark;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -16,16 +19,23 @@ pub(crate) struct ActivityIo {
     stream: TcpStream,
     last: Arc<AtomicU64>,
     clock: SharedClock,
+    mark: Arc<ConnectionMark>,
 }
 
 impl ActivityIo {
-    /// Stamps `last` with `clock`'s monotonic milliseconds.
-    pub(crate) fn new(stream: TcpStream, last: Arc<AtomicU64>, clock: SharedClock) -> Self {
+    /// Stamps `last` with `clock`'s monotonic milliseconds and tells `mark` of reads.
+    pub(crate) fn new(
+        stream: TcpStream,
+        last: Arc<AtomicU64>,
+        clock: SharedClock,
+        mark: Arc<ConnectionMark>,
+    ) -> Self {
         last.store(clock.monotonic_ms(), Ordering::Relaxed);
         Self {
             stream,
             last,
             clock,
+            mark,
         }
     }
 
@@ -50,6 +60,7 @@ impl AsyncRead for ActivityIo {
         let result = Pin::new(&mut this.stream).poll_read(cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             this.touch();
+            this.mark.busy();
         }
         result
     }

@@ -15,8 +15,9 @@
 //! `stale`), `snapshot_age_seconds`, `snapshot_version`, `snapshot_proxies`,
 //! `snapshot_updates_total{kind}`,
 //! `leased_proxies`, `ready`, `upstream_dial_seconds`, `request_duration_seconds{kind}`
-//! and `tunnel_duration_seconds{kind}` (histograms; the last two and
-//! `access_log_lines_total{outcome}` are recorded by `crate::access`), and for ban-aware
+//! and `tunnel_duration_seconds{kind}` (histograms; the last two,
+//! `access_log_lines_total{outcome}` and `access_log_dropped_total{kind}` are recorded by
+//! `crate::access`), and for ban-aware
 //! routing `bans_total` (origin ban statuses seen), `ban_retries_total{cause}` (`ban`,
 //! `upstream_status`), `cooldown_skips_total` (candidates passed over because they cool
 //! down for the target's domain), `cooldown_changes_dropped_total`,
@@ -383,6 +384,11 @@ fn describe() {
         crate::access::sink::LINES,
         "Access-log lines by outcome: written, failed (the write failed), dropped (the \
          writer was behind, or the log closed)."
+    );
+    describe_counter!(
+        crate::access::sink::DROPPED,
+        "Access-log lines dropped before they were formatted, by kind: refusal (beyond \
+         refusals_per_second or the refusals' quarter of the queue)."
     );
 }
 

@@ -62,6 +62,7 @@ impl GatewayReload {
         next.access_log.file = config.access_log.file.clone();
         next.access_log.sample_one_in = config.access_log.sample_one_in;
         next.access_log.format = config.access_log.format;
+        next.access_log.refusals_per_second = config.access_log.refusals_per_second;
         next.validate()?;
         // Every reload reopens the access log (logrotate's SIGHUP); a file that cannot be
         // opened fails the reload before anything else changed.

@@ -9,7 +9,12 @@
 //!
 //! The leftmost entry is whatever the client wrote; only what the trusted hops appended
 //! is believed. So the list is read from the right, skipping trusted hops, and the first
-//! address that is not one of them is the client.
+//! address that is not one of them is the client. When every entry is a trusted address
+//! (the client sits in a trusted range, or wrote trusted-looking entries of its own), the
+//! header names nobody beyond the balancers, and the entries cannot tell a client-written
+//! one from a hop's: only the rightmost, which the balancer that connected to us wrote, is
+//! believed, never the leftmost, which the client may have written itself. The same holds
+//! when [`MAX_HOPS`] entries from the right are all trusted.
 
 use crate::admission::shield::peer_of;
 use crate::state::ApiState;
@@ -77,17 +82,18 @@ pub(crate) fn forwarded_client(
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .collect();
-    let mut last_trusted = None;
+    let mut nearest = None;
     for entry in entries.iter().rev().take(MAX_HOPS) {
         // An entry that is not an address ends what can be believed.
         let ip = entry.trim().parse::<IpAddr>().ok()?.to_canonical();
         if !is_trusted(ip) {
             return Some(ip);
         }
-        last_trusted = Some(ip);
+        nearest.get_or_insert(ip);
     }
-    // Every hop is a trusted balancer: the first of them is as far back as we can see.
-    last_trusted
+    // No address beyond the trusted ranges: the entries further left may be the client's
+    // own text, so only what the balancer that connected to us wrote is believed.
+    nearest
 }
 
 #[cfg(test)]
@@ -131,6 +137,26 @@ mod tests {
         assert_eq!(
             forwarded_client(lb, &headers(&["203.0.113.7, nonsense"]), &trusted),
             None
+        );
+        // Every entry trusted: the leftmost may be the client's own text (a client inside
+        // the trusted range wrote one), so only the rightmost, the connecting balancer's,
+        // is believed.
+        assert_eq!(
+            forwarded_client(lb, &headers(&["10.66.0.1, 10.20.0.5"]), &trusted),
+            Some(ip("10.20.0.5"))
+        );
+        assert_eq!(
+            forwarded_client(lb, &headers(&["10.66.0.1", "10.20.0.5"]), &trusted),
+            Some(ip("10.20.0.5"))
+        );
+        // Past the hops read, the same: never the far end of what was read.
+        let long = std::iter::repeat_n("10.0.0.9", MAX_HOPS + 3)
+            .chain(["10.0.0.7"])
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert_eq!(
+            forwarded_client(lb, &headers(&[&long]), &trusted),
+            Some(ip("10.0.0.7"))
         );
         // Mapped forms are their IPv4 address.
         assert_eq!(

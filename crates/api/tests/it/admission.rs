@@ -354,3 +354,38 @@ async fn behind_a_trusted_balancer_the_forwarded_client_address_counts() {
         403
     );
 }
+
+#[tokio::test]
+async fn a_spoofed_leftmost_forwarded_entry_is_not_believed_when_every_entry_is_trusted() {
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let token = "token-inside-0123456789";
+    // A client allowed from one address inside the balancers' own range.
+    let mut inside = client("inside", "p-inside", token);
+    inside.ip_allowlist = Cidrs::parse(&["127.0.0.7/32"]).unwrap();
+    let server = TestServer::memory(Setup {
+        clients: vec![inside],
+        trusted_proxies: vec![(ip("127.0.0.0"), 8)],
+        ..Setup::default()
+    })
+    .await;
+    let forwarded = |xff: &'static str| {
+        server
+            .http
+            .get(format!("{}/v1/me", server.base))
+            .bearer_auth(token)
+            .header("x-forwarded-for", xff)
+            .send()
+    };
+    // A client at 127.0.0.9 wrote the allowed address first; the balancer appended the
+    // client's real one. Every entry is in the trusted range, so the leftmost, which the
+    // client wrote, must not be believed.
+    assert_eq!(
+        forwarded("127.0.0.7, 127.0.0.9").await.unwrap().status(),
+        403
+    );
+    // What the connecting balancer wrote is.
+    assert_eq!(
+        forwarded("127.0.0.9, 127.0.0.7").await.unwrap().status(),
+        200
+    );
+}

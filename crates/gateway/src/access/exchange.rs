@@ -347,10 +347,24 @@ impl Drop for Exchange {
         if let Some(uploaded) = &fields.uploaded {
             fields.bytes_up += uploaded.load(Ordering::Relaxed);
         }
-        // Refusals are always written; served requests one in `sample_one_in`.
-        if fields.code.is_none() && !log.sampled() {
+        // Served requests one in `sample_one_in`; refusals within their own budget, asked
+        // before anything is formatted (a refusal flood costs no line it cannot keep).
+        let refusal = fields.code.is_some();
+        let kept = if refusal {
+            log.refusal_admitted()
+        } else {
+            log.sampled()
+        };
+        if !kept {
             return;
         }
+        let push = |line: Vec<u8>| {
+            if refusal {
+                log.push_refusal(line);
+            } else {
+                log.push(line);
+            }
+        };
         let elapsed = self.started.elapsed();
         let Some(text) = &fields.text else {
             let line = Line {
@@ -370,7 +384,7 @@ impl Drop for Exchange {
                 bytes_down: fields.bytes_down,
                 duration_ms: elapsed.as_secs_f64() * 1000.0,
             };
-            log.push(line.to_bytes());
+            push(line.to_bytes());
             return;
         };
         let (method, protocol, status) = match self.kind {
@@ -408,7 +422,7 @@ impl Drop for Exchange {
             referer: text.referer.as_deref(),
             user_agent: text.user_agent.as_deref(),
         };
-        log.push(if fields.format == AccessLogFormat::Combined {
+        push(if fields.format == AccessLogFormat::Combined {
             line.combined()
         } else {
             line.squid()

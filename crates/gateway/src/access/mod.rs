@@ -7,12 +7,15 @@
 //!   one place a request is accounted, so each request yields exactly one line.
 //! - [`sink`]: [`AccessLog`], the bounded queue and the writer thread (standard output or
 //!   a file reopened on reload), sampling, and the duration histograms.
+//! - `refusal_budget`: the refusal lines' own rate and share of the queue, so a refusal
+//!   flood cannot crowd served lines out.
 //! - [`line`]: the JSON shape of a line (`format = "json"`).
 //! - [`text`]: squid's native line and the NCSA combined line (`format = "squid"`,
 //!   `"combined"`), their escaping and squid's result tags.
 
 pub(crate) mod exchange;
 pub(crate) mod line;
+mod refusal_budget;
 pub(crate) mod sink;
 pub(crate) mod text;
 

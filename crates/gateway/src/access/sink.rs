@@ -2,7 +2,10 @@
 //! the request's own thread (a few atomics); a line, when the log is on and the request is
 //! sampled, is formatted there and put on a bounded queue that one writer thread drains
 //! into standard output or the file. A full queue drops the line and counts it: the disk
-//! never slows a request, and a flood of refused requests cannot grow memory.
+//! never slows a request, and a flood of refused requests cannot grow memory. Refusal
+//! lines have a budget of their own (a rate, and a quarter of the queue at most:
+//! [`RefusalBudget`]), checked before a refusal's line is formatted, so a refusal flood
+//! neither crowds served lines out of the queue nor costs a formatted line per refusal.
 //!
 //! The writer takes lines in batches ([`WRITER_REST`]): a queued line does not wake it
 //! while it rests, so under load the hot path pays no thread wake-up and the disk one write
@@ -13,6 +16,7 @@
 //! it, SIGHUP starts a new one); a file that cannot be opened fails the reload and the old
 //! one stays in use.
 
+use super::refusal_budget::RefusalBudget;
 use crate::config::{AccessLogConfig, AccessLogFormat};
 use arc_swap::ArcSwapOption;
 use metrics::{Counter, Histogram, counter, histogram};
@@ -21,7 +25,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -60,7 +64,7 @@ pub(crate) struct AccessLog {
     /// Served requests seen, for sampling one in N.
     served: AtomicU64,
     /// The queue's sending side; `None` once closed.
-    sender: ArcSwapOption<SyncSender<Vec<u8>>>,
+    sender: ArcSwapOption<SyncSender<Queued>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     /// The destination the writer should switch to, set by a reload.
     reopen: Arc<Reopen>,
@@ -69,6 +73,17 @@ pub(crate) struct AccessLog {
     /// Tunnel life (from its start to its close) by kind: connect, socks5.
     pub(super) tunnel_seconds: [Histogram; 2],
     lines_dropped: Counter,
+    /// What refusal lines may take of the rate and the queue.
+    refusals: RefusalBudget,
+    /// Refusal lines beyond their budget, never formatted.
+    refusals_dropped: Counter,
+}
+
+/// A line on the queue, and whether it counts against the refusals' share.
+#[derive(Debug)]
+enum Queued {
+    Served(Vec<u8>),
+    Refusal(Vec<u8>),
 }
 
 /// A reload's request to the writer: write to this destination from now on.
@@ -139,13 +154,17 @@ impl AccessLog {
         proxypool_metrics::set_buckets(TUNNEL_SECONDS, TUNNEL_BUCKETS);
         let (sender, receiver) = sync_channel(config.queue);
         let reopen = Arc::new(Reopen::default());
-        let written = counter!(LINES, "outcome" => "written");
-        let failed = counter!(LINES, "outcome" => "failed");
+        let refusals = RefusalBudget::new(config.refusals_per_second, config.queue);
+        let out = Written {
+            refusals_queued: refusals.queued(),
+            written: counter!(LINES, "outcome" => "written"),
+            failed: counter!(LINES, "outcome" => "failed"),
+        };
         let writer = {
             let reopen = Arc::clone(&reopen);
             std::thread::Builder::new()
                 .name("access-log".into())
-                .spawn(move || write_lines(receiver, destination, &reopen, &written, &failed))
+                .spawn(move || write_lines(receiver, destination, &reopen, &out))
                 .map_err(|source| OpenError::of(config, source))?
         };
         Ok(Arc::new(AccessLog {
@@ -161,6 +180,8 @@ impl AccessLog {
             tunnel_seconds: ["connect", "socks5"]
                 .map(|kind| histogram!(TUNNEL_SECONDS, "kind" => kind)),
             lines_dropped: counter!(LINES, "outcome" => "dropped"),
+            refusals,
+            refusals_dropped: counter!(DROPPED, "kind" => "refusal"),
         }))
     }
 
@@ -175,6 +196,7 @@ impl AccessLog {
             .store(config.sample_one_in.max(1), Ordering::Relaxed);
         self.format
             .store(format_code(config.format), Ordering::Relaxed);
+        self.refusals.set_rate(config.refusals_per_second);
         self.enabled.store(config.enabled, Ordering::Relaxed);
         Ok(())
     }
@@ -203,16 +225,38 @@ impl AccessLog {
                 .is_multiple_of(one_in)
     }
 
-    /// Queues one line; drops and counts it when the writer is behind or the log closed.
+    /// Queues one served request's line; drops and counts it when the writer is behind or
+    /// the log closed.
     pub(super) fn push(&self, line: Vec<u8>) {
-        let queued = self
-            .sender
-            .load()
-            .as_ref()
-            .is_some_and(|sender| sender.try_send(line).is_ok());
-        if !queued {
+        if !self.send(Queued::Served(line)) {
             self.lines_dropped.increment(1);
         }
+    }
+
+    /// Whether a refusal's line fits the refusals' budget (asked before it is formatted);
+    /// one that does not is counted as dropped. `true` holds a place for
+    /// [`push_refusal`](Self::push_refusal).
+    pub(super) fn refusal_admitted(&self) -> bool {
+        let admitted = self.refusals.take();
+        if !admitted {
+            self.refusals_dropped.increment(1);
+        }
+        admitted
+    }
+
+    /// Queues a refusal's line admitted by [`refusal_admitted`](Self::refusal_admitted).
+    pub(super) fn push_refusal(&self, line: Vec<u8>) {
+        if !self.send(Queued::Refusal(line)) {
+            self.refusals.release();
+            self.lines_dropped.increment(1);
+        }
+    }
+
+    fn send(&self, line: Queued) -> bool {
+        self.sender
+            .load()
+            .as_ref()
+            .is_some_and(|sender| sender.try_send(line).is_ok())
     }
 
     /// Stops taking lines and waits until the writer has written and flushed what was
@@ -236,25 +280,39 @@ fn format_code(format: AccessLogFormat) -> u8 {
     }
 }
 
+/// What the writer counts: lines written and failed, and the refusal lines still queued.
+struct Written {
+    refusals_queued: Arc<AtomicUsize>,
+    written: Counter,
+    failed: Counter,
+}
+
 /// The writer thread: writes lines as they come, flushing whenever the queue runs dry,
 /// switches destination when a reload asks, and ends (flushed) when every sender is gone.
 fn write_lines(
-    lines: Receiver<Vec<u8>>,
+    lines: Receiver<Queued>,
     destination: Destination,
     reopen: &Reopen,
-    written: &Counter,
-    failed: &Counter,
+    counts: &Written,
 ) {
     let mut out = destination.writer();
     let mut warned = false;
-    let mut write = |out: &mut BufWriter<Box<dyn Write + Send>>, line: &[u8]| {
-        match out.write_all(line) {
+    let mut write = |out: &mut BufWriter<Box<dyn Write + Send>>, line: Queued| {
+        let line = match line {
+            Queued::Served(line) => line,
+            Queued::Refusal(line) => {
+                // Off the queue: its place in the refusals' share is free again.
+                counts.refusals_queued.fetch_sub(1, Ordering::AcqRel);
+                line
+            }
+        };
+        match out.write_all(&line) {
             Ok(()) => {
-                written.increment(1);
+                counts.written.increment(1);
                 warned = false;
             }
             Err(error) => {
-                failed.increment(1);
+                counts.failed.increment(1);
                 // Once per failing stretch: a full disk must not flood the process log.
                 if !warned {
                     tracing::warn!(%error, "the access log cannot be written");
@@ -280,9 +338,9 @@ fn write_lines(
             out = next.writer();
         }
         if let Some(line) = first {
-            write(&mut out, &line);
+            write(&mut out, line);
             while let Ok(line) = lines.try_recv() {
-                write(&mut out, &line);
+                write(&mut out, line);
             }
             let _ = out.flush();
             std::thread::sleep(WRITER_REST);
@@ -296,3 +354,5 @@ pub(crate) const REQUEST_SECONDS: &str = "proxypool_gateway_request_duration_sec
 pub(crate) const TUNNEL_SECONDS: &str = "proxypool_gateway_tunnel_duration_seconds";
 /// `proxypool_gateway_access_log_lines_total{outcome}`.
 pub(crate) const LINES: &str = "proxypool_gateway_access_log_lines_total";
+/// `proxypool_gateway_access_log_dropped_total{kind}`: lines beyond their kind's budget.
+pub(crate) const DROPPED: &str = "proxypool_gateway_access_log_dropped_total";

@@ -5,10 +5,13 @@
 //! client listeners; IPv6 per `limits.ipv6_prefix` network) → the per-IP shield's verdict
 //! for the connection → the global connection cap (`limits.max_connections`). Over the
 //! per-IP cap the socket is closed at once. At the global cap the oldest connection that
-//! has not started a request (else the one idle longest between HTTP requests) is closed
-//! to admit the new one, so idle sockets from many addresses cannot lock out a client
-//! that sends a request; a connection with a request in flight or a tunnel is never
-//! chosen, and only when every one is busy is the newcomer refused. The per-IP cap comes
+//! has sent nothing yet (else the one idle longest between complete HTTP requests, no
+//! byte of a next head read) is closed to admit the new one, so idle sockets from many
+//! addresses cannot lock out a client that sends a request. A connection that has begun
+//! to speak (a SOCKS5 handshake or an HTTP head under way, the first or a kept-alive
+//! one's next), has a request in flight or a tunnel is never chosen, so a flood from a
+//! few addresses cannot reset a slow legitimate handshake (the header timeout bounds it);
+//! only when every one is busy is the newcomer refused. The per-IP cap comes
 //! first, so an address at its cap never touches the global count and one address cannot
 //! hold every global slot. Then the connection must send its first byte within
 //! `limits.first_byte_timeout`. The shield's verdict is charged
@@ -104,7 +107,7 @@ pub(crate) async fn accept_loop<F, Fut>(
 }
 
 /// One admitted connection: its first byte within the deadline (cut short if the cap
-/// chooses it to make room), then the listener's `serve`.
+/// chooses the silent connection to make room), then the listener's `serve`.
 async fn run<F, Fut>(shared: Arc<Shared>, accepted: Accepted, kind: Listener, serve: F)
 where
     F: Fn(Arc<Shared>, Accepted) -> Fut,
@@ -130,6 +133,8 @@ where
         tracing::debug!(peer = %accepted.peer, "no first byte in time, closed to make room, or draining");
         return;
     }
+    // It began to speak: its handshake or head is never cut to make room from here on.
+    accepted.admitted.mark().busy();
     shared.metrics.connection_opened(kind);
     serve(Arc::clone(&shared), accepted).await;
     shared.metrics.connection_closed(kind);

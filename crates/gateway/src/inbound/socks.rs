@@ -73,7 +73,8 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
             shared.header_timeout(),
             handshake(shared, &mut stream, peer, shielded),
         ) => handshake,
-        // Still in its handshake, so it may be closed to make room for a newcomer.
+        // Chosen to make room the moment its first byte came (it is never chosen once it
+        // is seen speaking).
         () = mark.evicted() => return exchange.forget(),
     };
     let (target, auth) = match handshake {
@@ -86,7 +87,7 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
         }
     };
     exchange.target(&target);
-    // A request read: from here to the close (a reply, or a tunnel) it is never chosen.
+    // Busy since its first byte; a request read keeps it so until the close.
     mark.busy();
     let (outcome, client) = match auth {
         Ok(auth) => {

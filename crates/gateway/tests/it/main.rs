@@ -5,6 +5,7 @@
 //!
 //! - `access_formats`: squid and combined lines read back by parsers of those formats.
 //! - `access_log`: one JSON line per request and refusal, sampling, reopening on reload.
+//! - `access_refusals`: a refusal flood stays within its budget; served lines all written.
 //! - `admin_token`: the admin bearer token on `/metrics` and `/status`, not on the probes.
 //! - `bans`: ban-aware routing: banned exits retried elsewhere, cooldowns, feedback.
 //! - `capacity_wait`: a full pool's CONNECT waits for a slot, bounded and reloadable.
@@ -14,6 +15,8 @@
 //! - `deltas`: snapshot deltas patched in, rebuilt from, or refused for the whole.
 //! - `destinations`: the destination policy on every way in, before any upstream dial.
 //! - `edges`: the listeners under hostile connections (floods, trickles, big heads).
+//! - `eviction`: the global cap under a flood never closes a client mid-handshake or
+//!   mid-head (SOCKS5 greeting, half an HTTP head, a kept-alive connection's next head).
 //! - `geo_selectors`: `-country-`, `-city-`, `-state-`, `-asn-` on every way in, sessions.
 //! - `handshake_blame`: a handshake timeout blames a silent proxy, not a slow target.
 //! - `header_case`: header names keep their case and order through forwarding.
@@ -33,6 +36,7 @@ mod common;
 
 mod access_formats;
 mod access_log;
+mod access_refusals;
 mod admin_token;
 mod bans;
 mod capacity_wait;
@@ -42,6 +46,7 @@ mod controller_tls;
 mod deltas;
 mod destinations;
 mod edges;
+mod eviction;
 mod geo_selectors;
 mod handshake_blame;
 mod header_case;

@@ -27,8 +27,9 @@ pub(super) struct ConnectionState {
     /// The last credentials verified on this connection, for the view they were checked in.
     pub(super) auth: Mutex<Option<CachedAuth>>,
     pub(super) in_flight: AtomicUsize,
-    /// What the connection tells the global cap: busy while a request is in flight or a
-    /// tunnel holds its slots, idle between requests.
+    /// What the connection tells the global cap: busy from its first byte (the connection's
+    /// IO marks every read, so a next head being read counts), while a request is in
+    /// flight or a tunnel holds its slots; idle between requests.
     pub(super) mark: Arc<ConnectionMark>,
     /// The connection's per-IP and global slots; a CONNECT tunnel takes them along.
     pub(super) permit: Mutex<Option<Admitted>>,

@@ -52,12 +52,13 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
     let _ = stream.set_nodelay(true);
     let clock = Arc::clone(&shared.clock);
     let last_activity = Arc::new(AtomicU64::new(clock.monotonic_ms()));
+    let state = Arc::new(ConnectionState::new(peer, admitted, shield));
     let io = TokioIo::new(ActivityIo::new(
         stream,
         Arc::clone(&last_activity),
         Arc::clone(&clock),
+        Arc::clone(&state.mark),
     ));
-    let state = Arc::new(ConnectionState::new(peer, admitted, shield));
     let service = {
         let shared = Arc::clone(shared);
         let state = Arc::clone(&state);
