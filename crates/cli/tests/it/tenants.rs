@@ -196,6 +196,8 @@ fn no_tenant_can_ban_clear_flood_enumerate_or_fail_what_is_anothers() {
     let (http, admin) = (free_port(), free_port());
     let origin = sim.origin();
     // Any port on the origin's address: the refusing target of step 5 is one of them.
+    // With a token: `gateway_status` reads the cooldowns' domains and projects.
+    let admin_token = crate::common::gateway_admin_token_toml();
     let gateway = format!(
         r#"
 [gateway]
@@ -203,6 +205,7 @@ worker_id = "gw-a"
 controller_url = ["http://127.0.0.1:{control}"]
 worker_token = {{ env = "WORKER_TOKEN_A" }}
 shutdown_grace = "2000ms"
+{admin_token}
 [gateway.listeners]
 http = "127.0.0.1:{http}"
 admin = "127.0.0.1:{admin}"
