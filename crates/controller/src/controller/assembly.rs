@@ -191,7 +191,7 @@ impl Controller {
                     Arc::new(u.clone()),
                     self.metered.clone(),
                     self.clock.clone(),
-                    VendorClient::for_upstream(&u.id, u.provider.tls.as_ref()),
+                    VendorClient::for_upstream(u),
                     self.board.clone(),
                 )
                 .with_session_health(self.session_health.clone())

@@ -35,6 +35,14 @@ pub enum FetchError {
     ForeignHost(String),
     #[error("the vendor redirected from https down to http")]
     InsecureRedirect,
+    /// The list's host, or a redirect's or next page's, is or resolves to an internal
+    /// address (named, with the host when it is a name) and the upstream does not set
+    /// `allow_private_hosts`: nothing was sent.
+    #[error(
+        "the vendor fetch would connect to {0}, an internal address (loopback, private, \
+         link-local, ...): only allow_private_hosts permits that"
+    )]
+    PrivateHost(String),
     #[error("more than {MAX_REDIRECTS} redirects")]
     TooManyRedirects,
     #[error("the list has more pages than max_pages")]
@@ -57,6 +65,7 @@ impl FetchError {
             FetchError::Request => "request",
             FetchError::ForeignHost(_) => "foreign_host",
             FetchError::InsecureRedirect => "insecure_redirect",
+            FetchError::PrivateHost(_) => "private_host",
             FetchError::TooManyRedirects => "too_many_redirects",
             FetchError::TooManyPages => "too_many_pages",
             FetchError::PageLoop => "page_loop",

@@ -13,12 +13,17 @@
 //! `https` down to `http`: the list URL is what the operator configured (and
 //! `allow_plaintext` vetted), so a redirect may not carry the request, and its
 //! authentication, anywhere else. Each refusal has its own kind on the upstream's status.
+//!
+//! Where a request may connect is the `dial_rule`'s business: unless the upstream sets
+//! `allow_private_hosts`, no host of the fetch (the list's, a redirect's, a next page's)
+//! may be or resolve to an internal address, judged on the address that is dialed.
 
 use super::auth::VendorAuth;
+use super::dial_rule::{DialRule, Refused};
 use super::link::next_link;
 use bytes::{Bytes, BytesMut};
-use proxypool_config::{ClientTlsConfig, parse_redirect_host};
-use proxypool_core::{Secret, UpstreamId};
+use proxypool_config::{UpstreamConfig, parse_redirect_host};
+use proxypool_core::Secret;
 use proxypool_edge::{ClientTls, ClientTlsFiles};
 use reqwest::header::{ACCEPT, LINK, LOCATION, USER_AGENT};
 use reqwest::redirect::Policy;
@@ -29,7 +34,9 @@ use std::time::Duration;
 pub use super::failure::{FetchError, MAX_REDIRECTS};
 
 /// The HTTP client of one upstream's vendor list: plain `http://` or `https://` with the
-/// upstream's CA bundle (or the public roots) and optional client certificate.
+/// upstream's CA bundle (or the public roots) and optional client certificate, connecting
+/// only where the upstream's dial rule allows (no internal address unless
+/// `allow_private_hosts`).
 ///
 /// One connection per fetch (no idle connection is kept): a list is fetched every few
 /// seconds at most, so a pool would save little and would keep a socket (and a TLS
@@ -41,6 +48,9 @@ pub struct VendorClient {
     /// Set when the upstream's TLS files could not be loaded: every `https` fetch fails
     /// with it (an `http` list needs no TLS settings).
     tls_error: Option<String>,
+    /// Kept to build the client again for another rule.
+    tls: ClientTls,
+    rule: DialRule,
 }
 
 impl Default for VendorClient {
@@ -50,24 +60,29 @@ impl Default for VendorClient {
 }
 
 impl VendorClient {
-    /// `https://` against the public roots.
+    /// `https://` against the public roots, never to an internal address.
     pub fn new() -> Self {
         VendorClient::with_tls(ClientTls::public_roots())
     }
 
-    /// `https://` with these trust settings.
+    /// `https://` with these trust settings, never to an internal address.
     pub fn with_tls(tls: ClientTls) -> Self {
+        let rule = DialRule::new(false);
         VendorClient {
-            client: client(&tls),
+            client: client(&tls, rule),
             tls_error: None,
+            tls,
+            rule,
         }
     }
 
-    /// The client of an upstream's `provider.tls` (the public roots when unset). Files that
-    /// cannot be loaded are logged now and fail every fetch, so the status shows `tls`.
-    pub fn for_upstream(upstream: &UpstreamId, tls: Option<&ClientTlsConfig>) -> Self {
-        let Some(tls) = tls else {
-            return VendorClient::new();
+    /// The client of an upstream: its `provider.tls` (the public roots when unset) and its
+    /// `allow_private_hosts`. TLS files that cannot be loaded are logged now and fail every
+    /// fetch, so the status shows `tls`.
+    pub fn for_upstream(upstream: &UpstreamConfig) -> Self {
+        let allow_private = upstream.provider.allow_private_hosts;
+        let Some(tls) = &upstream.provider.tls else {
+            return VendorClient::new().allowing_private_hosts(allow_private);
         };
         let files = ClientTlsFiles {
             ca: tls.ca.clone(),
@@ -75,14 +90,29 @@ impl VendorClient {
             key: tls.key.clone(),
         };
         match ClientTls::load(&files) {
-            Ok(tls) => VendorClient::with_tls(tls),
+            Ok(tls) => VendorClient::with_tls(tls).allowing_private_hosts(allow_private),
             Err(error) => {
+                let upstream = &upstream.id;
                 tracing::error!(%upstream, %error, "the vendor list's TLS settings cannot be loaded");
                 VendorClient {
                     tls_error: Some(error.to_string()),
-                    ..VendorClient::new()
+                    ..VendorClient::new().allowing_private_hosts(allow_private)
                 }
             }
+        }
+    }
+
+    /// The same client, connecting to internal addresses too when `allow` (an upstream's
+    /// `allow_private_hosts`), or refusing them.
+    pub fn allowing_private_hosts(self, allow: bool) -> Self {
+        self.with_rule(DialRule::new(allow))
+    }
+
+    pub(crate) fn with_rule(self, rule: DialRule) -> Self {
+        VendorClient {
+            client: client(&self.tls, rule),
+            rule,
+            ..self
         }
     }
 
@@ -131,6 +161,9 @@ impl VendorClient {
         let mut redirects = 0;
         loop {
             hosts.check(&url)?;
+            // A name is judged as it is resolved for the connection (the client's
+            // resolver); an address literal never is, so here.
+            self.rule.check_literal(&url)?;
             if url.scheme() == "https"
                 && let Some(error) = &self.tls_error
             {
@@ -283,12 +316,13 @@ async fn read_capped(
     Ok(body.freeze())
 }
 
-/// One reqwest client on `tls`'s rustls configuration, following no redirect itself
-/// ([`VendorClient::page`] does). `Err` (shown as the `tls` kind) if reqwest refuses the
-/// configuration.
-fn client(tls: &ClientTls) -> Result<reqwest::Client, String> {
+/// One reqwest client on `tls`'s rustls configuration, resolving names through `rule`'s
+/// resolver and following no redirect itself ([`VendorClient::page`] does). `Err` (shown
+/// as the `tls` kind) if reqwest refuses the configuration.
+fn client(tls: &ClientTls, rule: DialRule) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .use_preconfigured_tls((*tls.config()).clone())
+        .dns_resolver(rule.resolver())
         .redirect(Policy::none())
         // As before reqwest: no idle connection kept, no proxy from the environment, and no
         // `Referer` telling a redirect's target where the request came from.
@@ -299,8 +333,9 @@ fn client(tls: &ClientTls) -> Result<reqwest::Client, String> {
         .map_err(|error| error.to_string())
 }
 
-/// What a failed send means: a refused certificate is worth its own kind (the operator
-/// must act on it); anything else before an answer is a failed connection.
+/// What a failed send means: a name the dial rule refused, and a refused certificate, are
+/// worth their own kinds (the operator must act on them); anything else before an answer
+/// is a failed connection.
 fn sent(error: &reqwest::Error) -> FetchError {
     if error.is_builder() {
         return FetchError::Request;
@@ -316,6 +351,9 @@ fn sent(error: &reqwest::Error) -> FetchError {
         }
         if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
             return FetchError::Tls(tls.to_string());
+        }
+        if let Some(Refused(refusal)) = cause.downcast_ref::<Refused>() {
+            return refusal.clone();
         }
         source = cause.source();
     }

@@ -5,9 +5,11 @@
 //!   [`session_health`]: the checker's failed checks of them, so failing ones are retired.
 //! - [`failure`]: why a fetch or a round fails, by kind.
 //! - [`fetch`]: one page's HTTPS (or allowed HTTP) fetch with timeout, size cap and the
-//!   redirect host rule; [`auth`]: the header, Basic or query-key authentication it
-//!   carries; `pages`: a round's walk over every page (next URL, `Link` header or page
-//!   parameter, under `max_pages`); [`link`]: the `Link: rel="next"` header.
+//!   redirect host rule; `dial_rule`: no connection to an internal address (unless
+//!   `allow_private_hosts`), judged on the address dialed; [`auth`]: the header, Basic or
+//!   query-key authentication it carries; `pages`: a round's walk over every page (next
+//!   URL, `Link` header or page parameter, under `max_pages`); [`link`]: the
+//!   `Link: rel="next"` header.
 //! - [`text`], [`json`]: the two list formats; [`entry`]: what they produce and why an
 //!   entry is dropped; [`timestamps`]: times as vendors write them (Unix seconds or
 //!   milliseconds, RFC 3339).
@@ -18,6 +20,7 @@
 
 pub mod auth;
 pub mod backconnect;
+mod dial_rule;
 pub mod entry;
 pub mod failure;
 pub mod fetch;

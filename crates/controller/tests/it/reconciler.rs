@@ -63,7 +63,8 @@ url = "http://127.0.0.1:9/"
         Arc::new(config.upstreams[0].clone()),
         pool.clone(),
         clock.clone(),
-        VendorClient::new(),
+        // As the controller builds it: `allow_private_hosts` lets it reach the sim.
+        VendorClient::for_upstream(&config.upstreams[0]),
         board.clone(),
     );
     Rig {

@@ -111,7 +111,8 @@ url = "http://127.0.0.1:9/"
         Arc::new(config.upstreams[0].clone()),
         pool.clone(),
         clock.clone(),
-        VendorClient::new(),
+        // As the controller builds it: `allow_private_hosts` lets it reach the sim.
+        VendorClient::for_upstream(&config.upstreams[0]),
         board.clone(),
     );
     Rig {
@@ -408,4 +409,46 @@ async fn a_wrong_basic_password_is_an_http_status_401() {
     let rig = rig(vendor, &url, "text", &basic_auth("wrong-pass"));
     let error = fails_whole(&rig, "http_status").await;
     assert!(error.to_string().contains("401"), "{error}");
+}
+
+/// Pages that are decompression bombs in `encoding`: a small body that decodes to 16 times
+/// the cap. The round fails as `too_large` with nothing upserted (reading stops at the
+/// cap, so what it buffers stays within it); once the vendor answers properly again, the
+/// next round reads the list.
+async fn a_bomb_is_refused_at_the_cap(encoding: ContentEncoding) {
+    const CAP: usize = 1024 * 1024;
+    let vendor = vendor(4).await;
+    vendor.set_api_knobs(ApiKnobs {
+        encoding,
+        bomb_bytes: Some(16 * CAP),
+        ..ApiKnobs::default()
+    });
+    let url = vendor.api_url();
+    let token = vendor.api_config().token.clone();
+    let extra = format!(
+        "max_bytes = {CAP}\n{}{NEXT_URL_PAGES}{FIELDS}",
+        token_auth(&token)
+    );
+    let rig = rig(vendor, &url, "json", &extra);
+    let error = fails_whole(&rig, "too_large").await;
+    assert_eq!(error.to_string(), "the response is larger than max_bytes");
+    assert_eq!(rig.vendor.api_requests(), 1);
+
+    rig.vendor.set_api_knobs(ApiKnobs {
+        encoding,
+        ..ApiKnobs::default()
+    });
+    let outcome = rig.reconciler.reconcile_once().await.unwrap();
+    assert_eq!(outcome.report.inserted, 4);
+    assert_eq!(rig.board.get(&api()).unwrap().last_error, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gzip_bomb_is_refused_at_the_cap_and_the_round_fails_cleanly() {
+    a_bomb_is_refused_at_the_cap(ContentEncoding::Gzip).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deflate_bomb_is_refused_at_the_cap_and_the_round_fails_cleanly() {
+    a_bomb_is_refused_at_the_cap(ContentEncoding::Deflate).await;
 }

@@ -51,7 +51,26 @@ struct Rig {
     reconciler: Reconciler,
 }
 
+/// A reconciler of the list at `url` whose fetch may reach this machine (the test's vendor
+/// is on loopback) whatever `allow_private_hosts` says, so the entry rules can be tested
+/// with it unset; [`production_rig`] has the client the controller builds.
 fn rig(url: &str, provider_extra: &str, upstream_extra: &str) -> Rig {
+    rig_with(url, provider_extra, upstream_extra, |upstream| {
+        VendorClient::for_upstream(upstream).allowing_private_hosts(true)
+    })
+}
+
+/// A reconciler with the fetch client the controller builds for the upstream.
+fn production_rig(url: &str, provider_extra: &str) -> Rig {
+    rig_with(url, provider_extra, "", VendorClient::for_upstream)
+}
+
+fn rig_with(
+    url: &str,
+    provider_extra: &str,
+    upstream_extra: &str,
+    client: impl Fn(&proxypool_controller::config::UpstreamConfig) -> VendorClient,
+) -> Rig {
     let text = config_text(&format!(
         r#"
 [[upstreams]]
@@ -78,7 +97,7 @@ url = "http://127.0.0.1:9/"
         Arc::new(upstream.clone()),
         pool.clone(),
         clock.clone(),
-        VendorClient::for_upstream(&upstream.id, upstream.provider.tls.as_ref()),
+        client(&upstream),
         board.clone(),
     );
     Rig {
@@ -307,6 +326,7 @@ fn response(status: &str, headers: &str, body: &[u8]) -> Vec<u8> {
 async fn fetch(url: &str, secret: Option<&str>, max_bytes: usize) -> Result<Bytes, FetchError> {
     let secret = secret.map(|s| proxypool_core::Secret::new(s.to_owned()));
     VendorClient::new()
+        .allowing_private_hosts(true)
         .fetch(url, secret.as_ref(), Duration::from_secs(5), max_bytes)
         .await
 }
@@ -419,7 +439,8 @@ async fn a_redirect_from_https_down_to_http_is_not_followed() {
         ca: Some(ca.ca_path().to_owned()),
         ..Default::default()
     };
-    let client = VendorClient::with_tls(proxypool_edge::ClientTls::load(&files).unwrap());
+    let client = VendorClient::with_tls(proxypool_edge::ClientTls::load(&files).unwrap())
+        .allowing_private_hosts(true);
     let url = format!("https://127.0.0.1:{port}/list");
     let fetched = client.fetch(&url, None, Duration::from_secs(5), 1024).await;
     assert_eq!(fetched, Err(FetchError::InsecureRedirect));
@@ -453,4 +474,68 @@ async fn a_next_link_back_to_a_page_already_read_fails_the_round_as_a_loop() {
     assert!(records(&rig).await.is_empty());
     let status = rig.board.get(&acme()).unwrap();
     assert_eq!(status.last_error.as_deref(), Some("page_loop"));
+}
+
+/// The vendor account's token, in a file of its own, as a header the fetch sends.
+fn token_header(token: &str) -> String {
+    let path = std::env::temp_dir().join(format!(
+        "proxypool-list-token-{}-{}",
+        std::process::id(),
+        token.len()
+    ));
+    std::fs::write(&path, token).unwrap();
+    format!(
+        "[upstreams.provider.auth.header]\nname = \"Authorization\"\nscheme = \"Bearer\"\nvalue = {{ file = \"{}\" }}\n",
+        path.display()
+    )
+}
+
+/// A list URL whose host is, or resolves to, this machine, with `allow_private_hosts`
+/// unset: the round fails as `private_host` (on the board and in the stored status, which
+/// `GET /v1/upstreams` shows) before anything is sent, the vendor's token included. With
+/// `allow_private_hosts` the same list is fetched, so it was the rule that held it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_host_that_is_or_resolves_to_an_internal_address_is_refused_before_sending() {
+    use proxypool_core::AdminStore;
+    let (port, seen) = raw_server("127.0.0.1", |_| {
+        response("200 OK", "", PUBLIC_LIST.as_bytes())
+    })
+    .await;
+    let auth = token_header("vendor-list-token");
+    for (host, named) in [
+        ("localhost", "localhost ("),
+        ("127.0.0.1", "127.0.0.1"),
+        // The numeric and the IPv4-mapped IPv6 forms of the same address.
+        ("2130706433", "127.0.0.1"),
+        ("[::ffff:127.0.0.1]", "127.0.0.1"),
+    ] {
+        let url = format!("http://{host}:{port}/list");
+        let rig = production_rig(&url, &format!("allow_plaintext = true\n{auth}"));
+        let error = rig.reconciler.reconcile_once().await.unwrap_err();
+        assert_eq!(error.kind(), "private_host", "{url}: {error}");
+        let message = error.to_string();
+        assert!(message.contains(named), "{url}: {message}");
+        assert!(message.contains("allow_private_hosts"), "{message}");
+        assert!(!message.contains("vendor-list-token"), "{message}");
+        let status = rig.board.get(&acme()).unwrap();
+        assert_eq!(status.last_error.as_deref(), Some("private_host"));
+        let stored = rig.pool.provider_statuses().await.unwrap();
+        assert_eq!(stored[0].last_error.as_deref(), Some("private_host"));
+        assert!(records(&rig).await.is_empty());
+    }
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "nothing reached the listener"
+    );
+
+    let url = format!("http://localhost:{port}/list");
+    let allowed = production_rig(
+        &url,
+        &format!("allow_plaintext = true\nallow_private_hosts = true\n{auth}"),
+    );
+    let outcome = allowed.reconciler.reconcile_once().await.unwrap();
+    assert_eq!(outcome.fetched, 1);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].contains("Bearer vendor-list-token"), "{}", seen[0]);
 }

@@ -64,7 +64,8 @@ fn rig(vendor: &VendorEndpoint, redirect_hosts: &[String]) -> Rig {
         Arc::new(config.upstreams[0].clone()),
         pool.clone(),
         clock.clone(),
-        VendorClient::new(),
+        // As the controller builds it: `allow_private_hosts` lets it reach the sim.
+        VendorClient::for_upstream(&config.upstreams[0]),
         board.clone(),
     );
     Rig {

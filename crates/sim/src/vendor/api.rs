@@ -12,7 +12,8 @@
 //!   every shape the controller reads (`host:port`, `host:port:user:pass`,
 //!   `user:pass@host:port`, `scheme://user:pass@host:port`).
 //!
-//! [`ApiKnobs`] make it misbehave for tests: a redirect or a next link to a foreign URL.
+//! [`ApiKnobs`] make it misbehave for tests: a redirect or a next link to a foreign URL, or
+//! pages that are decompression bombs.
 
 use std::io::Write;
 
@@ -71,6 +72,9 @@ pub(super) fn answer_api(
 }
 
 fn page(config: &ApiConfig, knobs: &ApiKnobs, query: &str, listings: &[Listing]) -> Response<Body> {
+    if let Some(decoded) = knobs.bomb_bytes {
+        return bomb(knobs, decoded);
+    }
     let number = query
         .split('&')
         .find_map(|pair| pair.strip_prefix("page="))
@@ -114,6 +118,11 @@ pub(super) fn encode_body(knobs: &ApiKnobs, body: &Value) -> Response<Body> {
             "deflate",
         ),
     };
+    compressed(encoded, name)
+}
+
+/// A 200 JSON answer of `encoded`, compressed by the `Content-Encoding` `name`.
+fn compressed(encoded: Vec<u8>, name: &'static str) -> Response<Body> {
     let mut response = Response::new(full(encoded));
     let headers = response.headers_mut();
     headers.insert(
@@ -122,6 +131,32 @@ pub(super) fn encode_body(knobs: &ApiKnobs, body: &Value) -> Response<Body> {
     );
     headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(name));
     response
+}
+
+/// A 200 answer whose body decodes to `decoded` spaces, compressed a chunk at a time, so
+/// the sim never holds what the body expands to.
+fn bomb(knobs: &ApiKnobs, decoded: usize) -> Response<Body> {
+    static CHUNK: [u8; 64 * 1024] = [b' '; 64 * 1024];
+    fn write_all<W: Write + Finish>(mut encoder: W, decoded: usize) -> Vec<u8> {
+        let mut left = decoded;
+        while left > 0 {
+            let n = left.min(CHUNK.len());
+            let _ = encoder.write_all(&CHUNK[..n]);
+            left -= n;
+        }
+        encoder.done()
+    }
+    let (encoded, name) = match knobs.encoding {
+        ContentEncoding::Gzip => (
+            write_all(GzEncoder::new(Vec::new(), Compression::best()), decoded),
+            "gzip",
+        ),
+        ContentEncoding::Deflate => (
+            write_all(ZlibEncoder::new(Vec::new(), Compression::best()), decoded),
+            "deflate",
+        ),
+    };
+    compressed(encoded, name)
 }
 
 /// Compresses `plain` with `encoder` (writes to a `Vec` cannot fail).

@@ -108,6 +108,9 @@ pub struct ApiKnobs {
     pub redirect_once: bool,
     /// `/api/v1/proxies` answers 307 to this absolute URL (a foreign host, for tests).
     pub foreign_redirect: Option<String>,
+    /// Every API page is a decompression bomb instead: this many spaces once decoded,
+    /// compressed as `encoding` says into a body about a thousandth of that size.
+    pub bomb_bytes: Option<usize>,
     /// The first page's next link is this absolute URL (a foreign host, for tests).
     pub foreign_next: Option<String>,
     /// The Webshare-shaped list answers only on this port of the endpoint (one
