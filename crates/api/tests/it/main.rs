@@ -8,6 +8,7 @@
 //! - `errors`: every error code from a real request, in the documented shape.
 //! - `extraction`: extraction's response, idempotent replays, filters, 50 concurrent clients.
 //! - `feedback`: `POST /v1/feedback`, each verdict's effect read back from the store.
+//! - `feedback_scope`: feedback writes only the reporting client's own project's scope.
 //! - `geo_filters`: `country`, `city`, `state` and `asn` filters; bad values cost nothing.
 //! - `readiness`: `GET /readyz` under load: one store check at a time, about one per second.
 //! - `redis_postgres`: the API on Redis and PostgreSQL, with a Redis outage mid-test.
@@ -27,6 +28,7 @@ mod edges;
 mod errors;
 mod extraction;
 mod feedback;
+mod feedback_scope;
 mod geo_filters;
 mod readiness;
 mod redis_postgres;
