@@ -3,7 +3,7 @@
 //! nothing; the report without it lands in the reporter's scope alone.
 
 use crate::common::*;
-use proxypool_core::{CooldownStore, ProjectId, now_millis};
+use proxypool_core::{ProjectId, now_millis};
 use serde_json::{Value, json};
 
 const SHOP: &str = "shop.test";
