@@ -127,15 +127,15 @@ fn make_control_tls(dir: &Path) -> Option<()> {
 
 /// The shipped compose file as Compose reads it: YAML with its anchors and merge keys
 /// applied.
-fn compose_file() -> serde_yaml::Value {
-    let mut compose: serde_yaml::Value = serde_yaml::from_str(&shipped("compose.yaml")).unwrap();
+fn compose_file() -> serde_norway::Value {
+    let mut compose: serde_norway::Value = serde_norway::from_str(&shipped("compose.yaml")).unwrap();
     // A merge may bring in another merge key (controller-2 merges controller-1, which
     // merges the common part): apply them until none is left.
     for _ in 0..4 {
         compose.apply_merge().unwrap();
     }
     assert!(
-        !serde_yaml::to_string(&compose).unwrap().contains("<<:"),
+        !serde_norway::to_string(&compose).unwrap().contains("<<:"),
         "merge keys left"
     );
     compose
@@ -152,7 +152,7 @@ struct Service {
     config: Option<String>,
 }
 
-fn service(compose: &serde_yaml::Value, name: &str) -> Service {
+fn service(compose: &serde_norway::Value, name: &str) -> Service {
     let service = &compose["services"][name];
     assert!(service.is_mapping(), "no service {name}");
     let secrets = service["secrets"]
@@ -176,8 +176,8 @@ fn service(compose: &serde_yaml::Value, name: &str) -> Service {
         .flatten()
         .map(|(k, v)| {
             let value = match v {
-                serde_yaml::Value::String(s) => s.clone(),
-                other => serde_yaml::to_string(other).unwrap().trim().to_owned(),
+                serde_norway::Value::String(s) => s.clone(),
+                other => serde_norway::to_string(other).unwrap().trim().to_owned(),
             };
             (k.as_str().unwrap().to_owned(), value)
         })
@@ -202,7 +202,7 @@ fn service(compose: &serde_yaml::Value, name: &str) -> Service {
 }
 
 /// The secrets' names (targets) a service mounts.
-fn held(compose: &serde_yaml::Value, name: &str) -> BTreeSet<String> {
+fn held(compose: &serde_norway::Value, name: &str) -> BTreeSet<String> {
     service(compose, name)
         .secrets
         .into_iter()

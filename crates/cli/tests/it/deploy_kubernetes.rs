@@ -24,7 +24,7 @@
 
 use crate::common::{Scratch, run};
 use serde::Deserialize;
-use serde_yaml::Value;
+use serde_norway::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -48,7 +48,7 @@ fn shipped(name: &str) -> String {
 
 /// Every document of a YAML text.
 fn documents(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
+    serde_norway::Deserializer::from_str(text)
         .map(|document| Value::deserialize(document).unwrap())
         .filter(|value| !value.is_null())
         .collect()
