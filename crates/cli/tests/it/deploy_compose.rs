@@ -128,7 +128,8 @@ fn make_control_tls(dir: &Path) -> Option<()> {
 /// The shipped compose file as Compose reads it: YAML with its anchors and merge keys
 /// applied.
 fn compose_file() -> serde_norway::Value {
-    let mut compose: serde_norway::Value = serde_norway::from_str(&shipped("compose.yaml")).unwrap();
+    let mut compose: serde_norway::Value =
+        serde_norway::from_str(&shipped("compose.yaml")).unwrap();
     // A merge may bring in another merge key (controller-2 merges controller-1, which
     // merges the common part): apply them until none is left.
     for _ in 0..4 {

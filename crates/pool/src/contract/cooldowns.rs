@@ -770,7 +770,10 @@ pub async fn cooldowns_project_scopes_per_proxy_are_bounded_as_the_reference_bou
         .collect();
     expected.insert(Some("late".to_owned()));
     expected.insert(None);
-    assert_eq!(kept, expected, "the shared scope and the longest remembered");
+    assert_eq!(
+        kept, expected,
+        "the shared scope and the longest remembered"
+    );
     assert_eq!(stored.len(), 1 + 1 + 2 * (MAX_PROJECT_SCOPES_PER_PROXY - 1));
 }
 
