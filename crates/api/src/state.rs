@@ -449,23 +449,16 @@ impl ApiState {
         (self.inner.clock)()
     }
 
-    /// Whether a gateway's feedback ticket is good now for `client` on `proxy`
-    /// (`crate::ticket_key`).
+    /// Whether a gateway's feedback ticket is good now for `subject` (a client on a proxy
+    /// in its current lease generation: `crate::ticket_key`).
     pub(crate) async fn ticket_verifies(
         &self,
         ticket: &str,
-        client: &proxypool_core::ClientId,
-        proxy: &proxypool_core::ProxyId,
+        subject: proxypool_core::ticket::TicketSubject<'_>,
     ) -> proxypool_core::PoolResult<bool> {
         self.inner
             .ticket_key
-            .verifies(
-                &*self.inner.ports.tickets,
-                self.now(),
-                ticket,
-                client,
-                proxy,
-            )
+            .verifies(&*self.inner.ports.tickets, self.now(), ticket, subject)
             .await
     }
 

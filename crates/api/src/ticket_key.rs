@@ -4,9 +4,9 @@
 //! [`REREAD_MS`]): the store may have been replaced by a new incarnation with a new key,
 //! which the gateways get with their next snapshot.
 
+use proxypool_core::ticket::TicketSubject;
 use proxypool_core::{
-    ClientId, LockExt, PoolResult, ProxyId, TicketError, TicketKey, TicketKeyStore, TicketSigner,
-    UnixMillis,
+    LockExt, PoolResult, TicketError, TicketKey, TicketKeyStore, TicketSigner, UnixMillis,
 };
 use std::sync::Mutex;
 
@@ -26,19 +26,19 @@ struct Kept {
 }
 
 impl TicketKeyCache {
-    /// Whether `ticket` is good at `now` for `client` on `proxy` under the store's key.
-    /// A store error is the caller's to answer (503); any bad ticket is `false`.
+    /// Whether `ticket` is good at `now` for `subject` (a client on a proxy in its current
+    /// lease generation) under the store's key. A store error is the caller's to answer
+    /// (503); any bad ticket is `false`.
     pub(crate) async fn verifies(
         &self,
         store: &dyn TicketKeyStore,
         now: UnixMillis,
         ticket: &str,
-        client: &ClientId,
-        proxy: &ProxyId,
+        subject: TicketSubject<'_>,
     ) -> PoolResult<bool> {
         let kept = self.kept.lock_or_recover().clone();
         if let Some(kept) = &kept {
-            match kept.signer.verify(ticket, client, proxy, now) {
+            match kept.signer.verify(ticket, subject, now) {
                 Ok(()) => return Ok(true),
                 // Only a mismatch can be a key the kept one no longer is.
                 Err(TicketError::Mismatch) if now.saturating_sub(kept.read_at) >= REREAD_MS => {}
@@ -48,7 +48,7 @@ impl TicketKeyCache {
         let key = crate::metrics::timed("tickets", "ticket_key", store.ticket_key(now)).await?;
         let unchanged = kept.as_ref().is_some_and(|kept| kept.key == key);
         let signer = key.signer();
-        let verified = !unchanged && signer.verify(ticket, client, proxy, now).is_ok();
+        let verified = !unchanged && signer.verify(ticket, subject, now).is_ok();
         *self.kept.lock_or_recover() = Some(Kept {
             key,
             signer,

@@ -224,6 +224,9 @@ pub struct ProxyView {
     pub usable_until: UnixMillis,
     /// The vendor's hard expiry (ms since the epoch).
     pub expires_at: UnixMillis,
+    /// The client gave the proxy back: its credentials are no longer shown.
+    #[serde(default)]
+    pub returned: bool,
 }
 
 impl From<&ExtractedProxy> for ProxyView {
@@ -244,6 +247,7 @@ impl From<&ExtractedProxy> for ProxyView {
             asn: proxy.asn.clone(),
             usable_until: proxy.usable_until_ms,
             expires_at: proxy.expires_at_ms,
+            returned: proxy.returned,
         }
     }
 }

@@ -385,7 +385,8 @@ pub struct CooldownReport {
 /// An extracted proxy its client gave back as bad.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReturnOutcome {
-    /// The extraction of it ended; the proxy is SUSPECT and the checker looks at it next.
+    /// The client's extraction of it ended; the proxy stays withheld from everyone until
+    /// its hard expiry or a new generation from the vendor (`crate::extract`).
     Returned,
 }
 
@@ -426,10 +427,12 @@ pub trait CooldownStore: Send + Sync + Debug {
     ) -> PoolResult<Vec<SessionFeedback>>;
 
     /// Who `client` is to `proxy`, in one read: `Holder` when it holds it from a live
-    /// extraction, `Unheld` when the pool holds it and no live extraction does (a gateway's
-    /// ticket then decides, `crate::ticket`), `No` for a proxy the pool does not hold and
-    /// for one another client holds alike (an extracted proxy is its holder's alone), so
-    /// the answer tells a client nothing about proxies that are not its to report.
+    /// extraction, `Unheld` when the pool holds it and no live extraction does, with the
+    /// epoch of its latest lease since it last entered the pool (a gateway's ticket bound
+    /// to that lease then decides, `crate::ticket`), `No` for a proxy the pool does not
+    /// hold, for one another client holds and for one given back alike (an extracted proxy
+    /// is its holder's alone), so the answer tells a client nothing about proxies that are
+    /// not its to report.
     async fn may_report(
         &self,
         now: UnixMillis,
@@ -438,8 +441,12 @@ pub trait CooldownStore: Send + Sync + Debug {
     ) -> PoolResult<crate::ticket::Reporter>;
 
     /// `client` gives back `proxy`, which it holds from a live extraction, as bad: the
-    /// extraction of that proxy ends and the proxy becomes SUSPECT (health checked next,
-    /// extractable again only once a check passes). A proxy the client does not hold is
+    /// client's hold ends, and since it may still hold the credentials, the proxy stays
+    /// EXTRACTED, held by nobody: never extracted, leased or checked again until its hard
+    /// expiry, unless the vendor re-issues it (new credentials or a later issue time,
+    /// `crate::extract::renews_given_back`: a new generation, FETCHED). Reads and replays
+    /// of the extraction then show it returned, without credentials
+    /// (`ExtractResponse::without_given_back`). A proxy the client does not hold is
     /// `NotFound`, and nothing changes.
     async fn return_extracted(
         &self,

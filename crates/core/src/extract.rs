@@ -383,6 +383,20 @@ pub struct ExtractedProxy {
     pub asn: Option<String>,
     pub usable_until_ms: UnixMillis,
     pub expires_at_ms: UnixMillis,
+    /// The client gave the proxy back (`CooldownStore::return_extracted`): its credentials
+    /// are no longer shown, and nobody else is handed the proxy in this generation.
+    #[serde(default)]
+    pub returned: bool,
+}
+
+impl ExtractedProxy {
+    /// This entry as it reads once its client gave the proxy back: marked returned and
+    /// without its credentials.
+    pub fn given_back(&mut self) {
+        self.username = None;
+        self.password = None;
+        self.returned = true;
+    }
 }
 
 impl From<&ProxyRecord> for ExtractedProxy {
@@ -402,6 +416,7 @@ impl From<&ProxyRecord> for ExtractedProxy {
             asn: record.labels.get(GeoLabel::Asn.key()).cloned(),
             usable_until_ms: record.usable_until_ms,
             expires_at_ms: record.hard_expiry_ms,
+            returned: false,
         }
     }
 }
@@ -425,6 +440,28 @@ impl ExtractResponse {
         let cap = earliest.map_or(idempotency_ttl_ms, |at| at.saturating_sub(now));
         idempotency_ttl_ms.min(cap).max(1)
     }
+
+    /// The response as its client may read it now (a replay, `get_extraction`): each proxy
+    /// the client no longer holds from it (`holds` false: it gave it back) is shown
+    /// returned, without credentials. A stored response is a copy of what was handed out,
+    /// not a grant: it never serves the credentials of a proxy that went back to the pool.
+    pub fn without_given_back(mut self, mut holds: impl FnMut(&ProxyId) -> bool) -> Self {
+        for proxy in &mut self.proxies {
+            if !proxy.returned && !holds(&proxy.id) {
+                proxy.given_back();
+            }
+        }
+        self
+    }
+}
+
+/// Whether a vendor's listing of a proxy that was extracted and given back (it stays
+/// EXTRACTED and withheld from everyone until its hard expiry) starts a new generation of
+/// it: new credentials, or a later issue time. The client that gave it back may still hold
+/// the old credentials, so only the vendor re-issuing the proxy makes it safe to hand out
+/// again (after a passing check, as any fetched proxy).
+pub fn renews_given_back(incumbent: &ProxyRecord, fresh: &ProxyRecord) -> bool {
+    fresh.credentials != incumbent.credentials || fresh.issued_at_ms > incumbent.issued_at_ms
 }
 
 /// An extraction's response and whether it was a replay of a stored one.
@@ -621,5 +658,55 @@ mod tests {
         let written = serde_json::to_value(&country).unwrap();
         assert_eq!(written["region"], "us");
         assert!(written.get("country").is_none() && written.get("state").is_none());
+    }
+
+    #[test]
+    fn a_proxy_given_back_reads_returned_without_credentials() {
+        let mut held = record_with(&[]);
+        held.credentials = Some(crate::Credentials::new("u", "p"));
+        let mut back = held.clone();
+        back.id = ProxyId::new(format!("{:032x}", 2)).unwrap();
+        let response = ExtractResponse {
+            id: ExtractionId::new(format!("ex_{:032x}", 1)).unwrap(),
+            client: ClientId::new("c").unwrap(),
+            requested: 2,
+            returned: 2,
+            proxies: vec![ExtractedProxy::from(&held), ExtractedProxy::from(&back)],
+            created_at_ms: 1,
+        };
+        assert!(response.proxies.iter().all(|p| !p.returned));
+        let read = response.clone().without_given_back(|id| *id == held.id);
+        assert_eq!(read.proxies[0], response.proxies[0]);
+        let shown = &read.proxies[1];
+        assert!(shown.returned && shown.username.is_none() && shown.password.is_none());
+        assert_eq!((&shown.host, shown.port), (&back.host, back.port));
+        // The count of what was handed out stays; a second pass changes nothing.
+        assert_eq!(read.returned, 2);
+        assert_eq!(read.clone().without_given_back(|_| true), read);
+    }
+
+    #[test]
+    fn only_new_credentials_or_a_later_issue_renew_a_proxy_given_back() {
+        let mut incumbent = record_with(&[]);
+        incumbent.credentials = Some(crate::Credentials::new("u", "p"));
+        incumbent.issued_at_ms = Some(100);
+        let listed = |credentials: Option<crate::Credentials>, issued: Option<u64>| {
+            let mut fresh = incumbent.clone();
+            fresh.credentials = credentials;
+            fresh.issued_at_ms = issued;
+            fresh
+        };
+        let same = Some(crate::Credentials::new("u", "p"));
+        let other = Some(crate::Credentials::new("u", "p2"));
+        for (fresh, renews) in [
+            (listed(same.clone(), Some(100)), false),
+            (listed(same.clone(), Some(99)), false),
+            (listed(same.clone(), None), false),
+            (listed(same.clone(), Some(101)), true),
+            (listed(other, Some(100)), true),
+            (listed(None, Some(100)), true),
+        ] {
+            assert_eq!(renews_given_back(&incumbent, &fresh), renews, "{fresh:?}");
+        }
     }
 }

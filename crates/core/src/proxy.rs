@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! FETCHED --check--> AVAILABLE | SUSPECT | UNHEALTHY   (re-checks move between these)
-//! AVAILABLE --extract--> EXTRACTED                      (exclusive; terminal for this lifetime)
+//! AVAILABLE --extract--> EXTRACTED                      (exclusive; terminal for this generation)
+//! EXTRACTED, given back --vendor re-issues--> FETCHED   (a new generation: crate::extract)
 //! any --hard TTL--> EXPIRED,  any --operator--> REMOVED
 //! ```
 //! Only AVAILABLE, unowned records before `usable_until_ms` are in the available indexes.
@@ -61,7 +62,8 @@ pub enum ProxyStatus {
     Suspect,
     /// Several consecutive checks failed.
     Unhealthy,
-    /// Handed out exclusively by an extraction; never re-enters this lifetime.
+    /// Handed out exclusively by an extraction; never re-enters this lifetime, unless its
+    /// client gave it back and the vendor re-issued it (a new generation).
     Extracted,
     /// Past its hard expiry.
     Expired,

@@ -95,13 +95,15 @@ pub enum DropReason {
 /// What an upsert did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpsertReport {
-    /// New lifetimes created.
+    /// New lifetimes created (new generations of proxies given back and re-issued among
+    /// them: `crate::extract::renews_given_back`).
     pub inserted: u32,
     /// Existing lifetimes of the same upstream whose expiry and credentials were updated.
     pub refreshed: u32,
     /// Duplicates of a proxy currently held by another upstream (the incumbent keeps it).
     pub foreign_duplicates: u32,
-    /// Refreshes of proxies already extracted in this lifetime (never re-enter).
+    /// Refreshes of proxies already extracted in this lifetime (never re-enter; one given
+    /// back re-enters only as a new generation, counted as inserted).
     pub extracted_ignored: u32,
     /// New proxies refused because the upstream's un-extracted inventory is at `max_size`.
     pub over_max_size: u32,

@@ -35,7 +35,12 @@
 //!                               its highest member, so the registry is in merge order)
 //! candidate-heads         HASH  <p>/<u>/<r>/<c> -> bin id of that index's highest member
 //! owners                  HASH  id -> assignment
-//! extracted-by            HASH  id -> client an extraction handed it to (EXTRACTED)
+//! extracted-by            HASH  id -> client an extraction handed it to and that still
+//!                               holds it (EXTRACTED)
+//! given-back              HASH  id -> client that gave it back (EXTRACTED, withheld until
+//!                               its hard expiry or the vendor's new generation of it)
+//! lease-epoch             HASH  id -> epoch of its latest lease since it last entered the
+//!                               pool, what feedback tickets are bound to (not EXTRACTED)
 //! owner-expiry            ZSET  id -> lease_until
 //! drain-tickets           HASH  id -> drain epoch           (draining assignments)
 //! owned:<u>               ZSET  id -> lease_until           (assigned, per upstream)

@@ -65,7 +65,7 @@ const HELPERS: [&str; 17] = [
 ];
 
 /// (entry point, body): each body reads `KEYS`/`ARGV` and ends in `return P.run(main)`.
-const ENTRIES: [(&str, &str); 54] = [
+const ENTRIES: [(&str, &str); 55] = [
     ("upsert", include_str!("lua/upsert.lua")),
     ("health", include_str!("lua/health.lua")),
     ("due", include_str!("lua/due.lua")),
@@ -114,6 +114,7 @@ const ENTRIES: [(&str, &str); 54] = [
     ("may_report", include_str!("lua/may_report.lua")),
     ("ticket_key", include_str!("lua/ticket_key.lua")),
     ("return_extracted", include_str!("lua/return_extracted.lua")),
+    ("holding", include_str!("lua/holding.lua")),
     ("snapshot_version", include_str!("lua/snapshot_version.lua")),
     ("snapshot_changes", include_str!("lua/snapshot_changes.lua")),
     ("mark_get", include_str!("lua/mark_get.lua")),
@@ -229,6 +230,7 @@ pub(crate) struct Scripts {
     pub(crate) may_report: Function,
     pub(crate) ticket_key: Function,
     pub(crate) return_extracted: Function,
+    pub(crate) holding: Function,
     pub(crate) snapshot_version: Function,
     pub(crate) snapshot_changes: Function,
     pub(crate) mark_get: Function,
@@ -310,6 +312,7 @@ impl Scripts {
             may_report: library.function("may_report"),
             ticket_key: library.function("ticket_key"),
             return_extracted: library.function("return_extracted"),
+            holding: library.function("holding"),
             snapshot_version: library.function("snapshot_version"),
             snapshot_changes: library.function("snapshot_changes"),
             mark_get: library.function("mark_get"),

@@ -4,12 +4,15 @@
 //! Inside a tunnel (CONNECT, SOCKS5, https) the gateway cannot see that a site refused a
 //! proxy; only the client can. By `proxy_id` (an extracted proxy, or the one a gateway
 //! named in `X-Proxypool-Proxy`, with the gateway's `X-Proxypool-Ticket` as `ticket`: the
-//! proof it routed this client through that proxy) the API computes the change from the
+//! proof it routed this client through that proxy, good only while the proxy is in the
+//! lease generation the ticket was issued under) the API computes the change from the
 //! verdict, the `[cooldowns]` policy and the proxy's current entry, and applies it; by
 //! `session` (a gateway sticky session, whose proxy the client does not know) it queues the
-//! feedback for the gateway that holds the session. `return` gives an extracted proxy back as bad, and
-//! `replacement` makes a new extraction through the same code path as `POST
-//! /v1/extractions`, so one call swaps a banned proxy for a fresh one.
+//! feedback for the gateway that holds the session. `return` gives an extracted proxy back
+//! as bad: the client's extraction no longer shows its credentials, and nobody else is
+//! handed it while the client may still hold them (until its hard expiry, or until the
+//! vendor re-issues it). `replacement` makes a new extraction through the same code path
+//! as `POST /v1/extractions`, so one call swaps a banned proxy for a fresh one.
 //!
 //! A client's feedback calls first pass a token bucket of their own
 //! (`admission::feedback_rate`), so a flood is refused with 429 whatever its quota.
@@ -43,6 +46,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use proxypool_config::Millis;
 use proxypool_core::cooldown::{MAX_COOLDOWN_MS, SESSION_FEEDBACK_TTL_MS};
+use proxypool_core::ticket::TicketSubject;
 use proxypool_core::{
     CooldownChange, CooldownKey, CooldownPolicy, Domain, PoolError, ProxyId, Reporter,
     SessionFeedback, Verdict,
@@ -292,7 +296,7 @@ fn store_error(state: &ApiState, error: PoolError) -> ApiError {
 /// The one answer for every proxy a client may not report on, whatever the reason.
 fn unknown_proxy() -> ApiError {
     ApiError::not_found(
-        "no proxy you may report on (an unknown id, another client's extracted proxy, a proxy you did not extract without a gateway's good ticket for it, or, to return it, one you do not hold)",
+        "no proxy you may report on (an unknown id, another client's extracted proxy, a proxy given back, a proxy you did not extract without a gateway's good ticket for it from its current lease, or, to return it, one you do not hold)",
     )
 }
 
@@ -330,14 +334,28 @@ async fn on_proxy(
     .await
     .map_err(|error| store_error(state, error))?;
     // A proxy nobody extracted is reported only by a client a gateway routed through it
-    // (its ticket); without a good one it is refused as an unknown id is.
+    // while it was in its current lease generation (the gateway's ticket, bound to that
+    // lease's epoch); without a good one it is refused as an unknown id is. A proxy not
+    // leased since it last entered the pool has no generation any ticket could name.
     let allowed = match (reporter, ticket.as_deref()) {
         (Reporter::Holder, _) => true,
-        (Reporter::Unheld, Some(ticket)) => state
-            .ticket_verifies(ticket, &client.id, &proxy)
-            .await
-            .map_err(|error| store_error(state, error))?,
-        (Reporter::Unheld, None) | (Reporter::No, _) => false,
+        (
+            Reporter::Unheld {
+                lease_epoch: Some(lease_epoch),
+            },
+            Some(ticket),
+        ) => {
+            let subject = TicketSubject {
+                client: &client.id,
+                proxy: &proxy,
+                lease_epoch,
+            };
+            state
+                .ticket_verifies(ticket, subject)
+                .await
+                .map_err(|error| store_error(state, error))?
+        }
+        (Reporter::Unheld { .. }, _) | (Reporter::No, _) => false,
     };
     if !allowed {
         return Err(unknown_proxy());

@@ -4,9 +4,10 @@
 //! nothing.
 
 use crate::common::*;
+use proxypool_core::ticket::TicketSubject;
 use proxypool_core::{
-    ClientId, CooldownChange, Domain, DomainCooldown, ProjectId, ProxyId, ProxyStatus,
-    TICKET_LIFETIME_MS, TicketKey, UnixMillis, Verdict, issue_ticket, now_millis,
+    ClientId, CooldownChange, Domain, DomainCooldown, ProjectId, ProxyId, ProxyStatus, Reporter,
+    TICKET_LIFETIME_MS, TicketKey, UnixMillis, Verdict, WorkerId, issue_ticket, now_millis,
 };
 use proxypool_quota::Operation;
 use proxypool_redis::{RedisClient, RedisPool, RedisPoolOptions};
@@ -22,12 +23,12 @@ const CAP: u64 = 60 * MINUTE;
 
 /// A server on each real store: a MemoryPool, and a RedisPool in a private `redis-server`
 /// (kept alive beside it; without one the Redis half is skipped, unless `CI` is set).
-async fn on_each_store() -> Vec<(&'static str, TestServer, Option<RedisServer>)> {
+pub(crate) async fn on_each_store() -> Vec<(&'static str, TestServer, Option<RedisServer>)> {
     on_each_store_with(Setup::default).await
 }
 
 /// [`on_each_store`] with servers made from `setup`.
-async fn on_each_store_with(
+pub(crate) async fn on_each_store_with(
     setup: fn() -> Setup,
 ) -> Vec<(&'static str, TestServer, Option<RedisServer>)> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -60,7 +61,7 @@ async fn on_each_store_with(
 }
 
 /// The client id of a test token (`token-<id>-0123456789`); none for another text.
-fn client_of(token: &str) -> Option<ClientId> {
+pub(crate) fn client_of(token: &str) -> Option<ClientId> {
     token
         .strip_prefix("token-")
         .and_then(|rest| rest.strip_suffix("-0123456789"))
@@ -84,14 +85,66 @@ impl TestServer {
     }
 
     /// A feedback with exactly the body given.
-    async fn feedback_unticketed(&self, token: &str, key: Option<&str>, body: &Value) -> Reply {
+    pub(crate) async fn feedback_unticketed(
+        &self,
+        token: &str,
+        key: Option<&str>,
+        body: &Value,
+    ) -> Reply {
         self.post_json("/v1/feedback", token, key, body).await
     }
 
-    /// The ticket a gateway gives `client` at `now` for `proxy`, with the store's key.
-    async fn ticket(&self, client: &ClientId, proxy: &ProxyId, now: UnixMillis) -> String {
-        let key = self.pool.ticket_key(now).await.unwrap();
-        issue_ticket(&key, client, proxy, now + TICKET_LIFETIME_MS)
+    /// The ticket a gateway gives `client` at `now` for `proxy`, with the store's key and
+    /// bound to the lease it routed through the proxy under ([`Self::routed`]).
+    pub(crate) async fn ticket(
+        &self,
+        client: &ClientId,
+        proxy: &ProxyId,
+        now: UnixMillis,
+    ) -> String {
+        let lease_epoch = self.routed(proxy, now).await;
+        self.ticket_under(client, proxy, lease_epoch, now + TICKET_LIFETIME_MS)
+            .await
+    }
+
+    /// The ticket for `client` on `proxy` in its lease `lease_epoch`, good until
+    /// `expires_at_ms`, under the store's key.
+    pub(crate) async fn ticket_under(
+        &self,
+        client: &ClientId,
+        proxy: &ProxyId,
+        lease_epoch: u64,
+        expires_at_ms: UnixMillis,
+    ) -> String {
+        let key = self.pool.ticket_key(now_millis()).await.unwrap();
+        let subject = TicketSubject {
+            client,
+            proxy,
+            lease_epoch,
+        };
+        issue_ticket(&key, subject, expires_at_ms)
+    }
+
+    /// The epoch of the lease a gateway routed through `proxy` under: its latest lease,
+    /// or, for a proxy not leased since it entered the pool, one a test gateway takes and
+    /// ends at once (a lease that lapsed: the proxy is the pool's again). 0, which no
+    /// ticket is bound to, for a proxy no gateway may lease.
+    pub(crate) async fn routed(&self, proxy: &ProxyId, now: UnixMillis) -> u64 {
+        let anyone = ClientId::new("alice").unwrap();
+        match self.pool.may_report(now, &anyone, proxy).await.unwrap() {
+            Reporter::Unheld {
+                lease_epoch: Some(epoch),
+            } => epoch,
+            Reporter::Unheld { lease_epoch: None } => {
+                let gateway = WorkerId::new("gw-test").unwrap();
+                let Ok(lease) = self.pool.assign(now, proxy, &gateway, 1).await else {
+                    return 0;
+                };
+                self.pool.expire(now + 1, 100).await.unwrap();
+                lease.epoch
+            }
+            Reporter::Holder | Reporter::No => 0,
+        }
     }
 
     /// A feedback call that must succeed, with the time window it ran in (cooldown ends
@@ -341,7 +394,7 @@ async fn session_feedback_is_queued_for_the_gateway() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_returned_proxy_is_suspect_and_replaced_by_one_not_cooling_for_the_domain() {
+async fn a_returned_proxy_is_withheld_and_replaced_by_one_not_cooling_for_the_domain() {
     let server = TestServer::memory(Setup::default()).await;
     let seeded = server.seed("acme", 0, 3).await;
     let extraction = server.extract(ALICE, None, &body(1)).await;
@@ -386,8 +439,8 @@ async fn a_returned_proxy_is_suspect_and_replaced_by_one_not_cooling_for_the_dom
     let body = reply.json();
     assert_eq!(body["returned"], true);
     assert_eq!(body["outcome"], "cooling");
-    // Neither the returned proxy (SUSPECT) nor the one cooling for the domain for everyone:
-    // the third, which only bob's project avoids.
+    // Neither the returned proxy (withheld) nor the one cooling for the domain for
+    // everyone: the third, which only bob's project avoids.
     let replacement = &body["replacement"];
     assert_eq!(replacement["requested"], 2);
     assert_eq!(proxy_ids(replacement), [others[1].as_str()]);
@@ -397,8 +450,9 @@ async fn a_returned_proxy_is_suspect_and_replaced_by_one_not_cooling_for_the_dom
         reply.header("ratelimit-policy"),
         Some("\"extract\";q=1000;w=300")
     );
-    assert_eq!(server.with_status(ProxyStatus::Suspect).await, 1);
-    assert_eq!(server.with_status(ProxyStatus::Extracted).await, 1);
+    // The returned one stays EXTRACTED (nobody's, unchecked) beside the replacement.
+    assert_eq!(server.with_status(ProxyStatus::Suspect).await, 0);
+    assert_eq!(server.with_status(ProxyStatus::Extracted).await, 2);
     assert_eq!(
         server.cooldowns(&ProxyId::new(&held).unwrap()).await.len(),
         1,
@@ -947,20 +1001,33 @@ async fn a_proxy_nobody_extracted_is_reported_only_with_a_gateway_s_ticket_for_i
         // store's key: the answer of an unknown id, and nothing recorded.
         let bobs = server.ticket(&bob, routed, now).await;
         let another_proxy = server.ticket(&alice, other, now).await;
+        let epoch = server.routed(routed, now).await;
+        let alice_on_routed = TicketSubject {
+            client: &alice,
+            proxy: routed,
+            lease_epoch: epoch,
+        };
         let another_key = issue_ticket(
             &TicketKey::generate().unwrap(),
-            &alice,
-            routed,
+            alice_on_routed,
             now + TICKET_LIFETIME_MS,
         );
-        let key = server.pool.ticket_key(now).await.unwrap();
-        let short = issue_ticket(&key, &alice, routed, now + MINUTE);
+        let another_lease = server
+            .ticket_under(&alice, routed, epoch + 1, now + TICKET_LIFETIME_MS)
+            .await;
+        let short = server
+            .ticket_under(&alice, routed, epoch, now + MINUTE)
+            .await;
+        // The same MAC under the old format, which binds no lease: refused.
+        let as_v1 = short.replacen("v2.", "v1.", 1);
         for (why, ticket) in [
             ("none", None),
             ("bob's", Some(bobs.as_str())),
             ("another proxy's", Some(another_proxy.as_str())),
             ("another key's", Some(another_key.as_str())),
-            ("garbage", Some("v1.1.zz")),
+            ("another lease's", Some(another_lease.as_str())),
+            ("v1", Some(as_v1.as_str())),
+            ("garbage", Some("v2.1.zz")),
         ] {
             let reply = server
                 .feedback_unticketed(ALICE, None, &report(routed, ticket))

@@ -10,6 +10,8 @@
 //! - `feedback`: `POST /v1/feedback`, each verdict's effect read back from the store.
 //! - `feedback_scope`: feedback writes only the reporting client's own project's scope.
 //! - `geo_filters`: `country`, `city`, `state` and `asn` filters; bad values cost nothing.
+//! - `given_back`: a returned proxy leaves its extraction and goes to nobody else; tickets
+//!   from before the proxy moved on are refused.
 //! - `readiness`: `GET /readyz` under load: one store check at a time, about one per second.
 //! - `redis_postgres`: the API on Redis and PostgreSQL, with a Redis outage mid-test.
 //! - `replay`: a keyed extraction replayed after a dropped connection, charged once.
@@ -30,6 +32,7 @@ mod extraction;
 mod feedback;
 mod feedback_scope;
 mod geo_filters;
+mod given_back;
 mod readiness;
 mod redis_postgres;
 mod replay;

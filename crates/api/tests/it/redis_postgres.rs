@@ -208,13 +208,15 @@ async fn feedback_on_redis_grows_bans_returns_and_replaces() {
     // the key the store keeps for the gateways).
     let now = proxypool_core::now_millis();
     let key = server.pool.ticket_key(now).await.unwrap();
+    let lease_epoch = server.routed(other, now).await;
     let ticket = |client: &str| {
-        proxypool_core::issue_ticket(
-            &key,
-            &proxypool_core::ClientId::new(client).unwrap(),
-            other,
-            now + proxypool_core::TICKET_LIFETIME_MS,
-        )
+        let client = proxypool_core::ClientId::new(client).unwrap();
+        let subject = proxypool_core::ticket::TicketSubject {
+            client: &client,
+            proxy: other,
+            lease_epoch,
+        };
+        proxypool_core::issue_ticket(&key, subject, now + proxypool_core::TICKET_LIFETIME_MS)
     };
     for strikes in [1, 2] {
         let reply = post(
@@ -281,11 +283,12 @@ async fn feedback_on_redis_grows_bans_returns_and_replaces() {
         .inventory(proxypool_core::now_millis(), &upstream("acme"))
         .await
         .unwrap();
+    // The returned proxy stays EXTRACTED (nobody's, unchecked) beside the replacement.
     assert_eq!(
         inventory
             .by_status
-            .get(&proxypool_core::ProxyStatus::Suspect),
-        Some(&1)
+            .get(&proxypool_core::ProxyStatus::Extracted),
+        Some(&2)
     );
 
     let queued = post(

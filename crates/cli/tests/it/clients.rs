@@ -277,7 +277,7 @@ fn the_scrapy_example_reports_a_ban_and_retries_through_another_proxy() {
     // The ticket is what let the add-on report a proxy it never extracted: the same
     // report without it, or with a forged one, is refused like an unknown id.
     let banned = reported[0].split_whitespace().nth(2).unwrap();
-    let forged = format!("v1.{}.{}", u64::MAX / 2, "0".repeat(64));
+    let forged = format!("v2.{}.{}", u64::MAX / 2, "0".repeat(64));
     for ticket in [None, Some(forged.as_str())] {
         let body = serde_json::json!({ "proxy_id": banned, "ticket": ticket,
                                        "domain": format!("shop-{n}.test"), "verdict": "banned" });

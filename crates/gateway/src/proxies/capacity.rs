@@ -46,6 +46,8 @@ pub(crate) struct ProxySlot {
     freed: Arc<FreedSignal>,
     /// Recent requests, for the least-used rotation.
     pub(crate) recent: crate::proxies::recent_use::RecentUse,
+    /// The lease epoch feedback tickets are bound to, and the last ticket issued.
+    pub(crate) tickets: crate::proxies::tickets::ProxyTickets,
 }
 
 /// Wakes the requests waiting for a free slot on any proxy of the registry.

@@ -22,7 +22,7 @@ use crate::routing::sticky::StickyTable;
 use crate::routing::wait::CapacityWaiters;
 use crate::snapshot::{SnapshotView, ViewProxy};
 use arc_swap::ArcSwap;
-use proxypool_core::{ClientId, SharedClock, TICKET_LIFETIME_MS, UnixMillis};
+use proxypool_core::{ClientId, SharedClock, UnixMillis};
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
@@ -35,9 +35,10 @@ pub const SESSION_HEADER: &str = "x-proxypool-session";
 pub const PROXY_HEADER: &str = "x-proxypool-proxy";
 
 /// The response header carrying the feedback ticket for the proxy [`PROXY_HEADER`] names:
-/// the client's proof, good for [`TICKET_LIFETIME_MS`], that this gateway routed it through
-/// that proxy (`POST /v1/feedback` takes it as `ticket`; `proxypool_core::ticket`). Absent
-/// when the snapshot carries no ticket key.
+/// the client's proof, good for `proxypool_core::TICKET_LIFETIME_MS`, that this gateway
+/// routed it through that proxy while it stays in the lease it was routed under (`POST
+/// /v1/feedback` takes it as `ticket`; `proxypool_core::ticket`). Absent when the snapshot
+/// carries no ticket key.
 pub const TICKET_HEADER: &str = "x-proxypool-ticket";
 
 /// The response header counting the proxies tried for the request (1 = the first worked).
@@ -49,7 +50,9 @@ const TICKET_HEADER_NAME: http::HeaderName = http::HeaderName::from_static(TICKE
 const ATTEMPTS_HEADER_NAME: http::HeaderName = http::HeaderName::from_static(ATTEMPTS_HEADER);
 
 /// Adds [`PROXY_HEADER`], [`TICKET_HEADER`] (for `client`, signed with the view's key,
-/// good until `now` + [`TICKET_LIFETIME_MS`]) and [`ATTEMPTS_HEADER`] to a response.
+/// bound to the lease this gateway holds on the proxy, good for at least
+/// `TICKET_LIFETIME_MS` from `now`: `crate::proxies::tickets`) and [`ATTEMPTS_HEADER`] to
+/// a response.
 pub(crate) fn name_the_proxy(
     headers: &mut http::HeaderMap,
     view: &SnapshotView,
@@ -60,11 +63,10 @@ pub(crate) fn name_the_proxy(
 ) {
     const FEW: [&str; 8] = ["1", "2", "3", "4", "5", "6", "7", "8"];
     headers.insert(PROXY_HEADER_NAME, proxy.id_header.clone());
-    if let Some(signer) = &view.tickets {
-        let ticket = signer.issue(client, &proxy.id, now.saturating_add(TICKET_LIFETIME_MS));
-        if let Ok(value) = http::HeaderValue::try_from(ticket) {
-            headers.insert(TICKET_HEADER_NAME, value);
-        }
+    if let Some(signer) = &view.tickets
+        && let Some(value) = proxy.slot.tickets.header(signer, client, &proxy.id, now)
+    {
+        headers.insert(TICKET_HEADER_NAME, value);
     }
     let attempts = attempts.max(1);
     let value = match FEW.get(attempts as usize - 1) {

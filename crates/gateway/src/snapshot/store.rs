@@ -151,6 +151,7 @@ impl SnapshotStore {
             slot.cutoff.set_session_end(session_end);
             slot.cutoff
                 .set_lease_end(proxy.lease_until_ms.min(proxy.usable_until_ms));
+            slot.tickets.set_lease_epoch(proxy.epoch);
         }
         self.set_lease_ends(delta, content);
         // An added proxy's table is the content's entries (a slot kept from an earlier
@@ -183,6 +184,9 @@ impl SnapshotStore {
             {
                 slot.cutoff
                     .set_lease_end(lease.lease_until_ms.min(proxy.usable_until_ms));
+                // A lease taken anew (released, then leased to this gateway again) keeps
+                // the view's entry but has a new epoch, which tickets must name.
+                slot.tickets.set_lease_epoch(lease.epoch);
             }
         }
         for held in &delta.held {
@@ -260,6 +264,7 @@ impl SnapshotStore {
             slot.cutoff.set_session_end(session_end);
             slot.cutoff
                 .set_lease_end(proxy.lease_until_ms.min(proxy.usable_until_ms));
+            slot.tickets.set_lease_epoch(proxy.epoch);
         }
         // A draining proxy is not listed (nothing new may go through it), but its renewed
         // lease end is: what is still open through it may go on until then.

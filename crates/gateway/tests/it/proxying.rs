@@ -744,28 +744,37 @@ fn raw_header(raw: &str, name: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ticket_comes_with_the_named_proxy_on_plain_http_and_on_the_connect_200() {
+    use proxypool_core::ticket::TicketSubject;
     use proxypool_core::{ClientId, Clock, ProxyId, TICKET_LIFETIME_MS, TicketError, TicketKey};
     let origin = Origin::start().await.unwrap();
     let up = sim_upstream(ProxyKind::Http, exit(32)).await;
     let key = TicketKey::generate().unwrap();
     let controller = TestController::start(WORKER, 3_600_000).await;
     controller.state.lock().unwrap().ticket_key = Some(key.clone());
-    controller.publish(
-        vec![proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us")],
-        vec![client("alice"), client("bob")],
-    );
+    let carrier = proxy(1, Protocol::Http, up.addr(), CREDS, "acme", "us");
+    controller.publish(vec![carrier.clone()], vec![client("alice"), client("bob")]);
     let clock = ManualClock::new(now_millis());
     let gateway = Running::start_with_clock(config(&controller), clock.clone()).await;
     acked(&controller, 1).await;
     let alice = ClientId::new("alice").unwrap();
     let carried = ProxyId::new(format!("{:032x}", 1)).unwrap();
     let now = clock.now();
+    // The ticket is bound to the lease the snapshot gave (epoch 1 here).
+    let verify_in = |epoch: u64, ticket: &str, client: &ClientId, proxy: &ProxyId, at: u64| {
+        let subject = TicketSubject {
+            client,
+            proxy,
+            lease_epoch: epoch,
+        };
+        proxypool_core::verify_ticket(&key, ticket, subject, at)
+    };
     let verify = |ticket: &str, client: &ClientId, proxy: &ProxyId, at: u64| {
-        proxypool_core::verify_ticket(&key, ticket, client, proxy, at)
+        verify_in(1, ticket, client, proxy, at)
     };
 
-    // Plain HTTP: the ticket names this client and the proxy in X-Proxypool-Proxy, for
-    // the ticket's lifetime from the gateway's clock.
+    // Plain HTTP: the ticket names this client, the proxy in X-Proxypool-Proxy and its
+    // lease, for at least the ticket's lifetime from the gateway's clock (rounded up to
+    // the next 10 s, so the responses of one step share a ticket).
     let plain = curl(&[
         "-x",
         &http_proxy_url("alice", gateway.http),
@@ -778,12 +787,17 @@ async fn a_ticket_comes_with_the_named_proxy_on_plain_http_and_on_the_connect_20
         .header("x-proxypool-ticket")
         .expect("a ticket")
         .to_owned();
-    let expiry = format!("v1.{}.", now + TICKET_LIFETIME_MS);
-    assert!(ticket.starts_with(&expiry), "{ticket}");
+    let expires_at = (now + TICKET_LIFETIME_MS).div_ceil(10_000) * 10_000;
+    assert!(ticket.starts_with(&format!("v2.{expires_at}.")), "{ticket}");
     assert_eq!(verify(&ticket, &alice, &carried, now), Ok(()));
     assert_eq!(
-        verify(&ticket, &alice, &carried, now + TICKET_LIFETIME_MS),
+        verify(&ticket, &alice, &carried, expires_at),
         Err(TicketError::Expired)
+    );
+    assert_eq!(
+        verify_in(2, &ticket, &alice, &carried, now),
+        Err(TicketError::Mismatch),
+        "another lease's"
     );
     let bob = ClientId::new("bob").unwrap();
     assert_eq!(
@@ -815,6 +829,30 @@ async fn a_ticket_comes_with_the_named_proxy_on_plain_http_and_on_the_connect_20
     assert_eq!(
         verify(&tunnel_ticket, &alice, &carried, now),
         Err(TicketError::Mismatch)
+    );
+
+    // The proxy leased to this gateway anew (a new epoch, nothing else changed: a delta
+    // of its lease alone): the next ticket names the new lease, not the old one.
+    let mut released_and_leased = carrier.clone();
+    released_and_leased.epoch = 2;
+    controller.publish(
+        vec![released_and_leased],
+        vec![client("alice"), client("bob")],
+    );
+    acked(&controller, 2).await;
+    let again = curl(&[
+        "-x",
+        &http_proxy_url("alice", gateway.http),
+        &origin.url("/"),
+    ])
+    .await;
+    assert_eq!(again.status, 200, "{again:?}");
+    let renewed = again.header("x-proxypool-ticket").expect("a ticket");
+    assert_eq!(verify_in(2, renewed, &alice, &carried, now), Ok(()));
+    assert_eq!(
+        verify(renewed, &alice, &carried, now),
+        Err(TicketError::Mismatch),
+        "the earlier lease's"
     );
     gateway.shutdown().await;
 }

@@ -16,6 +16,7 @@ mod factory;
 pub mod fencing;
 pub mod fixtures;
 pub mod geo;
+pub mod given_back;
 pub mod health;
 pub mod identity;
 pub mod inventory;

@@ -4,9 +4,11 @@
 //! Cooldowns live next to their record and go with it (`State::remove_record`); a proxy's
 //! forgotten entries go when it is next written or when the sweep reaches it through the
 //! forget index. `may_report` answers for a proxy the pool does not hold as for one held
-//! by another client's extraction (`No`). `return_extracted` leaves the stored extraction response as it was, so a
-//! replay of that extraction still answers what was handed out then: a replay is a copy
-//! of an old answer, not a new grant of the proxy.
+//! by another client's extraction or given back (`No`), and names the lease epoch a
+//! gateway's ticket must be bound to. `return_extracted` ends the client's hold but leaves
+//! the proxy EXTRACTED (`super::generation`): nobody else is handed it while the client
+//! may still hold its credentials, and the stored extraction no longer shows them
+//! (`super::extract`).
 
 use super::MemoryPool;
 use super::state::{State, due_entries};
@@ -151,8 +153,10 @@ impl CooldownStore for MemoryPool {
         let state = self.lock()?;
         Ok(match state.live_record(proxy, now) {
             None => Reporter::No,
-            Some(record) if record.status != ProxyStatus::Extracted => Reporter::Unheld,
-            Some(_) if state.extracted_by.get(proxy) == Some(client) => Reporter::Holder,
+            Some(record) if record.status != ProxyStatus::Extracted => Reporter::Unheld {
+                lease_epoch: state.lease_epoch(proxy),
+            },
+            Some(_) if state.holds(client, proxy, now) => Reporter::Holder,
             Some(_) => Reporter::No,
         })
     }
@@ -164,17 +168,9 @@ impl CooldownStore for MemoryPool {
         proxy: &ProxyId,
     ) -> PoolResult<ReturnOutcome> {
         let mut state = self.lock_for_write(now)?;
-        let held = state
-            .live_record(proxy, now)
-            .filter(|r| r.status == ProxyStatus::Extracted)
-            .is_some_and(|_| state.extracted_by.get(proxy) == Some(client));
-        if !held {
+        if !state.give_back(client, proxy, now) {
             return Err(PoolError::NotFound);
         }
-        let mut record = state.records[proxy].clone();
-        record.status = ProxyStatus::Suspect;
-        // replace_record forgets the extracting client once the status is not EXTRACTED.
-        state.replace_record(record);
         Ok(ReturnOutcome::Returned)
     }
 }

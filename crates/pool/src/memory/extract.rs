@@ -110,8 +110,11 @@ impl Extractor for MemoryPool {
             if now >= stored.expires_at_ms {
                 return Err(PoolError::Conflict(Conflict::IdempotencyExpired));
             }
+            // A replay is a copy of what was handed out, never a new grant: a proxy given
+            // back since shows no credentials.
+            let response = stored.response.clone();
             return Ok(ExtractOutcome {
-                response: stored.response.clone(),
+                response: response.without_given_back(|p| state.holds(&request.client, p, now)),
                 replayed: true,
             });
         }
@@ -197,7 +200,10 @@ impl Extractor for MemoryPool {
             .extractions
             .get(id)
             .filter(|s| now < s.expires_at_ms && &s.client == client)
-            .map(|s| s.response.clone())
+            .map(|s| {
+                let response = s.response.clone();
+                response.without_given_back(|p| state.holds(client, p, now))
+            })
             .ok_or(PoolError::NotFound)
     }
 }

@@ -6,8 +6,10 @@
 //! the embedded store for one machine.
 
 mod admin;
+mod available;
 mod cooldown;
 mod extract;
+mod generation;
 mod health;
 mod identity;
 mod inventory;

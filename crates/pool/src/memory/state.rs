@@ -4,16 +4,14 @@
 //! assignment and is not hard-expired. Every mutation of a record goes through
 //! [`State::replace_record`] or [`State::remove_record`], which keep that true.
 
+pub(crate) use super::available::{AvailableIndex, ExpiryOrdered, FilterKey};
 use proxypool_core::{
-    Assignment, ClientId, ExtractResponse, ExtractionId, Label, Protocol, ProxyId, ProxyRecord,
+    Assignment, ClientId, ExtractResponse, ExtractionId, ProxyId, ProxyRecord,
     SNAPSHOT_JOURNAL_CAP, StoredRuntime, UnixMillis, UpsertReport, UpstreamId, WorkerId,
     WorkerSession,
 };
 use proxypool_core::{DomainCooldown, SessionFeedback};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-
-/// An index ordered by `usable_until_ms`, so expired entries sit at the low end.
-pub(crate) type ExpiryOrdered = BTreeSet<(UnixMillis, ProxyId)>;
 
 /// The first `limit` entries of a time-ordered `index` that are due at `now`, and whether
 /// more are waiting: one bounded step of a sweep.
@@ -31,67 +29,6 @@ pub(crate) fn due_entries<T: Clone + Ord>(
     let more = due.len() > limit;
     due.truncate(limit);
     (due, more)
-}
-
-/// One filter dimension value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum FilterKey {
-    Protocol(Protocol),
-    Region(Label),
-    Carrier(Label),
-    Upstream(UpstreamId),
-}
-
-impl FilterKey {
-    pub(crate) fn of(record: &ProxyRecord) -> Vec<FilterKey> {
-        let mut keys = vec![
-            FilterKey::Protocol(record.protocol),
-            FilterKey::Upstream(record.upstream.clone()),
-        ];
-        if let Some(region) = &record.region {
-            keys.push(FilterKey::Region(region.clone()));
-        }
-        if let Some(carrier) = &record.carrier {
-            keys.push(FilterKey::Carrier(carrier.clone()));
-        }
-        keys
-    }
-}
-
-/// The available indexes: all available records and one set per filter value.
-#[derive(Debug, Default)]
-pub(crate) struct AvailableIndex {
-    pub(crate) all: ExpiryOrdered,
-    pub(crate) by_filter: HashMap<FilterKey, ExpiryOrdered>,
-}
-
-impl AvailableIndex {
-    fn insert(&mut self, record: &ProxyRecord) {
-        let entry = (record.usable_until_ms, record.id.clone());
-        for key in FilterKey::of(record) {
-            self.by_filter.entry(key).or_default().insert(entry.clone());
-        }
-        self.all.insert(entry);
-    }
-
-    fn remove(&mut self, record: &ProxyRecord) {
-        let entry = (record.usable_until_ms, record.id.clone());
-        if !self.all.remove(&entry) {
-            return;
-        }
-        for key in FilterKey::of(record) {
-            if let Some(set) = self.by_filter.get_mut(&key) {
-                set.remove(&entry);
-                if set.is_empty() {
-                    self.by_filter.remove(&key);
-                }
-            }
-        }
-    }
-
-    pub(crate) fn entries(&self) -> usize {
-        self.all.len() + self.by_filter.values().map(BTreeSet::len).sum::<usize>()
-    }
 }
 
 /// A stored extraction response (replayable until `expires_at_ms`).
@@ -133,8 +70,14 @@ pub(crate) struct State {
     /// Un-extracted records per upstream (what `max_size` caps).
     pub(crate) unextracted: HashMap<UpstreamId, u64>,
     pub(crate) assignments: HashMap<ProxyId, Assignment>,
-    /// The client each EXTRACTED record was handed to (for the operators' listing).
+    /// The client each EXTRACTED record was handed to and is still held by.
     pub(crate) extracted_by: HashMap<ProxyId, ClientId>,
+    /// EXTRACTED records their client gave back: withheld from everyone until their hard
+    /// expiry or a new generation from the vendor (`super::generation`).
+    pub(crate) given_back: HashSet<ProxyId>,
+    /// The epoch of each record's latest lease since it last entered the pool, what the
+    /// gateways' tickets are bound to (`super::generation`).
+    pub(crate) lease_epochs: HashMap<ProxyId, u64>,
     pub(crate) lease_expiry: ExpiryOrdered,
     pub(crate) worker_owned: HashMap<WorkerId, HashSet<ProxyId>>,
     pub(crate) epoch: u64,
@@ -259,9 +202,7 @@ impl State {
         if record.status.is_unextracted() {
             self.adjust_unextracted(&record.upstream, 1);
         }
-        if record.status != proxypool_core::ProxyStatus::Extracted {
-            self.extracted_by.remove(&record.id);
-        }
+        self.follow_generation(&record);
         self.by_upstream
             .entry(record.upstream.clone())
             .or_default()
@@ -328,7 +269,7 @@ impl State {
             self.adjust_unextracted(&record.upstream, -1);
         }
         self.forget_upstream_member(&record.upstream, id);
-        self.extracted_by.remove(id);
+        self.forget_generation(id);
         // Cooldowns belong to the record: a later lifetime of the same id starts clean,
         // as it does in Redis, where the record's removal drops them too.
         self.put_cooldowns(id, Vec::new());
@@ -389,6 +330,8 @@ impl State {
             .entry(assignment.worker.clone())
             .or_default()
             .insert(id.clone());
+        // Every lease takes a new epoch: the generation the gateways' tickets name.
+        self.lease_epochs.insert(id.clone(), assignment.epoch);
         self.assignments.insert(id.clone(), assignment);
         self.reindex(&id);
     }

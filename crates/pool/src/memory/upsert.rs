@@ -1,9 +1,11 @@
-//! Upserter for MemoryPool: dedupe, incumbent upstream, no re-entry after extraction,
-//! `max_size` as the final guard, operation ids for retried batches.
+//! Upserter for MemoryPool: dedupe, incumbent upstream, no re-entry after extraction
+//! unless the vendor re-issued a proxy its client gave back (a new generation), `max_size`
+//! as the final guard, operation ids for retried batches.
 
 use super::MemoryPool;
 use super::state::StoredOperation;
 use async_trait::async_trait;
+use proxypool_core::extract::renews_given_back;
 use proxypool_core::{
     FetchedBatch, PoolResult, ProxyStatus, UnixMillis, UpsertReport, Upserter, prepare_batch,
 };
@@ -37,9 +39,23 @@ impl Upserter for MemoryPool {
             {
                 state.remove_record(&fresh.id);
             }
+            // Given back and re-issued by the vendor: a new generation, stored as a new
+            // proxy (FETCHED, checked before anyone gets it, within max_size). The old
+            // holder's credentials or issue are no longer the proxy's.
+            let renewed = state.given_back.contains(&fresh.id)
+                && state
+                    .records
+                    .get(&fresh.id)
+                    .is_some_and(|incumbent| renews_given_back(incumbent, &fresh));
+            let full = state.unextracted_of(&fresh.upstream) >= prepared.max_size;
             match state.records.get(&fresh.id) {
                 Some(incumbent) if incumbent.upstream != fresh.upstream => {
                     report.foreign_duplicates += 1;
+                }
+                Some(_) if renewed && full => report.over_max_size += 1,
+                Some(_) if renewed => {
+                    insert(&mut state, fresh);
+                    report.inserted += 1;
                 }
                 Some(incumbent)
                     if matches!(
@@ -64,18 +80,9 @@ impl Upserter for MemoryPool {
                     cut_lease(&mut state, &id, usable_until);
                     report.refreshed += 1;
                 }
-                None if state.unextracted_of(&fresh.upstream) >= prepared.max_size => {
-                    report.over_max_size += 1;
-                }
+                None if full => report.over_max_size += 1,
                 None => {
-                    let mut fresh = fresh;
-                    // First stored while the store recovers from a loss: nothing proves the
-                    // vendor did not hand it out before, unless it says it issued it after.
-                    fresh.withheld_until_ms =
-                        state.mark.as_ref().and_then(|m| m.recovery).and_then(|r| {
-                            r.withheld_until(fresh.issued_at_ms, fresh.hard_expiry_ms)
-                        });
-                    state.replace_record(fresh);
+                    insert(&mut state, fresh);
                     report.inserted += 1;
                 }
             }
@@ -92,6 +99,18 @@ impl Upserter for MemoryPool {
         }
         Ok(report)
     }
+}
+
+/// Stores `fresh` as a new lifetime (or generation) of its proxy.
+fn insert(state: &mut super::state::State, mut fresh: proxypool_core::ProxyRecord) {
+    // First stored while the store recovers from a loss: nothing proves the vendor did not
+    // hand it out before, unless it says it issued it after.
+    fresh.withheld_until_ms = state
+        .mark
+        .as_ref()
+        .and_then(|m| m.recovery)
+        .and_then(|r| r.withheld_until(fresh.issued_at_ms, fresh.hard_expiry_ms));
+    state.replace_record(fresh);
 }
 
 /// A refresh may shorten a proxy's life; a lease never outlives `usable_until`.

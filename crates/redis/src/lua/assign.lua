@@ -22,6 +22,10 @@ local function main()
   local epoch = redis.call('INCR', B .. 'epoch')
   local a = { worker, P.fmt(epoch), P.fmt(NOW), P.fmt(math.min(NOW + lease, P.num(r[USABLE]))), r[UP] }
   P.put_assignment(id, a, nil)
+  -- Every lease takes a new epoch: the generation the gateways' tickets name. It stays
+  -- after the lease ends, until the proxy leaves the pool's hands (lib/records.lua).
+  redis.call('HSET', B .. 'lease-epoch', id, P.fmt(epoch))
+  P.touch_key(B .. 'lease-epoch', P.num(r[HARD]))
   return { 'ok', table.concat(a, '\t'), '' }
 end
 

@@ -1,9 +1,11 @@
 -- return_extracted.lua: a client gives back a proxy it holds from an extraction
--- (MemoryPool: CooldownStore::return_extracted).
+-- (MemoryPool: CooldownStore::return_extracted, memory/generation.rs).
 --
--- ARGV[4] client, ARGV[5] proxy id. The proxy must be live, EXTRACTED and handed to that
--- client (`extracted-by`); it becomes SUSPECT, so the checker's due list takes it right
--- after the FETCHED ones. The stored extraction response stays as it was.
+-- ARGV[4] client, ARGV[5] proxy id. The proxy must be live, EXTRACTED and held by that
+-- client (`extracted-by`). It stays EXTRACTED, held by nobody (`given-back`): the client
+-- may still hold its credentials, so nobody else is handed it (no extraction, no lease,
+-- no check) until its hard expiry or until the vendor re-issues it (upsert.lua). A replay
+-- or a read of the stored extraction then shows it returned, without credentials.
 -- Reply: {'ok'} | {'not_found'}.
 
 local function main()
@@ -13,10 +15,9 @@ local function main()
   if not current or current[ST] ~= 'X' or redis.call('HGET', B .. 'extracted-by', id) ~= client then
     return { 'not_found' }
   end
-  local r = P.copy(current)
-  r[ST] = 'S'
-  -- put_record drops the extracting client once the record leaves EXTRACTED.
-  P.put_record(id, r, current, false)
+  redis.call('HDEL', B .. 'extracted-by', id)
+  redis.call('HSET', B .. 'given-back', id, client)
+  P.touch_key(B .. 'given-back', P.num(current[HARD]))
   return { 'ok' }
 end
 

@@ -45,6 +45,17 @@ local function cut_lease(id, usable_until)
   end
 end
 
+-- Stores `fresh` as a new lifetime (or, over `incumbent`, a new generation) of its proxy.
+local function insert(id, fresh, incumbent)
+  -- First stored while the store recovers from a loss: withheld unless the vendor says
+  -- it issued the proxy after the loss (MemoryPool: Recovery::withheld_until).
+  local recovery = P.recovery()
+  if recovery and not (fresh[ISSUED] ~= '' and P.num(fresh[ISSUED]) > recovery.lost_at) then
+    fresh[WITHHELD] = P.fmt(math.min(recovery.lost_at + recovery.hold, P.num(fresh[HARD])))
+  end
+  P.put_record(id, fresh, incumbent)
+end
+
 local function main()
   P.remove_expired(CLEANUP)
   local batch_key, chunk_key, last = ARGV[4], ARGV[5], ARGV[6] == '1'
@@ -59,6 +70,11 @@ local function main()
 
   local expires_at, max_size, upstream = P.num(ARGV[7]), P.num(ARGV[8]), ARGV[9]
   local inserted, refreshed, foreign, extracted, over = 0, 0, 0, 0, 0
+  -- Whether the upstream's un-extracted inventory is at max_size (read only for a proxy
+  -- that would add to it).
+  local function full()
+    return (P.num(redis.call('HGET', B .. 'inventory', upstream)) or 0) >= max_size
+  end
   for i = 12, #ARGV do
     local fresh = P.decode(ARGV[i], 'candidate')
     local id = fresh[ID]
@@ -70,6 +86,15 @@ local function main()
     end
     if incumbent and incumbent[UP] ~= fresh[UP] then
       foreign = foreign + 1
+    elseif incumbent and P.renews_given_back(incumbent, fresh) then
+      -- Given back and re-issued: a new generation, FETCHED (checked before anyone gets
+      -- it); the old holder's credentials or issue are no longer the proxy's.
+      if full() then
+        over = over + 1
+      else
+        insert(id, fresh, incumbent)
+        inserted = inserted + 1
+      end
     elseif incumbent and (incumbent[ST] == 'X' or incumbent[ST] == 'R') then
       extracted = extracted + 1
     elseif incumbent then
@@ -80,16 +105,10 @@ local function main()
       P.put_record(id, r, incumbent)
       cut_lease(id, P.num(r[USABLE]))
       refreshed = refreshed + 1
-    elseif (P.num(redis.call('HGET', B .. 'inventory', upstream)) or 0) >= max_size then
+    elseif full() then
       over = over + 1
     else
-      -- First stored while the store recovers from a loss: withheld unless the vendor says
-      -- it issued the proxy after the loss (MemoryPool: Recovery::withheld_until).
-      local recovery = P.recovery()
-      if recovery and not (fresh[ISSUED] ~= '' and P.num(fresh[ISSUED]) > recovery.lost_at) then
-        fresh[WITHHELD] = P.fmt(math.min(recovery.lost_at + recovery.hold, P.num(fresh[HARD])))
-      end
-      P.put_record(id, fresh, nil)
+      insert(id, fresh, nil)
       inserted = inserted + 1
     end
   end

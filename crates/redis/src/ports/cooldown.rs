@@ -107,7 +107,9 @@ impl CooldownStore for GroupPool {
             .await?;
         match reply.text(0)?.as_str() {
             "holder" => Ok(Reporter::Holder),
-            "unheld" => Ok(Reporter::Unheld),
+            "unheld" => Ok(Reporter::Unheld {
+                lease_epoch: crate::codec::parse_opt_u64(&reply.text(1)?, "may_report reply")?,
+            }),
             "no" => Ok(Reporter::No),
             other => Err(PoolError::corrupt(format!("may_report answered {other:?}"))),
         }

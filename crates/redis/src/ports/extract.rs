@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use proxypool_core::store_mark::recovery_retry_after_ms;
 use proxypool_core::{
     ClientId, ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractionId,
-    Extractor, GeoLabel, PoolError, PoolResult, Unavailable, UnixMillis,
+    Extractor, GeoLabel, PoolError, PoolResult, ProxyId, Unavailable, UnixMillis,
 };
 
 /// A stored response as one group's extraction script answered it: its text, whether it
@@ -155,6 +155,29 @@ impl GroupPool {
                 "unexpected extract reply {other}"
             ))),
         }
+    }
+}
+
+impl GroupPool {
+    /// Which of `ids` (all in this group) `client` still holds from an extraction
+    /// (`holding.lua`), in their order.
+    pub(crate) async fn holding(
+        &self,
+        now: UnixMillis,
+        client: &ClientId,
+        ids: &[&ProxyId],
+    ) -> PoolResult<Vec<bool>> {
+        let mut args = Vec::with_capacity(ids.len() + 1);
+        args.push(client.to_string());
+        args.extend(ids.iter().map(|id| id.to_string()));
+        let flags = self
+            .call(&self.scripts.holding, now, Side::Read, args)
+            .await?
+            .text(0)?;
+        if flags.len() != ids.len() {
+            return Err(PoolError::corrupt("unexpected holding reply"));
+        }
+        Ok(flags.bytes().map(|b| b == b'1').collect())
     }
 }
 

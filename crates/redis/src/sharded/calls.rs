@@ -7,7 +7,7 @@
 use crate::codec::clamp_ms;
 use crate::group::{GroupPool, Side};
 use crate::reply::Reply;
-use proxypool_core::{Lease, PoolError, PoolResult, ProxyId, UnixMillis, UpstreamId};
+use proxypool_core::{Lease, PoolError, PoolResult, ProxyRecord, UnixMillis, UpstreamId};
 
 /// Which counter [`GroupPool::raise`] raises.
 #[derive(Debug, Clone, Copy)]
@@ -59,22 +59,23 @@ impl GroupPool {
             .map(|_| ())
     }
 
-    /// The upstream's un-extracted count in this group, and which of `ids` it holds a live
-    /// record of.
+    /// The upstream's un-extracted count in this group, and which of `records` (the
+    /// batch's, of this group) it holds a live record of that an upsert keeps rather than
+    /// stores anew (`known.lua`).
     pub(crate) async fn known(
         &self,
         now: UnixMillis,
         upstream: &UpstreamId,
-        ids: &[&ProxyId],
+        records: &[&ProxyRecord],
     ) -> PoolResult<(u64, Vec<bool>)> {
-        let mut args = Vec::with_capacity(ids.len() + 1);
+        let mut args = Vec::with_capacity(records.len() + 1);
         args.push(upstream.to_string());
-        args.extend(ids.iter().map(|id| id.to_string()));
+        args.extend(records.iter().map(|r| crate::codec::record::encode(r)));
         let reply = self
             .call(&self.scripts.known, now, Side::Read, args)
             .await?;
         let flags = reply.text(1)?;
-        if flags.len() != ids.len() {
+        if flags.len() != records.len() {
             return Err(PoolError::corrupt("unexpected known reply"));
         }
         Ok((reply.number(0)?, flags.bytes().map(|b| b == b'1').collect()))

@@ -29,16 +29,18 @@ impl Upserter for RedisPool {
         // new proxies in batch order, each group getting what its own share of them needs.
         let upstream = &prepared.upstream;
         let known = try_join_all(self.groups().iter().zip(&parts).map(|(g, part)| {
-            let ids: Vec<&ProxyId> = part.iter().map(|r| &r.id).collect();
-            async move { g.known(now, upstream, &ids).await }
+            let records: Vec<&ProxyRecord> = part.iter().collect();
+            async move { g.known(now, upstream, &records).await }
         }))
         .await?;
         let held: u64 = known.iter().map(|(count, _)| count).sum();
         let mut room = prepared.max_size.saturating_sub(held);
         let mut fresh = HashSet::new();
-        for (part, (_, live)) in parts.iter().zip(&known) {
-            for (record, live) in part.iter().zip(live) {
-                if !live {
+        // Fresh: what the group will store anew (no live record, or a new generation of a
+        // proxy given back), so it needs room.
+        for (part, (_, kept)) in parts.iter().zip(&known) {
+            for (record, kept) in part.iter().zip(kept) {
+                if !kept {
                     fresh.insert(record.id.clone());
                 }
             }

@@ -25,6 +25,11 @@
 //! across groups without a lock over them. A part in a group that cannot be reached when
 //! the parts are given back stays taken until its proxies' lifetime ends (nobody is
 //! handed them meanwhile). No proxy is ever handed out twice.
+//!
+//! A replay and `get_extraction` read the stored response, then ask each proxy's group
+//! which of its proxies the client still holds (`holding.lua`): one it gave back since is
+//! shown returned, without credentials (`ExtractResponse::without_given_back`). Asked
+//! after the read, so a return that finished before the call is always seen.
 
 use super::RedisPool;
 use super::calls::{ClaimEnd, ClaimKeys};
@@ -36,8 +41,9 @@ use crate::reply::Reply;
 use async_trait::async_trait;
 use proxypool_core::{
     ClientId, ExtractMode, ExtractOutcome, ExtractRequest, ExtractResponse, ExtractionId,
-    Extractor, PoolError, PoolResult, Unavailable, UnixMillis,
+    Extractor, PoolError, PoolResult, ProxyId, Unavailable, UnixMillis,
 };
+use std::collections::HashSet;
 
 /// The shortest a claim lives: long enough for one attempt over every group.
 const MIN_CLAIM_MS: u64 = 60_000;
@@ -221,9 +227,37 @@ fn outcome(id: &ExtractionId, reply: &Reply, replayed: bool) -> PoolResult<Extra
     })
 }
 
-#[async_trait]
-impl Extractor for RedisPool {
-    async fn extract(
+impl RedisPool {
+    /// `response` as its client may read it now: the proxies it gave back since without
+    /// their credentials. One read per group that holds any of its proxies.
+    async fn without_given_back(
+        &self,
+        now: UnixMillis,
+        response: ExtractResponse,
+    ) -> PoolResult<ExtractResponse> {
+        let mut by_group: Vec<Vec<&ProxyId>> = vec![Vec::new(); self.groups().len()];
+        for proxy in response.proxies.iter().filter(|p| !p.returned) {
+            by_group[self.group_index(&proxy.id)].push(&proxy.id);
+        }
+        let mut held: HashSet<ProxyId> = HashSet::new();
+        for (group, ids) in self.groups().iter().zip(&by_group) {
+            if ids.is_empty() {
+                continue;
+            }
+            // Boxed: the call's future is deep, and this one sits inside the port's.
+            let flags = Box::pin(group.holding(now, &response.client, ids)).await?;
+            held.extend(
+                ids.iter()
+                    .zip(flags)
+                    .filter(|(_, held)| *held)
+                    .map(|(id, _)| (*id).clone()),
+            );
+        }
+        Ok(response.without_given_back(|id| held.contains(id)))
+    }
+
+    /// [`Extractor::extract`] before a replay is read against what the client still holds.
+    async fn extract_stored_or_new(
         &self,
         now: UnixMillis,
         request: ExtractRequest,
@@ -293,6 +327,23 @@ impl Extractor for RedisPool {
             }
         }
     }
+}
+
+#[async_trait]
+impl Extractor for RedisPool {
+    async fn extract(
+        &self,
+        now: UnixMillis,
+        request: ExtractRequest,
+    ) -> PoolResult<ExtractOutcome> {
+        let mut outcome = self.extract_stored_or_new(now, request).await?;
+        // A fresh extraction holds everything it hands out; a replay is a copy of an old
+        // answer, never a new grant of a proxy given back since.
+        if outcome.replayed {
+            outcome.response = self.without_given_back(now, outcome.response).await?;
+        }
+        Ok(outcome)
+    }
 
     async fn get_extraction(
         &self,
@@ -300,8 +351,9 @@ impl Extractor for RedisPool {
         client: &ClientId,
         id: &ExtractionId,
     ) -> PoolResult<ExtractResponse> {
-        self.groups()[self.anchor_index(id)]
+        let response = self.groups()[self.anchor_index(id)]
             .get_extraction(now, client, id)
-            .await
+            .await?;
+        self.without_given_back(now, response).await
     }
 }

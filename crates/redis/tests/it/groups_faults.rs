@@ -1,8 +1,8 @@
 //! Extractions over shard groups on a Redis Cluster (three groups, one per primary) while
 //! the primary of one group is killed and its replica promoted. Two clients each take
 //! all-or-nothing sets larger than one group holds (so most extractions gather parts from
-//! several groups under a claim), give them back and take again, on one pool handle,
-//! throughout the failover. What must hold: no proxy is ever handed to one client while the
+//! several groups under a claim), give them back (the vendor then re-issues them, a new
+//! generation) and take again, on one pool handle, throughout the failover. What must hold: no proxy is ever handed to one client while the
 //! other holds it; every failure is `Unavailable` or too little stock, never a wrong
 //! answer; extractions succeed again after the promotion.
 
@@ -55,6 +55,36 @@ async fn healthy(pool: &RedisPool, now: UnixMillis, ids: &[ProxyId]) -> Result<(
     .map(|_| ())
 }
 
+/// The vendor lists `proxies` (given back) again at `now` with a later issue time: a new
+/// generation of each, which a passing check makes AVAILABLE again.
+async fn reissue(
+    pool: &RedisPool,
+    now: UnixMillis,
+    proxies: &[(String, u16)],
+) -> Result<(), PoolError> {
+    let mut candidates = Vec::with_capacity(proxies.len());
+    for (host, port) in proxies {
+        let mut c = Candidate::new(Protocol::Http, host.clone(), *port);
+        c.issued_at_ms = Some(now);
+        candidates.push(c);
+    }
+    let batch = FetchedBatch {
+        upstream: UpstreamId::new("acme").unwrap(),
+        operation_id: None,
+        ttl_ms: 3_600_000,
+        safety_margin_ms: 5_000,
+        max_size: 1_000_000,
+        default_max_sessions: 4,
+        candidates,
+    };
+    pool.upsert(now, batch).await?;
+    let ids: Vec<ProxyId> = proxies
+        .iter()
+        .map(|(host, port)| proxy_id_for(Protocol::Http, host, *port, None))
+        .collect();
+    healthy(pool, now, &ids).await
+}
+
 /// Who holds which proxy now, and what went wrong.
 #[derive(Default)]
 struct Ledger {
@@ -64,8 +94,8 @@ struct Ledger {
     failures: Vec<PoolError>,
 }
 
-/// Takes a set, checks nobody else holds any of it, gives it back (returned, then checked
-/// healthy), again and again until `stop`.
+/// Takes a set, checks nobody else holds any of it, gives it back (returned, then re-issued
+/// by the vendor and checked healthy), again and again until `stop`.
 async fn client_loop(
     pool: Arc<RedisPool>,
     name: &'static str,
@@ -73,7 +103,16 @@ async fn client_loop(
     ledger: Arc<Mutex<Ledger>>,
     stop: Arc<AtomicBool>,
 ) {
+    // Given back and not re-issued yet (a group was out): listed again at the start of
+    // every round, also one whose extraction then fails (the stock may be all withheld).
+    let mut given_back: Vec<(String, u16)> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
+        if !given_back.is_empty() {
+            let now = clock.fetch_add(1, Ordering::Relaxed);
+            if reissue(&pool, now, &given_back).await.is_ok() {
+                given_back.clear();
+            }
+        }
         let now = clock.fetch_add(1, Ordering::Relaxed);
         let taken = match pool
             .extract(now, extract_request(name, SET, ExtractMode::AllOrNothing))
@@ -108,6 +147,7 @@ async fn client_loop(
                 .is_ok()
             {
                 back.push(p.id.clone());
+                given_back.push((p.host.clone(), p.port));
             }
         }
         {
@@ -117,7 +157,9 @@ async fn client_loop(
             }
         }
         let now = clock.fetch_add(1, Ordering::Relaxed);
-        let _ = healthy(&pool, now, &back).await;
+        if reissue(&pool, now, &given_back).await.is_ok() {
+            given_back.clear();
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 -- lib/records.lua: storing and removing proxy records with everything that follows them.
 --
--- Owns: `records`, `expiry`, `checks` and `extracted-by`, and P.put_record /
--- P.remove_record, which keep every index and counter in step with a record.
+-- Owns: `records`, `expiry`, `checks`, `extracted-by`, `given-back` and `lease-epoch`, and
+-- P.put_record / P.remove_record, which keep every index and counter in step with a record.
 -- Owns also `withheld` (bin id -> withheld until: the records a recovery withholds, which
 -- the sweep releases).
 -- Invariants (kept by put_record / remove_record / put_assignment / drop_assignment):
@@ -11,7 +11,11 @@
 -- * `expiry` holds every record, `checks` every FETCHED/SUSPECT/AVAILABLE/UNHEALTHY one;
 -- * `inventory` holds per upstream the un-extracted P.count(field "<u>") and the count per
 --   status (field "<u>:<code>") (counters.lua);
--- * a record's cooldowns go with it (cooldowns.lua).
+-- * a record's cooldowns go with it (cooldowns.lua);
+-- * `extracted-by` and `given-back` name only EXTRACTED records (the client holding it; the
+--   client that gave it back), `lease-epoch` (the epoch of its latest lease since it last
+--   entered the pool, what tickets are bound to) only records that are not EXTRACTED
+--   (MemoryPool: memory/generation.rs).
 
 -- Statuses health checks may change.
 local ACCEPTS_HEALTH = { F = true, C = true, A = true, S = true, U = true }
@@ -139,8 +143,14 @@ function P.put_record(id, r, old, owned, stored)
     P.count(r, 1, true)
   end
   redis.call('HSET', B .. 'records', bid, stored or P.encode_stored(r))
-  if old and old[ST] == 'X' and r[ST] ~= 'X' then
+  if r[ST] == 'X' then
+    -- An extraction ends the lease generation: no earlier ticket names the proxy again.
+    if not old or old[ST] ~= 'X' then
+      redis.call('HDEL', B .. 'lease-epoch', id)
+    end
+  elseif old and old[ST] == 'X' then
     redis.call('HDEL', B .. 'extracted-by', id)
+    redis.call('HDEL', B .. 'given-back', id)
   end
   if grows then
     P.touch(B .. 'records', hard)
@@ -150,6 +160,19 @@ function P.put_record(id, r, old, owned, stored)
     P.touch_key(B .. 'cooldowns', hard)
     P.touch_key(B .. 'cooldown-forget', hard)
   end
+end
+
+-- Whether `fresh`, a vendor's listing of the live `incumbent`, starts a new generation of a
+-- proxy its client gave back: new credentials or a later issue time (MemoryPool:
+-- proxypool_core::extract::renews_given_back).
+function P.renews_given_back(incumbent, fresh)
+  if incumbent[ST] ~= 'X' or redis.call('HEXISTS', B .. 'given-back', fresh[ID]) == 0 then
+    return false
+  end
+  if fresh[USER] ~= incumbent[USER] or fresh[PASS] ~= incumbent[PASS] then
+    return true
+  end
+  return fresh[ISSUED] ~= '' and (incumbent[ISSUED] == '' or P.num(fresh[ISSUED]) > P.num(incumbent[ISSUED]))
 end
 
 -- Re-evaluates a record's place in the candidate indexes (after ownership changed).
@@ -177,6 +200,9 @@ function P.remove_record(id)
   redis.call('HDEL', B .. 'records', bid)
   if r[ST] == 'X' then
     redis.call('HDEL', B .. 'extracted-by', id)
+    redis.call('HDEL', B .. 'given-back', id)
+  else
+    redis.call('HDEL', B .. 'lease-epoch', id)
   end
   -- Cooldowns belong to the record (cooldowns.lua): a later lifetime starts clean.
   redis.call('HDEL', B .. 'cooldowns', id)
