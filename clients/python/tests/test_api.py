@@ -54,15 +54,20 @@ def test_all_or_nothing_takes_nothing_when_it_cannot_take_all(api: Client) -> No
 
 
 def test_a_returned_proxy_is_replaced_in_the_same_call(api: Client) -> None:
-    proxy = api.extract(1).proxies[0]
+    extraction = api.extract(1)
+    proxy = extraction.proxies[0]
+    assert not proxy.returned and proxy.password is not None
     feedback = api.return_proxy(proxy.id, "https://www.shop-a.test/cart", replacement=1)
     assert (feedback.outcome, feedback.returned, feedback.domain) == ("cooling", True, "shop-a.test")
     assert feedback.cooldown is not None and feedback.cooldown.strikes == 1
     assert feedback.replacement is not None and feedback.replacement.returned == 1
     assert feedback.replacement.proxies[0].id != proxy.id
-    # Given back, it is no longer this client's to return.
+    # Given back, it is no longer this client's to return, and its extraction no longer
+    # shows its credentials.
     with pytest.raises(NotFound):
         api.return_proxy(proxy.id, "shop-a.test")
+    shown = api.extraction(extraction.id).proxies[0]
+    assert (shown.id, shown.returned, shown.username, shown.password) == (proxy.id, True, None, None)
 
 
 def test_a_proxy_this_client_may_not_report_is_not_found(api: Client) -> None:

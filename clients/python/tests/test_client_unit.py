@@ -197,3 +197,16 @@ def test_the_token_stays_out_of_the_clients_repr() -> None:
     assert Client.from_env({"PROXYPOOL_TOKEN": "t"}).api_url == "http://127.0.0.1:17080"
     with pytest.raises(InvalidArgument, match="PROXYPOOL_TOKEN"):
         Client.from_env({})
+
+
+def test_a_proxy_given_back_reads_returned_without_credentials(server: Scripted) -> None:
+    held = {"id": "ab" * 16, "protocol": "http", "host": "10.0.0.1", "port": 8080, "username": "u",
+            "password": "p", "upstream": "acme", "usable_until": 2, "expires_at": 3, "returned": False}
+    given_back = dict(held, id="cd" * 16, username=None, password=None, returned=True)
+    older = {k: v for k, v in held.items() if k != "returned"}
+    server.script = [(200, {}, dict(EXTRACTION, returned=3, proxies=[held, given_back, older]))]
+    extraction = Client(server.url, "t").extraction(EXTRACTION["id"])
+    kept, back, old = extraction.proxies
+    assert not kept.returned and kept.password == "p"
+    assert back.returned and back.username is None and back.password is None
+    assert not old.returned, "an answer without the field is a proxy still held"

@@ -34,7 +34,7 @@ def test_without_a_session_requests_rotate_over_the_gateways_proxies(dev: Dev) -
     assert None not in proxies and len(proxies) > 1, proxies
     assert len(exits) > 1, exits
     # Every answer carries a ticket for the proxy it names.
-    assert all((answer_of(a).ticket or "").startswith("v1.") for a in answers)
+    assert all((answer_of(a).ticket or "").startswith("v2.") for a in answers)
 
 
 def test_a_sticky_session_keeps_one_exit(dev: Dev) -> None:

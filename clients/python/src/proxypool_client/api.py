@@ -258,8 +258,9 @@ class Client:
         replacement: Union[None, int, Mapping[str, Any]] = None,
         idempotency_key: Optional[str] = None,
     ) -> Feedback:
-        """Gives an extracted proxy back as bad for `domain` (its extraction ends and it
-        is checked before anyone gets it again), with a `replacement` if asked."""
+        """Gives an extracted proxy back as bad for `domain`, with a `replacement` if asked.
+        The extraction then shows it `returned`, without its credentials; nobody else gets
+        it until its hard expiry unless the vendor re-issues it."""
         return self.feedback(
             domain,
             verdict,

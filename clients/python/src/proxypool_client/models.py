@@ -21,7 +21,8 @@ def _opt_int(value: Any) -> Optional[int]:
 
 @dataclass(frozen=True)
 class Proxy:
-    """One extracted proxy: this client's alone until `usable_until`."""
+    """One extracted proxy: this client's alone until `usable_until`, or until the client
+    gives it back (`returned`: its username and password are then no longer shown)."""
 
     id: str
     protocol: str
@@ -39,6 +40,8 @@ class Proxy:
     city: Optional[str] = None
     state: Optional[str] = None
     asn: Optional[str] = None
+    returned: bool = False
+    """The client gave the proxy back (`Client.return_proxy`): stop using it."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -58,6 +61,7 @@ class Proxy:
             city=_opt_str(data.get("city")),
             state=_opt_str(data.get("state")),
             asn=_opt_str(data.get("asn")),
+            returned=bool(data.get("returned", False)),
             raw=dict(data),
         )
 
