@@ -6,7 +6,7 @@
 
 use crate::common::split::{controller_config, gateway_config, migrate_quota};
 use crate::common::{
-    Proc, Scratch, api, curl_or_skip, eventually, free_port, gateway_proxies, run,
+    Proc, Scratch, api, curl, curl_or_skip, eventually, free_port, gateway_proxies, run,
     sim_upstream_named, sim_vendor,
 };
 use std::collections::BTreeMap;
@@ -229,16 +229,23 @@ fn usage_is_exact_per_upstream_and_the_same_from_every_controller() {
         },
     );
     // Later reports carry the same totals: they must add nothing. Wait for two more.
+    // The split gateway has an admin token (`split::gateway_config`).
+    let [flag, header] = crate::common::gateway_admin_header();
     let reports = || {
-        crate::common::exposition::scrape(&format!("http://{admin_addr}/metrics"))
-            .map(|text| {
-                crate::common::exposition::total(
-                    &text,
-                    "proxypool_gateway_reports_total",
-                    &["outcome=\"accepted\""],
-                )
-            })
-            .unwrap_or(0.0)
+        let (code, text) = curl(&[
+            "-f",
+            &flag,
+            &header,
+            &format!("http://{admin_addr}/metrics"),
+        ]);
+        if code != 0 {
+            return 0.0;
+        }
+        crate::common::exposition::total(
+            &text,
+            "proxypool_gateway_reports_total",
+            &["outcome=\"accepted\""],
+        )
     };
     let matched_at = reports();
     eventually("two more reports", Duration::from_secs(15), || {
