@@ -32,11 +32,8 @@
 //! Which scopes may be written at all is the writer's business: a client writes only its
 //! own project's (or, trusted, the shared one); a gateway's runtime report may name only
 //! the shared scope and the configured projects, and the controller drops the rest
-//! ([`drop_unknown_scopes`]) before the store sees them.
-
-mod merge;
-
-pub use merge::{UnknownScopes, drop_unknown_scopes, merge_cooldowns};
+//! ([`drop_unknown_scopes`](crate::cooldown_merge::drop_unknown_scopes)) before the store
+//! sees them. The merge itself is [`crate::cooldown_merge`].
 
 use crate::error::{PoolError, PoolResult};
 use crate::ids::{ClientId, ProjectId, ProxyId};

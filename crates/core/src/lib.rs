@@ -19,7 +19,8 @@
 //! - [`admin`]: operator state shared by every controller (worker modes, provider status).
 //! - [`ports`]: the async port traits the adapters implement.
 //! - [`port_set`]: destination ports a gateway client may reach (`"*"` or a list).
-//! - [`cooldown`]: cooldowns per (proxy, registrable domain) and client feedback.
+//! - [`cooldown`]: cooldowns per (proxy, registrable domain) and client feedback;
+//!   [`cooldown_merge`]: the merge every store runs on them.
 //! - [`control`]: the worker control API messages (gateway ⇄ controller).
 //! - [`store_loss`]: why a pool store is not the one remembered ([`LossReason`]).
 //! - [`store_mark`]: the pool store's identity and generation, losses and the recovery rule,
@@ -42,6 +43,7 @@ pub mod admin;
 pub mod clock;
 pub mod control;
 pub mod cooldown;
+pub mod cooldown_merge;
 pub mod error;
 pub mod extract;
 pub mod geo;

@@ -5,7 +5,7 @@
 //! withheld), a forced recovery is installed as a new, empty store.
 //!
 //! On PostgreSQL, `acknowledge` and `recover` are the operator's orders: the ledger takes
-//! them only from its owner's role (`proxypool_quota::postgres::connect_operator`), so they
+//! them only from its owner's role (`proxypool_quota::postgres::operator::connect_operator`), so they
 //! connect with the URL in the variable `--admin-url-env` names, as `migrate` does, and are
 //! refused (exit 2) with the runtime role alone. `status` reads with the runtime role of
 //! `[quota]`. SQLite and memory have no roles: the file's permissions are the boundary.
@@ -15,7 +15,7 @@ use crate::failure::Failure;
 use crate::{quota, settings};
 use proxypool_config::{Config, Env, QuotaKind, Role};
 use proxypool_core::{LedgerEntry, LossReason, Recovery, StoreLedger, StoreMark};
-use proxypool_quota::postgres::{OperatorLedger, connect_operator};
+use proxypool_quota::postgres::operator::{OperatorLedger, connect_operator};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub(crate) async fn run(args: StoreArgs) -> Result<(), Failure> {

@@ -13,7 +13,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use proxypool_core::control::{RegisterSession, ReportAck, SessionGrant, SnapshotAck};
-use proxypool_core::cooldown::drop_unknown_scopes;
+use proxypool_core::cooldown_merge::drop_unknown_scopes;
 use proxypool_core::runtime::validate_session_id;
 use proxypool_core::{CooldownReport, ReportOutcome, RuntimeReport, WorkerId};
 use proxypool_snapshot::CONTROL_PROTOCOL;

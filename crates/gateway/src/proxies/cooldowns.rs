@@ -5,7 +5,7 @@
 //! A pick asks each candidate "cooling for this domain?": one atomic load when the proxy
 //! has no cooldown still running, a short lock of its few entries otherwise.
 
-use proxypool_core::cooldown::merge_cooldowns;
+use proxypool_core::cooldown_merge::merge_cooldowns;
 use proxypool_core::{CooldownChange, Domain, DomainCooldown, LockExt, ProjectId, UnixMillis};
 use proxypool_proto::TargetAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -13,7 +13,8 @@
 use super::MemoryPool;
 use super::state::{State, due_entries};
 use async_trait::async_trait;
-use proxypool_core::cooldown::{MAX_SESSION_FEEDBACK, merge_cooldowns, validate_changes};
+use proxypool_core::cooldown::{MAX_SESSION_FEEDBACK, validate_changes};
+use proxypool_core::cooldown_merge::merge_cooldowns;
 use proxypool_core::{
     ClientId, CooldownChange, CooldownReport, CooldownStore, Domain, DomainCooldown, PoolError,
     PoolResult, ProjectId, ProxyId, ProxyStatus, Reporter, ReturnOutcome, SessionFeedback,

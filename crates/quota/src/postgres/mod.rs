@@ -14,14 +14,14 @@
 //! decision that fails on a broken connection is tried once more on a fresh one.
 //!
 //! Submodules: `sql` (the statements), `schema` ([`migrate`], [`create_quota_role`]),
-//! `operator` ([`connect_operator`]: the operator's connection for the store ledger's
+//! `operator` ([`operator::connect_operator`]: the operator's connection for the store ledger's
 //! orders, which the runtime role may not write).
 //!
 //! [`PostgresSettings`]'s `Debug` hides the URL's credentials by cutting at `://` and the
 //! last `@` rather than through a URL parser: it must hide them in a URL no parser accepts
 //! too.
 
-mod operator;
+pub mod operator;
 mod schema;
 mod sql;
 
@@ -39,7 +39,6 @@ use crate::sql_backend::{LedgerStatements, SqlBackend, Statements};
 use crate::sql_ledger::SqlLedger;
 use crate::sqlx_error::Store;
 
-pub use operator::{OperatorLedger, connect_operator};
 pub use schema::{SCHEMA, create_quota_role, migrate, migrate_url};
 
 /// A pooled connection idle for longer than this is pinged before use: a server restart

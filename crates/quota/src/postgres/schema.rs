@@ -105,7 +105,7 @@ fn valid_role_name(role: &str) -> bool {
 ///   `proxypool_quota.store_ledger`: no `DELETE`, `TRUNCATE`, ownership, or access to the
 ///   migrator's table. Its writes to the store ledger are held by the ledger's trigger to
 ///   what a controller does (migration 4): the operator's orders (`proxypool store
-///   acknowledge`, `recover`) need the owner's role ([`super::connect_operator`]).
+///   acknowledge`, `recover`) need the owner's role ([`super::operator::connect_operator`]).
 ///
 /// `password` sets (or, for an existing role, replaces) the password; `None` leaves it as is
 /// (a new role then logs in only through trust/peer/certificate authentication). Run

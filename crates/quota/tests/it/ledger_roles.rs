@@ -15,7 +15,8 @@ use crate::support::postgres::{
     Database, empty_database, fresh_database, owner_ledger, quota, shared_server, with_quota_role,
 };
 use proxypool_core::store_mark::{LedgerEntry, LossReason, Recovery, StoreLedger};
-use proxypool_quota::postgres::{OperatorLedger, connect_operator, migrate};
+use proxypool_quota::postgres::migrate;
+use proxypool_quota::postgres::operator::{OperatorLedger, connect_operator};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 

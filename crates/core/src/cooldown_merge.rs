@@ -1,8 +1,8 @@
-//! The merge every store runs on one proxy's cooldowns (the rule in the parent module's
+//! The merge every store runs on one proxy's cooldowns (the rule in the `cooldown` module's
 //! documentation: keyed by proxy, scope and domain, bounded per scope and in project
 //! scopes), and the filter that keeps a runtime report to the scopes that exist.
 
-use super::{
+use crate::cooldown::{
     CooldownChange, DomainCooldown, MAX_COOLDOWNS_PER_PROXY, MAX_PROJECT_SCOPES_PER_PROXY,
 };
 use crate::ids::ProjectId;
