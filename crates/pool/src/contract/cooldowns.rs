@@ -7,8 +7,9 @@ use super::fixtures::*;
 use crate::fresh_pool;
 use proxypool_core::cooldown::{
     MAX_COOLDOWN_CHANGES, MAX_COOLDOWNS_PER_PROXY, MAX_PROJECT_SCOPES_PER_PROXY,
-    MAX_SESSION_FEEDBACK, merge_cooldowns,
+    MAX_SESSION_FEEDBACK,
 };
+use proxypool_core::cooldown_merge::merge_cooldowns;
 use proxypool_core::{
     ActivityPool, CooldownChange, CooldownReport, CooldownStore, Domain, DomainCooldown, DueQuery,
     ExtractMode, ExtractRequest, PoolError, ProxyId, ProxyStatus, Reporter, ReturnOutcome,
