@@ -33,6 +33,7 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "gateway.worker_token",
     "gateway.controller_tls",
     "gateway.admin_tls",
+    "gateway.tls",
     "api.tls",
     "gateway.listeners",
     "gateway.limiter",
@@ -100,6 +101,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
             gateway.controller_url = old.controller_url.clone();
             gateway.worker_token = old.worker_token.clone();
             gateway.listeners = old.listeners.clone();
+            gateway.tls = old.tls.clone();
             gateway.limiter = old.limiter.clone();
             gateway.limits.admin_max_connections = old.limits.admin_max_connections;
             gateway.limits.max_tracked_proxies = old.limits.max_tracked_proxies;
@@ -248,6 +250,19 @@ concurrency = 8
             plan.live,
             vec!["checker.concurrency".to_owned(), "clients[b]".to_owned()]
         );
+    }
+
+    #[test]
+    fn the_tls_listener_and_its_certificate_paths_need_a_restart() {
+        for key in [
+            "gateway.listeners.https",
+            "gateway.tls",
+            "gateway.tls.client_ca",
+        ] {
+            assert!(needs_restart(key), "{key}");
+        }
+        // A prefix is a whole key segment: nothing else starting with "tls" is caught.
+        assert!(!needs_restart("gateway.tlsx"));
     }
 
     #[test]

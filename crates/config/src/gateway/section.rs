@@ -44,6 +44,12 @@ pub struct GatewaySection {
     /// Serve the admin listener over TLS (restart; the files are re-read when they change).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_tls: Option<crate::tls::ServerTlsConfig>,
+    /// The certificate of the TLS client listener (`listeners.https`), required with it and
+    /// only with it; a `client_ca` makes clients present a certificate chaining to it
+    /// (mutual TLS; a certificate named in a client's `tls_names` authenticates as that
+    /// client). Restart to change the paths; the files are re-read when they change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::ServerTlsConfig>,
     /// The bearer token the admin listener's `/metrics` and `/status` then require, and
     /// show every tenant's series and detail to (resolved to a salted hash; applies live
     /// on reload). `/healthz` and `/readyz` stay open for orchestrators. Unset: `/metrics`
@@ -94,6 +100,7 @@ impl Default for GatewaySection {
             worker_token: None,
             controller_tls: None,
             admin_tls: None,
+            tls: None,
             admin_token: None,
             listeners: Listeners::default(),
             limits: Limits::default(),
@@ -120,6 +127,9 @@ impl Default for GatewaySection {
 pub struct Listeners {
     /// HTTP proxy (absolute-form requests and `CONNECT`).
     pub http: Option<SocketAddr>,
+    /// The same HTTP proxy inside TLS (`--proxy https://...`), with `[gateway.tls]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https: Option<SocketAddr>,
     /// SOCKS5 proxy.
     pub socks5: Option<SocketAddr>,
     /// Admin: `/metrics`, `/healthz`, `/status`, `POST /reload`.
@@ -144,6 +154,18 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
     if let Some(tls) = &mut gateway.admin_tls {
         crate::tls::check_server(c, "gateway.admin_tls", tls);
     }
+    match (&mut gateway.tls, gateway.listeners.https) {
+        (Some(tls), Some(_)) => crate::tls::check_server(c, "gateway.tls", tls),
+        (None, Some(_)) => c.at(
+            "gateway.tls",
+            "is required with listeners.https: the TLS listener needs its cert and key",
+        ),
+        (Some(_), None) => c.at(
+            "gateway.tls",
+            "is only for the TLS client listener: set listeners.https, or remove [gateway.tls]",
+        ),
+        (None, None) => {}
+    }
     if let Some(token) = &mut gateway.admin_token {
         c.resolve_verifier("gateway.admin_token", "admin_token", token);
     }
@@ -157,10 +179,10 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
             format!("must be at most {MAX_IO_THREADS} (0 = serve on the shared runtime)"),
         );
     }
-    if g.listeners.http.is_none() && g.listeners.socks5.is_none() {
+    if g.listeners.http.is_none() && g.listeners.https.is_none() && g.listeners.socks5.is_none() {
         c.at(
             "gateway.listeners",
-            "at least one of listeners.http and listeners.socks5 is needed",
+            "at least one of listeners.http, listeners.https and listeners.socks5 is needed",
         );
     }
     limits::validate(c, &g.limits);

@@ -1360,3 +1360,65 @@ fn a_backconnect_upstream_loads_and_its_mistakes_are_named_by_key() {
         assert!(found.contains(&key.to_owned()), "{key}: {found:?}");
     }
 }
+
+#[test]
+fn the_https_listener_and_its_tls_go_together_and_client_ca_turns_on_mtls() {
+    let dir = secret_dir();
+    std::fs::create_dir_all(dir.join("tls")).unwrap();
+    for name in ["gw.pem", "gw.key", "clients-ca.pem"] {
+        std::fs::write(dir.join("tls").join(name), "-----BEGIN X-----\n").unwrap();
+    }
+    let listener = "admin = \"127.0.0.1:9090\"           # /healthz";
+    let https = "https = \"127.0.0.1:8443\"\n".to_owned() + listener;
+    let tls_table = "\n[gateway.tls]\ncert = \"tls/gw.pem\"\nkey = \"tls/gw.key\"\n";
+    let with_tls = |text: String, table: &str| {
+        text.replace(
+            "\n[gateway.destinations]",
+            &format!("{table}\n[gateway.destinations]"),
+        )
+    };
+
+    // The listener without its certificate: refused, naming the table and why.
+    let found = problems(load(
+        &example().replace(listener, &https),
+        example_env(),
+        &dir,
+    ));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "gateway.tls");
+    assert!(found[0].1.contains("listeners.https"), "{found:?}");
+
+    // The certificate without the listener: refused too (it would serve nothing).
+    let found = problems(load(&with_tls(example(), tls_table), example_env(), &dir));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "gateway.tls");
+    assert!(found[0].1.contains("set listeners.https"), "{found:?}");
+
+    // A missing file is named by its key.
+    let missing = tls_table.replace("tls/gw.key", "tls/nope.key");
+    let found = problems(load(
+        &with_tls(example().replace(listener, &https), &missing),
+        example_env(),
+        &dir,
+    ));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "gateway.tls.key");
+    assert!(found[0].1.contains("nope.key"), "{found:?}");
+
+    // Both: loads, paths anchored at the file; client_ca is the mTLS switch.
+    let mtls = format!("{tls_table}client_ca = \"tls/clients-ca.pem\"\n");
+    let config = load(
+        &with_tls(example().replace(listener, &https), &mtls),
+        example_env(),
+        &dir,
+    )
+    .unwrap();
+    let gateway = config.gateway.unwrap();
+    assert_eq!(
+        gateway.listeners.https,
+        Some("127.0.0.1:8443".parse().unwrap())
+    );
+    let tls = gateway.tls.unwrap();
+    assert_eq!(tls.cert, dir.join("tls/gw.pem"));
+    assert_eq!(tls.client_ca, Some(dir.join("tls/clients-ca.pem")));
+}
