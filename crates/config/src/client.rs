@@ -6,6 +6,7 @@ use crate::check::Check;
 use crate::cidr;
 use crate::duration::Millis;
 use crate::secret::SecretRef;
+use proxypool_core::control::Inspection;
 use proxypool_core::{ClientId, Label, PortSet, SecretHash, UpstreamId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -68,6 +69,17 @@ pub struct ClientConfig {
     /// project reported, so one tenant cannot keep a proxy off a site for another.
     #[serde(default)]
     pub shared_feedback: bool,
+    /// TLS inspection of the client's `CONNECT` tunnels at the gateway: `"off"` (the
+    /// default; a username asking for it is refused), `"on"` (every tunnel, but for the
+    /// gateway's bypass list) or `"allowed"` (when the username carries `-inspect`). Needs
+    /// `[gateway.inspection]` on the gateways.
+    #[serde(default, skip_serializing_if = "Inspection::is_off")]
+    pub inspection: Inspection,
+    /// Names of client certificates (a DNS name of the certificate, else its subject
+    /// common name) that authenticate as this client on a gateway's TLS listener with
+    /// `[gateway.tls] client_ca`. Lower-cased at load; a name belongs to one client only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tls_names: Vec<String>,
 }
 
 impl ClientConfig {
@@ -142,10 +154,22 @@ pub(crate) fn validate_clients(
     policy_ids: &HashSet<String>,
 ) {
     let mut ids = HashSet::new();
+    let mut tls_names = HashSet::new();
     for (i, client) in clients.iter_mut().enumerate() {
         let path = format!("clients[{i}]");
         if !ids.insert(client.id.clone()) {
             c.at(format!("{path}.id"), "is used by another client");
+        }
+        for (j, name) in client.tls_names.iter_mut().enumerate() {
+            let key = format!("{path}.tls_names[{j}]");
+            // Certificates name hosts in any case, with or without the root's dot: the
+            // check at the listener compares this one form.
+            *name = canonical_tls_name(name);
+            if let Err(problem) = check_tls_name(name) {
+                c.at(key, problem);
+            } else if !tls_names.insert(name.clone()) {
+                c.at(key, "is a name of another client's certificate");
+            }
         }
         if ClientId::new(&client.project).is_err() {
             c.at(
@@ -244,4 +268,20 @@ pub(crate) fn validate_clients(
             _ => {}
         }
     }
+}
+
+/// The one form a certificate name is compared in: lower case, no trailing dot.
+pub fn canonical_tls_name(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// A certificate name a client may claim: 1-253 printable ASCII characters, no spaces.
+fn check_tls_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() || name.len() > 253 {
+        return Err("must be 1-253 characters");
+    }
+    if !name.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("must be printable ASCII without spaces");
+    }
+    Ok(())
 }

@@ -157,6 +157,36 @@ pub struct GatewayClient {
     /// `None`, so a client without it keeps its checksum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<ClientRotation>,
+    /// Whether the gateway inspects this client's `CONNECT` tunnels. Left out of the JSON
+    /// when off, so a client without it keeps its checksum.
+    #[serde(default, skip_serializing_if = "Inspection::is_off")]
+    pub inspection: Inspection,
+    /// Names of client certificates (DNS name, else subject common name) that
+    /// authenticate as this client on a gateway's TLS listener with client certificates.
+    /// Left out of the JSON when empty, so a client without them keeps its checksum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tls_names: Vec<String>,
+}
+
+/// Whether the gateway ends a client's `CONNECT` itself to see the https requests inside
+/// (TLS inspection), so bans, retries and cooldowns work on them as on plain http.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Inspection {
+    /// Never inspected; a username asking for it is refused.
+    #[default]
+    Off,
+    /// Every tunnel is inspected (but for the gateway's bypass list).
+    On,
+    /// Inspected when the username carries the `-inspect` flag.
+    Allowed,
+}
+
+impl Inspection {
+    /// Whether the client may never be inspected.
+    pub fn is_off(&self) -> bool {
+        matches!(self, Inspection::Off)
+    }
 }
 
 /// A client's default rotation at the gateway (a username's `-rotate-...` overrides it).

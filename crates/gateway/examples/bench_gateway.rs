@@ -87,6 +87,8 @@ fn main() {
                 allowed_ports: None,
                 ban_statuses: None,
                 rotation: None,
+                inspection: Default::default(),
+                tls_names: Vec::new(),
             }],
         );
         let mut config = GatewayConfig::new(

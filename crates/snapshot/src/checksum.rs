@@ -115,6 +115,8 @@ mod tests {
             allowed_ports: None,
             ban_statuses: None,
             rotation: None,
+            inspection: Default::default(),
+            tls_names: Vec::new(),
         }
     }
 

@@ -31,6 +31,8 @@ pub(super) fn gateway_clients(config: &Config) -> Vec<GatewayClient> {
                 allowed_ports: client.allowed_ports.clone(),
                 ban_statuses: client.ban_statuses.clone(),
                 rotation: client.rotation.map(|r| r.to_snapshot()),
+                inspection: client.inspection,
+                tls_names: client.tls_names.clone(),
             })
         })
         .collect()

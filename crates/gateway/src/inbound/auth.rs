@@ -124,6 +124,8 @@ pub(crate) mod tests {
                 allowed_ports: None,
                 ban_statuses: None,
                 rotation: None,
+                inspection: Default::default(),
+                tls_names: Vec::new(),
             })
             .collect::<Vec<_>>();
         let checksum = snapshot_checksum(&[], &[], &clients, &Default::default(), None, &[]);

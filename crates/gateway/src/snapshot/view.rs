@@ -93,6 +93,10 @@ pub(crate) struct ClientEntry {
     pub ban_statuses: Option<crate::policy::ban_statuses::BanStatuses>,
     /// The client's default rotation (a username's `-rotate-...` overrides it).
     pub rotation: Option<proxypool_core::control::ClientRotation>,
+    /// Whether its `CONNECT` tunnels are inspected.
+    pub inspection: proxypool_core::control::Inspection,
+    /// Names of client certificates that authenticate as it (canonical: lower case).
+    pub tls_names: Vec<String>,
 }
 
 impl ClientEntry {
@@ -482,5 +486,7 @@ fn client_entry(
             .as_deref()
             .map(crate::policy::ban_statuses::BanStatuses::of),
         rotation: client.rotation,
+        inspection: client.inspection,
+        tls_names: client.tls_names,
     }
 }

@@ -48,6 +48,8 @@ fn client(id: &str) -> GatewayClient {
         allowed_ports: None,
         ban_statuses: None,
         rotation: None,
+        inspection: Default::default(),
+        tls_names: Vec::new(),
     }
 }
 

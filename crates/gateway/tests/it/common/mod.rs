@@ -162,6 +162,8 @@ pub fn client(id: &str) -> GatewayClient {
         allowed_ports: None,
         ban_statuses: None,
         rotation: None,
+        inspection: Default::default(),
+        tls_names: Vec::new(),
     }
 }
 
