@@ -1,17 +1,25 @@
-//! Load generator for `scripts/bench-gateway.sh`: a keep-alive origin, plain HTTP load
-//! through a proxy (requests/s, p50/p99), CONNECT setups/s, and idle tunnels held open
-//! while a process's resident memory is measured.
+//! Load generator for `scripts/bench-gateway.sh` and `scripts/bench-gateway-tls.sh`: a
+//! keep-alive origin, plain HTTP load through a proxy (requests/s, p50/p99), CONNECT
+//! setups/s, idle tunnels held open while a process's resident memory is measured, and
+//! the https modes of [`tls`]: keep-alive requests inside one tunnel, and tunnels that end
+//! after their TLS handshake.
 //!
 //! ```text
 //! loadgen origin  LISTEN
 //! loadgen http    PROXY USER:PASS URL[,URL...] CONNECTIONS SECONDS
 //! loadgen connect PROXY USER:PASS TARGET[,TARGET...] CONCURRENCY SECONDS
 //! loadgen hold    PROXY USER:PASS TARGET[,TARGET...] COUNT PID
+//! loadgen tunnel-requests PROXY USER:PASS HOST:PORT CA CONNECTIONS SECONDS
+//! loadgen tls-connect     PROXY USER:PASS HOST:PORT CA CONCURRENCY SECONDS
 //! ```
 //! Several URLs or targets are used in turn (spreading connections over destinations).
 //! Results are printed as one `key=value` line for the script to parse.
 //! `LOADGEN_USER_AGENT` adds that `User-Agent` to every request and `CONNECT` (as a browser
 //! or a scraper sends one), for what a log format that copies it costs.
+//! `LOADGEN_PROXY_CA=FILE` speaks TLS to the proxy (its TLS listener), trusting the CA
+//! certificates of `FILE`; every mode then runs inside that TLS link.
+
+mod tls;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -19,7 +27,9 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use proxypool_edge::{ClientTls, ClientTlsFiles, Conn};
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -63,6 +73,28 @@ fn main() {
                 )
                 .await
             }
+            Some("tunnel-requests") => {
+                tls::tunnel_requests(
+                    args[1].parse().unwrap(),
+                    &args[2],
+                    &args[3],
+                    &args[4],
+                    args[5].parse().unwrap(),
+                    args[6].parse().unwrap(),
+                )
+                .await
+            }
+            Some("tls-connect") => {
+                tls::tls_connect(
+                    args[1].parse().unwrap(),
+                    &args[2],
+                    &args[3],
+                    &args[4],
+                    args[5].parse().unwrap(),
+                    args[6].parse().unwrap(),
+                )
+                .await
+            }
             _ => eprintln!("usage: see the module doc"),
         }
     });
@@ -91,7 +123,7 @@ async fn origin(listen: SocketAddr) {
     }
 }
 
-fn basic(credentials: &str) -> String {
+pub(crate) fn basic(credentials: &str) -> String {
     format!(
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(credentials)
@@ -125,11 +157,10 @@ async fn http_load(
                 if sender.as_ref().is_none_or(
                     |s: &hyper::client::conn::http1::SendRequest<Empty<Bytes>>| s.is_closed(),
                 ) {
-                    let Ok(stream) = TcpStream::connect(proxy).await else {
+                    let Some(stream) = connect_proxy(proxy).await else {
                         errors += 1;
                         continue;
                     };
-                    let _ = stream.set_nodelay(true);
                     let Ok((s, conn)) =
                         hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
                     else {
@@ -175,6 +206,30 @@ async fn http_load(
     report(workers, seconds).await;
 }
 
+/// The TLS client for the proxy's TLS listener, when `LOADGEN_PROXY_CA` names its CA.
+fn proxy_tls() -> Option<&'static ClientTls> {
+    static TLS: OnceLock<Option<ClientTls>> = OnceLock::new();
+    TLS.get_or_init(|| {
+        let ca = std::env::var_os("LOADGEN_PROXY_CA")?;
+        let files = ClientTlsFiles {
+            ca: Some(ca.into()),
+            ..ClientTlsFiles::default()
+        };
+        Some(ClientTls::load(&files).expect("LOADGEN_PROXY_CA: a CA bundle"))
+    })
+    .as_ref()
+}
+
+/// A connection to the proxy: plain TCP, or TLS to its listener (see the module doc).
+async fn connect_proxy(proxy: SocketAddr) -> Option<Conn> {
+    let stream = TcpStream::connect(proxy).await.ok()?;
+    let _ = stream.set_nodelay(true);
+    match proxy_tls() {
+        Some(tls) => tls.handshake(&proxy.ip().to_string(), stream).await.ok(),
+        None => Some(Conn::Plain(stream)),
+    }
+}
+
 fn host_of(url: &str) -> String {
     url.trim_start_matches("http://")
         .split('/')
@@ -183,7 +238,7 @@ fn host_of(url: &str) -> String {
         .to_owned()
 }
 
-async fn report(mut workers: tokio::task::JoinSet<(Vec<u32>, u64)>, seconds: u64) {
+pub(crate) async fn report(mut workers: tokio::task::JoinSet<(Vec<u32>, u64)>, seconds: u64) {
     let mut all = Vec::new();
     let mut errors = 0;
     while let Some(result) = workers.join_next().await {
@@ -207,9 +262,8 @@ async fn report(mut workers: tokio::task::JoinSet<(Vec<u32>, u64)>, seconds: u64
 }
 
 /// Opens a CONNECT tunnel and returns the stream once the proxy said 200.
-async fn open_tunnel(proxy: SocketAddr, auth: &str, target: &str) -> Option<TcpStream> {
-    let mut stream = TcpStream::connect(proxy).await.ok()?;
-    let _ = stream.set_nodelay(true);
+async fn open_tunnel(proxy: SocketAddr, auth: &str, target: &str) -> Option<Conn> {
+    let mut stream = connect_proxy(proxy).await?;
     let agent = std::env::var("LOADGEN_USER_AGENT")
         .map(|agent| format!("User-Agent: {agent}\r\n"))
         .unwrap_or_default();
