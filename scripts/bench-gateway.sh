@@ -159,33 +159,6 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
-run() { "$BIN/loadgen" "$@"; }
-# run_cpu KEY PID loadgen-args...: one loadgen run, with the CPU the proxy PID spent on it
-# and the requests it completed appended to KEY's tally (a file: run_cpu runs in a
-# subshell), so CPU per request is summed over both runs of a setup.
-run_cpu() {
-  local key=$1 pid=$2 u0 s0 u1 s1 out
-  shift 2
-  read -r u0 s0 < <(ticks "$pid")
-  out=$(run "$@")
-  read -r u1 s1 < <(ticks "$pid")
-  echo "$key $((u1 - u0)) $((s1 - s0)) $(field ok "$out")" >>"$WORK/cpu"
-  echo "$out"
-}
-# us_per KEY [user|sys]: CPU µs per completed request of KEY's runs (user + system, or one).
-us_per() {
-  awk -v k="$1" -v part="${2:-}" '$1 == k {
-      t += (part == "sys" ? 0 : $2) + (part == "user" ? 0 : $3); n += $4 }
-    END { if (n) printf "%.1f", t * 10000 / n; else print "n/a" }' "$WORK/cpu"
-}
-
-# Each setup runs twice, interleaved (a b c d e a b c d e), and the better run counts for
-# requests/s: other jobs on a shared 2-core machine hit one run, rarely both. CPU per
-# request sums both runs: it does not depend on how much of the machine the proxy got.
-best() { # best of two loadgen result lines by rps
-  local r1=$1 r2=$2
-  if python3 -c "import sys; sys.exit(0 if float('$(field rps "$r1")' or 0) >= float('$(field rps "$r2")' or 0) else 1)"; then echo "$r1"; else echo "$r2"; fi
-}
 GW=("127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS")
 TP=("127.0.0.1:$TP_PORT" "$CLIENT:$CLIENT_PASS")
 SQ=("127.0.0.1:$SQ_PORT" "$CLIENT:$CLIENT_PASS")
@@ -243,10 +216,6 @@ FCW=$(run connect "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$C
 
 echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] C=[$C1 | $C2] D=[$D1 | $D2] E=[$E1 | $E2]" >&2
 echo "          CA=[$CA1 | $CA2] CB=[$CB1 | $CB2] CC=[$CC1 | $CC2] CD=[$CD1 | $CD2] CE=[$CE1 | $CE2]" >&2
-ratio() { python3 -c "
-try: a = float('$1'); b = float('$2'); print(f'{a/b:.2f}' if b else 'n/a')
-except ValueError: print('n/a')"; }
-
 echo
 # table TITLE UNIT SQUID_KEY RELAY_KEY ROWS...: one markdown table, each row
 # "name|loadgen line|cpu key" (no key: no CPU column for it).

@@ -1,13 +1,16 @@
-//! The simulated side of `scripts/bench-gateway.sh`: proxypool-sim's origin, or one
+//! The simulated side of `scripts/bench-gateway.sh` and `scripts/bench-gateway-tls.sh`:
+//! proxypool-sim's origin (plain, or https with a certificate from files), or one
 //! simulated upstream HTTP proxy with Basic credentials, each in its own process so that
 //! neither shares a descriptor limit or a runtime with the other (10,000 tunnels need
 //! 20,000 descriptors in the upstream alone). Prints the address, then runs until killed.
 //!
 //! ```text
 //! bench_sim origin COUNT     # COUNT origins on 127.0.0.10, .11, ...
+//! bench_sim tls-origin CERT KEY   # one https origin on 127.0.0.1 (reached by a .test name)
 //! bench_sim upstream USER:PASS
 //! ```
 
+use proxypool_edge::{ServerTls, ServerTlsFiles};
 use proxypool_sim::{Origin, ProxyKind, UpstreamProxy, UpstreamProxyConfig};
 
 fn main() {
@@ -32,6 +35,19 @@ fn main() {
                 println!("origin={}", list.join(","));
                 let _ = tokio::signal::ctrl_c().await;
             }
+            Some("tls-origin") => {
+                let tls = ServerTls::load(ServerTlsFiles {
+                    cert: args[1].clone().into(),
+                    key: args[2].clone().into(),
+                    client_ca: None,
+                })
+                .expect("the origin's certificate and key");
+                let origin = Origin::start_tls(tls.current())
+                    .await
+                    .expect("origin starts");
+                println!("tls_origin={}", origin.addr());
+                let _ = tokio::signal::ctrl_c().await;
+            }
             Some("upstream") => {
                 let (user, pass) = args[1].split_once(':').expect("USER:PASS");
                 let upstream = UpstreamProxy::start(UpstreamProxyConfig {
@@ -44,7 +60,9 @@ fn main() {
                 println!("upstream={}", upstream.addr());
                 let _ = tokio::signal::ctrl_c().await;
             }
-            _ => eprintln!("usage: bench_sim origin | bench_sim upstream USER:PASS"),
+            _ => eprintln!(
+                "usage: bench_sim origin COUNT | bench_sim tls-origin CERT KEY | bench_sim upstream USER:PASS"
+            ),
         }
     });
 }
