@@ -9,7 +9,8 @@
 //!
 //! One file per concern: [`section`] (the table, its listeners and the checks that tie it
 //! together), [`limits`], [`rotation`] (picks and sticky sessions), [`dial`], [`bans`],
-//! [`destinations`], [`access_log`] and [`control`] (the controllers it talks to and the control loop's
+//! [`destinations`], [`inspection`] (TLS inspection of opted-in clients' tunnels),
+//! [`access_log`] and [`control`] (the controllers it talks to and the control loop's
 //! pacing). Each checks its own keys.
 
 pub mod access_log;
@@ -17,6 +18,7 @@ pub mod bans;
 pub mod control;
 pub mod destinations;
 pub mod dial;
+pub mod inspection;
 pub mod limits;
 pub mod rotation;
 pub mod section;
@@ -26,6 +28,7 @@ pub use bans::{BansConfig, MAX_BAN_RETRIES};
 pub use control::{ControlConfig, ControllerUrls, MAX_CONTROLLER_URLS};
 pub use destinations::Destinations;
 pub use dial::DialConfig;
+pub use inspection::{InspectionConfig, MAX_LEAF_CACHE};
 pub use limits::Limits;
 pub use rotation::{Rotation, StickySessions};
 pub use section::{GatewaySection, LOCAL_WORKER, Listeners, MAX_IO_THREADS};

@@ -7,6 +7,7 @@ use super::bans::{self, BansConfig};
 use super::control::{self, ControlConfig, ControllerUrls};
 use super::destinations::{self, Destinations};
 use super::dial::{self, DialConfig};
+use super::inspection::{self, InspectionConfig};
 use super::limits::{self, Limits};
 use super::rotation::{self, Rotation, StickySessions};
 use crate::check::Check;
@@ -66,6 +67,9 @@ pub struct GatewaySection {
     pub bans: BansConfig,
     /// Which targets clients may reach through the gateway.
     pub destinations: Destinations,
+    /// TLS inspection of opted-in clients' `CONNECT` tunnels; unset = never inspected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inspection: Option<InspectionConfig>,
     /// One line per request and tunnel, for operators.
     pub access_log: AccessLogConfig,
     /// The per-IP pre-authentication shield.
@@ -109,6 +113,7 @@ impl Default for GatewaySection {
             dial: DialConfig::default(),
             bans: BansConfig::default(),
             destinations: Destinations::default(),
+            inspection: None,
             access_log: AccessLogConfig::default(),
             // Generous: the shield only stops floods from one address before authentication.
             shield: RatePolicy::new(1_000.0, 2_000.0),
@@ -170,6 +175,9 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
         c.resolve_verifier("gateway.admin_token", "admin_token", token);
     }
     bans::validate(c, &gateway.bans);
+    if let Some(config) = &mut gateway.inspection {
+        inspection::validate(c, config);
+    }
     access_log::validate(c, &mut gateway.access_log);
     cidr::check_list(c, "gateway.trusted_proxies", &gateway.trusted_proxies);
     let g = &*gateway;

@@ -2,6 +2,7 @@
 //!
 //! - `backconnect`: backconnect templates, their transforms, and the group values they refuse;
 //! - `client_tls`: a client's TLS inspection setting and the certificate names that are it;
+//! - `inspection`: `[gateway.inspection]`, what loads and each wrong input by its key;
 //! - `load`: loading the shipped examples, unknown keys, overrides, secret references, and
 //!   errors that say where (file, line, key).
 //! - `ownership`: the share of the pool kept for extraction, by role, and its bad values.
@@ -9,6 +10,7 @@
 
 mod backconnect;
 mod client_tls;
+mod inspection;
 mod load;
 mod ownership;
 mod ranges;
