@@ -4,6 +4,7 @@
 //! running gateway on reload ([`crate::Gateway`]'s reload handle).
 
 use crate::policy::destination::DestinationPolicy;
+use proxypool_config::gateway::InspectionConfig;
 use proxypool_config::gateway::MAX_IO_THREADS;
 pub use proxypool_config::gateway::{
     AccessLogConfig, AccessLogFormat, BansConfig, ControlConfig, Destinations, DialConfig, Limits,
@@ -45,6 +46,10 @@ pub struct GatewayConfig {
     pub access_log: AccessLogConfig,
     /// Which targets clients may reach (`[gateway.destinations]`), compiled.
     pub destinations: DestinationPolicy,
+    /// TLS inspection of opted-in clients' `CONNECT` tunnels (`[gateway.inspection]`):
+    /// the CA, bypass list and leaf settings; `None` = never inspected. Applies on reload
+    /// (the CA files are read again).
+    pub inspection: Option<InspectionConfig>,
     /// The per-IP pre-authentication shield; `None` disables it.
     pub shield: Option<Policy>,
     /// Engine settings shared by the shield and the per-client policy limiter.
@@ -110,6 +115,7 @@ impl GatewayConfig {
             bans: section.bans.clone(),
             access_log: section.access_log.clone(),
             destinations: DestinationPolicy::new(&section.destinations),
+            inspection: section.inspection.clone(),
             shield: Some(section.shield.to_throttle()),
             limiter: section.limiter.to_engine_options(),
             control: section.control.clone(),

@@ -44,6 +44,12 @@ pub(crate) fn authenticate(
     }
     let (client, rest) = known.ok_or(Refusal::AuthRequired)?;
     let selectors = parse_selectors(rest, max_sesstime_minutes).map_err(Refusal::BadSelector)?;
+    if selectors.inspect && client.inspection.is_off() {
+        // Asking is not enough: the operator allows inspection per client.
+        return Err(Refusal::BadSelector(
+            "selector 'inspect': TLS inspection is off for this client".into(),
+        ));
+    }
     if !client.ip_allowed(peer) {
         return Err(Refusal::Forbidden(format!(
             "source address {peer} is not in the client's allowlist"

@@ -1,7 +1,7 @@
 //! Username selectors: `CLIENT[-region-R | -country-R][-city-C][-state-S][-asn-A]
 //! [-carrier-C][-upstream-U][-protocol-P][-session-S][-sesstime-MIN | -idle-MIN]
-//! [-rotate-N | -rotate-Ts | -rotate-Tm | -rotate-least | -rotate-request][-newip]`, as
-//! commercial gateways take them.
+//! [-rotate-N | -rotate-Ts | -rotate-Tm | -rotate-least | -rotate-request][-newip]
+//! [-inspect]`, as commercial gateways take them (but for `inspect`, the gateway's own).
 //!
 //! `country` is another name for `region` (the one selector, given once). Values match
 //! whatever their case: region and carrier are labels (lower-cased), and city, state and
@@ -9,8 +9,10 @@
 //! ([`proxypool_core::GeoLabel::canonical`]: `New_York` and `new+york` are `new_york`,
 //! `AS7922` is `7922`), so the pick compares plain strings.
 //!
-//! `newip` is the one key without a value, so a flag can be added to any username
-//! without inventing a dummy value; anything written after it must be another key.
+//! `newip` and `inspect` are the keys without a value (flags), so a flag can be added to
+//! any username without inventing a dummy value; anything written after one must be
+//! another key. `inspect` asks the gateway to inspect the request's `CONNECT` tunnel
+//! (`crate::inspection`): whether the client may is decided at authentication.
 //!
 //! Client ids may themselves contain `-`, so the split is driven by the snapshot's client
 //! list: the longest prefix (cut at a `-`) that names a known client is the client, and
@@ -41,6 +43,9 @@ pub struct Selectors {
     pub rotate: Option<ClientRotation>,
     /// `-newip`: leave the session's (or rotation key's) proxy for another one.
     pub newip: bool,
+    /// `-inspect`: inspect this `CONNECT` tunnel (a client whose `inspection` is
+    /// `allowed`); refused for a client whose `inspection` is `off`.
+    pub inspect: bool,
 }
 
 impl Selectors {
@@ -89,7 +94,7 @@ pub fn split_client(username: &str, is_client: impl Fn(&str) -> bool) -> Option<
 pub(crate) const MAX_SESSION_ID: usize = 64;
 
 /// Every key, for the error that names an unknown one.
-const KEYS: &str = "region (or country), city, state, asn, carrier, upstream, protocol, session, sesstime, idle, rotate, newip";
+const KEYS: &str = "region (or country), city, state, asn, carrier, upstream, protocol, session, sesstime, idle, rotate, newip, inspect";
 
 /// Most consecutive requests `-rotate-N` may keep on one proxy (as the file's
 /// `every_requests`).
@@ -111,6 +116,7 @@ fn is_key(token: &str) -> bool {
             | "idle"
             | "rotate"
             | "newip"
+            | "inspect"
     )
 }
 
@@ -125,16 +131,21 @@ pub fn parse_selectors(rest: &str, max_minutes: u32) -> Result<Selectors, String
         if key.is_empty() {
             return Err("empty selector (two '-' in a row?)".into());
         }
-        if key == "newip" {
-            if selectors.newip {
-                return Err("selector 'newip' given twice".into());
+        let flag = match key {
+            "newip" => Some(&mut selectors.newip),
+            "inspect" => Some(&mut selectors.inspect),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            if *flag {
+                return Err(format!("selector '{key}' given twice"));
             }
-            selectors.newip = true;
+            *flag = true;
             // A value after the flag is a mistake to name, not an unknown key to guess at.
             if let Some(next) = tokens.clone().next()
                 && !is_key(next)
             {
-                return Err(format!("selector 'newip' takes no value, got '{next}'"));
+                return Err(format!("selector '{key}' takes no value, got '{next}'"));
             }
             continue;
         }
@@ -375,7 +386,7 @@ mod tests {
     }
 
     #[test]
-    fn newip_is_the_one_key_without_a_value() {
+    fn flags_take_no_value() {
         let alone = parse_selectors("newip", 60).unwrap();
         assert!(alone.newip);
         let middle = parse_selectors("session-s1-newip-region-us", 60).unwrap();
@@ -389,6 +400,10 @@ mod tests {
         assert_eq!(named.session.as_deref(), Some("newip"));
         assert!(!named.newip);
         assert!(!parse_selectors("session-s1", 60).unwrap().newip);
+        let both = parse_selectors("session-s1-inspect-newip", 60).unwrap();
+        assert!(both.inspect && both.newip);
+        assert!(parse_selectors("inspect", 60).unwrap().inspect);
+        assert!(!parse_selectors("newip", 60).unwrap().inspect);
     }
 
     #[test]
@@ -397,6 +412,8 @@ mod tests {
             ("newip-x", "selector 'newip' takes no value, got 'x'"),
             ("newip-1", "selector 'newip' takes no value, got '1'"),
             ("newip-newip", "selector 'newip' given twice"),
+            ("inspect-x", "selector 'inspect' takes no value, got 'x'"),
+            ("inspect-newip-inspect", "selector 'inspect' given twice"),
             ("rotate", "selector 'rotate' has no value"),
             ("rotate-0", "rotate '0' must be a number of requests"),
             ("rotate-1000001", "from 1 to 1000000"),
@@ -428,7 +445,7 @@ mod tests {
             ),
             (
                 "colour-red",
-                "known: region (or country), city, state, asn, carrier, upstream, protocol, session, sesstime, idle, rotate, newip",
+                "known: region (or country), city, state, asn, carrier, upstream, protocol, session, sesstime, idle, rotate, newip, inspect",
             ),
         ];
         for (input, expected) in cases {
