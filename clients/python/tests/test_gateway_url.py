@@ -125,12 +125,30 @@ def test_the_url_carries_the_username_and_password_percent_encoded() -> None:
         (("dev", "pw", "a/b"), {}, "host"),
         (("dev", "pw", "h", 0), {}, "port"),
         (("dev", "pw", "h", 70000), {}, "port"),
-        (("dev", "pw"), {"scheme": "https"}, "scheme"),
+        (("dev", "pw"), {"scheme": "ftp"}, "scheme"),
+        (("dev", "pw"), {"scheme": "HTTPS"}, "scheme"),
+        (("dev", "pw"), {"inspect": "yes"}, "inspect must be True or False"),
+        (("dev", "pw"), {"inspect": 1}, "inspect must be True or False"),
+        (("dev", "pw"), {"newip": "no"}, "newip must be True or False"),
     ],
 )
 def test_bad_gateway_urls_are_refused(args: Tuple[Any, ...], kwargs: Dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
         gateway_url(*args, **kwargs)
+
+
+def test_the_inspect_flag_and_the_tls_listener() -> None:
+    assert gateway_username("dev", inspect=True) == "dev-inspect"
+    assert gateway_username("dev", inspect=False) == "dev"
+    # A flag, after every keyed selector, as the gateway reads it (after `newip` too).
+    assert gateway_username("dev", country="us", session="s1", newip=True, inspect=True) == (
+        "dev-country-us-session-s1-newip-inspect"
+    )
+    assert gateway_url("dev", "pw", inspect=True) == "http://dev-inspect:pw@127.0.0.1:18080"
+    # The TLS listener: the same proxy inside TLS, `https://` (with or without inspection).
+    url = gateway_url("dev", "p@ss", "gw.example", 8443, scheme="https", inspect=True)
+    assert url == "https://dev-inspect:p%40ss@gw.example:8443"
+    assert gateway_url("dev", "pw", "::1", 8443, scheme="https") == "https://dev:pw@[::1]:8443"
 
 
 def test_session_ids_are_fresh_and_valid() -> None:

@@ -98,6 +98,8 @@ def test_out_of_retries_the_spider_gets_the_ban(crawl: Crawl, dev: Dev) -> None:
     [
         ({"PROXYPOOL_PASSWORD": ""}, "PROXYPOOL_PASSWORD is required"),
         ({"PROXYPOOL_GATEWAY": "nohost"}, "gateway address must be HOST:PORT"),
+        ({"PROXYPOOL_GATEWAY": "https://127.0.0.1:18443"}, "cannot send https requests through the gateway's TLS"),
+        ({"PROXYPOOL_SELECTORS": {"inspect": "yes"}}, "inspect must be True or False"),
         ({"PROXYPOOL_SELECTORS": {"city": "a.b"}}, "city 'a.b' must be letters and digits"),
         ({"PROXYPOOL_SELECTORS": {"colour": "red"}}, "PROXYPOOL_SELECTORS: unknown selector colour"),
         ({"PROXYPOOL_SELECTORS": {"session": "x"}}, "sessions are set with PROXYPOOL_SESSION"),
@@ -170,6 +172,14 @@ def test_requests_get_the_gateway_with_their_selectors_and_keep_their_own_proxy(
     assert direct.meta["proxy"] is None
     with pytest.raises(InvalidArgument):
         mw.process_request(Request(dev.site, meta={"proxypool_session": "no-dashes"}))
+    # Inspection is a selector like the others: for every request, or one request's.
+    inspecting = middleware(dev, PROXYPOOL_SELECTORS={"inspect": True})
+    every = Request("https://shop.test/")
+    inspecting.process_request(every)
+    assert username_of(every) == f"{dev.client}-inspect"
+    one = Request("https://shop.test/", meta={"proxypool_selectors": {"inspect": True}})
+    mw.process_request(one)
+    assert username_of(one) == f"{dev.client}-country-jp-rotate-5-inspect"
     # Scrapy's HttpProxyMiddleware leaves `meta["proxy"]` without its credentials; a
     # retry of a ban inside a tunnel gets the gateway again, asking for another proxy.
     retry = sticky.replace(meta={**sticky.meta, "proxy": "http://127.0.0.1:1", "_proxypool_newip": True})

@@ -4,10 +4,11 @@ and the Scrapy middleware.
 Which report a ban gets depends on what the client knows:
 
 - the answer named its proxy (`X-Proxypool-Proxy`, on every plain-HTTP answer the gateway
-  forwards): feedback by that proxy id with the answer's ticket, applied at once;
-- it did not (a ban inside an HTTPS tunnel: the proxy id came with the `CONNECT` answer,
-  which neither `requests` nor Scrapy shows), but the request rode a sticky session:
-  feedback by session, queued for the gateway that holds it;
+  forwards, and on every https answer of a tunnel the gateway inspects, `-inspect`):
+  feedback by that proxy id with the answer's ticket, applied at once;
+- it did not (a ban inside a plain HTTPS tunnel: the proxy id came with the `CONNECT`
+  answer, which neither `requests` nor Scrapy shows), but the request rode a sticky
+  session: feedback by session, queued for the gateway that holds it;
 - neither: the ban cannot be reported (`unattributed`); retrying through the rotating
   gateway still moves the request to another proxy.
 

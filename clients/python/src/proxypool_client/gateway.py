@@ -2,12 +2,26 @@
 
 The gateway reads its routing choices from the proxy username, the way commercial
 gateways do: `CLIENT[-region-R | -country-R][-city-C][-state-S][-asn-A][-carrier-C]
-[-upstream-U][-protocol-P][-session-S][-sesstime-MIN | -idle-MIN][-rotate-...][-newip]`.
+[-upstream-U][-protocol-P][-session-S][-sesstime-MIN | -idle-MIN][-rotate-...][-newip]
+[-inspect]`.
 :func:`gateway_username` writes one from keyword arguments and checks each value against
 the gateway's grammar, so a typo is an :class:`~proxypool_client.errors.InvalidArgument`
 here rather than a 400 on every request. Since `-` separates the selectors, a city of
 several words is written with `_` (`New York` becomes `new_york`, the form the pool
 stores).
+
+`-inspect` asks the gateway to inspect the request's https tunnel: it ends the client's
+TLS itself, with a certificate for the site that it issues from its own CA (which the
+client must trust), and sends each request inside on to the site over TLS of its own. It
+then sees every https request as it sees plain http: it retries a ban through another
+proxy, cools the proxy down for the site, and names the proxy in the answer's headers, so
+a ban is reported by proxy id. The gateway also sees the traffic in the clear. A client
+whose `inspection` is `allowed` opts in per username; `on` inspects every tunnel without
+the flag; `off` (the default) refuses it.
+
+The gateway listens for its proxy protocol in the clear (`http://`), inside TLS
+(`https://`, its TLS listener, so the proxy password never crosses the network in the
+clear; the client must trust the listener's certificate) and as SOCKS5.
 
 Every answer the gateway forwards names the proxy that carried it
 (`X-Proxypool-Proxy`), the ticket that lets this client report that proxy
@@ -38,11 +52,11 @@ _ASN = re.compile(r"^(?:[Aa][Ss])?([0-9]{1,10})$")
 _ROTATE = re.compile(r"^(?:([0-9]{1,12})([sm]?)|least|request)$")
 MAX_GEO_VALUE = 64
 MAX_ROTATE_REQUESTS = 1_000_000
-SCHEMES = ("http", "socks5", "socks5h")
+SCHEMES = ("http", "https", "socks5", "socks5h")
 # The keyword arguments of gateway_username beyond the client: the gateway's keys.
 SELECTOR_KEYS = (
     "region", "country", "city", "state", "asn", "carrier", "upstream", "protocol",
-    "session", "sesstime", "idle", "rotate", "newip",
+    "session", "sesstime", "idle", "rotate", "newip", "inspect",
 )
 
 
@@ -136,6 +150,7 @@ def gateway_username(
     idle: Optional[int] = None,
     rotate: Optional[Union[int, str]] = None,
     newip: bool = False,
+    inspect: bool = False,
 ) -> str:
     """The gateway username for `client` with these selectors.
 
@@ -146,6 +161,8 @@ def gateway_username(
     - `rotate`: `N` requests per proxy, `"30s"`/`"5m"` per proxy, `"least"`, or
       `"request"` (a new pick per request; not with a session).
     - `newip`: leave the session's (or rotation's) proxy for another one.
+    - `inspect`: have the gateway inspect https tunnels (see the module doc; the client
+      must trust the gateway's CA, and its `inspection` must be `allowed` or `on`).
     """
     if not isinstance(client, str) or not _CLIENT_ID.match(client):
         raise InvalidArgument(
@@ -193,8 +210,11 @@ def gateway_username(
         if written == "request" and session is not None:
             raise InvalidArgument("rotate 'request' cannot go with a session (a session keeps its proxy)")
         add("rotate", written)
-    if newip:
-        parts.append("newip")
+    for flag, value in (("newip", newip), ("inspect", inspect)):
+        if not isinstance(value, bool):
+            raise InvalidArgument(f"{flag} must be True or False, got {value!r}")
+        if value:
+            parts.append(flag)
     return "-".join(parts)
 
 
@@ -218,13 +238,15 @@ def gateway_url(
     idle: Optional[int] = None,
     rotate: Optional[Union[int, str]] = None,
     newip: bool = False,
+    inspect: bool = False,
 ) -> str:
     """The gateway as a proxy URL, `http://USERNAME:PASSWORD@HOST:PORT`, with the
     selectors of :func:`gateway_username` in the username (percent-encoded, as URLs need).
 
-    `scheme` is `http` (the gateway's HTTP listener) or `socks5`/`socks5h` (its SOCKS5
-    listener; `socks5h` lets the gateway resolve names; `requests` needs PySocks for
-    either)."""
+    `scheme` is `http` (the gateway's HTTP listener), `https` (its TLS listener: the same
+    proxy inside TLS, whose certificate the client must trust; with `requests`, the
+    `verify` bundle) or `socks5`/`socks5h` (its SOCKS5 listener; `socks5h` lets the gateway
+    resolve names; `requests` needs PySocks for either)."""
     if scheme not in SCHEMES:
         raise InvalidArgument(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
     if not isinstance(password, str) or not password:
@@ -248,6 +270,7 @@ def gateway_url(
         idle=idle,
         rotate=rotate,
         newip=newip,
+        inspect=inspect,
     )
     # An IPv6 address goes in brackets.
     netloc = f"[{host}]" if ":" in host and not host.startswith("[") else host

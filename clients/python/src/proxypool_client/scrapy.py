@@ -11,9 +11,9 @@ Enable it in a project's settings (Scrapy 2.10 or later)::
 
 Every request goes through the gateway, which rotates it over its proxies. When a site
 answers with a ban status the middleware reports it (:mod:`proxypool_client.bans`: by the
-proxy id and ticket of the answer's headers, or by sticky session inside an HTTPS tunnel)
-and retries the request; through the rotating gateway (or a session the gateway moves off
-the banned proxy) the retry leaves from another exit. The spider can read every ban a
+proxy id and ticket of the answer's headers, or by sticky session inside a plain HTTPS
+tunnel) and retries the request; through the rotating gateway (or a session the gateway
+moves off the banned proxy) the retry leaves from another exit. The spider can read every ban a
 request met in `response.meta["proxypool_bans"]` (a list of
 :class:`~proxypool_client.bans.BanReport`).
 
@@ -31,6 +31,19 @@ Optional settings:
   a ban past them reaches the spider, and Scrapy's RetryMiddleware does not retry it).
 - `PROXYPOOL_REPORT_BANS` (default True; without it, API and token are not needed),
   `PROXYPOOL_CA` (the API's CA bundle).
+
+https with inspection: with `PROXYPOOL_SELECTORS = {"inspect": True}` (a client whose
+`inspection` is `allowed`) the gateway ends each https tunnel itself with a certificate
+from its own CA and forwards the requests inside, so https answers carry the proxy id and
+ticket and bans are reported by proxy id, as for plain http. Scrapy does not verify
+certificates unless `DOWNLOAD_VERIFY_CERTIFICATES = True`; with it, Scrapy trusts
+OpenSSL's default store, so give that store the gateway's CA: install the CA into the
+system's store, or point `SSL_CERT_FILE` (in the crawl's environment) at a bundle of the
+public roots and the gateway's CA. Scrapy has no setting for a CA bundle of its own.
+
+The gateway's TLS listener (`https://`) cannot be used: Scrapy's HTTP/1.1 download
+handler does not send https requests through an https proxy. `PROXYPOOL_GATEWAY` is the
+plain listener's `HOST:PORT`.
 
 Stats: `proxypool/bans`, `proxypool/feedback/<status>` (0 when nothing could be sent),
 `proxypool/unattributed_bans`, `proxypool/ban_retry/...` (Scrapy's retry counters).
@@ -85,7 +98,13 @@ class ProxypoolMiddleware:
 
         if not settings.getbool("HTTPPROXY_ENABLED", True):
             raise InvalidArgument("HTTPPROXY_ENABLED is off: Scrapy would not send the gateway's credentials")
-        self.gateway = split_address(required("PROXYPOOL_GATEWAY"))
+        gateway = required("PROXYPOOL_GATEWAY")
+        if "://" in gateway:
+            raise InvalidArgument(
+                f"PROXYPOOL_GATEWAY is the gateway's plain listener as HOST:PORT, got {gateway!r} "
+                "(Scrapy cannot send https requests through the gateway's TLS listener)"
+            )
+        self.gateway = split_address(gateway)
         self.client = required("PROXYPOOL_USERNAME")
         self.password = required("PROXYPOOL_PASSWORD")
         self.selectors: Dict[str, Any] = dict(settings.getdict("PROXYPOOL_SELECTORS"))

@@ -8,10 +8,27 @@ came: whether to try again is the caller's choice (through a rotating gateway th
 request takes another proxy; a sticky session is moved off the proxy by the gateway, which
 saw the ban too). Refusals of the gateway's own (wrong password, a bad selector, no
 eligible proxy) raise :class:`~proxypool_client.errors.GatewayError` with their code.
+
+https: `requests` sends an https URL through the gateway as a `CONNECT` tunnel. A plain
+tunnel carries TLS from this process to the site, so the gateway cannot name the proxy in
+the answer (the headers are the site's own) and a ban is reported by sticky session, or
+not at all without one. With `inspect=True` (a client whose `inspection` is `allowed`)
+the gateway ends the TLS itself with a certificate from its own CA and forwards each
+request, so an https answer carries the proxy id and ticket as a plain-http one does, and
+a ban is reported by proxy id. The session must then trust the gateway's CA: `verify` is
+the one CA bundle `requests` checks every certificate of this session against, so it
+must hold the gateway's CA, the public roots for sites on the gateway's bypass list (they
+are tunnelled as they are), and, with `scheme="https"`, the CA of the gateway's TLS
+listener::
+
+    cat "$(python -m certifi)" gateway-ca.pem > bundle.pem   # public roots + the gateway's CA
+
+Never `verify=False`: it would accept anyone between this process and the gateway.
 """
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from typing import Any, Callable, Deque, Iterable, Optional, Union
 
@@ -33,7 +50,8 @@ class GatewaySession(requests.Session):
 
     Args:
         client, password, host, port: the gateway, as for
-            :func:`~proxypool_client.gateway.gateway_url`.
+            :func:`~proxypool_client.gateway.gateway_url`; `scheme="https"` (a selector
+            keyword) reaches its TLS listener.
         api: the :class:`~proxypool_client.api.Client` bans are reported with; None
             reports nothing (bans are still recorded).
         ban_statuses: the site statuses that mean a ban.
@@ -41,8 +59,10 @@ class GatewaySession(requests.Session):
             (otherwise they come back as answers, with `X-Proxypool-Error`).
         on_ban: called with each banned answer and its :class:`BanReport`.
         keep_bans: how many of the latest reports :attr:`bans` keeps.
+        verify: the CA bundle (a file or directory) every certificate is checked against,
+            see the module doc; True: the public roots (`requests`' default).
         selectors: the username selectors of :func:`gateway_url` (`region`, `city`,
-            `session`, `rotate`, ...).
+            `session`, `rotate`, `inspect`, ...).
 
     Proxies and settings from the environment are not used (`trust_env` is off): every
     request goes through the gateway, whatever `HTTP_PROXY` or `NO_PROXY` say.
@@ -60,6 +80,7 @@ class GatewaySession(requests.Session):
         raise_gateway_errors: bool = True,
         on_ban: Optional[Callable[[requests.Response, BanReport], None]] = None,
         keep_bans: int = 100,
+        verify: Union[bool, str, "os.PathLike[str]"] = True,
         **selectors: Any,
     ) -> None:
         super().__init__()
@@ -73,6 +94,13 @@ class GatewaySession(requests.Session):
         self.raise_gateway_errors = raise_gateway_errors
         self.on_ban = on_ban
         self.bans: Deque[BanReport] = deque(maxlen=keep_bans)
+        if isinstance(verify, os.PathLike):
+            verify = os.fspath(verify)
+        if verify is not True and not (isinstance(verify, str) and verify):
+            raise InvalidArgument(
+                f"verify must be a CA bundle's path (or True for the public roots), got {verify!r}"
+            )
+        self.verify = verify
         self.trust_env = False
         self.proxies.update({"http": self.proxy_url, "https": self.proxy_url})
 
