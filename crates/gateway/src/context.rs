@@ -1,14 +1,15 @@
 //! [`GatewayContext`]: what routing a request and relaying it read — the settings in
 //! force, the snapshot store, the router, bans, metrics, usage counts, the access log, the
-//! clock, the proxies' judged addresses and the gateway's [`Phase`]. Built once per
-//! gateway; [`crate::state::Shared`] adds what only the inbound side needs (the shield,
-//! the connection caps) and the operators' view.
+//! clock, the proxies' judged addresses, the trust origins are verified by and the
+//! gateway's [`Phase`]. Built once per gateway; [`crate::state::Shared`] adds what only
+//! the inbound side needs (the shield, the connection caps) and the operators' view.
 //!
 //! Outbound code takes a `&GatewayContext`, so it cannot reach the inbound-only state.
 
 use crate::access::AccessLog;
 use crate::config::GatewayConfig;
 use crate::metrics::GatewayMetrics;
+use crate::origin_tls::OriginTls;
 use crate::proxy_addresses::ProxyAddresses;
 use crate::routing::bans::Bans;
 use crate::routing::route::Router;
@@ -50,6 +51,9 @@ pub(crate) struct GatewayContext {
     pub clock: SharedClock,
     /// The judged addresses of the proxies' host names: the only ones a dial connects to.
     pub addresses: Arc<ProxyAddresses>,
+    /// How origins are verified when the gateway speaks TLS to them itself (inspected
+    /// requests): built at start and swapped by each reload, never per request.
+    pub origin_tls: ArcSwap<OriginTls>,
 }
 
 impl GatewayContext {

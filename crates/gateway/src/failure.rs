@@ -32,7 +32,11 @@
 //!   took it (an HTTP proxy waits for the origin before it answers; a SOCKS5 tunnel is
 //!   already open to the origin);
 //! - a plain-HTTP request over a SOCKS5 tunnel that fails (reset, closed): the tunnel
-//!   was open to the target, so the target reset or closed it.
+//!   was open to the target, so the target reset or closed it;
+//! - an inspected (`https`) request once its tunnel is up: the TLS handshake with the
+//!   origin failing (`target_tls_error`) or timing out, the request failing over it. A
+//!   certificate that fails verification is neither's failure: a refusal of its own
+//!   (`origin_certificate_invalid`), never retried (`crate::outbound::forward`).
 //!
 //! An origin's own answers (a 502 an HTTP proxy relays for a refusing origin, a ban
 //! status) are answers, not failures: they go to the client as they are.
@@ -51,13 +55,18 @@ pub(crate) enum Fault {
 }
 
 /// Every reason a [`Fault::Target`] failure carries (the metric's fixed label values).
-pub(crate) const TARGET_REASONS: [&str; 5] = [
+pub(crate) const TARGET_REASONS: [&str; 6] = [
     "target_unreachable",
     "target_refused",
     TARGET_TIMEOUT,
     "target_not_allowed",
     "target_address_not_supported",
+    TARGET_TLS_ERROR,
 ];
+
+/// The TLS handshake with the origin failed, other than on its certificate, through a
+/// tunnel that was up.
+pub(crate) const TARGET_TLS_ERROR: &str = "target_tls_error";
 
 /// Why a dial or a forwarded request failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

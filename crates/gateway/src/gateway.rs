@@ -14,7 +14,7 @@ use crate::inbound::{http as http_listener, socks};
 use crate::metrics::GatewayMetrics;
 use crate::policy::limits::LimiterClock;
 use crate::proxy_addresses::{self, ProxyAddresses, ProxyResolution};
-use crate::reload::{GatewayReload, build_shield};
+use crate::reload::{GatewayReload, build_origin_tls, build_shield};
 use crate::routing::route::{RouteSettings, Router};
 use crate::routing::select::Picker;
 use crate::routing::sticky::StickyTable;
@@ -188,6 +188,7 @@ impl Gateway {
         let connections = proxypool_edge::ConnectionCap::new(limits.max_connections);
         let per_ip =
             proxypool_edge::PerIpLimit::new(limits.max_connections_per_ip, limits.ipv6_prefix);
+        let origin_tls = build_origin_tls(&config)?;
         let shared = Arc::new(Shared {
             context: GatewayContext {
                 settings: ArcSwap::from_pointee(config),
@@ -200,6 +201,7 @@ impl Gateway {
                 phase: phase_rx,
                 clock,
                 addresses: Arc::new(ProxyAddresses::new(resolution)),
+                origin_tls: ArcSwap::from_pointee(origin_tls),
             },
             connections,
             per_ip,

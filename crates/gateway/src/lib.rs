@@ -44,7 +44,7 @@
 //!               -> metrics, config,    metric handles; settings (which compile their policies);
 //!                  access              each request's account: duration histograms, access log
 //!                 -> proxies, policy   per-proxy slots; shield, limiters, allowlists, destinations
-//!                   -> usage, refusal, failure, io, session_id
+//!                   -> usage, refusal, failure, io, session_id, origin_tls
 //! ```
 //!
 //! | module | what it is for |
@@ -67,6 +67,7 @@
 //! | `metrics`, `usage` | metric handles (the recorder is `proxypool-metrics`); usage per (client, upstream) for reports |
 //! | `refusal`, `io`, `session_id` | every refusal with its status, code and SOCKS5 reply; activity-stamped sockets; session and instance ids |
 //! | `failure` | whom a failed dial or forwarded request is blamed on: the proxy (counted against it) or the target (never) |
+//! | `origin_tls` | how origins are verified when the gateway speaks TLS to them itself (inspected requests): `origin_ca` or the public roots, sessions resumed per exit |
 
 mod access;
 mod admin;
@@ -78,6 +79,7 @@ mod gateway;
 mod inbound;
 mod io;
 mod metrics;
+mod origin_tls;
 mod outbound;
 mod policy;
 mod proxies;

@@ -425,6 +425,7 @@ mod tests {
                 reason: "x",
                 socks: socks_reply::GENERAL_FAILURE,
             },
+            Refusal::OriginCertificateInvalid { why: "expired" },
             Refusal::Unavailable,
         ]
     }

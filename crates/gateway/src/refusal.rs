@@ -54,6 +54,13 @@ pub enum Refusal {
     SessionTableFull,
     /// Every upstream tried failed; the reason is the last failure's.
     UpstreamFailed { reason: &'static str, socks: u8 },
+    /// The origin's TLS certificate failed verification against the gateway's origin
+    /// trust (`[gateway.inspection] origin_ca`, else the public roots) when the gateway
+    /// spoke TLS to it itself (an inspected `CONNECT`); `why` says how (`"unknown
+    /// issuer"`, `"expired"`, ...). Never downgraded or passed over; not blamed on the
+    /// proxy and not retried through another one, since every exit reaches the same
+    /// origin (`crate::outbound::forward` documents the rule).
+    OriginCertificateInvalid { why: &'static str },
     /// The gateway is shutting down or otherwise cannot serve.
     Unavailable,
 }
@@ -73,7 +80,7 @@ impl Refusal {
                 reason: TARGET_TIMEOUT,
                 ..
             } => 504,
-            Refusal::UpstreamFailed { .. } => 502,
+            Refusal::UpstreamFailed { .. } | Refusal::OriginCertificateInvalid { .. } => 502,
             Refusal::NoEligibleProxy
             | Refusal::NoLeasedProxies
             | Refusal::Stale
@@ -84,7 +91,7 @@ impl Refusal {
     }
 
     /// Every code [`Refusal::code`] can return, once; metrics register one counter each.
-    pub const CODES: [&'static str; 15] = [
+    pub const CODES: [&'static str; 16] = [
         "bad_request",
         "auth_required",
         "bad_selector",
@@ -100,6 +107,7 @@ impl Refusal {
         "destination_denied",
         "no_leased_proxies",
         "domain_cooling_down",
+        "origin_certificate_invalid",
     ];
 
     /// The stable code in `X-Proxypool-Error` (and in metrics).
@@ -125,6 +133,7 @@ impl Refusal {
             Refusal::DestinationDenied(_) => 12,
             Refusal::NoLeasedProxies => 13,
             Refusal::DomainCoolingDown { .. } => 14,
+            Refusal::OriginCertificateInvalid { .. } => 15,
         }
     }
 
@@ -161,6 +170,7 @@ impl Refusal {
             | Refusal::Stale
             | Refusal::SessionTableFull
             | Refusal::DomainCoolingDown { .. }
+            | Refusal::OriginCertificateInvalid { .. }
             | Refusal::Unavailable => socks_reply::GENERAL_FAILURE,
         }
     }
@@ -212,6 +222,10 @@ impl fmt::Display for Refusal {
             Refusal::UpstreamFailed { reason, .. } => {
                 write!(f, "upstream proxy failed: {reason}")
             }
+            Refusal::OriginCertificateInvalid { why } => write!(
+                f,
+                "the origin's TLS certificate failed verification ({why}) against the gateway's origin trust; not retried through another proxy"
+            ),
             Refusal::Unavailable => f.write_str("gateway unavailable"),
         }
     }
@@ -253,5 +267,16 @@ mod tests {
         assert_eq!(unleased.socks_reply(), socks_reply::NETWORK_UNREACHABLE);
         assert_ne!(unleased.code(), Refusal::NoEligibleProxy.code());
         assert_eq!(unleased.retry_after_secs(), Some(1));
+        // An origin that fails verification: its own code, a 502, no retry hint.
+        let certificate = Refusal::OriginCertificateInvalid {
+            why: "unknown issuer",
+        };
+        assert_eq!(
+            (certificate.status(), certificate.code()),
+            (502, "origin_certificate_invalid")
+        );
+        assert_eq!(certificate.retry_after_secs(), None);
+        assert!(certificate.to_string().contains("unknown issuer"));
+        assert_eq!(Refusal::CODES[certificate.code_index()], certificate.code());
     }
 }

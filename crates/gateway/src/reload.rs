@@ -5,8 +5,9 @@
 //! first-byte, header and idle timeouts,
 //! header size), rotation, sticky-session lengths and the per-client sticky bound, the
 //! capacity wait and its waiters' bounds,
-//! dialing, the destination policy, the per-IP shield, the shutdown grace, the admin token and the access log
-//! (which every reload reopens, for logrotate; its queue's size stays as started).
+//! dialing, the destination policy, the per-IP shield, the shutdown grace, the admin token, the access log
+//! (which every reload reopens, for logrotate; its queue's size stays as started) and the
+//! trust inspected requests verify origins by (`origin_ca`, read again on every reload).
 //! A connection reads the settings when it needs them, so a change applies to what comes
 //! next; a connection keeps the shield it was admitted by. What needs a restart keeps its
 //! running value: identity and controller, listeners, the limiter engine, the bounds of
@@ -16,6 +17,7 @@
 //! shutdown grace later.
 
 use crate::config::{AccessLogConfig, ConfigError, GatewayConfig};
+use crate::origin_tls::OriginTls;
 use crate::policy::limits::{LimiterClock, Shield};
 use crate::state::Shared;
 use std::sync::Arc;
@@ -64,6 +66,8 @@ impl GatewayReload {
         next.access_log.format = config.access_log.format;
         next.access_log.refusals_per_second = config.access_log.refusals_per_second;
         next.validate()?;
+        // Read before anything changes: a bundle that cannot be used fails the reload.
+        let origin_tls = build_origin_tls(config)?;
         // Every reload reopens the access log (logrotate's SIGHUP); a file that cannot be
         // opened fails the reload before anything else changed.
         self.reconfigure_access_log(&next.access_log)?;
@@ -78,6 +82,7 @@ impl GatewayReload {
             .set_cap(next.limits.max_connections_per_ip);
         self.shared.per_ip.set_ipv6_prefix(next.limits.ipv6_prefix);
         self.shared.router.reconfigure(&next);
+        self.shared.origin_tls.store(Arc::new(origin_tls));
         self.shared.settings.store(Arc::new(next));
         tracing::info!("gateway settings applied");
         Ok(())
@@ -103,6 +108,16 @@ impl GatewayReload {
     pub fn set_report(&self, report: serde_json::Value) {
         self.shared.last_reload.store(Some(Arc::new(report)));
     }
+}
+
+/// The trust inspected requests verify origins by: `[gateway.inspection] origin_ca`, or
+/// the public roots. Built once per configuration (start and each reload).
+pub(crate) fn build_origin_tls(config: &GatewayConfig) -> Result<OriginTls, ConfigError> {
+    let origin_ca = config
+        .inspection
+        .as_ref()
+        .and_then(|inspection| inspection.origin_ca.as_deref());
+    OriginTls::load(origin_ca).map_err(ConfigError)
 }
 
 /// The shield `config` asks for, on the gateway's limiter clock.

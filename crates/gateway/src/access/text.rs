@@ -73,7 +73,9 @@ pub(crate) fn refusal_tag(refusal: &Refusal, tunnel: bool) -> &'static str {
         | Refusal::DestinationDenied(_)
         | Refusal::RateLimited { .. }
         | Refusal::TooManyConnections => "TCP_DENIED",
-        Refusal::UpstreamFailed { .. } => forwarded_tag(tunnel),
+        Refusal::UpstreamFailed { .. } | Refusal::OriginCertificateInvalid { .. } => {
+            forwarded_tag(tunnel)
+        }
         Refusal::BadRequest(_)
         | Refusal::NoEligibleProxy
         | Refusal::NoLeasedProxies

@@ -4,7 +4,9 @@
 //! keep-alive towards any one upstream; without reuse every request would pay a TCP (and
 //! for SOCKS5 upstreams a handshake) round trip. Each proxy's slot keeps a few idle
 //! connections: keyed by nothing for HTTP proxies (absolute-form requests to any origin
-//! share them) and by target for SOCKS5 proxies (the tunnel leads to one origin).
+//! share them) and by target for SOCKS5 proxies (the tunnel leads to one origin), and by
+//! `https://host:port` for the TLS connections to an origin of inspected requests, through
+//! a proxy of any protocol.
 //!
 //! The pool is sharded by I/O thread ([`current`], set by each I/O thread of `crate::inbound::io_threads`): a connection's
 //! hyper task runs on the thread that opened it, so it is only handed to requests on that
@@ -38,7 +40,8 @@ pub(crate) fn set_current(index: usize) {
 pub(crate) enum PoolKey {
     /// An HTTP proxy connection: any absolute-form request.
     Proxy,
-    /// A tunnel through a SOCKS5 proxy to this `host:port`.
+    /// A tunnel through a SOCKS5 proxy to this `host:port`, or TLS to an origin through
+    /// any proxy's tunnel, as `https://host:port`.
     Target(String),
 }
 

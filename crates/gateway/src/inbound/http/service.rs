@@ -102,7 +102,11 @@ async fn admit_and_route(
         canonical::canonical_host(&mut request, &target);
         let permit =
             ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
-        let admitted = forward::Admitted { target, permit };
+        let admitted = forward::Admitted {
+            target,
+            permit,
+            scheme: forward::Scheme::Http,
+        };
         forward::forward(shared, &view, &auth, admitted, request, exchange).await
     }
 }

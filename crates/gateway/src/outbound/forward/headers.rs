@@ -2,6 +2,7 @@
 //! absolute-form URL, the form and credentials each upstream protocol wants, hop-by-hop
 //! headers dropped in order, and no `X-Proxypool-*` header but the gateway's own.
 
+use super::scheme::Scheme;
 use crate::refusal::Refusal;
 use crate::snapshot::ViewProxy;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -35,35 +36,66 @@ pub(crate) fn target_of(uri: &Uri) -> Result<TargetAddr, Refusal> {
         .map_err(|error| Refusal::BadRequest(format!("bad target host: {error}")))
 }
 
-/// Absolute form + Basic credentials for HTTP proxies; origin form for SOCKS5 tunnels.
-pub(super) fn prepare<B>(proxy: &ViewProxy, request: &mut Request<B>, target: &TargetAddr) {
-    match proxy.protocol {
-        Protocol::Http | Protocol::Https => {
-            if let Some(value) = &proxy.basic_header {
+/// Absolute form + Basic credentials for HTTP proxies; origin form for SOCKS5 tunnels,
+/// and for every `https` request (TLS to the origin inside a tunnel: the proxy never
+/// reads it, so it never carries the proxy's credentials). `Host` stays as the client
+/// wrote it; one is added, from the target, only when the client sent none.
+pub(super) fn prepare<B>(
+    proxy: &ViewProxy,
+    request: &mut Request<B>,
+    target: &TargetAddr,
+    scheme: Scheme,
+) {
+    prepare_for(
+        proxy.protocol,
+        proxy.basic_header.as_ref(),
+        request,
+        target,
+        scheme,
+    );
+}
+
+/// [`prepare`] for a proxy speaking `protocol` with `basic_header` as its credentials.
+fn prepare_for<B>(
+    protocol: Protocol,
+    basic_header: Option<&HeaderValue>,
+    request: &mut Request<B>,
+    target: &TargetAddr,
+    scheme: Scheme,
+) {
+    let default_port = match (scheme, protocol) {
+        (Scheme::Http, Protocol::Http | Protocol::Https) => {
+            if let Some(value) = basic_header {
                 request
                     .headers_mut()
                     .insert(header::PROXY_AUTHORIZATION, value.clone());
             }
+            return;
         }
-        Protocol::Socks5 => {
-            let path = request
-                .uri()
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_owned();
-            if let Ok(uri) = path.parse() {
-                *request.uri_mut() = uri;
+        (Scheme::Http, Protocol::Socks5) => 80,
+        (Scheme::Https, _) => 443,
+    };
+    if request.uri().authority().is_some() {
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        if let Ok(uri) = path.parse() {
+            *request.uri_mut() = uri;
+        }
+    }
+    if !request.headers().contains_key(header::HOST) {
+        let host = if target.port() == default_port {
+            match target {
+                TargetAddr::Ip(addr) if addr.is_ipv6() => format!("[{}]", addr.ip()),
+                _ => target.host(),
             }
-            if !request.headers().contains_key(header::HOST) {
-                let host = if target.port() == 80 {
-                    target.host()
-                } else {
-                    target.to_string()
-                };
-                if let Ok(value) = HeaderValue::from_str(&host) {
-                    request.headers_mut().insert(header::HOST, value);
-                }
-            }
+        } else {
+            target.to_string()
+        };
+        if let Ok(value) = HeaderValue::from_str(&host) {
+            request.headers_mut().insert(header::HOST, value);
         }
     }
 }
@@ -139,6 +171,85 @@ mod tests {
         assert_eq!(target_of(&uri).unwrap_err().code(), "bad_request");
         let uri: Uri = "/just/a/path".parse().unwrap();
         assert_eq!(target_of(&uri).unwrap_err().code(), "bad_request");
+    }
+
+    fn prepared(
+        protocol: Protocol,
+        scheme: Scheme,
+        uri: &str,
+        host: Option<&str>,
+        target: &str,
+    ) -> Request<()> {
+        let mut builder = Request::get(uri);
+        if let Some(host) = host {
+            builder = builder.header(header::HOST, host);
+        }
+        let mut request = builder.body(()).unwrap();
+        let credentials = HeaderValue::from_static("Basic cHJveHk6c2VjcmV0");
+        let target: TargetAddr = target.parse().unwrap();
+        prepare_for(protocol, Some(&credentials), &mut request, &target, scheme);
+        request
+    }
+
+    #[test]
+    fn an_https_request_goes_in_origin_form_without_the_proxys_credentials() {
+        for protocol in [Protocol::Http, Protocol::Https, Protocol::Socks5] {
+            // The inner request as the client wrote it inside the tunnel: its Host kept.
+            let request = prepared(
+                protocol,
+                Scheme::Https,
+                "/cart?item=1",
+                Some("Shop-A.test"),
+                "shop-a.test:443",
+            );
+            assert_eq!(request.uri(), "/cart?item=1");
+            assert_eq!(request.headers()[header::HOST], "Shop-A.test");
+            assert!(
+                !request.headers().contains_key(header::PROXY_AUTHORIZATION),
+                "{protocol:?}: the proxy's credentials never go to the origin"
+            );
+            // An absolute-form inner request is sent in origin form.
+            let request = prepared(
+                protocol,
+                Scheme::Https,
+                "https://shop-a.test:8443/x",
+                None,
+                "shop-a.test:8443",
+            );
+            assert_eq!(request.uri(), "/x");
+            assert_eq!(request.headers()[header::HOST], "shop-a.test:8443");
+        }
+        // Without a Host, one from the target: 443 left out, an IPv6 address bracketed.
+        let request = prepared(Protocol::Http, Scheme::Https, "/", None, "[::1]:443");
+        assert_eq!(request.headers()[header::HOST], "[::1]");
+        let request = prepared(Protocol::Http, Scheme::Https, "/", None, "shop-a.test:443");
+        assert_eq!(request.headers()[header::HOST], "shop-a.test");
+    }
+
+    #[test]
+    fn plain_http_keeps_its_forms() {
+        let request = prepared(
+            Protocol::Http,
+            Scheme::Http,
+            "http://shop-a.test/x",
+            Some("shop-a.test"),
+            "shop-a.test:80",
+        );
+        assert_eq!(request.uri(), "http://shop-a.test/x");
+        assert_eq!(
+            request.headers()[header::PROXY_AUTHORIZATION],
+            "Basic cHJveHk6c2VjcmV0"
+        );
+        let request = prepared(
+            Protocol::Socks5,
+            Scheme::Http,
+            "http://shop-a.test:8080/x",
+            None,
+            "shop-a.test:8080",
+        );
+        assert_eq!(request.uri(), "/x");
+        assert_eq!(request.headers()[header::HOST], "shop-a.test:8080");
+        assert!(!request.headers().contains_key(header::PROXY_AUTHORIZATION));
     }
 
     #[test]
