@@ -30,6 +30,9 @@ pub struct GatewayConfig {
     pub controller_tls: Option<ClientTlsConfig>,
     /// TLS on the admin listener.
     pub admin_tls: Option<ServerTlsConfig>,
+    /// The TLS client listener's certificate (`listeners.https`), and `client_ca` for
+    /// mutual TLS. Read at bind.
+    pub tls: Option<ServerTlsConfig>,
     /// The bearer token the admin listener's `/metrics` and `/status` require, as a salted
     /// hash (`None`: open). Read on every request, so a reload applies it.
     pub admin_token: Option<SecretHash>,
@@ -101,6 +104,7 @@ impl GatewayConfig {
             controller_urls,
             controller_tls: section.controller_tls.clone(),
             admin_tls: section.admin_tls.clone(),
+            tls: section.tls.clone(),
             admin_token: section
                 .admin_token
                 .as_ref()
@@ -142,8 +146,17 @@ impl GatewayConfig {
         if self.worker_token.expose().is_empty() {
             return fail("worker_token must not be empty".into());
         }
-        if self.listeners.http.is_none() && self.listeners.socks5.is_none() {
-            return fail("at least one of listeners.http and listeners.socks5 is needed".into());
+        let listeners = &self.listeners;
+        if listeners.http.is_none() && listeners.https.is_none() && listeners.socks5.is_none() {
+            return fail(
+                "at least one of listeners.http, listeners.https and listeners.socks5 is needed"
+                    .into(),
+            );
+        }
+        match (listeners.https.is_some(), self.tls.is_some()) {
+            (true, false) => return fail("listeners.https needs [gateway.tls]".into()),
+            (false, true) => return fail("[gateway.tls] is only for listeners.https".into()),
+            _ => {}
         }
         if self.limits.max_header_bytes < MIN_HEADER_BYTES {
             return fail(format!(

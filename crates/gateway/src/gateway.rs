@@ -10,7 +10,7 @@ use crate::context::{GatewayContext, Phase};
 use crate::control::keeper;
 use crate::control::{ControlClient, ControlLoop, runner::Backoff};
 use crate::inbound::io_threads::{IoThreads, ThreadListeners};
-use crate::inbound::{http as http_listener, socks};
+use crate::inbound::{http as http_listener, socks, tls_accept};
 use crate::metrics::GatewayMetrics;
 use crate::policy::limits::LimiterClock;
 use crate::proxy_addresses::{self, ProxyAddresses, ProxyResolution};
@@ -62,6 +62,7 @@ pub struct Gateway {
     control_client: ControlClient,
     metrics_handle: Option<MetricsHandle>,
     http_addr: Option<SocketAddr>,
+    https_addr: Option<SocketAddr>,
     socks5_addr: Option<SocketAddr>,
     clients: ClientListeners,
     admin: Option<TcpListener>,
@@ -73,6 +74,7 @@ enum ClientListeners {
     /// On the runtime that runs the gateway (`io_threads = 0`).
     Ambient {
         http: Option<TcpListener>,
+        https: Option<TcpListener>,
         socks5: Option<TcpListener>,
     },
     /// On per-core threads, each with its own runtime.
@@ -148,6 +150,7 @@ impl Gateway {
             ),
             None => None,
         };
+        let client_tls = tls_accept::load(&config)?;
         let control_client = ControlClient::new(
             addrs,
             config.worker_token.clone(),
@@ -172,9 +175,11 @@ impl Gateway {
             },
         ));
         let http = bind("http", config.listeners.http).await?;
+        let https = bind("https", config.listeners.https).await?;
         let socks5 = bind("socks5", config.listeners.socks5).await?;
         let admin = bind("admin", config.listeners.admin).await?;
         let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
+        let https_addr = https.as_ref().and_then(|l| l.local_addr().ok());
         let socks5_addr = socks5.as_ref().and_then(|l| l.local_addr().ok());
         let io_threads = config.io_threads;
         if io_threads > 0 {
@@ -209,15 +214,21 @@ impl Gateway {
             last_reload: ArcSwapOption::empty(),
             limiter_clock,
             admin_tls,
+            client_tls,
             control: control_client.clone(),
         });
         let clients = if io_threads == 0 {
-            ClientListeners::Ambient { http, socks5 }
+            ClientListeners::Ambient {
+                http,
+                https,
+                socks5,
+            }
         } else {
             let to_std =
                 |listener: Option<TcpListener>| listener.map(TcpListener::into_std).transpose();
             let sets = ThreadListeners::split(
                 to_std(http).map_err(GatewayError::IoThreads)?,
+                to_std(https).map_err(GatewayError::IoThreads)?,
                 to_std(socks5).map_err(GatewayError::IoThreads)?,
                 io_threads,
             )
@@ -234,6 +245,7 @@ impl Gateway {
             control_client,
             metrics_handle,
             http_addr,
+            https_addr,
             socks5_addr,
             clients,
             admin,
@@ -242,6 +254,11 @@ impl Gateway {
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
+    }
+
+    /// The TLS client listener's address (`listeners.https`).
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.https_addr
     }
 
     pub fn socks5_addr(&self) -> Option<SocketAddr> {
@@ -275,15 +292,23 @@ impl Gateway {
             control_client,
             metrics_handle,
             http_addr: _,
+            https_addr: _,
             socks5_addr: _,
             clients,
             admin,
         } = self;
         let mut tasks = tokio::task::JoinSet::new();
         let io_threads = match clients {
-            ClientListeners::Ambient { http, socks5 } => {
+            ClientListeners::Ambient {
+                http,
+                https,
+                socks5,
+            } => {
                 if let Some(listener) = http {
                     tasks.spawn(http_listener::serve(listener, Arc::clone(&shared)));
+                }
+                if let Some(listener) = https {
+                    tasks.spawn(tls_accept::serve(listener, Arc::clone(&shared)));
                 }
                 if let Some(listener) = socks5 {
                     tasks.spawn(socks::serve(listener, Arc::clone(&shared)));
@@ -299,6 +324,7 @@ impl Gateway {
             tasks.spawn(admin::serve(listener, Arc::clone(&shared), metrics_handle));
         }
         tasks.spawn(maintenance(Arc::clone(&shared)));
+        tasks.spawn(tls_accept::watch_files(Arc::clone(&shared)));
         tasks.spawn(follow_session_feedback(Arc::clone(&shared)));
         tasks.spawn(keeper::run(Arc::clone(&shared)));
         tasks.spawn(proxy_addresses::keep_fresh(

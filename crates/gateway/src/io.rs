@@ -1,7 +1,10 @@
-//! [`ActivityIo`]: a client socket that remembers when it last moved a byte, so the
+//! [`ActivityIo`]: a client stream that remembers when it last moved a byte, so the
 //! connection's watchdog can close kept-alive connections that sit idle, and tells the
 //! connection cap of every byte read (between requests the first one starts a head, and a
 //! connection reading a head is not closed to make room).
+//!
+//! Generic over the stream (a socket on the plain listener, a TLS stream on the TLS one):
+//! each listener gets its own monomorphic copy, so the plain path pays no indirection.
 
 use proxypool_core::SharedClock;
 use proxypool_edge::ConnectionMark;
@@ -13,19 +16,19 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// A TCP stream that stamps the monotonic time of its last read or write.
+/// A stream that stamps the monotonic time of its last read or write.
 #[derive(Debug)]
-pub(crate) struct ActivityIo {
-    stream: TcpStream,
+pub(crate) struct ActivityIo<S = TcpStream> {
+    stream: S,
     last: Arc<AtomicU64>,
     clock: SharedClock,
     mark: Arc<ConnectionMark>,
 }
 
-impl ActivityIo {
+impl<S> ActivityIo<S> {
     /// Stamps `last` with `clock`'s monotonic milliseconds and tells `mark` of reads.
     pub(crate) fn new(
-        stream: TcpStream,
+        stream: S,
         last: Arc<AtomicU64>,
         clock: SharedClock,
         mark: Arc<ConnectionMark>,
@@ -39,7 +42,7 @@ impl ActivityIo {
         }
     }
 
-    pub(crate) fn into_inner(self) -> TcpStream {
+    pub(crate) fn into_inner(self) -> S {
         self.stream
     }
 
@@ -49,7 +52,7 @@ impl ActivityIo {
     }
 }
 
-impl AsyncRead for ActivityIo {
+impl<S: AsyncRead + Unpin> AsyncRead for ActivityIo<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -66,7 +69,7 @@ impl AsyncRead for ActivityIo {
     }
 }
 
-impl AsyncWrite for ActivityIo {
+impl<S: AsyncWrite + Unpin> AsyncWrite for ActivityIo<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -3,7 +3,9 @@
 //! one takes no lock.
 //!
 //! Names (all prefixed `proxypool_gateway_`): `connections_total{listener}`,
-//! `connections_open{listener}`, `connections_rejected_total{reason}`,
+//! `connections_open{listener}` (`http`, `https`, `socks5`),
+//! `connections_rejected_total{reason}`,
+//! `tls_handshake_failures_total{reason}` (the TLS listener: `timeout`, `error`, `plaintext`),
 //! `requests_total{kind}`, `refusals_total{code}`, `bytes_total{direction}`,
 //! `upstream_failures_total{reason}` (failures of the proxy itself, counted against it),
 //! `target_failures_total{reason}` (the target behind a proxy failed: one of the fixed
@@ -35,13 +37,27 @@ use std::sync::Mutex;
 pub(crate) enum Listener {
     Http,
     Socks5,
+    Https,
+}
+
+/// Why a TLS listener's handshake did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HandshakeFailure {
+    /// Not done within the header-read timeout.
+    Timeout,
+    /// Refused by either side (a client certificate missing or not chaining to
+    /// `client_ca` among others).
+    Error,
+    /// The client spoke plain HTTP.
+    Plaintext,
 }
 
 /// Cached handles.
 #[derive(Debug)]
 pub(crate) struct GatewayMetrics {
-    connections: [Counter; 2],
-    open: [Gauge; 2],
+    connections: [Counter; 3],
+    open: [Gauge; 3],
+    tls_handshake_failures: [Counter; 3],
     pub rejected_connection_cap: Counter,
     /// Connections closed, unused, to admit a new one at the global cap.
     pub connections_evicted: Counter,
@@ -100,11 +116,16 @@ impl GatewayMetrics {
             connections: [
                 counter!("proxypool_gateway_connections_total", "listener" => "http"),
                 counter!("proxypool_gateway_connections_total", "listener" => "socks5"),
+                counter!("proxypool_gateway_connections_total", "listener" => "https"),
             ],
             open: [
                 gauge!("proxypool_gateway_connections_open", "listener" => "http"),
                 gauge!("proxypool_gateway_connections_open", "listener" => "socks5"),
+                gauge!("proxypool_gateway_connections_open", "listener" => "https"),
             ],
+            tls_handshake_failures: ["timeout", "error", "plaintext"].map(|reason| {
+                counter!("proxypool_gateway_tls_handshake_failures_total", "reason" => reason)
+            }),
             rejected_connection_cap: counter!(
                 "proxypool_gateway_connections_rejected_total", "reason" => "connection_cap"
             ),
@@ -170,6 +191,10 @@ impl GatewayMetrics {
 
     pub(crate) fn connection_closed(&self, listener: Listener) {
         self.open[listener as usize].decrement(1.0);
+    }
+
+    pub(crate) fn tls_handshake_failed(&self, why: HandshakeFailure) {
+        self.tls_handshake_failures[why as usize].increment(1);
     }
 
     /// Counts a refusal: no lock, one atomic increment (`code` is one of

@@ -31,6 +31,9 @@ pub(crate) struct Shared {
     pub limiter_clock: LimiterClock,
     /// TLS of the admin listener, loaded at start (its files are polled while it serves).
     pub admin_tls: Option<proxypool_edge::ServerTls>,
+    /// TLS of the client listener (`listeners.https`), loaded at start, its files polled
+    /// ([`crate::inbound::tls_accept::watch_files`]).
+    pub client_tls: Option<proxypool_edge::ServerTls>,
     /// The control client (which controller it talks to and why its last call failed,
     /// for `/status`).
     pub control: crate::control::ControlClient,

@@ -25,7 +25,7 @@
 //! thread; [`IoThreads::join`] waits for every one.
 
 use crate::context::Phase;
-use crate::inbound::{http as http_listener, socks};
+use crate::inbound::{http as http_listener, socks, tls_accept};
 use crate::metrics::Listener;
 use crate::state::Shared;
 use std::sync::Arc;
@@ -36,6 +36,7 @@ use tokio::sync::oneshot;
 #[derive(Debug)]
 pub(crate) struct ThreadListeners {
     pub http: Option<std::net::TcpListener>,
+    pub https: Option<std::net::TcpListener>,
     pub socks5: Option<std::net::TcpListener>,
 }
 
@@ -44,6 +45,7 @@ impl ThreadListeners {
     /// clones of each (the same listening socket, registered separately).
     pub(crate) fn split(
         http: Option<std::net::TcpListener>,
+        https: Option<std::net::TcpListener>,
         socks5: Option<std::net::TcpListener>,
         threads: usize,
     ) -> std::io::Result<Vec<ThreadListeners>> {
@@ -54,10 +56,15 @@ impl ThreadListeners {
         for _ in 1..threads {
             sets.push(ThreadListeners {
                 http: clone(&http)?,
+                https: clone(&https)?,
                 socks5: clone(&socks5)?,
             });
         }
-        sets.push(ThreadListeners { http, socks5 });
+        sets.push(ThreadListeners {
+            http,
+            https,
+            socks5,
+        });
         Ok(sets)
     }
 }
@@ -164,6 +171,7 @@ fn run_thread(
         }
         for (listener, kind) in [
             (listeners.http, Listener::Http),
+            (listeners.https, Listener::Https),
             (listeners.socks5, Listener::Socks5),
         ] {
             let Some(listener) = listener else { continue };
@@ -180,6 +188,7 @@ fn run_thread(
             let shared = Arc::clone(&shared);
             match kind {
                 Listener::Http => tokio::spawn(http_listener::serve(listener, shared)),
+                Listener::Https => tokio::spawn(tls_accept::serve(listener, shared)),
                 Listener::Socks5 => tokio::spawn(socks::serve(listener, shared)),
             };
         }

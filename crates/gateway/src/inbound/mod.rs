@@ -1,5 +1,6 @@
 //! Inbound: where a client's connection enters and is admitted, before any proxy is
-//! picked. The accept loop and the per-core I/O threads, the HTTP and SOCKS5 listeners,
+//! picked. The accept loop and the per-core I/O threads, the HTTP (plain and inside TLS,
+//! with mutual TLS's client identities) and SOCKS5 listeners,
 //! authentication against the snapshot's clients, and the admission steps that need the
 //! gateway's shared state (the destination check).
 //!
@@ -9,6 +10,8 @@
 pub(crate) mod accept;
 pub(crate) mod admission;
 pub(crate) mod auth;
+pub(crate) mod client_cert;
 pub(crate) mod http;
 pub(crate) mod io_threads;
 pub(crate) mod socks;
+pub(crate) mod tls_accept;

@@ -14,7 +14,7 @@ use crate::inbound::admission;
 use crate::inbound::auth::authenticate;
 use crate::metrics::Listener;
 use crate::outbound::dial::{DialTimeouts, TunnelDialer};
-use crate::outbound::relay::{TunnelAccount, run_tunnel};
+use crate::outbound::relay::{ClientSide, TunnelAccount, run_tunnel};
 use crate::policy::limits::{ClientPolicy, ConnectionPermit};
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
@@ -114,7 +114,7 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
                     lease: &lease,
                     exchange: &mut exchange,
                 };
-                run_tunnel(shared, account, stream, upstream, &[]).await;
+                run_tunnel(shared, account, ClientSide::Socket(stream), upstream, &[]).await;
             }
             drop((lease, client_permit, permit));
         }

@@ -10,8 +10,21 @@ use crate::proxies::capacity::Lease;
 use crate::proxies::cutoff::CutReason;
 use crate::usage::UsageCell;
 use proxypool_edge::Conn;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// The client's side of a tunnel: a bare socket (relayed without buffers when the
+/// upstream is one too), or any other stream (a client of the TLS listener), relayed with
+/// buffers by [`stream_tunnel`].
+pub(crate) enum ClientSide {
+    Socket(TcpStream),
+    Stream(Box<dyn ClientStream>),
+}
+
+/// A client stream other than a bare socket.
+pub(crate) trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> ClientStream for T {}
 
 /// Why a tunnel was ended from outside.
 enum Ended {
@@ -37,7 +50,7 @@ pub(crate) struct TunnelAccount<'a> {
 pub(crate) async fn run_tunnel(
     shared: &GatewayContext,
     account: TunnelAccount<'_>,
-    client: TcpStream,
+    client: ClientSide,
     mut upstream: Conn,
     early: &[u8],
 ) {
@@ -64,9 +77,14 @@ pub(crate) async fn run_tunnel(
         }
     };
     let idle = shared.tunnel_idle();
-    let (relayed, ended) = match upstream {
-        Conn::Plain(upstream) => tunnel::relay(client, upstream, idle, ended).await,
-        tls => stream_tunnel::relay(client, tls, idle, ended).await,
+    let (relayed, ended) = match (client, upstream) {
+        (ClientSide::Socket(client), Conn::Plain(upstream)) => {
+            tunnel::relay(client, upstream, idle, ended).await
+        }
+        (ClientSide::Socket(client), tls) => stream_tunnel::relay(client, tls, idle, ended).await,
+        (ClientSide::Stream(client), upstream) => {
+            stream_tunnel::relay(client, upstream, idle, ended).await
+        }
     };
     match ended {
         Some(Ended::ClientRemoved) => {

@@ -359,6 +359,11 @@ impl SnapshotView {
         self.client(id).is_some()
     }
 
+    /// Every client, in no particular order.
+    pub(crate) fn clients(&self) -> impl Iterator<Item = &Arc<ClientEntry>> {
+        self.clients.values()
+    }
+
     /// The proxies whose `label` is `value` (canonical).
     pub(crate) fn with_geo(&self, label: GeoLabel, value: &str) -> &[u32] {
         let at = match label {

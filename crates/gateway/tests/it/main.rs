@@ -29,6 +29,8 @@
 //! - `readiness`: `/readyz`, `/status` and refusals follow leases and staleness.
 //! - `rotation`: rotation strategies counted over known request sequences.
 //! - `target_failures`: a tenant's failing targets never take shared proxies out.
+//! - `tls_listener`: the TLS client listener (`--proxy https://`), its deadlines, mutual
+//!   TLS by certificate name, a renewed certificate.
 //! - `tls_upstreams`: `https` upstream proxies verified against the upstream's CA.
 //! - `tunnel`: CONNECT and SOCKS5 tunnels streaming both ways, write deadlines.
 
@@ -59,5 +61,6 @@ mod proxying;
 mod readiness;
 mod rotation;
 mod target_failures;
+mod tls_listener;
 mod tls_upstreams;
 mod tunnel;

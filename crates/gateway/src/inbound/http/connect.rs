@@ -7,7 +7,7 @@ use crate::inbound::admission;
 use crate::io::ActivityIo;
 use crate::outbound::dial::{DialTimeouts, TunnelDialer};
 use crate::outbound::forward::body::ProxyBody;
-use crate::outbound::relay::{TunnelAccount, run_tunnel};
+use crate::outbound::relay::{ClientSide, TunnelAccount, run_tunnel};
 use crate::policy::limits::ConnectionPermit;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
@@ -74,12 +74,20 @@ pub(super) async fn connect(
         let Ok(upgraded) = hyper::upgrade::on(request).await else {
             return;
         };
-        // Unwrap back to the raw socket so the relay can wait without buffers.
+        // Unwrap back to the raw socket so the relay can wait without buffers. A client
+        // of the TLS listener cannot be: its upgraded stream (TLS inside, and whatever
+        // hyper read ahead) is relayed with buffers.
         let (client, leftover) = match upgraded.downcast::<TokioIo<ActivityIo>>() {
             // Copy what the client sent early: the slice would pin hyper's whole read
             // buffer for the life of the tunnel (8 KiB per idle tunnel).
-            Ok(parts) => (parts.io.into_inner().into_inner(), parts.read_buf.to_vec()),
-            Err(_) => return,
+            Ok(parts) => (
+                ClientSide::Socket(parts.io.into_inner().into_inner()),
+                parts.read_buf.to_vec(),
+            ),
+            Err(upgraded) => (
+                ClientSide::Stream(Box::new(TokioIo::new(upgraded))),
+                Vec::new(),
+            ),
         };
         let account = TunnelAccount {
             client_id: &client_id,

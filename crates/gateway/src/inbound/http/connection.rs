@@ -1,9 +1,10 @@
 //! [`ConnectionState`]: what the requests of one HTTP connection share — the peer, the
 //! shield it was admitted by and the verdict charged at accept, the last credentials
-//! verified on it, its requests in flight and the per-IP and global slots a `CONNECT`
-//! tunnel takes along.
+//! verified on it, its requests in flight, the per-IP and global slots a `CONNECT`
+//! tunnel takes along, and on the TLS listener the client certificate's names.
 
 use crate::inbound::accept::ShieldAtAccept;
+use crate::inbound::client_cert::ClientCertificate;
 use crate::policy::limits::Shield;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
@@ -33,10 +34,17 @@ pub(super) struct ConnectionState {
     pub(super) mark: Arc<ConnectionMark>,
     /// The connection's per-IP and global slots; a CONNECT tunnel takes them along.
     pub(super) permit: Mutex<Option<Admitted>>,
+    /// The certificate the client presented to the TLS listener (mutual TLS), if any.
+    pub(super) certificate: Option<ClientCertificate>,
 }
 
 impl ConnectionState {
-    pub(super) fn new(peer: SocketAddr, permit: Admitted, shield: ShieldAtAccept) -> Self {
+    pub(super) fn new(
+        peer: SocketAddr,
+        permit: Admitted,
+        shield: ShieldAtAccept,
+        certificate: Option<ClientCertificate>,
+    ) -> Self {
         Self {
             peer,
             shield: shield
@@ -47,6 +55,7 @@ impl ConnectionState {
             in_flight: AtomicUsize::new(0),
             mark: Arc::clone(permit.mark()),
             permit: Mutex::new(Some(permit)),
+            certificate,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The HTTP proxy listener (hyper 1.x, HTTP/1.1): absolute-form requests with keep-alive
 //! (each request authenticated, admitted and routed on its own, so rotation works on a
-//! kept-alive connection) and `CONNECT` tunnels.
+//! kept-alive connection) and `CONNECT` tunnels. The TLS listener
+//! ([`crate::inbound::tls_accept`]) serves the same protocol inside TLS.
 //!
 //! Per connection: admission at accept (the per-IP cap, the shield's verdict, the global
 //! connection cap: [`crate::inbound::accept`]), a header read timeout and
@@ -15,7 +16,8 @@ mod response;
 mod service;
 
 use crate::context::Phase;
-use crate::inbound::accept::{Accepted, accept_loop};
+use crate::inbound::accept::{Accepted, ShieldAtAccept, accept_loop};
+use crate::inbound::client_cert::ClientCertificate;
 use crate::io::ActivityIo;
 use crate::metrics::Listener;
 use crate::state::Shared;
@@ -23,9 +25,12 @@ use connection::ConnectionState;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use proxypool_edge::Admitted;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 /// Accepts HTTP proxy connections until the gateway starts draining (admission at
@@ -36,23 +41,36 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
         shared,
         Listener::Http,
         |shared, accepted| async move {
-            serve_connection(&shared, accepted).await;
+            let Accepted {
+                stream,
+                peer,
+                admitted,
+                shield,
+            } = accepted;
+            let _ = stream.set_nodelay(true);
+            serve_connection(&shared, stream, peer, admitted, shield, None).await;
         },
     )
     .await;
 }
 
-async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
-    let Accepted {
-        stream,
-        peer,
-        admitted,
-        shield,
-    } = accepted;
-    let _ = stream.set_nodelay(true);
+/// Serves the HTTP proxy protocol on one admitted connection's stream: a socket from the
+/// plain listener, or a TLS stream from [`crate::inbound::tls_accept`] with the client
+/// certificate's names when it presented one. One monomorphic copy per stream type, so
+/// the plain listener's path is what it was before TLS.
+pub(crate) async fn serve_connection<S>(
+    shared: &Arc<Shared>,
+    stream: S,
+    peer: SocketAddr,
+    admitted: Admitted,
+    shield: ShieldAtAccept,
+    certificate: Option<ClientCertificate>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let clock = Arc::clone(&shared.clock);
     let last_activity = Arc::new(AtomicU64::new(clock.monotonic_ms()));
-    let state = Arc::new(ConnectionState::new(peer, admitted, shield));
+    let state = Arc::new(ConnectionState::new(peer, admitted, shield, certificate));
     let io = TokioIo::new(ActivityIo::new(
         stream,
         Arc::clone(&last_activity),

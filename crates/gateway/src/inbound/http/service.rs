@@ -1,5 +1,6 @@
 //! One HTTP proxy request: shield (the first request of a connection takes the verdict
-//! charged at accept) → snapshot (fail closed when stale) → authenticate →
+//! charged at accept) → snapshot (fail closed when stale) → authenticate (credentials, or
+//! on the TLS listener a client certificate) →
 //! client policy → CONNECT tunnel or plain forward. Every refusal becomes a response with
 //! `X-Proxypool-Error`.
 
@@ -8,13 +9,14 @@ use super::{canonical, connect, response};
 use crate::access::{Exchange, Kind};
 use crate::inbound::admission;
 use crate::inbound::auth::authenticate;
+use crate::inbound::client_cert;
 use crate::outbound::forward::{self, body::ProxyBody};
 use crate::policy::limits::{ClientPolicy, ConnectionPermit};
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use crate::snapshot::SnapshotView;
 use crate::state::Shared;
-use http::header::{self, HeaderMap};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use proxypool_core::LockExt;
@@ -111,15 +113,47 @@ async fn admit_and_route(
     }
 }
 
+/// The request's client: by `Proxy-Authorization`, or on the TLS listener with mutual TLS
+/// by a client certificate named in a client's `tls_names` ([`client_cert`]). Both given,
+/// they must name the same client (the header's password checked as always).
 fn authenticate_request(
     shared: &Shared,
     state: &ConnectionState,
     view: &SnapshotView,
     headers: &HeaderMap,
 ) -> Result<Authenticated, Refusal> {
-    let header = headers
-        .get(header::PROXY_AUTHORIZATION)
-        .ok_or(Refusal::AuthRequired)?;
+    let by_certificate = state
+        .certificate
+        .as_ref()
+        .and_then(|certificate| certificate.client(view));
+    let Some(header) = headers.get(header::PROXY_AUTHORIZATION) else {
+        return match by_certificate {
+            Some(client) => client_cert::by_certificate(client, state.peer.ip()),
+            None => Err(Refusal::AuthRequired),
+        };
+    };
+    let auth = authenticate_header(shared, state, view, header)?;
+    if let Some(client) = by_certificate
+        && client.id != auth.client.id
+    {
+        tracing::debug!(
+            peer = %state.peer,
+            certificate = %client.id,
+            "Proxy-Authorization names another client than the client certificate"
+        );
+        return Err(Refusal::AuthRequired);
+    }
+    Ok(auth)
+}
+
+/// The client of a `Proxy-Authorization` header, from the connection's cache when the
+/// same header was verified in the same view.
+fn authenticate_header(
+    shared: &Shared,
+    state: &ConnectionState,
+    view: &SnapshotView,
+    header: &HeaderValue,
+) -> Result<Authenticated, Refusal> {
     {
         let cached = state.auth.lock_or_recover();
         if let Some(cached) = cached.as_ref()
