@@ -77,6 +77,7 @@ mod control;
 mod failure;
 mod gateway;
 mod inbound;
+mod inspection;
 mod io;
 mod metrics;
 mod origin_tls;

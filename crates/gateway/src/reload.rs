@@ -6,8 +6,10 @@
 //! header size), rotation, sticky-session lengths and the per-client sticky bound, the
 //! capacity wait and its waiters' bounds,
 //! dialing, the destination policy, the per-IP shield, the shutdown grace, the admin token, the access log
-//! (which every reload reopens, for logrotate; its queue's size stays as started) and the
-//! trust inspected requests verify origins by (`origin_ca`, read again on every reload).
+//! (which every reload reopens, for logrotate; its queue's size stays as started), the
+//! trust inspected requests verify origins by (`origin_ca`, read again on every reload)
+//! and TLS inspection itself (`[gateway.inspection]`: the bypass list, and the CA files
+//! read again, a changed CA starting an empty leaf cache).
 //! A connection reads the settings when it needs them, so a change applies to what comes
 //! next; a connection keeps the shield it was admitted by. What needs a restart keeps its
 //! running value: identity and controller, listeners, the limiter engine, the bounds of
@@ -17,6 +19,7 @@
 //! shutdown grace later.
 
 use crate::config::{AccessLogConfig, ConfigError, GatewayConfig};
+use crate::inspection::Authority;
 use crate::origin_tls::OriginTls;
 use crate::policy::limits::{LimiterClock, Shield};
 use crate::state::Shared;
@@ -66,8 +69,11 @@ impl GatewayReload {
         next.access_log.format = config.access_log.format;
         next.access_log.refusals_per_second = config.access_log.refusals_per_second;
         next.validate()?;
+        next.inspection = config.inspection.clone();
         // Read before anything changes: a bundle that cannot be used fails the reload.
         let origin_tls = build_origin_tls(config)?;
+        // The CA files are read again; a CA that cannot issue fails the reload whole.
+        let authority = load_authority(&next)?;
         // Every reload reopens the access log (logrotate's SIGHUP); a file that cannot be
         // opened fails the reload before anything else changed.
         self.reconfigure_access_log(&next.access_log)?;
@@ -83,9 +89,21 @@ impl GatewayReload {
         self.shared.per_ip.set_ipv6_prefix(next.limits.ipv6_prefix);
         self.shared.router.reconfigure(&next);
         self.shared.origin_tls.store(Arc::new(origin_tls));
+        self.swap_authority(authority);
         self.shared.settings.store(Arc::new(next));
         tracing::info!("gateway settings applied");
         Ok(())
+    }
+
+    /// Puts `authority` in force, unless it would mint what the running one does (its
+    /// leaf cache is kept then). Tunnels already inspected keep the leaf they were
+    /// served.
+    fn swap_authority(&self, authority: Option<Authority>) {
+        let running = self.shared.inspection.load_full();
+        match (running, authority) {
+            (Some(running), Some(next)) if running.same_as(&next) => {}
+            (_, next) => self.shared.inspection.store(next.map(Arc::new)),
+        }
     }
 
     /// Reopens the access log where the settings in force say (after logrotate moved the
@@ -118,6 +136,15 @@ pub(crate) fn build_origin_tls(config: &GatewayConfig) -> Result<OriginTls, Conf
         .as_ref()
         .and_then(|inspection| inspection.origin_ca.as_deref());
     OriginTls::load(origin_ca).map_err(ConfigError)
+}
+
+/// The CA of `[gateway.inspection]`, read and checked, or `None` without the table.
+pub(crate) fn load_authority(config: &GatewayConfig) -> Result<Option<Authority>, ConfigError> {
+    config
+        .inspection
+        .as_ref()
+        .map(|inspection| Authority::load(inspection).map_err(ConfigError))
+        .transpose()
 }
 
 /// The shield `config` asks for, on the gateway's limiter clock.

@@ -28,6 +28,9 @@ pub(crate) enum Kind {
     Http,
     Connect,
     Socks5,
+    /// A request inside an inspected `CONNECT` (`crate::inspection`): forwarded like a
+    /// plain one, over TLS to the origin.
+    Https,
 }
 
 impl Kind {
@@ -36,11 +39,17 @@ impl Kind {
             Kind::Http => "http",
             Kind::Connect => "connect",
             Kind::Socks5 => "socks5",
+            Kind::Https => "https",
         }
     }
 
     fn is_tunnel(self) -> bool {
-        !matches!(self, Kind::Http)
+        matches!(self, Kind::Connect | Kind::Socks5)
+    }
+
+    /// A forwarded request, whose text line shows its URL.
+    fn is_forwarded(self) -> bool {
+        matches!(self, Kind::Http | Kind::Https)
     }
 }
 
@@ -183,7 +192,7 @@ impl Exchange {
                 text.referer = copy(header::REFERER);
                 text.user_agent = copy(header::USER_AGENT);
             }
-            if self.kind == Kind::Http {
+            if self.kind.is_forwarded() {
                 fields.target = Some(url_as_logged(uri));
                 return;
             }
@@ -206,7 +215,7 @@ impl Exchange {
     /// plain request's URL instead.
     pub(crate) fn target(&mut self, target: &TargetAddr) {
         if let Some(fields) = &mut self.fields
-            && !(fields.text.is_some() && self.kind == Kind::Http)
+            && !(fields.text.is_some() && self.kind.is_forwarded())
         {
             fields.target = Some(target.to_string());
         }
@@ -271,7 +280,7 @@ impl Exchange {
         self.note_refusal(refusal);
         match self.kind {
             Kind::Socks5 => self.replied(refusal.socks_reply()),
-            Kind::Http | Kind::Connect => self.answered(refusal.status()),
+            Kind::Http | Kind::Connect | Kind::Https => self.answered(refusal.status()),
         }
     }
 
@@ -337,7 +346,7 @@ impl Drop for Exchange {
         if let Some(started) = self.tunnel_started {
             let tunnel = match self.kind {
                 Kind::Socks5 => 1,
-                Kind::Http | Kind::Connect => 0,
+                Kind::Http | Kind::Connect | Kind::Https => 0,
             };
             log.tunnel_seconds[tunnel].record(started.elapsed().as_secs_f64());
         }
@@ -388,7 +397,7 @@ impl Drop for Exchange {
             return;
         };
         let (method, protocol, status) = match self.kind {
-            Kind::Http | Kind::Connect => (
+            Kind::Http | Kind::Connect | Kind::Https => (
                 fields.method.as_deref(),
                 text.protocol.unwrap_or("HTTP/1.1"),
                 fields.status,

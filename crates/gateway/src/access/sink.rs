@@ -68,8 +68,9 @@ pub(crate) struct AccessLog {
     writer: Mutex<Option<JoinHandle<()>>>,
     /// The destination the writer should switch to, set by a reload.
     reopen: Arc<Reopen>,
-    /// Request duration (until the answer's head) by kind: http, connect, socks5.
-    pub(super) request_seconds: [Histogram; 3],
+    /// Request duration (until the answer's head) by kind: http, connect, socks5, https
+    /// (inside an inspected tunnel).
+    pub(super) request_seconds: [Histogram; 4],
     /// Tunnel life (from its start to its close) by kind: connect, socks5.
     pub(super) tunnel_seconds: [Histogram; 2],
     lines_dropped: Counter,
@@ -175,7 +176,7 @@ impl AccessLog {
             sender: ArcSwapOption::from_pointee(sender),
             writer: Mutex::new(Some(writer)),
             reopen,
-            request_seconds: ["http", "connect", "socks5"]
+            request_seconds: ["http", "connect", "socks5", "https"]
                 .map(|kind| histogram!(REQUEST_SECONDS, "kind" => kind)),
             tunnel_seconds: ["connect", "socks5"]
                 .map(|kind| histogram!(TUNNEL_SECONDS, "kind" => kind)),

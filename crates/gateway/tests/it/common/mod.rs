@@ -3,6 +3,7 @@
 
 pub mod alone;
 pub mod control;
+pub mod inspection;
 pub mod upstreams;
 pub mod wait;
 
