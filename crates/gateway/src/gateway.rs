@@ -14,7 +14,7 @@ use crate::inbound::{http as http_listener, socks, tls_accept};
 use crate::metrics::GatewayMetrics;
 use crate::policy::limits::LimiterClock;
 use crate::proxy_addresses::{self, ProxyAddresses, ProxyResolution};
-use crate::reload::{GatewayReload, build_origin_tls, build_shield};
+use crate::reload::{GatewayReload, build_origin_tls, build_shield, load_authority};
 use crate::routing::route::{RouteSettings, Router};
 use crate::routing::select::Picker;
 use crate::routing::sticky::StickyTable;
@@ -194,6 +194,7 @@ impl Gateway {
         let per_ip =
             proxypool_edge::PerIpLimit::new(limits.max_connections_per_ip, limits.ipv6_prefix);
         let origin_tls = build_origin_tls(&config)?;
+        let inspection = load_authority(&config)?.map(Arc::new);
         let shared = Arc::new(Shared {
             context: GatewayContext {
                 settings: ArcSwap::from_pointee(config),
@@ -215,6 +216,7 @@ impl Gateway {
             limiter_clock,
             admin_tls,
             client_tls,
+            inspection: ArcSwapOption::new(inspection),
             control: control_client.clone(),
         });
         let clients = if io_threads == 0 {

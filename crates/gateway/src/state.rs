@@ -34,6 +34,10 @@ pub(crate) struct Shared {
     /// TLS of the client listener (`listeners.https`), loaded at start, its files polled
     /// ([`crate::inbound::tls_accept::watch_files`]).
     pub client_tls: Option<proxypool_edge::ServerTls>,
+    /// The CA inspected `CONNECT`s are ended with and its leaf cache
+    /// (`[gateway.inspection]`; none = no tunnel is inspected), replaced by a reload that
+    /// changes it.
+    pub inspection: ArcSwapOption<crate::inspection::Authority>,
     /// The control client (which controller it talks to and why its last call failed,
     /// for `/status`).
     pub control: crate::control::ControlClient,

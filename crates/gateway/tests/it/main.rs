@@ -20,6 +20,12 @@
 //! - `geo_selectors`: `-country-`, `-city-`, `-state-`, `-asn-` on every way in, sessions.
 //! - `handshake_blame`: a handshake timeout blames a silent proxy, not a slow target.
 //! - `header_case`: header names keep their case and order through forwarding.
+//! - `inspection`: TLS inspection: inspected https retried past a ban, cooled, named and
+//!   ticketed; who is not inspected (off, not asking, bypassed); inner requests for another
+//!   host or a denied destination; rotation inside one tunnel; the leaf cache.
+//! - `inspection_origin`: the gateway's own TLS to origins of inspected requests: an
+//!   untrusted origin refused without blaming the proxy, through HTTP `CONNECT` and SOCKS5
+//!   upstreams, kept alive per exit, ban retries, WebSockets relayed.
 //! - `interop`: tinyproxy and microsocks as upstream proxies.
 //! - `io_threads`: the I/O threads start and end with the gateway, none leaked.
 //! - `lease_cut`: tunnels and kept-alive upstream connections close when the lease goes.
@@ -52,6 +58,8 @@ mod eviction;
 mod geo_selectors;
 mod handshake_blame;
 mod header_case;
+mod inspection;
+mod inspection_origin;
 mod interop;
 mod io_threads;
 mod lease_cut;

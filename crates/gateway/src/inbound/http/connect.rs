@@ -42,6 +42,23 @@ pub(super) async fn connect(
     admission::admit(shared, &auth.client, &target)?;
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
+    // An inspected tunnel ends here, nothing routed for it (`crate::inspection`).
+    let inspection = shared.inspection.load_full();
+    if let Some(authority) = crate::inspection::wanted(inspection, &shared.config(), auth, &target)
+    {
+        let handover = crate::inspection::Handover {
+            shared: Arc::clone(shared),
+            peer: state.peer,
+            shield: state.shield.as_ref().map(|(shield, _)| Arc::clone(shield)),
+            slots: state.take_permit(),
+            permit,
+            admit: admission::admit,
+            refuse: super::response::refusal,
+        };
+        return Ok(crate::inspection::intercept(
+            handover, authority, auth, target, request, exchange,
+        ));
+    }
     let timeouts = DialTimeouts::of(&shared.config());
     let dialer = TunnelDialer {
         target,
