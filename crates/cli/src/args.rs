@@ -54,6 +54,9 @@ pub(crate) enum Command {
     /// configuration file instead of the secret. In a terminal it asks for one line (the
     /// line is shown as typed); from a pipe it reads everything, silently.
     HashSecret,
+    /// The certificate authority TLS inspection mints its leaf certificates from
+    /// (`[gateway.inspection]`).
+    Ca(CaArgs),
 }
 
 #[derive(Debug, Args)]
@@ -312,6 +315,34 @@ pub(crate) struct StoreArgs {
     /// either.
     #[arg(long, value_name = "VAR", global = true)]
     pub admin_url_env: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CaArgs {
+    #[command(subcommand)]
+    pub command: CaCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum CaCommand {
+    /// Make a new CA: DIR/ca.pem (the certificate inspected clients trust, mode 0644) and
+    /// DIR/ca-key.pem (its key, mode 0600), then print the `[gateway.inspection]` lines to
+    /// paste and how clients trust it.
+    Init(CaInitArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CaInitArgs {
+    /// Where the files go: created (mode 0700) if missing; one writable by every user is
+    /// refused.
+    #[arg(long, value_name = "DIR", default_value = "ca")]
+    pub dir: PathBuf,
+    /// The CA's common name, as clients show it.
+    #[arg(long, value_name = "NAME", default_value = "proxypool inspection CA")]
+    pub name: String,
+    /// Replace a CA already in DIR (every inspected client must then trust the new one).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]

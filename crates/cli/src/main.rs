@@ -47,7 +47,7 @@ fn main() -> ExitCode {
         Command::Dev(_) | Command::Sim(_) => "warn",
         Command::Extract(_) | Command::CheckConfig(_) | Command::Migrate(_) => "warn",
         Command::Store(_) => "warn",
-        Command::HashSecret | Command::Probe(_) | Command::Init(_) => "warn",
+        Command::HashSecret | Command::Probe(_) | Command::Init(_) | Command::Ca(_) => "warn",
         _ => "info",
     };
     // The file's `[log] format`, read before the first line is logged.
@@ -88,6 +88,7 @@ fn main() -> ExitCode {
             Command::Store(args) => commands::store::run(args).await,
             Command::Sim(args) => commands::sim::run(args).await,
             Command::HashSecret => commands::hash_secret::run(),
+            Command::Ca(args) => commands::ca::run(args),
             Command::Probe(args) => commands::probe::run(args).await,
         }
     });

@@ -98,6 +98,7 @@ pub use config::{
     DialConfig, GatewayConfig, Limits, Listeners, Rotation, StickySessions,
 };
 pub use gateway::{Gateway, GatewayError, shutdown_signal};
+pub use inspection::check_ca;
 pub use policy::destination::DestinationPolicy;
 pub use proxy_addresses::{
     DEFAULT_REFRESH, Lookup, MAX_STALE, ProxyResolution, ProxyResolver, SystemResolver,

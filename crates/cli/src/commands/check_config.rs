@@ -36,6 +36,7 @@ pub(crate) async fn run(args: CheckConfigArgs) -> Result<(), Failure> {
     for warning in share_warnings(&config)
         .into_iter()
         .chain(exposure_warnings(&config))
+        .chain(inspection_warnings(&config))
     {
         eprintln!("{file}: warning: {warning}");
     }
@@ -79,6 +80,9 @@ pub(crate) fn summary(config: &Config, file: &str) -> Result<Vec<String>, Failur
         };
         let remote = matches!(placement, Placement::Remote);
         let gateway = gateway_config(config, &placement)?;
+        // The CA as the gateway would load it: a key of another certificate fails here.
+        proxypool_gateway::check_ca(&gateway)
+            .map_err(|e| Failure::config(format!("{file}: gateway: {}", e.0)))?;
         summarize_gateway(&gateway, remote, &mut lines);
     }
     Ok(lines)
@@ -157,6 +161,48 @@ pub(crate) fn exposure_warnings(config: &Config) -> Vec<String> {
              set metrics_token, or keep the API on a network only clients and Prometheus \
              reach"
         ));
+    }
+    warnings
+}
+
+/// What a file that loads still gets wrong about TLS inspection: a CA key other users may
+/// read (whoever reads it can impersonate any site to every inspected client), and
+/// clients asking for inspection from an in-process gateway without `[gateway.inspection]`
+/// (it then never inspects: their CONNECTs stay plain tunnels). A controller's file
+/// without `[gateway]` is not warned about: its split gateways carry their own table.
+pub(crate) fn inspection_warnings(config: &Config) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let Some(gateway) = &config.gateway else {
+        return warnings;
+    };
+    match &gateway.inspection {
+        Some(inspection) => {
+            use std::os::unix::fs::PermissionsExt;
+            if let Ok(metadata) = std::fs::metadata(&inspection.ca_key)
+                && metadata.permissions().mode() & 0o077 != 0
+            {
+                warnings.push(format!(
+                    "[gateway.inspection] ca_key = {} is readable by other users (mode {:o}):                      whoever reads it can impersonate any site to every inspected client;                      chmod 600 it, owned by the gateway's user",
+                    inspection.ca_key.display(),
+                    metadata.permissions().mode() & 0o777
+                ));
+            }
+        }
+        None if config.has_controller() => {
+            let asking: Vec<&str> = config
+                .clients
+                .iter()
+                .filter(|c| !c.inspection.is_off())
+                .map(|c| c.id.as_str())
+                .collect();
+            if !asking.is_empty() {
+                warnings.push(format!(
+                    "client(s) {} have inspection on or allowed, but [gateway] has no                      [gateway.inspection]: the gateway never inspects, their CONNECTs stay                      plain tunnels (add the table; `proxypool ca init` makes the CA)",
+                    asking.join(", ")
+                ));
+            }
+        }
+        None => {}
     }
     warnings
 }

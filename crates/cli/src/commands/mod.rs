@@ -1,6 +1,7 @@
 //! One module per subcommand; each exposes `run(args) -> Result<(), Failure>` (and
 //! `sim_tls`, the certificate `sim` makes for its HTTPS proxy).
 
+pub(crate) mod ca;
 pub(crate) mod check_config;
 pub(crate) mod controller;
 pub(crate) mod dev;

@@ -7,6 +7,8 @@
 //!   without its token, everything with it.
 //! - `bans`: ban-aware rotation in split mode; cooldowns follow a proxy to another gateway,
 //!   and clients report bans inside tunnels and by session.
+//! - `ca`: `proxypool ca init`'s files, modes and printout, refusals, and a gateway file
+//!   with its CA checking out.
 //! - `check_failures`: an untrusted https proxy's failed checks, and why, on the listing,
 //!   the metric, the log and the dashboard.
 //! - `clients`: the Python client package `clients/python/` (its pytest suite, from the
@@ -58,6 +60,7 @@ mod common;
 
 mod admin_private;
 mod bans;
+mod ca;
 mod check_failures;
 mod clients;
 mod config;

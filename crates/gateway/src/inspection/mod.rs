@@ -29,12 +29,22 @@ pub(crate) mod metrics;
 pub(crate) use authority::Authority;
 pub(crate) use intercept::{Handover, intercept};
 
-use crate::config::GatewayConfig;
+use crate::config::{ConfigError, GatewayConfig};
 use crate::routing::request::Authenticated;
 use proxypool_config::gateway::inspection::canonical_host;
 use proxypool_core::control::Inspection;
 use proxypool_proto::TargetAddr;
 use std::sync::Arc;
+
+/// Loads the CA of `config`'s `[gateway.inspection]` as a start would, for `check-config`:
+/// a key that does not belong to the certificate, or a certificate that cannot issue,
+/// is an error naming the key (never quoting a file).
+pub fn check_ca(config: &GatewayConfig) -> Result<(), ConfigError> {
+    match &config.inspection {
+        Some(inspection) => Authority::load(inspection).map(|_| ()).map_err(ConfigError),
+        None => Ok(()),
+    }
+}
 
 /// The authority to inspect `target`'s tunnel with, or `None` for a plain tunnel (no CA
 /// configured, the client not inspected, or the host bypassed).
