@@ -19,6 +19,13 @@
 //! `BENCH_ACCESS_LOG_FORMAT` (`json`, `squid` or `combined`; default `json`) picks its
 //! format, to compare the formats' costs.
 //!
+//! `BENCH_HTTPS=ADDR` adds the TLS client listener on `ADDR` with the certificate
+//! `BENCH_TLS_CERT` and its key `BENCH_TLS_KEY` (the TLS listener's cost per request:
+//! `scripts/bench-gateway-tls.sh`). `BENCH_INSPECT_CA` and `BENCH_INSPECT_CA_KEY` (PEM
+//! files) turn TLS inspection on with that CA, origins verified against the CA bundle
+//! `BENCH_ORIGIN_CA` (unset: the public roots), and let the client ask for it
+//! (`inspection = "allowed"`: a username with `-inspect`).
+//!
 //! `GATEWAY_IO_THREADS` sets `io_threads` (default: one per CPU; `0` = the client
 //! connections on the multi-thread runtime, whose size `GATEWAY_WORKERS` sets).
 
@@ -29,7 +36,9 @@ mod control;
 #[allow(dead_code, unreachable_pub)]
 mod wait;
 
-use proxypool_core::control::{GatewayClient, SnapshotProxy};
+use proxypool_config::ServerTlsConfig;
+use proxypool_config::gateway::InspectionConfig;
+use proxypool_core::control::{GatewayClient, Inspection, SnapshotProxy};
 use proxypool_core::{
     ClientId, Credentials, Label, Protocol, ProxyId, Secret, SecretHash, UpstreamId, WorkerId,
     now_millis,
@@ -56,6 +65,15 @@ fn main() {
     {
         builder.worker_threads(workers);
     }
+    let inspection = env_path("BENCH_INSPECT_CA").map(|ca_cert| InspectionConfig {
+        ca_cert,
+        ca_key: env_path("BENCH_INSPECT_CA_KEY")
+            .expect("BENCH_INSPECT_CA_KEY with BENCH_INSPECT_CA"),
+        origin_ca: env_path("BENCH_ORIGIN_CA"),
+        bypass: Vec::new(),
+        leaf_cache: 1024,
+        leaf_validity: proxypool_config::Millis::from_secs(24 * 3600),
+    });
     let runtime = builder.enable_all().build().unwrap();
     runtime.block_on(async move {
         let controller = control::TestController::start("bench-gw", 600_000).await;
@@ -87,7 +105,11 @@ fn main() {
                 allowed_ports: None,
                 ban_statuses: None,
                 rotation: None,
-                inspection: Default::default(),
+                inspection: if inspection.is_some() {
+                    Inspection::Allowed
+                } else {
+                    Inspection::Off
+                },
                 tls_names: Vec::new(),
             }],
         );
@@ -97,6 +119,16 @@ fn main() {
             Secret::new(control::TOKEN),
         );
         config.listeners.http = Some(listen);
+        if let Ok(https) = std::env::var("BENCH_HTTPS") {
+            config.listeners.https = Some(https.parse().expect("BENCH_HTTPS: an address"));
+            config.tls = Some(ServerTlsConfig {
+                cert: env_path("BENCH_TLS_CERT").expect("BENCH_TLS_CERT with BENCH_HTTPS"),
+                key: env_path("BENCH_TLS_KEY").expect("BENCH_TLS_KEY with BENCH_HTTPS"),
+                client_ca: None,
+                poll_interval: proxypool_config::Millis::from_secs(5),
+            });
+        }
+        config.inspection = inspection;
         config.limits.max_connections = 100_000;
         // One load generator on one address: the per-IP cap would be the benchmark too.
         config.limits.max_connections_per_ip = 100_000;
@@ -129,6 +161,10 @@ fn main() {
         eprintln!("bench gateway on {listen}");
         gateway.run(shutdown_signal()).await;
     });
+}
+
+fn env_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os(name).map(Into::into)
 }
 
 fn env_number(name: &str) -> Option<u64> {
