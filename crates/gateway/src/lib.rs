@@ -36,6 +36,7 @@
 //!   -> inbound                         accept, I/O threads, HTTP and SOCKS5 listeners, auth, admission
 //!     -> state                         Shared: the context plus the shield and connection caps
 //!       -> control                     the control loop and client, the lease keeper
+//!       -> inspection                  TLS inspection: the CA's leaves, an inspected CONNECT's end
 //!       -> outbound                    dial, forward plain HTTP, relay tunnels
 //!         -> context                   GatewayContext: settings, store, router, bans, metrics, usage, clock
 //!           -> routing,                selectors, sticky, rotation, pick, wait, bans, the router;
@@ -55,6 +56,7 @@
 //! | `control` | control-API client and loop (session, snapshots, acks, reports), the lease keeper |
 //! | `state` | `Shared`: the context plus what only inbound needs (shield, connection caps) |
 //! | `inbound` | the accept loop and per-core I/O threads, HTTP and SOCKS5 listeners, authentication, admission |
+//! | `inspection` | TLS inspection: the operator's CA and the leaves it mints (a bounded cache), an inspected `CONNECT` ended at the gateway and the https requests inside admitted and forwarded one by one |
 //! | `outbound` | dialing through upstream proxies, plain-HTTP forwarding, tunnels and their relay |
 //! | `context` | `GatewayContext`: what routing and outbound read, and the gateway's phase |
 //! | `routing` | username selectors, sticky sessions, rotation, eligibility and the pick, capacity wait, bans, the router |
