@@ -140,6 +140,10 @@ pub(crate) struct DevArgs {
     /// Gateway SOCKS5 listener.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:11080")]
     pub socks5: SocketAddr,
+    /// Gateway HTTP proxy inside TLS (`--proxy https://`), with a self-signed certificate
+    /// for localhost and 127.0.0.1 kept in the data directory.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:18443")]
+    pub https: SocketAddr,
     /// Client API listener.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:17080")]
     pub api: SocketAddr,

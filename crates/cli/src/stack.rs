@@ -77,6 +77,7 @@ pub(crate) struct Stack {
     quota: OpenedQuota,
     pub api_addr: SocketAddr,
     pub http_addr: Option<SocketAddr>,
+    pub https_addr: Option<SocketAddr>,
     pub socks5_addr: Option<SocketAddr>,
 }
 
@@ -173,6 +174,7 @@ impl Stack {
             quota,
             api_addr,
             http_addr: None,
+            https_addr: None,
             socks5_addr: None,
         };
         if let Some(build) = gateway {
@@ -190,9 +192,10 @@ impl Stack {
                 Err(failure) => Err(failure),
             };
             match started {
-                Ok((gateway, http, socks5)) => {
+                Ok((gateway, [http, https, socks5])) => {
                     stack.gateway = Some(gateway);
                     stack.http_addr = http;
+                    stack.https_addr = https;
                     stack.socks5_addr = socks5;
                 }
                 Err(failure) => {
@@ -408,11 +411,15 @@ fn start_api(
 /// Binds the gateway's listeners and runs it until its stop signal.
 async fn start_gateway(
     config: GatewayConfig,
-) -> Result<(RunningGateway, Option<SocketAddr>, Option<SocketAddr>), Failure> {
+) -> Result<(RunningGateway, [Option<SocketAddr>; 3]), Failure> {
     let gateway = Gateway::bind(config.clone())
         .await
         .map_err(|e| Failure::runtime(format!("gateway: {e}")))?;
-    let (http, socks5) = (gateway.http_addr(), gateway.socks5_addr());
+    let addrs = [
+        gateway.http_addr(),
+        gateway.https_addr(),
+        gateway.socks5_addr(),
+    ];
     let reload = gateway.reloader();
     let (stop, mut stopped) = watch::channel(false);
     let task = tokio::spawn(gateway.run(async move {
@@ -425,8 +432,7 @@ async fn start_gateway(
             reload,
             config,
         },
-        http,
-        socks5,
+        addrs,
     ))
 }
 

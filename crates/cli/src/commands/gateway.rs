@@ -26,6 +26,7 @@ pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
         %worker,
         %controller,
         http = ?gateway.http_addr(),
+        https = ?gateway.https_addr(),
         socks5 = ?gateway.socks5_addr(),
         admin = ?gateway.admin_addr(),
         "proxypool gateway is running"

@@ -41,6 +41,7 @@ pub(crate) async fn run(args: ConfigArg) -> Result<(), Failure> {
         api = %stack.api_addr,
         control = %stack.control_addr(),
         http = ?stack.http_addr,
+        https = ?stack.https_addr,
         socks5 = ?stack.socks5_addr,
         worker = %worker.worker,
         "proxypool serve is running"

@@ -22,6 +22,8 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
     eprintln!("dev ready after {:?}", started.elapsed());
     for label in [
         "gateway HTTP",
+        "gateway HTTPS",
+        "gateway TLS cert",
         "gateway SOCKS5",
         "client API",
         "dashboard",
@@ -37,7 +39,7 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
         banner.get("dashboard"),
         format!("http://{}/ui/", banner.api().trim_start_matches("http://"))
     );
-    assert_eq!(banner.commands.len(), 4, "{:?}", banner.commands);
+    assert_eq!(banner.commands.len(), 5, "{:?}", banner.commands);
 
     // The commands, exactly as printed.
     let (code, body) = shell(&banner.commands[0]);
@@ -54,6 +56,15 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
     assert_eq!(code, 0, "{}", banner.commands[3]);
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
     assert!(body.contains(r#""host":"shop-a.test:"#), "{body}");
+    // Through the TLS listener, trusting the self-signed certificate dev made.
+    assert!(
+        banner.commands[4].contains("--proxy https://"),
+        "{}",
+        banner.commands[4]
+    );
+    let (code, body) = shell(&banner.commands[4]);
+    assert_eq!(code, 0, "{}", banner.commands[4]);
+    assert!(exit_of(&body).starts_with("127.0.0."), "{body}");
     // And the CLI line below them.
     let (code, table) = shell(banner.get("extract command"));
     assert_eq!(code, 0, "{}", banner.get("extract command"));

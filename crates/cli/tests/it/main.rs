@@ -45,6 +45,7 @@
 //!   credential; the runtime role's raw statements are refused; the controller carries
 //!   the operator's orders out.
 //! - `tenants`: clients of two projects against each other's limits.
+//! - `tls_listener`: Python `requests` through dev's TLS listener (`https://` proxy URL).
 //! - `usage`: usage accounting across two controllers and two upstreams.
 //! - `webshare`: `docs/vendors.md`'s Webshare example against `sim`'s Webshare-shaped list
 //!   under `serve`: invalid entries counted and not stored, extraction and the gateway by
@@ -87,5 +88,6 @@ mod split_cluster;
 mod store_loss;
 mod store_operator;
 mod tenants;
+mod tls_listener;
 mod usage;
 mod webshare;

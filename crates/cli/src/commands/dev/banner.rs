@@ -2,8 +2,8 @@
 //! credentials, and three commands that work when pasted as they are.
 //!
 //! The labels are stable (the end-to-end tests read them): `gateway HTTP`, `gateway
-//! SOCKS5`, `client API`, `dashboard`, `origin`, `proxy username`, `proxy password`,
-//! `API token`, and the four command lines start with `curl`. The dashboard signs in with
+//! HTTPS`, `gateway TLS cert`, `gateway SOCKS5`, `client API`, `dashboard`, `origin`, `proxy username`, `proxy password`,
+//! `API token`, `https origin`, `inspection CA`, and the six command lines start with `curl` (the fifth through the TLS listener, the last an inspected https request). The dashboard signs in with
 //! the API token (the dev client is an admin).
 
 use super::setup::{CLIENT, Credentials};
@@ -19,16 +19,24 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub(super) struct Endpoints {
     pub http: SocketAddr,
+    pub https: SocketAddr,
+    /// The TLS listener's self-signed certificate (what a client trusts).
+    pub https_cert: super::tls::ListenerCert,
     pub socks5: SocketAddr,
     pub api: SocketAddr,
     pub control: SocketAddr,
 }
 
 impl Endpoints {
-    pub(super) fn new(stack: &Stack) -> Result<Self, Failure> {
+    pub(super) fn new(
+        stack: &Stack,
+        https_cert: super::tls::ListenerCert,
+    ) -> Result<Self, Failure> {
         let missing = || Failure::runtime("the gateway has no listener address");
         Ok(Endpoints {
             http: dialable(stack.http_addr.ok_or_else(missing)?),
+            https: dialable(stack.https_addr.ok_or_else(missing)?),
+            https_cert,
             socks5: dialable(stack.socks5_addr.ok_or_else(missing)?),
             api: dialable(stack.api_addr),
             control: dialable(stack.control_addr()),
@@ -42,9 +50,10 @@ pub(super) fn print(
     sim: &SimVendor,
     credentials: &Credentials,
     args: &DevArgs,
+    inspection: &super::inspection::Demo,
     took: Duration,
 ) {
-    let text = render(endpoints, sim, credentials, args, took);
+    let text = render(endpoints, sim, credentials, args, inspection, took);
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
@@ -55,6 +64,7 @@ fn render(
     sim: &SimVendor,
     credentials: &Credentials,
     args: &DevArgs,
+    inspection: &super::inspection::Demo,
     took: Duration,
 ) -> String {
     let origin = sim.origin().url("/");
@@ -81,6 +91,7 @@ fn render(
     let quota = args.data_dir.join("quota.sqlite3");
     let shop_a = sim.origin().host_url("shop-a.test", "/");
     let shop_b = sim.origin().host_url("shop-b.test", "/");
+    let https_shop_a = inspection.origin.host_url("shop-a.test", "/");
     let bans = if args.ban_exit.is_empty() {
         "none (try --ban-exit 127.0.0.2=shop-a.test:429)".to_owned()
     } else {
@@ -99,11 +110,15 @@ proxypool dev is ready ({took:.1?} after start)
   origin by name     {shop_a} {shop_b}   (any name under .test; through the proxies only)
   origin bans        {bans}
   gateway HTTP       {http}
+  gateway HTTPS      {https}   (the HTTP proxy inside TLS)
+  gateway TLS cert   {https_cert}   (self-signed for localhost and 127.0.0.1: trust it)
   gateway SOCKS5     {socks5}
   client API         http://{api}
   dashboard          http://{api}/ui/   (sign in with the API token below)
   control API        {control}   (the gateway registers here)
   quota (SQLite)     {quota}
+  https origin       {https_shop_a}   (the origin behind TLS, for inspected requests)
+  inspection CA      {inspection_ca}   (the gateway's CA: trust it for {CLIENT}-inspect)
 
   proxy username     {CLIENT}
   proxy password     {password}
@@ -115,6 +130,8 @@ Try it (each request may leave through another exit):
   curl --socks5-hostname {socks5} --proxy-user {CLIENT}:{password} {origin}
   curl -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{"count":2}}' http://{api}/v1/extractions
   curl -i -x http://{CLIENT}:{password}@{http} {shop_a}
+  curl --proxy https://{CLIENT}:{password}@{https} --proxy-cacert {https_cert} {origin}
+  curl -i --proxy http://{CLIENT}-inspect:{password}@{http} --cacert {inspection_ca} {https_shop_a}
 
 Keep one exit with a sticky session: use the username {CLIENT}-session-mysession.
 Extract with the CLI: PROXYPOOL_TOKEN={token} {exe} extract --api http://{api} --count 2
@@ -123,7 +140,10 @@ Stop with Ctrl-C.
         n = sim.proxies().len(),
         exe = crate::shell::this_binary(),
         quota = quota.display(),
+        inspection_ca = inspection.ca_cert.display(),
         http = endpoints.http,
+        https = endpoints.https,
+        https_cert = endpoints.https_cert.cert.display(),
         socks5 = endpoints.socks5,
         api = endpoints.api,
         control = endpoints.control,

@@ -4,7 +4,8 @@
 //! - every simulated proxy is AVAILABLE (fetched and health-checked), so extraction finds
 //!   the unowned half;
 //! - a GET through the gateway's HTTP listener reaches the origin;
-//! - a GET through the gateway's SOCKS5 listener reaches the origin.
+//! - a GET through the gateway's SOCKS5 listener reaches the origin;
+//! - a GET through the gateway's TLS listener (trusting its certificate) reaches it.
 
 use super::banner::Endpoints;
 use super::setup::{CLIENT, Credentials, UPSTREAM};
@@ -34,7 +35,7 @@ pub(super) async fn wait(
     let pool = stack.controller().pool();
     let auth = Some((CLIENT, credentials.gateway_password.as_str()));
     let origin = sim.origin().addr();
-    let (mut checked, mut http, mut socks5) = (false, false, false);
+    let (mut checked, mut http, mut socks5, mut https) = (false, false, false, false);
     loop {
         if !checked {
             checked = pool
@@ -55,7 +56,13 @@ pub(super) async fn wait(
             socks5 = matches!(tokio::time::timeout(PROBE_TIMEOUT, probe).await,
                 Ok(Ok(fetched)) if fetched.status == 200 && fetched.echo().is_some());
         }
-        if checked && http && socks5 {
+        if checked && !https {
+            let cert = &endpoints.https_cert.cert;
+            let auth = (CLIENT, credentials.gateway_password.as_str());
+            let probe = super::tls::probe(endpoints.https, cert, auth, origin);
+            https = matches!(tokio::time::timeout(PROBE_TIMEOUT, probe).await, Ok(true));
+        }
+        if checked && http && socks5 && https {
             return Ok(());
         }
         if Instant::now() >= until {
@@ -68,6 +75,9 @@ pub(super) async fn wait(
             }
             if !socks5 {
                 missing.push("no answer through the gateway's SOCKS5 listener");
+            }
+            if !https {
+                missing.push("no answer through the gateway's TLS listener");
             }
             return Err(Failure::runtime(format!(
                 "dev was not ready within {deadline:?}: {} (run with PROXYPOOL_LOG=debug to see why)",

@@ -200,6 +200,11 @@ impl Banner {
         self.get("gateway HTTP")
     }
 
+    /// The TLS listener's address and the certificate a client trusts for it.
+    pub fn https(&self) -> (&str, &str) {
+        (self.get("gateway HTTPS"), self.get("gateway TLS cert"))
+    }
+
     pub fn socks5(&self) -> &str {
         self.get("gateway SOCKS5")
     }
@@ -223,6 +228,8 @@ impl Banner {
 
 const LABELS: &[&str] = &[
     "gateway HTTP",
+    "gateway HTTPS",
+    "gateway TLS cert",
     "gateway SOCKS5",
     "client API",
     "dashboard",
@@ -243,6 +250,8 @@ pub fn start_dev(name: &str, scratch: &Scratch, extra: &[&str]) -> (Proc, Banner
         "--http",
         "127.0.0.1:0",
         "--socks5",
+        "127.0.0.1:0",
+        "--https",
         "127.0.0.1:0",
         "--api",
         "127.0.0.1:0",
