@@ -69,6 +69,11 @@ impl Setup {
 /// A gateway over `n` sim HTTP upstreams with inspection on (`bank.test` bypassed, at
 /// most `leaf_cache` leaves), for alice (`on`), bob (`allowed`) and carol (`off`).
 async fn setup(n: u8, leaf_cache: usize) -> Setup {
+    setup_with(n, leaf_cache, |_| {}).await
+}
+
+/// [`setup`] with the gateway's settings changed by `tweak` first.
+async fn setup_with(n: u8, leaf_cache: usize, tweak: impl FnOnce(&mut GatewayConfig)) -> Setup {
     let origin_ca = TestCa::new("origin-ca").unwrap();
     let origin = tls_origin(&origin_ca).await;
     let mut running = Vec::new();
@@ -93,6 +98,7 @@ async fn setup(n: u8, leaf_cache: usize) -> Setup {
     let mut settings = config(&controller);
     with_operator_token(&mut settings);
     settings.inspection = Some(ca.config(origin_ca.ca_path(), &["bank.test"], leaf_cache));
+    tweak(&mut settings);
     let gateway = Running::start(settings.clone()).await;
     acked(&controller, 1).await;
     Setup {
@@ -316,4 +322,41 @@ async fn the_leaf_cache_keeps_at_most_its_bound_the_least_recently_used_going() 
     assert_ne!(leaf("shop-a.test").await, a);
     assert_ne!(leaf("shop-b.test").await, b);
     s.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_inspected_request_has_its_own_access_log_line_with_its_https_url() {
+    let log = std::env::temp_dir().join(format!("gw-inspection-access-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let path = log.clone();
+    let s = setup_with(1, 64, move |settings| {
+        settings.access_log.enabled = true;
+        settings.access_log.file = Some(path);
+        settings.access_log.format = proxypool_gateway::AccessLogFormat::Squid;
+    })
+    .await;
+    let url = s.url("shop-a.test", "/item");
+    let got = s.curl("alice", s.ca.cert_path(), &url, &[]).await;
+    assert_eq!(got.status, 200, "{got:?}");
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    // The CONNECT's line comes when its tunnel ends, a moment after curl closed it.
+    eventually(std::time::Duration::from_secs(5), "both lines", || {
+        text().lines().count() >= 2
+    })
+    .await;
+    let text = text();
+    let inner = text
+        .lines()
+        .find(|line| line.contains(&format!(" GET {url} ")))
+        .unwrap_or_else(|| panic!("no line for the inner request: {text}"));
+    assert!(inner.contains("/200 "), "{inner}");
+    assert!(inner.contains(" alice "), "{inner}");
+    let authority = s.authority("shop-a.test");
+    assert!(
+        text.lines()
+            .any(|line| line.contains(&format!(" CONNECT {authority} "))),
+        "{text}"
+    );
+    s.gateway.shutdown().await;
+    let _ = std::fs::remove_file(&log);
 }
