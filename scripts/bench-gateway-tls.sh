@@ -32,15 +32,21 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target-gateway}
 BIN=$CARGO_TARGET_DIR/release/examples
 WORK=$(mktemp -d)
 PIDS=()
+OLD_TW=$(cat /proc/sys/net/ipv4/tcp_max_tw_buckets 2>/dev/null || echo)
 cleanup() {
+  [ -n "$OLD_TW" ] && sysctl -qw net.ipv4.tcp_max_tw_buckets="$OLD_TW" 2>/dev/null || true
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-# As in bench-gateway.sh: the simulated upstream's per-request origin connections would
-# otherwise fill loopback with TIME_WAIT sockets (best effort: may be read-only here).
+# As in bench-gateway.sh: the connection set-ups and the simulated upstream's per-request
+# origin connections would otherwise fill loopback with TIME_WAIT sockets, and every later
+# connect() would crawl in the kernel's port search (best effort: may be read-only here;
+# restored on exit).
 sysctl -qw net.ipv4.tcp_tw_reuse=1 2>/dev/null || true
+sysctl -qw net.ipv4.tcp_max_tw_buckets=4096 2>/dev/null || true
+sysctl -qw net.ipv4.ip_local_port_range="1024 65000" 2>/dev/null || true
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 echo "building release examples..." >&2
