@@ -39,7 +39,7 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
         banner.get("dashboard"),
         format!("http://{}/ui/", banner.api().trim_start_matches("http://"))
     );
-    assert_eq!(banner.commands.len(), 5, "{:?}", banner.commands);
+    assert_eq!(banner.commands.len(), 6, "{:?}", banner.commands);
 
     // The commands, exactly as printed.
     let (code, body) = shell(&banner.commands[0]);
@@ -65,6 +65,20 @@ fn dev_prints_its_addresses_and_the_printed_commands_work_verbatim() {
     let (code, body) = shell(&banner.commands[4]);
     assert_eq!(code, 0, "{}", banner.commands[4]);
     assert!(exit_of(&body).starts_with("127.0.0."), "{body}");
+    // An inspected https request, trusting the inspection CA dev made: the answer inside
+    // the tunnel names the proxy that carried it.
+    assert!(
+        banner.commands[5].contains("-inspect:"),
+        "{}",
+        banner.commands[5]
+    );
+    let (code, body) = shell(&banner.commands[5]);
+    assert_eq!(code, 0, "{}", banner.commands[5]);
+    assert!(
+        body.to_ascii_lowercase().contains("x-proxypool-proxy: "),
+        "{body}"
+    );
+    assert!(body.contains(r#""host":"shop-a.test:"#), "{body}");
     // And the CLI line below them.
     let (code, table) = shell(banner.get("extract command"));
     assert_eq!(code, 0, "{}", banner.get("extract command"));

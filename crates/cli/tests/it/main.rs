@@ -30,6 +30,8 @@
 //! - `grafana`: the Grafana dashboard against what proxypool exports, and its shape.
 //! - `init`: `proxypool init` writes files that check out and that `serve` runs as written
 //!   against `proxypool sim`, with its generated secrets; refusals change nothing.
+//! - `inspection`: TLS inspection under `dev`: its inspected curl line, the ticket reported
+//!   through `POST /v1/feedback`, the CA kept across runs, its key in no output.
 //! - `logs`: JSON and text logs on stderr as a collector reads them.
 //! - `metrics`: every `/metrics` endpoint renders the one registry; `dev` exports every
 //!   controller family.
@@ -76,6 +78,7 @@ mod failover;
 mod gateway_reload;
 mod grafana;
 mod init;
+mod inspection;
 mod logs;
 mod metrics;
 mod probe;

@@ -2,9 +2,11 @@
 //! credentials, and three commands that work when pasted as they are.
 //!
 //! The labels are stable (the end-to-end tests read them): `gateway HTTP`, `gateway
-//! HTTPS`, `gateway TLS cert`, `gateway SOCKS5`, `client API`, `dashboard`, `origin`, `proxy username`, `proxy password`,
-//! `API token`, and the five command lines start with `curl` (the last through the TLS listener). The dashboard signs in with
-//! the API token (the dev client is an admin).
+//! HTTPS`, `gateway TLS cert`, `gateway SOCKS5`, `client API`, `dashboard`, `origin`,
+//! `proxy username`, `proxy password`, `API token`, `https origin`, `inspection CA`, and
+//! the six command lines start with `curl` (the fifth through the TLS listener, the last
+//! an inspected https request). The dashboard signs in with the API token (the dev client
+//! is an admin).
 
 use super::setup::{CLIENT, Credentials};
 use crate::args::DevArgs;
@@ -50,9 +52,10 @@ pub(super) fn print(
     sim: &SimVendor,
     credentials: &Credentials,
     args: &DevArgs,
+    inspection: &super::inspection::Demo,
     took: Duration,
 ) {
-    let text = render(endpoints, sim, credentials, args, took);
+    let text = render(endpoints, sim, credentials, args, inspection, took);
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
@@ -63,6 +66,7 @@ fn render(
     sim: &SimVendor,
     credentials: &Credentials,
     args: &DevArgs,
+    inspection: &super::inspection::Demo,
     took: Duration,
 ) -> String {
     let origin = sim.origin().url("/");
@@ -89,6 +93,7 @@ fn render(
     let quota = args.data_dir.join("quota.sqlite3");
     let shop_a = sim.origin().host_url("shop-a.test", "/");
     let shop_b = sim.origin().host_url("shop-b.test", "/");
+    let https_shop_a = inspection.origin.host_url("shop-a.test", "/");
     let bans = if args.ban_exit.is_empty() {
         "none (try --ban-exit 127.0.0.2=shop-a.test:429)".to_owned()
     } else {
@@ -114,6 +119,8 @@ proxypool dev is ready ({took:.1?} after start)
   dashboard          http://{api}/ui/   (sign in with the API token below)
   control API        {control}   (the gateway registers here)
   quota (SQLite)     {quota}
+  https origin       {https_shop_a}   (the origin behind TLS, for inspected requests)
+  inspection CA      {inspection_ca}   (the gateway's CA: trust it for {CLIENT}-inspect)
 
   proxy username     {CLIENT}
   proxy password     {password}
@@ -126,6 +133,7 @@ Try it (each request may leave through another exit):
   curl -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' -d '{{"count":2}}' http://{api}/v1/extractions
   curl -i -x http://{CLIENT}:{password}@{http} {shop_a}
   curl --proxy https://{CLIENT}:{password}@{https} --proxy-cacert {https_cert} {origin}
+  curl -i --proxy http://{CLIENT}-inspect:{password}@{http} --cacert {inspection_ca} {https_shop_a}
 
 Keep one exit with a sticky session: use the username {CLIENT}-session-mysession.
 Extract with the CLI: PROXYPOOL_TOKEN={token} {exe} extract --api http://{api} --count 2
@@ -134,6 +142,7 @@ Stop with Ctrl-C.
         n = sim.proxies().len(),
         exe = crate::shell::this_binary(),
         quota = quota.display(),
+        inspection_ca = inspection.ca_cert.display(),
         http = endpoints.http,
         https = endpoints.https,
         https_cert = endpoints.https_cert.cert.display(),

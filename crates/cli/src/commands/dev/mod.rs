@@ -20,8 +20,10 @@
 //! - [`ready`]: the readiness probes.
 //! - [`banner`]: what is printed.
 //! - [`tls`]: the TLS listener's self-signed certificate and its probe.
+//! - [`inspection`]: TLS inspection's CA (kept in the data directory) and an https origin.
 
 mod banner;
+mod inspection;
 mod ready;
 mod setup;
 mod tls;
@@ -51,8 +53,17 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
             .ban(std::net::IpAddr::V4(ban.exit), &ban.host, status);
     }
     let credentials = setup::Credentials::generate();
+    let inspection = inspection::start(&args.data_dir).await?;
+    for ban in &args.ban_exit {
+        if let Ok(status) = proxypool_sim::StatusCode::from_u16(ban.status) {
+            inspection
+                .origin
+                .ban(std::net::IpAddr::V4(ban.exit), &ban.host, status);
+        }
+    }
     let listener_cert = tls::ensure(&args.data_dir)?;
-    let mut config = setup::controller_config(&args, &sim, &credentials, &listener_cert)?;
+    let mut config =
+        setup::controller_config(&args, &sim, &credentials, &listener_cert, &inspection)?;
     let (worker, _) = LoopbackWorker::authorized_in(&mut config)?;
     let file = config.clone();
     let build = |url: String| -> Result<GatewayConfig, Failure> {
@@ -78,7 +89,14 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
     };
     match waited {
         Some(Ok(())) => {
-            banner::print(&endpoints, &sim, &credentials, &args, started.elapsed());
+            banner::print(
+                &endpoints,
+                &sim,
+                &credentials,
+                &args,
+                &inspection,
+                started.elapsed(),
+            );
             tracing::info!(
                 ready_after_ms = started.elapsed().as_millis() as u64,
                 "dev ready"

@@ -45,6 +45,7 @@ pub(super) fn controller_config(
     sim: &SimVendor,
     credentials: &Credentials,
     listener_cert: &super::tls::ListenerCert,
+    inspection: &super::inspection::Demo,
 ) -> Result<Config, Failure> {
     let salt = random::token(16);
     let hash = |secret: &str| {
@@ -61,6 +62,12 @@ pub(super) fn controller_config(
         ..Destinations::default()
     };
     destinations.allow_origin(origin);
+    // The https origin of inspected requests: its address and port too.
+    let https_origin = inspection.origin.addr();
+    destinations.allow_origin(https_origin);
+    if let PortSet::Only(ports) = &mut destinations.ports {
+        ports.insert(https_origin.port());
+    }
     let text = format!(
         r#"
 [store]
@@ -121,6 +128,8 @@ api_token = {{ hash = "{api_hash}" }}
 gateway_password = {{ hash = "{gateway_hash}" }}
 admin = true
 max_connections = 256
+# TLS inspection when the username asks (dev-inspect): https gets what plain http gets.
+inspection = "allowed"
 
 [gateway]
 # Ctrl-C should not wait out long-lived demo tunnels.
@@ -136,6 +145,13 @@ socks5 = "{socks5}"
 cert = {tls_cert:?}
 key = {tls_key:?}
 
+# TLS inspection: the CA made once in the data directory; origins verified against the
+# dev https origin's CA.
+[gateway.inspection]
+ca_cert = {inspection_cert:?}
+ca_key = {inspection_key:?}
+origin_ca = {origin_ca:?}
+
 # The simulated origin is on loopback: allow its address, and its port as the only port.
 [gateway.destinations]
 allow_cidrs = {allow_cidrs:?}
@@ -150,6 +166,9 @@ ports = {ports}
         https = args.https,
         tls_cert = listener_cert.cert.display().to_string(),
         tls_key = listener_cert.key.display().to_string(),
+        inspection_cert = inspection.ca_cert.display().to_string(),
+        inspection_key = inspection.ca_key.display().to_string(),
+        origin_ca = inspection.origin_ca.display().to_string(),
         per_worker = (args.proxies / 2).max(1),
         list = sim.list_url(),
         health = sim.origin().url("/health"),
