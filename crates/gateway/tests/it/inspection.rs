@@ -360,3 +360,95 @@ async fn each_inspected_request_has_its_own_access_log_line_with_its_https_url()
     s.gateway.shutdown().await;
     let _ = std::fs::remove_file(&log);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_refuses_the_leaf_or_never_shakes_hands_loses_the_tunnel() {
+    use tokio::io::AsyncReadExt;
+    let s = setup_with(1, 64, |settings| {
+        settings.limits.header_read_timeout = Millis(500);
+    })
+    .await;
+    // Trusting only the origin's CA, alice's inspected tunnel is refused by curl itself.
+    let origin_ca = s.origin_ca.ca_path().to_str().unwrap().to_owned();
+    let refused = s
+        .curl("alice", &origin_ca, &s.url("shop-a.test", "/"), &[])
+        .await;
+    assert_ne!(refused.exit, 0, "{refused:?}");
+    assert_eq!(s.origin.requests(), 0);
+    // A CONNECT answered, then silence: closed by the header timeout.
+    let mut stream = tokio::net::TcpStream::connect(s.gateway.http)
+        .await
+        .unwrap();
+    proxypool_proto::http_connect::connect(
+        &mut stream,
+        &s.authority("shop-a.test"),
+        Some(("alice", PASSWORD)),
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut byte))
+        .await
+        .expect("the gateway closes a tunnel whose handshake never comes");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(400));
+    s.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_applies_the_bypass_list_and_a_new_ca_and_refuses_a_broken_one() {
+    let s = setup(1, 64).await;
+    let authority = s.authority("shop-a.test");
+    let origin_ca = s.origin_ca.ca_path().to_str().unwrap().to_owned();
+    let url = s.url("shop-a.test", "/");
+    let before = served_leaf(s.gateway.http, "alice", &authority, &s.ca)
+        .await
+        .unwrap();
+    // shop-a bypassed from now on: its tunnel ends at the origin.
+    let mut reloaded = s.settings.clone();
+    reloaded.inspection = Some(s.ca.config(s.origin_ca.ca_path(), &["shop-a.test"], 64));
+    s.gateway.reload.apply(&reloaded).unwrap();
+    let passed = s.curl("alice", &origin_ca, &url, &[]).await;
+    assert_eq!(passed.status, 200, "{passed:?}");
+    assert_eq!(passed.header("x-proxypool-proxy"), None);
+    // Back, with the same CA: the cache is kept (the same leaf).
+    s.gateway.reload.apply(&s.settings).unwrap();
+    let same = served_leaf(s.gateway.http, "alice", &authority, &s.ca)
+        .await
+        .unwrap();
+    assert_eq!(same, before);
+    // A CA whose key is another's: the reload is refused whole, the running CA stays.
+    let other = GatewayCa::new("another CA");
+    let mut broken = s.settings.clone();
+    let mut mixed = s.ca.config(s.origin_ca.ca_path(), &[], 64);
+    mixed.ca_key = other.key.clone();
+    broken.inspection = Some(mixed);
+    let error = s.gateway.reload.apply(&broken).unwrap_err();
+    assert!(error.0.contains("does not issue leaves"), "{error:?}");
+    assert_eq!(
+        served_leaf(s.gateway.http, "alice", &authority, &s.ca)
+            .await
+            .unwrap(),
+        before
+    );
+    // A new CA: new leaves that chain to it, and not to the old one.
+    let mut renewed = s.settings.clone();
+    renewed.inspection = Some(other.config(s.origin_ca.ca_path(), &[], 64));
+    s.gateway.reload.apply(&renewed).unwrap();
+    served_leaf(s.gateway.http, "alice", &authority, &other)
+        .await
+        .unwrap();
+    assert!(
+        served_leaf(s.gateway.http, "alice", &authority, &s.ca)
+            .await
+            .is_err()
+    );
+    // Without the table: no tunnel is inspected any more.
+    let mut off = s.settings.clone();
+    off.inspection = None;
+    s.gateway.reload.apply(&off).unwrap();
+    let passed = s.curl("alice", &origin_ca, &url, &[]).await;
+    assert_eq!(passed.status, 200, "{passed:?}");
+    s.gateway.shutdown().await;
+}
