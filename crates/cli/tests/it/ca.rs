@@ -130,3 +130,33 @@ fn a_gateway_file_with_the_ca_checks_out_and_a_readable_key_is_warned_about() {
     assert_ne!(code, 0);
     assert!(stderr.contains("does not issue leaves"), "{stderr}");
 }
+
+#[test]
+fn a_client_asking_for_inspection_from_a_gateway_without_it_is_warned_about() {
+    let scratch = Scratch::new("ca-unused");
+    let example = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/proxypool.toml"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(scratch.file("secrets")).unwrap();
+    scratch.write("secrets/dc-password", "dc-secret\n");
+    let env = [
+        ("PROXYPOOL_WORKER_TOKEN", "worker-secret-value-1"),
+        ("ACME_PROXY_PASSWORD", "acme-secret"),
+        ("SCRAPER_API_TOKEN", "api-secret-value-0001"),
+        ("SCRAPER_GATEWAY_PASSWORD", "gateway-secret-value"),
+    ];
+    let plain = scratch.write("plain.toml", &example);
+    let (code, _, stderr) = run(&["check-config", plain.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("inspection"), "{stderr}");
+    let asking = example.replacen("# inspection = \"allowed\"", "inspection = \"allowed\"", 1);
+    assert_ne!(asking, example, "the example has the commented key");
+    let file = scratch.write("asking.toml", &asking);
+    let (code, _, stderr) = run(&["check-config", file.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "a warning, not a refusal: {stderr}");
+    assert!(
+        stderr.contains("warning") && stderr.contains("never inspects"),
+        "{stderr}"
+    );
+}
