@@ -327,6 +327,15 @@ fn summarize_gateway(gateway: &GatewayConfig, remote: bool, lines: &mut Vec<Stri
         gateway.worker_id,
         on.join(", ")
     ));
+    if let Some(inspection) = &gateway.inspection {
+        lines.push(format!(
+            "inspection  CA {}, {} bypassed domain(s), up to {} leaves valid {} each",
+            inspection.ca_cert.display(),
+            inspection.bypass.len(),
+            inspection.leaf_cache,
+            inspection.leaf_validity
+        ));
+    }
 }
 
 fn list(items: &[String]) -> String {

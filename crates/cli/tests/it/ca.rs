@@ -106,6 +106,10 @@ fn a_gateway_file_with_the_ca_checks_out_and_a_readable_key_is_warned_about() {
     let (code, stdout, stderr) = run(&["check-config", file.to_str().unwrap()], &env);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(!stderr.contains("warning"), "{stderr}");
+    assert!(
+        stdout.contains("inspection  CA ") && stdout.contains("1 bypassed domain(s)"),
+        "{stdout}"
+    );
     std::fs::set_permissions(
         dir.join("ca-key.pem"),
         std::fs::Permissions::from_mode(0o644),
