@@ -36,7 +36,8 @@ fn inspected(id: &str, inspection: Inspection) -> GatewayClient {
 }
 
 struct Setup {
-    _controller: Arc<TestController>,
+    controller: Arc<TestController>,
+    records: Vec<proxypool_core::control::SnapshotProxy>,
     gateway: Running,
     ca: GatewayCa,
     origin_ca: TestCa,
@@ -86,6 +87,7 @@ async fn setup_with(n: u8, leaf_cache: usize, tweak: impl FnOnce(&mut GatewayCon
     let ticket_key = TicketKey::generate().unwrap();
     let controller = TestController::start(WORKER, 600_000).await;
     controller.state.lock().unwrap().ticket_key = Some(ticket_key.clone());
+    let saved = records.clone();
     controller.publish(
         records,
         vec![
@@ -102,7 +104,8 @@ async fn setup_with(n: u8, leaf_cache: usize, tweak: impl FnOnce(&mut GatewayCon
     let gateway = Running::start(settings.clone()).await;
     acked(&controller, 1).await;
     Setup {
-        _controller: controller,
+        controller,
+        records: saved,
         gateway,
         ca,
         origin_ca,
@@ -450,5 +453,34 @@ async fn a_reload_applies_the_bypass_list_and_a_new_ca_and_refuses_a_broken_one(
     s.gateway.reload.apply(&off).unwrap();
     let passed = s.curl("alice", &origin_ca, &url, &[]).await;
     assert_eq!(passed.status, 200, "{passed:?}");
+    s.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_a_reload_removes_is_refused_inside_and_its_tunnel_closes() {
+    let s = setup_with(1, 64, |settings| {
+        settings.shutdown_grace = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let authority = s.authority("shop-a.test");
+    let mut inner = InnerClient::open(s.gateway.http, "alice", &authority, &s.ca)
+        .await
+        .unwrap();
+    assert_eq!(inner.get(&authority, "/").await.unwrap().status, 200);
+    s.controller.publish(
+        s.records.clone(),
+        vec![inspected("bob", Inspection::Allowed)],
+    );
+    acked(&s.controller, 2).await;
+    let refused = inner.get(&authority, "/").await.unwrap();
+    assert_eq!(refused.status, 407, "{refused:?}");
+    // A shutdown grace later the tunnel is closed.
+    eventually_async(
+        "the removed client's tunnel closed",
+        std::time::Duration::from_secs(5),
+        async || inner.get(&authority, "/").await.is_err().then_some(()),
+    )
+    .await;
+    assert_eq!(s.origin.requests(), 1);
     s.gateway.shutdown().await;
 }
