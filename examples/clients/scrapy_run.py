@@ -4,6 +4,13 @@ it submits a site's search form for a few queries (POST, so the gateway never re
 banned one itself) and prints, for each answer, the proxy that carried it and the bans it
 met, which the add-on reported to the API with the proxy's id and ticket and retried.
 
+With `--inspect` the target may be an https site: the gateway inspects the tunnels
+(`-inspect`; the client's `inspection` must be `allowed`), so https answers name their
+proxy and bans are reported by proxy id as on plain http. Scrapy then verifies
+certificates (`DOWNLOAD_VERIFY_CERTIFICATES`) against OpenSSL's default store, which this
+script points at a bundle of the public roots, the gateway's CA and SITE_CA
+(`SSL_CERT_FILE`; Scrapy has no setting for a CA bundle of its own).
+
 Settings come from the environment (or the matching flags; `--help` lists them):
 
     PROXYPOOL_API       client API URL             (default http://127.0.0.1:17080)
@@ -12,6 +19,8 @@ Settings come from the environment (or the matching flags; `--help` lists them):
     PROXYPOOL_USERNAME  client id, selectors allowed (default dev)
     PROXYPOOL_PASSWORD  gateway password           (required)
     TARGET_URL          the search form's URL      (required)
+    PROXYPOOL_GATEWAY_CA  the gateway's CA (with --inspect)
+    SITE_CA             the https site's CA when it is a private one (dev's), else unset
 
 Exits 0 when every query was answered 200 and every ban on the way was reported (a 2xx
 feedback answer) and retried through another proxy; with `--require-ban`, also only if
@@ -21,6 +30,9 @@ at least one ban happened (against `proxypool dev --ban-exit ...`).
 import argparse
 import os
 import sys
+import tempfile
+
+import certifi
 
 import scrapy
 from scrapy.crawler import CrawlerProcess
@@ -59,10 +71,26 @@ def main():
     parser.add_argument("--target", default=env("TARGET_URL"))
     parser.add_argument("--queries", type=int, default=12)
     parser.add_argument("--require-ban", action="store_true")
+    parser.add_argument("--inspect", action="store_true")
+    parser.add_argument("--gateway-ca", default=env("PROXYPOOL_GATEWAY_CA"))
+    parser.add_argument("--site-ca", default=env("SITE_CA"))
     args = parser.parse_args()
     for name in ("token", "password", "target"):
         if not getattr(args, name):
             parser.error(f"--{name} (or its environment variable) is required")
+    if args.inspect and not args.gateway_ca:
+        parser.error("--inspect needs --gateway-ca (or PROXYPOOL_GATEWAY_CA): Scrapy must trust it")
+    inspection = {}
+    if args.inspect:
+        # OpenSSL reads SSL_CERT_FILE when Scrapy asks for its default store: the public
+        # roots (for sites the gateway does not inspect) and the gateway's CA.
+        bundle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)
+        with bundle:
+            for ca in (certifi.where(), args.gateway_ca, args.site_ca):
+                if ca:
+                    bundle.write(open(ca).read() + "\n")
+        os.environ["SSL_CERT_FILE"] = bundle.name
+        inspection = {"PROXYPOOL_SELECTORS": {"inspect": True}, "DOWNLOAD_VERIFY_CERTIFICATES": True}
 
     items = []
     process = CrawlerProcess(settings={
@@ -77,6 +105,7 @@ def main():
         "LOG_LEVEL": "INFO",
         "ROBOTSTXT_OBEY": False,
         "TELNETCONSOLE_ENABLED": False,
+        **inspection,
     })
     crawler = process.create_crawler(SearchSpider)
     def collect(item):
@@ -99,6 +128,8 @@ def main():
                 problems.append(f"{item['query']}: the report of {ban.proxy_id} was refused")
             if ban.proxy_id == item["proxy"]:
                 problems.append(f"{item['query']}: retried through the banned proxy {ban.proxy_id}")
+            if args.inspect and not ban.proxy_id:
+                problems.append(f"{item['query']}: a ban in an inspected tunnel without its proxy id")
         print(f"{item['query']}: {item['status']} through proxy {item['proxy']}")
     answered = {item["query"] for item in items if item["status"] == 200}
     if len(answered) != args.queries:

@@ -15,6 +15,16 @@ dev and sets them; by hand, export them from dev's banner):
                                          must be banned on some site, so whichever
                                          proxies the gateway holds, one can be banned
 
+The https tests (test_https.py) need four more, from dev's banner and data directory:
+
+    PROXYPOOL_TEST_HTTPS_SITE            dev's https origin under a .test name that bans
+                                         no exit (https://shop-b.test:PORT/)
+    PROXYPOOL_GATEWAY_CA                 the gateway's inspection CA ("inspection CA")
+    PROXYPOOL_TEST_SITE_CA               the https origin's CA (DATA_DIR/dev-origin-ca.pem),
+                                         which a plain tunnel's client must trust
+    PROXYPOOL_GATEWAY_TLS                the TLS listener, HOST:PORT ("gateway HTTPS"), and
+    PROXYPOOL_GATEWAY_TLS_CA             the certificate it presents ("gateway TLS cert")
+
 dev must run with `--proxy-ttl 0`: the tests count proxies, which must not rotate away
 meanwhile. Without these settings the tests that need dev are skipped (the suite fails on
 any skip).
@@ -26,6 +36,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional
@@ -33,6 +44,8 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
+
+import certifi
 
 from proxypool_client import Client, GatewaySession, gateway_url, new_session_id
 
@@ -44,6 +57,13 @@ SETTINGS = (
     "PROXYPOOL_PASSWORD",
     "PROXYPOOL_TEST_SITE",
     "PROXYPOOL_TEST_BANS",
+)
+HTTPS_SETTINGS = (
+    "PROXYPOOL_TEST_HTTPS_SITE",
+    "PROXYPOOL_GATEWAY_CA",
+    "PROXYPOOL_TEST_SITE_CA",
+    "PROXYPOOL_GATEWAY_TLS",
+    "PROXYPOOL_GATEWAY_TLS_CA",
 )
 TESTS = Path(__file__).parent
 # Exits already handed to a test by Dev.pinned_session in this run.
@@ -108,6 +128,41 @@ class Dev:
         return self.site_of(self.bans[exit])
 
 
+@dataclass(frozen=True)
+class HttpsDev:
+    """What the https tests need of dev beyond :class:`Dev`."""
+
+    dev: Dev
+    site: str
+    """dev's https origin under a name that bans no exit."""
+    gateway_ca: str
+    """The gateway's inspection CA."""
+    site_ca: str
+    """The https origin's own CA (what a client of a plain tunnel must trust)."""
+    tls_host: str
+    tls_port: int
+    """The gateway's TLS listener."""
+    tls_ca: str
+    """The certificate the TLS listener presents."""
+
+    def banning_page(self) -> str:
+        """An https page that bans every exit: dev's https origin answers `/status/403`
+        with 403 whoever asks, and `shop-a.test` is a name its certificate covers (it
+        covers shop-a.test and shop-b.test, not every name under .test). Bans there cool
+        proxies down for shop-a.test only, which no other test uses through the gateway."""
+        return f"https://shop-a.test:{urlsplit(self.site).port}/status/403"
+
+
+def bundle(directory: Path, *cas: str, public_roots: bool = True) -> str:
+    """A CA bundle under `directory`: the public roots (certifi's, unless told not to) and
+    the PEM files `cas`; its path."""
+    parts = [Path(certifi.where()).read_text()] if public_roots else []
+    parts += [Path(ca).read_text() for ca in cas]
+    path = Path(tempfile.mkstemp(suffix=".pem", dir=directory)[1])
+    path.write_text("\n".join(parts))
+    return str(path)
+
+
 def _bans(spec: str) -> "tuple[Dict[str, str], Dict[str, int]]":
     """`EXIT=HOST[:STATUS],...` (dev's `--ban-exit` values) as (exit -> host, exit -> status)."""
     hosts, statuses = {}, {}
@@ -139,16 +194,39 @@ def dev() -> Dev:
     )
 
 
+@pytest.fixture(scope="session")
+def https_dev(dev: Dev) -> HttpsDev:
+    missing = [name for name in HTTPS_SETTINGS if not os.environ.get(name)]
+    if missing:
+        pytest.skip(f"no https settings of proxypool dev: {', '.join(missing)} not set")
+    env = os.environ
+    host, _, port = env["PROXYPOOL_GATEWAY_TLS"].rpartition(":")
+    return HttpsDev(
+        dev=dev,
+        site=env["PROXYPOOL_TEST_HTTPS_SITE"],
+        gateway_ca=env["PROXYPOOL_GATEWAY_CA"],
+        site_ca=env["PROXYPOOL_TEST_SITE_CA"],
+        tls_host=host,
+        tls_port=int(port),
+        tls_ca=env["PROXYPOOL_GATEWAY_TLS_CA"],
+    )
+
+
 @pytest.fixture()
 def api(dev: Dev) -> Iterator[Client]:
     with dev.client_api() as client:
         yield client
 
 
-def run_crawl(dev: Optional[Dev], spec: Dict[str, Any], settings: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+def run_crawl(
+    dev: Optional[Dev],
+    spec: Dict[str, Any],
+    settings: Optional[Dict[str, Any]] = None,
+    env: Optional[Dict[str, str]] = None,
+) -> Dict[str, Any]:
     """Runs `tests/crawl.py` (a Scrapy crawl, in a process of its own: Twisted's reactor
-    starts once per process) with dev's settings, then `settings`; its JSON report, with
-    `returncode` and `stderr` added."""
+    starts once per process) with dev's settings, then `settings`, and `env` added to its
+    environment; its JSON report, with `returncode` and `stderr` added."""
     merged: Dict[str, Any] = {}
     if dev is not None:
         merged.update(
@@ -166,6 +244,7 @@ def run_crawl(dev: Optional[Dev], spec: Dict[str, Any], settings: Optional[Dict[
         capture_output=True,
         text=True,
         timeout=180,
+        env={**os.environ, **(env or {})},
     )
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "{}"
     report: Dict[str, Any] = json.loads(last)
@@ -176,5 +255,5 @@ def run_crawl(dev: Optional[Dev], spec: Dict[str, Any], settings: Optional[Dict[
 
 @pytest.fixture()
 def crawl(dev: Dev) -> Callable[..., Dict[str, Any]]:
-    """`crawl(spec, settings)`: :func:`run_crawl` against dev."""
-    return lambda spec, settings=None: run_crawl(dev, spec, settings)
+    """`crawl(spec, settings, env)`: :func:`run_crawl` against dev."""
+    return lambda spec, settings=None, env=None: run_crawl(dev, spec, settings, env)

@@ -24,6 +24,12 @@ listener::
     cat "$(python -m certifi)" gateway-ca.pem > bundle.pem   # public roots + the gateway's CA
 
 Never `verify=False`: it would accept anyone between this process and the gateway.
+
+Through the TLS listener `requests` alone would check the listener's certificate only for
+https URLs: for an http URL it turns verification off on the connection, which is then
+the TLS link to the proxy (its `cert_verify` looks at the URL's scheme alone). The
+session's adapters keep it on: every request through the listener checks its certificate
+against `verify`.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from collections import deque
 from typing import Any, Callable, Deque, Iterable, Optional, Union
 
 import requests
+from requests.adapters import HTTPAdapter
 
 from .api import Client
 from .bans import BanReport, report_ban
@@ -43,6 +50,18 @@ from .gateway import GatewayAnswer, gateway_url
 def answer_of(response: requests.Response) -> GatewayAnswer:
     """The gateway's `X-Proxypool-*` headers of a `requests` answer."""
     return GatewayAnswer.from_headers(response.headers.get)
+
+
+class _ProxyVerifyingAdapter(HTTPAdapter):
+    """An adapter that checks an https proxy's certificate for http URLs too (see the
+    module doc)."""
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        # For an http URL through an https proxy the pool is the TLS link to the proxy:
+        # verify it as requests verifies an https URL's server.
+        if getattr(conn, "scheme", None) == "https" and not url.lower().startswith("https"):
+            url = "https" + url[url.index(":"):]
+        super().cert_verify(conn, url, verify, cert)
 
 
 class GatewaySession(requests.Session):
@@ -101,6 +120,9 @@ class GatewaySession(requests.Session):
                 f"verify must be a CA bundle's path (or True for the public roots), got {verify!r}"
             )
         self.verify = verify
+        if self.proxy_url.startswith("https:"):
+            for prefix in ("http://", "https://"):
+                self.mount(prefix, _ProxyVerifyingAdapter())
         self.trust_env = False
         self.proxies.update({"http": self.proxy_url, "https": self.proxy_url})
 

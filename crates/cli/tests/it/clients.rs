@@ -2,7 +2,9 @@
 //! of `examples/clients/` that use it (Python `requests`, the package's Scrapy add-on,
 //! Playwright on Chromium), run against a running `proxypool dev`: the examples asserted on
 //! their exit code and on what they printed (they must do what their README says), the
-//! package by its own pytest suite, which must pass whole, none of it skipped.
+//! package by its own pytest suite, which must pass whole, none of it skipped. dev's https
+//! side (its TLS listener, its https origin, the gateway's inspection CA) is handed to both,
+//! so the https steps run too.
 //!
 //! `scripts/test.sh` builds the package's wheel, installs it with the pinned packages
 //! (`examples/clients/requirements.txt`, `clients/python/requirements-test.txt`) into a
@@ -10,7 +12,7 @@
 //! `PROXYPOOL_CLIENTS_PYTHON` and the wheel in `PROXYPOOL_CLIENTS_WHEEL`; without the
 //! python the tests skip loudly (and fail under `CI=true`).
 
-use crate::common::{Banner, Scratch, api, curl, exit_of, start_dev, tool_or_skip};
+use crate::common::{Banner, Proc, Scratch, api, curl, exit_of, start_dev, tool_or_skip};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
@@ -70,6 +72,40 @@ fn origin_port(banner: &Banner) -> &str {
         .unwrap()
 }
 
+/// The first word after `label` on the line of dev's banner that starts with it (for
+/// the lines the shared banner parser does not read).
+fn banner_line<'a>(dev: &'a Proc, label: &str) -> &'a str {
+    dev.stdout
+        .iter()
+        .find_map(|line| line.trim().strip_prefix(label)?.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no {label:?} line in dev's banner: {:?}", dev.stdout))
+}
+
+/// dev's https side, as environment variables for the examples and the package's tests:
+/// its https origin under a name that bans nobody, the gateway's inspection CA, the https
+/// origin's own CA (in dev's data directory), the TLS listener and its certificate.
+fn https_env(dev: &Proc, banner: &Banner, scratch: &Scratch) -> Vec<(&'static str, String)> {
+    let https_origin = banner_line(dev, "https origin");
+    let port = https_origin
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap();
+    let site_ca = scratch.file("data").join("dev-origin-ca.pem");
+    assert!(site_ca.is_file(), "dev wrote no {}", site_ca.display());
+    let (tls, tls_ca) = banner.https();
+    vec![
+        ("HTTPS_TARGET_URL", format!("https://shop-b.test:{port}/")),
+        (
+            "PROXYPOOL_GATEWAY_CA",
+            banner_line(dev, "inspection CA").to_owned(),
+        ),
+        ("SITE_CA", site_ca.to_str().unwrap().to_owned()),
+        ("PROXYPOOL_GATEWAY_TLS", tls.to_owned()),
+        ("PROXYPOOL_GATEWAY_TLS_CA", tls_ca.to_owned()),
+    ]
+}
+
 /// What one example printed and how it ended.
 #[derive(Debug)]
 struct Run {
@@ -88,11 +124,19 @@ impl Run {
 }
 
 /// Runs `python SCRIPT ARGS` from `examples/clients/` with dev's settings in the
-/// environment variables the examples document, `target` as `TARGET_URL`.
-fn run_example(python: &str, script: &str, banner: &Banner, target: &str, args: &[&str]) -> Run {
+/// environment variables the examples document, `target` as `TARGET_URL`, and `env`.
+fn run_example(
+    python: &str,
+    script: &str,
+    banner: &Banner,
+    target: &str,
+    args: &[&str],
+    env: &[(&'static str, String)],
+) -> Run {
     let output = Command::new("timeout")
         .args(["180", python, script])
         .args(args)
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .current_dir(examples_dir())
         .env("PROXYPOOL_API", banner.api())
         .env("PROXYPOOL_TOKEN", banner.token())
@@ -121,8 +165,22 @@ fn run_example(python: &str, script: &str, banner: &Banner, target: &str, args: 
 }
 
 /// The package's test suite run against `dev` (`banner`), `site` as the site that bans
-/// nobody and `bans` as the sites that do; what it printed and how it ended.
-fn run_package_tests(python: &str, banner: &Banner, site: &str, bans: &[String]) -> Run {
+/// nobody and `bans` as the sites that do, and dev's https side (`https`, from
+/// [`https_env`]); what it printed and how it ended.
+fn run_package_tests(
+    python: &str,
+    banner: &Banner,
+    site: &str,
+    bans: &[String],
+    https: &[(&'static str, String)],
+) -> Run {
+    let https = |name: &str| {
+        https
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.as_str())
+            .unwrap()
+    };
     let wheel = std::env::var("PROXYPOOL_CLIENTS_WHEEL").unwrap_or_else(|_| {
         panic!("PROXYPOOL_CLIENTS_WHEEL is not set: scripts/test.sh builds the wheel and sets it")
     });
@@ -137,6 +195,14 @@ fn run_package_tests(python: &str, banner: &Banner, site: &str, bans: &[String])
         .env("PROXYPOOL_PASSWORD", banner.password())
         .env("PROXYPOOL_TEST_SITE", site)
         .env("PROXYPOOL_TEST_BANS", bans.join(","))
+        .env("PROXYPOOL_TEST_HTTPS_SITE", https("HTTPS_TARGET_URL"))
+        .env("PROXYPOOL_GATEWAY_CA", https("PROXYPOOL_GATEWAY_CA"))
+        .env("PROXYPOOL_TEST_SITE_CA", https("SITE_CA"))
+        .env("PROXYPOOL_GATEWAY_TLS", https("PROXYPOOL_GATEWAY_TLS"))
+        .env(
+            "PROXYPOOL_GATEWAY_TLS_CA",
+            https("PROXYPOOL_GATEWAY_TLS_CA"),
+        )
         .env("PROXYPOOL_TEST_WHEEL", wheel)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env_remove("http_proxy")
@@ -175,10 +241,18 @@ fn the_requests_example_extracts_rotates_and_keeps_a_session() {
         return;
     };
     let scratch = Scratch::new("clients-requests");
-    let (_dev, banner) = start_dev("dev-clients-requests", &scratch, &STILL);
+    let (dev, banner) = start_dev("dev-clients-requests", &scratch, &STILL);
     let target = format!("http://shop-b.test:{}/", origin_port(&banner));
+    let https = https_env(&dev, &banner, &scratch);
 
-    let run = run_example(&python, "requests_example.py", &banner, &target, &[]);
+    let run = run_example(
+        &python,
+        "requests_example.py",
+        &banner,
+        &target,
+        &[],
+        &https,
+    );
     assert_eq!(run.code, Some(0), "{run:?}");
     let extracted = run.lines_starting("extracted proxy ");
     assert_eq!(extracted.len(), 1, "{run:?}");
@@ -193,6 +267,20 @@ fn the_requests_example_extracts_rotates_and_keeps_a_session() {
     assert_eq!(sticky.len(), 1, "{run:?}");
     assert_eq!(count_before(sticky[0], "requests"), 5, "{run:?}");
     assert_eq!(count_before(sticky[0], "proxy,"), 1, "{run:?}");
+    // https both ways: a plain tunnel's answer is the site's alone; inspected, every
+    // answer names its proxy and ticket, the requests inside one tunnel rotating.
+    let tunnel = run.lines_starting("https tunnel: ");
+    assert_eq!(tunnel.len(), 1, "{run:?}");
+    assert!(
+        tunnel[0].contains("status 200, exit 127.0.0.")
+            && tunnel[0].ends_with("proxy named in the answer: no (TLS end to end)"),
+        "{run:?}"
+    );
+    let inspected = run.lines_starting("https inspected: ");
+    assert_eq!(inspected.len(), 1, "{run:?}");
+    assert_eq!(count_before(inspected[0], "requests"), 6, "{run:?}");
+    assert!(count_before(inspected[0], "proxies,") > 1, "{run:?}");
+    assert_eq!(count_before(inspected[0], "answers"), 6, "{run:?}");
     assert_eq!(run.stdout.lines().last(), Some("OK"), "{run:?}");
 
     // A wrong gateway password is refused (407), and the example says so by its exit code.
@@ -200,13 +288,29 @@ fn the_requests_example_extracts_rotates_and_keeps_a_session() {
     wrong
         .fields
         .insert("proxy password".to_owned(), "not-the-password".to_owned());
-    let refused = run_example(&python, "requests_example.py", &wrong, &target, &[]);
+    let refused = run_example(&python, "requests_example.py", &wrong, &target, &[], &[]);
     assert_eq!(refused.code, Some(1), "{refused:?}");
     assert!(refused.stderr.contains("407"), "{refused:?}");
-    // And without a target it names what is missing.
-    let missing = run_example(&python, "requests_example.py", &banner, "", &[]);
+    // And without a target it names what is missing; an https target without the
+    // gateway's CA too (verification is never turned off to get by).
+    let missing = run_example(&python, "requests_example.py", &banner, "", &[], &[]);
     assert_eq!(missing.code, Some(2), "{missing:?}");
     assert!(missing.stderr.contains("--target"), "{missing:?}");
+    let no_ca: Vec<_> = https
+        .iter()
+        .filter(|(name, _)| *name != "PROXYPOOL_GATEWAY_CA")
+        .cloned()
+        .collect();
+    let untrusted = run_example(
+        &python,
+        "requests_example.py",
+        &banner,
+        &target,
+        &[],
+        &no_ca,
+    );
+    assert_eq!(untrusted.code, Some(2), "{untrusted:?}");
+    assert!(untrusted.stderr.contains("--gateway-ca"), "{untrusted:?}");
 }
 
 #[test]
@@ -221,7 +325,7 @@ fn the_scrapy_example_reports_a_ban_and_retries_through_another_proxy() {
     let bans = ban_every_exit(16);
     let mut args: Vec<&str> = STILL.to_vec();
     args.extend(ban_args(&bans));
-    let (_dev, banner) = start_dev("dev-clients-scrapy", &scratch, &args);
+    let (dev, banner) = start_dev("dev-clients-scrapy", &scratch, &args);
     let port = origin_port(&banner).to_owned();
 
     // An exit of a proxy the gateway holds: the origin by address is banned for nobody.
@@ -241,6 +345,7 @@ fn the_scrapy_example_reports_a_ban_and_retries_through_another_proxy() {
         &banner,
         &banning,
         &["--require-ban"],
+        &[],
     );
     assert_eq!(run.code, Some(0), "{run:?}");
     let lines = run.lines_starting("query-");
@@ -297,7 +402,14 @@ fn the_scrapy_example_reports_a_ban_and_retries_through_another_proxy() {
 
     // The same crawl of a site that bans nobody meets no ban, and `--require-ban` says so.
     let open = format!("http://shop-b.test:{port}/search");
-    let unbanned = run_example(&python, "scrapy_run.py", &banner, &open, &["--require-ban"]);
+    let unbanned = run_example(
+        &python,
+        "scrapy_run.py",
+        &banner,
+        &open,
+        &["--require-ban"],
+        &[],
+    );
     assert_eq!(unbanned.code, Some(1), "{unbanned:?}");
     assert!(
         unbanned
@@ -306,6 +418,58 @@ fn the_scrapy_example_reports_a_ban_and_retries_through_another_proxy() {
         "{unbanned:?}"
     );
     assert!(unbanned.stdout.contains("no ban met"), "{unbanned:?}");
+
+    // https with --inspect: Scrapy verifies the gateway's leaves against the bundle the
+    // example builds, and every answer names the proxy that carried it, as on plain http.
+    let https = https_env(&dev, &banner, &scratch);
+    let site = https
+        .iter()
+        .find(|(name, _)| *name == "HTTPS_TARGET_URL")
+        .map(|(_, url)| format!("{url}search"))
+        .unwrap();
+    let inspected = run_example(
+        &python,
+        "scrapy_run.py",
+        &banner,
+        &site,
+        &["--inspect"],
+        &https,
+    );
+    assert_eq!(inspected.code, Some(0), "{inspected:?}");
+    let answered: Vec<&str> = inspected
+        .lines_starting("query-")
+        .into_iter()
+        .filter(|line| line.contains(": 200 through proxy "))
+        .collect();
+    assert_eq!(answered.len(), 12, "{inspected:?}");
+    for line in answered {
+        let proxy = line.rsplit(' ').next().unwrap();
+        assert!(
+            proxy.len() == 32 && proxy.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{line}"
+        );
+    }
+    // Trusting the wrong CA for the gateway's leaves, nothing is answered.
+    let wrong_ca: Vec<_> = https
+        .iter()
+        .map(|(name, value)| match *name {
+            "PROXYPOOL_GATEWAY_CA" => (*name, banner.https().1.to_owned()),
+            _ => (*name, value.clone()),
+        })
+        .collect();
+    let untrusted = run_example(
+        &python,
+        "scrapy_run.py",
+        &banner,
+        &site,
+        &["--inspect"],
+        &wrong_ca,
+    );
+    assert_eq!(untrusted.code, Some(1), "{untrusted:?}");
+    assert!(
+        untrusted.stdout.contains("0 of 12 queries answered"),
+        "{untrusted:?}"
+    );
 }
 
 #[test]
@@ -330,6 +494,7 @@ fn the_playwright_example_keeps_a_session_and_rotates_without_one() {
         &banner,
         &target,
         &chromium,
+        &[],
     );
     assert_eq!(run.code, Some(0), "{run:?}");
     let sticky = run.lines_starting("sticky session dev-session-");
@@ -347,13 +512,20 @@ fn the_playwright_example_keeps_a_session_and_rotates_without_one() {
     wrong
         .fields
         .insert("proxy password".to_owned(), "not-the-password".to_owned());
-    let refused = run_example(&python, "playwright_example.py", &wrong, &target, &chromium);
+    let refused = run_example(
+        &python,
+        "playwright_example.py",
+        &wrong,
+        &target,
+        &chromium,
+        &[],
+    );
     assert_eq!(refused.code, Some(1), "{refused:?}");
     assert!(refused.stderr.contains("failed: 407"), "{refused:?}");
 }
 
 /// How many tests the package's suite holds today: fewer passing means some were lost.
-const PACKAGE_TESTS: usize = 117;
+const PACKAGE_TESTS: usize = 132;
 /// dev's proxies for the package's tests: they extract about ten of the half dev keeps
 /// for extraction, and ban four of the gateway's half.
 const PACKAGE_PROXIES: u8 = 24;
@@ -369,13 +541,14 @@ fn the_python_client_package_passes_its_own_tests_against_dev() {
     let mut args: Vec<&str> = STILL.to_vec();
     args.extend(["--proxies", proxies.as_str()]);
     args.extend(ban_args(&bans));
-    let (_dev, banner) = start_dev("dev-clients-package", &scratch, &args);
+    let (dev, banner) = start_dev("dev-clients-package", &scratch, &args);
     let site = format!("http://shop-b.test:{}/", origin_port(&banner));
+    let https = https_env(&dev, &banner, &scratch);
 
-    let run = run_package_tests(&python, &banner, &site, &bans);
+    let run = run_package_tests(&python, &banner, &site, &bans, &https);
     // 0 only when every test collected passed (5: none collected; 1: a failure).
     assert_eq!(run.code, Some(0), "{run:?}");
-    // "117 passed in 21.30s": every test ran, none skipped (the tests against dev skip
+    // "132 passed in 21.30s": every test ran, none skipped (the tests against dev skip
     // without their settings, the wheel's without its name), none left out.
     let summary = run
         .stdout
