@@ -12,7 +12,8 @@
 //! scheme, the `CONNECT`'s selectors, session and rotation applying to every request.
 //!
 //! The tunnel holds the `CONNECT`'s per-IP, global and client connection slots for its
-//! life; it ends when the client closes, idles past `keepalive_idle`, the gateway drains
+//! life (they go with the client's stream, so a WebSocket relay after an upgrade keeps
+//! them too); it ends when the client closes, idles past `keepalive_idle`, the gateway drains
 //! (after the request in flight) or stops, or a shutdown grace after a reload removed its
 //! client. A proxy's lease cut ends the inner response it carries, like a plain one's.
 
@@ -107,8 +108,9 @@ where
         let Ok(upgraded) = hyper::upgrade::on(request).await else {
             return;
         };
-        tunnel.run(upgraded, exchange).await;
-        drop((slots, permit));
+        // The slots go with the client's stream: held while the inner server reads it, and
+        // after a WebSocket upgrade while the relay does.
+        tunnel.run(upgraded, exchange, Held(slots, permit)).await;
     });
     Response::new(ProxyBody::empty())
 }
@@ -134,7 +136,12 @@ impl<S> Tunnel<S>
 where
     S: Deref<Target = GatewayContext> + Send + Sync + 'static,
 {
-    async fn run(self: Arc<Self>, upgraded: hyper::upgrade::Upgraded, mut exchange: Exchange) {
+    async fn run(
+        self: Arc<Self>,
+        upgraded: hyper::upgrade::Upgraded,
+        mut exchange: Exchange,
+        held: Held,
+    ) {
         let shared: &GatewayContext = &self.shared;
         let metrics = self.authority.metrics();
         exchange.tunnel_started();
@@ -161,11 +168,11 @@ where
             }
         };
         metrics.inspected.increment(1);
-        self.serve(tls).await;
+        self.serve(tls, held).await;
     }
 
     /// Serves the inner HTTP/1.1 connection until it ends (module docs).
-    async fn serve<T>(self: &Arc<Self>, stream: T)
+    async fn serve<T>(self: &Arc<Self>, stream: T, held: Held)
     where
         T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -176,6 +183,7 @@ where
             inner: stream,
             last: Arc::clone(&last_activity),
             clock: Arc::clone(&clock),
+            _held: held,
         });
         let service = {
             let tunnel = Arc::clone(self);
@@ -410,12 +418,18 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// The tunnel's per-IP and global slots and the client's place under its connection cap,
+/// released when the client's stream is dropped.
+struct Held(Option<proxypool_edge::Admitted>, ConnectionPermit);
+
 /// The client's TLS stream, stamping the monotonic time of its last read or write for the
-/// idle watchdog.
+/// idle watchdog, and carrying the tunnel's slots wherever the stream goes (the inner
+/// server, then an upgrade's relay).
 struct Stamped<T> {
     inner: T,
     last: Arc<AtomicU64>,
     clock: SharedClock,
+    _held: Held,
 }
 
 impl<T> Stamped<T> {

@@ -484,3 +484,20 @@ async fn a_client_a_reload_removes_is_refused_inside_and_its_tunnel_closes() {
     assert_eq!(s.origin.requests(), 1);
     s.gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgraded_inner_request_keeps_the_tunnel_s_slots_until_it_ends() {
+    let s = setup(1, 64).await;
+    let ws = crate::common::inspection::websocket_origin(&s.origin_ca);
+    let authority = format!("shop-a.test:{}", ws.port());
+    let mut inner = InnerClient::open(s.gateway.http, "alice", &authority, &s.ca)
+        .await
+        .unwrap();
+    let upgraded = inner.websocket(&authority, "/echo").await.unwrap();
+    // The inner HTTP connection is over; the tunnel (now a relay) still holds its place.
+    holds_connections(&s.gateway, 1).await;
+    drop(upgraded);
+    drop(inner);
+    holds_connections(&s.gateway, 0).await;
+    s.gateway.shutdown().await;
+}

@@ -102,6 +102,40 @@ pub async fn tls_origin(ca: &TestCa) -> Origin {
     Origin::start_tls(Arc::new(config)).await.unwrap()
 }
 
+/// A WebSocket origin over TLS (a certificate of `ca` for [`ORIGIN_HOSTS`]) that accepts
+/// each handshake and then reads until its client goes: where it listens.
+pub fn websocket_origin(ca: &TestCa) -> SocketAddr {
+    let files = ca.server_for("ws-origin", &ORIGIN_HOSTS).unwrap();
+    let chain = CertificateDer::pem_file_iter(&files.cert)
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(&files.key).unwrap();
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap(),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let connection = rustls::ServerConnection::new(config).unwrap();
+                let tls = rustls::StreamOwned::new(connection, stream);
+                if let Ok(mut socket) = tungstenite::accept(tls) {
+                    while socket.read().is_ok() {}
+                }
+            });
+        }
+    });
+    addr
+}
+
 /// A TLS client that trusts only `root`.
 fn client_config(root: &CertificateDer<'static>) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
@@ -180,8 +214,36 @@ impl InnerClient {
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
                 .await
                 .map_err(|e| e.to_string())?;
-        tokio::spawn(connection);
+        tokio::spawn(connection.with_upgrades());
         Ok(Self { sender })
+    }
+
+    /// A WebSocket handshake for `path`: the upgraded stream once the origin said `101`.
+    pub async fn websocket(
+        &mut self,
+        host: &str,
+        path: &str,
+    ) -> Result<hyper::upgrade::Upgraded, String> {
+        self.sender.ready().await.map_err(|e| e.to_string())?;
+        let request = http::Request::get(path)
+            .header(http::header::HOST, host)
+            .header(http::header::CONNECTION, "Upgrade")
+            .header(http::header::UPGRADE, "websocket")
+            .header("Sec-WebSocket-Version", "13")
+            .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        if response.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+            return Err(format!("no upgrade: {}", response.status()));
+        }
+        hyper::upgrade::on(response)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// `GET path` with `Host: host`.
