@@ -110,7 +110,11 @@ where
         };
         // The slots go with the client's stream: held while the inner server reads it, and
         // after a WebSocket upgrade while the relay does.
-        tunnel.run(upgraded, exchange, Held(slots, permit)).await;
+        let held = Held {
+            _slots: slots,
+            _permit: permit,
+        };
+        tunnel.run(upgraded, exchange, held).await;
     });
     Response::new(ProxyBody::empty())
 }
@@ -420,7 +424,10 @@ impl Drop for InFlight<'_> {
 
 /// The tunnel's per-IP and global slots and the client's place under its connection cap,
 /// released when the client's stream is dropped.
-struct Held(Option<proxypool_edge::Admitted>, ConnectionPermit);
+struct Held {
+    _slots: Option<proxypool_edge::Admitted>,
+    _permit: ConnectionPermit,
+}
 
 /// The client's TLS stream, stamping the monotonic time of its last read or write for the
 /// idle watchdog, and carrying the tunnel's slots wherever the stream goes (the inner
