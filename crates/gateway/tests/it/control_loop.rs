@@ -80,12 +80,14 @@ async fn a_clean_stop_reports_once_more_before_ending_the_session() {
     controller.publish(vec![], vec![client("alice")]);
     let gateway = Running::start(config(&controller)).await;
     acked(&controller, 1).await;
-    // The interval's first tick came at registration, before the acknowledgement; the next
-    // is a minute away.
+    // The interval's first tick comes at registration, usually before the acknowledgement
+    // (then nothing is reported); on a loaded machine it may come just after it and report
+    // while `before` is read. The next periodic one is a minute away either way, so the
+    // stop's report is the one that must come after `before`, last before the session end.
     let before = controller.state.lock().unwrap().reports.len();
     gateway.shutdown().await;
     let state = controller.state.lock().unwrap();
-    assert_eq!(state.reports.len(), before + 1, "one report at the stop");
+    assert!(state.reports.len() > before, "one report at the stop");
     let last = state.reports.last().unwrap();
     assert!(last.usage.is_some(), "usage rides in every report");
     let last_calls: Vec<&str> = state
