@@ -68,6 +68,8 @@ missing_packages() {
   # The dashboard's browser tests drive headless Chromium over the DevTools protocol, and
   # the Playwright client example runs it (Playwright's own browser download is not used).
   command -v chromium >/dev/null 2>&1 || echo chromium
+  # Chromium's inspected-https test trusts the gateway's CA in an NSS database (certutil).
+  command -v certutil >/dev/null 2>&1 || echo libnss3-tools
   # The Prometheus rules and configuration are checked and unit-tested with promtool.
   command -v promtool >/dev/null 2>&1 || echo prometheus
   # scripts/build-release.sh splits the release binary's debug info off with objcopy.

@@ -31,7 +31,8 @@
 //! - `error`: [`TestkitError`].
 //! - [`tls`]: [`TestCa`], a private CA writing server and client certificates as PEM files.
 //! - [`browser`]: [`Browser`], headless Chromium over the DevTools protocol (on
-//!   `tungstenite`'s blocking WebSocket), and [`browser_or_skip`].
+//!   `tungstenite`'s blocking WebSocket, extra switches and an event handler), and
+//!   [`browser_or_skip`].
 //! - [`edge`]: real-socket clients for listener tests (idle floods, a client on another
 //!   loopback address, trickling and oversize requests); async, on tokio.
 //! - [`cpu`]: CPU time of a process from `/proc`, for benchmarks' CPU per operation.
@@ -53,7 +54,8 @@
 //! - `PROXYPOOL_TEST_PG_USER`: the account PostgreSQL runs as when the tests run as root.
 //! - `PROXYPOOL_TEST_TMPDIR`: where scratch directories go (default: `/dev/shm` when it
 //!   is a tmpfs with 1 GiB free, else the temp dir).
-//! - `PROXYPOOL_TEST_CHROMIUM`: the browser binary (default: `chromium` on `PATH`).
+//! - `PROXYPOOL_TEST_CHROMIUM`: the browser binary (default: `chromium` on `PATH`);
+//!   `PROXYPOOL_TEST_CERTUTIL`: NSS's `certutil` (default: on `PATH`, from libnss3-tools).
 //! - `CI=true`: a missing server fails the test instead of skipping it.
 //!
 //! Everything but `edge`, `flood`, `server_side` and [`eventually_async`] is blocking
@@ -81,7 +83,7 @@ pub mod tls;
 mod url;
 pub mod wait;
 
-pub use browser::{Browser, browser_or_skip};
+pub use browser::{Browser, LaunchOptions, browser_or_skip, browser_or_skip_with};
 pub use doc_block::marked_toml_block;
 pub use error::TestkitError;
 pub use postgres::{POSTGRES_URL_ENV, PostgresServer, Rows};

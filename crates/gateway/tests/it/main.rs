@@ -37,6 +37,8 @@
 //! - `target_failures`: a tenant's failing targets never take shared proxies out.
 //! - `tls_listener`: the TLS client listener (`--proxy https://`), its deadlines, mutual
 //!   TLS by certificate name, a renewed certificate.
+//! - `tls_listener_browser`: headless Chromium through the TLS listener, answering the
+//!   gateway's 407 over DevTools; http and https pages; refused credentials or certificate.
 //! - `tls_upstreams`: `https` upstream proxies verified against the upstream's CA.
 //! - `tunnel`: CONNECT and SOCKS5 tunnels streaming both ways, write deadlines.
 
@@ -70,5 +72,6 @@ mod readiness;
 mod rotation;
 mod target_failures;
 mod tls_listener;
+mod tls_listener_browser;
 mod tls_upstreams;
 mod tunnel;

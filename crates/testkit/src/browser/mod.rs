@@ -1,4 +1,5 @@
-//! Headless Chromium driven over the DevTools protocol, for the dashboard's browser tests.
+//! Headless Chromium driven over the DevTools protocol, for the dashboard's browser tests
+//! and Chromium through the gateway.
 //!
 //! [`Browser::launch`] starts `chromium --headless=new` with a private profile in a scratch
 //! directory and `--remote-debugging-port=0`, reads the `DevTools listening on ws://…` line
@@ -7,6 +8,15 @@
 //! screenshots. Dropping the guard kills the browser and removes the profile. The DevTools
 //! connection is `tungstenite`'s blocking WebSocket over a plain loopback `TcpStream`.
 //!
+//! [`Browser::launch_with`] adds switches and environment ([`LaunchOptions`]: a proxy, the
+//! keys to trust, a private `HOME` for an NSS database). DevTools events arrive between the
+//! answers a call waits for; [`Browser::on_event`] installs a handler that sees each one
+//! and may answer it with calls of its own, sent at once on the event's session, so a
+//! browser stopped at an event (a paused request, a proxy's 407) goes on while `navigate`
+//! or `wait_for` waits. [`Browser::answer_proxy_auth`] ([`ProxyAuth`]) is that for a
+//! proxy's credentials. `trust` makes Chromium trust a test's certificates: a key's pin
+//! ([`spki_pin`]) or a CA in an NSS database ([`trust_ca_in_nss`], with `certutil`).
+//!
 //! The binary: `PROXYPOOL_TEST_CHROMIUM`, else `chromium`, `chromium-browser`,
 //! `google-chrome` on `PATH`. Without one, [`browser_or_skip`] skips with a banner (and
 //! fails under `CI=true`), like the server guards.
@@ -14,6 +24,8 @@
 use crate::error::{Result, TestkitError};
 use crate::scratch::ScratchDir;
 use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -23,6 +35,13 @@ use std::time::{Duration, Instant};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
+mod events;
+mod trust;
+
+use events::EventHandler;
+pub use events::{Event, EventCalls, ProxyAuth, ProxyAuthAnswers};
+pub use trust::{CERTUTIL_ENV, spki_pin, trust_ca_in_nss, trust_ca_in_nss_or_skip};
+
 /// Names the browser binary explicitly (skips the `PATH` search).
 pub const CHROMIUM_ENV: &str = "PROXYPOOL_TEST_CHROMIUM";
 const CANDIDATES: &[&str] = &["chromium", "chromium-browser", "google-chrome"];
@@ -31,14 +50,37 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest message accepted (a full-page screenshot in base64 fits easily).
 const MAX_MESSAGE: usize = 64 << 20;
 
+/// What [`Browser::launch_with`] adds to the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct LaunchOptions {
+    /// Switches after the default ones (`--proxy-server=…`,
+    /// `--ignore-certificate-errors-spki-list=…`).
+    pub args: Vec<String>,
+    /// Environment of the browser beyond the test's own (`HOME` for an NSS database).
+    pub env: Vec<(OsString, OsString)>,
+}
+
 /// A running headless browser with one page attached.
-#[derive(Debug)]
 pub struct Browser {
     child: Child,
     socket: WebSocket<TcpStream>,
     session: String,
     next_id: u64,
+    handler: Option<EventHandler>,
+    /// Calls a handler sent, by id: their answers are read like events, and an error in
+    /// one fails the call being waited for (a handler's mistake must not pass unseen).
+    handler_calls: HashMap<u64, String>,
     _profile: ScratchDir,
+}
+
+impl std::fmt::Debug for Browser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Browser")
+            .field("pid", &self.child.id())
+            .field("session", &self.session)
+            .field("handles_events", &self.handler.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 fn io_error(context: &str) -> impl FnOnce(std::io::Error) -> TestkitError + '_ {
@@ -125,6 +167,11 @@ pub fn chromium_binary() -> Result<PathBuf> {
 impl Browser {
     /// Starts the browser and opens a blank page of `width` x `height` CSS pixels.
     pub fn launch(width: u32, height: u32) -> Result<Browser> {
+        Self::launch_with(width, height, &LaunchOptions::default())
+    }
+
+    /// [`launch`](Self::launch) with `options`' switches and environment.
+    pub fn launch_with(width: u32, height: u32, options: &LaunchOptions) -> Result<Browser> {
         let binary = chromium_binary()?;
         let profile = ScratchDir::create(&std::env::temp_dir(), "chromium")?;
         let mut child = Command::new(&binary)
@@ -143,6 +190,8 @@ impl Browser {
                 "--hide-scrollbars",
             ])
             .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args(&options.args)
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .arg("about:blank")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -185,6 +234,8 @@ impl Browser {
             socket,
             session: String::new(),
             next_id: 0,
+            handler: None,
+            handler_calls: HashMap::new(),
             _profile: profile,
         };
         let target =
@@ -229,6 +280,7 @@ impl Browser {
                 .map_err(|e| failed(format!("{method}: undecodable reply: {e}")))?;
             // Events and other answers are not what this call waits for.
             if reply["id"].as_u64() != Some(id) {
+                self.dispatch(reply)?;
                 continue;
             }
             if let Some(error) = reply.get("error") {
@@ -236,6 +288,60 @@ impl Browser {
             }
             return Ok(reply["result"].clone());
         }
+    }
+
+    /// Hands an event to the handler and sends what it answers; checks the answer to a
+    /// call a handler sent.
+    fn dispatch(&mut self, message: Value) -> Result<()> {
+        if let Some(id) = message["id"].as_u64() {
+            if let Some(method) = self.handler_calls.remove(&id)
+                && let Some(error) = message.get("error")
+            {
+                return Err(failed(format!("{method} (answering an event): {error}")));
+            }
+            return Ok(());
+        }
+        let Some(handler) = self.handler.as_mut() else {
+            return Ok(());
+        };
+        let event = Event {
+            method: message["method"].as_str().unwrap_or_default().to_owned(),
+            params: message["params"].clone(),
+            session: message["sessionId"].as_str().map(str::to_owned),
+        };
+        for (method, params) in handler(&event) {
+            self.next_id += 1;
+            let mut call = json!({ "id": self.next_id, "method": method, "params": params });
+            if let Some(session) = &event.session {
+                call["sessionId"] = Value::String(session.clone());
+            }
+            self.socket
+                .send(Message::text(call.to_string()))
+                .map_err(|error| io_error("DevTools send")(socket_error(error)))?;
+            self.handler_calls.insert(self.next_id, method);
+        }
+        Ok(())
+    }
+
+    /// Sends every event from now on to `handler`; the calls it returns are sent on the
+    /// event's session without waiting for their answers (an error answer fails the call
+    /// then being waited for). Replaces an earlier handler.
+    pub fn on_event(&mut self, handler: impl FnMut(&Event) -> EventCalls + Send + 'static) {
+        self.handler = Some(Box::new(handler));
+    }
+
+    /// Answers a proxy's `407` with `username` and `password` ([`ProxyAuth`]) and turns
+    /// the Fetch domain on with `handleAuthRequests`. Replaces an earlier event handler.
+    pub fn answer_proxy_auth(
+        &mut self,
+        username: &str,
+        password: &str,
+    ) -> Result<ProxyAuthAnswers> {
+        let mut auth = ProxyAuth::new(username, password);
+        let answers = auth.answers();
+        self.on_event(move |event| auth.answer(event));
+        self.call("Fetch.enable", json!({ "handleAuthRequests": true }))?;
+        Ok(answers)
     }
 
     fn call_browser(&mut self, method: &str, params: Value) -> Result<Value> {
@@ -324,5 +430,14 @@ impl Drop for Browser {
 /// A browser, or `None` (after a loud banner) when no Chromium is installed; panics under
 /// `CI=true` or when the browser fails to start.
 pub fn browser_or_skip(width: u32, height: u32) -> Option<Browser> {
-    crate::skip::skip_or_fail("chromium", CHROMIUM_ENV, Browser::launch(width, height))
+    browser_or_skip_with(width, height, &LaunchOptions::default())
+}
+
+/// [`browser_or_skip`] launched with `options`.
+pub fn browser_or_skip_with(width: u32, height: u32, options: &LaunchOptions) -> Option<Browser> {
+    crate::skip::skip_or_fail(
+        "chromium",
+        CHROMIUM_ENV,
+        Browser::launch_with(width, height, options),
+    )
 }
