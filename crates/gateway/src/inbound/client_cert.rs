@@ -15,10 +15,12 @@ use crate::policy::limits::ClientPolicy;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use crate::snapshot::{ClientEntry, SnapshotView};
+use proxypool_config::client::canonical_tls_name;
 use proxypool_core::LockExt;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use tokio_rustls::rustls::pki_types::CertificateDer;
+use x509_parser::extensions::GeneralName;
 
 /// The certificate a client presented, as far as identity goes.
 #[derive(Debug)]
@@ -95,119 +97,38 @@ pub(crate) fn by_certificate(
 }
 
 /// The certificate's DNS subject alternative names, else its subject common names,
-/// canonical (lower case, no trailing dot). The certificate was verified by the handshake,
-/// so this only walks its DER to the two fields.
+/// canonical (lower case, no trailing dot), read with x509-parser (already in the tree for
+/// the inspection CA). The handshake verified the certificate; one that cannot be read
+/// names nothing.
 fn names_of(der: &CertificateDer<'_>) -> Vec<String> {
-    let Some((0x30, certificate)) = Tlvs(der.as_ref()).next() else {
+    let Ok((_, certificate)) = x509_parser::parse_x509_certificate(der.as_ref()) else {
         return Vec::new();
     };
-    let Some((0x30, tbs)) = Tlvs(certificate).next() else {
-        return Vec::new();
+    let dns_names: Vec<&str> = match certificate.subject_alternative_name() {
+        Ok(Some(extension)) => extension
+            .value
+            .general_names
+            .iter()
+            .filter_map(|name| match name {
+                GeneralName::DNSName(name) => Some(*name),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
     };
-    // TBSCertificate: [0] version (optional), serial, signature, issuer, validity,
-    // subject, subjectPublicKeyInfo, [1] and [2] unique ids, [3] extensions.
-    let fields: Vec<(u8, &[u8])> = Tlvs(tbs).filter(|(tag, _)| *tag != 0xa0).collect();
-    let subject = fields.get(4).filter(|(tag, _)| *tag == 0x30).map(|f| f.1);
-    let extensions = fields.iter().find(|(tag, _)| *tag == 0xa3).map(|f| f.1);
-    let mut names: Vec<String> = extensions
-        .map(dns_names)
-        .unwrap_or_default()
-        .into_iter()
-        .map(canonical)
-        .collect();
-    if names.is_empty() {
-        names = subject
-            .map(|subject| common_names(subject).map(canonical).collect())
-            .unwrap_or_default();
-    }
+    let mut names: Vec<String> = if dns_names.is_empty() {
+        certificate
+            .subject()
+            .iter_common_name()
+            .filter_map(|name| name.as_str().ok())
+            .map(canonical_tls_name)
+            .collect()
+    } else {
+        dns_names.into_iter().map(canonical_tls_name).collect()
+    };
     names.sort();
     names.dedup();
     names
-}
-
-fn canonical(name: &str) -> String {
-    name.trim_end_matches('.').to_ascii_lowercase()
-}
-
-/// The `dNSName`s of the subject alternative name extension, from the contents of the
-/// `[3]` extensions field.
-fn dns_names(extensions: &[u8]) -> Vec<&str> {
-    const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
-    let Some((0x30, list)) = Tlvs(extensions).next() else {
-        return Vec::new();
-    };
-    Tlvs(list)
-        .filter(|(tag, _)| *tag == 0x30)
-        .filter_map(|(_, extension)| {
-            let mut parts = Tlvs(extension);
-            let (0x06, oid) = parts.next()? else {
-                return None;
-            };
-            if oid != SUBJECT_ALT_NAME {
-                return None;
-            }
-            // An optional `critical` BOOLEAN, then the OCTET STRING.
-            let value = parts.find(|(tag, _)| *tag == 0x04)?.1;
-            match Tlvs(value).next()? {
-                (0x30, general_names) => Some(general_names),
-                _ => None,
-            }
-        })
-        .flat_map(Tlvs)
-        .filter(|(tag, _)| *tag == 0x82)
-        .filter_map(|(_, name)| std::str::from_utf8(name).ok())
-        .collect()
-}
-
-/// The common names in a DER subject (the contents of its `RDNSequence`): each
-/// `SET { SEQUENCE { OID 2.5.4.3, string } }` with a UTF-8, printable or IA5 string.
-fn common_names(subject: &[u8]) -> impl Iterator<Item = &str> {
-    const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
-    Tlvs(subject)
-        .filter(|(tag, _)| *tag == 0x31)
-        .flat_map(|(_, set)| Tlvs(set))
-        .filter(|(tag, _)| *tag == 0x30)
-        .filter_map(|(_, attribute)| {
-            let mut parts = Tlvs(attribute);
-            let (0x06, oid) = parts.next()? else {
-                return None;
-            };
-            let (0x0c | 0x13 | 0x16, value) = parts.next()? else {
-                return None;
-            };
-            (oid == COMMON_NAME).then(|| std::str::from_utf8(value).ok())?
-        })
-}
-
-/// The DER tag-length-value items of a buffer, stopping at the first malformed one.
-struct Tlvs<'a>(&'a [u8]);
-
-impl<'a> Iterator for Tlvs<'a> {
-    type Item = (u8, &'a [u8]);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let (&tag, rest) = self.0.split_first()?;
-        let (&first, rest) = rest.split_first()?;
-        let (len, rest) = if first < 0x80 {
-            (usize::from(first), rest)
-        } else {
-            let count = usize::from(first & 0x7f);
-            if count == 0 || count > 4 || rest.len() < count {
-                self.0 = &[];
-                return None;
-            }
-            let (bytes, rest) = rest.split_at(count);
-            let len = bytes.iter().fold(0usize, |n, b| (n << 8) | usize::from(*b));
-            (len, rest)
-        };
-        if rest.len() < len {
-            self.0 = &[];
-            return None;
-        }
-        let (value, rest) = rest.split_at(len);
-        self.0 = rest;
-        Some((tag, value))
-    }
 }
 
 #[cfg(test)]
