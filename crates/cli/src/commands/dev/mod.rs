@@ -53,7 +53,8 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
             .ban(std::net::IpAddr::V4(ban.exit), &ban.host, status);
     }
     let credentials = setup::Credentials::generate();
-    let inspection = inspection::start(&args.data_dir).await?;
+    let banned_hosts: Vec<String> = args.ban_exit.iter().map(|ban| ban.host.clone()).collect();
+    let inspection = inspection::start(&args.data_dir, &banned_hosts).await?;
     for ban in &args.ban_exit {
         if let Ok(status) = proxypool_sim::StatusCode::from_u16(ban.status) {
             inspection
