@@ -94,7 +94,7 @@ install_packages() {
     {
       echo "error: missing test dependencies: ${packages[*]}"
       echo "scripts/test.sh installs them only as root on Debian/Ubuntu (apt-get)."
-      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 systemd chromium prometheus binutils debootstrap dpkg-dev python3-venv"
+      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 systemd chromium prometheus binutils debootstrap dpkg-dev python3-venv libnss3-tools"
       echo "(or point the tests at running servers with PROXYPOOL_TEST_REDIS_URL and"
       echo " PROXYPOOL_TEST_POSTGRES_URL), then run scripts/test.sh again."
     } >&2
@@ -128,7 +128,7 @@ install_packages() {
   trap - EXIT
 }
 
-step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, systemd, chromium, promtool, objcopy, debootstrap, dpkg-shlibdeps, python3-venv)"
+step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, systemd, chromium, promtool, objcopy, debootstrap, dpkg-shlibdeps, python3-venv, certutil)"
 mapfile -t missing < <(missing_packages)
 if ((${#missing[@]} > 0)); then
   step "install ${missing[*]}"
