@@ -67,6 +67,8 @@ struct Fields {
     method: Option<String>,
     /// `host:port`; in the text formats a plain request's URL instead.
     target: Option<String>,
+    /// JSON only: a forwarded request's path, without the query.
+    path: Option<String>,
     /// JSON only: the upstream's name and the proxy's id.
     upstream: Option<String>,
     proxy: Option<String>,
@@ -124,6 +126,7 @@ impl Exchange {
                 client: None,
                 method: None,
                 target: None,
+                path: None,
                 upstream: None,
                 proxy: None,
                 status: None,
@@ -196,6 +199,8 @@ impl Exchange {
                 fields.target = Some(url_as_logged(uri));
                 return;
             }
+        } else if self.kind.is_forwarded() {
+            fields.path = Some(uri.path().to_owned());
         }
         let Some(host) = uri.host() else {
             return;
@@ -383,6 +388,7 @@ impl Drop for Exchange {
                 client: fields.client.as_deref(),
                 method: fields.method.as_deref(),
                 target: fields.target.as_deref(),
+                path: fields.path.as_deref(),
                 upstream: fields.upstream.as_deref(),
                 proxy: fields.proxy.as_deref(),
                 status: fields.status,

@@ -4,7 +4,9 @@
 //! `time` is when the request was read (RFC 3339, UTC, milliseconds) and `duration_ms`
 //! runs from then to the last byte of the answer or the tunnel's close. `status` is the
 //! HTTP status the client got (`http`, `connect`), `socks_reply` the SOCKS5 reply code
-//! (`socks5`); `code` is the gateway's refusal code when it refused. `bytes_up` counts
+//! (`socks5`); `code` is the gateway's refusal code when it refused. `path` is the path of
+//! a forwarded request (`http`, and `https` for a request inside an inspected tunnel),
+//! never its query (tokens travel there); `target` stays `host:port` for every kind. `bytes_up` counts
 //! payload from the client toward the target, `bytes_down` the other way (a plain HTTP
 //! request's and response's bodies, a tunnel's bytes).
 
@@ -23,6 +25,7 @@ pub(crate) struct Line<'a> {
     pub client: Option<&'a str>,
     pub method: Option<&'a str>,
     pub target: Option<&'a str>,
+    pub path: Option<&'a str>,
     pub upstream: Option<&'a str>,
     pub proxy: Option<&'a str>,
     pub status: Option<u16>,
@@ -69,6 +72,7 @@ mod tests {
             client: Some("alice"),
             method: Some("GET"),
             target: Some("example.test:80"),
+            path: Some("/a/b"),
             upstream: Some("sim"),
             proxy: Some("p1"),
             status: Some(200),
@@ -86,6 +90,7 @@ mod tests {
         assert_eq!(value["source"], "192.0.2.7:40000");
         assert_eq!(value["duration_ms"], 1.235);
         assert_eq!(value["socks_reply"], serde_json::Value::Null);
-        assert_eq!(value.as_object().unwrap().len(), 15, "{value}");
+        assert_eq!(value["path"], "/a/b");
+        assert_eq!(value.as_object().unwrap().len(), 16, "{value}");
     }
 }

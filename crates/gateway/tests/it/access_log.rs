@@ -127,7 +127,7 @@ async fn every_request_kind_and_refusal_yields_exactly_one_line_with_its_fields(
         &http_proxy_url("alice", gateway.http),
         "--data-binary",
         "hello",
-        &origin.url("/"),
+        &origin.url("/form?token=secret"),
     ])
     .await;
     assert_eq!(post.status, 200, "{post:?}");
@@ -173,7 +173,7 @@ async fn every_request_kind_and_refusal_yields_exactly_one_line_with_its_fields(
     let lines = lines_of(&path);
     assert_eq!(lines.len(), 8, "one line per request: {lines:#?}");
     for line in &lines {
-        assert_eq!(line.as_object().unwrap().len(), 15, "every key: {line}");
+        assert_eq!(line.as_object().unwrap().len(), 16, "every key: {line}");
         assert!(line["source"].as_str().unwrap().starts_with("127.0.0.1:"));
         assert!(line["duration_ms"].as_f64().unwrap() >= 0.0, "{line}");
         assert!(line["time"].as_str().unwrap().ends_with('Z'), "{line}");
@@ -193,6 +193,7 @@ async fn every_request_kind_and_refusal_yields_exactly_one_line_with_its_fields(
     wanted.extend([
         ("method", Value::from("GET")),
         ("target", origin_target.clone()),
+        ("path", Value::from("/")),
         ("status", Value::from(200)),
         ("bytes_up", Value::from(0)),
         ("bytes_down", Value::from(get.body.len())),
@@ -201,6 +202,8 @@ async fn every_request_kind_and_refusal_yields_exactly_one_line_with_its_fields(
     let mut wanted = served("http");
     wanted.extend([
         ("method", Value::from("POST")),
+        // Never the query: tokens travel there.
+        ("path", Value::from("/form")),
         ("bytes_up", Value::from(5)),
         ("bytes_down", Value::from(post.body.len())),
     ]);
@@ -209,6 +212,7 @@ async fn every_request_kind_and_refusal_yields_exactly_one_line_with_its_fields(
     wanted.extend([
         ("method", Value::from("CONNECT")),
         ("target", Value::from(echo.to_string())),
+        ("path", Value::Null),
         ("status", Value::from(200)),
         ("bytes_up", Value::from(10)),
         ("bytes_down", Value::from(10)),

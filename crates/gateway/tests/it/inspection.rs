@@ -365,6 +365,55 @@ async fn each_inspected_request_has_its_own_access_log_line_with_its_https_url()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inspected_request_s_json_line_has_its_method_path_and_status_never_the_query() {
+    let log = std::env::temp_dir().join(format!("gw-inspection-json-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let path = log.clone();
+    let s = setup_with(1, 64, move |settings| {
+        settings.access_log.enabled = true;
+        settings.access_log.file = Some(path);
+        settings.access_log.format = proxypool_gateway::AccessLogFormat::Json;
+    })
+    .await;
+    let url = s.url("shop-a.test", "/item?token=secret");
+    let got = s.curl("alice", s.ca.cert_path(), &url, &[]).await;
+    assert_eq!(got.status, 200, "{got:?}");
+    let lines = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    };
+    eventually(std::time::Duration::from_secs(5), "both lines", || {
+        lines().len() >= 2
+    })
+    .await;
+    let lines = lines();
+    let inner = lines
+        .iter()
+        .find(|line| line["kind"] == "https")
+        .unwrap_or_else(|| panic!("no line for the inner request: {lines:#?}"));
+    assert_eq!(inner["method"], "GET", "{inner}");
+    assert_eq!(inner["path"], "/item", "{inner}");
+    assert_eq!(inner["status"], 200, "{inner}");
+    assert_eq!(inner["client"], "alice", "{inner}");
+    assert_eq!(
+        inner["target"],
+        s.authority("shop-a.test").as_str(),
+        "{inner}"
+    );
+    assert!(!inner.to_string().contains("secret"), "{inner}");
+    let connect = lines
+        .iter()
+        .find(|line| line["kind"] == "connect")
+        .unwrap_or_else(|| panic!("no line for the CONNECT: {lines:#?}"));
+    assert_eq!(connect["path"], serde_json::Value::Null, "{connect}");
+    s.gateway.shutdown().await;
+    let _ = std::fs::remove_file(&log);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_refuses_the_leaf_or_never_shakes_hands_loses_the_tunnel() {
     use tokio::io::AsyncReadExt;
     let s = setup_with(1, 64, |settings| {
