@@ -38,11 +38,16 @@ use proxypool_gateway::GatewayConfig;
 use proxypool_sim::SimVendor;
 use std::time::{Duration, Instant};
 
-pub(crate) async fn run(args: DevArgs) -> Result<(), Failure> {
+pub(crate) async fn run(mut args: DevArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let shutdown = Shutdown::install().map_err(|e| Failure::runtime(format!("signals: {e}")))?;
     std::fs::create_dir_all(&args.data_dir)
         .map_err(|e| Failure::runtime(format!("cannot create {}: {e}", args.data_dir.display())))?;
+    // The generated configuration anchors relative paths at the data directory, and the
+    // banner's commands run from the caller's directory: only an absolute path serves both.
+    args.data_dir = std::fs::canonicalize(&args.data_dir).map_err(|e| {
+        Failure::runtime(format!("cannot resolve {}: {e}", args.data_dir.display()))
+    })?;
     let sim = SimVendor::start(vendor_config(args.proxies, args.proxy_ttl))
         .await
         .map_err(|e| Failure::runtime(format!("simulated vendor: {e}")))?;

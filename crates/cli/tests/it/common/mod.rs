@@ -82,8 +82,22 @@ pub struct Proc {
 impl Proc {
     /// Starts `proxypool ARGS` with `env` added to the environment.
     pub fn start(name: &str, args: &[&str], env: &[(&str, &str)], logs: &Path) -> Proc {
+        Self::start_in(name, args, env, logs, None)
+    }
+
+    /// [`Proc::start`] in the working directory `cwd` (`None`: this process's).
+    pub fn start_in(
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        logs: &Path,
+        cwd: Option<&Path>,
+    ) -> Proc {
         let stderr = logs.join(format!("{name}.stderr"));
         let mut command = Command::new(BIN);
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
         command
             .args(args)
             .env("PROXYPOOL_LOG", "info")
@@ -243,8 +257,10 @@ const LABELS: &[&str] = &[
 /// Starts `proxypool dev` on free ports with its data under `scratch`, and reads its
 /// banner. `extra` adds flags.
 pub fn start_dev(name: &str, scratch: &Scratch, extra: &[&str]) -> (Proc, Banner) {
-    let data = scratch.file("data");
-    let data = data.to_str().unwrap();
+    // Relative, as the default `.proxypool-data` is, from a working directory of its own:
+    // the data directory reaches the generated configuration (anchored at it) and the
+    // printed commands, which the tests run from their own directory.
+    let data = "data";
     let mut args = vec![
         "dev",
         "--http",
@@ -259,7 +275,7 @@ pub fn start_dev(name: &str, scratch: &Scratch, extra: &[&str]) -> (Proc, Banner
         data,
     ];
     args.extend_from_slice(extra);
-    let mut proc = Proc::start(name, &args, &[], &scratch.path);
+    let mut proc = Proc::start_in(name, &args, &[], &scratch.path, Some(&scratch.path));
     proc.read_until(Duration::from_secs(60), |line| {
         line.starts_with("Stop with")
     });
