@@ -449,6 +449,47 @@ fn the_scrapy_example_reports_a_ban_and_retries_through_another_proxy() {
             "{line}"
         );
     }
+    // The banning site over https, inspected: each ban inside the tunnel is reported by
+    // the id of the proxy that met it and retried through another, as on plain http.
+    let https_port = site
+        .trim_end_matches("/search")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    // The plain crawl left exit n cooling for shop-n.test: another leased exit's site.
+    let other = (0..32)
+        .find_map(|_| {
+            let (code, body) = curl(&["-x", &proxy, banner.origin()]);
+            let exit = (code == 0).then(|| exit_of(&body))?;
+            let m = exit.strip_prefix("127.0.0.")?.to_owned();
+            (m != n).then_some(m)
+        })
+        .expect("the gateway holds a second proxy");
+    let banning_https = format!("https://shop-{other}.test:{https_port}/search");
+    let banned_run = run_example(
+        &python,
+        "scrapy_run.py",
+        &banner,
+        &banning_https,
+        &["--inspect", "--require-ban"],
+        &https,
+    );
+    assert_eq!(banned_run.code, Some(0), "{banned_run:?}");
+    let reported = banned_run.lines_starting("query-");
+    let reported: Vec<&str> = reported
+        .into_iter()
+        .filter(|line| line.contains(" answered "))
+        .collect();
+    assert!(!reported.is_empty(), "{banned_run:?}");
+    for line in &reported {
+        let banned = line.split_whitespace().nth(2).unwrap();
+        assert!(
+            banned.len() == 32 && banned.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{line}"
+        );
+        assert!(line.ends_with("feedback 200 cooling"), "{line}");
+    }
     // Trusting the wrong CA for the gateway's leaves, nothing is answered.
     let wrong_ca: Vec<_> = https
         .iter()
