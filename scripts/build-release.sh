@@ -7,9 +7,11 @@
 #
 # `[profile.release]` keeps line tables (`debug = "line-tables-only"`), so a crash can be
 # traced to a line; with the symbol table they make most of the unstripped binary (about
-# 140 MB, 24 MB stripped), and nobody needs them on every host. The symbol table goes too
-# (--strip-all): kept, it alone would take the binary past 30 MB. The binary must stay under
-# 30 MB: this script fails otherwise.
+# 175 MB, 30.5 MB stripped), and nobody needs them on every host. The symbol table goes too
+# (--strip-all): kept, it alone would take the binary well past the limit. The binary must
+# stay under 32 MB: this script fails otherwise. (The limit was 30 MB until the gateway
+# learned to serve TLS itself: the TLS listener, the inspection CA's leaves and the X.509
+# parser they need took the binary to 30.5 MB.)
 #
 # Usage: scripts/build-release.sh [OUT_DIR]   (default target/dist)
 # Needs objcopy (binutils). The Dockerfile and scripts/test.sh call it.
@@ -18,8 +20,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 out=${1:-target/dist}
-# 30 MB, in bytes (decimal megabytes, the stricter reading).
-limit=30000000
+# 32 MB, in bytes (decimal megabytes, the stricter reading).
+limit=32000000
 
 if ! command -v objcopy >/dev/null 2>&1; then
   echo "error: objcopy not found; install binutils" >&2

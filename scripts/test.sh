@@ -276,10 +276,10 @@ step "every path the architecture map and the design notes name exists"
 python3 scripts/check-doc-paths.py
 
 # The shipped binary: a release build, stripped, its debug info in a separate file; fails if
-# the binary reaches 30 MB (scripts/build-release.sh prints both sizes). Built before the
+# the binary reaches 32 MB (scripts/build-release.sh prints both sizes). Built before the
 # tests because the container test puts this very binary into the image built from the
 # shipped Dockerfile, instead of compiling it a second time inside the image.
-step "scripts/build-release.sh target/dist (release binary under 30 MB)"
+step "scripts/build-release.sh target/dist (release binary under 32 MB)"
 scripts/build-release.sh target/dist
 export PROXYPOOL_TEST_RELEASE_BINARY="$PWD/target/dist/proxypool"
 
