@@ -28,7 +28,7 @@ ARG PREBUILT_BINARY=
 WORKDIR /src
 COPY . .
 # The release build as it ships (scripts/build-release.sh: `cargo build --release --locked`,
-# the binary stripped under 30 MB, its symbols and line tables in proxypool.debug beside it
+# the binary stripped under 32 MB, its symbols and line tables in proxypool.debug beside it
 # for gdb and backtraces), or the prebuilt binary. Either way it must run here.
 RUN if [ -n "$PREBUILT_BINARY" ]; then \
       install -D -m 0755 "$PREBUILT_BINARY" /out/proxypool; \
