@@ -4,6 +4,7 @@
 use proxypool_config::{Config, ConfigError, Env, Role};
 use proxypool_core::control::Inspection;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const EXAMPLE: &str = include_str!("../../../../examples/proxypool.toml");
 const INSPECTION_LINE: &str = "# inspection = \"allowed\"   ";
@@ -19,8 +20,11 @@ fn env() -> Env {
 }
 
 fn load(text: &str) -> Result<Config, ConfigError> {
+    // One directory per call: tests run in parallel and must not see a half-written file.
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!(
-        "proxypool-config-client-tls-{}",
+        "proxypool-config-client-tls-{}-{n}",
         std::process::id()
     ));
     std::fs::create_dir_all(dir.join("secrets")).unwrap();
