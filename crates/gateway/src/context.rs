@@ -69,6 +69,28 @@ impl GatewayContext {
         self.config().limits.header_read_timeout.as_duration()
     }
 
+    /// The HTTP/1.1 server every client connection is served with (the proxy listeners and
+    /// the inside of an inspected tunnel): the header-read timeout and size cap, keep-alive,
+    /// and header names as the client spelled them (sites fingerprint case; the upstream's
+    /// come back the same way, `outbound::forward`).
+    pub(crate) fn client_http1(&self) -> hyper::server::conn::http1::Builder {
+        let config = self.config();
+        let limits = &config.limits;
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(self.header_timeout())
+            .max_buf_size(
+                limits
+                    .max_header_bytes
+                    .max(proxypool_core::MIN_HEADER_BYTES),
+            )
+            .max_header_size(limits.max_header_bytes)
+            .preserve_header_case(true)
+            .keep_alive(true);
+        builder
+    }
+
     pub(crate) fn pool_idle(&self) -> Duration {
         self.config().dial.pool_idle_timeout.as_duration()
     }

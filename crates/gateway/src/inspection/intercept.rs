@@ -30,9 +30,8 @@ use http::header::{self, HeaderValue};
 use http::uri::{Authority as UriAuthority, Uri};
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use proxypool_config::gateway::inspection::canonical_host;
 use proxypool_core::{ClientId, LockExt, SharedClock};
 use proxypool_proto::TargetAddr;
@@ -200,24 +199,10 @@ where
             let config = shared.config();
             (config.limits.keepalive_idle.as_ms(), config.shutdown_grace)
         };
-        let mut builder = http1::Builder::new();
-        {
-            let config = shared.config();
-            let limits = &config.limits;
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(shared.header_timeout())
-                .max_buf_size(
-                    limits
-                        .max_header_bytes
-                        .max(proxypool_core::MIN_HEADER_BYTES),
-                )
-                .max_header_size(limits.max_header_bytes)
-                // Sites fingerprint header case: it goes on as the client spelled it.
-                .preserve_header_case(true)
-                .keep_alive(true);
-        }
-        let connection = builder.serve_connection(io, service).with_upgrades();
+        let connection = shared
+            .client_http1()
+            .serve_connection(io, service)
+            .with_upgrades();
         tokio::pin!(connection);
         let check_every = Duration::from_millis((idle / 4).clamp(10, 1_000));
         let mut phase = shared.phase.clone();

@@ -22,9 +22,8 @@ use crate::io::ActivityIo;
 use crate::metrics::Listener;
 use crate::state::Shared;
 use connection::ConnectionState;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use proxypool_edge::Admitted;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -88,25 +87,12 @@ pub(crate) async fn serve_connection<S>(
             }
         })
     };
-    let config = shared.config();
-    let limits = &config.limits;
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(shared.header_timeout())
-        .max_buf_size(
-            limits
-                .max_header_bytes
-                .max(proxypool_core::MIN_HEADER_BYTES),
-        )
-        .max_header_size(limits.max_header_bytes)
-        // The client's header names go on as it spelled them (sites fingerprint case),
-        // and the upstream's come back the same way (`outbound::forward`).
-        .preserve_header_case(true)
-        .keep_alive(true);
-    let connection = builder.serve_connection(io, service).with_upgrades();
+    let connection = shared
+        .client_http1()
+        .serve_connection(io, service)
+        .with_upgrades();
     tokio::pin!(connection);
-    let idle = limits.keepalive_idle.as_ms();
+    let idle = shared.config().limits.keepalive_idle.as_ms();
     let check_every = Duration::from_millis((idle / 4).clamp(10, 1_000));
     let mut phase = shared.phase.clone();
     let mut closing = false;
