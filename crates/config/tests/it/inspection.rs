@@ -1,6 +1,7 @@
 //! `[gateway.inspection]`: a table that loads (paths anchored at the file, bypass names in
 //! canonical form, defaults), and each wrong input refused with a message naming its key.
 
+use crate::load::problems;
 use proxypool_config::{Config, ConfigError, Env, Role};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,15 +32,6 @@ fn load(table: &str, dir: &std::path::Path) -> Result<Config, ConfigError> {
     let text = format!("{GATEWAY_EXAMPLE}\n[gateway.inspection]\n{table}");
     let env = Env::from_pairs([("PROXYPOOL_WORKER_TOKEN", "worker-token-value")]);
     Config::from_toml_str(&text, "gateway.toml", dir, Role::Gateway, &env)
-}
-
-fn problems(result: Result<Config, ConfigError>) -> Vec<(String, String)> {
-    match result {
-        Err(ConfigError::Invalid { problems, .. }) => {
-            problems.into_iter().map(|p| (p.path, p.message)).collect()
-        }
-        other => panic!("expected an invalid configuration, got {other:?}"),
-    }
 }
 
 #[test]

@@ -798,7 +798,8 @@ fn balancer_lists_are_cidrs_named_by_key() {
     }
 }
 
-fn problems(result: Result<Config, ConfigError>) -> Vec<(String, String)> {
+/// The (key, message) of each problem of a configuration that must be invalid.
+pub(crate) fn problems(result: Result<Config, ConfigError>) -> Vec<(String, String)> {
     match result {
         Err(ConfigError::Invalid { problems, .. }) => {
             problems.into_iter().map(|p| (p.path, p.message)).collect()
