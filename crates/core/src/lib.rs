@@ -46,6 +46,7 @@ pub mod cooldown;
 pub mod cooldown_merge;
 pub mod error;
 pub mod extract;
+pub mod fleet;
 pub mod geo;
 pub mod health;
 pub mod http_head;

@@ -218,6 +218,7 @@ impl Gateway {
             client_tls,
             inspection: ArcSwapOption::new(inspection),
             control: control_client.clone(),
+            fleet: None,
         });
         let clients = if io_threads == 0 {
             ClientListeners::Ambient {

@@ -77,6 +77,7 @@ mod config;
 mod context;
 mod control;
 mod failure;
+mod fleet;
 mod gateway;
 mod inbound;
 mod inspection;

@@ -41,6 +41,9 @@ pub(crate) struct Shared {
     /// The control client (which controller it talks to and why its last call failed,
     /// for `/status`).
     pub control: crate::control::ControlClient,
+    /// The fleet this gateway is a member of (`[gateway.fleet]`); `None`: every sticky key
+    /// is kept here alone.
+    pub fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 /// Inbound code reads the context's fields through `Shared` as if they were its own, and

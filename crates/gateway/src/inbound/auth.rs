@@ -77,6 +77,7 @@ pub(crate) fn authenticate(
     Ok(Authenticated {
         client: Arc::clone(client),
         selectors,
+        fleet_moved: false,
     })
 }
 

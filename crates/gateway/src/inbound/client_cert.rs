@@ -93,6 +93,7 @@ pub(crate) fn by_certificate(
     Ok(Authenticated {
         client,
         selectors: Default::default(),
+        fleet_moved: false,
     })
 }
 

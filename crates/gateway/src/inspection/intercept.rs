@@ -313,6 +313,7 @@ where
         let auth = Authenticated {
             client: Arc::clone(client),
             selectors: self.selectors.clone(),
+            fleet_moved: false,
         };
         // The tunnel holds the client's place; its request in flight is counted, never
         // refused for it (it would count the one connection twice).

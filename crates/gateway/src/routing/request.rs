@@ -10,4 +10,7 @@ use std::sync::Arc;
 pub(crate) struct Authenticated {
     pub client: Arc<ClientEntry>,
     pub selectors: Selectors,
+    /// The key's owner in the fleet changed since the key was last used (a relayed request
+    /// that says so): with no pin here, the session is reassigned, not new.
+    pub fleet_moved: bool,
 }

@@ -1,0 +1,1 @@
+//! STUB (H2 replaces): TLS settings that check fleet peers by pin.
