@@ -84,8 +84,12 @@ pub(crate) fn forwarded_client(
         .collect();
     let mut nearest = None;
     for entry in entries.iter().rev().take(MAX_HOPS) {
-        // An entry that is not an address ends what can be believed.
-        let ip = entry.trim().parse::<IpAddr>().ok()?.to_canonical();
+        // An entry that is not an address ends what can be believed: the nearest trusted
+        // hop before it is, as when every entry is trusted (not the balancer itself).
+        let Ok(ip) = entry.trim().parse::<IpAddr>() else {
+            return nearest;
+        };
+        let ip = ip.to_canonical();
         if !is_trusted(ip) {
             return Some(ip);
         }
@@ -137,6 +141,12 @@ mod tests {
         assert_eq!(
             forwarded_client(lb, &headers(&["203.0.113.7, nonsense"]), &trusted),
             None
+        );
+        // Garbage beyond a trusted hop: that hop is believed (it wrote what follows it),
+        // never the address left of the garbage.
+        assert_eq!(
+            forwarded_client(lb, &headers(&["203.0.113.7, junk, 10.0.0.9"]), &trusted),
+            Some(ip("10.0.0.9"))
         );
         // Every entry trusted: the leftmost may be the client's own text (a client inside
         // the trusted range wrote one), so only the rightmost, the connecting balancer's,

@@ -135,7 +135,7 @@ pub(crate) fn share_warnings(config: &Config) -> Vec<String> {
 
 /// The listeners that serve metrics or operator routes without a token while reachable
 /// from another host (not bound to loopback): one line each, naming the key, the address
-/// and what anyone who reaches it can read. Without their token these routes show only the
+/// and what anyone who reaches it can read. And worker tokens good for any worker id. Without their token these routes show only the
 /// aggregate, never a tenant's series or detail, but that still maps the deployment.
 pub(crate) fn exposure_warnings(config: &Config) -> Vec<String> {
     let mut warnings = Vec::new();
@@ -151,6 +151,17 @@ pub(crate) fn exposure_warnings(config: &Config) -> Vec<String> {
              address, the snapshot, leases and cooldown counts); set admin_token, or bind \
              it to 127.0.0.1"
         ));
+    }
+    if config.has_controller() {
+        for entry in config.worker_tokens.iter().filter(|t| t.workers.is_empty()) {
+            warnings.push(format!(
+                "[[worker_tokens]] {name} lists no workers: it acts for any worker id, so a \
+                 leaked copy can register as any gateway (fencing its session and taking its \
+                 proxies); set workers = [\"<the gateway's worker_id>\"], one entry per \
+                 gateway",
+                name = entry.name
+            ));
+        }
     }
     let api = config.listen.api;
     if config.has_controller() && exposed(&api) && config.api.metrics_token.is_none() {

@@ -449,4 +449,19 @@ fn check_config_warns_of_admin_and_metrics_listeners_open_beyond_loopback() {
         let stderr = check(name, &text);
         assert!(!stderr.contains("warning"), "{name}: {stderr}");
     }
+    // A worker token without workers acts for every gateway id.
+    let tokens = |workers: &str| {
+        format!(
+            "{}\n[[worker_tokens]]\nname = \"fleet\"\ntoken = {{ env = \"TOKEN\" }}\n{workers}\n",
+            controller("127.0.0.1:7080", "")
+        )
+    };
+    let stderr = check("any-worker.toml", &tokens(""));
+    assert_eq!(stderr.matches(": warning: ").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("any-worker.toml: warning: [[worker_tokens]] fleet lists no workers: it acts for any worker id"),
+        "{stderr}"
+    );
+    let stderr = check("one-worker.toml", &tokens("workers = [\"gw-1\"]"));
+    assert!(!stderr.contains("warning"), "{stderr}");
 }
