@@ -14,11 +14,16 @@
 //! 4. `POST {report_path}` with a [`RuntimeReport`](crate::RuntimeReport) every
 //!    `report_interval_ms` → [`ReportAck`]; accepted reports also renew the session.
 //! 5. `DELETE {session_path}` on clean shutdown → 204.
+//! 6. A gateway with a fleet listener names it in every report
+//!    ([`FleetEndpoint`](crate::fleet::FleetEndpoint)); each [`ReportAck`] lists the fleet's
+//!    live members, and `GET {FLEET_PATH}?worker=W` (`crate::fleet::FLEET_PATH`) (the token must be good for `W`) answers
+//!    the same list ([`FleetList`](crate::fleet::FleetList)) between reports.
 //!
 //! Errors use the API error body ([`ErrorBody`]) with codes such as `fenced` (409: a newer
 //! session exists; register again), `conflict`, `unauthenticated` and `unavailable`.
 
 use crate::cooldown::{CooldownPolicy, DomainCooldown, SessionFeedback};
+use crate::fleet::FleetMember;
 use crate::geo::GeoValues;
 use crate::ids::{ClientId, Label, ProxyId, UpstreamId, WorkerId};
 use crate::port_set::PortSet;
@@ -304,6 +309,10 @@ pub struct ReportAck {
     /// applied; the gateway stops relaying through these proxies.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stale_proxies: Vec<ProxyId>,
+    /// The fleet's live members as the controller saw them after taking this report
+    /// (sorted by worker id; empty when no gateway has a fleet listener).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fleet: Vec<FleetMember>,
 }
 
 /// The API error body shared by the client API and the control API.

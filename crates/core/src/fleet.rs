@@ -29,11 +29,13 @@ impl FleetEndpoint {
     pub fn validate(&self) -> Result<(), PoolError> {
         let address_ok = self.address.len() <= MAX_FLEET_ADDRESS
             && self.address.is_ascii()
-            && !self.address.chars().any(|c| c.is_ascii_whitespace() || c.is_ascii_control())
-            && self
+            && !self
                 .address
-                .rsplit_once(':')
-                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0));
+                .chars()
+                .any(|c| c.is_ascii_whitespace() || c.is_ascii_control())
+            && self.address.rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0)
+            });
         if !address_ok {
             return Err(PoolError::invalid(format!(
                 "fleet address must be host:port of at most {MAX_FLEET_ADDRESS} bytes"

@@ -7,6 +7,7 @@
 
 use crate::cooldown::{CooldownChange, validate_changes};
 use crate::error::PoolError;
+use crate::fleet::FleetEndpoint;
 use crate::ids::{ProxyId, WorkerId, digest_hex};
 use crate::time::UnixMillis;
 use crate::usage::GatewayUsage;
@@ -112,6 +113,11 @@ pub struct RuntimeReport {
     pub sequence: u64,
     /// Must be exactly the snapshot the session acknowledged.
     pub snapshot: SnapshotRef,
+    /// Where the gateway's fleet peers reach it, when it has a fleet listener. Declared
+    /// before `entries`: the Redis store splices the kept entries into the JSON it stores
+    /// and relies on `entries` being the last field serialized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetEndpoint>,
     pub entries: Vec<ProxyRuntime>,
     /// The gateway's cumulative usage per (client, upstream), accounted by the store when
     /// it accepts the report (`crate::usage`).
@@ -144,6 +150,9 @@ impl RuntimeReport {
             usage.validate()?;
         }
         validate_changes(&self.cooldowns)?;
+        if let Some(endpoint) = &self.fleet {
+            endpoint.validate()?;
+        }
         Ok(())
     }
 

@@ -45,6 +45,7 @@ async fn lists_workers_with_session_snapshot_and_last_report() {
     let ids = server.seed("acme", 0, 3).await;
     let snapshot = live_worker(&server, "gw-1", &ids[..2]).await;
     let report = RuntimeReport {
+        fleet: None,
         cooldowns: Vec::new(),
         usage: None,
         worker: worker("gw-1"),

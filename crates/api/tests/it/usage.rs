@@ -37,6 +37,7 @@ async fn report_gateway_usage(server: &TestServer) {
             },
         };
     let report = RuntimeReport {
+        fleet: None,
         cooldowns: Vec::new(),
         worker,
         session_id: "s1".into(),

@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use proxypool_core::control::{RegisterSession, ReportAck, SessionGrant, SnapshotAck};
 use proxypool_core::cooldown_merge::drop_unknown_scopes;
+use proxypool_core::fleet::FleetList;
 use proxypool_core::runtime::validate_session_id;
 use proxypool_core::{CooldownReport, ReportOutcome, RuntimeReport, WorkerId};
 use proxypool_snapshot::CONTROL_PROTOCOL;
@@ -193,6 +194,7 @@ pub(super) async fn report(
         .validate()
         .map_err(|e| ApiError::from_pool(e, &rid))?;
     let mut cooldowns = report.cooldowns.clone();
+    let endpoint = report.fleet.clone();
     let unknown_scope = {
         let config = state.config.load();
         let projects: HashSet<&str> = config.clients.iter().map(|c| c.project.as_str()).collect();
@@ -233,7 +235,21 @@ pub(super) async fn report(
             "report named proxies the worker no longer owns"
         );
     }
+    // After the report is stored, so a gateway sees itself in the answer to its first
+    // report; the list is not worth failing a taken report for.
+    let fleet = match state
+        .fleet
+        .members(&state.pool, now, Some((&worker, endpoint.as_ref())))
+        .await
+    {
+        Ok(members) => members,
+        Err(error) => {
+            tracing::warn!(%worker, %error, "listing the fleet failed; answering the last list");
+            state.fleet.last()
+        }
+    };
     Ok(Json(ReportAck {
+        fleet: fleet.as_ref().clone(),
         outcome: match receipt.outcome {
             ReportOutcome::Accepted => "accepted",
             ReportOutcome::Replayed => "replayed",
@@ -241,6 +257,38 @@ pub(super) async fn report(
         .to_owned(),
         session_expires_at_ms: receipt.session_expires_at_ms,
         stale_proxies: receipt.stale_proxies,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FleetQuery {
+    /// The worker the caller is: the path names none, and a token may be good for some
+    /// worker ids only.
+    worker: String,
+}
+
+/// `GET /control/v1/fleet?worker=W`: the fleet's live members ([`FleetList`]), for a token
+/// good for `W`.
+pub(super) async fn fleet(
+    State(state): State<ControlState>,
+    rid: RequestId,
+    headers: HeaderMap,
+    query: Result<Query<FleetQuery>, QueryRejection>,
+) -> Result<Json<FleetList>, ApiError> {
+    // The token first: an anonymous caller learns nothing, not even what the query lacks.
+    let token = state.tokens.authenticate(&headers, &rid)?;
+    let Query(query) = query.map_err(|e| ApiError::invalid(e.body_text(), &rid))?;
+    let worker =
+        WorkerId::new(&query.worker).map_err(|e| ApiError::invalid(e.to_string(), &rid))?;
+    token.may_act_for(&worker, &rid)?;
+    let members = state
+        .fleet
+        .members(&state.pool, state.clock.now(), None)
+        .await
+        .map_err(|e| ApiError::from_pool(e, &rid))?;
+    Ok(Json(FleetList {
+        members: members.as_ref().clone(),
     }))
 }
 
@@ -276,6 +324,8 @@ pub(super) async fn close(
         .await
         .map_err(store_err)?;
     tracing::info!(%worker, "worker session closed");
+    // A closed session leaves the fleet now, not when the cached list ages out.
+    state.fleet.invalidate();
     if current {
         // Best effort: the session is closed either way, and whatever is not released
         // here comes back when its lease lapses.

@@ -1,10 +1,12 @@
 //! The worker control API (axum): sessions, snapshot long-poll, acknowledgements, runtime
-//! reports. Messages and paths are `proxypool_core::control`'s, so the gateway needs only
-//! core.
+//! reports, the gateway fleet's members. Messages and paths are `proxypool_core::control`'s,
+//! so the gateway needs only core.
 //!
 //! - `router`: [`router`], the routes and their layers.
 //! - `state`: [`ControlState`], what the handlers share.
 //! - [`handlers`]: one function per route.
+//! - [`fleet`]: the gateway fleet's members (in report answers and at their own path),
+//!   computed from the store and cached briefly ([`FleetCache`]).
 //! - [`auth`]: bearer worker tokens, checked from the headers before a body is read.
 //! - [`body`]: JSON bodies with the route's cap (`[control.limits]`), read after the token.
 //! - [`error`]: [`ApiError`] on the edge's error body, codes and store-error mapping.
@@ -17,6 +19,7 @@
 pub mod auth;
 pub mod body;
 pub mod error;
+pub mod fleet;
 mod handlers;
 pub mod request_id;
 mod router;
@@ -24,6 +27,7 @@ mod state;
 
 pub use auth::WorkerTokens;
 pub use error::ApiError;
+pub use fleet::FleetCache;
 pub use request_id::RequestId;
 pub use router::router;
 pub use state::ControlState;

@@ -5,6 +5,7 @@ use super::{handlers, request_id};
 use axum::Router;
 use axum::routing::{delete, get, post};
 use proxypool_core::control::SESSIONS_PATH;
+use proxypool_core::fleet::FLEET_PATH;
 
 /// The control API's routes.
 pub fn router(state: ControlState) -> Router {
@@ -26,6 +27,7 @@ pub fn router(state: ControlState) -> Router {
             "/control/v1/workers/{worker}/sessions/{session_id}",
             delete(handlers::close),
         )
+        .route(FLEET_PATH, get(handlers::fleet))
         .route("/healthz", get(handlers::healthz))
         .fallback(handlers::not_found)
         .layer(axum::middleware::from_fn(request_id::assign))

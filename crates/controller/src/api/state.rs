@@ -1,6 +1,7 @@
 //! [`ControlState`]: what the control API's handlers share.
 
 use super::auth::WorkerTokens;
+use super::fleet::FleetCache;
 use crate::clock::SharedClock;
 use crate::config::{Config, ControlLimits, SnapshotConfig};
 use crate::snapshot::SnapshotPublisher;
@@ -24,4 +25,6 @@ pub struct ControlState {
     /// The configuration in force, swapped whole on reload: the projects a report's
     /// cooldowns may name are the configured clients' (read at each report).
     pub config: Arc<ArcSwap<Config>>,
+    /// The gateway fleet's members, cached per process.
+    pub fleet: Arc<FleetCache>,
 }

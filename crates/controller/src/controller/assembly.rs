@@ -42,6 +42,8 @@ pub struct Controller {
     pub(super) guard: Option<StoreGuard>,
     /// The checker's failed checks of backconnect sessions, read by their reconcilers.
     pub(super) session_health: Arc<SessionHealth>,
+    /// The gateway fleet's members, cached once per process for every control router.
+    pub(super) fleet: Arc<crate::api::FleetCache>,
 }
 
 impl Controller {
@@ -82,6 +84,7 @@ impl Controller {
             extraction: Arc::default(),
             guard: None,
             session_health: Arc::default(),
+            fleet: Arc::default(),
         }
     }
 
@@ -178,6 +181,7 @@ impl Controller {
             limits: self.config().control.limits.clone(),
             wake_ownership: self.wake_ownership.clone(),
             config: self.config.clone(),
+            fleet: self.fleet.clone(),
         })
     }
 

@@ -8,6 +8,7 @@
 //! - `cooldowns`: cooldowns and session feedback from reports back into snapshots.
 //! - `edges`: the control API's listener under hostile connections.
 //! - `end_to_end`: the end-to-end scenario on the memory store.
+//! - `fleet`: the gateway fleet's members in report answers and at the fleet path.
 //! - `leadership`: lease leadership in paused time; singleton loops parking and resuming.
 //! - `ownership`: assign, renew, drain and expire across two workers.
 //! - `proxy_tls`: an upstream's proxy TLS settings reach every gateway's snapshot.
@@ -31,6 +32,7 @@ mod control_api;
 mod cooldowns;
 mod edges;
 mod end_to_end;
+mod fleet;
 mod leadership;
 mod ownership;
 mod proxy_tls;

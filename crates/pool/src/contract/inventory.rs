@@ -77,6 +77,7 @@ pub async fn inventory_counts_managed_and_slots<F: PoolFactory>(factory: &F) {
         draining: false,
     }];
     let report = RuntimeReport {
+        fleet: None,
         cooldowns: Vec::new(),
         usage: None,
         worker: w1.clone(),

@@ -131,6 +131,7 @@ fn busy_report(
     busy: &[ProxyId],
 ) -> RuntimeReport {
     RuntimeReport {
+        fleet: None,
         cooldowns: Vec::new(),
         usage: None,
         worker: worker.clone(),

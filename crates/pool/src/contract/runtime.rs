@@ -46,6 +46,7 @@ fn report(
     entries: Vec<ProxyRuntime>,
 ) -> RuntimeReport {
     RuntimeReport {
+        fleet: None,
         cooldowns: Vec::new(),
         usage: None,
         worker: worker.clone(),
@@ -562,5 +563,74 @@ pub async fn runtime_refused_report_with_stale_entries_changes_nothing<F: PoolFa
             .unwrap_err(),
         PoolError::Conflict(Conflict::Fenced),
         "a newer session fences the old one; that is not a stale entry"
+    );
+}
+
+/// A stored report keeps the gateway's fleet endpoint (the controllers list the fleet from
+/// it), stale entries or not; a later report without one drops it, and a report with a
+/// malformed endpoint is refused whole and changes nothing.
+pub async fn runtime_report_keeps_its_fleet_endpoint<F: PoolFactory>(factory: &F) {
+    let pool = fresh_pool!(factory);
+    let ids = seed_range(&pool, T0, "acme", 0, 2).await;
+    let w1 = worker("gw-1");
+    let a = pool.assign(T0, &ids[0], &w1, 20_000).await.unwrap();
+    let snap = snapshot(1, a.epoch);
+    ready_session(&pool, T0, &w1, "s1", &snap).await;
+    let endpoint = proxypool_core::fleet::FleetEndpoint {
+        address: "gw-1.fleet.internal:7443".into(),
+        spki_sha256: "0f".repeat(32),
+    };
+    let mut first = report(
+        &w1,
+        "s1",
+        1,
+        &snap,
+        vec![busy(&ids[0], 1, 0), busy(&ids[1], 1, 0)],
+    );
+    first.fleet = Some(endpoint.clone());
+    let receipt = pool
+        .report_runtime(T0 + 1, first.clone(), REPORT_TTL)
+        .await
+        .unwrap();
+    assert_eq!(receipt.stale_proxies, vec![ids[1].clone()]);
+    let stored = pool.runtime(T0 + 1, &w1).await.unwrap().unwrap();
+    assert_eq!(stored.report.fleet.as_ref(), Some(&endpoint));
+    assert_eq!(stored.report.entries, vec![busy(&ids[0], 1, 0)]);
+    assert_eq!(
+        pool.report_runtime(T0 + 2, first, REPORT_TTL)
+            .await
+            .unwrap()
+            .outcome,
+        ReportOutcome::Replayed,
+        "the endpoint is part of the report's identity, unchanged"
+    );
+
+    let mut bad = report(&w1, "s1", 2, &snap, vec![busy(&ids[0], 2, 0)]);
+    bad.fleet = Some(proxypool_core::fleet::FleetEndpoint {
+        address: "no-port".into(),
+        spki_sha256: endpoint.spki_sha256.clone(),
+    });
+    assert!(matches!(
+        pool.report_runtime(T0 + 3, bad, REPORT_TTL).await,
+        Err(PoolError::InvalidInput(_))
+    ));
+    assert_eq!(
+        pool.runtime(T0 + 3, &w1).await.unwrap().unwrap().report,
+        stored.report,
+        "nothing changed"
+    );
+
+    let without = report(&w1, "s1", 2, &snap, vec![busy(&ids[0], 2, 0)]);
+    pool.report_runtime(T0 + 4, without, REPORT_TTL)
+        .await
+        .unwrap();
+    assert_eq!(
+        pool.runtime(T0 + 4, &w1)
+            .await
+            .unwrap()
+            .unwrap()
+            .report
+            .fleet,
+        None
     );
 }

@@ -64,6 +64,7 @@ macro_rules! contract_suite {
             runtime::runtime_stale_entry_renews_session_and_lapsed_lease_is_stale,
             runtime::runtime_replay_names_the_same_stale_entries,
             runtime::runtime_refused_report_with_stale_entries_changes_nothing,
+            runtime::runtime_report_keeps_its_fleet_endpoint,
             inventory::inventory_counts_managed_and_slots,
             inventory::inventory_over_scan_budget_is_unavailable,
             maintenance::maintenance_sweep_is_bounded,

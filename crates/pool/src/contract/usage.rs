@@ -53,6 +53,7 @@ fn report(
     entries: &[(&str, &str, GatewayCounters)],
 ) -> RuntimeReport {
     RuntimeReport {
+        fleet: None,
         cooldowns: Vec::new(),
         worker: worker.clone(),
         session_id: session.into(),

@@ -264,6 +264,7 @@ pub async fn versions_move_with_sessions_reports_and_feedback<F: PoolFactory>(fa
         .report_runtime(
             T0 + 3,
             RuntimeReport {
+                fleet: None,
                 cooldowns: Vec::new(),
                 usage: None,
                 worker: w1.clone(),

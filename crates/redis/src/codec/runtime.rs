@@ -77,6 +77,7 @@ mod tests {
 
     fn report(entries: Vec<ProxyRuntime>) -> RuntimeReport {
         RuntimeReport {
+            fleet: None,
             cooldowns: Vec::new(),
             worker: WorkerId::new("gw-1").unwrap(),
             session_id: "s\"entries\":[]}".into(),
@@ -112,6 +113,22 @@ mod tests {
     fn spliced_json_is_the_report_itself() {
         for entries in [vec![], vec![entry(1, 0)], vec![entry(1, 2), entry(2, 0)]] {
             let report = report(entries);
+            let stored: RuntimeReport = serde_json::from_str(&splice(&report)).unwrap();
+            assert_eq!(stored, report);
+        }
+    }
+
+    #[test]
+    fn spliced_json_keeps_the_fleet_endpoint() {
+        for entries in [vec![], vec![entry(1, 2), entry(2, 0)]] {
+            let mut report = report(entries);
+            report.fleet = Some(proxypool_core::fleet::FleetEndpoint {
+                address: "gw-1.internal:7443".into(),
+                spki_sha256: "ab".repeat(32),
+            });
+            let (head, tail) = report_frame(&report);
+            assert!(head.contains("\"fleet\""), "{head}");
+            assert_eq!(tail, "]}", "entries stay the last field");
             let stored: RuntimeReport = serde_json::from_str(&splice(&report)).unwrap();
             assert_eq!(stored, report);
         }

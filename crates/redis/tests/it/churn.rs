@@ -205,6 +205,7 @@ async fn ttl_churn_keeps_keys_and_fields_bounded() {
             })
             .collect();
         let report = RuntimeReport {
+            fleet: None,
             cooldowns: Vec::new(),
             usage: None,
             worker: worker.clone(),

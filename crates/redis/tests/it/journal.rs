@@ -154,6 +154,7 @@ async fn the_journal_keeps_the_cap_and_raises_its_floor() {
     // distinct proxies than the journal keeps.
     let stale: Vec<ProxyId> = (0..SNAPSHOT_JOURNAL_CAP + 2).map(candidate_id).collect();
     let report = RuntimeReport {
+        fleet: None,
         cooldowns: Vec::new(),
         usage: None,
         worker: w1.clone(),
