@@ -6,8 +6,8 @@
 //! the control API's listener limits, the store and quota connections, the control API's session and snapshot contract, the
 //! client API's transport limits and shield, a gateway's identity, listeners, limiter
 //! engine, tracked-proxy and sticky-session bounds, I/O threads, control pacing and the access log's
-//! queue size, adding or removing
-//! the `[gateway]` table) need a restart: a reload reports them and keeps the running
+//! queue size, the fleet listener's address and what it advertises, adding or removing
+//! the `[gateway]` or `[gateway.fleet]` table) need a restart: a reload reports them and keeps the running
 //! values ([`with_restart_keys`]). Everything else (clients, policies, upstreams, worker
 //! tokens, checker/ownership/maintenance tuning, extraction settings, the gateway's
 //! limits, rotation, sessions, dialing, destinations, shield and grace) is applied live.
@@ -36,6 +36,8 @@ pub const RESTART_REQUIRED: &[&str] = &[
     "gateway.tls",
     "api.tls",
     "gateway.listeners",
+    "gateway.fleet.listen",
+    "gateway.fleet.advertise",
     "gateway.limiter",
     "gateway.limits.admin_max_connections",
     "gateway.limits.max_tracked_proxies",
@@ -109,6 +111,15 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
             gateway.control = old.control.clone();
             gateway.trusted_proxies = old.trusted_proxies.clone();
             gateway.io_threads = old.io_threads;
+            gateway.fleet = match (&old.fleet, gateway.fleet.take()) {
+                (Some(old), Some(mut new)) => {
+                    new.listen = old.listen;
+                    new.advertise.clone_from(&old.advertise);
+                    Some(new)
+                }
+                // Joining or leaving the fleet binds or closes a listener.
+                (old, _) => old.clone(),
+            };
             Some(gateway)
         }
         // Adding or removing the whole table needs a restart.
@@ -120,6 +131,7 @@ pub fn with_restart_keys(running: &Config, loaded: &Config) -> Config {
 fn needs_restart(key: &str) -> bool {
     key.is_empty()
         || key == "gateway"
+        || key == "gateway.fleet"
         || RESTART_REQUIRED
             .iter()
             .any(|prefix| key == *prefix || key.starts_with(&format!("{prefix}.")))
@@ -385,6 +397,45 @@ concurrency = 8
         let plan = ReloadPlan::between(&running, &loaded);
         assert_eq!(plan.restart, vec!["api.secure_cookies".to_owned()]);
         assert!(!with_restart_keys(&running, &loaded).api.secure_cookies);
+    }
+
+    #[test]
+    fn the_fleet_listener_and_its_address_need_a_restart_and_its_timeouts_apply_live() {
+        let with_fleet =
+            |fleet: &str| format!("{BASE}[gateway.listeners]\nhttp = \"127.0.0.1:1\"\n{fleet}");
+        let table = |listen: &str, advertise: &str, hop: &str| {
+            with_fleet(&format!(
+                "[gateway.fleet]\nlisten = \"{listen}\"\nadvertise = \"{advertise}\"\nhop_timeout = \"{hop}\"\n"
+            ))
+        };
+        let running = load(&table("127.0.0.1:9443", "gw-1.internal:9443", "3s"));
+        let loaded = load(&table("127.0.0.1:9444", "gw-1.internal:9444", "5s"));
+        let plan = ReloadPlan::between(&running, &loaded);
+        assert_eq!(
+            plan.restart,
+            vec![
+                "gateway.fleet.advertise".to_owned(),
+                "gateway.fleet.listen".to_owned()
+            ]
+        );
+        assert_eq!(plan.live, vec!["gateway.fleet.hop_timeout".to_owned()]);
+        let applied = with_restart_keys(&running, &loaded);
+        let fleet = applied.gateway.as_ref().unwrap().fleet.as_ref().unwrap();
+        assert_eq!(fleet.listen, "127.0.0.1:9443".parse().unwrap());
+        assert_eq!(fleet.advertise, "gw-1.internal:9443");
+        assert_eq!(fleet.hop_timeout.as_ms(), 5_000);
+
+        // Joining or leaving the fleet binds or closes a listener.
+        let alone = load(&with_fleet(""));
+        for (from, to) in [(&alone, &running), (&running, &alone)] {
+            let plan = ReloadPlan::between(from, to);
+            assert_eq!(plan.restart, vec!["gateway.fleet".to_owned()]);
+            let applied = with_restart_keys(from, to);
+            assert_eq!(
+                applied.gateway.unwrap().fleet,
+                from.gateway.as_ref().unwrap().fleet
+            );
+        }
     }
 
     #[test]

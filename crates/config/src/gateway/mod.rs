@@ -10,6 +10,7 @@
 //! One file per concern: [`section`] (the table, its listeners and the checks that tie it
 //! together), [`limits`], [`rotation`] (picks and sticky sessions), [`dial`], [`bans`],
 //! [`destinations`], [`inspection`] (TLS inspection of opted-in clients' tunnels),
+//! [`fleet`] (the gateways that share sticky sessions and rotation keys),
 //! [`access_log`] and [`control`] (the controllers it talks to and the control loop's
 //! pacing). Each checks its own keys.
 
@@ -18,6 +19,7 @@ pub mod bans;
 pub mod control;
 pub mod destinations;
 pub mod dial;
+pub mod fleet;
 pub mod inspection;
 pub mod limits;
 pub mod rotation;
@@ -28,6 +30,7 @@ pub use bans::{BansConfig, MAX_BAN_RETRIES};
 pub use control::{ControlConfig, ControllerUrls, MAX_CONTROLLER_URLS};
 pub use destinations::Destinations;
 pub use dial::DialConfig;
+pub use fleet::{FleetConfig, MAX_FLEET_CONNECTIONS};
 pub use inspection::{InspectionConfig, MAX_LEAF_CACHE};
 pub use limits::Limits;
 pub use rotation::{Rotation, StickySessions};

@@ -7,6 +7,7 @@ use super::bans::{self, BansConfig};
 use super::control::{self, ControlConfig, ControllerUrls};
 use super::destinations::{self, Destinations};
 use super::dial::{self, DialConfig};
+use super::fleet::{self, FleetConfig};
 use super::inspection::{self, InspectionConfig};
 use super::limits::{self, Limits};
 use super::rotation::{self, Rotation, StickySessions};
@@ -70,6 +71,10 @@ pub struct GatewaySection {
     /// TLS inspection of opted-in clients' `CONNECT` tunnels; unset = never inspected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inspection: Option<InspectionConfig>,
+    /// This gateway as a fleet member (sticky sessions and rotation keys shared with the
+    /// other gateways); unset = none, every key stays here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetConfig>,
     /// One line per request and tunnel, for operators.
     pub access_log: AccessLogConfig,
     /// The per-IP pre-authentication shield.
@@ -114,6 +119,7 @@ impl Default for GatewaySection {
             bans: BansConfig::default(),
             destinations: Destinations::default(),
             inspection: None,
+            fleet: None,
             access_log: AccessLogConfig::default(),
             // Generous: the shield only stops floods from one address before authentication.
             shield: RatePolicy::new(1_000.0, 2_000.0),
@@ -177,6 +183,9 @@ pub(crate) fn validate(c: &mut Check<'_>, gateway: &mut GatewaySection, remote: 
     bans::validate(c, &gateway.bans);
     if let Some(config) = &mut gateway.inspection {
         inspection::validate(c, config);
+    }
+    if let Some(config) = &mut gateway.fleet {
+        fleet::validate(c, config);
     }
     access_log::validate(c, &mut gateway.access_log);
     cidr::check_list(c, "gateway.trusted_proxies", &gateway.trusted_proxies);
