@@ -7,8 +7,8 @@ use crate::policy::destination::DestinationPolicy;
 use proxypool_config::gateway::InspectionConfig;
 use proxypool_config::gateway::MAX_IO_THREADS;
 pub use proxypool_config::gateway::{
-    AccessLogConfig, AccessLogFormat, BansConfig, ControlConfig, Destinations, DialConfig, Limits,
-    Listeners, Rotation, StickySessions,
+    AccessLogConfig, AccessLogFormat, BansConfig, ControlConfig, Destinations, DialConfig,
+    FleetConfig, Limits, Listeners, Rotation, StickySessions,
 };
 use proxypool_config::{ClientTlsConfig, GatewaySection, SecretRef, ServerTlsConfig};
 use proxypool_core::{MIN_HEADER_BYTES, Secret, SecretHash, WorkerId};
@@ -53,6 +53,10 @@ pub struct GatewayConfig {
     /// the CA, bypass list and leaf settings; `None` = never inspected. Applies on reload
     /// (the CA files are read again).
     pub inspection: Option<InspectionConfig>,
+    /// This gateway as a fleet member (`[gateway.fleet]`): the fleet listener, the address
+    /// peers dial, hop timeouts; `None` = no fleet, every key stays here. `listen` and
+    /// `advertise` are read at bind, the rest on reload.
+    pub fleet: Option<FleetConfig>,
     /// The per-IP pre-authentication shield; `None` disables it.
     pub shield: Option<Policy>,
     /// Engine settings shared by the shield and the per-client policy limiter.
@@ -120,6 +124,7 @@ impl GatewayConfig {
             access_log: section.access_log.clone(),
             destinations: DestinationPolicy::new(&section.destinations),
             inspection: section.inspection.clone(),
+            fleet: section.fleet.clone(),
             shield: Some(section.shield.to_throttle()),
             limiter: section.limiter.to_engine_options(),
             control: section.control.clone(),
@@ -169,6 +174,14 @@ impl GatewayConfig {
                 "io_threads must be at most {MAX_IO_THREADS} (0 = serve on the shared runtime), got {}",
                 self.io_threads
             ));
+        }
+        if let Some(fleet) = &self.fleet {
+            if fleet.advertise.is_empty() {
+                return fail("fleet.advertise must name the host:port peers dial".into());
+            }
+            if fleet.max_connections == 0 {
+                return fail("fleet.max_connections must be at least 1".into());
+            }
         }
         if self.dial.max_attempts == 0 {
             return fail("dial.max_attempts must be at least 1".into());
@@ -221,6 +234,47 @@ impl ControllerAddr {
     pub(crate) fn with_tls(mut self, tls: ClientTls) -> Self {
         self.tls = Some(tls);
         self
+    }
+
+    /// Every configured controller's address, with the TLS settings to reach it.
+    pub(crate) fn all_of(config: &GatewayConfig) -> Result<Vec<Self>, ConfigError> {
+        let addrs = config
+            .controller_urls
+            .iter()
+            .map(|url| ControllerAddr::parse(url).map_err(ConfigError))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(plain) = addrs.iter().position(|addr| !addr.target.tls)
+            && config.controller_tls.is_some()
+        {
+            return Err(ConfigError(format!(
+                "controller_tls is set but controller_url {:?} is not https://",
+                config.controller_urls[plain]
+            )));
+        }
+        if !addrs.iter().any(|addr| addr.target.tls) {
+            return Ok(addrs);
+        }
+        // One trust setting for every controller, loaded once.
+        let files = config
+            .controller_tls
+            .as_ref()
+            .map_or_else(Default::default, |t| proxypool_edge::ClientTlsFiles {
+                ca: t.ca.clone(),
+                cert: t.cert.clone(),
+                key: t.key.clone(),
+            });
+        let tls = proxypool_edge::ClientTls::load(&files)
+            .map_err(|e| ConfigError(format!("controller_tls: {e}")))?;
+        Ok(addrs
+            .into_iter()
+            .map(|addr| {
+                if addr.target.tls {
+                    addr.with_tls(tls.clone())
+                } else {
+                    addr
+                }
+            })
+            .collect())
     }
 }
 

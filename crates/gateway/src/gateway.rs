@@ -9,6 +9,7 @@ use crate::config::{ConfigError, GatewayConfig};
 use crate::context::{GatewayContext, Phase};
 use crate::control::keeper;
 use crate::control::{ControlClient, ControlLoop, runner::Backoff};
+use crate::inbound::fleet_accept::{self, BoundFleet};
 use crate::inbound::io_threads::{IoThreads, ThreadListeners};
 use crate::inbound::{http as http_listener, socks, tls_accept};
 use crate::metrics::GatewayMetrics;
@@ -51,6 +52,8 @@ pub enum GatewayError {
     IoThreads(std::io::Error),
     #[error("cannot start the access log: {0}")]
     AccessLog(String),
+    #[error("cannot start the fleet listener: {0}")]
+    Fleet(String),
 }
 
 /// A gateway worker with its listeners bound, ready to [`Gateway::run`].
@@ -66,6 +69,8 @@ pub struct Gateway {
     socks5_addr: Option<SocketAddr>,
     clients: ClientListeners,
     admin: Option<TcpListener>,
+    /// The fleet listener (`[gateway.fleet]`).
+    fleet: Option<BoundFleet>,
 }
 
 /// Where the client listeners' connections are served.
@@ -135,7 +140,7 @@ impl Gateway {
             Arc::clone(&clock),
             CapacityWaiters::new(store.registry().freed()),
         );
-        let addrs = controller_addrs(&config)?;
+        let addrs = ControllerAddr::all_of(&config)?;
         let admin_tls = match &config.admin_tls {
             Some(t) => Some(
                 proxypool_edge::ServerTls::load_polling(
@@ -162,6 +167,10 @@ impl Gateway {
             metrics.bytes_down.clone(),
         ));
         let bans = Arc::new(crate::routing::bans::Bans::default());
+        let (fleet, fleet_listener) = fleet_accept::start(&config)
+            .await
+            .map_err(GatewayError::Fleet)?
+            .unzip();
         let control = Arc::new(ControlLoop::new(
             control_client.clone(),
             Arc::clone(&store),
@@ -173,6 +182,7 @@ impl Gateway {
                 initial: config.control.initial_backoff.as_duration(),
                 max: config.control.max_backoff.as_duration(),
             },
+            fleet.clone(),
         ));
         let http = bind("http", config.listeners.http).await?;
         let https = bind("https", config.listeners.https).await?;
@@ -218,7 +228,7 @@ impl Gateway {
             client_tls,
             inspection: ArcSwapOption::new(inspection),
             control: control_client.clone(),
-            fleet: None,
+            fleet,
         });
         let clients = if io_threads == 0 {
             ClientListeners::Ambient {
@@ -252,7 +262,20 @@ impl Gateway {
             socks5_addr,
             clients,
             admin,
+            fleet: fleet_listener,
         })
+    }
+
+    /// The fleet listener's address (`[gateway.fleet] listen`), when this gateway is a
+    /// fleet member.
+    pub fn fleet_addr(&self) -> Option<SocketAddr> {
+        self.fleet.as_ref().map(BoundFleet::addr)
+    }
+
+    /// What this gateway reports to the controller as its fleet endpoint: the address
+    /// peers dial and the pin of its hop certificate.
+    pub fn fleet_endpoint(&self) -> Option<proxypool_core::fleet::FleetEndpoint> {
+        self.shared.fleet.as_ref().map(|fleet| fleet.endpoint())
     }
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
@@ -299,6 +322,7 @@ impl Gateway {
             socks5_addr: _,
             clients,
             admin,
+            fleet,
         } = self;
         let mut tasks = tokio::task::JoinSet::new();
         let io_threads = match clients {
@@ -326,6 +350,7 @@ impl Gateway {
         if let Some(listener) = admin {
             tasks.spawn(admin::serve(listener, Arc::clone(&shared), metrics_handle));
         }
+        let fleet = fleet.map(|bound| bound.serve(&mut tasks, &shared));
         tasks.spawn(maintenance(Arc::clone(&shared)));
         tasks.spawn(tls_accept::watch_files(Arc::clone(&shared)));
         tasks.spawn(follow_session_feedback(Arc::clone(&shared)));
@@ -345,7 +370,8 @@ impl Gateway {
         let _ = phase.send(Phase::Draining);
         let grace = shared.config().shutdown_grace;
         // Every open connection (and tunnel) holds a slot: none left = nothing in flight.
-        let drained = tokio::time::timeout(grace, shared.connections.all_closed()).await;
+        let closed = fleet_accept::all_closed(&shared, fleet.as_deref());
+        let drained = tokio::time::timeout(grace, closed).await;
         if drained.is_err() {
             tracing::warn!("shutdown grace elapsed; closing remaining connections");
         }
@@ -389,50 +415,6 @@ async fn bind(
     }
 }
 
-/// Periodic bounded cleanups: sticky sessions, limiter keys, gauges (also for a `/metrics`
-/// rendered by another role of the process, which does not refresh the gateway's).
-/// Every configured controller's address, with the TLS settings to reach it.
-fn controller_addrs(config: &GatewayConfig) -> Result<Vec<ControllerAddr>, GatewayError> {
-    let addrs = config
-        .controller_urls
-        .iter()
-        .map(|url| ControllerAddr::parse(url).map_err(ConfigError))
-        .collect::<Result<Vec<_>, _>>()?;
-    if let Some(plain) = addrs.iter().position(|addr| !addr.target.tls)
-        && config.controller_tls.is_some()
-    {
-        return Err(ConfigError(format!(
-            "controller_tls is set but controller_url {:?} is not https://",
-            config.controller_urls[plain]
-        ))
-        .into());
-    }
-    if !addrs.iter().any(|addr| addr.target.tls) {
-        return Ok(addrs);
-    }
-    // One trust setting for every controller, loaded once.
-    let files = config
-        .controller_tls
-        .as_ref()
-        .map_or_else(Default::default, |t| proxypool_edge::ClientTlsFiles {
-            ca: t.ca.clone(),
-            cert: t.cert.clone(),
-            key: t.key.clone(),
-        });
-    let tls = proxypool_edge::ClientTls::load(&files)
-        .map_err(|e| ConfigError(format!("controller_tls: {e}")))?;
-    Ok(addrs
-        .into_iter()
-        .map(|addr| {
-            if addr.target.tls {
-                addr.with_tls(tls.clone())
-            } else {
-                addr
-            }
-        })
-        .collect())
-}
-
 /// Applies client feedback on sticky sessions as each new snapshot brings it.
 async fn follow_session_feedback(shared: Arc<Shared>) {
     let mut swaps = shared.store.swaps();
@@ -450,6 +432,8 @@ async fn follow_session_feedback(shared: Arc<Shared>) {
     }
 }
 
+/// Periodic bounded cleanups: sticky sessions, limiter keys, gauges (also for a `/metrics`
+/// rendered by another role of the process, which does not refresh the gateway's).
 async fn maintenance(shared: Arc<Shared>) {
     let mut ticker = tokio::time::interval(Duration::from_secs(10));
     loop {

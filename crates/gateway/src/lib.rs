@@ -37,6 +37,7 @@
 //!     -> state                         Shared: the context plus the shield and connection caps
 //!       -> control                     the control loop and client, the lease keeper
 //!       -> inspection                  TLS inspection: the CA's leaves, an inspected CONNECT's end
+//!       -> fleet                       sticky keys' owners among the gateways, the hop to them
 //!       -> outbound                    dial, forward plain HTTP, relay tunnels
 //!         -> context                   GatewayContext: settings, store, router, bans, metrics, usage, clock
 //!           -> routing,                selectors, sticky, rotation, pick, wait, bans, the router;
@@ -57,6 +58,7 @@
 //! | `state` | `Shared`: the context plus what only inbound needs (shield, connection caps) |
 //! | `inbound` | the accept loop and per-core I/O threads, HTTP and SOCKS5 listeners, authentication, admission |
 //! | `inspection` | TLS inspection: the operator's CA and the leaves it mints (a bounded cache), an inspected `CONNECT` ended at the gateway and the https requests inside admitted and forwarded one by one |
+//! | `fleet` | sessions across gateways: the members the controllers list, each key's owner by rendezvous hashing, the pinned TLS hop a keyed request is relayed over (the entry side in `inbound::relay`, the owner's listener `inbound::fleet_accept`) |
 //! | `outbound` | dialing through upstream proxies, plain-HTTP forwarding, tunnels and their relay |
 //! | `context` | `GatewayContext`: what routing and outbound read, and the gateway's phase |
 //! | `routing` | username selectors, sticky sessions, rotation, eligibility and the pick, capacity wait, bans, the router |
@@ -98,7 +100,7 @@ mod usage;
 
 pub use config::{
     AccessLogConfig, AccessLogFormat, BansConfig, ConfigError, ControlConfig, Destinations,
-    DialConfig, GatewayConfig, Limits, Listeners, Rotation, StickySessions,
+    DialConfig, FleetConfig, GatewayConfig, Limits, Listeners, Rotation, StickySessions,
 };
 pub use gateway::{Gateway, GatewayError, shutdown_signal};
 pub use inspection::check_ca;

@@ -452,6 +452,7 @@ mod tests {
             },
             Refusal::OriginCertificateInvalid { why: "expired" },
             Refusal::Unavailable,
+            Refusal::FleetUnavailable,
         ]
     }
 

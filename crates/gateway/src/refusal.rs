@@ -63,6 +63,9 @@ pub enum Refusal {
     OriginCertificateInvalid { why: &'static str },
     /// The gateway is shutting down or otherwise cannot serve.
     Unavailable,
+    /// The fleet member that owns the request's sticky key did not answer, nor did the
+    /// next one (`crate::inbound::relay`).
+    FleetUnavailable,
 }
 
 /// The reason of an upstream failure that is a target's timeout: answered 504, not 502.
@@ -86,12 +89,13 @@ impl Refusal {
             | Refusal::Stale
             | Refusal::SessionTableFull
             | Refusal::DomainCoolingDown { .. }
-            | Refusal::Unavailable => 503,
+            | Refusal::Unavailable
+            | Refusal::FleetUnavailable => 503,
         }
     }
 
     /// Every code [`Refusal::code`] can return, once; metrics register one counter each.
-    pub const CODES: [&'static str; 16] = [
+    pub const CODES: [&'static str; 17] = [
         "bad_request",
         "auth_required",
         "bad_selector",
@@ -108,6 +112,7 @@ impl Refusal {
         "no_leased_proxies",
         "domain_cooling_down",
         "origin_certificate_invalid",
+        "fleet_unavailable",
     ];
 
     /// The stable code in `X-Proxypool-Error` (and in metrics).
@@ -134,6 +139,7 @@ impl Refusal {
             Refusal::NoLeasedProxies => 13,
             Refusal::DomainCoolingDown { .. } => 14,
             Refusal::OriginCertificateInvalid { .. } => 15,
+            Refusal::FleetUnavailable => 16,
         }
     }
 
@@ -148,7 +154,8 @@ impl Refusal {
             | Refusal::NoEligibleProxy
             | Refusal::NoLeasedProxies
             | Refusal::Stale
-            | Refusal::Unavailable => Some(1),
+            | Refusal::Unavailable
+            | Refusal::FleetUnavailable => Some(1),
             _ => None,
         }
     }
@@ -171,7 +178,29 @@ impl Refusal {
             | Refusal::SessionTableFull
             | Refusal::DomainCoolingDown { .. }
             | Refusal::OriginCertificateInvalid { .. }
-            | Refusal::Unavailable => socks_reply::GENERAL_FAILURE,
+            | Refusal::Unavailable
+            | Refusal::FleetUnavailable => socks_reply::GENERAL_FAILURE,
+        }
+    }
+
+    /// The SOCKS5 reply for a refusal known only by its `X-Proxypool-Error` code and HTTP
+    /// status (another fleet member's answer): the reply [`Refusal::socks_reply`] gives
+    /// for that code. An upstream failure's own reply is not in its code: a 504 (the
+    /// target's timeout) is TTL expired, any other a general failure; an unknown code is
+    /// a general failure.
+    pub(crate) fn socks_reply_of(code: &str, status: u16) -> u8 {
+        match code {
+            "bad_request" => socks_reply::ADDRESS_NOT_SUPPORTED,
+            "auth_required"
+            | "bad_selector"
+            | "forbidden"
+            | "destination_denied"
+            | "rate_limited"
+            | "locked_out"
+            | "too_many_connections" => socks_reply::NOT_ALLOWED,
+            "no_leased_proxies" => socks_reply::NETWORK_UNREACHABLE,
+            "upstream_failed" if status == 504 => socks_reply::TTL_EXPIRED,
+            _ => socks_reply::GENERAL_FAILURE,
         }
     }
 }
@@ -227,6 +256,9 @@ impl fmt::Display for Refusal {
                 "the origin's TLS certificate failed verification ({why}) against the gateway's origin trust; not retried through another proxy"
             ),
             Refusal::Unavailable => f.write_str("gateway unavailable"),
+            Refusal::FleetUnavailable => f.write_str(
+                "the fleet member that keeps this session did not answer, nor did the next one; retry shortly",
+            ),
         }
     }
 }
@@ -278,5 +310,57 @@ mod tests {
         assert_eq!(certificate.retry_after_secs(), None);
         assert!(certificate.to_string().contains("unknown issuer"));
         assert_eq!(Refusal::CODES[certificate.code_index()], certificate.code());
+        // A fleet that cannot reach a key's owners: a short retry, never a hang.
+        let fleet = Refusal::FleetUnavailable;
+        assert_eq!((fleet.status(), fleet.code()), (503, "fleet_unavailable"));
+        assert_eq!(fleet.retry_after_secs(), Some(1));
+        assert_eq!(fleet.socks_reply(), socks_reply::GENERAL_FAILURE);
+    }
+
+    #[test]
+    fn another_members_refusal_code_maps_to_the_same_socks_reply() {
+        let refusals = [
+            Refusal::BadRequest("x".into()),
+            Refusal::AuthRequired,
+            Refusal::BadSelector("x".into()),
+            Refusal::Forbidden("x".into()),
+            Refusal::DestinationDenied("x".into()),
+            Refusal::RateLimited {
+                retry_after_ms: 1,
+                lockout: false,
+            },
+            Refusal::RateLimited {
+                retry_after_ms: 1,
+                lockout: true,
+            },
+            Refusal::TooManyConnections,
+            Refusal::NoEligibleProxy,
+            Refusal::NoLeasedProxies,
+            Refusal::Stale,
+            Refusal::SessionTableFull,
+            Refusal::DomainCoolingDown { retry_after_ms: 1 },
+            Refusal::OriginCertificateInvalid { why: "x" },
+            Refusal::Unavailable,
+            Refusal::FleetUnavailable,
+            Refusal::UpstreamFailed {
+                reason: TARGET_TIMEOUT,
+                socks: socks_reply::TTL_EXPIRED,
+            },
+            Refusal::UpstreamFailed {
+                reason: "proxy_unreachable",
+                socks: socks_reply::GENERAL_FAILURE,
+            },
+        ];
+        for refusal in refusals {
+            assert_eq!(
+                Refusal::socks_reply_of(refusal.code(), refusal.status()),
+                refusal.socks_reply(),
+                "{refusal:?}"
+            );
+        }
+        assert_eq!(
+            Refusal::socks_reply_of("no_such_code", 500),
+            socks_reply::GENERAL_FAILURE
+        );
     }
 }

@@ -173,6 +173,14 @@ impl Exchange {
         self.log = None;
     }
 
+    /// The client's address when it is not the connection's: a fleet hop's request, whose
+    /// client connected to the relaying member.
+    pub(crate) fn source(&mut self, source: SocketAddr) {
+        if let Some(fields) = &mut self.fields {
+            fields.source = source;
+        }
+    }
+
     pub(crate) fn client(&mut self, client: &impl ToString) {
         if let Some(fields) = &mut self.fields {
             fields.client = Some(client.to_string());

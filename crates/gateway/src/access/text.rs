@@ -82,7 +82,8 @@ pub(crate) fn refusal_tag(refusal: &Refusal, tunnel: bool) -> &'static str {
         | Refusal::Stale
         | Refusal::DomainCoolingDown { .. }
         | Refusal::SessionTableFull
-        | Refusal::Unavailable => "NONE",
+        | Refusal::Unavailable
+        | Refusal::FleetUnavailable => "NONE",
     }
 }
 

@@ -25,6 +25,7 @@ use proxypool_core::control::{
     ErrorBody, RegisterSession, ReportAck, SESSIONS_PATH, SessionGrant, SnapshotAck, ack_path,
     report_path, session_path, snapshot_path,
 };
+use proxypool_core::fleet::{FLEET_PATH, FleetList};
 use proxypool_core::{RuntimeReport, Secret, WorkerId};
 use proxypool_snapshot::{CONTROL_PROTOCOL, SnapshotUpdate};
 use serde::Serialize;
@@ -231,6 +232,13 @@ impl ControlClient {
                 self.timeout,
             )
             .await?;
+        decode(&body)
+    }
+
+    /// The fleet's live members (`GET /control/v1/fleet?worker=W`), between reports.
+    pub(crate) async fn fleet(&self) -> Result<FleetList, ControlError> {
+        let path = format!("{FLEET_PATH}?worker={}", self.worker);
+        let (_, body) = self.call(Method::GET, &path, None, self.timeout).await?;
         decode(&body)
     }
 

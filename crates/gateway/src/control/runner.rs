@@ -7,14 +7,21 @@
 //! proxy only until its lease ends ([`crate::proxies::cutoff`]). A report's answer naming proxies
 //! the store no longer has this worker owning (`stale_proxies`) closes what is open through
 //! them at once.
+//!
+//! With a fleet listener, every report names it (the endpoint peers dial, and the pin),
+//! every report's answer replaces the fleet's member list, and a request for a fresh list
+//! (`FleetView::refresh_now`) is answered from `GET /control/v1/fleet` at once. A failed
+//! list fetch is logged and waited out: the list from the next report's answer serves.
 
 use super::client::{ControlClient, ControlError};
+use crate::fleet::Fleet;
 use crate::metrics::GatewayMetrics;
 use crate::routing::bans::Bans;
 use crate::snapshot::SnapshotStore;
 use crate::snapshot::store::Applying;
 use crate::usage::UsageTable;
 use proxypool_core::control::{RegisterSession, SessionGrant, SnapshotAck};
+use proxypool_core::fleet::FleetMember;
 use proxypool_core::{LockExt, ProxyId, RuntimeReport, SnapshotRef, WorkerId};
 use proxypool_snapshot::{Applier, CONTROL_PROTOCOL, UpdateKind};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +54,8 @@ pub(crate) struct ControlLoop {
     session: Mutex<Option<String>>,
     /// The snapshot the current session acknowledged (reports name it).
     acked: Mutex<Option<SnapshotRef>>,
+    /// This gateway's fleet membership, when it has a fleet listener.
+    fleet: Option<Arc<Fleet>>,
 }
 
 enum Ended {
@@ -65,6 +74,9 @@ enum Reported {
 }
 
 impl ControlLoop {
+    // Each is a separate handle the gateway's assembly already holds; a struct to carry
+    // them would only be unpacked here.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         client: ControlClient,
         store: Arc<SnapshotStore>,
@@ -73,6 +85,7 @@ impl ControlLoop {
         usage: Arc<UsageTable>,
         worker: WorkerId,
         backoff: Backoff,
+        fleet: Option<Arc<Fleet>>,
     ) -> Self {
         Self {
             client,
@@ -85,6 +98,7 @@ impl ControlLoop {
             sequence: AtomicU64::new(0),
             session: Mutex::new(None),
             acked: Mutex::new(None),
+            fleet,
         }
     }
 
@@ -94,7 +108,30 @@ impl ControlLoop {
     }
 
     /// Runs until `stop` turns true; returns the session id to end, if any.
-    pub(crate) async fn run(&self, mut stop: watch::Receiver<bool>) -> Option<String> {
+    pub(crate) async fn run(&self, stop: watch::Receiver<bool>) -> Option<String> {
+        tokio::select! {
+            session = self.run_sessions(stop) => session,
+            never = self.serve_fleet_refreshes() => match never {},
+        }
+    }
+
+    /// Answers each request for a fresh fleet list with one `GET /control/v1/fleet`
+    /// (requests are coalesced by the view); never returns. Without a fleet, waits forever.
+    async fn serve_fleet_refreshes(&self) -> std::convert::Infallible {
+        let Some(fleet) = &self.fleet else {
+            return std::future::pending().await;
+        };
+        loop {
+            fleet.view.refresh_wanted().await;
+            match self.client.fleet().await {
+                Ok(list) => apply_fleet(fleet, list.members),
+                // The next report's answer brings the list anyway.
+                Err(error) => tracing::debug!(%error, "fetching the fleet's members failed"),
+            }
+        }
+    }
+
+    async fn run_sessions(&self, mut stop: watch::Receiver<bool>) -> Option<String> {
         loop {
             let grant = tokio::select! {
                 grant = self.register() => grant,
@@ -241,6 +278,7 @@ impl ControlLoop {
         };
         let cooldowns = self.bans.ledger.batch();
         let report = RuntimeReport {
+            fleet: self.fleet.as_ref().map(|fleet| fleet.endpoint()),
             cooldowns: cooldowns.changes.clone(),
             worker: self.worker.clone(),
             session_id: session_id.to_owned(),
@@ -256,6 +294,9 @@ impl ControlLoop {
                 self.store.mark_fresh();
                 self.store.bound_by_session(ack.session_expires_at_ms);
                 self.revoke(&ack.stale_proxies);
+                if let Some(fleet) = &self.fleet {
+                    apply_fleet(fleet, ack.fleet);
+                }
                 Reported::Accepted
             }
             Err(ControlError::Fenced) => {
@@ -290,5 +331,20 @@ impl ControlLoop {
     pub(crate) async fn final_report(&self, session_id: &str) {
         let reported = self.report(session_id).await;
         tracing::debug!(?reported, "final runtime report");
+    }
+}
+
+/// Makes `members` the fleet's current list, and says when this gateway joins or leaves it
+/// (it relays keys only while the list has it with its current pin).
+fn apply_fleet(fleet: &Fleet, members: Vec<FleetMember>) {
+    let was = fleet.view.includes_me();
+    fleet.view.replace(members);
+    match (was, fleet.view.includes_me()) {
+        (false, true) => tracing::info!(
+            members = fleet.view.current().list.len(),
+            "the fleet's member list now has this gateway"
+        ),
+        (true, false) => tracing::warn!("the fleet's member list no longer has this gateway"),
+        _ => {}
     }
 }

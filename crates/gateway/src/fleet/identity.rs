@@ -1,21 +1,176 @@
-//! STUB (H2 replaces): this gateway's hop key and certificate.
+//! This gateway's hop identity: an ECDSA P-256 key and a self-signed certificate made at
+//! start, and the pin the other members recognise it by (SHA-256 of the certificate's
+//! SubjectPublicKeyInfo). Nothing is written to disk: a restart makes a new key and
+//! reports its new pin, so a leaked key dies with the process.
+//!
+//! The certificate's names carry no trust (peers check the pin only); they say whose it
+//! is to someone reading a packet capture or a TLS error.
 
 use proxypool_core::WorkerId;
+use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::sign::CertifiedKey;
+use std::fmt;
+use std::sync::Arc;
 
-#[derive(Debug)]
+/// A pin: SHA-256 of a certificate's SubjectPublicKeyInfo DER.
+pub(crate) type Pin = [u8; 32];
+
+/// The hop key and certificate, and their pin.
 pub(crate) struct FleetIdentity {
-    pin: String,
+    certified: Arc<CertifiedKey>,
+    pin_hex: String,
+    provider: Arc<CryptoProvider>,
+}
+
+impl fmt::Debug for FleetIdentity {
+    /// The pin only: the key never reaches a log.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetIdentity")
+            .field("pin", &self.pin_hex)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FleetIdentity {
+    /// A fresh key and a self-signed certificate named `proxypool-fleet-<worker>`.
     pub(crate) fn generate(worker: &WorkerId) -> Result<Self, String> {
+        let failed = |error: rcgen::Error| format!("making the fleet certificate: {error}");
+        let name = format!("proxypool-fleet-{worker}");
+        let mut params = CertificateParams::new(vec![name.clone()]).map_err(failed)?;
+        let mut subject = DistinguishedName::new();
+        subject.push(DnType::CommonName, name);
+        params.distinguished_name = subject;
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(failed)?;
+        let cert = params.self_signed(&key).map_err(failed)?;
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        Self::from_parts(cert.der().clone(), key)
+    }
+
+    /// The identity of a certificate and its key (PKCS#8), checked to belong together.
+    pub(crate) fn from_parts(
+        cert: CertificateDer<'static>,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<Self, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let pin = spki_pin(&cert)?;
+        let certified = CertifiedKey::from_der(vec![cert], key, &provider)
+            .map_err(|error| format!("the fleet certificate and key: {error}"))?;
         Ok(FleetIdentity {
-            pin: format!("{worker}"),
+            certified: Arc::new(certified),
+            pin_hex: hex(&pin),
+            provider,
         })
     }
 
     /// Lowercase hex SHA-256 of the certificate's SubjectPublicKeyInfo.
     pub(crate) fn pin_hex(&self) -> &str {
-        &self.pin
+        &self.pin_hex
+    }
+
+    /// SHA-256 of the certificate's SubjectPublicKeyInfo (the gateway itself only ever
+    /// shows its pin in hex; peers are checked against the member list's).
+    #[cfg(test)]
+    pub(crate) fn pin(&self) -> Pin {
+        parse_pin(&self.pin_hex).expect("our own pin is well-formed")
+    }
+
+    /// The certificate and its signing key, for the hop's TLS configurations.
+    pub(crate) fn certified_key(&self) -> Arc<CertifiedKey> {
+        Arc::clone(&self.certified)
+    }
+
+    /// The crypto provider the hop's TLS runs on (ring, as everywhere in the process).
+    pub(crate) fn provider(&self) -> &Arc<CryptoProvider> {
+        &self.provider
+    }
+}
+
+/// The pin of a certificate: SHA-256 over its SubjectPublicKeyInfo DER, exactly as the
+/// certificate carries it.
+pub(crate) fn spki_pin(cert: &CertificateDer<'_>) -> Result<Pin, String> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
+        .map_err(|error| format!("not an X.509 certificate: {error}"))?;
+    Ok(sha256(parsed.tbs_certificate.subject_pki.raw))
+}
+
+/// SHA-256 through rustls's ring cipher suite (its hash provider), so no second hashing
+/// crate is needed.
+fn sha256(data: &[u8]) -> Pin {
+    let rustls::SupportedCipherSuite::Tls13(suite) =
+        rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+    else {
+        unreachable!("TLS13_AES_128_GCM_SHA256 is a TLS 1.3 suite")
+    };
+    let digest = suite.common.hash_provider.hash(data);
+    let mut pin = [0u8; 32];
+    pin.copy_from_slice(digest.as_ref());
+    pin
+}
+
+/// Lowercase hex, the form pins travel in.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    out
+}
+
+/// A pin from its lowercase hex form (64 digits); `None` for anything else.
+pub(crate) fn parse_pin(text: &str) -> Option<Pin> {
+    if !proxypool_core::fleet::is_pin(text) {
+        return None;
+    }
+    let mut pin = [0u8; 32];
+    for (i, pair) in text.as_bytes().chunks(2).enumerate() {
+        let digit = |b: u8| match b {
+            b'0'..=b'9' => b - b'0',
+            _ => b - b'a' + 10,
+        };
+        pin[i] = digit(pair[0]) << 4 | digit(pair[1]);
+    }
+    Some(pin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pin_is_the_sha256_of_the_spki_and_each_start_makes_a_new_key() {
+        let worker = WorkerId::new("gw-1").unwrap();
+        let identity = FleetIdentity::generate(&worker).unwrap();
+        let cert = &identity.certified_key().cert[0];
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).unwrap();
+        assert_eq!(
+            parsed.subject().to_string(),
+            "CN=proxypool-fleet-gw-1",
+            "the certificate says whose it is"
+        );
+        // The SPKI of a P-256 key: its algorithm and 65 bytes of uncompressed point.
+        let spki = parsed.tbs_certificate.subject_pki.raw;
+        assert_eq!(spki.len(), 91);
+        assert_eq!(identity.pin(), sha256(spki));
+        assert!(proxypool_core::fleet::is_pin(identity.pin_hex()));
+        assert_eq!(parse_pin(identity.pin_hex()), Some(identity.pin()));
+        assert_ne!(
+            FleetIdentity::generate(&worker).unwrap().pin(),
+            identity.pin()
+        );
+    }
+
+    #[test]
+    fn sha256_and_hex_match_the_standard_vectors() {
+        assert_eq!(
+            hex(&sha256(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(parse_pin("AB"), None);
+        assert_eq!(parse_pin(&"g".repeat(64)), None);
+        assert_eq!(parse_pin(&"0f".repeat(32)), Some([0x0f; 32]));
     }
 }

@@ -12,6 +12,7 @@ use crate::access::{Exchange, Kind};
 use crate::inbound::accept::{Accepted, accept_loop};
 use crate::inbound::admission;
 use crate::inbound::auth::authenticate;
+use crate::inbound::relay;
 use crate::metrics::Listener;
 use crate::outbound::dial::{DialTimeouts, TunnelDialer};
 use crate::outbound::relay::{ClientSide, TunnelAccount, run_tunnel};
@@ -48,8 +49,9 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 /// What the handshake produced.
 enum Handshake {
     /// Authenticated and the request read; `Err` = refuse with a reply. Boxed (once per
-    /// connection) so the rarer variants do not carry the selectors' size.
-    Request(TargetAddr, Result<Box<Authenticated>, Refusal>),
+    /// connection) so the rarer variants do not carry the selectors' size. With the
+    /// username as the client sent it (a relay to the fleet passes it on).
+    Request(TargetAddr, Result<Box<Authenticated>, Refusal>, String),
     /// Refused at the credentials step (which has no reply code): the connection is done.
     Refused(Refusal),
     /// The connection is done before it asked for anything (no method we offer).
@@ -77,8 +79,10 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
         // is seen speaking).
         () = mark.evicted() => return exchange.forget(),
     };
-    let (target, auth) = match handshake {
-        Ok(Handshake::Request(target, auth)) => (target, auth.map(|auth| *auth)),
+    let (target, auth, username) = match handshake {
+        Ok(Handshake::Request(target, auth, username)) => {
+            (target, auth.map(|auth| *auth), username)
+        }
         Ok(Handshake::Refused(refusal)) => return exchange.refused_at_credentials(&refusal),
         Ok(Handshake::Closed) => return exchange.forget(),
         Err(error) => {
@@ -90,17 +94,26 @@ async fn serve_connection(shared: &Arc<Shared>, accepted: Accepted) {
     // Busy since its first byte; a request read keeps it so until the close.
     mark.busy();
     let (outcome, client) = match auth {
-        Ok(auth) => {
+        Ok(mut auth) => {
             exchange.client(&auth.client.id);
+            let asked = Asked {
+                target,
+                username: &username,
+                peer,
+            };
             (
-                route(shared, &auth, target, peer, &mut exchange).await,
+                route(shared, &mut auth, asked, &mut exchange).await,
                 auth.client.id.to_string(),
             )
         }
         Err(refusal) => (Err(refusal), String::new()),
     };
     match outcome {
-        Ok((upstream, lease, client_permit, usage)) => {
+        Ok(Routed::Relayed(relayed)) => {
+            relay::socks::finish(shared, stream, relayed).await;
+            drop(permit);
+        }
+        Ok(Routed::Here(upstream, lease, client_permit, usage)) => {
             exchange.replied(Reply::Succeeded.code());
             // The reply's bound address stays unspecified: the upstream-facing local
             // address and port are the gateway's internals, not the client's business.
@@ -143,7 +156,7 @@ async fn handshake(
         // Do not spend a password hash on a client the shield refuses.
         socks5::send_auth_result(stream, true).await?;
         let target = socks5::read_request(stream).await?;
-        return Ok(Handshake::Request(target, Err(refusal)));
+        return Ok(Handshake::Request(target, Err(refusal), String::new()));
     }
     // A stale view still authenticates (so the client learns "general failure", not
     // "bad password"); the refusal comes after the request.
@@ -176,30 +189,57 @@ async fn handshake(
         Some(refusal) => Err(refusal),
         None => authenticated,
     };
-    Ok(Handshake::Request(target, authenticated.map(Box::new)))
+    Ok(Handshake::Request(
+        target,
+        authenticated.map(Box::new),
+        credentials.username,
+    ))
 }
 
-async fn route(
-    shared: &Shared,
-    auth: &Authenticated,
+/// What the client asked for: where to, under which username, from where.
+struct Asked<'a> {
     target: TargetAddr,
+    username: &'a str,
     peer: SocketAddr,
-    exchange: &mut Exchange,
-) -> Result<
-    (
+}
+
+/// Where a request went: through a proxy of this gateway, or to the fleet member that
+/// owns its key.
+enum Routed {
+    Here(
         Conn,
         crate::proxies::capacity::Lease,
         ConnectionPermit,
         Arc<UsageCell>,
     ),
-    Refusal,
-> {
+    Relayed(relay::socks::Relayed),
+}
+
+async fn route(
+    shared: &Shared,
+    auth: &mut Authenticated,
+    asked: Asked<'_>,
+    exchange: &mut Exchange,
+) -> Result<Routed, Refusal> {
+    let Asked {
+        target,
+        username,
+        peer,
+    } = asked;
     // Re-read the view: the handshake may have spanned a snapshot swap.
     let view = shared.store.current()?;
     if let ClientPolicy::Limited(handle) = auth.client.policy {
         view.limiter
             .check(handle, peer.ip())
             .inspect_err(|_| shared.metrics.client_denials.increment(1))?;
+    }
+    // A keyed request another fleet member owns goes there (without a fleet: one load).
+    if let Some(owner) = relay::decide(shared, auth) {
+        let relayed =
+            relay::socks::relay(shared, owner, auth, username, &target, peer, exchange).await?;
+        if let Some(relayed) = relayed {
+            return Ok(Routed::Relayed(relayed));
+        }
     }
     admission::admit(shared, &auth.client, &target)?;
     let permit =
@@ -222,5 +262,5 @@ async fn route(
     exchange.routed(&proxy.upstream, &proxy.id, &proxy.address, routed.attempts);
     let usage = shared.usage.cell(&auth.client.id, &proxy.upstream);
     usage.routed();
-    Ok((routed.value, routed.lease, permit, usage))
+    Ok(Routed::Here(routed.value, routed.lease, permit, usage))
 }

@@ -99,7 +99,8 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
             let Some((stream, certificate)) = handshake(&shared, stream, peer).await else {
                 return;
             };
-            http::serve_connection(&shared, stream, peer, admitted, shield, certificate).await;
+            http::serve_connection(&shared, stream, peer, admitted, shield, certificate, None)
+                .await;
         },
     )
     .await;

@@ -252,6 +252,16 @@ impl ConnectionPermit {
     }
 }
 
+impl ConnectionPermit {
+    /// A place that counts against no client's cap: a fleet hop's request, whose client's
+    /// place the relaying member holds for it.
+    pub(crate) fn uncounted() -> Self {
+        Self {
+            counter: Arc::new(AtomicU32::new(1)),
+        }
+    }
+}
+
 impl Drop for ConnectionPermit {
     fn drop(&mut self) {
         self.counter.fetch_sub(1, Ordering::AcqRel);
@@ -341,5 +351,8 @@ mod tests {
         );
         drop(first);
         assert!(ConnectionPermit::try_acquire(&counter, 1).is_ok());
+        let uncounted = ConnectionPermit::uncounted();
+        assert_eq!(counter.load(Ordering::Relaxed), 0);
+        drop(uncounted);
     }
 }

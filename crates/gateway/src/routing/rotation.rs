@@ -99,6 +99,32 @@ fn session_key<'a>(session: &'a str, geo: &GeoValues) -> Cow<'a, str> {
     Cow::Owned(key)
 }
 
+/// The table key of a request running under `rotate`, and whether it is a session's:
+/// the session's key when it names one, else a rotation key for a schedule that keeps a
+/// proxy (per-request and least-used keep none: `None`).
+fn table_key(
+    selectors: &Selectors,
+    rotate: Option<ClientRotation>,
+) -> (Option<Cow<'_, str>>, bool) {
+    match (&selectors.session, rotate) {
+        (Some(session), _) => (Some(session_key(session, &selectors.geo)), true),
+        (None, Some(r @ (ClientRotation::EveryRequests(_) | ClientRotation::EveryMs(_)))) => {
+            (Some(Cow::Owned(rotation_key(selectors, r))), false)
+        }
+        (None, _) => (None, false),
+    }
+}
+
+/// The key a request's pin is kept under, as [`Plan::lookup`] would look it up (the same
+/// builders, so the fleet's owner of a key and the table's key cannot drift); `None` when
+/// nothing is pinned for it (no session, and no schedule beyond per-request or
+/// least-used), so the request is routed wherever it lands. `-newip` leaves the key's pin
+/// and so keeps its key. The fleet owner of a request is chosen by (client, this key).
+pub(crate) fn fleet_key(auth: &Authenticated) -> Option<Cow<'_, str>> {
+    let selectors = &auth.selectors;
+    table_key(selectors, schedule(selectors, &auth.client)).0
+}
+
 /// One request's rotation: what to look up, what it found, how to pick and what to store.
 #[derive(Debug)]
 pub(crate) struct Plan<'a> {
@@ -127,13 +153,7 @@ impl<'a> Plan<'a> {
     pub(crate) fn lookup(table: &StickyTable, auth: &'a Authenticated, now_ms: u64) -> Self {
         let selectors = &auth.selectors;
         let rotate = schedule(selectors, &auth.client);
-        let (key, is_session) = match (&selectors.session, rotate) {
-            (Some(session), _) => (Some(session_key(session, &selectors.geo)), true),
-            (None, Some(r @ (ClientRotation::EveryRequests(_) | ClientRotation::EveryMs(_)))) => {
-                (Some(Cow::Owned(rotation_key(selectors, r))), false)
-            }
-            (None, _) => (None, false),
-        };
+        let (key, is_session) = table_key(selectors, rotate);
         let mut plan = Plan {
             key: None,
             is_session,
@@ -339,6 +359,67 @@ mod tests {
         };
         assert_eq!(rotation_key(&us, five), rotation_key(&with_newip, five));
         assert!(rotation_key(&Selectors::default(), five).starts_with('~'));
+    }
+
+    /// A request of client `alice` (default rotation `rotation`) with the selectors of
+    /// `rest`.
+    fn request(rest: &str, rotation: Option<ClientRotation>) -> Authenticated {
+        let client = ClientEntry {
+            id: proxypool_core::ClientId::new("alice").unwrap(),
+            project: None,
+            password_hash: proxypool_core::SecretHash::derive("pw", "salt").unwrap(),
+            allowed_upstreams: Vec::new(),
+            allowed_regions: Vec::new(),
+            ip_allowlist: Vec::new(),
+            ip_allowlist_invalid: false,
+            policy: crate::policy::limits::ClientPolicy::Unlimited,
+            max_connections: 0,
+            connections: std::sync::Arc::default(),
+            allowed_ports: None,
+            ban_statuses: None,
+            rotation,
+            inspection: proxypool_core::control::Inspection::Off,
+            tls_names: Vec::new(),
+        };
+        Authenticated {
+            client: std::sync::Arc::new(client),
+            selectors: crate::routing::selector::parse_selectors(rest, 60).unwrap(),
+            fleet_moved: false,
+        }
+    }
+
+    #[test]
+    fn the_fleet_key_is_the_table_key_and_none_when_nothing_is_pinned() {
+        let key = |rest: &str, rotation| fleet_key(&request(rest, rotation)).map(Cow::into_owned);
+        // Sessions: the table's key, geo included; `-newip` keeps the key it leaves.
+        assert_eq!(key("session-s1", None).as_deref(), Some("s1"));
+        assert_eq!(
+            key("city-boston-session-s1", None),
+            Some(session_key("s1", &request("city-boston", None).selectors.geo).into_owned())
+        );
+        assert_ne!(key("city-boston-session-s1", None), key("session-s1", None));
+        assert_eq!(key("session-s1-newip", None), key("session-s1", None));
+        // A session ignores the client's default rotation (as the table does).
+        assert_eq!(
+            key("session-s1", Some(ClientRotation::EveryRequests(3))).as_deref(),
+            Some("s1")
+        );
+        // Rotation keys: the username's or the client's default schedule.
+        let three = key("rotate-3", None).expect("-rotate-3 keeps a proxy for 3 requests");
+        assert!(three.starts_with('~'), "{three}");
+        assert_eq!(
+            Some(three.clone()),
+            key("", Some(ClientRotation::EveryRequests(3)))
+        );
+        assert_eq!(key("rotate-3-newip", None), Some(three.clone()));
+        assert_ne!(key("rotate-30s", None), Some(three.clone()));
+        assert_ne!(key("region-us-rotate-3", None), Some(three));
+        // Nothing pinned: served where it lands.
+        assert_eq!(key("", None), None);
+        assert_eq!(key("newip", None), None);
+        assert_eq!(key("rotate-least", None), None);
+        assert_eq!(key("", Some(ClientRotation::PerRequest)), None);
+        assert_eq!(key("", Some(ClientRotation::LeastUsed)), None);
     }
 
     #[test]

@@ -331,6 +331,11 @@ impl Router {
                         settings.default_sesstime_minutes,
                         settings.max_sticky_per_client,
                     )?;
+                    // A key whose fleet owner changed had a proxy at its old owner: to
+                    // the client its first proxy here is a reassignment, not a new session.
+                    if auth.fleet_moved && outcome == SessionOutcome::New {
+                        outcome = SessionOutcome::Reassigned;
+                    }
                     return Ok(Routed {
                         value,
                         lease,

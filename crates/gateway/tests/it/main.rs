@@ -17,6 +17,13 @@
 //! - `edges`: the listeners under hostile connections (floods, trickles, big heads).
 //! - `eviction`: the global cap under a flood never closes a client mid-handshake or
 //!   mid-head (SOCKS5 greeting, half an HTTP head, a kept-alive connection's next head).
+//! - `fleet_listener`: the fleet listener: a member's pinned hop served as the client its
+//!   headers name, uncharged; strangers and bare handshakes closed; the headers inert elsewhere.
+//! - `fleet_relay`: three gateways as one fleet: a session or rotation key keeps its
+//!   owner's exits over HTTP, CONNECT and SOCKS5 wherever it lands; keyless requests stay
+//!   where they land; forged fleet headers are dropped; a stopped owner's keys move at once.
+//! - `fleet_membership`: reports name the fleet listener, answers make the member list, a
+//!   dead peer's hop asks the controller for a fresh one.
 //! - `geo_selectors`: `-country-`, `-city-`, `-state-`, `-asn-` on every way in, sessions.
 //! - `handshake_blame`: a handshake timeout blames a silent proxy, not a slow target.
 //! - `header_case`: header names keep their case and order through forwarding.
@@ -57,6 +64,9 @@ mod deltas;
 mod destinations;
 mod edges;
 mod eviction;
+mod fleet_listener;
+mod fleet_membership;
+mod fleet_relay;
 mod geo_selectors;
 mod handshake_blame;
 mod header_case;

@@ -8,7 +8,6 @@ use crate::io::ActivityIo;
 use crate::outbound::dial::{DialTimeouts, TunnelDialer};
 use crate::outbound::forward::body::ProxyBody;
 use crate::outbound::relay::{ClientSide, TunnelAccount, run_tunnel};
-use crate::policy::limits::ConnectionPermit;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use crate::routing::route::{RouteTarget, SESSION_HEADER, name_the_proxy};
@@ -40,8 +39,7 @@ pub(super) async fn connect(
         .map_err(|error| Refusal::BadRequest(format!("bad CONNECT target: {error}")))?;
     exchange.target(&target);
     admission::admit(shared, &auth.client, &target)?;
-    let permit =
-        ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
+    let permit = super::fleet_auth::connection_permit(state, &auth.client)?;
     // An inspected tunnel ends here, nothing routed for it (`crate::inspection`).
     let inspection = shared.inspection.load_full();
     if let Some(authority) = crate::inspection::wanted(inspection, &shared.config(), auth, &target)

@@ -1,7 +1,8 @@
 //! [`ConnectionState`]: what the requests of one HTTP connection share — the peer, the
 //! shield it was admitted by and the verdict charged at accept, the last credentials
 //! verified on it, its requests in flight, the per-IP and global slots a `CONNECT`
-//! tunnel takes along, and on the TLS listener the client certificate's names.
+//! tunnel takes along, on the TLS listener the client certificate's names, and on the
+//! fleet listener the member that relays its requests.
 
 use crate::inbound::accept::ShieldAtAccept;
 use crate::inbound::client_cert::ClientCertificate;
@@ -9,7 +10,7 @@ use crate::policy::limits::Shield;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use http::HeaderValue;
-use proxypool_core::LockExt;
+use proxypool_core::{LockExt, WorkerId};
 use proxypool_edge::Admitted;
 use proxypool_edge::ConnectionMark;
 use proxypool_throttle::ConnectionScopes;
@@ -36,6 +37,9 @@ pub(super) struct ConnectionState {
     pub(super) permit: Mutex<Option<Admitted>>,
     /// The certificate the client presented to the TLS listener (mutual TLS), if any.
     pub(super) certificate: Option<ClientCertificate>,
+    /// The fleet member whose hop this is (the fleet listener, after the pin check): its
+    /// requests name their client in `Proxypool-Fleet-*` headers.
+    pub(super) fleet_peer: Option<WorkerId>,
 }
 
 impl ConnectionState {
@@ -44,6 +48,7 @@ impl ConnectionState {
         permit: Admitted,
         shield: ShieldAtAccept,
         certificate: Option<ClientCertificate>,
+        fleet_peer: Option<WorkerId>,
     ) -> Self {
         Self {
             peer,
@@ -56,6 +61,7 @@ impl ConnectionState {
             mark: Arc::clone(permit.mark()),
             permit: Mutex::new(Some(permit)),
             certificate,
+            fleet_peer,
         }
     }
 

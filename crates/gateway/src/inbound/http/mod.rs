@@ -12,6 +12,7 @@
 mod canonical;
 mod connect;
 mod connection;
+mod fleet_auth;
 mod response;
 mod service;
 
@@ -24,6 +25,7 @@ use crate::state::Shared;
 use connection::ConnectionState;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use proxypool_core::WorkerId;
 use proxypool_edge::Admitted;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,7 +49,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
                 shield,
             } = accepted;
             let _ = stream.set_nodelay(true);
-            serve_connection(&shared, stream, peer, admitted, shield, None).await;
+            serve_connection(&shared, stream, peer, admitted, shield, None, None).await;
         },
     )
     .await;
@@ -55,8 +57,9 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 
 /// Serves the HTTP proxy protocol on one admitted connection's stream: a socket from the
 /// plain listener, or a TLS stream from [`crate::inbound::tls_accept`] with the client
-/// certificate's names when it presented one. One monomorphic copy per stream type, so
-/// the plain listener's path is what it was before TLS.
+/// certificate's names when it presented one, or a TLS stream from
+/// [`crate::inbound::fleet_accept`] with the fleet member it authenticated as. One
+/// monomorphic copy per stream type, so the plain listener's path is what it was before TLS.
 pub(crate) async fn serve_connection<S>(
     shared: &Arc<Shared>,
     stream: S,
@@ -64,12 +67,19 @@ pub(crate) async fn serve_connection<S>(
     admitted: Admitted,
     shield: ShieldAtAccept,
     certificate: Option<ClientCertificate>,
+    fleet_peer: Option<WorkerId>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let clock = Arc::clone(&shared.clock);
     let last_activity = Arc::new(AtomicU64::new(clock.monotonic_ms()));
-    let state = Arc::new(ConnectionState::new(peer, admitted, shield, certificate));
+    let state = Arc::new(ConnectionState::new(
+        peer,
+        admitted,
+        shield,
+        certificate,
+        fleet_peer,
+    ));
     let io = TokioIo::new(ActivityIo::new(
         stream,
         Arc::clone(&last_activity),

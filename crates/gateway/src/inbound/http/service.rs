@@ -2,16 +2,18 @@
 //! charged at accept) → snapshot (fail closed when stale) → authenticate (credentials, or
 //! on the TLS listener a client certificate) →
 //! client policy → CONNECT tunnel or plain forward. Every refusal becomes a response with
-//! `X-Proxypool-Error`.
+//! `X-Proxypool-Error`. A fleet member's hop request ([`fleet_auth`]) skips what its entry
+//! charged (shield, client rate limit and connection cap) and is never relayed again.
 
 use super::connection::{CachedAuth, ConnectionState};
-use super::{canonical, connect, response};
+use super::{canonical, connect, fleet_auth, response};
 use crate::access::{Exchange, Kind};
 use crate::inbound::admission;
 use crate::inbound::auth::authenticate;
 use crate::inbound::client_cert;
+use crate::inbound::relay;
 use crate::outbound::forward::{self, body::ProxyBody};
-use crate::policy::limits::{ClientPolicy, ConnectionPermit};
+use crate::policy::limits::ClientPolicy;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use crate::snapshot::SnapshotView;
@@ -74,6 +76,12 @@ async fn admit_and_route(
     mut request: Request<Incoming>,
     exchange: &mut Exchange,
 ) -> Result<Response<ProxyBody>, Refusal> {
+    // A fleet member's hop: the entry charged the shield and the client's limits.
+    if let Some(member) = &state.fleet_peer {
+        let view = shared.store.current()?;
+        let auth = fleet_auth::authenticate(shared, member, &view, &request, exchange)?;
+        return route(shared, state, &view, &auth, request, exchange).await;
+    }
     // The first request was charged at accept; each later one is charged here.
     let prepaid = state.prepaid.lock_or_recover().take();
     if let Some(verdict) = prepaid {
@@ -85,16 +93,39 @@ async fn admit_and_route(
         })?;
     }
     let view = shared.store.current()?;
-    let auth = authenticate_request(shared, state, &view, request.headers())?;
+    let mut auth = authenticate_request(shared, state, &view, request.headers())?;
     exchange.client(&auth.client.id);
     if let ClientPolicy::Limited(handle) = auth.client.policy {
         view.limiter
             .check(handle, state.peer.ip())
             .inspect_err(|_| shared.metrics.client_denials.increment(1))?;
     }
+    // A keyed request another fleet member owns goes there (without a fleet: one load).
+    if let Some(target) = relay::decide(shared, &mut auth) {
+        let client = relay::http::Client {
+            peer: state.peer,
+            take_slots: || state.take_permit(),
+        };
+        match relay::http::relay(shared, target, &mut auth, request, client, exchange).await {
+            relay::http::Relayed::Answer(answer) => return answer,
+            relay::http::Relayed::Here(back) => request = back,
+        }
+    }
+    route(shared, state, &view, &auth, request, exchange).await
+}
+
+/// An admitted request routed here: a `CONNECT` tunnel or a plain forward.
+async fn route(
+    shared: &Arc<Shared>,
+    state: &ConnectionState,
+    view: &SnapshotView,
+    auth: &Authenticated,
+    mut request: Request<Incoming>,
+    exchange: &mut Exchange,
+) -> Result<Response<ProxyBody>, Refusal> {
     if request.method() == Method::CONNECT {
         shared.metrics.connect_requests.increment(1);
-        connect::connect(shared, &view, &auth, request, state, exchange).await
+        connect::connect(shared, view, auth, request, state, exchange).await
     } else {
         shared.metrics.http_requests.increment(1);
         let target = forward::target_of(request.uri())?;
@@ -102,14 +133,13 @@ async fn admit_and_route(
         // Before the router: a pooled connection to an HTTP proxy would carry any target.
         admission::admit(shared, &auth.client, &target)?;
         canonical::canonical_host(&mut request, &target);
-        let permit =
-            ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
+        let permit = fleet_auth::connection_permit(state, &auth.client)?;
         let admitted = forward::Admitted {
             target,
             permit,
             scheme: forward::Scheme::Http,
         };
-        forward::forward(shared, &view, &auth, admitted, request, exchange).await
+        forward::forward(shared, view, auth, admitted, request, exchange).await
     }
 }
 

@@ -54,6 +54,9 @@ pub(crate) enum ProxyBody {
     /// A gateway-made answer (errors, CONNECT's 200).
     Full(Option<Bytes>),
     Upstream(UpstreamBody),
+    /// Another fleet member's answer to a request relayed to it (`crate::inbound::relay`),
+    /// holding what the relay keeps until the answer ends.
+    Relayed(http_body_util::combinators::UnsyncBoxBody<Bytes, hyper::Error>),
 }
 
 impl ProxyBody {
@@ -128,6 +131,7 @@ impl Body for ProxyBody {
                 }
                 polled
             }
+            ProxyBody::Relayed(body) => Pin::new(body).poll_frame(cx),
         }
     }
 
@@ -135,6 +139,7 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Full(data) => data.is_none(),
             ProxyBody::Upstream(body) => body.inner.is_end_stream(),
+            ProxyBody::Relayed(body) => body.is_end_stream(),
         }
     }
 
@@ -144,6 +149,7 @@ impl Body for ProxyBody {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
             ProxyBody::Upstream(body) => body.inner.size_hint(),
+            ProxyBody::Relayed(body) => body.size_hint(),
         }
     }
 }

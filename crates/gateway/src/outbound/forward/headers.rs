@@ -101,7 +101,7 @@ fn prepare_for<B>(
 }
 
 /// Removes hop-by-hop headers (RFC 9110 §7.6.1), including those named in `Connection`,
-/// and the client's proxy credentials, keeping the order of the rest: a removal from a
+/// the client's proxy credentials and the fleet hop's `Proxypool-Fleet-*` headers, keeping the order of the rest: a removal from a
 /// `HeaderMap` moves its last entry into the gap, so the map is rebuilt instead whenever
 /// something goes (nearly always: `Proxy-Authorization`).
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -125,6 +125,9 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
                 | "keep-alive"
                 | "proxy-connection"
         ) || named.contains(name)
+            // The fleet hop's own headers (a client's, or a relaying member's) never
+            // reach an upstream.
+            || name.as_str().starts_with("proxypool-fleet-")
     };
     if !headers.keys().any(hop_by_hop) {
         return;
@@ -266,6 +269,11 @@ mod tests {
             HeaderValue::from_static("Basic x"),
         );
         headers.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
+        headers.insert("proxypool-fleet-client", HeaderValue::from_static("alice"));
+        headers.insert(
+            "Proxypool-Fleet-Peer",
+            HeaderValue::from_static("1.2.3.4:5"),
+        );
         strip_hop_by_hop(&mut headers);
         assert_eq!(headers.len(), 1);
         assert!(headers.contains_key("x-keep"));

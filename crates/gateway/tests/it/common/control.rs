@@ -1,6 +1,6 @@
 //! A small test controller: the server side of the worker control API, in memory, with
 //! knobs the tests turn (publish a snapshot, fence the session, name proxies stale in its
-//! report answers, go away entirely).
+//! report answers, list fleet members, go away entirely).
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -13,6 +13,7 @@ use proxypool_core::control::{
     Advisories, ErrorBody, ErrorDetail, GatewayClient, HeldLease, RegisterSession, ReportAck,
     SessionGrant, SnapshotAck, SnapshotProxy, UpstreamTls, WorkerSnapshot,
 };
+use proxypool_core::fleet::{FLEET_PATH, FleetEndpoint, FleetList, FleetMember};
 use proxypool_core::{ProxyId, RuntimeReport, SnapshotRef, TicketKey, WorkerId, now_millis};
 use proxypool_snapshot::{CONTROL_PROTOCOL, SnapshotContent, SnapshotUpdate, snapshot_checksum};
 use proxypool_testkit::eventually_async;
@@ -78,6 +79,8 @@ pub struct ControlState {
     /// Deltas and whole snapshots served.
     pub deltas_served: u32,
     pub wholes_served: u32,
+    /// The fleet's members, in every report's answer and at `GET /control/v1/fleet`.
+    pub fleet: Vec<FleetMember>,
 }
 
 impl ControlState {
@@ -233,6 +236,23 @@ impl TestController {
     ) {
         self.state.lock().unwrap().held = held;
         self.publish(proxies, clients);
+    }
+
+    /// The fleet's members this controller answers from now on (in report answers and at
+    /// `GET /control/v1/fleet?worker=W`), as given: the test decides order and content.
+    pub fn set_fleet(&self, members: Vec<FleetMember>) {
+        self.state.lock().unwrap().fleet = members;
+    }
+
+    /// The fleet endpoint the gateway named in its last report (`None`: none yet, or the
+    /// last report named none).
+    pub fn last_fleet_endpoint(&self) -> Option<FleetEndpoint> {
+        self.state
+            .lock()
+            .unwrap()
+            .reports
+            .last()
+            .and_then(|report| report.fleet.clone())
     }
 
     /// Stops answering anything, without closing a connection (a SIGSTOPped process).
@@ -405,6 +425,15 @@ impl TestController {
                     outcome: "accepted".into(),
                     session_expires_at_ms: state.session_end(),
                     stale_proxies: state.stale_proxies.clone(),
+                    fleet: state.fleet.clone(),
+                })
+            }
+            (Method::GET, FLEET_PATH) => {
+                if query != format!("worker={}", self.worker) {
+                    return error(StatusCode::BAD_REQUEST, "invalid_request");
+                }
+                json(&FleetList {
+                    members: self.state.lock().unwrap().fleet.clone(),
                 })
             }
             (Method::DELETE, p) if p.starts_with(&format!("{worker}/sessions/")) => {
