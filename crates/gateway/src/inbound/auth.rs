@@ -13,7 +13,7 @@ use crate::policy::limits::ClientPolicy;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use crate::routing::selector::{MAX_USERNAME, parse_selectors, split_client};
-use crate::snapshot::SnapshotView;
+use crate::snapshot::{ClientEntry, SnapshotView};
 use proxypool_core::SecretHash;
 use std::net::IpAddr;
 use std::sync::{Arc, LazyLock};
@@ -43,6 +43,19 @@ pub(crate) fn authenticate(
         return Err(Refusal::AuthRequired);
     }
     let (client, rest) = known.ok_or(Refusal::AuthRequired)?;
+    authorize(client, rest, Some(peer), max_sesstime_minutes)
+}
+
+/// What an authenticated `client` may ask for: its username's selectors (`rest`, after
+/// the client id) parsed, the `inspect` rule, the source allowlist (`peer`; `None` when a
+/// fleet member relays a request it checked already), a valid policy, and the upstream and
+/// region it names allowed. One rule for the proxy listeners and the fleet's hop.
+pub(crate) fn authorize(
+    client: &Arc<ClientEntry>,
+    rest: &str,
+    peer: Option<IpAddr>,
+    max_sesstime_minutes: u32,
+) -> Result<Authenticated, Refusal> {
     let selectors = parse_selectors(rest, max_sesstime_minutes).map_err(Refusal::BadSelector)?;
     if selectors.inspect && client.inspection.is_off() {
         // Asking is not enough: the operator allows inspection per client.
@@ -50,7 +63,9 @@ pub(crate) fn authenticate(
             "selector 'inspect': TLS inspection is off for this client".into(),
         ));
     }
-    if !client.ip_allowed(peer) {
+    if let Some(peer) = peer
+        && !client.ip_allowed(peer)
+    {
         return Err(Refusal::Forbidden(format!(
             "source address {peer} is not in the client's allowlist"
         )));

@@ -13,17 +13,17 @@
 use super::connection::ConnectionState;
 use crate::access::Exchange;
 use crate::fleet::metrics::{HopRefusal, RelayKind};
+use crate::inbound::auth::authorize;
 use crate::inbound::relay::{CLIENT_HEADER, MOVED_HEADER, PEER_HEADER, USERNAME_HEADER};
-use crate::policy::limits::{ClientPolicy, ConnectionPermit};
+use crate::policy::limits::ConnectionPermit;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
-use crate::routing::selector::{MAX_USERNAME, parse_selectors, split_client};
+use crate::routing::selector::{MAX_USERNAME, split_client};
 use crate::snapshot::{ClientEntry, SnapshotView};
 use crate::state::Shared;
 use http::{HeaderMap, Method, Request};
 use proxypool_core::WorkerId;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// The client of a hop request from `member`, and the client's address for the access
 /// line; counted as served (`proxypool_gateway_fleet_served_total{kind}`) when it names
@@ -93,37 +93,9 @@ fn client_of(
         // The username names another client than the header: the entry would never.
         _ => return Err(bad_request("a username of the named client")),
     };
-    let selectors = parse_selectors(rest, shared.config().sessions.max_minutes)
-        .map_err(Refusal::BadSelector)?;
-    if selectors.inspect && client.inspection.is_off() {
-        return Err(Refusal::BadSelector(
-            "selector 'inspect': TLS inspection is off for this client".into(),
-        ));
-    }
-    if client.policy == ClientPolicy::Invalid {
-        return Err(Refusal::Forbidden(
-            "the client's rate-limit policy is invalid".into(),
-        ));
-    }
-    if let Some(upstream) = &selectors.upstream
-        && !client.upstream_allowed(upstream)
-    {
-        return Err(Refusal::Forbidden(format!(
-            "upstream '{upstream}' is not allowed for this client"
-        )));
-    }
-    if let Some(region) = &selectors.region
-        && !client.region_allowed(Some(region))
-    {
-        return Err(Refusal::Forbidden(format!(
-            "region '{region}' is not allowed for this client"
-        )));
-    }
-    Ok(Authenticated {
-        client: Arc::clone(client),
-        selectors,
-        fleet_moved: header(headers, &MOVED_HEADER) == Some("1"),
-    })
+    let mut auth = authorize(client, rest, None, shared.config().sessions.max_minutes)?;
+    auth.fleet_moved = header(headers, &MOVED_HEADER) == Some("1");
+    Ok(auth)
 }
 
 /// A header's value as text, when present and readable.
