@@ -423,42 +423,9 @@ mod tests {
     use crate::refusal::socks_reply;
     use proxypool_metrics::MetricsHandle;
 
-    fn every_refusal() -> Vec<Refusal> {
-        vec![
-            Refusal::BadRequest("x".into()),
-            Refusal::AuthRequired,
-            Refusal::BadSelector("x".into()),
-            Refusal::Forbidden("x".into()),
-            Refusal::DestinationDenied("x".into()),
-            Refusal::RateLimited {
-                retry_after_ms: 1,
-                lockout: false,
-            },
-            Refusal::RateLimited {
-                retry_after_ms: 1,
-                lockout: true,
-            },
-            Refusal::TooManyConnections,
-            Refusal::NoEligibleProxy,
-            Refusal::NoLeasedProxies,
-            Refusal::Stale,
-            Refusal::SessionTableFull,
-            Refusal::DomainCoolingDown {
-                retry_after_ms: 1_000,
-            },
-            Refusal::UpstreamFailed {
-                reason: "x",
-                socks: socks_reply::GENERAL_FAILURE,
-            },
-            Refusal::OriginCertificateInvalid { why: "expired" },
-            Refusal::Unavailable,
-            Refusal::FleetUnavailable,
-        ]
-    }
-
     #[test]
     fn every_refusal_code_has_a_counter_registered_up_front() {
-        let refusals = every_refusal();
+        let refusals = Refusal::examples();
         let mut codes: Vec<_> = refusals.iter().map(Refusal::code).collect();
         codes.sort_unstable();
         codes.dedup();

@@ -264,6 +264,44 @@ impl fmt::Display for Refusal {
 }
 
 #[cfg(test)]
+impl Refusal {
+    /// One refusal of every kind (both SOCKS5 flavours of an upstream failure), for
+    /// tests that must cover each code.
+    pub(crate) fn examples() -> Vec<Refusal> {
+        vec![
+            Refusal::BadRequest("x".into()),
+            Refusal::AuthRequired,
+            Refusal::BadSelector("x".into()),
+            Refusal::Forbidden("x".into()),
+            Refusal::DestinationDenied("x".into()),
+            Refusal::RateLimited {
+                retry_after_ms: 1,
+                lockout: false,
+            },
+            Refusal::RateLimited {
+                retry_after_ms: 1,
+                lockout: true,
+            },
+            Refusal::TooManyConnections,
+            Refusal::NoEligibleProxy,
+            Refusal::NoLeasedProxies,
+            Refusal::Stale,
+            Refusal::SessionTableFull,
+            Refusal::DomainCoolingDown {
+                retry_after_ms: 1_000,
+            },
+            Refusal::UpstreamFailed {
+                reason: "x",
+                socks: socks_reply::GENERAL_FAILURE,
+            },
+            Refusal::OriginCertificateInvalid { why: "expired" },
+            Refusal::Unavailable,
+            Refusal::FleetUnavailable,
+        ]
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -319,38 +357,11 @@ mod tests {
 
     #[test]
     fn another_members_refusal_code_maps_to_the_same_socks_reply() {
-        let refusals = [
-            Refusal::BadRequest("x".into()),
-            Refusal::AuthRequired,
-            Refusal::BadSelector("x".into()),
-            Refusal::Forbidden("x".into()),
-            Refusal::DestinationDenied("x".into()),
-            Refusal::RateLimited {
-                retry_after_ms: 1,
-                lockout: false,
-            },
-            Refusal::RateLimited {
-                retry_after_ms: 1,
-                lockout: true,
-            },
-            Refusal::TooManyConnections,
-            Refusal::NoEligibleProxy,
-            Refusal::NoLeasedProxies,
-            Refusal::Stale,
-            Refusal::SessionTableFull,
-            Refusal::DomainCoolingDown { retry_after_ms: 1 },
-            Refusal::OriginCertificateInvalid { why: "x" },
-            Refusal::Unavailable,
-            Refusal::FleetUnavailable,
-            Refusal::UpstreamFailed {
-                reason: TARGET_TIMEOUT,
-                socks: socks_reply::TTL_EXPIRED,
-            },
-            Refusal::UpstreamFailed {
-                reason: "proxy_unreachable",
-                socks: socks_reply::GENERAL_FAILURE,
-            },
-        ];
+        let mut refusals = Refusal::examples();
+        refusals.push(Refusal::UpstreamFailed {
+            reason: TARGET_TIMEOUT,
+            socks: socks_reply::TTL_EXPIRED,
+        });
         for refusal in refusals {
             assert_eq!(
                 Refusal::socks_reply_of(refusal.code(), refusal.status()),
