@@ -420,7 +420,6 @@ fn describe() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::refusal::socks_reply;
     use proxypool_metrics::MetricsHandle;
 
     #[test]

@@ -17,6 +17,9 @@
 //! - `edges`: the listeners under hostile connections (floods, trickles, big heads).
 //! - `eviction`: the global cap under a flood never closes a client mid-handshake or
 //!   mid-head (SOCKS5 greeting, half an HTTP head, a kept-alive connection's next head).
+//! - `fleet_inspection`: inspected tunnels in a fleet: a session's tunnel is ended by its
+//!   owner with the owner's leaf and keeps its exit through every gateway; keyless ones
+//!   are ended and served where they land.
 //! - `fleet_listener`: the fleet listener: a member's pinned hop served as the client its
 //!   headers name, uncharged; strangers and bare handshakes closed; the headers inert elsewhere.
 //! - `fleet_relay`: three gateways as one fleet: a session or rotation key keeps its
@@ -64,6 +67,7 @@ mod deltas;
 mod destinations;
 mod edges;
 mod eviction;
+mod fleet_inspection;
 mod fleet_listener;
 mod fleet_membership;
 mod fleet_relay;

@@ -2,8 +2,9 @@
 //! streamed up and the owner's answer streamed back; a `CONNECT` takes a hop connection
 //! of its own, the client gets the owner's status and headers, and on `200` the bytes are
 //! spliced both ways (the tunnel idle timeout applies; the tunnel keeps the client
-//! connection's places, as a tunnel routed here does). An inspected `CONNECT` is ended
-//! here as always (its inner requests keep this gateway's sessions).
+//! connection's places, as a tunnel routed here does). An inspected `CONNECT` goes the
+//! same way, before anything looks at inspection: the owner ends it with its leaf and
+//! routes the requests inside with its sessions, this gateway only splices the bytes.
 
 use super::{Target, fleet_headers, splice, strip_answer_hop_headers, strip_fleet_headers};
 use crate::access::Exchange;
@@ -31,8 +32,8 @@ use std::time::Instant;
 pub(crate) enum Relayed {
     /// The owner's answer, or this gateway's refusal.
     Answer(Result<Response<ProxyBody>, Refusal>),
-    /// Route it here after all (this gateway is the next owner, or the tunnel is
-    /// inspected here), the request as it came (but for its fleet headers).
+    /// Route it here after all (this gateway is the next owner), the request as it
+    /// came (but for its fleet headers).
     Here(Request<Incoming>),
 }
 
@@ -164,14 +165,10 @@ where
             admission::admit(shared, &auth.client, &destination)?;
             Ok((authority, destination))
         });
-    let (authority, destination) = match checked {
-        Ok(checked) => checked,
+    let authority = match checked {
+        Ok((authority, _)) => authority,
         Err(refusal) => return Relayed::Answer(Err(refusal)),
     };
-    let inspection = shared.inspection.load_full();
-    if crate::inspection::wanted(inspection, &shared.config(), auth, &destination).is_some() {
-        return Relayed::Here(request);
-    }
     let permit = match ConnectionPermit::try_acquire(
         &auth.client.connections,
         auth.client.max_connections,

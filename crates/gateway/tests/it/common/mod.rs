@@ -3,6 +3,7 @@
 
 pub mod alone;
 pub mod control;
+pub mod fleet;
 pub mod inspection;
 pub mod upstreams;
 pub mod wait;
