@@ -46,7 +46,9 @@ pub(super) async fn connect(
     {
         let handover = crate::inspection::Handover {
             shared: Arc::clone(shared),
-            peer: state.peer,
+            // On a fleet hop, the client the entry saw (its allowlist and limits apply to
+            // the requests inside as at the entry), never the relaying member.
+            peer: super::fleet_auth::client_address(state, request.headers()),
             shield: state.shield.as_ref().map(|(shield, _)| Arc::clone(shield)),
             slots: state.take_permit(),
             permit,

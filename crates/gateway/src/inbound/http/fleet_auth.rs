@@ -56,6 +56,17 @@ pub(super) fn authenticate<B>(
     Ok(auth)
 }
 
+/// The client's address: the connection's peer, or on a fleet hop the address the
+/// relaying member saw (`Proxypool-Fleet-Peer`; the member's own when it is unreadable).
+pub(super) fn client_address(state: &ConnectionState, headers: &HeaderMap) -> SocketAddr {
+    if state.fleet_peer.is_none() {
+        return state.peer;
+    }
+    header(headers, &PEER_HEADER)
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(state.peer)
+}
+
 /// The client's place for one request or tunnel: counted against its cap, or on a fleet
 /// hop not at all (the relaying member holds the client's place).
 pub(super) fn connection_permit(
