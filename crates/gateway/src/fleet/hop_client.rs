@@ -19,8 +19,10 @@
 //! the owner has routed the request, which may take what its own dials may take (every
 //! attempt's connect and handshake, a capacity wait): that is bounded by
 //! [`HopTimeouts::answer`], the longest a live owner can legitimately take, so a slow
-//! origin is never mistaken for a dead owner, and a stopped one still costs a bounded
-//! wait (new connections to it fail their handshake within `hop_timeout`).
+//! origin is never mistaken for a dead owner. A written request still unanswered after
+//! `hop_timeout` prompts one fresh handshake with the member: an owner that stopped (its
+//! kernel still holds the connection) or vanished (its address drops packets) cannot
+//! finish it, and is given up then, not at the answer bound.
 
 use super::identity::{FleetIdentity, Pin as KeyPin};
 use super::view::Member;
@@ -169,9 +171,17 @@ impl HopClient {
                     }
                 },
             };
-            let sent = tokio::time::timeout_at(answer_by, sender.try_send_request(request)).await;
+            let sent = self
+                .answer(
+                    member,
+                    timeouts,
+                    deadline,
+                    answer_by,
+                    sender.try_send_request(request),
+                )
+                .await;
             match sent {
-                Ok(Ok(response)) => {
+                Some(Ok(response)) => {
                     let release = Release {
                         pool: Arc::clone(&self.idle),
                         pin: member.pin,
@@ -179,7 +189,7 @@ impl HopClient {
                     };
                     return Ok(response.map(|inner| HopResponseBody::new(inner, release)));
                 }
-                Ok(Err(mut error)) => match error.take_message() {
+                Some(Err(mut error)) => match error.take_message() {
                     // Never written: the pooled connection had just closed. A fresh one.
                     Some(unsent) if reused => request = unsent,
                     unsent => {
@@ -192,7 +202,7 @@ impl HopClient {
                         });
                     }
                 },
-                Err(_) => {
+                None => {
                     return Err(SendFailure {
                         error: HopError::Timeout,
                         unsent: None,
@@ -200,6 +210,29 @@ impl HopClient {
                 }
             }
         }
+    }
+
+    /// Waits for the owner's answer to a written request: past `head` without one, a fresh
+    /// handshake with the member tells a slow owner (it answers: wait on until
+    /// `answer_by`) from one that stopped or vanished without closing the kept-alive
+    /// connection (it does not: given up now, not at `answer_by`).
+    async fn answer<T>(
+        &self,
+        member: &Member,
+        timeouts: HopTimeouts,
+        head: Instant,
+        answer_by: Instant,
+        sent: impl Future<Output = T>,
+    ) -> Option<T> {
+        tokio::pin!(sent);
+        if let Ok(answer) = tokio::time::timeout_at(head, &mut sent).await {
+            return Some(answer);
+        }
+        let probe = tokio::time::timeout(timeouts.head, self.connect(member, timeouts)).await;
+        if !matches!(probe, Ok(Ok(_))) {
+            return None;
+        }
+        tokio::time::timeout_at(answer_by, sent).await.ok()
     }
 
     /// Opens a tunnel to `authority` through `member` on a connection of its own:

@@ -82,8 +82,9 @@ impl Owners {
         client: &ClientId,
         key: &str,
         mono_now: u64,
+        held_here: impl Fn() -> bool,
     ) -> Choice {
-        self.choose_skipping(view, client, key, None, mono_now)
+        self.choose_skipping(view, client, key, None, mono_now, held_here)
     }
 
     /// How long a replaced member list still counts for moved keys (a key unused for
@@ -93,9 +94,8 @@ impl Owners {
         self.remember_ms.store(ms, Ordering::Relaxed);
     }
 
-    /// Where the key is served once `failed` did not answer: the next member in
-    /// rendezvous order (the caller marks `failed` unreachable as well; this skips it
-    /// whatever the mark's length).
+    /// The owner of `key` once `failed` did not answer (it is skipped whether or not its
+    /// mark has been set yet).
     pub(crate) fn next_after(
         &self,
         view: &FleetView,
@@ -103,10 +103,15 @@ impl Owners {
         key: &str,
         failed: &WorkerId,
         mono_now: u64,
+        held_here: impl Fn() -> bool,
     ) -> Choice {
-        self.choose_skipping(view, client, key, Some(failed), mono_now)
+        self.choose_skipping(view, client, key, Some(failed), mono_now, held_here)
     }
 
+    /// The owner among the reachable members (this gateway when keys are not shared), and
+    /// whether the key moved: its owner in a remembered list (one this gateway relayed
+    /// under) or among every listed member was another. A key that was this gateway's
+    /// moved only if it holds a pin for it (`held_here`), so a new key is not called moved.
     fn choose_skipping(
         &self,
         view: &FleetView,
@@ -114,22 +119,22 @@ impl Owners {
         key: &str,
         failed: Option<&WorkerId>,
         mono_now: u64,
+        held_here: impl Fn() -> bool,
     ) -> Choice {
         let current = view.current();
         let me = view.me();
-        if !relaying(&current.list, me, view.my_pin()) {
-            return Choice::Local { moved: false };
-        }
+        let my_pin = view.my_pin();
+        let relaying_now = relaying(&current.list, me, my_pin);
         let hash = key_hash(client, key);
         let reachable = |member: &&Member| {
             member.worker == *me
                 || (Some(&member.worker) != failed
                     && !self.is_unreachable(&member.worker, mono_now))
         };
-        let owner = owner_of(hash, current.list.iter().filter(reachable));
-        let Some(owner) = owner else {
-            return Choice::Local { moved: false };
-        };
+        let owner = relaying_now
+            .then(|| owner_of(hash, current.list.iter().filter(reachable)))
+            .flatten();
+        let owner_worker = owner.map_or(me, |owner| &owner.worker);
         // Lists replaced longer ago than a session lives are no longer a key's past.
         let remember_ms = self.remember_ms.load(Ordering::Relaxed);
         let history = view.history();
@@ -137,16 +142,22 @@ impl Owners {
         let moved = history
             .iter()
             .filter(|(_, replaced_ms)| now.saturating_sub(*replaced_ms) <= remember_ms)
+            .filter(|(list, _)| relaying(&list.list, me, my_pin))
             .filter_map(|(list, _)| owner_of(hash, list.list.iter()))
-            .chain(owner_of(hash, current.list.iter()))
-            .any(|previous| previous.worker != owner.worker);
-        if owner.worker == *me {
-            Choice::Local { moved }
-        } else {
-            Choice::Remote {
+            .chain(
+                relaying_now
+                    .then(|| owner_of(hash, current.list.iter()))
+                    .flatten(),
+            )
+            .any(|previous| {
+                previous.worker != *owner_worker && (previous.worker != *me || held_here())
+            });
+        match owner {
+            Some(owner) if owner.worker != *me => Choice::Remote {
                 member: owner.clone(),
                 moved,
-            }
+            },
+            _ => Choice::Local { moved },
         }
     }
 }
@@ -221,7 +232,7 @@ mod tests {
 
     /// The worker serving `key` of `client` as `view`'s gateway sees it.
     fn served_by(owners: &Owners, view: &FleetView, client: &ClientId, key: &str) -> String {
-        match owners.choose(view, client, key, 0) {
+        match owners.choose(view, client, key, 0, || false) {
             Choice::Local { .. } => view.me().to_string(),
             Choice::Remote { member, .. } => member.worker.to_string(),
         }
@@ -309,7 +320,7 @@ mod tests {
         let d = WorkerId::new("gw-d").unwrap();
         owners.mark_unreachable(&d, 1_000);
         assert!(owners.is_unreachable(&d, 999));
-        match owners.choose(&view, &alice, "~t30000", 999) {
+        match owners.choose(&view, &alice, "~t30000", 999, || false) {
             Choice::Remote { member, moved } => {
                 assert_eq!(member.worker.as_str(), "gw-c");
                 assert!(moved, "the key had another owner: reassigned, not new");
@@ -318,7 +329,7 @@ mod tests {
         }
         assert!(!owners.is_unreachable(&d, 1_000));
         assert_eq!(
-            owners.choose(&view, &alice, "~t30000", 1_000),
+            owners.choose(&view, &alice, "~t30000", 1_000, || false),
             Choice::Remote {
                 member: view.current().list[3].clone(),
                 moved: false
@@ -326,7 +337,7 @@ mod tests {
         );
         // The next owner after a failure, whatever the mark.
         let fresh = Owners::new();
-        match fresh.next_after(&view, &alice, "~t30000", &d, 0) {
+        match fresh.next_after(&view, &alice, "~t30000", &d, 0, || false) {
             Choice::Remote { member, .. } => assert_eq!(member.worker.as_str(), "gw-c"),
             other => panic!("{other:?}"),
         }
@@ -334,7 +345,7 @@ mod tests {
         let at_a = view_of("gw-a", &all);
         fresh.mark_unreachable(at_a.me(), u64::MAX);
         assert_eq!(
-            fresh.choose(&at_a, &alice, "s1", 0),
+            fresh.choose(&at_a, &alice, "s1", 0, || false),
             Choice::Local { moved: false }
         );
     }
@@ -346,23 +357,23 @@ mod tests {
         // Alone in the list, or not listed yet, or listed with another pin.
         let alone = view_of("gw-a", &["gw-a"]);
         assert_eq!(
-            owners.choose(&alone, &alice, "s4", 0),
+            owners.choose(&alone, &alice, "s4", 0, || false),
             Choice::Local { moved: false }
         );
         let unlisted = view_of("gw-e", &["gw-a", "gw-c"]);
         assert_eq!(
-            owners.choose(&unlisted, &alice, "s4", 0),
+            owners.choose(&unlisted, &alice, "s4", 0, || false),
             Choice::Local { moved: false }
         );
         let restarted = FleetView::new(WorkerId::new("gw-a").unwrap(), "0".repeat(64));
         restarted.replace(listed(&["gw-a", "gw-c"]));
         assert_eq!(
-            owners.choose(&restarted, &alice, "s4", 0),
+            owners.choose(&restarted, &alice, "s4", 0, || false),
             Choice::Local { moved: false }
         );
         let empty = FleetView::new(WorkerId::new("gw-a").unwrap(), pin_hex("gw-a"));
         assert_eq!(
-            owners.choose(&empty, &alice, "s4", 0),
+            owners.choose(&empty, &alice, "s4", 0, || false),
             Choice::Local { moved: false }
         );
     }
@@ -374,7 +385,7 @@ mod tests {
         // "~t30000" is gw-c's among a, b, c and gw-d's once d joins.
         let view = view_of("gw-a", &["gw-a", "gw-b", "gw-c"]);
         view.replace(listed(&["gw-a", "gw-b", "gw-c", "gw-d"]));
-        match owners.choose(&view, &alice, "~t30000", 0) {
+        match owners.choose(&view, &alice, "~t30000", 0, || false) {
             Choice::Remote { member, moved } => {
                 assert_eq!(member.worker.as_str(), "gw-d");
                 assert!(moved);
@@ -382,7 +393,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // A key that stayed with its owner did not move.
-        match owners.choose(&view, &alice, "s4", 0) {
+        match owners.choose(&view, &alice, "s4", 0, || false) {
             Choice::Remote { member, moved } => {
                 assert_eq!(member.worker.as_str(), "gw-c");
                 assert!(!moved);
@@ -392,21 +403,74 @@ mod tests {
         // A key that moved here, from another member: reassigned here too.
         let at_d = view_of("gw-d", &["gw-a", "gw-b", "gw-c", "gw-d"]);
         assert_eq!(
-            owners.choose(&at_d, &alice, "~t30000", 0),
+            owners.choose(&at_d, &alice, "~t30000", 0, || false),
             Choice::Local { moved: false }
         );
-        let joined = view_of("gw-d", &["gw-a", "gw-b", "gw-c"]);
+        let joined = view_of("gw-c", &["gw-a", "gw-b", "gw-c"]);
         joined.replace(listed(&["gw-a", "gw-b", "gw-c", "gw-d"]));
-        assert_eq!(
-            owners.choose(&joined, &alice, "~t30000", 0),
-            Choice::Local { moved: true }
-        );
+        match owners.choose(&joined, &alice, "~t30000", 0, || false) {
+            Choice::Remote { member, moved } => {
+                assert_eq!(member.worker.as_str(), "gw-d");
+                // It was gw-c's own key: moved only if gw-c held a session under it.
+                assert!(!moved, "a key gw-c never pinned is new to gw-d");
+            }
+            other => panic!("{other:?}"),
+        }
+        match owners.choose(&joined, &alice, "~t30000", 0, || true) {
+            Choice::Remote { moved, .. } => assert!(moved, "gw-c's session moved"),
+            other => panic!("{other:?}"),
+        }
         // Once lists are forgotten after a session's longest life, nothing moved.
         owners.remember_lists_for(0);
         std::thread::sleep(std::time::Duration::from_millis(2));
         assert_eq!(
-            owners.choose(&joined, &alice, "~t30000", 0),
-            Choice::Local { moved: false }
+            owners.choose(&view, &alice, "~t30000", 0, || true),
+            Choice::Remote {
+                member: view.current().list[3].clone(),
+                moved: false
+            }
         );
+    }
+
+    #[test]
+    fn a_fleet_shrunk_to_this_gateway_still_knows_what_moved() {
+        let alice = client("alice");
+        let owners = Owners::new();
+        let view = view_of("gw-a", &["gw-a", "gw-b"]);
+        let theirs = (0..100)
+            .map(|n| format!("s{n}"))
+            .find(|key| served_by(&owners, &view, &alice, key) == "gw-b")
+            .expect("one of 100 keys is gw-b's");
+        let mine = (0..100)
+            .map(|n| format!("s{n}"))
+            .find(|key| served_by(&owners, &view, &alice, key) == "gw-a")
+            .expect("one of 100 keys is gw-a's");
+        view.replace(listed(&["gw-a"]));
+        assert_eq!(
+            owners.choose(&view, &alice, &theirs, 0, || false),
+            Choice::Local { moved: true },
+            "gw-b left: its key is reassigned here"
+        );
+        assert_eq!(
+            owners.choose(&view, &alice, &mine, 0, || true),
+            Choice::Local { moved: false },
+            "a key that was here all along did not move"
+        );
+    }
+
+    #[test]
+    fn lists_this_gateway_did_not_relay_under_are_no_key_s_past() {
+        let alice = client("alice");
+        let owners = Owners::new();
+        // Started while the list did not hold it yet, then listed beside gw-b.
+        let view = view_of("gw-a", &["gw-b"]);
+        view.replace(listed(&["gw-a", "gw-b"]));
+        for n in 0..50 {
+            let key = format!("s{n}");
+            let moved = match owners.choose(&view, &alice, &key, 0, || false) {
+                Choice::Local { moved } | Choice::Remote { moved, .. } => moved,
+            };
+            assert!(!moved, "{key}: a new key is not reassigned");
+        }
     }
 }

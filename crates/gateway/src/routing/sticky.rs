@@ -151,6 +151,18 @@ impl StickyTable {
         }
     }
 
+    /// Whether a live pin is kept under the exact key `key` (a read that counts no use
+    /// and changes nothing): the fleet asks whether a key that leaves this gateway had a
+    /// session here.
+    pub(crate) fn holds(&self, client: &str, key: &str, now_ms: u64) -> bool {
+        let shard = self.shard(client).lock_or_recover();
+        shard
+            .clients
+            .get(client)
+            .and_then(|pins| pins.pins.get(key))
+            .is_some_and(|entry| entry.pin.expires_at_ms > now_ms)
+    }
+
     /// The live pins of the session `session` under every key it has (its id alone, and
     /// its id with each set of geo selectors it was used with): client feedback names a
     /// session by its id. Scans the client's pins, which its own bound keeps few.

@@ -79,6 +79,7 @@ pub(crate) fn decide(shared: &Shared, auth: &mut Authenticated) -> Option<Target
         &auth.client.id,
         &key,
         shared.clock.monotonic_ms(),
+        || held_here(shared, auth, &key),
     );
     match choice {
         Choice::Local { moved } => {
@@ -143,6 +144,7 @@ impl Target {
             &self.key,
             &self.member.worker,
             now,
+            || held_here(shared, auth, &self.key),
         );
         match next {
             Choice::Local { .. } => {
@@ -157,6 +159,14 @@ impl Target {
             }),
         }
     }
+}
+
+/// Whether this gateway's sticky table keeps a live pin under the key.
+fn held_here(shared: &Shared, auth: &Authenticated, key: &str) -> bool {
+    shared
+        .router
+        .sticky()
+        .holds(auth.client.id.as_str(), key, shared.clock.now())
 }
 
 /// The hop's bounds and `unreachable_for` (ms) in force (the defaults should a reload
