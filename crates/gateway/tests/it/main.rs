@@ -24,7 +24,8 @@
 //!   headers name, uncharged; strangers and bare handshakes closed; the headers inert elsewhere.
 //! - `fleet_relay`: three gateways as one fleet: a session or rotation key keeps its
 //!   owner's exits over HTTP, CONNECT and SOCKS5 wherever it lands; keyless requests stay
-//!   where they land; forged fleet headers are dropped; a stopped owner's keys move at once.
+//!   where they land; forged fleet headers are dropped; a stopped owner's keys move at once;
+//!   an owner that stops answering is given up within the hop's bounds, a slow one waited for.
 //! - `fleet_membership`: reports name the fleet listener, answers make the member list, a
 //!   dead peer's hop asks the controller for a fresh one.
 //! - `geo_selectors`: `-country-`, `-city-`, `-state-`, `-asn-` on every way in, sessions.

@@ -2,7 +2,8 @@
 //! test controller and its own leased sim upstreams (each leaving from its own 127.0.0.x
 //! exit, which the sim origin echoes, so an answer tells which member's proxy carried it),
 //! and every controller lists all three as the fleet. Helpers send curl through a member
-//! over plain HTTP, CONNECT or SOCKS5 and read the exit back.
+//! over plain HTTP, CONNECT or SOCKS5 and read the exit back. A member can be listed
+//! behind a [`BlackHole`], which a test freezes to make it a stopped gateway.
 
 use super::control::TestController;
 use super::upstreams::{UPSTREAM_PASS, UPSTREAM_USER, exit_of, free_port, sim_upstream};
@@ -15,6 +16,11 @@ use proxypool_sim::{Origin, ProxyKind, UpstreamProxy};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
 
 const CREDS: Option<(&str, &str)> = Some((UPSTREAM_USER, UPSTREAM_PASS));
 
@@ -58,6 +64,32 @@ impl Fleet {
         clients: Vec<GatewayClient>,
         configure: impl Fn(&mut GatewayConfig),
     ) -> Self {
+        Self::start_fronted(first_exit, origin, clients, configure, None)
+            .await
+            .0
+    }
+
+    /// [`Fleet::start_with`], with member `fronted` listed to its peers at the address of
+    /// a [`BlackHole`] in front of its fleet listener, for a test to freeze.
+    pub async fn start_with_black_hole(
+        first_exit: u8,
+        origin: Origin,
+        clients: Vec<GatewayClient>,
+        configure: impl Fn(&mut GatewayConfig),
+        fronted: usize,
+    ) -> (Self, BlackHole) {
+        let (fleet, hole) =
+            Self::start_fronted(first_exit, origin, clients, configure, Some(fronted)).await;
+        (fleet, hole.expect("a black hole in front of the member"))
+    }
+
+    async fn start_fronted(
+        first_exit: u8,
+        origin: Origin,
+        clients: Vec<GatewayClient>,
+        configure: impl Fn(&mut GatewayConfig),
+        fronted: Option<usize>,
+    ) -> (Self, Option<BlackHole>) {
         let mut members = Vec::new();
         let mut listed = Vec::new();
         for (index, name) in ["fleet-a", "fleet-b", "fleet-c"].into_iter().enumerate() {
@@ -107,6 +139,13 @@ impl Fleet {
                 _upstreams: upstreams,
             });
         }
+        let mut hole = None;
+        if let Some(fronted) = fronted {
+            let real: SocketAddr = listed[fronted].address.parse().unwrap();
+            let front = BlackHole::start(real).await;
+            listed[fronted].address = front.addr().to_string();
+            hole = Some(front);
+        }
         for member in &members {
             let reports = member.controller.state.lock().unwrap().reports.len();
             member.controller.set_fleet(listed.clone());
@@ -118,7 +157,7 @@ impl Fleet {
             })
             .await;
         }
-        Fleet { origin, members }
+        (Fleet { origin, members }, hole)
     }
 
     /// Which member's upstream `exit` is.
@@ -172,4 +211,110 @@ pub enum How {
     Http,
     Connect,
     Socks5,
+}
+
+/// A TCP forwarder in front of a member's fleet listener that can be frozen: what a
+/// stopped (SIGSTOP) or vanished gateway looks like to its peers. Before [`freeze`] it
+/// passes bytes both ways; after it, it keeps every connection open but passes no byte
+/// either way, and accepts new connections without ever answering them (so a TLS
+/// handshake through it never finishes). Dropped, it closes everything.
+///
+/// [`freeze`]: BlackHole::freeze
+pub struct BlackHole {
+    addr: SocketAddr,
+    frozen: watch::Sender<bool>,
+    accept: JoinHandle<()>,
+}
+
+impl BlackHole {
+    /// Forwards a fresh loopback port to `target`.
+    pub async fn start(target: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (frozen, _) = watch::channel(false);
+        let freezes = frozen.clone();
+        // The connection tasks live in the accept task's set: aborting it ends them all.
+        let accept = tokio::spawn(async move {
+            let mut connections = JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((client, _)) = accepted else { continue };
+                        connections.spawn(Self::carry(client, target, freezes.subscribe()));
+                    }
+                    Some(_) = connections.join_next() => {}
+                }
+            }
+        });
+        BlackHole {
+            addr,
+            frozen,
+            accept,
+        }
+    }
+
+    /// The address peers are told to dial.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// From now on no byte passes, and no new connection is answered.
+    pub fn freeze(&self) {
+        self.frozen.send_replace(true);
+    }
+
+    async fn carry(client: TcpStream, target: SocketAddr, frozen: watch::Receiver<bool>) {
+        if *frozen.borrow() {
+            // Accepted by the kernel, never served: held open until the hole is dropped.
+            let _held = client;
+            return std::future::pending().await;
+        }
+        let Ok(server) = TcpStream::connect(target).await else {
+            return;
+        };
+        let (client_read, client_write) = client.into_split();
+        let (server_read, server_write) = server.into_split();
+        tokio::join!(
+            Self::pipe(client_read, server_write, frozen.clone()),
+            Self::pipe(server_read, client_write, frozen),
+        );
+    }
+
+    /// Copies `from` to `to` until either ends; once frozen it holds both, passing nothing.
+    async fn pipe(
+        mut from: OwnedReadHalf,
+        mut to: OwnedWriteHalf,
+        mut frozen: watch::Receiver<bool>,
+    ) {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let read = tokio::select! {
+                read = from.read(&mut buf) => Some(read),
+                _ = frozen.wait_for(|frozen| *frozen) => None,
+            };
+            match read {
+                // Bytes read as the freeze came are not passed either.
+                _ if *frozen.borrow() => break,
+                // The hole is being dropped.
+                None => return,
+                Some(Ok(0) | Err(_)) => {
+                    let _ = to.shutdown().await;
+                    return;
+                }
+                Some(Ok(n)) => {
+                    if to.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let _held = (from, to);
+        std::future::pending::<()>().await;
+    }
+}
+
+impl Drop for BlackHole {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
 }
