@@ -60,6 +60,8 @@ missing_packages() {
   # The gateway's interop and HTTPS tests use real third-party proxies and a TLS origin.
   command -v tinyproxy >/dev/null 2>&1 || echo tinyproxy
   command -v microsocks >/dev/null 2>&1 || echo microsocks
+  # The fleet test balances its gateways behind HAProxy (in /usr/sbin, off some PATHs).
+  command -v haproxy >/dev/null 2>&1 || [[ -x /usr/sbin/haproxy ]] || echo haproxy
   command -v openssl >/dev/null 2>&1 || echo openssl
   # The connection-cap tests route an IPv6 /64 to loopback (`ip -6 route`, as root).
   command -v ip >/dev/null 2>&1 || echo iproute2
@@ -94,7 +96,7 @@ install_packages() {
     {
       echo "error: missing test dependencies: ${packages[*]}"
       echo "scripts/test.sh installs them only as root on Debian/Ubuntu (apt-get)."
-      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks openssl iproute2 systemd chromium prometheus binutils debootstrap dpkg-dev python3-venv libnss3-tools"
+      echo "Install them yourself, e.g.: sudo apt-get install -y redis-server postgresql curl tinyproxy microsocks haproxy openssl iproute2 systemd chromium prometheus binutils debootstrap dpkg-dev python3-venv libnss3-tools"
       echo "(or point the tests at running servers with PROXYPOOL_TEST_REDIS_URL and"
       echo " PROXYPOOL_TEST_POSTGRES_URL), then run scripts/test.sh again."
     } >&2
@@ -128,7 +130,7 @@ install_packages() {
   trap - EXIT
 }
 
-step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, openssl, iproute2, systemd, chromium, promtool, objcopy, debootstrap, dpkg-shlibdeps, python3-venv, certutil)"
+step "check test dependencies (redis-server, PostgreSQL, curl, tinyproxy, microsocks, haproxy, openssl, iproute2, systemd, chromium, promtool, objcopy, debootstrap, dpkg-shlibdeps, python3-venv, certutil)"
 mapfile -t missing < <(missing_packages)
 if ((${#missing[@]} > 0)); then
   step "install ${missing[*]}"

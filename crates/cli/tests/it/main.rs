@@ -26,6 +26,8 @@
 //! - `deploy_systemd`: the shipped systemd units pass `systemd-analyze verify`.
 //! - `dev`: `proxypool dev` end to end with `curl` and `proxypool extract`.
 //! - `failover`: split mode through a killed, a stopped and a draining leader.
+//! - `fleet`: three gateways of a fleet behind HAProxy: sessions and rotation keys hold
+//!   whichever gateway a connection lands on, and through a killed member.
 //! - `gateway_reload`: live reload (SIGHUP) of a split gateway and its controller's clients.
 //! - `grafana`: the Grafana dashboard against what proxypool exports, and its shape.
 //! - `init`: `proxypool init` writes files that check out and that `serve` runs as written
@@ -75,6 +77,7 @@ mod deploy_prometheus;
 mod deploy_systemd;
 mod dev;
 mod failover;
+mod fleet;
 mod gateway_reload;
 mod grafana;
 mod init;

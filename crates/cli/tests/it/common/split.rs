@@ -328,3 +328,94 @@ gateway_password = {{ env = "ACME_PASSWORD" }}
 "#
     )
 }
+
+/// [`controller_config`] in plain text for a fleet of three gateways: a third worker
+/// token, `gw-c` with `$WORKER_TOKEN_C`, beside the two every split test has.
+pub fn fleet_controller_config(
+    redis: &proxypool_testkit::RedisServer,
+    pg_port: u16,
+    control: u16,
+    api: u16,
+    per_worker_target: usize,
+    upstream: &str,
+) -> String {
+    let mut text = controller_config(
+        redis,
+        pg_port,
+        control,
+        api,
+        per_worker_target,
+        upstream,
+        None,
+    );
+    // An array-of-tables entry may follow any other table: it joins the two above.
+    text.push_str(
+        "\n[[worker_tokens]]\nname = \"gw-c\"\ntoken = { env = \"WORKER_TOKEN_C\" }\nworkers = [\"gw-c\"]\n",
+    );
+    text
+}
+
+/// The listeners of one fleet member.
+#[derive(Debug, Clone, Copy)]
+pub struct FleetPorts {
+    pub http: u16,
+    pub socks5: u16,
+    pub admin: u16,
+    /// `[gateway.fleet] listen`: where the other members relay keyed requests to it.
+    pub fleet: u16,
+}
+
+impl FleetPorts {
+    pub fn free() -> FleetPorts {
+        FleetPorts {
+            http: super::free_port(),
+            socks5: super::free_port(),
+            admin: super::free_port(),
+            fleet: super::free_port(),
+        }
+    }
+}
+
+/// A fleet member's file in plain text: worker `gw-x` registers with `$WORKER_TOKEN_X`
+/// (see [`fleet_controller_config`]) with the controllers on `controls`, serves HTTP and
+/// SOCKS5, and is a member of the fleet (`[gateway.fleet] listen`, advertised as is).
+pub fn fleet_gateway_config(
+    worker: &str,
+    controls: &[u16],
+    ports: FleetPorts,
+    sim: &proxypool_sim::SimVendor,
+) -> String {
+    let destinations = allow_sim_origin(sim);
+    let admin_token = super::gateway_admin_token_toml();
+    let suffix = worker.strip_prefix("gw-").unwrap_or(worker).to_uppercase();
+    let controllers = controls
+        .iter()
+        .map(|port| format!("\"http://127.0.0.1:{port}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let FleetPorts {
+        http,
+        socks5,
+        admin,
+        fleet,
+    } = ports;
+    format!(
+        r#"
+[gateway]
+worker_id = "{worker}"
+controller_url = [{controllers}]
+worker_token = {{ env = "WORKER_TOKEN_{suffix}" }}
+shutdown_grace = "2000ms"
+{admin_token}
+[gateway.listeners]
+http = "127.0.0.1:{http}"
+socks5 = "127.0.0.1:{socks5}"
+admin = "127.0.0.1:{admin}"
+[gateway.control]
+max_backoff = "500ms"
+[gateway.fleet]
+listen = "127.0.0.1:{fleet}"
+{destinations}
+"#
+    )
+}
