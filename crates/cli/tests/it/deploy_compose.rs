@@ -2,6 +2,8 @@
 //!
 //! Without an engine: the Compose stack's configuration files pass `check-config` with its
 //! secret files in place of `/run/secrets/`, every secret they name is one Compose mounts,
+//! the gateways form one fleet whose port no service publishes, the balancer alone
+//! publishes the proxy ports (`haproxy -c` accepts its file where HAProxy is installed),
 //! and `docker-compose config` (or `docker compose config`) accepts the file and refuses a
 //! broken copy.
 //!
@@ -9,9 +11,9 @@
 //! `CI=true`, since a machine without an engine cannot run containers at all): the whole
 //! stack on the engine. No registry is reachable here, so the test makes its own base
 //! images first: a Debian bookworm root from `debootstrap`, imported with `docker import`,
-//! and from it the stand-ins of `tests/containers/` (Redis, PostgreSQL and Prometheus from
-//! Debian's packages, and the build stage's image, see below), each tagged by a hash of
-//! what it is built from so a second run skips it. Then:
+//! and from it the stand-ins of `tests/containers/` (Redis, PostgreSQL, Prometheus and
+//! HAProxy from Debian's packages, and the build stage's image, see below), each tagged by
+//! a hash of what it is built from so a second run skips it. Then:
 //!
 //! 1. the project image from the shipped Dockerfile, with `RUST_IMAGE` and `RUNTIME_IMAGE`
 //!    pointing at the stand-ins (its binary under 32 MB, its user 10001, its health check
@@ -26,16 +28,22 @@
 //!      on the `rust` stand-in (the host's toolchain and the vendored crates), a cold
 //!      release build of many minutes;
 //! 2. the shipped compose file plus a test override (stand-in images, a private project
-//!    name, ephemeral host ports on loopback, Grafana left out as it has no Debian
-//!    package, every proxy leasable so they can all move); two proxies extracted through
-//!    the client API before the gateways start;
-//! 3. traffic through both gateways (each routes its own proxies, never an extracted one)
-//!    and Prometheus scraping all four servers;
+//!    name, ephemeral host ports on loopback, each gateway's proxy port published too so
+//!    the test can reach one gateway alone, speaking the PROXY protocol as the balancer
+//!    does, Grafana left out as it has no Debian package, every proxy leasable so they can
+//!    all move); two proxies extracted through the client API before the gateways start;
+//! 3. traffic through each gateway (each routes its own proxies, never an extracted one),
+//!    SOCKS5 through the balancer, the fleet port published nowhere, and Prometheus
+//!    scraping all four servers; then sticky sessions through the balancer, every request
+//!    on a fresh connection so round robin lands them on both gateways: each session keeps
+//!    one exit (the gateway that does not own it relays to the one that does);
 //! 4. the leader controller's container killed and one gateway's container cut off its
 //!    network (`docker network disconnect`) while a client loop runs on the other gateway:
 //!    no request of that loop fails; the cut-off gateway's proxies move to the other only
 //!    after its cutoff passed (the last instant its leases and session let it use them), so
-//!    no proxy is routed by two gateways at once;
+//!    no proxy is routed by two gateways at once. Through the balancer afterwards, the
+//!    sessions the remaining gateway owned keep their exits; the cut-off one's answer
+//!    `reassigned` once and keep their new exit;
 //! 5. everything of the private project (containers, network, volumes) removed, even when
 //!    an assertion failed (a drop guard).
 
@@ -59,6 +67,13 @@ const ADMIN: &str = "http://127.0.0.1:9090";
 const ORIGIN: &str = "http://origin.test:8080/";
 /// The shipped binary's size bound.
 const MAX_BINARY_BYTES: u64 = 32_000_000;
+/// The gateways' fleet listener inside their containers.
+const FLEET_PORT: u16 = 7400;
+/// The sticky sessions the stack test follows through the balancer (at least, more when
+/// these few all belong to one gateway), and requests per session.
+const SESSIONS: usize = 5;
+const MAX_SESSIONS: usize = 16;
+const SESSION_REQUESTS: usize = 6;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -268,10 +283,22 @@ fn each_service_mounts_what_its_file_needs_and_the_files_check_out() {
     let path = scratch.write("broken-gateway.toml", &text);
     let (code, _, stderr) = run(
         &["check-config", path.to_str().unwrap()],
-        &[("PROXYPOOL__GATEWAY__WORKER_ID", "gateway-1")],
+        &[
+            ("PROXYPOOL__GATEWAY__WORKER_ID", "gateway-1"),
+            ("PROXYPOOL__GATEWAY__FLEET__ADVERTISE", "gateway-1:7400"),
+        ],
     );
     assert_ne!(code, 0);
     assert!(stderr.contains("control-ca.pem"), "{stderr}");
+    // And a gateway that would not tell its peers where to reach it: the fleet listens on
+    // every address, so its advertised address cannot be guessed.
+    let path = scratch.file("gateway-1.toml");
+    let (code, _, stderr) = run(
+        &["check-config", path.to_str().unwrap()],
+        &[("PROXYPOOL__GATEWAY__WORKER_ID", "gateway-1")],
+    );
+    assert_ne!(code, 0, "a fleet member without advertise passed");
+    assert!(stderr.contains("gateway.fleet.advertise"), "{stderr}");
 
     // Secrets never reach a container as an environment literal: every variable that
     // carries one names a file.
@@ -339,6 +366,8 @@ fn each_service_holds_only_the_secrets_of_its_role() {
         }
     }
     assert_eq!(held(&compose, "prometheus"), set(&["gateway-admin-token"]));
+    // The balancer passes bytes: it holds nothing.
+    assert_eq!(held(&compose, "balancer"), set(&[]));
 
     // The migration runs as the superuser and creates the runtime role the controllers'
     // quota URL names; the superuser is PostgreSQL's own, not that role.
@@ -424,12 +453,25 @@ fn the_gateways_reach_the_controllers_over_tls_with_a_token_each_and_guard_their
         }
         assert_eq!(good, [gateway], "{gateway}'s token");
 
+        let overrides: Vec<(&str, &str)> = service
+            .environment
+            .iter()
+            .filter(|(k, _)| k.starts_with("PROXYPOOL__"))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         let config = load(
             "config/gateway.toml",
             proxypool_config::Role::Gateway,
-            &[("PROXYPOOL__GATEWAY__WORKER_ID", gateway)],
+            &overrides,
         );
         let section = config.gateway.unwrap();
+        // A fleet member, reached by its peers at its service name on the fleet port.
+        let fleet = section
+            .fleet
+            .as_ref()
+            .expect("[gateway.fleet]: the gateways behind the balancer are one fleet");
+        assert_eq!(fleet.listen.port(), FLEET_PORT, "{gateway}");
+        assert_eq!(fleet.advertise, format!("{gateway}:{FLEET_PORT}"));
         let urls = section.controller_url.unwrap().0;
         assert_eq!(
             urls,
@@ -473,6 +515,152 @@ fn the_gateways_reach_the_controllers_over_tls_with_a_token_each_and_guard_their
         prometheus.contains("credentials_file: /run/secrets/gateway-admin-token"),
         "{prometheus}"
     );
+}
+
+/// The `ports` a service publishes, as written.
+fn published_ports(service: &serde_norway::Value) -> Vec<String> {
+    service["ports"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|port| match port.as_str() {
+            Some(text) => text.to_owned(),
+            None => serde_norway::to_string(port).unwrap().trim().to_owned(),
+        })
+        .collect()
+}
+
+/// haproxy.cfg without its comments and blank lines, each line trimmed.
+fn haproxy_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|line| line.split('#').next().unwrap().trim().to_owned())
+        .filter(|line| !line.is_empty())
+        .collect()
+}
+
+#[test]
+fn only_the_balancer_publishes_the_gateways_and_the_fleet_port_stays_inside() {
+    let compose = compose_file();
+    // Clients reach the gateways through the balancer alone; each gateway tells its peers
+    // its own service name on the fleet port.
+    for gateway in ["gateway-1", "gateway-2"] {
+        let ports = published_ports(&compose["services"][gateway]);
+        assert!(
+            ports.is_empty(),
+            "{gateway} publishes {ports:?}: clients come through the balancer"
+        );
+        let advertise = format!("{gateway}:{FLEET_PORT}");
+        assert_eq!(
+            service(&compose, gateway)
+                .environment
+                .get("PROXYPOOL__GATEWAY__FLEET__ADVERTISE"),
+            Some(&advertise),
+            "{gateway}"
+        );
+    }
+    // No service publishes the fleet port: only the gateways dial it, on the stack's
+    // network.
+    for (name, service) in compose["services"].as_mapping().unwrap() {
+        for port in published_ports(service) {
+            let inside = port.rsplit(':').next().unwrap().split('/').next().unwrap();
+            assert_ne!(
+                inside,
+                FLEET_PORT.to_string(),
+                "{name:?} publishes the fleet port: {port}"
+            );
+        }
+    }
+    let balancer = &compose["services"]["balancer"];
+    assert!(
+        balancer["image"]
+            .as_str()
+            .is_some_and(|image| image.starts_with("haproxy:")),
+        "{balancer:?}"
+    );
+    assert_eq!(
+        published_ports(balancer),
+        [
+            "127.0.0.1:${PROXYPOOL_HTTP_PORT:-8080}:8080",
+            "127.0.0.1:${PROXYPOOL_SOCKS5_PORT:-1080}:1080"
+        ]
+    );
+    let volumes: Vec<&str> = balancer["volumes"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(
+        volumes,
+        ["./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro"]
+    );
+
+    // Its file: TCP, round robin, health-checked on /readyz, the client's address in a
+    // PROXY header, each gateway on each proxy port, and never the fleet port.
+    let cfg = shipped("haproxy.cfg");
+    let lines = haproxy_lines(&cfg);
+    let has = |line: &str| lines.iter().any(|l| l == line);
+    for line in ["mode tcp", "option httpchk", "http-check expect status 200"] {
+        assert!(has(line), "haproxy.cfg lacks {line:?}");
+    }
+    assert_eq!(
+        lines.iter().filter(|l| *l == "balance roundrobin").count(),
+        2,
+        "both backends round robin"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("http-check send") && l.contains("uri /readyz")),
+        "the health check asks /readyz"
+    );
+    let defaults = lines
+        .iter()
+        .find(|l| l.starts_with("default-server"))
+        .expect("default-server");
+    for word in [" check", "port 9090", "send-proxy-v2"] {
+        assert!(defaults.contains(word), "{defaults} lacks {word}");
+    }
+    let servers: BTreeSet<String> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("server "))
+        .map(|l| l.split_whitespace().nth(1).unwrap().to_owned())
+        .collect();
+    let expected: BTreeSet<String> = ["gateway-1", "gateway-2"]
+        .iter()
+        .flat_map(|g| [format!("{g}:8080"), format!("{g}:1080")])
+        .collect();
+    assert_eq!(servers, expected);
+    assert!(
+        !lines.iter().any(|l| l.contains(&format!(":{FLEET_PORT}"))),
+        "the balancer reaches a fleet port"
+    );
+    // The gateways believe the balancer's PROXY header (from the stack's addresses).
+    assert!(
+        shipped("config/gateway.toml").contains("\ntrusted_proxies = ["),
+        "the gateways take the PROXY header the balancer sends"
+    );
+
+    // HAProxy itself accepts the file and refuses a broken copy, where it is installed
+    // (the container test runs it either way).
+    let installed = Command::new("haproxy")
+        .arg("-v")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        eprintln!("\n*** SKIPPED (haproxy -c only): HAProxy is not installed ***\n");
+        return;
+    }
+    let scratch = Scratch::new("compose-haproxy");
+    let good = scratch.write("haproxy.cfg", &cfg);
+    must("haproxy", &["-c", "-f", good.to_str().unwrap()], &[]);
+    let broken = scratch.write(
+        "broken.cfg",
+        &cfg.replace("balance roundrobin", "balance round-robin"),
+    );
+    let (ok, stdout, stderr) = exec("haproxy", &["-c", "-f", broken.to_str().unwrap()], &[]);
+    assert!(!ok, "a broken haproxy.cfg passed: {stdout}");
+    assert!(stderr.contains("balance only supports"), "{stderr}");
 }
 
 /// `docker-compose` (v1) or `docker compose` (the plugin), whichever answers.
@@ -550,6 +738,7 @@ fn docker_compose_accepts_the_file_and_refuses_a_broken_copy() {
         "controller-2:",
         "gateway-1:",
         "gateway-2:",
+        "balancer:",
         "prometheus:",
         "grafana:",
     ] {
@@ -874,7 +1063,7 @@ impl Stack {
     }
 
     fn logs(&self, service: &str) -> String {
-        self.command(&["logs", "--no-color", "--tail", "40", service])
+        self.command(&["logs", "--no-color", "--tail", "120", service])
             .1
     }
 }
@@ -923,35 +1112,107 @@ fn snapshot_proxies(container: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// One GET through a gateway: the proxy that carried it (`X-Proxypool-Proxy`) and the
-/// exit, or why it failed.
-fn through(proxy: &str) -> Result<(String, String), String> {
-    let (code, out) = curl(&["-D", "-", "-x", proxy, ORIGIN]);
-    if code != 0 {
-        return Err(format!("curl {code}: {out}"));
-    }
-    let answer = Answer::parse(&out);
-    let id = answer
-        .header("x-proxypool-proxy")
-        .ok_or_else(|| format!("no X-Proxypool-Proxy: {out}"))?
-        .to_owned();
-    let body = answer.body.as_str();
-    let echo: Value = serde_json::from_str(body).map_err(|e| format!("{e}: {body}"))?;
-    let exit = echo["exit"]
-        .as_str()
-        .ok_or_else(|| format!("no exit: {body}"))?;
-    Ok((id, exit.to_owned()))
+/// Where the test's requests enter the stack: the balancer, or one gateway alone on the
+/// port the test override publishes. A gateway takes the balancer's PROXY header from the
+/// stack's addresses (where a published port's connections come from) and requires it
+/// there, so the test sends one first when it goes around the balancer.
+#[derive(Debug, Clone)]
+struct Entry {
+    address: String,
+    password: String,
+    proxy_protocol: bool,
 }
 
-/// The proxies seen through a gateway over `n` requests (each must succeed).
-fn routed(proxy: &str, n: usize) -> BTreeSet<String> {
-    (0..n)
-        .map(|_| {
-            through(proxy)
-                .unwrap_or_else(|e| panic!("through {proxy}: {e}"))
-                .0
+/// What one GET through the stack answered.
+#[derive(Debug, Clone)]
+struct Through {
+    /// The proxy that carried it (`X-Proxypool-Proxy`).
+    proxy: String,
+    /// The exit the origin saw.
+    exit: String,
+    /// `X-Proxypool-Session`, for a sticky session.
+    session: Option<String>,
+}
+
+impl Entry {
+    /// One GET of the origin as `user` (a new curl: a fresh connection), or why it failed.
+    fn through(&self, user: &str) -> Result<Through, String> {
+        // A 503 with Retry-After (a key whose owner just left: `fleet_unavailable`) is
+        // sent again after the wait, as a real client does.
+        crate::common::api::retrying(&format!("through {}", self.address), || {
+            match self.through_once(user) {
+                Ok(Ok(through)) => (Ok(through), None),
+                Ok(Err(answer)) => {
+                    let wait = answer.retry_after();
+                    (
+                        Err(format!(
+                            "{} {}: {}",
+                            answer.status, answer.head, answer.body
+                        )),
+                        wait,
+                    )
+                }
+                Err(error) => (Err(error), None),
+            }
         })
-        .collect()
+    }
+
+    /// One request as `user`: what it went through, or the answer that named no proxy.
+    fn through_once(&self, user: &str) -> Result<Result<Through, Answer>, String> {
+        let proxy = format!("http://{user}:{}@{}", self.password, self.address);
+        let mut args = vec!["-D", "-", "-x", proxy.as_str()];
+        if self.proxy_protocol {
+            args.push("--haproxy-protocol");
+        }
+        args.push(ORIGIN);
+        let (code, out) = curl(&args);
+        if code != 0 {
+            return Err(format!("curl {code}: {out}"));
+        }
+        let answer = Answer::parse(&out);
+        let Some(id) = answer.header("x-proxypool-proxy").map(str::to_owned) else {
+            return Ok(Err(answer));
+        };
+        let body = answer.body.as_str();
+        let echo: Value = serde_json::from_str(body).map_err(|e| format!("{e}: {body}"))?;
+        let exit = echo["exit"]
+            .as_str()
+            .ok_or_else(|| format!("no exit: {body}"))?;
+        Ok(Ok(Through {
+            proxy: id,
+            exit: exit.to_owned(),
+            session: answer.header("x-proxypool-session").map(str::to_owned),
+        }))
+    }
+
+    /// The proxies seen over `n` requests without a session (each must succeed).
+    fn routed(&self, n: usize) -> BTreeSet<String> {
+        (0..n)
+            .map(|_| {
+                self.through("demo")
+                    .unwrap_or_else(|e| panic!("through {}: {e}", self.address))
+                    .proxy
+            })
+            .collect()
+    }
+}
+
+/// The username of the test's sticky session `name`, long enough to outlive the test.
+fn session_user(name: &str) -> String {
+    format!("demo-session-{name}-sesstime-30")
+}
+
+/// The sum of a metric's series whose labels contain `matching`, in a Prometheus text page.
+fn metric_sum(page: &str, name: &str, matching: &str) -> f64 {
+    page.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let labels = series.strip_prefix(name)?;
+            let whole_name = labels.is_empty() || labels.starts_with('{');
+            (whole_name && labels.contains(matching)).then(|| value.parse::<f64>().ok())?
+        })
+        .sum()
 }
 
 /// One request of a client loop: when it started and ended, and its outcome.
@@ -970,14 +1231,14 @@ struct Traffic {
 }
 
 impl Traffic {
-    fn start(proxy: String) -> Traffic {
+    fn start(entry: Entry) -> Traffic {
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(Vec::new()));
         let (flag, sink) = (Arc::clone(&stop), Arc::clone(&samples));
         let thread = std::thread::spawn(move || {
             while !flag.load(Ordering::Relaxed) {
                 let start_ms = now_ms();
-                let outcome = through(&proxy).map(|(id, _)| id);
+                let outcome = entry.through("demo").map(|answer| answer.proxy);
                 let end_ms = now_ms();
                 sink.lock().unwrap().push(Sample {
                     start_ms,
@@ -1049,6 +1310,7 @@ fn the_stack_runs_on_docker_and_keeps_serving_through_a_killed_leader_and_a_cut_
     let redis = stand_in("redis", &base, started);
     let postgres = stand_in("postgres", &base, started);
     let prometheus = stand_in("prometheus", &base, started);
+    let haproxy = stand_in("haproxy", &base, started);
 
     // 1. The project image from the shipped Dockerfile, on the stand-ins.
     let image = "proxypool-test/proxypool:latest";
@@ -1127,16 +1389,19 @@ fn the_stack_runs_on_docker_and_keeps_serving_through_a_killed_leader_and_a_cut_
         tls_file("control.pem"),
         tls_file("control.key"),
     );
+    let fleet_log = "info,proxypool_gateway::fleet=debug,proxypool_gateway::inbound::relay=debug";
     let override_file = scratch.write(
         "test-override.yaml",
         &format!(
             r#"# The container test's changes to the shipped compose.yaml: local stand-in images,
-# every proxy leasable (so a cut-off gateway's proxies can all move to the other), and a
-# vendor that does not rotate.
+# every proxy leasable (so a cut-off gateway's proxies can all move to the other), a
+# vendor that does not rotate, and each gateway's proxy port published on loopback too, so
+# the test can reach one gateway alone (it sends the PROXY header the balancer would).
 services:
   redis: {{ image: "{redis}" }}
   postgres: {{ image: "{postgres}" }}
   prometheus: {{ image: "{prometheus}" }}
+  balancer: {{ image: "{haproxy}" }}
   # No Debian package and no registry: Grafana is not started by the test.
   grafana: {{ profiles: ["not-in-the-container-test"] }}
   migrate: {{ image: "{image}" }}
@@ -1150,8 +1415,15 @@ services:
   controller-2:
     image: "{image}"
     environment: {{ PROXYPOOL__OWNERSHIP__PER_WORKER_TARGET: "{PROXIES}" }}
-  gateway-1: {{ image: "{image}" }}
-  gateway-2: {{ image: "{image}" }}
+  # The fleet's decisions in the log, for a failure's message.
+  gateway-1:
+    image: "{image}"
+    ports: ["127.0.0.1:0:8080"]
+    environment: {{ PROXYPOOL_LOG: "{fleet_log}" }}
+  gateway-2:
+    image: "{image}"
+    ports: ["127.0.0.1:0:8080"]
+    environment: {{ PROXYPOOL_LOG: "{fleet_log}" }}
 # The control API's certificate, made for this run.
 secrets:
   control-ca.pem: {{ file: "{ca}" }}
@@ -1168,10 +1440,8 @@ its provisioning is checked by `docker-compose config` only ***\n"
     let env: Vec<(String, String)> = [
         "PROXYPOOL_API_PORT_1",
         "PROXYPOOL_API_PORT_2",
-        "PROXYPOOL_HTTP_PORT_1",
-        "PROXYPOOL_HTTP_PORT_2",
-        "PROXYPOOL_SOCKS5_PORT_1",
-        "PROXYPOOL_SOCKS5_PORT_2",
+        "PROXYPOOL_HTTP_PORT",
+        "PROXYPOOL_SOCKS5_PORT",
         "PROXYPOOL_PROMETHEUS_PORT",
         "PROXYPOOL_GRAFANA_PORT",
     ]
@@ -1293,21 +1563,23 @@ its provisioning is checked by `docker-compose config` only ***\n"
         "proxypool"
     );
 
-    // 3. Traffic through both: each routes its own proxies, never an extracted one.
+    // 3. Traffic through each gateway alone: each routes its own proxies, never an
+    //    extracted one (a request without a session stays on the gateway it reached).
     let password = secret("demo-gateway-password");
-    let proxies = [
-        format!(
-            "http://demo:{password}@{}",
-            stack.published("gateway-1", 8080)
-        ),
-        format!(
-            "http://demo:{password}@{}",
-            stack.published("gateway-2", 8080)
-        ),
-    ];
+    let direct = |service: &str| Entry {
+        address: stack.published(service, 8080),
+        password: password.clone(),
+        proxy_protocol: true,
+    };
+    let entries = [direct("gateway-1"), direct("gateway-2")];
+    let balancer = Entry {
+        address: stack.published("balancer", 8080),
+        password: password.clone(),
+        proxy_protocol: false,
+    };
     let n = 3 * half as usize;
-    let routed_a = routed(&proxies[0], n);
-    let routed_b = routed(&proxies[1], n);
+    let routed_a = entries[0].routed(n);
+    let routed_b = entries[1].routed(n);
     assert_eq!(routed_a.len() as u64, half, "{routed_a:?}");
     assert_eq!(routed_b.len() as u64, half, "{routed_b:?}");
     assert!(
@@ -1315,8 +1587,8 @@ its provisioning is checked by `docker-compose config` only ***\n"
         "{routed_a:?} / {routed_b:?}"
     );
     assert!(routed_a.is_disjoint(&extracted) && routed_b.is_disjoint(&extracted));
-    // SOCKS5 through the second gateway too.
-    let socks = stack.published("gateway-2", 1080);
+    // SOCKS5 through the balancer (which sends the client's address in a PROXY header).
+    let socks = stack.published("balancer", 1080);
     let (code, body) = curl(&[
         "--socks5-hostname",
         &socks,
@@ -1370,6 +1642,114 @@ its provisioning is checked by `docker-compose config` only ***\n"
         started,
         "traffic through both gateways, Prometheus scraping",
     );
+    // The fleet port is published nowhere, not even by the test's override.
+    for gateway in &gateways {
+        let ports = must("docker", &["port", gateway], &[]);
+        assert!(
+            !ports.contains(&format!("{FLEET_PORT}/")),
+            "the fleet port is published: {ports}"
+        );
+    }
+
+    // Sticky sessions through the balancer. Each request is a new connection, so round
+    // robin sends a session's requests to both gateways in turn: the one that does not own
+    // the session relays them to the one that does, and the session keeps one exit. Its
+    // proxy says which gateway owns it (each routes only its own).
+    let metrics = |gateway: &str| admin_get(gateway, "/metrics").unwrap_or_default();
+    eventually(
+        "both gateways see a fleet of two",
+        Duration::from_secs(60),
+        || {
+            gateways
+                .iter()
+                .all(|g| metric_sum(&metrics(g), "proxypool_gateway_fleet_members", "") == 2.0)
+        },
+    );
+    let relayed_before: f64 = gateways
+        .iter()
+        .map(|g| metric_sum(&metrics(g), "proxypool_gateway_fleet_relayed_total", ""))
+        .sum();
+    let owned_by = |sessions: &BTreeMap<String, Through>, routed: &BTreeSet<String>| {
+        sessions
+            .values()
+            .filter(|s| routed.contains(&s.proxy))
+            .count()
+    };
+    let mut sessions: BTreeMap<String, Through> = BTreeMap::new();
+    for i in 0..MAX_SESSIONS {
+        if i >= SESSIONS && owned_by(&sessions, &routed_a) > 0 && owned_by(&sessions, &routed_b) > 0
+        {
+            break;
+        }
+        let name = format!("fleet{i}");
+        let user = session_user(&name);
+        let answers: Vec<Through> = (0..SESSION_REQUESTS)
+            .map(|_| {
+                balancer
+                    .through(&user)
+                    .unwrap_or_else(|e| panic!("session {name} through the balancer: {e}"))
+            })
+            .collect();
+        let first = &answers[0];
+        // `new`, or `reassigned` when the key's owner in a list the gateways still remember
+        // (one from before both had joined) was another gateway: the owner cannot tell a
+        // key that moved without a session from one that moved with it.
+        assert!(
+            matches!(first.session.as_deref(), Some("new" | "reassigned")),
+            "{name}: {answers:?}"
+        );
+        for answer in &answers[1..] {
+            assert_eq!(
+                (&answer.proxy, &answer.exit, answer.session.as_deref()),
+                (&first.proxy, &first.exit, Some("pinned")),
+                "session {name} changed its exit behind the balancer: {answers:?}\n\
+                 gateway-1's log:\n{}\ngateway-2's log:\n{}",
+                stack.logs("gateway-1"),
+                stack.logs("gateway-2")
+            );
+        }
+        assert!(
+            routed_a.contains(&first.proxy) || routed_b.contains(&first.proxy),
+            "session {name} on {}, neither gateway's",
+            first.proxy
+        );
+        sessions.insert(name, first.clone());
+    }
+    let (owned_a, owned_b) = (
+        owned_by(&sessions, &routed_a),
+        owned_by(&sessions, &routed_b),
+    );
+    assert!(
+        owned_a > 0 && owned_b > 0,
+        "{} sessions, {owned_a} owned by gateway-1 and {owned_b} by gateway-2",
+        sessions.len()
+    );
+    // Each session's requests reached both gateways: the one that did not own it relayed.
+    let relayed: f64 = gateways
+        .iter()
+        .map(|g| {
+            metric_sum(
+                &metrics(g),
+                "proxypool_gateway_fleet_relayed_total",
+                "outcome=\"ok\"",
+            )
+        })
+        .sum();
+    assert!(
+        relayed - relayed_before >= sessions.len() as f64,
+        "{} relayed requests for {} sessions",
+        relayed - relayed_before,
+        sessions.len()
+    );
+    log(
+        started,
+        &format!(
+            "{} sessions x {SESSION_REQUESTS} requests through the balancer kept their exits \
+             ({owned_a} owned by gateway-1, {owned_b} by gateway-2, {} requests relayed)",
+            sessions.len(),
+            relayed - relayed_before
+        ),
+    );
 
     // 4. The leader's container killed, gateway-1's cut off its network, while a client
     //    loop runs through gateway-2.
@@ -1379,7 +1759,7 @@ its provisioning is checked by `docker-compose config` only ***\n"
     let leader_service = format!("controller-{}", leader + 1);
     let leader_container = stack.container(&leader_service);
     let network = format!("{}_default", stack.project);
-    let traffic = Traffic::start(proxies[1].clone());
+    let traffic = Traffic::start(entries[1].clone());
     // A few answered requests before anything happens.
     eventually("the client loop runs", Duration::from_secs(10), || {
         traffic
@@ -1510,6 +1890,69 @@ gateway-2 {} ms after that; gateway-1 seen not ready {} ms after the cut",
         cutoff_a.saturating_sub(cut_at),
         first_move - cutoff_a,
         a_not_ready_at.unwrap().saturating_sub(cut_at)
+    );
+
+    // Sessions across the cut, through the balancer (which dropped gateway-1 with its
+    // health). Those gateway-2 owned first: they keep their exits. Then gateway-1's: they
+    // moved to gateway-2 and say so once (`reassigned`), then keep their new exit. The
+    // first of them may still be relayed to gateway-1 (gateway-2 learns the new member
+    // list within a report interval): a new hop fails and the request is served by the
+    // next owner, gateway-2; a request written on a kept-alive hop that gateway-1 never
+    // answers is given up after one failed handshake and answered 503 with Retry-After,
+    // which the client sends again (`Balancer::through`), to gateway-2.
+    let fleet_state = |gateway: &str| {
+        metrics(gateway)
+            .lines()
+            .filter(|l| l.starts_with("proxypool_gateway_fleet_") && !l.contains("_bucket"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let (survivors, moved): (Vec<_>, Vec<_>) = sessions
+        .iter()
+        .partition(|(_, before)| routed_b.contains(&before.proxy));
+    for (name, before) in survivors.into_iter().chain(moved) {
+        let user = session_user(name);
+        let owned_by_survivor = routed_b.contains(&before.proxy);
+        let first = balancer.through(&user).unwrap_or_else(|e| {
+            panic!(
+                "session {name} (owned by gateway-{}) after the cut: {e}\n\
+                 gateway-2's fleet metrics:\n{}\ngateway-2's log:\n{}",
+                if owned_by_survivor { 2 } else { 1 },
+                fleet_state(&gateways[1]),
+                stack.logs("gateway-2")
+            )
+        });
+        if owned_by_survivor {
+            assert_eq!(
+                (&first.proxy, &first.exit, first.session.as_deref()),
+                (&before.proxy, &before.exit, Some("pinned")),
+                "session {name}, owned by the gateway that stayed, lost its exit"
+            );
+        } else {
+            assert_eq!(
+                first.session.as_deref(),
+                Some("reassigned"),
+                "session {name}, owned by the cut-off gateway: {first:?}\n{}",
+                stack.logs("gateway-2")
+            );
+        }
+        for _ in 1..3 {
+            let next = balancer
+                .through(&user)
+                .unwrap_or_else(|e| panic!("session {name} after the cut: {e}"));
+            assert_eq!(
+                (&next.proxy, &next.exit, next.session.as_deref()),
+                (&first.proxy, &first.exit, Some("pinned")),
+                "session {name} after the cut"
+            );
+        }
+    }
+    log(
+        started,
+        &format!(
+            "after the cut: gateway-2's {owned_b} sessions kept their exits, gateway-1's \
+             {owned_a} were reassigned once and kept their new ones"
+        ),
     );
     log(started, "done; tearing the stack down");
     drop(stack);

@@ -18,9 +18,12 @@
 //! - the gateways reach the controllers over `https` trusting the control API's CA, and
 //!   the controllers serve the control API with its certificate;
 //! - the gateways' admin listener is not on every address, and needs the admin token;
+//! - the gateways are one fleet: each pod advertises its own stable name under the
+//!   headless Service of the fleet port, which the clients' Service does not expose;
 //! - a NetworkPolicy selects each workload for both directions: the controllers reach the
-//!   stores, the gateways reach the controllers' control port and never a store, the Job
-//!   reaches PostgreSQL only.
+//!   stores, the gateways reach the controllers' control port, each other's fleet port
+//!   (which only gateway pods may reach) and never a store, the Job reaches PostgreSQL
+//!   only.
 
 use crate::common::{Scratch, run};
 use serde::Deserialize;
@@ -32,6 +35,10 @@ use std::process::Command;
 
 /// The address the test gives a pod (`status.podIP`).
 const POD_IP: &str = "10.244.1.17";
+/// The namespace the test gives a pod (`metadata.namespace`).
+const NAMESPACE: &str = "scrapers";
+/// The gateways' fleet port.
+const FLEET_PORT: u64 = 7400;
 /// Label of the stores' pods in the NetworkPolicies.
 const STORES: [&str; 2] = ["redis", "postgres"];
 /// The stores' ports.
@@ -253,6 +260,7 @@ impl Base {
             } else if let Some(field) = from["fieldRef"]["fieldPath"].as_str() {
                 match field {
                     "metadata.name" => pod_name.to_owned(),
+                    "metadata.namespace" => NAMESPACE.to_owned(),
                     "status.podIP" => POD_IP.to_owned(),
                     other => panic!("a field this test does not know: {other}"),
                 }
@@ -403,6 +411,7 @@ fn the_base_renders_into_the_objects_it_promises_or_fails_on_a_broken_file() {
             "Secret",
             "Service",
             "Service",
+            "Service",
             "StatefulSet",
         ]
     );
@@ -526,6 +535,14 @@ fn each_pod_mounts_what_its_file_needs_and_the_file_checks_out() {
             if workload["metadata"]["name"] == "proxypool-gateway" {
                 assert!(stdout.contains(&format!("worker {name},")), "{stdout}");
                 assert!(stdout.contains(&format!("admin {POD_IP}:9090")), "{stdout}");
+                // Each pod tells its peers its own stable name.
+                let config = pod.load(proxypool_config::Role::Gateway);
+                let fleet = config.gateway.unwrap().fleet.expect("[gateway.fleet]");
+                assert_eq!(
+                    fleet.advertise,
+                    format!("{name}.proxypool-gateway-peers.{NAMESPACE}.svc:{FLEET_PORT}")
+                );
+                assert_eq!(u64::from(fleet.listen.port()), FLEET_PORT);
             }
         }
     }
@@ -790,16 +807,17 @@ fn a_network_policy_selects_every_workload_in_both_directions() {
             );
         }
     }
-    // Gateways: the controllers' control port, never a store, nothing inside the cluster
-    // beyond DNS.
+    // Gateways: the controllers' control port, the other gateways' fleet port, never a
+    // store, nothing inside the cluster beyond DNS.
     let gateway = &policy_of(base.workload("proxypool-gateway"))["spec"];
     for rule in list(&gateway["egress"]) {
         let names = peer_names(rule, "to");
         assert!(
-            names
-                .iter()
-                .all(|n| n == "proxypool-controller" || n == "kube-dns"),
-            "a gateway reaches {names:?}"
+            names.iter().all(|n| n == "proxypool-controller"
+                || n == "kube-dns"
+                || (n == "proxypool-gateway" && ports(rule) == [FLEET_PORT])),
+            "a gateway reaches {names:?} on {:?}",
+            ports(rule)
         );
         assert!(
             !ports(rule).iter().any(|p| STORE_PORTS.contains(p)),
@@ -840,6 +858,121 @@ fn a_network_policy_selects_every_workload_in_both_directions() {
             assert!(
                 peer["ipBlock"].is_null(),
                 "the Job reaches addresses: {rule:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_fleet_port_is_reached_by_gateway_pods_alone_at_each_pods_stable_name() {
+    let base = Base::load();
+    let gateway = base.workload("proxypool-gateway");
+    let pod_labels = labels(&gateway["spec"]["template"]["metadata"]["labels"]);
+    let container = &list(&gateway["spec"]["template"]["spec"]["containers"])[0];
+    let fleet_port = list(&container["ports"])
+        .iter()
+        .find(|p| p["name"] == "fleet")
+        .and_then(|p| p["containerPort"].as_u64());
+    assert_eq!(fleet_port, Some(FLEET_PORT), "the container's fleet port");
+
+    // The pods' DNS names come from the StatefulSet's headless Service, which lists every
+    // pod with an address (a member the controllers list must resolve, ready or not) on
+    // the fleet port.
+    let peers = text(&gateway["spec"]["serviceName"]);
+    let services = base.of_kind("Service");
+    let headless = services
+        .iter()
+        .find(|s| s["metadata"]["name"] == peers)
+        .unwrap_or_else(|| panic!("no Service {peers:?}, the StatefulSet's serviceName"));
+    assert_eq!(headless["spec"]["clusterIP"], "None", "{peers} is headless");
+    assert_eq!(headless["spec"]["publishNotReadyAddresses"], true);
+    assert_eq!(labels(&headless["spec"]["selector"]), pod_labels);
+    let peer_ports: Vec<u64> = list(&headless["spec"]["ports"])
+        .iter()
+        .filter_map(|p| p["port"].as_u64())
+        .collect();
+    assert_eq!(peer_ports, [FLEET_PORT]);
+    // The advertised name is under that Service, and is the pod's own.
+    let scratch = Scratch::new("kubernetes-fleet");
+    let mut advertised = BTreeSet::new();
+    for index in 0..base.gateway_ids().len() {
+        let name = base.pod_name(gateway, index);
+        let pod = base.pod(gateway, &name, &scratch);
+        let fleet = pod
+            .load(proxypool_config::Role::Gateway)
+            .gateway
+            .unwrap()
+            .fleet
+            .expect("[gateway.fleet]");
+        let (host, port) = fleet.advertise.rsplit_once(':').unwrap();
+        assert_eq!(port, FLEET_PORT.to_string());
+        assert_eq!(host, format!("{name}.{peers}.{NAMESPACE}.svc"));
+        advertised.insert(fleet.advertise);
+    }
+    assert_eq!(
+        advertised.len(),
+        base.gateway_ids().len(),
+        "one address per pod"
+    );
+
+    // The clients' Service is one address for the proxy ports and never the fleet port.
+    for service in &services {
+        let name = text(&service["metadata"]["name"]);
+        let exposes = list(&service["spec"]["ports"])
+            .iter()
+            .any(|p| p["port"].as_u64() == Some(FLEET_PORT) || p["targetPort"] == "fleet");
+        assert_eq!(exposes, name == peers, "{name} and the fleet port");
+    }
+    let clients = services
+        .iter()
+        .find(|s| s["metadata"]["name"] == "proxypool-gateway")
+        .expect("the clients' Service");
+    assert!(
+        clients["spec"]["clusterIP"].is_null(),
+        "one balanced address"
+    );
+
+    // The gateways' policy: the fleet port from gateway pods of this namespace only, and a
+    // gateway may dial it.
+    let policy = base
+        .of_kind("NetworkPolicy")
+        .into_iter()
+        .find(|p| p["metadata"]["name"] == "proxypool-gateway")
+        .expect("the gateways' NetworkPolicy");
+    let mut admitted = 0;
+    for rule in list(&policy["spec"]["ingress"]) {
+        if ports(rule).is_empty() || ports(rule).contains(&FLEET_PORT) {
+            assert_eq!(
+                peer_names(rule, "from"),
+                ["proxypool-gateway"],
+                "the fleet port is open to more than gateway pods: {rule:?}"
+            );
+            for peer in list(&rule["from"]) {
+                assert!(
+                    peer["namespaceSelector"].is_null() && peer["ipBlock"].is_null(),
+                    "the fleet port is open beyond this namespace's gateways: {rule:?}"
+                );
+            }
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 1, "one ingress rule admits the fleet port");
+    assert!(
+        list(&policy["spec"]["egress"])
+            .iter()
+            .any(|r| peer_names(r, "to") == ["proxypool-gateway"] && ports(r) == [FLEET_PORT]),
+        "the gateways reach each other's fleet port"
+    );
+    // No other workload's policy lets anything dial the fleet port.
+    for other in base.of_kind("NetworkPolicy") {
+        if other["metadata"]["name"] == "proxypool-gateway" {
+            continue;
+        }
+        for rule in list(&other["spec"]["egress"]) {
+            assert!(
+                !peer_names(rule, "to").contains(&"proxypool-gateway".to_owned()),
+                "{} reaches the gateways: {rule:?}",
+                text(&other["metadata"]["name"])
             );
         }
     }

@@ -67,7 +67,7 @@ impl Answer {
     }
 
     /// How long the API asked to wait before the same request, on a 503.
-    fn retry_after(&self) -> Option<Duration> {
+    pub fn retry_after(&self) -> Option<Duration> {
         if self.status != 503 {
             return None;
         }
@@ -110,7 +110,7 @@ pub fn call(method: &str, url: &str, token: Option<&str>, body: Option<&str>) ->
 
 /// Runs `attempt` until it asks for no wait (its second value) or the next wait would
 /// pass [`RETRY_FOR`]; the last attempt's result.
-fn retrying<T>(what: &str, mut attempt: impl FnMut() -> (T, Option<Duration>)) -> T {
+pub fn retrying<T>(what: &str, mut attempt: impl FnMut() -> (T, Option<Duration>)) -> T {
     let started = Instant::now();
     loop {
         let (result, wait) = attempt();
