@@ -70,21 +70,8 @@ pub(crate) async fn accept_loop<F, Fut>(
     F: Fn(Arc<Shared>, Accepted) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let mut phase = shared.phase.clone();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = phase.wait_for(|p| *p != Phase::Running) => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // Out of descriptors and similar: back off instead of spinning.
-                tracing::warn!(%error, listener = ?kind, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    let phase = shared.phase.clone();
+    accept_sockets(listener, phase, &kind, |stream, peer| {
         if trusted(&shared, peer) {
             let shared = Arc::clone(&shared);
             let serve = serve.clone();
@@ -97,22 +84,46 @@ pub(crate) async fn accept_loop<F, Fut>(
                     run(shared, accepted, kind, serve).await;
                 }
             });
-            continue;
+            return;
         }
         let Some(accepted) = admit(&shared, stream, peer) else {
-            continue;
+            return;
         };
         tokio::spawn(run(Arc::clone(&shared), accepted, kind, serve.clone()));
+    })
+    .await;
+}
+
+/// Accepts sockets on `listener` until the gateway leaves [`Phase::Running`], handing each
+/// to `take` (which admits it and spawns its task, or drops it, which closes it). Shared by
+/// the client listeners and the fleet listener.
+pub(crate) async fn accept_sockets(
+    listener: TcpListener,
+    mut phase: tokio::sync::watch::Receiver<Phase>,
+    label: &(dyn std::fmt::Debug + Sync),
+    mut take: impl FnMut(TcpStream, SocketAddr),
+) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = phase.wait_for(|p| *p != Phase::Running) => break,
+        };
+        match accepted {
+            Ok((stream, peer)) => take(stream, peer),
+            Err(error) => {
+                // Out of descriptors and similar: back off instead of spinning.
+                tracing::warn!(%error, listener = ?label, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
     }
 }
 
-/// One admitted connection: its first byte within the deadline (cut short if the cap
-/// chooses the silent connection to make room), then the listener's `serve`.
-async fn run<F, Fut>(shared: Arc<Shared>, accepted: Accepted, kind: Listener, serve: F)
-where
-    F: Fn(Arc<Shared>, Accepted) -> Fut,
-    Fut: Future<Output = ()>,
-{
+/// Whether an admitted connection sent its first byte within the first-byte deadline
+/// (never longer than the head's), and was not chosen to make room nor met a drain
+/// meanwhile. When it did, it is marked busy: its handshake or head is never cut to make
+/// room from here on (the header timeout bounds it).
+pub(crate) async fn first_byte(shared: &Shared, stream: &TcpStream, admitted: &Admitted) -> bool {
     let limits = &shared.config().limits;
     // Never longer than the whole head's deadline, whatever a hand-built setting says.
     let deadline = limits
@@ -122,19 +133,30 @@ where
     let mut first = [0u8; 1];
     let mut phase = shared.phase.clone();
     let spoke = tokio::select! {
-        peeked = tokio::time::timeout(deadline, accepted.stream.peek(&mut first)) => {
+        peeked = tokio::time::timeout(deadline, stream.peek(&mut first)) => {
             matches!(peeked, Ok(Ok(1)))
         }
-        () = accepted.admitted.mark().evicted() => false,
+        () = admitted.mark().evicted() => false,
         // Nothing in flight yet: a drain closes it at once.
         _ = phase.wait_for(|p| *p != Phase::Running) => false,
     };
-    if !spoke {
+    if spoke {
+        admitted.mark().busy();
+    }
+    spoke
+}
+
+/// One admitted connection: its first byte within the deadline (cut short if the cap
+/// chooses the silent connection to make room), then the listener's `serve`.
+async fn run<F, Fut>(shared: Arc<Shared>, accepted: Accepted, kind: Listener, serve: F)
+where
+    F: Fn(Arc<Shared>, Accepted) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    if !first_byte(&shared, &accepted.stream, &accepted.admitted).await {
         tracing::debug!(peer = %accepted.peer, "no first byte in time, closed to make room, or draining");
         return;
     }
-    // It began to speak: its handshake or head is never cut to make room from here on.
-    accepted.admitted.mark().busy();
     shared.metrics.connection_opened(kind);
     serve(Arc::clone(&shared), accepted).await;
     shared.metrics.connection_closed(kind);

@@ -17,11 +17,10 @@
 //! (`crate::inbound::http::fleet_auth`). It drains and stops with the other listeners.
 
 use crate::config::GatewayConfig;
-use crate::context::Phase;
 use crate::fleet::Fleet;
 use crate::fleet::metrics::HopRefusal;
 use crate::fleet::pins;
-use crate::inbound::accept::ShieldAtAccept;
+use crate::inbound::accept::{ShieldAtAccept, accept_sockets, first_byte};
 use crate::inbound::http;
 use crate::state::Shared;
 use proxypool_core::WorkerId;
@@ -97,23 +96,10 @@ impl FleetListener {
 
 /// Accepts fleet hops until the gateway starts draining.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, fleet: Arc<FleetListener>) {
-    let mut phase = shared.phase.clone();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = phase.wait_for(|p| *p != Phase::Running) => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // Out of descriptors and similar: back off instead of spinning.
-                tracing::warn!(%error, "fleet listener: accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    let phase = shared.phase.clone();
+    accept_sockets(listener, phase, &"fleet", |stream, peer| {
         let Some(admitted) = fleet.admit(&shared, peer) else {
-            continue;
+            return;
         };
         tokio::spawn(run(
             Arc::clone(&shared),
@@ -122,7 +108,8 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, fleet: Arc
             peer,
             admitted,
         ));
-    }
+    })
+    .await;
 }
 
 /// One admitted connection: its first byte in time, the handshake, the pin, then the
@@ -134,26 +121,10 @@ async fn run(
     peer: SocketAddr,
     admitted: Admitted,
 ) {
-    let limits = &shared.config().limits;
-    let deadline = limits
-        .first_byte_deadline()
-        .as_duration()
-        .min(limits.header_read_timeout.as_duration());
-    let mut first = [0u8; 1];
-    let mut phase = shared.phase.clone();
-    let spoke = tokio::select! {
-        peeked = tokio::time::timeout(deadline, stream.peek(&mut first)) => {
-            matches!(peeked, Ok(Ok(1)))
-        }
-        () = admitted.mark().evicted() => false,
-        _ = phase.wait_for(|p| *p != Phase::Running) => false,
-    };
-    if !spoke {
+    if !first_byte(&shared, &stream, &admitted).await {
         tracing::debug!(%peer, "fleet listener: no first byte in time, closed to make room, or draining");
         return;
     }
-    // It began its handshake: never cut to make room from here on (the timeout bounds it).
-    admitted.mark().busy();
     let _ = stream.set_nodelay(true);
     let Some((stream, member)) = handshake(&shared, &listener, stream, peer).await else {
         return;
