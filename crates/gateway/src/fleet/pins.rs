@@ -159,8 +159,7 @@ impl ClientCertVerifier for AnyClientCert {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        // The configs allow TLS 1.3 only; this is never reached.
-        Err(PeerIncompatible::Tls13RequiredForQuic.into())
+        tls12_refused()
     }
 
     fn verify_tls13_signature(
@@ -169,18 +168,11 @@ impl ClientCertVerifier for AnyClientCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        tls13_signature(&self.provider, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        schemes(&self.provider)
     }
 }
 
@@ -213,8 +205,7 @@ impl ServerCertVerifier for PinnedServer {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        // The configs allow TLS 1.3 only; this is never reached.
-        Err(PeerIncompatible::Tls13RequiredForQuic.into())
+        tls12_refused()
     }
 
     fn verify_tls13_signature(
@@ -223,19 +214,41 @@ impl ServerCertVerifier for PinnedServer {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        tls13_signature(&self.provider, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        schemes(&self.provider)
     }
+}
+
+/// Both verifiers: the configs allow TLS 1.3 only, so a TLS 1.2 signature is never asked
+/// for; refused should it be.
+fn tls12_refused() -> Result<HandshakeSignatureValid, rustls::Error> {
+    Err(PeerIncompatible::Tls13RequiredForQuic.into())
+}
+
+/// Both verifiers: the handshake's signature checked with the provider's algorithms (the
+/// pin replaces only the chain to a CA, never this).
+fn tls13_signature(
+    provider: &CryptoProvider,
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    verify_tls13_signature(
+        message,
+        cert,
+        dss,
+        &provider.signature_verification_algorithms,
+    )
+}
+
+/// The signature schemes the provider verifies.
+fn schemes(provider: &CryptoProvider) -> Vec<SignatureScheme> {
+    provider
+        .signature_verification_algorithms
+        .supported_schemes()
 }
 
 #[cfg(test)]
