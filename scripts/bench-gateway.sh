@@ -10,7 +10,11 @@
 #     (e) a byte relay chained to it (the floor: accept, dial, copy bytes both ways, laid
 #         out on threads like the gateway; examples/bench_relay.rs), the client speaking
 #         to the upstream through it as in (a);
-#   CONNECT tunnel setups/s for (a) to (e);
+#     (f) g3proxy chained to it (an http_proxy server whose proxy_http escaper carries the
+#         upstream's credentials, same client Basic auth through a static user, 2 threads,
+#         log discard, resolver deny_all), when a g3proxy binary is found: $G3PROXY, else
+#         `g3proxy` on PATH; without one the row is left out and stderr says so;
+#   CONNECT tunnel setups/s for (a) to (f);
 #   CPU time per request / per CONNECT setup of each proxy (user+system ticks of its
 #   processes from /proc around its runs, divided by the requests it completed), and
 #   that time split into user and system (what the kernel's socket work costs every
@@ -20,7 +24,7 @@
 #   resident memory per idle open tunnel at 10,000 tunnels through the gateway.
 #
 # Usage: scripts/bench-gateway.sh [SECONDS_PER_HTTP_PHASE (default 10)]
-#        (SKIP_HOLD=1 skips the idle-tunnel phase)
+#        (SKIP_HOLD=1 skips the idle-tunnel phase; G3PROXY=/path/to/g3proxy adds (f))
 # Needs root for apt-get (tinyproxy, squid) and for raising the descriptor limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -145,6 +149,59 @@ SQ_PID=$!
 PIDS+=($SQ_PID)
 wait_port "$SQ_PORT"
 
+# g3proxy: the same job as the gateway (client Basic auth, every request chained to the
+# upstream with its credentials, no log), on two worker threads like the gateway's on this
+# 2-core machine. Its static user's token is md5(password + salt) in hex. The resolver
+# refuses every name: the escaper dials only the upstream, by address.
+G3PROXY=${G3PROXY:-$(command -v g3proxy || true)}
+G3_PID=
+if [ -n "$G3PROXY" ] && [ -x "$G3PROXY" ]; then
+  G3_PORT=$(free_port)
+  G3_SALT=0123456789abcdef
+  G3_MD5=$(python3 -c "import hashlib, sys; print(hashlib.md5(sys.argv[1].encode() + bytes.fromhex(sys.argv[2])).hexdigest())" "$CLIENT_PASS" "$G3_SALT")
+  cat >"$WORK/g3proxy.yaml" <<CONF
+runtime:
+  thread_number: 2
+log: discard
+user_group:
+  - name: bench
+    static_users:
+      - name: $CLIENT
+        token:
+          salt: $G3_SALT
+          md5: $G3_MD5
+server:
+  - name: http
+    type: http_proxy
+    escaper: up
+    user_group: bench
+    listen:
+      address: "127.0.0.1:$G3_PORT"
+resolver:
+  - name: none
+    type: deny_all
+escaper:
+  - name: up
+    type: proxy_http
+    proxy_addr: $UPSTREAM
+    proxy_username: ${UP_CRED%%:*}
+    proxy_password: ${UP_CRED#*:}
+    resolver: none
+CONF
+  "$G3PROXY" -t -c "$WORK/g3proxy.yaml" >"$WORK/g3proxy.check" 2>&1 ||
+    { cat "$WORK/g3proxy.check" >&2; echo "g3proxy refused its configuration" >&2; exit 1; }
+  # -C: its control socket in the scratch directory (default /tmp/g3), gone with it.
+  mkdir -p "$WORK/g3"
+  "$G3PROXY" -C "$WORK/g3" -c "$WORK/g3proxy.yaml" >"$WORK/g3proxy.out" 2>&1 &
+  G3_PID=$!
+  PIDS+=($G3_PID)
+  wait_port "$G3_PORT"
+elif [ -n "$G3PROXY" ]; then
+  echo "note: G3PROXY=$G3PROXY is not an executable: the g3proxy rows are left out" >&2
+else
+  echo "note: no g3proxy (set G3PROXY=/path/to/g3proxy or put g3proxy on PATH): its rows are left out" >&2
+fi
+
 RL_PORT=$(free_port)
 "$BIN/bench_relay" "127.0.0.1:$RL_PORT" "$UPSTREAM" 2>"$WORK/relay.err" &
 RL_PID=$!
@@ -163,30 +220,40 @@ GW=("127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS")
 TP=("127.0.0.1:$TP_PORT" "$CLIENT:$CLIENT_PASS")
 SQ=("127.0.0.1:$SQ_PORT" "$CLIENT:$CLIENT_PASS")
 RL=("127.0.0.1:$RL_PORT" "$UP_CRED")
+G3=("127.0.0.1:${G3_PORT:-0}" "$CLIENT:$CLIENT_PASS")
+g3() { # g3 KEY KIND TARGET SECS: one g3proxy run, nothing without the binary
+  [ -z "$G3_PID" ] || run_cpu "$1" "$G3_PID" "$2" "${G3[@]}" "$3" "$CONNS" "$4"
+}
 echo "plain HTTP, $CONNS keep-alive connections, ${SECS}s per run, 2 runs each..." >&2
 A1=$(run http "$UPSTREAM" "$UP_CRED" "$URLS" "$CONNS" "$SECS")
 B1=$(run_cpu gw "$GW_PID" http "${GW[@]}" "$URLS" "$CONNS" "$SECS")
 C1=$(run_cpu tp "$TP_PID" http "${TP[@]}" "$URLS" "$CONNS" "$SECS")
 D1=$(run_cpu sq "$SQ_PID" http "${SQ[@]}" "$URLS" "$CONNS" "$SECS")
 E1=$(run_cpu rl "$RL_PID" http "${RL[@]}" "$URLS" "$CONNS" "$SECS")
+F1=$(g3 g3 http "$URLS" "$SECS")
 A2=$(run http "$UPSTREAM" "$UP_CRED" "$URLS" "$CONNS" "$SECS")
 B2=$(run_cpu gw "$GW_PID" http "${GW[@]}" "$URLS" "$CONNS" "$SECS")
 C2=$(run_cpu tp "$TP_PID" http "${TP[@]}" "$URLS" "$CONNS" "$SECS")
 D2=$(run_cpu sq "$SQ_PID" http "${SQ[@]}" "$URLS" "$CONNS" "$SECS")
 E2=$(run_cpu rl "$RL_PID" http "${RL[@]}" "$URLS" "$CONNS" "$SECS")
+F2=$(g3 g3 http "$URLS" "$SECS")
 A=$(best "$A1" "$A2"); B=$(best "$B1" "$B2"); C=$(best "$C1" "$C2"); D=$(best "$D1" "$D2"); E=$(best "$E1" "$E2")
+F=$(best "$F1" "$F2")
 echo "CONNECT setups, $CONNS concurrent, ${CONNECT_SECS}s per run, 2 runs each..." >&2
 CA1=$(run connect "$UPSTREAM" "$UP_CRED" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CB1=$(run_cpu cgw "$GW_PID" connect "${GW[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CC1=$(run_cpu ctp "$TP_PID" connect "${TP[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CD1=$(run_cpu csq "$SQ_PID" connect "${SQ[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CE1=$(run_cpu crl "$RL_PID" connect "${RL[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CF1=$(g3 cg3 connect "$ORIGIN" "$CONNECT_SECS")
 CA2=$(run connect "$UPSTREAM" "$UP_CRED" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CB2=$(run_cpu cgw "$GW_PID" connect "${GW[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CC2=$(run_cpu ctp "$TP_PID" connect "${TP[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CD2=$(run_cpu csq "$SQ_PID" connect "${SQ[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CE2=$(run_cpu crl "$RL_PID" connect "${RL[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CF2=$(g3 cg3 connect "$ORIGIN" "$CONNECT_SECS")
 CA=$(best "$CA1" "$CA2"); CB=$(best "$CB1" "$CB2"); CC=$(best "$CC1" "$CC2"); CD=$(best "$CD1" "$CD2"); CE=$(best "$CE1" "$CE2")
+CF=$(best "$CF1" "$CF2")
 if [ "${SKIP_HOLD:-}" != 1 ]; then
   echo "holding $TUNNELS idle tunnels (descriptor limit $FD_LIMIT) through the gateway..." >&2
   H=$(run hold "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$TUNNELS" "$GW_PID")
@@ -214,35 +281,42 @@ FW=$(run http "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$CONNECT
 FC0=$(run connect "127.0.0.1:$FP0" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 FCW=$(run connect "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 
-echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] C=[$C1 | $C2] D=[$D1 | $D2] E=[$E1 | $E2]" >&2
-echo "          CA=[$CA1 | $CA2] CB=[$CB1 | $CB2] CC=[$CC1 | $CC2] CD=[$CD1 | $CD2] CE=[$CE1 | $CE2]" >&2
+echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] C=[$C1 | $C2] D=[$D1 | $D2] E=[$E1 | $E2] F=[$F1 | $F2]" >&2
+echo "          CA=[$CA1 | $CA2] CB=[$CB1 | $CB2] CC=[$CC1 | $CC2] CD=[$CD1 | $CD2] CE=[$CE1 | $CE2] CF=[$CF1 | $CF2]" >&2
 echo
-# table TITLE UNIT SQUID_KEY RELAY_KEY ROWS...: one markdown table, each row
-# "name|loadgen line|cpu key" (no key: no CPU column for it).
+# table TITLE UNIT SQUID_KEY RELAY_KEY G3_KEY ROWS...: one markdown table, each row
+# "name|loadgen line|cpu key" (no key: no CPU column for it; an empty loadgen line: the
+# row is left out). CPU vs g3proxy is given for the gateway's row, the one it is for.
 table() {
-  local title=$1 unit=$2 squid=$3 relay=$4 row name rest r key cpu vs_squid vs_relay
-  shift 4
-  echo "| $title | ${unit}s/s | p50 ms | p99 ms | errors | CPU µs/$unit | user + sys | CPU vs squid | CPU vs relay |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  local title=$1 unit=$2 squid=$3 relay=$4 g3key=$5 row name rest r key cpu vs_squid vs_relay vs_g3
+  shift 5
+  echo "| $title | ${unit}s/s | p50 ms | p99 ms | errors | CPU µs/$unit | user + sys | CPU vs squid | CPU vs relay | CPU vs g3proxy |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   for row in "$@"; do
     name=${row%%|*}; rest=${row#*|}; r=${rest%|*}; key=${rest##*|}
-    cpu=—; split=—; vs_squid=—; vs_relay=—
+    [ -n "$r" ] || continue
+    cpu=—; split=—; vs_squid=—; vs_relay=—; vs_g3=—
     if [ -n "$key" ]; then
       cpu=$(us_per "$key")
       split="$(us_per "$key" user) + $(us_per "$key" sys)"
       vs_squid=$(ratio "$cpu" "$(us_per "$squid")")
       vs_relay=$(ratio "$cpu" "$(us_per "$relay")")
+      if [ -n "$G3_PID" ] && { [ "$key" = gw ] || [ "$key" = cgw ]; }; then
+        vs_g3=$(ratio "$cpu" "$(us_per "$g3key")")
+      fi
     fi
-    echo "| $name | $(field rps "$r") | $(field p50_ms "$r") | $(field p99_ms "$r") | $(field errors "$r") | $cpu | $split | $vs_squid | $vs_relay |"
+    echo "| $name | $(field rps "$r") | $(field p50_ms "$r") | $(field p99_ms "$r") | $(field errors "$r") | $cpu | $split | $vs_squid | $vs_relay | $vs_g3 |"
   done
 }
-table "plain HTTP" request sq rl "(a) upstream proxy directly (bound)|$A|" \
+table "plain HTTP" request sq rl g3 "(a) upstream proxy directly (bound)|$A|" \
   "(b) proxypool gateway → upstream|$B|gw" "(c) tinyproxy → upstream|$C|tp" \
-  "(d) squid → upstream|$D|sq" "(e) byte relay → upstream (floor)|$E|rl"
+  "(d) squid → upstream|$D|sq" "(e) byte relay → upstream (floor)|$E|rl" \
+  "(f) g3proxy → upstream|$F|g3"
 echo
-table "CONNECT" setup csq crl "(a) upstream proxy directly|$CA|" \
+table "CONNECT" setup csq crl cg3 "(a) upstream proxy directly|$CA|" \
   "(b) proxypool gateway → upstream|$CB|cgw" "(c) tinyproxy → upstream|$CC|ctp" \
-  "(d) squid → upstream|$CD|csq" "(e) byte relay → upstream (floor)|$CE|crl"
+  "(d) squid → upstream|$CD|csq" "(e) byte relay → upstream (floor)|$CE|crl" \
+  "(f) g3proxy → upstream|$CF|cg3"
 
 echo
 echo "ratios: plain HTTP (b)/(a) = $(ratio "$(field rps "$B")" "$(field rps "$A")") (target ≥ 0.8)," \
@@ -250,6 +324,11 @@ echo "ratios: plain HTTP (b)/(a) = $(ratio "$(field rps "$B")" "$(field rps "$A"
   "CONNECT (b)/(a) = $(ratio "$(field rps "$CB")" "$(field rps "$CA")")"
 echo "gateway CPU vs squid: plain HTTP $(ratio "$(us_per gw)" "$(us_per sq)") (target ≤ 0.3)," \
   "CONNECT setup $(ratio "$(us_per cgw)" "$(us_per csq)") (target ≤ 0.4)"
+if [ -n "$G3_PID" ]; then
+  echo "gateway vs g3proxy: CPU per plain HTTP request $(ratio "$(us_per gw)" "$(us_per g3)")," \
+    "per CONNECT setup $(ratio "$(us_per cgw)" "$(us_per cg3)");" \
+    "requests/s (b)/(f) $(ratio "$(field rps "$B")" "$(field rps "$F")"), setups/s $(ratio "$(field rps "$CB")" "$(field rps "$CF")")"
+fi
 echo "the floor (byte relay) vs squid: plain HTTP $(ratio "$(us_per rl)" "$(us_per sq)")," \
   "CONNECT setup $(ratio "$(us_per crl)" "$(us_per csq)")"
 refused() { python3 -c "ok=$(field ok "$1"); e=$(field errors "$1"); print(f'{e} of {ok+e} refused ({100*e/max(ok+e,1):.1f} %), {ok} served')"; }
