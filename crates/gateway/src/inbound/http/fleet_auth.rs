@@ -36,9 +36,7 @@ pub(super) fn authenticate<B>(
     exchange: &mut Exchange,
 ) -> Result<Authenticated, Refusal> {
     let headers = request.headers();
-    if let Some(peer) =
-        header(headers, &PEER_HEADER).and_then(|text| text.parse::<SocketAddr>().ok())
-    {
+    if let Some(peer) = relayed_peer(headers) {
         exchange.source(peer);
     }
     let auth = client_of(shared, view, headers).inspect_err(|refusal| {
@@ -62,9 +60,12 @@ pub(super) fn client_address(state: &ConnectionState, headers: &HeaderMap) -> So
     if state.fleet_peer.is_none() {
         return state.peer;
     }
-    header(headers, &PEER_HEADER)
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(state.peer)
+    relayed_peer(headers).unwrap_or(state.peer)
+}
+
+/// The client's address a relaying member names (`Proxypool-Fleet-Peer`), if readable.
+fn relayed_peer(headers: &HeaderMap) -> Option<SocketAddr> {
+    header(headers, &PEER_HEADER).and_then(|text| text.parse().ok())
 }
 
 /// The client's place for one request or tunnel: counted against its cap, or on a fleet

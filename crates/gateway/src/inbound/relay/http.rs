@@ -6,7 +6,9 @@
 //! same way, before anything looks at inspection: the owner ends it with its leaf and
 //! routes the requests inside with its sessions, this gateway only splices the bytes.
 
-use super::{Target, fleet_headers, splice, strip_answer_hop_headers, strip_fleet_headers};
+use super::{
+    Target, TunnelAsk, fleet_headers, splice, strip_answer_hop_headers, strip_fleet_headers, tunnel,
+};
 use crate::access::Exchange;
 use crate::fleet::hop_client::{SendFailure, TunnelAnswer};
 use crate::fleet::metrics::RelayKind;
@@ -16,7 +18,7 @@ use crate::policy::limits::ConnectionPermit;
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use crate::state::Shared;
-use http::header::{self, HeaderMap};
+use http::header;
 use http::{Method, Request, Response};
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
@@ -143,7 +145,7 @@ async fn plain(
 
 async fn connect<F>(
     shared: &Arc<Shared>,
-    mut target: Target,
+    target: Target,
     auth: &mut Authenticated,
     request: Request<Incoming>,
     client: Client<F>,
@@ -177,56 +179,38 @@ where
         Err(refusal) => return Relayed::Answer(Err(refusal)),
     };
     let username = username_of(&request, auth);
-    let mut retried = false;
-    loop {
-        let mut headers = HeaderMap::new();
-        if let Err(refusal) =
-            fleet_headers(&mut headers, auth, &username, client.peer, target.moved)
-        {
-            return Relayed::Answer(Err(refusal));
+    let ask = TunnelAsk {
+        authority: &authority,
+        username: &username,
+        peer: client.peer,
+    };
+    let answer = match tunnel(shared, target, RelayKind::Connect, auth, ask, exchange).await {
+        Ok(Some(answer)) => answer,
+        Ok(None) => return Relayed::Here(request),
+        Err(refusal) => return Relayed::Answer(Err(refusal)),
+    };
+    match answer {
+        TunnelAnswer::Open { head, stream } => {
+            // The tunnel outlives the HTTP connection task: it carries the connection's
+            // places.
+            let slots = (client.take_slots)();
+            let shared = Arc::clone(shared);
+            tokio::spawn(async move {
+                let Ok(upgraded) = hyper::upgrade::on(request).await else {
+                    return;
+                };
+                splice(&shared, TokioIo::new(upgraded), stream).await;
+                drop((permit, slots));
+            });
+            let mut response = Response::from_parts(head, ProxyBody::empty());
+            strip_answer_hop_headers(response.headers_mut());
+            response.headers_mut().remove(header::CONTENT_LENGTH);
+            Relayed::Answer(Ok(response))
         }
-        let started = Instant::now();
-        let timeouts = target.timeouts(shared);
-        let answer = target
-            .fleet
-            .hops
-            .open_tunnel(&target.member, timeouts, &authority, headers)
-            .await;
-        match answer {
-            Ok(TunnelAnswer::Open { head, stream }) => {
-                target.answered(RelayKind::Connect, true, started);
-                exchange.hand_over().forget();
-                // The tunnel outlives the HTTP connection task: it carries the connection's
-                // places.
-                let slots = (client.take_slots)();
-                let shared = Arc::clone(shared);
-                tokio::spawn(async move {
-                    let Ok(upgraded) = hyper::upgrade::on(request).await else {
-                        return;
-                    };
-                    splice(&shared, TokioIo::new(upgraded), stream).await;
-                    drop((permit, slots));
-                });
-                let mut response = Response::from_parts(head, ProxyBody::empty());
-                strip_answer_hop_headers(response.headers_mut());
-                response.headers_mut().remove(header::CONTENT_LENGTH);
-                return Relayed::Answer(Ok(response));
-            }
-            Ok(TunnelAnswer::Refused(response)) => {
-                target.answered(RelayKind::Connect, false, started);
-                exchange.hand_over().forget();
-                let mut response = response.map(|body| ProxyBody::Relayed(body.boxed_unsync()));
-                strip_answer_hop_headers(response.headers_mut());
-                return Relayed::Answer(Ok(response));
-            }
-            Err(error) => match target.failed(shared, RelayKind::Connect, auth, &error) {
-                Some(next) if !retried => {
-                    retried = true;
-                    target = next;
-                }
-                None if !retried => return Relayed::Here(request),
-                _ => return Relayed::Answer(Err(Refusal::FleetUnavailable)),
-            },
+        TunnelAnswer::Refused(response) => {
+            let mut response = response.map(|body| ProxyBody::Relayed(body.boxed_unsync()));
+            strip_answer_hop_headers(response.headers_mut());
+            Relayed::Answer(Ok(response))
         }
     }
 }

@@ -26,11 +26,13 @@
 pub(crate) mod http;
 pub(crate) mod socks;
 
+use crate::access::Exchange;
 use crate::fleet::Fleet;
-use crate::fleet::hop_client::{HopError, HopTimeouts};
+use crate::fleet::hop_client::{HopError, HopTimeouts, TunnelAnswer};
 use crate::fleet::metrics::{RelayKind, RelayOutcome};
 use crate::fleet::owner::Choice;
 use crate::fleet::view::Member;
+use crate::outbound::forward::{FLEET_HEADER_PREFIX, retain_in_order};
 use crate::refusal::Refusal;
 use crate::routing::request::Authenticated;
 use crate::routing::rotation::fleet_key;
@@ -49,9 +51,6 @@ pub(crate) const PEER_HEADER: HeaderName = HeaderName::from_static("proxypool-fl
 /// `1`: the key's owner changed since it was last used (its session answers `reassigned`
 /// where it has no pin).
 pub(crate) const MOVED_HEADER: HeaderName = HeaderName::from_static("proxypool-fleet-moved");
-
-/// What every fleet header's name starts with.
-const FLEET_PREFIX: &str = "proxypool-fleet-";
 
 /// A keyed request's owner elsewhere in the fleet.
 #[derive(Debug)]
@@ -188,17 +187,13 @@ fn hop_settings(shared: &Shared) -> (HopTimeouts, u64) {
     }
 }
 
-/// Removes every `Proxypool-Fleet-*` header: a client's own (so it cannot speak for
-/// another client), and the hop's before anything goes upstream.
+/// Removes every `Proxypool-Fleet-*` header, keeping the order of the rest: a client's
+/// own (so it cannot speak for another client), and the hop's before anything goes
+/// upstream.
 pub(crate) fn strip_fleet_headers(headers: &mut HeaderMap) {
-    let names: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| name.as_str().starts_with(FLEET_PREFIX))
-        .cloned()
-        .collect();
-    for name in names {
-        headers.remove(name);
-    }
+    retain_in_order(headers, |name| {
+        !name.as_str().starts_with(FLEET_HEADER_PREFIX)
+    });
 }
 
 /// Replaces any fleet header in `headers` with the entry's own: the client, the username
@@ -229,6 +224,58 @@ pub(crate) fn fleet_headers(
     Ok(())
 }
 
+/// What a client asked to tunnel to, and as whom.
+pub(crate) struct TunnelAsk<'a> {
+    /// `host:port`.
+    pub authority: &'a str,
+    /// The username the client sent (the owner parses its selectors again).
+    pub username: &'a str,
+    /// The client's address as this gateway saw it.
+    pub peer: SocketAddr,
+}
+
+/// A tunnel through the key's owner, for `CONNECT` and SOCKS5 alike: the owner's answer
+/// (open or refused; counted, and this gateway's access line dropped, since the owner
+/// writes it), `None` when the tunnel is to be routed here after all (this gateway is the
+/// next owner), `FleetUnavailable` once the next owner failed too.
+async fn tunnel(
+    shared: &Shared,
+    mut target: Target,
+    kind: RelayKind,
+    auth: &mut Authenticated,
+    ask: TunnelAsk<'_>,
+    exchange: &mut Exchange,
+) -> Result<Option<TunnelAnswer>, Refusal> {
+    let mut retried = false;
+    loop {
+        let mut headers = HeaderMap::new();
+        fleet_headers(&mut headers, auth, ask.username, ask.peer, target.moved)?;
+        let started = Instant::now();
+        let timeouts = target.timeouts(shared);
+        let answer = target
+            .fleet
+            .hops
+            .open_tunnel(&target.member, timeouts, ask.authority, headers)
+            .await;
+        match answer {
+            Ok(answer) => {
+                let open = matches!(answer, TunnelAnswer::Open { .. });
+                target.answered(kind, open, started);
+                exchange.hand_over().forget();
+                return Ok(Some(answer));
+            }
+            Err(error) => match target.failed(shared, kind, auth, &error) {
+                Some(next) if !retried => {
+                    retried = true;
+                    target = next;
+                }
+                None if !retried => return Ok(None),
+                _ => return Err(Refusal::FleetUnavailable),
+            },
+        }
+    }
+}
+
 /// Splices a relayed tunnel: the client's stream and the owner's, both ways, until either
 /// side ends, it idles (`limits.tunnel_idle`) or the gateway stops. The owner accounts its
 /// bytes.
@@ -248,15 +295,15 @@ where
 }
 
 /// Drops the owner's answer's connection-level headers before it goes to the client (the
-/// entry's server frames the body itself).
+/// entry's server frames the body itself), keeping the order of the rest as the owner
+/// sent it.
 fn strip_answer_hop_headers(headers: &mut HeaderMap) {
-    for name in [
-        ::http::header::CONNECTION,
-        ::http::header::TRANSFER_ENCODING,
-        HeaderName::from_static("keep-alive"),
-    ] {
-        headers.remove(name);
-    }
+    retain_in_order(headers, |name| {
+        !matches!(
+            name.as_str(),
+            "connection" | "transfer-encoding" | "keep-alive"
+        )
+    });
 }
 
 #[cfg(test)]
@@ -277,5 +324,26 @@ mod tests {
         strip_fleet_headers(&mut headers);
         assert_eq!(headers.len(), 1, "{headers:?}");
         assert_eq!(headers["x-kept"], "y");
+    }
+
+    #[test]
+    fn an_owners_answer_keeps_its_header_order_without_its_framing() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("x-first", "1"),
+            ("transfer-encoding", "chunked"),
+            ("x-second", "2"),
+            ("connection", "keep-alive"),
+            ("x-third", "3"),
+            ("x-fourth", "4"),
+        ] {
+            headers.append(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        strip_answer_hop_headers(&mut headers);
+        let names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["x-first", "x-second", "x-third", "x-fourth"]);
     }
 }

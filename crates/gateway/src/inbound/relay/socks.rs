@@ -4,7 +4,7 @@
 //! gateway gives for that refusal (its `X-Proxypool-Error` code:
 //! [`Refusal::socks_reply_of`]).
 
-use super::{Target, fleet_headers, splice};
+use super::{Target, TunnelAsk, splice, tunnel};
 use crate::access::Exchange;
 use crate::fleet::hop_client::TunnelAnswer;
 use crate::fleet::metrics::RelayKind;
@@ -13,13 +13,11 @@ use crate::policy::limits::ConnectionPermit;
 use crate::refusal::{ERROR_HEADER, Refusal};
 use crate::routing::request::Authenticated;
 use crate::state::Shared;
-use http::HeaderMap;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use proxypool_proto::TargetAddr;
 use proxypool_proto::socks5::{self, Reply};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::Instant;
 use tokio::net::TcpStream;
 
 /// The bound address of every reply (`0.0.0.0:0`, ATYP IPv4), as the listener sends.
@@ -42,7 +40,7 @@ pub(crate) enum Relayed {
 /// here after all (this gateway is the next owner).
 pub(crate) async fn relay(
     shared: &Shared,
-    mut target: Target,
+    target: Target,
     auth: &mut Authenticated,
     username: &str,
     destination: &TargetAddr,
@@ -53,45 +51,23 @@ pub(crate) async fn relay(
     let permit =
         ConnectionPermit::try_acquire(&auth.client.connections, auth.client.max_connections)?;
     let authority = destination.to_string();
-    let mut retried = false;
-    loop {
-        let mut headers = HeaderMap::new();
-        fleet_headers(&mut headers, auth, username, peer, target.moved)?;
-        let started = Instant::now();
-        let timeouts = target.timeouts(shared);
-        let answer = target
-            .fleet
-            .hops
-            .open_tunnel(&target.member, timeouts, &authority, headers)
-            .await;
-        match answer {
-            Ok(TunnelAnswer::Open { stream, .. }) => {
-                target.answered(RelayKind::Socks5, true, started);
-                // The owner writes the access line.
-                exchange.hand_over().forget();
-                return Ok(Some(Relayed::Open { stream, permit }));
-            }
-            Ok(TunnelAnswer::Refused(response)) => {
-                target.answered(RelayKind::Socks5, false, started);
-                exchange.hand_over().forget();
-                let code = response
-                    .headers()
-                    .get(ERROR_HEADER)
-                    .and_then(|value| value.to_str().ok())
-                    .unwrap_or_default();
-                let reply = Refusal::socks_reply_of(code, response.status().as_u16());
-                return Ok(Some(Relayed::Refused(reply)));
-            }
-            Err(error) => match target.failed(shared, RelayKind::Socks5, auth, &error) {
-                Some(next) if !retried => {
-                    retried = true;
-                    target = next;
-                }
-                None if !retried => return Ok(None),
-                _ => return Err(Refusal::FleetUnavailable),
-            },
+    let ask = TunnelAsk {
+        authority: &authority,
+        username,
+        peer,
+    };
+    let answer = tunnel(shared, target, RelayKind::Socks5, auth, ask, exchange).await?;
+    Ok(answer.map(|answer| match answer {
+        TunnelAnswer::Open { stream, .. } => Relayed::Open { stream, permit },
+        TunnelAnswer::Refused(response) => {
+            let code = response
+                .headers()
+                .get(ERROR_HEADER)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default();
+            Relayed::Refused(Refusal::socks_reply_of(code, response.status().as_u16()))
         }
-    }
+    }))
 }
 
 /// Answers the client with the owner's outcome and, for an open tunnel, splices it.

@@ -100,10 +100,13 @@ fn prepare_for<B>(
     }
 }
 
+/// What every header of the fleet hop (`crate::fleet`) is named with: a client's never
+/// reach an owner, and a member's never reach an upstream.
+pub(crate) const FLEET_HEADER_PREFIX: &str = "proxypool-fleet-";
+
 /// Removes hop-by-hop headers (RFC 9110 §7.6.1), including those named in `Connection`,
-/// the client's proxy credentials and the fleet hop's `Proxypool-Fleet-*` headers, keeping the order of the rest: a removal from a
-/// `HeaderMap` moves its last entry into the gap, so the map is rebuilt instead whenever
-/// something goes (nearly always: `Proxy-Authorization`).
+/// the client's proxy credentials and the fleet hop's `Proxypool-Fleet-*` headers, keeping
+/// the order of the rest ([`retain_in_order`]).
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
@@ -112,8 +115,8 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
         .collect();
-    let hop_by_hop = |name: &HeaderName| {
-        matches!(
+    retain_in_order(headers, |name| {
+        !(matches!(
             name.as_str(),
             "connection"
                 | "proxy-authorization"
@@ -127,9 +130,15 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         ) || named.contains(name)
             // The fleet hop's own headers (a client's, or a relaying member's) never
             // reach an upstream.
-            || name.as_str().starts_with("proxypool-fleet-")
-    };
-    if !headers.keys().any(hop_by_hop) {
+            || name.as_str().starts_with(FLEET_HEADER_PREFIX))
+    });
+}
+
+/// Keeps the headers whose name `keep` accepts, in their order with their repeats: a
+/// removal from a `HeaderMap` moves its last entry into the gap (and sites fingerprint
+/// header order), so the map is rebuilt instead whenever something goes.
+pub(crate) fn retain_in_order(headers: &mut HeaderMap, keep: impl Fn(&HeaderName) -> bool) {
+    if headers.keys().all(&keep) {
         return;
     }
     let all = std::mem::take(headers);
@@ -140,7 +149,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         if let Some(name) = name {
             current = Some(name);
         }
-        if let Some(name) = current.as_ref().filter(|name| !hop_by_hop(name)) {
+        if let Some(name) = current.as_ref().filter(|name| keep(name)) {
             headers.append(name.clone(), value);
         }
     }
@@ -150,14 +159,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// speaks under its own prefix, so a client never reads a spoofed session, proxy or error.
 pub(super) fn strip_own_headers(headers: &mut HeaderMap) {
     const PREFIX: &str = "x-proxypool-";
-    let spoofed: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| name.as_str().starts_with(PREFIX))
-        .cloned()
-        .collect();
-    for name in spoofed {
-        headers.remove(name);
-    }
+    retain_in_order(headers, |name| !name.as_str().starts_with(PREFIX));
 }
 
 #[cfg(test)]

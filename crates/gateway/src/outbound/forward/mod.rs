@@ -54,7 +54,7 @@ mod scheme;
 mod upgrade;
 mod upstream;
 
-pub(crate) use headers::{strip_hop_by_hop, target_of};
+pub(crate) use headers::{FLEET_HEADER_PREFIX, retain_in_order, strip_hop_by_hop, target_of};
 pub(crate) use scheme::Scheme;
 
 use crate::access::Exchange;
