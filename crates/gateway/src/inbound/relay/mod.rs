@@ -172,19 +172,18 @@ fn held_here(shared: &Shared, auth: &Authenticated, key: &str) -> bool {
 /// have dropped `[gateway.fleet]`, which takes a restart to apply).
 fn hop_settings(shared: &Shared) -> (HopTimeouts, u64) {
     let config = shared.config();
-    match &config.fleet {
-        Some(fleet) => (
-            HopTimeouts::of(fleet, &config),
-            fleet.unreachable_for.as_ms(),
-        ),
+    let defaults;
+    let fleet = match &config.fleet {
+        Some(fleet) => fleet,
         None => {
-            let defaults = crate::config::FleetConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
-            (
-                HopTimeouts::of(&defaults, &config),
-                defaults.unreachable_for.as_ms(),
-            )
+            defaults = crate::config::FleetConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+            &defaults
         }
-    }
+    };
+    (
+        HopTimeouts::of(fleet, &config),
+        fleet.unreachable_for.as_ms(),
+    )
 }
 
 /// Removes every `Proxypool-Fleet-*` header, keeping the order of the rest: a client's
