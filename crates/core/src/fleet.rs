@@ -50,9 +50,25 @@ impl FleetEndpoint {
     }
 }
 
+/// A pin: SHA-256 of a certificate's SubjectPublicKeyInfo DER.
+pub type Pin = [u8; 32];
+
+/// The pin of the SubjectPublicKeyInfo `spki_der`.
+pub fn spki_pin(spki_der: &[u8]) -> Pin {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(spki_der).into()
+}
+
 /// Whether `text` is a SHA-256 pin in lowercase hex.
 pub fn is_pin(text: &str) -> bool {
-    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    parse_pin(text).is_some()
+}
+
+/// A pin from its lowercase hex form (64 digits); `None` for anything else.
+pub fn parse_pin(text: &str) -> Option<Pin> {
+    let mut pin = [0u8; 32];
+    crate::hex::decode_into(text, &mut pin)?;
+    Some(pin)
 }
 
 /// A live gateway with a fleet listener.
@@ -69,4 +85,22 @@ pub struct FleetMember {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetList {
     pub members: Vec<FleetMember>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_are_sha256_in_lowercase_hex() {
+        assert_eq!(
+            crate::hex::encode(&spki_pin(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(parse_pin("AB"), None);
+        assert_eq!(parse_pin(&"g".repeat(64)), None);
+        assert_eq!(parse_pin(&"0F".repeat(32)), None, "lower case only");
+        assert_eq!(parse_pin(&"0f".repeat(32)), Some([0x0f; 32]));
+        assert!(is_pin(&"0f".repeat(32)));
+    }
 }

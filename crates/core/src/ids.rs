@@ -160,13 +160,7 @@ pub(crate) fn digest_hex(parts: &[&[u8]], bytes: usize) -> String {
         hasher.update((part.len() as u64).to_be_bytes());
         hasher.update(part);
     }
-    let digest = hasher.finalize();
-    let mut out = String::with_capacity(bytes * 2);
-    for byte in &digest[..bytes] {
-        out.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
-        out.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
-    }
-    out
+    crate::hex::encode(&hasher.finalize()[..bytes])
 }
 
 impl ExtractionId {

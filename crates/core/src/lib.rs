@@ -49,6 +49,7 @@ pub mod extract;
 pub mod fleet;
 pub mod geo;
 pub mod health;
+pub mod hex;
 pub mod http_head;
 pub mod ids;
 pub mod inventory;

@@ -114,13 +114,13 @@ impl TicketKey {
     /// Parses 64 lowercase hex digits.
     pub fn from_hex(text: &str) -> Result<TicketKey, BadTicketKey> {
         let mut bytes = [0u8; TICKET_KEY_BYTES];
-        decode_hex(text, &mut bytes).ok_or(BadTicketKey)?;
+        crate::hex::decode_into(text, &mut bytes).ok_or(BadTicketKey)?;
         Ok(TicketKey(bytes))
     }
 
     /// The key as 64 lowercase hex digits (what the store keeps; never log it).
     pub fn to_hex(&self) -> String {
-        encode_hex(&self.0)
+        crate::hex::encode(&self.0)
     }
 
     /// The first 8 bytes of an HMAC under the key: a public name of it.
@@ -136,7 +136,7 @@ impl TicketKey {
     /// A short public name of the key (16 hex digits of an HMAC under it): what snapshot
     /// checksums and logs may carry instead of the key.
     pub fn id(&self) -> String {
-        encode_hex(&self.id_bytes())
+        crate::hex::encode(&self.id_bytes())
     }
 
     /// The keyed MAC state, built once and cloned per ticket.
@@ -374,37 +374,8 @@ fn parse(ticket: &str) -> Result<(UnixMillis, [u8; 32]), TicketError> {
     }
     let expires_at_ms: UnixMillis = expiry.parse().map_err(|_| TicketError::Malformed)?;
     let mut bytes = [0u8; 32];
-    decode_hex(mac, &mut bytes).ok_or(TicketError::Malformed)?;
+    crate::hex::decode_into(mac, &mut bytes).ok_or(TicketError::Malformed)?;
     Ok((expires_at_ms, bytes))
-}
-
-fn encode_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    out
-}
-
-/// Exactly `2 * out.len()` lowercase hex digits into `out`.
-fn decode_hex(text: &str, out: &mut [u8]) -> Option<()> {
-    fn digit(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            _ => None,
-        }
-    }
-    let text = text.as_bytes();
-    if text.len() != out.len() * 2 {
-        return None;
-    }
-    for (byte, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
-        *byte = (digit(pair[0])? << 4) | digit(pair[1])?;
-    }
-    Some(())
 }
 
 #[cfg(test)]
@@ -500,7 +471,10 @@ mod tests {
             mac.update(&(part.len() as u32).to_be_bytes());
             mac.update(part.as_bytes());
         }
-        let old = format!("v1.{expiry}.{}", encode_hex(&mac.finalize().into_bytes()));
+        let old = format!(
+            "v1.{expiry}.{}",
+            crate::hex::encode(&mac.finalize().into_bytes())
+        );
         for epoch in [0, EPOCH] {
             assert_eq!(
                 verify(&old, "acme", 1, epoch, NOW),

@@ -6,7 +6,7 @@
 //! The certificate's names carry no trust (peers check the pin only); they say whose it
 //! is to someone reading a packet capture or a TLS error.
 
-use proxypool_core::WorkerId;
+use proxypool_core::{WorkerId, hex};
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -14,8 +14,7 @@ use rustls::sign::CertifiedKey;
 use std::fmt;
 use std::sync::Arc;
 
-/// A pin: SHA-256 of a certificate's SubjectPublicKeyInfo DER.
-pub(crate) type Pin = [u8; 32];
+pub(crate) use proxypool_core::fleet::{Pin, parse_pin};
 
 /// The hop key and certificate, and their pin.
 pub(crate) struct FleetIdentity {
@@ -59,7 +58,7 @@ impl FleetIdentity {
             .map_err(|error| format!("the fleet certificate and key: {error}"))?;
         Ok(FleetIdentity {
             certified: Arc::new(certified),
-            pin_hex: hex(&pin),
+            pin_hex: hex::encode(&pin),
             provider,
         })
     }
@@ -92,48 +91,9 @@ impl FleetIdentity {
 pub(crate) fn spki_pin(cert: &CertificateDer<'_>) -> Result<Pin, String> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
         .map_err(|error| format!("not an X.509 certificate: {error}"))?;
-    Ok(sha256(parsed.tbs_certificate.subject_pki.raw))
-}
-
-/// SHA-256 through rustls's ring cipher suite (its hash provider), so no second hashing
-/// crate is needed.
-fn sha256(data: &[u8]) -> Pin {
-    let rustls::SupportedCipherSuite::Tls13(suite) =
-        rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
-    else {
-        unreachable!("TLS13_AES_128_GCM_SHA256 is a TLS 1.3 suite")
-    };
-    let digest = suite.common.hash_provider.hash(data);
-    let mut pin = [0u8; 32];
-    pin.copy_from_slice(digest.as_ref());
-    pin
-}
-
-/// Lowercase hex, the form pins travel in.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    out
-}
-
-/// A pin from its lowercase hex form (64 digits); `None` for anything else.
-pub(crate) fn parse_pin(text: &str) -> Option<Pin> {
-    if !proxypool_core::fleet::is_pin(text) {
-        return None;
-    }
-    let mut pin = [0u8; 32];
-    for (i, pair) in text.as_bytes().chunks(2).enumerate() {
-        let digit = |b: u8| match b {
-            b'0'..=b'9' => b - b'0',
-            _ => b - b'a' + 10,
-        };
-        pin[i] = digit(pair[0]) << 4 | digit(pair[1]);
-    }
-    Some(pin)
+    Ok(proxypool_core::fleet::spki_pin(
+        parsed.tbs_certificate.subject_pki.raw,
+    ))
 }
 
 #[cfg(test)]
@@ -154,23 +114,12 @@ mod tests {
         // The SPKI of a P-256 key: its algorithm and 65 bytes of uncompressed point.
         let spki = parsed.tbs_certificate.subject_pki.raw;
         assert_eq!(spki.len(), 91);
-        assert_eq!(identity.pin(), sha256(spki));
+        assert_eq!(identity.pin(), proxypool_core::fleet::spki_pin(spki));
         assert!(proxypool_core::fleet::is_pin(identity.pin_hex()));
         assert_eq!(parse_pin(identity.pin_hex()), Some(identity.pin()));
         assert_ne!(
             FleetIdentity::generate(&worker).unwrap().pin(),
             identity.pin()
         );
-    }
-
-    #[test]
-    fn sha256_and_hex_match_the_standard_vectors() {
-        assert_eq!(
-            hex(&sha256(b"abc")),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        assert_eq!(parse_pin("AB"), None);
-        assert_eq!(parse_pin(&"g".repeat(64)), None);
-        assert_eq!(parse_pin(&"0f".repeat(32)), Some([0x0f; 32]));
     }
 }

@@ -180,7 +180,7 @@ async fn handshake(
                 metrics.hop_refused(HopRefusal::UnknownPeer);
                 tracing::debug!(
                     %peer,
-                    pin = %crate::fleet::identity::hex(&pin),
+                    pin = %proxypool_core::hex::encode(&pin),
                     "fleet hop: the client certificate is no member's: closed"
                 );
                 return None;
