@@ -125,7 +125,8 @@ impl CounterFn for Tee {
 #[derive(Debug)]
 pub(crate) struct UsageTable {
     instance: String,
-    cells: RwLock<HashMap<(ClientId, UpstreamId), Arc<UsageCell>>>,
+    /// By client, then upstream: looked up by reference, so a request copies no key.
+    cells: RwLock<HashMap<ClientId, HashMap<UpstreamId, Arc<UsageCell>>>>,
     bytes_up: Counter,
     bytes_down: Counter,
 }
@@ -143,13 +144,19 @@ impl UsageTable {
 
     /// The cell of (`client`, `upstream`), made the first time the pair is routed.
     pub(crate) fn cell(&self, client: &ClientId, upstream: &UpstreamId) -> Arc<UsageCell> {
-        let key = (client.clone(), upstream.clone());
-        if let Some(cell) = self.cells.read_or_recover().get(&key) {
+        if let Some(cell) = self
+            .cells
+            .read_or_recover()
+            .get(client)
+            .and_then(|cells| cells.get(upstream))
+        {
             return cell.clone();
         }
         self.cells
             .write_or_recover()
-            .entry(key)
+            .entry(client.clone())
+            .or_default()
+            .entry(upstream.clone())
             .or_insert_with(|| {
                 Arc::new(UsageCell::new(
                     client,
@@ -167,10 +174,12 @@ impl UsageTable {
             .cells
             .read_or_recover()
             .iter()
-            .map(|((client, upstream), cell)| GatewayUsageEntry {
-                client: client.clone(),
-                upstream: upstream.clone(),
-                counters: cell.counters(),
+            .flat_map(|(client, cells)| {
+                cells.iter().map(move |(upstream, cell)| GatewayUsageEntry {
+                    client: client.clone(),
+                    upstream: upstream.clone(),
+                    counters: cell.counters(),
+                })
             })
             .filter(|entry| !entry.counters.is_zero())
             .collect();

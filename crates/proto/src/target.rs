@@ -27,16 +27,18 @@ impl TargetAddr {
     /// a numeric IPv4 form (`2130706433`, `0x7f000001`, `127.1`, see [`inet_aton_v4`]),
     /// because a resolver at the far end would dial that address, and the destination
     /// policy must see the address that is dialed.
-    pub fn domain(host: impl Into<String>, port: u16) -> Result<Self, ProtoError> {
-        let host = host.into();
-        if let Ok(ip) = host.parse::<IpAddr>() {
+    pub fn domain(host: impl AsRef<str> + Into<String>, port: u16) -> Result<Self, ProtoError> {
+        // Read borrowed first: an address (the forward hot path's usual target) needs no
+        // string of its own.
+        let text = host.as_ref();
+        if let Ok(ip) = text.parse::<IpAddr>() {
             return Ok(Self::Ip(SocketAddr::new(ip, port)));
         }
-        validate_domain(&host)?;
-        if let Some(ip) = inet_aton_v4(&host) {
+        validate_domain(text)?;
+        if let Some(ip) = inet_aton_v4(text) {
             return Ok(Self::Ip(SocketAddr::new(ip.into(), port)));
         }
-        Ok(Self::Domain(host, port))
+        Ok(Self::Domain(host.into(), port))
     }
 
     /// The port.

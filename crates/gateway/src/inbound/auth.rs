@@ -129,7 +129,7 @@ pub(crate) mod tests {
         let store = SnapshotStore::new(
             10,
             Default::default(),
-            Arc::new(proxypool_throttle::CoarseClock::new().unwrap()),
+            Arc::new(proxypool_throttle::MonotonicClock::new()),
             SystemClock::shared(),
         );
         let clients = clients

@@ -5,7 +5,7 @@
 //! the client limiter is rebuilt only when the set of policies changes (rebuilding resets
 //! buckets, which must not happen on every snapshot). Keys are (client scope, source IP) as
 //! the throttle's policy layer defines them; clients sharing a policy `id` share buckets.
-//! All limiters read one shared coarse clock, so rebuilding starts no thread.
+//! All limiters read one shared clock (the precise monotonic one: no helper thread).
 
 use crate::refusal::Refusal;
 use proxypool_core::control::RateLimitSpec;

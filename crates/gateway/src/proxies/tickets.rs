@@ -10,16 +10,16 @@
 //!
 //! A ticket costs an HMAC; most responses through a proxy go to the client the previous
 //! one went to (a sticky session, a rotation that keeps a proxy for a while), so the slot
-//! keeps the last ticket's text (inline, no allocation) with what it was issued for (key,
-//! epoch, client, expiry) and hands it out again when the next response asks for the same.
-//! Expiries are rounded up to [`EXPIRY_STEP_MS`], so the requests within one step share a
-//! ticket, each good for at least [`TICKET_LIFETIME_MS`]. Either way a response makes one
-//! header value (the one allocation a ticket always cost) and no formatting. The lock is
+//! keeps the last ticket as a header value with what it was issued for (key, epoch, client,
+//! expiry) and hands out a shared copy of it (no allocation, no formatting) when the next
+//! response asks for the same. Expiries are rounded up to [`EXPIRY_STEP_MS`], so the
+//! requests within one step share a ticket, each good for at least [`TICKET_LIFETIME_MS`].
+//! The lock is
 //! only tried: a response that finds it taken signs its own ticket, so no request waits
 //! on another.
 
 use http::HeaderValue;
-use proxypool_core::ticket::{TicketSubject, TicketText};
+use proxypool_core::ticket::TicketSubject;
 use proxypool_core::{ClientId, ProxyId, TICKET_LIFETIME_MS, TicketSigner, UnixMillis};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,7 +56,8 @@ struct Issued {
     /// The client id's bytes, kept inline so keeping a ticket allocates nothing for it.
     client: [u8; MAX_CLIENT_ID],
     client_len: usize,
-    text: TicketText,
+    /// The ticket, ready to be sent (clones share its bytes).
+    value: Option<HeaderValue>,
 }
 
 impl Issued {
@@ -68,7 +69,7 @@ impl Issued {
             expires_at_ms: 0,
             client: [0; MAX_CLIENT_ID],
             client_len: 0,
-            text: TicketText::default(),
+            value: None,
         }
     }
 
@@ -125,8 +126,11 @@ impl ProxyTickets {
             return HeaderValue::from_bytes(text.as_bytes()).ok();
         };
         let issued = last.get_or_insert_with(Issued::empty);
-        if !issued.fits(key_tag, lease_epoch, expires_at_ms, client.as_str()) {
-            issued.text = signer.issue_text(subject, expires_at_ms);
+        if issued.value.is_none()
+            || !issued.fits(key_tag, lease_epoch, expires_at_ms, client.as_str())
+        {
+            let text = signer.issue_text(subject, expires_at_ms);
+            issued.value = HeaderValue::from_bytes(text.as_bytes()).ok();
             if id.len() <= MAX_CLIENT_ID {
                 issued.key_tag = key_tag;
                 issued.lease_epoch = lease_epoch;
@@ -138,7 +142,7 @@ impl ProxyTickets {
                 issued.lease_epoch = 0;
             }
         }
-        HeaderValue::from_bytes(issued.text.as_bytes()).ok()
+        issued.value.clone()
     }
 }
 

@@ -23,6 +23,7 @@ use crate::routing::wait::CapacityWaiters;
 use crate::snapshot::{SnapshotView, ViewProxy};
 use arc_swap::ArcSwap;
 use proxypool_core::{ClientId, SharedClock, UnixMillis};
+use smallvec::SmallVec;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
@@ -282,7 +283,8 @@ impl Router {
         let plan = Plan::lookup(&self.sticky, auth, when.now_ms);
         let pin = plan.pin.clone();
         let mut outcome = plan.outcome;
-        let mut tried: Vec<u32> = target.avoid.to_vec();
+        // Inline for the usual few attempts: a routed request allocates no list.
+        let mut tried: SmallVec<[u32; 4]> = SmallVec::from_slice(target.avoid);
         let mut last_failure: Option<DialFailure> = None;
         for attempt in 0..settings.max_attempts {
             let pinned = match (&pin, attempt) {

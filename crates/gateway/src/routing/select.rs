@@ -10,6 +10,7 @@ use crate::proxies::cooldowns::TargetDomain;
 use crate::routing::selector::Selectors;
 use crate::snapshot::{ClientEntry, SnapshotView, ViewProxy};
 use proxypool_core::{Domain, GeoLabel, ProjectId};
+use smallvec::{SmallVec, smallvec};
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 /// Everything a pick needs to know about "now", failures and the target.
@@ -323,22 +324,25 @@ pub(crate) fn matches(proxy: &ViewProxy, client: &ClientEntry, selectors: &Selec
         && client.region_allowed(proxy.region.as_ref())
 }
 
+/// The index lists a pick reads (one, unless an allowed list names several).
+type Sources<'v> = SmallVec<[&'v [u32]; 2]>;
+
 /// The smallest index family that covers every match: each selector (or the client's
 /// allowed list) names a set of index lists; the one with the fewest entries drives.
 fn candidate_sources<'v>(
     view: &'v SnapshotView,
     client: &ClientEntry,
     selectors: &Selectors,
-) -> Vec<&'v [u32]> {
+) -> Sources<'v> {
     if !selectors.has_filters()
         && client.allowed_upstreams.is_empty()
         && client.allowed_regions.is_empty()
     {
-        // The common case: no filter at all, one source, one small allocation.
-        return vec![view.all.as_slice()];
+        // The common case: no filter at all, one source, nothing allocated.
+        return smallvec![view.all.as_slice()];
     }
-    let mut families: Vec<Vec<&'v [u32]>> = vec![vec![view.all.as_slice()]];
-    let single = |list: Option<&'v Vec<u32>>| vec![list.map_or(&[][..], Vec::as_slice)];
+    let mut families: Vec<Sources<'v>> = vec![smallvec![view.all.as_slice()]];
+    let single = |list: Option<&'v Vec<u32>>| smallvec![list.map_or(&[][..], Vec::as_slice)];
     if let Some(upstream) = &selectors.upstream {
         families.push(single(view.by_upstream.get(upstream)));
     } else if !client.allowed_upstreams.is_empty() {
@@ -366,7 +370,7 @@ fn candidate_sources<'v>(
     }
     for label in GeoLabel::ALL {
         if let Some(value) = selectors.geo.get(label) {
-            families.push(vec![view.with_geo(label, value)]);
+            families.push(smallvec![view.with_geo(label, value)]);
         }
     }
     if let Some(protocol) = &selectors.protocol {

@@ -6,18 +6,19 @@ use http::Request;
 use http::header::{self, HeaderValue};
 use http::uri::{Authority, Uri};
 use proxypool_proto::{TargetAddr, inet_aton_v4};
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 
 /// Rewrites the request URI's host (and a `Host` header naming the same address) to the
-/// dotted form of `target`; a request already in that form is left alone.
+/// dotted form of `target`; a request already in that form is left alone, and then
+/// nothing is allocated (the usual request on the hot path).
 pub(super) fn canonical_host<B>(request: &mut Request<B>, target: &TargetAddr) {
     let TargetAddr::Ip(SocketAddr::V4(addr)) = target else {
         return;
     };
-    let dotted = addr.ip().to_string();
+    let ip = *addr.ip();
     if let Some(authority) = request.uri().authority()
-        && authority.host() != dotted
-        && let Ok(rewritten) = with_host(authority, &dotted)
+        && !is_dotted(authority.host(), ip)
+        && let Ok(rewritten) = with_host(authority, &ip.to_string())
     {
         let mut parts = request.uri().clone().into_parts();
         parts.authority = Some(rewritten);
@@ -25,19 +26,33 @@ pub(super) fn canonical_host<B>(request: &mut Request<B>, target: &TargetAddr) {
             *request.uri_mut() = uri;
         }
     }
-    let host_header = request
+    let Some(value) = request
         .headers()
         .get(header::HOST)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<Authority>().ok());
-    if let Some(host) = host_header
+    else {
+        return;
+    };
+    // An IPv4 host has no colon: what precedes the last one is the host.
+    let host_part = value.rsplit_once(':').map_or(value, |(host, _)| host);
+    if is_dotted(host_part, ip) {
+        return;
+    }
+    let dotted = ip.to_string();
+    if let Ok(host) = value.parse::<Authority>()
         && host.host() != dotted
-        && inet_aton_v4(host.host()) == Some(*addr.ip())
+        && inet_aton_v4(host.host()) == Some(ip)
         && let Ok(rewritten) = with_host(&host, &dotted)
         && let Ok(value) = HeaderValue::from_str(rewritten.as_str())
     {
         request.headers_mut().insert(header::HOST, value);
     }
+}
+
+/// Whether `host` is `ip` in its dotted form: the standard parser takes exactly four
+/// decimal parts without leading zeros, the form `Ipv4Addr` prints.
+fn is_dotted(host: &str, ip: Ipv4Addr) -> bool {
+    host.parse::<Ipv4Addr>() == Ok(ip)
 }
 
 /// `authority` with its host replaced and its port (if any) kept.
@@ -82,6 +97,26 @@ mod tests {
         assert_eq!(
             rewritten("http://2130706434/", Some("2130706434"), "127.0.0.2:80"),
             ("http://127.0.0.2/".into(), Some("127.0.0.2".into()))
+        );
+    }
+
+    #[test]
+    fn only_the_exact_dotted_form_counts_as_dotted() {
+        let ip = Ipv4Addr::new(127, 0, 0, 2);
+        assert!(is_dotted("127.0.0.2", ip));
+        for other in [
+            "127.0.0.02",
+            "0127.0.0.2",
+            "127.2",
+            "127.0.0.2.",
+            " 127.0.0.2",
+            "127.0.0.3",
+        ] {
+            assert!(!is_dotted(other, ip), "{other}");
+        }
+        assert_eq!(
+            rewritten("http://127.0.0.02/", Some("127.000.0.2:80"), "127.0.0.2:80"),
+            ("http://127.0.0.2/".into(), Some("127.0.0.2:80".into()))
         );
     }
 

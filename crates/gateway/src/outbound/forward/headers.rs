@@ -63,18 +63,23 @@ fn prepare_for<B>(
     target: &TargetAddr,
     scheme: Scheme,
 ) {
-    let default_port = match (scheme, protocol) {
-        (Scheme::Http, Protocol::Http | Protocol::Https) => {
-            if let Some(value) = basic_header {
-                request
-                    .headers_mut()
-                    .insert(header::PROXY_AUTHORIZATION, value.clone());
-            }
+    // The client's credentials for the gateway never go further: replaced in their place
+    // by the proxy's (no map rebuilt, the usual request), else removed.
+    let default_port = match (scheme, protocol, basic_header) {
+        (Scheme::Http, Protocol::Http | Protocol::Https, Some(value)) => {
+            request
+                .headers_mut()
+                .insert(header::PROXY_AUTHORIZATION, value.clone());
             return;
         }
-        (Scheme::Http, Protocol::Socks5) => 80,
-        (Scheme::Https, _) => 443,
+        (Scheme::Http, Protocol::Http | Protocol::Https, None) => {
+            remove_proxy_credentials(request.headers_mut());
+            return;
+        }
+        (Scheme::Http, Protocol::Socks5, _) => 80,
+        (Scheme::Https, _, _) => 443,
     };
+    remove_proxy_credentials(request.headers_mut());
     if request.uri().authority().is_some() {
         let path = request
             .uri()
@@ -108,6 +113,31 @@ pub(crate) const FLEET_HEADER_PREFIX: &str = "proxypool-fleet-";
 /// the client's proxy credentials and the fleet hop's `Proxypool-Fleet-*` headers, keeping
 /// the order of the rest ([`retain_in_order`]).
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    strip(headers, |name| name == header::PROXY_AUTHORIZATION);
+}
+
+/// [`strip_hop_by_hop`] for a request about to go upstream through [`prepare`], which
+/// replaces the client's `Proxy-Authorization` in place or removes it (so that the usual
+/// request, whose only hop-by-hop header is its credentials, rebuilds no map).
+pub(super) fn strip_request_hop_by_hop(headers: &mut HeaderMap) {
+    strip(headers, |_| false);
+}
+
+/// An upstream's response head as the client may read it: [`strip_hop_by_hop`] and no
+/// `X-Proxypool-*` header (only the gateway speaks under its own prefix, so a client
+/// never reads a spoofed session, proxy or error), in one pass over the headers.
+pub(super) fn strip_response_headers(headers: &mut HeaderMap) {
+    strip(headers, |name| {
+        name == header::PROXY_AUTHORIZATION || name.as_str().starts_with(OWN_HEADER_PREFIX)
+    });
+}
+
+/// The prefix of the gateway's own response headers.
+const OWN_HEADER_PREFIX: &str = "x-proxypool-";
+
+/// Removes the hop-by-hop headers, those `Connection` names, the fleet hop's, and those
+/// `also` picks, in one pass that keeps the order of the rest.
+fn strip(headers: &mut HeaderMap, also: impl Fn(&HeaderName) -> bool) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -119,7 +149,6 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         !(matches!(
             name.as_str(),
             "connection"
-                | "proxy-authorization"
                 | "proxy-authenticate"
                 | "te"
                 | "trailer"
@@ -127,11 +156,17 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
                 | "upgrade"
                 | "keep-alive"
                 | "proxy-connection"
-        ) || named.contains(name)
+        ) || also(name)
+            || named.contains(name)
             // The fleet hop's own headers (a client's, or a relaying member's) never
             // reach an upstream.
             || name.as_str().starts_with(FLEET_HEADER_PREFIX))
     });
+}
+
+/// Removes the client's `Proxy-Authorization`, keeping the order of the rest.
+fn remove_proxy_credentials(headers: &mut HeaderMap) {
+    retain_in_order(headers, |name| name != header::PROXY_AUTHORIZATION);
 }
 
 /// Keeps the headers whose name `keep` accepts, in their order with their repeats: a
@@ -153,13 +188,6 @@ pub(crate) fn retain_in_order(headers: &mut HeaderMap, keep: impl Fn(&HeaderName
             headers.append(name.clone(), value);
         }
     }
-}
-
-/// Removes every `X-Proxypool-*` header an upstream or origin sent: only the gateway
-/// speaks under its own prefix, so a client never reads a spoofed session, proxy or error.
-pub(super) fn strip_own_headers(headers: &mut HeaderMap) {
-    const PREFIX: &str = "x-proxypool-";
-    retain_in_order(headers, |name| !name.as_str().starts_with(PREFIX));
 }
 
 #[cfg(test)]
@@ -255,6 +283,81 @@ mod tests {
         assert_eq!(request.uri(), "/x");
         assert_eq!(request.headers()[header::HOST], "shop-a.test:8080");
         assert!(!request.headers().contains_key(header::PROXY_AUTHORIZATION));
+    }
+
+    #[test]
+    fn the_clients_credentials_never_go_upstream() {
+        let proxy_credentials = HeaderValue::from_static("Basic cHJveHk6c2VjcmV0");
+        for protocol in [Protocol::Http, Protocol::Https, Protocol::Socks5] {
+            for scheme in [Scheme::Http, Scheme::Https] {
+                for basic in [Some(&proxy_credentials), None] {
+                    let mut request = Request::get("http://shop-a.test/x")
+                        .header("x-first", "1")
+                        .header(header::PROXY_AUTHORIZATION, "Basic Y2xpZW50OnB3")
+                        .header(header::PROXY_AUTHORIZATION, "Basic c2Vjb25k")
+                        .header("x-last", "2")
+                        .body(())
+                        .unwrap();
+                    strip_request_hop_by_hop(request.headers_mut());
+                    let target: TargetAddr = "shop-a.test:80".parse().unwrap();
+                    prepare_for(protocol, basic, &mut request, &target, scheme);
+                    let sent: Vec<_> = request
+                        .headers()
+                        .get_all(header::PROXY_AUTHORIZATION)
+                        .iter()
+                        .collect();
+                    let case = format!("{protocol:?} {scheme:?} {basic:?}");
+                    let to_proxy = scheme == Scheme::Http && protocol != Protocol::Socks5;
+                    match basic.filter(|_| to_proxy) {
+                        // In the client's place, between the headers around it.
+                        Some(value) => {
+                            assert_eq!(sent, [value], "{case}");
+                            let names: Vec<&str> =
+                                request.headers().keys().map(|n| n.as_str()).collect();
+                            assert_eq!(
+                                names,
+                                ["x-first", "proxy-authorization", "x-last"],
+                                "{case}"
+                            );
+                        }
+                        None => assert!(sent.is_empty(), "{case}"),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_response_loses_hop_by_hop_and_spoofed_own_headers_in_one_pass() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("content-type", "text/plain"),
+            ("x-proxypool-proxy", "spoofed"),
+            ("connection", "keep-alive, x-hop"),
+            ("x-hop", "1"),
+            ("X-Proxypool-Session", "spoofed"),
+            ("set-cookie", "a=1"),
+            ("keep-alive", "timeout=5"),
+            ("set-cookie", "b=2"),
+        ] {
+            headers.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_static(value),
+            );
+        }
+        strip_response_headers(&mut headers);
+        let seen: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("content-type", "text/plain"),
+                ("set-cookie", "a=1"),
+                ("set-cookie", "b=2"),
+            ]
+        );
     }
 
     #[test]

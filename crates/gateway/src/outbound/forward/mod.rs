@@ -74,7 +74,7 @@ use crate::routing::route::{self, RouteTarget, SESSION_HEADER};
 use crate::snapshot::{SnapshotView, ViewProxy};
 use crate::usage::UsageCell;
 use body::{ProxyBody, Release};
-use headers::{prepare, strip_own_headers};
+use headers::{prepare, strip_request_hop_by_hop, strip_response_headers};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, Uri};
 use http_body::Body as _;
@@ -126,7 +126,7 @@ pub(crate) async fn forward(
             (Some(link), upgrade)
         }
     };
-    strip_hop_by_hop(request.headers_mut());
+    strip_request_hop_by_hop(request.headers_mut());
     if let Some(upgrade) = &upgrade {
         upgrade.restore(request.headers_mut());
     }
@@ -314,8 +314,7 @@ impl Sent {
             _ => None,
         };
         let (mut parts, body) = response.into_parts();
-        strip_hop_by_hop(&mut parts.headers);
-        strip_own_headers(&mut parts.headers);
+        strip_response_headers(&mut parts.headers);
         if let Some((client, origin)) = &switched {
             origin.restore(&mut parts.headers, client);
         }
@@ -373,13 +372,12 @@ async fn send_once(
     upload_meter: Option<Arc<AtomicU64>>,
 ) -> Result<Sent, Refusal> {
     let timeouts = DialTimeouts::of(&shared.config());
-    let (scheme, target_key) = match https {
-        None => (Scheme::Http, target.to_string()),
-        Some(_) => (Scheme::Https, format!("https://{target}")),
+    let scheme = match https {
+        None => Scheme::Http,
+        Some(_) => Scheme::Https,
     };
     let dialer = ForwardDialer {
-        target_key,
-        target: target.clone(),
+        target,
         timeouts,
         addresses: &shared.addresses,
         pool_idle: shared.pool_idle(),

@@ -33,10 +33,7 @@ pub(super) struct HttpsLink {
 
 /// Finds or opens a forwarding connection through one proxy.
 pub(super) struct ForwardDialer<'c> {
-    pub(super) target: TargetAddr,
-    /// What a pooled connection to the target is kept under: `host:port` for SOCKS5
-    /// tunnels, `https://host:port` for TLS to the origin.
-    pub(super) target_key: String,
+    pub(super) target: &'c TargetAddr,
     pub(super) timeouts: DialTimeouts,
     pub(super) addresses: &'c ProxyAddresses,
     pub(super) pool_idle: Duration,
@@ -68,7 +65,7 @@ impl Dialer for ForwardDialer<'_> {
     type Output = Result<Upstream, Refusal>;
 
     async fn dial(&self, proxy: &ViewProxy) -> Result<Self::Output, DialFailure> {
-        let key = pool_key(self.https.is_some(), proxy.protocol, &self.target_key);
+        let key = pool_key(self.https.is_some(), proxy.protocol, self.target);
         let poolable = self.https.is_none_or(|link| link.pooled);
         if poolable && let Some(sender) = pooled(proxy, &key, self.pool_idle).await {
             return Ok(Ok(Upstream {
@@ -79,7 +76,7 @@ impl Dialer for ForwardDialer<'_> {
         }
         let opened = open(
             proxy,
-            &self.target,
+            self.target,
             self.https,
             self.timeouts,
             self.addresses,
@@ -100,11 +97,13 @@ impl Dialer for ForwardDialer<'_> {
 
 /// What a connection through a proxy speaking `protocol` is pooled under: any
 /// absolute-form request shares an HTTP proxy's connections; a tunnel (SOCKS5, or any
-/// proxy for `https`) leads to one target, named by `target_key`.
-fn pool_key(https: bool, protocol: Protocol, target_key: &str) -> PoolKey {
+/// proxy for `https`) leads to one target, named `host:port` for SOCKS5 tunnels and
+/// `https://host:port` for TLS to the origin (the name is only made for those).
+fn pool_key(https: bool, protocol: Protocol, target: &TargetAddr) -> PoolKey {
     match (https, protocol) {
         (false, Protocol::Http | Protocol::Https) => PoolKey::Proxy,
-        (false, Protocol::Socks5) | (true, _) => PoolKey::Target(target_key.to_owned()),
+        (false, Protocol::Socks5) => PoolKey::Target(target.to_string()),
+        (true, _) => PoolKey::Target(format!("https://{target}")),
     }
 }
 
@@ -221,22 +220,20 @@ mod tests {
 
     #[test]
     fn https_connections_are_pooled_per_origin_whatever_the_proxy_speaks() {
+        let target: TargetAddr = "shop-a.test:443".parse().unwrap();
         let https = "https://shop-a.test:443";
         for protocol in [Protocol::Http, Protocol::Https, Protocol::Socks5] {
             assert_eq!(
-                pool_key(true, protocol, https),
+                pool_key(true, protocol, &target),
                 PoolKey::Target(https.into()),
                 "{protocol:?}"
             );
         }
         // Plain http keeps its keys; a SOCKS5 tunnel in clear to the same host and port
         // is never handed to an https request (nor the other way round).
-        assert_eq!(
-            pool_key(false, Protocol::Http, "shop-a.test:443"),
-            PoolKey::Proxy
-        );
-        let clear = pool_key(false, Protocol::Socks5, "shop-a.test:443");
+        assert_eq!(pool_key(false, Protocol::Http, &target), PoolKey::Proxy);
+        let clear = pool_key(false, Protocol::Socks5, &target);
         assert_eq!(clear, PoolKey::Target("shop-a.test:443".into()));
-        assert_ne!(clear, pool_key(true, Protocol::Socks5, https));
+        assert_ne!(clear, pool_key(true, Protocol::Socks5, &target));
     }
 }
