@@ -3,7 +3,8 @@
 #
 #   plain HTTP requests/s, p50, p99 through
 #     (a) the simulated upstream HTTP proxy directly (the bound),
-#     (b) proxypool's gateway chained to it,
+#     (b) proxypool's gateway chained to it, and (b') a second one with the access log on
+#         (JSON lines to a file, the default queue), to tell what the log costs,
 #     (c) tinyproxy chained to it (Upstream http user:pass@host:port, same client auth),
 #     (d) squid chained to it (cache_peer … parent … login=user:pass, never_direct, no
 #         cache, client Basic auth through basic_ncsa_auth),
@@ -24,14 +25,16 @@
 #   resident memory per idle open tunnel at 10,000 tunnels through the gateway.
 #
 # Usage: scripts/bench-gateway.sh [SECONDS_PER_HTTP_PHASE (default 10)]
-#        (SKIP_HOLD=1 skips the idle-tunnel phase; G3PROXY=/path/to/g3proxy adds (f))
+#        (SKIP_HOLD=1 skips the idle-tunnel phase; G3PROXY=/path/to/g3proxy adds (f);
+#        CONNS=N sets the concurrent connections of the plain-HTTP and CONNECT loads,
+#        default 32)
 # Needs root for apt-get (tinyproxy, squid) and for raising the descriptor limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECS=${1:-10}
 CONNECT_SECS=5
-CONNS=32
+CONNS=${CONNS:-32}
 # 10,000 idle tunnels need 20,000 descriptors in the gateway (client + upstream side);
 # where the hard limit is lower (containers), hold as many as fit and say so.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
@@ -83,6 +86,11 @@ GW_PORT=$(free_port)
 GW_PID=$!
 PIDS+=($GW_PID)
 wait_port "$GW_PORT"
+GL_PORT=$(free_port)
+BENCH_ACCESS_LOG="$WORK/access.log" "$BIN/bench_gateway" "127.0.0.1:$GL_PORT" "$UPSTREAM" "$UP_CRED" http "$CLIENT" "$CLIENT_PASS" "$ORIGIN" 2>"$WORK/gwl.err" &
+GL_PID=$!
+PIDS+=($GL_PID)
+wait_port "$GL_PORT"
 
 TP_PORT=$(free_port)
 cat >"$WORK/tinyproxy.conf" <<CONF
@@ -212,11 +220,13 @@ ORIGIN1=${ORIGIN%%,*}
 # Wait until the gateway applied its snapshot and serves.
 for _ in $(seq 1 100); do
   code=$(curl -s -o /dev/null -w '%{http_code}' -x "http://$CLIENT:$CLIENT_PASS@127.0.0.1:$GW_PORT" "http://$ORIGIN1/" || true)
-  [ "$code" = 200 ] && break
+  code_l=$(curl -s -o /dev/null -w '%{http_code}' -x "http://$CLIENT:$CLIENT_PASS@127.0.0.1:$GL_PORT" "http://$ORIGIN1/" || true)
+  [ "$code" = 200 ] && [ "$code_l" = 200 ] && break
   sleep 0.1
 done
 
 GW=("127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS")
+GL=("127.0.0.1:$GL_PORT" "$CLIENT:$CLIENT_PASS")
 TP=("127.0.0.1:$TP_PORT" "$CLIENT:$CLIENT_PASS")
 SQ=("127.0.0.1:$SQ_PORT" "$CLIENT:$CLIENT_PASS")
 RL=("127.0.0.1:$RL_PORT" "$UP_CRED")
@@ -227,33 +237,37 @@ g3() { # g3 KEY KIND TARGET SECS: one g3proxy run, nothing without the binary
 echo "plain HTTP, $CONNS keep-alive connections, ${SECS}s per run, 2 runs each..." >&2
 A1=$(run http "$UPSTREAM" "$UP_CRED" "$URLS" "$CONNS" "$SECS")
 B1=$(run_cpu gw "$GW_PID" http "${GW[@]}" "$URLS" "$CONNS" "$SECS")
+L1=$(run_cpu gwl "$GL_PID" http "${GL[@]}" "$URLS" "$CONNS" "$SECS")
 C1=$(run_cpu tp "$TP_PID" http "${TP[@]}" "$URLS" "$CONNS" "$SECS")
 D1=$(run_cpu sq "$SQ_PID" http "${SQ[@]}" "$URLS" "$CONNS" "$SECS")
 E1=$(run_cpu rl "$RL_PID" http "${RL[@]}" "$URLS" "$CONNS" "$SECS")
 F1=$(g3 g3 http "$URLS" "$SECS")
 A2=$(run http "$UPSTREAM" "$UP_CRED" "$URLS" "$CONNS" "$SECS")
 B2=$(run_cpu gw "$GW_PID" http "${GW[@]}" "$URLS" "$CONNS" "$SECS")
+L2=$(run_cpu gwl "$GL_PID" http "${GL[@]}" "$URLS" "$CONNS" "$SECS")
 C2=$(run_cpu tp "$TP_PID" http "${TP[@]}" "$URLS" "$CONNS" "$SECS")
 D2=$(run_cpu sq "$SQ_PID" http "${SQ[@]}" "$URLS" "$CONNS" "$SECS")
 E2=$(run_cpu rl "$RL_PID" http "${RL[@]}" "$URLS" "$CONNS" "$SECS")
 F2=$(g3 g3 http "$URLS" "$SECS")
 A=$(best "$A1" "$A2"); B=$(best "$B1" "$B2"); C=$(best "$C1" "$C2"); D=$(best "$D1" "$D2"); E=$(best "$E1" "$E2")
-F=$(best "$F1" "$F2")
+F=$(best "$F1" "$F2"); L=$(best "$L1" "$L2")
 echo "CONNECT setups, $CONNS concurrent, ${CONNECT_SECS}s per run, 2 runs each..." >&2
 CA1=$(run connect "$UPSTREAM" "$UP_CRED" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CB1=$(run_cpu cgw "$GW_PID" connect "${GW[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CL1=$(run_cpu cgwl "$GL_PID" connect "${GL[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CC1=$(run_cpu ctp "$TP_PID" connect "${TP[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CD1=$(run_cpu csq "$SQ_PID" connect "${SQ[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CE1=$(run_cpu crl "$RL_PID" connect "${RL[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CF1=$(g3 cg3 connect "$ORIGIN" "$CONNECT_SECS")
 CA2=$(run connect "$UPSTREAM" "$UP_CRED" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CB2=$(run_cpu cgw "$GW_PID" connect "${GW[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+CL2=$(run_cpu cgwl "$GL_PID" connect "${GL[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CC2=$(run_cpu ctp "$TP_PID" connect "${TP[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CD2=$(run_cpu csq "$SQ_PID" connect "${SQ[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CE2=$(run_cpu crl "$RL_PID" connect "${RL[@]}" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
 CF2=$(g3 cg3 connect "$ORIGIN" "$CONNECT_SECS")
 CA=$(best "$CA1" "$CA2"); CB=$(best "$CB1" "$CB2"); CC=$(best "$CC1" "$CC2"); CD=$(best "$CD1" "$CD2"); CE=$(best "$CE1" "$CE2")
-CF=$(best "$CF1" "$CF2")
+CF=$(best "$CF1" "$CF2"); CL=$(best "$CL1" "$CL2")
 if [ "${SKIP_HOLD:-}" != 1 ]; then
   echo "holding $TUNNELS idle tunnels (descriptor limit $FD_LIMIT) through the gateway..." >&2
   H=$(run hold "127.0.0.1:$GW_PORT" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$TUNNELS" "$GW_PID")
@@ -276,13 +290,13 @@ full_pool() { # full_pool WAIT_MS: starts the gateway, sets FP_PORT
 echo "full pool (max_sessions 16, 32 clients), capacity_wait 0s vs default..." >&2
 full_pool 0; FP0=$FP_PORT
 full_pool 300; FPW=$FP_PORT
-F0=$(run http "127.0.0.1:$FP0" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$CONNECT_SECS")
-FW=$(run http "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$URLS" "$CONNS" "$CONNECT_SECS")
-FC0=$(run connect "127.0.0.1:$FP0" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
-FCW=$(run connect "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$ORIGIN" "$CONNS" "$CONNECT_SECS")
+F0=$(run http "127.0.0.1:$FP0" "$CLIENT:$CLIENT_PASS" "$URLS" 32 "$CONNECT_SECS")
+FW=$(run http "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$URLS" 32 "$CONNECT_SECS")
+FC0=$(run connect "127.0.0.1:$FP0" "$CLIENT:$CLIENT_PASS" "$ORIGIN" 32 "$CONNECT_SECS")
+FCW=$(run connect "127.0.0.1:$FPW" "$CLIENT:$CLIENT_PASS" "$ORIGIN" 32 "$CONNECT_SECS")
 
-echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] C=[$C1 | $C2] D=[$D1 | $D2] E=[$E1 | $E2] F=[$F1 | $F2]" >&2
-echo "          CA=[$CA1 | $CA2] CB=[$CB1 | $CB2] CC=[$CC1 | $CC2] CD=[$CD1 | $CD2] CE=[$CE1 | $CE2] CF=[$CF1 | $CF2]" >&2
+echo "all runs: A=[$A1 | $A2] B=[$B1 | $B2] B'=[$L1 | $L2] C=[$C1 | $C2] D=[$D1 | $D2] E=[$E1 | $E2] F=[$F1 | $F2]" >&2
+echo "          CA=[$CA1 | $CA2] CB=[$CB1 | $CB2] CB'=[$CL1 | $CL2] CC=[$CC1 | $CC2] CD=[$CD1 | $CD2] CE=[$CE1 | $CE2] CF=[$CF1 | $CF2]" >&2
 echo
 # table TITLE UNIT SQUID_KEY RELAY_KEY G3_KEY ROWS...: one markdown table, each row
 # "name|loadgen line|cpu key" (no key: no CPU column for it; an empty loadgen line: the
@@ -301,7 +315,7 @@ table() {
       split="$(us_per "$key" user) + $(us_per "$key" sys)"
       vs_squid=$(ratio "$cpu" "$(us_per "$squid")")
       vs_relay=$(ratio "$cpu" "$(us_per "$relay")")
-      if [ -n "$G3_PID" ] && { [ "$key" = gw ] || [ "$key" = cgw ]; }; then
+      if [ -n "$G3_PID" ] && [[ $key =~ ^c?gwl?$ ]]; then
         vs_g3=$(ratio "$cpu" "$(us_per "$g3key")")
       fi
     fi
@@ -309,17 +323,19 @@ table() {
   done
 }
 table "plain HTTP" request sq rl g3 "(a) upstream proxy directly (bound)|$A|" \
-  "(b) proxypool gateway → upstream|$B|gw" "(c) tinyproxy → upstream|$C|tp" \
+  "(b) proxypool gateway → upstream|$B|gw" "(b') proxypool gateway, access log on (JSON)|$L|gwl" \
+  "(c) tinyproxy → upstream|$C|tp" \
   "(d) squid → upstream|$D|sq" "(e) byte relay → upstream (floor)|$E|rl" \
   "(f) g3proxy → upstream|$F|g3"
 echo
 table "CONNECT" setup csq crl cg3 "(a) upstream proxy directly|$CA|" \
-  "(b) proxypool gateway → upstream|$CB|cgw" "(c) tinyproxy → upstream|$CC|ctp" \
+  "(b) proxypool gateway → upstream|$CB|cgw" "(b') proxypool gateway, access log on (JSON)|$CL|cgwl" \
+  "(c) tinyproxy → upstream|$CC|ctp" \
   "(d) squid → upstream|$CD|csq" "(e) byte relay → upstream (floor)|$CE|crl" \
   "(f) g3proxy → upstream|$CF|cg3"
 
 echo
-echo "ratios: plain HTTP (b)/(a) = $(ratio "$(field rps "$B")" "$(field rps "$A")") (target ≥ 0.8)," \
+echo "ratios: plain HTTP (b)/(a) = $(ratio "$(field rps "$B")" "$(field rps "$A")") (target ≥ 0.9)," \
   "(b)/(c) = $(ratio "$(field rps "$B")" "$(field rps "$C")"), (b)/(d) = $(ratio "$(field rps "$B")" "$(field rps "$D")");" \
   "CONNECT (b)/(a) = $(ratio "$(field rps "$CB")" "$(field rps "$CA")")"
 echo "gateway CPU vs squid: plain HTTP $(ratio "$(us_per gw)" "$(us_per sq)") (target ≤ 0.3)," \
@@ -329,6 +345,8 @@ if [ -n "$G3_PID" ]; then
     "per CONNECT setup $(ratio "$(us_per cgw)" "$(us_per cg3)");" \
     "requests/s (b)/(f) $(ratio "$(field rps "$B")" "$(field rps "$F")"), setups/s $(ratio "$(field rps "$CB")" "$(field rps "$CF")")"
 fi
+echo "access log on (b')/(b), CPU per plain HTTP request $(ratio "$(us_per gwl)" "$(us_per gw)")," \
+  "per CONNECT setup $(ratio "$(us_per cgwl)" "$(us_per cgw)") (target ≤ 1.05)"
 echo "the floor (byte relay) vs squid: plain HTTP $(ratio "$(us_per rl)" "$(us_per sq)")," \
   "CONNECT setup $(ratio "$(us_per crl)" "$(us_per csq)")"
 refused() { python3 -c "ok=$(field ok "$1"); e=$(field errors "$1"); print(f'{e} of {ok+e} refused ({100*e/max(ok+e,1):.1f} %), {ok} served')"; }

@@ -82,9 +82,13 @@ impl IdlePool {
         key: &PoolKey,
         max_idle: Duration,
     ) -> Option<SendRequest<CountingBody>> {
+        // One clock read for the whole shard, not one per idle connection.
+        let now = Instant::now();
         let mut idle = self.shard().lock_or_recover();
         // Expired and closed ones go first: they can never be used.
-        idle.retain(|conn| conn.since.elapsed() < max_idle && !conn.sender.is_closed());
+        idle.retain(|conn| {
+            now.saturating_duration_since(conn.since) < max_idle && !conn.sender.is_closed()
+        });
         let position = idle.iter().rposition(|conn| conn.key == *key)?;
         Some(idle.remove(position).sender)
     }

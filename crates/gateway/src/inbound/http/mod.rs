@@ -87,13 +87,14 @@ pub(crate) async fn serve_connection<S>(
         Arc::clone(&state.mark),
     ));
     let service = {
-        let shared = Arc::clone(shared);
-        let state = Arc::clone(&state);
+        // One reference per connection, cloned per request: the gateway-wide `Shared` is
+        // not, so requests on two threads do not bounce its count between cores.
+        let context = Arc::new((Arc::clone(shared), Arc::clone(&state)));
         service_fn(move |request| {
-            let shared = Arc::clone(&shared);
-            let state = Arc::clone(&state);
+            let context = Arc::clone(&context);
             async move {
-                Ok::<_, std::convert::Infallible>(service::handle(&shared, &state, request).await)
+                let (shared, state) = &*context;
+                Ok::<_, std::convert::Infallible>(service::handle(shared, state, request).await)
             }
         })
     };
