@@ -16,6 +16,7 @@ use super::text::{Peer, TextLine, protocol, refusal_tag, url_as_logged};
 use crate::config::AccessLogFormat;
 use crate::refusal::Refusal;
 use http::header::{self, HeaderMap};
+use http::{Method, Uri};
 use proxypool_proto::TargetAddr;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -64,11 +65,14 @@ struct Fields {
     time: SystemTime,
     source: SocketAddr,
     client: Option<String>,
-    method: Option<String>,
+    /// A standard method is a constant: nothing is copied for it.
+    method: Option<Method>,
     /// `host:port`; in the text formats a plain request's URL instead.
     target: Option<String>,
-    /// JSON only: a forwarded request's path, without the query.
-    path: Option<String>,
+    /// The request's URI as the client wrote it (its parts shared with the request, not
+    /// copied): a forwarded request's path in JSON, and the target until the gateway
+    /// parsed its own.
+    requested: Option<Uri>,
     /// JSON only: the upstream's name and the proxy's id.
     upstream: Option<String>,
     proxy: Option<String>,
@@ -126,7 +130,7 @@ impl Exchange {
                 client: None,
                 method: None,
                 target: None,
-                path: None,
+                requested: None,
                 upstream: None,
                 proxy: None,
                 status: None,
@@ -194,7 +198,7 @@ impl Exchange {
         let Some(fields) = &mut self.fields else {
             return;
         };
-        fields.method = Some(request.method().as_str().to_owned());
+        fields.method = Some(request.method().clone());
         let uri = request.uri();
         if let Some(text) = &mut fields.text {
             text.protocol = Some(protocol(request.version()));
@@ -207,21 +211,9 @@ impl Exchange {
                 fields.target = Some(url_as_logged(uri));
                 return;
             }
-        } else if self.kind.is_forwarded() {
-            fields.path = Some(uri.path().to_owned());
         }
-        let Some(host) = uri.host() else {
-            return;
-        };
-        let port = uri.port_u16().or(match uri.scheme_str() {
-            Some("http") => Some(80),
-            Some("https") => Some(443),
-            _ => None,
-        });
-        fields.target = Some(match port {
-            Some(port) => format!("{host}:{port}"),
-            None => host.to_owned(),
-        });
+        // Formatted only if the line is written and the gateway never parsed a target.
+        fields.requested = Some(uri.clone());
     }
 
     /// The target as the gateway parsed it (canonical `host:port`). A text line keeps a
@@ -388,15 +380,25 @@ impl Drop for Exchange {
             }
         };
         let elapsed = self.started.elapsed();
+        let requested_target = match &fields.target {
+            Some(_) => None,
+            None => fields.requested.as_ref().and_then(target_as_written),
+        };
+        let target = fields.target.as_deref().or(requested_target.as_deref());
+        let method = fields.method.as_ref().map(Method::as_str);
         let Some(text) = &fields.text else {
             let line = Line {
                 time: fields.time,
                 kind: self.kind.label(),
                 source: fields.source,
                 client: fields.client.as_deref(),
-                method: fields.method.as_deref(),
-                target: fields.target.as_deref(),
-                path: fields.path.as_deref(),
+                method,
+                target,
+                path: fields
+                    .requested
+                    .as_ref()
+                    .filter(|_| self.kind.is_forwarded())
+                    .map(Uri::path),
                 upstream: fields.upstream.as_deref(),
                 proxy: fields.proxy.as_deref(),
                 status: fields.status,
@@ -411,11 +413,9 @@ impl Drop for Exchange {
             return;
         };
         let (method, protocol, status) = match self.kind {
-            Kind::Http | Kind::Connect | Kind::Https => (
-                fields.method.as_deref(),
-                text.protocol.unwrap_or("HTTP/1.1"),
-                fields.status,
-            ),
+            Kind::Http | Kind::Connect | Kind::Https => {
+                (method, text.protocol.unwrap_or("HTTP/1.1"), fields.status)
+            }
             // No request line and no HTTP status: what stands for them (module docs).
             Kind::Socks5 => (
                 Some("SOCKS5"),
@@ -432,7 +432,7 @@ impl Drop for Exchange {
             source: fields.source.ip(),
             client: fields.client.as_deref(),
             method,
-            url: fields.target.as_deref(),
+            url: target,
             protocol,
             tag: TextLine::tag(text.refused, text.peer.is_some(), self.kind.is_tunnel()),
             status,
@@ -451,4 +451,19 @@ impl Drop for Exchange {
             line.squid()
         });
     }
+}
+
+/// `host:port` of a URI as the client wrote it, the port from the scheme when none is
+/// written (a refused request's target, before the gateway parsed one).
+fn target_as_written(uri: &Uri) -> Option<String> {
+    let host = uri.host()?;
+    let port = uri.port_u16().or(match uri.scheme_str() {
+        Some("http") => Some(80),
+        Some("https") => Some(443),
+        _ => None,
+    });
+    Some(match port {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    })
 }
