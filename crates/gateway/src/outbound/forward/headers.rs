@@ -327,10 +327,29 @@ mod tests {
         }
     }
 
+    /// A map of `headers` in their order, repeats kept (names in any case).
+    fn headers_of(headers: &[(&str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_static(value),
+            );
+        }
+        map
+    }
+
+    /// The map's headers in its order, as text.
+    fn pairs(headers: &HeaderMap) -> Vec<(&str, &str)> {
+        headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
+            .collect()
+    }
+
     #[test]
     fn a_response_loses_hop_by_hop_and_spoofed_own_headers_in_one_pass() {
-        let mut headers = HeaderMap::new();
-        for (name, value) in [
+        let mut headers = headers_of(&[
             ("content-type", "text/plain"),
             ("x-proxypool-proxy", "spoofed"),
             ("connection", "keep-alive, x-hop"),
@@ -339,19 +358,10 @@ mod tests {
             ("set-cookie", "a=1"),
             ("keep-alive", "timeout=5"),
             ("set-cookie", "b=2"),
-        ] {
-            headers.append(
-                HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_static(value),
-            );
-        }
+        ]);
         strip_response_headers(&mut headers);
-        let seen: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
-            .collect();
         assert_eq!(
-            seen,
+            pairs(&headers),
             [
                 ("content-type", "text/plain"),
                 ("set-cookie", "a=1"),
@@ -386,8 +396,7 @@ mod tests {
 
     #[test]
     fn stripping_keeps_the_order_and_the_repeats_of_the_rest() {
-        let mut headers = HeaderMap::new();
-        for (name, value) in [
+        let mut headers = headers_of(&[
             ("host", "example.com"),
             ("proxy-authorization", "Basic x"),
             ("x-first", "1"),
@@ -395,16 +404,10 @@ mod tests {
             ("x-first", "2"),
             ("proxy-connection", "keep-alive"),
             ("x-last", "3"),
-        ] {
-            headers.append(name, HeaderValue::from_static(value));
-        }
+        ]);
         strip_hop_by_hop(&mut headers);
-        let seen: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
-            .collect();
         assert_eq!(
-            seen,
+            pairs(&headers),
             [
                 ("host", "example.com"),
                 ("x-first", "1"),
