@@ -18,6 +18,7 @@ use crate::refusal::Refusal;
 use http::header::{self, HeaderMap};
 use http::{Method, Uri};
 use proxypool_proto::TargetAddr;
+use std::fmt::Display;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,8 +68,11 @@ struct Fields {
     client: Option<String>,
     /// A standard method is a constant: nothing is copied for it.
     method: Option<Method>,
-    /// `host:port`; in the text formats a plain request's URL instead.
+    /// The text formats' URL of a plain request (any other target is `parsed`).
     target: Option<String>,
+    /// The target as the gateway parsed it (an address is copied without formatting:
+    /// the line formats it when it is written).
+    parsed: Option<TargetAddr>,
     /// The request's URI as the client wrote it (its parts shared with the request, not
     /// copied): a forwarded request's path in JSON, and the target until the gateway
     /// parsed its own.
@@ -130,6 +134,7 @@ impl Exchange {
                 client: None,
                 method: None,
                 target: None,
+                parsed: None,
                 requested: None,
                 upstream: None,
                 proxy: None,
@@ -222,7 +227,7 @@ impl Exchange {
         if let Some(fields) = &mut self.fields
             && !(fields.text.is_some() && self.kind.is_forwarded())
         {
-            fields.target = Some(target.to_string());
+            fields.parsed = Some(target.clone());
         }
     }
 
@@ -380,11 +385,16 @@ impl Drop for Exchange {
             }
         };
         let elapsed = self.started.elapsed();
-        let requested_target = match &fields.target {
-            Some(_) => None,
-            None => fields.requested.as_ref().and_then(target_as_written),
+        let requested_target = match (&fields.target, &fields.parsed) {
+            (None, None) => fields.requested.as_ref().and_then(target_as_written),
+            _ => None,
         };
-        let target = fields.target.as_deref().or(requested_target.as_deref());
+        // A text line's URL, or the parsed target, or the one the client wrote.
+        let target: Option<&dyn Display> = match (&fields.target, &fields.parsed) {
+            (Some(text), _) => Some(text),
+            (None, Some(parsed)) => Some(parsed),
+            (None, None) => requested_target.as_ref().map(|text| text as &dyn Display),
+        };
         let method = fields.method.as_ref().map(Method::as_str);
         let Some(text) = &fields.text else {
             let line = Line {
@@ -426,13 +436,14 @@ impl Drop for Exchange {
                 },
             ),
         };
+        let url = target.map(ToString::to_string);
         let line = TextLine {
             started: fields.time,
             elapsed,
             source: fields.source.ip(),
             client: fields.client.as_deref(),
             method,
-            url: target,
+            url: url.as_deref(),
             protocol,
             tag: TextLine::tag(text.refused, text.peer.is_some(), self.kind.is_tunnel()),
             status,

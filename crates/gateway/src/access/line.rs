@@ -11,11 +11,12 @@
 //! request's and response's bodies, a tunnel's bytes).
 
 use serde::Serialize;
+use std::fmt::Display;
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
 /// The fields of one line, borrowed from the finished exchange.
-#[derive(Debug, Serialize)]
+#[derive(Serialize)]
 pub(crate) struct Line<'a> {
     #[serde(serialize_with = "rfc3339_millis")]
     pub time: SystemTime,
@@ -24,7 +25,8 @@ pub(crate) struct Line<'a> {
     pub source: SocketAddr,
     pub client: Option<&'a str>,
     pub method: Option<&'a str>,
-    pub target: Option<&'a str>,
+    #[serde(serialize_with = "displayed")]
+    pub target: Option<&'a dyn Display>,
     pub path: Option<&'a str>,
     pub upstream: Option<&'a str>,
     pub proxy: Option<&'a str>,
@@ -54,6 +56,14 @@ fn rfc3339_millis<S: serde::Serializer>(time: &SystemTime, s: S) -> Result<S::Ok
 }
 
 /// Microsecond resolution is all a duration needs; more digits only lengthen the line.
+/// Written straight into the line (an address is never made a string first).
+fn displayed<S: serde::Serializer>(value: &Option<&dyn Display>, s: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => s.collect_str(value),
+        None => s.serialize_none(),
+    }
+}
+
 fn three_decimals<S: serde::Serializer>(ms: &f64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64((ms * 1000.0).round() / 1000.0)
 }
@@ -71,7 +81,7 @@ mod tests {
             source: "192.0.2.7:40000".parse().unwrap(),
             client: Some("alice"),
             method: Some("GET"),
-            target: Some("example.test:80"),
+            target: Some(&"example.test:80"),
             path: Some("/a/b"),
             upstream: Some("sim"),
             proxy: Some("p1"),
