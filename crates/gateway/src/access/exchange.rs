@@ -18,6 +18,7 @@ use crate::refusal::Refusal;
 use http::header::{self, HeaderMap};
 use http::{Method, Uri};
 use proxypool_proto::TargetAddr;
+use std::borrow::Cow;
 use std::fmt::Display;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -385,15 +386,15 @@ impl Drop for Exchange {
             }
         };
         let elapsed = self.started.elapsed();
-        let requested_target = match (&fields.target, &fields.parsed) {
-            (None, None) => fields.requested.as_ref().and_then(target_as_written),
-            _ => None,
-        };
         // A text line's URL, or the parsed target, or the one the client wrote.
+        let requested_target;
         let target: Option<&dyn Display> = match (&fields.target, &fields.parsed) {
             (Some(text), _) => Some(text),
             (None, Some(parsed)) => Some(parsed),
-            (None, None) => requested_target.as_ref().map(|text| text as &dyn Display),
+            (None, None) => {
+                requested_target = fields.requested.as_ref().and_then(target_as_written);
+                requested_target.as_ref().map(|text| text as &dyn Display)
+            }
         };
         let method = fields.method.as_ref().map(Method::as_str);
         let Some(text) = &fields.text else {
@@ -436,7 +437,11 @@ impl Drop for Exchange {
                 },
             ),
         };
-        let url = target.map(ToString::to_string);
+        // A plain request's URL is the text already kept; only another target is made one.
+        let url: Option<Cow<'_, str>> = match &fields.target {
+            Some(text) => Some(Cow::Borrowed(text)),
+            None => target.map(|target| Cow::Owned(target.to_string())),
+        };
         let line = TextLine {
             started: fields.time,
             elapsed,

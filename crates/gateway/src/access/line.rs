@@ -55,7 +55,6 @@ fn rfc3339_millis<S: serde::Serializer>(time: &SystemTime, s: S) -> Result<S::Ok
     s.collect_str(&humantime::format_rfc3339_millis(*time))
 }
 
-/// Microsecond resolution is all a duration needs; more digits only lengthen the line.
 /// Written straight into the line (an address is never made a string first).
 fn displayed<S: serde::Serializer>(value: &Option<&dyn Display>, s: S) -> Result<S::Ok, S::Error> {
     match value {
@@ -64,6 +63,7 @@ fn displayed<S: serde::Serializer>(value: &Option<&dyn Display>, s: S) -> Result
     }
 }
 
+/// Microsecond resolution is all a duration needs; more digits only lengthen the line.
 fn three_decimals<S: serde::Serializer>(ms: &f64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64((ms * 1000.0).round() / 1000.0)
 }

@@ -64,22 +64,23 @@ fn prepare_for<B>(
     scheme: Scheme,
 ) {
     // The client's credentials for the gateway never go further: replaced in their place
-    // by the proxy's (no map rebuilt, the usual request), else removed.
-    let default_port = match (scheme, protocol, basic_header) {
-        (Scheme::Http, Protocol::Http | Protocol::Https, Some(value)) => {
+    // by an HTTP proxy's own (no map rebuilt, the usual request), else removed.
+    let to_http_proxy = scheme == Scheme::Http && protocol != Protocol::Socks5;
+    match basic_header.filter(|_| to_http_proxy) {
+        Some(value) => {
             request
                 .headers_mut()
                 .insert(header::PROXY_AUTHORIZATION, value.clone());
-            return;
         }
-        (Scheme::Http, Protocol::Http | Protocol::Https, None) => {
-            remove_proxy_credentials(request.headers_mut());
-            return;
-        }
-        (Scheme::Http, Protocol::Socks5, _) => 80,
-        (Scheme::Https, _, _) => 443,
+        None => remove_proxy_credentials(request.headers_mut()),
+    }
+    if to_http_proxy {
+        return;
+    }
+    let default_port = match scheme {
+        Scheme::Http => 80,
+        Scheme::Https => 443,
     };
-    remove_proxy_credentials(request.headers_mut());
     if request.uri().authority().is_some() {
         let path = request
             .uri()
